@@ -1,0 +1,287 @@
+// Package router decides the Kafka topic of a record. The key is the
+// aggregate id and the headers come from the envelope ([schema.Encoder]);
+// partitioning is left to the producer's key hashing so that every event of
+// an aggregate lands on one partition.
+package router
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// DefaultTopic is the topic template used when Config.Topic is empty; it
+// matches Debezium's outbox event router.
+const DefaultTopic = "outbox.event.{aggregatetype}"
+
+// maxTopicLen is Kafka's limit on a topic name's length.
+const maxTopicLen = 249
+
+// Config configures a [Router].
+type Config struct {
+	// Topic is the topic template: literal text of legal topic characters
+	// ([a-zA-Z0-9._-]) and the placeholders {aggregatetype}, {aggregateid}
+	// and {type}, replaced by the record's fields with their case kept.
+	// Empty means DefaultTopic.
+	Topic string
+}
+
+// Validate reports whether the template parses: known placeholders, balanced
+// braces, legal literal characters, and a rendering that can fit Kafka's 249
+// characters. A template without placeholders must itself be a legal topic.
+func (c Config) Validate() error {
+	_, err := parseTemplate(c.topic())
+	return err
+}
+
+func (c Config) topic() string {
+	if c.Topic == "" {
+		return DefaultTopic
+	}
+	return c.Topic
+}
+
+// field is a placeholder's record field.
+type field uint8
+
+const (
+	fieldAggregateType field = iota
+	fieldAggregateID
+	fieldType
+)
+
+var placeholders = [...]struct {
+	name   string // as written in a template, without braces
+	column string // schema.RowError.Column when its value breaks the topic
+}{
+	fieldAggregateType: {"aggregatetype", "aggregatetype"},
+	fieldAggregateID:   {"aggregateid", "aggregateid"},
+	fieldType:          {"type", "type"},
+}
+
+func (f field) value(r *schema.Record) string {
+	switch f {
+	case fieldAggregateType:
+		return r.AggregateType
+	case fieldAggregateID:
+		return r.AggregateID
+	default:
+		return r.Type
+	}
+}
+
+// segment is a literal, or a placeholder when isField is set.
+type segment struct {
+	lit     string
+	field   field
+	isField bool
+}
+
+type template struct {
+	segs    []segment
+	litLen  int  // total length of the literals
+	onlyOne bool // every placeholder names the same field
+	field   field
+}
+
+func parseTemplate(s string) (*template, error) {
+	t := &template{}
+	fields := 0
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '{':
+			end := strings.IndexByte(s[i+1:], '}')
+			if end < 0 {
+				return nil, fmt.Errorf("router: topic template %q: unbalanced '{' at offset %d", s, i)
+			}
+			name := s[i+1 : i+1+end]
+			if j := strings.IndexByte(name, '{'); j >= 0 {
+				return nil, fmt.Errorf("router: topic template %q: unbalanced '{' at offset %d", s, i)
+			}
+			f, ok := lookupPlaceholder(name)
+			if !ok {
+				return nil, fmt.Errorf("router: topic template %q: unknown placeholder {%s} (want {aggregatetype}, {aggregateid} or {type})", s, name)
+			}
+			if fields > 0 && f != t.field {
+				t.onlyOne = false
+			} else if fields == 0 {
+				t.onlyOne, t.field = true, f
+			}
+			fields++
+			t.segs = append(t.segs, segment{field: f, isField: true})
+			i += end + 2
+		case c == '}':
+			return nil, fmt.Errorf("router: topic template %q: unbalanced '}' at offset %d", s, i)
+		default:
+			j := i
+			for j < len(s) && s[j] != '{' && s[j] != '}' {
+				if !legalTopicByte(s[j]) {
+					return nil, fmt.Errorf("router: topic template %q: illegal topic character %q at offset %d (want [a-zA-Z0-9._-])", s, s[j], j)
+				}
+				j++
+			}
+			t.segs = append(t.segs, segment{lit: s[i:j]})
+			t.litLen += j - i
+			i = j
+		}
+	}
+	// Each placeholder renders at least one character.
+	if t.litLen+fields > maxTopicLen {
+		return nil, fmt.Errorf("router: topic template %q: renders longer than %d characters", s, maxTopicLen)
+	}
+	if fields == 0 {
+		if reason := topicReason(s); reason != "" {
+			return nil, fmt.Errorf("router: topic %q: %s", s, reason)
+		}
+	}
+	return t, nil
+}
+
+func lookupPlaceholder(name string) (field, bool) {
+	for f, p := range placeholders {
+		if p.name == name {
+			return field(f), true
+		}
+	}
+	return 0, false
+}
+
+func legalTopicByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// topicReason returns why s is not a legal Kafka topic name, or "".
+func topicReason(s string) string {
+	switch {
+	case s == "":
+		return "empty topic name"
+	case s == "." || s == "..":
+		return "topic name cannot be \".\" or \"..\""
+	case len(s) > maxTopicLen:
+		return fmt.Sprintf("topic name is %d characters, longer than %d", len(s), maxTopicLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if !legalTopicByte(s[i]) {
+			return fmt.Sprintf("illegal topic character %q (want [a-zA-Z0-9._-])", s[i])
+		}
+	}
+	return ""
+}
+
+// maxCached bounds the topic cache: past it, topics are rendered every time.
+const maxCached = 1024
+
+// Router renders topic names. It is safe for concurrent use.
+type Router struct {
+	tmpl     *template
+	constant string // the topic when the template has no placeholder
+
+	// Templates whose placeholders all name one field (the default does)
+	// cache rendered topics by that field's value: copy-on-write, so a hit
+	// is a lock-free map read and allocates nothing.
+	cache   atomic.Pointer[map[string]string]
+	cacheMu sync.Mutex
+}
+
+// New returns a router for cfg.
+func New(cfg Config) (*Router, error) {
+	t, err := parseTemplate(cfg.topic())
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{tmpl: t}
+	if len(t.segs) == 0 || (len(t.segs) == 1 && !t.segs[0].isField) {
+		r.constant = cfg.topic()
+	}
+	empty := map[string]string{}
+	r.cache.Store(&empty)
+	return r, nil
+}
+
+// Topic returns the topic for rec. A rendered name that is not a legal Kafka
+// topic (1 to 249 characters of [a-zA-Z0-9._-], not "." or "..") gives a
+// *schema.RowError whose Column is the placeholder's field (aggregatetype,
+// aggregateid or type). A template without placeholders returns its
+// constant without allocating, as does a cached topic.
+func (r *Router) Topic(rec *schema.Record) (string, error) {
+	if r.constant != "" {
+		return r.constant, nil
+	}
+	t := r.tmpl
+	if !t.onlyOne {
+		return r.render(rec)
+	}
+	v := t.field.value(rec)
+	if topic, ok := (*r.cache.Load())[v]; ok {
+		return topic, nil
+	}
+	topic, err := r.render(rec)
+	if err == nil {
+		r.remember(v, topic)
+	}
+	return topic, err
+}
+
+func (r *Router) remember(v, topic string) {
+	r.cacheMu.Lock()
+	defer r.cacheMu.Unlock()
+	old := *r.cache.Load()
+	if _, ok := old[v]; ok || len(old) >= maxCached {
+		return
+	}
+	m := make(map[string]string, len(old)+1)
+	for k, t := range old {
+		m[k] = t
+	}
+	m[strings.Clone(v)] = topic // v may share memory with a larger record buffer
+	r.cache.Store(&m)
+}
+
+func (r *Router) render(rec *schema.Record) (string, error) {
+	t := r.tmpl
+	n := t.litLen
+	var longest field
+	longestLen := -1
+	for _, s := range t.segs {
+		if !s.isField {
+			continue
+		}
+		v := s.field.value(rec)
+		if v == "" {
+			return "", rowError(s.field, "empty value renders an empty topic segment")
+		}
+		for i := 0; i < len(v); i++ {
+			if !legalTopicByte(v[i]) {
+				return "", rowError(s.field, fmt.Sprintf("illegal topic character %q in %q (want [a-zA-Z0-9._-])", v[i], v))
+			}
+		}
+		n += len(v)
+		if len(v) > longestLen {
+			longest, longestLen = s.field, len(v)
+		}
+	}
+	if n > maxTopicLen {
+		return "", rowError(longest, fmt.Sprintf("topic name would be %d characters, longer than %d", n, maxTopicLen))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range t.segs {
+		if s.isField {
+			b.WriteString(s.field.value(rec))
+		} else {
+			b.WriteString(s.lit)
+		}
+	}
+	topic := b.String()
+	if topic == "." || topic == ".." {
+		return "", rowError(longest, "topic name cannot be \".\" or \"..\"")
+	}
+	return topic, nil
+}
+
+func rowError(f field, reason string) error {
+	return &schema.RowError{Column: placeholders[f].column, Reason: reason}
+}

@@ -1,0 +1,86 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// FuzzRecord feeds random row values through Binding.Record and, when the row
+// is accepted, through both encoders. Nothing may panic; every rejection must
+// be a *RowError; every accepted row must encode to a message the CloudEvents
+// SDK reads back attribute for attribute (structured mode: valid JSON).
+func FuzzRecord(f *testing.F) {
+	const payload = `{"orderId":42,"total":"19.90"}`
+	for _, s := range []struct {
+		id, aggType, aggID, typ, payload, headers, created string
+		flags                                              byte
+	}{
+		{"0b7e4c1e-6c3f-4a53-9f0e-2b8c2f1d9a10", "Order", "42", "OrderCreated", payload, "", "2026-11-21 18:37:59.123456+00", 0},
+		{"1", "Order", "42", "OrderCreated", payload, `{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`, "2026-11-21 18:37:59+05:30", 0},
+		{"1", "Order", "42", "OrderCreated", " [1, 2.5e3, null] ", ` {"retries": 3, "ok": true, "s": "\u00e9"} `, "2026-11-21 18:37:59.5", 1 | 2<<2 | 2<<4},
+		{"1", "Order", "42", "OrderCreated", `{"a":`, `{"a":{}}`, "infinity", 1},
+		{"1", "Order", "42", "OrderCreated", `"x"`, `{"id":"clash"}`, "2026-11-21 18:37:59-03:30:15", 1 | 1<<4},
+		{"1", "Order", "42", "OrderCreated", `null`, `{"a":1.5}`, "0044-03-15 12:00:00+00 BC", 1},
+		{"", "Order", "42", "OrderCreated", payload, "", "", 0x40},
+		{"id\"\\", "Ü\n", "\xff", "t\x7f", payload, `{"a":"\ud800"}`, "2026-02-29 00:00:00+00", 1},
+		{"1", "Order", "42", "OrderCreated", payload, `{"a":"x"}`, "2026-11-21T18:37:59.123456789Z", 0x80 | 2<<4},
+	} {
+		f.Add(s.id, s.aggType, s.aggID, s.typ, []byte(s.payload), []byte(s.headers), []byte(s.created), s.flags)
+	}
+	structured := mustEncoder(f, CloudEvents, testSource)
+	binary := mustEncoder(f, CloudEventsBinary, testSource)
+	commit := time.Date(2026, 11, 21, 18, 0, 0, 1000, time.UTC)
+
+	f.Fuzz(func(t *testing.T, id, aggType, aggID, typ string, payload, headers, created []byte, flags byte) {
+		// flags: bits 0-1 payload type, 2-3 headers type, 4-5 time type,
+		// 6 headers NULL, 7 time NULL.
+		payloadOID := [...]uint32{oidJSONB, oidText, oidJSON, oidVarchar}[flags&3]
+		headersOID := [...]uint32{oidJSONB, oidText, oidJSON, oidVarchar}[flags>>2&3]
+		timeOID := [...]uint32{oidTimestamptz, oidTimestamp, oidText, oidTimestamptz}[flags>>4&3]
+		if flags&0x40 != 0 {
+			headers = nil
+		}
+		if flags&0x80 != 0 {
+			created = nil
+		}
+		// Postgres guarantees jsonb output is valid, compact JSON: only
+		// feed such values as jsonb.
+		if payloadOID == oidJSONB && (!json.Valid(payload) || !bytes.Equal(trimJSONSpace(payload), payload)) {
+			return
+		}
+		if headersOID == oidJSONB && headers != nil && (!json.Valid(headers) || !bytes.Equal(trimJSONSpace(headers), headers)) {
+			return
+		}
+		b, err := Columns{}.Bind([]Column{
+			{"id", oidText}, {"aggregatetype", oidText}, {"aggregateid", oidText}, {"type", oidText},
+			{"payload", payloadOID}, {"headers", headersOID}, {"created_at", timeOID},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := b.Record([][]byte{[]byte(id), []byte(aggType), []byte(aggID), []byte(typ), payload, headers, created}, commit)
+		var re *RowError
+		if err != nil {
+			if !errors.As(err, &re) {
+				t.Fatalf("Record error %v is not a *RowError", err)
+			}
+			return
+		}
+		for _, e := range []*Encoder{structured, binary} {
+			m, err := e.Encode(&rec)
+			if err != nil {
+				if !errors.As(err, &re) {
+					t.Fatalf("Encode error %v is not a *RowError", err)
+				}
+				continue
+			}
+			if e == structured && !json.Valid(m.Value) {
+				t.Fatalf("structured value is not valid JSON: %s", m.Value)
+			}
+			checkMessage(t, e.Format(), testSource, &rec, m)
+		}
+	})
+}
