@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// parseFlags parses args, then fills every flag not given on the command
+// line from PGOUTBOX_<FLAG> in the environment, then from the --config file
+// if the set has one.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errUsage
+		}
+		return errUsage // flag already printed the reason and the usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+			set[f.Name] = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	cfg := fs.Lookup("config")
+	if cfg == nil || cfg.Value.String() == "" {
+		return nil
+	}
+	values, err := readConfigFile(cfg.Value.String())
+	if err != nil {
+		return err
+	}
+	for _, kv := range values {
+		f := fs.Lookup(kv.key)
+		if f == nil {
+			return fmt.Errorf("%s:%d: unknown setting %q", cfg.Value.String(), kv.line, kv.key)
+		}
+		if set[kv.key] {
+			continue
+		}
+		if err := fs.Set(kv.key, kv.value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", cfg.Value.String(), kv.line, kv.key, err)
+		}
+	}
+	return nil
+}
+
+// envName maps a flag name to its environment variable: kafka-brokers ->
+// PGOUTBOX_KAFKA_BROKERS.
+func envName(flagName string) string {
+	return "PGOUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+type setting struct {
+	key, value string
+	line       int
+}
+
+// readConfigFile reads "flag = value" lines; '#' starts a comment line.
+func readConfigFile(path string) ([]setting, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	var out []setting
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: expected flag = value", path, n)
+		}
+		k = strings.TrimPrefix(strings.TrimSpace(k), "--")
+		out = append(out, setting{key: k, value: strings.Trim(strings.TrimSpace(v), `"`), line: n})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return out, nil
+}

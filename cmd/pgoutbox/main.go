@@ -1,0 +1,81 @@
+// Command pgoutbox relays transactional-outbox rows from PostgreSQL to Kafka.
+//
+//	pgoutbox migrate --database-url URL
+//	pgoutbox slot create|status|drop --database-url URL
+//	pgoutbox run --database-url URL --kafka-brokers HOST:PORT
+//	pgoutbox demo
+//
+// Every flag can also be set as PGOUTBOX_<FLAG> in the environment or as
+// "flag = value" in a --config file; the command line wins, then the
+// environment, then the file.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `pgoutbox relays transactional-outbox rows from PostgreSQL to Kafka.
+
+Usage:
+  pgoutbox migrate --database-url URL        create or update the outbox and state tables
+  pgoutbox slot create|status|drop ...       manage the publication and replication slot
+  pgoutbox run --database-url URL --kafka-brokers HOST:PORT
+                                             relay events until SIGTERM
+  pgoutbox demo                              the whole pipeline on a throwaway Postgres and broker
+  pgoutbox version
+
+Run "pgoutbox COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks a usage error already explained to the user.
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "migrate":
+		err = migrateCmd(ctx, rest, stdout, stderr)
+	case "slot":
+		err = slotCmd(ctx, rest, stdout, stderr)
+	case "run":
+		err = runCmd(ctx, rest, stdout, stderr)
+	case "demo":
+		err = demoCmd(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "pgoutbox", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "pgoutbox: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "pgoutbox: %v\n", err)
+		return 1
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// common are the flags every command that talks to Postgres shares.
+type common struct {
+	databaseURL string
+	table       string
+	slot        string
+	publication string
+	logFormat   string
+	logLevel    string
+	config      string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection URL or DSN (required)")
+	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table")
+	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
+	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.config, "config", "", "file of 'flag = value' lines")
+}
+
+func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
+	return newLogger(stderr, c.logFormat, c.logLevel, secretsOf(c.databaseURL))
+}
+
+func (c *common) requireURL() error {
+	if c.databaseURL == "" {
+		return errors.New("--database-url is required (or PGOUTBOX_DATABASE_URL)")
+	}
+	return nil
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgoutbox run", flag.ContinueOnError)
+	var (
+		c       common
+		cfg     relay.Config
+		brokers string
+		mode    string
+		format  string
+	)
+	c.register(fs)
+	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
+	fs.StringVar(&mode, "mode", "auto", "auto, wal or poll; this version streams the WAL in auto and wal modes")
+	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
+	fs.StringVar(&format, "format", "cloudevents", "envelope: cloudevents (structured) or cloudevents-binary")
+	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
+	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
+	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
+	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", 10_000, "records awaiting a Kafka ack before reading pauses")
+	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record, as the broker's message.max.bytes")
+	fs.BoolVar(&cfg.Sink.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
+	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
+	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := c.requireURL(); err != nil {
+		return err
+	}
+	if brokers == "" {
+		return errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
+	}
+	switch mode {
+	case "auto", "wal":
+	case "poll":
+		return errors.New("--mode poll: polling is not available in this version; use --mode wal")
+	default:
+		return fmt.Errorf("--mode %q: use auto, wal or poll", mode)
+	}
+	f, err := schema.ParseFormat(format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Encoder.Format = f
+	cfg.Sink.Brokers = strings.Split(brokers, ",")
+	cfg.Replication.DatabaseURL = c.databaseURL
+	cfg.Replication.Table = c.table
+	cfg.Replication.Slot = c.slot
+	cfg.Replication.Publication = c.publication
+
+	r, err := relay.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("pgoutbox starting", "version", version, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	err = r.Run(ctx)
+	log.Info("pgoutbox stopped", "published", r.Stats.Published.Load())
+	if err != nil {
+		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+// Package relay is the pipeline: it reads outbox rows from the replication
+// stream, encodes and routes them, produces them to Kafka, and confirms a
+// transaction's commit LSN to Postgres only once that transaction and every
+// one before it are acknowledged. It reconnects with backoff when Postgres
+// or Kafka go away and shuts down at a transaction boundary.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/router"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/sink"
+)
+
+// Config configures the relay and, through its parts, every component.
+type Config struct {
+	Replication replication.Config
+	Sink        sink.Config
+	Router      router.Config
+	Encoder     schema.EncoderConfig
+	Columns     schema.Columns
+	// CreateSlot lets the relay create the publication and the slot when
+	// they are missing and the role may (default true through Defaults is
+	// not possible for a bool; cmd sets it).
+	CreateSlot bool
+	// ShutdownTimeout bounds how long a shutdown waits for the current
+	// transaction to be read and for Kafka to ack what is in flight
+	// (default 30s).
+	ShutdownTimeout time.Duration
+	// MaxBackoff caps the wait between reconnection attempts (default 30s).
+	MaxBackoff time.Duration
+}
+
+// Defaults fills unset fields, in the components too.
+func (c *Config) Defaults() {
+	c.Replication.Defaults()
+	c.Sink.Defaults()
+	if c.Router.Topic == "" {
+		c.Router.Topic = "outbox.event.{aggregatetype}"
+	}
+	if c.Encoder.Format == "" {
+		c.Encoder.Format = schema.CloudEvents
+	}
+	if c.Encoder.Source == "" {
+		c.Encoder.Source = "/pgoutbox/" + c.Replication.Table
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		c.Replication.Validate(), c.Sink.Validate(), c.Router.Validate(),
+		c.Encoder.Validate(), c.Columns.Validate(),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		return errors.New("shutdown timeout must be positive")
+	}
+	return nil
+}
+
+// ErrSlotLost means the slot this pipeline streamed from is gone. Rows
+// committed since its last confirmed position are only in the table; the
+// relay does not create a new slot silently over that gap.
+var ErrSlotLost = errors.New("replication slot was lost")
+
+// Stats are the relay's running totals.
+type Stats struct {
+	Published   atomic.Int64 // records acked by Kafka
+	Sessions    atomic.Int64 // replication sessions started
+	Confirmed   atomic.Uint64
+	LastPublish atomic.Int64 // unix nanoseconds of the last ack
+}
+
+// Relay moves outbox rows from one slot to Kafka.
+type Relay struct {
+	cfg    Config
+	log    *slog.Logger
+	table  replication.Table
+	enc    *schema.Encoder
+	router *router.Router
+	// Stats are updated as the relay runs.
+	Stats Stats
+	// stream is the current session's stream, for tests and status.
+	stream atomic.Pointer[replication.Stream]
+}
+
+// New validates cfg and builds a relay.
+func New(cfg Config, log *slog.Logger) (*Relay, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	table, err := replication.ParseTable(cfg.Replication.Table)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := schema.NewEncoder(cfg.Encoder)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := router.New(cfg.Router)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt}, nil
+}
+
+// Run relays until ctx ends, then stops reading at a transaction boundary,
+// waits for Kafka to ack what is in flight, confirms it and returns nil.
+// It returns an error only for what retrying cannot fix.
+func (r *Relay) Run(ctx context.Context) error {
+	k, err := sink.New(r.cfg.Sink, r.log)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 250 * time.Millisecond
+	bo.MaxInterval = r.cfg.MaxBackoff
+	bo.MaxElapsedTime = 0
+	for {
+		started := time.Now()
+		err := r.session(ctx, k)
+		if ctx.Err() != nil {
+			return err
+		}
+		if permanent(err) {
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		r.log.Warn("reconnecting", "reason", err, "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// permanent tells the errors retrying cannot fix: configuration, privileges,
+// the table's shape, a poison row under the halt policy, a lost slot.
+func permanent(err error) bool {
+	var rowErr *schema.RowError
+	var tooLarge *sink.TooLargeError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &rowErr), errors.As(err, &tooLarge),
+		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
+		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
+		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
+		errors.Is(err, ErrNoState):
+		return true
+	case errors.As(err, &pgErr):
+		// 28: invalid authorization; 42: syntax or access rule violation
+		// (missing table, permission denied); 3D: unknown database.
+		class := pgErr.Code[:2]
+		return class == "28" || class == "42" || class == "3D"
+	}
+	return false
+}
+
+// session runs one replication connection from the slot's confirmed
+// position until ctx ends or something fails.
+func (r *Relay) session(ctx context.Context, k *sink.Kafka) error {
+	conn, err := pgx.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := r.prepare(ctx, conn); err != nil {
+		return err
+	}
+	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)
+	if err != nil {
+		return err
+	}
+	r.stream.Store(stream)
+	r.Stats.Sessions.Add(1)
+	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "start_lsn", stream.Start().String())
+
+	wm := newWatermark(stream.Start(), func(lsn pglogrepl.LSN) {
+		stream.Confirm(lsn)
+		r.Stats.Confirmed.Store(uint64(lsn))
+	})
+	// Shutdown is soft first: stop reading at the next transaction
+	// boundary and drain. The hard context ends whatever is left after
+	// ShutdownTimeout.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	var hardTimer atomic.Pointer[time.Timer]
+	stopWatch := context.AfterFunc(ctx, func() {
+		stream.Stop()
+		hardTimer.Store(time.AfterFunc(r.cfg.ShutdownTimeout, cancelHard))
+	})
+	defer func() {
+		stopWatch()
+		if t := hardTimer.Load(); t != nil {
+			t.Stop()
+		}
+	}()
+
+	changes := make(chan replication.Change, 512)
+	readDone := make(chan struct{})
+	g, gctx := errgroup.WithContext(hard)
+	g.Go(func() error {
+		defer close(readDone)
+		defer close(changes)
+		return stream.Run(gctx, changes)
+	})
+	g.Go(func() error { return r.publish(gctx, k, changes, wm) })
+	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream) })
+	runErr := g.Wait()
+
+	// Whatever was produced gets its ack before the last confirm, so a
+	// clean stop leaves nothing to send twice.
+	flushCtx, cancel := context.WithTimeout(hard, r.cfg.ShutdownTimeout)
+	flushErr := k.Flush(flushCtx)
+	cancel()
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	closeErr := stream.Close(closeCtx)
+	cancel()
+	if err := r.writeState(closeCtx, conn, stream.Confirmed()); err != nil && runErr == nil && ctx.Err() == nil {
+		r.log.Warn("saving state failed", "err", err)
+	}
+	acked, waiting := wm.position()
+	r.log.Info("stream stopped", "confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting)
+
+	if ctx.Err() != nil && (runErr == nil || errors.Is(runErr, context.Canceled)) {
+		// A requested shutdown: report only what kept it from finishing.
+		if flushErr != nil {
+			return fmt.Errorf("shutdown: kafka did not ack everything in time: %w", flushErr)
+		}
+		if closeErr != nil {
+			return fmt.Errorf("shutdown: final confirm: %w", closeErr)
+		}
+		return nil
+	}
+	if runErr == nil {
+		runErr = errors.New("replication stream ended")
+	}
+	return runErr
+}
+
+// publish turns changes into Kafka records, in stream order.
+func (r *Relay) publish(ctx context.Context, k *sink.Kafka, changes <-chan replication.Change, wm *watermark) error {
+	var (
+		tx       *txn
+		bindings = make(map[*replication.Relation]*schema.Binding)
+	)
+	for c := range changes {
+		if err := wm.failed(); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		switch c.Kind {
+		case replication.KindRow:
+			b, ok := bindings[c.Relation]
+			if !ok {
+				var err error
+				if b, err = r.cfg.Columns.Bind(columns(c.Relation)); err != nil {
+					return fmt.Errorf("table %s.%s: %w", c.Relation.Schema, c.Relation.Name, err)
+				}
+				bindings[c.Relation] = b
+			}
+			rec, err := r.record(b, &c)
+			if err != nil {
+				return err
+			}
+			if tx == nil {
+				tx = wm.begin()
+			}
+			wm.add(tx)
+			t := tx
+			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				if err == nil {
+					r.Stats.Published.Add(1)
+					r.Stats.LastPublish.Store(time.Now().UnixNano())
+				}
+				wm.ack(t, err)
+			}); err != nil {
+				wm.ack(t, err)
+				return fmt.Errorf("row at %s: %w", c.LSN, err)
+			}
+		case replication.KindCommit:
+			if tx == nil {
+				wm.mark(c.LSN)
+				continue
+			}
+			wm.commit(tx, c.LSN)
+			tx = nil
+		case replication.KindHeartbeat:
+			wm.mark(c.LSN)
+		}
+	}
+	return ctx.Err()
+}
+
+// record encodes and routes one row.
+func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
+	rec, err := b.Record(c.Values, c.CommitTime)
+	if err != nil {
+		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
+	}
+	msg, err := r.enc.Encode(&rec)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	topic, err := r.router.Topic(&rec)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value}
+	if len(msg.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
+		for i, h := range msg.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return kr, nil
+}
+
+func columns(rel *replication.Relation) []schema.Column {
+	cols := make([]schema.Column, len(rel.Columns))
+	for i, c := range rel.Columns {
+		cols[i] = schema.Column{Name: c.Name, TypeOID: c.TypeOID}
+	}
+	return cols
+}

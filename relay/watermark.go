@@ -1,0 +1,112 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// txn is one transaction in flight: its records not yet acked, and its
+// commit end LSN once the commit was read.
+type txn struct {
+	pending   int
+	end       pglogrepl.LSN
+	committed bool
+}
+
+// watermark computes the position that may be confirmed: the commit end LSN
+// of the newest transaction that, with every transaction before it, has all
+// of its records acked. Acks arrive out of order across partitions, so it
+// advances only over a completed prefix, never to the newest ack.
+type watermark struct {
+	mu        sync.Mutex
+	queue     []*txn // in commit order; queue[0] is the oldest unconfirmed
+	acked     pglogrepl.LSN
+	err       error
+	onAdvance func(pglogrepl.LSN)
+}
+
+func newWatermark(start pglogrepl.LSN, onAdvance func(pglogrepl.LSN)) *watermark {
+	return &watermark{acked: start, onAdvance: onAdvance}
+}
+
+// begin opens a transaction; records are added to it as they are produced.
+func (w *watermark) begin() *txn {
+	t := &txn{}
+	w.mu.Lock()
+	w.queue = append(w.queue, t)
+	w.mu.Unlock()
+	return t
+}
+
+// add counts one more record of t in flight.
+func (w *watermark) add(t *txn) {
+	w.mu.Lock()
+	t.pending++
+	w.mu.Unlock()
+}
+
+// commit marks t complete at its commit end LSN.
+func (w *watermark) commit(t *txn, end pglogrepl.LSN) {
+	w.mu.Lock()
+	t.committed, t.end = true, end
+	w.advance()
+	w.mu.Unlock()
+}
+
+// mark records a position with nothing to publish (an empty transaction or
+// a heartbeat): it is confirmed once everything before it is.
+func (w *watermark) mark(lsn pglogrepl.LSN) {
+	w.mu.Lock()
+	w.queue = append(w.queue, &txn{committed: true, end: lsn})
+	w.advance()
+	w.mu.Unlock()
+}
+
+// ack records one record of t as acked, or failed. After a failure the
+// watermark never moves again: nothing after the failed record may be
+// confirmed, and the pipeline stops.
+func (w *watermark) ack(t *txn, err error) {
+	w.mu.Lock()
+	t.pending--
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.advance()
+	w.mu.Unlock()
+}
+
+// failed returns the first delivery error, if any.
+func (w *watermark) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// position returns the confirmable position and how many transactions wait.
+func (w *watermark) position() (pglogrepl.LSN, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked, len(w.queue)
+}
+
+func (w *watermark) advance() {
+	if w.err != nil {
+		return
+	}
+	n := 0
+	for n < len(w.queue) && w.queue[n].committed && w.queue[n].pending == 0 {
+		if w.queue[n].end > w.acked {
+			w.acked = w.queue[n].end
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(w.queue[:n])
+	w.queue = w.queue[n:]
+	if w.onAdvance != nil {
+		w.onAdvance(w.acked)
+	}
+}

@@ -1,0 +1,93 @@
+package relay
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+)
+
+func TestWatermark(t *testing.T) {
+	var confirmed []pglogrepl.LSN
+	w := newWatermark(100, func(l pglogrepl.LSN) { confirmed = append(confirmed, l) })
+	at := func(want pglogrepl.LSN) {
+		t.Helper()
+		if got, _ := w.position(); got != want {
+			t.Fatalf("position %s, want %s", got, want)
+		}
+	}
+
+	// T1 (two records, partition A) and T2 (one record, partition B).
+	t1 := w.begin()
+	w.add(t1)
+	w.add(t1)
+	w.commit(t1, 200)
+	t2 := w.begin()
+	w.add(t2)
+	w.commit(t2, 300)
+	at(100)
+
+	// T2's ack arrives first: nothing may be confirmed, T1 is not done.
+	w.ack(t2, nil)
+	at(100)
+	w.ack(t1, nil)
+	at(100) // one of T1's records is still out
+	w.ack(t1, nil)
+	at(300) // T1 and T2 complete together
+
+	// A transaction that is read but not committed yet holds the position.
+	t3 := w.begin()
+	w.add(t3)
+	w.ack(t3, nil)
+	at(300)
+	w.mark(350) // a heartbeat behind it waits too
+	at(300)
+	w.commit(t3, 340)
+	at(350)
+
+	// An empty transaction or a heartbeat alone advances at once.
+	w.mark(400)
+	at(400)
+	if len(confirmed) != 3 || confirmed[2] != 400 {
+		t.Fatalf("advances reported %v", confirmed)
+	}
+}
+
+// After a failed record nothing moves again, not even for later acks.
+func TestWatermarkStopsAtFailure(t *testing.T) {
+	w := newWatermark(10, nil)
+	t1 := w.begin()
+	w.add(t1)
+	w.commit(t1, 20)
+	t2 := w.begin()
+	w.add(t2)
+	w.commit(t2, 30)
+	boom := errors.New("boom")
+	w.ack(t1, boom)
+	w.ack(t2, nil)
+	w.mark(40)
+	if got, _ := w.position(); got != 10 {
+		t.Fatalf("position %s after a failure, want 10", got)
+	}
+	if !errors.Is(w.failed(), boom) {
+		t.Fatalf("failed() = %v", w.failed())
+	}
+}
+
+// The queue holds only unconfirmed transactions: memory follows what is in
+// flight, not how long the relay has run.
+func TestWatermarkQueueShrinks(t *testing.T) {
+	w := newWatermark(0, nil)
+	for i := 1; i <= 100000; i++ {
+		tx := w.begin()
+		w.add(tx)
+		w.commit(tx, pglogrepl.LSN(i))
+		w.ack(tx, nil)
+	}
+	if _, n := w.position(); n != 0 {
+		t.Fatalf("%d transactions still queued", n)
+	}
+	if cap(w.queue) > 64 {
+		t.Fatalf("queue capacity %d after everything was confirmed", cap(w.queue))
+	}
+}

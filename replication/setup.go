@@ -1,0 +1,239 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Errors callers act on. Each is wrapped with the detail the server gave.
+var (
+	// ErrNotReady means the server or role does not allow logical replication;
+	// the error text says what to change.
+	ErrNotReady = errors.New("logical replication is not available")
+	// ErrSlotMissing means the replication slot does not exist.
+	ErrSlotMissing = errors.New("replication slot does not exist")
+	// ErrSlotInvalidated means the server removed WAL the slot still needed
+	// (max_slot_wal_keep_size, idle timeout): changes since its confirmed
+	// position can no longer be read from the WAL.
+	ErrSlotInvalidated = errors.New("replication slot is invalidated")
+	// ErrSlotActive means another process is streaming from the slot.
+	ErrSlotActive = errors.New("replication slot is in use by another process")
+	// ErrPublication means the publication is missing or does not cover the
+	// outbox table, and pgoutbox may not fix that itself.
+	ErrPublication = errors.New("publication does not cover the outbox table")
+)
+
+// Readiness is what the server allows for logical replication.
+type Readiness struct {
+	WALLevel    string
+	Role        string
+	Replication bool // the role has REPLICATION (or is superuser)
+	MaxSlots    int
+	UsedSlots   int
+	MaxSenders  int
+	UsedSenders int
+}
+
+// Inspect reads the settings and privileges logical replication needs.
+func Inspect(ctx context.Context, conn *pgx.Conn) (Readiness, error) {
+	var r Readiness
+	err := conn.QueryRow(ctx, `
+SELECT current_setting('wal_level'),
+       current_user,
+       (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
+       current_setting('max_replication_slots')::int,
+       (SELECT count(*) FROM pg_replication_slots)::int,
+       current_setting('max_wal_senders')::int,
+       (SELECT count(*) FROM pg_stat_replication)::int`).Scan(
+		&r.WALLevel, &r.Role, &r.Replication, &r.MaxSlots, &r.UsedSlots, &r.MaxSenders, &r.UsedSenders)
+	if err != nil {
+		return r, fmt.Errorf("inspect server: %w", err)
+	}
+	return r, nil
+}
+
+// Problems lists what stops logical replication, each with what to change.
+// slotExists says whether the slot is already there (it then needs no free
+// slot of its own).
+func (r Readiness) Problems(slotExists bool) []string {
+	var p []string
+	if r.WALLevel != "logical" {
+		p = append(p, fmt.Sprintf("wal_level is %q: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL (managed services call it a parameter such as rds.logical_replication or cloudsql.logical_decoding)", r.WALLevel))
+	}
+	if !r.Replication {
+		p = append(p, fmt.Sprintf("role %q lacks the REPLICATION attribute: run ALTER ROLE %s REPLICATION; as a superuser", r.Role, pgx.Identifier{r.Role}.Sanitize()))
+	}
+	if !slotExists && r.UsedSlots >= r.MaxSlots {
+		p = append(p, fmt.Sprintf("all %d replication slots are in use: drop an unused slot or raise max_replication_slots and restart PostgreSQL", r.MaxSlots))
+	}
+	if r.UsedSenders >= r.MaxSenders {
+		p = append(p, fmt.Sprintf("all %d WAL senders are busy: raise max_wal_senders and restart PostgreSQL", r.MaxSenders))
+	}
+	return p
+}
+
+// Err returns ErrNotReady with every problem, or nil.
+func (r Readiness) Err(slotExists bool) error {
+	if p := r.Problems(slotExists); len(p) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotReady, strings.Join(p, "; "))
+	}
+	return nil
+}
+
+// EnsurePublication checks that the publication exists and covers the table.
+// With create, a missing publication is created for the table's inserts
+// only, so the WAL sender does not ship updates and deletes nobody needs.
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t Table, create bool) (created bool, err error) {
+	if err := ValidateName("publication", name); err != nil {
+		return false, err
+	}
+	var exists, covers bool
+	err = conn.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
+       EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
+		name, t.Schema, t.Name).Scan(&exists, &covers)
+	if err != nil {
+		return false, fmt.Errorf("look up publication: %w", err)
+	}
+	switch {
+	case covers:
+		return false, nil
+	case exists:
+		return false, fmt.Errorf("%w: publication %s exists without %s: run ALTER PUBLICATION %s ADD TABLE %s;", ErrPublication, name, t, name, t.Quoted())
+	case !create:
+		return false, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", ErrPublication, name, name, t.Quoted())
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", name, t.Quoted())); err != nil {
+		return false, fmt.Errorf("create publication %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// CreateSlot creates a pgoutput logical slot and returns its consistent point.
+func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LSN, error) {
+	if err := ValidateName("slot", name); err != nil {
+		return 0, err
+	}
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", name).Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("create slot %s: %w", name, err)
+	}
+	return pglogrepl.ParseLSN(lsn)
+}
+
+// SlotInfo is a slot's state as pg_replication_slots shows it.
+type SlotInfo struct {
+	Name         string
+	Plugin       string
+	Database     string
+	Active       bool
+	ActivePID    int
+	RestartLSN   pglogrepl.LSN
+	ConfirmedLSN pglogrepl.LSN
+	WALStatus    string // reserved, extended, unreserved or lost
+	// RetainedBytes is the WAL the slot keeps on the server's disk
+	// (current LSN minus restart LSN).
+	RetainedBytes int64
+	// LagBytes is how far the confirmed position trails the current LSN.
+	LagBytes int64
+}
+
+// SlotStatus reads a slot's state; ErrSlotMissing if there is none.
+func SlotStatus(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, error) {
+	if err := ValidateName("slot", name); err != nil {
+		return SlotInfo{}, err
+	}
+	var (
+		s                   SlotInfo
+		plugin, db, walStat *string
+		pid                 *int
+		restart, confirmed  *string
+		retained, lag       *int64
+	)
+	err := conn.QueryRow(ctx, `
+SELECT slot_name::text, plugin::text, database::text, active, active_pid,
+       restart_lsn::text, confirmed_flush_lsn::text, wal_status,
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint END,
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint END
+FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(
+		&s.Name, &plugin, &db, &s.Active, &pid, &restart, &confirmed, &walStat, &retained, &lag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, fmt.Errorf("%w: %s", ErrSlotMissing, name)
+	}
+	if err != nil {
+		return s, fmt.Errorf("read slot %s: %w", name, err)
+	}
+	s.Plugin, s.Database, s.WALStatus = deref(plugin), deref(db), deref(walStat)
+	if pid != nil {
+		s.ActivePID = *pid
+	}
+	if retained != nil {
+		s.RetainedBytes = *retained
+	}
+	if lag != nil {
+		s.LagBytes = *lag
+	}
+	if restart != nil {
+		if s.RestartLSN, err = pglogrepl.ParseLSN(*restart); err != nil {
+			return s, err
+		}
+	}
+	if confirmed != nil {
+		if s.ConfirmedLSN, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// DropSlot drops a slot. A slot whose connection just closed stays active
+// for a moment (SQLSTATE 55006), so that error is retried for a few seconds.
+func DropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
+	if err := ValidateName("slot", name); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", name)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &pgErr) && pgErr.Code == "42704":
+			return fmt.Errorf("%w: %s", ErrSlotMissing, name)
+		case errors.As(err, &pgErr) && pgErr.Code == "55006" && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		default:
+			return fmt.Errorf("drop slot %s: %w", name, err)
+		}
+	}
+}
+
+// DropPublication drops a publication if it exists.
+func DropPublication(ctx context.Context, conn *pgx.Conn, name string) error {
+	if err := ValidateName("publication", name); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+name); err != nil {
+		return fmt.Errorf("drop publication %s: %w", name, err)
+	}
+	return nil
+}

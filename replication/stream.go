@@ -1,0 +1,389 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Config configures a Stream.
+type Config struct {
+	// DatabaseURL is a libpq connection string or URL. It is never logged.
+	DatabaseURL string
+	// Table is the outbox table, "schema.table".
+	Table string
+	// Slot and Publication name the replication slot and publication.
+	Slot, Publication string
+	// StatusInterval is how often a standby status update is sent, whether
+	// or not anything was received (default 1s). It must stay well below the
+	// server's wal_sender_timeout (60s by default).
+	StatusInterval time.Duration
+	// HeartbeatInterval is how often a heartbeat message is written to the
+	// WAL so that the slot advances while the outbox is idle (default 10s;
+	// negative disables).
+	HeartbeatInterval time.Duration
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.Table == "" {
+		c.Table = "public.outbox"
+	}
+	if c.Slot == "" {
+		c.Slot = "pgoutbox"
+	}
+	if c.Publication == "" {
+		c.Publication = "pgoutbox"
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+}
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if c.DatabaseURL == "" {
+		return errors.New("database URL is required")
+	}
+	if _, err := ParseTable(c.Table); err != nil {
+		return err
+	}
+	if err := ValidateName("slot", c.Slot); err != nil {
+		return err
+	}
+	if err := ValidateName("publication", c.Publication); err != nil {
+		return err
+	}
+	if c.StatusInterval <= 0 || c.StatusInterval > 30*time.Second {
+		return fmt.Errorf("status interval %s: must be between 0 and 30s", c.StatusInterval)
+	}
+	return nil
+}
+
+// Stream reads the outbox table's inserts from a logical replication slot.
+// Run reads; Confirm may be called from any goroutine.
+type Stream struct {
+	cfg       Config
+	table     Table
+	log       *slog.Logger
+	conn      *pgconn.PgConn
+	start     pglogrepl.LSN
+	confirmed atomic.Uint64
+	received  pglogrepl.LSN
+	stop      chan struct{}
+	stopOnce  sync.Once
+	buf       []byte
+	// lastStatus is the last position sent, for Status and tests.
+	lastStatus atomic.Pointer[Position]
+	// Counters are what the stream saw.
+	Counters Counters
+}
+
+// Open connects for replication and starts streaming the slot from its
+// confirmed position. It returns ErrSlotMissing, ErrSlotInvalidated or
+// ErrSlotActive when the slot cannot be streamed.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	table, _ := ParseTable(cfg.Table)
+	pgcfg, err := pgconn.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
+	}
+	pgcfg.RuntimeParams["replication"] = "database"
+	if pgcfg.RuntimeParams["application_name"] == "" {
+		pgcfg.RuntimeParams["application_name"] = "pgoutbox"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect for replication: %w", err)
+	}
+	s := &Stream{cfg: cfg, table: table, log: log, conn: conn, stop: make(chan struct{})}
+	if err := s.startReplication(ctx); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stream) startReplication(ctx context.Context) error {
+	res, err := s.conn.Exec(ctx, fmt.Sprintf(
+		"SELECT confirmed_flush_lsn::text, coalesce(wal_status, ''), plugin::text FROM pg_replication_slots WHERE slot_name = '%s'", s.cfg.Slot)).ReadAll()
+	if err != nil {
+		return fmt.Errorf("read slot %s: %w", s.cfg.Slot, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 {
+		return fmt.Errorf("%w: %s", ErrSlotMissing, s.cfg.Slot)
+	}
+	row := res[0].Rows[0]
+	if string(row[1]) == "lost" {
+		return fmt.Errorf("%w: %s (wal_status lost)", ErrSlotInvalidated, s.cfg.Slot)
+	}
+	if p := string(row[2]); p != "pgoutput" {
+		return fmt.Errorf("slot %s uses plugin %q; pgoutbox needs pgoutput", s.cfg.Slot, p)
+	}
+	if row[0] == nil {
+		return fmt.Errorf("slot %s has no confirmed position (is it a physical slot?)", s.cfg.Slot)
+	}
+	if s.start, err = pglogrepl.ParseLSN(string(row[0])); err != nil {
+		return err
+	}
+	s.confirmed.Store(uint64(s.start))
+	s.received = s.start
+	err = pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, s.start, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + s.cfg.Publication + "'",
+			"messages 'true'",
+		},
+	})
+	if err != nil {
+		return classify(s.cfg.Slot, err)
+	}
+	return nil
+}
+
+// classify maps server errors about the slot to the package's sentinels.
+func classify(slot string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch {
+	case strings.Contains(pgErr.Message, "publication"):
+		return fmt.Errorf("%w: %s", ErrPublication, pgErr.Message)
+	case pgErr.Code == "42704":
+		return fmt.Errorf("%w: %s: %s", ErrSlotMissing, slot, pgErr.Message)
+	case pgErr.Code == "55006":
+		return fmt.Errorf("%w: %s: %s", ErrSlotActive, slot, pgErr.Message)
+	case pgErr.Code == "55000" && strings.Contains(pgErr.Message, "can no longer"):
+		return fmt.Errorf("%w: %s: %s", ErrSlotInvalidated, slot, pgErr.Message)
+	}
+	return err
+}
+
+// Start is the position streaming started from: the slot's confirmed LSN.
+func (s *Stream) Start() pglogrepl.LSN { return s.start }
+
+// Confirm records that everything up to lsn is safely in Kafka. The next
+// status update reports it as flush and apply. Positions never go back.
+func (s *Stream) Confirm(lsn pglogrepl.LSN) {
+	for {
+		cur := s.confirmed.Load()
+		if uint64(lsn) <= cur || s.confirmed.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// Confirmed is the position the next status update will report as flushed.
+func (s *Stream) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(s.confirmed.Load()) }
+
+// LastStatus is the last position sent to the server.
+func (s *Stream) LastStatus() Position {
+	if p := s.lastStatus.Load(); p != nil {
+		return *p
+	}
+	return Position{}
+}
+
+// Stop asks Run to return at the next transaction boundary, so that a
+// transaction is never left half published at shutdown.
+func (s *Stream) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+func (s *Stream) stopping() bool {
+	select {
+	case <-s.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run streams changes into out until Stop (at a transaction boundary), an
+// error, or ctx ends. It answers keepalives and sends a status update every
+// StatusInterval even while out is full, so a stalled Kafka never makes
+// the server drop the connection. Run does not close out.
+func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
+	hbCtx, hbCancel := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		s.heartbeats(hbCtx)
+	}()
+	defer func() { hbCancel(); <-hbDone }()
+
+	dec := newDecoder(s.table, &s.Counters)
+	nextStatus := time.Now()
+	for {
+		if !dec.inTx && s.stopping() {
+			return nil
+		}
+		if now := time.Now(); !now.Before(nextStatus) {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+			nextStatus = now.Add(s.cfg.StatusInterval)
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		msg, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive: %w", classify(s.cfg.Slot, err))
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				return fmt.Errorf("%w: empty CopyData", ErrProtocol)
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %v", ErrProtocol, err)
+				}
+				s.Counters.Keepalives.Add(1)
+				if ka.ReplyRequested {
+					nextStatus = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("%w: %v", ErrProtocol, err)
+				}
+				if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
+					s.received = end
+				}
+				c, ok, err := dec.decode(xld.WALStart, xld.WALData)
+				if err != nil {
+					return err
+				}
+				if ok {
+					if nextStatus, err = s.deliver(ctx, out, c, nextStatus); err != nil {
+						return err
+					}
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return classify(s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return errors.New("server ended replication")
+		}
+	}
+}
+
+// deliver hands c to the pipeline. While the pipeline is full it keeps the
+// status updates going, which is what keeps the walsender from timing out
+// during a long Kafka outage.
+func (s *Stream) deliver(ctx context.Context, out chan<- Change, c Change, nextStatus time.Time) (time.Time, error) {
+	select {
+	case out <- c:
+		return nextStatus, nil
+	default:
+	}
+	for {
+		timer := time.NewTimer(time.Until(nextStatus))
+		select {
+		case out <- c:
+			timer.Stop()
+			return nextStatus, nil
+		case <-ctx.Done():
+			timer.Stop()
+			return nextStatus, ctx.Err()
+		case <-timer.C:
+			if err := s.sendStatus(false); err != nil {
+				return nextStatus, err
+			}
+			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+		}
+	}
+}
+
+// sendStatus reports the received position as write and the confirmed
+// position as flush and apply, each set explicitly.
+func (s *Stream) sendStatus(reply bool) error {
+	confirmed := s.Confirmed()
+	p := Position{Write: max(s.received, confirmed), Flush: confirmed, Apply: confirmed}
+	s.buf = appendStatusUpdate(s.buf[:0], p, time.Now(), reply)
+	s.conn.Frontend().Send(&pgproto3.CopyData{Data: s.buf})
+	if err := s.conn.Frontend().Flush(); err != nil {
+		return fmt.Errorf("send status update: %w", err)
+	}
+	s.lastStatus.Store(&p)
+	return nil
+}
+
+// Close sends a last status update with the confirmed position and closes
+// the connection. Call it after Run returned and the sink was flushed.
+func (s *Stream) Close(ctx context.Context) error {
+	err := s.sendStatus(false)
+	closeErr := s.conn.Close(ctx)
+	if err != nil {
+		return err
+	}
+	return closeErr
+}
+
+// heartbeats writes a non-transactional logical message every
+// HeartbeatInterval. The stream receives it like any change; once the
+// pipeline confirms it, the slot advances even when the outbox is idle and
+// other tables fill the WAL. Failures are logged and retried: a missed
+// heartbeat only delays that advance.
+func (s *Stream) heartbeats(ctx context.Context) {
+	if s.cfg.HeartbeatInterval < 0 {
+		return
+	}
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	ticker := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		if conn == nil {
+			c, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("heartbeat connection failed", "err", err)
+				}
+				continue
+			}
+			conn = c
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(false, $1, $2)", HeartbeatPrefix, s.cfg.Slot); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("heartbeat failed", "err", err)
+			}
+			conn.Close(context.Background())
+			conn = nil
+		}
+	}
+}
