@@ -1,0 +1,37 @@
+# pgoutbox: make build | test | demo | fuzz | clean
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+export CGO_ENABLED ?= 0
+
+# Packages whose tests are fast enough to run under the race detector.
+UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./cmd/...
+
+.PHONY: build test demo fuzz bench-go clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/devbroker ./cmd/devbroker
+
+# Real PostgreSQL (started from the binaries on this machine) and a real
+# Kafka-protocol broker; nothing is mocked.
+test:
+	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
+	$(GO) test -count=1 -timeout 15m ./test/...
+
+demo: build
+	./bin/pgoutbox demo
+
+# A short run of every fuzz target.
+fuzz:
+	$(GO) test ./replication -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
+
+# Per-event cost, with allocations.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./replication ./schema ./router ./relay
+
+clean:
+	rm -rf bin

@@ -1,0 +1,215 @@
+// Package test holds pgoutbox's integration and end-to-end tests: a real
+// PostgreSQL with logical replication (test/pgtest) and a real
+// Kafka-protocol broker (test/kafkatest), never a mock of either.
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// env is one test's Postgres (migrated) and broker.
+type env struct {
+	t       *testing.T
+	pg      *pgtest.Cluster
+	url     string
+	kafka   *kafkatest.Cluster
+	brokers []string
+	conn    *pgx.Conn
+}
+
+func newEnv(t *testing.T, pgOpts ...pgtest.Options) *env {
+	t.Helper()
+	e := &env{t: t, pg: pgtest.New(t, pgOpts...)}
+	e.url = e.pg.URL
+	e.kafka = kafkatest.New(t)
+	e.brokers = e.kafka.Brokers
+	e.conn = e.connect()
+	if _, err := migrations.Migrate(context.Background(), e.conn, migrations.Options{}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return e
+}
+
+func (e *env) connect() *pgx.Conn {
+	e.t.Helper()
+	conn, err := pgx.Connect(context.Background(), e.url)
+	if err != nil {
+		e.t.Fatalf("connect: %v", err)
+	}
+	e.t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// config is a relay configuration for tests: fast status updates and
+// heartbeats so that positions can be observed quickly.
+func (e *env) config() relay.Config {
+	var cfg relay.Config
+	cfg.CreateSlot = true
+	cfg.Replication.DatabaseURL = e.url
+	cfg.Replication.StatusInterval = 100 * time.Millisecond
+	cfg.Replication.HeartbeatInterval = 200 * time.Millisecond
+	cfg.Sink.Brokers = e.brokers
+	cfg.Sink.CreateTopics = true
+	cfg.MaxBackoff = time.Second
+	return cfg
+}
+
+// setup creates the publication and slot, so that everything written from
+// now on is in the slot's stream.
+func (e *env) setup(cfg relay.Config) {
+	e.t.Helper()
+	cfg.Defaults()
+	if _, err := relay.Setup(context.Background(), e.conn, cfg.Replication, true); err != nil {
+		e.t.Fatalf("setup: %v", err)
+	}
+}
+
+// running is an in-process relay.
+type running struct {
+	*relay.Relay
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// start runs a relay in-process until the test ends or stop is called.
+func (e *env) start(cfg relay.Config) *running {
+	e.t.Helper()
+	r, err := relay.New(cfg, testLogger(e.t))
+	if err != nil {
+		e.t.Fatalf("relay: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &running{Relay: r, cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- r.Run(ctx) }()
+	e.t.Cleanup(func() { run.stop() })
+	return run
+}
+
+// stop asks the relay to shut down and returns what Run returned.
+func (r *running) stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(60 * time.Second):
+			r.err = errors.New("relay did not stop within 60s")
+		}
+	})
+	return r.err
+}
+
+// insert commits one transaction of outbox rows and returns their ids.
+func (e *env) insert(rows ...row) []string {
+	e.t.Helper()
+	ctx := context.Background()
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4) RETURNING id::text`,
+			r.aggType, r.aggID, r.typ, r.payload).Scan(&ids[i]); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return ids
+}
+
+type row struct{ aggType, aggID, typ, payload string }
+
+// slot reads the slot's state.
+func (e *env) slot(name string) replication.SlotInfo {
+	e.t.Helper()
+	s, err := replication.SlotStatus(context.Background(), e.conn, name)
+	if err != nil {
+		e.t.Fatalf("slot status: %v", err)
+	}
+	return s
+}
+
+func (e *env) currentLSN() pglogrepl.LSN {
+	e.t.Helper()
+	var s string
+	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+		e.t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return lsn
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testLogger writes the relay's log to the test log, so that it shows with
+// a failure and stays quiet otherwise.
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("PGOUTBOX_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+var _ io.Writer = tWriter{}
+
+// event is what tests read back from a structured CloudEvent.
+type event struct {
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	PartitionKey string          `json:"partitionkey"`
+	Data         json.RawMessage `json:"data"`
+}
+
+func decodeEvent(t *testing.T, r *kgo.Record) event {
+	t.Helper()
+	var ev event
+	if err := json.Unmarshal(r.Value, &ev); err != nil {
+		t.Fatalf("record value is not a CloudEvent: %v: %s", err, r.Value)
+	}
+	return ev
+}

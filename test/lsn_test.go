@@ -1,0 +1,147 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// While the broker withholds acks, the slot's confirmed_flush_lsn stays
+// before the unacked transactions, whatever else happens (heartbeats,
+// status updates); once acks return it moves past all of them.
+func TestConfirmedLSNWaitsForKafkaAcks(t *testing.T) {
+	e := newEnv(t)
+	if e.kafka.Fake == nil {
+		t.Skip("withholding acks needs the in-process broker, not an external Kafka")
+	}
+	cfg := e.config()
+	e.setup(cfg)
+	r := e.start(cfg)
+
+	// A first transaction gets through, so the relay is up and the slot
+	// has a confirmed position past it.
+	e.insert(row{"order", "o-1", "Placed", `{"n":0}`})
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 15*time.Second)
+	eventually(t, 10*time.Second, "the first transaction confirmed", func() bool {
+		return r.Stats.Published.Load() == 1 && e.slot("pgoutbox").ConfirmedLSN > 0
+	})
+
+	var withhold atomic.Bool
+	release := make(chan struct{})
+	withhold.Store(true)
+	held := atomic.Int64{}
+	fake := e.kafka.Fake
+	fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if withhold.Load() {
+			held.Add(1)
+			fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+
+	before := e.currentLSN()
+	var insideLast pglogrepl.LSN
+	for i := 1; i <= 5; i++ {
+		if i == 5 {
+			// A position inside the last transaction: confirming at or
+			// past it means the last transaction was confirmed.
+			insideLast = e.currentLSN()
+		}
+		e.insert(row{"order", "o-1", "Placed", fmt.Sprintf(`{"n":%d}`, i)}, row{"order", "o-2", "Placed", `{}`})
+	}
+	eventually(t, 10*time.Second, "a produce request held by the broker", func() bool { return held.Load() > 0 })
+
+	// Heartbeats and status updates keep flowing meanwhile; give them time
+	// to (wrongly) move the slot.
+	time.Sleep(1500 * time.Millisecond)
+	if s := e.slot("pgoutbox"); s.ConfirmedLSN > before {
+		t.Fatalf("confirmed_flush_lsn %s moved past %s while Kafka withheld every ack", s.ConfirmedLSN, before)
+	}
+	if !e.slot("pgoutbox").Active {
+		t.Fatal("the replication connection dropped while acks were withheld")
+	}
+
+	withhold.Store(false)
+	close(release)
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 11, 20*time.Second)
+	eventually(t, 10*time.Second, "confirmed_flush_lsn past the last transaction", func() bool {
+		return e.slot("pgoutbox").ConfirmedLSN > insideLast
+	})
+}
+
+// An idle outbox next to a busy table: heartbeats let the slot's confirmed
+// position follow the WAL. Without them it stays where it was, which is
+// what makes the heartbeat necessary (the publication covers only the
+// outbox, so the busy table's transactions produce nothing to confirm).
+func TestHeartbeatsAdvanceIdleSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		heartbeat time.Duration
+		advances  bool
+	}{
+		{"heartbeats", 200 * time.Millisecond, true},
+		{"no heartbeats", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			if _, err := e.conn.Exec(ctx, "CREATE TABLE busy (id bigserial PRIMARY KEY, v text)"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.config()
+			cfg.Replication.HeartbeatInterval = tc.heartbeat
+			e.setup(cfg)
+			e.start(cfg)
+			eventually(t, 10*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
+			start := e.slot("pgoutbox").ConfirmedLSN
+
+			// Two seconds of traffic on the other table.
+			for i := 0; i < 40; i++ {
+				if _, err := e.conn.Exec(ctx, "INSERT INTO busy (v) SELECT repeat('x', 200) FROM generate_series(1, 50)"); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			mid := e.currentLSN()
+			if !tc.advances {
+				time.Sleep(time.Second)
+				if got := e.slot("pgoutbox").ConfirmedLSN; got != start {
+					t.Fatalf("confirmed_flush_lsn moved from %s to %s without heartbeats", start, got)
+				}
+				return
+			}
+			eventually(t, 10*time.Second, "confirmed_flush_lsn past the busy table's WAL", func() bool {
+				return e.slot("pgoutbox").ConfirmedLSN > mid
+			})
+			s := e.slot("pgoutbox")
+			t.Logf("confirmed %s -> %s; retained WAL %d bytes", start, s.ConfirmedLSN, s.RetainedBytes)
+		})
+	}
+}
+
+// ALTER TABLE on the outbox while the relay runs: a nullable column added
+// changes the Relation message; columns are mapped by name, so events keep
+// flowing and keep their values.
+func TestOutboxColumnAddedWhileRunning(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	e.start(cfg)
+	e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
+	if _, err := e.conn.Exec(context.Background(), "ALTER TABLE outbox ADD COLUMN note text"); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.insert(row{"order", "o-1", "Placed", `{"n":2}`})
+	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 2, 15*time.Second)
+	if ev := decodeEvent(t, recs[1]); ev.ID != ids[0] || string(ev.Data) != `{"n": 2}` {
+		t.Fatalf("after ALTER TABLE: %+v", ev)
+	}
+}

@@ -1,0 +1,91 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// Postgres stops under the relay and comes back: the relay reconnects with
+// backoff and resumes from the slot's confirmed position, losing nothing.
+func TestPostgresRestart(t *testing.T) {
+	e := newEnv(t)
+	if e.pg.External() {
+		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
+	}
+	cfg := e.config()
+	e.setup(cfg)
+	r := e.start(cfg)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 15*time.Second)
+	ctx := context.Background()
+	if err := e.pg.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the relay notices and backs off
+	if err := e.pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.conn = e.connect()
+	for i := 20; i < 40; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	got := map[string]bool{}
+	for _, rec := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 30*time.Second) {
+		got[decodeEvent(t, rec).ID] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("event %s lost across the restart", id)
+		}
+	}
+	if n := r.Stats.Sessions.Load(); n < 2 {
+		t.Errorf("%d replication sessions; the relay should have reconnected", n)
+	}
+}
+
+// The broker dies and stays down while events are committed; the slot does
+// not advance meanwhile, and when the broker returns with its data the
+// relay delivers everything by itself.
+func TestBrokerDownAndBack(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	cfg := e.config()
+	e.setup(cfg)
+	e.start(cfg)
+	first := e.insert(row{"order", "o-1", "Placed", `{"i":0}`})
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 15*time.Second)
+	eventually(t, 10*time.Second, "the first event confirmed", func() bool { return e.slot("pgoutbox").ConfirmedLSN > 0 })
+	time.Sleep(300 * time.Millisecond) // a status update carries it
+	confirmedBefore := e.slot("pgoutbox").ConfirmedLSN
+
+	broker.Kill()
+	ids := first
+	for i := 1; i <= 30; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := e.slot("pgoutbox").ConfirmedLSN; got > confirmedBefore {
+		t.Fatalf("confirmed_flush_lsn moved from %s to %s while the broker was down", confirmedBefore, got)
+	}
+	broker.Start()
+	got := map[string]bool{}
+	for _, rec := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 60*time.Second) {
+		got[decodeEvent(t, rec).ID] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("event %s lost across the broker outage", id)
+		}
+	}
+	eventually(t, 15*time.Second, "the slot advancing after the outage", func() bool {
+		return e.slot("pgoutbox").ConfirmedLSN > confirmedBefore
+	})
+}
