@@ -87,6 +87,11 @@ func (c Config) Validate() error {
 // relay does not create a new slot silently over that gap.
 var ErrSlotLost = errors.New("replication slot was lost")
 
+// ErrShutdownIncomplete means a requested stop could not flush or confirm
+// everything before ShutdownTimeout; what was not confirmed is sent again
+// on the next start.
+var ErrShutdownIncomplete = errors.New("shutdown incomplete")
+
 // Stats are the relay's running totals.
 type Stats struct {
 	Published   atomic.Int64 // records acked by Kafka
@@ -147,7 +152,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		started := time.Now()
 		err := r.session(ctx, k)
 		if ctx.Err() != nil {
-			return err
+			// Stopping: only a shutdown that could not finish is an error;
+			// a session cut short by the stop itself is not.
+			if errors.Is(err, ErrShutdownIncomplete) {
+				return err
+			}
+			return nil
 		}
 		if permanent(err) {
 			return err
@@ -171,7 +181,10 @@ func permanent(err error) bool {
 	var rowErr *schema.RowError
 	var tooLarge *sink.TooLargeError
 	var pgErr *pgconn.PgError
+	var parseErr *pgconn.ParseConfigError
 	switch {
+	case errors.As(err, &parseErr):
+		return true
 	case errors.As(err, &rowErr), errors.As(err, &tooLarge),
 		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
@@ -235,7 +248,7 @@ func (r *Relay) session(ctx context.Context, k *sink.Kafka) error {
 		defer close(changes)
 		return stream.Run(gctx, changes)
 	})
-	g.Go(func() error { return r.publish(gctx, k, changes, wm) })
+	g.Go(func() error { return r.publish(gctx, hard, k, changes, wm) })
 	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream) })
 	runErr := g.Wait()
 
@@ -251,15 +264,23 @@ func (r *Relay) session(ctx context.Context, k *sink.Kafka) error {
 		r.log.Warn("saving state failed", "err", err)
 	}
 	acked, waiting := wm.position()
-	r.log.Info("stream stopped", "confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting)
+	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
+	if err := wm.failed(); err != nil {
+		attrs = append(attrs, "delivery_err", err)
+	}
+	if flushErr != nil {
+		r.log.Warn("stream stopped", append(attrs, "flush_err", flushErr)...)
+	} else {
+		r.log.Info("stream stopped", attrs...)
+	}
 
 	if ctx.Err() != nil && (runErr == nil || errors.Is(runErr, context.Canceled)) {
 		// A requested shutdown: report only what kept it from finishing.
 		if flushErr != nil {
-			return fmt.Errorf("shutdown: kafka did not ack everything in time: %w", flushErr)
+			return fmt.Errorf("%w: kafka did not ack everything in time: %w", ErrShutdownIncomplete, flushErr)
 		}
 		if closeErr != nil {
-			return fmt.Errorf("shutdown: final confirm: %w", closeErr)
+			return fmt.Errorf("%w: final confirm: %w", ErrShutdownIncomplete, closeErr)
 		}
 		return nil
 	}
@@ -269,13 +290,20 @@ func (r *Relay) session(ctx context.Context, k *sink.Kafka) error {
 	return runErr
 }
 
-// publish turns changes into Kafka records, in stream order.
-func (r *Relay) publish(ctx context.Context, k *sink.Kafka, changes <-chan replication.Change, wm *watermark) error {
+// publish turns changes into Kafka records, in stream order. It stops
+// taking changes once ctx ends (the session failed). Produce gets
+// recordCtx, which ends only at a hard stop: franz-go fails buffered
+// records when their Produce context ends, and a failure later in the
+// stream must not fail records handed over before it.
+func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <-chan replication.Change, wm *watermark) error {
 	var (
 		tx       *txn
 		bindings = make(map[*replication.Relation]*schema.Binding)
 	)
 	for c := range changes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := wm.failed(); err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
@@ -298,7 +326,7 @@ func (r *Relay) publish(ctx context.Context, k *sink.Kafka, changes <-chan repli
 			}
 			wm.add(tx)
 			t := tx
-			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())

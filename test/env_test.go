@@ -213,3 +213,55 @@ func decodeEvent(t *testing.T, r *kgo.Record) event {
 	}
 	return ev
 }
+
+// commitProbe is a second slot on the outbox's publication, read without
+// consuming, that tells tests the exact commit end LSNs of transactions:
+// the positions the relay may confirm. Bounds taken from
+// pg_current_wal_lsn() are not exact, because a heartbeat may legitimately
+// land between such a reading and the next commit.
+type commitProbe struct {
+	e    *env
+	name string
+}
+
+func (e *env) commitProbe() *commitProbe {
+	e.t.Helper()
+	p := &commitProbe{e: e, name: "commit_probe"}
+	if _, err := e.conn.Exec(context.Background(), "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", p.name); err != nil {
+		e.t.Fatalf("probe slot: %v", err)
+	}
+	e.t.Cleanup(func() {
+		e.conn.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", p.name)
+	})
+	return p
+}
+
+// commits returns the commit end LSN of every transaction with outbox rows
+// committed since the probe was created, in commit order.
+func (p *commitProbe) commits() []pglogrepl.LSN {
+	p.e.t.Helper()
+	rows, err := p.e.conn.Query(context.Background(), `
+SELECT lsn::text FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+  'proto_version', '1', 'publication_names', 'pgoutbox')
+WHERE get_byte(data, 0) = ascii('C')`, p.name)
+	if err != nil {
+		p.e.t.Fatalf("peek: %v", err)
+	}
+	defer rows.Close()
+	var out []pglogrepl.LSN
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			p.e.t.Fatal(err)
+		}
+		lsn, err := pglogrepl.ParseLSN(s)
+		if err != nil {
+			p.e.t.Fatal(err)
+		}
+		out = append(out, lsn)
+	}
+	if err := rows.Err(); err != nil {
+		p.e.t.Fatal(err)
+	}
+	return out
+}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
@@ -47,23 +46,21 @@ func TestConfirmedLSNWaitsForKafkaAcks(t *testing.T) {
 		return nil, nil, false
 	})
 
-	before := e.currentLSN()
-	var insideLast pglogrepl.LSN
+	probe := e.commitProbe()
 	for i := 1; i <= 5; i++ {
-		if i == 5 {
-			// A position inside the last transaction: confirming at or
-			// past it means the last transaction was confirmed.
-			insideLast = e.currentLSN()
-		}
 		e.insert(row{"order", "o-1", "Placed", fmt.Sprintf(`{"n":%d}`, i)}, row{"order", "o-2", "Placed", `{}`})
+	}
+	commits := probe.commits()
+	if len(commits) != 5 {
+		t.Fatalf("probe saw %d commits, want 5", len(commits))
 	}
 	eventually(t, 10*time.Second, "a produce request held by the broker", func() bool { return held.Load() > 0 })
 
 	// Heartbeats and status updates keep flowing meanwhile; give them time
 	// to (wrongly) move the slot.
 	time.Sleep(1500 * time.Millisecond)
-	if s := e.slot("pgoutbox"); s.ConfirmedLSN > before {
-		t.Fatalf("confirmed_flush_lsn %s moved past %s while Kafka withheld every ack", s.ConfirmedLSN, before)
+	if s := e.slot("pgoutbox"); s.ConfirmedLSN >= commits[0] {
+		t.Fatalf("confirmed_flush_lsn %s reached the first unacked commit %s while Kafka withheld every ack", s.ConfirmedLSN, commits[0])
 	}
 	if !e.slot("pgoutbox").Active {
 		t.Fatal("the replication connection dropped while acks were withheld")
@@ -72,8 +69,8 @@ func TestConfirmedLSNWaitsForKafkaAcks(t *testing.T) {
 	withhold.Store(false)
 	close(release)
 	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 11, 20*time.Second)
-	eventually(t, 10*time.Second, "confirmed_flush_lsn past the last transaction", func() bool {
-		return e.slot("pgoutbox").ConfirmedLSN > insideLast
+	eventually(t, 10*time.Second, "confirmed_flush_lsn at the last transaction's commit", func() bool {
+		return e.slot("pgoutbox").ConfirmedLSN >= commits[4]
 	})
 }
 

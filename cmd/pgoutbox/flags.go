@@ -95,10 +95,18 @@ func readConfigFile(path string) ([]setting, error) {
 			return nil, fmt.Errorf("%s:%d: expected flag = value", path, n)
 		}
 		k = strings.TrimPrefix(strings.TrimSpace(k), "--")
-		out = append(out, setting{key: k, value: strings.Trim(strings.TrimSpace(v), `"`), line: n})
+		out = append(out, setting{key: k, value: unquote(strings.TrimSpace(v)), line: n})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return out, nil
+}
+
+// unquote removes one pair of matching double or single quotes.
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
 }

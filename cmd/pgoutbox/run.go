@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
@@ -39,9 +41,14 @@ func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
 	return newLogger(stderr, c.logFormat, c.logLevel, secretsOf(c.databaseURL))
 }
 
+// requireURL checks the settings every database command needs, the log
+// flags included, before anything connects.
 func (c *common) requireURL() error {
 	if c.databaseURL == "" {
 		return errors.New("--database-url is required (or PGOUTBOX_DATABASE_URL)")
+	}
+	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel, nil); err != nil {
+		return err
 	}
 	return nil
 }
@@ -74,6 +81,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := c.requireURL(); err != nil {
 		return err
+	}
+	if _, err := pgx.ParseConfig(c.databaseURL); err != nil {
+		return errors.New("--database-url is not a valid connection string")
 	}
 	if brokers == "" {
 		return errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")

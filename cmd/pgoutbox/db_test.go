@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+)
+
+const password = "S3cretPassw0rd"
+
+// withUser returns dbURL connecting as user, with password if not empty.
+func withUser(t *testing.T, dbURL, user, password string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(user)
+	if password != "" {
+		u.User = url.UserPassword(user, password)
+	}
+	return u.String()
+}
+
+func exec(t *testing.T, dbURL string, sql ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range sql {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// step is one command of a scenario and what it must print.
+type step struct {
+	args   []string // --database-url is appended
+	code   int
+	stdout []string
+	stderr []string
+	check  func(t *testing.T, stdout string)
+}
+
+func runSteps(t *testing.T, dbURL string, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		args := append(append([]string{}, s.args...), "--database-url", dbURL)
+		code, stdout, stderr := runCLI(t, time.Minute, args...)
+		if code != s.code {
+			t.Errorf("%v: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", s.args, code, s.code, stdout, stderr)
+		}
+		contains(t, strings.Join(s.args, " ")+" stdout", stdout, s.stdout...)
+		contains(t, strings.Join(s.args, " ")+" stderr", stderr, s.stderr...)
+		if s.check != nil {
+			s.check(t, stdout)
+		}
+	}
+}
+
+func TestNoSecretsInOutput(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	broker := kafkatest.New(t)
+	dead := "postgres://postgres:" + password + "@127.0.0.1:1/x"
+	badPort := "postgres://postgres:" + password + "@127.0.0.1:notaport/x"
+	live := withUser(t, pg, "postgres", password) // trust authentication accepts it
+	relayArgs := []string{"run", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--log-format", "json", "--log-level", "debug"}
+	tests := []struct {
+		name    string
+		args    []string
+		timeout time.Duration
+		stdout  string // proves the command got far enough
+		stderr  string
+	}{
+		{"migrate unreachable", []string{"migrate", "--database-url", dead}, time.Minute, "", "connect"},
+		{"migrate bad url", []string{"migrate", "--database-url", badPort}, time.Minute, "", "not a valid connection string"},
+		{"slot create unreachable", []string{"slot", "create", "--database-url", dead}, time.Minute, "", "connect"},
+		{"run unreachable", append(relayArgs, "--database-url", dead), 3 * time.Second, "", "reconnecting"},
+		{"run bad url", append(relayArgs, "--database-url", badPort), 3 * time.Second, "", ""},
+		{"slot status live", []string{"slot", "status", "--log-level", "debug", "--database-url", live}, time.Minute, "does not exist", ""},
+		{"migrate live", []string{"migrate", "--log-level", "debug", "--database-url", live}, time.Minute, "migrated", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stdout, stderr := runCLI(t, tt.timeout, tt.args...)
+			if strings.Contains(stdout+stderr, password) {
+				t.Errorf("password in output\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+			contains(t, "stdout", stdout, tt.stdout)
+			contains(t, "stderr", stderr, tt.stderr)
+		})
+	}
+}
+
+var versionRE = regexp.MustCompile(`migrated to version (\d+)`)
+
+func TestMigrate(t *testing.T) {
+	pg := pgtest.NewDatabase(t)
+	var versions []string
+	remember := func(t *testing.T, stdout string) {
+		m := versionRE.FindStringSubmatch(stdout)
+		if m == nil {
+			t.Fatalf("no version in %q", stdout)
+		}
+		versions = append(versions, m[1])
+	}
+	runSteps(t, pg, []step{
+		{args: []string{"migrate"}, stdout: []string{"public.outbox", "pgoutbox_state"}, check: remember},
+		{args: []string{"migrate"}, check: remember},
+	})
+	if len(versions) != 2 || versions[0] != versions[1] || versions[0] == "0" {
+		t.Errorf("versions %q, want the same non-zero version twice", versions)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, table := range []string{"outbox", "pgoutbox_state"} {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
+WHERE table_schema = 'public' AND table_name = $1`, table).Scan(&n)
+		if err != nil || n != 1 {
+			t.Errorf("table %s: count %d, err %v", table, n, err)
+		}
+	}
+}
+
+func checkStatusJSON(t *testing.T, stdout string) {
+	t.Helper()
+	var st map[string]any
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	for _, k := range []string{"slot", "exists", "active", "confirmed_flush_lsn", "restart_lsn", "retained_wal_bytes"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("status --json has no %q: %s", k, stdout)
+		}
+	}
+	if st["exists"] != true || st["slot"] != "pgoutbox" || st["active"] != false {
+		t.Errorf("status --json: %s", stdout)
+	}
+	if lsn, _ := st["confirmed_flush_lsn"].(string); lsn == "" || lsn == "0/0" {
+		t.Errorf("confirmed_flush_lsn %q", lsn)
+	}
+}
+
+func TestSlotLifecycle(t *testing.T) {
+	runSteps(t, pgtest.NewDatabase(t), []step{
+		{args: []string{"migrate"}},
+		{args: []string{"slot", "create"}, stdout: []string{"publication pgoutbox created", "slot pgoutbox created at "}},
+		{args: []string{"slot", "create"}, stdout: []string{"publication pgoutbox already covers", "slot pgoutbox already exists"}},
+		{args: []string{"slot", "status"}, stdout: []string{"confirmed_flush_lsn ", "retained WAL ", "restart_lsn "}},
+		{args: []string{"slot", "status", "--json"}, check: checkStatusJSON},
+		{args: []string{"slot", "drop"}, stdout: []string{"slot pgoutbox dropped", "publication pgoutbox dropped"}},
+		{args: []string{"slot", "status"}, code: 1, stdout: []string{"slot pgoutbox does not exist"}},
+		{args: []string{"slot", "drop"}, code: 1, stderr: []string{"does not exist"}},
+		{args: []string{"slot", "create"}, stdout: []string{"slot pgoutbox created at "}},
+	})
+}
+
+func TestSlotWithoutLogicalWAL(t *testing.T) {
+	pg := pgtest.New(t, pgtest.Options{WALLevel: "replica"})
+	runSteps(t, pg.URL, []step{
+		{args: []string{"migrate"}},
+		{args: []string{"slot", "create"}, code: 1, stderr: []string{`wal_level is "replica"`, "wal_level = logical"}},
+		{args: []string{"slot", "status"}, code: 1, stdout: []string{"does not exist", "problem: wal_level", "wal_level = logical"}},
+	})
+}
+
+func TestSlotWithoutReplicationRole(t *testing.T) {
+	pg := pgtest.New(t)
+	runSteps(t, pg.URL, []step{{args: []string{"migrate"}}})
+	exec(t, pg.URL, "CREATE ROLE app LOGIN", "GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app")
+	runSteps(t, withUser(t, pg.URL, "app", ""), []step{
+		{args: []string{"slot", "create"}, code: 1, stderr: []string{`role "app" lacks the REPLICATION attribute`, `ALTER ROLE "app" REPLICATION`}},
+		{args: []string{"slot", "status"}, code: 1, stdout: []string{"problem: role \"app\" lacks", "ALTER ROLE"}},
+	})
+}
