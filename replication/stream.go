@@ -83,6 +83,9 @@ type Stream struct {
 	start     pglogrepl.LSN
 	confirmed atomic.Uint64
 	received  pglogrepl.LSN
+	// delivered is the last commit or heartbeat position handed to the
+	// pipeline; once it is confirmed, nothing is in flight.
+	delivered pglogrepl.LSN
 	stop      chan struct{}
 	stopOnce  sync.Once
 	buf       []byte
@@ -265,6 +268,14 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 				}
 				s.Counters.Keepalives.Add(1)
 				if ka.ReplyRequested {
+					// The server asks when it is about to time out or is
+					// shutting down; a fast shutdown waits until the
+					// reported flush reaches its WAL end. When nothing is
+					// in flight, everything committed before that end was
+					// sent and acked, so it may be confirmed.
+					if !dec.inTx && s.Confirmed() >= s.delivered {
+						s.Confirm(ka.ServerWALEnd)
+					}
 					nextStatus = time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:
@@ -297,6 +308,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 // status updates going, which is what keeps the walsender from timing out
 // during a long Kafka outage.
 func (s *Stream) deliver(ctx context.Context, out chan<- Change, c Change, nextStatus time.Time) (time.Time, error) {
+	if c.Kind != KindRow {
+		s.delivered = c.LSN
+	}
 	select {
 	case out <- c:
 		return nextStatus, nil

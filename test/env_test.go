@@ -265,3 +265,28 @@ WHERE get_byte(data, 0) = ascii('C')`, p.name)
 	}
 	return out
 }
+
+// awaitIDs reads topic from the start until every id has arrived, and
+// returns how many records it read. Duplicates (allowed after a restart)
+// do not count towards completion.
+func awaitIDs(t *testing.T, brokers []string, topic string, ids []string, timeout time.Duration) int {
+	t.Helper()
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	c := kafkatest.NewConsumer(t, brokers, topic)
+	deadline := time.Now().Add(timeout)
+	read := 0
+	for len(want) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events never arrived on %s within %s", len(want), len(ids), topic, timeout)
+		}
+		fs := c.PollRecords(pollCtx(t, time.Second), 10000)
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			delete(want, decodeEvent(t, r).ID)
+		})
+	}
+	return read
+}

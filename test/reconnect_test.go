@@ -36,15 +36,10 @@ func TestPostgresRestart(t *testing.T) {
 	for i := 20; i < 40; i++ {
 		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
 	}
-	got := map[string]bool{}
-	for _, rec := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 30*time.Second) {
-		got[decodeEvent(t, rec).ID] = true
-	}
-	for _, id := range ids {
-		if !got[id] {
-			t.Errorf("event %s lost across the restart", id)
-		}
-	}
+	// PG15 does not write a confirmed position that moved nothing else
+	// to disk at shutdown, so the slot may replay: duplicates, no loss.
+	read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+	t.Logf("%d events, %d records read (duplicates after the restart: %d)", len(ids), read, read-len(ids))
 	if n := r.Stats.Sessions.Load(); n < 2 {
 		t.Errorf("%d replication sessions; the relay should have reconnected", n)
 	}
@@ -79,15 +74,7 @@ func TestBrokerDownAndBack(t *testing.T) {
 		t.Fatalf("confirmed_flush_lsn %s reached %s, a commit made while the broker was down", got, firstUnacked)
 	}
 	broker.Start()
-	got := map[string]bool{}
-	for _, rec := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 60*time.Second) {
-		got[decodeEvent(t, rec).ID] = true
-	}
-	for _, id := range ids {
-		if !got[id] {
-			t.Errorf("event %s lost across the broker outage", id)
-		}
-	}
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
 	eventually(t, 15*time.Second, "the slot advancing after the outage", func() bool {
 		return e.slot("pgoutbox").ConfirmedLSN > confirmedBefore
 	})
