@@ -107,6 +107,8 @@ type Relay struct {
 	table  replication.Table
 	enc    *schema.Encoder
 	router *router.Router
+	// database is the database name, for envelopes that carry it.
+	database string
 	// Stats are updated as the relay runs.
 	Stats Stats
 	// stream is the current session's stream, for tests and status.
@@ -131,7 +133,11 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt}, nil
+	var database string
+	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
+		database = pc.Database
+	}
+	return &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}, nil
 }
 
 // Run relays until ctx ends, then stops reading at a transaction boundary,
@@ -355,6 +361,10 @@ func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, e
 	rec, err := b.Record(c.Values, c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
+	}
+	rec.Origin = schema.Origin{
+		Database: r.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
+		LSN: uint64(c.LSN), CommitLSN: uint64(c.FinalLSN), TxID: uint64(c.XID), CommitTime: c.CommitTime,
 	}
 	msg, err := r.enc.Encode(&rec)
 	if err != nil {

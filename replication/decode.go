@@ -44,6 +44,7 @@ type Relation struct {
 type Change struct {
 	Kind       Kind
 	LSN        pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
+	FinalLSN   pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
 	XID        uint32
 	CommitTime time.Time // of the row's transaction
 	Relation   *Relation // KindRow
@@ -72,6 +73,7 @@ type decoder struct {
 	relations  map[uint32]*Relation
 	inTx       bool
 	xid        uint32
+	final      pglogrepl.LSN
 	commitTime time.Time
 	counters   *Counters
 }
@@ -95,13 +97,13 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 		if d.inTx {
 			return c, false, fmt.Errorf("%w: BEGIN inside transaction %d", ErrProtocol, d.xid)
 		}
-		d.inTx, d.xid, d.commitTime = true, m.xid, m.commit
+		d.inTx, d.xid, d.commitTime, d.final = true, m.xid, m.commit, m.final
 	case commitMsg:
 		if !d.inTx {
 			return c, false, fmt.Errorf("%w: COMMIT outside a transaction", ErrProtocol)
 		}
 		d.inTx = false
-		return Change{Kind: KindCommit, LSN: m.end, XID: d.xid, CommitTime: m.commit}, true, nil
+		return Change{Kind: KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
 	case *Relation:
 		d.relations[m.ID] = m
 	case insertMsg:
@@ -120,7 +122,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 			return c, false, fmt.Errorf("%w: INSERT into %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.values), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
-		return Change{Kind: KindRow, LSN: walStart, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
+		return Change{Kind: KindRow, LSN: walStart, FinalLSN: d.final, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
 	case relIDs:
 		for _, id := range m {
 			d.count(id)

@@ -175,6 +175,22 @@ type Record struct {
 	Payload []byte // JSON text
 	Headers []byte // JSON object text, or nil
 	Time    time.Time
+
+	// Origin says where the row came from; the caller fills it in.
+	Origin Origin
+}
+
+// Origin is where a record came from, for envelopes that carry it (such as
+// Debezium's source block). The CloudEvents envelopes do not use it.
+type Origin struct {
+	Database, Schema, Table string
+	// LSN is the row's WAL position and CommitLSN its transaction's
+	// commit LSN; both are 0 for a polled row.
+	LSN, CommitLSN uint64
+	TxID           uint64
+	CommitTime     time.Time
+	// Polled is true when the row was read by the poller, not the WAL.
+	Polled bool
 }
 
 // Record builds a record from a row's values in table column order, in text
