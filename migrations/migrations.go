@@ -22,6 +22,9 @@ const VersionTable = "pgoutbox_schema_version"
 type Options struct {
 	// Schema and Table name the outbox table (default public.outbox).
 	Schema, Table string
+	// SkipPollingColumns leaves an existing outbox table without the
+	// columns the polling fallback needs.
+	SkipPollingColumns bool
 }
 
 // Migrate applies every migration not yet applied and returns the version
@@ -45,7 +48,36 @@ func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 	if err := m.Migrate(ctx); err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
-	return m.GetCurrentVersion(ctx)
+	v, err := m.GetCurrentVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !opts.SkipPollingColumns {
+		if err := AddPollingColumns(ctx, conn, opts.Schema, opts.Table); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// AddPollingColumns gives an existing outbox table what polling needs:
+// insertion order (seq), the writing transaction (txid), the published
+// mark, and a partial index over unpublished rows. Columns that exist are
+// left alone. Adding seq to a large table rewrites it.
+func AddPollingColumns(ctx context.Context, conn *pgx.Conn, schema, table string) error {
+	t := pgx.Identifier{schema, table}.Sanitize()
+	stmts := []string{
+		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS seq bigint GENERATED ALWAYS AS IDENTITY",
+		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS txid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS published_at timestamptz",
+		"CREATE INDEX IF NOT EXISTS " + sanitizeIndexPrefix(table) + "_unpublished ON " + t + " (seq) WHERE published_at IS NULL",
+	}
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("add polling columns to %s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 // sanitizeIndexPrefix makes an unquoted index name from a table name that

@@ -15,7 +15,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -28,7 +27,16 @@ import (
 
 // Config configures the relay and, through its parts, every component.
 type Config struct {
+	// Mode is auto (WAL when available, polling when not), wal or poll.
+	Mode        Mode
 	Replication replication.Config
+	Poll        replication.PollConfig
+	// PollInterval is the wait after a poll that found less than a full
+	// batch (default 500ms).
+	PollInterval time.Duration
+	// ProbeInterval is how often auto mode, while polling, checks whether
+	// it can return to the WAL (default 30s).
+	ProbeInterval time.Duration
 	Sink        sink.Config
 	Router      router.Config
 	Encoder     schema.EncoderConfig
@@ -47,7 +55,20 @@ type Config struct {
 
 // Defaults fills unset fields, in the components too.
 func (c *Config) Defaults() {
+	if c.Mode == "" {
+		c.Mode = ModeAuto
+	}
 	c.Replication.Defaults()
+	if c.Poll.Table == "" {
+		c.Poll.Table = c.Replication.Table
+	}
+	c.Poll.Defaults()
+	if c.PollInterval == 0 {
+		c.PollInterval = 500 * time.Millisecond
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = 30 * time.Second
+	}
 	c.Sink.Defaults()
 	if c.Router.Topic == "" {
 		c.Router.Topic = "outbox.event.{aggregatetype}"
@@ -68,8 +89,16 @@ func (c *Config) Defaults() {
 
 // Validate reports the first invalid setting.
 func (c Config) Validate() error {
+	switch c.Mode {
+	case ModeAuto, ModeWAL, ModePoll:
+	default:
+		return fmt.Errorf("mode %q: use auto, wal or poll", c.Mode)
+	}
+	if c.PollInterval <= 0 || c.ProbeInterval <= 0 {
+		return errors.New("poll and probe intervals must be positive")
+	}
 	for _, err := range []error{
-		c.Replication.Validate(), c.Sink.Validate(), c.Router.Validate(),
+		c.Replication.Validate(), c.Poll.Validate(), c.Sink.Validate(), c.Router.Validate(),
 		c.Encoder.Validate(), c.Columns.Validate(),
 	} {
 		if err != nil {
@@ -92,6 +121,12 @@ var ErrSlotLost = errors.New("replication slot was lost")
 // on the next start.
 var ErrShutdownIncomplete = errors.New("shutdown incomplete")
 
+// Mode returns the mode the relay is in now: wal or poll.
+func (r *Relay) Mode() Mode {
+	m, _ := r.mode.Load().(string)
+	return Mode(m)
+}
+
 // Stats are the relay's running totals.
 type Stats struct {
 	Published   atomic.Int64 // records acked by Kafka
@@ -113,6 +148,8 @@ type Relay struct {
 	Stats Stats
 	// stream is the current session's stream, for tests and status.
 	stream atomic.Pointer[replication.Stream]
+	// mode is the mode of the current session.
+	mode atomic.Value
 }
 
 // New validates cfg and builds a relay.
@@ -154,9 +191,23 @@ func (r *Relay) Run(ctx context.Context) error {
 	bo.InitialInterval = 250 * time.Millisecond
 	bo.MaxInterval = r.cfg.MaxBackoff
 	bo.MaxElapsedTime = 0
+	mode := ModeWAL
+	if r.cfg.Mode == ModePoll {
+		mode = ModePoll
+	}
+	var (
+		handoff    *handoffError
+		reason     = "started in " + string(r.cfg.Mode) + " mode"
+		waitLogged bool
+	)
 	for {
 		started := time.Now()
-		err := r.session(ctx, k)
+		var err error
+		if mode == ModeWAL {
+			err = r.walSession(ctx, k, reason)
+		} else {
+			err = r.pollSession(ctx, k, handoff, reason)
+		}
 		if ctx.Err() != nil {
 			// Stopping: only a shutdown that could not finish is an error;
 			// a session cut short by the stop itself is not.
@@ -165,9 +216,35 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			return nil
 		}
-		if permanent(err) {
+		var h *handoffError
+		switch {
+		case errors.As(err, &h):
+			mode, handoff, reason = ModePoll, h, h.Error()
+			r.log.Warn("switching to polling", "reason", reason)
+			continue
+		case errors.Is(err, errBackToWAL):
+			mode, handoff, reason = ModeWAL, nil, "replication is available again"
+			r.log.Info("switching to WAL", "reason", reason)
+			continue
+		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):
+			mode, handoff, reason = ModePoll, nil, err.Error()
+			r.log.Warn("switching to polling", "reason", reason)
+			continue
+		case errors.Is(err, errLocked):
+			if !waitLogged {
+				r.log.Info("another relay holds this pipeline; waiting to take over", "pipeline", r.cfg.Replication.Slot)
+				waitLogged = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		case permanent(err):
 			return err
 		}
+		waitLogged = false
 		if time.Since(started) > time.Minute {
 			bo.Reset()
 		}
@@ -194,6 +271,7 @@ func permanent(err error) bool {
 	case errors.As(err, &rowErr), errors.As(err, &tooLarge),
 		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
+		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
 		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
 		errors.Is(err, ErrNoState):
 		return true
@@ -206,15 +284,18 @@ func permanent(err error) bool {
 	return false
 }
 
-// session runs one replication connection from the slot's confirmed
+// walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
-func (r *Relay) session(ctx context.Context, k *sink.Kafka) error {
-	conn, err := pgx.Connect(ctx, r.cfg.Replication.DatabaseURL)
+func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) error {
+	conn, err := r.lockedConn(ctx)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	if err := r.prepare(ctx, conn); err != nil {
+		return err
+	}
+	if err := r.setMode(ctx, conn, ModeWAL, reason); err != nil {
 		return err
 	}
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)

@@ -20,14 +20,19 @@ type SetupResult struct {
 	PublicationCreated bool
 	SlotCreated        bool
 	SlotLSN            pglogrepl.LSN // consistent point of a created slot
+	// SlotReplaced is set when the created slot replaces one that was lost
+	// or invalidated: rows committed in between are in no slot.
+	SlotReplaced bool
 }
 
 // Setup makes sure the pipeline can stream: the server allows logical
 // replication, the publication covers the outbox table, and the slot
-// exists. With create, a missing publication or slot is created; a slot
-// that existed before and is now gone is ErrSlotLost whatever create says,
-// because the rows committed since it was lost need polling, not a new slot.
-func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create bool) (SetupResult, error) {
+// exists. With create, a missing publication or slot is created. A slot
+// that existed before and is now gone (or invalidated) is ErrSlotLost,
+// because the rows committed since need polling, not just a new slot;
+// with replaceLost the caller promises that polling, and Setup replaces
+// the slot.
+func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, replaceLost bool) (SetupResult, error) {
 	var res SetupResult
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -61,16 +66,25 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create b
 		return res, err
 	}
 	if slotExists && slot.WALStatus == "lost" {
-		return res, fmt.Errorf("%w: slot %s (wal_status lost): WAL it needed was removed", replication.ErrSlotInvalidated, cfg.Slot)
+		if !replaceLost {
+			return res, fmt.Errorf("%w: slot %s (wal_status lost): WAL it needed was removed", replication.ErrSlotInvalidated, cfg.Slot)
+		}
+		if err := replication.DropSlot(ctx, conn, cfg.Slot); err != nil {
+			return res, err
+		}
+		slotExists, res.SlotReplaced = false, true
 	}
 	if !slotExists && known && lastLSN != nil {
-		return res, fmt.Errorf("%w: slot %s last confirmed %s; rows committed since are not in any slot. Publish them by polling, or accept the gap with: pgoutbox slot create --force", ErrSlotLost, cfg.Slot, *lastLSN)
+		if !replaceLost {
+			return res, fmt.Errorf("%w: slot %s last confirmed %s; rows committed since are not in any slot. Run with --mode auto to publish them by polling, or accept the gap with: pgoutbox slot create --force", ErrSlotLost, cfg.Slot, *lastLSN)
+		}
+		res.SlotReplaced = true
 	}
 	if res.PublicationCreated, err = replication.EnsurePublication(ctx, conn, cfg.Publication, table, create); err != nil {
 		return res, err
 	}
 	if !slotExists {
-		if !create {
+		if !create && !res.SlotReplaced {
 			return res, fmt.Errorf("%w: %s: run pgoutbox slot create", replication.ErrSlotMissing, cfg.Slot)
 		}
 		// The publication exists before the slot's consistent point, so
@@ -119,27 +133,64 @@ func Forget(ctx context.Context, conn *pgx.Conn, pipeline string) error {
 	return nil
 }
 
-// prepare runs Setup for a session and logs what it created.
+// prepare runs Setup for a session and logs what it created. In auto mode
+// with the polling columns, a slot it creates (the first, or one replacing
+// a lost slot) is not streamed at once: a handoff first polls everything
+// that committed before the slot's consistent point.
 func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
-	res, err := Setup(ctx, conn, r.cfg.Replication, r.cfg.CreateSlot)
+	canPoll := false
+	if r.cfg.Mode == ModeAuto {
+		var err error
+		if canPoll, err = replication.HasPollingColumns(ctx, conn, r.table); err != nil {
+			return err
+		}
+	}
+	res, err := Setup(ctx, conn, r.cfg.Replication, r.cfg.CreateSlot, canPoll)
 	if err != nil {
 		return err
 	}
 	if res.PublicationCreated {
 		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "table", r.table.String())
 	}
-	if res.SlotCreated {
+	if !res.SlotCreated {
+		return nil
+	}
+	if res.SlotReplaced {
+		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
+		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET slot_losses = slot_losses + 1 WHERE pipeline = $1", r.cfg.Replication.Slot); err != nil {
+			return fmt.Errorf("save state: %w", err)
+		}
+	} else {
 		r.log.Info("slot created", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 	}
-	return nil
+	if !canPoll {
+		return nil
+	}
+	_, xmax, _, err := replication.Snapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	return &handoffError{xmax: xmax, slotLSN: res.SlotLSN, replaced: res.SlotReplaced}
 }
 
-// saveState records the confirmed position in the state table every few
-// seconds; status reads it, and it tells a lost slot from a new one.
+// saveState runs beside a WAL session. Every few seconds it records the
+// confirmed position, and it advances the published floor: it reads the
+// snapshot's xmin S and then the WAL insert position L; every transaction
+// below S finished before L, so once the confirmed position passes L, all
+// their rows are in Kafka and S is saved. A fallback to polling starts from
+// that floor, so it re-sends only what was published since.
 func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.Conn, stream *replication.Stream) error {
-	ticker := time.NewTicker(5 * time.Second)
+	interval := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	var last pglogrepl.LSN
+	type candidate struct {
+		xmin uint64
+		lsn  pglogrepl.LSN
+	}
+	var (
+		last    pglogrepl.LSN
+		pending []candidate
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -148,14 +199,44 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 			return nil
 		case <-ticker.C:
 		}
-		if lsn := stream.Confirmed(); lsn != last {
-			if err := r.writeState(ctx, conn, lsn); err != nil {
+		xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		lsn, err := pglogrepl.ParseLSN(lsnText)
+		if err != nil {
+			return err
+		}
+		pending = append(pending, candidate{xmin, lsn})
+		confirmed := stream.Confirmed()
+		var floor uint64
+		n := 0
+		for n < len(pending) && pending[n].lsn <= confirmed {
+			floor = pending[n].xmin
+			n++
+		}
+		pending = pending[n:]
+		if confirmed == last && floor == 0 {
+			continue
+		}
+		if err := r.writeState(ctx, conn, confirmed); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		last = confirmed
+		if floor != 0 {
+			if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET floor_xid = $2::text::xid8 WHERE pipeline = $1
+AND (floor_xid IS NULL OR floor_xid < $2::text::xid8)`, r.cfg.Replication.Slot, fmt.Sprint(floor)); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return err
+				return fmt.Errorf("save floor: %w", err)
 			}
-			last = lsn
 		}
 	}
 }

@@ -80,7 +80,7 @@ func (e *env) config() relay.Config {
 func (e *env) setup(cfg relay.Config) {
 	e.t.Helper()
 	cfg.Defaults()
-	if _, err := relay.Setup(context.Background(), e.conn, cfg.Replication, true); err != nil {
+	if _, err := relay.Setup(context.Background(), e.conn, cfg.Replication, true, false); err != nil {
 		e.t.Fatalf("setup: %v", err)
 	}
 }

@@ -80,7 +80,6 @@ func TestCommandLine(t *testing.T) {
 		{"run without url", []string{"run", "--kafka-brokers", "h:1"}, 1, nil, []string{"--database-url", "PGOUTBOX_DATABASE_URL"}, false},
 		{"run without brokers", append([]string{"run"}, url...), 1, nil, []string{"--kafka-brokers", "PGOUTBOX_KAFKA_BROKERS"}, false},
 		{"run bad mode", runArgs("--mode", "bogus"), 1, nil, []string{`--mode "bogus"`}, false},
-		{"run poll mode", runArgs("--mode", "poll"), 1, nil, []string{"--mode poll"}, false},
 		{"run bad format", runArgs("--format", "bogus"), 1, nil, []string{"--format"}, false},
 		{"run bad log level", runArgs("--log-level", "loud"), 1, nil, []string{`--log-level "loud"`}, false},
 		{"run bad log format", runArgs("--log-format", "xml"), 1, nil, []string{`--log-format "xml"`}, false},

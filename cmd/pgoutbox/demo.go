@@ -87,7 +87,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_, err = migrations.Migrate(ctx, conn, migrations.Options{})
 	if err == nil {
-		_, err = relay.Setup(ctx, conn, cfg.Replication, true)
+		_, err = relay.Setup(ctx, conn, cfg.Replication, true, false)
 	}
 	conn.Close(context.Background())
 	if err != nil {

@@ -64,7 +64,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	)
 	c.register(fs)
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
-	fs.StringVar(&mode, "mode", "auto", "auto, wal or poll; this version streams the WAL in auto and wal modes")
+	fs.StringVar(&mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
+	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
+	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
 	fs.StringVar(&format, "format", "cloudevents", "envelope: cloudevents (structured) or cloudevents-binary")
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
@@ -88,13 +91,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if brokers == "" {
 		return errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
-	switch mode {
-	case "auto", "wal":
-	case "poll":
-		return errors.New("--mode poll: polling is not available in this version; use --mode wal")
-	default:
+	m, err := relay.ParseMode(mode)
+	if err != nil {
 		return fmt.Errorf("--mode %q: use auto, wal or poll", mode)
 	}
+	cfg.Mode = m
 	f, err := schema.ParseFormat(format)
 	if err != nil {
 		return fmt.Errorf("--format: %w", err)
@@ -114,7 +115,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
 	err = r.Run(ctx)
 	log.Info("pgoutbox stopped", "published", r.Stats.Published.Load())
 	if err != nil {

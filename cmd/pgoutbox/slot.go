@@ -67,7 +67,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		}
-		res, err := relay.Setup(ctx, conn, rcfg, true)
+		res, err := relay.Setup(ctx, conn, rcfg, true, false)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,316 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/sink"
+)
+
+// Mode is how the relay reads the outbox.
+type Mode string
+
+const (
+	// ModeAuto streams the WAL when it can and polls when it cannot.
+	ModeAuto Mode = "auto"
+	// ModeWAL only streams the WAL.
+	ModeWAL Mode = "wal"
+	// ModePoll only polls the table.
+	ModePoll Mode = "poll"
+)
+
+// ParseMode parses auto, wal or poll.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModeWAL, ModePoll:
+		return m, nil
+	}
+	return "", fmt.Errorf("mode %q: use auto, wal or poll", s)
+}
+
+var (
+	// errLocked: another relay holds the pipeline; this one waits.
+	errLocked = errors.New("pipeline is held by another relay")
+	// errBackToWAL ends a poll session in auto mode when the WAL can be
+	// streamed again (the slot survived, or a new slot's handoff is done).
+	errBackToWAL = errors.New("replication is available again")
+)
+
+// handoffError ends a WAL session that just created a slot: before
+// streaming from the slot's consistent point, polling publishes every
+// transaction below xmax, which covers all that committed before that point.
+type handoffError struct {
+	xmax     uint64
+	slotLSN  pglogrepl.LSN
+	replaced bool
+}
+
+func (h *handoffError) Error() string {
+	if h.replaced {
+		return fmt.Sprintf("slot replaced at %s after it was lost: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
+	}
+	return fmt.Sprintf("slot created at %s: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
+}
+
+// replicationUnavailable tells the errors after which auto mode polls:
+// the server, the role or a pooler refuses logical replication, or the
+// slot cannot be streamed any more.
+func replicationUnavailable(err error) bool {
+	if errors.Is(err, replication.ErrNotReady) || errors.Is(err, replication.ErrSlotInvalidated) ||
+		errors.Is(err, ErrSlotLost) || errors.Is(err, replication.ErrPublication) ||
+		errors.Is(err, replication.ErrSlotMissing) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42501", // insufficient privilege (creating the slot or publication)
+			"53300", // too many connections: no free WAL sender
+			"55000", // object not in prerequisite state (wal_level, invalidated slot)
+			"08P01": // protocol violation: a pooler refusing replication
+			return true
+		case "28000": // "must be superuser or replication role to start walsender"
+			return strings.Contains(pgErr.Message, "replication")
+		}
+	}
+	// Poolers in transaction mode reject the replication startup parameter.
+	msg := err.Error()
+	return strings.Contains(msg, "unsupported startup parameter") && strings.Contains(msg, "replication")
+}
+
+// lockKey namespaces pgoutbox's advisory locks.
+const lockKey = 0x706f7574 // "pout"
+
+// lockedConn connects and takes the pipeline's advisory lock: one relay
+// works on a pipeline, in either mode; the others wait (errLocked). The
+// lock lives as long as the connection.
+func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockKey, r.cfg.Replication.Slot).Scan(&ok); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("pipeline lock: %w", err)
+	}
+	if !ok {
+		conn.Close(context.Background())
+		return nil, errLocked
+	}
+	return conn, nil
+}
+
+// setMode records the mode and why in the state table, counting switches.
+func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason string) error {
+	_, err := conn.Exec(ctx, `
+INSERT INTO pgoutbox_state (pipeline, outbox_table, mode, mode_reason) VALUES ($1, $2, $3, $4)
+ON CONFLICT (pipeline) DO UPDATE SET
+  switches = pgoutbox_state.switches + CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN 0 ELSE 1 END,
+  mode_since = CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN pgoutbox_state.mode_since ELSE now() END,
+  mode = EXCLUDED.mode, mode_reason = EXCLUDED.mode_reason, updated_at = now()`,
+		r.cfg.Replication.Slot, r.table.String(), string(mode), reason)
+	if err != nil {
+		if isUndefinedTable(err) {
+			return ErrNoState
+		}
+		return fmt.Errorf("save state: %w", err)
+	}
+	r.mode.Store(string(mode))
+	return nil
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703")
+}
+
+// floor reads the persisted published floor: every transaction below it
+// was published through the WAL.
+func (r *Relay) floor(ctx context.Context, conn *pgx.Conn) (uint64, error) {
+	var f *uint64
+	err := conn.QueryRow(ctx, "SELECT floor_xid::text::bigint FROM pgoutbox_state WHERE pipeline = $1", r.cfg.Replication.Slot).Scan(&f)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && f == nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read floor: %w", err)
+	}
+	return *f, nil
+}
+
+// pollSession publishes by polling until ctx ends, something fails, or (in
+// auto mode) the WAL can take over again. With a handoff, it returns to the
+// WAL once every transaction below the handoff's xmax has finished and its
+// rows are published.
+func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason string) error {
+	conn, err := r.lockedConn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	poller, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+	if err != nil {
+		return err
+	}
+	if err := r.setMode(ctx, conn, ModePoll, reason); err != nil {
+		return err
+	}
+	floor, err := r.floor(ctx, conn)
+	if err != nil {
+		return err
+	}
+	r.Stats.Sessions.Add(1)
+	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize)
+
+	var (
+		bindings  = make(map[*replication.Relation]*schema.Binding)
+		nextProbe = time.Now().Add(r.cfg.ProbeInterval)
+	)
+	for ctx.Err() == nil {
+		rows, err := poller.Poll(ctx, floor)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if len(rows) > 0 {
+			if err := r.publishBatch(ctx, k, poller, bindings, rows); err != nil {
+				return err
+			}
+		}
+		if handoff != nil {
+			done, err := r.handoffDone(ctx, conn, poller, floor, handoff.xmax)
+			if err != nil {
+				return err
+			}
+			if done {
+				return errBackToWAL
+			}
+		} else if r.cfg.Mode == ModeAuto && time.Now().After(nextProbe) {
+			nextProbe = time.Now().Add(r.cfg.ProbeInterval)
+			if r.replicationReady(ctx, conn) {
+				return errBackToWAL
+			}
+		}
+		if len(rows) < r.cfg.Poll.BatchSize {
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.PollInterval):
+			}
+		}
+	}
+	return nil
+}
+
+// publishBatch produces one poll's rows in order, waits until Kafka acked
+// all of them, and only then marks them published. A batch is never half
+// marked: a failure leaves every row of it for the next poll.
+func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replication.Poller, bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
+	// The batch finishes even when a stop arrives meanwhile; only a hard
+	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		seqs     = make([]int64, 0, len(rows))
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	for i := range rows {
+		row := &rows[i]
+		b, ok := bindings[row.Relation]
+		if !ok {
+			var err error
+			if b, err = r.cfg.Columns.Bind(columns(row.Relation)); err != nil {
+				return fmt.Errorf("table %s: %w", r.table, err)
+			}
+			bindings[row.Relation] = b
+		}
+		rec, err := r.record(b, &row.Change)
+		if err != nil {
+			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
+			break
+		}
+		wg.Add(1)
+		if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				fail(err)
+				return
+			}
+			r.Stats.Published.Add(1)
+			r.Stats.LastPublish.Store(time.Now().UnixNano())
+		}); err != nil {
+			wg.Done()
+			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
+			break
+		}
+		seqs = append(seqs, row.Seq)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		// Rows acked before the failure are marked, so a restart does not
+		// send them again; the failed row and those after it stay.
+		return firstErr
+	}
+	if err := poller.MarkPublished(recordCtx, seqs); err != nil {
+		return err
+	}
+	return nil
+}
+
+// handoffDone tells whether every transaction below xmax has finished and
+// none of their rows is left unpublished.
+func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor, xmax uint64) (bool, error) {
+	xmin, _, _, err := replication.Snapshot(ctx, conn)
+	if err != nil {
+		return false, err
+	}
+	if xmin < xmax {
+		return false, nil // a transaction that may have committed before the slot is still open
+	}
+	pending, err := poller.Pending(ctx, floor, xmax)
+	if err != nil {
+		return false, err
+	}
+	return !pending, nil
+}
+
+// replicationReady is auto mode's probe while polling: is logical
+// replication allowed again, and is there a slot to resume or may one be
+// created? A WAL session that fails anyway falls back at once.
+func (r *Relay) replicationReady(ctx context.Context, conn *pgx.Conn) bool {
+	ready, err := replication.Inspect(ctx, conn)
+	if err != nil {
+		return false
+	}
+	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
+	exists := err == nil
+	if exists && slot.Active {
+		return false // someone else streams it
+	}
+	if !exists && !r.cfg.CreateSlot {
+		return false
+	}
+	return ready.Err(exists) == nil
+}
