@@ -37,10 +37,10 @@ type Config struct {
 	// ProbeInterval is how often auto mode, while polling, checks whether
 	// it can return to the WAL (default 30s).
 	ProbeInterval time.Duration
-	Sink        sink.Config
-	Router      router.Config
-	Encoder     schema.EncoderConfig
-	Columns     schema.Columns
+	Sink          sink.Config
+	Router        router.Config
+	Encoder       schema.EncoderConfig
+	Columns       schema.Columns
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may (default true through Defaults is
 	// not possible for a bool; cmd sets it).
