@@ -152,42 +152,50 @@ type report struct {
 	committed, delivered, lost, duplicates, orderViolations int
 }
 
-// check reads every record of the topic and compares with what committed:
-// nothing lost, duplicates counted, and per aggregate the first delivery of
-// each event in commit order (a redelivery replays a suffix and is allowed).
+// check reads the topic from the start until every committed event has
+// arrived (or a minute passes), then a little longer to count late
+// duplicates, and compares with what committed: nothing lost, duplicates
+// counted, and per aggregate the first delivery of each event in commit
+// order (a redelivery replays a suffix and is allowed).
 func check(t *testing.T, brokers []string, topic string, committed map[string]int) report {
 	t.Helper()
-	recs := kafkatest.Consume(t, brokers, []string{topic}, len(committed), 60*time.Second)
-	// Records beyond len(committed) are duplicates; read them too.
-	more := drain(t, brokers, topic, len(recs))
-	recs = append(recs, more...)
+	c := kafkatest.NewConsumer(t, brokers, topic)
 	rep := report{committed: len(committed)}
 	seen := map[string]int{}
 	last := map[string]int{}
-	for _, r := range recs {
-		ev := decodeEvent(t, r)
-		seen[ev.ID]++
-		if seen[ev.ID] > 1 {
-			rep.duplicates++
-			continue
+	deadline := time.Now().Add(60 * time.Second)
+	idle := 0
+	for {
+		fs := c.PollRecords(pollCtx(t, 500*time.Millisecond), 10000)
+		if fs.NumRecords() == 0 {
+			idle++
+		} else {
+			idle = 0
 		}
-		seq, ok := committed[ev.ID]
-		if !ok {
-			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
-			continue
+		fs.EachRecord(func(r *kgo.Record) {
+			ev := decodeEvent(t, r)
+			seen[ev.ID]++
+			if seen[ev.ID] > 1 {
+				rep.duplicates++
+				return
+			}
+			seq, ok := committed[ev.ID]
+			if !ok {
+				t.Errorf("event %s was never committed (rolled back?)", ev.ID)
+				return
+			}
+			rep.delivered++
+			if prev, ok := last[string(r.Key)]; ok && seq <= prev {
+				rep.orderViolations++
+				t.Errorf("aggregate %s: seq %d delivered after %d", r.Key, seq, prev)
+			}
+			last[string(r.Key)] = seq
+		})
+		if (rep.delivered == len(committed) && idle >= 2) || time.Now().After(deadline) {
+			break
 		}
-		rep.delivered++
-		if prev, ok := last[string(r.Key)]; ok && seq <= prev {
-			rep.orderViolations++
-			t.Errorf("aggregate %s: seq %d delivered after %d", r.Key, seq, prev)
-		}
-		last[string(r.Key)] = seq
 	}
-	for id := range committed {
-		if seen[id] == 0 {
-			rep.lost++
-		}
-	}
+	rep.lost = len(committed) - rep.delivered
 	return rep
 }
 

@@ -1,0 +1,308 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+)
+
+func pollConfig(e *env) relay.Config {
+	cfg := e.config()
+	cfg.Mode = relay.ModePoll
+	cfg.PollInterval = 50 * time.Millisecond
+	return cfg
+}
+
+// insertOpen begins a transaction on its own connection and inserts a row;
+// the caller commits or rolls back.
+func (e *env) insertOpen(r row) (id string, commit, rollback func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	conn := e.connect()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4) RETURNING id::text`,
+		r.aggType, r.aggID, r.typ, r.payload).Scan(&id); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, func() {
+		if err := tx.Commit(ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	}, func() { tx.Rollback(ctx) }
+}
+
+// Transactions commit out of insertion order and one rolls back: polling
+// publishes every committed row, later commits included, and nothing of the
+// rolled-back transaction. The long transaction does not hold back the
+// rows of one that committed while it was open.
+func TestPollCommitOrderRollbackAndLongTransaction(t *testing.T) {
+	e := newEnv(t)
+	e.start(pollConfig(e))
+
+	a, commitA, _ := e.insertOpen(row{"order", "a", "Placed", `{"tx":"A"}`})   // lowest seq, commits last
+	c, _, rollbackC := e.insertOpen(row{"order", "c", "Placed", `{"tx":"C"}`}) // rolls back
+	b := e.insert(row{"order", "b", "Placed", `{"tx":"B"}`})[0]                // highest seq, commits first
+	first := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 10*time.Second)
+	if id := decodeEvent(t, first[0]).ID; id != b {
+		t.Fatalf("first published %s, want B %s (A and C are still open)", id, b)
+	}
+	time.Sleep(300 * time.Millisecond) // several polls while A is open
+	commitA()
+	rollbackC()
+	awaitIDs(t, e.brokers, "outbox.event.order", []string{a, b}, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	recs := drain(t, e.brokers, "outbox.event.order", 0)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want exactly B then A", len(recs))
+	}
+	for _, r := range recs {
+		if decodeEvent(t, r).ID == c {
+			t.Fatal("a row of the rolled-back transaction was published")
+		}
+	}
+	var unpublished int
+	e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
+	if unpublished != 0 {
+		t.Fatalf("%d rows left unmarked", unpublished)
+	}
+}
+
+// Many writers lock their aggregate (an UPDATE of its row) and then insert
+// several events; unrelated transactions take transaction ids meanwhile, so
+// xid order differs from commit order. Polling delivers each aggregate's
+// events in commit order across thousands of events.
+func TestPollOrderUnderContention(t *testing.T) {
+	e := newEnv(t)
+	e.start(pollConfig(e))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		conn := e.connect()
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Take an xid, hold it a moment, commit: shifts xids
+				// against the commit order of the writers.
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					return
+				}
+				tx.Exec(ctx, "SELECT pg_current_xact_id()")
+				time.Sleep(2 * time.Millisecond)
+				tx.Commit(ctx)
+			}
+		}()
+	}
+	load := e.startLoad(t, 4)
+	time.Sleep(4 * time.Second)
+	committed := load.finish()
+	close(stop)
+	wg.Wait()
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	t.Logf("committed %d, delivered %d, lost %d, duplicates %d, order violations %d", rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.committed < 1000 {
+		t.Fatalf("only %d events; the test needs thousands", rep.committed)
+	}
+	if rep.lost != 0 || rep.orderViolations != 0 || rep.duplicates != 0 {
+		t.Fatalf("lost %d, order violations %d, duplicates %d", rep.lost, rep.orderViolations, rep.duplicates)
+	}
+}
+
+// On a server with wal_level=replica, auto mode polls, delivers everything,
+// and says why in the state table.
+func TestAutoPollsWithoutLogicalReplication(t *testing.T) {
+	e := newEnv(t, pgtest.Options{WALLevel: "replica"})
+	cfg := e.config()
+	r := e.start(cfg)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	if m := r.Mode(); m != relay.ModePoll {
+		t.Fatalf("mode %q, want poll", m)
+	}
+	var mode, reason string
+	if err := e.conn.QueryRow(context.Background(), "SELECT mode, mode_reason FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "poll" || !strings.Contains(reason, "wal_level") {
+		t.Fatalf("state says mode %q because %q", mode, reason)
+	}
+	t.Logf("state: %s (%s)", mode, reason)
+}
+
+// The slot is invalidated while the relay is stopped and events are written
+// meanwhile. On restart, auto replaces the slot, polls what committed in
+// between, delivers all of it, and returns to the WAL on the new slot.
+func TestSlotInvalidatedWhileStopped(t *testing.T) {
+	e := newEnv(t, pgtest.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
+	if e.pg.External() {
+		t.Skip("needs the throwaway cluster's max_slot_wal_keep_size")
+	}
+	ctx := context.Background()
+	cfg := e.config()
+	cfg.ProbeInterval = 300 * time.Millisecond
+	e.setup(cfg)
+	r := e.start(cfg)
+	before := e.insert(row{"order", "o-1", "Placed", `{"i":0}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", before, 10*time.Second)
+	time.Sleep(1500 * time.Millisecond) // the floor is saved once a second
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	var ids []string
+	for i := 1; i <= 20; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	if _, err := e.conn.Exec(ctx, "CREATE TABLE filler (v text)"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the slot invalidated", func() bool {
+		e.conn.Exec(ctx, "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)")
+		e.conn.Exec(ctx, "SELECT pg_switch_wal()")
+		e.conn.Exec(ctx, "CHECKPOINT")
+		return e.slot("pgoutbox").WALStatus == "lost"
+	})
+
+	r2 := e.start(cfg)
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 20*time.Second)
+	eventually(t, 20*time.Second, "back on the WAL", func() bool { return r2.Mode() == relay.ModeWAL })
+	after := e.insert(row{"order", "o-9", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 10*time.Second)
+	if s := e.slot("pgoutbox"); s.WALStatus == "lost" || !s.Active {
+		t.Fatalf("the new slot: %+v", s)
+	}
+	var losses int
+	e.conn.QueryRow(ctx, "SELECT slot_losses FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&losses)
+	if losses != 1 {
+		t.Fatalf("slot_losses %d, want 1", losses)
+	}
+}
+
+// appURL is the test server's URL for another role.
+func (e *env) appURL(user string) string {
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
+// REPLICATION is revoked from the relay's role and granted back, several
+// times, under continuous load: auto falls back to polling and returns to
+// the WAL each time. A checker confirms every committed event arrived, in
+// per-aggregate order, and reports the duplicates and how long the
+// fallbacks and returns took.
+func TestAutoSwitchesUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
+GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO app`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	cfg.ProbeInterval = 300 * time.Millisecond
+	cfg.PollInterval = 50 * time.Millisecond
+	e.setup(cfg) // as the owner; the relay's role streams and polls
+	cfg.Replication.DatabaseURL = e.appURL("app")
+	r := e.start(cfg)
+	eventually(t, 10*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL && e.slot("pgoutbox").Active })
+
+	load := e.startLoad(t, 3)
+	const cycles = 3
+	var fallbacks, returns []time.Duration
+	for i := 0; i < cycles; i++ {
+		time.Sleep(700 * time.Millisecond)
+		start := time.Now()
+		if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+			t.Fatal(err)
+		}
+		e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+		eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
+		fallbacks = append(fallbacks, time.Since(start))
+		time.Sleep(700 * time.Millisecond)
+		start = time.Now()
+		if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the return to the WAL", func() bool { return r.Mode() == relay.ModeWAL })
+		returns = append(returns, time.Since(start))
+	}
+	time.Sleep(500 * time.Millisecond)
+	committed := load.finish()
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	t.Logf("%d cycles (WAL->poll->WAL): committed %d, delivered %d, lost %d, duplicates %d (%.0f per switch), order violations %d",
+		cycles, rep.committed, rep.delivered, rep.lost, rep.duplicates, float64(rep.duplicates)/(2*cycles), rep.orderViolations)
+	t.Logf("fallback took %v; return took %v", fallbacks, returns)
+	if rep.lost != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	}
+	var switches int
+	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
+	if switches < 2*cycles {
+		t.Fatalf("state counted %d switches, want at least %d", switches, 2*cycles)
+	}
+}
+
+// Two relays on one pipeline: one works, the other waits; when the first
+// stops, the second takes over within seconds and nothing is lost.
+func TestSecondInstanceWaitsAndTakesOver(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModePoll, relay.ModeAuto} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			cfg := pollConfig(e)
+			cfg.Mode = mode
+			if mode == relay.ModeAuto {
+				e.setup(cfg)
+			}
+			a := e.start(cfg)
+			eventually(t, 10*time.Second, "the first relay working", func() bool { return a.Stats.Sessions.Load() > 0 })
+			b := e.start(cfg)
+			var ids []string
+			for i := 0; i < 20; i++ {
+				ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+			}
+			awaitIDs(t, e.brokers, "outbox.event.order", ids, 10*time.Second)
+			if n := b.Stats.Sessions.Load(); n != 0 {
+				t.Fatalf("the second relay ran %d sessions while the first held the pipeline", n)
+			}
+			if err := a.stop(); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			var took atomic.Int64
+			for i := 20; i < 40; i++ {
+				ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+			}
+			eventually(t, 15*time.Second, "the second relay taking over", func() bool {
+				took.Store(int64(time.Since(stopped)))
+				return b.Stats.Sessions.Load() > 0
+			})
+			read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+			t.Logf("took over in %v; %d events, %d records", time.Duration(took.Load()).Round(time.Millisecond), len(ids), read)
+		})
+	}
+}
