@@ -3,6 +3,7 @@
 //	pgoutbox migrate --database-url URL
 //	pgoutbox slot create|status|drop --database-url URL
 //	pgoutbox run --database-url URL --kafka-brokers HOST:PORT
+//	pgoutbox status --database-url URL
 //	pgoutbox demo
 //
 // Every flag can also be set as PGOUTBOX_<FLAG> in the environment or as
@@ -30,6 +31,7 @@ Usage:
   pgoutbox slot create|status|drop ...       manage the publication and replication slot
   pgoutbox run --database-url URL --kafka-brokers HOST:PORT
                                              relay events until SIGTERM
+  pgoutbox status --database-url URL [--json] the pipeline's mode, slot, lag and problems
   pgoutbox demo                              the whole pipeline on a throwaway Postgres and broker
   pgoutbox version
 
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = slotCmd(ctx, rest, stdout, stderr)
 	case "run":
 		err = runCmd(ctx, rest, stdout, stderr)
+	case "status":
+		err = statusCmd(ctx, rest, stdout, stderr)
 	case "demo":
 		err = demoCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":

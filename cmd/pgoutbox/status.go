@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// pipelineStatus is what status reports; JSON field names are stable.
+type pipelineStatus struct {
+	Pipeline     string    `json:"pipeline"`
+	Table        string    `json:"table"`
+	Mode         string    `json:"mode"`
+	ModeReason   string    `json:"mode_reason"`
+	ModeSince    time.Time `json:"mode_since"`
+	Switches     int64     `json:"switches"`
+	SlotLosses   int64     `json:"slot_losses"`
+	ConfirmedLSN string    `json:"confirmed_lsn,omitempty"`
+	FloorXID     string    `json:"floor_xid,omitempty"`
+	Updated      time.Time `json:"updated_at"`
+	Slot         *struct {
+		Active        bool   `json:"active"`
+		ConfirmedLSN  string `json:"confirmed_flush_lsn"`
+		RestartLSN    string `json:"restart_lsn"`
+		WALStatus     string `json:"wal_status"`
+		RetainedBytes int64  `json:"retained_wal_bytes"`
+		LagBytes      int64  `json:"lag_bytes"`
+	} `json:"slot"`
+	// Unpublished counts rows above the floor that polling has not marked;
+	// in WAL mode these include rows the WAL already published.
+	Unpublished      int64    `json:"unpublished_rows"`
+	OldestUnpublishd *float64 `json:"oldest_unpublished_seconds,omitempty"`
+	Problems         []string `json:"problems"`
+}
+
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgoutbox status", flag.ContinueOnError)
+	var (
+		c      common
+		asJSON bool
+	)
+	c.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print JSON")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := c.requireURL(); err != nil {
+		return err
+	}
+	if err := replication.ValidateName("slot", c.slot); err != nil {
+		return err
+	}
+	conn, err := connect(ctx, c.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+
+	st := pipelineStatus{Pipeline: c.slot, Problems: []string{}}
+	var confirmed, floor, reason *string
+	err = conn.QueryRow(ctx, `SELECT outbox_table, mode, mode_reason, mode_since, switches, slot_losses,
+  confirmed_lsn::text, floor_xid::text, updated_at FROM pgoutbox_state WHERE pipeline = $1`, c.slot).Scan(
+		&st.Table, &st.Mode, &reason, &st.ModeSince, &st.Switches, &st.SlotLosses, &confirmed, &floor, &st.Updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", c.slot)
+	case err != nil:
+		return fmt.Errorf("read state (has pgoutbox migrate run?): %w", err)
+	}
+	st.ModeReason, st.ConfirmedLSN, st.FloorXID = deref(reason), deref(confirmed), deref(floor)
+
+	if s, err := replication.SlotStatus(ctx, conn, c.slot); err == nil {
+		st.Slot = &struct {
+			Active        bool   `json:"active"`
+			ConfirmedLSN  string `json:"confirmed_flush_lsn"`
+			RestartLSN    string `json:"restart_lsn"`
+			WALStatus     string `json:"wal_status"`
+			RetainedBytes int64  `json:"retained_wal_bytes"`
+			LagBytes      int64  `json:"lag_bytes"`
+		}{s.Active, s.ConfirmedLSN.String(), s.RestartLSN.String(), s.WALStatus, s.RetainedBytes, s.LagBytes}
+		if s.WALStatus == "lost" {
+			st.Problems = append(st.Problems, "the slot is invalidated: WAL it needed was removed (auto mode replaces it and polls the gap)")
+		}
+	} else if errors.Is(err, replication.ErrSlotMissing) {
+		if st.Mode == "wal" {
+			st.Problems = append(st.Problems, "the pipeline's slot does not exist")
+		}
+	} else {
+		return err
+	}
+	if table, err := replication.ParseTable(st.Table); err == nil {
+		var oldest *float64
+		q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(created_at))::float8 FROM %s
+WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, table.Quoted())
+		if err := conn.QueryRow(ctx, q, st.FloorXID).Scan(&st.Unpublished, &oldest); err == nil {
+			st.OldestUnpublishd = oldest
+		}
+	}
+	if st.Mode == "poll" && st.ModeReason != "started in poll mode" {
+		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
+	}
+
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, st.Table)
+		fmt.Fprintf(stdout, "mode         %s since %s (%d switches)\n", st.Mode, st.ModeSince.Format(time.RFC3339), st.Switches)
+		fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
+		fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)
+		fmt.Fprintf(stdout, "floor xid    %s\n", st.FloorXID)
+		if st.Slot != nil {
+			fmt.Fprintf(stdout, "slot         active=%t confirmed_flush_lsn=%s wal_status=%s retained=%d bytes lag=%d bytes\n",
+				st.Slot.Active, st.Slot.ConfirmedLSN, st.Slot.WALStatus, st.Slot.RetainedBytes, st.Slot.LagBytes)
+		} else {
+			fmt.Fprintln(stdout, "slot         none")
+		}
+		fmt.Fprintf(stdout, "slot losses  %d\n", st.SlotLosses)
+		fmt.Fprintf(stdout, "unpublished  %d rows above the floor", st.Unpublished)
+		if st.OldestUnpublishd != nil {
+			fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
+		}
+		fmt.Fprintln(stdout)
+		for _, p := range st.Problems {
+			fmt.Fprintf(stdout, "problem: %s\n", p)
+		}
+	}
+	if len(st.Problems) > 0 {
+		return errors.New("the pipeline needs attention")
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
