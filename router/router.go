@@ -6,6 +6,8 @@ package router
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,16 +27,107 @@ type Config struct {
 	// Topic is the topic template: literal text of legal topic characters
 	// ([a-zA-Z0-9._-]) and the placeholders {aggregatetype}, {aggregateid}
 	// and {type}, replaced by the record's fields with their case kept.
-	// Empty means DefaultTopic.
+	// Empty means DefaultTopic. {schema} and {table} are the source
+	// table's (Debezium's change-event topics are
+	// "<topic.prefix>.{schema}.{table}").
 	Topic string
+
+	// RouteReplacement, when set, routes as Debezium's Outbox Event Router
+	// does instead of Topic: the aggregate type (route.by.field) is
+	// matched in full against RouteRegex (route.topic.regex, default
+	// DefaultRouteRegex) and, when it matches, replaced by
+	// RouteReplacement (route.topic.replacement, Java syntax: $1, ${name},
+	// \$ for a literal $); when it does not match, the aggregate type
+	// itself is the topic (Kafka's RegexRouter).
+	RouteReplacement string
+	RouteRegex       string
 }
+
+// DefaultRouteRegex is route.topic.regex's default.
+const DefaultRouteRegex = "(?<routedByValue>.*)"
 
 // Validate reports whether the template parses: known placeholders, balanced
 // braces, legal literal characters, and a rendering that can fit Kafka's 249
 // characters. A template without placeholders must itself be a legal topic.
 func (c Config) Validate() error {
+	if c.RouteReplacement != "" {
+		_, _, err := c.regexRoute()
+		return err
+	}
 	_, err := parseTemplate(c.topic())
 	return err
+}
+
+// regexRoute compiles RouteRegex, anchored as Java's Matcher.matches, and
+// turns the Java replacement into regexp.Expand's template.
+func (c Config) regexRoute() (*regexp.Regexp, string, error) {
+	src := c.RouteRegex
+	if src == "" {
+		src = DefaultRouteRegex
+	}
+	re, err := regexp.Compile(`^(?:` + src + `)$`)
+	if err != nil {
+		return nil, "", fmt.Errorf("router: route.topic.regex %q: %w", src, err)
+	}
+	tmpl, err := javaReplacement(c.RouteReplacement, re)
+	if err != nil {
+		return nil, "", err
+	}
+	return re, tmpl, nil
+}
+
+// javaReplacement converts a java.util.regex replacement ($n, ${name},
+// backslash escapes) into a regexp.Expand template.
+func javaReplacement(r string, re *regexp.Regexp) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(r); i++ {
+		switch c := r[i]; c {
+		case '\\':
+			i++
+			if i == len(r) {
+				return "", fmt.Errorf("router: route.topic.replacement %q: trailing backslash", r)
+			}
+			if r[i] == '$' {
+				b.WriteString("$$")
+			} else {
+				b.WriteByte(r[i])
+			}
+		case '$':
+			i++
+			if i == len(r) {
+				return "", fmt.Errorf("router: route.topic.replacement %q: trailing $", r)
+			}
+			if r[i] == '{' {
+				end := strings.IndexByte(r[i:], '}')
+				if end < 0 {
+					return "", fmt.Errorf("router: route.topic.replacement %q: unclosed ${", r)
+				}
+				name := r[i+1 : i+end]
+				if re.SubexpIndex(name) < 0 {
+					return "", fmt.Errorf("router: route.topic.replacement %q: no group named %q in route.topic.regex", r, name)
+				}
+				b.WriteString("${" + name + "}")
+				i += end
+				continue
+			}
+			if r[i] < '0' || r[i] > '9' {
+				return "", fmt.Errorf("router: route.topic.replacement %q: illegal group reference", r)
+			}
+			// Java takes as many digits as form a valid group number.
+			n := int(r[i] - '0')
+			for i+1 < len(r) && r[i+1] >= '0' && r[i+1] <= '9' && n*10+int(r[i+1]-'0') <= re.NumSubexp() {
+				i++
+				n = n*10 + int(r[i]-'0')
+			}
+			if n > re.NumSubexp() {
+				return "", fmt.Errorf("router: route.topic.replacement %q: no group %d in route.topic.regex", r, n)
+			}
+			b.WriteString("${" + strconv.Itoa(n) + "}")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
 }
 
 func (c Config) topic() string {
@@ -51,6 +144,8 @@ const (
 	fieldAggregateType field = iota
 	fieldAggregateID
 	fieldType
+	fieldSchema
+	fieldTable
 )
 
 var placeholders = [...]struct {
@@ -60,6 +155,8 @@ var placeholders = [...]struct {
 	fieldAggregateType: {"aggregatetype", "aggregatetype"},
 	fieldAggregateID:   {"aggregateid", "aggregateid"},
 	fieldType:          {"type", "type"},
+	fieldSchema:        {"schema", "schema"},
+	fieldTable:         {"table", "table"},
 }
 
 func (f field) value(r *schema.Record) string {
@@ -68,6 +165,10 @@ func (f field) value(r *schema.Record) string {
 		return r.AggregateType
 	case fieldAggregateID:
 		return r.AggregateID
+	case fieldSchema:
+		return r.Origin.Schema
+	case fieldTable:
+		return r.Origin.Table
 	default:
 		return r.Type
 	}
@@ -103,7 +204,7 @@ func parseTemplate(s string) (*template, error) {
 			}
 			f, ok := lookupPlaceholder(name)
 			if !ok {
-				return nil, fmt.Errorf("router: topic template %q: unknown placeholder {%s} (want {aggregatetype}, {aggregateid} or {type})", s, name)
+				return nil, fmt.Errorf("router: topic template %q: unknown placeholder {%s} (want {aggregatetype}, {aggregateid}, {type}, {schema} or {table})", s, name)
 			}
 			if fields > 0 && f != t.field {
 				t.onlyOne = false
@@ -176,6 +277,8 @@ const maxCached = 1024
 
 // Router renders topic names. It is safe for concurrent use.
 type Router struct {
+	re       *regexp.Regexp // RouteReplacement routing
+	reTmpl   string
 	tmpl     *template
 	constant string // the topic when the template has no placeholder
 
@@ -188,6 +291,16 @@ type Router struct {
 
 // New returns a router for cfg.
 func New(cfg Config) (*Router, error) {
+	if cfg.RouteReplacement != "" {
+		re, tmpl, err := cfg.regexRoute()
+		if err != nil {
+			return nil, err
+		}
+		r := &Router{re: re, reTmpl: tmpl}
+		empty := map[string]string{}
+		r.cache.Store(&empty)
+		return r, nil
+	}
 	t, err := parseTemplate(cfg.topic())
 	if err != nil {
 		return nil, err
@@ -209,6 +322,21 @@ func New(cfg Config) (*Router, error) {
 func (r *Router) Topic(rec *schema.Record) (string, error) {
 	if r.constant != "" {
 		return r.constant, nil
+	}
+	if r.re != nil {
+		v := rec.AggregateType
+		if topic, ok := (*r.cache.Load())[v]; ok {
+			return topic, nil
+		}
+		topic := v
+		if m := r.re.FindStringSubmatchIndex(v); m != nil {
+			topic = string(r.re.ExpandString(nil, r.reTmpl, v, m))
+		}
+		if reason := topicReason(topic); reason != "" {
+			return "", rowError(fieldAggregateType, fmt.Sprintf("routed topic %q: %s", topic, reason))
+		}
+		r.remember(v, topic)
+		return topic, nil
 	}
 	t := r.tmpl
 	if !t.onlyOne {

@@ -20,6 +20,13 @@ const (
 	// CloudEventsBinary is the binary content mode: the value is the
 	// payload, the attributes are ce_* headers.
 	CloudEventsBinary Format = "cloudevents-binary"
+	// DebeziumOutbox is what Debezium's Outbox Event Router emits for the
+	// row: key the aggregate id, value the payload, header "id"; see
+	// [DebeziumConfig] for the converters.
+	DebeziumOutbox Format = "debezium-outbox"
+	// Debezium is Debezium's change-event envelope for the insert (before,
+	// after, source, op, ts_ms, ...), without schemas.
+	Debezium Format = "debezium"
 )
 
 // ParseFormat returns the format named s; "" gives the default, [CloudEvents].
@@ -27,10 +34,10 @@ func ParseFormat(s string) (Format, error) {
 	switch f := Format(s); f {
 	case "":
 		return CloudEvents, nil
-	case CloudEvents, CloudEventsBinary:
+	case CloudEvents, CloudEventsBinary, DebeziumOutbox, Debezium:
 		return f, nil
 	}
-	return "", fmt.Errorf("schema: unknown format %q (want %q or %q)", s, CloudEvents, CloudEventsBinary)
+	return "", fmt.Errorf("schema: unknown format %q (want %q, %q, %q or %q)", s, CloudEvents, CloudEventsBinary, DebeziumOutbox, Debezium)
 }
 
 // Header is a Kafka record header.
@@ -57,12 +64,18 @@ type EncoderConfig struct {
 	// (an absolute URI is recommended, e.g. "urn:pgoutbox:orders" or
 	// "https://example.com/orders", but "/orders" is legal too).
 	Source string
+	// Debezium configures the debezium-outbox and debezium formats.
+	Debezium DebeziumConfig
 }
 
 // Validate reports whether the configuration is usable.
 func (c EncoderConfig) Validate() error {
-	if _, err := ParseFormat(string(c.Format)); err != nil {
+	f, err := ParseFormat(string(c.Format))
+	if err != nil {
 		return err
+	}
+	if f == DebeziumOutbox || f == Debezium {
+		return c.Debezium.validate(f)
 	}
 	if c.Source == "" {
 		return errors.New("schema: CloudEvents source is required")
@@ -105,6 +118,8 @@ type Encoder struct {
 
 	// binary mode: constant header values.
 	specVersion, source, contentType []byte
+
+	dbz DebeziumConfig // the Debezium formats, defaults applied
 }
 
 // NewEncoder returns an encoder for cfg.
@@ -119,6 +134,7 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 		specVersion:   []byte("1.0"),
 		source:        []byte(cfg.Source),
 		contentType:   []byte(dataContentType),
+		dbz:           cfg.Debezium.withDefaults(f),
 	}
 	e.headers = []Header{{Key: "content-type", Value: []byte(structuredContentType)}}
 	e.headers = e.headers[:1:1]
@@ -143,6 +159,12 @@ func (e *Encoder) Format() Format { return e.format }
 // valid extensions (names of 1-20 characters a-z0-9 not taken by a context
 // attribute; values strings, 32-bit integers or booleans).
 func (e *Encoder) Encode(r *Record) (Message, error) {
+	switch e.format {
+	case DebeziumOutbox:
+		return e.encodeDebeziumOutbox(r)
+	case Debezium:
+		return e.encodeDebeziumChange(r)
+	}
 	fields := [...]string{fID: r.ID, fAggregateType: r.AggregateType, fAggregateID: r.AggregateID, fType: r.Type}
 	for f, s := range fields {
 		if s == "" {
@@ -170,15 +192,59 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 			return Message{}, &RowError{Column: fieldNames[fHeaders], Reason: reason}
 		}
 	}
+	var err error
+	if exts, err = additionalExtensions(exts, r); err != nil {
+		return Message{}, err
+	}
+	var msg Message
 	if e.format == CloudEventsBinary {
 		for f, s := range fields {
 			if reason := ceStringReason(s); reason != "" {
 				return Message{}, fieldError(f, reason)
 			}
 		}
-		return e.encodeBinary(r, exts), nil
+		msg = e.encodeBinary(r, exts)
+	} else if msg, err = e.encodeStructured(r, exts); err != nil {
+		return Message{}, err
 	}
-	return e.encodeStructured(r, exts)
+	return additionalHeaders(msg, r), nil
+}
+
+// additionalExtensions adds the envelope placements of r.Additional as
+// string extension attributes; a NULL value adds none.
+func additionalExtensions(exts []extension, r *Record) ([]extension, error) {
+	for _, a := range r.Additional {
+		if a.Placement != PlaceEnvelope || a.Value == nil {
+			continue
+		}
+		if reason := extensionNameReason([]byte(a.Alias)); reason != "" {
+			return nil, fmt.Errorf("schema: additional field %s: %s", a.Column, reason)
+		}
+		for i := range exts {
+			if string(exts[i].name) == a.Alias {
+				return nil, &RowError{Column: a.Column, Reason: "extension " + a.Alias + " is also in the headers column"}
+			}
+		}
+		if reason := ceStringReason(a.Value); reason != "" {
+			return nil, &RowError{Column: a.Column, Reason: reason}
+		}
+		exts = append(exts, extension{name: []byte(a.Alias), kind: extString, str: a.Value})
+	}
+	return exts, nil
+}
+
+// additionalHeaders appends the header placements of r.Additional as Kafka
+// headers carrying the column's text; a NULL value adds a header with a
+// null value.
+func additionalHeaders(msg Message, r *Record) Message {
+	for _, a := range r.Additional {
+		if a.Placement == PlaceHeader {
+			// msg.Headers may be the encoder's shared slice: it has len ==
+			// cap, so append copies it.
+			msg.Headers = append(msg.Headers, Header{Key: a.Alias, Value: a.Value})
+		}
+	}
+	return msg
 }
 
 func fieldError(f int, reason string) error {

@@ -26,12 +26,13 @@ func mustEncoder(t testing.TB, f Format, source string) *Encoder {
 }
 
 func TestParseFormat(t *testing.T) {
-	for in, want := range map[string]Format{"": CloudEvents, "cloudevents": CloudEvents, "cloudevents-binary": CloudEventsBinary} {
+	for in, want := range map[string]Format{"": CloudEvents, "cloudevents": CloudEvents, "cloudevents-binary": CloudEventsBinary,
+		"debezium-outbox": DebeziumOutbox, "debezium": Debezium} {
 		if got, err := ParseFormat(in); err != nil || got != want {
 			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"CloudEvents", "json", "debezium", " cloudevents"} {
+	for _, in := range []string{"CloudEvents", "json", "Debezium", "debezium-cloudevents", " cloudevents"} {
 		if _, err := ParseFormat(in); err == nil {
 			t.Errorf("ParseFormat(%q) succeeded", in)
 		}

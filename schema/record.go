@@ -45,6 +45,11 @@ func (e *RowError) Error() string { return "column " + e.Column + ": " + e.Reaso
 // reports them.
 type Columns struct {
 	ID, AggregateType, AggregateID, Type, Payload, Headers, Time string
+
+	// Additional are further columns carried into the message, as
+	// Debezium's table.fields.additional.placement (see
+	// [ParseAdditionalFields]). Each must exist in the table.
+	Additional []AdditionalField
 }
 
 // DefaultColumns returns the default column names, which match Debezium's
@@ -92,7 +97,7 @@ func (c Columns) Validate() error {
 			return fmt.Errorf("schema: %s column name %q contains a NUL byte", fieldNames[i], name)
 		}
 	}
-	return nil
+	return validateAdditional(c.Additional)
 }
 
 // Column is one column of the table as the source sees it: a pgoutput
@@ -129,6 +134,10 @@ type Binding struct {
 	idx   [numFields]int    // column index per field; -1 when absent (Headers, Time)
 	oid   [numFields]uint32 // type OID per bound field
 	name  [numFields]string // column name per field, for RowErrors
+
+	cols []Column          // the table's columns, in table order
+	add  []AdditionalField // Columns.Additional, aliases defaulted
+	addI []int             // column index per additional field
 }
 
 // Bind maps a table's columns (in table order) to the record fields. Missing
@@ -140,7 +149,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 		return nil, err
 	}
 	names := c.withDefaults().fields()
-	b := &Binding{ncols: len(cols), name: names}
+	b := &Binding{ncols: len(cols), name: names, cols: cols}
 	for f := range b.idx {
 		b.idx[f] = -1
 	}
@@ -162,10 +171,31 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 			missing = append(missing, names[f])
 		}
 	}
+	for _, a := range c.Additional {
+		i := columnIndex(cols, a.Column)
+		if i < 0 {
+			missing = append(missing, a.Column)
+			continue
+		}
+		if a.Alias == "" {
+			a.Alias = a.Column
+		}
+		b.add = append(b.add, a)
+		b.addI = append(b.addI, i)
+	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrMissingColumn, strings.Join(missing, ", "))
 	}
 	return b, nil
+}
+
+func columnIndex(cols []Column, name string) int {
+	for i, c := range cols {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // Record is one outbox row as an event.
@@ -178,6 +208,27 @@ type Record struct {
 
 	// Origin says where the row came from; the caller fills it in.
 	Origin Origin
+
+	// Additional holds the values of Columns.Additional, in that order.
+	Additional []FieldValue
+
+	// Columns and Values are the whole row in table order, as given to
+	// [Binding.Record] (aliased, not copied), for envelopes that carry
+	// every column (Debezium's change event). Nil when the record was not
+	// built by a Binding.
+	Columns []Column
+	Values  [][]byte
+
+	bind *Binding // the binding that built the record, for column types
+}
+
+// FieldValue is one additional column's value.
+type FieldValue struct {
+	Column    string // the table's column
+	Alias     string // the name it takes in the message
+	Placement Placement
+	TypeOID   uint32
+	Value     []byte // text format; nil is SQL NULL
 }
 
 // Origin is where a record came from, for envelopes that carry it (such as
@@ -283,6 +334,14 @@ func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) 
 		s[f] = all[off : off+n]
 		off += n
 	}
+	var add []FieldValue
+	if len(b.add) > 0 {
+		add = make([]FieldValue, len(b.add))
+		for i, a := range b.add {
+			add[i] = FieldValue{Column: a.Column, Alias: a.Alias, Placement: a.Placement,
+				TypeOID: b.cols[b.addI[i]].TypeOID, Value: values[b.addI[i]]}
+		}
+	}
 	return Record{
 		ID:            s[fID],
 		AggregateType: s[fAggregateType],
@@ -291,6 +350,10 @@ func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) 
 		Payload:       payload,
 		Headers:       headers,
 		Time:          t,
+		Additional:    add,
+		Columns:       b.cols,
+		Values:        values,
+		bind:          b,
 	}, nil
 }
 

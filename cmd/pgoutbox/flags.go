@@ -46,7 +46,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	if cfg == nil || cfg.Value.String() == "" {
 		return nil
 	}
-	values, err := readConfigFile(cfg.Value.String())
+	values, err := readAnyConfig(cfg.Value.String(), fs, stderr) // Debezium files too: debezium_config.go
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
-	fs.StringVar(&format, "format", "cloudevents", "envelope: cloudevents (structured) or cloudevents-binary")
+	fs.StringVar(&format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
@@ -79,6 +79,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
+	mapping := registerMappingFlags(fs, &cfg) // column mapping and Debezium formats: debezium_flags.go
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -110,6 +111,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.Replication.Table = c.table
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
+	if err := mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
+		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+	}
 
 	r, err := relay.New(cfg, log)
 	if err != nil {

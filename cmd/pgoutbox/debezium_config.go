@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// readAnyConfig reads a --config file: pgoutbox's own "flag = value" lines,
+// a Debezium Server application.properties (keys under debezium.), or a
+// Kafka Connect connector JSON ({"name": …, "config": {…}}). Debezium
+// options become pgoutbox settings; those pgoutbox ignores are named in one
+// warning on stderr, and those it cannot honour make it fail. Settings for
+// flags that fs does not have (a Debezium file given to migrate or slot)
+// are dropped.
+func readAnyConfig(path string, fs *flag.FlagSet, stderr io.Writer) ([]setting, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var (
+		conf debeziumConf
+		kind string
+	)
+	switch {
+	case len(bytes.TrimSpace(data)) > 0 && bytes.TrimSpace(data)[0] == '{':
+		kind = "Kafka Connect connector configuration"
+		props, err := parseConnectJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		conf = fromConnect(props)
+	default:
+		props, err := parseProperties(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if !hasDebeziumKeys(props) {
+			return readConfigFile(path)
+		}
+		kind = "Debezium Server configuration"
+		conf = fromServer(props)
+	}
+	settings, ignored, err := conf.settings()
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", path, kind, err)
+	}
+	if len(ignored) > 0 {
+		fmt.Fprintf(stderr, "pgoutbox: warning: %s: ignoring Debezium options pgoutbox does not use: %s (see docs/debezium.md)\n",
+			path, strings.Join(ignored, ", "))
+	}
+	var out []setting
+	for _, s := range settings {
+		if fs.Lookup(s.key) != nil {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// parseConnectJSON reads {"name": …, "config": {…}} or a bare config
+// object; values may be strings, numbers or booleans.
+func parseConnectJSON(data []byte) (map[string]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("not a connector JSON: %w", err)
+	}
+	obj := top
+	if raw, ok := top["config"]; ok {
+		obj = nil
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, fmt.Errorf("\"config\" is not an object: %w", err)
+		}
+	}
+	props := make(map[string]string, len(obj))
+	for k, raw := range obj {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
+		case string:
+			props[k] = v
+		case float64, bool:
+			props[k] = strings.TrimSpace(string(raw))
+		case nil:
+		default:
+			return nil, fmt.Errorf("%s: want a string, number or boolean", k)
+		}
+	}
+	return props, nil
+}
+
+// parseProperties reads java.util.Properties text: key=value, key: value or
+// key value; # and ! comments; a trailing backslash continues a line.
+func parseProperties(data []byte) (map[string]string, error) {
+	props := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	var cont string
+	for sc.Scan() {
+		line := strings.TrimLeft(sc.Text(), " \t\f")
+		if cont == "" && (line == "" || line[0] == '#' || line[0] == '!') {
+			continue
+		}
+		if strings.HasSuffix(line, "\\") && !strings.HasSuffix(line, "\\\\") {
+			cont += line[:len(line)-1]
+			continue
+		}
+		line, cont = cont+line, ""
+		i := strings.IndexAny(line, "=: \t")
+		if i < 0 {
+			props[line] = ""
+			continue
+		}
+		k := line[:i]
+		v := strings.TrimLeft(line[i:], " \t")
+		if v != "" && (v[0] == '=' || v[0] == ':') {
+			v = strings.TrimLeft(v[1:], " \t")
+		}
+		props[unescapeProperty(k)] = unescapeProperty(v)
+	}
+	return props, sc.Err()
+}
+
+// unescapeProperty applies java.util.Properties escapes: \t \n \r \f,
+// \uXXXX, and a backslash before any other character stands for it.
+func unescapeProperty(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 'f':
+			b.WriteByte('\f')
+		case 'u':
+			if i+4 < len(s) {
+				if r, err := strconv.ParseUint(s[i+1:i+5], 16, 32); err == nil {
+					b.WriteRune(rune(r))
+					i += 4
+					continue
+				}
+			}
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func hasDebeziumKeys(props map[string]string) bool {
+	for k := range props {
+		if strings.HasPrefix(k, "debezium.") {
+			return true
+		}
+	}
+	return false
+}
+
+// debeziumConf is a Debezium configuration split by role.
+type debeziumConf struct {
+	connector map[string]string // connector options (debezium.source.* for the Server)
+	other     map[string]string // runtime options: converters, sink, offsets, …
+	server    bool
+}
+
+func fromConnect(props map[string]string) debeziumConf {
+	c := debeziumConf{connector: map[string]string{}, other: map[string]string{}}
+	for k, v := range props {
+		switch {
+		case strings.HasPrefix(k, "key.converter"), strings.HasPrefix(k, "value.converter"), strings.HasPrefix(k, "header.converter"):
+			c.other[k] = v
+		default:
+			c.connector[k] = v
+		}
+	}
+	return c
+}
+
+func fromServer(props map[string]string) debeziumConf {
+	c := debeziumConf{connector: map[string]string{}, other: map[string]string{}, server: true}
+	for k, v := range props {
+		switch {
+		case strings.HasPrefix(k, "debezium.source."):
+			c.connector[strings.TrimPrefix(k, "debezium.source.")] = v
+		case strings.HasPrefix(k, "debezium.transforms"), strings.HasPrefix(k, "debezium.predicates"):
+			c.connector[strings.TrimPrefix(k, "debezium.")] = v
+		default:
+			c.other[k] = v
+		}
+	}
+	return c
+}
+
+// The transform class pgoutbox implements.
+const eventRouterClass = "io.debezium.transforms.outbox.EventRouter"
+
+// settings maps the configuration to pgoutbox flags. ignored lists the
+// options pgoutbox does not use (sorted); err names every option it
+// cannot honour.
+func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
+	var refused []string
+	set := func(flag, value string) { out = append(out, setting{key: flag, value: value}) }
+	ignore := func(k string) { ignored = append(ignored, k) }
+	refuse := func(k, why string) { refused = append(refused, k+": "+why) }
+
+	// The transforms: only the Outbox Event Router.
+	router := ""
+	routerOpts := map[string]string{}
+	transformOf := map[string]string{} // option key -> transform name
+	if list := strings.TrimSpace(c.connector["transforms"]); list != "" {
+		for _, name := range strings.Split(list, ",") {
+			name = strings.TrimSpace(name)
+			typ := c.connector["transforms."+name+".type"]
+			switch {
+			case typ == eventRouterClass && router == "":
+				router = name
+			case typ == eventRouterClass:
+				refuse("transforms", "more than one Outbox Event Router")
+			default:
+				refuse("transforms."+name+".type", fmt.Sprintf("transform %q is not supported (pgoutbox implements only %s)", typ, eventRouterClass))
+			}
+			transformOf["transforms."+name+"."] = name
+		}
+	}
+	for k, v := range c.connector {
+		for prefix, name := range transformOf {
+			if strings.HasPrefix(k, prefix) {
+				if name == router && k != prefix+"type" {
+					routerOpts[strings.TrimPrefix(k, prefix)] = v
+				}
+				delete(c.connector, k)
+			}
+		}
+	}
+	delete(c.connector, "transforms")
+	full := func(opt string) string {
+		if c.server {
+			return "debezium.transforms." + router + "." + opt
+		}
+		return "transforms." + router + "." + opt
+	}
+	src := func(k string) string {
+		if c.server && !strings.HasPrefix(k, "predicates") {
+			return "debezium.source." + k
+		}
+		if c.server {
+			return "debezium." + k
+		}
+		return k
+	}
+
+	// Connector options.
+	var db struct{ host, port, user, password, name, sslmode string }
+	table := ""
+	for _, k := range sortedKeys(c.connector) {
+		v := c.connector[k]
+		switch k {
+		case "connector.class":
+			if !strings.HasSuffix(v, "PostgresConnector") {
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox replaces the PostgreSQL connector only", v))
+			}
+		case "name", "tasks.max", "key.converter.schemas.enable":
+		case "database.hostname":
+			db.host = v
+		case "database.port":
+			db.port = v
+		case "database.user":
+			db.user = v
+		case "database.password":
+			db.password = v
+		case "database.dbname":
+			db.name = v
+		case "database.sslmode":
+			db.sslmode = v
+		case "topic.prefix", "database.server.name":
+			set("topic-prefix", v)
+		case "plugin.name":
+			if v != "pgoutput" {
+				ignore(src(k) + "=" + v + " (pgoutbox always decodes with pgoutput)")
+			}
+		case "slot.name":
+			set("slot", v)
+		case "publication.name":
+			set("publication", v)
+		case "publication.autocreate.mode":
+			switch v {
+			case "all_tables", "filtered", "disabled":
+				// pgoutbox uses an existing publication and creates a
+				// missing one for the outbox table only (filtered).
+			default:
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox needs the outbox table in the publication", v))
+			}
+		case "table.include.list", "table.whitelist":
+			t, err := singleTable(v)
+			if err != nil {
+				refuse(src(k), err.Error())
+				continue
+			}
+			table = t
+			set("table", t)
+		case "schema.include.list", "schema.whitelist":
+			// Checked against the table below.
+		case "heartbeat.interval.ms":
+			ms, err := strconv.Atoi(v)
+			if err != nil || ms < 0 {
+				refuse(src(k), "not a non-negative number of milliseconds")
+			} else if ms > 0 {
+				set("heartbeat-interval", strconv.Itoa(ms)+"ms")
+			}
+			// 0 (Debezium's "off") keeps pgoutbox's heartbeat: it emits no
+			// Kafka record, it only lets the slot advance.
+		case "snapshot.mode":
+			switch v {
+			case "no_data", "never":
+			case "initial":
+				ignore(src(k) + "=initial (rows already in the table when the slot is created are not published)")
+			default:
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox does not snapshot; use no_data", v))
+			}
+		case "slot.drop.on.stop":
+			if v == "true" {
+				refuse(src(k), "pgoutbox never drops its slot on stop (that loses events); use `pgoutbox slot drop`")
+			}
+		case "provide.transaction.metadata":
+			if v == "true" {
+				refuse(src(k), "transaction metadata topics are not supported")
+			}
+		case "decimal.handling.mode", "time.precision.mode", "binary.handling.mode":
+			def := map[string]string{"decimal.handling.mode": "precise", "time.precision.mode": "adaptive", "binary.handling.mode": "bytes"}[k]
+			if v != def {
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox renders Debezium's default (%s) only", v, def))
+			}
+		default:
+			ignore(src(k))
+		}
+	}
+	if s, ok := c.connector["schema.include.list"]; ok && table != "" {
+		if schema, _, _ := strings.Cut(table, "."); s != schema && s != regexp.QuoteMeta(schema) {
+			refuse(src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
+		}
+	}
+	if db.host != "" || db.name != "" {
+		u := url.URL{Scheme: "postgres", Host: db.host, Path: "/" + db.name}
+		if db.port != "" {
+			u.Host += ":" + db.port
+		}
+		if db.user != "" {
+			u.User = url.User(db.user)
+			if db.password != "" {
+				u.User = url.UserPassword(db.user, db.password)
+			}
+		}
+		if db.sslmode != "" {
+			u.RawQuery = "sslmode=" + url.QueryEscape(db.sslmode)
+		}
+		set("database-url", u.String())
+	}
+
+	// The Outbox Event Router: it selects the debezium-outbox format, and
+	// its routing is Debezium's (route.topic.regex/replacement).
+	if router != "" {
+		set("format", "debezium-outbox")
+		set("route-topic-replacement", "outbox.event.${routedByValue}")
+		for _, k := range sortedKeys(routerOpts) {
+			v := routerOpts[k]
+			switch k {
+			case "table.field.event.id":
+				set("column-id", v)
+			case "table.field.event.key":
+				set("column-aggregate-id", v)
+			case "table.field.event.payload":
+				set("column-payload", v)
+			case "table.field.event.type":
+				set("column-type", v)
+			case "table.field.event.timestamp":
+				set("column-time", v)
+				ignore(full(k) + " (the Kafka record timestamp is the produce time)")
+			case "route.by.field":
+				set("column-aggregate-type", v)
+			case "route.topic.regex":
+				set("route-topic-regex", v)
+			case "route.topic.replacement":
+				set("route-topic-replacement", v)
+			case "table.fields.additional.placement":
+				set("column-additional", v)
+			case "table.expand.json.payload":
+				set("expand-json-payload", v)
+			case "route.tombstone.on.empty.payload":
+				if v == "true" {
+					refuse(full(k), "pgoutbox treats a NULL or empty payload as a poison row")
+				}
+			case "table.op.invalid.behavior":
+				// pgoutbox's publication carries inserts only: updates
+				// never reach it, whatever the behaviour.
+			case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
+				if v != "ignore" {
+					refuse(full(k), fmt.Sprintf("%q: only the default (ignore) is implemented", v))
+				}
+			default:
+				ignore(full(k))
+			}
+		}
+	} else {
+		set("format", "debezium")
+	}
+
+	// Converters.
+	if c.server {
+		for _, part := range []string{"key", "value", "header"} {
+			conv, ok, why := serverFormat(c.other["debezium.format."+part], c.other["debezium.format."+part+".schemas.enable"])
+			if !ok {
+				refuse("debezium.format."+part, why)
+			}
+			set(part+"-converter", conv)
+			delete(c.other, "debezium.format."+part)
+			delete(c.other, "debezium.format."+part+".schemas.enable")
+		}
+	} else {
+		for _, part := range []string{"key", "value", "header"} {
+			conv, ok, why := connectConverter(part, c.other[part+".converter"], c.other[part+".converter.schemas.enable"])
+			if !ok {
+				refuse(part+".converter", why)
+			}
+			set(part+"-converter", conv)
+			delete(c.other, part+".converter")
+			delete(c.other, part+".converter.schemas.enable")
+		}
+	}
+	for _, k := range sortedKeys(c.other) {
+		v := c.other[k]
+		switch {
+		case k == "debezium.sink.type":
+			if v != "kafka" {
+				refuse(k, fmt.Sprintf("%q: pgoutbox produces to Kafka only", v))
+			}
+		case k == "debezium.sink.kafka.producer.bootstrap.servers":
+			set("kafka-brokers", v)
+		case k == "debezium.sink.kafka.producer.key.serializer", k == "debezium.sink.kafka.producer.value.serializer":
+		default:
+			ignore(k)
+		}
+	}
+	sort.Strings(ignored)
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		return nil, nil, fmt.Errorf("options pgoutbox cannot honour:\n  %s", strings.Join(refused, "\n  "))
+	}
+	return out, ignored, nil
+}
+
+// singleTable reads table.include.list naming exactly one table: a
+// schema-qualified name whose dots may be escaped (public\.outbox).
+func singleTable(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, ",") {
+		return "", fmt.Errorf("%q lists several tables; pgoutbox relays one outbox table per run", v)
+	}
+	t := strings.ReplaceAll(v, `\.`, ".")
+	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$`).MatchString(t) {
+		return "", fmt.Errorf("%q is not one schema-qualified table name (patterns are not supported)", v)
+	}
+	return t, nil
+}
+
+// connectConverter maps a Kafka Connect converter class. Unset converters
+// are the worker's; Kafka's defaults are JsonConverter with schemas for
+// keys and values and SimpleHeaderConverter for headers.
+func connectConverter(part, class, schemas string) (string, bool, string) {
+	if class == "" {
+		if part == "header" {
+			return "string", true, ""
+		}
+		class = "org.apache.kafka.connect.json.JsonConverter"
+	}
+	switch class {
+	case "org.apache.kafka.connect.storage.StringConverter", "org.apache.kafka.connect.storage.SimpleHeaderConverter":
+		return "string", true, ""
+	case "org.apache.kafka.connect.json.JsonConverter":
+		if schemas == "false" {
+			return "json", true, ""
+		}
+		return "json-schemas", true, ""
+	}
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter or JsonConverter)", class)
+}
+
+// serverFormat maps debezium.format.key/value/header: json (the default,
+// with schemas unless schemas.enable=false) or simplestring.
+func serverFormat(format, schemas string) (string, bool, string) {
+	switch format {
+	case "", "json":
+		if schemas == "false" {
+			return "json", true, ""
+		}
+		return "json-schemas", true, ""
+	case "simplestring":
+		return "string", true, ""
+	}
+	return "", false, fmt.Sprintf("%q is not supported (use json or simplestring)", format)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var errNoTable = errors.New("no such table")

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+)
+
+func runFlagSet() (*flag.FlagSet, *relay.Config) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var cfg relay.Config
+	var c common
+	c.register(fs)
+	var brokers, format string
+	fs.StringVar(&brokers, "kafka-brokers", "", "")
+	fs.StringVar(&format, "format", "cloudevents", "")
+	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "")
+	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "")
+	registerMappingFlags(fs, &cfg)
+	return fs, &cfg
+}
+
+func loadConfig(t *testing.T, name, text string) (*flag.FlagSet, string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := runFlagSet()
+	var stderr bytes.Buffer
+	err := parseFlags(fs, []string{"--config", path}, &stderr)
+	return fs, stderr.String(), err
+}
+
+func flagValue(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
+
+func TestDebeziumServerProperties(t *testing.T) {
+	fs, warn, err := loadConfig(t, "application.properties", `
+debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=kafka-1:9092,kafka-2:9092
+debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+debezium.sink.kafka.producer.linger.ms=5
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.offset.flush.interval.ms=0
+debezium.source.database.hostname=db
+debezium.source.database.port=5433
+debezium.source.database.user=relay
+debezium.source.database.password=s3cr:t@
+debezium.source.database.dbname=shop
+debezium.source.topic.prefix=shop
+debezium.source.plugin.name=pgoutput
+debezium.source.slot.name=dbz_shop
+debezium.source.publication.name=dbz_pub
+debezium.source.table.include.list=public\\.outbox_event
+debezium.source.heartbeat.interval.ms=5000
+debezium.source.snapshot.mode=no_data
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.route.by.field=aggregate_type
+debezium.transforms.outbox.table.field.event.key=aggregate_id
+debezium.transforms.outbox.table.fields.additional.placement=event_type:header:eventType
+debezium.transforms.outbox.route.topic.replacement=${routedByValue}.events
+debezium.format.value.schemas.enable=false
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flagName, want := range map[string]string{
+		"database-url": "postgres://relay:s3cr%3At%40@db:5433/shop", "kafka-brokers": "kafka-1:9092,kafka-2:9092",
+		"slot": "dbz_shop", "publication": "dbz_pub", "table": "public.outbox_event", "heartbeat-interval": "5s",
+		"format": "debezium-outbox", "topic-prefix": "shop", "column-aggregate-type": "aggregate_type",
+		"column-aggregate-id": "aggregate_id", "column-additional": "event_type:header:eventType",
+		"route-topic-replacement": "${routedByValue}.events", "key-converter": "json-schemas",
+		"value-converter": "json", "header-converter": "json-schemas",
+	} {
+		if got := flagValue(fs, flagName); got != want {
+			t.Errorf("--%s = %q, want %q", flagName, got, want)
+		}
+	}
+	want := "ignoring Debezium options pgoutbox does not use: debezium.sink.kafka.producer.linger.ms, debezium.source.offset.flush.interval.ms, debezium.source.offset.storage.file.filename"
+	if !strings.Contains(warn, want) || strings.Count(warn, "\n") != 1 {
+		t.Errorf("warning:\n%s\nwant one line containing %q", warn, want)
+	}
+}
+
+func TestKafkaConnectJSON(t *testing.T) {
+	fs, warn, err := loadConfig(t, "connector.json", `{"name": "outbox-connector", "config": {
+  "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "tasks.max": "1", "database.hostname": "db", "database.port": 5432, "database.user": "u",
+  "database.dbname": "shop", "topic.prefix": "dbserver1", "plugin.name": "pgoutput",
+  "table.include.list": "public.outbox", "tombstones.on.delete": false,
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.table.expand.json.payload": "true",
+  "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+  "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+  "value.converter.schemas.enable": "false"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flagName, want := range map[string]string{
+		"database-url": "postgres://u@db:5432/shop", "table": "public.outbox", "format": "debezium-outbox",
+		"expand-json-payload": "true", "key-converter": "string", "value-converter": "json", "header-converter": "string",
+		"route-topic-replacement": "outbox.event.${routedByValue}", "heartbeat-interval": "10s",
+	} {
+		if got := flagValue(fs, flagName); got != want {
+			t.Errorf("--%s = %q, want %q", flagName, got, want)
+		}
+	}
+	if !strings.Contains(warn, ": tombstones.on.delete (see") {
+		t.Errorf("warning %q does not name tombstones.on.delete", warn)
+	}
+}
+
+func TestDebeziumConfigWithoutRouterIsChangeEvents(t *testing.T) {
+	fs, _, err := loadConfig(t, "c.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flagValue(fs, "format"); got != "debezium" {
+		t.Errorf("format = %q, want debezium", got)
+	}
+}
+
+func TestDebeziumConfigRefusals(t *testing.T) {
+	_, _, err := loadConfig(t, "c.json", `{"config": {
+  "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+  "snapshot.mode": "always", "slot.drop.on.stop": "true",
+  "table.include.list": "public.outbox,public.other",
+  "transforms": "outbox,unwrap",
+  "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.route.tombstone.on.empty.payload": "true",
+  "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+  "value.converter": "io.confluent.connect.avro.AvroConverter"}}`)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, key := range []string{"connector.class", "snapshot.mode", "slot.drop.on.stop", "table.include.list",
+		"transforms.unwrap.type", "transforms.outbox.route.tombstone.on.empty.payload", "value.converter"} {
+		if !strings.Contains(err.Error(), key+":") {
+			t.Errorf("error does not name %s:\n%v", key, err)
+		}
+	}
+}
+
+// Command-line flags win over the file.
+func TestDebeziumConfigCommandLineWins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.properties")
+	os.WriteFile(path, []byte("debezium.source.slot.name=from_file\ndebezium.sink.type=kafka\n"), 0o600)
+	fs, _ := runFlagSet()
+	if err := parseFlags(fs, []string{"--config", path, "--slot", "from_flag"}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := flagValue(fs, "slot"); got != "from_flag" {
+		t.Errorf("slot = %q", got)
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// mappingFlags are run's column-mapping and Debezium-format flags.
+type mappingFlags struct {
+	additional                string
+	key, value, header        string
+	expand                    bool
+	topicPrefix               string
+	routeRegex, routeReplaced string
+}
+
+// registerMappingFlags registers the column-mapping flags into
+// cfg.Columns and the Debezium format flags.
+func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
+	m := &mappingFlags{}
+	d := schema.DefaultColumns()
+	fs.StringVar(&cfg.Columns.ID, "column-id", d.ID, "column holding the event id (any type: uuid, bigint, text); Debezium table.field.event.id")
+	fs.StringVar(&cfg.Columns.AggregateType, "column-aggregate-type", d.AggregateType, "column holding the aggregate type, which routes the topic; Debezium route.by.field")
+	fs.StringVar(&cfg.Columns.AggregateID, "column-aggregate-id", d.AggregateID, "column holding the aggregate id, the Kafka key; Debezium table.field.event.key")
+	fs.StringVar(&cfg.Columns.Type, "column-type", d.Type, "column holding the event type")
+	fs.StringVar(&cfg.Columns.Payload, "column-payload", d.Payload, "column holding the JSON payload; Debezium table.field.event.payload")
+	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions")
+	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time)")
+	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope[:alias],... (Debezium table.fields.additional.placement)")
+	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as string, json or json-schemas (default string for debezium-outbox, json for debezium)")
+	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as string, json or json-schemas (default json)")
+	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as string, json or json-schemas (default string)")
+	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
+	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
+	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
+	return m
+}
+
+// apply completes cfg once flags are parsed and cfg.Encoder.Format is set.
+// For the Debezium formats it reads the table's NOT NULL columns and
+// primary key from the catalog, which schemas and change-event keys need.
+func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, databaseURL, table string) error {
+	if m.additional != "" {
+		add, err := schema.ParseAdditionalFields(m.additional)
+		if err != nil {
+			return fmt.Errorf("--column-additional: %w", err)
+		}
+		cfg.Columns.Additional = add
+	}
+	for _, f := range []struct {
+		name string
+		v    string
+		dst  *schema.Converter
+	}{{"key-converter", m.key, &cfg.Encoder.Debezium.Key}, {"value-converter", m.value, &cfg.Encoder.Debezium.Value}, {"header-converter", m.header, &cfg.Encoder.Debezium.Header}} {
+		c, err := schema.ParseConverter(f.v)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", f.name, err)
+		}
+		*f.dst = c
+	}
+	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
+	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix
+	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
+	cfg.Router.RouteRegex = m.routeRegex
+	cfg.Router.RouteReplacement = m.routeReplaced
+
+	topicSet := false
+	fs.Visit(func(f *flag.Flag) { topicSet = topicSet || f.Name == "topic" })
+	format := cfg.Encoder.Format
+	if format == schema.Debezium && !topicSet && m.routeReplaced == "" {
+		cfg.Router.Topic = m.topicPrefix + ".{schema}.{table}"
+	}
+	if format == schema.CloudEvents || format == schema.CloudEventsBinary {
+		for _, a := range cfg.Columns.Additional {
+			alias := a.Alias
+			if alias == "" {
+				alias = a.Column
+			}
+			if a.Placement == schema.PlaceEnvelope && !validExtensionName(alias) {
+				return fmt.Errorf("--column-additional %s: with --format %s an envelope field is a CloudEvents extension, and %q is not a valid extension name (1-20 of a-z0-9); give an alias", a.Column, format, alias)
+			}
+		}
+	}
+	if format != schema.Debezium && format != schema.DebeziumOutbox {
+		return nil
+	}
+	notNull, key, err := tableInfo(ctx, databaseURL, table)
+	if err != nil {
+		return err
+	}
+	cfg.Encoder.Debezium.NotNull = notNull
+	cfg.Encoder.Debezium.KeyColumns = key
+	return nil
+}
+
+func validExtensionName(s string) bool {
+	if len(s) == 0 || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// tableInfo reads the table's NOT NULL columns and primary key columns (in
+// key order).
+func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
+	conn, err := pgx.Connect(ctx, databaseURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the outbox table's columns: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	schemaName, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schemaName, name = "public", table
+	}
+	rows, err := conn.Query(ctx, `
+SELECT a.attname, a.attnotnull,
+       coalesce(array_position(i.indkey::int2[], a.attnum), 0) AS keypos
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, schemaName, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
+	}
+	defer rows.Close()
+	notNull := map[string]bool{}
+	keyPos := map[int]string{}
+	n := 0
+	for rows.Next() {
+		var (
+			col string
+			nn  bool
+			pos int
+		)
+		if err := rows.Scan(&col, &nn, &pos); err != nil {
+			return nil, nil, err
+		}
+		n++
+		notNull[col] = nn
+		if pos > 0 {
+			keyPos[pos] = col
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if n == 0 {
+		return nil, nil, fmt.Errorf("table %s: %w", table, errNoTable)
+	}
+	var key []string
+	for i := 1; i <= len(keyPos); i++ {
+		key = append(key, keyPos[i])
+	}
+	return notNull, key, nil
+}

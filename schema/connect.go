@@ -1,0 +1,285 @@
+package schema
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file renders column values the way Debezium's Postgres connector
+// types them (Kafka Connect schemas, "Data type mappings" in Debezium's
+// postgresql.adoc) and the way Kafka's JsonConverter writes them
+// (JsonConverter.convertToJson and asJsonSchema, Jackson's escaping).
+
+// More Postgres type OIDs (pg_type.dat).
+const (
+	oidBool    uint32 = 16
+	oidBytea   uint32 = 17
+	oidName    uint32 = 19
+	oidInt8    uint32 = 20
+	oidInt2    uint32 = 21
+	oidInt4    uint32 = 23
+	oidFloat4  uint32 = 700
+	oidFloat8  uint32 = 701
+	oidBpchar  uint32 = 1042
+	oidDate    uint32 = 1082
+	oidUUID    uint32 = 2950
+	oidNumeric uint32 = 1700
+	oidTime    uint32 = 1083
+	oidTimetz  uint32 = 1266
+	oidIntvl   uint32 = 1186
+	oidMoney   uint32 = 790
+)
+
+// connectType is a Kafka Connect schema type with Debezium's logical name.
+type connectType struct {
+	typ     string // Connect type as JsonConverter names it: string, int64, ...
+	name    string // logical name, "" for none
+	version int    // logical version, 0 for none
+}
+
+// connectTypeOf maps a Postgres type to Debezium's default mapping
+// (decimal.handling.mode=precise, time.precision.mode=adaptive,
+// binary.handling.mode=bytes). ok is false for types Debezium does not map
+// either (it drops such columns, include.unknown.datatypes=false); err is
+// set for types Debezium maps but pgoutbox does not render yet.
+func connectTypeOf(oid uint32) (ct connectType, ok bool, err error) {
+	switch oid {
+	case oidBool:
+		return connectType{typ: "boolean"}, true, nil
+	case oidInt2:
+		return connectType{typ: "int16"}, true, nil
+	case oidInt4:
+		return connectType{typ: "int32"}, true, nil
+	case oidInt8:
+		return connectType{typ: "int64"}, true, nil
+	case oidFloat4:
+		return connectType{typ: "float"}, true, nil
+	case oidFloat8:
+		return connectType{typ: "double"}, true, nil
+	case oidText, oidVarchar, oidBpchar, oidName:
+		return connectType{typ: "string"}, true, nil
+	case oidUUID:
+		return connectType{typ: "string", name: "io.debezium.data.Uuid", version: 1}, true, nil
+	case oidJSON, oidJSONB:
+		return connectType{typ: "string", name: "io.debezium.data.Json", version: 1}, true, nil
+	case oidTimestamptz:
+		return connectType{typ: "string", name: "io.debezium.time.ZonedTimestamp", version: 1}, true, nil
+	case oidTimestamp:
+		return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}, true, nil
+	case oidDate:
+		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}, true, nil
+	case oidBytea:
+		return connectType{typ: "bytes"}, true, nil
+	case oidNumeric, oidTime, oidTimetz, oidIntvl, oidMoney:
+		return connectType{}, false, fmt.Errorf("schema: Postgres type OID %d has a Debezium mapping that pgoutbox does not render", oid)
+	}
+	return connectType{}, false, nil
+}
+
+// appendConnectSchema appends a JsonConverter field schema:
+// {"type":…,"optional":…[,"name":…,"version":…][,"field":…]}.
+func appendConnectSchema(dst []byte, ct connectType, optional bool, field string) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, ct.typ...)
+	dst = append(dst, `","optional":`...)
+	dst = strconv.AppendBool(dst, optional)
+	if ct.name != "" {
+		dst = append(dst, `,"name":`...)
+		dst = appendJavaString(dst, ct.name)
+	}
+	if ct.version != 0 {
+		dst = append(dst, `,"version":`...)
+		dst = strconv.AppendInt(dst, int64(ct.version), 10)
+	}
+	if field != "" {
+		dst = append(dst, `,"field":`...)
+		dst = appendJavaString(dst, field)
+	}
+	return append(dst, '}')
+}
+
+// appendConnectValue appends a column's text value as JsonConverter writes
+// Debezium's value for it; nil text is null. reason is set when the text is
+// not a value of the type (a poison row).
+func appendConnectValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
+	if text == nil {
+		return append(dst, "null"...), ""
+	}
+	switch oid {
+	case oidBool:
+		switch string(text) {
+		case "t", "true":
+			return append(dst, "true"...), ""
+		case "f", "false":
+			return append(dst, "false"...), ""
+		}
+		return dst, "malformed boolean"
+	case oidInt2, oidInt4, oidInt8:
+		if _, err := strconv.ParseInt(string(text), 10, 64); err != nil {
+			return dst, "malformed integer"
+		}
+		return append(dst, text...), ""
+	case oidFloat4, oidFloat8:
+		bits := 64
+		if oid == oidFloat4 {
+			bits = 32
+		}
+		f, err := strconv.ParseFloat(string(text), bits)
+		if err != nil && !math.IsInf(f, 0) {
+			return dst, "malformed float"
+		}
+		return appendJavaDouble(dst, f, bits), ""
+	case oidTimestamptz:
+		t, reason := parseTimestamp(text)
+		if reason != "" {
+			return dst, reason
+		}
+		dst = append(dst, '"')
+		dst = appendZonedTimestamp(dst, t)
+		return append(dst, '"'), ""
+	case oidTimestamp:
+		t, reason := parseTimestamp(text)
+		if reason != "" {
+			return dst, reason
+		}
+		return strconv.AppendInt(dst, t.UnixMicro(), 10), ""
+	case oidDate:
+		t, reason := parseTimestamp(text)
+		if reason != "" {
+			return dst, reason
+		}
+		return strconv.AppendInt(dst, t.Unix()/86400, 10), ""
+	case oidBytea:
+		b, ok := decodeByteaHex(text)
+		if !ok {
+			return dst, "malformed bytea (hex output expected)"
+		}
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		return append(dst, '"'), ""
+	}
+	return appendJavaString(dst, text), ""
+}
+
+// appendStringValue appends a column's value as StringConverter or
+// SimpleHeaderConverter write it: the Connect value's text. Debezium's
+// values of strings, integers and booleans print as Postgres prints them,
+// except booleans (t/f) and the logical types.
+func appendStringValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
+	switch oid {
+	case oidBool, oidFloat4, oidFloat8, oidTimestamptz, oidTimestamp, oidDate, oidBytea:
+		v, reason := appendConnectValue(nil, oid, text)
+		if reason != "" {
+			return dst, reason
+		}
+		if len(v) > 0 && v[0] == '"' {
+			s, err := strconv.Unquote(string(v))
+			if err == nil {
+				return append(dst, s...), ""
+			}
+		}
+		return append(dst, v...), ""
+	}
+	return append(dst, text...), ""
+}
+
+// appendZonedTimestamp writes t as Debezium's ZonedTimestamp for a
+// timestamptz column of the default precision (6): ISO-8601 in UTC with
+// exactly six fractional digits and "Z".
+func appendZonedTimestamp(dst []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
+}
+
+func decodeByteaHex(text []byte) ([]byte, bool) {
+	if len(text) < 2 || text[0] != '\\' || text[1] != 'x' || len(text)%2 != 0 {
+		return nil, false
+	}
+	out := make([]byte, (len(text)-2)/2)
+	for i := range out {
+		v, err := strconv.ParseUint(string(text[2+2*i:4+2*i]), 16, 8)
+		if err != nil {
+			return nil, false
+		}
+		out[i] = byte(v)
+	}
+	return out, true
+}
+
+// appendJavaString appends s as a JSON string escaped as Jackson does:
+// '"' and '\\' with a backslash, \b \t \n \f \r in short form, the other
+// control characters below U+0020 as \u00XX with upper-case hex; everything
+// else, non-ASCII included, as is.
+func appendJavaString[T ~string | ~[]byte](dst []byte, s T) []byte {
+	const hex = "0123456789ABCDEF"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJavaDouble appends f as Java's Double.toString (Float.toString for
+// bits 32) writes it, which is how Jackson writes doubles: the shortest
+// digits that round-trip, at least one digit after the point, and
+// computerized scientific notation outside [1e-3, 1e7). NaN and the
+// infinities are written as JSON strings, as Jackson does by default
+// (WRITE_NAN_AS_STRINGS).
+func appendJavaDouble(dst []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	case f == 0:
+		if math.Signbit(f) {
+			return append(dst, "-0.0"...)
+		}
+		return append(dst, "0.0"...)
+	}
+	abs := math.Abs(f)
+	if abs >= 1e-3 && abs < 1e7 {
+		s := strconv.FormatFloat(f, 'f', -1, bits)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return append(dst, s...)
+	}
+	s := strconv.FormatFloat(f, 'e', -1, bits) // d.ddde±xx
+	mant, exp, _ := strings.Cut(s, "e")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	dst = append(dst, mant...)
+	dst = append(dst, 'E')
+	return strconv.AppendInt(dst, int64(e), 10)
+}

@@ -1,0 +1,398 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// This file is Debezium's table.expand.json.payload: the payload string is
+// parsed (Jackson), a Connect schema is inferred from it
+// (io.debezium.transforms.outbox.JsonSchemaData with its defaults:
+// null fields and empty arrays are dropped from the schema), the document is
+// converted to a Struct against that schema, and JsonConverter writes it.
+// Whenever Debezium's expansion throws, it keeps the payload as a string;
+// expandPayload returns an error in exactly those cases so the caller does
+// the same.
+
+// jnode is a parsed JSON value with object member order kept.
+type jnode struct {
+	kind  byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' boolean, 'z' null
+	str   string
+	num   jnum
+	b     bool
+	keys  []string
+	vals  []*jnode
+	elems []*jnode
+}
+
+// jnum is a number as Jackson's default tree model holds it.
+type jnum struct {
+	kind byte // 'i' IntNode, 'l' LongNode, 'd' DoubleNode, 'B' BigIntegerNode
+	i    int64
+	f    float64
+}
+
+func (n *jnode) get(key string) (*jnode, bool) {
+	for i, k := range n.keys {
+		if k == key {
+			return n.vals[i], true
+		}
+	}
+	return nil, false
+}
+
+func parseJNode(b []byte) (*jnode, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	n, err := readJNode(d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after JSON value")
+	}
+	return n, nil
+}
+
+func readJNode(d *json.Decoder) (*jnode, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '{' {
+			n := &jnode{kind: 'o'}
+			for d.More() {
+				kt, err := d.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := readJNode(d)
+				if err != nil {
+					return nil, err
+				}
+				k := kt.(string)
+				if _, dup := n.get(k); dup { // Jackson: the last value wins, in the first one's place
+					for i := range n.keys {
+						if n.keys[i] == k {
+							n.vals[i] = v
+						}
+					}
+					continue
+				}
+				n.keys = append(n.keys, k)
+				n.vals = append(n.vals, v)
+			}
+			_, err = d.Token()
+			return n, err
+		}
+		n := &jnode{kind: 'a'}
+		for d.More() {
+			v, err := readJNode(d)
+			if err != nil {
+				return nil, err
+			}
+			n.elems = append(n.elems, v)
+		}
+		_, err = d.Token()
+		return n, err
+	case string:
+		return &jnode{kind: 's', str: t}, nil
+	case bool:
+		return &jnode{kind: 'b', b: t}, nil
+	case nil:
+		return &jnode{kind: 'z'}, nil
+	case json.Number:
+		return &jnode{kind: 'n', num: parseJNum(string(t))}, nil
+	}
+	return nil, errors.New("unexpected JSON token")
+}
+
+func parseJNum(s string) jnum {
+	if !strings.ContainsAny(s, ".eE") {
+		if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if v >= -1<<31 && v < 1<<31 {
+				return jnum{kind: 'i', i: v}
+			}
+			return jnum{kind: 'l', i: v}
+		}
+		return jnum{kind: 'B'}
+	}
+	f, _ := strconv.ParseFloat(s, 64)
+	return jnum{kind: 'd', f: f}
+}
+
+// cschema is an inferred Connect schema; every one is optional.
+type cschema struct {
+	typ    string // string, boolean, int32, int64, double, array, struct
+	name   string // struct name
+	fields []cfield
+	items  *cschema
+}
+
+type cfield struct {
+	name string
+	s    *cschema
+}
+
+func (s *cschema) field(name string) *cschema {
+	for _, f := range s.fields {
+		if f.name == name {
+			return f.s
+		}
+	}
+	return nil
+}
+
+func (s *cschema) equal(o *cschema) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	if s.typ != o.typ || s.name != o.name || len(s.fields) != len(o.fields) {
+		return false
+	}
+	for i := range s.fields {
+		if s.fields[i].name != o.fields[i].name || !s.fields[i].s.equal(o.fields[i].s) {
+			return false
+		}
+	}
+	if s.typ == "array" {
+		return s.items.equal(o.items)
+	}
+	return true
+}
+
+var errExpand = errors.New("JSON expansion failed")
+
+// inferSchema is JsonSchemaData.toConnectSchema; nil means no field.
+func inferSchema(key string, n *jnode) (*cschema, error) {
+	switch n.kind {
+	case 's':
+		return &cschema{typ: "string"}, nil
+	case 'b':
+		return &cschema{typ: "boolean"}, nil
+	case 'n':
+		switch n.num.kind {
+		case 'i':
+			return &cschema{typ: "int32"}, nil
+		case 'l':
+			return &cschema{typ: "int64"}, nil
+		}
+		return &cschema{typ: "double"}, nil
+	case 'a':
+		if len(n.elems) == 0 {
+			return nil, nil
+		}
+		items, err := arrayItemSchema(key, n)
+		if err != nil {
+			return nil, err
+		}
+		return &cschema{typ: "array", items: items}, nil
+	case 'o':
+		s := &cschema{typ: "struct", name: key}
+		for i, k := range n.keys {
+			fk := k
+			if key != "" {
+				fk = key + "." + k
+			}
+			fs, err := inferSchema(fk, n.vals[i])
+			if err != nil {
+				return nil, err
+			}
+			if fs != nil && s.field(k) == nil {
+				s.fields = append(s.fields, cfield{k, fs})
+			}
+		}
+		return s, nil
+	}
+	return nil, nil
+}
+
+// arrayItemSchema is toConnectSchemaWithCycles with getFirstArrayElement.
+// Debezium merges the element schemas of an array of objects in HashSet
+// order; when they differ that order is not deterministic, and pgoutbox
+// merges in document order.
+func arrayItemSchema(key string, n *jnode) (*cschema, error) {
+	var ref *jnode
+	var refSchema *cschema
+	for _, e := range n.elems {
+		if e.kind == 'z' {
+			continue
+		}
+		if ref == nil {
+			ref = e
+		}
+		if e.kind != ref.kind {
+			return nil, errExpand // not a homogenous array
+		}
+		if ref.kind == 'n' {
+			if refSchema == nil {
+				refSchema, _ = inferSchema("", ref)
+			}
+			es, _ := inferSchema("", e)
+			if es.typ != refSchema.typ {
+				return nil, errExpand
+			}
+		}
+	}
+	if ref == nil {
+		return nil, errExpand // only nulls: unrecognized member schema
+	}
+	if ref.kind != 'o' {
+		s, err := inferSchema("", ref)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return nil, errExpand
+		}
+		return s, nil
+	}
+	var merged *cschema
+	for _, e := range n.elems {
+		if e.kind != 'o' {
+			continue
+		}
+		s, err := inferSchema(key, e)
+		if err != nil {
+			return nil, err
+		}
+		if merged == nil {
+			merged = s
+			continue
+		}
+		for _, f := range s.fields {
+			if merged.field(f.name) == nil {
+				merged.fields = append(merged.fields, f)
+			}
+		}
+	}
+	return merged, nil
+}
+
+// appendConnectData converts n against s (toConnectData, with Struct.put's
+// validation) and writes it as JsonConverter does.
+func appendConnectData(dst []byte, n *jnode, s *cschema) ([]byte, error) {
+	if n == nil || n.kind == 'z' {
+		return append(dst, "null"...), nil
+	}
+	switch s.typ {
+	case "struct":
+		if n.kind != 'o' {
+			return nil, errExpand
+		}
+		dst = append(dst, '{')
+		for i, f := range s.fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJavaString(dst, f.name)
+			dst = append(dst, ':')
+			v, _ := n.get(f.name)
+			var err error
+			if dst, err = appendConnectData(dst, v, f.s); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case "array":
+		if n.kind != 'a' {
+			return nil, errExpand
+		}
+		dst = append(dst, '[')
+		for i, e := range n.elems {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendConnectData(dst, e, s.items); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	case "string":
+		if n.kind != 's' {
+			return nil, errExpand
+		}
+		return appendJavaString(dst, n.str), nil
+	case "boolean":
+		if n.kind != 'b' {
+			return nil, errExpand
+		}
+		return strconv.AppendBool(dst, n.b), nil
+	case "int32", "int64":
+		if n.kind != 'n' || (s.typ == "int32") != (n.num.kind == 'i') || (s.typ == "int64") != (n.num.kind == 'l') {
+			return nil, errExpand
+		}
+		return strconv.AppendInt(dst, n.num.i, 10), nil
+	case "double":
+		if n.kind != 'n' || n.num.kind != 'd' {
+			return nil, errExpand // a BigInteger's BigDecimal fails FLOAT64 validation
+		}
+		return appendJavaDouble(dst, n.num.f, 64), nil
+	}
+	return nil, errExpand
+}
+
+// appendCSchema writes s as JsonConverter.asJsonSchema, with "field" when
+// field is not empty.
+func appendCSchema(dst []byte, s *cschema, field string) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, s.typ...)
+	dst = append(dst, '"')
+	switch s.typ {
+	case "struct":
+		dst = append(dst, `,"fields":[`...)
+		for i, f := range s.fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCSchema(dst, f.s, f.name)
+		}
+		dst = append(dst, ']')
+	case "array":
+		dst = append(dst, `,"items":`...)
+		dst = appendCSchema(dst, s.items, "")
+	}
+	dst = append(dst, `,"optional":true`...)
+	if s.typ == "struct" && s.name != "" {
+		dst = append(dst, `,"name":`...)
+		dst = appendJavaString(dst, s.name)
+	}
+	if field != "" {
+		dst = append(dst, `,"field":`...)
+		dst = appendJavaString(dst, field)
+	}
+	return append(dst, '}')
+}
+
+// expandPayload expands payload (JSON text) as Debezium does, returning
+// the schema and the JsonConverter value; an error means Debezium keeps the
+// payload as a string. key is the payload field's name (the struct's
+// schema name).
+func expandPayload(key string, payload []byte) (*cschema, []byte, error) {
+	if len(payload) == 0 || (payload[0] != '{' && payload[0] != '[') {
+		return nil, nil, errExpand
+	}
+	n, err := parseJNode(payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := inferSchema(key, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s == nil || s.typ != "struct" {
+		return nil, nil, errExpand // toConnectData builds a Struct: only objects expand
+	}
+	v, err := appendConnectData(nil, n, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, v, nil
+}
