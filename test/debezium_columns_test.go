@@ -9,7 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -112,13 +114,14 @@ RETURNING event_id::text, aggregate_id, payload`,
 }
 
 // relayModes are the source modes a column-mapping test runs in. Polling
-// joins once its source handles tables of other shapes (issue 3): add
-// {"poll", func(c *relay.Config) { c.Mode = relay.ModePoll }} here.
+// needs the polling columns, which migrate adds to an existing table.
 var relayModes = []struct {
 	name string
+	poll bool
 	set  func(*relay.Config)
 }{
-	{"wal", func(*relay.Config) {}},
+	{"wal", false, func(*relay.Config) {}},
+	{"poll", true, func(c *relay.Config) { c.Mode = relay.ModePoll; c.PollInterval = 50 * time.Millisecond }},
 }
 
 // Each seed table shape relays end to end through the column mapping: the
@@ -139,7 +142,17 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 				cfg.Replication.Table = shape.table
 				cfg.Columns = shape.columns
 				mode.set(&cfg)
-				e.setup(cfg)
+				if mode.poll {
+					table, err := replication.ParseTable(shape.table)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := migrations.AddPollingColumns(ctx, e.conn, table.Schema, table.Name); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					e.setup(cfg)
+				}
 				e.start(cfg)
 
 				var id, aggID, payload string
