@@ -96,7 +96,7 @@ const lockKey = 0x706f7574 // "pout"
 // works on a pipeline, in either mode; the others wait (errLocked). The
 // lock lives as long as the connection.
 func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -179,37 +179,52 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		nextProbe = time.Now().Add(r.cfg.ProbeInterval)
 	)
 	for ctx.Err() == nil {
-		rows, err := poller.Poll(ctx, floor)
+		// Every round is bounded: a black-holed connection fails it
+		// instead of hanging the relay.
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+		err := r.pollRound(qctx, k, poller, conn, bindings, floor, handoff, &nextProbe)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if len(rows) > 0 {
-			if err := r.publishBatch(ctx, k, poller, bindings, rows); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// pollRound is one poll: publish what it found, then check the handoff or
+// probe the WAL, then wait if the batch was not full.
+func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, poller *replication.Poller, conn *pgx.Conn,
+	bindings map[*replication.Relation]*schema.Binding, floor uint64, handoff *handoffError, nextProbe *time.Time) error {
+	rows, err := poller.Poll(ctx, floor)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		if err := r.publishBatch(ctx, k, poller, bindings, rows); err != nil {
+			return err
 		}
-		if handoff != nil {
-			done, err := r.handoffDone(ctx, conn, poller, floor, handoff.xmax)
-			if err != nil {
-				return err
-			}
-			if done {
-				return errBackToWAL
-			}
-		} else if r.cfg.Mode == ModeAuto && time.Now().After(nextProbe) {
-			nextProbe = time.Now().Add(r.cfg.ProbeInterval)
-			if r.replicationReady(ctx, conn) {
-				return errBackToWAL
-			}
+	}
+	if handoff != nil {
+		done, err := r.handoffDone(ctx, conn, poller, floor, handoff.xmax)
+		if err != nil {
+			return err
 		}
-		if len(rows) < r.cfg.Poll.BatchSize {
-			select {
-			case <-ctx.Done():
-			case <-time.After(r.cfg.PollInterval):
-			}
+		if done {
+			return errBackToWAL
+		}
+	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
+		*nextProbe = time.Now().Add(r.cfg.ProbeInterval)
+		if r.replicationReady(ctx, conn) {
+			return errBackToWAL
+		}
+	}
+	if len(rows) < r.cfg.Poll.BatchSize {
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.cfg.PollInterval):
 		}
 	}
 	return nil

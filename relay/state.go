@@ -183,13 +183,9 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 	interval := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
-	type candidate struct {
-		xmin uint64
-		lsn  pglogrepl.LSN
-	}
 	var (
 		last    pglogrepl.LSN
-		pending []candidate
+		pending []floorCandidate
 	)
 	for {
 		select {
@@ -199,46 +195,59 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 			return nil
 		case <-ticker.C:
 		}
-		xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
+		// Bounded, so that a dead connection ends the session instead of
+		// holding it open.
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+		err := r.saveOnce(qctx, conn, stream, &pending, &last)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
-		}
-		lsn, err := pglogrepl.ParseLSN(lsnText)
-		if err != nil {
-			return err
-		}
-		pending = append(pending, candidate{xmin, lsn})
-		confirmed := stream.Confirmed()
-		var floor uint64
-		n := 0
-		for n < len(pending) && pending[n].lsn <= confirmed {
-			floor = pending[n].xmin
-			n++
-		}
-		pending = pending[n:]
-		if confirmed == last && floor == 0 {
-			continue
-		}
-		if err := r.writeState(ctx, conn, confirmed); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		last = confirmed
-		if floor != 0 {
-			if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET floor_xid = $2::text::xid8 WHERE pipeline = $1
-AND (floor_xid IS NULL OR floor_xid < $2::text::xid8)`, r.cfg.Replication.Slot, fmt.Sprint(floor)); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("save floor: %w", err)
-			}
 		}
 	}
+}
+
+type floorCandidate struct {
+	xmin uint64
+	lsn  pglogrepl.LSN
+}
+
+// saveOnce takes a floor candidate, saves the confirmed position, and saves
+// the newest candidate the confirmed position has passed.
+func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, pending *[]floorCandidate, last *pglogrepl.LSN) error {
+	xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	lsn, err := pglogrepl.ParseLSN(lsnText)
+	if err != nil {
+		return err
+	}
+	*pending = append(*pending, floorCandidate{xmin, lsn})
+	confirmed := stream.Confirmed()
+	var floor uint64
+	n := 0
+	for n < len(*pending) && (*pending)[n].lsn <= confirmed {
+		floor = (*pending)[n].xmin
+		n++
+	}
+	*pending = (*pending)[n:]
+	if confirmed == *last && floor == 0 {
+		return nil
+	}
+	if err := r.writeState(ctx, conn, confirmed); err != nil {
+		return err
+	}
+	*last = confirmed
+	if floor != 0 {
+		if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET floor_xid = $2::text::xid8 WHERE pipeline = $1
+AND (floor_xid IS NULL OR floor_xid < $2::text::xid8)`, r.cfg.Replication.Slot, fmt.Sprint(floor)); err != nil {
+			return fmt.Errorf("save floor: %w", err)
+		}
+	}
+	return nil
 }
 
 func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN) error {

@@ -32,6 +32,11 @@ type Config struct {
 	// WAL so that the slot advances while the outbox is idle (default 10s;
 	// negative disables).
 	HeartbeatInterval time.Duration
+	// ReceiveTimeout is how long the stream waits without any message from
+	// the server before it declares the connection lost (default 30s). A
+	// silent connection is asked for a reply well before that, so only a
+	// dead or black-holed one reaches it.
+	ReceiveTimeout time.Duration
 }
 
 // Defaults fills unset fields.
@@ -51,6 +56,9 @@ func (c *Config) Defaults() {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 10 * time.Second
 	}
+	if c.ReceiveTimeout == 0 {
+		c.ReceiveTimeout = 30 * time.Second
+	}
 }
 
 // Validate reports the first invalid field.
@@ -69,6 +77,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval <= 0 || c.StatusInterval > 30*time.Second {
 		return fmt.Errorf("status interval %s: must be between 0 and 30s", c.StatusInterval)
+	}
+	if c.ReceiveTimeout < 3*c.StatusInterval {
+		return fmt.Errorf("receive timeout %s: must be at least three status intervals (%s)", c.ReceiveTimeout, 3*c.StatusInterval)
 	}
 	return nil
 }
@@ -107,6 +118,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	pgcfg, err := pgconn.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
+	}
+	if pgcfg.ConnectTimeout == 0 {
+		pgcfg.ConnectTimeout = ConnectTimeout
 	}
 	pgcfg.RuntimeParams["replication"] = "database"
 	if pgcfg.RuntimeParams["application_name"] == "" {
@@ -233,12 +247,18 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 
 	dec := newDecoder(s.table, &s.Counters)
 	nextStatus := time.Now()
+	lastRecv := time.Now()
 	for {
 		if !dec.inTx && s.stopping() {
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextStatus) {
-			if err := s.sendStatus(false); err != nil {
+			silent := now.Sub(lastRecv)
+			if silent > s.cfg.ReceiveTimeout {
+				return fmt.Errorf("%w: nothing from the server for %s", ErrConnectionLost, silent.Round(time.Second))
+			}
+			// A connection that stays silent is asked to prove it lives.
+			if err := s.sendStatus(silent > s.cfg.ReceiveTimeout/3); err != nil {
 				return err
 			}
 			nextStatus = now.Add(s.cfg.StatusInterval)
@@ -255,6 +275,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 			}
 			return fmt.Errorf("receive: %w", classify(s.cfg.Slot, err))
 		}
+		lastRecv = time.Now()
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
 			if len(msg.Data) == 0 {
@@ -291,8 +312,14 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 					return err
 				}
 				if ok {
+					blockedFrom := time.Now()
 					if nextStatus, err = s.deliver(ctx, out, c, nextStatus); err != nil {
 						return err
+					}
+					// While blocked on the pipeline nothing is read, so
+					// silence then says nothing about the connection.
+					if time.Since(blockedFrom) > s.cfg.StatusInterval {
+						lastRecv = time.Now()
 					}
 				}
 			}
@@ -341,8 +368,12 @@ func (s *Stream) sendStatus(reply bool) error {
 	p := Position{Write: max(s.received, confirmed), Flush: confirmed, Apply: confirmed}
 	s.buf = appendStatusUpdate(s.buf[:0], p, time.Now(), reply)
 	s.conn.Frontend().Send(&pgproto3.CopyData{Data: s.buf})
-	if err := s.conn.Frontend().Flush(); err != nil {
-		return fmt.Errorf("send status update: %w", err)
+	// A black-holed connection would block this write forever.
+	s.conn.Conn().SetWriteDeadline(time.Now().Add(s.cfg.ReceiveTimeout))
+	err := s.conn.Frontend().Flush()
+	s.conn.Conn().SetWriteDeadline(time.Time{})
+	if err != nil {
+		return fmt.Errorf("%w: send status update: %v", ErrConnectionLost, err)
 	}
 	s.lastStatus.Store(&p)
 	return nil
@@ -383,7 +414,7 @@ func (s *Stream) heartbeats(ctx context.Context) {
 		case <-ticker.C:
 		}
 		if conn == nil {
-			c, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+			c, err := Connect(ctx, s.cfg.DatabaseURL)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("heartbeat connection failed", "err", err)
@@ -392,7 +423,10 @@ func (s *Stream) heartbeats(ctx context.Context) {
 			}
 			conn = c
 		}
-		if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(false, $1, $2)", HeartbeatPrefix, s.cfg.Slot); err != nil {
+		hctx, cancel := context.WithTimeout(ctx, s.cfg.ReceiveTimeout)
+		_, err := conn.Exec(hctx, "SELECT pg_logical_emit_message(false, $1, $2)", HeartbeatPrefix, s.cfg.Slot)
+		cancel()
+		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("heartbeat failed", "err", err)
 			}
@@ -400,4 +434,25 @@ func (s *Stream) heartbeats(ctx context.Context) {
 			conn = nil
 		}
 	}
+}
+
+// ConnectTimeout bounds establishing a connection when the URL does not set
+// connect_timeout: an address that accepts TCP but never answers must not
+// hang the relay.
+const ConnectTimeout = 10 * time.Second
+
+// ErrConnectionLost means the server stopped answering.
+var ErrConnectionLost = errors.New("connection to the server lost")
+
+// Connect opens a regular connection with ConnectTimeout unless the URL
+// sets its own. The URL never appears in its errors.
+func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, errors.New("parse database URL: invalid connection string")
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
+	return pgx.ConnectConfig(ctx, cfg)
 }

@@ -46,6 +46,9 @@ func connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, errors.New("--database-url is not a valid connection string")
 	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = replication.ConnectTimeout
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %s", redact(err.Error(), secretsOf(databaseURL)))

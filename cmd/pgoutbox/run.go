@@ -79,6 +79,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
+	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 30*time.Second, "how long a silent Postgres connection is trusted before it is dropped and reconnected")
 	mapping := registerMappingFlags(fs, &cfg) // column mapping and Debezium formats: debezium_flags.go
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err

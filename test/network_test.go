@@ -1,0 +1,101 @@
+package test
+
+import (
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/test/faultproxy"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// The network between the relay and Postgres, or between the relay and the
+// broker, is black-holed (connections stay open, nothing crosses) or reset,
+// under continuous load. The relay notices, reconnects with backoff, and
+// delivers every event in order.
+func TestNetworkFaults(t *testing.T) {
+	for _, tc := range []struct {
+		target, fault string
+	}{
+		{"postgres", "blackhole"}, {"postgres", "reset"},
+		{"kafka", "blackhole"}, {"kafka", "reset"},
+	} {
+		t.Run(tc.target+"/"+tc.fault, func(t *testing.T) {
+			e := newEnv(t)
+			pgProxy, err := faultproxy.Forward(hostOf(t, e.url))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pgProxy.Close)
+			kProxy, ln, err := faultproxy.Listener()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(kProxy.Close)
+			e.kafka = kafkatest.New(t, kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
+			e.brokers = e.kafka.Brokers
+
+			cfg := e.config()
+			cfg.Replication.DatabaseURL = throughProxy(t, e.url, pgProxy.Addr())
+			cfg.Replication.ReceiveTimeout = 1500 * time.Millisecond
+			e.setup(cfg)
+			r := e.start(cfg)
+			eventually(t, 10*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+
+			proxy := pgProxy
+			if tc.target == "kafka" {
+				proxy = kProxy
+			}
+			load := e.startLoad(t, 2)
+			time.Sleep(time.Second)
+			sessions := r.Stats.Sessions.Load()
+			faultAt := time.Now()
+			if tc.fault == "blackhole" {
+				proxy.Blackhole()
+				time.Sleep(3 * time.Second)
+				proxy.Heal()
+			} else {
+				proxy.Reset()
+			}
+			if tc.target == "postgres" {
+				eventually(t, 20*time.Second, "a new replication session", func() bool { return r.Stats.Sessions.Load() > sessions })
+				t.Logf("reconnected %v after the fault began", time.Since(faultAt).Round(10*time.Millisecond))
+			}
+			time.Sleep(time.Second)
+			committed := load.finish()
+			rep := check(t, e.brokers, "outbox.event.account", committed)
+			t.Logf("committed %d, delivered %d, lost %d, duplicates %d, order violations %d",
+				rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+			if rep.lost != 0 || rep.orderViolations != 0 {
+				t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+			}
+		})
+	}
+}
+
+// throughProxy points a database URL at the proxy, with a short connect
+// timeout so that connecting through a black hole fails quickly.
+func throughProxy(t *testing.T, dbURL, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func hostOf(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
