@@ -5,12 +5,21 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // Config configures the producer.
@@ -34,6 +43,41 @@ type Config struct {
 	// CreateTopics asks the broker to create missing topics (default true
 	// through Defaults; the broker must allow it).
 	CreateTopics bool
+	// SASL authenticates to the brokers when Mechanism is set.
+	SASL SASL
+	// TLS encrypts the connections when set; nil means plaintext. There is
+	// no fallback to plaintext when the handshake fails.
+	TLS *tls.Config
+	// DialTimeout bounds connecting to a broker, TLS handshake included
+	// (default 10s).
+	DialTimeout time.Duration
+}
+
+// SASL mechanisms.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismScramSHA512 = "SCRAM-SHA-512"
+)
+
+// SASL is a SASL mechanism and its credentials. The password never
+// appears in an error or a log line.
+type SASL struct {
+	Mechanism, Username, Password string
+}
+
+func (s SASL) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToUpper(s.Mechanism) {
+	case "":
+		return nil, nil
+	case MechanismPlain:
+		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism(), nil
+	case MechanismScramSHA256:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism(), nil
+	case MechanismScramSHA512:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("SASL mechanism %q: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
 }
 
 // Defaults fills unset fields.
@@ -49,6 +93,9 @@ func (c *Config) Defaults() {
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1_000_012
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 10 * time.Second
 	}
 }
 
@@ -74,6 +121,15 @@ func (c Config) Validate() error {
 	if c.MaxBufferedBytes < c.MaxMessageBytes {
 		return fmt.Errorf("max buffered bytes %d is smaller than max message bytes %d", c.MaxBufferedBytes, c.MaxMessageBytes)
 	}
+	if _, err := c.SASL.mechanism(); err != nil {
+		return err
+	}
+	if c.SASL.Mechanism != "" && (c.SASL.Username == "" || c.SASL.Password == "") {
+		return errors.New("SASL needs a username and a password")
+	}
+	if c.SASL.Mechanism == "" && (c.SASL.Username != "" || c.SASL.Password != "") {
+		return errors.New("a Kafka username or password was given without a SASL mechanism")
+	}
 	return nil
 }
 
@@ -89,8 +145,9 @@ func (e *TooLargeError) Error() string {
 
 // Kafka produces records to Kafka.
 type Kafka struct {
-	client *kgo.Client
-	max    int
+	client    *kgo.Client
+	max       int
+	sasl, tls bool
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -108,15 +165,22 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
 		kgo.WithLogger(logger{log}),
+		kgo.DialTimeout(cfg.DialTimeout),
 	}
 	if cfg.CreateTopics {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if m, _ := cfg.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Kafka{client: client, max: cfg.MaxMessageBytes}, nil
+	return &Kafka{client: client, max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil}, nil
 }
 
 // Size is an upper bound of a record's encoded size in a batch of its own,
@@ -145,12 +209,46 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 // Flush waits until every buffered record is acked or failed.
 func (k *Kafka) Flush(ctx context.Context) error { return k.client.Flush(ctx) }
 
-// Ping checks that a broker answers.
+// ErrAuth marks a failure that retrying cannot fix: the broker refused
+// the credentials, or the TLS handshake failed.
+var ErrAuth = errors.New("kafka refused the connection")
+
+// Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
+// and says which. A broker that drops the connection three times in a row
+// while SASL is configured is taken to refuse the credentials (kfake, and
+// some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
 func (k *Kafka) Ping(ctx context.Context) error {
-	if err := k.client.Ping(ctx); err != nil {
-		return fmt.Errorf("kafka: %w", err)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = k.client.Ping(ctx); err == nil {
+			return nil
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
 	}
-	return nil
+	var certErr *tls.CertificateVerificationError
+	var recordHeader tls.RecordHeaderError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
+	case k.sasl && k.tls && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
+	case k.sasl && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return fmt.Errorf("%w: the broker closed the connection: the SASL credentials are wrong, or it requires TLS (--kafka-tls)", ErrAuth)
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
+		return fmt.Errorf("%w: the broker's TLS certificate is not trusted (check --kafka-tls-ca and the broker's name): %v", ErrAuth, err)
+	case errors.As(err, &recordHeader):
+		return fmt.Errorf("%w: the broker does not speak TLS (drop --kafka-tls, or use its TLS listener): %v", ErrAuth, err)
+	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Errorf("kafka: no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
+	case !k.tls && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return fmt.Errorf("kafka: the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
+	}
+	return fmt.Errorf("kafka: %w", err)
 }
 
 // Close fails what is still buffered and closes the connections.
