@@ -1,13 +1,13 @@
-# pgoutbox: make build | test | demo | fuzz | clean
+# pgoutbox: make build | test | demo | bench | fuzz | clean
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector.
-UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./cmd/...
+UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./cmd/...
 
-.PHONY: build test demo fuzz bench-go clean
+.PHONY: build test demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -22,6 +22,12 @@ test:
 
 demo: build
 	./bin/pgoutbox demo
+
+# Latency and throughput, WAL against polling, with the floor, on a
+# throwaway Postgres (fsync on) and a devbroker; docs-ready output in
+# bench-out/ (results.txt, results.json, latency.svg). BENCH_FLAGS adds flags.
+bench: build
+	./bin/pgoutbox bench --out bench-out --json bench-out/results.json $(BENCH_FLAGS)
 
 # A short run of every fuzz target.
 fuzz:

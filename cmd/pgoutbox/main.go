@@ -33,6 +33,7 @@ Usage:
                                              relay events until SIGTERM
   pgoutbox status --database-url URL [--json] the pipeline's mode, slot, lag and problems
   pgoutbox demo                              the whole pipeline on a throwaway Postgres and broker
+  pgoutbox bench                             latency and throughput, WAL against polling, with the floor
   pgoutbox version
 
 Run "pgoutbox COMMAND -h" for a command's flags.
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = statusCmd(ctx, rest, stdout, stderr)
 	case "demo":
 		err = demoCmd(ctx, rest, stdout, stderr)
+	case "bench":
+		err = benchCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "pgoutbox", version)
 	case "help", "-h", "--help":

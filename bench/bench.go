@@ -1,0 +1,670 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/migrations"
+)
+
+// Config configures a bench run.
+type Config struct {
+	// DatabaseURL and Brokers are the Postgres and Kafka under test. The
+	// bench writes rows of aggregate types bench_* to Table and deletes
+	// them between runs; use a database of its own.
+	DatabaseURL string
+	Brokers     []string
+	// RelayBin is the pgoutbox binary, run as `pgoutbox run` per run.
+	RelayBin string
+	// Table is the outbox table (default public.outbox), migrated first.
+	Table string
+	// Modes are the relay modes measured under steady load: wal, poll.
+	Modes []string
+	// PollIntervals are the poll intervals measured in poll mode
+	// (default 500ms).
+	PollIntervals []time.Duration
+	// BatchSize, when positive, is passed to poll runs as --batch-size.
+	BatchSize int
+	// Rate is the offered load in events per second (default 2000),
+	// for Duration (default 30s), written by Writers connections
+	// (default 4), EventsPerTx events per transaction (default 1), each
+	// event's payload PayloadBytes of JSON (default 200).
+	Rate         float64
+	Duration     time.Duration
+	Writers      int
+	EventsPerTx  int
+	PayloadBytes int
+	// DrainEvents is the backlog of the drain run (default 100,000;
+	// negative skips it), committed DrainEventsPerTx per transaction
+	// (default 10).
+	DrainEvents      int
+	DrainEventsPerTx int
+	// NoFloor skips the floor runs.
+	NoFloor bool
+	// RelayArgs are extra arguments for every `pgoutbox run`.
+	RelayArgs []string
+	// Progress receives a line every ProgressEvery (default 2s) while a
+	// run lasts; nil discards.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Table == "" {
+		c.Table = "public.outbox"
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []string{"wal", "poll"}
+	}
+	if len(c.PollIntervals) == 0 {
+		c.PollIntervals = []time.Duration{500 * time.Millisecond}
+	}
+	if c.Rate == 0 {
+		c.Rate = 2000
+	}
+	if c.Duration == 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.Writers == 0 {
+		c.Writers = 4
+	}
+	if c.EventsPerTx == 0 {
+		c.EventsPerTx = 1
+	}
+	if c.PayloadBytes == 0 {
+		c.PayloadBytes = 200
+	}
+	if c.DrainEvents == 0 {
+		c.DrainEvents = 100_000
+	}
+	if c.DrainEventsPerTx == 0 {
+		c.DrainEventsPerTx = 10
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = 2 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("database URL is required")
+	case len(c.Brokers) == 0:
+		return errors.New("kafka brokers are required")
+	case c.RelayBin == "":
+		return errors.New("the pgoutbox binary is required")
+	case c.Rate <= 0 || c.Duration <= 0 || c.Writers < 1 || c.EventsPerTx < 1 || c.PayloadBytes < 0 || c.DrainEventsPerTx < 1:
+		return errors.New("rate, duration, writers and events per transaction must be positive")
+	case c.Rate/float64(c.EventsPerTx)*c.Duration.Seconds() < 1:
+		return errors.New("rate × duration is less than one transaction")
+	}
+	for _, m := range c.Modes {
+		if m != "wal" && m != "poll" {
+			return fmt.Errorf("mode %q: want wal or poll", m)
+		}
+	}
+	for _, p := range c.PollIntervals {
+		if p <= 0 {
+			return fmt.Errorf("poll interval %s: must be positive", p)
+		}
+	}
+	if _, err := tableIdent(c.Table); err != nil {
+		return err
+	}
+	return nil
+}
+
+// publication is the publication the bench's slots stream.
+const publication = "pgoutbox_bench"
+
+type bencher struct {
+	cfg       Config
+	suffix    string // keeps this run's slots and topics apart from others'
+	admin     *pgx.Conn
+	slots     []string
+	createdPb bool
+}
+
+// Run measures what cfg asks for and returns the report. A run that fails
+// is listed in Report.Failed and the others go on; Run returns an error
+// only when nothing could be measured or ctx ended.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	b := &bencher{cfg: cfg, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	defer b.cleanup()
+
+	rep := &Report{}
+	fail := func(what string, err error) {
+		rep.Failed = append(rep.Failed, what+": "+err.Error())
+		fmt.Fprintf(cfg.Progress, "%s FAILED: %v\n", what, err)
+	}
+	for _, mode := range cfg.Modes {
+		intervals := []time.Duration{0}
+		if mode == "poll" {
+			intervals = cfg.PollIntervals
+		}
+		for _, pi := range intervals {
+			run, lat, err := b.loadRun(ctx, mode, pi)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				fail(runLabel(mode, pi), err)
+				continue
+			}
+			rep.Runs = append(rep.Runs, run)
+			rep.Series = append(rep.Series, Series{Name: run.Label(), Latencies: lat})
+		}
+	}
+	if !cfg.NoFloor {
+		fl, lat, err := b.floorRun(ctx)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		if err != nil {
+			fail("floor", err)
+		} else {
+			rep.Floor = fl
+			rep.Series = append(rep.Series, Series{Name: "floor (bare reader)", Latencies: lat})
+		}
+	}
+	if cfg.DrainEvents > 0 {
+		d, floorEPS, err := b.drainRun(ctx)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		if err != nil {
+			fail("drain", err)
+		} else {
+			rep.Drain = d
+			if rep.Floor != nil {
+				rep.Floor.DrainEventsPerS = floorEPS
+			}
+		}
+	}
+	if len(rep.Runs) == 0 && rep.Drain == nil && rep.Floor == nil {
+		return rep, fmt.Errorf("nothing could be measured: %s", strings.Join(rep.Failed, "; "))
+	}
+	return rep, nil
+}
+
+func (b *bencher) setup(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, b.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	b.admin = conn
+	schema, table, _ := strings.Cut(b.cfg.Table, ".")
+	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: schema, Table: table}); err != nil {
+		conn.Close(ctx)
+		return err
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", publication).Scan(&exists); err != nil {
+		conn.Close(ctx)
+		return err
+	}
+	if !exists {
+		ident, _ := tableIdent(b.cfg.Table)
+		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+publication+" FOR TABLE "+ident+" WITH (publish = 'insert')"); err != nil {
+			conn.Close(ctx)
+			return fmt.Errorf("create publication: %w", err)
+		}
+		b.createdPb = true
+	}
+	return nil
+}
+
+// cleanup drops the slots and state rows the runs left, and their rows.
+func (b *bencher) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range b.slots {
+		_ = b.dropSlot(ctx, s)
+	}
+	_, _ = b.admin.Exec(ctx, "DELETE FROM pgoutbox_state WHERE pipeline = ANY($1)", b.slots)
+	_ = b.clearRows(ctx)
+	if b.createdPb {
+		_, _ = b.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+publication)
+	}
+	b.admin.Close(ctx)
+}
+
+// dropSlot drops a slot, retrying while its connection goes away.
+func (b *bencher) dropSlot(ctx context.Context, slot string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := b.admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// clearRows deletes the bench's rows, so that a poller does not publish
+// the rows of an earlier run, and vacuums them away.
+func (b *bencher) clearRows(ctx context.Context) error {
+	ident, _ := tableIdent(b.cfg.Table)
+	if _, err := b.admin.Exec(ctx, "DELETE FROM "+ident+` WHERE aggregatetype LIKE 'bench\_%'`); err != nil {
+		return err
+	}
+	_, err := b.admin.Exec(ctx, "VACUUM "+ident)
+	return err
+}
+
+// name makes a slot, pipeline and aggregate type name for a run.
+func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_" + b.suffix }
+
+// startRelay starts `pgoutbox run` for pipeline name.
+func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, error) {
+	args := []string{"run",
+		"--database-url", b.cfg.DatabaseURL,
+		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
+		"--table", b.cfg.Table,
+		"--slot", name,
+		"--publication", publication,
+		"--mode", mode,
+		"--log-format", "json", "--log-level", "warn",
+	}
+	if mode == "poll" {
+		args = append(args, "--poll-interval", poll.String())
+		if b.cfg.BatchSize > 0 {
+			args = append(args, "--batch-size", strconv.Itoa(b.cfg.BatchSize))
+		}
+	}
+	args = append(args, b.cfg.RelayArgs...)
+	if !slices.Contains(b.slots, name) {
+		b.slots = append(b.slots, name)
+	}
+	return startProcess("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil)
+}
+
+// warmup writes a one-event transaction every 100ms until one arrives at
+// the consumer: then the relay streams (in WAL mode its slot exists), the
+// topic exists and the consumer reads it. Warm-up events are not measured.
+func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !tr.state().warmSeen {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no event arrived within %s of starting the relay; relay output:\n%s", timeout, relay.Output())
+		}
+		if _, err := w.tx(ctx, "warmup", 1, true); err != nil {
+			return fmt.Errorf("warm-up insert: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-relay.Exited():
+			return relay.exitErr()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// load runs the open-loop schedule through writers and reports progress.
+func (b *bencher) load(ctx context.Context, label string, ws []*writer, tr *tracker, relay *Process) (Schedule, []time.Duration, error) {
+	k := b.cfg.EventsPerTx
+	s := NewSchedule(time.Now().Add(50*time.Millisecond), b.cfg.Rate/float64(k), b.cfg.Duration)
+	fmt.Fprintf(b.cfg.Progress, "%s: %.0f events/s (%d per transaction, %d writers, %d-byte payloads) for %s\n",
+		label, b.cfg.Rate, k, len(ws), b.cfg.PayloadBytes, b.cfg.Duration)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopProgress := b.progress(ctx, label, tr, s.Start)
+	defer stopProgress()
+	var relayGone atomic.Bool
+	if relay != nil {
+		go func() {
+			select {
+			case <-relay.Exited():
+				relayGone.Store(true)
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	lags, err := RunOpenLoop(ctx, s, len(ws), func(ctx context.Context, worker int, slot Slot) error {
+		_, err := ws[worker].tx(ctx, "agg-"+strconv.Itoa(slot.Index%64), k, false)
+		return err
+	})
+	if relayGone.Load() {
+		return s, nil, relay.exitErr()
+	}
+	return s, lags, err
+}
+
+// progress prints a line every ProgressEvery until the returned func is called.
+func (b *bencher) progress(ctx context.Context, label string, tr *tracker, start time.Time) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(b.cfg.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			st := tr.state()
+			lat := Summarize(tr.latencies())
+			fmt.Fprintf(b.cfg.Progress, "  %-10s %5.1fs  committed %7d  consumed %7d  p50 %s ms  p99 %s ms\n",
+				label, time.Since(start).Seconds(), st.committed, st.delivered, fmtFig(lat.P50), fmtFig(lat.P99))
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// waitAll waits until every committed event was consumed, or timeout.
+func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		st := tr.state()
+		if st.delivered >= st.committed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d events did not arrive within %s", st.committed-st.delivered, st.committed, timeout)
+		}
+		var exited <-chan struct{}
+		if relay != nil {
+			exited = relay.Exited()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return relay.exitErr()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// loadRun measures the relay in one mode under the steady load.
+func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration) (Result, []time.Duration, error) {
+	label := runLabel(mode, poll)
+	name := b.name(label)
+	run := Result{Mode: mode, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: b.cfg.Rate}
+	if err := b.clearRows(ctx); err != nil {
+		return run, nil, err
+	}
+	topic := "outbox.event." + name
+	if err := createTopic(ctx, b.cfg.Brokers, topic); err != nil {
+		return run, nil, err
+	}
+	tr := newTracker()
+	cons, err := startConsumer(b.cfg.Brokers, topic, tr)
+	if err != nil {
+		return run, nil, err
+	}
+	defer cons.close()
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	if err != nil {
+		return run, nil, err
+	}
+	defer closeWriters(ws)
+
+	relay, err := b.startRelay(name, mode, poll)
+	if err != nil {
+		return run, nil, err
+	}
+	defer relay.Stop(30 * time.Second)
+	if err := b.warmup(ctx, ws[0], tr, relay, 30*time.Second+4*poll); err != nil {
+		return run, nil, err
+	}
+	s, lags, err := b.load(ctx, label, ws, tr, relay)
+	if err != nil {
+		return run, nil, err
+	}
+	if err := waitAll(ctx, tr, relay, 15*time.Second+4*poll); err != nil {
+		return run, nil, err
+	}
+	usage, uerr := ReadUsage(relay.PID())
+	if err := relay.Stop(30 * time.Second); err != nil {
+		return run, nil, err
+	}
+	if uerr != nil {
+		return run, nil, fmt.Errorf("reading the relay's resource use: %w", uerr)
+	}
+	st := tr.state()
+	lat := tr.latencies()
+	run.Events = st.delivered
+	if span := st.lastConsume.Sub(s.Start).Seconds(); span > 0 {
+		run.ThroughputEPS = round(float64(st.delivered)/span, 1)
+	}
+	run.Latency = Summarize(lat)
+	run.RelayCPUS = round(usage.CPU.Seconds(), 2)
+	run.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
+	run.Lag = Summarize(lags)
+	run.Early, run.Missing, run.Dups = st.early, st.committed-st.delivered, st.dups
+	fmt.Fprintf(b.cfg.Progress, "%s: %d events, p50 %s ms, p99 %s ms, relay cpu %.2f s, peak rss %.1f MB\n",
+		label, run.Events, fmtFig(run.Latency.P50), fmtFig(run.Latency.P99), run.RelayCPUS, run.RelayPeakRSSMB)
+	return run, lat, nil
+}
+
+// createSlot creates a pgoutput slot for the floor reader.
+func (b *bencher) createSlot(ctx context.Context, slot string) error {
+	b.slots = append(b.slots, slot)
+	_, err := b.admin.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot)
+	if err != nil {
+		return fmt.Errorf("create slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// floorRun puts the same steady load on a bare reader instead of the relay.
+func (b *bencher) floorRun(ctx context.Context) (*Floor, []time.Duration, error) {
+	name := b.name("floor")
+	if err := b.clearRows(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := b.createSlot(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	tr := newTracker()
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeWriters(ws)
+	fr, err := openFloor(ctx, b.cfg.DatabaseURL, name, publication)
+	if err != nil {
+		return nil, nil, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() { readErr <- fr.run(rctx, tr.consumed) }()
+	defer func() { stop(); <-readErr }()
+
+	_, _, err = b.load(ctx, "floor", ws, tr, nil)
+	if err == nil {
+		err = waitAll(ctx, tr, nil, 15*time.Second)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, lat := tr.state(), tr.latencies()
+	fl := &Floor{Method: floorMethod, Rate: b.cfg.Rate, Events: st.delivered, Latency: Summarize(lat)}
+	fmt.Fprintf(b.cfg.Progress, "floor: %d events, p50 %s ms, p99 %s ms\n", fl.Events, fmtFig(fl.Latency.P50), fmtFig(fl.Latency.P99))
+	return fl, lat, nil
+}
+
+// drainRun commits a backlog while the relay is stopped, then times the
+// relay, and then the bare reader, publishing all of it from a standing
+// start: process start (or connect) to the last event received.
+func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
+	n, k := b.cfg.DrainEvents, b.cfg.DrainEventsPerTx
+	name := b.name("drain")
+	floorSlot := b.name("floordrain")
+	d := &Drain{Mode: "wal", EventsPerTx: k}
+	if err := b.clearRows(ctx); err != nil {
+		return nil, 0, err
+	}
+	topic := "outbox.event." + name
+	if err := createTopic(ctx, b.cfg.Brokers, topic); err != nil {
+		return nil, 0, err
+	}
+	tr := newTracker()
+	cons, err := startConsumer(b.cfg.Brokers, topic, tr)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cons.close()
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer closeWriters(ws)
+
+	// A first start creates the relay's slot; then the relay stops.
+	relay, err := b.startRelay(name, "wal", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = b.warmup(ctx, ws[0], tr, relay, 30*time.Second)
+	if stopErr := relay.Stop(30 * time.Second); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := b.createSlot(ctx, floorSlot); err != nil {
+		return nil, 0, err
+	}
+
+	fmt.Fprintf(b.cfg.Progress, "drain: committing a backlog of %d events (%d per transaction, %d writers) with the relay stopped\n", n, k, len(ws))
+	txs := (n + k - 1) / k
+	backlog := make(map[string]struct{}, n)
+	var next atomic.Int64
+	start := time.Now()
+	errs := make(chan error, len(ws))
+	idsCh := make(chan []string, 1024)
+	for _, w := range ws {
+		go func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= txs {
+					errs <- nil
+					return
+				}
+				ids, err := w.tx(ctx, "agg-"+strconv.Itoa(i%64), min(k, n-i*k), false)
+				if err != nil {
+					errs <- err
+					return
+				}
+				idsCh <- ids
+			}
+		}()
+	}
+	var werr error
+	for running := len(ws); running > 0; {
+		select {
+		case ids := <-idsCh:
+			for _, id := range ids {
+				backlog[id] = struct{}{}
+			}
+		case err := <-errs:
+			running--
+			werr = errors.Join(werr, err)
+		}
+	}
+	for len(idsCh) > 0 {
+		for _, id := range <-idsCh {
+			backlog[id] = struct{}{}
+		}
+	}
+	if werr != nil {
+		return nil, 0, werr
+	}
+	d.BacklogInsertEPS = round(float64(n)/time.Since(start).Seconds(), 0)
+	d.Events = len(backlog)
+
+	// The relay drains it.
+	t0 := time.Now()
+	relay, err = b.startRelay(name, "wal", 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer relay.Stop(30 * time.Second)
+	stopProgress := b.progress(ctx, "drain", tr, t0)
+	err = waitAll(ctx, tr, relay, 5*time.Minute)
+	stopProgress()
+	if err != nil {
+		return nil, 0, err
+	}
+	usage, uerr := ReadUsage(relay.PID())
+	if err := relay.Stop(30 * time.Second); err != nil {
+		return nil, 0, err
+	}
+	if uerr != nil {
+		return nil, 0, uerr
+	}
+	secs := tr.state().lastConsume.Sub(t0).Seconds()
+	d.Seconds = round(secs, 3)
+	d.EventsPerS = round(float64(d.Events)/secs, 0)
+	d.RelayCPUS = round(usage.CPU.Seconds(), 2)
+	d.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
+	fmt.Fprintf(b.cfg.Progress, "drain: relay published %d events in %.2f s = %.0f events/s\n", d.Events, secs, d.EventsPerS)
+
+	if b.cfg.NoFloor {
+		return d, 0, nil
+	}
+	// The bare reader drains the same backlog from its own slot.
+	var got atomic.Int64
+	var last atomic.Int64
+	t0 = time.Now()
+	fr, err := openFloor(ctx, b.cfg.DatabaseURL, floorSlot, publication)
+	if err != nil {
+		return nil, 0, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- fr.run(rctx, func(id string, at time.Time) {
+			if _, ok := backlog[id]; ok {
+				got.Add(1)
+				last.Store(at.UnixNano())
+			}
+		})
+	}()
+	deadline := time.Now().Add(5 * time.Minute)
+	for int(got.Load()) < d.Events && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	if err := <-readErr; err != nil {
+		return nil, 0, err
+	}
+	if int(got.Load()) < d.Events {
+		return nil, 0, fmt.Errorf("floor: %d of %d backlog events arrived", got.Load(), d.Events)
+	}
+	fsecs := time.Unix(0, last.Load()).Sub(t0).Seconds()
+	d.FloorSeconds = round(fsecs, 3)
+	d.FloorEventsPerS = round(float64(d.Events)/fsecs, 0)
+	d.RatioToFloor = round(d.EventsPerS/d.FloorEventsPerS, 3)
+	fmt.Fprintf(b.cfg.Progress, "drain: bare reader received them in %.2f s = %.0f events/s\n", fsecs, d.FloorEventsPerS)
+	return d, d.FloorEventsPerS, nil
+}

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// chart geometry, in SVG user units.
+const (
+	chartW, chartH          = 860, 500
+	plotL, plotR            = 70, 640
+	plotT, plotB            = 50, 440
+	minChartMS              = 0.01 // zero latencies are drawn here
+	maxPointsPerChartSeries = 500
+)
+
+var chartColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
+
+// WriteSVG draws the cumulative distribution of each series' latencies on
+// a logarithmic time axis: how many events (y) arrived within x ms.
+func WriteSVG(w io.Writer, title string, series []Series) error {
+	bw := bufio.NewWriter(w)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	sorted := make([][]float64, len(series))
+	for i, s := range series {
+		v := make([]float64, len(s.Latencies))
+		for j, d := range s.Latencies {
+			v[j] = max(minChartMS, float64(d)/float64(time.Millisecond))
+		}
+		slices.Sort(v)
+		sorted[i] = v
+		if len(v) > 0 {
+			lo, hi = min(lo, v[0]), max(hi, v[len(v)-1])
+		}
+	}
+	if math.IsInf(lo, 1) {
+		lo, hi = 0.1, 1
+	}
+	decLo := math.Floor(math.Log10(lo))
+	decHi := math.Ceil(math.Log10(hi))
+	if decHi <= decLo {
+		decHi = decLo + 1
+	}
+	x := func(v float64) float64 {
+		return plotL + (math.Log10(v)-decLo)/(decHi-decLo)*(plotR-plotL)
+	}
+	y := func(q float64) float64 { return plotB - q*(plotB-plotT) }
+
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>
+`, chartW, chartH, chartW, chartH, plotL, html.EscapeString(title))
+	// Grid: decades and their 2x and 5x on x, quantiles on y.
+	for d := decLo; d <= decHi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, d)
+			if d == decHi && m > 1 {
+				break
+			}
+			stroke, width := "#e5e5e5", 1
+			if m == 1 {
+				stroke = "#bbbbbb"
+			}
+			fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="%d"/>`+"\n", x(v), plotT, x(v), plotB, stroke, width)
+			if m == 1 {
+				fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(v), plotB+18, fmtAxisMS(v))
+			}
+		}
+	}
+	for _, q := range []float64{0, 0.25, 0.5, 0.75, 0.9, 1} {
+		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`+"\n", plotL, y(q), plotR, y(q))
+		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end">%g%%</text>`+"\n", plotL-6, y(q)+4, q*100)
+	}
+	fmt.Fprintf(bw, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", plotL, plotT, plotR-plotL, plotB-plotT)
+	fmt.Fprintf(bw, `<text x="%d" y="%d" text-anchor="middle">commit-to-consume latency (ms, log scale)</text>`+"\n", (plotL+plotR)/2, plotB+40)
+	fmt.Fprintf(bw, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">events delivered within</text>`+"\n", (plotT+plotB)/2)
+
+	for i, s := range series {
+		v := sorted[i]
+		if len(v) == 0 {
+			continue
+		}
+		color := chartColors[i%len(chartColors)]
+		fmt.Fprintf(bw, `<polyline fill="none" stroke="%s" stroke-width="2" points="`, color)
+		// A step function through at most maxPointsPerChartSeries
+		// quantiles, plus the last value so the tail shows.
+		steps := min(len(v), maxPointsPerChartSeries)
+		x0 := x(v[0])
+		fmt.Fprintf(bw, "%.1f,%.1f", x0, y(0))
+		for k := 1; k <= steps; k++ {
+			idx := k*len(v)/steps - 1
+			q := float64(idx+1) / float64(len(v))
+			px := x(v[idx])
+			fmt.Fprintf(bw, " %.1f,%.1f %.1f,%.1f", px, y(float64(idx)/float64(len(v))), px, y(q))
+		}
+		fmt.Fprint(bw, `"/>`+"\n")
+		// Legend, with the figures a reader looks for.
+		sd := make([]time.Duration, len(s.Latencies))
+		copy(sd, s.Latencies)
+		slices.Sort(sd)
+		l := summarizeSorted(sd)
+		ly := plotT + 10 + i*44
+		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", plotR+16, ly, plotR+40, ly, color)
+		fmt.Fprintf(bw, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotR+46, ly+4, html.EscapeString(s.Name))
+		fmt.Fprintf(bw, `<text x="%d" y="%d" fill="#444">p50 %s · p99 %s ms</text>`+"\n", plotR+46, ly+20, fmtFig(l.P50), fmtFig(l.P99))
+	}
+	fmt.Fprint(bw, "</svg>\n")
+	return bw.Flush()
+}
+
+func fmtAxisMS(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%gs", v/1000)
+	default:
+		return fmt.Sprintf("%g", v)
+	}
+}
+
+func fmtFig(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}

@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// tracker pairs each event's commit time with the time it was consumed.
+// Writers register an event's id before its transaction runs, so an event
+// consumed before its COMMIT returned to the writer (the relay can be that
+// fast) is recognised, and counted with latency 0.
+type tracker struct {
+	mu          sync.Mutex
+	commitAt    map[string]time.Time // zero until COMMIT returned
+	seenAt      map[string]time.Time // consumed while the commit was pending
+	delivered   map[string]struct{}
+	warmup      map[string]struct{}
+	warmSeen    bool
+	lat         []time.Duration
+	committed   int
+	early       int
+	dups        int
+	lastConsume time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{
+		commitAt:  map[string]time.Time{},
+		seenAt:    map[string]time.Time{},
+		delivered: map[string]struct{}{},
+		warmup:    map[string]struct{}{},
+	}
+}
+
+// register is called before the transaction writing ids runs.
+func (t *tracker) register(ids []string, warmup bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if warmup {
+			t.warmup[id] = struct{}{}
+		} else {
+			t.commitAt[id] = time.Time{}
+		}
+	}
+}
+
+// committed records when the COMMIT of ids returned.
+func (t *tracker) commit(ids []string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := t.commitAt[id]; !ok {
+			continue
+		}
+		t.commitAt[id] = at
+		t.committed++
+		if seen, ok := t.seenAt[id]; ok {
+			delete(t.seenAt, id)
+			t.lat = append(t.lat, max(0, seen.Sub(at)))
+		}
+	}
+}
+
+// abort forgets ids whose transaction failed.
+func (t *tracker) abort(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		delete(t.commitAt, id)
+	}
+}
+
+// consumed records that event id arrived at at. Ids the tracker did not
+// register are ignored.
+func (t *tracker) consumed(id string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.warmup[id]; ok {
+		t.warmSeen = true
+		return
+	}
+	c, ok := t.commitAt[id]
+	if !ok {
+		return
+	}
+	if _, dup := t.delivered[id]; dup {
+		t.dups++
+		return
+	}
+	t.delivered[id] = struct{}{}
+	t.lastConsume = at
+	if c.IsZero() {
+		t.seenAt[id] = at
+		t.early++
+		return
+	}
+	t.lat = append(t.lat, at.Sub(c))
+}
+
+type trackerState struct {
+	committed, delivered, early, dups int
+	warmSeen                          bool
+	lastConsume                       time.Time
+}
+
+func (t *tracker) state() trackerState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return trackerState{t.committed, len(t.delivered), t.early, t.dups, t.warmSeen, t.lastConsume}
+}
+
+// latencies returns a copy of the latencies measured so far.
+func (t *tracker) latencies() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Duration(nil), t.lat...)
+}
+
+// newUUID returns a random (version 4) UUID in its text form.
+func newUUID() string {
+	var b [16]byte
+	hi, lo := rand.Uint64(), rand.Uint64()
+	for i := 0; i < 8; i++ {
+		b[i] = byte(hi >> (8 * i))
+		b[8+i] = byte(lo >> (8 * i))
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// writer inserts outbox rows on its own connection, one transaction per
+// call, every row of a transaction for one aggregate.
+type writer struct {
+	conn    *pgx.Conn
+	sql     string
+	aggType string
+	payload string
+	tr      *tracker
+}
+
+func openWriters(ctx context.Context, url, table, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
+	ident, err := tableIdent(table)
+	if err != nil {
+		return nil, err
+	}
+	sql := "INSERT INTO " + ident + ` (id, aggregatetype, aggregateid, type, payload)
+SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
+	ws := make([]*writer, 0, n)
+	for i := 0; i < n; i++ {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			closeWriters(ws)
+			return nil, fmt.Errorf("writer connection: %w", err)
+		}
+		ws = append(ws, &writer{conn: conn, sql: sql, aggType: aggType, payload: payloadOf(payloadBytes), tr: tr})
+	}
+	return ws, nil
+}
+
+func closeWriters(ws []*writer) {
+	for _, w := range ws {
+		w.conn.Close(context.Background())
+	}
+}
+
+// payloadOf returns a JSON object of n bytes (at least 10).
+func payloadOf(n int) string {
+	return `{"pad":"` + strings.Repeat("x", max(0, n-10)) + `"}`
+}
+
+// tx writes k events for aggregate key in one transaction (a single
+// autocommit statement: when Exec returns, COMMIT has returned) and
+// returns when it committed.
+func (w *writer) tx(ctx context.Context, key string, k int, warmup bool) ([]string, error) {
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = newUUID()
+	}
+	w.tr.register(ids, warmup)
+	_, err := w.conn.Exec(ctx, w.sql, ids, w.aggType, key, w.payload)
+	at := time.Now()
+	if err != nil {
+		w.tr.abort(ids)
+		return nil, err
+	}
+	if !warmup {
+		w.tr.commit(ids, at)
+	}
+	return ids, nil
+}
+
+// createTopic creates topic with 3 partitions unless it exists.
+func createTopic(ctx context.Context, brokers []string, topic string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, 3, -1, nil, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// consumer reads a topic from its start and hands each event id to a
+// tracker, stamped with the time its fetch returned.
+type consumer struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startConsumer(brokers []string, topic string, tr *tracker) (*consumer, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.FetchMaxWait(time.Second),
+	)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumer{cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fetches := cl.PollFetches(ctx)
+			now := time.Now()
+			fetches.EachRecord(func(r *kgo.Record) {
+				if id := eventID(r); id != "" {
+					tr.consumed(id, now)
+				}
+			})
+		}
+	}()
+	return c, nil
+}
+
+func (c *consumer) close() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
+}
+
+var idField = []byte(`"id":"`)
+
+// eventID is the CloudEvent id of a record: the ce_id header in binary
+// mode, else the first "id" of the structured event, which comes before
+// its data.
+func eventID(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == "ce_id" {
+			return string(h.Value)
+		}
+	}
+	i := bytes.Index(r.Value, idField)
+	if i < 0 {
+		return ""
+	}
+	v := r.Value[i+len(idField):]
+	j := bytes.IndexByte(v, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(v[:j])
+}
+
+// tableIdent quotes "schema.table" (or "table", in public).
+func tableIdent(table string) (string, error) {
+	s, t, ok := strings.Cut(table, ".")
+	if !ok {
+		s, t = "public", table
+	}
+	if s == "" || t == "" || strings.Contains(t, ".") {
+		return "", fmt.Errorf("table %q: want schema.table", table)
+	}
+	return pgx.Identifier{s, t}.Sanitize(), nil
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/bench"
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+)
+
+// benchCmd measures commit-to-consume latency and throughput of the relay
+// in WAL and polling mode, a drain, and the floor (a bare replication
+// reader). Without --database-url and --kafka-brokers it runs on a
+// throwaway Postgres (fsync on) and a devbroker process.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgoutbox bench", flag.ContinueOnError)
+	var (
+		cfg       bench.Config
+		url       string
+		brokers   string
+		modes     string
+		polls     string
+		jsonPath  string
+		outDir    string
+		config    string
+		noFloor   bool
+		relayArgs string
+	)
+	fs.StringVar(&url, "database-url", "", "PostgreSQL to measure, a database of its own (default: a throwaway cluster, fsync on)")
+	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka to measure, host:port[,...] (default: a devbroker process)")
+	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table; the bench writes and deletes rows of aggregate types bench_*")
+	fs.StringVar(&modes, "modes", "wal,poll", "relay modes to measure under steady load: wal, poll")
+	fs.Float64Var(&cfg.Rate, "rate", 2000, "offered load, events per second (open loop)")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long each steady-load run writes")
+	fs.IntVar(&cfg.Writers, "writers", 4, "writer connections")
+	fs.IntVar(&cfg.EventsPerTx, "events-per-tx", 1, "events per transaction")
+	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 200, "size of each event's JSON payload")
+	fs.StringVar(&polls, "poll-interval", "500ms", "poll intervals to measure in poll mode, comma-separated")
+	fs.IntVar(&cfg.BatchSize, "batch-size", 0, "poll mode's --batch-size (default: the relay's)")
+	fs.IntVar(&cfg.DrainEvents, "drain-events", 100_000, "backlog of the drain run; 0 skips it")
+	fs.IntVar(&cfg.DrainEventsPerTx, "drain-events-per-tx", 10, "events per transaction of the drain backlog")
+	fs.BoolVar(&noFloor, "no-floor", false, "skip the bare-reader floor runs")
+	fs.StringVar(&relayArgs, "relay-args", "", "extra arguments for every `pgoutbox run`, space-separated")
+	fs.StringVar(&jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&outDir, "out", "", "write the latency chart (latency.svg) and the table (results.txt) to this directory")
+	fs.StringVar(&config, "config", "", "file of 'flag = value' lines")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if cfg.DrainEvents == 0 {
+		cfg.DrainEvents = -1
+	}
+	cfg.NoFloor = noFloor
+	cfg.RelayArgs = strings.Fields(relayArgs)
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			if m != "wal" && m != "poll" {
+				return fmt.Errorf("--modes: %q: want wal or poll", m)
+			}
+			cfg.Modes = append(cfg.Modes, m)
+		}
+	}
+	for _, p := range strings.Split(polls, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("--poll-interval: %w", err)
+		}
+		cfg.PollIntervals = append(cfg.PollIntervals, d)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the pgoutbox binary: %w", err)
+	}
+	cfg.RelayBin = exe
+	cfg.Progress = stderr
+
+	if url == "" {
+		fmt.Fprintln(stderr, "starting a throwaway PostgreSQL (wal_level=logical, fsync on)...")
+		pg, err := pgtest.Start(ctx, pgtest.Options{Fsync: true})
+		if err != nil {
+			return fmt.Errorf("throwaway postgres: %w", err)
+		}
+		defer pg.Close()
+		url = pg.URL
+	}
+	cfg.DatabaseURL = url
+	if brokers == "" {
+		bin, err := findDevbroker(exe)
+		if err != nil {
+			return err
+		}
+		d, err := bench.StartDevbroker(ctx, bin)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		cfg.Brokers = d.Brokers
+		fmt.Fprintf(stderr, "devbroker on %s\n", d.Brokers[0])
+	} else {
+		cfg.Brokers = strings.Split(brokers, ",")
+	}
+
+	rep, err := bench.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "pgoutbox bench: %.0f events/s for %s, %d writers, %d events per transaction, %d-byte payloads; %d CPUs\n\n",
+		cfg.Rate, cfg.Duration, cfg.Writers, cfg.EventsPerTx, cfg.PayloadBytes, runtime.NumCPU())
+	rep.WriteTable(&table)
+	stdout.Write(table.Bytes())
+	if jsonPath != "" {
+		if werr := rep.WriteJSON(jsonPath); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if outDir != "" {
+		if werr := writeBenchOut(outDir, rep, cfg, table.Bytes()); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if err == nil && len(rep.Failed) > 0 {
+		err = fmt.Errorf("%d of the runs failed", len(rep.Failed))
+	}
+	return err
+}
+
+func writeBenchOut(dir string, rep *bench.Report, cfg bench.Config, table []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.txt"), table, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "latency.svg"))
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("pgoutbox commit-to-consume latency at %.0f events/s (%d CPUs)", cfg.Rate, runtime.NumCPU())
+	if err := bench.WriteSVG(f, title, rep.Series); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// findDevbroker looks for the devbroker command next to pgoutbox, then on
+// PATH.
+func findDevbroker(exe string) (string, error) {
+	p := filepath.Join(filepath.Dir(exe), "devbroker")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if p, err := osexec.LookPath("devbroker"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("devbroker not found next to pgoutbox or on PATH: run make build, or give --kafka-brokers")
+}
