@@ -1,4 +1,4 @@
-# pgoutbox: make build | test | demo | bench | fuzz | clean
+# pgoutbox: make build | test | chaos | demo | bench | fuzz | clean
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -7,7 +7,7 @@ export CGO_ENABLED ?= 0
 # Packages whose tests are fast enough to run under the race detector.
 UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./cmd/...
 
-.PHONY: build test demo bench fuzz bench-go clean
+.PHONY: build test chaos demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -19,6 +19,12 @@ test:
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 	$(GO) test -count=1 -timeout 15m ./test/...
+
+# The fault-injection suite at full size: 50 SIGKILLs, a two-minute broker
+# outage, a one-million-event transaction, network faults, restarts,
+# switches. The short versions of the same tests run in make test.
+chaos:
+	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 
 demo: build
 	./bin/pgoutbox demo

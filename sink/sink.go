@@ -166,6 +166,9 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
 		kgo.WithLogger(logger{log}),
 		kgo.DialTimeout(cfg.DialTimeout),
+		// Latency-first batches are small; compressing them costs CPU
+		// on every record and saves nothing.
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}
 	if cfg.CreateTopics {
 		opts = append(opts, kgo.AllowAutoTopicCreation())

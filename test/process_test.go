@@ -228,7 +228,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
-	const kills = 6
+	kills := chaos(6, 50)
 	for i := 0; i < kills; i++ {
 		p := e.runProcess(t)
 		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)

@@ -9,9 +9,16 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
-// Postgres stops under the relay and comes back: the relay reconnects with
-// backoff and resumes from the slot's confirmed position, losing nothing.
+// Postgres stops under the relay (a fast shutdown, and an immediate one,
+// which is a crash) and comes back: the relay reconnects with backoff and
+// resumes from the slot's confirmed position, losing nothing.
 func TestPostgresRestart(t *testing.T) {
+	for _, mode := range []string{"fast", "immediate"} {
+		t.Run(mode, func(t *testing.T) { testPostgresRestart(t, mode) })
+	}
+}
+
+func testPostgresRestart(t *testing.T, stopMode string) {
 	e := newEnv(t)
 	if e.pg.External() {
 		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
@@ -25,7 +32,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 15*time.Second)
 	ctx := context.Background()
-	if err := e.pg.Stop(ctx, "fast"); err != nil {
+	if err := e.pg.Stop(ctx, stopMode); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // the relay notices and backs off

@@ -1,0 +1,185 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/bench"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// chaos picks a scenario's size: the short version runs in make test, the
+// full one in make chaos (PGOUTBOX_CHAOS=1).
+func chaos[T any](short, full T) T {
+	if os.Getenv("PGOUTBOX_CHAOS") != "" {
+		return full
+	}
+	return short
+}
+
+// peakRSS samples a process's peak RSS in MiB.
+func peakRSS(t *testing.T, p *proc) float64 {
+	t.Helper()
+	u, err := bench.ReadUsage(p.cmd.Process.Pid)
+	if err != nil {
+		return 0
+	}
+	return float64(u.PeakRSS) / (1 << 20)
+}
+
+// The broker dies and stays down (2 minutes in make chaos) under continuous
+// load: the relay process's memory stays bounded (reading pauses once its
+// buffer is full), the slot does not pass the first unacknowledged commit,
+// and when the broker returns with its data everything is delivered.
+func TestBrokerOutageBoundedMemory(t *testing.T) {
+	outage := chaos(5*time.Second, 2*time.Minute)
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	cfg := e.config()
+	e.setup(cfg)
+	p := e.runProcess(t)
+	load := e.startLoad(t, 2)
+	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	time.Sleep(time.Second)
+
+	broker.Kill()
+	probe := e.commitProbe()
+	var peak float64
+	for end := time.Now().Add(outage); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		peak = max(peak, peakRSS(t, p))
+	}
+	if commits := probe.commits(); len(commits) > 0 {
+		if got := e.slot("pgoutbox").ConfirmedLSN; got >= commits[0] {
+			t.Fatalf("confirmed_flush_lsn %s reached %s, committed while the broker was down", got, commits[0])
+		}
+	}
+	if !e.slot("pgoutbox").Active {
+		t.Fatal("the replication connection dropped during the outage")
+	}
+	broker.Start()
+	time.Sleep(time.Second)
+	committed := load.finish()
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	peak = max(peak, peakRSS(t, p))
+	t.Logf("outage %s: committed %d, delivered %d, lost %d, duplicates %d, order violations %d; relay peak RSS %.0f MiB",
+		outage, rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations, peak)
+	if rep.lost != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	}
+	if peak > 192 {
+		t.Fatalf("relay peak RSS %.0f MiB during the outage; its buffers are bounded far below that", peak)
+	}
+}
+
+// One transaction of a hundred thousand events (a million in make chaos):
+// all delivered, with the relay's peak RSS reported and bounded.
+func TestLargeTransaction(t *testing.T) {
+	n := chaos(100_000, 1_000_000)
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	start := time.Now()
+	if _, err := e.conn.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', jsonb_build_object('n', g) FROM generate_series(1, $1) g`, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("committed %d events in one transaction in %v", n, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	p := e.runProcess(t)
+	c := kafkatest.NewConsumer(t, e.brokers, "outbox.event.bulk")
+	seen := make(map[string]struct{}, n)
+	var peak float64
+	deadline := time.Now().Add(chaos(2*time.Minute, 10*time.Minute))
+	for len(seen) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events arrived", len(seen), n)
+		}
+		fs := c.PollRecords(pollCtx(t, time.Second), 50000)
+		for it := fs.RecordIter(); !it.Done(); {
+			seen[decodeEvent(t, it.Next()).ID] = struct{}{}
+		}
+		peak = max(peak, peakRSS(t, p))
+	}
+	t.Logf("%d events delivered in %v; relay peak RSS %.0f MiB", n, time.Since(start).Round(time.Millisecond), peak)
+	if peak > 256 {
+		t.Fatalf("relay peak RSS %.0f MiB for one large transaction: memory is not bounded", peak)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+}
+
+// Two relay processes on one pipeline; the working one is killed with
+// SIGKILL under load. The other takes over within seconds; nothing is lost,
+// and what both published is bounded by what was in flight.
+func TestTakeoverAfterSIGKILL(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	load := e.startLoad(t, 2)
+	a := e.runProcess(t)
+	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	b := e.runProcess(t)
+	time.Sleep(1500 * time.Millisecond)
+	pidBefore := e.slot("pgoutbox").ActivePID
+	a.signal(t, syscall.SIGKILL)
+	killed := time.Now()
+	eventually(t, 20*time.Second, "the second relay streaming", func() bool {
+		s := e.slot("pgoutbox")
+		return s.Active && s.ActivePID != pidBefore
+	})
+	took := time.Since(killed)
+	time.Sleep(time.Second)
+	committed := load.finish()
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	t.Logf("took over in %v; committed %d, delivered %d, lost %d, duplicates %d, order violations %d",
+		took.Round(10*time.Millisecond), rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.lost != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("takeover took %v", took)
+	}
+	b.signal(t, syscall.SIGTERM)
+}
+
+// A required column is dropped from the outbox while the relay runs: it
+// stops with an error naming the column and confirms nothing past the
+// change; a nullable column added is harmless (TestOutboxColumnAddedWhileRunning).
+func TestRequiredColumnDropped(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	r := e.start(cfg)
+	ids := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 10*time.Second)
+	ctx := context.Background()
+	probe := e.commitProbe()
+	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-r.done:
+		r.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+	if !errors.Is(err, schema.ErrMissingColumn) {
+		t.Fatalf("stopped with %v, want a missing column", err)
+	}
+	t.Logf("stopped with: %v", err)
+	commits := probe.commits()
+	if got := e.slot("pgoutbox").ConfirmedLSN; len(commits) > 1 && got >= commits[len(commits)-1] {
+		t.Fatalf("confirmed %s, past the insert into the altered table (%s)", got, commits[len(commits)-1])
+	}
+}
