@@ -172,6 +172,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		return err
 	}
 	r.Stats.Sessions.Add(1)
+	defer r.Metrics.sessionUp(ModePoll)()
 	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize)
 
 	var (
@@ -198,6 +199,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // probe the WAL, then wait if the batch was not full.
 func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, poller *replication.Poller, conn *pgx.Conn,
 	bindings map[*replication.Relation]*schema.Binding, floor uint64, handoff *handoffError, nextProbe *time.Time) error {
+	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
 	if err != nil {
 		return err
@@ -243,6 +245,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replica
 		mu       sync.Mutex
 		firstErr error
 		seqs     = make([]int64, 0, len(rows))
+		pm       = r.Metrics.publisher(ModePoll)
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -267,8 +270,10 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replica
 			break
 		}
 		wg.Add(1)
+		a := pm.row(rec.Topic, row.CommitTime)
 		if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
+			a.done(err)
 			if err != nil {
 				fail(err)
 				return
@@ -282,6 +287,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replica
 		}
 		seqs = append(seqs, row.Seq)
 	}
+	pm.commit()
 	wg.Wait()
 	if firstErr != nil {
 		// Rows acked before the failure are marked, so a restart does not

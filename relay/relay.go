@@ -51,6 +51,14 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MaxBackoff caps the wait between reconnection attempts (default 30s).
 	MaxBackoff time.Duration
+
+	// Operations (metrics.go, retention.go).
+	// MonitorInterval is how often slot lag and unpublished rows are read
+	// into Metrics and both ends are checked for readiness (0: never).
+	MonitorInterval time.Duration
+	// Retention deletes published rows older than this (0: never);
+	// RetentionInterval is how often it runs (default 5m).
+	Retention, RetentionInterval time.Duration
 }
 
 // Defaults fills unset fields, in the components too.
@@ -85,6 +93,7 @@ func (c *Config) Defaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 30 * time.Second
 	}
+	c.opsDefaults()
 }
 
 // Validate reports the first invalid setting.
@@ -99,7 +108,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{
 		c.Replication.Validate(), c.Poll.Validate(), c.Sink.Validate(), c.Router.Validate(),
-		c.Encoder.Validate(), c.Columns.Validate(),
+		c.Encoder.Validate(), c.Columns.Validate(), c.opsValidate(),
 	} {
 		if err != nil {
 			return err
@@ -150,6 +159,9 @@ type Relay struct {
 	stream atomic.Pointer[replication.Stream]
 	// mode is the mode of the current session.
 	mode atomic.Value
+	// Metrics are the Prometheus metrics and readiness (metrics.go).
+	Metrics *Metrics
+	hk      housekeeper
 }
 
 // New validates cfg and builds a relay.
@@ -174,7 +186,9 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
 		database = pc.Database
 	}
-	return &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}, nil
+	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
+	r.Metrics = NewMetrics(&r.Stats.LastPublish)
+	return r, nil
 }
 
 // Run relays until ctx ends, then stops reading at a transaction boundary,
@@ -186,6 +200,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer k.Close()
+	defer r.startMonitor(ctx, k)() // metrics.go
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
@@ -249,6 +264,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
+		r.Metrics.reconnects.Inc()
 		r.log.Warn("reconnecting", "reason", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -298,12 +314,14 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 	if err := r.setMode(ctx, conn, ModeWAL, reason); err != nil {
 		return err
 	}
+	r.markWALStart(ctx, conn) // retention.go
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)
 	if err != nil {
 		return err
 	}
 	r.stream.Store(stream)
 	r.Stats.Sessions.Add(1)
+	defer r.Metrics.sessionUp(ModeWAL)()
 	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "start_lsn", stream.Start().String())
 
 	wm := newWatermark(stream.Start(), func(lsn pglogrepl.LSN) {
@@ -386,6 +404,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 	var (
 		tx       *txn
 		bindings = make(map[*replication.Relation]*schema.Binding)
+		pm       = r.Metrics.publisher(ModeWAL)
 	)
 	for c := range changes {
 		if err := ctx.Err(); err != nil {
@@ -413,7 +432,9 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 			}
 			wm.add(tx)
 			t := tx
+			a := pm.row(rec.Topic, c.CommitTime)
 			if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+				a.done(err)
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())
@@ -424,6 +445,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 				return fmt.Errorf("row at %s: %w", c.LSN, err)
 			}
 		case replication.KindCommit:
+			pm.commit()
 			if tx == nil {
 				wm.mark(c.LSN)
 				continue
@@ -431,6 +453,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 			wm.commit(tx, c.LSN)
 			tx = nil
 		case replication.KindHeartbeat:
+			pm.heartbeat()
 			wm.mark(c.LSN)
 		}
 	}

@@ -103,6 +103,9 @@ ON CONFLICT (pipeline) DO UPDATE SET outbox_table = EXCLUDED.outbox_table,
 	if err != nil {
 		return res, fmt.Errorf("save state: %w", err)
 	}
+	if err := saveWALStart(ctx, conn, cfg.Slot, res.SlotCreated); err != nil { // retention.go
+		return res, err
+	}
 	return res, nil
 }
 
@@ -195,6 +198,7 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 			return nil
 		case <-ticker.C:
 		}
+		r.housekeeping(ctx, conn) // retention.go
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)

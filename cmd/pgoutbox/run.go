@@ -79,6 +79,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
+	metricsAddr := registerOpsFlags(fs, &cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 30*time.Second, "how long a silent Postgres connection is trusted before it is dropped and reconnected")
 	mapping := registerMappingFlags(fs, &cfg) // column mapping and Debezium formats: debezium_flags.go
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -116,11 +117,21 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
 
+	if *metricsAddr == "" {
+		cfg.MonitorInterval = 0 // nothing would read what it samples
+	}
 	r, err := relay.New(cfg, log)
 	if err != nil {
 		return err
 	}
 	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	if *metricsAddr != "" {
+		stopOps, err := serveOps(*metricsAddr, r.Metrics, log)
+		if err != nil {
+			return err
+		}
+		defer stopOps()
+	}
 	err = r.Run(ctx)
 	log.Info("pgoutbox stopped", "published", r.Stats.Published.Load())
 	if err != nil {

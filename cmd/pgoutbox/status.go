@@ -38,7 +38,63 @@ type pipelineStatus struct {
 	// in WAL mode these include rows the WAL already published.
 	Unpublished      int64    `json:"unpublished_rows"`
 	OldestUnpublishd *float64 `json:"oldest_unpublished_seconds,omitempty"`
-	Problems         []string `json:"problems"`
+	// LastPublish and Alive are saved by the relay every few seconds;
+	// DeadLetters is set when the dead-letter table exists.
+	LastPublish *time.Time `json:"last_publish_at,omitempty"`
+	Alive       *time.Time `json:"alive_at,omitempty"`
+	DeadLetters *int64     `json:"dead_letters,omitempty"`
+	Problems    []string   `json:"problems"`
+}
+
+// deadLetterTable is where dead-lettered events are kept, when it exists.
+const deadLetterTable = "pgoutbox_dead_letter"
+
+// thresholds are when status says the pipeline needs a person.
+type thresholds struct {
+	maxAge   time.Duration // oldest unpublished row
+	maxLag   int64         // slot lag or retained WAL, bytes
+	maxQuiet time.Duration // since a relay last held the pipeline
+}
+
+func (th *thresholds) register(fs *flag.FlagSet) {
+	fs.DurationVar(&th.maxAge, "max-pending-age", 5*time.Minute, "a problem when the oldest unpublished row is older than this")
+	fs.Int64Var(&th.maxLag, "max-lag-bytes", 1<<30, "a problem when the slot retains or trails by more WAL than this")
+	fs.DurationVar(&th.maxQuiet, "max-relay-silence", time.Minute, "a problem when no relay has held the pipeline for this long")
+}
+
+// operations adds what the relay saves for operations (migration 004) and
+// the dead-letter count, and the problems they show.
+func (st *pipelineStatus) operations(ctx context.Context, conn *pgx.Conn, th thresholds) {
+	var silence *float64
+	err := conn.QueryRow(ctx, `SELECT last_publish_at, alive_at, extract(epoch FROM now() - alive_at)::float8
+FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(&st.LastPublish, &st.Alive, &silence)
+	if err == nil && silence != nil && *silence > th.maxQuiet.Seconds() {
+		st.Problems = append(st.Problems, fmt.Sprintf("no relay has held the pipeline for %s: is pgoutbox run running?",
+			(time.Duration(*silence)*time.Second).Round(time.Second)))
+	}
+	var hasDLQ bool
+	if conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", deadLetterTable).Scan(&hasDLQ) == nil && hasDLQ {
+		var n int64
+		if conn.QueryRow(ctx, "SELECT count(*) FROM "+deadLetterTable).Scan(&n) == nil {
+			st.DeadLetters = &n
+			if n > 0 {
+				st.Problems = append(st.Problems, fmt.Sprintf("%d events are dead-lettered in %s", n, deadLetterTable))
+			}
+		}
+	}
+	if st.OldestUnpublishd != nil && *st.OldestUnpublishd > th.maxAge.Seconds() {
+		st.Problems = append(st.Problems, fmt.Sprintf("the oldest unpublished row is %s old (over %s): is Kafka reachable?",
+			(time.Duration(*st.OldestUnpublishd)*time.Second).Round(time.Second), th.maxAge))
+	}
+	if s := st.Slot; s != nil {
+		if s.LagBytes > th.maxLag || s.RetainedBytes > th.maxLag {
+			st.Problems = append(st.Problems, fmt.Sprintf("the slot retains %d bytes of WAL and trails by %d (limit %d): the relay is behind or stopped",
+				s.RetainedBytes, s.LagBytes, th.maxLag))
+		}
+		if s.WALStatus == "unreserved" {
+			st.Problems = append(st.Problems, "the slot is about to lose WAL it needs (wal_status unreserved, max_slot_wal_keep_size)")
+		}
+	}
 }
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,8 +102,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		c      common
 		asJSON bool
+		th     thresholds
 	)
 	c.register(fs)
+	th.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -108,6 +166,8 @@ WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, tab
 		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
 	}
 
+	st.operations(ctx, conn, th)
+
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -132,6 +192,15 @@ WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, tab
 			fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
 		}
 		fmt.Fprintln(stdout)
+		if st.LastPublish != nil {
+			fmt.Fprintf(stdout, "published    last at %s\n", st.LastPublish.Format(time.RFC3339))
+		}
+		if st.Alive != nil {
+			fmt.Fprintf(stdout, "relay        last seen %s\n", st.Alive.Format(time.RFC3339))
+		}
+		if st.DeadLetters != nil {
+			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)
+		}
 		for _, p := range st.Problems {
 			fmt.Fprintf(stdout, "problem: %s\n", p)
 		}

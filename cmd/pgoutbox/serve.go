@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+)
+
+// serveOps serves the relay's /metrics, /healthz and /readyz on addr until
+// the returned function is called. It listens before returning, so a bad
+// or busy address fails the start.
+func serveOps(addr string, m *relay.Metrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics and health", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
+
+// registerOpsFlags adds run's operations flags and returns --metrics-addr.
+func registerOpsFlags(fs *flag.FlagSet, cfg *relay.Config) *string {
+	addr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. :9187 (default off)")
+	fs.DurationVar(&cfg.MonitorInterval, "metrics-interval", 10*time.Second, "how often slot lag and unpublished rows are read and both ends checked, with --metrics-addr")
+	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "delete published outbox rows older than this; 0 keeps them")
+	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", 5*time.Minute, "how often retention runs")
+	return addr
+}

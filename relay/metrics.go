@@ -1,0 +1,409 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
+)
+
+// Metrics are the relay's Prometheus metrics, on a registry of their own
+// (Registry), plus what readiness is judged on. Every Relay has one; it
+// costs a few atomic adds per event and nothing else until it is served.
+//
+// On the per-event path a publisher caches the counter of the last topic it
+// saw, so a record costs a string comparison, an atomic add and a histogram
+// observation; a topic change costs one lock-free map lookup.
+type Metrics struct {
+	// Registry holds the metrics below plus the Go and process collectors.
+	Registry *prometheus.Registry
+
+	published    *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	batch        *prometheus.HistogramVec
+	failed       prometheus.Counter
+	deadLettered prometheus.Counter
+	reconnects   prometheus.Counter
+	heartbeats   prometheus.Counter
+	retained     prometheus.Gauge
+	lag          prometheus.Gauge
+	oldest       prometheus.Gauge
+	pending      prometheus.Gauge
+	deleted      prometheus.Counter
+	mode         *prometheus.GaugeVec
+
+	// series caches the children of published and latency per mode and
+	// topic; copy on write, read without a lock.
+	seriesMu sync.Mutex
+	series   atomic.Pointer[map[seriesKey]*series]
+
+	// Readiness: a session holds the pipeline, and the last checks of
+	// Postgres and Kafka succeeded (nil errors) or have not run.
+	session  atomic.Value // Mode of the running session, "" between sessions
+	dbErr    atomic.Pointer[error]
+	kafkaErr atomic.Pointer[error]
+}
+
+type seriesKey struct {
+	mode  Mode
+	topic string
+}
+
+// series are the children one acked record updates.
+type series struct {
+	published prometheus.Counter
+	latency   prometheus.Observer
+	failed    prometheus.Counter
+}
+
+// NewMetrics creates the metrics on a new registry. lastPublish is read at
+// scrape time for pgoutbox_last_publish_timestamp_seconds (nil leaves it out).
+func NewMetrics(lastPublish *atomic.Int64) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgoutbox_events_published_total",
+			Help: "Events acknowledged by Kafka, by topic and mode (wal or poll).",
+		}, []string{"topic", "mode"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pgoutbox_publish_latency_seconds",
+			Help: "Time to the Kafka ack: from the transaction's commit in WAL mode, from the poll that read the row in poll mode.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60,
+				300},
+		}, []string{"mode"}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pgoutbox_batch_size",
+			Help:    "Events per batch: per transaction in WAL mode, per poll in poll mode.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, 100000},
+		}, []string{"mode"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_events_failed_total",
+			Help: "Records Kafka did not acknowledge (delivery failures); they are sent again, never dropped.",
+		}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_events_dead_lettered_total",
+			Help: "Events that could not be published and went to the dead-letter destination.",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_reconnects_total",
+			Help: "Sessions that ended in an error and were retried after a backoff.",
+		}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_heartbeats_total",
+			Help: "Heartbeat messages read back from the WAL.",
+		}),
+		retained: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_slot_retained_wal_bytes",
+			Help: "WAL the replication slot keeps on the server (current LSN minus restart_lsn); 0 without a slot.",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_slot_lag_bytes",
+			Help: "Distance from the slot's confirmed_flush_lsn to the server's current LSN; 0 without a slot.",
+		}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_oldest_unpublished_event_age_seconds",
+			Help: "Age (created_at) of the oldest row above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_unpublished_events",
+			Help: "Rows above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
+		}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_retention_deleted_events_total",
+			Help: "Published rows deleted by retention.",
+		}),
+		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pgoutbox_mode",
+			Help: "1 for the mode of the current (or last) session, wal or poll; 0 for the other.",
+		}, []string{"mode"}),
+	}
+	empty := map[seriesKey]*series{}
+	m.series.Store(&empty)
+	m.session.Store(Mode(""))
+	m.mode.WithLabelValues(string(ModeWAL))
+	m.mode.WithLabelValues(string(ModePoll))
+	m.Registry.MustRegister(m.published, m.latency, m.batch, m.failed, m.deadLettered, m.reconnects,
+		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.mode,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pgoutbox_ready",
+		Help: "1 when /readyz would answer ready: a session holds the pipeline and both ends answered the last check.",
+	}, func() float64 {
+		if m.Ready() != nil {
+			return 0
+		}
+		return 1
+	}))
+	if lastPublish != nil {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pgoutbox_last_publish_timestamp_seconds",
+			Help: "Unix time of the last Kafka ack; 0 before the first.",
+		}, func() float64 { return float64(lastPublish.Load()) / 1e9 }))
+	}
+	return m
+}
+
+// DeadLettered counts n events sent to the dead-letter destination.
+func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }
+
+func (m *Metrics) seriesFor(mode Mode, topic string) *series {
+	k := seriesKey{mode, topic}
+	if s, ok := (*m.series.Load())[k]; ok {
+		return s
+	}
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	old := *m.series.Load()
+	if s, ok := old[k]; ok {
+		return s
+	}
+	s := &series{
+		published: m.published.WithLabelValues(topic, string(mode)),
+		latency:   m.latency.WithLabelValues(string(mode)),
+		failed:    m.failed,
+	}
+	next := make(map[seriesKey]*series, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[k] = s
+	m.series.Store(&next)
+	return s
+}
+
+// publisher is one session's (or one poll batch's) view of the metrics.
+// It is used by one goroutine; the ack handles it returns may be used from
+// any.
+type publisher struct {
+	m      *Metrics
+	mode   Mode
+	batch  prometheus.Observer
+	topic  string
+	last   *series
+	txRows int
+}
+
+func (m *Metrics) publisher(mode Mode) publisher {
+	return publisher{m: m, mode: mode, batch: m.batch.WithLabelValues(string(mode))}
+}
+
+// row counts a record of the current transaction produced to topic and
+// returns what its ack updates; since is the time its latency counts from.
+func (p *publisher) row(topic string, since time.Time) ack {
+	if p.last == nil || topic != p.topic {
+		p.last, p.topic = p.m.seriesFor(p.mode, topic), topic
+	}
+	p.txRows++
+	return ack{p.last, since}
+}
+
+// commit closes a transaction (WAL) or a batch (poll) of the rows counted.
+func (p *publisher) commit() {
+	if p.txRows > 0 {
+		p.batch.Observe(float64(p.txRows))
+		p.txRows = 0
+	}
+}
+
+func (p *publisher) heartbeat() { p.m.heartbeats.Inc() }
+
+// ack is a record's handle, captured by its produce callback.
+type ack struct {
+	s     *series
+	since time.Time
+}
+
+// done records the record's ack, or its delivery failure.
+func (a ack) done(err error) {
+	if err != nil {
+		a.s.failed.Inc()
+		return
+	}
+	a.s.published.Inc()
+	a.s.latency.Observe(time.Since(a.since).Seconds())
+}
+
+// sessionUp marks a session of mode holding the pipeline; the returned
+// function marks it gone.
+func (m *Metrics) sessionUp(mode Mode) func() {
+	m.session.Store(mode)
+	m.setMode(mode)
+	return func() { m.session.Store(Mode("")) }
+}
+
+func (m *Metrics) setMode(mode Mode) {
+	for _, md := range []Mode{ModeWAL, ModePoll} {
+		v := 0.0
+		if md == mode {
+			v = 1
+		}
+		m.mode.WithLabelValues(string(md)).Set(v)
+	}
+}
+
+// Ready tells whether the relay is connected to both ends and publishing,
+// or ready to: a session holds the pipeline, and the last checks of
+// Postgres and Kafka succeeded. The error says what is missing.
+func (m *Metrics) Ready() error {
+	if mode, _ := m.session.Load().(Mode); mode == "" {
+		return errors.New("no session: connecting, backing off, or waiting for the pipeline lock")
+	}
+	if e := m.dbErr.Load(); e != nil && *e != nil {
+		return fmt.Errorf("postgres: %w", *e)
+	}
+	if e := m.kafkaErr.Load(); e != nil && *e != nil {
+		return fmt.Errorf("kafka: %w", *e)
+	}
+	return nil
+}
+
+// monitor runs beside the sessions while Run runs: every MonitorInterval it
+// checks that a broker answers, reads the slot's lag and the unpublished
+// rows from Postgres on a connection of its own, and updates readiness.
+// Nothing of this is on the per-event path.
+func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
+	if r.cfg.MonitorInterval <= 0 {
+		return
+	}
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	m := r.Metrics
+	ticker := time.NewTicker(r.cfg.MonitorInterval)
+	defer ticker.Stop()
+	for {
+		timeout := min(r.cfg.MonitorInterval, 5*time.Second)
+		kctx, cancel := context.WithTimeout(ctx, timeout)
+		kerr := k.Ping(kctx)
+		cancel()
+		m.kafkaErr.Store(&kerr)
+
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		var derr error
+		if conn == nil || conn.IsClosed() {
+			conn, derr = replication.Connect(dctx, r.cfg.Replication.DatabaseURL)
+			if derr != nil {
+				conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
+			}
+		}
+		if conn != nil {
+			if derr = r.sample(dctx, conn); derr != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.dbErr.Store(&derr)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// sample reads the slot's lag and the unpublished rows into the gauges.
+func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
+	m := r.Metrics
+	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
+	switch {
+	case err == nil:
+		m.retained.Set(float64(slot.RetainedBytes))
+		m.lag.Set(float64(slot.LagBytes))
+	case errors.Is(err, replication.ErrSlotMissing):
+		m.retained.Set(0)
+		m.lag.Set(0)
+	default:
+		return err
+	}
+	count, oldest, err := Unpublished(ctx, conn, r.cfg.Replication.Slot, r.table, r.timeColumn())
+	if err != nil {
+		if isUndefinedTable(err) {
+			return nil // no polling columns or no state table: nothing to report
+		}
+		return err
+	}
+	m.pending.Set(float64(count))
+	m.oldest.Set(oldest.Seconds())
+	return nil
+}
+
+func (r *Relay) timeColumn() string {
+	if r.cfg.Columns.Time != "" {
+		return r.cfg.Columns.Time
+	}
+	return "created_at"
+}
+
+// Unpublished counts the rows of table above the pipeline's published floor
+// that polling has not marked, and the age of the oldest by timeColumn. In
+// WAL mode this includes rows published since the floor last advanced (a
+// few seconds' worth while the relay is healthy).
+func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, table replication.Table, timeColumn string) (int64, time.Duration, error) {
+	var (
+		count  int64
+		oldest *float64
+	)
+	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s
+WHERE %s IS NULL AND %s >= coalesce((SELECT floor_xid FROM pgoutbox_state WHERE pipeline = $1), '0'::xid8)`,
+		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), replication.PublishedColumn, replication.TxIDColumn)
+	if err := conn.QueryRow(ctx, q, pipeline).Scan(&count, &oldest); err != nil {
+		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
+	}
+	var age time.Duration
+	if oldest != nil && *oldest > 0 {
+		age = time.Duration(*oldest * float64(time.Second))
+	}
+	return count, age, nil
+}
+
+// startMonitor runs monitor until the returned function is called, which
+// waits for it to stop.
+func (r *Relay) startMonitor(ctx context.Context, k *sink.Kafka) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.monitor(ctx, k)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// Handler serves /metrics (Prometheus text exposition of Registry),
+// /healthz (200 while the process serves) and /readyz (200 when Ready,
+// 503 with the reason otherwise).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := m.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

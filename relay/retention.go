@@ -1,0 +1,175 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+const (
+	// aliveEvery is how often a session records alive_at and
+	// last_publish_at in pgoutbox_state.
+	aliveEvery = 5 * time.Second
+	// retentionBatch rows are deleted per statement, each in its own short
+	// transaction, at most retentionMaxBatches times per run.
+	retentionBatch      = 1000
+	retentionMaxBatches = 100
+)
+
+// opsDefaults fills the operations settings of Config.
+func (c *Config) opsDefaults() {
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = 5 * time.Minute
+	}
+}
+
+func (c Config) opsValidate() error {
+	if c.Retention < 0 || c.RetentionInterval < 0 || c.MonitorInterval < 0 {
+		return errors.New("retention, retention interval and monitor interval must not be negative")
+	}
+	return nil
+}
+
+// housekeeper is what housekeeping remembers between calls. Sessions run
+// one at a time, so it needs no lock.
+type housekeeper struct {
+	lastAlive     time.Time
+	lastRetention time.Time
+	noColumns     bool // migration 004 has not run: alive_at and friends are missing
+	noRetention   bool // the table cannot be cleaned (no polling columns, odd time column)
+}
+
+// housekeeping runs inside a session, on the connection that holds the
+// pipeline's lock, between the session's own statements: every few seconds
+// it records that the relay is alive and when it last published, and every
+// RetentionInterval it deletes published rows older than Retention. It logs
+// its failures and never fails the session.
+func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
+	// Bounded like the session's own statements: a dead connection fails
+	// here and then ends the session.
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+	defer cancel()
+	hk, now := &r.hk, time.Now()
+	if !hk.noColumns && now.Sub(hk.lastAlive) >= aliveEvery {
+		hk.lastAlive = now
+		var last *time.Time
+		if ns := r.Stats.LastPublish.Load(); ns != 0 {
+			t := time.Unix(0, ns)
+			last = &t
+		}
+		_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET alive_at = now(),
+  last_publish_at = GREATEST(last_publish_at, $2) WHERE pipeline = $1`, r.cfg.Replication.Slot, last)
+		if isUndefinedTable(err) {
+			hk.noColumns = true
+			r.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
+		} else if err != nil && ctx.Err() == nil {
+			r.log.Warn("saving liveness failed", "err", err)
+		}
+	}
+	if r.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= r.cfg.RetentionInterval {
+		hk.lastRetention = now
+		if _, err := r.retain(ctx, conn); err != nil && ctx.Err() == nil {
+			r.log.Warn("retention failed", "err", err)
+		}
+	}
+}
+
+// markWALStart records wal_start_xid once, for a pipeline whose slot
+// exists: transactions at or above the snapshot's xmax start after the
+// slot's consistent point, so the stream carries their rows.
+// Setup does the same as soon as it creates a slot (saveWALStart); this
+// covers slots created before migration 004.
+func (r *Relay) markWALStart(ctx context.Context, conn *pgx.Conn) {
+	if r.hk.noColumns {
+		return
+	}
+	if err := saveWALStart(ctx, conn, r.cfg.Replication.Slot, true); err != nil && ctx.Err() == nil {
+		r.log.Warn("saving the WAL start failed", "err", err)
+	}
+}
+
+// saveWALStart sets the pipeline's wal_start_xid, if it has none, to the
+// current snapshot's xmax; the slot must exist. It does nothing unless
+// slotExists, nor on a state table without the column (migration 004).
+func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, slotExists bool) error {
+	if !slotExists {
+		return nil
+	}
+	_, xmax, _, err := replication.Snapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `UPDATE pgoutbox_state SET wal_start_xid = $2::text::xid8
+WHERE pipeline = $1 AND wal_start_xid IS NULL`, pipeline, strconv.FormatUint(xmax, 10))
+	if err != nil && !isUndefinedTable(err) {
+		return fmt.Errorf("save wal start: %w", err)
+	}
+	return nil
+}
+
+// retain deletes rows older than Retention that are known to be published,
+// in batches of retentionBatch by ctid, each its own short statement, so
+// no lock is held for long. A row is known to be published when polling
+// marked it (published_at set), or when its transaction is below the
+// published floor and at or above wal_start_xid (WAL mode published it).
+// Any other row stays, however old.
+func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	ok, err := replication.HasPollingColumns(ctx, conn, r.table)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		r.hk.noRetention = true
+		r.log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", r.table.String())
+		return 0, nil
+	}
+	var floor, start *string
+	err = conn.QueryRow(ctx, `SELECT floor_xid::text, wal_start_xid::text FROM pgoutbox_state WHERE pipeline = $1`,
+		r.cfg.Replication.Slot).Scan(&floor, &start)
+	if err != nil && !isUndefinedTable(err) && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("read floor: %w", err)
+	}
+	if err != nil {
+		floor, start = nil, nil // WAL rows stay until migration 004 ran and the floor is known
+	}
+	q := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM %[1]s
+  WHERE %[2]s < now() - make_interval(secs => $1)
+    AND (%[3]s IS NOT NULL OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
+  LIMIT %[5]d))`, r.table.Quoted(), pgx.Identifier{r.timeColumn()}.Sanitize(),
+		replication.PublishedColumn, replication.TxIDColumn, retentionBatch)
+	var total int64
+	budget := time.Now().Add(r.cfg.Replication.ReceiveTimeout / 3)
+	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
+		tag, err := conn.Exec(ctx, q, r.cfg.Retention.Seconds(), start, floor)
+		if err != nil {
+			if isUndefinedTable(err) || isTypeError(err) {
+				r.hk.noRetention = true
+			}
+			return total, fmt.Errorf("delete published rows: %w", err)
+		}
+		n := tag.RowsAffected()
+		total += n
+		r.Metrics.deleted.Add(float64(n))
+		if n < retentionBatch {
+			break
+		}
+	}
+	if total > 0 {
+		r.log.Info("retention deleted published rows", "rows", total, "older_than", r.cfg.Retention)
+	}
+	return total, nil
+}
+
+// isTypeError tells a time column that cannot be compared with a timestamp.
+func isTypeError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "42804")
+}

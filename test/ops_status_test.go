@@ -1,0 +1,111 @@
+package test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+type statusJSON struct {
+	Mode         string `json:"mode"`
+	ConfirmedLSN string `json:"confirmed_lsn"`
+	Slot         *struct {
+		LagBytes      int64 `json:"lag_bytes"`
+		RetainedBytes int64 `json:"retained_wal_bytes"`
+	} `json:"slot"`
+	Unpublished int64      `json:"unpublished_rows"`
+	Oldest      *float64   `json:"oldest_unpublished_seconds"`
+	LastPublish *time.Time `json:"last_publish_at"`
+	Alive       *time.Time `json:"alive_at"`
+	Problems    []string   `json:"problems"`
+}
+
+// status runs pgoutbox status --json and returns what it printed and
+// whether it exited 0.
+func (e *env) status(t *testing.T, extra ...string) (statusJSON, bool) {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	cmd := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.url}, extra...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("status: %v", err)
+	}
+	var st statusJSON
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status output is not JSON: %v\n%s\n%s", err, out, stderr.String())
+	}
+	return st, err == nil
+}
+
+// While the broker is down, status shows the slot's lag and the oldest
+// unpublished row growing, and says so with a non-zero exit once over the
+// limits; with the broker back both shrink again.
+func TestOpsStatusLagGrowsWhileBrokerDown(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	cfg := e.config()
+	e.setup(cfg)
+	e.start(cfg)
+	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	eventually(t, 15*time.Second, "last_publish_at saved", func() bool {
+		st, _ := e.status(t)
+		return st.LastPublish != nil && st.Alive != nil
+	})
+	healthy, ok := e.status(t)
+	if !ok || len(healthy.Problems) > 0 || healthy.Slot == nil {
+		t.Fatalf("healthy pipeline: exit ok %t, %+v", ok, healthy)
+	}
+
+	broker.Kill()
+	more := func(n int) {
+		for i := 0; i < n; i++ {
+			ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"pad":"%s"}`, strings.Repeat("x", 2000))})...)
+		}
+	}
+	more(20)
+	time.Sleep(time.Second)
+	first, _ := e.status(t)
+	more(20)
+	time.Sleep(1500 * time.Millisecond)
+	second, ok := e.status(t, "--max-pending-age", "1s")
+	t.Logf("lag %d -> %d bytes, oldest %v -> %v s, unpublished %d -> %d", first.Slot.LagBytes, second.Slot.LagBytes,
+		deref(first.Oldest), deref(second.Oldest), first.Unpublished, second.Unpublished)
+	if second.Slot.LagBytes <= first.Slot.LagBytes || first.Slot.LagBytes <= 0 {
+		t.Errorf("slot lag did not grow while the broker was down: %d then %d bytes", first.Slot.LagBytes, second.Slot.LagBytes)
+	}
+	if first.Oldest == nil || second.Oldest == nil || *second.Oldest <= *first.Oldest {
+		t.Errorf("the oldest unpublished row's age did not grow: %v then %v", first.Oldest, second.Oldest)
+	}
+	if second.Unpublished < first.Unpublished || second.Unpublished < 40 {
+		t.Errorf("unpublished rows: %d then %d, want at least the 40 written while the broker was down", first.Unpublished, second.Unpublished)
+	}
+	if ok || !strings.Contains(strings.Join(second.Problems, "\n"), "oldest unpublished") {
+		t.Errorf("status exited ok=%t with problems %q; want a non-zero exit naming the oldest unpublished row", ok, second.Problems)
+	}
+
+	broker.Start()
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
+	eventually(t, 30*time.Second, "the lag shrinking after the outage", func() bool {
+		st, _ := e.status(t)
+		return st.Slot != nil && st.Slot.LagBytes < first.Slot.LagBytes
+	})
+}
+
+func deref(f *float64) float64 {
+	if f == nil {
+		return -1
+	}
+	return *f
+}
