@@ -75,8 +75,7 @@ func replicationUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "42501", // insufficient privilege (creating the slot or publication)
-			"53300", // too many connections: no free WAL sender
+		case "53300", // too many connections: no free WAL sender
 			"55000", // object not in prerequisite state (wal_level, invalidated slot)
 			"08P01": // protocol violation: a pooler refusing replication
 			return true

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -200,6 +201,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer k.Close()
+	// Credentials or TLS settings that can never work stop the relay here
+	// with the reason; a broker that is only unreachable is retried, and
+	// records wait for it.
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = k.Ping(pctx)
+	cancel()
+	switch {
+	case errors.Is(err, sink.ErrAuth):
+		return err
+	case err != nil && ctx.Err() == nil:
+		r.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(r.cfg.Sink.Brokers, ","), "err", err)
+	}
 	defer r.startMonitor(ctx, k)() // metrics.go
 
 	bo := backoff.NewExponentialBackOff()
@@ -284,7 +297,7 @@ func permanent(err error) bool {
 	switch {
 	case errors.As(err, &parseErr):
 		return true
-	case errors.As(err, &rowErr), errors.As(err, &tooLarge),
+	case errors.Is(err, sink.ErrAuth), errors.As(err, &rowErr), errors.As(err, &tooLarge),
 		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
 		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),

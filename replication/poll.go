@@ -88,11 +88,13 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 
 // HasPollingColumns tells whether the table has seq, txid and published_at.
 func HasPollingColumns(ctx context.Context, conn *pgx.Conn, t Table) (bool, error) {
+	// pg_attribute, not information_schema, which hides the columns a
+	// role has no privilege on and would blame the table's shape.
 	var n int
 	err := conn.QueryRow(ctx, `
-SELECT count(*) FROM information_schema.columns
-WHERE table_schema = $1 AND table_name = $2 AND column_name = ANY($3)`,
-		t.Schema, t.Name, []string{SeqColumn, TxIDColumn, PublishedColumn}).Scan(&n)
+SELECT count(*) FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND attnum > 0 AND NOT attisdropped`,
+		t.Quoted(), []string{SeqColumn, TxIDColumn, PublishedColumn}).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up polling columns: %w", err)
 	}

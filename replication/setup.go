@@ -111,6 +111,9 @@ SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
 		return false, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", ErrPublication, name, name, t.Quoted())
 	}
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", name, t.Quoted())); err != nil {
+		if isPrivilegeError(err) {
+			return false, fmt.Errorf("%w: may not create publication %s (it needs CREATE on the database and ownership of %s): %v", ErrNotReady, name, t, err)
+		}
 		return false, fmt.Errorf("create publication %s: %w", name, err)
 	}
 	return true, nil
@@ -123,6 +126,9 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LSN
 	}
 	var lsn string
 	if err := conn.QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", name).Scan(&lsn); err != nil {
+		if isPrivilegeError(err) {
+			return 0, fmt.Errorf("%w: may not create slot %s: %v", ErrNotReady, name, err)
+		}
 		return 0, fmt.Errorf("create slot %s: %w", name, err)
 	}
 	return pglogrepl.ParseLSN(lsn)
@@ -236,4 +242,9 @@ func DropPublication(ctx context.Context, conn *pgx.Conn, name string) error {
 		return fmt.Errorf("drop publication %s: %w", name, err)
 	}
 	return nil
+}
+
+func isPrivilegeError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }

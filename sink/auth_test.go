@@ -2,65 +2,25 @@ package sink
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
-// testCA is a throwaway certificate authority and a broker certificate for
-// 127.0.0.1 that it signed.
-type testCA struct {
-	pool   *x509.CertPool
-	server tls.Certificate
-}
-
-func newTestCA(t *testing.T) testCA {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pgoutbox test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return testCA{pool: pool, server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}}
-}
-
 // secureBroker requires TLS and SASL/SCRAM-SHA-256 with user relay.
-func secureBroker(t *testing.T, ca testCA) []string {
+func secureBroker(t *testing.T, ca *tlstest.CA) []string {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{ca.server}, MinVersion: tls.VersionTLS12}),
+		kfake.TLS(ca.ServerConfig()),
 		kfake.EnableSASL(), kfake.Superuser(MechanismScramSHA256, "relay", "s3cret-Kafka-pass"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +30,8 @@ func secureBroker(t *testing.T, ca testCA) []string {
 }
 
 func TestTLSAndSASL(t *testing.T) {
-	ca := newTestCA(t)
-	other := newTestCA(t)
+	ca := tlstest.New(t)
+	other := tlstest.New(t)
 	brokers := secureBroker(t, ca)
 	plainBroker, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -88,11 +48,11 @@ func TestTLSAndSASL(t *testing.T) {
 		want    string // "" means it must work
 		auth    bool   // the error must be ErrAuth: retrying cannot fix it
 	}{
-		{"right credentials over TLS", brokers, good, &tls.Config{RootCAs: ca.pool}, "", false},
-		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.pool}, "SASL authentication", true},
-		{"untrusted CA", brokers, good, &tls.Config{RootCAs: other.pool}, "TLS certificate is not trusted", true},
+		{"right credentials over TLS", brokers, good, &tls.Config{RootCAs: ca.Pool}, "", false},
+		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, "SASL authentication", true},
+		{"untrusted CA", brokers, good, &tls.Config{RootCAs: other.Pool}, "TLS certificate is not trusted", true},
 		{"plaintext to a TLS broker", brokers, good, nil, "requires TLS", true},
-		{"TLS to a plaintext broker", plainBroker.ListenAddrs(), SASL{}, &tls.Config{RootCAs: ca.pool}, "TLS listener", false},
+		{"TLS to a plaintext broker", plainBroker.ListenAddrs(), SASL{}, &tls.Config{RootCAs: ca.Pool}, "TLS listener", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,8 +37,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", "", "file of 'flag = value' lines")
 }
 
-func (c *common) logger(stderr io.Writer) (*slog.Logger, error) {
-	return newLogger(stderr, c.logFormat, c.logLevel, secretsOf(c.databaseURL))
+func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) {
+	return newLogger(stderr, c.logFormat, c.logLevel, append(secretsOf(c.databaseURL), more...))
 }
 
 // requireURL checks the settings every database command needs, the log
@@ -63,6 +63,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		format  string
 	)
 	c.register(fs)
+	var auth kafkaAuth
+	auth.register(fs)
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
 	fs.StringVar(&mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
@@ -103,12 +105,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr)
+	log, err := c.logger(stderr, auth.secrets()...)
 	if err != nil {
 		return err
 	}
 	cfg.Encoder.Format = f
 	cfg.Sink.Brokers = strings.Split(brokers, ",")
+	if err := auth.apply(&cfg.Sink); err != nil {
+		return err
+	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	cfg.Replication.Table = c.table
 	cfg.Replication.Slot = c.slot

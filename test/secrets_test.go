@@ -1,0 +1,148 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
+)
+
+// runOnce runs the binary to its end (or kills it after d) and returns its
+// exit code and everything it printed.
+func runOnce(t *testing.T, d time.Duration, env []string, args ...string) (int, string) {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	}
+	return code, string(out)
+}
+
+// Bad credentials and unreachable servers give a clear error naming what
+// is wrong, and no secret reaches any line pgoutbox prints; SASL/SCRAM and
+// TLS to Kafka work when configured rightly.
+func TestCredentialsAndSecrets(t *testing.T) {
+	e := newEnv(t)
+	if e.pg.External() {
+		t.Skip("needs the throwaway cluster's pg_hba.conf")
+	}
+	ctx := context.Background()
+	// A role that must give its password, over scram-sha-256.
+	hba := filepath.Join(e.pg.Dir, "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hba, append([]byte("host all pw_user 127.0.0.1/32 scram-sha-256\n"), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE pw_user LOGIN REPLICATION PASSWORD 'Right-Db-Pass-42';
+GRANT SELECT, UPDATE ON outbox TO pw_user; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO pw_user;
+GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO pw_user; SELECT pg_reload_conf()`); err != nil {
+		t.Fatal(err)
+	}
+	e.setup(e.config()) // the publication and slot, made by the owner
+	ca := tlstest.New(t)
+	other := tlstest.New(t)
+	secure := kafkatest.New(t, kfake.TLS(ca.ServerConfig()), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "relay", "Right-Kafka-Pass-7"))
+	caFile := ca.WritePEM(t, t.TempDir())
+	otherCA := other.WritePEM(t, t.TempDir())
+	wrongDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Wrong-Db-Pass-13@", 1)
+	rightDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Right-Db-Pass-42@", 1)
+	secrets := []string{"Wrong-Db-Pass-13", "Right-Db-Pass-42", "Wrong-Kafka-Pass-9", "Right-Kafka-Pass-7"}
+	kafkaTLS := []string{"--kafka-brokers", strings.Join(secure.Brokers, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-username", "relay", "--kafka-tls-ca", caFile}
+
+	tests := []struct {
+		name  string
+		env   []string
+		args  []string
+		code  int // -1: still running when stopped, which ends with 0
+		wants []string
+	}{
+		{"wrong database password", nil,
+			[]string{"run", "--database-url", wrongDB, "--kafka-brokers", strings.Join(e.brokers, ",")},
+			1, []string{"password authentication failed", "pw_user"}},
+		{"unreachable broker", nil,
+			[]string{"run", "--database-url", rightDB, "--kafka-brokers", "127.0.0.1:1", "--log-level", "debug"},
+			-1, []string{"kafka is not reachable yet", "127.0.0.1:1", "connection refused"}},
+		{"wrong SASL password", []string{"PGOUTBOX_KAFKA_PASSWORD=Wrong-Kafka-Pass-9"},
+			append([]string{"run", "--database-url", rightDB}, kafkaTLS...),
+			1, []string{"SASL"}},
+		{"untrusted broker certificate", []string{"PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7"},
+			[]string{"run", "--database-url", rightDB, "--kafka-brokers", strings.Join(secure.Brokers, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
+				"--kafka-username", "relay", "--kafka-tls-ca", otherCA},
+			1, []string{"TLS certificate is not trusted"}},
+		{"SASL and TLS configured rightly", []string{"PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7"},
+			append([]string{"run", "--database-url", rightDB, "--log-level", "debug"}, kafkaTLS...),
+			-1, []string{`"msg":"streaming"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := 20 * time.Second
+			if tt.code == -1 {
+				d = 6 * time.Second
+			}
+			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
+			if tt.code >= 0 && code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, s := range secrets {
+				if strings.Contains(out, s) {
+					t.Errorf("output shows the secret %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+	// And with everything right, an event flows through SASL and TLS: its
+	// commit is confirmed, which needs the secure broker's ack.
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	cmd := exec.Command(bin, append([]string{"run", "--database-url", rightDB, "--status-interval", "100ms", "--log-format", "json"}, kafkaTLS...)...)
+	cmd.Env = append(os.Environ(), "PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	probe := e.commitProbe()
+	e.insert(row{"order", "o-1", "Placed", `{"secure":true}`})
+	commit := probe.commits()[0]
+	eventually(t, 20*time.Second, "the event confirmed through SASL and TLS", func() bool {
+		return e.slot("pgoutbox").ConfirmedLSN >= commit
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, out.String())
+	}
+	for _, s := range secrets {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("output shows the secret %q", s)
+		}
+	}
+}
