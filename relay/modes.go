@@ -170,6 +170,11 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	if err != nil {
 		return err
 	}
+	dl, err := r.openDeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	defer dl.close()
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModePoll)()
 	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize)
@@ -182,7 +187,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
-		err := r.pollRound(qctx, k, poller, conn, bindings, floor, handoff, &nextProbe)
+		err := r.pollRound(qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -196,7 +201,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full.
-func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
 	bindings map[*replication.Relation]*schema.Binding, floor uint64, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
@@ -204,7 +209,7 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, poller *replicatio
 		return err
 	}
 	if len(rows) > 0 {
-		if err := r.publishBatch(ctx, k, poller, bindings, rows); err != nil {
+		if err := r.publishBatch(ctx, k, dl, poller, bindings, rows); err != nil {
 			return err
 		}
 	}
@@ -234,7 +239,7 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, poller *replicatio
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replication.Poller, bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
+func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
@@ -263,7 +268,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, poller *replica
 			}
 			bindings[row.Relation] = b
 		}
-		rec, err := r.record(b, &row.Change)
+		rec, err := r.prepareRow(ctx, k, dl, b, &row.Change)
 		if err != nil {
 			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
 			break

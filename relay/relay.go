@@ -52,6 +52,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MaxBackoff caps the wait between reconnection attempts (default 30s).
 	MaxBackoff time.Duration
+	// OnPoison is what happens to a row that cannot be published:
+	// PoisonDeadLetter (default) or PoisonHalt.
+	OnPoison string
+	// DLQTopic receives dead letters (default "<slot>.dlq").
+	DLQTopic string
 
 	// Operations (metrics.go, retention.go).
 	// MonitorInterval is how often slot lag and unpublished rows are read
@@ -94,6 +99,12 @@ func (c *Config) Defaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 30 * time.Second
 	}
+	if c.OnPoison == "" {
+		c.OnPoison = PoisonDeadLetter
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = c.Replication.Slot + ".dlq"
+	}
 	c.opsDefaults()
 }
 
@@ -114,6 +125,12 @@ func (c Config) Validate() error {
 		if err != nil {
 			return err
 		}
+	}
+	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
+		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
+	}
+	if err := (router.Config{Topic: c.DLQTopic}).Validate(); err != nil || strings.ContainsAny(c.DLQTopic, "{}") {
+		return fmt.Errorf("dead-letter topic %q is not a valid topic name", c.DLQTopic)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("shutdown timeout must be positive")
@@ -358,6 +375,11 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		}
 	}()
 
+	dl, err := r.openDeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	defer dl.close()
 	changes := make(chan replication.Change, 512)
 	readDone := make(chan struct{})
 	g, gctx := errgroup.WithContext(hard)
@@ -366,7 +388,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		defer close(changes)
 		return stream.Run(gctx, changes)
 	})
-	g.Go(func() error { return r.publish(gctx, hard, k, changes, wm) })
+	g.Go(func() error { return r.publish(gctx, hard, k, dl, changes, wm) })
 	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream) })
 	runErr := g.Wait()
 
@@ -413,7 +435,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 // recordCtx, which ends only at a hard stop: franz-go fails buffered
 // records when their Produce context ends, and a failure later in the
 // stream must not fail records handed over before it.
-func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <-chan replication.Change, wm *watermark) error {
+func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadLetters, changes <-chan replication.Change, wm *watermark) error {
 	var (
 		tx       *txn
 		bindings = make(map[*replication.Relation]*schema.Binding)
@@ -436,7 +458,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 				}
 				bindings[c.Relation] = b
 			}
-			rec, err := r.record(b, &c)
+			rec, err := r.prepareRow(ctx, k, dl, b, &c)
 			if err != nil {
 				return err
 			}
@@ -471,6 +493,33 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, changes <
 		}
 	}
 	return ctx.Err()
+}
+
+// prepareRow turns a row into the record to produce: its event, or, under
+// the dead-letter policy, the dead letter that replaces a poison row or an
+// event held behind one.
+func (r *Relay) prepareRow(ctx context.Context, k *sink.Kafka, dl *deadLetters, b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
+	var rec *kgo.Record
+	held, err := dl.isHeld(ctx, b.RawAggregateID(c.Values))
+	switch {
+	case err != nil:
+		return nil, err
+	case held:
+		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
+	default:
+		if rec, err = r.record(b, c); err == nil {
+			if ferr := k.Fits(rec); ferr != nil {
+				err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
+			}
+		}
+	}
+	if err == nil {
+		return rec, nil
+	}
+	if dl == nil || !isPoison(err) {
+		return nil, err
+	}
+	return dl.add(ctx, k, b, c, err)
 }
 
 // record encodes and routes one row.

@@ -370,3 +370,17 @@ func trimJSONSpace(b []byte) []byte {
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// RawID returns the row's id column as text, or "" when it is NULL. It
+// reads the row without validating it, for rows that cannot become a record.
+func (b *Binding) RawID(values [][]byte) string { return b.raw(fID, values) }
+
+// RawAggregateID returns the row's aggregate id as text, or "" when NULL.
+func (b *Binding) RawAggregateID(values [][]byte) string { return b.raw(fAggregateID, values) }
+
+func (b *Binding) raw(f int, values [][]byte) string {
+	if i := b.idx[f]; i >= 0 && i < len(values) && values[i] != nil {
+		return string(values[i])
+	}
+	return ""
+}

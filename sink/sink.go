@@ -197,6 +197,14 @@ func Size(r *kgo.Record) int {
 	return n
 }
 
+// Fits returns *TooLargeError when r exceeds the maximum message size.
+func (k *Kafka) Fits(r *kgo.Record) error {
+	if n := Size(r); n > k.max {
+		return &TooLargeError{Size: n, Max: k.max}
+	}
+	return nil
+}
+
 // Produce hands r to the client; promise is called once with its ack or
 // its failure. It blocks while the buffer is full, until ctx ends. A record
 // over the size limit is refused with *TooLargeError and promise is not

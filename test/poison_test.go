@@ -2,11 +2,13 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
@@ -36,6 +38,7 @@ func TestPoisonRowHalts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			cfg := e.config()
+			cfg.OnPoison = relay.PoisonHalt
 			cfg.Sink.MaxMessageBytes = 2048
 			cfg.Sink.MaxBufferedBytes = 1 << 20
 			e.setup(cfg)
@@ -73,4 +76,103 @@ func TestPoisonRowHalts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Under the default policy, poison rows go to the dead letters with their
+// reason: a payload over the broker's limit, a payload that is not JSON
+// where the column allows it, an empty aggregate id. Other aggregates keep
+// flowing; later events of a poisoned aggregate are held behind it, so
+// nothing overtakes it. Once the rows are fixed, a replay publishes them in
+// order and the aggregate flows again.
+func TestPoisonRowsDeadLettered(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.config()
+			cfg.Mode = mode
+			cfg.PollInterval = 50 * time.Millisecond
+			cfg.Sink.MaxMessageBytes = 2048
+			cfg.Sink.MaxBufferedBytes = 1 << 20
+			if mode == relay.ModeWAL {
+				e.setup(cfg)
+			}
+			e.start(cfg)
+			big := `{"blob":"` + strings.Repeat("x", 4000) + `"}`
+			n1 := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})[0]
+			tooLarge := e.insert(row{"order", "o-1", "Placed", big})[0]
+			n3 := e.insert(row{"order", "o-1", "Placed", `{"n":3}`})[0]
+			other := e.insert(row{"order", "o-2", "Placed", `{"other":true}`})[0]
+			notJSON := e.insert(row{"order", "o-4", "Placed", `{not json`})[0]
+			noKey := e.insert(row{"order", "", "Placed", `{"n":5}`})[0]
+
+			awaitIDs(t, e.brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
+			dlq := awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 4, 15*time.Second)
+			got := map[string]string{}
+			for _, d := range dlq {
+				got[d.EventID] = d.Reason
+			}
+			for id, want := range map[string]string{tooLarge: "exceeds the maximum message size", n3: "held behind", notJSON: "JSON", noKey: "aggregate"} {
+				if !strings.Contains(got[id], want) {
+					t.Errorf("dead letter for %s: reason %q, want it to mention %q", id, got[id], want)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			for _, rec := range drain(t, e.brokers, "outbox.event.order", 0) {
+				if id := decodeEvent(t, rec).ID; id == n3 {
+					t.Fatal("an event overtook the dead-lettered event of its aggregate")
+				}
+			}
+
+			// Fix the rows and replay.
+			if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1;`, tooLarge); err != nil {
+				t.Fatal(err)
+			}
+			e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, notJSON)
+			e.conn.Exec(ctx, `UPDATE outbox SET aggregateid = 'o-5' WHERE id = $1`, noKey)
+			published, err := relay.Replay(ctx, cfg, testLogger(t))
+			if err != nil || published != 4 {
+				t.Fatalf("replay published %d: %v", published, err)
+			}
+			n4 := e.insert(row{"order", "o-1", "Placed", `{"n":4}`})[0]
+			awaitIDs(t, e.brokers, "outbox.event.order", []string{tooLarge, n3, notJSON, noKey, n4}, 15*time.Second)
+			var order []string
+			for _, rec := range drain(t, e.brokers, "outbox.event.order", 0) {
+				if string(rec.Key) == "o-1" {
+					order = append(order, decodeEvent(t, rec).ID)
+				}
+			}
+			want := []string{n1, tooLarge, n3, n4}
+			if strings.Join(order, ",") != strings.Join(want, ",") {
+				t.Fatalf("aggregate o-1 arrived as %v, want %v", order, want)
+			}
+			var open int
+			e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
+			if open != 0 {
+				t.Fatalf("%d dead letters still open", open)
+			}
+		})
+	}
+}
+
+type dlqEntry struct {
+	EventID string `json:"event_id"`
+	Reason  string `json:"reason"`
+}
+
+// awaitIDsRaw reads n dead letters from the dead-letter topic.
+func awaitIDsRaw(t *testing.T, brokers []string, topic string, n int, timeout time.Duration) []dlqEntry {
+	t.Helper()
+	var out []dlqEntry
+	for _, rec := range kafkatest.Consume(t, brokers, []string{topic}, n, timeout) {
+		var d dlqEntry
+		if err := json.Unmarshal(rec.Value, &d); err != nil {
+			t.Fatalf("dead letter is not JSON: %s", rec.Value)
+		}
+		out = append(out, d)
+	}
+	return out
 }

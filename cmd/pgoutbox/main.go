@@ -32,6 +32,7 @@ Usage:
   pgoutbox run --database-url URL --kafka-brokers HOST:PORT
                                              relay events until SIGTERM
   pgoutbox status --database-url URL [--json] the pipeline's mode, slot, lag and problems
+  pgoutbox dlq list|replay|skip ...           dead letters: rows that could not be published
   pgoutbox demo                              the whole pipeline on a throwaway Postgres and broker
   pgoutbox bench                             latency and throughput, WAL against polling, with the floor
   pgoutbox version
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runCmd(ctx, rest, stdout, stderr)
 	case "status":
 		err = statusCmd(ctx, rest, stdout, stderr)
+	case "dlq":
+		err = dlqCmd(ctx, rest, stdout, stderr)
 	case "demo":
 		err = demoCmd(ctx, rest, stdout, stderr)
 	case "bench":

@@ -53,25 +53,30 @@ func (c *common) requireURL() error {
 	return nil
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("pgoutbox run", flag.ContinueOnError)
-	var (
-		c       common
-		cfg     relay.Config
-		brokers string
-		mode    string
-		format  string
-	)
-	c.register(fs)
-	var auth kafkaAuth
-	auth.register(fs)
-	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
-	fs.StringVar(&mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
+// relayFlags are the flags that configure a relay: run takes them, and so
+// does dlq replay, which must encode and route exactly as run does.
+type relayFlags struct {
+	c           common
+	cfg         relay.Config
+	auth        kafkaAuth
+	brokers     string
+	mode        string
+	format      string
+	metricsAddr *string
+	mapping     *mappingFlags
+}
+
+func (f *relayFlags) register(fs *flag.FlagSet) {
+	cfg := &f.cfg
+	f.c.register(fs)
+	f.auth.register(fs)
+	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
+	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
-	fs.StringVar(&format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
+	fs.StringVar(&f.format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
@@ -81,50 +86,69 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
-	metricsAddr := registerOpsFlags(fs, &cfg) // --metrics-addr, --retention...: serve.go
+	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
+	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
+	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 30*time.Second, "how long a silent Postgres connection is trusted before it is dropped and reconnected")
-	mapping := registerMappingFlags(fs, &cfg) // column mapping and Debezium formats: debezium_flags.go
-	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
-	}
+	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
+}
+
+// build checks the parsed flags and returns the relay configuration and a
+// logger that masks every secret given.
+func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writer) (relay.Config, *slog.Logger, error) {
+	c, cfg := &f.c, f.cfg
 	if err := c.requireURL(); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	if _, err := pgx.ParseConfig(c.databaseURL); err != nil {
-		return errors.New("--database-url is not a valid connection string")
+		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
-	if brokers == "" {
-		return errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
+	if f.brokers == "" {
+		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
-	m, err := relay.ParseMode(mode)
+	m, err := relay.ParseMode(f.mode)
 	if err != nil {
-		return fmt.Errorf("--mode %q: use auto, wal or poll", mode)
+		return cfg, nil, fmt.Errorf("--mode %q: use auto, wal or poll", f.mode)
 	}
 	cfg.Mode = m
-	f, err := schema.ParseFormat(format)
+	format, err := schema.ParseFormat(f.format)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, auth.secrets()...)
+	log, err := c.logger(stderr, f.auth.secrets()...)
 	if err != nil {
-		return err
+		return cfg, nil, err
 	}
-	cfg.Encoder.Format = f
-	cfg.Sink.Brokers = strings.Split(brokers, ",")
-	if err := auth.apply(&cfg.Sink); err != nil {
-		return err
+	cfg.Encoder.Format = format
+	cfg.Sink.Brokers = strings.Split(f.brokers, ",")
+	if err := f.auth.apply(&cfg.Sink); err != nil {
+		return cfg, nil, err
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	cfg.Replication.Table = c.table
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
-	if err := mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
-		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
+		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
-
-	if *metricsAddr == "" {
+	if *f.metricsAddr == "" {
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
+	return cfg, log, nil
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgoutbox run", flag.ContinueOnError)
+	var f relayFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	cfg, log, err := f.build(ctx, fs, stderr)
+	if err != nil {
+		return err
+	}
+	c, mode, format, metricsAddr := &f.c, f.mode, f.format, f.metricsAddr
 	r, err := relay.New(cfg, log)
 	if err != nil {
 		return err

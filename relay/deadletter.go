@@ -1,0 +1,170 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/sink"
+)
+
+// Poison policies: what happens to a row that cannot be published.
+const (
+	// PoisonDeadLetter records the row in pgoutbox_dead_letter, publishes
+	// it to the dead-letter topic, holds its aggregate, and carries on.
+	PoisonDeadLetter = "dlq"
+	// PoisonHalt stops the relay at the row; nothing after it is confirmed.
+	PoisonHalt = "halt"
+)
+
+// errHeld marks an event held behind an earlier dead letter of its
+// aggregate: publishing it would let it overtake that event.
+var errHeld = errors.New("held behind an earlier dead-lettered event of its aggregate")
+
+// isPoison tells the errors that belong to one row, not to the pipeline.
+func isPoison(err error) bool {
+	var rowErr *schema.RowError
+	var tooLarge *sink.TooLargeError
+	return errors.As(err, &rowErr) || errors.As(err, &tooLarge) || errors.Is(err, errHeld)
+}
+
+// deadLetters is one session's dead-letter bookkeeping, on a connection of
+// its own (the session's is used by the state saver concurrently).
+type deadLetters struct {
+	r    *Relay
+	conn *pgx.Conn
+	held map[string]bool // aggregates with an open dead letter
+}
+
+// openDeadLetters prepares dead-lettering, or returns nil under the halt
+// policy.
+func (r *Relay) openDeadLetters(ctx context.Context) (*deadLetters, error) {
+	if r.cfg.OnPoison != PoisonDeadLetter {
+		return nil, nil
+	}
+	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	d := &deadLetters{r: r, conn: conn, held: map[string]bool{}}
+	rows, err := conn.Query(ctx, "SELECT DISTINCT aggregate_id FROM pgoutbox_dead_letter WHERE pipeline = $1 AND replayed_at IS NULL", r.cfg.Replication.Slot)
+	if err == nil {
+		var keys []string
+		keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, k := range keys {
+			d.held[k] = true
+		}
+	}
+	if err != nil {
+		conn.Close(context.Background())
+		if isUndefinedTable(err) {
+			return nil, fmt.Errorf("%w (pgoutbox_dead_letter)", ErrNoState)
+		}
+		return nil, fmt.Errorf("read dead letters: %w", err)
+	}
+	return d, nil
+}
+
+func (d *deadLetters) close() {
+	if d != nil {
+		d.conn.Close(context.Background())
+	}
+}
+
+// isHeld tells whether an aggregate must wait behind a dead letter. For a
+// held aggregate it asks the table again, so that a replay releases it.
+func (d *deadLetters) isHeld(ctx context.Context, key string) (bool, error) {
+	if d == nil || !d.held[key] {
+		return false, nil
+	}
+	var open bool
+	err := d.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pgoutbox_dead_letter WHERE pipeline = $1 AND aggregate_id = $2 AND replayed_at IS NULL)",
+		d.r.cfg.Replication.Slot, key).Scan(&open)
+	if err != nil {
+		return false, fmt.Errorf("read dead letters: %w", err)
+	}
+	if !open {
+		delete(d.held, key)
+	}
+	return open, nil
+}
+
+// deadLetter is what the dead-letter topic carries and the table keeps.
+type deadLetter struct {
+	Pipeline    string             `json:"pipeline"`
+	Table       string             `json:"table"`
+	EventID     string             `json:"event_id"`
+	AggregateID string             `json:"aggregate_id"`
+	LSN         string             `json:"lsn,omitempty"`
+	TxID        uint32             `json:"txid"`
+	Reason      string             `json:"reason"`
+	Row         map[string]*string `json:"row"`
+	Omitted     []string           `json:"omitted,omitempty"`
+}
+
+// add records a poison row and returns its record for the dead-letter
+// topic. The table write is synchronous: once it returns, the row is
+// durably accounted for, and its aggregate is held.
+func (d *deadLetters) add(ctx context.Context, k *sink.Kafka, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
+	r := d.r
+	dl := deadLetter{
+		Pipeline: r.cfg.Replication.Slot, Table: r.table.String(),
+		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
+		TxID: c.XID, Reason: reason.Error(), Row: make(map[string]*string, len(c.Values)),
+	}
+	if c.LSN != 0 {
+		dl.LSN = c.LSN.String()
+	}
+	for i, col := range c.Relation.Columns {
+		if i < len(c.Values) && c.Values[i] != nil {
+			v := string(c.Values[i])
+			dl.Row[col.Name] = &v
+		} else {
+			dl.Row[col.Name] = nil
+		}
+	}
+	row, err := json.Marshal(dl.Row)
+	if err != nil {
+		return nil, err
+	}
+	var lsn *string
+	if dl.LSN != "" {
+		lsn = &dl.LSN
+	}
+	if _, err := d.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter
+(pipeline, outbox_table, event_id, aggregate_id, lsn, txid, reason, row_data)
+VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8)`,
+		dl.Pipeline, dl.Table, dl.EventID, dl.AggregateID, lsn, fmt.Sprint(dl.TxID), dl.Reason, row); err != nil {
+		return nil, fmt.Errorf("record dead letter: %w", err)
+	}
+	d.held[dl.AggregateID] = true
+	r.Metrics.DeadLettered(1)
+	r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)
+
+	rec := &kgo.Record{Topic: r.cfg.DLQTopic, Key: []byte(dl.AggregateID),
+		Headers: []kgo.RecordHeader{{Key: "pgoutbox-reason", Value: []byte(dl.Reason)}, {Key: "id", Value: []byte(dl.EventID)}}}
+	if rec.Value, err = json.Marshal(dl); err != nil {
+		return nil, err
+	}
+	if k.Fits(rec) != nil {
+		// Too large for the topic as it is (an oversized payload): the
+		// table has the whole row; the topic gets it without its large
+		// values.
+		for name, v := range dl.Row {
+			if v != nil && len(*v) > 1024 {
+				dl.Row[name] = nil
+				dl.Omitted = append(dl.Omitted, name)
+			}
+		}
+		if rec.Value, err = json.Marshal(dl); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
