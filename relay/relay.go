@@ -345,6 +345,13 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return err
 	}
 	r.markWALStart(ctx, conn) // retention.go
+	// Everything that can fail comes before the stream is open, so that no
+	// early return leaves a replication connection holding the slot.
+	dl, err := r.openDeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	defer dl.close()
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)
 	if err != nil {
 		return err
@@ -375,11 +382,6 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		}
 	}()
 
-	dl, err := r.openDeadLetters(ctx)
-	if err != nil {
-		return err
-	}
-	defer dl.close()
 	changes := make(chan replication.Change, 512)
 	readDone := make(chan struct{})
 	g, gctx := errgroup.WithContext(hard)

@@ -220,6 +220,7 @@ func TestAutoSwitchesUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
 GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO app`); err != nil {
 		t.Fatal(err)
 	}
@@ -304,5 +305,34 @@ func TestSecondInstanceWaitsAndTakesOver(t *testing.T) {
 			read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
 			t.Logf("took over in %v; %d events, %d records", time.Duration(took.Load()).Round(time.Millisecond), len(ids), read)
 		})
+	}
+}
+
+// A role that lacks a grant the relay needs gets a clear error, and the
+// session that failed leaves no replication connection holding the slot.
+func TestMissingGrantReleasesSlot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	e.setup(cfg)
+	cfg.Replication.DatabaseURL = e.appURL("app")
+	r := e.start(cfg)
+	var err error
+	select {
+	case err = <-r.done:
+		r.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("stopped with %v, want a permission error", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if s := e.slot("pgoutbox"); s.Active {
+		t.Fatalf("the slot is still held by pid %d after the relay stopped", s.ActivePID)
 	}
 }

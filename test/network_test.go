@@ -35,7 +35,9 @@ func TestNetworkFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(kProxy.Close)
-			e.kafka = kafkatest.New(t, kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
+			// One broker: every broker kfake starts would get this one
+			// listener, and clients would reach the wrong broker.
+			e.kafka = kafkatest.New(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
 			e.brokers = e.kafka.Brokers
 
 			cfg := e.config()
