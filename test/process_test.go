@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
@@ -199,24 +200,47 @@ func check(t *testing.T, brokers []string, topic string, committed map[string]in
 	return rep
 }
 
-// drain reads the records of topic past the first skip ones.
+// drain reads every record of topic up to the end offsets the broker
+// reports now, and returns those past the first skip ones. Reading to the
+// end offsets, not until a poll comes back empty, makes it exact however
+// slow the first fetch is.
 func drain(t *testing.T, brokers []string, topic string, skip int) []*kgo.Record {
 	t.Helper()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ends, err := kadm.NewClient(admin).ListEndOffsets(pollCtx(t, 15*time.Second), topic)
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
 	c := kafkatest.NewConsumer(t, brokers, topic)
 	var out []*kgo.Record
 	n := 0
-	for {
-		fs := c.PollRecords(pollCtx(t, 2*time.Second), 10000)
-		if fs.NumRecords() == 0 {
-			return out
+	deadline := time.Now().Add(30 * time.Second)
+	for len(want) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("drain %s: partitions %v not read to their end", topic, want)
 		}
+		fs := c.PollRecords(pollCtx(t, time.Second), 10000)
 		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
 			if n >= skip {
 				out = append(out, r)
 			}
 			n++
 		})
 	}
+	return out
 }
 
 // The relay is killed with SIGKILL at random moments under continuous load
