@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector.
-UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./cmd/...
+UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/...
 
 .PHONY: build test chaos demo bench fuzz bench-go clean
 

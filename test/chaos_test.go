@@ -67,8 +67,7 @@ func TestBrokerOutageBoundedMemory(t *testing.T) {
 	committed := load.finish()
 	rep := check(t, e.brokers, "outbox.event.account", committed)
 	peak = max(peak, peakRSS(t, p))
-	t.Logf("outage %s: committed %d, delivered %d, lost %d, duplicates %d, order violations %d; relay peak RSS %.0f MiB",
-		outage, rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations, peak)
+	t.Logf("outage %s: %v; relay peak RSS %.0f MiB", outage, rep, peak)
 	if rep.lost != 0 || rep.orderViolations != 0 {
 		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
 	}
@@ -138,8 +137,7 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 	time.Sleep(time.Second)
 	committed := load.finish()
 	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("took over in %v; committed %d, delivered %d, lost %d, duplicates %d, order violations %d",
-		took.Round(10*time.Millisecond), rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+	t.Logf("took over in %v; %v", took.Round(10*time.Millisecond), rep)
 	if rep.lost != 0 || rep.orderViolations != 0 {
 		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
 	}

@@ -69,8 +69,7 @@ func TestNetworkFaults(t *testing.T) {
 			time.Sleep(time.Second)
 			committed := load.finish()
 			rep := check(t, e.brokers, "outbox.event.account", committed)
-			t.Logf("committed %d, delivered %d, lost %d, duplicates %d, order violations %d",
-				rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+			t.Logf("%v", rep)
 			if rep.lost != 0 || rep.orderViolations != 0 {
 				t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
 			}

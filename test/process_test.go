@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,6 +152,15 @@ func (l *loadWriter) finish() map[string]int {
 // report is what a checker finds in the topic.
 type report struct {
 	committed, delivered, lost, duplicates, orderViolations int
+	// longestGap is the longest time between two consecutive new events,
+	// by the time they were appended to Kafka: under continuous load, how
+	// long the worst fault of the run stopped the flow.
+	longestGap time.Duration
+}
+
+func (r report) String() string {
+	return fmt.Sprintf("committed %d, delivered %d, lost %d, duplicates %d, order violations %d, longest stall %v",
+		r.committed, r.delivered, r.lost, r.duplicates, r.orderViolations, r.longestGap.Round(time.Millisecond))
 }
 
 // check reads the topic from the start until every committed event has
@@ -164,6 +174,7 @@ func check(t *testing.T, brokers []string, topic string, committed map[string]in
 	rep := report{committed: len(committed)}
 	seen := map[string]int{}
 	last := map[string]int{}
+	var firsts []time.Time
 	deadline := time.Now().Add(60 * time.Second)
 	idle := 0
 	for {
@@ -186,6 +197,7 @@ func check(t *testing.T, brokers []string, topic string, committed map[string]in
 				return
 			}
 			rep.delivered++
+			firsts = append(firsts, r.Timestamp)
 			if prev, ok := last[string(r.Key)]; ok && seq <= prev {
 				rep.orderViolations++
 				t.Errorf("aggregate %s: seq %d delivered after %d", r.Key, seq, prev)
@@ -197,6 +209,10 @@ func check(t *testing.T, brokers []string, topic string, committed map[string]in
 		}
 	}
 	rep.lost = len(committed) - rep.delivered
+	slices.SortFunc(firsts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(firsts); i++ {
+		rep.longestGap = max(rep.longestGap, firsts[i].Sub(firsts[i-1]))
+	}
 	return rep
 }
 
@@ -265,8 +281,7 @@ func TestSIGKILLMidStream(t *testing.T) {
 	if err := p.signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
-	t.Logf("%d kills: committed %d, delivered %d, lost %d, duplicates %d, order violations %d",
-		kills, rep.committed, rep.delivered, rep.lost, rep.duplicates, rep.orderViolations)
+	t.Logf("%d kills: %v", kills, rep)
 	if rep.lost != 0 || rep.orderViolations != 0 {
 		t.Fatalf("lost %d events, %d order violations", rep.lost, rep.orderViolations)
 	}
@@ -301,7 +316,7 @@ func TestSIGTERMUnderLoadLeavesNoDuplicates(t *testing.T) {
 	if err := p2.signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("second exit: %v", err)
 	}
-	t.Logf("committed %d, delivered %d, lost %d, duplicates %d", rep.committed, rep.delivered, rep.lost, rep.duplicates)
+	t.Logf("%v", rep)
 	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
 		t.Fatalf("after a clean stop: lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
 	}
