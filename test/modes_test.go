@@ -346,3 +346,33 @@ GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON p
 		t.Fatalf("the slot is still held by pid %d after the relay stopped", s.ActivePID)
 	}
 }
+
+// --mode wal never polls and --mode poll never replicates: where they
+// cannot work, they stop at start and say why.
+func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
+	t.Run("wal on wal_level=replica", func(t *testing.T) {
+		e := newEnv(t, pgtest.Options{WALLevel: "replica"})
+		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "wal", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
+		if code != 1 || !strings.Contains(out, "wal_level = logical") {
+			t.Fatalf("exit %d, output:\n%s", code, out)
+		}
+		if strings.Contains(out, "polling") {
+			t.Fatalf("--mode wal polled:\n%s", out)
+		}
+	})
+	t.Run("poll without the polling columns", func(t *testing.T) {
+		e := newEnv(t)
+		if _, err := e.conn.Exec(context.Background(), "ALTER TABLE outbox DROP COLUMN published_at"); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "poll", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
+		if code != 1 || !strings.Contains(out, "polling columns") || !strings.Contains(out, "pgoutbox migrate") {
+			t.Fatalf("exit %d, output:\n%s", code, out)
+		}
+		var slots int
+		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
+		if slots != 0 {
+			t.Fatal("--mode poll created a replication slot")
+		}
+	})
+}
