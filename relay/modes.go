@@ -43,8 +43,11 @@ var (
 	// errLocked: another relay holds the pipeline; this one waits.
 	errLocked = errors.New("pipeline is held by another relay")
 	// errBackToWAL ends a poll session in auto mode when the WAL can be
-	// streamed again (the slot survived, or a new slot's handoff is done).
+	// streamed again.
 	errBackToWAL = errors.New("replication is available again")
+	// errHandoffDone ends the poll session of a handoff: everything that
+	// committed before the new slot's consistent point is published.
+	errHandoffDone = errors.New("everything committed before the new slot is published")
 )
 
 // handoffError ends a WAL session that just created a slot: before
@@ -219,7 +222,7 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 			return err
 		}
 		if done {
-			return errBackToWAL
+			return errHandoffDone
 		}
 	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
 		*nextProbe = time.Now().Add(r.cfg.ProbeInterval)

@@ -265,10 +265,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		switch {
 		case errors.As(err, &h):
 			mode, handoff, reason = ModePoll, h, h.Error()
-			r.log.Warn("switching to polling", "reason", reason)
+			if h.replaced {
+				r.log.Warn("switching to polling", "reason", reason)
+			} else {
+				r.log.Info("polling before streaming the new slot", "reason", reason)
+			}
 			continue
-		case errors.Is(err, errBackToWAL):
-			mode, handoff, reason = ModeWAL, nil, "replication is available again"
+		case errors.Is(err, errBackToWAL), errors.Is(err, errHandoffDone):
+			mode, handoff, reason = ModeWAL, nil, err.Error()
 			r.log.Info("switching to WAL", "reason", reason)
 			continue
 		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):

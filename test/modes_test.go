@@ -376,3 +376,25 @@ func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 		}
 	})
 }
+
+// A first start in auto mode creates the slot and, before streaming from
+// it, polls what committed before it existed: rows written before any slot
+// are published too (a WAL-only relay would never see them).
+func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
+	e := newEnv(t)
+	var before []string
+	for i := 0; i < 10; i++ {
+		before = append(before, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"before":%d}`, i)})...)
+	}
+	cfg := e.config()
+	r := e.start(cfg) // no e.setup: the relay creates the slot itself
+	awaitIDs(t, e.brokers, "outbox.event.order", before, 15*time.Second)
+	eventually(t, 15*time.Second, "streaming from the new slot", func() bool { return r.Mode() == relay.ModeWAL })
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 10*time.Second)
+	var mode string
+	e.conn.QueryRow(context.Background(), "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
+	if mode != "wal" {
+		t.Fatalf("state mode %q after the handoff, want wal", mode)
+	}
+}
