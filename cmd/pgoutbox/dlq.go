@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 const dlqUsage = `Usage:
@@ -43,13 +42,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := parseFlags(fs, args[1:], stderr); err != nil {
 			return err
 		}
-		if err := c.requireURL(); err != nil {
-			return err
-		}
-		if err := replication.ValidateName("slot", c.slot); err != nil {
-			return err
-		}
-		conn, err := connect(ctx, c.databaseURL)
+		conn, err := c.open(ctx)
 		if err != nil {
 			return err
 		}

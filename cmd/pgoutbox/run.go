@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -135,6 +136,17 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
 	return cfg, log, nil
+}
+
+// open checks the flags every database command shares and connects.
+func (c *common) open(ctx context.Context) (*pgx.Conn, error) {
+	if err := c.requireURL(); err != nil {
+		return nil, err
+	}
+	if err := replication.ValidateName("slot", c.slot); err != nil {
+		return nil, err
+	}
+	return connect(ctx, c.databaseURL)
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -110,13 +110,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if err := c.requireURL(); err != nil {
-		return err
-	}
-	if err := replication.ValidateName("slot", c.slot); err != nil {
-		return err
-	}
-	conn, err := connect(ctx, c.databaseURL)
+	conn, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
