@@ -189,7 +189,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	for ctx.Err() == nil {
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
-		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.pollRound(qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
 		cancel()
 		if err != nil {
@@ -222,6 +222,10 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 			return err
 		}
 		if done {
+			if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL WHERE pipeline = $1",
+				r.cfg.Replication.Slot); err != nil {
+				return fmt.Errorf("save state: %w", err)
+			}
 			return errHandoffDone
 		}
 	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
@@ -251,6 +255,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
+		acked    = make([]bool, len(rows)) // each promise writes its own slot
 		seqs     = make([]int64, 0, len(rows))
 		pm       = r.Metrics.publisher(ModePoll)
 	)
@@ -285,6 +290,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 				fail(err)
 				return
 			}
+			acked[i] = true
 			r.Stats.Published.Add(1)
 			r.Stats.LastPublish.Store(time.Now().UnixNano())
 		}); err != nil {
@@ -292,19 +298,21 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
 			break
 		}
-		seqs = append(seqs, row.Seq)
 	}
 	pm.commit()
 	wg.Wait()
-	if firstErr != nil {
-		// Rows acked before the failure are marked, so a restart does not
-		// send them again; the failed row and those after it stay.
-		return firstErr
+	// Exactly the acked rows are marked, after a failure too, so a retry
+	// sends only the rest. A failed record fails the later records of its
+	// partition with it, so no later event of its aggregate is marked.
+	for i, ok := range acked {
+		if ok {
+			seqs = append(seqs, rows[i].Seq)
+		}
 	}
 	if err := poller.MarkPublished(recordCtx, seqs); err != nil {
 		return err
 	}
-	return nil
+	return firstErr
 }
 
 // handoffDone tells whether every transaction below xmax has finished and

@@ -148,6 +148,15 @@ var ErrSlotLost = errors.New("replication slot was lost")
 // on the next start.
 var ErrShutdownIncomplete = errors.New("shutdown incomplete")
 
+// queryTimeout bounds the relay's own queries, so that a dead connection
+// fails a session instead of hanging it.
+func (r *Relay) queryTimeout() time.Duration {
+	if t := r.cfg.Replication.ReceiveTimeout; t > 0 {
+		return t
+	}
+	return 30 * time.Second
+}
+
 // Mode returns the mode the relay is in now: wal or poll.
 func (r *Relay) Mode() Mode {
 	m, _ := r.mode.Load().(string)
@@ -405,10 +414,10 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 	cancel()
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	closeErr := stream.Close(closeCtx)
-	cancel()
-	if err := r.writeState(closeCtx, conn, stream.Confirmed()); err != nil && runErr == nil && ctx.Err() == nil {
+	if err := r.writeState(closeCtx, conn, stream.Confirmed()); err != nil && runErr == nil {
 		r.log.Warn("saving state failed", "err", err)
 	}
+	cancel()
 	acked, waiting := wm.position()
 	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
 	if err := wm.failed(); err != nil {

@@ -54,7 +54,7 @@ type housekeeper struct {
 func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 	// Bounded like the session's own statements: a dead connection fails
 	// here and then ends the session.
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 	defer cancel()
 	hk, now := &r.hk, time.Now()
 	if !hk.noColumns && now.Sub(hk.lastAlive) >= aliveEvery {
@@ -90,24 +90,22 @@ func (r *Relay) markWALStart(ctx context.Context, conn *pgx.Conn) {
 	if r.hk.noColumns {
 		return
 	}
-	if err := saveWALStart(ctx, conn, r.cfg.Replication.Slot, true); err != nil && ctx.Err() == nil {
+	if err := saveWALStart(ctx, conn, r.cfg.Replication.Slot, false); err != nil && ctx.Err() == nil {
 		r.log.Warn("saving the WAL start failed", "err", err)
 	}
 }
 
-// saveWALStart sets the pipeline's wal_start_xid, if it has none, to the
-// current snapshot's xmax; the slot must exist. It does nothing unless
-// slotExists, nor on a state table without the column (migration 004).
-func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, slotExists bool) error {
-	if !slotExists {
-		return nil
-	}
+// saveWALStart sets the pipeline's wal_start_xid to the current snapshot's
+// xmax; the slot must exist. created says a slot was just created, which
+// replaces any earlier value: a replaced slot's gap must not count as
+// published by the WAL. Otherwise only a missing value is set.
+func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created bool) error {
 	_, xmax, _, err := replication.Snapshot(ctx, conn)
 	if err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, `UPDATE pgoutbox_state SET wal_start_xid = $2::text::xid8
-WHERE pipeline = $1 AND wal_start_xid IS NULL`, pipeline, strconv.FormatUint(xmax, 10))
+WHERE pipeline = $1 AND ($3 OR wal_start_xid IS NULL)`, pipeline, strconv.FormatUint(xmax, 10), created)
 	if err != nil && !isUndefinedTable(err) {
 		return fmt.Errorf("save wal start: %w", err)
 	}
@@ -146,7 +144,7 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
   LIMIT %[5]d))`, r.table.Quoted(), pgx.Identifier{r.timeColumn()}.Sanitize(),
 		replication.PublishedColumn, replication.TxIDColumn, retentionBatch)
 	var total int64
-	budget := time.Now().Add(r.cfg.Replication.ReceiveTimeout / 3)
+	budget := time.Now().Add(r.queryTimeout() / 3)
 	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
 		tag, err := conn.Exec(ctx, q, r.cfg.Retention.Seconds(), start, floor)
 		if err != nil {

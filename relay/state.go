@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -29,10 +30,12 @@ type SetupResult struct {
 // replication, the publication covers the outbox table, and the slot
 // exists. With create, a missing publication or slot is created. A slot
 // that existed before and is now gone (or invalidated) is ErrSlotLost,
-// because the rows committed since need polling, not just a new slot;
-// with replaceLost the caller promises that polling, and Setup replaces
-// the slot.
-func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, replaceLost bool) (SetupResult, error) {
+// because the rows committed since need polling, not just a new slot.
+// With handoff the caller promises that polling: Setup then replaces a
+// lost slot, and before it creates any slot it records a pending handoff in
+// the state table, so that a restart resumes the polling instead of
+// skipping what committed before the slot.
+func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, handoff bool) (SetupResult, error) {
 	var res SetupResult
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -45,6 +48,16 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	}
 	if !hasState {
 		return res, ErrNoState
+	}
+	// The newest migration's column, looked up in the catalog that every
+	// role may read: an older schema is named, not met halfway.
+	var current bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'handoff_pending' AND NOT attisdropped)`).Scan(&current); err != nil {
+		return res, fmt.Errorf("look up state table: %w", err)
+	}
+	if !current {
+		return res, fmt.Errorf("%w: the state table is from an older pgoutbox", ErrNoState)
 	}
 	var known bool
 	var lastLSN *string
@@ -66,7 +79,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		return res, err
 	}
 	if slotExists && slot.WALStatus == "lost" {
-		if !replaceLost {
+		if !handoff {
 			return res, fmt.Errorf("%w: slot %s (wal_status lost): WAL it needed was removed", replication.ErrSlotInvalidated, cfg.Slot)
 		}
 		if err := replication.DropSlot(ctx, conn, cfg.Slot); err != nil {
@@ -75,7 +88,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		slotExists, res.SlotReplaced = false, true
 	}
 	if !slotExists && known && lastLSN != nil {
-		if !replaceLost {
+		if !handoff {
 			return res, fmt.Errorf("%w: slot %s last confirmed %s; rows committed since are not in any slot. Run with --mode auto to publish them by polling, or accept the gap with: pgoutbox slot create --force", ErrSlotLost, cfg.Slot, *lastLSN)
 		}
 		res.SlotReplaced = true
@@ -86,6 +99,16 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	if !slotExists {
 		if !create && !res.SlotReplaced {
 			return res, fmt.Errorf("%w: %s: run pgoutbox slot create", replication.ErrSlotMissing, cfg.Slot)
+		}
+		if handoff {
+			// Recorded before the slot exists: whatever happens next, the
+			// next start knows the rows before the slot still need polling.
+			if _, err := conn.Exec(ctx, `
+INSERT INTO pgoutbox_state (pipeline, outbox_table, handoff_pending) VALUES ($1, $2, true)
+ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL, updated_at = now()`,
+				cfg.Slot, table.String()); err != nil {
+				return res, fmt.Errorf("save state: %w", err)
+			}
 		}
 		// The publication exists before the slot's consistent point, so
 		// pgoutput finds it for every change the slot will decode.
@@ -103,8 +126,10 @@ ON CONFLICT (pipeline) DO UPDATE SET outbox_table = EXCLUDED.outbox_table,
 	if err != nil {
 		return res, fmt.Errorf("save state: %w", err)
 	}
-	if err := saveWALStart(ctx, conn, cfg.Slot, res.SlotCreated); err != nil { // retention.go
-		return res, err
+	if res.SlotCreated {
+		if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // retention.go
+			return res, err
+		}
 	}
 	return res, nil
 }
@@ -155,23 +180,45 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
 	if res.PublicationCreated {
 		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "table", r.table.String())
 	}
-	if !res.SlotCreated {
-		return nil
-	}
 	if res.SlotReplaced {
 		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET slot_losses = slot_losses + 1 WHERE pipeline = $1", r.cfg.Replication.Slot); err != nil {
 			return fmt.Errorf("save state: %w", err)
 		}
-	} else {
+	} else if res.SlotCreated {
 		r.log.Info("slot created", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 	}
-	if !canPoll {
+	var pending bool
+	var xmaxText *string
+	if err := conn.QueryRow(ctx, "SELECT handoff_pending, handoff_xmax::text FROM pgoutbox_state WHERE pipeline = $1",
+		r.cfg.Replication.Slot).Scan(&pending, &xmaxText); err != nil {
+		return fmt.Errorf("read state: %w", err)
+	}
+	if !pending {
 		return nil
 	}
-	_, xmax, _, err := replication.Snapshot(ctx, conn)
-	if err != nil {
-		return err
+	if !canPoll {
+		r.log.Warn("a handoff to this slot is unfinished: rows committed before the slot was created may be unpublished; run in --mode auto (with the polling columns) to publish them",
+			"slot", r.cfg.Replication.Slot)
+		return nil
+	}
+	var xmax uint64
+	if xmaxText != nil {
+		xmax, _ = strconv.ParseUint(*xmaxText, 10, 64)
+	}
+	if xmax == 0 {
+		// Read after the slot exists: every transaction that committed
+		// before its consistent point is below it. A later reading (after
+		// a restart) only covers more.
+		if _, xmax, _, err = replication.Snapshot(ctx, conn); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_xmax = $2::text::xid8 WHERE pipeline = $1",
+			r.cfg.Replication.Slot, strconv.FormatUint(xmax, 10)); err != nil {
+			return fmt.Errorf("save state: %w", err)
+		}
+	} else if !res.SlotCreated {
+		r.log.Info("resuming an unfinished handoff", "slot", r.cfg.Replication.Slot)
 	}
 	return &handoffError{xmax: xmax, slotLSN: res.SlotLSN, replaced: res.SlotReplaced}
 }
@@ -201,7 +248,7 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		r.housekeeping(ctx, conn) // retention.go
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
-		qctx, cancel := context.WithTimeout(ctx, r.cfg.Replication.ReceiveTimeout)
+		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.saveOnce(qctx, conn, stream, &pending, &last)
 		cancel()
 		if err != nil {

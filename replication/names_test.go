@@ -3,6 +3,7 @@ package replication
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestValidateName(t *testing.T) {
@@ -44,6 +45,30 @@ func TestParseTable(t *testing.T) {
 		}
 		if tt.ok && (got != tt.want || got.Quoted() != tt.quoted) {
 			t.Errorf("ParseTable(%q) = %+v %s", tt.in, got, got.Quoted())
+		}
+	}
+}
+
+func TestReceiveTimeoutFromServer(t *testing.T) {
+	for _, tt := range []struct {
+		show string
+		want time.Duration
+	}{
+		{"1min", 2 * time.Minute}, {"60s", 2 * time.Minute}, {"5s", 30 * time.Second},
+		{"10min", 20 * time.Minute}, {"0", 2 * time.Minute}, {"90000", 3 * time.Minute}, {"1h", 2 * time.Hour},
+	} {
+		d, ok := parsePGDuration(tt.show)
+		if !ok {
+			t.Errorf("cannot parse %q", tt.show)
+			continue
+		}
+		if got := DefaultReceiveTimeout(d); got != tt.want {
+			t.Errorf("wal_sender_timeout %s: receive timeout %s, want %s", tt.show, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "min", "5 s", "5x"} {
+		if _, ok := parsePGDuration(bad); ok {
+			t.Errorf("%q parsed", bad)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,11 @@ type Config struct {
 	// negative disables).
 	HeartbeatInterval time.Duration
 	// ReceiveTimeout is how long the stream waits without any message from
-	// the server before it declares the connection lost (default 30s). A
-	// silent connection is asked for a reply well before that, so only a
-	// dead or black-holed one reaches it.
+	// the server before it declares the connection lost. A silent
+	// connection is asked for a reply after a third of it. Zero (the
+	// default) takes twice the server's wal_sender_timeout, at least 30s: a
+	// walsender busy decoding a huge transaction reads replies only every
+	// wal_sender_timeout/2, and must not be taken for a dead connection.
 	ReceiveTimeout time.Duration
 }
 
@@ -56,9 +59,6 @@ func (c *Config) Defaults() {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 10 * time.Second
 	}
-	if c.ReceiveTimeout == 0 {
-		c.ReceiveTimeout = 30 * time.Second
-	}
 }
 
 // Validate reports the first invalid field.
@@ -78,7 +78,7 @@ func (c Config) Validate() error {
 	if c.StatusInterval <= 0 || c.StatusInterval > 30*time.Second {
 		return fmt.Errorf("status interval %s: must be between 0 and 30s", c.StatusInterval)
 	}
-	if c.ReceiveTimeout < 3*c.StatusInterval {
+	if c.ReceiveTimeout != 0 && c.ReceiveTimeout < 3*c.StatusInterval {
 		return fmt.Errorf("receive timeout %s: must be at least three status intervals (%s)", c.ReceiveTimeout, 3*c.StatusInterval)
 	}
 	return nil
@@ -139,6 +139,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 }
 
 func (s *Stream) startReplication(ctx context.Context) error {
+	if s.cfg.ReceiveTimeout == 0 {
+		res, err := s.conn.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
+		if err != nil {
+			return fmt.Errorf("read wal_sender_timeout: %w", err)
+		}
+		wst := time.Minute
+		if len(res) == 1 && len(res[0].Rows) == 1 {
+			if d, ok := parsePGDuration(string(res[0].Rows[0][0])); ok {
+				wst = d
+			}
+		}
+		s.cfg.ReceiveTimeout = DefaultReceiveTimeout(wst)
+	}
 	res, err := s.conn.Exec(ctx, fmt.Sprintf(
 		"SELECT confirmed_flush_lsn::text, coalesce(wal_status, ''), plugin::text FROM pg_replication_slots WHERE slot_name = '%s'", s.cfg.Slot)).ReadAll()
 	if err != nil {
@@ -465,4 +478,33 @@ func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 		cfg.ConnectTimeout = ConnectTimeout
 	}
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// DefaultReceiveTimeout is the receive timeout for a server's
+// wal_sender_timeout: twice it, at least 30s; 2 minutes when the server
+// never times out (0).
+func DefaultReceiveTimeout(walSenderTimeout time.Duration) time.Duration {
+	if walSenderTimeout <= 0 {
+		return 2 * time.Minute
+	}
+	return max(30*time.Second, 2*walSenderTimeout)
+}
+
+// parsePGDuration reads a time setting as SHOW prints it: "60s", "1min",
+// "500ms", "2h", "1d", or a bare number of milliseconds.
+func parsePGDuration(s string) (time.Duration, bool) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]time.Duration{"": time.Millisecond, "ms": time.Millisecond, "s": time.Second,
+		"min": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[s[i:]]
+	if unit == 0 {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }

@@ -398,3 +398,47 @@ func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
 		t.Fatalf("state mode %q after the handoff, want wal", mode)
 	}
 }
+
+// The handoff to a new slot survives a restart: the relay stops while it
+// is still polling the rows from before the slot, and the next start
+// resumes that polling instead of streaming past those rows.
+func TestHandoffResumesAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var before []string
+	rows, err := e.conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 3000) g RETURNING id::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		before = append(before, id)
+	}
+	rows.Close()
+	cfg := e.config()
+	cfg.Poll.BatchSize = 1 // a slow handoff, to stop it in the middle
+	cfg.PollInterval = time.Millisecond
+	r := e.start(cfg)
+	eventually(t, 15*time.Second, "the handoff under way", func() bool { return r.Stats.Published.Load() > 50 })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var unpublished int
+	e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
+	if unpublished == 0 {
+		t.Fatal("the handoff finished before the stop; the test needs it interrupted")
+	}
+	t.Logf("stopped with %d rows from before the slot unpublished", unpublished)
+
+	cfg.Poll.BatchSize = 500
+	r2 := e.start(cfg)
+	awaitIDs(t, e.brokers, "outbox.event.order", before, 30*time.Second)
+	eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r2.Mode() == relay.ModeWAL })
+	var pending bool
+	e.conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
+	if pending {
+		t.Fatal("the handoff is still marked pending after it finished")
+	}
+}

@@ -90,7 +90,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
 	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
-	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 30*time.Second, "how long a silent Postgres connection is trusted before it is dropped and reconnected")
+	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
 }
 
