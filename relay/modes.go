@@ -192,6 +192,16 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.pollRound(qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
 		cancel()
+		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
+			// Every row this phase published committed before this
+			// position; once the WAL passes it, none can come again.
+			var lsn string
+			if e := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); e == nil {
+				r.polledUntil, _ = pglogrepl.ParseLSN(lsn)
+			} else {
+				r.polled = nil // cannot tell when to stop skipping: skip nothing
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -307,6 +317,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 	for i, ok := range acked {
 		if ok {
 			seqs = append(seqs, rows[i].Seq)
+			r.polled.add(rows[i].Seq)
 		}
 	}
 	if err := poller.MarkPublished(recordCtx, seqs); err != nil {
@@ -349,4 +360,33 @@ func (r *Relay) replicationReady(ctx context.Context, conn *pgx.Conn) bool {
 		return false
 	}
 	return ready.Err(exists) == nil
+}
+
+// maxPolledSeqs bounds what a poll phase remembers for the WAL session after
+// it: beyond it, the WAL simply sends the rest again.
+const maxPolledSeqs = 1 << 20
+
+// polledSeqs are the rows a poll phase published (Kafka acked them). When
+// the relay returns to the WAL, the slot replays those transactions; the
+// WAL session skips these rows instead of publishing them twice. Skipping
+// an acknowledged row loses nothing and keeps order: it was delivered
+// before everything the WAL publishes after it.
+type polledSeqs map[int64]struct{}
+
+func (p *polledSeqs) add(seq int64) {
+	if *p == nil {
+		*p = make(polledSeqs)
+	}
+	if len(*p) < maxPolledSeqs {
+		(*p)[seq] = struct{}{}
+	}
+}
+
+// take reports whether seq was published by polling, and forgets it.
+func (p polledSeqs) take(seq int64) bool {
+	if _, ok := p[seq]; ok {
+		delete(p, seq)
+		return true
+	}
+	return false
 }

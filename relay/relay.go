@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,9 @@ type Stats struct {
 	Sessions    atomic.Int64 // replication sessions started
 	Confirmed   atomic.Uint64
 	LastPublish atomic.Int64 // unix nanoseconds of the last ack
+	// SkippedPolled counts rows the WAL replayed after a poll phase had
+	// already published them, and were not sent again.
+	SkippedPolled atomic.Int64
 }
 
 // Relay moves outbox rows from one slot to Kafka.
@@ -186,6 +190,12 @@ type Relay struct {
 	stream atomic.Pointer[replication.Stream]
 	// mode is the mode of the current session.
 	mode atomic.Value
+	// polled are the rows the last poll phase published, for the WAL
+	// session after it to skip until its stream passes polledUntil. Only
+	// one session runs at a time, and only its publishing goroutine
+	// touches them.
+	polled      polledSeqs
+	polledUntil pglogrepl.LSN
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
@@ -473,6 +483,12 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				}
 				bindings[c.Relation] = b
 			}
+			if len(r.polled) > 0 {
+				if seq, ok := seqOf(c.Relation, c.Values); ok && r.polled.take(seq) {
+					r.Stats.SkippedPolled.Add(1)
+					continue // published while polling
+				}
+			}
 			rec, err := r.prepareRow(ctx, k, dl, b, &c)
 			if err != nil {
 				return err
@@ -495,6 +511,9 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				return fmt.Errorf("row at %s: %w", c.LSN, err)
 			}
 		case replication.KindCommit:
+			if len(r.polled) > 0 && c.LSN > r.polledUntil {
+				r.polled = nil
+			}
 			pm.commit()
 			if tx == nil {
 				wm.mark(c.LSN)
@@ -563,6 +582,17 @@ func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, e
 		}
 	}
 	return kr, nil
+}
+
+// seqOf reads a row's seq column, the polling columns' insertion order.
+func seqOf(rel *replication.Relation, values [][]byte) (int64, bool) {
+	for i, col := range rel.Columns {
+		if col.Name == replication.SeqColumn && i < len(values) && values[i] != nil {
+			n, err := strconv.ParseInt(string(values[i]), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 func columns(rel *replication.Relation) []schema.Column {

@@ -271,6 +271,13 @@ GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO app`);
 	if rep.lost != 0 || rep.orderViolations != 0 {
 		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
 	}
+	// Back on the WAL, the slot replays what polling published; those rows
+	// are skipped, not sent again.
+	if n := r.Stats.SkippedPolled.Load(); n == 0 {
+		t.Fatal("no row replayed after a poll phase was skipped")
+	} else {
+		t.Logf("%d rows replayed by the WAL after polling were not sent again", n)
+	}
 	var switches int
 	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
 	if switches < 2*cycles {
