@@ -86,7 +86,7 @@ func (c *Config) Defaults() {
 	}
 	c.Sink.Defaults()
 	if c.Router.Topic == "" {
-		c.Router.Topic = "outbox.event.{aggregatetype}"
+		c.Router.Topic = router.DefaultTopic
 	}
 	if c.Encoder.Format == "" {
 		c.Encoder.Format = schema.CloudEvents
@@ -168,7 +168,6 @@ func (r *Relay) Mode() Mode {
 type Stats struct {
 	Published   atomic.Int64 // records acked by Kafka
 	Sessions    atomic.Int64 // replication sessions started
-	Confirmed   atomic.Uint64
 	LastPublish atomic.Int64 // unix nanoseconds of the last ack
 	// SkippedPolled counts rows the WAL replayed after a poll phase had
 	// already published them, and were not sent again.
@@ -384,10 +383,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 	defer r.Metrics.sessionUp(ModeWAL)()
 	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "start_lsn", stream.Start().String())
 
-	wm := newWatermark(stream.Start(), func(lsn pglogrepl.LSN) {
-		stream.Confirm(lsn)
-		r.Stats.Confirmed.Store(uint64(lsn))
-	})
+	wm := newWatermark(stream.Start(), stream.Confirm)
 	// Shutdown is soft first: stop reading at the next transaction
 	// boundary and drain. The hard context ends whatever is left after
 	// ShutdownTimeout.

@@ -100,8 +100,6 @@ type Stream struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	buf       []byte
-	// lastStatus is the last position sent, for Status and tests.
-	lastStatus atomic.Pointer[Position]
 	// Counters are what the stream saw.
 	Counters Counters
 }
@@ -223,14 +221,6 @@ func (s *Stream) Confirm(lsn pglogrepl.LSN) {
 
 // Confirmed is the position the next status update will report as flushed.
 func (s *Stream) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(s.confirmed.Load()) }
-
-// LastStatus is the last position sent to the server.
-func (s *Stream) LastStatus() Position {
-	if p := s.lastStatus.Load(); p != nil {
-		return *p
-	}
-	return Position{}
-}
 
 // Stop asks Run to return at the next transaction boundary, so that a
 // transaction is never left half published at shutdown.
@@ -398,7 +388,6 @@ func (s *Stream) sendStatus(reply bool) error {
 	if err != nil {
 		return fmt.Errorf("%w: send status update: %v", ErrConnectionLost, err)
 	}
-	s.lastStatus.Store(&p)
 	return nil
 }
 

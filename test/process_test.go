@@ -75,8 +75,11 @@ type loadWriter struct {
 	e         *env
 	mu        sync.Mutex
 	committed map[string]int // event id -> its position in its aggregate's commit order
-	stop      chan struct{}
-	done      chan struct{}
+	// rolledBack counts transactions the writers rolled back; check fails
+	// on any of their events it finds in the topic.
+	rolledBack int
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 func (e *env) startLoad(t *testing.T, writers int) *loadWriter {
@@ -123,6 +126,9 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g ON CO
 				}
 				if rng.IntN(10) == 0 {
 					tx.Rollback(ctx)
+					l.mu.Lock()
+					l.rolledBack++
+					l.mu.Unlock()
 					continue
 				}
 				if err := tx.Commit(ctx); err != nil {

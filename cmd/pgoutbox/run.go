@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -76,7 +77,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
-	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
+	fs.StringVar(&cfg.Router.Topic, "topic", router.DefaultTopic, "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
 	fs.StringVar(&f.format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
