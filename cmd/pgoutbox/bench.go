@@ -54,7 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&outDir, "out", "", "write the latency chart (latency.svg) and the table (results.txt) to this directory")
 	fs.StringVar(&config, "config", "", "file of 'flag = value' lines")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if cfg.DrainEvents == 0 {

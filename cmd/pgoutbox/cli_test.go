@@ -92,6 +92,17 @@ func TestCommandLine(t *testing.T) {
 		{"unreachable database", append([]string{"migrate"}, url...), 1, nil, []string{"connect:"}, true},
 		{"version", []string{"version"}, 0, []string{"pgoutbox "}, nil, false},
 		{"help", []string{"help"}, 0, []string{"Usage:"}, nil, false},
+		{"--help", []string{"--help"}, 0, []string{"Usage:"}, nil, false},
+		{"run -h", []string{"run", "-h"}, 0, []string{"-database-url", "-kafka-brokers"}, nil, false},
+		{"run --help after flags", runArgs("--help"), 0, []string{"-kafka-brokers"}, nil, false},
+		{"migrate --help", []string{"migrate", "--help"}, 0, []string{"-database-url"}, nil, false},
+		{"status -h", []string{"status", "-h"}, 0, []string{"-database-url"}, nil, false},
+		{"bench --help", []string{"bench", "--help"}, 0, []string{"-rate"}, nil, false},
+		{"demo -h", []string{"demo", "-h"}, 0, []string{"-duration"}, nil, false},
+		{"slot -h", []string{"slot", "-h"}, 0, []string{"slot create"}, nil, false},
+		{"slot create -h", []string{"slot", "create", "-h"}, 0, []string{"-force"}, nil, false},
+		{"dlq --help", []string{"dlq", "--help"}, 0, []string{"dlq replay"}, nil, false},
+		{"dlq replay -h", []string{"dlq", "replay", "-h"}, 0, []string{"-kafka-brokers"}, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,7 +180,7 @@ func TestFlagPrecedence(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			if err := parseFlags(fs, args, io.Discard); err != nil {
+			if err := parseFlags(fs, args, io.Discard, io.Discard); err != nil {
 				t.Fatalf("parseFlags: %v", err)
 			}
 			if c.slot != tt.slot || *brokers != tt.brokers || *createSlot != tt.createSlot {
@@ -210,7 +221,7 @@ func TestFlagErrors(t *testing.T) {
 			if path != "" {
 				args = []string{"--config", path}
 			}
-			err := parseFlags(fs, args, io.Discard)
+			err := parseFlags(fs, args, io.Discard, io.Discard)
 			if err == nil || errors.Is(err, errUsage) {
 				t.Fatalf("parseFlags = %v, want an error", err)
 			}

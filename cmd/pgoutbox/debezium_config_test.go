@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func loadConfig(t *testing.T, name, text string) (*flag.FlagSet, string, error) 
 	}
 	fs, _ := runFlagSet()
 	var stderr bytes.Buffer
-	err := parseFlags(fs, []string{"--config", path}, &stderr)
+	err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
 	return fs, stderr.String(), err
 }
 
@@ -154,7 +155,7 @@ func TestDebeziumConfigCommandLineWins(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.properties")
 	os.WriteFile(path, []byte("debezium.source.slot.name=from_file\ndebezium.sink.type=kafka\n"), 0o600)
 	fs, _ := runFlagSet()
-	if err := parseFlags(fs, []string{"--config", path, "--slot", "from_flag"}, &bytes.Buffer{}); err != nil {
+	if err := parseFlags(fs, []string{"--config", path, "--slot", "from_flag"}, io.Discard, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := flagValue(fs, "slot"); got != "from_flag" {

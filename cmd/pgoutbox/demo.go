@@ -46,7 +46,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&logFormat, "log-format", "auto", "relay log format: auto, pretty, json or text")
 	fs.StringVar(&logLevel, "log-level", "warn", "relay log level")
 	fs.StringVar(&config, "config", "", "file of 'flag = value' lines")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if writers < 1 || rate <= 0 || perTx < 1 || duration <= 0 {

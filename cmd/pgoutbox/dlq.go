@@ -23,6 +23,10 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return errUsage
 	}
 	sub := args[0]
+	if wantsHelp(args[:1]) {
+		fmt.Fprint(stdout, dlqUsage)
+		return errHelp
+	}
 	fs := flag.NewFlagSet("pgoutbox dlq "+sub, flag.ContinueOnError)
 	switch sub {
 	case "list", "skip":
@@ -39,7 +43,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		} else {
 			fs.Int64Var(&id, "id", 0, "the dead letter to skip (see dlq list)")
 		}
-		if err := parseFlags(fs, args[1:], stderr); err != nil {
+		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
 		}
 		conn, err := c.open(ctx)
@@ -85,7 +89,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "replay":
 		var f relayFlags
 		f.register(fs)
-		if err := parseFlags(fs, args[1:], stderr); err != nil {
+		if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 			return err
 		}
 		cfg, log, err := f.build(ctx, fs, stderr)

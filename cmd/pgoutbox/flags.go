@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,12 +12,18 @@ import (
 // parseFlags parses args, then fills every flag not given on the command
 // line from PGOUTBOX_<FLAG> in the environment, then from the --config file
 // if the set has one.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+//
+// Help (-h, -help, --help) is not an error: it prints the flags to stdout
+// and returns errHelp, which exits 0.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	if wantsHelp(args) {
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return errHelp
+	}
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
 		return errUsage // flag already printed the reason and the usage
 	}
 	if fs.NArg() > 0 {
@@ -109,4 +114,18 @@ func unquote(v string) string {
 		return v[1 : len(v)-1]
 	}
 	return v
+}
+
+// wantsHelp tells whether args ask for help before any "--", the way the
+// flag package reads them.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--h", "--help":
+			return true
+		}
+	}
+	return false
 }

@@ -47,8 +47,12 @@ func main() {
 	os.Exit(code)
 }
 
-// errUsage marks a usage error already explained to the user.
-var errUsage = errors.New("usage")
+// errUsage marks a usage error already explained to the user; errHelp, help
+// that was asked for and printed.
+var (
+	errUsage = errors.New("usage")
+	errHelp  = errors.New("help")
+)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -80,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, errUsage):
 		return 2

@@ -17,7 +17,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.NewFlagSet("pgoutbox migrate", flag.ContinueOnError)
 	var c common
 	c.register(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if err := c.requireURL(); err != nil {

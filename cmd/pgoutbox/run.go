@@ -154,7 +154,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("pgoutbox run", flag.ContinueOnError)
 	var f relayFlags
 	f.register(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	cfg, log, err := f.build(ctx, fs, stderr)

@@ -24,6 +24,10 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 	sub := args[0]
+	if wantsHelp(args[:1]) {
+		fmt.Fprint(stdout, slotUsage)
+		return errHelp
+	}
 	fs := flag.NewFlagSet("pgoutbox slot "+sub, flag.ContinueOnError)
 	var (
 		c       common
@@ -43,7 +47,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stderr, "unknown slot command %q\n%s", sub, slotUsage)
 		return errUsage
 	}
-	if err := parseFlags(fs, args[1:], stderr); err != nil {
+	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
 		return err
 	}
 	if err := c.requireURL(); err != nil {

@@ -107,7 +107,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	c.register(fs)
 	th.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	conn, err := c.open(ctx)
