@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +123,32 @@ FROM outbox o, pgoutbox_state s WHERE s.pipeline = 'pgoutbox' AND o.id::text = A
 			return below
 		})
 	}, preSlot)
+}
+
+// TestRetentionOffByDefault runs the binary as a user would, without
+// --retention, over a table that holds old published rows: they are the
+// user's and stay. The same run with --retention deletes them, so the
+// test would see a deletion if the default made one.
+func TestRetentionOffByDefault(t *testing.T) {
+	e := newEnv(t)
+	ids := insertEach(e, 20, "keep-")
+	e.backdate(ids...)
+	if _, err := e.conn.Exec(context.Background(), "UPDATE outbox SET published_at = now() - interval '29 days' WHERE id::text = ANY($1)", ids); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--retention-interval", "100ms")
+	fresh := insertEach(e, 3, "fresh-")
+	awaitIDs(t, e.brokers, "outbox.event.order", fresh, 30*time.Second)
+	time.Sleep(time.Second) // ten retention intervals
+	if got := e.present(ids...); len(got) != len(ids) {
+		t.Fatalf("without --retention, %d of %d old published rows were deleted", len(ids)-len(got), len(ids))
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v", err)
+	}
+
+	e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--retention", "24h", "--retention-interval", "100ms")
+	eventually(t, 30*time.Second, "--retention 24h to delete the old published rows", func() bool {
+		return len(e.present(ids...)) == 0
+	})
 }

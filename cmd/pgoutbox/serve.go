@@ -42,7 +42,7 @@ func serveOps(addr string, m *relay.Metrics, log *slog.Logger) (stop func(), err
 func registerOpsFlags(fs *flag.FlagSet, cfg *relay.Config) *string {
 	addr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. :9187 (default off)")
 	fs.DurationVar(&cfg.MonitorInterval, "metrics-interval", 10*time.Second, "how often slot lag and unpublished rows are read and both ends checked, with --metrics-addr")
-	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "delete published outbox rows older than this; 0 keeps them")
+	fs.DurationVar(&cfg.Retention, "retention", 0, "delete published outbox rows older than this, e.g. 168h (default 0: never; the rows are yours)")
 	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", 5*time.Minute, "how often retention runs")
 	return addr
 }
