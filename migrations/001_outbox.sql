@@ -1,20 +1,10 @@
--- The outbox table (column names follow Debezium's outbox defaults) and the
--- partial index the poller reads unpublished rows through.
-CREATE TABLE IF NOT EXISTS {{.table}} (
-  id            uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
-  aggregatetype text        NOT NULL,
-  aggregateid   text        NOT NULL,
-  type          text        NOT NULL,
-  payload       jsonb       NOT NULL,
-  headers       jsonb,
-  created_at    timestamptz NOT NULL DEFAULT now(),
-  seq           bigint      GENERATED ALWAYS AS IDENTITY,
-  txid          xid8        NOT NULL DEFAULT pg_current_xact_id(),
-  published_at  timestamptz
-);
-
-CREATE INDEX IF NOT EXISTS {{.index_prefix}}_unpublished ON {{.table}} (seq) WHERE published_at IS NULL;
+-- The outbox table is not a versioned migration: a database can hold any
+-- number of outbox tables, and a team's existing table must not be
+-- rewritten. EnsureOutbox (outbox.go) creates or adapts each table on
+-- every pgoutbox migrate. This file keeps the version numbers of databases
+-- migrated before that change.
+SELECT 1;
 
 ---- create above / drop below ----
 
-DROP TABLE IF EXISTS {{.table}};
+SELECT 1;

@@ -1,12 +1,16 @@
-// Package migrations holds the SQL that creates pgoutbox's tables, embedded
-// in the binary and applied in order by jackc/tern. Each migration runs once
-// per database; the version is kept in pgoutbox_schema_version.
+// Package migrations creates pgoutbox's tables. Its own tables (state, dead
+// letters) are versioned SQL embedded in the binary and applied in order by
+// jackc/tern, once per database; the version is kept in
+// pgoutbox_schema_version. Outbox tables are not versioned: EnsureOutbox
+// creates a missing one, or gives an existing one the polling columns
+// without rewriting it, for as many tables as a database holds.
 package migrations
 
 import (
 	"context"
 	"embed"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
@@ -18,17 +22,22 @@ var files embed.FS
 // VersionTable records which migrations have been applied.
 const VersionTable = "pgoutbox_schema_version"
 
-// Options name what the migrations create.
+// Options name what Migrate creates besides pgoutbox's own tables.
 type Options struct {
 	// Schema and Table name the outbox table (default public.outbox).
 	Schema, Table string
+	// StateOnly applies the versioned migrations of pgoutbox's own tables
+	// (state, dead letters) and leaves the outbox table alone.
+	StateOnly bool
 	// SkipPollingColumns leaves an existing outbox table without the
 	// columns the polling fallback needs.
 	SkipPollingColumns bool
 }
 
-// Migrate applies every migration not yet applied and returns the version
-// reached. It is safe to run concurrently: tern takes an advisory lock.
+// Migrate applies every migration of pgoutbox's own tables not yet applied,
+// then, unless StateOnly, makes sure the outbox table exists and can be
+// polled (EnsureOutbox). It returns the version reached. It is safe to run
+// concurrently: tern takes an advisory lock.
 func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 	if opts.Schema == "" {
 		opts.Schema = "public"
@@ -40,8 +49,6 @@ func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("migrator: %w", err)
 	}
-	m.Data["table"] = pgx.Identifier{opts.Schema, opts.Table}.Sanitize()
-	m.Data["index_prefix"] = sanitizeIndexPrefix(opts.Table)
 	if err := m.LoadMigrations(files); err != nil {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}
@@ -52,32 +59,22 @@ func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !opts.SkipPollingColumns {
-		if err := AddPollingColumns(ctx, conn, opts.Schema, opts.Table); err != nil {
-			return v, err
-		}
+	if opts.StateOnly {
+		return v, nil
+	}
+	if _, err := EnsureOutbox(ctx, conn, opts.Schema, opts.Table, !opts.SkipPollingColumns); err != nil {
+		return v, err
 	}
 	return v, nil
 }
 
-// AddPollingColumns gives an existing outbox table what polling needs:
-// insertion order (seq), the writing transaction (txid), the published
-// mark, and a partial index over unpublished rows. Columns that exist are
-// left alone. Adding seq to a large table rewrites it.
-func AddPollingColumns(ctx context.Context, conn *pgx.Conn, schema, table string) error {
-	t := pgx.Identifier{schema, table}.Sanitize()
-	stmts := []string{
-		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS seq bigint GENERATED ALWAYS AS IDENTITY",
-		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS txid xid8 NOT NULL DEFAULT pg_current_xact_id()",
-		"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS published_at timestamptz",
-		"CREATE INDEX IF NOT EXISTS " + sanitizeIndexPrefix(table) + "_unpublished ON " + t + " (seq) WHERE published_at IS NULL",
+// Latest is the version the embedded migrations reach.
+func Latest() (int32, error) {
+	entries, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		return 0, err
 	}
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("add polling columns to %s: %w", t, err)
-		}
-	}
-	return nil
+	return int32(len(entries)), nil
 }
 
 // sanitizeIndexPrefix makes an unquoted index name from a table name that

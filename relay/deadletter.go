@@ -64,7 +64,7 @@ func (r *Relay) openDeadLetters(ctx context.Context) (*deadLetters, error) {
 	if err != nil {
 		conn.Close(context.Background())
 		if isUndefinedTable(err) {
-			return nil, fmt.Errorf("%w (pgoutbox_dead_letter)", ErrNoState)
+			return nil, fmt.Errorf("%w (pgoutbox_dead_letter): run pgoutbox migrate", ErrNoState)
 		}
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}

@@ -111,6 +111,13 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 		conn.Close(context.Background())
 		return nil, errLocked
 	}
+	if !r.stateReady.Load() {
+		if err := r.ensureState(ctx, conn); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
+		r.stateReady.Store(true)
+	}
 	return conn, nil
 }
 
@@ -125,7 +132,7 @@ ON CONFLICT (pipeline) DO UPDATE SET
 		r.cfg.Replication.Slot, r.table.String(), string(mode), reason)
 	if err != nil {
 		if isUndefinedTable(err) {
-			return ErrNoState
+			return fmt.Errorf("%w: run pgoutbox migrate", ErrNoState)
 		}
 		return fmt.Errorf("save state: %w", err)
 	}

@@ -195,6 +195,9 @@ type Relay struct {
 	// touches them.
 	polled      polledSeqs
 	polledUntil pglogrepl.LSN
+	// stateReady is set once pgoutbox's own tables are known to be at this
+	// binary's version (state.go).
+	stateReady atomic.Bool
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper

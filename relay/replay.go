@@ -35,7 +35,7 @@ func ListDeadLetters(ctx context.Context, conn *pgx.Conn, pipeline string, all b
 FROM pgoutbox_dead_letter WHERE pipeline = $1 AND ($2 OR replayed_at IS NULL) ORDER BY id`, pipeline, all)
 	if err != nil {
 		if isUndefinedTable(err) {
-			return nil, fmt.Errorf("%w (pgoutbox_dead_letter)", ErrNoState)
+			return nil, fmt.Errorf("%w (pgoutbox_dead_letter): run pgoutbox migrate", ErrNoState)
 		}
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}

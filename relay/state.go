@@ -9,12 +9,57 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
-// ErrNoState means the state table is missing: pgoutbox migrate has not run.
-var ErrNoState = errors.New("pgoutbox_state table is missing: run pgoutbox migrate first")
+// ErrNoState means pgoutbox's own tables are missing or older than this
+// binary, and could not be brought up to date.
+var ErrNoState = errors.New("pgoutbox's own tables are missing or older than this pgoutbox")
+
+// ensureState brings pgoutbox's own tables (state, dead letters) to this
+// binary's version, so that run alone works where migrate never ran, as
+// Debezium needs no such step. The outbox table is not touched. A role
+// that may not create tables is told what to run or grant instead.
+func (r *Relay) ensureState(ctx context.Context, conn *pgx.Conn) error {
+	latest, err := migrations.Latest()
+	if err != nil {
+		return err
+	}
+	var from int32
+	err = conn.QueryRow(ctx, "SELECT version FROM "+migrations.VersionTable).Scan(&from)
+	switch {
+	case err == nil && from >= latest:
+		return nil
+	case err == nil, isUndefinedTable(err):
+	case isInsufficientPrivilege(err):
+		// A least-privilege role that cannot read the version: Setup's
+		// own check of the state table decides.
+		return nil
+	default:
+		return fmt.Errorf("read %s: %w", migrations.VersionTable, err)
+	}
+	to, err := migrations.Migrate(ctx, conn, migrations.Options{StateOnly: true})
+	if err != nil {
+		if isInsufficientPrivilege(err) {
+			var role, quoted string
+			_ = conn.QueryRow(ctx, "SELECT current_user, quote_ident(current_user)").Scan(&role, &quoted)
+			return fmt.Errorf("%w, and role %q may not create them. "+
+				"Run pgoutbox migrate once as a role that may (the database owner), then GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO %s; "+
+				"or GRANT CREATE ON SCHEMA public TO %s", ErrNoState, role, quoted, quoted)
+		}
+		return fmt.Errorf("create pgoutbox's own tables: %w", err)
+	}
+	r.log.Info("pgoutbox's own tables brought up to date", "from_version", from, "to_version", to)
+	return nil
+}
+
+func isInsufficientPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}
 
 // SetupResult says what Setup found and did.
 type SetupResult struct {
@@ -47,7 +92,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		return res, fmt.Errorf("look up state table: %w", err)
 	}
 	if !hasState {
-		return res, ErrNoState
+		return res, fmt.Errorf("%w: run pgoutbox migrate", ErrNoState)
 	}
 	// The newest migration's column, looked up in the catalog that every
 	// role may read: an older schema is named, not met halfway.
@@ -57,7 +102,7 @@ WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'handoff_pending' AND 
 		return res, fmt.Errorf("look up state table: %w", err)
 	}
 	if !current {
-		return res, fmt.Errorf("%w: the state table is from an older pgoutbox", ErrNoState)
+		return res, fmt.Errorf("%w: the state table is from an older pgoutbox; run pgoutbox migrate", ErrNoState)
 	}
 	var known bool
 	var lastLSN *string

@@ -81,8 +81,10 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 		return nil, fmt.Errorf("%w: %s", ErrNoPollingColumns, table)
 	}
 	p := &Poller{conn: conn, table: table, batch: cfg.BatchSize}
-	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s IS NULL AND %s >= $1::text::xid8 ORDER BY %s LIMIT %d`,
-		table.Quoted(), PublishedColumn, TxIDColumn, SeqColumn, cfg.BatchSize)
+	// Rows from before the polling columns were added have no seq and no
+	// txid: they are not polled (and the partial index leaves them out).
+	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s IS NULL AND %s IS NOT NULL AND %s >= $1::text::xid8 ORDER BY %s LIMIT %d`,
+		table.Quoted(), PublishedColumn, SeqColumn, TxIDColumn, SeqColumn, cfg.BatchSize)
 	return p, nil
 }
 

@@ -357,6 +357,14 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			ignore(src(k))
 		}
 	}
+	// Debezium's own defaults, so that a configuration that relied on them
+	// takes over the slot and publication Debezium was using.
+	if _, ok := c.connector["slot.name"]; !ok {
+		set("slot", "debezium")
+	}
+	if _, ok := c.connector["publication.name"]; !ok {
+		set("publication", "dbz_publication")
+	}
 	if s, ok := c.connector["schema.include.list"]; ok && table != "" {
 		if schema, _, _ := strings.Cut(table, "."); s != schema && s != regexp.QuoteMeta(schema) {
 			refuse(src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))

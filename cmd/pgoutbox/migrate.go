@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,11 +33,23 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer conn.Close(context.Background())
-	v, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: table.Schema, Table: table.Name})
+	v, err := migrations.Migrate(ctx, conn, migrations.Options{StateOnly: true})
 	if err != nil {
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
-	fmt.Fprintf(stdout, "migrated to version %d: %s and pgoutbox_state are in place\n", v, table)
+	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
+	res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, true)
+	if err != nil {
+		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+	}
+	switch {
+	case res.Created:
+		fmt.Fprintf(stdout, "%s created\n", table)
+	case len(res.Added) > 0 || res.IndexBuilt:
+		fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
+	default:
+		fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
+	}
 	return nil
 }
 
@@ -54,4 +67,15 @@ func connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect: %s", redact(err.Error(), secretsOf(databaseURL)))
 	}
 	return conn, nil
+}
+
+func describeAdded(res migrations.OutboxResult) string {
+	parts := []string{}
+	if len(res.Added) > 0 {
+		parts = append(parts, "the columns "+strings.Join(res.Added, ", "))
+	}
+	if res.IndexBuilt {
+		parts = append(parts, "the index over unpublished rows (built concurrently)")
+	}
+	return strings.Join(parts, " and ")
 }

@@ -1,0 +1,239 @@
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// lockTimeout bounds how long one schema change waits for its brief lock on
+// the outbox table. A waiting ALTER TABLE queues every insert behind it, so
+// it gives up quickly and tries again rather than block the application
+// behind a long transaction.
+const (
+	lockTimeout  = 500 * time.Millisecond
+	lockAttempts = 60
+)
+
+// OutboxResult says what EnsureOutbox did.
+type OutboxResult struct {
+	// Created is set when the table did not exist and was created.
+	Created bool
+	// Added names the polling columns added to an existing table.
+	Added []string
+	// IndexBuilt is set when the partial index over unpublished rows was
+	// built (concurrently, on an existing table).
+	IndexBuilt bool
+}
+
+// EnsureOutbox creates the outbox table schema.table with the default shape
+// when it is missing. An existing table, of any shape, is never rewritten:
+// with polling it gets the columns polling needs as nullable columns whose
+// defaults apply to new rows only (seq from a sequence of its own, txid
+// from pg_current_xact_id(), published_at), each added under a lock held
+// for milliseconds, and the partial index over unpublished rows is built
+// concurrently. Rows that were in the table before have no seq and no
+// txid: polling never publishes them, so a takeover does not send a
+// team's history again. Idempotent.
+func EnsureOutbox(ctx context.Context, conn *pgx.Conn, schema, table string, polling bool) (OutboxResult, error) {
+	var res OutboxResult
+	t := pgx.Identifier{schema, table}.Sanitize()
+	index := sanitizeIndexPrefix(table) + "_unpublished"
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
+		return res, fmt.Errorf("look up %s: %w", t, err)
+	}
+	if !exists {
+		// A new, empty table: created whole, index included, at once.
+		_, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (
+  id            uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+  aggregatetype text        NOT NULL,
+  aggregateid   text        NOT NULL,
+  type          text        NOT NULL,
+  payload       jsonb       NOT NULL,
+  headers       jsonb,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  seq           bigint      GENERATED ALWAYS AS IDENTITY,
+  txid          xid8        NOT NULL DEFAULT pg_current_xact_id(),
+  published_at  timestamptz
+);
+CREATE INDEX IF NOT EXISTS `+index+` ON `+t+` (seq) WHERE published_at IS NULL`)
+		if err != nil {
+			return res, fmt.Errorf("create %s: %w", t, err)
+		}
+		res.Created = true
+		return res, nil
+	}
+	if !polling {
+		return res, nil
+	}
+	var err error
+	if res.Added, err = addPollingColumns(ctx, conn, schema, table); err != nil {
+		return res, err
+	}
+	if res.IndexBuilt, err = ensureUnpublishedIndex(ctx, conn, schema, index, t); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// AddPollingColumns gives an existing outbox table what polling needs, as
+// EnsureOutbox does: insertion order (seq), the writing transaction (txid),
+// the published mark, and the partial index over unpublished rows, without
+// rewriting the table. Columns that exist are left alone.
+func AddPollingColumns(ctx context.Context, conn *pgx.Conn, schema, table string) error {
+	t := pgx.Identifier{schema, table}.Sanitize()
+	if _, err := addPollingColumns(ctx, conn, schema, table); err != nil {
+		return err
+	}
+	_, err := ensureUnpublishedIndex(ctx, conn, schema, sanitizeIndexPrefix(table)+"_unpublished", t)
+	return err
+}
+
+func addPollingColumns(ctx context.Context, conn *pgx.Conn, schema, table string) ([]string, error) {
+	t := pgx.Identifier{schema, table}.Sanitize()
+	rows, err := conn.Query(ctx, `SELECT attname FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = ANY('{seq,txid,published_at}') AND attnum > 0 AND NOT attisdropped`, t)
+	if err != nil {
+		return nil, fmt.Errorf("look up the columns of %s: %w", t, err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("look up the columns of %s: %w", t, err)
+	}
+	has := map[string]bool{}
+	for _, c := range have {
+		has[c] = true
+	}
+	var added []string
+	if !has["seq"] {
+		// An identity or a default in ADD COLUMN would fill every existing
+		// row: a rewrite. A plain column whose default is set afterwards
+		// numbers new rows only.
+		seq := pgx.Identifier{schema, sanitizeIndexPrefix(table) + "_pgoutbox_seq"}.Sanitize()
+		if _, err := conn.Exec(ctx, "CREATE SEQUENCE IF NOT EXISTS "+seq+" AS bigint"); err != nil {
+			return added, fmt.Errorf("add polling columns to %s: %w", t, err)
+		}
+		// Every role that inserts into the table draws from the sequence
+		// once the default is set: grant it first.
+		if err := grantSequence(ctx, conn, t, seq); err != nil {
+			return added, err
+		}
+		err := briefly(ctx, conn, t, []string{
+			"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS seq bigint",
+			"ALTER TABLE " + t + " ALTER COLUMN seq SET DEFAULT nextval('" + seq + "')",
+			"ALTER SEQUENCE " + seq + " OWNED BY " + t + ".seq",
+		})
+		if err != nil {
+			return added, err
+		}
+		added = append(added, "seq")
+	}
+	if !has["txid"] {
+		if err := briefly(ctx, conn, t, []string{
+			"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS txid xid8",
+			"ALTER TABLE " + t + " ALTER COLUMN txid SET DEFAULT pg_current_xact_id()",
+		}); err != nil {
+			return added, err
+		}
+		added = append(added, "txid")
+	}
+	if !has["published_at"] {
+		if err := briefly(ctx, conn, t, []string{"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS published_at timestamptz"}); err != nil {
+			return added, err
+		}
+		added = append(added, "published_at")
+	}
+	return added, nil
+}
+
+// briefly runs stmts in one transaction that waits at most lockTimeout for
+// its lock on table t, and tries again while another transaction holds it.
+func briefly(ctx context.Context, conn *pgx.Conn, t string, stmts []string) error {
+	var err error
+	for attempt := 0; attempt < lockAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(min(attempt, 10)) * 100 * time.Millisecond):
+			}
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			for _, s := range stmts {
+				if _, err := tx.Exec(ctx, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" { // lock_not_available
+			break
+		}
+	}
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+			return fmt.Errorf("add polling columns to %s: a long transaction kept the table locked through %d tries; run migrate again when it has finished: %w", t, lockAttempts, err)
+		}
+		return fmt.Errorf("add polling columns to %s: %w", t, err)
+	}
+	return nil
+}
+
+// grantSequence lets every role that may insert into table t use seq, as
+// the default of t's new seq column needs.
+func grantSequence(ctx context.Context, conn *pgx.Conn, t, seq string) error {
+	rows, err := conn.Query(ctx, `SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+FROM pg_class c, aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+WHERE c.oid = to_regclass($1) AND a.privilege_type = 'INSERT'`, t)
+	if err != nil {
+		return fmt.Errorf("read the grants of %s: %w", t, err)
+	}
+	grantees, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read the grants of %s: %w", t, err)
+	}
+	for _, g := range grantees {
+		if _, err := conn.Exec(ctx, "GRANT USAGE ON SEQUENCE "+seq+" TO "+g); err != nil {
+			return fmt.Errorf("grant the new sequence %s to %s: %w", seq, g, err)
+		}
+	}
+	return nil
+}
+
+// ensureUnpublishedIndex builds the partial index polling reads through,
+// concurrently, so inserts go on while it is built. A build that failed
+// earlier leaves an invalid index behind; it is dropped and built again.
+func ensureUnpublishedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string) (bool, error) {
+	var valid *bool
+	err := conn.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, index).Scan(&valid)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("look up index %s: %w", index, err)
+	}
+	qualified := pgx.Identifier{schema, index}.Sanitize()
+	if valid != nil && *valid {
+		return false, nil
+	}
+	if valid != nil {
+		if _, err := conn.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+qualified); err != nil {
+			return false, fmt.Errorf("drop invalid index %s: %w", index, err)
+		}
+	}
+	// Rows from before the polling columns have no seq; they are never
+	// polled, and the index leaves them out.
+	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY IF NOT EXISTS "+pgx.Identifier{index}.Sanitize()+" ON "+t+
+		" (seq) WHERE published_at IS NULL AND seq IS NOT NULL"); err != nil {
+		return false, fmt.Errorf("build index %s on %s: %w", index, t, err)
+	}
+	return true, nil
+}

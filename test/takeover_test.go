@@ -1,0 +1,361 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// ledgerTable is seed 000's outbox_event in Postgres types: a bigserial id,
+// the team's own status column, and no column pgoutbox added.
+const ledgerTable = `CREATE TABLE public.outbox_event (
+  id BIGSERIAL PRIMARY KEY,
+  aggregate_type VARCHAR(50) NOT NULL,
+  aggregate_id BIGINT NOT NULL,
+  event_type VARCHAR(100) NOT NULL,
+  payload JSONB NOT NULL,
+  status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
+  retry_count INT NOT NULL DEFAULT 0,
+  created_at TIMESTAMP(6) NOT NULL DEFAULT now(),
+  processed_at TIMESTAMP(6) NULL);
+CREATE INDEX idx_outbox_status_created ON public.outbox_event (status, created_at)`
+
+// ledgerFlags map the ledger's columns for pgoutbox run.
+var ledgerFlags = []string{"--table", "public.outbox_event", "--column-aggregate-type", "aggregate_type",
+	"--column-aggregate-id", "aggregate_id", "--column-type", "event_type"}
+
+// existingLedger is a database that holds the ledger's table and rows and
+// nothing of pgoutbox: no migrate has run.
+func existingLedger(t *testing.T, rows int) *env {
+	t.Helper()
+	e := &env{t: t, pg: pgtest.New(t)}
+	e.url = e.pg.URL
+	e.kafka = kafkatest.New(t)
+	e.brokers = e.kafka.Brokers
+	e.conn = e.connect()
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, ledgerTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload, status, created_at, processed_at)
+SELECT 'TRANSACTION', g % 1000, 'LEDGER_POSTED', jsonb_build_object('transactionId', g, 'amount', '10.00'),
+  CASE WHEN g % 10 = 0 THEN 'PENDING' ELSE 'PUBLISHED' END, now() - interval '1 year', now() - interval '1 year'
+FROM generate_series(1, $1) g`, rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, "VACUUM ANALYZE outbox_event"); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// pgoutboxCmd runs the binary to completion.
+func (e *env) pgoutboxCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	out, err := exec.Command(bin, append(args, "--database-url", e.url)...).CombinedOutput()
+	return string(out), err
+}
+
+// ledgerWriter inserts ledger events as the application's own role, one
+// every few milliseconds, until stopped, and records the slowest insert.
+type ledgerWriter struct {
+	mu      sync.Mutex
+	slowest time.Duration
+	ids     []int64
+	err     error
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startLedgerWriter(t *testing.T, url string) *ledgerWriter {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &ledgerWriter{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer conn.Close(context.Background())
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			start := time.Now()
+			var id int64
+			err := conn.QueryRow(context.Background(), `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id`, 5000+i%50).Scan(&id)
+			took := time.Since(start)
+			w.mu.Lock()
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			w.slowest = max(w.slowest, took)
+			if err == nil {
+				w.ids = append(w.ids, id)
+			}
+			w.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *ledgerWriter) finish() (time.Duration, []int64, error) {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slowest, w.ids, w.err
+}
+
+func filenode(t *testing.T, conn *pgx.Conn, table string) uint32 {
+	t.Helper()
+	var n uint32
+	if err := conn.QueryRow(context.Background(), "SELECT relfilenode FROM pg_class WHERE oid = $1::regclass", table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pgoutbox migrate on a ledger's existing table of many rows, while the
+// application writes to it as its own role: the table is not rewritten
+// (same filenode), no insert waits a second, the application's role can
+// still insert, and the rows already there are left as they were. Then
+// pgoutbox run in poll mode publishes what the application writes from
+// then on and none of the ledger's history. make chaos uses 1,000,000 rows.
+func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
+	rows := chaos(200_000, 1_000_000)
+	e := existingLedger(t, rows)
+	ctx := context.Background()
+	exec := func(sql string) {
+		if _, err := e.conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec("CREATE ROLE ledger_app LOGIN")
+	exec("GRANT SELECT, INSERT ON outbox_event TO ledger_app")
+	exec("GRANT USAGE ON SEQUENCE outbox_event_id_seq TO ledger_app")
+	before := filenode(t, e.conn, "outbox_event")
+
+	w := startLedgerWriter(t, withRole(t, e.url, "ledger_app"))
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event")
+	took := time.Since(start)
+	time.Sleep(200 * time.Millisecond)
+	slowest, written, werr := w.finish()
+	if err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	t.Logf("migrate of %d rows took %s; slowest concurrent insert %s; %d inserts", rows, took.Round(time.Millisecond), slowest.Round(time.Millisecond), len(written))
+	if !strings.Contains(out, "without rewriting the table") {
+		t.Errorf("migrate output does not say what it did:\n%s", out)
+	}
+	if werr != nil {
+		t.Fatalf("the application's insert failed during or after migrate: %v", werr)
+	}
+	if after := filenode(t, e.conn, "outbox_event"); after != before {
+		t.Errorf("the table was rewritten: filenode %d -> %d", before, after)
+	}
+	if slowest >= time.Second {
+		t.Errorf("an insert waited %s behind migrate", slowest)
+	}
+	var touched int
+	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id <= $1 AND (seq IS NOT NULL OR txid IS NOT NULL OR published_at IS NOT NULL)", rows).Scan(&touched); err != nil {
+		t.Fatal(err)
+	}
+	if touched != 0 {
+		t.Errorf("%d existing rows were given values", touched)
+	}
+	var valid bool
+	if err := e.conn.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'outbox_event_unpublished'::regclass").Scan(&valid); err != nil || !valid {
+		t.Errorf("index outbox_event_unpublished: valid %v, err %v", valid, err)
+	}
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil || !strings.Contains(out, "already has the polling columns") {
+		t.Errorf("second migrate: %v\n%s", err, out)
+	}
+
+	// The application keeps writing; pgoutbox polls the table.
+	p := e.runProcess(t, append([]string{"--mode", "poll", "--poll-interval", "50ms"}, ledgerFlags...)...)
+	w = startLedgerWriter(t, withRole(t, e.url, "ledger_app"))
+	time.Sleep(500 * time.Millisecond)
+	_, fresh, werr := w.finish()
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	topic := "outbox.event.TRANSACTION"
+	eventually(t, 60*time.Second, "every row written since migrate published", func() bool {
+		var left int
+		e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
+		return left == 0
+	})
+	recs := drain(t, e.brokers, topic, 0)
+	// Rows the first writer inserted before the columns existed have no
+	// seq; they belong with the history and are not polled.
+	var since int
+	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL").Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != since || since < len(fresh) || since > len(written)+len(fresh) {
+		t.Errorf("%d records in %s; %d rows written after the columns were added (%d written during migrate, %d after)", len(recs), topic, since, len(written), len(fresh))
+	}
+	for _, r := range recs {
+		if id := decodeEvent(t, r).ID; len(id) <= 0 || mustInt(t, id) <= int64(rows) {
+			t.Errorf("published event %s is from the table's history", id)
+			break
+		}
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("pgoutbox run: %v", err)
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q is not an integer id", s)
+	}
+	return n
+}
+
+// withRole is url connecting as role, without a password (trust).
+func withRole(t *testing.T, dbURL, role string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	return u.String()
+}
+
+// A Debezium Server application.properties over the ledger's existing
+// table is all pgoutbox run needs, as it is all Debezium needs: no migrate.
+// It creates its own tables, the publication and the slot, relays what the
+// application writes from then on, and publishes none of the old rows.
+func TestRunAloneFromDebeziumProperties(t *testing.T) {
+	e := existingLedger(t, 1000)
+	host, port, user, db := e.debeziumDB(t)
+	path := filepath.Join(t.TempDir(), "application.properties")
+	props := `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=` + host + `
+debezium.source.database.port=` + port + `
+debezium.source.database.user=` + user + `
+debezium.source.database.dbname=` + db + `
+debezium.source.topic.prefix=ledger
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox_event
+debezium.source.snapshot.mode=no_data
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.table.field.event.key=aggregate_id
+debezium.transforms.outbox.table.field.event.type=event_type
+debezium.transforms.outbox.route.by.field=aggregate_type
+debezium.format.value.schemas.enable=false
+`
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--config", path)
+	e.awaitSlotActive(t, "debezium")
+	ctx := context.Background()
+	var ids []string
+	for i := 0; i < 20; i++ {
+		var id string
+		if err := e.conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 7000+i%3).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	topic := "outbox.event.TRANSACTION"
+	recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(ids), 30*time.Second)
+	got := map[string]bool{}
+	for _, r := range recs {
+		// Debezium Server's default header format: JSON with its schema.
+		h, _ := headerOf(r, "id")
+		var v struct{ Payload any }
+		if err := json.Unmarshal([]byte(h), &v); err != nil {
+			t.Fatalf("header id %q: %v", h, err)
+		}
+		got[fmt.Sprint(v.Payload)] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("event %s written after the start is missing", id)
+		}
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+	}
+	if n := len(drain(t, e.brokers, topic, 0)); n != len(ids) {
+		t.Errorf("%d records in %s, want the %d written after the start: the table's history was published", n, topic, len(ids))
+	}
+	var version int
+	if err := e.conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version == 0 {
+		t.Errorf("pgoutbox's own tables were not created: version %d, err %v", version, err)
+	}
+}
+
+// A role that may not create tables gets, from run alone, what to run or
+// grant instead, and the exit code of a problem retrying cannot fix.
+func TestRunAloneWithoutCreatePrivilege(t *testing.T) {
+	e := existingLedger(t, 10)
+	ctx := context.Background()
+	for _, sql := range []string{
+		"CREATE ROLE relay LOGIN REPLICATION",
+		"REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+		"GRANT SELECT ON outbox_event TO relay",
+	} {
+		if _, err := e.conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	args := append([]string{"run", "--database-url", withRole(t, e.url, "relay"), "--kafka-brokers", strings.Join(e.brokers, ","), "--mode", "wal"}, ledgerFlags...)
+	cmd := exec.Command(bin, args...)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("run did not stop on a privilege it lacks:\n%s", out)
+	}
+	if err == nil {
+		t.Fatalf("run exited 0:\n%s", out)
+	}
+	for _, want := range []string{`and role "relay" may not create them`, "pgoutbox migrate", "GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO relay"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
