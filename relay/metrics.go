@@ -333,7 +333,7 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
-	count, oldest, err := Unpublished(ctx, conn, r.cfg.Replication.Slot, r.table, r.timeColumn())
+	count, oldest, err := Unpublished(ctx, conn, r.cfg.Replication.Slot, r.cfg.Poll, r.timeColumn())
 	if err != nil {
 		if isUndefinedTable(err) {
 			return nil // no polling columns or no state table: nothing to report
@@ -352,18 +352,23 @@ func (r *Relay) timeColumn() string {
 	return "created_at"
 }
 
-// Unpublished counts the rows of table above the pipeline's published floor
-// that polling has not marked, and the age of the oldest by timeColumn. In
-// WAL mode this includes rows published since the floor last advanced (a
-// few seconds' worth while the relay is healthy).
-func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, table replication.Table, timeColumn string) (int64, time.Duration, error) {
+// Unpublished counts the rows of the polled table above the pipeline's
+// published floor that polling has not marked, and the age of the oldest by
+// timeColumn. In WAL mode this includes rows published since the floor last
+// advanced (a few seconds' worth while the relay is healthy).
+func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
 	var (
 		count  int64
 		oldest *float64
 	)
-	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s
-WHERE %s IS NULL AND %s >= coalesce((SELECT floor_xid FROM pgoutbox_state WHERE pipeline = $1), '0'::xid8)`,
-		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), replication.PublishedColumn, replication.TxIDColumn)
+	table, err := replication.ParseTable(poll.Table)
+	if err != nil {
+		return 0, 0, err
+	}
+	poll.Defaults()
+	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s WHERE %s`,
+		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(),
+		poll.Unpublished("coalesce((SELECT floor_xid FROM pgoutbox_state WHERE pipeline = $1), '0'::xid8)"))
 	if err := conn.QueryRow(ctx, q, pipeline).Scan(&count, &oldest); err != nil {
 		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
 	}

@@ -483,7 +483,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				bindings[c.Relation] = b
 			}
 			if len(r.polled) > 0 {
-				if seq, ok := seqOf(c.Relation, c.Values); ok && r.polled.take(seq) {
+				if seq, ok := seqOf(c.Relation, c.Values, r.cfg.Poll.Order); ok && r.polled.take(seq) {
 					r.Stats.SkippedPolled.Add(1)
 					continue // published while polling
 				}
@@ -583,10 +583,11 @@ func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, e
 	return kr, nil
 }
 
-// seqOf reads a row's seq column, the polling columns' insertion order.
-func seqOf(rel *replication.Relation, values [][]byte) (int64, bool) {
+// seqOf reads a row's order column (seq, or the table's own id), the
+// insertion order polling marks rows by.
+func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, bool) {
 	for i, col := range rel.Columns {
-		if col.Name == replication.SeqColumn && i < len(values) && values[i] != nil {
+		if col.Name == order && i < len(values) && values[i] != nil {
 			n, err := strconv.ParseInt(string(values[i]), 10, 64)
 			return n, err == nil
 		}

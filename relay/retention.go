@@ -119,6 +119,13 @@ WHERE pipeline = $1 AND ($3 OR wal_start_xid IS NULL)`, pipeline, strconv.Format
 // published floor and at or above wal_start_xid (WAL mode published it).
 // Any other row stays, however old.
 func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	if r.cfg.Poll.Status != "" {
+		// Published rows are the team's own status; their own job keeps
+		// the table.
+		r.hk.noRetention = true
+		r.log.Warn("retention is off: the table's own status column marks published rows, and pgoutbox deletes none of them", "table", r.table.String())
+		return 0, nil
+	}
 	ok, err := replication.HasPollingColumns(ctx, conn, r.table)
 	if err != nil {
 		return 0, err

@@ -214,7 +214,7 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
 	canPoll := false
 	if r.cfg.Mode == ModeAuto {
 		var err error
-		if canPoll, err = replication.HasPollingColumns(ctx, conn, r.table); err != nil {
+		if canPoll, err = r.cfg.Poll.HasColumns(ctx, conn); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,16 @@ type PollConfig struct {
 	Table string
 	// BatchSize is the most rows one poll reads (default 500).
 	BatchSize int
+	// Order is the column that gives insertion order: an integer assigned
+	// at insert that only grows, seq (default) or a table's own bigserial
+	// or identity id.
+	Order string
+	// Status, when set, is the table's own status column, as a team's
+	// poller keeps it: rows whose Status is StatusPending are unpublished,
+	// and publishing sets it to StatusPublished (and ProcessedAt, when
+	// set, to now()) instead of published_at.
+	Status, StatusPending, StatusPublished string
+	ProcessedAt                            string
 }
 
 // Defaults fills unset fields.
@@ -38,6 +49,9 @@ func (c *PollConfig) Defaults() {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500
+	}
+	if c.Order == "" {
+		c.Order = SeqColumn
 	}
 }
 
@@ -49,7 +63,59 @@ func (c PollConfig) Validate() error {
 	if c.BatchSize < 1 || c.BatchSize > 100_000 {
 		return fmt.Errorf("batch size %d: must be between 1 and 100000", c.BatchSize)
 	}
+	if c.Status == "" {
+		if c.StatusPending != "" || c.StatusPublished != "" || c.ProcessedAt != "" {
+			return errors.New("status values and the processed-at column need a status column (--column-status)")
+		}
+		return nil
+	}
+	if c.StatusPending == "" || c.StatusPublished == "" {
+		return errors.New("a status column needs its pending and published values (--status-pending, --status-published)")
+	}
+	if c.StatusPending == c.StatusPublished {
+		return fmt.Errorf("status values: pending and published are both %q", c.StatusPending)
+	}
 	return nil
+}
+
+// columns are the columns polling reads or writes besides the event's.
+func (c PollConfig) columns() []string {
+	cols := []string{c.Order, TxIDColumn}
+	if c.Status != "" {
+		cols = append(cols, c.Status)
+		if c.ProcessedAt != "" {
+			cols = append(cols, c.ProcessedAt)
+		}
+	} else {
+		cols = append(cols, PublishedColumn)
+	}
+	return cols
+}
+
+// Unpublished is the SQL condition that selects the rows polling has yet to
+// publish, with floor the SQL expression of the published floor (an xid8).
+// Rows from before the polling columns were added have no txid: by the
+// published mark they are history and never polled; by a status column
+// they are polled when pending, which is how a team's own poller is taken
+// over.
+func (c PollConfig) Unpublished(floor string) string {
+	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+	if c.Status != "" {
+		return fmt.Sprintf("%s = %s AND (%s IS NULL OR %s >= %s)",
+			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending), txid, txid, floor)
+	}
+	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s >= %s",
+		pgx.Identifier{PublishedColumn}.Sanitize(), pgx.Identifier{c.Order}.Sanitize(), txid, floor)
+}
+
+// quoteLiteral quotes s as an SQL string literal whatever
+// standard_conforming_strings is, as libpq's PQescapeLiteral does.
+func quoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		return "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
 }
 
 // Poller reads unpublished outbox rows in insertion order and marks them
@@ -58,8 +124,8 @@ func (c PollConfig) Validate() error {
 // later poll, so nothing is skipped however transactions interleave.
 type Poller struct {
 	conn     *pgx.Conn
+	cfg      PollConfig
 	table    Table
-	batch    int
 	relation *Relation
 	seqIdx   int
 	txidIdx  int
@@ -73,34 +139,52 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 		return nil, err
 	}
 	table, _ := ParseTable(cfg.Table)
-	ok, err := HasPollingColumns(ctx, conn, table)
+	ok, err := cfg.HasColumns(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrNoPollingColumns, table)
+		return nil, fmt.Errorf("%w: %s needs %s", ErrNoPollingColumns, table, strings.Join(cfg.columns(), ", "))
 	}
-	p := &Poller{conn: conn, table: table, batch: cfg.BatchSize}
-	// Rows from before the polling columns were added have no seq and no
-	// txid: they are not polled (and the partial index leaves them out).
-	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s IS NULL AND %s IS NOT NULL AND %s >= $1::text::xid8 ORDER BY %s LIMIT %d`,
-		table.Quoted(), PublishedColumn, SeqColumn, TxIDColumn, SeqColumn, cfg.BatchSize)
+	p := &Poller{conn: conn, cfg: cfg, table: table}
+	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d`,
+		table.Quoted(), cfg.Unpublished("$1::text::xid8"), pgx.Identifier{cfg.Order}.Sanitize(), cfg.BatchSize)
 	return p, nil
+}
+
+// HasColumns tells whether the table has the columns polling needs: the
+// order column, txid, and published_at or the status column.
+func (c PollConfig) HasColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	c.Defaults()
+	t, err := ParseTable(c.Table)
+	if err != nil {
+		return false, err
+	}
+	// pg_attribute, not information_schema, which hides the columns a
+	// role has no privilege on and would blame the table's shape.
+	want := c.columns()
+	var n int
+	err = conn.QueryRow(ctx, `
+SELECT count(DISTINCT attname) FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND attnum > 0 AND NOT attisdropped`,
+		t.Quoted(), want).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up polling columns: %w", err)
+	}
+	return n == len(uniq(want)), nil
+}
+
+func uniq(s []string) map[string]bool {
+	m := make(map[string]bool, len(s))
+	for _, v := range s {
+		m[v] = true
+	}
+	return m
 }
 
 // HasPollingColumns tells whether the table has seq, txid and published_at.
 func HasPollingColumns(ctx context.Context, conn *pgx.Conn, t Table) (bool, error) {
-	// pg_attribute, not information_schema, which hides the columns a
-	// role has no privilege on and would blame the table's shape.
-	var n int
-	err := conn.QueryRow(ctx, `
-SELECT count(*) FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND attnum > 0 AND NOT attisdropped`,
-		t.Quoted(), []string{SeqColumn, TxIDColumn, PublishedColumn}).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("look up polling columns: %w", err)
-	}
-	return n == 3, nil
+	return PollConfig{Table: t.String()}.HasColumns(ctx, conn)
 }
 
 // PolledRow is a row read by Poll: a Change of KindRow plus what marking it
@@ -175,7 +259,7 @@ func (p *Poller) bind(fields []pgconn.FieldDescription) error {
 	for i, f := range fields {
 		rel.Columns[i] = Column{Name: f.Name, TypeOID: f.DataTypeOID}
 		switch f.Name {
-		case SeqColumn:
+		case p.cfg.Order:
 			p.seqIdx = i
 		case TxIDColumn:
 			p.txidIdx = i
@@ -188,13 +272,23 @@ func (p *Poller) bind(fields []pgconn.FieldDescription) error {
 	return nil
 }
 
-// MarkPublished sets published_at on the rows with these seqs.
+// MarkPublished marks the rows with these order values published: it sets
+// published_at, or the status column (and processed-at) of a pending row.
 func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	_, err := p.conn.Exec(ctx, fmt.Sprintf("UPDATE %s SET %s = now() WHERE %s = ANY($1)", p.table.Quoted(), PublishedColumn, SeqColumn), seqs)
-	if err != nil {
+	order := pgx.Identifier{p.cfg.Order}.Sanitize()
+	q := fmt.Sprintf("UPDATE %s SET %s = now() WHERE %s = ANY($1)", p.table.Quoted(), pgx.Identifier{PublishedColumn}.Sanitize(), order)
+	if c := p.cfg; c.Status != "" {
+		set := pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
+		if c.ProcessedAt != "" {
+			set += ", " + pgx.Identifier{c.ProcessedAt}.Sanitize() + " = now()"
+		}
+		q = fmt.Sprintf("UPDATE %s SET %s WHERE %s = ANY($1) AND %s = %s", p.table.Quoted(), set, order,
+			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending))
+	}
+	if _, err := p.conn.Exec(ctx, q, seqs); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}
 	return nil
@@ -202,11 +296,13 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 
 // Pending tells whether any unpublished row of a transaction in [floor,
 // below) is visible: the handoff back to the WAL waits until there is none.
+// Pending rows from before the polling columns (no txid) count too.
 func (p *Poller) Pending(ctx context.Context, floor, below uint64) (bool, error) {
 	var pending bool
+	txid := pgx.Identifier{TxIDColumn}.Sanitize()
 	err := p.conn.QueryRow(ctx, fmt.Sprintf(
-		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s IS NULL AND %s >= $1::text::xid8 AND %s < $2::text::xid8)`,
-		p.table.Quoted(), PublishedColumn, TxIDColumn, TxIDColumn),
+		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s AND (%s IS NULL OR %s < $2::text::xid8))`,
+		p.table.Quoted(), p.cfg.Unpublished("$1::text::xid8"), txid, txid),
 		strconv.FormatUint(floor, 10), strconv.FormatUint(below, 10)).Scan(&pending)
 	if err != nil {
 		return false, fmt.Errorf("check pending rows: %w", err)

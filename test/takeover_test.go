@@ -42,9 +42,9 @@ var ledgerFlags = []string{"--table", "public.outbox_event", "--column-aggregate
 
 // existingLedger is a database that holds the ledger's table and rows and
 // nothing of pgoutbox: no migrate has run.
-func existingLedger(t *testing.T, rows int) *env {
+func existingLedger(t *testing.T, rows int, pgOpts ...pgtest.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgtest.New(t)}
+	e := &env{t: t, pg: pgtest.New(t, pgOpts...)}
 	e.url = e.pg.URL
 	e.kafka = kafkatest.New(t)
 	e.brokers = e.kafka.Brokers
@@ -357,5 +357,100 @@ func TestRunAloneWithoutCreatePrivilege(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// statusFlags take over from the team's own poller: its status column says
+// what is published, and its bigserial id is the insertion order.
+var statusFlags = []string{"--column-order", "id", "--column-status", "status",
+	"--status-pending", "PENDING", "--status-published", "PUBLISHED", "--column-processed-at", "processed_at"}
+
+// A team polled its ledger outbox itself: 10% of its rows are PENDING, the
+// rest PUBLISHED. pgoutbox migrate, then pgoutbox run in auto mode with the
+// status mapping, takes over: the pending rows go out, the published rows
+// never do, every new row goes out, and nothing else. With wal_level=replica
+// it polls and marks rows as the team's poller did; with logical, the first
+// start polls what committed before its new slot and then streams.
+func TestTakeOverFromOwnPoller(t *testing.T) {
+	for _, wal := range []string{"replica", "logical"} {
+		t.Run(wal, func(t *testing.T) {
+			e := existingLedger(t, 2000, pgtest.Options{WALLevel: wal})
+			ctx := context.Background()
+			var pendingBefore []string
+			rows, err := e.conn.Query(ctx, "SELECT id::text FROM outbox_event WHERE status = 'PENDING'")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pendingBefore, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				t.Fatal(err)
+			}
+			before := filenode(t, e.conn, "outbox_event")
+			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+			}
+			args := append(append([]string{"--mode", "auto", "--poll-interval", "50ms", "--probe-interval", "200ms"}, ledgerFlags...), statusFlags...)
+			p := e.runProcess(t, args...)
+			var fresh []string
+			for i := 0; i < 100; i++ {
+				var id string
+				if err := e.conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 9000+i%7).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				fresh = append(fresh, id)
+				time.Sleep(10 * time.Millisecond)
+			}
+			want := append(append([]string{}, pendingBefore...), fresh...)
+			topic := "outbox.event.TRANSACTION"
+			awaitIDs(t, e.brokers, topic, want, 60*time.Second)
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("pgoutbox run: %v", err)
+			}
+			seen := map[string]int{}
+			for _, r := range drain(t, e.brokers, topic, 0) {
+				seen[decodeEvent(t, r).ID]++
+			}
+			wanted := map[string]bool{}
+			for _, id := range want {
+				wanted[id] = true
+			}
+			for id, n := range seen {
+				switch {
+				case !wanted[id]:
+					t.Errorf("event %s was PUBLISHED by the team's poller and was sent again", id)
+				case n > 1:
+					t.Errorf("event %s sent %d times", id, n)
+				}
+			}
+			if len(seen) != len(want) {
+				t.Errorf("%d distinct events in %s, want %d (%d pending before, %d new)", len(seen), topic, len(want), len(pendingBefore), len(fresh))
+			}
+			// What polling published is marked as the team's poller marked
+			// it; the WAL leaves the rows as they are.
+			var unmarked int
+			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)", pendingBefore).Scan(&unmarked); err != nil {
+				t.Fatal(err)
+			}
+			if unmarked != 0 {
+				t.Errorf("%d of the %d rows pending before were published but not marked PUBLISHED with processed_at", unmarked, len(pendingBefore))
+			}
+			if wal == "replica" {
+				if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE status = 'PENDING'").Scan(&unmarked); err != nil || unmarked != 0 {
+					t.Errorf("%d rows still PENDING after polling published them (err %v)", unmarked, err)
+				}
+				// status counts by the same mapping: nothing is left.
+				bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+				out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.url}, statusFlags...)...).Output()
+				var st struct {
+					Unpublished *int64 `json:"unpublished_rows"`
+				}
+				if err := json.Unmarshal([]byte(out), &st); err != nil || st.Unpublished == nil || *st.Unpublished != 0 {
+					t.Errorf("status with the mapping: unpublished %v, err %v\n%s", st.Unpublished, err, out)
+				}
+			}
+			if after := filenode(t, e.conn, "outbox_event"); after != before {
+				t.Errorf("the table was rewritten: filenode %d -> %d", before, after)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -33,6 +34,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.Payload, "column-payload", d.Payload, "column holding the JSON payload; Debezium table.field.event.payload")
 	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions")
 	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time)")
+	registerPollFlags(fs, &cfg.Poll)
 	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope[:alias],... (Debezium table.fields.additional.placement)")
 	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as string, json or json-schemas (default string for debezium-outbox, json for debezium)")
 	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as string, json or json-schemas (default json)")
@@ -42,6 +44,16 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
 	return m
+}
+
+// registerPollFlags registers the columns polling orders and marks rows by;
+// run and status share them.
+func registerPollFlags(fs *flag.FlagSet, poll *replication.PollConfig) {
+	fs.StringVar(&poll.Order, "column-order", replication.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
+	fs.StringVar(&poll.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
+	fs.StringVar(&poll.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING")
+	fs.StringVar(&poll.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
+	fs.StringVar(&poll.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
 }
 
 // apply completes cfg once flags are parsed and cfg.Encoder.Format is set.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -104,8 +105,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		asJSON bool
 		th     thresholds
 	)
+	var poll replication.PollConfig
 	c.register(fs)
 	th.register(fs)
+	registerPollFlags(fs, &poll)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
@@ -148,12 +151,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		return err
 	}
-	if table, err := replication.ParseTable(st.Table); err == nil {
-		var oldest *float64
-		q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(created_at))::float8 FROM %s
-WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, table.Quoted())
-		if err := conn.QueryRow(ctx, q, st.FloorXID).Scan(&st.Unpublished, &oldest); err == nil {
-			st.OldestUnpublishd = oldest
+	poll.Table = st.Table
+	if n, oldest, err := relay.Unpublished(ctx, conn, st.Pipeline, poll, "created_at"); err == nil {
+		st.Unpublished = n
+		if oldest > 0 {
+			s := oldest.Seconds()
+			st.OldestUnpublishd = &s
 		}
 	}
 	if st.Mode == "poll" && st.ModeReason != "started in poll mode" {
