@@ -38,13 +38,24 @@ type Config struct {
 	BatchSize int
 	// Rate is the offered load in events per second (default 2000),
 	// for Duration (default 30s), written by Writers connections
-	// (default 4), EventsPerTx events per transaction (default 1), each
-	// event's payload PayloadBytes of JSON (default 200).
+	// (default 4), EventsPerTx events per transaction (default 1; a
+	// range takes its values in turn), each event's payload PayloadBytes
+	// of JSON (default 200).
 	Rate         float64
 	Duration     time.Duration
 	Writers      int
-	EventsPerTx  int
+	EventsPerTx  Range
 	PayloadBytes int
+	// Rates, when set, is a sweep: every steady-load run, the floor's
+	// included, is measured at each of these rates in turn, for Duration
+	// each, instead of at Rate.
+	Rates []float64
+	// Aggregates, when positive, makes the load application-shaped: the
+	// bench creates a table of that many aggregate rows, and each
+	// transaction first locks its aggregate's row (UPDATE ... WHERE id =
+	// $1), then inserts its events for that aggregate, then commits, a
+	// round trip each. Zero writes each transaction as one INSERT.
+	Aggregates int
 	// DrainEvents is the backlog of the drain run (default 100,000;
 	// negative skips it), committed DrainEventsPerTx per transaction
 	// (default 10).
@@ -79,8 +90,8 @@ func (c *Config) defaults() {
 	if c.Writers == 0 {
 		c.Writers = 4
 	}
-	if c.EventsPerTx == 0 {
-		c.EventsPerTx = 1
+	if c.EventsPerTx == (Range{}) {
+		c.EventsPerTx = Range{1, 1}
 	}
 	if c.PayloadBytes == 0 {
 		c.PayloadBytes = 200
@@ -107,10 +118,19 @@ func (c *Config) validate() error {
 		return errors.New("kafka brokers are required")
 	case c.RelayBin == "":
 		return errors.New("the pgoutbox binary is required")
-	case c.Rate <= 0 || c.Duration <= 0 || c.Writers < 1 || c.EventsPerTx < 1 || c.PayloadBytes < 0 || c.DrainEventsPerTx < 1:
+	case c.Rate <= 0 || c.Duration <= 0 || c.Writers < 1 || c.PayloadBytes < 0 || c.DrainEventsPerTx < 1 || c.Aggregates < 0:
 		return errors.New("rate, duration, writers and events per transaction must be positive")
-	case c.Rate/float64(c.EventsPerTx)*c.Duration.Seconds() < 1:
-		return errors.New("rate × duration is less than one transaction")
+	}
+	if err := c.EventsPerTx.validate(); err != nil {
+		return fmt.Errorf("events per transaction %s: %w", c.EventsPerTx, err)
+	}
+	for _, r := range c.rates() {
+		if r <= 0 {
+			return fmt.Errorf("rate %g: must be positive", r)
+		}
+		if r/c.EventsPerTx.Mean()*c.Duration.Seconds() < 1 {
+			return fmt.Errorf("rate %g × duration is less than one transaction", r)
+		}
 	}
 	for _, m := range c.Modes {
 		if m != "wal" && m != "poll" {
@@ -128,6 +148,14 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// rates are the offered rates of the steady-load runs.
+func (c *Config) rates() []float64 {
+	if len(c.Rates) > 0 {
+		return c.Rates
+	}
+	return []float64{c.Rate}
+}
+
 // publication is the publication the bench's slots stream.
 const publication = "pgoutbox_bench"
 
@@ -137,6 +165,7 @@ type bencher struct {
 	admin     *pgx.Conn
 	slots     []string
 	createdPb bool
+	aggTable  string // quoted; empty without Aggregates
 }
 
 // Run measures what cfg asks for and returns the report. A run that fails
@@ -158,35 +187,50 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Failed = append(rep.Failed, what+": "+err.Error())
 		fmt.Fprintf(cfg.Progress, "%s FAILED: %v\n", what, err)
 	}
-	for _, mode := range cfg.Modes {
-		intervals := []time.Duration{0}
-		if mode == "poll" {
-			intervals = cfg.PollIntervals
+	sweep := len(cfg.rates()) > 1
+	seriesName := func(label string, rate float64) string {
+		if sweep {
+			return fmt.Sprintf("%s at %g/s", label, rate)
 		}
-		for _, pi := range intervals {
-			run, lat, err := b.loadRun(ctx, mode, pi)
+		return label
+	}
+	for _, rate := range cfg.rates() {
+		for _, mode := range cfg.Modes {
+			intervals := []time.Duration{0}
+			if mode == "poll" {
+				intervals = cfg.PollIntervals
+			}
+			for _, pi := range intervals {
+				run, lat, err := b.loadRun(ctx, mode, pi, rate)
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				if err != nil {
+					fail(seriesName(runLabel(mode, pi), rate), err)
+					continue
+				}
+				rep.Runs = append(rep.Runs, run)
+				rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
+			}
+		}
+		if !cfg.NoFloor {
+			fl, lat, err := b.floorRun(ctx, rate)
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
 			if err != nil {
-				fail(runLabel(mode, pi), err)
-				continue
+				fail(seriesName("floor", rate), err)
+			} else {
+				rep.Floors = append(rep.Floors, *fl)
+				rep.Series = append(rep.Series, Series{Name: seriesName("floor (bare reader)", rate), Latencies: lat})
 			}
-			rep.Runs = append(rep.Runs, run)
-			rep.Series = append(rep.Series, Series{Name: run.Label(), Latencies: lat})
 		}
 	}
-	if !cfg.NoFloor {
-		fl, lat, err := b.floorRun(ctx)
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
-		}
-		if err != nil {
-			fail("floor", err)
-		} else {
-			rep.Floor = fl
-			rep.Series = append(rep.Series, Series{Name: "floor (bare reader)", Latencies: lat})
-		}
+	if len(rep.Floors) > 0 {
+		rep.Floor = &rep.Floors[0]
+	}
+	if sweep {
+		rep.Sweep = buildSweep(rep.Runs, rep.Floors)
 	}
 	if cfg.DrainEvents > 0 {
 		d, floorEPS, err := b.drainRun(ctx)
@@ -232,6 +276,30 @@ func (b *bencher) setup(ctx context.Context) error {
 		}
 		b.createdPb = true
 	}
+	if b.cfg.Aggregates > 0 {
+		if err := b.createAggregates(ctx, schema); err != nil {
+			conn.Close(ctx)
+			return err
+		}
+	}
+	return nil
+}
+
+// createAggregates creates the table of aggregate rows that the
+// application-shaped load locks, one row per aggregate. It is the bench's
+// own, named for this run, and dropped at the end.
+func (b *bencher) createAggregates(ctx context.Context, schema string) error {
+	if schema == "" || !strings.Contains(b.cfg.Table, ".") {
+		schema = "public"
+	}
+	ident := pgx.Identifier{schema, "bench_aggregates_" + b.suffix}.Sanitize()
+	if _, err := b.admin.Exec(ctx, "CREATE TABLE "+ident+" (id int PRIMARY KEY, version bigint NOT NULL DEFAULT 0)"); err != nil {
+		return fmt.Errorf("create the aggregates table: %w", err)
+	}
+	b.aggTable = ident
+	if _, err := b.admin.Exec(ctx, "INSERT INTO "+ident+" (id) SELECT generate_series(0, $1 - 1)", b.cfg.Aggregates); err != nil {
+		return fmt.Errorf("fill the aggregates table: %w", err)
+	}
 	return nil
 }
 
@@ -244,6 +312,9 @@ func (b *bencher) cleanup() {
 	}
 	_, _ = b.admin.Exec(ctx, "DELETE FROM pgoutbox_state WHERE pipeline = ANY($1)", b.slots)
 	_ = b.clearRows(ctx)
+	if b.aggTable != "" {
+		_, _ = b.admin.Exec(ctx, "DROP TABLE IF EXISTS "+b.aggTable)
+	}
 	if b.createdPb {
 		_, _ = b.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+publication)
 	}
@@ -298,7 +369,7 @@ func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, e
 	if !slices.Contains(b.slots, name) {
 		b.slots = append(b.slots, name)
 	}
-	return startProcess("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil)
+	return startProcess("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
 }
 
 // warmup writes a one-event transaction every 100ms until one arrives at
@@ -317,19 +388,25 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Pro
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-relay.Exited():
-			return relay.exitErr()
+			return relay.goneErr()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return nil
 }
 
-// load runs the open-loop schedule through writers and reports progress.
-func (b *bencher) load(ctx context.Context, label string, ws []*writer, tr *tracker, relay *Process) (Schedule, []time.Duration, error) {
+// load runs the open-loop schedule at rate events per second through
+// writers and reports progress. relay is the process under test (the relay
+// or the floor): the load stops if it exits.
+func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *Process) (Schedule, []time.Duration, error) {
 	k := b.cfg.EventsPerTx
-	s := NewSchedule(time.Now().Add(50*time.Millisecond), b.cfg.Rate/float64(k), b.cfg.Duration)
-	fmt.Fprintf(b.cfg.Progress, "%s: %.0f events/s (%d per transaction, %d writers, %d-byte payloads) for %s\n",
-		label, b.cfg.Rate, k, len(ws), b.cfg.PayloadBytes, b.cfg.Duration)
+	s := NewSchedule(time.Now().Add(50*time.Millisecond), rate/k.Mean(), b.cfg.Duration)
+	shape := "one INSERT each"
+	if b.cfg.Aggregates > 0 {
+		shape = fmt.Sprintf("each locks one of %d aggregates first", b.cfg.Aggregates)
+	}
+	fmt.Fprintf(b.cfg.Progress, "%s: %.0f events/s (%s per transaction, %s; %d writers, %d-byte payloads) for %s\n",
+		label, rate, k, shape, len(ws), b.cfg.PayloadBytes, b.cfg.Duration)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopProgress := b.progress(ctx, label, tr, s.Start)
@@ -346,11 +423,16 @@ func (b *bencher) load(ctx context.Context, label string, ws []*writer, tr *trac
 		}()
 	}
 	lags, err := RunOpenLoop(ctx, s, len(ws), func(ctx context.Context, worker int, slot Slot) error {
-		_, err := ws[worker].tx(ctx, "agg-"+strconv.Itoa(slot.Index%64), k, false)
+		var err error
+		if b.cfg.Aggregates > 0 {
+			_, err = ws[worker].appTx(ctx, aggregateOf(slot.Index, b.cfg.Aggregates), k.At(slot.Index))
+		} else {
+			_, err = ws[worker].tx(ctx, aggregateKey(slot.Index%64), k.At(slot.Index), false)
+		}
 		return err
 	})
 	if relayGone.Load() {
-		return s, nil, relay.exitErr()
+		return s, nil, relay.goneErr()
 	}
 	return s, lags, err
 }
@@ -397,17 +479,78 @@ func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Dura
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return relay.exitErr()
+			return relay.goneErr()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// loadRun measures the relay in one mode under the steady load.
-func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration) (Result, []time.Duration, error) {
+// runName names a run's slot, pipeline, topic and aggregate type; in a
+// sweep, per rate.
+func (b *bencher) runName(label string, rate float64) string {
+	if len(b.cfg.rates()) > 1 {
+		label += " " + strconv.FormatFloat(rate, 'f', -1, 64)
+	}
+	return b.name(label)
+}
+
+// window measures, over a run, a process's CPU time and the machine's idle
+// CPU.
+type window struct {
+	pid    int
+	cpu0   time.Duration
+	fine   bool // cpu0 is from the threads' schedstat, else /proc/PID/stat
+	times0 CPUTimes
+}
+
+func startWindow(pid int) (*window, error) {
+	w := &window{pid: pid}
+	var err error
+	if w.cpu0, err = ReadThreadsCPU(pid); err == nil {
+		w.fine = true
+	} else {
+		u, err := ReadUsage(pid)
+		if err != nil {
+			return nil, err
+		}
+		w.cpu0 = u.CPU
+	}
+	if w.times0, err = ReadCPUTimes(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// end returns the process's CPU microseconds per event over the window and
+// the percentage of the machine's CPU time that was idle.
+func (w *window) end(events int) (usPerEvent, idlePct float64, err error) {
+	var cpu time.Duration
+	if w.fine {
+		cpu, err = ReadThreadsCPU(w.pid)
+	} else {
+		var u Usage
+		u, err = ReadUsage(w.pid)
+		cpu = u.CPU
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	t1, err := ReadCPUTimes()
+	if err != nil {
+		return 0, 0, err
+	}
+	if events > 0 {
+		usPerEvent = round(float64(cpu-w.cpu0)/float64(time.Microsecond)/float64(events), 1)
+	}
+	return usPerEvent, round(IdlePercent(w.times0, t1), 1), nil
+}
+
+// loadRun measures the relay in one mode under the steady load at rate.
+func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, rate float64) (Result, []time.Duration, error) {
 	label := runLabel(mode, poll)
-	name := b.name(label)
-	run := Result{Mode: mode, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: b.cfg.Rate}
+	name := b.runName(label, rate)
+	run := Result{Mode: mode, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
+		EventsPerTx: b.cfg.EventsPerTx, Aggregates: b.cfg.Aggregates}
 	if err := b.clearRows(ctx); err != nil {
 		return run, nil, err
 	}
@@ -421,7 +564,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration) 
 		return run, nil, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return run, nil, err
 	}
@@ -431,37 +574,46 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration) 
 	if err != nil {
 		return run, nil, err
 	}
+	// A finished run's slot would hold back WAL for the runs after it.
+	defer b.dropSlot(context.WithoutCancel(ctx), name)
 	defer relay.Stop(30 * time.Second)
 	if err := b.warmup(ctx, ws[0], tr, relay, 30*time.Second+4*poll); err != nil {
 		return run, nil, err
 	}
-	s, lags, err := b.load(ctx, label, ws, tr, relay)
+	win, err := startWindow(relay.PID())
+	if err != nil {
+		return run, nil, fmt.Errorf("reading the relay's resource use: %w", err)
+	}
+	s, lags, err := b.load(ctx, label, rate, ws, tr, relay)
 	if err != nil {
 		return run, nil, err
 	}
 	if err := waitAll(ctx, tr, relay, 15*time.Second+4*poll); err != nil {
 		return run, nil, err
 	}
+	st := tr.state()
+	usPerEvent, idle, werr := win.end(st.delivered)
 	usage, uerr := ReadUsage(relay.PID())
 	if err := relay.Stop(30 * time.Second); err != nil {
 		return run, nil, err
 	}
-	if uerr != nil {
-		return run, nil, fmt.Errorf("reading the relay's resource use: %w", uerr)
+	if err := errors.Join(werr, uerr); err != nil {
+		return run, nil, fmt.Errorf("reading the relay's resource use: %w", err)
 	}
-	st := tr.state()
 	lat := tr.latencies()
-	run.Events = st.delivered
+	run.Events, run.Committed = st.delivered, st.committed
 	if span := st.lastConsume.Sub(s.Start).Seconds(); span > 0 {
 		run.ThroughputEPS = round(float64(st.delivered)/span, 1)
 	}
 	run.Latency = Summarize(lat)
 	run.RelayCPUS = round(usage.CPU.Seconds(), 2)
+	run.RelayCPUUSPerEvent = usPerEvent
+	run.IdleCPUPct = idle
 	run.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
 	run.Lag = Summarize(lags)
 	run.Early, run.Missing, run.Dups = st.early, st.committed-st.delivered, st.dups
-	fmt.Fprintf(b.cfg.Progress, "%s: %d events, p50 %s ms, p99 %s ms, relay cpu %.2f s, peak rss %.1f MB\n",
-		label, run.Events, fmtFig(run.Latency.P50), fmtFig(run.Latency.P99), run.RelayCPUS, run.RelayPeakRSSMB)
+	fmt.Fprintf(b.cfg.Progress, "%s: %d events, p50 %s ms, p99 %s ms, relay cpu %.2f s (%.1f us per event), machine idle %.0f%%, peak rss %.1f MB\n",
+		label, run.Events, fmtFig(run.Latency.P50), fmtFig(run.Latency.P99), run.RelayCPUS, usPerEvent, idle, run.RelayPeakRSSMB)
 	return run, lat, nil
 }
 
@@ -475,40 +627,54 @@ func (b *bencher) createSlot(ctx context.Context, slot string) error {
 	return nil
 }
 
-// floorRun puts the same steady load on a bare reader instead of the relay.
-func (b *bencher) floorRun(ctx context.Context) (*Floor, []time.Duration, error) {
-	name := b.name("floor")
+// floorRun puts the same steady load at rate on the floor reader instead
+// of the relay.
+func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Duration, error) {
+	name := b.runName("floor", rate)
 	if err := b.clearRows(ctx); err != nil {
 		return nil, nil, err
 	}
 	if err := b.createSlot(ctx, name); err != nil {
 		return nil, nil, err
 	}
+	defer b.dropSlot(context.WithoutCancel(ctx), name)
 	tr := newTracker()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer closeWriters(ws)
-	fr, err := openFloor(ctx, b.cfg.DatabaseURL, name, publication)
+	fp, err := b.startFloor(name, tr.consumed)
 	if err != nil {
 		return nil, nil, err
 	}
-	rctx, stop := context.WithCancel(ctx)
-	readErr := make(chan error, 1)
-	go func() { readErr <- fr.run(rctx, tr.consumed) }()
-	defer func() { stop(); <-readErr }()
-
-	_, _, err = b.load(ctx, "floor", ws, tr, nil)
+	defer fp.Stop(30 * time.Second)
+	if err := b.warmup(ctx, ws[0], tr, fp, 30*time.Second); err != nil {
+		return nil, nil, err
+	}
+	win, err := startWindow(fp.PID())
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the floor's resource use: %w", err)
+	}
+	_, _, err = b.load(ctx, "floor", rate, ws, tr, fp)
 	if err == nil {
-		err = waitAll(ctx, tr, nil, 15*time.Second)
+		err = waitAll(ctx, tr, fp, 15*time.Second)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	st, lat := tr.state(), tr.latencies()
-	fl := &Floor{Method: floorMethod, Rate: b.cfg.Rate, Events: st.delivered, Latency: Summarize(lat)}
-	fmt.Fprintf(b.cfg.Progress, "floor: %d events, p50 %s ms, p99 %s ms\n", fl.Events, fmtFig(fl.Latency.P50), fmtFig(fl.Latency.P99))
+	usPerEvent, idle, werr := win.end(st.delivered)
+	if err := fp.Stop(30 * time.Second); err != nil {
+		return nil, nil, err
+	}
+	if werr != nil {
+		return nil, nil, fmt.Errorf("reading the floor's resource use: %w", werr)
+	}
+	fl := &Floor{Method: floorMethod, Rate: rate, EventsPerTx: b.cfg.EventsPerTx, Aggregates: b.cfg.Aggregates,
+		Events: st.delivered, Committed: st.committed, Latency: Summarize(lat), CPUUSPerEvent: usPerEvent, IdleCPUPct: idle}
+	fmt.Fprintf(b.cfg.Progress, "floor: %d events, p50 %s ms, p99 %s ms, %.1f us cpu per event, machine idle %.0f%%\n",
+		fl.Events, fmtFig(fl.Latency.P50), fmtFig(fl.Latency.P99), usPerEvent, idle)
 	return fl, lat, nil
 }
 
@@ -533,7 +699,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 		return nil, 0, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -632,30 +798,30 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	if b.cfg.NoFloor {
 		return d, 0, nil
 	}
-	// The bare reader drains the same backlog from its own slot.
+	// The floor reader drains the same backlog from its own slot, timed
+	// like the relay: from its process start to the last event.
 	var got atomic.Int64
 	var last atomic.Int64
 	t0 = time.Now()
-	fr, err := openFloor(ctx, b.cfg.DatabaseURL, floorSlot, publication)
+	fp, err := b.startFloor(floorSlot, func(id string, at time.Time) {
+		if _, ok := backlog[id]; ok {
+			got.Add(1)
+			last.Store(at.UnixNano())
+		}
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	rctx, stop := context.WithCancel(ctx)
-	readErr := make(chan error, 1)
-	go func() {
-		readErr <- fr.run(rctx, func(id string, at time.Time) {
-			if _, ok := backlog[id]; ok {
-				got.Add(1)
-				last.Store(at.UnixNano())
-			}
-		})
-	}()
+	defer fp.Stop(30 * time.Second)
 	deadline := time.Now().Add(5 * time.Minute)
 	for int(got.Load()) < d.Events && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-fp.Exited():
+			return nil, 0, fp.goneErr()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	stop()
-	if err := <-readErr; err != nil {
+	if err := fp.Stop(30 * time.Second); err != nil {
 		return nil, 0, err
 	}
 	if int(got.Load()) < d.Events {

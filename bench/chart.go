@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"html"
 	"io"
@@ -105,10 +106,12 @@ func WriteSVG(w io.Writer, title string, series []Series) error {
 		copy(sd, s.Latencies)
 		slices.Sort(sd)
 		l := summarizeSorted(sd)
-		ly := plotT + 10 + i*44
+		ly := plotT + 10 + i*legendStep(len(series))
 		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", plotR+16, ly, plotR+40, ly, color)
 		fmt.Fprintf(bw, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotR+46, ly+4, html.EscapeString(s.Name))
-		fmt.Fprintf(bw, `<text x="%d" y="%d" fill="#444">p50 %s · p99 %s ms</text>`+"\n", plotR+46, ly+20, fmtFig(l.P50), fmtFig(l.P99))
+		if legendStep(len(series)) >= 30 {
+			fmt.Fprintf(bw, `<text x="%d" y="%d" fill="#444">p50 %s · p99 %s ms</text>`+"\n", plotR+46, ly+20, fmtFig(l.P50), fmtFig(l.P99))
+		}
 	}
 	fmt.Fprint(bw, "</svg>\n")
 	return bw.Flush()
@@ -132,4 +135,126 @@ func fmtFig(v float64) string {
 	default:
 		return fmt.Sprintf("%.2f", v)
 	}
+}
+
+// RatePoint is a run's latency at one offered rate.
+type RatePoint struct {
+	Rate     float64 // events per second
+	P50, P99 float64 // ms
+}
+
+// RateSeries is one run ("wal", "floor") across a sweep's rates.
+type RateSeries struct {
+	Name   string
+	Points []RatePoint
+}
+
+// WriteRateSVG draws latency against offered rate, both axes logarithmic:
+// for each series its p99 (solid, with markers) and p50 (dashed). Where a
+// relay's line leaves the floor's and turns up, it saturates.
+func WriteRateSVG(w io.Writer, title string, series []RateSeries) error {
+	bw := bufio.NewWriter(w)
+	rLo, rHi := math.Inf(1), math.Inf(-1)
+	lLo, lHi := math.Inf(1), math.Inf(-1)
+	for _, s := range series {
+		for _, p := range s.Points {
+			rLo, rHi = min(rLo, p.Rate), max(rHi, p.Rate)
+			for _, v := range []float64{p.P50, p.P99} {
+				v = max(minChartMS, v)
+				lLo, lHi = min(lLo, v), max(lHi, v)
+			}
+		}
+	}
+	if math.IsInf(rLo, 1) {
+		rLo, rHi, lLo, lHi = 100, 1000, 0.1, 1
+	}
+	// Axes span whole decades around the data.
+	xLo, xHi := math.Floor(math.Log10(rLo)), math.Ceil(math.Log10(rHi))
+	if xHi <= xLo {
+		xHi = xLo + 1
+	}
+	yLo, yHi := math.Floor(math.Log10(lLo)), math.Ceil(math.Log10(lHi))
+	if yHi <= yLo {
+		yHi = yLo + 1
+	}
+	x := func(rate float64) float64 {
+		return plotL + (math.Log10(rate)-xLo)/(xHi-xLo)*(plotR-plotL)
+	}
+	y := func(v float64) float64 {
+		return plotB - (math.Log10(max(minChartMS, v))-yLo)/(yHi-yLo)*(plotB-plotT)
+	}
+
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>
+`, chartW, chartH, chartW, chartH, plotL, html.EscapeString(title))
+	for d := xLo; d <= xHi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			if d == xHi && m > 1 {
+				break
+			}
+			v := m * math.Pow(10, d)
+			stroke := "#e5e5e5"
+			if m == 1 {
+				stroke = "#bbbbbb"
+			}
+			fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x(v), plotT, x(v), plotB, stroke)
+			fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%g</text>`+"\n", x(v), plotB+18, v)
+		}
+	}
+	for d := yLo; d <= yHi; d++ {
+		v := math.Pow(10, d)
+		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#bbbbbb"/>`+"\n", plotL, y(v), plotR, y(v))
+		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", plotL-6, y(v)+4, fmtAxisMS(v))
+	}
+	fmt.Fprintf(bw, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", plotL, plotT, plotR-plotL, plotB-plotT)
+	fmt.Fprintf(bw, `<text x="%d" y="%d" text-anchor="middle">offered load (events/s, log scale)</text>`+"\n", (plotL+plotR)/2, plotB+40)
+	fmt.Fprintf(bw, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">commit-to-consume latency (ms, log scale): p99 solid, p50 dashed</text>`+"\n", (plotT+plotB)/2)
+
+	for i, s := range series {
+		if len(s.Points) == 0 {
+			continue
+		}
+		pts := slices.Clone(s.Points)
+		slices.SortFunc(pts, func(a, b RatePoint) int { return cmp.Compare(a.Rate, b.Rate) })
+		color := chartColors[i%len(chartColors)]
+		for _, q := range []struct {
+			dash string
+			v    func(RatePoint) float64
+		}{
+			{"", func(p RatePoint) float64 { return p.P99 }},
+			{` stroke-dasharray="6 4"`, func(p RatePoint) float64 { return p.P50 }},
+		} {
+			fmt.Fprintf(bw, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="`, color, q.dash)
+			for k, p := range pts {
+				if k > 0 {
+					bw.WriteByte(' ')
+				}
+				fmt.Fprintf(bw, "%.1f,%.1f", x(p.Rate), y(q.v(p)))
+			}
+			fmt.Fprint(bw, `"/>`+"\n")
+		}
+		for _, p := range pts {
+			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(p.Rate), y(p.P99), color)
+		}
+		last := pts[len(pts)-1]
+		ly := plotT + 10 + i*legendStep(len(series))
+		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", plotR+16, ly, plotR+40, ly, color)
+		fmt.Fprintf(bw, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotR+46, ly+4, html.EscapeString(s.Name))
+		if legendStep(len(series)) >= 30 {
+			fmt.Fprintf(bw, `<text x="%d" y="%d" fill="#444">at %g/s: p50 %s · p99 %s ms</text>`+"\n", plotR+46, ly+20, last.Rate, fmtFig(last.P50), fmtFig(last.P99))
+		}
+	}
+	fmt.Fprint(bw, "</svg>\n")
+	return bw.Flush()
+}
+
+// legendStep is the height of a legend entry: 44 units, less when many
+// series (a sweep's) would run off the chart.
+func legendStep(n int) int {
+	if n < 1 {
+		return 44
+	}
+	return max(14, min(44, (chartH-plotT-20)/n))
 }

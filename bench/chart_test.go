@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -67,6 +68,79 @@ func TestSVGNoData(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := xml.NewDecoder(&buf).Decode(new(struct{})); err != nil {
+		t.Fatalf("empty chart: %v", err)
+	}
+}
+
+// TestRateSVG draws a sweep's chart: well-formed, a p99 and a p50 line per
+// series with points, markers at each rate, names escaped, and a higher
+// latency drawn higher up.
+func TestRateSVG(t *testing.T) {
+	series := sweepReport().RateSeries()
+	series[1].Name = "floor <bare> & co"
+	series = append(series, RateSeries{Name: "empty"})
+	var buf bytes.Buffer
+	if err := WriteRateSVG(&buf, "latency & rate", series); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
+	polylines := map[string][]string{} // stroke -> points
+	circles := 0
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			attr := map[string]string{}
+			for _, a := range el.Attr {
+				attr[a.Name.Local] = a.Value
+			}
+			switch el.Name.Local {
+			case "polyline":
+				polylines[attr["stroke"]] = append(polylines[attr["stroke"]], attr["points"])
+			case "circle":
+				circles++
+			}
+		case xml.CharData:
+			texts = append(texts, string(el))
+		}
+	}
+	wal, floor := polylines[chartColors[0]], polylines[chartColors[1]]
+	if len(polylines) != 2 || len(wal) != 2 || len(floor) != 2 {
+		t.Fatalf("polylines %v; want p99 and p50 for wal and floor, none for the empty series", polylines)
+	}
+	if n := len(strings.Fields(wal[0])); n != 2 {
+		t.Errorf("wal p99 has %d points, want 2 (500/s and 8000/s)", n)
+	}
+	if circles != 3 {
+		t.Errorf("%d markers, want 3", circles)
+	}
+	// SVG y grows downwards: wal's p99 at 8000/s (40 ms) is above its p99
+	// at 500/s (1.2 ms), and right of it.
+	var x0, y0, x1, y1 float64
+	if _, err := fmt.Sscanf(wal[0], "%g,%g %g,%g", &x0, &y0, &x1, &y1); err != nil {
+		t.Fatalf("points %q: %v", wal[0], err)
+	}
+	if !(x1 > x0 && y1 < y0) {
+		t.Errorf("wal p99 from (%g,%g) to (%g,%g): want up and to the right", x0, y0, x1, y1)
+	}
+	all := strings.Join(texts, "|")
+	for _, s := range []string{"latency & rate", "floor <bare> & co", "wal", "offered load"} {
+		if !strings.Contains(all, s) {
+			t.Errorf("chart text lacks %q", s)
+		}
+	}
+	var none bytes.Buffer
+	if err := WriteRateSVG(&none, "nothing", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.NewDecoder(&none).Decode(new(struct{})); err != nil {
 		t.Fatalf("empty chart: %v", err)
 	}
 }

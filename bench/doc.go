@@ -1,10 +1,14 @@
-// Package bench measures pgoutbox end to end: commit-to-consume latency and
-// throughput of the relay in WAL and polling mode, a drain of a committed
-// backlog, and the floor, what a bare logical-replication reader gets from
-// the same Postgres.
+// Package bench measures pgoutbox end to end: commit-to-consume latency,
+// throughput and CPU per event of the relay in WAL and polling mode, at one
+// rate or a sweep of rates, under one-INSERT transactions or an
+// application's (lock an aggregate's row, then insert its events), a drain
+// of a committed backlog, and the floor: the relay's own receive loop and
+// decoder with nothing done to the events (RunFloor).
 //
-// The relay under test is a separate `pgoutbox run` process, so that its CPU
-// time and peak RSS can be read from /proc. The load generator is open-loop:
+// The relay under test is a separate `pgoutbox run` process, and the floor a
+// separate `pgoutbox bench floor` process, so that their CPU time and peak
+// RSS can be read from /proc; the machine's idle CPU over each run comes
+// from /proc/stat. The load generator is open-loop:
 // transactions are due at fixed times, and a writer that falls behind does
 // not push the schedule back; how late writers started is reported as the
 // schedule lag. Latency is measured per event, on the bench process's clock,

@@ -1,126 +1,154 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // floorMethod describes the floor reader in the report.
-const floorMethod = "pglogrepl: START_REPLICATION on its own slot, pgoutput v1 decode, nothing else"
+const floorMethod = "pgoutbox bench floor: its own process and slot, the relay's receive loop (replication.Open, Stream.Run, decode), no Kafka"
 
-// floorReader is a bare logical-replication reader: it receives pgoutput
-// from its own slot, decodes each message, and reports the id of every
-// inserted row with the time it was decoded. It does nothing else, so it is
-// what Postgres can deliver to any client: the floor under the relay.
-type floorReader struct {
-	conn     *pgconn.PgConn
-	idCol    map[uint32]int // relation id -> index of its "id" column
-	received pglogrepl.LSN
-}
+// floorFlushEvery is how often the floor reader writes out what it
+// received. Each event carries the time it was decoded, so this delays
+// only when the bench learns of it, not the latency measured.
+const floorFlushEvery = 10 * time.Millisecond
 
-// openFloor connects for replication and starts streaming slot, which must
-// exist, from its confirmed position.
-func openFloor(ctx context.Context, url, slot, publication string) (*floorReader, error) {
-	cfg, err := pgconn.ParseConfig(url)
+// RunFloor is the floor: it streams cfg's slot, which must exist, through
+// the same receive loop and decoder as the relay (replication.Open and
+// Stream.Run, with the relay's channel between the reader and its
+// consumer), and does nothing with a change but write the inserted row's id
+// and the time it was handed over, as "ID UNIXNANO\n" lines, to out. It
+// confirms every commit at once: it keeps nothing. It stops at the next
+// transaction boundary once ctx ends.
+//
+// The relay does all of this and then encodes, produces to Kafka, waits for
+// the ack and tracks the watermark, so it can approach the floor but not
+// pass it.
+func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *slog.Logger) error {
+	s, err := replication.Open(ctx, cfg, log)
 	if err != nil {
-		return nil, errors.New("floor: invalid database URL")
+		return err
 	}
-	cfg.RuntimeParams["replication"] = "database"
-	cfg.RuntimeParams["application_name"] = "pgoutbox-bench-floor"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("floor: connect: %w", err)
-	}
-	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + publication + "'"},
-	})
-	if err != nil {
-		conn.Close(context.Background())
-		return nil, fmt.Errorf("floor: start replication: %w", err)
-	}
-	return &floorReader{conn: conn, idCol: map[uint32]int{}}, nil
-}
+	stopWatch := context.AfterFunc(ctx, s.Stop)
+	defer stopWatch()
+	changes := make(chan replication.Change, 512) // as the relay's
+	runErr := make(chan error, 1)
+	go func() {
+		defer close(changes)
+		runErr <- s.Run(context.WithoutCancel(ctx), changes)
+	}()
 
-// run reads until ctx ends, calling insert for every inserted row.
-func (f *floorReader) run(ctx context.Context, insert func(id string, at time.Time)) error {
-	defer f.conn.Close(context.Background())
-	const statusEvery = 5 * time.Second
-	next := time.Now().Add(statusEvery)
+	bw := bufio.NewWriterSize(out, 64<<10)
+	// Armed when a line is buffered, so that an idle floor never wakes.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		rel    *replication.Relation
+		idCol  = -1
+		num    []byte
+		werr   error
+		flushC <-chan time.Time
+	)
 	for {
-		if time.Now().After(next) {
-			if err := f.status(); err != nil {
-				return err
+		select {
+		case c, ok := <-changes:
+			if !ok {
+				err := <-runErr
+				if werr == nil {
+					werr = bw.Flush()
+				}
+				closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				return errors.Join(err, werr, s.Close(closeCtx))
 			}
-			next = time.Now().Add(statusEvery)
-		}
-		rctx, cancel := context.WithDeadline(ctx, next)
-		msg, err := f.conn.ReceiveMessage(rctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if pgconn.Timeout(err) {
+			if c.Kind != replication.KindRow {
+				s.Confirm(c.LSN)
 				continue
 			}
-			return fmt.Errorf("floor: receive: %w", err)
-		}
-		cd, ok := msg.(*pgproto3.CopyData)
-		if !ok {
-			if e, ok := msg.(*pgproto3.ErrorResponse); ok {
-				return fmt.Errorf("floor: %w", pgconn.ErrorResponseToPgError(e))
-			}
-			continue
-		}
-		if len(cd.Data) == 0 {
-			continue
-		}
-		switch cd.Data[0] {
-		case pglogrepl.PrimaryKeepaliveMessageByteID:
-			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
-			if err == nil && ka.ReplyRequested {
-				next = time.Time{}
-			}
-		case pglogrepl.XLogDataByteID:
-			xld, err := pglogrepl.ParseXLogData(cd.Data[1:])
-			if err != nil {
-				return fmt.Errorf("floor: %w", err)
-			}
-			f.received = max(f.received, xld.WALStart+pglogrepl.LSN(len(xld.WALData)))
-			m, err := pglogrepl.Parse(xld.WALData)
-			if err != nil {
-				return fmt.Errorf("floor: decode: %w", err)
-			}
-			switch m := m.(type) {
-			case *pglogrepl.RelationMessage:
-				f.idCol[m.RelationID] = -1
-				for i, c := range m.Columns {
-					if c.Name == "id" {
-						f.idCol[m.RelationID] = i
+			at := time.Now()
+			if c.Relation != rel {
+				rel, idCol = c.Relation, -1
+				for i, col := range rel.Columns {
+					if col.Name == "id" {
+						idCol = i
 					}
 				}
-			case *pglogrepl.InsertMessage:
-				if i, ok := f.idCol[m.RelationID]; ok && i >= 0 && m.Tuple != nil && i < len(m.Tuple.Columns) {
-					insert(string(m.Tuple.Columns[i].Data), time.Now())
-				}
+			}
+			if idCol < 0 || idCol >= len(c.Values) || werr != nil {
+				continue
+			}
+			bw.Write(c.Values[idCol])
+			bw.WriteByte(' ')
+			num = strconv.AppendInt(num[:0], at.UnixNano(), 10)
+			bw.Write(num)
+			bw.WriteByte('\n')
+			if flushC == nil {
+				timer.Reset(floorFlushEvery)
+				flushC = timer.C
+			}
+		case <-flushC:
+			flushC = nil
+			if werr == nil {
+				// A reader that cannot report is useless, but it keeps
+				// draining so the stream stops cleanly.
+				werr = bw.Flush()
 			}
 		}
 	}
 }
 
-// status confirms everything received: the floor keeps nothing.
-func (f *floorReader) status() error {
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), f.conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: f.received, WALFlushPosition: f.received, WALApplyPosition: f.received,
-	})
-	if err != nil {
-		return fmt.Errorf("floor: status update: %w", err)
+// floorLines parses the floor process's output, "ID UNIXNANO" lines, and
+// hands each event to fn. It is the floor process's stdout.
+type floorLines struct {
+	mu   sync.Mutex
+	fn   func(id string, at time.Time)
+	line []byte
+	bad  int
+}
+
+func (w *floorLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.line = append(w.line, p...)
+	for {
+		i := bytes.IndexByte(w.line, '\n')
+		if i < 0 {
+			break
+		}
+		id, ns, ok := bytes.Cut(w.line[:i], []byte{' '})
+		n, err := strconv.ParseInt(string(ns), 10, 64)
+		if ok && err == nil && len(id) > 0 {
+			w.fn(string(id), time.Unix(0, n))
+		} else {
+			w.bad++
+		}
+		w.line = w.line[i+1:]
 	}
-	return nil
+	// Keep the unfinished line only.
+	w.line = append(w.line[:0:0], w.line...)
+	return len(p), nil
+}
+
+// startFloor starts `pgoutbox bench floor` on slot, which must exist,
+// handing every event it reads to fn. The database URL goes through the
+// environment, not the command line.
+func (b *bencher) startFloor(slot string, fn func(id string, at time.Time)) (*Process, error) {
+	args := []string{"bench", "floor", "--table", b.cfg.Table, "--slot", slot, "--publication", publication}
+	env := []string{"PGOUTBOX_DATABASE_URL=" + b.cfg.DatabaseURL}
+	p, err := startProcess("pgoutbox bench floor", b.cfg.RelayBin, args, env, &floorLines{fn: fn})
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	return p, nil
 }

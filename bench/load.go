@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,18 +147,26 @@ func newUUID() string {
 type writer struct {
 	conn    *pgx.Conn
 	sql     string
+	lockSQL string // locks an aggregate's row; empty without --aggregates
 	aggType string
 	payload string
 	tr      *tracker
 }
 
-func openWriters(ctx context.Context, url, table, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
+// openWriters opens n writers of aggregate type aggType into table.
+// aggTable, when not empty, is the quoted aggregates table whose rows
+// appTx locks.
+func openWriters(ctx context.Context, url, table, aggTable, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
 	ident, err := tableIdent(table)
 	if err != nil {
 		return nil, err
 	}
 	sql := "INSERT INTO " + ident + ` (id, aggregatetype, aggregateid, type, payload)
 SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
+	var lockSQL string
+	if aggTable != "" {
+		lockSQL = "UPDATE " + aggTable + " SET version = version + 1 WHERE id = $1"
+	}
 	ws := make([]*writer, 0, n)
 	for i := 0; i < n; i++ {
 		conn, err := pgx.Connect(ctx, url)
@@ -165,7 +174,7 @@ SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 			closeWriters(ws)
 			return nil, fmt.Errorf("writer connection: %w", err)
 		}
-		ws = append(ws, &writer{conn: conn, sql: sql, aggType: aggType, payload: payloadOf(payloadBytes), tr: tr})
+		ws = append(ws, &writer{conn: conn, sql: sql, lockSQL: lockSQL, aggType: aggType, payload: payloadOf(payloadBytes), tr: tr})
 	}
 	return ws, nil
 }
@@ -185,10 +194,7 @@ func payloadOf(n int) string {
 // autocommit statement: when Exec returns, COMMIT has returned) and
 // returns when it committed.
 func (w *writer) tx(ctx context.Context, key string, k int, warmup bool) ([]string, error) {
-	ids := make([]string, k)
-	for i := range ids {
-		ids[i] = newUUID()
-	}
+	ids := newIDs(k)
 	w.tr.register(ids, warmup)
 	_, err := w.conn.Exec(ctx, w.sql, ids, w.aggType, key, w.payload)
 	at := time.Now()
@@ -200,6 +206,42 @@ func (w *writer) tx(ctx context.Context, key string, k int, warmup bool) ([]stri
 		w.tr.commit(ids, at)
 	}
 	return ids, nil
+}
+
+// appTx is an application's transaction: BEGIN, lock aggregate agg's row
+// (UPDATE ... WHERE id = $1, held until COMMIT), insert k events for it,
+// COMMIT; each statement a round trip. It returns when COMMIT returned.
+func (w *writer) appTx(ctx context.Context, agg, k int) ([]string, error) {
+	ids := newIDs(k)
+	w.tr.register(ids, false)
+	err := pgx.BeginFunc(ctx, w.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, w.lockSQL, agg)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("aggregate %d: no such row", agg)
+		}
+		_, err = tx.Exec(ctx, w.sql, ids, w.aggType, aggregateKey(agg), w.payload)
+		return err
+	})
+	at := time.Now()
+	if err != nil {
+		w.tr.abort(ids)
+		return nil, err
+	}
+	w.tr.commit(ids, at)
+	return ids, nil
+}
+
+func aggregateKey(i int) string { return "agg-" + strconv.Itoa(i) }
+
+func newIDs(k int) []string {
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = newUUID()
+	}
+	return ids
 }
 
 // createTopic creates topic with 3 partitions unless it exists.

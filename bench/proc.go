@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -68,6 +69,88 @@ func ReadUsage(pid int) (Usage, error) {
 	return u, nil
 }
 
+// ReadThreadsCPU is the CPU time the live threads of process pid have run,
+// the sum of /proc/PID/task/*/schedstat's first field (nanoseconds). It is
+// finer than /proc/PID/stat's 10 ms ticks, which short runs need; the time
+// of threads that exited is missing from it (the Go runtime keeps its
+// threads), so take differences over a window, not totals.
+func ReadThreadsCPU(pid int) (time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	read := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited since ReadDir
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: schedstat: %w", err)
+		}
+		sum += time.Duration(ns)
+		read++
+	}
+	if read == 0 {
+		return 0, fmt.Errorf("bench: no schedstat under %s", dir)
+	}
+	return sum, nil
+}
+
+// CPUTimes are the machine's CPU times from the first line of /proc/stat,
+// in USER_HZ ticks: idle (idle and iowait: nothing ran) and the total.
+type CPUTimes struct {
+	Idle, Total uint64
+}
+
+// ReadCPUTimes reads the "cpu" line of /proc/stat.
+func ReadCPUTimes() (CPUTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUTimes{}, err
+	}
+	line, _, _ := bytes.Cut(b, []byte{'\n'})
+	return parseCPUTimes(string(line))
+}
+
+// parseCPUTimes reads "cpu user nice system idle iowait irq softirq steal
+// guest guest_nice". Guest time is already counted in user and nice.
+func parseCPUTimes(line string) (CPUTimes, error) {
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return CPUTimes{}, errors.New("bench: malformed /proc/stat")
+	}
+	var t CPUTimes
+	for i, s := range f[1:min(len(f), 9)] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return CPUTimes{}, fmt.Errorf("bench: /proc/stat: %w", err)
+		}
+		t.Total += v
+		if i == 3 || i == 4 { // idle, iowait
+			t.Idle += v
+		}
+	}
+	return t, nil
+}
+
+// IdlePercent is the share of the machine's CPU time between t0 and t1
+// during which nothing ran, 0 to 100; -1 when no time passed.
+func IdlePercent(t0, t1 CPUTimes) float64 {
+	total := float64(t1.Total) - float64(t0.Total)
+	if total <= 0 {
+		return -1
+	}
+	return min(100, max(0, 100*(float64(t1.Idle)-float64(t0.Idle))/total))
+}
+
 // Process is a child process: the relay under test or the devbroker.
 type Process struct {
 	name   string
@@ -77,16 +160,22 @@ type Process struct {
 	err    error // Wait's result, once exited is closed
 }
 
-// startProcess starts bin with args. The process is killed if this one
-// dies first (the parent-death signal is tied to the starting thread, so
-// that thread stays locked until the child exits). stdout, when not nil,
-// also receives the child's standard output.
-func startProcess(name, bin string, args []string, stdout *lineWatcher) (*Process, error) {
+// startProcess starts bin with args, and env added to this process's
+// environment. The process is killed if this one dies first (the
+// parent-death signal is tied to the starting thread, so that thread stays
+// locked until the child exits). stdout, when not nil, receives the child's
+// standard output instead of Output (a lineWatcher passes it on).
+func startProcess(name, bin string, args, env []string, stdout io.Writer) (*Process, error) {
 	p := &Process{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.out
 	p.cmd.Stdout = p.out
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	if lw, ok := stdout.(*lineWatcher); ok {
+		lw.tee = p.out
+	}
 	if stdout != nil {
-		stdout.tee = p.out
 		p.cmd.Stdout = stdout
 	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -142,6 +231,15 @@ func (p *Process) Stop(timeout time.Duration) error {
 	}
 }
 
+// goneErr explains an exit that came before the work was done: even a
+// clean exit is an error then.
+func (p *Process) goneErr() error {
+	if err := p.exitErr(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s exited early; output:\n%s", p.name, p.Output())
+}
+
 func (p *Process) exitErr() error {
 	if p.err != nil {
 		return fmt.Errorf("%s exited: %v; output:\n%s", p.name, p.err, p.Output())
@@ -160,7 +258,7 @@ type Devbroker struct {
 // port, in memory, and waits for its ready line.
 func StartDevbroker(ctx context.Context, bin string) (*Devbroker, error) {
 	w := &lineWatcher{match: "ready on ", found: make(chan string, 1)}
-	p, err := startProcess("devbroker", bin, []string{"--listen", "127.0.0.1:0", "--log-level", "error"}, w)
+	p, err := startProcess("devbroker", bin, []string{"--listen", "127.0.0.1:0", "--log-level", "error"}, nil, w)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,9 +14,15 @@ import (
 
 // Report is what a bench run measured. Its JSON form is the --json file.
 type Report struct {
+	// Runs are the relay's steady-load runs, at every rate.
 	Runs  []Result `json:"runs"`
 	Drain *Drain   `json:"drain"`
-	Floor *Floor   `json:"floor"`
+	// Floor is the floor at the first (or only) rate; Floors, the floor at
+	// every rate, in the order of the rates.
+	Floor  *Floor  `json:"floor"`
+	Floors []Floor `json:"-"`
+	// Sweep, with more than one rate, puts each rate's runs side by side.
+	Sweep []SweepPoint `json:"sweep,omitempty"`
 
 	// Series are the latency samples behind Runs and Floor, for the chart.
 	Series []Series `json:"-"`
@@ -33,6 +40,18 @@ type Result struct {
 	Latency        Latency `json:"latency_ms"`
 	RelayCPUS      float64 `json:"relay_cpu_s"`
 	RelayPeakRSSMB float64 `json:"relay_peak_rss_mb"`
+	// The load's shape: events per transaction, and the number of
+	// aggregates each transaction locks one of first (0: none).
+	EventsPerTx Range `json:"events_per_tx"`
+	Aggregates  int   `json:"aggregates"`
+	// Committed events; Events of them were consumed.
+	Committed int `json:"committed"`
+	// The relay's CPU time over the measured window (from the load's start
+	// to the last event consumed) per event, and how much of the
+	// machine's CPU time was idle in that window: near 0, the machine was
+	// saturated and every figure of the run with it.
+	RelayCPUUSPerEvent float64 `json:"relay_cpu_us_per_event"`
+	IdleCPUPct         float64 `json:"idle_cpu_pct"`
 
 	// Shown on stdout, kept out of the JSON's fixed shape.
 	Lag     Latency `json:"-"` // how late transactions started, ms
@@ -69,9 +88,73 @@ type Drain struct {
 type Floor struct {
 	Method          string  `json:"method"`
 	Rate            float64 `json:"rate"`
+	EventsPerTx     Range   `json:"events_per_tx"`
+	Aggregates      int     `json:"aggregates"`
 	Events          int     `json:"events"`
+	Committed       int     `json:"committed"`
 	Latency         Latency `json:"latency_ms"`
+	CPUUSPerEvent   float64 `json:"cpu_us_per_event"` // the floor process's, as the relay's
+	IdleCPUPct      float64 `json:"idle_cpu_pct"`
 	DrainEventsPerS float64 `json:"drain_events_per_s"`
+}
+
+// SweepPoint is one offered rate of a sweep: each relay run and the floor.
+type SweepPoint struct {
+	Rate float64    `json:"rate"`
+	Runs []SweepRun `json:"runs"`
+}
+
+// SweepRun is one run at a sweep's rate: "wal", "poll 500ms" or "floor".
+type SweepRun struct {
+	Run           string  `json:"run"`
+	Events        int     `json:"events"`
+	Latency       Latency `json:"latency_ms"`
+	CPUUSPerEvent float64 `json:"cpu_us_per_event"`
+	IdleCPUPct    float64 `json:"idle_cpu_pct"`
+}
+
+// buildSweep groups runs and floors by rate, in the order rates first
+// appear.
+func buildSweep(runs []Result, floors []Floor) []SweepPoint {
+	var pts []SweepPoint
+	at := func(rate float64) *SweepPoint {
+		for i := range pts {
+			if pts[i].Rate == rate {
+				return &pts[i]
+			}
+		}
+		pts = append(pts, SweepPoint{Rate: rate})
+		return &pts[len(pts)-1]
+	}
+	for _, r := range runs {
+		p := at(r.Rate)
+		p.Runs = append(p.Runs, SweepRun{Run: r.Label(), Events: r.Events, Latency: r.Latency,
+			CPUUSPerEvent: r.RelayCPUUSPerEvent, IdleCPUPct: r.IdleCPUPct})
+	}
+	for _, f := range floors {
+		p := at(f.Rate)
+		p.Runs = append(p.Runs, SweepRun{Run: "floor", Events: f.Events, Latency: f.Latency,
+			CPUUSPerEvent: f.CPUUSPerEvent, IdleCPUPct: f.IdleCPUPct})
+	}
+	return pts
+}
+
+// RateSeries are a sweep's points for one run label, for the rate chart.
+func (r *Report) RateSeries() []RateSeries {
+	var out []RateSeries
+	for _, p := range r.Sweep {
+		for _, run := range p.Runs {
+			i := slices.IndexFunc(out, func(s RateSeries) bool { return s.Name == run.Run })
+			if i < 0 {
+				out = append(out, RateSeries{Name: run.Run})
+				i = len(out) - 1
+			}
+			if run.Events > 0 {
+				out[i].Points = append(out[i].Points, RatePoint{Rate: p.Rate, P50: run.Latency.P50, P99: run.Latency.P99})
+			}
+		}
+	}
+	return out
 }
 
 // Series is one latency distribution for the chart.
@@ -95,24 +178,63 @@ func (r *Report) WriteJSON(path string) error {
 // WriteTable writes the results as aligned text.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\trate/s\tevents\tevents/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\trelay cpu s\tpeak rss MB\tlag p99 ms\t")
-	for _, run := range r.Runs {
+	fmt.Fprintln(tw, "run\trate/s\tevents\tevents/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\trelay cpu s\tcpu us/event\tidle %\tpeak rss MB\tlag p99 ms\t")
+	row := func(run Result) {
 		l := run.Latency
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.0f\t%.1f\t%.2f\t\n",
 			run.Label(), run.Rate, run.Events, run.ThroughputEPS, l.P50, l.P90, l.P99, l.P999, l.Max,
-			run.RelayCPUS, run.RelayPeakRSSMB, run.Lag.P99)
+			run.RelayCPUS, run.RelayCPUUSPerEvent, run.IdleCPUPct, run.RelayPeakRSSMB, run.Lag.P99)
 	}
-	if f := r.Floor; f != nil && f.Events > 0 {
+	floorRow := func(f Floor) {
+		if f.Events == 0 {
+			return
+		}
 		l := f.Latency
-		fmt.Fprintf(tw, "floor\t%.0f\t%d\t-\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t-\t-\t-\t\n",
-			f.Rate, f.Events, l.P50, l.P90, l.P99, l.P999, l.Max)
+		fmt.Fprintf(tw, "floor\t%.0f\t%d\t-\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t-\t%.1f\t%.0f\t-\t-\t\n",
+			f.Rate, f.Events, l.P50, l.P90, l.P99, l.P999, l.Max, f.CPUUSPerEvent, f.IdleCPUPct)
+	}
+	floors := r.Floors
+	if len(floors) == 0 && r.Floor != nil {
+		floors = []Floor{*r.Floor}
+	}
+	// Each rate's relay runs, then its floor.
+	var rates []float64
+	for _, run := range r.Runs {
+		if !slices.Contains(rates, run.Rate) {
+			rates = append(rates, run.Rate)
+		}
+	}
+	for _, f := range floors {
+		if !slices.Contains(rates, f.Rate) {
+			rates = append(rates, f.Rate)
+		}
+	}
+	for _, rate := range rates {
+		for _, run := range r.Runs {
+			if run.Rate == rate {
+				row(run)
+			}
+		}
+		for _, f := range floors {
+			if f.Rate == rate {
+				floorRow(f)
+			}
+		}
 	}
 	tw.Flush()
 	for _, run := range r.Runs {
 		if run.Early > 0 || run.Missing > 0 || run.Dups > 0 {
-			fmt.Fprintf(w, "%s: %d consumed before COMMIT returned (counted as 0 ms), %d missing, %d duplicates\n",
-				run.Label(), run.Early, run.Missing, run.Dups)
+			fmt.Fprintf(w, "%s at %.0f/s: %d consumed before COMMIT returned (counted as 0 ms), %d missing, %d duplicates\n",
+				run.Label(), run.Rate, run.Early, run.Missing, run.Dups)
 		}
+	}
+	for _, f := range floors {
+		if f.Committed > f.Events {
+			fmt.Fprintf(w, "floor at %.0f/s: %d missing\n", f.Rate, f.Committed-f.Events)
+		}
+	}
+	if len(r.Sweep) > 0 {
+		r.writeSweep(w)
 	}
 	if d := r.Drain; d != nil {
 		fmt.Fprintf(w, "\ndrain (%s): %d events (%d per transaction) in %.2f s = %.0f events/s; relay cpu %.2f s, peak rss %.1f MB\n",
@@ -125,6 +247,31 @@ func (r *Report) WriteTable(w io.Writer) {
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "FAILED: %s\n", f)
 	}
+}
+
+// writeSweep writes one line per rate: each run's p50, p99 and CPU per
+// event, and the machine's idle share during the run.
+func (r *Report) writeSweep(w io.Writer) {
+	fmt.Fprintln(w, "\nsweep: latency and CPU per event against the offered rate")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rate/s\trun\tevents\tp50 ms\tp99 ms\tcpu us/event\tidle %\tp99 / floor p99\t")
+	for _, p := range r.Sweep {
+		var floorP99 float64
+		for _, run := range p.Runs {
+			if run.Run == "floor" {
+				floorP99 = run.Latency.P99
+			}
+		}
+		for _, run := range p.Runs {
+			ratio := "-"
+			if run.Run != "floor" && floorP99 > 0 {
+				ratio = fmt.Sprintf("%.1f", run.Latency.P99/floorP99)
+			}
+			fmt.Fprintf(tw, "%.0f\t%s\t%d\t%.2f\t%.2f\t%.1f\t%.0f\t%s\t\n",
+				p.Rate, run.Run, run.Events, run.Latency.P50, run.Latency.P99, run.CPUUSPerEvent, run.IdleCPUPct, ratio)
+		}
+	}
+	tw.Flush()
 }
 
 // label for a mode and poll interval, before a Run exists.

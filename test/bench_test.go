@@ -117,3 +117,174 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("%d bench slots left behind", slots)
 	}
 }
+
+// TestBenchApplicationLoadSweep runs `pgoutbox bench` with an
+// application's load (each transaction locks one of 20 aggregate rows,
+// then inserts 1 to 3 events) at two rates: every event of the relay's
+// runs and the floor's arrives, each run reports its CPU per event and the
+// machine's idle CPU, the sweep lists both rates for the relay and the
+// floor, and the aggregate rows were locked and the table dropped after.
+func TestBenchApplicationLoadSweep(t *testing.T) {
+	pg := pgtest.New(t)
+	kafka := kafkatest.New(t)
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	out := t.TempDir()
+	jsonPath := filepath.Join(out, "r.json")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	updatedBefore := tuplesUpdated(t, ctx, conn)
+
+	cmd := exec.CommandContext(ctx, bin, "bench",
+		"--database-url", pg.URL, "--kafka-brokers", strings.Join(kafka.Brokers, ","),
+		"--modes", "wal", "--rates", "150,300", "--duration", "2s", "--writers", "2",
+		"--aggregates", "20", "--events-per-tx", "1-3",
+		"--drain-events", "0", "--json", jsonPath, "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pgoutbox bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("stdout:\n%s", stdout.String())
+
+	type latency struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+		Max float64 `json:"max"`
+	}
+	var rep struct {
+		Runs []struct {
+			Mode        string  `json:"mode"`
+			Rate        float64 `json:"rate"`
+			EventsPerTx string  `json:"events_per_tx"`
+			Aggregates  int     `json:"aggregates"`
+			Events      int     `json:"events"`
+			Committed   int     `json:"committed"`
+			Latency     latency `json:"latency_ms"`
+			CPUPerEvent float64 `json:"relay_cpu_us_per_event"`
+			Idle        float64 `json:"idle_cpu_pct"`
+		} `json:"runs"`
+		Floor struct {
+			Rate        float64 `json:"rate"`
+			Events      int     `json:"events"`
+			Committed   int     `json:"committed"`
+			CPUPerEvent float64 `json:"cpu_us_per_event"`
+			Idle        float64 `json:"idle_cpu_pct"`
+		} `json:"floor"`
+		Sweep []struct {
+			Rate float64 `json:"rate"`
+			Runs []struct {
+				Run         string  `json:"run"`
+				Events      int     `json:"events"`
+				Latency     latency `json:"latency_ms"`
+				CPUPerEvent float64 `json:"cpu_us_per_event"`
+				Idle        float64 `json:"idle_cpu_pct"`
+			} `json:"runs"`
+		} `json:"sweep"`
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	// 150 events/s at 2 events per transaction on average for 2 s is 150
+	// transactions of 1, 2, 3, 1, ... events: 300 events; 300/s, 600.
+	want := map[float64]int{150: 300, 300: 600}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("runs: %s", b)
+	}
+	for _, r := range rep.Runs {
+		if r.Mode != "wal" || r.EventsPerTx != "1-3" || r.Aggregates != 20 {
+			t.Errorf("run at %v: mode %q, events per tx %q, aggregates %d", r.Rate, r.Mode, r.EventsPerTx, r.Aggregates)
+		}
+		if r.Committed != want[r.Rate] || r.Events != r.Committed {
+			t.Errorf("relay at %v/s: %d of %d committed events consumed, want %d", r.Rate, r.Events, r.Committed, want[r.Rate])
+		}
+		if r.CPUPerEvent <= 0 || r.CPUPerEvent > 1e6 || r.Idle < 0 || r.Idle > 100 {
+			t.Errorf("relay at %v/s: %v us cpu per event, %v%% idle", r.Rate, r.CPUPerEvent, r.Idle)
+		}
+		if r.Latency.P50 > r.Latency.P99 || r.Latency.P99 > r.Latency.Max || r.Latency.Max <= 0 {
+			t.Errorf("relay at %v/s: latency %+v", r.Rate, r.Latency)
+		}
+	}
+	if f := rep.Floor; f.Rate != 150 || f.Events != 300 || f.Committed != 300 || f.CPUPerEvent <= 0 || f.Idle < 0 || f.Idle > 100 {
+		t.Errorf("floor: %+v", f)
+	}
+	if len(rep.Sweep) != 2 {
+		t.Fatalf("sweep: %s", b)
+	}
+	for _, p := range rep.Sweep {
+		var names []string
+		for _, r := range p.Runs {
+			names = append(names, r.Run)
+			if r.Events != want[p.Rate] || r.CPUPerEvent <= 0 || r.Idle < 0 || r.Idle > 100 || r.Latency.Max <= 0 {
+				t.Errorf("sweep at %v/s, %s: %+v", p.Rate, r.Run, r)
+			}
+		}
+		if strings.Join(names, ",") != "wal,floor" {
+			t.Errorf("sweep at %v/s: runs %v", p.Rate, names)
+		}
+	}
+	for _, s := range []string{"cpu us/event", "idle %", "sweep: latency and CPU per event against the offered rate", "1-3 events per transaction, each locking one of 20 aggregates first"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("stdout lacks %q", s)
+		}
+	}
+	for _, name := range []string{"latency.svg", "rates.svg"} {
+		svg, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := xml.NewDecoder(bytes.NewReader(svg))
+		for {
+			if _, err := dec.Token(); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if !bytes.Contains(svg, []byte("<polyline")) {
+			t.Errorf("%s draws nothing", name)
+		}
+	}
+
+	// Every transaction (four runs: the relay and the floor at each rate)
+	// locked an aggregate row first: 2 × (150 + 300) updates at least.
+	const txs = 2 * (150 + 300)
+	deadline := time.Now().Add(30 * time.Second)
+	for updated := tuplesUpdated(t, ctx, conn) - updatedBefore; updated < txs; updated = tuplesUpdated(t, ctx, conn) - updatedBefore {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows updated in the database during the bench; want at least %d aggregate locks", updated, txs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_tables WHERE tablename LIKE 'bench\_aggregates\_%')
+		+ (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'bench\_%')`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d aggregate tables or slots left behind", left)
+	}
+}
+
+// tuplesUpdated is the database's count of updated rows, from the
+// cumulative statistics (flushed when a backend exits, or within a second).
+func tuplesUpdated(t *testing.T, ctx context.Context, conn *pgx.Conn) int64 {
+	t.Helper()
+	if _, err := conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT tup_updated FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -11,10 +11,12 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/bench"
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
@@ -23,6 +25,9 @@ import (
 // reader). Without --database-url and --kafka-brokers it runs on a
 // throwaway Postgres (fsync on) and a devbroker process.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "floor" {
+		return benchFloorCmd(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("pgoutbox bench", flag.ContinueOnError)
 	var (
 		cfg       bench.Config
@@ -30,12 +35,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		brokers   string
 		modes     string
 		polls     string
+		rates     string
 		jsonPath  string
 		outDir    string
 		config    string
 		noFloor   bool
 		relayArgs string
 	)
+	cfg.EventsPerTx = bench.Range{Min: 1, Max: 1}
 	fs.StringVar(&url, "database-url", "", "PostgreSQL to measure, a database of its own (default: a throwaway cluster, fsync on)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka to measure, host:port[,...] (default: a devbroker process)")
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table; the bench writes and deletes rows of aggregate types bench_*")
@@ -43,7 +50,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.Rate, "rate", 2000, "offered load, events per second (open loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long each steady-load run writes")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer connections")
-	fs.IntVar(&cfg.EventsPerTx, "events-per-tx", 1, "events per transaction")
+	fs.StringVar(&rates, "rates", "", "a sweep: measure every steady-load run, the floor's included, at each of these rates (events/s, comma-separated) instead of --rate, for --duration each")
+	fs.Var(&cfg.EventsPerTx, "events-per-tx", "events per transaction: N, or MIN-MAX for each value in turn")
+	fs.IntVar(&cfg.Aggregates, "aggregates", 0, "an application's load: create this many aggregate rows, and have each transaction lock one (UPDATE ... WHERE id = $1) before it inserts its events; 0: one INSERT per transaction")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 200, "size of each event's JSON payload")
 	fs.StringVar(&polls, "poll-interval", "500ms", "poll intervals to measure in poll mode, comma-separated")
 	fs.IntVar(&cfg.BatchSize, "batch-size", 0, "poll mode's --batch-size (default: the relay's)")
@@ -68,6 +77,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return fmt.Errorf("--modes: %q: want wal or poll", m)
 			}
 			cfg.Modes = append(cfg.Modes, m)
+		}
+	}
+	for _, r := range strings.Split(rates, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			v, err := strconv.ParseFloat(r, 64)
+			if err != nil || v <= 0 {
+				return fmt.Errorf("--rates: %q: want a positive number of events per second", r)
+			}
+			cfg.Rates = append(cfg.Rates, v)
 		}
 	}
 	for _, p := range strings.Split(polls, ",") {
@@ -115,8 +133,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	var table bytes.Buffer
-	fmt.Fprintf(&table, "pgoutbox bench: %.0f events/s for %s, %d writers, %d events per transaction, %d-byte payloads; %d CPUs\n\n",
-		cfg.Rate, cfg.Duration, cfg.Writers, cfg.EventsPerTx, cfg.PayloadBytes, runtime.NumCPU())
+	fmt.Fprintf(&table, "pgoutbox bench: %s events/s for %s, %d writers, %s events per transaction%s, %d-byte payloads; %d CPUs\n\n",
+		ratesText(cfg), cfg.Duration, cfg.Writers, cfg.EventsPerTx, aggregatesText(cfg.Aggregates), cfg.PayloadBytes, runtime.NumCPU())
 	rep.WriteTable(&table)
 	stdout.Write(table.Bytes())
 	if jsonPath != "" {
@@ -146,12 +164,70 @@ func writeBenchOut(dir string, rep *bench.Report, cfg bench.Config, table []byte
 	if err != nil {
 		return err
 	}
-	title := fmt.Sprintf("pgoutbox commit-to-consume latency at %.0f events/s (%d CPUs)", cfg.Rate, runtime.NumCPU())
+	title := fmt.Sprintf("pgoutbox commit-to-consume latency at %s events/s (%d CPUs)", ratesText(cfg), runtime.NumCPU())
 	if err := bench.WriteSVG(f, title, rep.Series); err != nil {
 		f.Close()
 		return err
 	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if len(rep.Sweep) == 0 {
+		return nil
+	}
+	f, err = os.Create(filepath.Join(dir, "rates.svg"))
+	if err != nil {
+		return err
+	}
+	title = fmt.Sprintf("pgoutbox latency against offered load, relay and floor (%s per transaction%s, %d CPUs)",
+		cfg.EventsPerTx, aggregatesText(cfg.Aggregates), runtime.NumCPU())
+	if err := bench.WriteRateSVG(f, title, rep.RateSeries()); err != nil {
+		f.Close()
+		return err
+	}
 	return f.Close()
+}
+
+func ratesText(cfg bench.Config) string {
+	if len(cfg.Rates) == 0 {
+		return strconv.FormatFloat(cfg.Rate, 'f', -1, 64)
+	}
+	var s []string
+	for _, r := range cfg.Rates {
+		s = append(s, strconv.FormatFloat(r, 'f', -1, 64))
+	}
+	return strings.Join(s, ", ")
+}
+
+func aggregatesText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", each locking one of %d aggregates first", n)
+}
+
+// benchFloorCmd is the floor the bench measures the relay against, run by
+// the bench as its own process: it streams a slot that exists through the
+// relay's receive loop and decoder, and writes "ID UNIXNANO" for every
+// inserted row to stdout, without Kafka. It stops at SIGTERM.
+func benchFloorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgoutbox bench floor", flag.ContinueOnError)
+	var cfg replication.Config
+	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL (or PGOUTBOX_DATABASE_URL)")
+	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table")
+	fs.StringVar(&cfg.Slot, "slot", "", "the slot to stream; it must exist, and is not dropped")
+	fs.StringVar(&cfg.Publication, "publication", "pgoutbox_bench", "the publication")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	if cfg.Slot == "" {
+		return errors.New("--slot is required")
+	}
+	log, err := newLogger(stderr, "text", "warn", secretsOf(cfg.DatabaseURL))
+	if err != nil {
+		return err
+	}
+	return bench.RunFloor(ctx, cfg, stdout, log)
 }
 
 // findDevbroker looks for the devbroker command next to pgoutbox, then on
