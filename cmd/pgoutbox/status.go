@@ -152,7 +152,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		var oldest *float64
 		q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(created_at))::float8 FROM %s
 WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, table.Quoted())
-		if err := conn.QueryRow(ctx, q, st.FloorXID).Scan(&st.Unpublished, &oldest); err == nil {
+		// floor stays NULL (not "") until the floor is first saved.
+		if err := conn.QueryRow(ctx, q, floor).Scan(&st.Unpublished, &oldest); err != nil {
+			st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", table, err))
+		} else {
 			st.OldestUnpublishd = oldest
 		}
 	}
