@@ -44,6 +44,8 @@ type pipelineStatus struct {
 	Alive       *time.Time `json:"alive_at,omitempty"`
 	DeadLetters *int64     `json:"dead_letters,omitempty"`
 	Problems    []string   `json:"problems"`
+	// Failover says whether the slot would survive a failover.
+	Failover *failover `json:"failover,omitempty"`
 }
 
 // deadLetterTable is where dead-lettered events are kept, when it exists.
@@ -164,6 +166,9 @@ WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, tab
 	}
 
 	st.operations(ctx, conn, th)
+	if st.Failover, err = failoverView(ctx, conn, c.slot); err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
+	}
 
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -197,6 +202,9 @@ WHERE published_at IS NULL AND txid >= coalesce($1::text::xid8, '0'::xid8)`, tab
 		}
 		if st.DeadLetters != nil {
 			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)
+		}
+		if st.Failover != nil {
+			st.Failover.print(stdout)
 		}
 		for _, p := range st.Problems {
 			fmt.Fprintf(stdout, "problem: %s\n", p)
