@@ -66,7 +66,8 @@ func FailoverStatus(ctx context.Context, conn *pgx.Conn, slot string) (Failover,
 		return f, nil
 	}
 
-	err = conn.QueryRow(ctx, "SELECT failover, synced FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&f.SlotFailover, &f.SlotSynced)
+	var temporary bool
+	err = conn.QueryRow(ctx, "SELECT failover, synced, temporary FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&f.SlotFailover, &f.SlotSynced, &temporary)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -89,9 +90,15 @@ func FailoverStatus(ctx context.Context, conn *pgx.Conn, slot string) (Failover,
 		} else if !f.HotStandbyFeedback {
 			f.Warnings = append(f.Warnings, "this standby has hot_standby_feedback off, which slot synchronization needs")
 		}
-		if f.SlotExists && !f.SlotSynced {
+		switch {
+		case f.SlotExists && !f.SlotSynced:
 			f.Warnings = append(f.Warnings, fmt.Sprintf("slot %s on this standby is not synchronized from the primary", slot))
-		} else if !f.SlotExists && f.SyncReplicationSlots {
+		case f.SlotExists && temporary:
+			// Kept temporary until the primary's slot passes where
+			// the standby could start it; a promotion drops it.
+			f.SlotSynced = false
+			f.Warnings = append(f.Warnings, fmt.Sprintf("slot %s on this standby is still being synchronized (temporary): a promotion now would drop it", slot))
+		case !f.SlotExists && f.SyncReplicationSlots:
 			f.Warnings = append(f.Warnings, fmt.Sprintf("slot %s has not been synchronized to this standby yet", slot))
 		}
 		return f, nil

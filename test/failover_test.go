@@ -104,10 +104,10 @@ func TestSlotCreateFailover(t *testing.T) {
 	eventually(t, 10*time.Second, "slot status: survives a failover", func() bool {
 		return slotFailover(t, e.url).Failover.Survives
 	})
-	eventually(t, 60*time.Second, "the slot synchronized to the standby", func() bool {
-		s := slotFailover(t, standby.URL)
-		return s.Failover.Standby && s.Failover.SlotSynced && s.Failover.Survives
-	})
+	awaitSynced(t, standby.URL, "pgoutbox", e.url)
+	if s := slotFailover(t, standby.URL); !s.Failover.Standby || !s.Failover.SlotSynced || !s.Failover.Survives {
+		t.Errorf("slot status on the standby: %+v; want a synchronized slot that survives", s.Failover)
+	}
 
 	// A slot made without --failover is named as one a failover loses.
 	if _, stderr, ok := cli(t, "slot", "drop", "--database-url", e.url); !ok {
@@ -120,6 +120,52 @@ func TestSlotCreateFailover(t *testing.T) {
 	if s.Failover.Survives || s.Failover.SlotFailover || !strings.Contains(strings.Join(s.Failover.Warnings, "\n"), "not a failover slot") {
 		t.Errorf("plain slot: %+v; want a warning that it is not a failover slot", s.Failover)
 	}
+}
+
+// awaitSynced waits until the standby holds a synchronized, persistent copy
+// of slot. The slot synchronization worker naps up to 30 s when it found
+// nothing to do; a configuration reload wakes it.
+//
+// The copy stays temporary (and a promotion drops it) until the primary's
+// slot moves past where the standby could start it; with no relay
+// consuming the slot, pass advance, the primary's URL, to move it.
+func awaitSynced(t *testing.T, standbyURL, slot, advance string) {
+	t.Helper()
+	ctx := context.Background()
+	sc, err := pgx.Connect(ctx, standbyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	var pc *pgx.Conn
+	if advance != "" {
+		if pc, err = pgx.Connect(ctx, advance); err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close(ctx)
+	}
+	var woken time.Time
+	eventually(t, 2*time.Minute, "the slot synchronized to the standby", func() bool {
+		if time.Since(woken) > 500*time.Millisecond {
+			if pc != nil {
+				// A running-transactions record lets the slot's restart
+				// position move when it is advanced.
+				if _, err := pc.Exec(ctx, "SELECT pg_log_standby_snapshot()"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pc.Exec(ctx, "SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())", slot); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := sc.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+				t.Fatal(err)
+			}
+			woken = time.Now()
+		}
+		var synced, temporary bool
+		err := sc.QueryRow(ctx, "SELECT synced, temporary FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&synced, &temporary)
+		return err == nil && synced && !temporary
+	})
 }
 
 // StandbyForSlotSync is a synchronous standby that keeps copies of the
@@ -282,16 +328,7 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g`); er
 		return err == nil && active
 	})
 	if failoverSlot {
-		sc, err := pgx.Connect(ctx, standby.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 60*time.Second, "the slot synchronized to the standby", func() bool {
-			var synced, temporary bool
-			err := sc.QueryRow(ctx, "SELECT synced, temporary FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&synced, &temporary)
-			return err == nil && synced && !temporary
-		})
-		sc.Close(ctx)
+		awaitSynced(t, standby.URL, "pgoutbox", "")
 	}
 	eventually(t, 30*time.Second, "events before the failover", func() bool { return load.count() > 300 })
 	before := load.count()
