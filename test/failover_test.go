@@ -72,6 +72,18 @@ func TestSlotCreateFailover(t *testing.T) {
 		if ok || !strings.Contains(stderr, "failover slots need PostgreSQL 17") {
 			t.Fatalf("PostgreSQL %d: slot create --failover exited ok=%t\n%s%s; want a refusal naming PostgreSQL 17", major, ok, out, stderr)
 		}
+		// run --slot-failover stops with the same reason rather than
+		// retrying what cannot work.
+		p := e.runProcess(t, "--slot-failover")
+		select {
+		case err := <-p.waited:
+			p.waited <- err
+			if err == nil || !strings.Contains(p.out.String(), "failover slots need PostgreSQL 17") {
+				t.Errorf("run --slot-failover on PostgreSQL %d exited with %v; want a failure naming PostgreSQL 17:\n%s", major, err, p.out)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run --slot-failover on PostgreSQL %d still running after 30s", major)
+		}
 		if _, stderr, ok := cli(t, "slot", "create", "--database-url", e.url); !ok {
 			t.Fatalf("slot create: %s", stderr)
 		}
