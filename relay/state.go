@@ -157,7 +157,7 @@ ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL
 		}
 		// The publication exists before the slot's consistent point, so
 		// pgoutput finds it for every change the slot will decode.
-		if res.SlotLSN, err = replication.CreateSlot(ctx, conn, cfg.Slot); err != nil {
+		if res.SlotLSN, err = replication.CreateSlot(ctx, conn, cfg.Slot, cfg.Failover); err != nil {
 			return res, err
 		}
 		res.SlotCreated = true

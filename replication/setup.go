@@ -25,6 +25,9 @@ var (
 	ErrSlotInvalidated = errors.New("replication slot is invalidated")
 	// ErrSlotActive means another process is streaming from the slot.
 	ErrSlotActive = errors.New("replication slot is in use by another process")
+	// ErrNoFailoverSlots means a failover slot was asked of a server
+	// older than PostgreSQL 17, which has none.
+	ErrNoFailoverSlots = errors.New("failover slots need PostgreSQL 17 or later")
 	// ErrPublication means the publication is missing or does not cover the
 	// outbox table, and pgoutbox may not fix that itself.
 	ErrPublication = errors.New("publication does not cover the outbox table")
@@ -119,13 +122,39 @@ SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
 	return true, nil
 }
 
-// CreateSlot creates a pgoutput logical slot and returns its consistent point.
-func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (pglogrepl.LSN, error) {
+// failoverMajor is the first PostgreSQL major version with failover slots.
+const failoverMajor = 17
+
+// ServerMajor returns the server's major version (15, 18...).
+func ServerMajor(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read server version: %w", err)
+	}
+	return n, nil
+}
+
+// CreateSlot creates a pgoutput logical slot and returns its consistent
+// point. With failover, the slot is a failover slot (PostgreSQL 17 and
+// later; ErrNoFailoverSlots before).
+func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool) (pglogrepl.LSN, error) {
 	if err := ValidateName("slot", name); err != nil {
 		return 0, err
 	}
+	query := "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')"
+	if failover {
+		major, err := ServerMajor(ctx, conn)
+		if err != nil {
+			return 0, err
+		}
+		if major < failoverMajor {
+			return 0, fmt.Errorf("%w: the server is PostgreSQL %d; create slot %s without --failover, and know that a failover loses it (auto mode polls the gap)", ErrNoFailoverSlots, major, name)
+		}
+		// Arguments: name, plugin, temporary, two-phase, failover.
+		query = "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)"
+	}
 	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", name).Scan(&lsn); err != nil {
+	if err := conn.QueryRow(ctx, query, name).Scan(&lsn); err != nil {
 		if isPrivilegeError(err) {
 			return 0, fmt.Errorf("%w: may not create slot %s: %v", ErrNotReady, name, err)
 		}

@@ -40,6 +40,10 @@ type Config struct {
 	// walsender busy decoding a huge transaction reads replies only every
 	// wal_sender_timeout/2, and must not be taken for a dead connection.
 	ReceiveTimeout time.Duration
+	// Failover creates the slot as a failover slot (PostgreSQL 17 and
+	// later), which standbys with sync_replication_slots keep in step, so
+	// that it survives a promotion. An existing slot is left as it is.
+	Failover bool
 }
 
 // Defaults fills unset fields.

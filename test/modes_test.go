@@ -221,6 +221,16 @@ func (e *env) appURL(user string) string {
 	return u.String()
 }
 
+// grantHeartbeatSQL grants role EXECUTE on every pg_logical_emit_message,
+// which the heartbeats call: PostgreSQL 17 added a fourth argument (flush),
+// so the signature to name differs per version.
+func grantHeartbeatSQL(role string) string {
+	return `DO $$DECLARE f regprocedure; BEGIN
+FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
+EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, ` + "'" + role + "'" + `);
+END LOOP; END$$`
+}
+
 // REPLICATION is revoked from the relay's role and granted back, several
 // times, under continuous load: auto falls back to polling and returns to
 // the WAL each time. A checker confirms every committed event arrived, in
@@ -232,7 +242,7 @@ func TestAutoSwitchesUnderLoad(t *testing.T) {
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
-GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO app`); err != nil {
+`+grantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}
 	cfg := e.config()

@@ -56,7 +56,8 @@ func TestCredentialsAndSecrets(t *testing.T) {
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE pw_user LOGIN REPLICATION PASSWORD 'Right-Db-Pass-42';
 GRANT SELECT, UPDATE ON outbox TO pw_user; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO pw_user;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO pw_user;
-GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO pw_user; SELECT pg_reload_conf()`); err != nil {
+SELECT pg_reload_conf();
+`+grantHeartbeatSQL("pw_user")); err != nil {
 		t.Fatal(err)
 	}
 	e.setup(e.config()) // the publication and slot, made by the owner

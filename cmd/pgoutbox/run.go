@@ -81,6 +81,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
+	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
 	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
 	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", 10_000, "records awaiting a Kafka ack before reading pauses")
 	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record, as the broker's message.max.bytes")

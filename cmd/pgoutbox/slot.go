@@ -7,6 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -30,15 +33,17 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fs := flag.NewFlagSet("pgoutbox slot "+sub, flag.ContinueOnError)
 	var (
-		c       common
-		asJSON  bool
-		force   bool
-		keepPub bool
+		c        common
+		asJSON   bool
+		force    bool
+		keepPub  bool
+		failover bool
 	)
 	c.register(fs)
 	switch sub {
 	case "create":
 		fs.BoolVar(&force, "force", false, "create the slot even though an earlier one of this pipeline was lost (accepts the gap)")
+		fs.BoolVar(&failover, "failover", false, "create a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
 	case "status":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	case "drop":
@@ -53,7 +58,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.requireURL(); err != nil {
 		return err
 	}
-	rcfg := replication.Config{DatabaseURL: c.databaseURL, Table: c.table, Slot: c.slot, Publication: c.publication}
+	rcfg := replication.Config{DatabaseURL: c.databaseURL, Table: c.table, Slot: c.slot, Publication: c.publication, Failover: failover}
 	rcfg.Defaults()
 	if err := rcfg.Validate(); err != nil {
 		return err
@@ -81,9 +86,18 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, c.table)
 		}
 		if res.SlotCreated {
-			fmt.Fprintf(stdout, "slot %s created at %s\n", c.slot, res.SlotLSN)
+			kind := ""
+			if failover {
+				kind = " as a failover slot"
+			}
+			fmt.Fprintf(stdout, "slot %s created%s at %s\n", c.slot, kind, res.SlotLSN)
 		} else {
 			fmt.Fprintf(stdout, "slot %s already exists\n", c.slot)
+		}
+		if f, err := replication.FailoverStatus(ctx, conn, c.slot); err == nil {
+			for _, w := range f.Warnings {
+				fmt.Fprintf(stdout, "failover warning: %s\n", w)
+			}
 		}
 		return nil
 	case "status":
@@ -97,6 +111,10 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		problems := ready.Problems(exists)
+		fo, err := failoverView(ctx, conn, c.slot)
+		if err != nil {
+			return err
+		}
 		if asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
@@ -104,7 +122,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				"slot": c.slot, "exists": exists, "active": s.Active, "active_pid": s.ActivePID,
 				"restart_lsn": s.RestartLSN.String(), "confirmed_flush_lsn": s.ConfirmedLSN.String(),
 				"wal_status": s.WALStatus, "retained_wal_bytes": s.RetainedBytes, "lag_bytes": s.LagBytes,
-				"wal_level": ready.WALLevel, "problems": problems,
+				"wal_level": ready.WALLevel, "problems": problems, "failover": fo,
 			})
 		}
 		if !exists {
@@ -122,6 +140,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "lag                 %d bytes behind the current WAL position\n", s.LagBytes)
 			fmt.Fprintf(stdout, "wal_status          %s\n", s.WALStatus)
 		}
+		fo.print(stdout)
 		for _, p := range problems {
 			fmt.Fprintf(stdout, "problem: %s\n", p)
 		}
@@ -141,5 +160,65 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "publication %s dropped\n", c.publication)
 		}
 		return relay.Forget(ctx, conn, c.slot)
+	}
+}
+
+// failover is what slot status and status say about a failover.
+type failover struct {
+	// Survives is false when something found would lose the slot (or
+	// what it published) in a failover; the warnings say what.
+	Survives     bool `json:"survives"`
+	ServerMajor  int  `json:"server_major"`
+	Standby      bool `json:"standby"`
+	SlotFailover bool `json:"slot_failover"`
+	SlotSynced   bool `json:"slot_synced"`
+	// SynchronizedStandbySlots is the primary's setting; a primary cannot
+	// see its standbys' sync_replication_slots.
+	SynchronizedStandbySlots []string `json:"synchronized_standby_slots"`
+	InactiveStandbySlots     []string `json:"inactive_standby_slots,omitempty"`
+	// SyncReplicationSlots is read on a standby only.
+	SyncReplicationSlots *bool    `json:"sync_replication_slots,omitempty"`
+	Warnings             []string `json:"warnings"`
+}
+
+func failoverView(ctx context.Context, conn *pgx.Conn, slot string) (*failover, error) {
+	f, err := replication.FailoverStatus(ctx, conn, slot)
+	if err != nil {
+		return nil, err
+	}
+	v := &failover{
+		Survives: f.Survives(), ServerMajor: f.ServerMajor, Standby: f.InRecovery,
+		SlotFailover: f.SlotFailover, SlotSynced: f.SlotSynced,
+		SynchronizedStandbySlots: f.StandbySlots, InactiveStandbySlots: f.InactiveStandbySlots,
+		Warnings: f.Warnings,
+	}
+	if v.SynchronizedStandbySlots == nil {
+		v.SynchronizedStandbySlots = []string{}
+	}
+	if v.Warnings == nil {
+		v.Warnings = []string{}
+	}
+	if f.InRecovery {
+		v.SyncReplicationSlots = &f.SyncReplicationSlots
+	}
+	return v, nil
+}
+
+func (f *failover) print(w io.Writer) {
+	fmt.Fprintf(w, "failover slot       %t", f.SlotFailover)
+	if len(f.SynchronizedStandbySlots) > 0 {
+		fmt.Fprintf(w, " (synchronized_standby_slots %s)", strings.Join(f.SynchronizedStandbySlots, ","))
+	}
+	if f.SyncReplicationSlots != nil {
+		fmt.Fprintf(w, " (standby: sync_replication_slots %t, synced %t)", *f.SyncReplicationSlots, f.SlotSynced)
+	}
+	fmt.Fprintln(w)
+	if f.Survives {
+		fmt.Fprintln(w, "survives failover   yes, as far as this server can tell (the standbys need sync_replication_slots = on)")
+	} else {
+		fmt.Fprintln(w, "survives failover   no")
+	}
+	for _, m := range f.Warnings {
+		fmt.Fprintf(w, "failover warning: %s\n", m)
 	}
 }

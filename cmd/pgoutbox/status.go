@@ -45,6 +45,8 @@ type pipelineStatus struct {
 	Alive       *time.Time `json:"alive_at,omitempty"`
 	DeadLetters *int64     `json:"dead_letters,omitempty"`
 	Problems    []string   `json:"problems"`
+	// Failover says whether the slot would survive a failover.
+	Failover *failover `json:"failover,omitempty"`
 }
 
 // deadLetterTable is where dead-lettered events are kept, when it exists.
@@ -152,7 +154,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	poll.Table = st.Table
-	if n, oldest, err := relay.Unpublished(ctx, conn, st.Pipeline, poll, "created_at"); err == nil {
+	if n, oldest, err := relay.Unpublished(ctx, conn, st.Pipeline, poll, "created_at"); err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
+	} else {
 		st.Unpublished = n
 		if oldest > 0 {
 			s := oldest.Seconds()
@@ -164,6 +168,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	st.operations(ctx, conn, th)
+	if st.Failover, err = failoverView(ctx, conn, c.slot); err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
+	}
 
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -197,6 +204,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		if st.DeadLetters != nil {
 			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)
+		}
+		if st.Failover != nil {
+			st.Failover.print(stdout)
 		}
 		for _, p := range st.Problems {
 			fmt.Fprintf(stdout, "problem: %s\n", p)
