@@ -1,0 +1,324 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// createTopics creates topics on a broker that does not create them on
+// first use.
+func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopics(pollCtx(t, 15*time.Second), 3, 1, nil, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+}
+
+// writeOne commits one event for a locked aggregate, as the load writers
+// do, and records it with them.
+func (l *loadWriter) writeOne(t *testing.T, acct, payload string) (id string, seq int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := l.e.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var version int
+	if err := tx.QueryRow(ctx, "UPDATE account SET version = version + 1 WHERE id = $1 RETURNING version", acct).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('account', $1, 'Posted', $2) RETURNING id::text`,
+		acct, payload).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.committed[id] = version * 10
+	l.mu.Unlock()
+	return id, version * 10
+}
+
+// deadLetterRows returns event id -> how many rows the dead-letter table
+// holds for it, and their reasons.
+func (e *env) deadLetterRows(t *testing.T) (map[string]int, map[string]string) {
+	t.Helper()
+	rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n, reasons := map[string]int{}, map[string]string{}
+	for rows.Next() {
+		var id, reason string
+		if err := rows.Scan(&id, &reason); err != nil {
+			t.Fatal(err)
+		}
+		n[id]++
+		reasons[id] = reason
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n, reasons
+}
+
+// replayBinary runs pgoutbox dlq replay and returns how many it published.
+func (e *env) replayBinary(t *testing.T, extra ...string) int {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	out, err := exec.Command(bin, append([]string{"dlq", "replay", "--database-url", e.url,
+		"--kafka-brokers", strings.Join(e.brokers, ","), "--kafka-create-topics=false"}, extra...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dlq replay: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(\d+) dead letters published`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("dlq replay said:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// A broker whose message.max.bytes is 100,000 and a relay at its default
+// --max-message-bytes, under load, with a 200 KB row: the relay learns the
+// topic's limit from the broker and dead-letters the row before producing
+// it, once, holding its aggregate's later events behind it; every other
+// event is delivered once and in order, and the session never restarts.
+// After the row is fixed, dlq replay publishes the aggregate's events
+// once each, in order.
+func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+			const topic = "outbox.event.account"
+			createTopics(t, e.brokers, topic, "pgoutbox.dlq")
+			cfg := e.config()
+			if mode == relay.ModeWAL {
+				e.setup(cfg)
+			}
+			load := e.startLoad(t, 3)
+			addr := freeAddr(t)
+			p := e.runProcess(t, "--mode", string(mode), "--kafka-create-topics=false", "--poll-interval", "50ms", "--metrics-addr", addr)
+			time.Sleep(time.Second)
+			const acct = "acct-5"
+			big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+			time.Sleep(2 * time.Second)
+			committed := load.finish()
+
+			// The oversized row and every later event of its aggregate
+			// are dead-lettered; everything else is delivered.
+			held := map[string]bool{big: true}
+			for id, seq := range committed {
+				if seq > bigSeq && e.aggregateOf(t, id) == acct {
+					held[id] = true
+				}
+			}
+			eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+				n, _ := e.deadLetterRows(t)
+				return len(n) >= len(held)
+			})
+			want := map[string]int{}
+			for id, seq := range committed {
+				if !held[id] {
+					want[id] = seq
+				}
+			}
+			rep := check(t, e.brokers, topic, want)
+			if n, _ := metric(addr, "pgoutbox_events_dead_lettered_total"); int(n) != len(held) {
+				t.Errorf("pgoutbox_events_dead_lettered_total %v, want %d", n, len(held))
+			}
+			if n, _ := metric(addr, "pgoutbox_reconnects_total"); n != 0 {
+				t.Errorf("pgoutbox_reconnects_total %v, want 0", n)
+			}
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+			t.Logf("%s mode: %v; %d dead-lettered (the 200 KB row and %d held behind it)", mode, rep, len(held), len(held)-1)
+			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+				t.Errorf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+			}
+			if rep.committed < 200 {
+				t.Errorf("only %d events committed; the load was too light to mean anything", rep.committed)
+			}
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if id := decodeEvent(t, rec).ID; held[id] {
+					t.Errorf("event %s of aggregate %s reached the topic ahead of the dead-lettered row", id, acct)
+				}
+			}
+			log := p.out.String()
+			if n := strings.Count(log, `"msg":"reconnecting"`) + strings.Count(log, `"msg":"restarting the session`); n != 0 {
+				t.Errorf("the session restarted %d times", n)
+			}
+			n, reasons := e.deadLetterRows(t)
+			if len(n) != len(held) {
+				t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
+			}
+			for id, c := range n {
+				if c != 1 || !held[id] {
+					t.Errorf("event %s: %d dead letters (held behind the row: %v)", id, c, held[id])
+				}
+			}
+			for _, s := range []string{big, topic, "exceeds the maximum message size of 100000 bytes"} {
+				if !strings.Contains(reasons[big], s) {
+					t.Errorf("reason %q does not name %q", reasons[big], s)
+				}
+			}
+			if !strings.Contains(log, `"event_id":"`+big+`"`) {
+				t.Errorf("no log line names event %s", big)
+			}
+			if _, ok := e.status(t); ok {
+				t.Error("status exits 0 with open dead letters")
+			}
+
+			// Fixed and replayed: the aggregate's events arrive once each,
+			// in order.
+			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.replayBinary(t); got != len(held) {
+				t.Errorf("replay published %d, want %d", got, len(held))
+			}
+			if rep := check(t, e.brokers, topic, committed); rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+				t.Errorf("after replay: %v", rep)
+			}
+			if _, ok := e.status(t); !ok {
+				t.Error("status exits non-zero after every dead letter was replayed")
+			}
+		})
+	}
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// metric reads one unlabelled metric from a relay's metrics endpoint; false
+// while the endpoint does not answer.
+func metric(addr, name string) (float64, bool) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// aggregateOf reads an event's aggregate id from the outbox.
+func (e *env) aggregateOf(t *testing.T, id string) string {
+	t.Helper()
+	var agg string
+	if err := e.conn.QueryRow(context.Background(), "SELECT aggregateid FROM outbox WHERE id = $1", id).Scan(&agg); err != nil {
+		t.Fatal(err)
+	}
+	return agg
+}
+
+// With the dead-letter topic missing and topic creation off, each session
+// fails on the dead letters' records and the relay retries: the
+// dead-letter table still holds exactly one row per event, and once the
+// rows are fixed dlq replay publishes each event once.
+func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
+	e := newEnv(t)
+	e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+	const topic = "outbox.event.order"
+	createTopics(t, e.brokers, topic) // not pgoutbox.dlq
+	cfg := e.config()
+	e.setup(cfg)
+	big := `{"blob":"` + strings.Repeat("x", 200_000) + `"}`
+	var events []string
+	for i := 0; i < 4; i++ {
+		agg := fmt.Sprintf("o-%d", i)
+		events = append(events, e.insert(row{"order", agg, "Placed", big})...)
+		events = append(events, e.insert(row{"order", agg, "Paid", `{"n":2}`}, row{"order", agg, "Shipped", `{"n":3}`})...)
+	}
+	good := e.insert(row{"order", "o-9", "Placed", `{}`})
+	addr := freeAddr(t)
+	p := e.runProcess(t, "--mode", "wal", "--kafka-create-topics=false", "--metrics-addr", addr)
+	// Several sessions fail on the missing topic.
+	eventually(t, 90*time.Second, "two failed sessions", func() bool {
+		n, _ := metric(addr, "pgoutbox_reconnects_total")
+		return n >= 2
+	})
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Logf("exit after SIGTERM: %v", err)
+	}
+	if n := strings.Count(p.out.String(), `"msg":"reconnecting"`); n < 2 {
+		t.Fatalf("the relay retried %d times; the test needs it to retry", n)
+	}
+	n, _ := e.deadLetterRows(t)
+	for _, id := range events {
+		if n[id] != 1 {
+			t.Errorf("event %s: %d dead letters, want 1", id, n[id])
+		}
+	}
+	if len(n) != len(events) {
+		t.Errorf("%d events dead-lettered, want %d", len(n), len(events))
+	}
+
+	if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE length(payload::text) > 1000`); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.replayBinary(t); got != len(events) {
+		t.Errorf("replay published %d, want %d", got, len(events))
+	}
+	seen := map[string]int{}
+	for _, rec := range drain(t, e.brokers, topic, 0) {
+		seen[decodeEvent(t, rec).ID]++
+	}
+	for _, id := range events {
+		if seen[id] != 1 {
+			t.Errorf("event %s published %d times, want once", id, seen[id])
+		}
+	}
+	// The event after the dead letters was sent again by each session
+	// (at least once); it is not the dead letters' to count.
+	if seen[good[0]] == 0 {
+		t.Errorf("event %s was not published", good[0])
+	}
+}
