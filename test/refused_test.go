@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -320,5 +321,95 @@ func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
 	// (at least once); it is not the dead letters' to count.
 	if seen[good[0]] == 0 {
 		t.Errorf("event %s was not published", good[0])
+	}
+}
+
+// A topic's limit lowered while the relay runs: the relay learned the old
+// one, so Kafka refuses the large record after it was produced. The session
+// ends once; the next one learns the new limit and dead-letters the record
+// before producing anything, holds its aggregate's later event behind it,
+// and delivers the other aggregate. No later event of the aggregate reaches
+// the topic before it, in WAL and poll modes.
+func TestLimitLoweredWhileRunning(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			const topic = "outbox.event.order"
+			cfg := e.config()
+			cfg.Mode = mode
+			cfg.PollInterval = 50 * time.Millisecond
+			if mode == relay.ModeWAL {
+				e.setup(cfg)
+			}
+			r := e.start(cfg)
+			first := e.insert(row{"order", "o-1", "Placed", `{"n":1}`}, row{"order", "o-2", "Placed", `{"n":1}`})
+			awaitIDs(t, e.brokers, topic, first, 15*time.Second)
+
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			limit := "10000"
+			resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+				[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+			if err == nil {
+				for _, rr := range resp {
+					err = errors.Join(err, rr.Err)
+				}
+			}
+			if err != nil {
+				t.Fatalf("lower the topic's limit: %v", err)
+			}
+			ids := e.insert(row{"order", "o-1", "Placed", `{"blob":"` + strings.Repeat("x", 50_000) + `"}`},
+				row{"order", "o-1", "Placed", `{"n":3}`}, row{"order", "o-2", "Placed", `{"n":2}`})
+			big, after, other := ids[0], ids[1], ids[2]
+			awaitIDs(t, e.brokers, topic, []string{other}, 30*time.Second)
+			eventually(t, 30*time.Second, "dead letters recorded", func() bool {
+				n, _ := e.deadLetterRows(t)
+				return len(n) >= 2
+			})
+			n, reasons := e.deadLetterRows(t)
+			if len(n) != 2 || n[big] != 1 || n[after] != 1 {
+				t.Fatalf("dead letters %v, want one each for %s and %s", n, big, after)
+			}
+			for _, s := range []string{big, topic, "exceeds the maximum message size of 10000 bytes"} {
+				if !strings.Contains(reasons[big], s) {
+					t.Errorf("reason %q does not name %q", reasons[big], s)
+				}
+			}
+			if s := r.Stats.Sessions.Load(); mode == relay.ModeWAL && s != 2 {
+				t.Errorf("%d WAL sessions, want 2: the refusal ends one, once", s)
+			}
+			var o1 []string
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if string(rec.Key) == "o-1" {
+					o1 = append(o1, decodeEvent(t, rec).ID)
+				}
+			}
+			for _, id := range o1 {
+				if id != first[0] {
+					t.Fatalf("aggregate o-1 reached the topic as %v: an event went ahead of the refused one", o1)
+				}
+			}
+
+			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1`, big); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := relay.Replay(context.Background(), cfg, testLogger(t)); err != nil || got != 2 {
+				t.Fatalf("replay published %d: %v", got, err)
+			}
+			o1 = o1[:0]
+			seen := map[string]bool{}
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if id := decodeEvent(t, rec).ID; string(rec.Key) == "o-1" && !seen[id] {
+					seen[id] = true
+					o1 = append(o1, id)
+				}
+			}
+			if want := []string{first[0], big, after}; strings.Join(o1, ",") != strings.Join(want, ",") {
+				t.Fatalf("aggregate o-1 arrived as %v, want %v", o1, want)
+			}
+		})
 	}
 }
