@@ -301,7 +301,9 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 				fail(err)
 				return
 			}
-			r.refused.acked(b.RawID(row.Values), rec)
+			if r.refused.any.Load() {
+				r.refused.acked(b.RawID(row.Values), rec)
+			}
 			acked[i] = true
 			r.Stats.Published.Add(1)
 			r.Stats.LastPublish.Store(time.Now().UnixNano())

@@ -516,7 +516,9 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())
-					r.refused.acked(b.RawID(c.Values), rec)
+					if r.refused.any.Load() {
+						r.refused.acked(b.RawID(c.Values), rec)
+					}
 				} else {
 					r.refused.failed(b.RawID(c.Values), rec, err)
 				}
@@ -557,10 +559,13 @@ func (r *Relay) prepareRow(ctx context.Context, k *sink.Kafka, dl *deadLetters, 
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
 		if rec, err = r.record(b, c); err == nil {
-			if rerr := r.refused.check(b.RawID(c.Values), rec.Topic); rerr != nil {
-				err = rerr
-			} else if ferr := k.Fits(ctx, rec); ferr != nil {
-				err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
+			if r.refused.any.Load() {
+				err = r.refused.check(b.RawID(c.Values), rec.Topic)
+			}
+			if err == nil {
+				if ferr := k.Fits(ctx, rec); ferr != nil {
+					err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
+				}
 			}
 		}
 	}
