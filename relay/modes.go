@@ -297,7 +297,9 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 			defer wg.Done()
 			a.done(err)
 			if err != nil {
-				r.refused.failed(b.RawID(row.Values), rec, err)
+				if r.refused.failed(b.RawID(row.Values), rec, err) {
+					k.AbortBuffered()
+				}
 				fail(err)
 				return
 			}

@@ -75,10 +75,12 @@ func newRefusals(log *slog.Logger, dlq string) *refusals {
 		partitions: map[topicPartition]bool{}, keys: map[topicKey]string{}}
 }
 
-// failed notes a record's failure from its produce callback.
-func (f *refusals) failed(eventID string, rec *kgo.Record, err error) {
+// failed notes a record's failure from its produce callback. It returns
+// true for the refusal that ends the session: the caller then stops what
+// the client still holds from going out (sink.Kafka.AbortBuffered).
+func (f *refusals) failed(eventID string, rec *kgo.Record, err error) (first bool) {
 	if !sink.Refused(err) {
-		return
+		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -86,8 +88,9 @@ func (f *refusals) failed(eventID string, rec *kgo.Record, err error) {
 		f.renew = true // the limits learned are out of date
 	}
 	if rec.Topic == f.dlq {
-		return // the pipeline's own destination: retried
+		return false // the pipeline's own destination: retried
 	}
+	first = !f.ended
 	f.ended = true
 	f.any.Store(true)
 	if sink.TopicRefused(err) {
@@ -95,11 +98,11 @@ func (f *refusals) failed(eventID string, rec *kgo.Record, err error) {
 			f.topics[rec.Topic] = err
 			f.log.Error("kafka refused the topic: its events are dead-lettered", "topic", rec.Topic, "event_id", eventID, "err", err)
 		}
-		return
+		return first
 	}
 	tp := topicPartition{rec.Topic, rec.Partition}
 	if f.partitions[tp] {
-		return // failed with the refused record of its partition
+		return first // failed with the refused record of its partition
 	}
 	f.partitions[tp] = true
 	f.keys[topicKey{rec.Topic, string(rec.Key)}] = eventID
@@ -112,6 +115,7 @@ func (f *refusals) failed(eventID string, rec *kgo.Record, err error) {
 	e.err = err
 	f.log.Warn("kafka refused a record", "topic", rec.Topic, "partition", rec.Partition, "event_id", eventID,
 		"aggregate_id", string(rec.Key), "refusals", e.strikes, "err", err)
+	return first
 }
 
 // acked checks, for a record acked after a refusal, that it is not a later

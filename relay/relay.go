@@ -520,7 +520,9 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 						r.refused.acked(b.RawID(c.Values), rec)
 					}
 				} else {
-					r.refused.failed(b.RawID(c.Values), rec, err)
+					if r.refused.failed(b.RawID(c.Values), rec, err) {
+						k.AbortBuffered()
+					}
 				}
 				wm.ack(t, err)
 			}); err != nil {

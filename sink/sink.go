@@ -192,6 +192,8 @@ type Kafka struct {
 	// record, written once per topic (copy on write).
 	limits   atomic.Pointer[map[string]topicLimit]
 	lookupMu sync.Mutex // one lookup at a time; serializes writers
+
+	aborting sync.WaitGroup // AbortBuffered's goroutines
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -235,11 +237,32 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	return k, nil
 }
 
+// AbortBuffered fails, in the background, every record the client holds
+// that is not yet sent, and returns at once; Flush, Renew and Close wait
+// for it. It is for a refusal seen in a produce callback (which must not
+// block): franz-go failed the refused record's partition when the broker
+// answered, and a record handed over since would go out in a fresh batch,
+// ahead of the refused one's dead letter. Sending waits for a new producer
+// id after such a failure, so the abort normally comes first.
+func (k *Kafka) AbortBuffered() {
+	client := k.client.Load()
+	k.aborting.Add(1)
+	go func() {
+		defer k.aborting.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.AbortBufferedRecords(ctx); err != nil {
+			k.log.Warn("kafka: aborting buffered records", "err", err)
+		}
+	}()
+}
+
 // Renew replaces the client with a new one and forgets the learned
 // limits, so that they are read again from the broker: franz-go keeps a
 // partition's batch limit for the life of its client. Call it only while
 // nothing is produced; what the old client still buffered is failed.
 func (k *Kafka) Renew() error {
+	k.aborting.Wait()
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -378,7 +401,11 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 }
 
 // Flush waits until every buffered record is acked or failed.
-func (k *Kafka) Flush(ctx context.Context) error { return k.client.Load().Flush(ctx) }
+func (k *Kafka) Flush(ctx context.Context) error {
+	err := k.client.Load().Flush(ctx)
+	k.aborting.Wait()
+	return err
+}
 
 // ErrAuth marks a failure that retrying cannot fix: the broker refused
 // the credentials, or the TLS handshake failed.
@@ -423,7 +450,10 @@ func (k *Kafka) Ping(ctx context.Context) error {
 }
 
 // Close fails what is still buffered and closes the connections.
-func (k *Kafka) Close() { k.client.Load().Close() }
+func (k *Kafka) Close() {
+	k.aborting.Wait()
+	k.client.Load().Close()
+}
 
 // logger passes franz-go's warnings and errors to slog; its info and debug
 // lines describe every request and would drown the relay's own.

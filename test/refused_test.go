@@ -487,3 +487,76 @@ VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO N
 		t.Fatalf("a second dead letter for event a: %v, %d rows", err, tag.RowsAffected())
 	}
 }
+
+// The same under load: three writers, the topic's limit lowered to 100,000
+// bytes while the relay runs with the old limit learned, then a 200 KB row.
+// Batches of small records over the new limit are refused too, until the
+// relay learns it. Nothing is lost, no aggregate is reordered, the row and
+// the later events of its aggregate are dead-lettered once each, and none
+// of those reaches the topic.
+func TestLimitLoweredUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	const topic = "outbox.event.account"
+	cfg := e.config()
+	e.setup(cfg)
+	load := e.startLoad(t, 3)
+	e.start(cfg)
+	eventually(t, 15*time.Second, "the topic created", func() bool {
+		return len(drain(t, e.brokers, topic, 0)) > 0
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	limit := "100000"
+	resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+	if err == nil {
+		for _, rr := range resp {
+			err = errors.Join(err, rr.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("lower the topic's limit: %v", err)
+	}
+	const acct = "acct-5"
+	big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+	time.Sleep(2 * time.Second)
+	committed := load.finish()
+	held := map[string]bool{big: true}
+	for id, seq := range committed {
+		if seq > bigSeq && e.aggregateOf(t, id) == acct {
+			held[id] = true
+		}
+	}
+	eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+		n, _ := e.deadLetterRows(t)
+		return len(n) >= len(held)
+	})
+	want := map[string]int{}
+	for id, seq := range committed {
+		if !held[id] {
+			want[id] = seq
+		}
+	}
+	rep := check(t, e.brokers, topic, want)
+	t.Logf("%v; %d dead-lettered", rep, len(held))
+	if rep.lost != 0 || rep.orderViolations != 0 {
+		t.Errorf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	}
+	for _, rec := range drain(t, e.brokers, topic, 0) {
+		if id := decodeEvent(t, rec).ID; held[id] && id != big {
+			t.Errorf("event %s of aggregate %s reached the topic ahead of the refused row", id, acct)
+		}
+	}
+	n, _ := e.deadLetterRows(t)
+	for id, c := range n {
+		if c != 1 || !held[id] {
+			t.Errorf("event %s: %d dead letters (held behind the row: %v)", id, c, held[id])
+		}
+	}
+	if len(n) != len(held) {
+		t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
+	}
+}
