@@ -193,7 +193,8 @@ type Kafka struct {
 	limits   atomic.Pointer[map[string]topicLimit]
 	lookupMu sync.Mutex // one lookup at a time; serializes writers
 
-	aborting sync.WaitGroup // AbortBuffered's goroutines
+	abortMu sync.Mutex
+	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -246,9 +247,12 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 // id after such a failure, so the abort normally comes first.
 func (k *Kafka) AbortBuffered() {
 	client := k.client.Load()
-	k.aborting.Add(1)
+	done := make(chan struct{})
+	k.abortMu.Lock()
+	k.aborts = append(k.aborts, done)
+	k.abortMu.Unlock()
 	go func() {
-		defer k.aborting.Done()
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := client.AbortBufferedRecords(ctx); err != nil {
@@ -257,12 +261,23 @@ func (k *Kafka) AbortBuffered() {
 	}()
 }
 
+// waitAborts waits for AbortBuffered's goroutines started so far.
+func (k *Kafka) waitAborts() {
+	k.abortMu.Lock()
+	aborts := k.aborts
+	k.aborts = nil
+	k.abortMu.Unlock()
+	for _, done := range aborts {
+		<-done
+	}
+}
+
 // Renew replaces the client with a new one and forgets the learned
 // limits, so that they are read again from the broker: franz-go keeps a
 // partition's batch limit for the life of its client. Call it only while
 // nothing is produced; what the old client still buffered is failed.
 func (k *Kafka) Renew() error {
-	k.aborting.Wait()
+	k.waitAborts()
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -403,7 +418,7 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 // Flush waits until every buffered record is acked or failed.
 func (k *Kafka) Flush(ctx context.Context) error {
 	err := k.client.Load().Flush(ctx)
-	k.aborting.Wait()
+	k.waitAborts()
 	return err
 }
 
@@ -451,7 +466,7 @@ func (k *Kafka) Ping(ctx context.Context) error {
 
 // Close fails what is still buffered and closes the connections.
 func (k *Kafka) Close() {
-	k.aborting.Wait()
+	k.waitAborts()
 	k.client.Load().Close()
 }
 
