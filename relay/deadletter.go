@@ -31,7 +31,8 @@ var errHeld = errors.New("held behind an earlier dead-lettered event of its aggr
 func isPoison(err error) bool {
 	var rowErr *schema.RowError
 	var tooLarge *sink.TooLargeError
-	return errors.As(err, &rowErr) || errors.As(err, &tooLarge) || errors.Is(err, errHeld)
+	var refused *RefusedError
+	return errors.As(err, &rowErr) || errors.As(err, &tooLarge) || errors.As(err, &refused) || errors.Is(err, errHeld)
 }
 
 // deadLetters is one session's dead-letter bookkeeping, on a connection of
@@ -137,22 +138,27 @@ func (d *deadLetters) add(ctx context.Context, k *sink.Kafka, b *schema.Binding,
 	if dl.LSN != "" {
 		lsn = &dl.LSN
 	}
-	if _, err := d.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter
+	// Once per event (migration 008): a session that failed after this
+	// insert meets the event again, and must not record it twice.
+	tag, err := d.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter
 (pipeline, outbox_table, event_id, aggregate_id, lsn, txid, reason, row_data)
-VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8)`,
-		dl.Pipeline, dl.Table, dl.EventID, dl.AggregateID, lsn, fmt.Sprint(dl.TxID), dl.Reason, row); err != nil {
+VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		dl.Pipeline, dl.Table, dl.EventID, dl.AggregateID, lsn, fmt.Sprint(dl.TxID), dl.Reason, row)
+	if err != nil {
 		return nil, fmt.Errorf("record dead letter: %w", err)
 	}
 	d.held[dl.AggregateID] = true
-	r.Metrics.DeadLettered(1)
-	r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)
+	if tag.RowsAffected() > 0 {
+		r.Metrics.DeadLettered(1)
+		r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)
+	}
 
 	rec := &kgo.Record{Topic: r.cfg.DLQTopic, Key: []byte(dl.AggregateID),
 		Headers: []kgo.RecordHeader{{Key: "pgoutbox-reason", Value: []byte(dl.Reason)}, {Key: "id", Value: []byte(dl.EventID)}}}
 	if rec.Value, err = json.Marshal(dl); err != nil {
 		return nil, err
 	}
-	if k.Fits(rec) != nil {
+	if k.Fits(ctx, rec) != nil {
 		// Too large for the topic as it is (an oversized payload): the
 		// table has the whole row; the topic gets it without its large
 		// values.

@@ -300,12 +300,18 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 		}
 		wg.Add(1)
 		a := pm.row(rec.Topic, row.CommitTime)
-		if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+		if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
 			defer wg.Done()
 			a.done(err)
 			if err != nil {
+				if r.refused.failed(b.RawID(row.Values), rec, err) {
+					k.AbortBuffered()
+				}
 				fail(err)
 				return
+			}
+			if r.refused.any.Load() {
+				r.refused.acked(b.RawID(row.Values), rec)
 			}
 			acked[i] = true
 			r.Stats.Published.Add(1)

@@ -201,6 +201,8 @@ type Relay struct {
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
+	// refused remembers what Kafka refused, across sessions (refused.go).
+	refused *refusals
 }
 
 // New validates cfg and builds a relay.
@@ -226,6 +228,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 		database = pc.Database
 	}
 	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
+	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
 	return r, nil
 }
@@ -274,6 +277,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		} else {
 			err = r.pollSession(ctx, k, handoff, reason)
 		}
+		refused, renew := r.refused.endSession()
 		if ctx.Err() != nil {
 			// Stopping: only a shutdown that could not finish is an error;
 			// a session cut short by the stop itself is not.
@@ -281,6 +285,17 @@ func (r *Relay) Run(ctx context.Context) error {
 				return err
 			}
 			return nil
+		}
+		if renew {
+			if err := k.Renew(); err != nil {
+				return err
+			}
+		}
+		if refused && !permanent(err) {
+			// Not a connection problem: the next session dead-letters the
+			// refused event before it produces anything, at once.
+			r.log.Warn("restarting the session after kafka refused a record", "reason", err)
+			continue
 		}
 		var h *handoffError
 		switch {
@@ -334,12 +349,13 @@ func (r *Relay) Run(ctx context.Context) error {
 func permanent(err error) bool {
 	var rowErr *schema.RowError
 	var tooLarge *sink.TooLargeError
+	var refused *RefusedError
 	var pgErr *pgconn.PgError
 	var parseErr *pgconn.ParseConfigError
 	switch {
 	case errors.As(err, &parseErr):
 		return true
-	case errors.Is(err, sink.ErrAuth), errors.As(err, &rowErr), errors.As(err, &tooLarge),
+	case errors.Is(err, sink.ErrAuth), errors.As(err, &rowErr), errors.As(err, &tooLarge), errors.As(err, &refused),
 		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
 		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
@@ -498,11 +514,18 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 			wm.add(tx)
 			t := tx
 			a := pm.row(rec.Topic, c.CommitTime)
-			if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+			if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
 				a.done(err)
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())
+					if r.refused.any.Load() {
+						r.refused.acked(b.RawID(c.Values), rec)
+					}
+				} else {
+					if r.refused.failed(b.RawID(c.Values), rec, err) {
+						k.AbortBuffered()
+					}
 				}
 				wm.ack(t, err)
 			}); err != nil {
@@ -541,8 +564,13 @@ func (r *Relay) prepareRow(ctx context.Context, k *sink.Kafka, dl *deadLetters, 
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
 		if rec, err = r.record(b, c); err == nil {
-			if ferr := k.Fits(rec); ferr != nil {
-				err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
+			if r.refused.any.Load() {
+				err = r.refused.check(b.RawID(c.Values), rec.Topic)
+			}
+			if err == nil {
+				if ferr := k.Fits(ctx, rec); ferr != nil {
+					err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
+				}
 			}
 		}
 	}

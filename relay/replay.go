@@ -94,7 +94,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	for _, d := range open {
 		rec, err := r.replayRecord(ctx, conn, d)
 		if err == nil {
-			err = k.Fits(rec)
+			err = k.Fits(ctx, rec)
 		}
 		if err != nil {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)

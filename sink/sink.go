@@ -12,11 +12,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -37,8 +43,9 @@ type Config struct {
 	// (defaults 10,000 records and 64 MiB).
 	MaxBufferedRecords int
 	MaxBufferedBytes   int
-	// MaxMessageBytes is the largest record accepted, matching the
-	// broker's message.max.bytes (default 1,000,012, Kafka's default).
+	// MaxMessageBytes is the largest record accepted (default 1,000,012,
+	// Kafka's default). The broker's own limit for a topic, learned when
+	// the topic is first used, applies when it is lower.
 	MaxMessageBytes int
 	// CreateTopics asks the broker to create missing topics (default true
 	// through Defaults; the broker must allow it).
@@ -133,21 +140,61 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// TooLargeError is a record larger than the broker accepts. It is never
+// TooLargeError is a record larger than the topic accepts. It is never
 // handed to the client, so it can neither block nor reorder its key.
 type TooLargeError struct {
+	Topic     string
 	Size, Max int
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("record of %d bytes exceeds the maximum message size of %d bytes", e.Size, e.Max)
+	return fmt.Sprintf("record of %d bytes exceeds the maximum message size of %d bytes for topic %s", e.Size, e.Max, e.Topic)
+}
+
+// Refused tells whether Kafka refused a record for what it is rather than
+// for the state of the cluster: too large, invalid, a topic the client may
+// not write to or that cannot exist. Retrying such a record fails again.
+// Only franz-go's error codes are consulted, never message text.
+func Refused(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) || ke.Retriable {
+		return false
+	}
+	return TopicRefused(err) || errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
+}
+
+// TopicRefused tells the refusals that concern a topic as a whole, not
+// one record: every record for it is refused alike.
+func TopicRefused(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.InvalidTopicException)
+}
+
+// limitRetry is how long a topic whose limit could not be read uses the
+// configured limit before the broker is asked again.
+const limitRetry = time.Minute
+
+// topicLimit is the largest record a topic accepts, as learned.
+type topicLimit struct {
+	max     int
+	retryAt time.Time // zero once the broker answered
 }
 
 // Kafka produces records to Kafka.
 type Kafka struct {
-	client    *kgo.Client
+	client    atomic.Pointer[kgo.Client]
+	opts      []kgo.Opt
 	max       int
 	sasl, tls bool
+	log       *slog.Logger
+
+	// limits are the topics' maximum message sizes: read on every
+	// record, written once per topic (copy on write).
+	limits   atomic.Pointer[map[string]topicLimit]
+	lookupMu sync.Mutex // one lookup at a time; serializes writers
+
+	abortMu sync.Mutex
+	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -156,14 +203,18 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{
+	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log}
+	k.limits.Store(&map[string]topicLimit{})
+	k.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
-		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
+		// Batches never exceed what the topic accepts: franz-go asks
+		// once per partition, after Fits learned the topic's limit.
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.cachedLimit(topic)) }),
 		kgo.WithLogger(logger{log}),
 		kgo.DialTimeout(cfg.DialTimeout),
 		// Latency-first batches are small; compressing them costs CPU
@@ -171,19 +222,71 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	}
 	if cfg.CreateTopics {
-		opts = append(opts, kgo.AllowAutoTopicCreation())
+		k.opts = append(k.opts, kgo.AllowAutoTopicCreation())
 	}
 	if m, _ := cfg.SASL.mechanism(); m != nil {
-		opts = append(opts, kgo.SASL(m))
+		k.opts = append(k.opts, kgo.SASL(m))
 	}
 	if cfg.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
+		k.opts = append(k.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
-	client, err := kgo.NewClient(opts...)
+	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &Kafka{client: client, max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil}, nil
+	k.client.Store(client)
+	return k, nil
+}
+
+// AbortBuffered fails, in the background, every record the client holds
+// that is not yet sent, and returns at once; Flush, Renew and Close wait
+// for it. It is for a refusal seen in a produce callback (which must not
+// block): franz-go failed the refused record's partition when the broker
+// answered, and a record handed over since would go out in a fresh batch,
+// ahead of the refused one's dead letter. Sending waits for a new producer
+// id after such a failure, so the abort normally comes first.
+func (k *Kafka) AbortBuffered() {
+	client := k.client.Load()
+	done := make(chan struct{})
+	k.abortMu.Lock()
+	k.aborts = append(k.aborts, done)
+	k.abortMu.Unlock()
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.AbortBufferedRecords(ctx); err != nil {
+			k.log.Warn("kafka: aborting buffered records", "err", err)
+		}
+	}()
+}
+
+// waitAborts waits for AbortBuffered's goroutines started so far.
+func (k *Kafka) waitAborts() {
+	k.abortMu.Lock()
+	aborts := k.aborts
+	k.aborts = nil
+	k.abortMu.Unlock()
+	for _, done := range aborts {
+		<-done
+	}
+}
+
+// Renew replaces the client with a new one and forgets the learned
+// limits, so that they are read again from the broker: franz-go keeps a
+// partition's batch limit for the life of its client. Call it only while
+// nothing is produced; what the old client still buffered is failed.
+func (k *Kafka) Renew() error {
+	k.waitAborts()
+	client, err := kgo.NewClient(k.opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	k.lookupMu.Lock()
+	k.limits.Store(&map[string]topicLimit{})
+	k.lookupMu.Unlock()
+	k.client.Swap(client).Close()
+	return nil
 }
 
 // Size is an upper bound of a record's encoded size in a batch of its own,
@@ -197,10 +300,105 @@ func Size(r *kgo.Record) int {
 	return n
 }
 
-// Fits returns *TooLargeError when r exceeds the maximum message size.
-func (k *Kafka) Fits(r *kgo.Record) error {
-	if n := Size(r); n > k.max {
-		return &TooLargeError{Size: n, Max: k.max}
+// cachedLimit is a topic's limit as known now, without asking anyone.
+func (k *Kafka) cachedLimit(topic string) int {
+	if l, ok := (*k.limits.Load())[topic]; ok {
+		return l.max
+	}
+	return k.max
+}
+
+// Limit is the largest record topic accepts: the configured maximum, or
+// the broker's limit for the topic when that is lower. The broker is asked
+// when the topic is first used (and again a minute after it could not
+// answer); every other call is a map read.
+func (k *Kafka) Limit(ctx context.Context, topic string) int {
+	l, ok := (*k.limits.Load())[topic]
+	if ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
+		return l.max
+	}
+	k.lookupMu.Lock()
+	defer k.lookupMu.Unlock()
+	if l, ok := (*k.limits.Load())[topic]; ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
+		return l.max
+	}
+	l = topicLimit{max: k.max}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	broker, err := k.brokerLimit(lctx, topic)
+	cancel()
+	switch {
+	case err != nil:
+		l.retryAt = time.Now().Add(limitRetry)
+		k.log.Warn("kafka: cannot read the topic's maximum message size; using --max-message-bytes until it can be read",
+			"topic", topic, "max_message_bytes", k.max, "err", err)
+	case broker > 0 && broker < k.max:
+		l.max = broker
+		k.log.Info("kafka: the topic accepts smaller records than --max-message-bytes; larger ones are dead-lettered",
+			"topic", topic, "max_message_bytes", broker)
+	}
+	next := make(map[string]topicLimit, len(*k.limits.Load())+1)
+	for t, v := range *k.limits.Load() {
+		next[t] = v
+	}
+	next[topic] = l
+	k.limits.Store(&next)
+	return l.max
+}
+
+// brokerLimit reads the topic's max.message.bytes, or the broker's
+// message.max.bytes for a topic that does not exist yet (it is created
+// with that default); 0 when neither is reported.
+func (k *Kafka) brokerLimit(ctx context.Context, topic string) (int, error) {
+	adm := kadm.NewClient(k.client.Load())
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil && rc.Err == nil {
+		// Set on the topic itself: that is the limit. Otherwise the
+		// broker's message.max.bytes is (kfake reports Kafka's default
+		// for the topic then, not the broker's setting).
+		if n, ok := configInt(rc.Configs, "max.message.bytes", kmsg.ConfigSourceDynamicTopicConfig); ok {
+			return n, nil
+		}
+	} else if rc.Err != nil && !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+		return 0, rc.Err
+	}
+	brokers, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range brokers {
+		if b.Err != nil {
+			return 0, b.Err
+		}
+		if n, ok := configInt(b.Configs, "message.max.bytes"); ok {
+			return n, nil
+		}
+	}
+	if n, ok := configInt(rc.Configs, "max.message.bytes"); ok {
+		return n, nil
+	}
+	return 0, nil
+}
+
+// configInt reads a positive integer config, from one of sources if any
+// are given.
+func configInt(cs []kadm.Config, key string, sources ...kmsg.ConfigSource) (int, bool) {
+	for _, c := range cs {
+		if c.Key == key && c.Value != nil && (len(sources) == 0 || slices.Contains(sources, c.Source)) {
+			n, err := strconv.Atoi(*c.Value)
+			return n, err == nil && n > 0
+		}
+	}
+	return 0, false
+}
+
+// Fits returns *TooLargeError when r exceeds what its topic accepts.
+func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
+	if n, max := Size(r), k.Limit(ctx, r.Topic); n > max {
+		return &TooLargeError{Topic: r.Topic, Size: n, Max: max}
 	}
 	return nil
 }
@@ -210,15 +408,19 @@ func (k *Kafka) Fits(r *kgo.Record) error {
 // over the size limit is refused with *TooLargeError and promise is not
 // called.
 func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
-	if n := Size(r); n > k.max {
-		return &TooLargeError{Size: n, Max: k.max}
+	if err := k.Fits(ctx, r); err != nil {
+		return err
 	}
-	k.client.Produce(ctx, r, promise)
+	k.client.Load().Produce(ctx, r, promise)
 	return nil
 }
 
 // Flush waits until every buffered record is acked or failed.
-func (k *Kafka) Flush(ctx context.Context) error { return k.client.Flush(ctx) }
+func (k *Kafka) Flush(ctx context.Context) error {
+	err := k.client.Load().Flush(ctx)
+	k.waitAborts()
+	return err
+}
 
 // ErrAuth marks a failure that retrying cannot fix: the broker refused
 // the credentials, or the TLS handshake failed.
@@ -231,7 +433,7 @@ var ErrAuth = errors.New("kafka refused the connection")
 func (k *Kafka) Ping(ctx context.Context) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = k.client.Ping(ctx); err == nil {
+		if err = k.client.Load().Ping(ctx); err == nil {
 			return nil
 		}
 		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -263,7 +465,10 @@ func (k *Kafka) Ping(ctx context.Context) error {
 }
 
 // Close fails what is still buffered and closes the connections.
-func (k *Kafka) Close() { k.client.Close() }
+func (k *Kafka) Close() {
+	k.waitAborts()
+	k.client.Load().Close()
+}
 
 // logger passes franz-go's warnings and errors to slog; its info and debug
 // lines describe every request and would drown the relay's own.

@@ -3,13 +3,16 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -78,5 +81,86 @@ func TestSizeCheckMatchesBroker(t *testing.T) {
 	var tl *TooLargeError
 	if !errors.As(err, &tl) || tl.Max != limit {
 		t.Fatalf("one byte over: %v", err)
+	}
+}
+
+// With --max-message-bytes at its default, the broker's lower limits
+// apply: the topic's max.message.bytes, else the broker's
+// message.max.bytes. A record over them is refused before it reaches the
+// client, and batches of small records stay under them, so that a burst
+// is not refused as a whole.
+func TestLimitLearnedFromBroker(t *testing.T) {
+	const brokerLimit, topicLimit = 100_000, 50_000
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
+		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(brokerLimit)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": strconv.Itoa(topicLimit)}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := New(Config{Brokers: cluster.ListenAddrs(), CreateTopics: true, MaxBufferedRecords: 100_000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	for _, tt := range []struct {
+		topic string
+		want  int
+	}{{"small", topicLimit}, {"created-on-first-use", brokerLimit}} {
+		if got := k.Limit(ctx, tt.topic); got != tt.want {
+			t.Errorf("limit of %s: %d, want %d", tt.topic, got, tt.want)
+		}
+		rec := &kgo.Record{Topic: tt.topic, Key: []byte("k"), Value: make([]byte, tt.want)}
+		var tl *TooLargeError
+		if err := k.Fits(ctx, rec); !errors.As(err, &tl) || tl.Max != tt.want || tl.Topic != tt.topic {
+			t.Errorf("a record of %d bytes for %s: %v", len(rec.Value), tt.topic, err)
+		}
+	}
+	// A burst of small records: with franz-go's default batch limit
+	// (1,000,012 bytes) its batches would exceed the broker's limit.
+	var failed atomic.Int64
+	for i := 0; i < 20_000; i++ {
+		rec := &kgo.Record{Topic: "created-on-first-use", Key: []byte("k"), Value: make([]byte, 200)}
+		if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of 20,000 small records failed", n)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{kerr.MessageTooLarge, true},
+		{fmt.Errorf("produce: %w (uncompressed_bytes=1)", kerr.MessageTooLarge), true},
+		{kerr.InvalidRecord, true},
+		{kerr.TopicAuthorizationFailed, true},
+		{kerr.InvalidTopicException, true},
+		{kerr.NotLeaderForPartition, false},
+		{kerr.UnknownTopicOrPartition, false},
+		{kerr.RequestTimedOut, false},
+		{context.DeadlineExceeded, false},
+		{errors.New("MESSAGE_TOO_LARGE"), false},
+	}
+	for _, tt := range tests {
+		if got := Refused(tt.err); got != tt.want {
+			t.Errorf("Refused(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

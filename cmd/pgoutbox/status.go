@@ -78,10 +78,11 @@ FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(&st.LastPublish, &st
 	var hasDLQ bool
 	if conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", deadLetterTable).Scan(&hasDLQ) == nil && hasDLQ {
 		var n int64
-		if conn.QueryRow(ctx, "SELECT count(*) FROM "+deadLetterTable).Scan(&n) == nil {
+		// Open ones: a replayed or skipped dead letter is resolved.
+		if conn.QueryRow(ctx, "SELECT count(*) FROM "+deadLetterTable+" WHERE pipeline = $1 AND replayed_at IS NULL", st.Pipeline).Scan(&n) == nil {
 			st.DeadLetters = &n
 			if n > 0 {
-				st.Problems = append(st.Problems, fmt.Sprintf("%d events are dead-lettered in %s", n, deadLetterTable))
+				st.Problems = append(st.Problems, fmt.Sprintf("%d events are dead-lettered in %s (pgoutbox dlq list)", n, deadLetterTable))
 			}
 		}
 	}

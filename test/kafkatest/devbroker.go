@@ -30,7 +30,8 @@ type Devbroker struct {
 	t       testing.TB
 	bin     string
 	dataDir string
-	addr    string // host:port, "127.0.0.1:0" until the first start
+	extra   []string // more flags, such as --max-message-bytes
+	addr    string   // host:port, "127.0.0.1:0" until the first start
 
 	proc *process // nil when not running
 }
@@ -46,13 +47,15 @@ type process struct {
 // StartDevbroker builds the devbroker command (once per test binary), starts
 // it on a free port, with its data in dataDir ("" keeps it in memory), and
 // waits until it is ready. The process is killed when the test ends, and
-// also if the test binary dies first.
-func StartDevbroker(t testing.TB, dataDir string) *Devbroker {
+// also if the test binary dies first. Extra flags go to every start, for
+// instance "--max-message-bytes", "100000".
+func StartDevbroker(t testing.TB, dataDir string, extra ...string) *Devbroker {
 	t.Helper()
 	d := &Devbroker{
 		t:       t,
 		bin:     testbin.Build(t, devbrokerPkg),
 		dataDir: dataDir,
+		extra:   extra,
 		addr:    "127.0.0.1:0", // the broker picks the port and names it in its ready line
 	}
 	t.Cleanup(func() {
@@ -140,6 +143,7 @@ func (d *Devbroker) launch() (string, error) {
 	if d.dataDir != "" {
 		args = append(args, "--data-dir", d.dataDir)
 	}
+	args = append(args, d.extra...)
 	stdout := newReadyWriter()
 	p := &process{
 		cmd:    exec.Command(d.bin, args...),

@@ -1,0 +1,6 @@
+-- A no-op: keeps the migrations' sequence unbroken.
+SELECT 1;
+
+---- create above / drop below ----
+
+SELECT 1;

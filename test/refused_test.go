@@ -1,0 +1,562 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// createTopics creates topics on a broker that does not create them on
+// first use.
+func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).CreateTopics(pollCtx(t, 15*time.Second), 3, 1, nil, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
+		}
+	}
+}
+
+// writeOne commits one event for a locked aggregate, as the load writers
+// do, and records it with them.
+func (l *loadWriter) writeOne(t *testing.T, acct, payload string) (id string, seq int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := l.e.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var version int
+	if err := tx.QueryRow(ctx, "UPDATE account SET version = version + 1 WHERE id = $1 RETURNING version", acct).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('account', $1, 'Posted', $2) RETURNING id::text`,
+		acct, payload).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.committed[id] = version * 10
+	l.mu.Unlock()
+	return id, version * 10
+}
+
+// deadLetterRows returns event id -> how many rows the dead-letter table
+// holds for it, and their reasons.
+func (e *env) deadLetterRows(t *testing.T) (map[string]int, map[string]string) {
+	t.Helper()
+	rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n, reasons := map[string]int{}, map[string]string{}
+	for rows.Next() {
+		var id, reason string
+		if err := rows.Scan(&id, &reason); err != nil {
+			t.Fatal(err)
+		}
+		n[id]++
+		reasons[id] = reason
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n, reasons
+}
+
+// replayBinary runs pgoutbox dlq replay and returns how many it published.
+func (e *env) replayBinary(t *testing.T, extra ...string) int {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	out, err := exec.Command(bin, append([]string{"dlq", "replay", "--database-url", e.url,
+		"--kafka-brokers", strings.Join(e.brokers, ","), "--kafka-create-topics=false"}, extra...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dlq replay: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(\d+) dead letters published`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("dlq replay said:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// A broker whose message.max.bytes is 100,000 and a relay at its default
+// --max-message-bytes, under load, with a 200 KB row: the relay learns the
+// topic's limit from the broker and dead-letters the row before producing
+// it, once, holding its aggregate's later events behind it; every other
+// event is delivered once and in order, and the session never restarts.
+// After the row is fixed, dlq replay publishes the aggregate's events
+// once each, in order.
+func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+			const topic = "outbox.event.account"
+			createTopics(t, e.brokers, topic, "pgoutbox.dlq")
+			cfg := e.config()
+			if mode == relay.ModeWAL {
+				e.setup(cfg)
+			}
+			load := e.startLoad(t, 3)
+			addr := freeAddr(t)
+			p := e.runProcess(t, "--mode", string(mode), "--kafka-create-topics=false", "--poll-interval", "50ms", "--metrics-addr", addr)
+			time.Sleep(time.Second)
+			const acct = "acct-5"
+			big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+			time.Sleep(2 * time.Second)
+			committed := load.finish()
+
+			// The oversized row and every later event of its aggregate
+			// are dead-lettered; everything else is delivered.
+			held := map[string]bool{big: true}
+			for id, seq := range committed {
+				if seq > bigSeq && e.aggregateOf(t, id) == acct {
+					held[id] = true
+				}
+			}
+			eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+				n, _ := e.deadLetterRows(t)
+				return len(n) >= len(held)
+			})
+			want := map[string]int{}
+			for id, seq := range committed {
+				if !held[id] {
+					want[id] = seq
+				}
+			}
+			rep := check(t, e.brokers, topic, want)
+			if n, _ := metric(addr, "pgoutbox_events_dead_lettered_total"); int(n) != len(held) {
+				t.Errorf("pgoutbox_events_dead_lettered_total %v, want %d", n, len(held))
+			}
+			if n, _ := metric(addr, "pgoutbox_reconnects_total"); n != 0 {
+				t.Errorf("pgoutbox_reconnects_total %v, want 0", n)
+			}
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+			t.Logf("%s mode: %v; %d dead-lettered (the 200 KB row and %d held behind it)", mode, rep, len(held), len(held)-1)
+			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+				t.Errorf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+			}
+			if rep.committed < 200 {
+				t.Errorf("only %d events committed; the load was too light to mean anything", rep.committed)
+			}
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if id := decodeEvent(t, rec).ID; held[id] {
+					t.Errorf("event %s of aggregate %s reached the topic ahead of the dead-lettered row", id, acct)
+				}
+			}
+			log := p.out.String()
+			if n := strings.Count(log, `"msg":"reconnecting"`) + strings.Count(log, `"msg":"restarting the session`); n != 0 {
+				t.Errorf("the session restarted %d times", n)
+			}
+			n, reasons := e.deadLetterRows(t)
+			if len(n) != len(held) {
+				t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
+			}
+			for id, c := range n {
+				if c != 1 || !held[id] {
+					t.Errorf("event %s: %d dead letters (held behind the row: %v)", id, c, held[id])
+				}
+			}
+			for _, s := range []string{big, topic, "exceeds the maximum message size of 100000 bytes"} {
+				if !strings.Contains(reasons[big], s) {
+					t.Errorf("reason %q does not name %q", reasons[big], s)
+				}
+			}
+			if !strings.Contains(log, `"event_id":"`+big+`"`) {
+				t.Errorf("no log line names event %s", big)
+			}
+			if _, ok := e.status(t); ok {
+				t.Error("status exits 0 with open dead letters")
+			}
+
+			// Fixed and replayed: the aggregate's events arrive once each,
+			// in order.
+			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.replayBinary(t); got != len(held) {
+				t.Errorf("replay published %d, want %d", got, len(held))
+			}
+			if rep := check(t, e.brokers, topic, committed); rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+				t.Errorf("after replay: %v", rep)
+			}
+			if _, ok := e.status(t); !ok {
+				t.Error("status exits non-zero after every dead letter was replayed")
+			}
+		})
+	}
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// metric reads one unlabelled metric from a relay's metrics endpoint; false
+// while the endpoint does not answer.
+func metric(addr, name string) (float64, bool) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// aggregateOf reads an event's aggregate id from the outbox.
+func (e *env) aggregateOf(t *testing.T, id string) string {
+	t.Helper()
+	var agg string
+	if err := e.conn.QueryRow(context.Background(), "SELECT aggregateid FROM outbox WHERE id = $1", id).Scan(&agg); err != nil {
+		t.Fatal(err)
+	}
+	return agg
+}
+
+// With the dead-letter topic missing and topic creation off, each session
+// fails on the dead letters' records and the relay retries: the
+// dead-letter table still holds exactly one row per event, and once the
+// rows are fixed dlq replay publishes each event once.
+func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
+	e := newEnv(t)
+	e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+	const topic = "outbox.event.order"
+	createTopics(t, e.brokers, topic) // not pgoutbox.dlq
+	cfg := e.config()
+	e.setup(cfg)
+	big := `{"blob":"` + strings.Repeat("x", 200_000) + `"}`
+	var events []string
+	for i := 0; i < 4; i++ {
+		agg := fmt.Sprintf("o-%d", i)
+		events = append(events, e.insert(row{"order", agg, "Placed", big})...)
+		events = append(events, e.insert(row{"order", agg, "Paid", `{"n":2}`}, row{"order", agg, "Shipped", `{"n":3}`})...)
+	}
+	good := e.insert(row{"order", "o-9", "Placed", `{}`})
+	addr := freeAddr(t)
+	p := e.runProcess(t, "--mode", "wal", "--kafka-create-topics=false", "--metrics-addr", addr)
+	// Several sessions fail on the missing topic.
+	eventually(t, 90*time.Second, "two failed sessions", func() bool {
+		n, _ := metric(addr, "pgoutbox_reconnects_total")
+		return n >= 2
+	})
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Logf("exit after SIGTERM: %v", err)
+	}
+	if n := strings.Count(p.out.String(), `"msg":"reconnecting"`); n < 2 {
+		t.Fatalf("the relay retried %d times; the test needs it to retry", n)
+	}
+	n, _ := e.deadLetterRows(t)
+	for _, id := range events {
+		if n[id] != 1 {
+			t.Errorf("event %s: %d dead letters, want 1", id, n[id])
+		}
+	}
+	if len(n) != len(events) {
+		t.Errorf("%d events dead-lettered, want %d", len(n), len(events))
+	}
+
+	if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE length(payload::text) > 1000`); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.replayBinary(t); got != len(events) {
+		t.Errorf("replay published %d, want %d", got, len(events))
+	}
+	seen := map[string]int{}
+	for _, rec := range drain(t, e.brokers, topic, 0) {
+		seen[decodeEvent(t, rec).ID]++
+	}
+	for _, id := range events {
+		if seen[id] != 1 {
+			t.Errorf("event %s published %d times, want once", id, seen[id])
+		}
+	}
+	// The event after the dead letters was sent again by each session
+	// (at least once); it is not the dead letters' to count.
+	if seen[good[0]] == 0 {
+		t.Errorf("event %s was not published", good[0])
+	}
+}
+
+// A topic's limit lowered while the relay runs: the relay learned the old
+// one, so Kafka refuses the large record after it was produced. The session
+// ends once; the next one learns the new limit and dead-letters the record
+// before producing anything, holds its aggregate's later event behind it,
+// and delivers the other aggregate. No later event of the aggregate reaches
+// the topic before it, in WAL and poll modes.
+func TestLimitLoweredWhileRunning(t *testing.T) {
+	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t)
+			const topic = "outbox.event.order"
+			cfg := e.config()
+			cfg.Mode = mode
+			cfg.PollInterval = 50 * time.Millisecond
+			if mode == relay.ModeWAL {
+				e.setup(cfg)
+			}
+			r := e.start(cfg)
+			first := e.insert(row{"order", "o-1", "Placed", `{"n":1}`}, row{"order", "o-2", "Placed", `{"n":1}`})
+			awaitIDs(t, e.brokers, topic, first, 15*time.Second)
+
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			limit := "10000"
+			resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+				[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+			if err == nil {
+				for _, rr := range resp {
+					err = errors.Join(err, rr.Err)
+				}
+			}
+			if err != nil {
+				t.Fatalf("lower the topic's limit: %v", err)
+			}
+			ids := e.insert(row{"order", "o-1", "Placed", `{"blob":"` + strings.Repeat("x", 50_000) + `"}`},
+				row{"order", "o-1", "Placed", `{"n":3}`}, row{"order", "o-2", "Placed", `{"n":2}`})
+			big, after, other := ids[0], ids[1], ids[2]
+			awaitIDs(t, e.brokers, topic, []string{other}, 30*time.Second)
+			eventually(t, 30*time.Second, "dead letters recorded", func() bool {
+				n, _ := e.deadLetterRows(t)
+				return len(n) >= 2
+			})
+			n, reasons := e.deadLetterRows(t)
+			if len(n) != 2 || n[big] != 1 || n[after] != 1 {
+				t.Fatalf("dead letters %v, want one each for %s and %s", n, big, after)
+			}
+			for _, s := range []string{big, topic, "exceeds the maximum message size of 10000 bytes"} {
+				if !strings.Contains(reasons[big], s) {
+					t.Errorf("reason %q does not name %q", reasons[big], s)
+				}
+			}
+			if s := r.Stats.Sessions.Load(); mode == relay.ModeWAL && s != 2 {
+				t.Errorf("%d WAL sessions, want 2: the refusal ends one, once", s)
+			}
+			var o1 []string
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if string(rec.Key) == "o-1" {
+					o1 = append(o1, decodeEvent(t, rec).ID)
+				}
+			}
+			for _, id := range o1 {
+				if id != first[0] {
+					t.Fatalf("aggregate o-1 reached the topic as %v: an event went ahead of the refused one", o1)
+				}
+			}
+
+			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1`, big); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := relay.Replay(context.Background(), cfg, testLogger(t)); err != nil || got != 2 {
+				t.Fatalf("replay published %d: %v", got, err)
+			}
+			o1 = o1[:0]
+			seen := map[string]bool{}
+			for _, rec := range drain(t, e.brokers, topic, 0) {
+				if id := decodeEvent(t, rec).ID; string(rec.Key) == "o-1" && !seen[id] {
+					seen[id] = true
+					o1 = append(o1, id)
+				}
+			}
+			if want := []string{first[0], big, after}; strings.Join(o1, ",") != strings.Join(want, ",") {
+				t.Fatalf("aggregate o-1 arrived as %v, want %v", o1, want)
+			}
+		})
+	}
+}
+
+// Migration 008 on a table that already holds copies of dead letters (as
+// older versions wrote them on each retry): nothing is deleted, each event
+// keeps one entry (a resolved one if any was replayed or skipped, else the
+// first), extra open copies are resolved as duplicates, and from then on a
+// second insert for an event does nothing.
+func TestMigrationResolvesDuplicateDeadLetters(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `DROP INDEX pgoutbox_dead_letter_once;
+ALTER TABLE pgoutbox_dead_letter DROP COLUMN duplicate_of;
+UPDATE pgoutbox_schema_version SET version = 7`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(event string, resolution string) int64 {
+		var id int64
+		var replayed any
+		if resolution != "" {
+			replayed = time.Now()
+		}
+		if err := e.conn.QueryRow(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data, replayed_at, resolution)
+VALUES ('pgoutbox', 'public.outbox', $1, 'agg', 'too large', '{}', $2, nullif($3, '')) RETURNING id`, event, replayed, resolution).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a1, a2, a3 := insert("a", ""), insert("a", ""), insert("a", "")
+	b1, b2, b3 := insert("b", ""), insert("b", "replayed"), insert("b", "skipped")
+	c1 := insert("c", "")
+	n1, n2 := insert("", ""), insert("", "")
+	if _, err := migrations.Migrate(ctx, e.conn, migrations.Options{}); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	type entry struct {
+		open        bool
+		resolution  string
+		duplicateOf int64
+	}
+	got := map[int64]entry{}
+	rows, err := e.conn.Query(ctx, "SELECT id, replayed_at IS NULL, coalesce(resolution, ''), coalesce(duplicate_of, 0) FROM pgoutbox_dead_letter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var en entry
+		if err := rows.Scan(&id, &en.open, &en.resolution, &en.duplicateOf); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = en
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	want := map[int64]entry{
+		a1: {open: true}, a2: {resolution: "duplicate", duplicateOf: a1}, a3: {resolution: "duplicate", duplicateOf: a1},
+		b1: {resolution: "duplicate", duplicateOf: b2}, b2: {resolution: "replayed"}, b3: {resolution: "skipped", duplicateOf: b2},
+		c1: {open: true}, n1: {open: true}, n2: {open: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries after the migration, want %d: nothing may be deleted", len(got), len(want))
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("entry %d: %+v, want %+v", id, got[id], w)
+		}
+	}
+	tag, err := e.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data)
+VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO NOTHING`)
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("a second dead letter for event a: %v, %d rows", err, tag.RowsAffected())
+	}
+}
+
+// The same under load: three writers, the topic's limit lowered to 100,000
+// bytes while the relay runs with the old limit learned, then a 200 KB row.
+// Batches of small records over the new limit are refused too, until the
+// relay learns it. Nothing is lost, no aggregate is reordered, the row and
+// the later events of its aggregate are dead-lettered once each, and none
+// of those reaches the topic.
+func TestLimitLoweredUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	const topic = "outbox.event.account"
+	cfg := e.config()
+	e.setup(cfg)
+	load := e.startLoad(t, 3)
+	e.start(cfg)
+	eventually(t, 15*time.Second, "the topic created", func() bool {
+		return len(drain(t, e.brokers, topic, 0)) > 0
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	limit := "100000"
+	resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+	if err == nil {
+		for _, rr := range resp {
+			err = errors.Join(err, rr.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("lower the topic's limit: %v", err)
+	}
+	const acct = "acct-5"
+	big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+	time.Sleep(2 * time.Second)
+	committed := load.finish()
+	held := map[string]bool{big: true}
+	for id, seq := range committed {
+		if seq > bigSeq && e.aggregateOf(t, id) == acct {
+			held[id] = true
+		}
+	}
+	eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+		n, _ := e.deadLetterRows(t)
+		return len(n) >= len(held)
+	})
+	want := map[string]int{}
+	for id, seq := range committed {
+		if !held[id] {
+			want[id] = seq
+		}
+	}
+	rep := check(t, e.brokers, topic, want)
+	t.Logf("%v; %d dead-lettered", rep, len(held))
+	if rep.lost != 0 || rep.orderViolations != 0 {
+		t.Errorf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	}
+	for _, rec := range drain(t, e.brokers, topic, 0) {
+		if id := decodeEvent(t, rec).ID; held[id] && id != big {
+			t.Errorf("event %s of aggregate %s reached the topic ahead of the refused row", id, acct)
+		}
+	}
+	n, _ := e.deadLetterRows(t)
+	for id, c := range n {
+		if c != 1 || !held[id] {
+			t.Errorf("event %s: %d dead letters (held behind the row: %v)", id, c, held[id])
+		}
+	}
+	if len(n) != len(held) {
+		t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
+	}
+}
