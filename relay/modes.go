@@ -293,16 +293,17 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 		}
 		wg.Add(1)
 		a := pm.row(rec.Topic, row.CommitTime)
-		if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+		if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
 			defer wg.Done()
 			a.done(err)
 			if err != nil {
-				fail(err)
+				fail(r.deliveryFailed(rec.Topic, b.RawID(row.Values), err))
 				return
 			}
 			acked[i] = true
 			r.Stats.Published.Add(1)
 			r.Stats.LastPublish.Store(time.Now().UnixNano())
+			r.delivered(rec.Topic)
 		}); err != nil {
 			wg.Done()
 			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))

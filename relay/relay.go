@@ -246,6 +246,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	case errors.Is(err, sink.ErrAuth):
 		return err
 	case err != nil && ctx.Err() == nil:
+		r.Metrics.kafka.pinged(err)
 		r.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(r.cfg.Sink.Brokers, ","), "err", err)
 	}
 	defer r.startMonitor(ctx, k)() // metrics.go
@@ -367,6 +368,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return err
 	}
 	r.markWALStart(ctx, conn) // retention.go
+	r.saveKafkaChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
 	dl, err := r.openDeadLetters(ctx)
@@ -493,13 +495,16 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				tx = wm.begin()
 			}
 			wm.add(tx)
-			t := tx
+			t, values := tx, c.Values
 			a := pm.row(rec.Topic, c.CommitTime)
-			if err := k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) {
+			if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
 				a.done(err)
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())
+					r.delivered(rec.Topic)
+				} else {
+					err = r.deliveryFailed(rec.Topic, b.RawID(values), err)
 				}
 				wm.ack(t, err)
 			}); err != nil {

@@ -289,7 +289,8 @@ func (k *Kafka) ping(ctx context.Context) error {
 	return err
 }
 
-// explain turns a ping's error into one that says what to change.
+// explain turns a ping's error into one that says what to change. Callers
+// say that it is Kafka's.
 func (k *Kafka) explain(err error) error {
 	if err == nil {
 		return nil
@@ -321,11 +322,11 @@ func (k *Kafka) explain(err error) error {
 		// listener wants SASL or TLS that is not configured.
 		return fmt.Errorf("%w: the broker closed the connection after the first request: it requires SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls)", ErrAuth)
 	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Errorf("kafka: no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
+		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
 	case !k.tls && eof:
-		return fmt.Errorf("kafka: the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
+		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
 	}
-	return fmt.Errorf("kafka: %w", err)
+	return err
 }
 
 // plaintextKafka reports the first seed broker that answers a plaintext
