@@ -198,6 +198,10 @@ type Relay struct {
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
+	// probeWait lengthens auto mode's probe interval after WAL sessions
+	// that failed right after a probe said the WAL was available; 0 when
+	// none did. Only Run's goroutine uses it.
+	probeWait time.Duration
 }
 
 // New validates cfg and builds a relay.
@@ -263,6 +267,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		handoff    *handoffError
 		reason     = "started in " + string(r.cfg.Mode) + " mode"
 		waitLogged bool
+		// fromProbe: the WAL session was started because the probe said
+		// the WAL is available again.
+		fromProbe bool
 	)
 	for {
 		started := time.Now()
@@ -292,11 +299,23 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		case errors.Is(err, errBackToWAL), errors.Is(err, errHandoffDone):
 			mode, handoff, reason = ModeWAL, nil, err.Error()
+			fromProbe = errors.Is(err, errBackToWAL)
 			r.log.Info("switching to WAL", "reason", reason)
 			continue
 		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):
 			mode, handoff, reason = ModePoll, nil, err.Error()
-			r.log.Warn("switching to polling", "reason", reason)
+			attrs := []any{"reason", reason}
+			if fromProbe && time.Since(started) < time.Minute {
+				// The probe found nothing wrong, yet the session failed
+				// at once: probe less often, so that this does not become
+				// a switch back and forth every probe interval.
+				r.probeWait = min(2*r.probeInterval(), max(r.cfg.ProbeInterval, maxProbeWait))
+				attrs = append(attrs, "next_probe_in", r.probeWait)
+			} else {
+				r.probeWait = 0
+			}
+			fromProbe = false
+			r.log.Warn("switching to polling", attrs...)
 			continue
 		case errors.Is(err, errLocked):
 			if !waitLogged {

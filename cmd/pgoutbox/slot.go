@@ -93,6 +93,9 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		problems := ready.Problems(exists)
+		if err := replication.TryReplication(ctx, conn, c.databaseURL); err != nil {
+			problems = append(problems, redact(err.Error(), secretsOf(c.databaseURL)))
+		}
 		if asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
