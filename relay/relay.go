@@ -268,8 +268,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		reason     = "started in " + string(r.cfg.Mode) + " mode"
 		waitLogged bool
 		// fromProbe: the WAL session was started because the probe said
-		// the WAL is available again.
-		fromProbe bool
+		// the WAL is available again, and sessions counted then.
+		fromProbe     bool
+		probeSessions int64
 	)
 	for {
 		started := time.Now()
@@ -299,16 +300,16 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		case errors.Is(err, errBackToWAL), errors.Is(err, errHandoffDone):
 			mode, handoff, reason = ModeWAL, nil, err.Error()
-			fromProbe = errors.Is(err, errBackToWAL)
+			fromProbe, probeSessions = errors.Is(err, errBackToWAL), r.Stats.Sessions.Load()
 			r.log.Info("switching to WAL", "reason", reason)
 			continue
 		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):
 			mode, handoff, reason = ModePoll, nil, err.Error()
 			attrs := []any{"reason", reason}
-			if fromProbe && time.Since(started) < time.Minute {
+			if fromProbe && r.Stats.Sessions.Load() == probeSessions {
 				// The probe found nothing wrong, yet the session failed
-				// at once: probe less often, so that this does not become
-				// a switch back and forth every probe interval.
+				// before it streamed: probe less often, so that this does
+				// not become a switch back and forth every probe interval.
 				r.probeWait = min(2*r.probeInterval(), max(r.cfg.ProbeInterval, maxProbeWait))
 				attrs = append(attrs, "next_probe_in", r.probeWait)
 			} else {
@@ -331,7 +332,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case permanent(err):
 			return err
 		}
-		waitLogged = false
+		waitLogged, fromProbe = false, false
 		if time.Since(started) > time.Minute {
 			bo.Reset()
 		}

@@ -32,7 +32,7 @@ func replicationConfig(databaseURL string) (*pgconn.Config, error) {
 // trying: it opens a logical replication connection and runs
 // IDENTIFY_SYSTEM. Whatever grants replication passes, the REPLICATION
 // attribute or a managed service's own way (membership in rds_replication
-// on Amazon RDS). A refusal is ErrNotReady with what to change, phrased
+// on Amazon RDS). A refusal is *RefusedError with what to change, phrased
 // from what conn's catalog says about the role; other failures (the
 // server's connection limit, the network) are returned as they are.
 func TryReplication(ctx context.Context, conn *pgx.Conn, databaseURL string) error {
@@ -54,8 +54,16 @@ func TryReplication(ctx context.Context, conn *pgx.Conn, databaseURL string) err
 	if !errors.As(err, &pgErr) || (pgErr.Code != "28000" && pgErr.Code != "42501") {
 		return fmt.Errorf("replication connection: %w", err)
 	}
-	return fmt.Errorf("%w: %s", ErrNotReady, replicationAdvice(ctx, conn, pgErr))
+	return &RefusedError{Advice: replicationAdvice(ctx, conn, pgErr)}
 }
+
+// RefusedError is the server refusing the role a replication connection;
+// Advice says what to change. It is ErrNotReady.
+type RefusedError struct{ Advice string }
+
+func (e *RefusedError) Error() string { return ErrNotReady.Error() + ": " + e.Advice }
+
+func (e *RefusedError) Is(target error) bool { return target == ErrNotReady }
 
 // replicationAdvice says what lets the current role stream, from its
 // attribute and memberships. PostgreSQL grants replication only through

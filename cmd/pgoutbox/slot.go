@@ -93,7 +93,10 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		problems := ready.Problems(exists)
-		if err := replication.TryReplication(ctx, conn, c.databaseURL); err != nil {
+		var refused *replication.RefusedError
+		if err := replication.TryReplication(ctx, conn, c.databaseURL); errors.As(err, &refused) {
+			problems = append(problems, refused.Advice)
+		} else if err != nil {
 			problems = append(problems, redact(err.Error(), secretsOf(c.databaseURL)))
 		}
 		if asJSON {
