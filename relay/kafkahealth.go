@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -169,6 +170,9 @@ func (r *Relay) kafkaPinged(err error) {
 // returns the error that names the topic and the event.
 func (r *Relay) deliveryFailed(topic, eventID string, err error) error {
 	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+		return de // a stop abandoned the record: not Kafka's problem
+	}
 	if r.Metrics.kafka.failed(de) {
 		r.log.Error("kafka does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
 	}
