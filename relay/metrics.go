@@ -48,11 +48,11 @@ type Metrics struct {
 	seriesMu sync.Mutex
 	series   atomic.Pointer[map[seriesKey]*series]
 
-	// Readiness: a session holds the pipeline, and the last checks of
-	// Postgres and Kafka succeeded (nil errors) or have not run.
-	session  atomic.Value // Mode of the running session, "" between sessions
-	dbErr    atomic.Pointer[error]
-	kafkaErr atomic.Pointer[error]
+	// Readiness: a session holds the pipeline, the last check of Postgres
+	// succeeded (nil error) or has not run, and Kafka has no problem.
+	session atomic.Value // Mode of the running session, "" between sessions
+	dbErr   atomic.Pointer[error]
+	kafka   kafkaHealth // kafkahealth.go
 }
 
 type seriesKey struct {
@@ -144,6 +144,15 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			return 0
 		}
 		return 1
+	}))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pgoutbox_kafka_problem",
+		Help: "1 while Kafka has a problem (unreachable, a topic missing or not authorized, records failing), as /readyz and status name it; 0 otherwise.",
+	}, func() float64 {
+		if p, _ := m.kafka.problem(); p != "" {
+			return 1
+		}
+		return 0
 	}))
 	if lastPublish != nil {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -253,8 +262,9 @@ func (m *Metrics) setMode(mode Mode) {
 }
 
 // Ready tells whether the relay is connected to both ends and publishing,
-// or ready to: a session holds the pipeline, and the last checks of
-// Postgres and Kafka succeeded. The error says what is missing.
+// or ready to: a session holds the pipeline, the last check of Postgres
+// succeeded, a broker answers and no record is failing. The error says
+// what is missing, with the topic and event where a record fails.
 func (m *Metrics) Ready() error {
 	if mode, _ := m.session.Load().(Mode); mode == "" {
 		return errors.New("no session: connecting, backing off, or waiting for the pipeline lock")
@@ -262,19 +272,25 @@ func (m *Metrics) Ready() error {
 	if e := m.dbErr.Load(); e != nil && *e != nil {
 		return fmt.Errorf("postgres: %w", *e)
 	}
-	if e := m.kafkaErr.Load(); e != nil && *e != nil {
-		return fmt.Errorf("kafka: %w", *e)
+	if err := m.kafka.err(); err != nil {
+		return fmt.Errorf("kafka: %w", err)
 	}
 	return nil
 }
 
-// monitor runs beside the sessions while Run runs: every MonitorInterval it
-// checks that a broker answers, reads the slot's lag and the unpublished
-// rows from Postgres on a connection of its own, and updates readiness.
-// Nothing of this is on the per-event path.
+// kafkaCheckEvery is how often a broker is pinged when MonitorInterval is
+// not set: status and /readyz show an unreachable Kafka within it.
+const kafkaCheckEvery = 5 * time.Second
+
+// monitor runs beside the sessions while Run runs: it pings a broker every
+// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and
+// with MonitorInterval set it also reads the slot's lag and the
+// unpublished rows from Postgres on a connection of its own and updates
+// readiness. Nothing of this is on the per-event path.
 func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
-	if r.cfg.MonitorInterval <= 0 {
-		return
+	interval := r.cfg.MonitorInterval
+	if interval <= 0 {
+		interval = kafkaCheckEvery
 	}
 	var conn *pgx.Conn
 	defer func() {
@@ -283,34 +299,39 @@ func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
 		}
 	}()
 	m := r.Metrics
-	ticker := time.NewTicker(r.cfg.MonitorInterval)
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
-		timeout := min(r.cfg.MonitorInterval, 5*time.Second)
+		timeout := min(interval, 5*time.Second)
 		kctx, cancel := context.WithTimeout(ctx, timeout)
 		kerr := k.Ping(kctx)
-		cancel()
-		m.kafkaErr.Store(&kerr)
-
-		dctx, cancel := context.WithTimeout(ctx, timeout)
-		var derr error
-		if conn == nil || conn.IsClosed() {
-			conn, derr = replication.Connect(dctx, r.cfg.Replication.DatabaseURL)
-			if derr != nil {
-				conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
-			}
-		}
-		if conn != nil {
-			if derr = r.sample(dctx, conn); derr != nil {
-				conn.Close(context.Background())
-				conn = nil
-			}
-		}
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		m.dbErr.Store(&derr)
+		r.kafkaPinged(kerr)
+
+		if r.cfg.MonitorInterval > 0 {
+			dctx, cancel := context.WithTimeout(ctx, timeout)
+			var derr error
+			if conn == nil || conn.IsClosed() {
+				conn, derr = replication.Connect(dctx, r.cfg.Replication.DatabaseURL)
+				if derr != nil {
+					conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
+				}
+			}
+			if conn != nil {
+				if derr = r.sample(dctx, conn); derr != nil {
+					conn.Close(context.Background())
+					conn = nil
+				}
+			}
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			m.dbErr.Store(&derr)
+		}
 		select {
 		case <-ctx.Done():
 			return

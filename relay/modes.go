@@ -191,7 +191,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 
 	var (
 		bindings  = make(map[*replication.Relation]*schema.Binding)
-		nextProbe = time.Now().Add(r.cfg.ProbeInterval)
+		nextProbe = time.Now().Add(r.probeInterval())
 	)
 	for ctx.Err() == nil {
 		// Every round is bounded: a black-holed connection fails it
@@ -246,7 +246,7 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 			return errHandoffDone
 		}
 	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
-		*nextProbe = time.Now().Add(r.cfg.ProbeInterval)
+		*nextProbe = time.Now().Add(r.probeInterval())
 		if r.replicationReady(ctx, conn) {
 			return errBackToWAL
 		}
@@ -307,7 +307,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 				if r.refused.failed(b.RawID(row.Values), rec, err) {
 					k.AbortBuffered()
 				}
-				fail(err)
+				fail(r.deliveryFailed(rec.Topic, b.RawID(row.Values), err))
 				return
 			}
 			if r.refused.any.Load() {
@@ -316,6 +316,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 			acked[i] = true
 			r.Stats.Published.Add(1)
 			r.Stats.LastPublish.Store(time.Now().UnixNano())
+			r.delivered(rec.Topic)
 		}); err != nil {
 			wg.Done()
 			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
@@ -356,23 +357,49 @@ func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replica
 	return !pending, nil
 }
 
-// replicationReady is auto mode's probe while polling: is logical
-// replication allowed again, and is there a slot to resume or may one be
-// created? A WAL session that fails anyway falls back at once.
+// maxProbeWait caps how far failed returns to the WAL lengthen the probe
+// interval.
+const maxProbeWait = 10 * time.Minute
+
+// probeInterval is how long polling waits before probing the WAL.
+func (r *Relay) probeInterval() time.Duration { return max(r.cfg.ProbeInterval, r.probeWait) }
+
+// replicationReady is auto mode's probe while polling: could a WAL
+// session start now? It checks, without changing anything, what the
+// session's setup needs: the server's settings, a replication connection
+// (tried, not judged from the role's attribute), the publication covering
+// the table or creatable, and the slot free, or missing and creatable. A
+// probe that says no does not switch, so it logs no switch either.
 func (r *Relay) replicationReady(ctx context.Context, conn *pgx.Conn) bool {
+	err := r.walReady(ctx, conn)
+	if err != nil {
+		r.log.Debug("the WAL is not available yet", "reason", err)
+	}
+	return err == nil
+}
+
+func (r *Relay) walReady(ctx context.Context, conn *pgx.Conn) error {
 	ready, err := replication.Inspect(ctx, conn)
 	if err != nil {
-		return false
+		return err
 	}
 	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
 	exists := err == nil
-	if exists && slot.Active {
-		return false // someone else streams it
+	switch {
+	case err != nil && !errors.Is(err, replication.ErrSlotMissing):
+		return err
+	case exists && slot.Active:
+		return fmt.Errorf("%w: %s", replication.ErrSlotActive, r.cfg.Replication.Slot)
+	case !exists && !r.cfg.CreateSlot:
+		return fmt.Errorf("%w: %s", replication.ErrSlotMissing, r.cfg.Replication.Slot)
 	}
-	if !exists && !r.cfg.CreateSlot {
-		return false
+	if err := ready.Err(exists); err != nil {
+		return err
 	}
-	return ready.Err(exists) == nil
+	if err := replication.TryReplication(ctx, conn, r.cfg.Replication.DatabaseURL); err != nil {
+		return err
+	}
+	return replication.PublicationReady(ctx, conn, r.cfg.Replication.Publication, r.table, r.cfg.CreateSlot)
 }
 
 // maxPolledSeqs bounds what a poll phase remembers for the WAL session after

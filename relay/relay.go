@@ -203,6 +203,10 @@ type Relay struct {
 	hk      housekeeper
 	// refused remembers what Kafka refused, across sessions (refused.go).
 	refused *refusals
+	// probeWait lengthens auto mode's probe interval after WAL sessions
+	// that failed right after a probe said the WAL was available; 0 when
+	// none did. Only Run's goroutine uses it.
+	probeWait time.Duration
 }
 
 // New validates cfg and builds a relay.
@@ -252,6 +256,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	case errors.Is(err, sink.ErrAuth):
 		return err
 	case err != nil && ctx.Err() == nil:
+		r.Metrics.kafka.pinged(err)
 		r.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(r.cfg.Sink.Brokers, ","), "err", err)
 	}
 	defer r.startMonitor(ctx, k)() // metrics.go
@@ -268,6 +273,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		handoff    *handoffError
 		reason     = "started in " + string(r.cfg.Mode) + " mode"
 		waitLogged bool
+		// fromProbe: the WAL session was started because the probe said
+		// the WAL is available again, and sessions counted then.
+		fromProbe     bool
+		probeSessions int64
 	)
 	for {
 		started := time.Now()
@@ -309,11 +318,23 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		case errors.Is(err, errBackToWAL), errors.Is(err, errHandoffDone):
 			mode, handoff, reason = ModeWAL, nil, err.Error()
+			fromProbe, probeSessions = errors.Is(err, errBackToWAL), r.Stats.Sessions.Load()
 			r.log.Info("switching to WAL", "reason", reason)
 			continue
 		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):
 			mode, handoff, reason = ModePoll, nil, err.Error()
-			r.log.Warn("switching to polling", "reason", reason)
+			attrs := []any{"reason", reason}
+			if fromProbe && r.Stats.Sessions.Load() == probeSessions {
+				// The probe found nothing wrong, yet the session failed
+				// before it streamed: probe less often, so that this does
+				// not become a switch back and forth every probe interval.
+				r.probeWait = min(2*r.probeInterval(), max(r.cfg.ProbeInterval, maxProbeWait))
+				attrs = append(attrs, "next_probe_in", r.probeWait)
+			} else {
+				r.probeWait = 0
+			}
+			fromProbe = false
+			r.log.Warn("switching to polling", attrs...)
 			continue
 		case errors.Is(err, errLocked):
 			if !waitLogged {
@@ -329,7 +350,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case permanent(err):
 			return err
 		}
-		waitLogged = false
+		waitLogged, fromProbe = false, false
 		if time.Since(started) > time.Minute {
 			bo.Reset()
 		}
@@ -386,6 +407,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return err
 	}
 	r.markWALStart(ctx, conn) // retention.go
+	r.saveKafkaChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
 	dl, err := r.openDeadLetters(ctx)
@@ -512,20 +534,22 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 				tx = wm.begin()
 			}
 			wm.add(tx)
-			t := tx
+			t, values := tx, c.Values
 			a := pm.row(rec.Topic, c.CommitTime)
 			if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
 				a.done(err)
 				if err == nil {
 					r.Stats.Published.Add(1)
 					r.Stats.LastPublish.Store(time.Now().UnixNano())
+					r.delivered(rec.Topic)
 					if r.refused.any.Load() {
-						r.refused.acked(b.RawID(c.Values), rec)
+						r.refused.acked(b.RawID(values), rec)
 					}
 				} else {
-					if r.refused.failed(b.RawID(c.Values), rec, err) {
+					if r.refused.failed(b.RawID(values), rec, err) {
 						k.AbortBuffered()
 					}
+					err = r.deliveryFailed(rec.Topic, b.RawID(values), err)
 				}
 				wm.ack(t, err)
 			}); err != nil {

@@ -42,7 +42,11 @@ func (c Config) opsValidate() error {
 type housekeeper struct {
 	lastAlive     time.Time
 	lastRetention time.Time
-	noColumns     bool // migration 004 has not run: alive_at and friends are missing
+	noColumns     bool  // migration 004 has not run: alive_at and friends are missing
+	noKafka       bool  // migration 009 has not run: kafka_problem is missing
+	kafkaSaved    int64 // the Kafka health's change count last saved
+	kafkaOnce     bool  // kafkaSaved is set
+	lastKafka     time.Time
 	noRetention   bool // the table cannot be cleaned (no polling columns, odd time column)
 }
 
@@ -73,12 +77,55 @@ func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 			r.log.Warn("saving liveness failed", "err", err)
 		}
 	}
+	if !hk.noColumns && !hk.noKafka && (now.Sub(hk.lastKafka) >= aliveEvery || !hk.kafkaOnce ||
+		hk.kafkaSaved != r.Metrics.kafka.changes.Load()) {
+		r.saveKafkaHealth(ctx, conn)
+	}
 	if r.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= r.cfg.RetentionInterval {
 		hk.lastRetention = now
 		if _, err := r.retain(ctx, conn); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention failed", "err", err)
 		}
 	}
+}
+
+// saveKafkaHealth writes the current Kafka problem and since when to
+// pgoutbox_state, or clears them, for status to read.
+func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
+	hk := &r.hk
+	changes := r.Metrics.kafka.changes.Load()
+	problem, since := r.Metrics.kafka.problem()
+	var p *string
+	var s *time.Time
+	if problem != "" {
+		p, s = &problem, &since
+	}
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET kafka_problem = $2, kafka_problem_since = $3 WHERE pipeline = $1`,
+		r.cfg.Replication.Slot, p, s)
+	switch {
+	case isUndefinedTable(err):
+		hk.noKafka = true
+		r.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show Kafka problems")
+	case err != nil:
+		if ctx.Err() == nil {
+			r.log.Warn("saving the Kafka health failed", "err", err)
+		}
+	default:
+		hk.kafkaSaved, hk.kafkaOnce, hk.lastKafka = changes, true, time.Now()
+	}
+}
+
+// saveKafkaChange saves the Kafka health at a session's start when it
+// changed since it was last saved: a session that failed on a record may
+// have ended before its housekeeping ran.
+func (r *Relay) saveKafkaChange(ctx context.Context, conn *pgx.Conn) {
+	hk := &r.hk
+	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == r.Metrics.kafka.changes.Load()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	defer cancel()
+	r.saveKafkaHealth(ctx, conn)
 }
 
 // markWALStart records wal_start_xid once, for a pipeline whose slot

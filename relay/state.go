@@ -123,6 +123,11 @@ WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'handoff_pending' AND 
 	if err := ready.Err(slotExists); err != nil {
 		return res, err
 	}
+	// Whether the role may stream is found by trying: managed services
+	// grant it through a role of their own, not the attribute.
+	if err := replication.TryReplication(ctx, conn, cfg.DatabaseURL); err != nil {
+		return res, err
+	}
 	if slotExists && slot.WALStatus == "lost" {
 		if !handoff {
 			return res, fmt.Errorf("%w: slot %s (wal_status lost): WAL it needed was removed", replication.ErrSlotInvalidated, cfg.Slot)

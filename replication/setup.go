@@ -35,9 +35,12 @@ var (
 
 // Readiness is what the server allows for logical replication.
 type Readiness struct {
-	WALLevel    string
-	Role        string
-	Replication bool // the role has REPLICATION (or is superuser)
+	WALLevel string
+	Role     string
+	// Replication says the role has the REPLICATION attribute (or is
+	// superuser). It does not decide whether the role may stream: managed
+	// services grant that otherwise (TryReplication finds out by trying).
+	Replication bool
 	MaxSlots    int
 	UsedSlots   int
 	MaxSenders  int
@@ -62,16 +65,14 @@ SELECT current_setting('wal_level'),
 	return r, nil
 }
 
-// Problems lists what stops logical replication, each with what to change.
-// slotExists says whether the slot is already there (it then needs no free
-// slot of its own).
+// Problems lists what in the server's settings stops logical replication,
+// each with what to change. slotExists says whether the slot is already
+// there (it then needs no free slot of its own). Whether the role may
+// stream is not judged here: TryReplication tries it.
 func (r Readiness) Problems(slotExists bool) []string {
 	var p []string
 	if r.WALLevel != "logical" {
 		p = append(p, fmt.Sprintf("wal_level is %q: run ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL (managed services call it a parameter such as rds.logical_replication or cloudsql.logical_decoding)", r.WALLevel))
-	}
-	if !r.Replication {
-		p = append(p, fmt.Sprintf("role %q lacks the REPLICATION attribute: run ALTER ROLE %s REPLICATION; as a superuser", r.Role, pgx.Identifier{r.Role}.Sanitize()))
 	}
 	if !slotExists && r.UsedSlots >= r.MaxSlots {
 		p = append(p, fmt.Sprintf("all %d replication slots are in use: drop an unused slot or raise max_replication_slots and restart PostgreSQL", r.MaxSlots))

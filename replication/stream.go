@@ -117,16 +117,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 		return nil, err
 	}
 	table, _ := ParseTable(cfg.Table)
-	pgcfg, err := pgconn.ParseConfig(cfg.DatabaseURL)
+	pgcfg, err := replicationConfig(cfg.DatabaseURL)
 	if err != nil {
-		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
-	}
-	if pgcfg.ConnectTimeout == 0 {
-		pgcfg.ConnectTimeout = ConnectTimeout
-	}
-	pgcfg.RuntimeParams["replication"] = "database"
-	if pgcfg.RuntimeParams["application_name"] == "" {
-		pgcfg.RuntimeParams["application_name"] = "pgoutbox"
+		return nil, err
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {

@@ -38,6 +38,11 @@ func TestTLSAndSASL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plainBroker.Close()
+	saslBroker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(MechanismPlain, "relay", "s3cret-Kafka-pass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer saslBroker.Close()
 	good := SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "s3cret-Kafka-pass"}
 
 	tests := []struct {
@@ -52,7 +57,11 @@ func TestTLSAndSASL(t *testing.T) {
 		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, "SASL authentication", true},
 		{"untrusted CA", brokers, good, &tls.Config{RootCAs: other.Pool}, "TLS certificate is not trusted", true},
 		{"plaintext to a TLS broker", brokers, good, nil, "requires TLS", true},
-		{"TLS to a plaintext broker", plainBroker.ListenAddrs(), SASL{}, &tls.Config{RootCAs: ca.Pool}, "TLS listener", false},
+		// The documented promise: a TLS or SASL mismatch stops the relay,
+		// it is not retried.
+		{"TLS to a plaintext broker", plainBroker.ListenAddrs(), SASL{}, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
+		{"TLS and SASL to a plaintext broker", plainBroker.ListenAddrs(), good, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
+		{"no SASL to a SASL broker", saslBroker.ListenAddrs(), SASL{}, nil, "requires SASL", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

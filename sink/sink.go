@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -182,11 +183,13 @@ type topicLimit struct {
 
 // Kafka produces records to Kafka.
 type Kafka struct {
-	client    atomic.Pointer[kgo.Client]
-	opts      []kgo.Opt
-	max       int
-	sasl, tls bool
-	log       *slog.Logger
+	client      atomic.Pointer[kgo.Client]
+	opts        []kgo.Opt
+	max         int
+	sasl, tls   bool
+	brokers     []string
+	dialTimeout time.Duration
+	log         *slog.Logger
 
 	// limits are the topics' maximum message sizes: read on every
 	// record, written once per topic (copy on write).
@@ -203,7 +206,8 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log}
+	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log,
+		brokers: cfg.Brokers, dialTimeout: cfg.DialTimeout}
 	k.limits.Store(&map[string]topicLimit{})
 	k.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -423,14 +427,58 @@ func (k *Kafka) Flush(ctx context.Context) error {
 }
 
 // ErrAuth marks a failure that retrying cannot fix: the broker refused
-// the credentials, or the TLS handshake failed.
+// the credentials, or TLS or SASL is configured on one side only.
 var ErrAuth = errors.New("kafka refused the connection")
+
+// plaintextAfter is how long Ping waits for a TLS answer before it checks
+// whether the broker speaks plaintext Kafka instead: a plaintext listener
+// takes the ClientHello for the start of a huge request and waits for the
+// rest, so the handshake only ends at the dial timeout.
+const plaintextAfter = time.Second
 
 // Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
 // and says which. A broker that drops the connection three times in a row
 // while SASL is configured is taken to refuse the credentials (kfake, and
 // some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
+// With TLS, a seed broker that answers a plaintext Kafka request is a
+// plaintext listener: ErrAuth at once, without waiting for the dial
+// timeout.
 func (k *Kafka) Ping(ctx context.Context) error {
+	if !k.tls {
+		return k.explain(k.ping(ctx))
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- k.ping(pctx) }()
+	var (
+		err      error
+		finished bool
+	)
+	select {
+	case err = <-done:
+		finished = true
+		if err == nil {
+			return nil
+		}
+	case <-time.After(plaintextAfter):
+	case <-ctx.Done():
+	}
+	if addr, ok := plaintextKafka(ctx, k.brokers, min(k.dialTimeout, 3*time.Second)); ok {
+		cancel()
+		if !finished {
+			<-done
+		}
+		return fmt.Errorf("%w: the broker at %s speaks plaintext, not TLS: drop --kafka-tls, or use its TLS listener", ErrAuth, addr)
+	}
+	if !finished {
+		err = <-done
+	}
+	return k.explain(err)
+}
+
+// ping pings, again after a connection closed at once (up to 3 tries).
+func (k *Kafka) ping(ctx context.Context) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = k.client.Load().Ping(ctx); err == nil {
@@ -440,28 +488,80 @@ func (k *Kafka) Ping(ctx context.Context) error {
 			break
 		}
 	}
+	return err
+}
+
+// explain turns a ping's error into one that says what to change. Callers
+// say that it is Kafka's.
+func (k *Kafka) explain(err error) error {
+	if err == nil {
+		return nil
+	}
 	var certErr *tls.CertificateVerificationError
 	var recordHeader tls.RecordHeaderError
 	var unknownAuth x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	var netErr net.Error
+	var firstEOF *kgo.ErrFirstReadEOF
+	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
-	case k.sasl && k.tls && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+	case k.sasl && k.tls && eof:
 		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
-	case k.sasl && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+	case k.sasl && eof:
 		return fmt.Errorf("%w: the broker closed the connection: the SASL credentials are wrong, or it requires TLS (--kafka-tls)", ErrAuth)
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
 		return fmt.Errorf("%w: the broker's TLS certificate is not trusted (check --kafka-tls-ca and the broker's name): %v", ErrAuth, err)
 	case errors.As(err, &recordHeader):
 		return fmt.Errorf("%w: the broker does not speak TLS (drop --kafka-tls, or use its TLS listener): %v", ErrAuth, err)
+	case k.tls && errors.As(err, &firstEOF):
+		// A plaintext listener closes on a ClientHello (Kafka does: the
+		// hello reads as an oversized request).
+		return fmt.Errorf("%w: the broker closed the connection at the TLS handshake: it does not speak TLS on this port (drop --kafka-tls, or use its TLS listener)", ErrAuth)
+	case errors.As(err, &firstEOF):
+		// Closed right after the first request, three times: the
+		// listener wants SASL or TLS that is not configured.
+		return fmt.Errorf("%w: the broker closed the connection after the first request: it requires SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls)", ErrAuth)
 	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Errorf("kafka: no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
-	case !k.tls && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
-		return fmt.Errorf("kafka: the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
+		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
+	case !k.tls && eof:
+		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
 	}
-	return fmt.Errorf("kafka: %w", err)
+	return err
+}
+
+// plaintextKafka reports the first seed broker that answers a plaintext
+// ApiVersions request (v0) with its correlation id: a Kafka listener
+// without TLS. A TLS listener answers with an alert or closes.
+func plaintextKafka(ctx context.Context, brokers []string, timeout time.Duration) (string, bool) {
+	const correlation = 0x70676f78
+	req := []byte{
+		0, 0, 0, 18, // size of what follows
+		0, 18, // api key: ApiVersions
+		0, 0, // version 0
+		0x70, 0x67, 0x6f, 0x78, // correlation id
+		0, 8, 'p', 'g', 'o', 'u', 't', 'b', 'o', 'x', // client id
+	}
+	for _, addr := range brokers {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		var resp [8]byte
+		_, err = conn.Write(req)
+		if err == nil {
+			_, err = io.ReadFull(conn, resp[:])
+		}
+		conn.Close()
+		if err == nil && binary.BigEndian.Uint32(resp[4:]) == correlation && binary.BigEndian.Uint32(resp[:4]) >= 4 {
+			return addr, true
+		}
+	}
+	return "", false
 }
 
 // Close fails what is still buffered and closes the connections.

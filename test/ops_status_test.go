@@ -24,7 +24,10 @@ type statusJSON struct {
 	Oldest      *float64   `json:"oldest_unpublished_seconds"`
 	LastPublish *time.Time `json:"last_publish_at"`
 	Alive       *time.Time `json:"alive_at"`
-	Problems    []string   `json:"problems"`
+	// KafkaProblem is what the relay last saved about Kafka.
+	KafkaProblem string   `json:"kafka_problem"`
+	KafkaKnown   bool     `json:"kafka_known"`
+	Problems     []string `json:"problems"`
 }
 
 // status runs pgoutbox status --json and returns what it printed and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -223,16 +222,6 @@ func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 }
 
 // freeAddr is a loopback address nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // metric reads one unlabelled metric from a relay's metrics endpoint; false
 // while the endpoint does not answer.
 func metric(addr, name string) (float64, bool) {

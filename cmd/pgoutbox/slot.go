@@ -111,6 +111,12 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		problems := ready.Problems(exists)
+		var refused *replication.RefusedError
+		if err := replication.TryReplication(ctx, conn, c.databaseURL); errors.As(err, &refused) {
+			problems = append(problems, refused.Advice)
+		} else if err != nil {
+			problems = append(problems, redact(err.Error(), secretsOf(c.databaseURL)))
+		}
 		fo, err := failoverView(ctx, conn, c.slot)
 		if err != nil {
 			return err

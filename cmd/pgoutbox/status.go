@@ -44,9 +44,16 @@ type pipelineStatus struct {
 	LastPublish *time.Time `json:"last_publish_at,omitempty"`
 	Alive       *time.Time `json:"alive_at,omitempty"`
 	DeadLetters *int64     `json:"dead_letters,omitempty"`
-	Problems    []string   `json:"problems"`
 	// Failover says whether the slot would survive a failover.
 	Failover *failover `json:"failover,omitempty"`
+	// KafkaProblem is the Kafka-side problem the relay last saved (an
+	// unreachable broker, a missing or unauthorized topic, records
+	// failing, with the topic named), and since when; empty when none.
+	// KafkaKnown is false before migration 009.
+	KafkaProblem string     `json:"kafka_problem,omitempty"`
+	KafkaSince   *time.Time `json:"kafka_problem_since,omitempty"`
+	KafkaKnown   bool       `json:"kafka_known"`
+	Problems     []string   `json:"problems"`
 }
 
 // deadLetterTable is where dead-lettered events are kept, when it exists.
@@ -74,6 +81,18 @@ FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(&st.LastPublish, &st
 	if err == nil && silence != nil && *silence > th.maxQuiet.Seconds() {
 		st.Problems = append(st.Problems, fmt.Sprintf("no relay has held the pipeline for %s: is pgoutbox run running?",
 			(time.Duration(*silence)*time.Second).Round(time.Second)))
+	}
+	var kafkaProblem *string
+	if conn.QueryRow(ctx, `SELECT kafka_problem, kafka_problem_since FROM pgoutbox_state WHERE pipeline = $1`,
+		st.Pipeline).Scan(&kafkaProblem, &st.KafkaSince) == nil {
+		st.KafkaKnown = true
+		if st.KafkaProblem = deref(kafkaProblem); st.KafkaProblem != "" {
+			p := "kafka: " + st.KafkaProblem
+			if st.KafkaSince != nil {
+				p += fmt.Sprintf(" (for %s)", time.Since(*st.KafkaSince).Round(time.Second))
+			}
+			st.Problems = append(st.Problems, p)
+		}
 	}
 	var hasDLQ bool
 	if conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", deadLetterTable).Scan(&hasDLQ) == nil && hasDLQ {
@@ -202,6 +221,14 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		if st.Alive != nil {
 			fmt.Fprintf(stdout, "relay        last seen %s\n", st.Alive.Format(time.RFC3339))
+		}
+		switch {
+		case !st.KafkaKnown:
+			fmt.Fprintln(stdout, "kafka        not recorded (run pgoutbox migrate)")
+		case st.KafkaProblem == "":
+			fmt.Fprintln(stdout, "kafka        no problem seen by the relay")
+		default:
+			fmt.Fprintf(stdout, "kafka        %s\n", st.KafkaProblem)
 		}
 		if st.DeadLetters != nil {
 			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)

@@ -1,0 +1,187 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/sink"
+)
+
+// DeliveryError is a record Kafka did not acknowledge: it names the topic
+// and the event, and wraps franz-go's error (a *kerr.Error code, or one of
+// kgo's sentinels).
+type DeliveryError struct {
+	Topic, EventID string
+	Err            error
+}
+
+func (e *DeliveryError) Error() string {
+	return fmt.Sprintf("event %s to topic %s: %s", e.EventID, e.Topic, describeKafka(e.Topic, e.Err))
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// describeKafka says what a record's failure means and what to change.
+func describeKafka(topic string, err error) string {
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return fmt.Sprintf("topic %s does not exist and is not created on first use (--kafka-create-topics, or the broker's auto.create.topics.enable): create it (%v)", topic, err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Sprintf("not authorized to write to topic %s: grant the relay's Kafka user WRITE on it (%v)", topic, err)
+	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return fmt.Sprintf("not authorized for idempotent writes: grant the relay's Kafka user IDEMPOTENT_WRITE on the cluster (%v)", err)
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return fmt.Sprintf("the broker refuses the record as too large for topic %s (max.message.bytes; --max-message-bytes) (%v)", topic, err)
+	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
+		return fmt.Sprintf("not acknowledged in time: is the broker reachable? (%v)", err)
+	}
+	return err.Error()
+}
+
+// kafkaHealth is the current Kafka-side problem, if any: a broker that
+// does not answer (from the periodic ping) or records that fail (from
+// their promises). The relay shows it on /readyz and saves it in
+// pgoutbox_state for status. A record problem clears when a record to its
+// topic is acknowledged; the ping problem when a broker answers.
+type kafkaHealth struct {
+	// recordSet lets the ack path skip the lock while no record problem
+	// is set, which is nearly always.
+	recordSet atomic.Bool
+	// changes counts every change, for whoever saves it.
+	changes atomic.Int64
+
+	mu          sync.Mutex
+	pingErr     error
+	pingSince   time.Time
+	record      *DeliveryError
+	recordSince time.Time
+}
+
+// pinged records a ping's result and reports whether the problem changed.
+func (h *kafkaHealth) pinged(err error) (changed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil && h.pingErr == nil:
+		return false
+	case err == nil:
+		h.pingErr = nil
+	case h.pingErr == nil:
+		h.pingErr, h.pingSince = err, time.Now()
+	default:
+		same := h.pingErr.Error() == err.Error()
+		h.pingErr = err
+		if same {
+			return false
+		}
+	}
+	h.changes.Add(1)
+	return true
+}
+
+// failed records a record's delivery failure; it reports whether this is
+// a new problem (another topic or another error code).
+func (h *kafkaHealth) failed(e *DeliveryError) (changed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.record; r != nil && r.Topic == e.Topic && sameKafkaErr(r.Err, e.Err) {
+		return false
+	}
+	if h.record == nil || h.record.Topic != e.Topic {
+		h.recordSince = time.Now()
+	}
+	h.record = e
+	h.recordSet.Store(true)
+	h.changes.Add(1)
+	return true
+}
+
+// acked clears a record problem of topic; it reports whether it did.
+func (h *kafkaHealth) acked(topic string) (cleared bool) {
+	if !h.recordSet.Load() {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.record == nil || h.record.Topic != topic {
+		return false
+	}
+	h.record = nil
+	h.recordSet.Store(false)
+	h.changes.Add(1)
+	return true
+}
+
+// problem returns the current problem and since when; "" when there is
+// none. A broker that does not answer comes first: records wait for it.
+func (h *kafkaHealth) problem() (string, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.pingErr != nil:
+		var what string
+		if errors.Is(h.pingErr, sink.ErrAuth) {
+			what = h.pingErr.Error()
+		} else {
+			what = "unreachable: " + h.pingErr.Error()
+		}
+		return what, h.pingSince
+	case h.record != nil:
+		return "records fail: " + h.record.Error(), h.recordSince
+	}
+	return "", time.Time{}
+}
+
+func (h *kafkaHealth) err() error {
+	if p, _ := h.problem(); p != "" {
+		return errors.New(p)
+	}
+	return nil
+}
+
+func sameKafkaErr(a, b error) bool {
+	var ka, kb *kerr.Error
+	if errors.As(a, &ka) && errors.As(b, &kb) {
+		return ka.Code == kb.Code
+	}
+	return errors.Is(a, b) || a.Error() == b.Error()
+}
+
+// kafkaPinged records a ping's result and logs a change.
+func (r *Relay) kafkaPinged(err error) {
+	if !r.Metrics.kafka.pinged(err) {
+		return
+	}
+	if err != nil {
+		r.log.Warn("kafka is not reachable; records wait for it", "err", err)
+	} else {
+		r.log.Info("kafka is reachable again")
+	}
+}
+
+// deliveryFailed records a record's failure, logs a new problem, and
+// returns the error that names the topic and the event.
+func (r *Relay) deliveryFailed(topic, eventID string, err error) error {
+	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+		return de // a stop abandoned the record: not Kafka's problem
+	}
+	if r.Metrics.kafka.failed(de) {
+		r.log.Error("kafka does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
+	}
+	return de
+}
+
+// delivered clears a record problem of topic once a record to it is acked.
+func (r *Relay) delivered(topic string) {
+	if r.Metrics.kafka.acked(topic) {
+		r.log.Info("kafka acknowledges records again", "topic", topic)
+	}
+}

@@ -1,0 +1,70 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestDeliveryErrorNamesTopicAndEvent(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{kerr.UnknownTopicOrPartition, "topic orders does not exist"},
+		{kerr.TopicAuthorizationFailed, "not authorized to write to topic orders"},
+		{kerr.ClusterAuthorizationFailed, "IDEMPOTENT_WRITE"},
+		{kerr.MessageTooLarge, "too large for topic orders"},
+		{kgo.ErrRecordTimeout, "not acknowledged in time"},
+		{errors.New("something else"), "something else"},
+	}
+	for _, tt := range tests {
+		e := &DeliveryError{Topic: "orders", EventID: "ev-1", Err: fmt.Errorf("wrapped: %w", tt.err)}
+		if msg := e.Error(); !strings.Contains(msg, "event ev-1 to topic orders") || !strings.Contains(msg, tt.want) {
+			t.Errorf("%v: %q lacks the event, the topic or %q", tt.err, msg, tt.want)
+		}
+		if !errors.Is(e, tt.err) {
+			t.Errorf("%v: errors.Is does not see the cause", tt.err)
+		}
+	}
+}
+
+func TestKafkaHealth(t *testing.T) {
+	var h kafkaHealth
+	if p, _ := h.problem(); p != "" || h.err() != nil {
+		t.Fatalf("new: %q", p)
+	}
+	missing := &DeliveryError{Topic: "a", EventID: "1", Err: kerr.UnknownTopicOrPartition}
+	if !h.failed(missing) || h.failed(&DeliveryError{Topic: "a", EventID: "2", Err: kerr.UnknownTopicOrPartition}) {
+		t.Fatal("the first failure is a change, the same code again on the same topic is not")
+	}
+	if p, since := h.problem(); !strings.Contains(p, "topic a") || since.IsZero() {
+		t.Fatalf("record problem: %q since %v", p, since)
+	}
+	if h.acked("b") {
+		t.Fatal("an ack to another topic cleared the problem")
+	}
+	if !h.pinged(errors.New("dial refused")) {
+		t.Fatal("unreachable is a change")
+	}
+	if p, _ := h.problem(); !strings.HasPrefix(p, "unreachable") {
+		t.Fatalf("unreachable comes first: %q", p)
+	}
+	if !h.pinged(nil) || h.pinged(nil) {
+		t.Fatal("reachable again is one change")
+	}
+	if p, _ := h.problem(); !strings.Contains(p, "topic a") {
+		t.Fatalf("a ping does not clear a record problem: %q", p)
+	}
+	before := h.changes.Load()
+	if !h.acked("a") || h.acked("a") {
+		t.Fatal("an ack to the topic clears it, once")
+	}
+	if p, _ := h.problem(); p != "" || h.changes.Load() != before+1 {
+		t.Fatalf("after the ack: %q", p)
+	}
+}

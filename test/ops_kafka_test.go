@@ -1,0 +1,227 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// lockedBuffer is a process's output, readable while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines returns the output lines that contain every one of parts.
+func (b *lockedBuffer) lines(parts ...string) []string {
+	var out []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all && l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// runBin starts the pgoutbox binary with args; its output can be read
+// while it runs. It is killed when the test ends.
+func runBin(t *testing.T, args ...string) *lockedBuffer {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-waited
+		if t.Failed() {
+			t.Logf("pgoutbox output:\n%s", out.String())
+		}
+	})
+	return out
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func createTopic(t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// A topic that does not exist, with topic creation off: the records wait
+// (the slot keeps them), /readyz is not ready and status exits non-zero,
+// both naming the topic, and the log names the topic and the event. Once
+// the topic is created, every event is delivered and the problem clears.
+func TestKafkaMissingTopicReported(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, "")
+	e.brokers = broker.Brokers
+	const topic = "outbox.event.order"
+	var ids []string
+	for i := 0; i < 5; i++ { // the user's rows, there before the relay starts
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	addr := freeAddr(t)
+	out := runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--kafka-create-topics=false", "--metrics-addr", addr, "--metrics-interval", "200ms",
+		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
+
+	eventually(t, 30*time.Second, "/readyz not ready, naming the topic", func() bool {
+		code, body := httpGet("http://" + addr + "/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, topic) && strings.Contains(body, "does not exist")
+	})
+	var st statusJSON
+	var ok bool
+	eventually(t, 30*time.Second, "status naming the topic", func() bool {
+		st, ok = e.status(t)
+		return !ok && strings.Contains(strings.Join(st.Problems, "\n"), topic) && strings.Contains(st.KafkaProblem, topic)
+	})
+	t.Logf("status problems: %q", st.Problems)
+	// Written while the topic is missing: they wait too.
+	for i := 5; i < 10; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	named := false
+	for _, id := range ids {
+		named = named || len(out.lines(topic, id, "UNKNOWN_TOPIC_OR_PARTITION")) > 0
+	}
+	if !named {
+		t.Errorf("no log line names the topic, an event id and the error")
+	}
+
+	createTopic(t, e.brokers, topic)
+	awaitIDs(t, e.brokers, topic, ids, 60*time.Second)
+	eventually(t, 30*time.Second, "/readyz ready again", func() bool {
+		code, _ := httpGet("http://" + addr + "/readyz")
+		return code == http.StatusOK
+	})
+	eventually(t, 30*time.Second, "status without the Kafka problem", func() bool {
+		st, ok = e.status(t)
+		return ok && st.KafkaProblem == "" && len(st.Problems) == 0
+	})
+	if len(out.lines("kafka acknowledges records again", topic)) == 0 {
+		t.Error("no log line says the topic takes records again")
+	}
+}
+
+// With the broker down, status says Kafka is unreachable (exit non-zero);
+// with it back, the problem clears and what waited is delivered.
+func TestKafkaUnreachableInStatus(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
+	runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+	eventually(t, 30*time.Second, "a healthy status", func() bool {
+		st, ok := e.status(t)
+		return ok && st.KafkaKnown && st.KafkaProblem == ""
+	})
+
+	broker.Kill()
+	ids = append(ids, e.insert(row{"order", "o-1", "Shipped", `{}`})...)
+	var st statusJSON
+	eventually(t, 30*time.Second, "status naming Kafka unreachable", func() bool {
+		var ok bool
+		st, ok = e.status(t)
+		return !ok && strings.Contains(st.KafkaProblem, "unreachable") &&
+			strings.Contains(strings.Join(st.Problems, "\n"), "kafka: unreachable")
+	})
+	t.Logf("status problems: %q", st.Problems)
+
+	broker.Start()
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
+	eventually(t, 30*time.Second, "the problem cleared", func() bool {
+		st, ok := e.status(t)
+		return ok && st.KafkaProblem == ""
+	})
+}
+
+// --kafka-tls against a plaintext listener stops the relay at start with
+// a clear message, as the docs say; it is not retried.
+func TestKafkaTLSToPlaintextStops(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, "")
+	start := time.Now()
+	code, out := runOnce(t, 60*time.Second, []string{"PGOUTBOX_KAFKA_PASSWORD=Kafka-Secret-31"}, "run", "--database-url", e.url,
+		"--kafka-brokers", strings.Join(broker.Brokers, ","), "--kafka-tls",
+		"--kafka-sasl-mechanism", "PLAIN", "--kafka-username", "relay", "--log-format", "json")
+	took := time.Since(start)
+	t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
+	if code == 0 || took > 20*time.Second {
+		t.Errorf("exit %d after %v; want a non-zero exit within 20s", code, took)
+	}
+	if !strings.Contains(out, "speaks plaintext, not TLS") || !strings.Contains(out, "--kafka-tls") {
+		t.Errorf("the output does not say the broker speaks plaintext and what to change")
+	}
+	if strings.Contains(out, "Kafka-Secret-31") {
+		t.Errorf("the output shows the SASL password")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
