@@ -201,6 +201,10 @@ type Relay struct {
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
+	// vanish counts rows deleted before the current poll phase published
+	// them (vanish.go); nil outside polling or where it cannot.
+	vanish          *vanishDetector
+	vanishOffLogged bool
 }
 
 // New validates cfg and builds a relay.
@@ -227,6 +231,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	}
 	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
+	r.Metrics.lostDeleted.WithLabelValues(table.String()) // exported at 0 from the start
 	return r, nil
 }
 

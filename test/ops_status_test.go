@@ -20,11 +20,12 @@ type statusJSON struct {
 		LagBytes      int64 `json:"lag_bytes"`
 		RetainedBytes int64 `json:"retained_wal_bytes"`
 	} `json:"slot"`
-	Unpublished int64      `json:"unpublished_rows"`
-	Oldest      *float64   `json:"oldest_unpublished_seconds"`
-	LastPublish *time.Time `json:"last_publish_at"`
-	Alive       *time.Time `json:"alive_at"`
-	Problems    []string   `json:"problems"`
+	Unpublished int64       `json:"unpublished_rows"`
+	Oldest      *float64    `json:"oldest_unpublished_seconds"`
+	LastPublish *time.Time  `json:"last_publish_at"`
+	Alive       *time.Time  `json:"alive_at"`
+	LostDeleted *lostStatus `json:"lost_deleted"`
+	Problems    []string    `json:"problems"`
 }
 
 // status runs pgoutbox status --json and returns what it printed and
