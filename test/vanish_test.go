@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,6 +246,11 @@ func TestPollingReportsNoLossForRollbacksOrPublishedCleanup(t *testing.T) {
 			e := newEnv(t)
 			p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms")
 			eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+			// The check is on: a silence below means nothing was found,
+			// not that nothing was looked for.
+			if !regexp.MustCompile(`"deleted_rows_checked_from_seq":[1-9]`).MatchString(p.out.String()) {
+				t.Fatalf("polling does not check for deleted rows:\n%s", p.out.String())
+			}
 			var deleted atomic.Int64
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
