@@ -13,8 +13,15 @@ import (
 
 const (
 	// vanishRecount is the least time between two counts of the table's
-	// known rows, which a suspected loss needs (the count reads the table).
-	vanishRecount = 10 * time.Second
+	// known rows, which a suspected loss needs (the count reads the
+	// table: 0.8 s for 2 million rows). A count that finds no loss
+	// doubles the wait, up to vanishRecountMax, so that rollbacks beside
+	// a cleanup of published rows, which keep raising the suspicion, cost
+	// little; a count that finds one resets it. The wait is also at least
+	// vanishRecountFactor times the last count's duration.
+	vanishRecount       = 10 * time.Second
+	vanishRecountMax    = 5 * time.Minute
+	vanishRecountFactor = 50
 	// vanishReportEvery coalesces reports: the delete counter catches up
 	// in steps of about a second, and one line every few seconds says as
 	// much as one per step.
@@ -75,6 +82,7 @@ type vanishDetector struct {
 	// vanishedKnown is the last count of known rows deleted.
 	vanishedKnown int64
 	lastCount     time.Time
+	recountAfter  time.Duration
 	// reported rows lost; pending is found but not yet reported.
 	reported    int64
 	lastReport  time.Time
@@ -181,9 +189,10 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	}
 
 	suspect := min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
-	if !suspect || time.Since(d.lastCount) < vanishRecount {
+	if !suspect || time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) {
 		return nil, nil
 	}
+	began := time.Now()
 	n, err := poller.CountKnown(ctx, d.start)
 	if err != nil {
 		return nil, err
@@ -191,6 +200,12 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	d.lastCount = time.Now()
 	d.vanishedKnown = d.known0 + d.pubHigh - n
 	lost := min(d.unseen, d.deletes-d.vanishedKnown)
+	if lost <= d.reported {
+		d.recountAfter = min(2*max(d.recountAfter, vanishRecount), vanishRecountMax)
+	} else {
+		d.recountAfter = vanishRecount
+	}
+	d.recountAfter = max(d.recountAfter, vanishRecountFactor*d.lastCount.Sub(began))
 	if lost <= d.reported || time.Since(d.lastReport) < vanishReportEvery {
 		return nil, nil
 	}
@@ -277,10 +292,16 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 	}
 }
 
-// saveVanished adds a report to the pipeline's state, where status reads it.
+// saveVanished adds a report to the pipeline's state, where status reads
+// it. The range spans the reports that followed each other within an hour:
+// one episode, reported in steps as the delete counter catches up.
 func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *vanishReport) error {
 	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
-  lost_deleted_from_seq = $3, lost_deleted_to_seq = $4, lost_deleted_at = now(), updated_at = now()
+  lost_deleted_from_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
+    THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
+  lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
+    THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
+  lost_deleted_at = now(), updated_at = now()
 WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
 	if err != nil && !isUndefinedTable(err) {
 		return fmt.Errorf("save lost rows: %w", err)

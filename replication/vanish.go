@@ -58,7 +58,7 @@ type Positions struct {
 	// XMin and XMax are the statement's snapshot: once xmin reaches this
 	// xmax, every transaction that drew a value up to Last has finished.
 	XMin, XMax uint64
-	// Deletes is pg_stat_user_tables.n_tup_del: deletes attempted on the
+	// Deletes is the table's n_tup_del statistic: deletes attempted on the
 	// table, committed or not, as flushed to the statistics so far (each
 	// backend flushes about once a second, up to 10 s late when idle).
 	Deletes int64
@@ -79,7 +79,7 @@ func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Posi
 		minUnpub   *int64
 	)
 	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
-  (SELECT n_tup_del FROM pg_stat_all_tables WHERE relid = $2::regclass),
+  pg_stat_get_tuples_deleted($2::regclass),
   (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s IS NULL AND %[2]s > $3)
 FROM pg_current_snapshot() AS s`, p.table.Quoted(), SeqColumn, PublishedColumn)
 	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &deletes, &minUnpub); err != nil {

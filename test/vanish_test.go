@@ -223,7 +223,9 @@ func TestCleanupJobLossIsBounded(t *testing.T) {
 		t.Fatal("the cleanup job deleted nothing before a poll; the test needs losses")
 	}
 	var st *lostStatus
-	eventually(t, 60*time.Second, fmt.Sprintf("status reporting at least the %d rows lost", lost), func() bool {
+	// The relay recounts at most every 10 s, and waits longer after a count
+	// that found nothing new.
+	eventually(t, 150*time.Second, fmt.Sprintf("status reporting at least the %d rows lost", lost), func() bool {
 		st, _, _ = e.lostStatusOf(t)
 		return st != nil && st.Rows >= int64(lost)
 	})

@@ -102,7 +102,7 @@ FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline, th.lostFor.Seconds()).Sca
 			st.LostDeleted.FromSeq, st.LostDeleted.ToSeq = *from, *to
 		}
 		if lostRecent {
-			st.Problems = append(st.Problems, fmt.Sprintf("events lost: up to %d outbox rows of %s were deleted before polling published them (last between seq %d and %d, at %s); polling cannot relay rows the application deletes: stream the WAL (wal_level=logical) or delete only rows with published_at set",
+			st.Problems = append(st.Problems, fmt.Sprintf("events lost: up to %d outbox rows of %s were deleted before polling published them (between seq %d and %d, last at %s); polling cannot relay rows the application deletes: stream the WAL (wal_level=logical) or delete only rows with published_at set",
 				lost, st.Table, st.LostDeleted.FromSeq, st.LostDeleted.ToSeq, lostAt.Format(time.RFC3339)))
 		}
 	}
@@ -232,7 +232,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)
 		}
 		if l := st.LostDeleted; l != nil {
-			fmt.Fprintf(stdout, "lost         up to %d rows deleted before polling published them (last seq %d-%d at %s)\n",
+			fmt.Fprintf(stdout, "lost         up to %d rows deleted before polling published them (seq %d-%d, last at %s)\n",
 				l.Rows, l.FromSeq, l.ToSeq, l.At.Format(time.RFC3339))
 		}
 		for _, p := range st.Problems {
