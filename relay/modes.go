@@ -188,7 +188,9 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (vanish.go).
-	r.vanish = r.newVanishDetector(ctx, poller)
+	vctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	r.vanish = r.newVanishDetector(vctx, poller)
+	cancel()
 	defer func() { r.vanish = nil }()
 	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize,
 		"deleted_rows_checked_from_seq", r.vanish.from())
