@@ -105,13 +105,14 @@ FROM pg_current_snapshot() AS s`, p.table.Quoted(), SeqColumn, PublishedColumn)
 	return pos, nil
 }
 
-// CountKnown counts the rows with seq at or below upTo, and the rows
+// CountKnown counts the rows with seq at or below upTo or without one, and the rows
 // marked published: the rows a poll phase started with or published, less
 // those deleted since. It reads the whole table, so callers run it rarely: once when a
 // poll phase starts, and when a loss is suspected.
 func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
 	var n int64
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s <= $1 OR %s IS NOT NULL`,
+	// Rows from before the polling columns were added have no seq.
+	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR %[3]s IS NOT NULL`,
 		p.table.Quoted(), SeqColumn, PublishedColumn), upTo).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", p.table, err)
