@@ -19,7 +19,16 @@ type Sequence struct {
 	Start int64
 }
 
-// Sequence finds the sequence the seq column draws from. Only an increment
+// pending is the condition of a row not marked published, whatever its
+// transaction: published_at unset, or the status column's pending value.
+func (p *Poller) pending() string {
+	if p.cfg.Status != "" {
+		return fmt.Sprintf("(%s = %s)", pgx.Identifier{p.cfg.Status}.Sanitize(), quoteLiteral(p.cfg.StatusPending))
+	}
+	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{PublishedColumn}.Sanitize())
+}
+
+// Sequence finds the sequence the order column (seq) draws from. Only an increment
 // of 1 is supported: every position between two values is then a row that
 // was inserted, rolled back, or never used.
 func (p *Poller) Sequence(ctx context.Context) (Sequence, error) {
@@ -33,12 +42,12 @@ func (p *Poller) Sequence(ctx context.Context) (Sequence, error) {
 SELECT s.seqrelid::regclass::text, s.seqstart, s.seqincrement,
        has_sequence_privilege(s.seqrelid, 'SELECT') OR has_sequence_privilege(s.seqrelid, 'USAGE')
 FROM pg_sequence s WHERE s.seqrelid = pg_get_serial_sequence($1, $2)::regclass`,
-		p.table.Quoted(), SeqColumn).Scan(&name, &start, &increment, &readable)
+		p.table.Quoted(), p.cfg.Order).Scan(&name, &start, &increment, &readable)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Sequence{}, ErrNoSequence
 	case err != nil:
-		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", p.table, SeqColumn, err)
+		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", p.table, p.cfg.Order, err)
 	case name == nil || !readable:
 		return Sequence{}, ErrNoSequence
 	case increment != 1:
@@ -80,8 +89,8 @@ func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Posi
 	)
 	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
   pg_stat_get_tuples_deleted($2::regclass),
-  (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s IS NULL AND %[2]s > $3)
-FROM pg_current_snapshot() AS s`, p.table.Quoted(), SeqColumn, PublishedColumn)
+  (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s AND %[2]s > $3)
+FROM pg_current_snapshot() AS s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
 	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &deletes, &minUnpub); err != nil {
 		return pos, fmt.Errorf("read insertion positions: %w", err)
 	}
@@ -105,15 +114,15 @@ FROM pg_current_snapshot() AS s`, p.table.Quoted(), SeqColumn, PublishedColumn)
 	return pos, nil
 }
 
-// CountKnown counts the rows with seq at or below upTo or without one, and the rows
-// marked published: the rows a poll phase started with or published, less
+// CountKnown counts the rows with seq at or below upTo or without one, and
+// the rows not pending: the rows a poll phase started with or published, less
 // those deleted since. It reads the whole table, so callers run it rarely: once when a
 // poll phase starts, and when a loss is suspected.
 func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
 	var n int64
 	// Rows from before the polling columns were added have no seq.
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR %[3]s IS NOT NULL`,
-		p.table.Quoted(), SeqColumn, PublishedColumn), upTo).Scan(&n)
+	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)`,
+		p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending()), upTo).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count rows of %s: %w", p.table, err)
 	}
