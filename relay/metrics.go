@@ -41,6 +41,7 @@ type Metrics struct {
 	oldest       prometheus.Gauge
 	pending      prometheus.Gauge
 	deleted      prometheus.Counter
+	lostDeleted  *prometheus.CounterVec
 	mode         *prometheus.GaugeVec
 
 	// series caches the children of published and latency per mode and
@@ -123,6 +124,10 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_retention_deleted_events_total",
 			Help: "Published rows deleted by retention.",
 		}),
+		lostDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgoutbox_events_lost_deleted_total",
+			Help: "Outbox rows deleted before polling published them, whose events are lost: an upper bound (deletes of rows polling never saw, at most its positions never seen).",
+		}, []string{"table"}),
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_mode",
 			Help: "1 for the mode of the current (or last) session, wal or poll; 0 for the other.",
@@ -134,7 +139,7 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 	m.mode.WithLabelValues(string(ModeWAL))
 	m.mode.WithLabelValues(string(ModePoll))
 	m.Registry.MustRegister(m.published, m.latency, m.batch, m.failed, m.deadLettered, m.reconnects,
-		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.mode,
+		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.lostDeleted, m.mode,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pgoutbox_ready",

@@ -187,7 +187,13 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	defer dl.close()
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModePoll)()
-	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize)
+	// Positions drawn from here on are accounted for (vanish.go).
+	vctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	r.vanish = r.newVanishDetector(vctx, poller)
+	cancel()
+	defer func() { r.vanish = nil }()
+	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize,
+		"deleted_rows_checked_from_seq", r.vanish.from())
 
 	var (
 		bindings  = make(map[*replication.Relation]*schema.Binding)
@@ -233,6 +239,7 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 			return err
 		}
 	}
+	r.vanishRound(ctx, conn, poller, r.vanish, handoff != nil)
 	if handoff != nil {
 		done, err := r.handoffDone(ctx, conn, poller, floor, handoff.xmax)
 		if err != nil {
@@ -332,6 +339,7 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 		if ok {
 			seqs = append(seqs, rows[i].Seq)
 			r.polled.add(rows[i].Seq)
+			r.vanish.seen(rows[i].Seq)
 		}
 	}
 	if err := poller.MarkPublished(recordCtx, seqs); err != nil {

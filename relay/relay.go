@@ -207,6 +207,10 @@ type Relay struct {
 	// that failed right after a probe said the WAL was available; 0 when
 	// none did. Only Run's goroutine uses it.
 	probeWait time.Duration
+	// vanish counts rows deleted before the current poll phase published
+	// them (vanish.go); nil outside polling or where it cannot.
+	vanish          *vanishDetector
+	vanishOffLogged bool
 }
 
 // New validates cfg and builds a relay.
@@ -234,6 +238,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
+	r.Metrics.lostDeleted.WithLabelValues(table.String()) // exported at 0 from the start
 	return r, nil
 }
 

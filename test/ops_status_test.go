@@ -25,9 +25,10 @@ type statusJSON struct {
 	LastPublish *time.Time `json:"last_publish_at"`
 	Alive       *time.Time `json:"alive_at"`
 	// KafkaProblem is what the relay last saved about Kafka.
-	KafkaProblem string   `json:"kafka_problem"`
-	KafkaKnown   bool     `json:"kafka_known"`
-	Problems     []string `json:"problems"`
+	KafkaProblem string      `json:"kafka_problem"`
+	KafkaKnown   bool        `json:"kafka_known"`
+	LostDeleted  *lostStatus `json:"lost_deleted"`
+	Problems     []string    `json:"problems"`
 }
 
 // status runs pgoutbox status --json and returns what it printed and

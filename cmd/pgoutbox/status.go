@@ -53,7 +53,19 @@ type pipelineStatus struct {
 	KafkaProblem string     `json:"kafka_problem,omitempty"`
 	KafkaSince   *time.Time `json:"kafka_problem_since,omitempty"`
 	KafkaKnown   bool       `json:"kafka_known"`
-	Problems     []string   `json:"problems"`
+	// LostDeleted is set once polling found rows deleted before it
+	// published them (migration 007): an upper bound of events lost.
+	LostDeleted *lostDeleted `json:"lost_deleted,omitempty"`
+	Problems    []string     `json:"problems"`
+}
+
+// lostDeleted is what the relay saved about rows deleted before polling
+// published them.
+type lostDeleted struct {
+	Rows    int64     `json:"rows"`
+	FromSeq int64     `json:"from_seq"`
+	ToSeq   int64     `json:"to_seq"`
+	At      time.Time `json:"at"`
 }
 
 // deadLetterTable is where dead-lettered events are kept, when it exists.
@@ -64,12 +76,14 @@ type thresholds struct {
 	maxAge   time.Duration // oldest unpublished row
 	maxLag   int64         // slot lag or retained WAL, bytes
 	maxQuiet time.Duration // since a relay last held the pipeline
+	lostFor  time.Duration // how long a loss found by polling stays a problem
 }
 
 func (th *thresholds) register(fs *flag.FlagSet) {
 	fs.DurationVar(&th.maxAge, "max-pending-age", 5*time.Minute, "a problem when the oldest unpublished row is older than this")
 	fs.Int64Var(&th.maxLag, "max-lag-bytes", 1<<30, "a problem when the slot retains or trails by more WAL than this")
 	fs.DurationVar(&th.maxQuiet, "max-relay-silence", time.Minute, "a problem when no relay has held the pipeline for this long")
+	fs.DurationVar(&th.lostFor, "lost-events-window", 7*24*time.Hour, "a problem while rows deleted before polling published them were last found within this long")
 }
 
 // operations adds what the relay saves for operations (migration 004) and
@@ -92,6 +106,25 @@ FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(&st.LastPublish, &st
 				p += fmt.Sprintf(" (for %s)", time.Since(*st.KafkaSince).Round(time.Second))
 			}
 			st.Problems = append(st.Problems, p)
+		}
+	}
+	var (
+		lost       int64
+		from, to   *int64
+		lostAt     *time.Time
+		lostRecent bool
+	)
+	err = conn.QueryRow(ctx, `SELECT lost_deleted, lost_deleted_from_seq, lost_deleted_to_seq, lost_deleted_at,
+  coalesce(lost_deleted_at > now() - make_interval(secs => $2), false)
+FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline, th.lostFor.Seconds()).Scan(&lost, &from, &to, &lostAt, &lostRecent)
+	if err == nil && lost > 0 && lostAt != nil {
+		st.LostDeleted = &lostDeleted{Rows: lost, At: *lostAt}
+		if from != nil && to != nil {
+			st.LostDeleted.FromSeq, st.LostDeleted.ToSeq = *from, *to
+		}
+		if lostRecent {
+			st.Problems = append(st.Problems, fmt.Sprintf("events lost: up to %d outbox rows of %s were deleted before polling published them (between seq %d and %d, last at %s); polling cannot relay rows the application deletes: stream the WAL (wal_level=logical) or delete only rows with published_at set",
+				lost, st.Table, st.LostDeleted.FromSeq, st.LostDeleted.ToSeq, lostAt.Format(time.RFC3339)))
 		}
 	}
 	var hasDLQ bool
@@ -235,6 +268,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		if st.Failover != nil {
 			st.Failover.print(stdout)
+		}
+		if l := st.LostDeleted; l != nil {
+			fmt.Fprintf(stdout, "lost         up to %d rows deleted before polling published them (seq %d-%d, last at %s)\n",
+				l.Rows, l.FromSeq, l.ToSeq, l.At.Format(time.RFC3339))
 		}
 		for _, p := range st.Problems {
 			fmt.Fprintf(stdout, "problem: %s\n", p)

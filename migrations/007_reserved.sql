@@ -1,1 +1,0 @@
--- A no-op: keeps the migrations' sequence unbroken.

@@ -1,0 +1,130 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoSequence means seq draws from no sequence this role may read, so
+// positions that never became visible cannot be counted.
+var ErrNoSequence = errors.New("seq draws from no readable sequence")
+
+// Sequence is the sequence behind the seq column (identity or serial).
+type Sequence struct {
+	Name  string // regclass text, schema-qualified where needed
+	Start int64
+}
+
+// pending is the condition of a row not marked published, whatever its
+// transaction: published_at unset, or the status column's pending value.
+func (p *Poller) pending() string {
+	if p.cfg.Status != "" {
+		return fmt.Sprintf("(%s = %s)", pgx.Identifier{p.cfg.Status}.Sanitize(), quoteLiteral(p.cfg.StatusPending))
+	}
+	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{PublishedColumn}.Sanitize())
+}
+
+// Sequence finds the sequence the order column (seq) draws from. Only an increment
+// of 1 is supported: every position between two values is then a row that
+// was inserted, rolled back, or never used.
+func (p *Poller) Sequence(ctx context.Context) (Sequence, error) {
+	var (
+		name      *string
+		start     int64
+		increment int64
+		readable  bool
+	)
+	err := p.conn.QueryRow(ctx, `
+SELECT s.seqrelid::regclass::text, s.seqstart, s.seqincrement,
+       has_sequence_privilege(s.seqrelid, 'SELECT') OR has_sequence_privilege(s.seqrelid, 'USAGE')
+FROM pg_sequence s WHERE s.seqrelid = pg_get_serial_sequence($1, $2)::regclass`,
+		p.table.Quoted(), p.cfg.Order).Scan(&name, &start, &increment, &readable)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Sequence{}, ErrNoSequence
+	case err != nil:
+		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", p.table, p.cfg.Order, err)
+	case name == nil || !readable:
+		return Sequence{}, ErrNoSequence
+	case increment != 1:
+		return Sequence{}, fmt.Errorf("%w: its increment is %d, not 1", ErrNoSequence, increment)
+	}
+	return Sequence{Name: *name, Start: start}, nil
+}
+
+// Positions is one reading of where insertion stands, taken in one
+// statement: the last seq handed out, the snapshot's xmin and xmax, the
+// table's delete counter, and the lowest unpublished visible seq above a
+// given position.
+type Positions struct {
+	// Last is the last value the sequence handed out (Start-1 before the
+	// first).
+	Last int64
+	// XMin and XMax are the statement's snapshot: once xmin reaches this
+	// xmax, every transaction that drew a value up to Last has finished.
+	XMin, XMax uint64
+	// Deletes is the table's n_tup_del statistic: deletes attempted on the
+	// table, committed or not, as flushed to the statistics so far (each
+	// backend flushes about once a second, up to 10 s late when idle).
+	Deletes int64
+	// MinUnpublished is the lowest seq above the given position of a
+	// visible row not yet marked published (0: none).
+	MinUnpublished int64
+}
+
+// Positions reads insertion's progress in one cheap statement: the
+// sequence, the snapshot, a statistics row, and one probe of the partial
+// index on unpublished rows.
+func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Positions, error) {
+	var (
+		pos        Positions
+		last       *int64
+		xmin, xmax string
+		deletes    *int64
+		minUnpub   *int64
+	)
+	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+  pg_stat_get_tuples_deleted($2::regclass),
+  (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s AND %[2]s > $3)
+FROM pg_current_snapshot() AS s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &deletes, &minUnpub); err != nil {
+		return pos, fmt.Errorf("read insertion positions: %w", err)
+	}
+	pos.Last = seq.Start - 1
+	if last != nil {
+		pos.Last = *last
+	}
+	var err error
+	if pos.XMin, err = strconv.ParseUint(xmin, 10, 64); err != nil {
+		return pos, err
+	}
+	if pos.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
+		return pos, err
+	}
+	if deletes != nil {
+		pos.Deletes = *deletes
+	}
+	if minUnpub != nil {
+		pos.MinUnpublished = *minUnpub
+	}
+	return pos, nil
+}
+
+// CountKnown counts the rows with seq at or below upTo or without one, and
+// the rows not pending: the rows a poll phase started with or published, less
+// those deleted since. It reads the whole table, so callers run it rarely: once when a
+// poll phase starts, and when a loss is suspected.
+func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
+	var n int64
+	// Rows from before the polling columns were added have no seq.
+	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)`,
+		p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending()), upTo).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count rows of %s: %w", p.table, err)
+	}
+	return n, nil
+}
