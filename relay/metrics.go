@@ -352,8 +352,8 @@ func (r *Relay) timeColumn() string {
 	return "created_at"
 }
 
-// Unpublished counts the rows of table above the pipeline's published floor
-// that polling has not marked, and the age of the oldest by timeColumn. In
+// Unpublished counts the rows of table that the pipeline's published floor
+// does not cover (see replication.Floor) and polling has not marked, and the age of the oldest by timeColumn. In
 // WAL mode this includes rows published since the floor last advanced (a
 // few seconds' worth while the relay is healthy).
 func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, table replication.Table, timeColumn string) (int64, time.Duration, error) {
@@ -361,9 +361,11 @@ func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, table rep
 		count  int64
 		oldest *float64
 	)
-	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s
-WHERE %s IS NULL AND %s >= coalesce((SELECT floor_xid FROM pgoutbox_state WHERE pipeline = $1), '0'::xid8)`,
-		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), replication.PublishedColumn, replication.TxIDColumn)
+	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(o.%s))::float8 FROM %s AS o
+LEFT JOIN (SELECT floor_xid, foreign_floor_xid, foreign_floor_seq FROM pgoutbox_state WHERE pipeline = $1) AS s ON true
+WHERE o.%s IS NULL AND o.%[4]s >= coalesce(s.floor_xid, '0'::xid8)
+  AND (s.foreign_floor_seq IS NULL OR o.%[5]s > s.foreign_floor_seq OR o.%[4]s >= s.foreign_floor_xid)`,
+		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), replication.PublishedColumn, replication.TxIDColumn, replication.SeqColumn)
 	if err := conn.QueryRow(ctx, q, pipeline).Scan(&count, &oldest); err != nil {
 		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
 	}

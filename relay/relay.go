@@ -195,6 +195,9 @@ type Relay struct {
 	// touches them.
 	polled      polledSeqs
 	polledUntil pglogrepl.LSN
+	// clusterID is the system identifier of the cluster the current
+	// session is on (0: unknown), saved with each floor (cluster.go).
+	clusterID int64
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
@@ -341,7 +344,7 @@ func permanent(err error) bool {
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
 		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
 		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
-		errors.Is(err, ErrNoState):
+		errors.Is(err, ErrNoState), errors.Is(err, ErrClusterChanged):
 		return true
 	case errors.As(err, &pgErr):
 		// 28: invalid authorization; 42: syntax or access rule violation
@@ -360,7 +363,17 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return err
 	}
 	defer conn.Close(context.Background())
-	if err := r.prepare(ctx, conn); err != nil {
+	hasSeq, err := replication.HasPollingColumns(ctx, conn, r.table)
+	if err != nil {
+		return err
+	}
+	// Auto mode with the polling columns can poll what positions from
+	// another cluster leave unpublished; other modes stop there.
+	canPoll := r.cfg.Mode == ModeAuto && hasSeq
+	if err := r.checkCluster(ctx, conn, canPoll); err != nil { // cluster.go
+		return err
+	}
+	if err := r.prepare(ctx, conn, canPoll); err != nil {
 		return err
 	}
 	if err := r.setMode(ctx, conn, ModeWAL, reason); err != nil {
@@ -410,7 +423,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return stream.Run(gctx, changes)
 	})
 	g.Go(func() error { return r.publish(gctx, hard, k, dl, changes, wm) })
-	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream) })
+	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream, hasSeq) })
 	runErr := g.Wait()
 
 	// Whatever was produced gets its ack before the last confirm, so a

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -81,8 +82,8 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 		return nil, fmt.Errorf("%w: %s", ErrNoPollingColumns, table)
 	}
 	p := &Poller{conn: conn, table: table, batch: cfg.BatchSize}
-	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s IS NULL AND %s >= $1::text::xid8 ORDER BY %s LIMIT %d`,
-		table.Quoted(), PublishedColumn, TxIDColumn, SeqColumn, cfg.BatchSize)
+	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s IS NULL AND %s ORDER BY %s LIMIT %d`,
+		table.Quoted(), PublishedColumn, floorCondition, SeqColumn, cfg.BatchSize)
 	return p, nil
 }
 
@@ -108,11 +109,46 @@ type PolledRow struct {
 	Seq int64
 }
 
-// Poll reads up to BatchSize visible, unpublished rows written by
-// transactions at or above floor (the WAL mode's published floor), in
-// insertion order. Values are copied: they stay valid after the next Poll.
-func (p *Poller) Poll(ctx context.Context, floor uint64) ([]PolledRow, error) {
-	res := p.conn.PgConn().ExecParams(ctx, p.query, [][]byte{[]byte(strconv.FormatUint(floor, 10))}, nil, nil, nil)
+// Floor is what polling may skip: rows that the WAL mode published and
+// did not mark. Rows of transactions below XID were published on this
+// cluster. Rows copied from another cluster (a dump and restore, an
+// upgrade) keep that cluster's transaction ids, which mean nothing here:
+// Foreign, when set, is the floor saved there, and a row is skipped on its
+// strength only if its seq is at or below Foreign.Seq (it existed when
+// that floor was read) and its txid below Foreign.XID. Every row written
+// here has a seq above Foreign.Seq, because the sequence moved with the
+// rows; so none of them is skipped by it.
+type Floor struct {
+	XID     uint64
+	Foreign *ForeignFloor
+}
+
+// ForeignFloor is a floor saved on another cluster: its snapshot xmin and
+// the outbox sequence's value read with it.
+type ForeignFloor struct {
+	XID uint64
+	Seq int64
+}
+
+// floorCondition selects the rows a Floor does not cover; its parameters
+// are floorParams, from $1.
+var floorCondition = fmt.Sprintf(`%[1]s >= $1::text::xid8 AND ($2::text::bigint IS NULL OR %[2]s > $2::text::bigint OR %[1]s >= $3::text::xid8)`,
+	TxIDColumn, SeqColumn)
+
+func (f Floor) params() [][]byte {
+	p := [][]byte{[]byte(strconv.FormatUint(f.XID, 10)), nil, nil}
+	if f.Foreign != nil {
+		p[1] = []byte(strconv.FormatInt(f.Foreign.Seq, 10))
+		p[2] = []byte(strconv.FormatUint(f.Foreign.XID, 10))
+	}
+	return p
+}
+
+// Poll reads up to BatchSize visible, unpublished rows that floor does not
+// cover, in insertion order. Values are copied: they stay valid after the
+// next Poll.
+func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
+	res := p.conn.PgConn().ExecParams(ctx, p.query, floor.params(), nil, nil, nil)
 	fields := res.FieldDescriptions()
 	if err := p.bind(fields); err != nil {
 		res.Close()
@@ -198,18 +234,63 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	return nil
 }
 
-// Pending tells whether any unpublished row of a transaction in [floor,
-// below) is visible: the handoff back to the WAL waits until there is none.
-func (p *Poller) Pending(ctx context.Context, floor, below uint64) (bool, error) {
+// Pending tells whether any visible, unpublished row that floor does not
+// cover was written by a transaction below xmax, or has a seq at or below
+// maxSeq: the handoff back to the WAL waits until there is none. maxSeq
+// catches rows copied from another cluster, whose transaction ids may lie
+// above this cluster's xmax.
+func (p *Poller) Pending(ctx context.Context, floor Floor, xmax uint64, maxSeq int64) (bool, error) {
+	args := floor.params()
+	args = append(args, []byte(strconv.FormatUint(xmax, 10)), []byte(strconv.FormatInt(maxSeq, 10)))
+	res := p.conn.PgConn().ExecParams(ctx, fmt.Sprintf(
+		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s IS NULL AND %s AND (%s < $4::text::xid8 OR %s <= $5::text::bigint))`,
+		p.table.Quoted(), PublishedColumn, floorCondition, TxIDColumn, SeqColumn), args, nil, nil, nil)
 	var pending bool
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(
-		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s IS NULL AND %s >= $1::text::xid8 AND %s < $2::text::xid8)`,
-		p.table.Quoted(), PublishedColumn, TxIDColumn, TxIDColumn),
-		strconv.FormatUint(floor, 10), strconv.FormatUint(below, 10)).Scan(&pending)
-	if err != nil {
+	for res.NextRow() {
+		pending = string(res.Values()[0]) == "t"
+	}
+	if _, err := res.Close(); err != nil {
 		return false, fmt.Errorf("check pending rows: %w", err)
 	}
 	return pending, nil
+}
+
+// FloorCandidate is what a published floor is made of: the snapshot's xmin
+// and xmax, a lower bound of the outbox sequence's value, and the WAL insert
+// position, read in that order by one statement.
+type FloorCandidate struct {
+	XMin, XMax uint64
+	Seq        int64
+	LSN        pglogrepl.LSN
+}
+
+// ReadFloorCandidate reads one for table, which has the polling columns.
+// Every transaction below XMin had finished before LSN. Every row inserted
+// later has a seq above Seq: Seq is the sequence's last value, or, where
+// the role may not read the sequence, the highest unpublished seq (through
+// the poller's index), or 0.
+func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, table Table) (FloorCandidate, error) {
+	var smin, smax, lsn string
+	var pos FloorCandidate
+	err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+  coalesce(CASE WHEN has_sequence_privilege(q, 'SELECT, USAGE') THEN pg_sequence_last_value(q) END,
+    (SELECT max(%[2]s) FROM %[1]s WHERE %[3]s IS NULL), 0),
+  pg_current_wal_insert_lsn()::text
+FROM pg_current_snapshot() AS s, to_regclass(pg_get_serial_sequence($1, $2)) AS q`,
+		table.Quoted(), SeqColumn, PublishedColumn), table.Quoted(), SeqColumn).Scan(&smin, &smax, &pos.Seq, &lsn)
+	if err != nil {
+		return pos, fmt.Errorf("read position: %w", err)
+	}
+	if pos.XMin, err = strconv.ParseUint(smin, 10, 64); err != nil {
+		return pos, err
+	}
+	if pos.XMax, err = strconv.ParseUint(smax, 10, 64); err != nil {
+		return pos, err
+	}
+	if pos.LSN, err = pglogrepl.ParseLSN(lsn); err != nil {
+		return pos, err
+	}
+	return pos, nil
 }
 
 // Snapshot reads the current snapshot's xmin and xmax, and the WAL insert

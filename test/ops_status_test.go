@@ -25,6 +25,13 @@ type statusJSON struct {
 	LastPublish *time.Time `json:"last_publish_at"`
 	Alive       *time.Time `json:"alive_at"`
 	Problems    []string   `json:"problems"`
+	Cluster     *int64     `json:"system_identifier"`
+	// ClusterChange is set once a relay saw the state move to a new cluster.
+	ClusterChange *struct {
+		At       time.Time `json:"at"`
+		Previous *int64    `json:"previous_system_identifier"`
+		What     string    `json:"what"`
+	} `json:"cluster_change"`
 }
 
 // status runs pgoutbox status --json and returns what it printed and
