@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
@@ -241,4 +242,77 @@ func TestMoveToNewClusterPublishesEverythingWrittenThere(t *testing.T) {
 		t.Fatalf("status does not show the new cluster: %s", raw)
 	}
 	t.Logf("status: cluster %d, changed %s: %s", *st.Cluster, st.ClusterChange.At.Format(time.RFC3339), st.ClusterChange.What)
+}
+
+// Rows the relay had not published on the old cluster keep their old
+// transaction ids, above every id of the new cluster: the handoff on the
+// new cluster must not end before they are published, even when polling
+// reads them a few at a time and nothing else is pending below the new
+// slot's xmax. State saved by an older pgoutbox (no system identifier, no
+// sequence value with the floor) is recognised by its floor above the
+// cluster's next transaction id, and then everything unpublished is sent.
+func TestMoveToNewClusterPublishesRowsLeftUnpublished(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		oldState bool
+	}{{"floor with sequence", false}, {"state from an older pgoutbox", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newEnv(t)
+			ctx := context.Background()
+			a.burnXIDs(3000)
+			const topic = "outbox.event.order"
+			cfg := a.config()
+			cfg.PollInterval = 20 * time.Millisecond
+			cfg.Poll.BatchSize = 5
+			r := a.start(cfg)
+			eventually(t, 20*time.Second, "streaming on A", func() bool { return r.Mode() == relay.ModeWAL })
+			published := a.insertN("order", 40)
+			awaitIDs(t, a.brokers, topic, published, 30*time.Second)
+			eventually(t, 30*time.Second, "the floor to pass A's events", func() bool {
+				var covered bool
+				a.conn.QueryRow(ctx, `SELECT s.floor_xid > (SELECT max(txid) FROM outbox) FROM pgoutbox_state s WHERE pipeline = 'pgoutbox'`).Scan(&covered)
+				return covered && r.Mode() == relay.ModeWAL
+			})
+			if err := r.stop(); err != nil {
+				t.Fatal(err)
+			}
+			leftOnA := a.insertN("order", 30) // never published on A
+
+			pgB := pgtest.New(t)
+			b := &env{t: t, pg: pgB, url: pgB.URL, kafka: a.kafka, brokers: a.brokers}
+			b.conn = b.connect()
+			moveDatabase(t, a, b)
+			if _, err := migrations.Migrate(ctx, b.conn, migrations.Options{}); err != nil {
+				t.Fatalf("migrate B: %v", err)
+			}
+			if tc.oldState {
+				b.exec("UPDATE pgoutbox_state SET system_identifier = NULL, floor_seq = NULL")
+			}
+			cfg.Replication.DatabaseURL = b.url
+			rb := b.start(cfg)
+			awaitIDs(t, b.brokers, topic, leftOnA, 30*time.Second)
+			eventually(t, 30*time.Second, "streaming on B", func() bool { return rb.Mode() == relay.ModeWAL })
+			after := b.insertN("order", 10)
+			awaitIDs(t, b.brokers, topic, after, 30*time.Second)
+
+			counts := countIDs(t, b.brokers, topic)
+			resent := 0
+			for _, id := range published {
+				if counts[id] > 1 {
+					resent++
+				}
+			}
+			t.Logf("published on A: %d, sent again from B: %d", len(published), resent)
+			var what string
+			b.conn.QueryRow(ctx, "SELECT cluster_change FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&what)
+			t.Logf("recorded: %s", what)
+			if tc.oldState {
+				if resent != len(published) || !strings.Contains(what, "every unpublished row") {
+					t.Fatalf("state without a sequence value: %d of %d sent again, recorded %q; want all, said so", resent, len(published), what)
+				}
+			} else if resent == len(published) {
+				t.Fatal("every event published on A was sent again")
+			}
+		})
+	}
 }
