@@ -357,6 +357,7 @@ WHERE pipeline = $1`, r.cfg.Replication.Slot, confirmed.String(), strconv.Format
 	s.last, s.lastSaved = confirmed, now
 	return nil
 }
+
 func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN) error {
 	_, err := conn.Exec(ctx, `
 UPDATE pgoutbox_state SET confirmed_lsn = GREATEST(confirmed_lsn, $2::text::pg_lsn), updated_at = now()
