@@ -61,6 +61,11 @@ type handoffError struct {
 }
 
 func (h *handoffError) Error() string {
+	if h.slotLSN == 0 {
+		// An existing slot, with a handoff pending from a change of
+		// cluster or an interrupted start.
+		return fmt.Sprintf("a handoff is pending: polling publishes what committed before streaming the slot (transactions below %d)", h.xmax)
+	}
 	if h.replaced {
 		return fmt.Sprintf("slot replaced at %s after it was lost: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
 	}
