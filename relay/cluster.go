@@ -35,7 +35,6 @@ type savedState struct {
 	floorXID, foreignXID *string
 	floorSeq, foreignSeq *int64
 	confirmed            *string
-	found                bool
 }
 
 // checkCluster compares the cluster the pipeline's positions were saved on
@@ -72,7 +71,6 @@ func (r *Relay) checkCluster(ctx context.Context, conn *pgx.Conn, record bool) e
 	case err != nil:
 		return fmt.Errorf("read state: %w", err)
 	}
-	st.found = true
 	change, err := r.compareCluster(ctx, conn, st, current)
 	if err != nil || change == nil {
 		return err
