@@ -378,10 +378,11 @@ func (r *Relay) timeColumn() string {
 	return "created_at"
 }
 
-// Unpublished counts the rows of the polled table above the pipeline's
-// published floor that polling has not marked, and the age of the oldest by
-// timeColumn. In WAL mode this includes rows published since the floor last
-// advanced (a few seconds' worth while the relay is healthy).
+// Unpublished counts the rows of the polled table that polling has not
+// marked and the pipeline's published floor does not cover (see
+// replication.Floor), and the age of the oldest by timeColumn. In WAL mode
+// this includes rows published since the floor last advanced (a few
+// seconds' worth while the relay is healthy).
 func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
 	var (
 		count  int64
@@ -392,9 +393,15 @@ func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, poll repl
 		return 0, 0, err
 	}
 	poll.Defaults()
+	state := func(col string) string {
+		return "(SELECT " + col + " FROM pgoutbox_state WHERE pipeline = $1)"
+	}
 	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s WHERE %s`,
-		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(),
-		poll.Unpublished("coalesce((SELECT floor_xid FROM pgoutbox_state WHERE pipeline = $1), '0'::xid8)"))
+		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), poll.Unpublished(replication.FloorSQL{
+			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
+			ForeignSeq: state("foreign_floor_seq"),
+			ForeignXID: state("foreign_floor_xid"),
+		}))
 	if err := conn.QueryRow(ctx, q, pipeline).Scan(&count, &oldest); err != nil {
 		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
 	}

@@ -55,11 +55,17 @@ var (
 // transaction below xmax, which covers all that committed before that point.
 type handoffError struct {
 	xmax     uint64
+	maxSeq   int64 // rows up to this seq are covered too (rows copied from another cluster)
 	slotLSN  pglogrepl.LSN
 	replaced bool
 }
 
 func (h *handoffError) Error() string {
+	if h.slotLSN == 0 {
+		// An existing slot, with a handoff pending from a change of
+		// cluster or an interrupted start.
+		return fmt.Sprintf("a handoff is pending: polling publishes what committed before streaming the slot (transactions below %d)", h.xmax)
+	}
 	if h.replaced {
 		return fmt.Sprintf("slot replaced at %s after it was lost: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
 	}
@@ -145,20 +151,6 @@ func isUndefinedTable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703")
 }
 
-// floor reads the persisted published floor: every transaction below it
-// was published through the WAL.
-func (r *Relay) floor(ctx context.Context, conn *pgx.Conn) (uint64, error) {
-	var f *uint64
-	err := conn.QueryRow(ctx, "SELECT floor_xid::text::bigint FROM pgoutbox_state WHERE pipeline = $1", r.cfg.Replication.Slot).Scan(&f)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && f == nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read floor: %w", err)
-	}
-	return *f, nil
-}
-
 // pollSession publishes by polling until ctx ends, something fails, or (in
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its
@@ -173,10 +165,13 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	if err != nil {
 		return err
 	}
+	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
+		return err
+	}
 	if err := r.setMode(ctx, conn, ModePoll, reason); err != nil {
 		return err
 	}
-	floor, err := r.floor(ctx, conn)
+	floor, err := r.readFloor(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -192,8 +187,12 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	r.vanish = r.newVanishDetector(vctx, poller)
 	cancel()
 	defer func() { r.vanish = nil }()
-	r.log.Info("polling", "table", r.table.String(), "floor_xid", floor, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize,
-		"deleted_rows_checked_from_seq", r.vanish.from())
+	attrs := []any{"table", r.table.String(), "floor_xid", floor.XID}
+	if floor.Foreign != nil {
+		attrs = append(attrs, "old_cluster_floor_xid", floor.Foreign.XID, "old_cluster_floor_seq", floor.Foreign.Seq)
+	}
+	r.log.Info("polling", append(attrs, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize,
+		"deleted_rows_checked_from_seq", r.vanish.from())...)
 
 	var (
 		bindings  = make(map[*replication.Relation]*schema.Binding)
@@ -228,7 +227,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full.
 func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
-	bindings map[*replication.Relation]*schema.Binding, floor uint64, handoff *handoffError, nextProbe *time.Time) error {
+	bindings map[*replication.Relation]*schema.Binding, floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
 	if err != nil {
@@ -241,12 +240,12 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 	}
 	r.vanishRound(ctx, conn, poller, r.vanish, handoff != nil)
 	if handoff != nil {
-		done, err := r.handoffDone(ctx, conn, poller, floor, handoff.xmax)
+		done, err := r.handoffDone(ctx, conn, poller, floor, handoff)
 		if err != nil {
 			return err
 		}
 		if done {
-			if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL WHERE pipeline = $1",
+			if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = $1",
 				r.cfg.Replication.Slot); err != nil {
 				return fmt.Errorf("save state: %w", err)
 			}
@@ -348,17 +347,18 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 	return firstErr
 }
 
-// handoffDone tells whether every transaction below xmax has finished and
-// none of their rows is left unpublished.
-func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor, xmax uint64) (bool, error) {
+// handoffDone tells whether every transaction below the handoff's xmax has
+// finished and none of their rows, nor any row up to its seq bound, is left
+// unpublished.
+func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor replication.Floor, h *handoffError) (bool, error) {
 	xmin, _, _, err := replication.Snapshot(ctx, conn)
 	if err != nil {
 		return false, err
 	}
-	if xmin < xmax {
+	if xmin < h.xmax {
 		return false, nil // a transaction that may have committed before the slot is still open
 	}
-	pending, err := poller.Pending(ctx, floor, xmax)
+	pending, err := poller.Pending(ctx, floor, h.xmax, h.maxSeq)
 	if err != nil {
 		return false, err
 	}

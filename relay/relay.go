@@ -198,6 +198,9 @@ type Relay struct {
 	// stateReady is set once pgoutbox's own tables are known to be at this
 	// binary's version (state.go).
 	stateReady atomic.Bool
+	// clusterID is the system identifier of the cluster the current
+	// session is on (0: unknown), saved with each floor (cluster.go).
+	clusterID int64
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
@@ -386,7 +389,7 @@ func permanent(err error) bool {
 		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
 		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
 		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
-		errors.Is(err, ErrNoState), errors.Is(err, replication.ErrNoFailoverSlots):
+		errors.Is(err, ErrNoState), errors.Is(err, replication.ErrNoFailoverSlots), errors.Is(err, ErrClusterChanged):
 		return true
 	case errors.As(err, &pgErr):
 		// 28: invalid authorization; 42: syntax or access rule violation
@@ -405,7 +408,17 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return err
 	}
 	defer conn.Close(context.Background())
-	if err := r.prepare(ctx, conn); err != nil {
+	hasSeq, err := r.cfg.Poll.HasColumns(ctx, conn)
+	if err != nil {
+		return err
+	}
+	// Auto mode with the polling columns can poll what positions from
+	// another cluster leave unpublished; other modes stop there.
+	canPoll := r.cfg.Mode == ModeAuto && hasSeq
+	if err := r.checkCluster(ctx, conn, canPoll); err != nil { // cluster.go
+		return err
+	}
+	if err := r.prepare(ctx, conn, canPoll); err != nil {
 		return err
 	}
 	if err := r.setMode(ctx, conn, ModeWAL, reason); err != nil {
@@ -456,7 +469,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) er
 		return stream.Run(gctx, changes)
 	})
 	g.Go(func() error { return r.publish(gctx, hard, k, dl, changes, wm) })
-	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream) })
+	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream, hasSeq) })
 	runErr := g.Wait()
 
 	// Whatever was produced gets its ack before the last confirm, so a

@@ -98,7 +98,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	// role may read: an older schema is named, not met halfway.
 	var current bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'handoff_pending' AND NOT attisdropped)`).Scan(&current); err != nil {
+WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'cluster_change' AND NOT attisdropped)`).Scan(&current); err != nil {
 		return res, fmt.Errorf("look up state table: %w", err)
 	}
 	if !current {
@@ -155,7 +155,7 @@ WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'handoff_pending' AND 
 			// next start knows the rows before the slot still need polling.
 			if _, err := conn.Exec(ctx, `
 INSERT INTO pgoutbox_state (pipeline, outbox_table, handoff_pending) VALUES ($1, $2, true)
-ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL, updated_at = now()`,
+ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL, updated_at = now()`,
 				cfg.Slot, table.String()); err != nil {
 				return res, fmt.Errorf("save state: %w", err)
 			}
@@ -215,14 +215,7 @@ func Forget(ctx context.Context, conn *pgx.Conn, pipeline string) error {
 // with the polling columns, a slot it creates (the first, or one replacing
 // a lost slot) is not streamed at once: a handoff first polls everything
 // that committed before the slot's consistent point.
-func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
-	canPoll := false
-	if r.cfg.Mode == ModeAuto {
-		var err error
-		if canPoll, err = r.cfg.Poll.HasColumns(ctx, conn); err != nil {
-			return err
-		}
-	}
+func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error {
 	res, err := Setup(ctx, conn, r.cfg.Replication, r.cfg.CreateSlot, canPoll)
 	if err != nil {
 		return err
@@ -240,8 +233,9 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
 	}
 	var pending bool
 	var xmaxText *string
-	if err := conn.QueryRow(ctx, "SELECT handoff_pending, handoff_xmax::text FROM pgoutbox_state WHERE pipeline = $1",
-		r.cfg.Replication.Slot).Scan(&pending, &xmaxText); err != nil {
+	var maxSeq *int64
+	if err := conn.QueryRow(ctx, "SELECT handoff_pending, handoff_xmax::text, handoff_seq FROM pgoutbox_state WHERE pipeline = $1",
+		r.cfg.Replication.Slot).Scan(&pending, &xmaxText, &maxSeq); err != nil {
 		return fmt.Errorf("read state: %w", err)
 	}
 	if !pending {
@@ -256,37 +250,54 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn) error {
 	if xmaxText != nil {
 		xmax, _ = strconv.ParseUint(*xmaxText, 10, 64)
 	}
-	if xmax == 0 {
+	if xmax == 0 || maxSeq == nil {
 		// Read after the slot exists: every transaction that committed
-		// before its consistent point is below it. A later reading (after
-		// a restart) only covers more.
-		if _, xmax, _, err = replication.Snapshot(ctx, conn); err != nil {
+		// before its consistent point is below xmax, and every row that
+		// existed then has a seq at or below pos.Seq; rows copied from
+		// another cluster keep its transaction ids, which may lie above
+		// xmax, so the seq bound covers them. A later reading (after a
+		// restart) only covers more.
+		pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+		if err != nil {
 			return err
 		}
-		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_xmax = $2::text::xid8 WHERE pipeline = $1",
-			r.cfg.Replication.Slot, strconv.FormatUint(xmax, 10)); err != nil {
+		xmax, maxSeq = pos.XMax, &pos.Seq
+		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_xmax = $2::text::xid8, handoff_seq = $3 WHERE pipeline = $1",
+			r.cfg.Replication.Slot, strconv.FormatUint(xmax, 10), pos.Seq); err != nil {
 			return fmt.Errorf("save state: %w", err)
 		}
 	} else if !res.SlotCreated {
 		r.log.Info("resuming an unfinished handoff", "slot", r.cfg.Replication.Slot)
 	}
-	return &handoffError{xmax: xmax, slotLSN: res.SlotLSN, replaced: res.SlotReplaced}
+	return &handoffError{xmax: xmax, maxSeq: *maxSeq, slotLSN: res.SlotLSN, replaced: res.SlotReplaced}
 }
 
-// saveState runs beside a WAL session. Every few seconds it records the
-// confirmed position, and it advances the published floor: it reads the
-// snapshot's xmin S and then the WAL insert position L; every transaction
-// below S finished before L, so once the confirmed position passes L, all
-// their rows are in Kafka and S is saved. A fallback to polling starts from
-// that floor, so it re-sends only what was published since.
-func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.Conn, stream *replication.Stream) error {
-	interval := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
-	ticker := time.NewTicker(interval)
+// Floor candidates: one is taken every floorCandidateEvery while the
+// newest one is passed, and saved as soon as the confirmed position passes
+// it, which saveState checks every floorCheckEvery without a query. The
+// floor then trails the confirmed position by about floorCandidateEvery, so
+// a fallback to polling re-sends about that much.
+const (
+	floorCandidateEvery = 500 * time.Millisecond
+	floorCheckEvery     = 100 * time.Millisecond
+	// A candidate the confirmed position has not passed (Kafka is down, a
+	// long transaction) is replaced by a newer one only this often.
+	floorStaleCandidate = 5 * time.Second
+)
+
+// saveState runs beside a WAL session. It records the confirmed position
+// every few seconds, and it advances the published floor: a candidate is
+// the snapshot's xmin S, the outbox sequence's value Q, and then the WAL
+// insert position L; every transaction below S finished before L, so once
+// the confirmed position passes L, all their rows are in Kafka and S is
+// saved, with Q. A fallback to polling starts from that floor, so it
+// re-sends only what was published since. hasSeq says the table has the
+// polling columns (without them there is no Q, and nothing polls).
+func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.Conn, stream *replication.Stream, hasSeq bool) error {
+	confirmEvery := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
+	ticker := time.NewTicker(floorCheckEvery)
 	defer ticker.Stop()
-	var (
-		last    pglogrepl.LSN
-		pending []floorCandidate
-	)
+	var s floorSaver
 	for {
 		select {
 		case <-ctx.Done():
@@ -299,7 +310,7 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-		err := r.saveOnce(qctx, conn, stream, &pending, &last)
+		err := r.saveOnce(qctx, conn, stream, &s, hasSeq, confirmEvery)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -311,43 +322,89 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 }
 
 type floorCandidate struct {
-	xmin uint64
-	lsn  pglogrepl.LSN
+	xmin  uint64
+	seq   *int64
+	lsn   pglogrepl.LSN
+	taken time.Time
 }
 
-// saveOnce takes a floor candidate, saves the confirmed position, and saves
-// the newest candidate the confirmed position has passed.
-func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, pending *[]floorCandidate, last *pglogrepl.LSN) error {
-	xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
-	if err != nil {
-		return err
+// floorSaver is what saveOnce keeps between calls.
+type floorSaver struct {
+	pending   []floorCandidate // taken, not yet passed, oldest first
+	next      time.Time        // when the next candidate is due
+	last      pglogrepl.LSN    // confirmed position last saved
+	lastSaved time.Time
+}
+
+// maxFloorCandidates bounds the candidates kept while the confirmed
+// position stands still; beyond it the newest is replaced.
+const maxFloorCandidates = 64
+
+// saveOnce takes a floor candidate when one is due, and saves the newest
+// candidate the confirmed position has passed, with the confirmed position;
+// without one, it saves a confirmed position that moved every confirmEvery.
+func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, s *floorSaver, hasSeq bool, confirmEvery time.Duration) error {
+	now := time.Now()
+	due := s.next
+	if n := len(s.pending); n > 0 {
+		due = later(due, s.pending[n-1].taken.Add(floorStaleCandidate))
 	}
-	lsn, err := pglogrepl.ParseLSN(lsnText)
-	if err != nil {
-		return err
+	if !now.Before(due) {
+		c := floorCandidate{taken: now}
+		if hasSeq {
+			pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+			if err != nil {
+				return err
+			}
+			c.xmin, c.seq, c.lsn = pos.XMin, &pos.Seq, pos.LSN
+		} else {
+			xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
+			if err != nil {
+				return err
+			}
+			if c.lsn, err = pglogrepl.ParseLSN(lsnText); err != nil {
+				return err
+			}
+			c.xmin = xmin
+		}
+		if len(s.pending) >= maxFloorCandidates {
+			s.pending[len(s.pending)-1] = c
+		} else {
+			s.pending = append(s.pending, c)
+		}
+		s.next = now.Add(floorCandidateEvery)
 	}
-	*pending = append(*pending, floorCandidate{xmin, lsn})
 	confirmed := stream.Confirmed()
-	var floor uint64
+	var f floorCandidate
 	n := 0
-	for n < len(*pending) && (*pending)[n].lsn <= confirmed {
-		floor = (*pending)[n].xmin
+	for n < len(s.pending) && s.pending[n].lsn <= confirmed {
+		f = s.pending[n]
 		n++
 	}
-	*pending = (*pending)[n:]
-	if confirmed == *last && floor == 0 {
+	s.pending = s.pending[n:]
+	if n == 0 {
+		if confirmed == s.last || now.Sub(s.lastSaved) < confirmEvery {
+			return nil
+		}
+		if err := r.writeState(ctx, conn, confirmed); err != nil {
+			return err
+		}
+		s.last, s.lastSaved = confirmed, now
 		return nil
 	}
-	if err := r.writeState(ctx, conn, confirmed); err != nil {
-		return err
+	var id *int64
+	if r.clusterID != 0 {
+		id = &r.clusterID
 	}
-	*last = confirmed
-	if floor != 0 {
-		if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET floor_xid = $2::text::xid8 WHERE pipeline = $1
-AND (floor_xid IS NULL OR floor_xid < $2::text::xid8)`, r.cfg.Replication.Slot, fmt.Sprint(floor)); err != nil {
-			return fmt.Errorf("save floor: %w", err)
-		}
+	if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET
+  confirmed_lsn = GREATEST(confirmed_lsn, $2::text::pg_lsn), updated_at = now(),
+  floor_seq = CASE WHEN floor_xid IS NULL OR floor_xid < $3::text::xid8 THEN $4 ELSE floor_seq END,
+  floor_xid = CASE WHEN floor_xid IS NULL OR floor_xid < $3::text::xid8 THEN $3::text::xid8 ELSE floor_xid END,
+  system_identifier = coalesce($5, system_identifier)
+WHERE pipeline = $1`, r.cfg.Replication.Slot, confirmed.String(), strconv.FormatUint(f.xmin, 10), f.seq, id); err != nil {
+		return fmt.Errorf("save floor: %w", err)
 	}
+	s.last, s.lastSaved = confirmed, now
 	return nil
 }
 
@@ -359,4 +416,11 @@ WHERE pipeline = $1`, r.cfg.Replication.Slot, lsn.String())
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -92,20 +93,30 @@ func (c PollConfig) columns() []string {
 	return cols
 }
 
+// FloorSQL is a Floor as SQL expressions: XID an xid8, and for rows
+// copied from another cluster ForeignSeq (a bigint, NULL when there is no
+// foreign floor) and ForeignXID (an xid8).
+type FloorSQL struct{ XID, ForeignSeq, ForeignXID string }
+
+// floorParams binds a FloorSQL to Floor.params, from $1.
+var floorParams = FloorSQL{"$1::text::xid8", "$2::text::bigint", "$3::text::xid8"}
+
 // Unpublished is the SQL condition that selects the rows polling has yet to
-// publish, with floor the SQL expression of the published floor (an xid8).
-// Rows from before the polling columns were added have no txid: by the
-// published mark they are history and never polled; by a status column
-// they are polled when pending, which is how a team's own poller is taken
-// over.
-func (c PollConfig) Unpublished(floor string) string {
+// publish: not marked, and not covered by the floor (see Floor). Rows from
+// before the polling columns were added have no txid: by the published
+// mark they are history and never polled; by a status column they are
+// polled when pending, which is how a team's own poller is taken over.
+func (c PollConfig) Unpublished(f FloorSQL) string {
 	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+	order := pgx.Identifier{c.Order}.Sanitize()
+	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
+		txid, order, f.XID, f.ForeignSeq, f.ForeignXID)
 	if c.Status != "" {
-		return fmt.Sprintf("%s = %s AND (%s IS NULL OR %s >= %s)",
-			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending), txid, txid, floor)
+		return fmt.Sprintf("%s = %s AND (%s IS NULL OR (%s))",
+			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending), txid, uncovered)
 	}
-	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s >= %s",
-		pgx.Identifier{PublishedColumn}.Sanitize(), pgx.Identifier{c.Order}.Sanitize(), txid, floor)
+	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s",
+		pgx.Identifier{PublishedColumn}.Sanitize(), order, uncovered)
 }
 
 // quoteLiteral quotes s as an SQL string literal whatever
@@ -148,7 +159,7 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 	}
 	p := &Poller{conn: conn, cfg: cfg, table: table}
 	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d`,
-		table.Quoted(), cfg.Unpublished("$1::text::xid8"), pgx.Identifier{cfg.Order}.Sanitize(), cfg.BatchSize)
+		table.Quoted(), cfg.Unpublished(floorParams), pgx.Identifier{cfg.Order}.Sanitize(), cfg.BatchSize)
 	return p, nil
 }
 
@@ -194,11 +205,41 @@ type PolledRow struct {
 	Seq int64
 }
 
-// Poll reads up to BatchSize visible, unpublished rows written by
-// transactions at or above floor (the WAL mode's published floor), in
-// insertion order. Values are copied: they stay valid after the next Poll.
-func (p *Poller) Poll(ctx context.Context, floor uint64) ([]PolledRow, error) {
-	res := p.conn.PgConn().ExecParams(ctx, p.query, [][]byte{[]byte(strconv.FormatUint(floor, 10))}, nil, nil, nil)
+// Floor is what polling may skip: rows that the WAL mode published and
+// did not mark. Rows of transactions below XID were published on this
+// cluster. Rows copied from another cluster (a dump and restore, an
+// upgrade) keep that cluster's transaction ids, which mean nothing here:
+// Foreign, when set, is the floor saved there, and a row is skipped on its
+// strength only if its seq is at or below Foreign.Seq (it existed when
+// that floor was read) and its txid below Foreign.XID. Every row written
+// here has a seq above Foreign.Seq, because the sequence moved with the
+// rows; so none of them is skipped by it.
+type Floor struct {
+	XID     uint64
+	Foreign *ForeignFloor
+}
+
+// ForeignFloor is a floor saved on another cluster: its snapshot xmin and
+// the outbox sequence's value read with it.
+type ForeignFloor struct {
+	XID uint64
+	Seq int64
+}
+
+func (f Floor) params() [][]byte {
+	p := [][]byte{[]byte(strconv.FormatUint(f.XID, 10)), nil, nil}
+	if f.Foreign != nil {
+		p[1] = []byte(strconv.FormatInt(f.Foreign.Seq, 10))
+		p[2] = []byte(strconv.FormatUint(f.Foreign.XID, 10))
+	}
+	return p
+}
+
+// Poll reads up to BatchSize visible, unpublished rows that floor does not
+// cover, in insertion order. Values are copied: they stay valid after the
+// next Poll.
+func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
+	res := p.conn.PgConn().ExecParams(ctx, p.query, floor.params(), nil, nil, nil)
 	fields := res.FieldDescriptions()
 	if err := p.bind(fields); err != nil {
 		res.Close()
@@ -294,20 +335,75 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	return nil
 }
 
-// Pending tells whether any unpublished row of a transaction in [floor,
-// below) is visible: the handoff back to the WAL waits until there is none.
-// Pending rows from before the polling columns (no txid) count too.
-func (p *Poller) Pending(ctx context.Context, floor, below uint64) (bool, error) {
-	var pending bool
+// Pending tells whether any visible, unpublished row that floor does not
+// cover was written by a transaction below xmax, or has an order value at
+// or below maxSeq: the handoff back to the WAL waits until there is none.
+// maxSeq catches rows copied from another cluster, whose transaction ids
+// may lie above this cluster's xmax. Pending rows from before the polling
+// columns (no txid) count too.
+func (p *Poller) Pending(ctx context.Context, floor Floor, xmax uint64, maxSeq int64) (bool, error) {
+	args := floor.params()
+	args = append(args, []byte(strconv.FormatUint(xmax, 10)), []byte(strconv.FormatInt(maxSeq, 10)))
 	txid := pgx.Identifier{TxIDColumn}.Sanitize()
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(
-		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s AND (%s IS NULL OR %s < $2::text::xid8))`,
-		p.table.Quoted(), p.cfg.Unpublished("$1::text::xid8"), txid, txid),
-		strconv.FormatUint(floor, 10), strconv.FormatUint(below, 10)).Scan(&pending)
-	if err != nil {
+	res := p.conn.PgConn().ExecParams(ctx, fmt.Sprintf(
+		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s AND (%s IS NULL OR %s < $4::text::xid8 OR %s <= $5::text::bigint))`,
+		p.table.Quoted(), p.cfg.Unpublished(floorParams), txid, txid, pgx.Identifier{p.cfg.Order}.Sanitize()), args, nil, nil, nil)
+	var pending bool
+	for res.NextRow() {
+		pending = string(res.Values()[0]) == "t"
+	}
+	if _, err := res.Close(); err != nil {
 		return false, fmt.Errorf("check pending rows: %w", err)
 	}
 	return pending, nil
+}
+
+// FloorCandidate is what a published floor is made of: the snapshot's xmin
+// and xmax, a lower bound of the outbox sequence's value, and the WAL insert
+// position, read in that order by one statement.
+type FloorCandidate struct {
+	XMin, XMax uint64
+	Seq        int64
+	LSN        pglogrepl.LSN
+}
+
+// ReadFloorCandidate reads one for the polled table, which has the polling
+// columns. Every transaction below XMin had finished before LSN. Every row
+// inserted later has an order value above Seq: Seq is the last value of
+// the order column's sequence, or, where the role may not read it (or the
+// column has none), the highest order value of an unpublished row (through
+// the poller's index), or of any row with a status column, or 0.
+func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (FloorCandidate, error) {
+	cfg.Defaults()
+	var pos FloorCandidate
+	table, err := ParseTable(cfg.Table)
+	if err != nil {
+		return pos, err
+	}
+	order := pgx.Identifier{cfg.Order}.Sanitize()
+	highest := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s IS NULL", order, table.Quoted(), pgx.Identifier{PublishedColumn}.Sanitize())
+	if cfg.Status != "" {
+		highest = fmt.Sprintf("SELECT max(%s) FROM %s", order, table.Quoted())
+	}
+	var smin, smax, lsn string
+	err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+  coalesce(CASE WHEN has_sequence_privilege(q, 'SELECT, USAGE') THEN pg_sequence_last_value(q) END, (%s), 0),
+  pg_current_wal_insert_lsn()::text
+FROM pg_current_snapshot() AS s, to_regclass(pg_get_serial_sequence($1, $2)) AS q`, highest),
+		table.Quoted(), cfg.Order).Scan(&smin, &smax, &pos.Seq, &lsn)
+	if err != nil {
+		return pos, fmt.Errorf("read position: %w", err)
+	}
+	if pos.XMin, err = strconv.ParseUint(smin, 10, 64); err != nil {
+		return pos, err
+	}
+	if pos.XMax, err = strconv.ParseUint(smax, 10, 64); err != nil {
+		return pos, err
+	}
+	if pos.LSN, err = pglogrepl.ParseLSN(lsn); err != nil {
+		return pos, err
+	}
+	return pos, nil
 }
 
 // Snapshot reads the current snapshot's xmin and xmax, and the WAL insert

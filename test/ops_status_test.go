@@ -29,6 +29,13 @@ type statusJSON struct {
 	KafkaKnown   bool        `json:"kafka_known"`
 	LostDeleted  *lostStatus `json:"lost_deleted"`
 	Problems     []string    `json:"problems"`
+	Cluster      *int64      `json:"system_identifier"`
+	// ClusterChange is set once a relay saw the state move to a new cluster.
+	ClusterChange *struct {
+		At       time.Time `json:"at"`
+		Previous *int64    `json:"previous_system_identifier"`
+		What     string    `json:"what"`
+	} `json:"cluster_change"`
 }
 
 // status runs pgoutbox status --json and returns what it printed and

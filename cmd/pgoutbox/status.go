@@ -26,8 +26,14 @@ type pipelineStatus struct {
 	SlotLosses   int64     `json:"slot_losses"`
 	ConfirmedLSN string    `json:"confirmed_lsn,omitempty"`
 	FloorXID     string    `json:"floor_xid,omitempty"`
-	Updated      time.Time `json:"updated_at"`
-	Slot         *struct {
+	FloorSeq     *int64    `json:"floor_seq,omitempty"`
+	// Cluster is the system identifier of the cluster the positions were
+	// saved on; ClusterChange is set once pgoutbox saw the pipeline's
+	// state move to another cluster (a dump and restore, an upgrade).
+	Cluster       *int64         `json:"system_identifier,omitempty"`
+	ClusterChange *clusterChange `json:"cluster_change,omitempty"`
+	Updated       time.Time      `json:"updated_at"`
+	Slot          *struct {
 		Active        bool   `json:"active"`
 		ConfirmedLSN  string `json:"confirmed_flush_lsn"`
 		RestartLSN    string `json:"restart_lsn"`
@@ -66,6 +72,37 @@ type lostDeleted struct {
 	FromSeq int64     `json:"from_seq"`
 	ToSeq   int64     `json:"to_seq"`
 	At      time.Time `json:"at"`
+}
+
+// clusterChange is the last change of cluster pgoutbox saw, and what it did.
+type clusterChange struct {
+	At       time.Time `json:"at"`
+	Previous *int64    `json:"previous_system_identifier,omitempty"`
+	What     string    `json:"what"`
+	// OldFloorXID and OldFloorSeq are the floor kept for the rows copied
+	// from the previous cluster.
+	OldFloorXID string `json:"old_cluster_floor_xid,omitempty"`
+	OldFloorSeq *int64 `json:"old_cluster_floor_seq,omitempty"`
+}
+
+// cluster adds what the relay recorded about the cluster (migration 010).
+func (st *pipelineStatus) cluster(ctx context.Context, conn *pgx.Conn) {
+	var (
+		at                  *time.Time
+		prev, current, fseq *int64
+		oseq                *int64
+		what, oxid          *string
+	)
+	err := conn.QueryRow(ctx, `SELECT system_identifier, floor_seq, cluster_changed_at, previous_system_identifier, cluster_change,
+  foreign_floor_xid::text, foreign_floor_seq FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(
+		&current, &fseq, &at, &prev, &what, &oxid, &oseq)
+	if err != nil {
+		return
+	}
+	st.Cluster, st.FloorSeq = current, fseq
+	if at != nil {
+		st.ClusterChange = &clusterChange{At: *at, Previous: prev, What: deref(what), OldFloorXID: deref(oxid), OldFloorSeq: oseq}
+	}
 }
 
 // deadLetterTable is where dead-lettered events are kept, when it exists.
@@ -206,6 +243,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		return err
 	}
+	st.cluster(ctx, conn)
 	poll.Table = st.Table
 	if n, oldest, err := relay.Unpublished(ctx, conn, st.Pipeline, poll, "created_at"); err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
@@ -237,6 +275,16 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
 		fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)
 		fmt.Fprintf(stdout, "floor xid    %s\n", st.FloorXID)
+		if st.Cluster != nil {
+			fmt.Fprintf(stdout, "cluster      %d\n", *st.Cluster)
+		}
+		if c := st.ClusterChange; c != nil {
+			from := "another cluster"
+			if c.Previous != nil {
+				from = fmt.Sprintf("cluster %d", *c.Previous)
+			}
+			fmt.Fprintf(stdout, "new cluster  seen %s, state came from %s: %s\n", c.At.Format(time.RFC3339), from, c.What)
+		}
 		if st.Slot != nil {
 			fmt.Fprintf(stdout, "slot         active=%t confirmed_flush_lsn=%s wal_status=%s retained=%d bytes lag=%d bytes\n",
 				st.Slot.Active, st.Slot.ConfirmedLSN, st.Slot.WALStatus, st.Slot.RetainedBytes, st.Slot.LagBytes)

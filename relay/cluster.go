@@ -1,0 +1,234 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// ErrClusterChanged means the pipeline's state was saved on another
+// cluster (a dump and restore, an upgrade) and this mode cannot poll what
+// that leaves unpublished.
+var ErrClusterChanged = errors.New("the pipeline's state was saved on another cluster")
+
+// clusterChange is what checkCluster found: the saved positions belong to
+// another cluster.
+type clusterChange struct {
+	saved, current int64 // system identifiers; 0 when unknown
+	why            string
+	// foreign is the floor kept for the rows copied from there; nil: every
+	// unpublished row is published again.
+	foreign *replication.ForeignFloor
+	// noSeq says why foreign is nil although a floor was saved.
+	noSeq string
+}
+
+// savedState is what checkCluster reads from pgoutbox_state.
+type savedState struct {
+	id                   *int64
+	floorXID, foreignXID *string
+	floorSeq, foreignSeq *int64
+	confirmed            *string
+}
+
+// checkCluster compares the cluster the pipeline's positions were saved on
+// with this one: by system identifier, and, for state saved before it was
+// recorded, by the floor against this cluster's next transaction id and the
+// confirmed position against its WAL end. A physical standby promoted after
+// a failover is the same cluster (same identifier, and it has every state
+// row it replayed). On a change, with record, the saved floor is kept only
+// for the rows copied from the other cluster (replication.ForeignFloor),
+// this cluster's floor starts empty, and a handoff is made pending, so that
+// polling publishes everything the floor does not cover before a slot is
+// streamed; the change is logged and recorded for status. Without record
+// (a mode that cannot poll) a change is ErrClusterChanged, every time, until
+// a relay that can poll has run or the operator accepted the gap.
+func (r *Relay) checkCluster(ctx context.Context, conn *pgx.Conn, record bool) error {
+	r.clusterID = 0
+	var current int64
+	if err := conn.QueryRow(ctx, "SELECT system_identifier FROM pg_control_system()").Scan(&current); err != nil {
+		// Some services hide it; the checks below still catch a floor
+		// or position from elsewhere.
+		r.log.Debug("cannot read the cluster's system identifier", "err", err)
+		current = 0
+	}
+	r.clusterID = current
+	var st savedState
+	err := conn.QueryRow(ctx, `SELECT system_identifier, floor_xid::text, floor_seq, foreign_floor_xid::text, foreign_floor_seq,
+  confirmed_lsn::text FROM pgoutbox_state WHERE pipeline = $1`, r.cfg.Replication.Slot).Scan(
+		&st.id, &st.floorXID, &st.floorSeq, &st.foreignXID, &st.foreignSeq, &st.confirmed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case isUndefinedTable(err):
+		return fmt.Errorf("%w: the state table is from an older pgoutbox", ErrNoState)
+	case err != nil:
+		return fmt.Errorf("read state: %w", err)
+	}
+	change, err := r.compareCluster(ctx, conn, st, current)
+	if err != nil || change == nil {
+		return err
+	}
+	if !record {
+		return fmt.Errorf("%w: %s; rows written here before its slot may be unpublished. Run with --mode auto (with the polling columns) to publish them by polling, or accept the gap with: pgoutbox slot create --force",
+			ErrClusterChanged, change.why)
+	}
+	return r.recordChange(ctx, conn, st, change)
+}
+
+// compareCluster returns the change, or nil when st belongs to this cluster.
+func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st savedState, current int64) (*clusterChange, error) {
+	var xmaxText string
+	var walEnd *string
+	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text,
+  CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END`).Scan(&xmaxText, &walEnd); err != nil {
+		return nil, fmt.Errorf("read cluster position: %w", err)
+	}
+	xmax, _ := strconv.ParseUint(xmaxText, 10, 64)
+	c := &clusterChange{current: current}
+	if st.id != nil {
+		c.saved = *st.id
+	}
+	switch {
+	case st.id != nil && current != 0 && *st.id != current:
+		c.why = fmt.Sprintf("state saved on cluster %d, this is cluster %d", *st.id, current)
+	case st.floorXID != nil && parseUint(*st.floorXID) > xmax:
+		c.why = fmt.Sprintf("the saved floor (transaction %s) is above this cluster's next transaction id %d", *st.floorXID, xmax)
+	case st.confirmed != nil && walEnd != nil && lsnAfter(*st.confirmed, *walEnd):
+		c.why = fmt.Sprintf("the saved confirmed position %s is beyond this cluster's WAL end %s", *st.confirmed, *walEnd)
+	default:
+		return nil, nil
+	}
+	return c, nil
+}
+
+// recordChange keeps the floor saved on the other cluster for the rows
+// copied from it, empties this cluster's floor, makes a handoff pending,
+// and logs what it did.
+func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st savedState, c *clusterChange) error {
+	switch {
+	case st.floorXID != nil && st.floorSeq != nil:
+		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.floorXID), Seq: *st.floorSeq}
+	case st.floorXID != nil:
+		c.noSeq = "the floor was saved by an older pgoutbox, without the sequence's value"
+	case st.foreignXID != nil && st.foreignSeq != nil:
+		// Moved again before this cluster had a floor of its own.
+		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.foreignXID), Seq: *st.foreignSeq}
+	}
+	if c.foreign != nil {
+		// Rows written here are told from copied ones by their seq, which
+		// holds only if the sequence moved with the rows.
+		pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+		if err != nil {
+			return err
+		}
+		if pos.Seq < c.foreign.Seq {
+			c.noSeq = fmt.Sprintf("the outbox sequence (%d) is below its value when the floor was saved (%d): it was not carried over", pos.Seq, c.foreign.Seq)
+			c.foreign = nil
+		}
+	}
+	floor := replication.Floor{Foreign: c.foreign}
+	toSend, skipped, err := r.countFloor(ctx, conn, floor)
+	if err != nil {
+		return err
+	}
+	action := fmt.Sprintf("polling publishes the %d unpublished rows the old floor does not cover before streaming; %d rows below it are taken as published there", toSend, skipped)
+	if c.foreign == nil {
+		action = fmt.Sprintf("polling publishes every unpublished row (%d) before streaming", toSend)
+		if c.noSeq != "" {
+			action += ", because " + c.noSeq
+		}
+	}
+	note := c.why + "; " + action
+	var foreignXID, foreignSeq *string
+	if c.foreign != nil {
+		x, s := strconv.FormatUint(c.foreign.XID, 10), strconv.FormatInt(c.foreign.Seq, 10)
+		foreignXID, foreignSeq = &x, &s
+	}
+	var id *int64
+	if c.current != 0 {
+		id = &c.current
+	}
+	if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET previous_system_identifier = system_identifier,
+  system_identifier = $2, cluster_changed_at = now(), cluster_change = $3,
+  foreign_floor_xid = $4::text::xid8, foreign_floor_seq = $5::text::bigint,
+  floor_xid = NULL, floor_seq = NULL, confirmed_lsn = NULL, wal_start_xid = NULL,
+  handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL, updated_at = now()
+WHERE pipeline = $1`, r.cfg.Replication.Slot, id, note, foreignXID, foreignSeq); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	attrs := []any{"pipeline", r.cfg.Replication.Slot, "saved_on", c.saved, "cluster", c.current,
+		"why", c.why, "rows_to_publish", toSend, "rows_taken_as_published", skipped}
+	if c.foreign != nil {
+		attrs = append(attrs, "old_floor_xid", c.foreign.XID, "old_floor_seq", c.foreign.Seq)
+	}
+	r.log.Warn("a new cluster: positions saved on another cluster are not trusted; "+action, attrs...)
+	return nil
+}
+
+// countFloor counts the unpublished rows floor does not cover (what polling
+// publishes) and those it covers.
+func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor replication.Floor) (toSend, covered int64, err error) {
+	ok, err := r.cfg.Poll.HasColumns(ctx, conn)
+	if err != nil || !ok {
+		return 0, 0, err
+	}
+	var seq, xid *string
+	if floor.Foreign != nil {
+		s, x := strconv.FormatInt(floor.Foreign.Seq, 10), strconv.FormatUint(floor.Foreign.XID, 10)
+		seq, xid = &s, &x
+	}
+	poll := r.cfg.Poll
+	poll.Defaults()
+	order, txid := pgx.Identifier{poll.Order}.Sanitize(), pgx.Identifier{replication.TxIDColumn}.Sanitize()
+	// Unmarked rows: those that a floor of 0 leaves to polling.
+	unmarked := poll.Unpublished(replication.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
+	err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE $1::text::bigint IS NULL OR %[2]s > $1::text::bigint OR %[3]s IS NULL OR %[3]s >= $2::text::xid8),
+  count(*) FILTER (WHERE %[2]s <= $1::text::bigint AND %[3]s < $2::text::xid8)
+FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),
+		seq, xid).Scan(&toSend, &covered)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
+	}
+	return toSend, covered, nil
+}
+
+// readFloor reads the pipeline's published floor.
+func (r *Relay) readFloor(ctx context.Context, conn *pgx.Conn) (replication.Floor, error) {
+	var f replication.Floor
+	var floor, foreignXID *string
+	var foreignSeq *int64
+	err := conn.QueryRow(ctx, `SELECT floor_xid::text, foreign_floor_xid::text, foreign_floor_seq
+FROM pgoutbox_state WHERE pipeline = $1`, r.cfg.Replication.Slot).Scan(&floor, &foreignXID, &foreignSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return f, nil
+	}
+	if err != nil {
+		return f, fmt.Errorf("read floor: %w", err)
+	}
+	if floor != nil {
+		f.XID = parseUint(*floor)
+	}
+	if foreignXID != nil && foreignSeq != nil {
+		f.Foreign = &replication.ForeignFloor{XID: parseUint(*foreignXID), Seq: *foreignSeq}
+	}
+	return f, nil
+}
+
+func parseUint(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+// lsnAfter tells whether LSN a is beyond b; unparsable is not.
+func lsnAfter(a, b string) bool {
+	la, err1 := pglogrepl.ParseLSN(a)
+	lb, err2 := pglogrepl.ParseLSN(b)
+	return err1 == nil && err2 == nil && la > lb
+}

@@ -1,0 +1,91 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/pgtest"
+)
+
+// A multi-host --database-url with target_session_attrs=read-write, in
+// both forms libpq has: the relay's SQL connection and its replication
+// connection go to the server that accepts writes, past a first host that
+// is read-only or down, and no line it prints holds the password or the
+// whole URL. The read-only server stands in for a hot standby: pgx decides
+// by SHOW transaction_read_only, which default_transaction_read_only = on
+// turns on as a standby's recovery does. Without target_session_attrs the
+// relay takes the first host and fails there, which shows the setting is
+// what picks the primary.
+func TestMultiHostURLFindsThePrimary(t *testing.T) {
+	e := newEnv(t)
+	if e.pg.External() {
+		t.Skip("needs throwaway clusters on loopback")
+	}
+	ctx := context.Background()
+	const secret = "Multi-Host-Secret-91"
+	readOnly := pgtest.New(t, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})
+	down := pgtest.New(t)
+	if err := down.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	urlForm := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
+		secret, readOnly.Port, e.pg.Port)
+	keywordForm := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=postgres password=%s dbname=postgres sslmode=disable target_session_attrs=read-write",
+		down.Port, e.pg.Port, secret)
+
+	for i, url := range []string{urlForm, keywordForm} {
+		p := e.runProcess(t, "--database-url", url) // the last --database-url wins
+		ids := e.insertN("order", 5)
+		awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
+		eventually(t, 30*time.Second, "streaming from the primary's slot", func() bool {
+			var active bool
+			e.conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&active)
+			return active
+		})
+		after := e.insertN("order", 5)
+		awaitIDs(t, e.brokers, "outbox.event.order", after, 30*time.Second)
+		if err := p.signal(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("form %d: %v\n%s", i, err, p.out)
+		}
+		if out := p.out.String(); strings.Contains(out, secret) || strings.Contains(out, url) {
+			t.Fatalf("form %d: the password or the URL was printed:\n%s", i, out)
+		}
+	}
+	roConn := (&env{t: t, url: readOnly.URL}).connect()
+	var slots int
+	roConn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
+	if slots != 0 {
+		t.Fatalf("%d slots on the read-only server", slots)
+	}
+
+	// Without target_session_attrs the first host is taken, whatever it is.
+	noAttrs := strings.Replace(urlForm, "&target_session_attrs=read-write", "", 1)
+	code, out := runOnce(t, 30*time.Second, nil, "run", "--database-url", noAttrs, "--kafka-brokers", strings.Join(e.brokers, ","))
+	if code == 0 || !strings.Contains(out, "pgoutbox_state table is missing") {
+		t.Fatalf("without target_session_attrs: exit %d\n%s", code, out)
+	}
+	// No host reachable: the error names no secret either.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	allDown := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=postgres password=%s dbname=postgres sslmode=disable target_session_attrs=read-write",
+		down.Port, closed, secret)
+	code, out = runOnce(t, 4*time.Second, nil, "run", "--database-url", allDown, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+	if !strings.Contains(out, "reconnecting") || strings.Contains(out, secret) {
+		t.Fatalf("with no host reachable: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"status", "--database-url", keywordForm}, {"migrate", "--database-url", urlForm}} {
+		code, out := runOnce(t, 30*time.Second, nil, args...)
+		if strings.Contains(out, secret) || (args[0] == "migrate" && code != 0) {
+			t.Fatalf("%s: exit %d\n%s", args[0], code, out)
+		}
+	}
+}
