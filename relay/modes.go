@@ -202,7 +202,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-		err := r.pollRound(qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
+		err := r.pollRound(ctx, qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this
@@ -225,8 +225,9 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 }
 
 // pollRound is one poll: publish what it found, then check the handoff or
-// probe the WAL, then wait if the batch was not full.
-func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
+// probe the WAL, then wait if the batch was not full. ctx bounds the round's
+// statements; sess is the session's, which only a stop ends.
+func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
 	bindings map[*replication.Relation]*schema.Binding, floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
@@ -234,8 +235,11 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 		return err
 	}
 	if len(rows) > 0 {
-		if err := r.publishBatch(ctx, k, dl, poller, bindings, rows); err != nil {
+		if err := r.publishBatch(sess, ctx, k, dl, poller, conn, bindings, rows); err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return nil // Kafka took the round's time: the next round has its own
 		}
 	}
 	r.vanishRound(ctx, conn, poller, r.vanish, handoff != nil)
@@ -269,7 +273,8 @@ func (r *Relay) pollRound(ctx context.Context, k *sink.Kafka, dl *deadLetters, p
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
+func (r *Relay) publishBatch(sess, ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
+	bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
@@ -330,7 +335,9 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 		}
 	}
 	pm.commit()
-	wg.Wait()
+	if !r.awaitBatch(sess, conn, &wg) {
+		return fmt.Errorf("%w: Kafka had not acknowledged a polled batch", ErrShutdownIncomplete)
+	}
 	// Exactly the acked rows are marked, after a failure too, so a retry
 	// sends only the rest. A failed record fails the later records of its
 	// partition with it, so no later event of its aggregate is marked.
@@ -341,10 +348,51 @@ func (r *Relay) publishBatch(ctx context.Context, k *sink.Kafka, dl *deadLetters
 			r.vanish.seen(rows[i].Seq)
 		}
 	}
-	if err := poller.MarkPublished(recordCtx, seqs); err != nil {
+	// The wait may have outlasted recordCtx: the mark has its own bound.
+	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), r.queryTimeout())
+	defer cancelMark()
+	if err := poller.MarkPublished(mctx, seqs); err != nil {
 		return err
 	}
 	return firstErr
+}
+
+// awaitBatch waits until every record of a polled batch is acked or failed.
+// That can take as long as the broker is away: an idempotent producer never
+// fails a batch that may have been written, whatever its context says, as
+// that could turn its retry into a duplicate. Meanwhile the relay still
+// records that it is alive and runs retention. A stop (sess ending)
+// abandons the wait after ShutdownTimeout; it reports false then, and the
+// unacked rows stay unpublished for the next start.
+func (r *Relay) awaitBatch(sess context.Context, conn *pgx.Conn, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	// Ends when the last callback has run: by an ack, a failure, or the
+	// client's close after an abandoned wait.
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(min(r.cfg.PollInterval, aliveEvery))
+	defer tick.Stop()
+	var (
+		stop    = sess.Done()
+		abandon <-chan time.Time
+	)
+	for {
+		select {
+		case <-done:
+			return true
+		case <-tick.C:
+			if abandon == nil {
+				r.housekeeping(sess, conn)
+			}
+		case <-stop:
+			stop = nil
+			abandon = time.After(r.cfg.ShutdownTimeout)
+		case <-abandon:
+			return false
+		}
+	}
 }
 
 // handoffDone tells whether every transaction below the handoff's xmax has

@@ -1,0 +1,120 @@
+package test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/pgoutbox/pgoutbox/test/faultproxy"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// A polled batch whose produce request is on its way when the broker goes
+// silent cannot be failed by the Kafka client (an idempotent producer
+// never fails a batch that may have been written), so the poll session
+// waits for it. While it waits, the relay still runs retention and records
+// that it is alive; once the broker answers, the batch is acked and marked
+// without a duplicate; and a stop during the wait ends within
+// ShutdownTimeout, leaving the unacked row unpublished for the next start.
+func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
+	e := newEnv(t)
+	proxy, ln, err := faultproxy.Listener()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	e.kafka = kafkatest.New(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
+	e.brokers = e.kafka.Brokers
+
+	cfg := pollConfig(e)
+	cfg.Retention = 24 * time.Hour
+	cfg.RetentionInterval = 100 * time.Millisecond
+	cfg.ShutdownTimeout = time.Second
+	r := e.start(cfg)
+
+	published := insertEach(e, 3, "a-")
+	awaitIDs(t, e.brokers, "outbox.event.order", published, 15*time.Second)
+	eventually(t, 10*time.Second, "rows marked published", func() bool { return len(e.unpublished(published...)) == 0 })
+	sessions := r.Stats.Sessions.Load()
+
+	// The request carrying these rows reaches the link and goes no further.
+	proxy.Blackhole()
+	waiting := insertEach(e, 3, "b-")
+	time.Sleep(500 * time.Millisecond) // polled and produced
+	aliveBefore := e.aliveAt()
+	e.backdate(published...)
+	eventually(t, 8*time.Second, "retention to run while the batch waits", func() bool { return len(e.present(published...)) == 0 })
+	eventually(t, 8*time.Second, "alive_at to advance while the batch waits", func() bool { return e.aliveAt().After(aliveBefore) })
+	if got := e.unpublished(waiting...); len(got) != len(waiting) {
+		t.Fatalf("%d rows marked published before Kafka answered", len(waiting)-len(got))
+	}
+	if n := r.Stats.Sessions.Load(); n != sessions {
+		t.Fatalf("the poll session restarted (%d sessions, was %d): the batch failed instead of waiting", n, sessions)
+	}
+
+	proxy.Heal()
+	eventually(t, 30*time.Second, "the waiting rows marked published", func() bool { return len(e.unpublished(waiting...)) == 0 })
+	counts := countIDs(t, e.brokers, "outbox.event.order")
+	for _, id := range waiting {
+		if counts[id] != 1 {
+			t.Fatalf("event %s arrived %d times, want once", id, counts[id])
+		}
+	}
+
+	// A stop while a batch waits: abandoned after ShutdownTimeout, its row
+	// kept for the next start.
+	proxy.Blackhole()
+	last := insertEach(e, 1, "c-")
+	time.Sleep(500 * time.Millisecond)
+	stopAt := time.Now()
+	r.stop()
+	took := time.Since(stopAt)
+	t.Logf("stopped %s after the signal with a batch waiting", took.Round(time.Millisecond))
+	if took > 10*time.Second {
+		t.Fatalf("stopping took %s with a batch waiting, ShutdownTimeout is %s", took.Round(time.Millisecond), cfg.ShutdownTimeout)
+	}
+	if got := e.unpublished(last...); len(got) != 1 {
+		t.Fatal("the abandoned row was marked published")
+	}
+	proxy.Heal()
+	e.start(cfg)
+	awaitIDs(t, e.brokers, "outbox.event.order", last, 30*time.Second)
+}
+
+// unpublished returns which of ids have published_at unset.
+func (e *env) unpublished(ids ...string) map[string]bool {
+	e.t.Helper()
+	rows, err := e.conn.Query(context.Background(), "SELECT id::text FROM outbox WHERE published_at IS NULL AND id::text = ANY($1)", ids)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			e.t.Fatal(err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// aliveAt reads when the relay last recorded that it is alive.
+func (e *env) aliveAt() time.Time {
+	e.t.Helper()
+	var at *time.Time
+	if err := e.conn.QueryRow(context.Background(), "SELECT alive_at FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&at); err != nil {
+		e.t.Fatal(err)
+	}
+	if at == nil {
+		return time.Time{}
+	}
+	return *at
+}
