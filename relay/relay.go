@@ -307,6 +307,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			if err := k.Renew(); err != nil {
 				return err
 			}
+		} else if refused {
+			k.Resume()
 		}
 		if refused && !permanent(err) {
 			// Not a connection problem: the next session dead-letters the

@@ -50,10 +50,21 @@ func (r *Relay) ensureState(ctx context.Context, conn *pgx.Conn) error {
 				"Run pgoutbox migrate once as a role that may (the database owner), then GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO %s; "+
 				"or GRANT CREATE ON SCHEMA public TO %s", ErrNoState, role, quoted, quoted)
 		}
+		if isReadOnly(err) {
+			return fmt.Errorf("%w, and the server is read-only (a standby, or default_transaction_read_only): "+
+				"point --database-url at the primary, or list every host with target_session_attrs=read-write", ErrNoState)
+		}
 		return fmt.Errorf("create pgoutbox's own tables: %w", err)
 	}
 	r.log.Info("pgoutbox's own tables brought up to date", "from_version", from, "to_version", to)
 	return nil
+}
+
+// isReadOnly tells a write refused because the server or the session is
+// read-only (SQLSTATE 25006).
+func isReadOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006"
 }
 
 func isInsufficientPrivilege(err error) bool {

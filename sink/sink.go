@@ -196,6 +196,11 @@ type Kafka struct {
 	limits   atomic.Pointer[map[string]topicLimit]
 	lookupMu sync.Mutex // one lookup at a time; serializes writers
 
+	// gate is the context every record is produced with: AbortBuffered
+	// cancels it, so that nothing produced since goes out, and Resume
+	// and Renew replace it.
+	gate atomic.Pointer[gate]
+
 	abortMu sync.Mutex
 	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
 }
@@ -239,7 +244,29 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	k.client.Store(client)
+	k.gate.Store(newGate())
 	return k, nil
+}
+
+type gate struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newGate() *gate {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &gate{ctx, cancel}
+}
+
+// ErrHalted is Produce's answer after AbortBuffered and before Resume or
+// Renew: the session that saw the refusal must end.
+var ErrHalted = errors.New("kafka: producing halted after a refusal")
+
+// Resume lets records through again after AbortBuffered, once its abort has
+// finished. Call it only while nothing is produced.
+func (k *Kafka) Resume() {
+	k.waitAborts()
+	k.gate.Store(newGate())
 }
 
 // AbortBuffered fails, in the background, every record the client holds
@@ -250,6 +277,12 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 // ahead of the refused one's dead letter. Sending waits for a new producer
 // id after such a failure, so the abort normally comes first.
 func (k *Kafka) AbortBuffered() {
+	// First, at once and without blocking: a batch not yet written whose
+	// first record's context is done is failed instead of sent, and the
+	// records produced from now on are refused. This closes most of the
+	// window in which the client, already on a new producer epoch, could
+	// send a later record before the abort below takes hold.
+	k.gate.Load().cancel()
 	client := k.client.Load()
 	done := make(chan struct{})
 	k.abortMu.Lock()
@@ -290,6 +323,7 @@ func (k *Kafka) Renew() error {
 	k.limits.Store(&map[string]topicLimit{})
 	k.lookupMu.Unlock()
 	k.client.Swap(client).Close()
+	k.gate.Store(newGate())
 	return nil
 }
 
@@ -409,12 +443,17 @@ func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
 
 // Produce hands r to the client; promise is called once with its ack or
 // its failure. It blocks while the buffer is full, until ctx ends. A record
-// over the size limit is refused with *TooLargeError and promise is not
-// called.
+// over the size limit is refused with *TooLargeError, and any record after
+// AbortBuffered with ErrHalted; promise is not called then.
 func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
 	if err := k.Fits(ctx, r); err != nil {
 		return err
 	}
+	g := k.gate.Load()
+	if g.ctx.Err() != nil {
+		return ErrHalted
+	}
+	r.Context = g.ctx
 	k.client.Load().Produce(ctx, r, promise)
 	return nil
 }

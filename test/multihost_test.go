@@ -66,7 +66,7 @@ func TestMultiHostURLFindsThePrimary(t *testing.T) {
 	// Without target_session_attrs the first host is taken, whatever it is.
 	noAttrs := strings.Replace(urlForm, "&target_session_attrs=read-write", "", 1)
 	code, out := runOnce(t, 30*time.Second, nil, "run", "--database-url", noAttrs, "--kafka-brokers", strings.Join(e.brokers, ","))
-	if code == 0 || !strings.Contains(out, "pgoutbox_state table is missing") {
+	if code == 0 || !strings.Contains(out, "the server is read-only") || !strings.Contains(out, "target_session_attrs=read-write") {
 		t.Fatalf("without target_session_attrs: exit %d\n%s", code, out)
 	}
 	// No host reachable: the error names no secret either.
