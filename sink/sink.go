@@ -516,14 +516,21 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	return k.explain(err)
 }
 
-// ping pings, again after a connection closed at once (up to 3 tries).
+// ping pings, again after a connection closed at once (up to 3 tries);
+// a timeout is not tried again.
 func (k *Kafka) ping(ctx context.Context) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = k.client.Load().Ping(ctx); err == nil {
 			return nil
 		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		// A connection closed at once shows as EOF, or, when the close
+		// came while the request waited, as a dead connection the client
+		// would retry: both are tried again, so that the third close says
+		// what the listener wants.
+		var netErr net.Error
+		timeout := errors.As(err, &netErr) && netErr.Timeout() || ctx.Err() != nil
+		if timeout || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !kgo.IsRetryableBrokerErr(err) {
 			break
 		}
 	}
