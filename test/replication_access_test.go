@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-const appGrants = `GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
+var appGrants = `GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
-GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO app`
+` + grantHeartbeatSQL("app")
 
 // A role that has replication only through membership in a role with
 // REPLICATION, as rds_replication grants it on Amazon RDS. PostgreSQL
