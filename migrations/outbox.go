@@ -110,6 +110,17 @@ WHERE attrelid = to_regclass($1) AND attname = ANY('{seq,txid,published_at}') AN
 		has[c] = true
 	}
 	var added []string
+	// txid before seq: a row that gets a seq must get its txid too, or
+	// polling, which judges a row by its txid, would never publish it.
+	if !has["txid"] {
+		if err := briefly(ctx, conn, t, []string{
+			"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS txid xid8",
+			"ALTER TABLE " + t + " ALTER COLUMN txid SET DEFAULT pg_current_xact_id()",
+		}); err != nil {
+			return added, err
+		}
+		added = append(added, "txid")
+	}
 	if !has["seq"] {
 		// An identity or a default in ADD COLUMN would fill every existing
 		// row: a rewrite. A plain column whose default is set afterwards
@@ -132,15 +143,6 @@ WHERE attrelid = to_regclass($1) AND attname = ANY('{seq,txid,published_at}') AN
 			return added, err
 		}
 		added = append(added, "seq")
-	}
-	if !has["txid"] {
-		if err := briefly(ctx, conn, t, []string{
-			"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS txid xid8",
-			"ALTER TABLE " + t + " ALTER COLUMN txid SET DEFAULT pg_current_xact_id()",
-		}); err != nil {
-			return added, err
-		}
-		added = append(added, "txid")
 	}
 	if !has["published_at"] {
 		if err := briefly(ctx, conn, t, []string{"ALTER TABLE " + t + " ADD COLUMN IF NOT EXISTS published_at timestamptz"}); err != nil {

@@ -189,6 +189,13 @@ func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
 	if touched != 0 {
 		t.Errorf("%d existing rows were given values", touched)
 	}
+	var noTxid int
+	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL AND txid IS NULL").Scan(&noTxid); err != nil {
+		t.Fatal(err)
+	}
+	if noTxid != 0 {
+		t.Errorf("%d rows inserted during migrate got a seq but no txid: polling would never publish them", noTxid)
+	}
 	var valid bool
 	if err := e.conn.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'outbox_event_unpublished'::regclass").Scan(&valid); err != nil || !valid {
 		t.Errorf("index outbox_event_unpublished: valid %v, err %v", valid, err)
