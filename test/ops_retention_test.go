@@ -20,9 +20,12 @@ func (e *env) backdate(ids ...string) {
 }
 
 // present returns which of ids are still in the table.
-func (e *env) present(ids ...string) map[string]bool {
+func (e *env) present(ids ...string) map[string]bool { return e.idsWhere("true", ids...) }
+
+// idsWhere returns which of ids are in the table with cond true.
+func (e *env) idsWhere(cond string, ids ...string) map[string]bool {
 	e.t.Helper()
-	rows, err := e.conn.Query(context.Background(), "SELECT id::text FROM outbox WHERE id::text = ANY($1)", ids)
+	rows, err := e.conn.Query(context.Background(), "SELECT id::text FROM outbox WHERE ("+cond+") AND id::text = ANY($1)", ids)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -34,6 +37,9 @@ func (e *env) present(ids ...string) map[string]bool {
 			e.t.Fatal(err)
 		}
 		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
 	}
 	return out
 }

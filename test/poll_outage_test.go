@@ -86,24 +86,7 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 
 // unpublished returns which of ids have published_at unset.
 func (e *env) unpublished(ids ...string) map[string]bool {
-	e.t.Helper()
-	rows, err := e.conn.Query(context.Background(), "SELECT id::text FROM outbox WHERE published_at IS NULL AND id::text = ANY($1)", ids)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			e.t.Fatal(err)
-		}
-		out[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		e.t.Fatal(err)
-	}
-	return out
+	return e.idsWhere("published_at IS NULL", ids...)
 }
 
 // aliveAt reads when the relay last recorded that it is alive.

@@ -140,22 +140,7 @@ func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 
 			// The oversized row and every later event of its aggregate
 			// are dead-lettered; everything else is delivered.
-			held := map[string]bool{big: true}
-			for id, seq := range committed {
-				if seq > bigSeq && e.aggregateOf(t, id) == acct {
-					held[id] = true
-				}
-			}
-			eventually(t, 60*time.Second, "dead letters recorded", func() bool {
-				n, _ := e.deadLetterRows(t)
-				return len(n) >= len(held)
-			})
-			want := map[string]int{}
-			for id, seq := range committed {
-				if !held[id] {
-					want[id] = seq
-				}
-			}
+			held, want := e.awaitHeld(t, committed, big, bigSeq, acct)
 			rep := check(t, e.brokers, topic, want)
 			if n, _ := metric(addr, "pgoutbox_events_dead_lettered_total"); int(n) != len(held) {
 				t.Errorf("pgoutbox_events_dead_lettered_total %v, want %d", n, len(held))
@@ -513,22 +498,7 @@ func TestLimitLoweredUnderLoad(t *testing.T) {
 	big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
 	time.Sleep(2 * time.Second)
 	committed := load.finish()
-	held := map[string]bool{big: true}
-	for id, seq := range committed {
-		if seq > bigSeq && e.aggregateOf(t, id) == acct {
-			held[id] = true
-		}
-	}
-	eventually(t, 60*time.Second, "dead letters recorded", func() bool {
-		n, _ := e.deadLetterRows(t)
-		return len(n) >= len(held)
-	})
-	want := map[string]int{}
-	for id, seq := range committed {
-		if !held[id] {
-			want[id] = seq
-		}
-	}
+	held, want := e.awaitHeld(t, committed, big, bigSeq, acct)
 	rep := check(t, e.brokers, topic, want)
 	t.Logf("%v; %d dead-lettered", rep, len(held))
 	if rep.lost != 0 || rep.orderViolations != 0 {
@@ -548,4 +518,28 @@ func TestLimitLoweredUnderLoad(t *testing.T) {
 	if len(n) != len(held) {
 		t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
 	}
+}
+
+// awaitHeld waits until the refused event big and every later event of its
+// aggregate are dead-lettered, and returns them (held) and the committed
+// events that must be delivered (want).
+func (e *env) awaitHeld(t *testing.T, committed map[string]int, big string, bigSeq int, aggregate string) (held map[string]bool, want map[string]int) {
+	t.Helper()
+	held = map[string]bool{big: true}
+	for id, seq := range committed {
+		if seq > bigSeq && e.aggregateOf(t, id) == aggregate {
+			held[id] = true
+		}
+	}
+	eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+		n, _ := e.deadLetterRows(t)
+		return len(n) >= len(held)
+	})
+	want = map[string]int{}
+	for id, seq := range committed {
+		if !held[id] {
+			want[id] = seq
+		}
+	}
+	return held, want
 }
