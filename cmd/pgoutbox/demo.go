@@ -133,7 +133,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	tr := newTracker(stdout)
 	fmt.Fprintf(stdout, "\nwriting %.0f transactions/s of %d events from %d writers for %s; Ctrl-C stops early\n\n", rate, perTx, writers, duration)
-	fmt.Fprintf(stdout, "%-12s %-24s %-12s %-16s %10s\n", "consumed", "topic", "key", "type", "latency")
+	fmt.Fprintf(stdout, "%-12s %-24s %-12s %-8s %-18s %9s\n", "consumed", "topic", "key", "event", "type", "latency")
 
 	writeCtx, stopWriting := context.WithTimeout(ctx, duration)
 	defer stopWriting()
@@ -270,13 +270,17 @@ func (t *tracker) consumed(rec *kgo.Record, at time.Time) {
 	c, ok := t.commitAt[id]
 	if !ok {
 		t.seen[id] = at
-		fmt.Fprintf(t.out, "%-12s %-24s %-12s %-16s %10s\n", at.Format("15:04:05.000"), rec.Topic, rec.Key, typ, "<commit")
+		fmt.Fprintf(t.out, "%-12s %-24s %-12s %-8s %-18s %9s\n", at.Format("15:04:05.000"), rec.Topic, rec.Key, shortID(id), typ, "<commit")
 		return
 	}
 	lat := at.Sub(c)
 	t.latencies = append(t.latencies, lat)
-	fmt.Fprintf(t.out, "%-12s %-24s %-12s %-16s %10s\n", at.Format("15:04:05.000"), rec.Topic, rec.Key, typ, fmtMs(lat))
+	fmt.Fprintf(t.out, "%-12s %-24s %-12s %-8s %-18s %9s\n", at.Format("15:04:05.000"), rec.Topic, rec.Key, shortID(id), typ, fmtMs(lat))
 }
+
+// shortID is the start of an event id: enough to tell apart the events of
+// one transaction, which share a key, a type and often a millisecond.
+func shortID(id string) string { return id[:min(len(id), 8)] }
 
 func (t *tracker) complete() bool {
 	t.mu.Lock()
