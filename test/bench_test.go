@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -25,7 +25,7 @@ import (
 // Postgres and broker: the relay runs as its own process, every event is
 // accounted for, and the JSON, the table and the chart come out.
 func TestBenchCommand(t *testing.T) {
-	pg := pgtest.New(t)
+	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	out := t.TempDir()
@@ -125,7 +125,7 @@ func TestBenchCommand(t *testing.T) {
 // machine's idle CPU, the sweep lists both rates for the relay and the
 // floor, and the aggregate rows were locked and the table dropped after.
 func TestBenchApplicationLoadSweep(t *testing.T) {
-	pg := pgtest.New(t)
+	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	out := t.TempDir()

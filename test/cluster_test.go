@@ -18,8 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 // burnXIDs advances the cluster's transaction counter by n, so that its
@@ -179,7 +179,7 @@ func TestMoveToNewClusterPublishesEverythingWrittenThere(t *testing.T) {
 		t.Fatalf("the floor saved on A: %v", err)
 	}
 
-	pgB := pgtest.New(t)
+	pgB := pgcluster.New(t)
 	b := &env{t: t, pg: pgB, url: pgB.URL, kafka: a.kafka, brokers: a.brokers}
 	b.conn = b.connect()
 	how := moveDatabase(t, a, b)
@@ -278,7 +278,7 @@ func TestMoveToNewClusterPublishesRowsLeftUnpublished(t *testing.T) {
 			}
 			leftOnA := a.insertN("order", 30) // never published on A
 
-			pgB := pgtest.New(t)
+			pgB := pgcluster.New(t)
 			b := &env{t: t, pg: pgB, url: pgB.URL, kafka: a.kafka, brokers: a.brokers}
 			b.conn = b.connect()
 			moveDatabase(t, a, b)

@@ -1,5 +1,5 @@
 // Package test holds pgoutbox's integration and end-to-end tests: a real
-// PostgreSQL with logical replication (test/pgtest) and a real
+// PostgreSQL with logical replication (pgcluster) and a real
 // Kafka-protocol broker (test/kafkatest), never a mock of either.
 package test
 
@@ -20,27 +20,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgcluster.Main(m) }
 
 // env is one test's Postgres (migrated) and broker.
 type env struct {
 	t       *testing.T
-	pg      *pgtest.Cluster
+	pg      *pgcluster.Cluster
 	url     string
 	kafka   *kafkatest.Cluster
 	brokers []string
 	conn    *pgx.Conn
 }
 
-func newEnv(t *testing.T, pgOpts ...pgtest.Options) *env {
+func newEnv(t *testing.T, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgtest.New(t, pgOpts...)}
+	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
 	e.url = e.pg.URL
 	e.kafka = kafkatest.New(t)
 	e.brokers = e.kafka.Brokers

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -105,7 +105,7 @@ func TestSlotCreateFailover(t *testing.T) {
 		t.Errorf("failover slot without synchronized_standby_slots: %+v; want a warning", s.Failover)
 	}
 
-	standby := pgtest.NewStandby(t, e.pg, StandbyForSlotSync())
+	standby := pgcluster.NewStandby(t, e.pg, StandbyForSlotSync())
 	e.conn = e.connect() // the cold copy restarts the primary
 	if _, err := e.conn.Exec(context.Background(), "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
 		t.Fatal(err)
@@ -182,8 +182,8 @@ func awaitSynced(t *testing.T, standbyURL, slot, advance string) {
 
 // StandbyForSlotSync is a synchronous standby that keeps copies of the
 // primary's failover slots (PostgreSQL 17 and later).
-func StandbyForSlotSync() pgtest.StandbyOptions {
-	return pgtest.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true,
+func StandbyForSlotSync() pgcluster.StandbyOptions {
+	return pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true,
 		Settings: map[string]string{"sync_replication_slots": "on", "hot_standby_feedback": "on"}}
 }
 
@@ -307,11 +307,11 @@ func TestFailoverUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	major := e.serverMajor()
 	failoverSlot := major >= 17
-	opts := pgtest.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
+	opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 	if failoverSlot {
 		opts = StandbyForSlotSync()
 	}
-	standby := pgtest.NewStandby(t, e.pg, opts)
+	standby := pgcluster.NewStandby(t, e.pg, opts)
 	e.conn = e.connect() // a cold copy restarts the primary
 	if failoverSlot {
 		if _, err := e.conn.Exec(ctx, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {

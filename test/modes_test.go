@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 func pollConfig(e *env) relay.Config {
@@ -141,7 +141,7 @@ func TestPollOrderUnderContention(t *testing.T) {
 // On a server with wal_level=replica, auto mode polls, delivers everything,
 // and says why in the state table.
 func TestAutoPollsWithoutLogicalReplication(t *testing.T) {
-	e := newEnv(t, pgtest.Options{WALLevel: "replica"})
+	e := newEnv(t, pgcluster.Options{WALLevel: "replica"})
 	cfg := e.config()
 	r := e.start(cfg)
 	var ids []string
@@ -166,7 +166,7 @@ func TestAutoPollsWithoutLogicalReplication(t *testing.T) {
 // meanwhile. On restart, auto replaces the slot, polls what committed in
 // between, delivers all of it, and returns to the WAL on the new slot.
 func TestSlotInvalidatedWhileStopped(t *testing.T) {
-	e := newEnv(t, pgtest.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
+	e := newEnv(t, pgcluster.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
 	if e.pg.External() {
 		t.Skip("needs the throwaway cluster's max_slot_wal_keep_size")
 	}
@@ -370,7 +370,7 @@ GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON p
 // cannot work, they stop at start and say why.
 func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 	t.Run("wal on wal_level=replica", func(t *testing.T) {
-		e := newEnv(t, pgtest.Options{WALLevel: "replica"})
+		e := newEnv(t, pgcluster.Options{WALLevel: "replica"})
 		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "wal", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
 		if code != 1 || !strings.Contains(out, "wal_level = logical") {
 			t.Fatalf("exit %d, output:\n%s", code, out)

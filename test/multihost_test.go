@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 )
 
 // A multi-host --database-url with target_session_attrs=read-write, in
@@ -28,8 +28,8 @@ func TestMultiHostURLFindsThePrimary(t *testing.T) {
 	}
 	ctx := context.Background()
 	const secret = "Multi-Host-Secret-91"
-	readOnly := pgtest.New(t, pgtest.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})
-	down := pgtest.New(t)
+	readOnly := pgcluster.New(t, pgcluster.Options{Settings: map[string]string{"default_transaction_read_only": "on"}})
+	down := pgcluster.New(t)
 	if err := down.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}

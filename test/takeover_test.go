@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -42,9 +42,9 @@ var ledgerFlags = []string{"--table", "public.outbox_event", "--column-aggregate
 
 // existingLedger is a database that holds the ledger's table and rows and
 // nothing of pgoutbox: no migrate has run.
-func existingLedger(t *testing.T, rows int, pgOpts ...pgtest.Options) *env {
+func existingLedger(t *testing.T, rows int, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgtest.New(t, pgOpts...)}
+	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
 	e.url = e.pg.URL
 	e.kafka = kafkatest.New(t)
 	e.brokers = e.kafka.Brokers
@@ -381,7 +381,7 @@ var statusFlags = []string{"--column-order", "id", "--column-status", "status",
 func TestTakeOverFromOwnPoller(t *testing.T) {
 	for _, wal := range []string{"replica", "logical"} {
 		t.Run(wal, func(t *testing.T) {
-			e := existingLedger(t, 2000, pgtest.Options{WALLevel: wal})
+			e := existingLedger(t, 2000, pgcluster.Options{WALLevel: wal})
 			ctx := context.Background()
 			var pendingBefore []string
 			rows, err := e.conn.Query(ctx, "SELECT id::text FROM outbox_event WHERE status = 'PENDING'")

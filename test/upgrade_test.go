@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 // freePort returns a loopback port nothing listens on now.
@@ -28,7 +28,7 @@ func freePort(t *testing.T) int {
 // pgUpgrade runs pg_upgrade from old's data directory into fresh's; both
 // must be stopped. It skips the test where the machine has no pg_upgrade
 // of the server's version (the npm build of PostgreSQL 18 ships none).
-func pgUpgrade(t *testing.T, old, fresh *pgtest.Cluster, major int) {
+func pgUpgrade(t *testing.T, old, fresh *pgcluster.Cluster, major int) {
 	t.Helper()
 	bin := os.Getenv("PGOUTBOX_PG_BINDIR")
 	if bin == "" {
@@ -80,7 +80,7 @@ func TestUpgradeIsANewClusterAndLosesNothing(t *testing.T) {
 	beforeUpgrade := a.insertN("order", 20)
 	a.conn.Close(ctx)
 
-	fresh := pgtest.New(t)
+	fresh := pgcluster.New(t)
 	if err := a.pg.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}

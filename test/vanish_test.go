@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 )
 
 // lostStatus is what status --json says about rows deleted before polling
@@ -97,7 +97,7 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 		{"auto without logical replication", "replica", []string{"--mode", "auto"}, "polling cannot relay this table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, pgtest.Options{WALLevel: tc.walLevel})
+			e := newEnv(t, pgcluster.Options{WALLevel: tc.walLevel})
 			addr := metricsAddr(t)
 			p := e.runProcess(t, append(tc.args, "--poll-interval", "100ms", "--metrics-addr", addr)...)
 			eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/bench"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/replication"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 // benchCmd measures commit-to-consume latency and throughput of the relay
@@ -104,7 +104,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	if url == "" {
 		fmt.Fprintln(stderr, "starting a throwaway PostgreSQL (wal_level=logical, fsync on)...")
-		pg, err := pgtest.Start(ctx, pgtest.Options{Fsync: true})
+		pg, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: true})
 		if err != nil {
 			return fmt.Errorf("throwaway postgres: %w", err)
 		}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgcluster.Main(m) }
 
 // unreachable is a database URL nothing listens on.
 const unreachable = "postgres://u:p@127.0.0.1:1/db"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 const password = "S3cretPassw0rd"
@@ -72,7 +72,7 @@ func runSteps(t *testing.T, dbURL string, steps []step) {
 }
 
 func TestNoSecretsInOutput(t *testing.T) {
-	pg := pgtest.NewDatabase(t)
+	pg := pgcluster.NewDatabase(t)
 	broker := kafkatest.New(t)
 	dead := "postgres://postgres:" + password + "@127.0.0.1:1/x"
 	badPort := "postgres://postgres:" + password + "@127.0.0.1:notaport/x"
@@ -108,7 +108,7 @@ func TestNoSecretsInOutput(t *testing.T) {
 var versionRE = regexp.MustCompile(`migrated to version (\d+)`)
 
 func TestMigrate(t *testing.T) {
-	pg := pgtest.NewDatabase(t)
+	pg := pgcluster.NewDatabase(t)
 	var versions []string
 	remember := func(t *testing.T, stdout string) {
 		m := versionRE.FindStringSubmatch(stdout)
@@ -160,7 +160,7 @@ func checkStatusJSON(t *testing.T, stdout string) {
 }
 
 func TestSlotLifecycle(t *testing.T) {
-	runSteps(t, pgtest.NewDatabase(t), []step{
+	runSteps(t, pgcluster.NewDatabase(t), []step{
 		{args: []string{"migrate"}},
 		{args: []string{"slot", "create"}, stdout: []string{"publication pgoutbox created", "slot pgoutbox created at "}},
 		{args: []string{"slot", "create"}, stdout: []string{"publication pgoutbox already covers", "slot pgoutbox already exists"}},
@@ -174,7 +174,7 @@ func TestSlotLifecycle(t *testing.T) {
 }
 
 func TestSlotWithoutLogicalWAL(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{WALLevel: "replica"})
+	pg := pgcluster.New(t, pgcluster.Options{WALLevel: "replica"})
 	runSteps(t, pg.URL, []step{
 		{args: []string{"migrate"}},
 		{args: []string{"slot", "create"}, code: 1, stderr: []string{`wal_level is "replica"`, "wal_level = logical"}},
@@ -183,7 +183,7 @@ func TestSlotWithoutLogicalWAL(t *testing.T) {
 }
 
 func TestSlotWithoutReplicationRole(t *testing.T) {
-	pg := pgtest.New(t)
+	pg := pgcluster.New(t)
 	runSteps(t, pg.URL, []step{{args: []string{"migrate"}}})
 	exec(t, pg.URL, "CREATE ROLE app LOGIN", "GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app")
 	runSteps(t, withUser(t, pg.URL, "app", ""), []step{

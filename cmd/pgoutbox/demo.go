@@ -20,8 +20,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/test/pgtest"
 )
 
 // demoCmd runs the whole pipeline on a throwaway Postgres and an
@@ -58,7 +58,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL (wal_level=logical, fsync on)...")
-	pg, err := pgtest.Start(ctx, pgtest.Options{Fsync: true, Logger: log})
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: true, Logger: log})
 	if err != nil {
 		return fmt.Errorf("throwaway postgres: %w", err)
 	}

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,12 +51,12 @@ func (c *Cluster) StartStandby(ctx context.Context, opts StandbyOptions) (*Clust
 	}
 	for what, name := range map[string]string{"name": opts.Name, "slot": opts.Slot} {
 		if name != "" && !settingName.MatchString(name) {
-			return nil, fmt.Errorf("pgtest: invalid standby %s %q", what, name)
+			return nil, fmt.Errorf("pgcluster: invalid standby %s %q", what, name)
 		}
 	}
 	root, err := os.MkdirTemp("", "pgtest-standby-")
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: creating the standby directory: %w", err)
+		return nil, fmt.Errorf("pgcluster: creating the standby directory: %w", err)
 	}
 	s := &Cluster{
 		Dir:     filepath.Join(root, "data"),
@@ -97,19 +96,19 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 
 	conn, err := pgx.Connect(ctx, primary.URL)
 	if err != nil {
-		return fmt.Errorf("pgtest: connecting to the primary: %w", err)
+		return fmt.Errorf("pgcluster: connecting to the primary: %w", err)
 	}
 	defer func() { conn.Close(context.Background()) }()
 	if opts.Slot != "" {
 		if _, err := conn.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", opts.Slot); err != nil {
-			return fmt.Errorf("pgtest: creating the standby's slot %s: %w", opts.Slot, err)
+			return fmt.Errorf("pgcluster: creating the standby's slot %s: %w", opts.Slot, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(s.binDir, "pg_basebackup")); err == nil {
 		cmd := s.command(ctx, "pg_basebackup", "-D", s.Dir, "-h", "127.0.0.1", "-p", fmt.Sprint(primary.Port),
 			"-U", "postgres", "-X", "stream", "--checkpoint=fast", "--no-sync")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("pgtest: pg_basebackup: %w\n%s", err, out)
+			return fmt.Errorf("pgcluster: pg_basebackup: %w\n%s", err, out)
 		}
 	} else {
 		conn.Close(ctx)
@@ -117,7 +116,7 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 			return err
 		}
 		if conn, err = pgx.Connect(ctx, primary.URL); err != nil {
-			return fmt.Errorf("pgtest: connecting to the primary: %w", err)
+			return fmt.Errorf("pgcluster: connecting to the primary: %w", err)
 		}
 	}
 
@@ -138,11 +137,11 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 	}
 	signal := filepath.Join(s.Dir, "standby.signal")
 	if err := os.WriteFile(signal, nil, 0o600); err != nil {
-		return fmt.Errorf("pgtest: writing standby.signal: %w", err)
+		return fmt.Errorf("pgcluster: writing standby.signal: %w", err)
 	}
 	if s.cred != nil {
 		if err := os.Chown(signal, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
-			return fmt.Errorf("pgtest: %w", err)
+			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
 	if err := s.startOnFreePort(ctx); err != nil {
@@ -150,10 +149,10 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 	}
 	if opts.Synchronous {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET synchronous_standby_names = '%s'", opts.Name)); err != nil {
-			return fmt.Errorf("pgtest: making the standby synchronous: %w", err)
+			return fmt.Errorf("pgcluster: making the standby synchronous: %w", err)
 		}
 		if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			return fmt.Errorf("pgtest: %w", err)
+			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
 	return waitStreaming(ctx, primary.URL, opts.Name, opts.Synchronous)
@@ -173,24 +172,24 @@ func (c *Cluster) coldCopy(ctx context.Context, dst string) error {
 		return err
 	}
 	if cpErr != nil {
-		return fmt.Errorf("pgtest: copying the data directory: %w\n%s", cpErr, out)
+		return fmt.Errorf("pgcluster: copying the data directory: %w\n%s", cpErr, out)
 	}
 	// As pg_basebackup does: the primary's slots are not the standby's,
 	// and a copied logical slot would block PostgreSQL 17's slot
 	// synchronization of the same name.
 	slots, err := filepath.Glob(filepath.Join(dst, "pg_replslot", "*"))
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	for _, slot := range slots {
 		if err := os.RemoveAll(slot); err != nil {
-			return fmt.Errorf("pgtest: %w", err)
+			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
 	// A clean stop leaves no postmaster.pid; these are the primary's.
 	for _, f := range []string{"postmaster.opts", "postmaster.pid"} {
 		if err := os.Remove(filepath.Join(dst, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("pgtest: %w", err)
+			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
 	return nil
@@ -211,7 +210,7 @@ func mergeSettings(maps ...map[string]string) map[string]string {
 func waitStreaming(ctx context.Context, url, name string, sync bool) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("pgtest: connecting to the primary: %w", err)
+		return fmt.Errorf("pgcluster: connecting to the primary: %w", err)
 	}
 	defer conn.Close(context.Background())
 	deadline := time.Now().Add(setupTimeout)
@@ -222,14 +221,14 @@ func waitStreaming(ctx context.Context, url, name string, sync bool) error {
 			return nil
 		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("pgtest: waiting for the standby: %w", err)
+			return fmt.Errorf("pgcluster: waiting for the standby: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pgtest: standby %s not streaming after %s (state %q, sync_state %q)", name, setupTimeout, state, syncState)
+			return fmt.Errorf("pgcluster: standby %s not streaming after %s (state %q, sync_state %q)", name, setupTimeout, state, syncState)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: waiting for the standby: %w", ctx.Err())
+			return fmt.Errorf("pgcluster: waiting for the standby: %w", ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -244,7 +243,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	defer c.mu.Unlock()
 	cmd := c.command(ctx, "pg_ctl", "promote", "-D", c.Dir, "-w", "-t", pgctlWaitSeconds)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: pg_ctl promote: %w\n%s", err, out)
+		return fmt.Errorf("pgcluster: pg_ctl promote: %w\n%s", err, out)
 	}
 	c.logger.Info("postgres standby promoted", "port", c.Port)
 	return nil
@@ -252,7 +251,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 
 // NewStandby starts a streaming standby of primary for the test, closed when
 // the test ends; see StartStandby.
-func NewStandby(t testing.TB, primary *Cluster, opts StandbyOptions) *Cluster {
+func NewStandby(t TB, primary *Cluster, opts StandbyOptions) *Cluster {
 	t.Helper()
 	if primary.External() {
 		t.Skip("a standby needs the throwaway cluster, not " + DatabaseURLEnv)

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"context"
@@ -11,9 +11,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
+
+// TB is what the test helpers need of a test: testing.TB satisfies it. The
+// helpers take it instead of testing.TB so that this package, which
+// pgoutbox demo and bench use, does not link the testing package.
+type TB interface {
+	Helper()
+	Name() string
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+}
 
 // DatabaseURLEnv names the environment variable that points New and
 // NewDatabase at an existing server instead of starting clusters. Its value
@@ -31,10 +43,10 @@ const setupTimeout = 2 * time.Minute
 // are ignored, Dir is empty, and Stop and Restart return ErrExternalServer.
 // A test that needs them, or a setting the server may not have, skips when
 // Cluster.External reports true, and only then.
-func New(t testing.TB, opts ...Options) *Cluster {
+func New(t TB, opts ...Options) *Cluster {
 	t.Helper()
 	if len(opts) > 1 {
-		t.Fatalf("pgtest.New: got %d Options, want at most one", len(opts))
+		t.Fatalf("pgcluster.New: got %d Options, want at most one", len(opts))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -68,7 +80,7 @@ func New(t testing.TB, opts ...Options) *Cluster {
 func parseServerURL(server string) (*url.URL, error) {
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, fmt.Errorf("pgtest: %s must be a postgres:// URL, got %q", DatabaseURLEnv, server)
+		return nil, fmt.Errorf("pgcluster: %s must be a postgres:// URL, got %q", DatabaseURLEnv, server)
 	}
 	return u, nil
 }
@@ -81,7 +93,7 @@ func newExternal(ctx context.Context, server, db string) (*Cluster, error) {
 	port := 5432
 	if p := u.Port(); p != "" {
 		if port, err = strconv.Atoi(p); err != nil {
-			return nil, fmt.Errorf("pgtest: %s has port %q: %w", DatabaseURLEnv, p, err)
+			return nil, fmt.Errorf("pgcluster: %s has port %q: %w", DatabaseURLEnv, p, err)
 		}
 	}
 	if err := createDatabase(ctx, server, db); err != nil {
@@ -116,7 +128,7 @@ var shared struct {
 // The shared cluster is started on first use and lives until the test
 // binary exits: Main closes it, and without Main its watchdog stops it and
 // removes its directory as soon as the process has exited.
-func NewDatabase(t testing.TB) string {
+func NewDatabase(t TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -137,10 +149,10 @@ func NewDatabase(t testing.TB) string {
 		c, err := shared.cluster, shared.err
 		shared.mu.Unlock()
 		if err != nil {
-			t.Fatalf("pgtest: starting the shared cluster: %v", err)
+			t.Fatalf("pgcluster: starting the shared cluster: %v", err)
 		}
 		if c == nil {
-			t.Fatal("pgtest: NewDatabase after Main closed the shared cluster")
+			t.Fatal("pgcluster: NewDatabase after Main closed the shared cluster")
 		}
 		admin = c.URL
 	}
@@ -162,8 +174,8 @@ func NewDatabase(t testing.TB) string {
 // Main runs the tests and then closes the cluster NewDatabase shared, so
 // that it is gone when the test binary exits. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+//	func TestMain(m *testing.M) { pgcluster.Main(m) }
+func Main(m interface{ Run() int }) {
 	code := m.Run()
 	if err := closeShared(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -187,7 +199,7 @@ func closeShared() error {
 
 // databaseName makes a database name that says which test it belongs to
 // and is unique across test binaries sharing one server.
-func databaseName(t testing.TB) string {
+func databaseName(t TB) string {
 	var b strings.Builder
 	b.WriteString("pgtest_")
 	underscore := true

@@ -1,4 +1,4 @@
-// Package pgtest runs throwaway PostgreSQL clusters from the PostgreSQL
+// Package pgcluster runs throwaway PostgreSQL clusters from the PostgreSQL
 // binaries installed on the machine, for tests, `pgoutbox demo` and
 // `pgoutbox bench`.
 //
@@ -18,7 +18,7 @@
 // For tests, New gives a test its own cluster and NewDatabase gives it a
 // fresh database on one cluster shared by the test binary.
 // PGOUTBOX_TEST_DATABASE_URL points both at an existing server instead.
-package pgtest
+package pgcluster
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ type Options struct {
 // ErrExternalServer is returned by Stop and Restart of a Cluster from New
 // when PGOUTBOX_TEST_DATABASE_URL points the tests at an existing server,
 // which pgtest must not stop. Tests that need them skip in that case only.
-var ErrExternalServer = errors.New("pgtest: stopping and restarting need a throwaway cluster, but " +
+var ErrExternalServer = errors.New("pgcluster: stopping and restarting need a throwaway cluster, but " +
 	DatabaseURLEnv + " points the tests at an existing server")
 
 // Cluster is a throwaway PostgreSQL cluster, or, from New with
@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	root, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: creating the cluster directory: %w", err)
+		return nil, fmt.Errorf("pgcluster: creating the cluster directory: %w", err)
 	}
 	c := &Cluster{
 		Dir:     filepath.Join(root, "data"),
@@ -179,7 +179,7 @@ func (c *Cluster) DatabaseURL(db string) string {
 func withDatabase(base, db string) string {
 	u, err := url.Parse(base)
 	if err != nil {
-		panic(fmt.Sprintf("pgtest: parsing %q: %v", base, err))
+		panic(fmt.Sprintf("pgcluster: parsing %q: %v", base, err))
 	}
 	u.Path = "/" + db
 	u.RawPath = ""
@@ -209,7 +209,7 @@ func (c *Cluster) Stop(ctx context.Context, mode string) error {
 	switch mode {
 	case "fast", "immediate", "smart":
 	default:
-		return fmt.Errorf("pgtest: unknown stop mode %q, want fast, immediate or smart", mode)
+		return fmt.Errorf("pgcluster: unknown stop mode %q, want fast, immediate or smart", mode)
 	}
 	if c.External() {
 		return ErrExternalServer
@@ -217,7 +217,7 @@ func (c *Cluster) Stop(ctx context.Context, mode string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errors.New("pgtest: Stop on a closed cluster")
+		return errors.New("pgcluster: Stop on a closed cluster")
 	}
 	if err := c.pgctlStop(ctx, mode); err != nil {
 		return err
@@ -235,7 +235,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errors.New("pgtest: Restart on a closed cluster")
+		return errors.New("pgcluster: Restart on a closed cluster")
 	}
 	running, err := c.running(ctx)
 	if err != nil {
@@ -282,7 +282,7 @@ func (c *Cluster) Close() error {
 		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(c.root); err != nil {
-		errs = append(errs, fmt.Errorf("pgtest: removing %s: %w", c.root, err))
+		errs = append(errs, fmt.Errorf("pgcluster: removing %s: %w", c.root, err))
 	}
 	if len(errs) == 0 {
 		c.logger.Info("postgres cluster closed", "port", c.Port)
@@ -308,7 +308,7 @@ func (c *Cluster) stopForGood(ctx context.Context) error {
 	if alive(pid) {
 		// Backends exit on their own once the postmaster is gone.
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return errors.Join(stopErr, fmt.Errorf("pgtest: killing postmaster %d: %w", pid, err))
+			return errors.Join(stopErr, fmt.Errorf("pgcluster: killing postmaster %d: %w", pid, err))
 		}
 	}
 	return nil
@@ -321,12 +321,12 @@ func (c *Cluster) postmasterPID() (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: reading postmaster.pid: %w", err)
+		return 0, fmt.Errorf("pgcluster: reading postmaster.pid: %w", err)
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	pid, err := strconv.Atoi(string(line))
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: postmaster.pid starts with %q: %w", line, err)
+		return 0, fmt.Errorf("pgcluster: postmaster.pid starts with %q: %w", line, err)
 	}
 	return pid, nil
 }
@@ -367,5 +367,5 @@ func (c *Cluster) running(ctx context.Context) (bool, error) {
 	if errors.As(err, &exitErr) && exitErr.ExitCode() == 3 { // documented: not running
 		return false, nil
 	}
-	return false, fmt.Errorf("pgtest: pg_ctl status: %w\n%s", err, out)
+	return false, fmt.Errorf("pgcluster: pg_ctl status: %w\n%s", err, out)
 }

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"context"
@@ -20,11 +20,11 @@ const slotDropTimeout = 10 * time.Second
 func createDatabase(ctx context.Context, adminURL, name string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("pgtest: connecting to create database %s: %w", name, err)
+		return fmt.Errorf("pgcluster: connecting to create database %s: %w", name, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("pgtest: creating database %s: %w", name, err)
+		return fmt.Errorf("pgcluster: creating database %s: %w", name, err)
 	}
 	return nil
 }
@@ -35,7 +35,7 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 func dropDatabase(ctx context.Context, adminURL, name string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("pgtest: connecting to drop database %s: %w", name, err)
+		return fmt.Errorf("pgcluster: connecting to drop database %s: %w", name, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
@@ -52,7 +52,7 @@ func dropDatabase(ctx context.Context, adminURL, name string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("pgtest: dropping database %s: %w", name, err)
+		return fmt.Errorf("pgcluster: dropping database %s: %w", name, err)
 	}
 	return nil
 }
@@ -60,7 +60,7 @@ func dropDatabase(ctx context.Context, adminURL, name string) error {
 func dropSlots(ctx context.Context, conn *pgx.Conn, db string) error {
 	rows, err := conn.Query(ctx, "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = $1", db)
 	if err != nil {
-		return fmt.Errorf("pgtest: listing the replication slots of %s: %w", db, err)
+		return fmt.Errorf("pgcluster: listing the replication slots of %s: %w", db, err)
 	}
 	type slot struct {
 		name string
@@ -72,12 +72,12 @@ func dropSlots(ctx context.Context, conn *pgx.Conn, db string) error {
 		return s, err
 	})
 	if err != nil {
-		return fmt.Errorf("pgtest: listing the replication slots of %s: %w", db, err)
+		return fmt.Errorf("pgcluster: listing the replication slots of %s: %w", db, err)
 	}
 	for _, s := range slots {
 		if s.pid != nil {
 			if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend($1)", *s.pid); err != nil {
-				return fmt.Errorf("pgtest: ending the replication connection of slot %s: %w", s.name, err)
+				return fmt.Errorf("pgcluster: ending the replication connection of slot %s: %w", s.name, err)
 			}
 		}
 		if err := dropSlot(ctx, conn, s.name); err != nil {
@@ -99,11 +99,11 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 			return nil
 		case errors.As(err, &pgErr) && pgErr.Code == "55006" && time.Now().Before(deadline): // still active
 		default:
-			return fmt.Errorf("pgtest: dropping replication slot %s: %w", name, err)
+			return fmt.Errorf("pgcluster: dropping replication slot %s: %w", name, err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: dropping replication slot %s: %w", name, ctx.Err())
+			return fmt.Errorf("pgcluster: dropping replication slot %s: %w", name, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"context"
@@ -59,14 +59,14 @@ func findBinDir(explicit string) (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		return checkBinDir(filepath.Dir(p), "PATH")
 	}
-	return "", fmt.Errorf("pgtest: no PostgreSQL server binaries (initdb, pg_ctl, postgres) found in %s, /usr/lib/postgresql/*/bin or PATH; "+
+	return "", fmt.Errorf("pgcluster: no PostgreSQL server binaries (initdb, pg_ctl, postgres) found in %s, /usr/lib/postgresql/*/bin or PATH; "+
 		"install them (Debian: apt-get install postgresql-15) or set %s", BinDirEnv, BinDirEnv)
 }
 
 func checkBinDir(dir, source string) (string, error) {
 	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return "", fmt.Errorf("pgtest: %s names %s, which lacks %s: %w", source, dir, name, err)
+			return "", fmt.Errorf("pgcluster: %s names %s, which lacks %s: %w", source, dir, name, err)
 		}
 	}
 	return dir, nil
@@ -98,15 +98,15 @@ func serverCredential() (*syscall.Credential, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: running as root, which PostgreSQL refuses, and found no postgres user to run it as: %w", err)
+		return nil, fmt.Errorf("pgcluster: running as root, which PostgreSQL refuses, and found no postgres user to run it as: %w", err)
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: postgres user id %q: %w", u.Uid, err)
+		return nil, fmt.Errorf("pgcluster: postgres user id %q: %w", u.Uid, err)
 	}
 	gid, err := strconv.ParseUint(u.Gid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: postgres group id %q: %w", u.Gid, err)
+		return nil, fmt.Errorf("pgcluster: postgres group id %q: %w", u.Gid, err)
 	}
 	// An empty Groups list drops root's supplementary groups.
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
@@ -117,17 +117,17 @@ func serverCredential() (*syscall.Credential, error) {
 // data directory inside, and the server writes its log and socket there.
 func (c *Cluster) prepareDirs() error {
 	if err := os.Chmod(c.root, 0o755); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := os.Mkdir(c.sockDir, 0o755); err != nil {
-		return fmt.Errorf("pgtest: creating the socket directory: %w", err)
+		return fmt.Errorf("pgcluster: creating the socket directory: %w", err)
 	}
 	if c.cred == nil {
 		return nil
 	}
 	for _, dir := range []string{c.root, c.sockDir} {
 		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return fmt.Errorf("pgtest: giving %s to the postgres user: %w", dir, err)
+			return fmt.Errorf("pgcluster: giving %s to the postgres user: %w", dir, err)
 		}
 	}
 	return checkTraversable(filepath.Dir(c.root), c.cred)
@@ -140,7 +140,7 @@ func checkTraversable(dir string, cred *syscall.Credential) error {
 	for d := dir; ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
-			return fmt.Errorf("pgtest: %w", err)
+			return fmt.Errorf("pgcluster: %w", err)
 		}
 		m := fi.Mode().Perm()
 		ok := m&0o001 != 0
@@ -148,7 +148,7 @@ func checkTraversable(dir string, cred *syscall.Credential) error {
 			ok = ok || (st.Uid == cred.Uid && m&0o100 != 0) || (st.Gid == cred.Gid && m&0o010 != 0)
 		}
 		if !ok {
-			return fmt.Errorf("pgtest: the postgres user cannot reach %s: %s has mode %v; set TMPDIR to a directory it can reach", dir, d, m)
+			return fmt.Errorf("pgcluster: the postgres user cannot reach %s: %s has mode %v; set TMPDIR to a directory it can reach", dir, d, m)
 		}
 		if parent := filepath.Dir(d); parent == d {
 			return nil
@@ -183,7 +183,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	cmd := c.command(ctx, "initdb", "-D", c.Dir, "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
+		return fmt.Errorf("pgcluster: initdb: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -208,13 +208,13 @@ func (c *Cluster) config() (string, error) {
 	}
 	for name, value := range c.opts.Settings {
 		if !settingName.MatchString(name) {
-			return "", fmt.Errorf("pgtest: invalid setting name %q", name)
+			return "", fmt.Errorf("pgcluster: invalid setting name %q", name)
 		}
 		if strings.EqualFold(name, "port") {
-			return "", errors.New("pgtest: the port setting is chosen by pgtest; read Cluster.Port")
+			return "", errors.New("pgcluster: the port setting is chosen by pgtest; read Cluster.Port")
 		}
 		if strings.ContainsAny(value, "\n\r") {
-			return "", fmt.Errorf("pgtest: setting %s: value contains a line break", name)
+			return "", fmt.Errorf("pgcluster: setting %s: value contains a line break", name)
 		}
 		settings[name] = value
 	}
@@ -234,14 +234,14 @@ func (c *Cluster) config() (string, error) {
 func (c *Cluster) writeConfig(config string) error {
 	f, err := os.OpenFile(filepath.Join(c.Dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("pgtest: opening postgresql.conf: %w", err)
+		return fmt.Errorf("pgcluster: opening postgresql.conf: %w", err)
 	}
 	if _, err := f.WriteString(config); err != nil {
 		f.Close()
-		return fmt.Errorf("pgtest: writing postgresql.conf: %w", err)
+		return fmt.Errorf("pgcluster: writing postgresql.conf: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("pgtest: writing postgresql.conf: %w", err)
+		return fmt.Errorf("pgcluster: writing postgresql.conf: %w", err)
 	}
 	return nil
 }
@@ -273,11 +273,11 @@ func (c *Cluster) startOnFreePort(ctx context.Context) error {
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	if err := ln.Close(); err != nil {
-		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
 	}
 	return port, nil
 }
@@ -291,7 +291,7 @@ func (c *Cluster) pgctlStart(ctx context.Context, port int) error {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		log := c.logSince(offset)
-		err = fmt.Errorf("pgtest: pg_ctl start on port %d: %w\n%s\nserver log (%s):\n%s",
+		err = fmt.Errorf("pgcluster: pg_ctl start on port %d: %w\n%s\nserver log (%s):\n%s",
 			port, err, strings.TrimSpace(string(out)), c.logFile, log)
 		if strings.Contains(log, "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
@@ -305,7 +305,7 @@ func (c *Cluster) pgctlStop(ctx context.Context, mode string) error {
 	offset := c.logSize()
 	cmd := c.command(ctx, "pg_ctl", "stop", "-D", c.Dir, "-m", mode, "-w", "-t", pgctlWaitSeconds)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: pg_ctl stop -m %s: %w\n%s\nserver log (%s):\n%s",
+		return fmt.Errorf("pgcluster: pg_ctl stop -m %s: %w\n%s\nserver log (%s):\n%s",
 			mode, err, strings.TrimSpace(string(out)), c.logFile, c.logSince(offset))
 	}
 	return nil
@@ -353,7 +353,7 @@ rm -rf "$3"`
 func startWatchdog(c *Cluster) (*watchdog, error) {
 	r, w, err := os.Pipe() // close-on-exec: no other child inherits w
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: starting the watchdog: %w", err)
+		return nil, fmt.Errorf("pgcluster: starting the watchdog: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "pgtest-watchdog",
 		filepath.Join(c.binDir, "pg_ctl"), c.Dir, c.root)
@@ -367,7 +367,7 @@ func startWatchdog(c *Cluster) (*watchdog, error) {
 	r.Close()
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("pgtest: starting the watchdog: %w", err)
+		return nil, fmt.Errorf("pgcluster: starting the watchdog: %w", err)
 	}
 	wd := &watchdog{cmd: cmd, pipe: w}
 	watchdogs.Store(wd, struct{}{})
@@ -384,7 +384,7 @@ var watchdogs sync.Map // *watchdog -> struct{}
 func (w *watchdog) stop() error {
 	// Kill before closing the pipe, which would set it off.
 	if err := w.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("pgtest: stopping the watchdog: %w", err)
+		return fmt.Errorf("pgcluster: stopping the watchdog: %w", err)
 	}
 	_ = w.cmd.Wait() // "signal: killed", as intended
 	watchdogs.Delete(w)

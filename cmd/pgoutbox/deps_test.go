@@ -1,0 +1,24 @@
+package main
+
+import (
+	osexec "os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// The shipped binary links no test code: neither the testing package nor
+// anything under test/ (demo and bench start their Postgres through
+// pgcluster, which takes a small interface instead of testing.TB).
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	out, err := osexec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" || strings.Contains(pkg, "/pgoutbox/test/") || strings.HasSuffix(pkg, "/pgoutbox/test") {
+			t.Errorf("cmd/pgoutbox links %s", pkg)
+		}
+	}
+}
