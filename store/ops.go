@@ -1,0 +1,126 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// SaveAlive records that a relay holds the pipeline now, and when it last
+// published (nil: not since it started; the saved value never moves back).
+// Before migration 004 the error is one IsMissing tells.
+func (p Pipeline) SaveAlive(ctx context.Context, q Querier, lastPublish *time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET alive_at = now(),
+  last_publish_at = GREATEST(last_publish_at, $2) WHERE pipeline = $1`, p.Name, lastPublish)
+	return err
+}
+
+// SaveKafkaHealth records the Kafka-side problem and since when, or clears
+// it when problem is empty. Before migration 009 the error is one
+// IsMissing tells.
+func (p Pipeline) SaveKafkaHealth(ctx context.Context, q Querier, problem string, since time.Time) error {
+	var pr *string
+	var s *time.Time
+	if problem != "" {
+		pr, s = &problem, &since
+	}
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET kafka_problem = $2, kafka_problem_since = $3 WHERE pipeline = $1`,
+		p.Name, pr, s)
+	return err
+}
+
+// SaveLost adds rows found deleted before polling published them (between
+// seq from and to) to the pipeline's count. The range spans the reports
+// that followed each other within an hour: one episode, reported in steps.
+// Before migration 007 the error is one IsMissing tells, unwrapped.
+func (p Pipeline) SaveLost(ctx context.Context, q Querier, lost, from, to int64) error {
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
+  lost_deleted_from_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
+    THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
+  lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
+    THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
+  lost_deleted_at = now(), updated_at = now()
+WHERE pipeline = $1`, p.Name, lost, from, to)
+	if err != nil && !IsMissing(err) {
+		return fmt.Errorf("save lost rows: %w", err)
+	}
+	return err
+}
+
+// Published bounds the rows WAL mode published: transactions at or above
+// Start (wal_start_xid) and below Floor (floor_xid). Nil bounds cover none.
+type Published struct {
+	Start, Floor *string
+}
+
+// Published reads the bounds; before migration 004, or for a pipeline not
+// saved yet, they are nil.
+func (p Pipeline) Published(ctx context.Context, q Querier) (Published, error) {
+	var b Published
+	err := q.QueryRow(ctx, `SELECT floor_xid::text, wal_start_xid::text FROM pgoutbox_state WHERE pipeline = $1`,
+		p.Name).Scan(&b.Floor, &b.Start)
+	if err != nil && !IsMissing(err) && !errors.Is(err, pgx.ErrNoRows) {
+		return Published{}, fmt.Errorf("read floor: %w", err)
+	}
+	if err != nil {
+		return Published{}, nil
+	}
+	return b, nil
+}
+
+// DeletePublished deletes up to limit rows of table older than olderThan
+// (by timeColumn) that are known to be published: marked by polling
+// (published_at set), or in b. Rows are picked by ctid in one short
+// statement. It returns how many it deleted; the error is the server's.
+func DeletePublished(ctx context.Context, q Querier, table replication.Table, timeColumn string, olderThan time.Duration, b Published, limit int) (int64, error) {
+	stmt := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM %[1]s
+  WHERE %[2]s < now() - make_interval(secs => $1)
+    AND (%[3]s IS NOT NULL OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
+  LIMIT %[5]d))`, table.Quoted(), pgx.Identifier{timeColumn}.Sanitize(),
+		replication.PublishedColumn, replication.TxIDColumn, limit)
+	tag, err := q.Exec(ctx, stmt, olderThan.Seconds(), b.Start, b.Floor)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Unpublished counts the rows of the polled table that polling has not
+// marked and the pipeline's published floor does not cover (see
+// replication.Floor), and the age of the oldest by timeColumn. In WAL mode
+// this includes rows published since the floor last advanced (a few
+// seconds' worth while the relay is healthy).
+func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
+	var (
+		count  int64
+		oldest *float64
+	)
+	table, err := replication.ParseTable(poll.Table)
+	if err != nil {
+		return 0, 0, err
+	}
+	poll.Defaults()
+	state := func(col string) string {
+		return "(SELECT " + col + " FROM pgoutbox_state WHERE pipeline = $1)"
+	}
+	stmt := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s WHERE %s`,
+		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), poll.Unpublished(replication.FloorSQL{
+			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
+			ForeignSeq: state("foreign_floor_seq"),
+			ForeignXID: state("foreign_floor_xid"),
+		}))
+	if err := q.QueryRow(ctx, stmt, p.Name).Scan(&count, &oldest); err != nil {
+		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
+	}
+	var age time.Duration
+	if oldest != nil && *oldest > 0 {
+		age = time.Duration(*oldest * float64(time.Second))
+	}
+	return count, age, nil
+}
