@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // ErrClusterChanged means the pipeline's state was saved on another
@@ -27,14 +28,6 @@ type clusterChange struct {
 	foreign *replication.ForeignFloor
 	// noSeq says why foreign is nil although a floor was saved.
 	noSeq string
-}
-
-// savedState is what checkCluster reads from pgoutbox_state.
-type savedState struct {
-	id                   *int64
-	floorXID, foreignXID *string
-	floorSeq, foreignSeq *int64
-	confirmed            *string
 }
 
 // checkCluster compares the cluster the pipeline's positions were saved on
@@ -59,17 +52,9 @@ func (r *Relay) checkCluster(ctx context.Context, conn *pgx.Conn, record bool) e
 		current = 0
 	}
 	r.clusterID = current
-	var st savedState
-	err := conn.QueryRow(ctx, `SELECT system_identifier, floor_xid::text, floor_seq, foreign_floor_xid::text, foreign_floor_seq,
-  confirmed_lsn::text FROM pgoutbox_state WHERE pipeline = $1`, r.cfg.Replication.Slot).Scan(
-		&st.id, &st.floorXID, &st.floorSeq, &st.foreignXID, &st.foreignSeq, &st.confirmed)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case isUndefinedTable(err):
-		return fmt.Errorf("%w: the state table is from an older pgoutbox", ErrNoState)
-	case err != nil:
-		return fmt.Errorf("read state: %w", err)
+	st, err := r.own().Positions(ctx, conn)
+	if err != nil || st == nil {
+		return err
 	}
 	change, err := r.compareCluster(ctx, conn, st, current)
 	if err != nil || change == nil {
@@ -83,7 +68,7 @@ func (r *Relay) checkCluster(ctx context.Context, conn *pgx.Conn, record bool) e
 }
 
 // compareCluster returns the change, or nil when st belongs to this cluster.
-func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st savedState, current int64) (*clusterChange, error) {
+func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st *store.Positions, current int64) (*clusterChange, error) {
 	var xmaxText string
 	var walEnd *string
 	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text,
@@ -92,16 +77,16 @@ func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st savedStat
 	}
 	xmax, _ := strconv.ParseUint(xmaxText, 10, 64)
 	c := &clusterChange{current: current}
-	if st.id != nil {
-		c.saved = *st.id
+	if st.Cluster != nil {
+		c.saved = *st.Cluster
 	}
 	switch {
-	case st.id != nil && current != 0 && *st.id != current:
-		c.why = fmt.Sprintf("state saved on cluster %d, this is cluster %d", *st.id, current)
-	case st.floorXID != nil && parseUint(*st.floorXID) > xmax:
-		c.why = fmt.Sprintf("the saved floor (transaction %s) is above this cluster's next transaction id %d", *st.floorXID, xmax)
-	case st.confirmed != nil && walEnd != nil && lsnAfter(*st.confirmed, *walEnd):
-		c.why = fmt.Sprintf("the saved confirmed position %s is beyond this cluster's WAL end %s", *st.confirmed, *walEnd)
+	case st.Cluster != nil && current != 0 && *st.Cluster != current:
+		c.why = fmt.Sprintf("state saved on cluster %d, this is cluster %d", *st.Cluster, current)
+	case st.FloorXID != nil && parseUint(*st.FloorXID) > xmax:
+		c.why = fmt.Sprintf("the saved floor (transaction %s) is above this cluster's next transaction id %d", *st.FloorXID, xmax)
+	case st.Confirmed != nil && walEnd != nil && lsnAfter(*st.Confirmed, *walEnd):
+		c.why = fmt.Sprintf("the saved confirmed position %s is beyond this cluster's WAL end %s", *st.Confirmed, *walEnd)
 	default:
 		return nil, nil
 	}
@@ -111,15 +96,15 @@ func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st savedStat
 // recordChange keeps the floor saved on the other cluster for the rows
 // copied from it, empties this cluster's floor, makes a handoff pending,
 // and logs what it did.
-func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st savedState, c *clusterChange) error {
+func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Positions, c *clusterChange) error {
 	switch {
-	case st.floorXID != nil && st.floorSeq != nil:
-		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.floorXID), Seq: *st.floorSeq}
-	case st.floorXID != nil:
+	case st.FloorXID != nil && st.FloorSeq != nil:
+		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.FloorXID), Seq: *st.FloorSeq}
+	case st.FloorXID != nil:
 		c.noSeq = "the floor was saved by an older pgoutbox, without the sequence's value"
-	case st.foreignXID != nil && st.foreignSeq != nil:
+	case st.ForeignXID != nil && st.ForeignSeq != nil:
 		// Moved again before this cluster had a floor of its own.
-		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.foreignXID), Seq: *st.foreignSeq}
+		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.ForeignXID), Seq: *st.ForeignSeq}
 	}
 	if c.foreign != nil {
 		// Rows written here are told from copied ones by their seq, which
@@ -146,22 +131,12 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st savedState,
 		}
 	}
 	note := c.why + "; " + action
-	var foreignXID, foreignSeq *string
-	if c.foreign != nil {
-		x, s := strconv.FormatUint(c.foreign.XID, 10), strconv.FormatInt(c.foreign.Seq, 10)
-		foreignXID, foreignSeq = &x, &s
-	}
 	var id *int64
 	if c.current != 0 {
 		id = &c.current
 	}
-	if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET previous_system_identifier = system_identifier,
-  system_identifier = $2, cluster_changed_at = now(), cluster_change = $3,
-  foreign_floor_xid = $4::text::xid8, foreign_floor_seq = $5::text::bigint,
-  floor_xid = NULL, floor_seq = NULL, confirmed_lsn = NULL, wal_start_xid = NULL,
-  handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL, updated_at = now()
-WHERE pipeline = $1`, r.cfg.Replication.Slot, id, note, foreignXID, foreignSeq); err != nil {
-		return fmt.Errorf("save state: %w", err)
+	if err := r.own().RecordClusterChange(ctx, conn, store.ClusterChange{Cluster: id, Note: note, Foreign: c.foreign}); err != nil {
+		return err
 	}
 	attrs := []any{"pipeline", r.cfg.Replication.Slot, "saved_on", c.saved, "cluster", c.current,
 		"why", c.why, "rows_to_publish", toSend, "rows_taken_as_published", skipped}
@@ -201,24 +176,7 @@ FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),
 
 // readFloor reads the pipeline's published floor.
 func (r *Relay) readFloor(ctx context.Context, conn *pgx.Conn) (replication.Floor, error) {
-	var f replication.Floor
-	var floor, foreignXID *string
-	var foreignSeq *int64
-	err := conn.QueryRow(ctx, `SELECT floor_xid::text, foreign_floor_xid::text, foreign_floor_seq
-FROM pgoutbox_state WHERE pipeline = $1`, r.cfg.Replication.Slot).Scan(&floor, &foreignXID, &foreignSeq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return f, nil
-	}
-	if err != nil {
-		return f, fmt.Errorf("read floor: %w", err)
-	}
-	if floor != nil {
-		f.XID = parseUint(*floor)
-	}
-	if foreignXID != nil && foreignSeq != nil {
-		f.Foreign = &replication.ForeignFloor{XID: parseUint(*foreignXID), Seq: *foreignSeq}
-	}
-	return f, nil
+	return r.own().Floor(ctx, conn)
 }
 
 func parseUint(s string) uint64 {

@@ -12,11 +12,12 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Poison policies: what happens to a row that cannot be published.
 const (
-	// PoisonDeadLetter records the row in pgoutbox_dead_letter, publishes
+	// PoisonDeadLetter records the row in the dead-letter table, publishes
 	// it to the dead-letter topic, holds its aggregate, and carries on.
 	PoisonDeadLetter = "dlq"
 	// PoisonHalt stops the relay at the row; nothing after it is confirmed.
@@ -54,20 +55,13 @@ func (r *Relay) openDeadLetters(ctx context.Context) (*deadLetters, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	d := &deadLetters{r: r, conn: conn, held: map[string]bool{}}
-	rows, err := conn.Query(ctx, "SELECT DISTINCT aggregate_id FROM pgoutbox_dead_letter WHERE pipeline = $1 AND replayed_at IS NULL", r.cfg.Replication.Slot)
-	if err == nil {
-		var keys []string
-		keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		for _, k := range keys {
-			d.held[k] = true
-		}
-	}
+	keys, err := r.own().HeldAggregates(ctx, conn)
 	if err != nil {
 		conn.Close(context.Background())
-		if isUndefinedTable(err) {
-			return nil, fmt.Errorf("%w (pgoutbox_dead_letter): run pgoutbox migrate", ErrNoState)
-		}
-		return nil, fmt.Errorf("read dead letters: %w", err)
+		return nil, err
+	}
+	for _, k := range keys {
+		d.held[k] = true
 	}
 	return d, nil
 }
@@ -84,11 +78,9 @@ func (d *deadLetters) isHeld(ctx context.Context, key string) (bool, error) {
 	if d == nil || !d.held[key] {
 		return false, nil
 	}
-	var open bool
-	err := d.conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pgoutbox_dead_letter WHERE pipeline = $1 AND aggregate_id = $2 AND replayed_at IS NULL)",
-		d.r.cfg.Replication.Slot, key).Scan(&open)
+	open, err := d.r.own().IsHeld(ctx, d.conn, key)
 	if err != nil {
-		return false, fmt.Errorf("read dead letters: %w", err)
+		return false, err
 	}
 	if !open {
 		delete(d.held, key)
@@ -138,17 +130,17 @@ func (d *deadLetters) add(ctx context.Context, k *sink.Kafka, b *schema.Binding,
 	if dl.LSN != "" {
 		lsn = &dl.LSN
 	}
-	// Once per event (migration 008): a session that failed after this
-	// insert meets the event again, and must not record it twice.
-	tag, err := d.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter
-(pipeline, outbox_table, event_id, aggregate_id, lsn, txid, reason, row_data)
-VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		dl.Pipeline, dl.Table, dl.EventID, dl.AggregateID, lsn, fmt.Sprint(dl.TxID), dl.Reason, row)
+	// Once per event: a session that failed after this insert meets the
+	// event again, and must not record it twice.
+	added, err := r.own().AddDeadLetter(ctx, d.conn, store.NewDeadLetter{
+		Table: dl.Table, EventID: dl.EventID, AggregateID: dl.AggregateID,
+		LSN: lsn, TxID: fmt.Sprint(dl.TxID), Reason: dl.Reason, Row: row,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("record dead letter: %w", err)
+		return nil, err
 	}
 	d.held[dl.AggregateID] = true
-	if tag.RowsAffected() > 0 {
+	if added {
 		r.Metrics.DeadLettered(1)
 		r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)
 	}

@@ -359,7 +359,7 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
-	count, oldest, err := Unpublished(ctx, conn, r.cfg.Replication.Slot, r.cfg.Poll, r.timeColumn())
+	count, oldest, err := r.own().Unpublished(ctx, conn, r.cfg.Poll, r.timeColumn())
 	if err != nil {
 		if isUndefinedTable(err) {
 			return nil // no polling columns or no state table: nothing to report
@@ -376,40 +376,6 @@ func (r *Relay) timeColumn() string {
 		return r.cfg.Columns.Time
 	}
 	return "created_at"
-}
-
-// Unpublished counts the rows of the polled table that polling has not
-// marked and the pipeline's published floor does not cover (see
-// replication.Floor), and the age of the oldest by timeColumn. In WAL mode
-// this includes rows published since the floor last advanced (a few
-// seconds' worth while the relay is healthy).
-func Unpublished(ctx context.Context, conn *pgx.Conn, pipeline string, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
-	var (
-		count  int64
-		oldest *float64
-	)
-	table, err := replication.ParseTable(poll.Table)
-	if err != nil {
-		return 0, 0, err
-	}
-	poll.Defaults()
-	state := func(col string) string {
-		return "(SELECT " + col + " FROM pgoutbox_state WHERE pipeline = $1)"
-	}
-	q := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s WHERE %s`,
-		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), poll.Unpublished(replication.FloorSQL{
-			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
-			ForeignSeq: state("foreign_floor_seq"),
-			ForeignXID: state("foreign_floor_xid"),
-		}))
-	if err := conn.QueryRow(ctx, q, pipeline).Scan(&count, &oldest); err != nil {
-		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
-	}
-	var age time.Duration
-	if oldest != nil && *oldest > 0 {
-		age = time.Duration(*oldest * float64(time.Second))
-	}
-	return count, age, nil
 }
 
 // startMonitor runs monitor until the returned function is called, which

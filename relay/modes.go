@@ -16,27 +16,25 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
-// Mode is how the relay reads the outbox.
-type Mode string
+// Mode is how the relay reads the outbox (store.Mode, as the state table
+// keeps it).
+type Mode = store.Mode
 
 const (
 	// ModeAuto streams the WAL when it can and polls when it cannot.
-	ModeAuto Mode = "auto"
+	ModeAuto = store.ModeAuto
 	// ModeWAL only streams the WAL.
-	ModeWAL Mode = "wal"
+	ModeWAL = store.ModeWAL
 	// ModePoll only polls the table.
-	ModePoll Mode = "poll"
+	ModePoll = store.ModePoll
 )
 
 // ParseMode parses auto, wal or poll.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case ModeAuto, ModeWAL, ModePoll:
-		return m, nil
-	}
-	return "", fmt.Errorf("mode %q: use auto, wal or poll", s)
+	return store.ParseMode(s)
 }
 
 var (
@@ -128,19 +126,9 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // setMode records the mode and why in the state table, counting switches.
-func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason string) error {
-	_, err := conn.Exec(ctx, `
-INSERT INTO pgoutbox_state (pipeline, outbox_table, mode, mode_reason) VALUES ($1, $2, $3, $4)
-ON CONFLICT (pipeline) DO UPDATE SET
-  switches = pgoutbox_state.switches + CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN 0 ELSE 1 END,
-  mode_since = CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN pgoutbox_state.mode_since ELSE now() END,
-  mode = EXCLUDED.mode, mode_reason = EXCLUDED.mode_reason, updated_at = now()`,
-		r.cfg.Replication.Slot, r.table.String(), string(mode), reason)
-	if err != nil {
-		if isUndefinedTable(err) {
-			return fmt.Errorf("%w: run pgoutbox migrate", ErrNoState)
-		}
-		return fmt.Errorf("save state: %w", err)
+func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason store.Reason) error {
+	if err := r.own().SetMode(ctx, conn, r.table.String(), mode, reason); err != nil {
+		return err
 	}
 	r.mode.Store(string(mode))
 	return nil
@@ -155,7 +143,7 @@ func isUndefinedTable(err error) bool {
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its
 // rows are published.
-func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason string) error {
+func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason store.Reason) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -249,9 +237,8 @@ func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLett
 			return err
 		}
 		if done {
-			if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = $1",
-				r.cfg.Replication.Slot); err != nil {
-				return fmt.Errorf("save state: %w", err)
+			if err := r.own().EndHandoff(ctx, conn); err != nil {
+				return err
 			}
 			return errHandoffDone
 		}

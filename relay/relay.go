@@ -25,6 +25,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Config configures the relay and, through its parts, every component.
@@ -279,7 +280,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	var (
 		handoff    *handoffError
-		reason     = "started in " + string(r.cfg.Mode) + " mode"
+		reason     = store.Started(r.cfg.Mode)
 		waitLogged bool
 		// fromProbe: the WAL session was started because the probe said
 		// the WAL is available again, and sessions counted then.
@@ -319,21 +320,24 @@ func (r *Relay) Run(ctx context.Context) error {
 		var h *handoffError
 		switch {
 		case errors.As(err, &h):
-			mode, handoff, reason = ModePoll, h, h.Error()
+			mode, handoff, reason = ModePoll, h, store.Reason{Code: store.ReasonHandoff, Detail: h.Error()}
 			if h.replaced {
-				r.log.Warn("switching to polling", "reason", reason)
+				r.log.Warn("switching to polling", "reason", reason.Detail)
 			} else {
-				r.log.Info("polling before streaming the new slot", "reason", reason)
+				r.log.Info("polling before streaming the new slot", "reason", reason.Detail)
 			}
 			continue
 		case errors.Is(err, errBackToWAL), errors.Is(err, errHandoffDone):
-			mode, handoff, reason = ModeWAL, nil, err.Error()
+			mode, handoff, reason = ModeWAL, nil, store.Reason{Code: store.ReasonWALAvailable, Detail: err.Error()}
+			if errors.Is(err, errHandoffDone) {
+				reason.Code = store.ReasonHandoffDone
+			}
 			fromProbe, probeSessions = errors.Is(err, errBackToWAL), r.Stats.Sessions.Load()
-			r.log.Info("switching to WAL", "reason", reason)
+			r.log.Info("switching to WAL", "reason", reason.Detail)
 			continue
 		case mode == ModeWAL && r.cfg.Mode == ModeAuto && replicationUnavailable(err):
-			mode, handoff, reason = ModePoll, nil, err.Error()
-			attrs := []any{"reason", reason}
+			mode, handoff, reason = ModePoll, nil, store.Reason{Code: store.ReasonWALUnavailable, Detail: err.Error()}
+			attrs := []any{"reason", reason.Detail}
 			if fromProbe && r.Stats.Sessions.Load() == probeSessions {
 				// The probe found nothing wrong, yet the session failed
 				// before it streamed: probe less often, so that this does
@@ -404,7 +408,7 @@ func permanent(err error) bool {
 
 // walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
-func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason string) error {
+func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reason) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err

@@ -14,52 +14,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
-
-// DeadLetter is one entry of pgoutbox_dead_letter.
-type DeadLetter struct {
-	ID          int64      `json:"id"`
-	EventID     string     `json:"event_id"`
-	AggregateID string     `json:"aggregate_id"`
-	LSN         string     `json:"lsn,omitempty"`
-	Reason      string     `json:"reason"`
-	CreatedAt   time.Time  `json:"created_at"`
-	ReplayedAt  *time.Time `json:"replayed_at,omitempty"`
-	Resolution  string     `json:"resolution,omitempty"`
-}
-
-// ListDeadLetters returns the pipeline's dead letters, oldest first; with
-// all, those already replayed or skipped too.
-func ListDeadLetters(ctx context.Context, conn *pgx.Conn, pipeline string, all bool) ([]DeadLetter, error) {
-	rows, err := conn.Query(ctx, `SELECT id, coalesce(event_id, ''), aggregate_id, coalesce(lsn::text, ''), reason, created_at, replayed_at, coalesce(resolution, '')
-FROM pgoutbox_dead_letter WHERE pipeline = $1 AND ($2 OR replayed_at IS NULL) ORDER BY id`, pipeline, all)
-	if err != nil {
-		if isUndefinedTable(err) {
-			return nil, fmt.Errorf("%w (pgoutbox_dead_letter): run pgoutbox migrate", ErrNoState)
-		}
-		return nil, fmt.Errorf("read dead letters: %w", err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		err := row.Scan(&d.ID, &d.EventID, &d.AggregateID, &d.LSN, &d.Reason, &d.CreatedAt, &d.ReplayedAt, &d.Resolution)
-		return d, err
-	})
-}
-
-// SkipDeadLetter resolves a dead letter without publishing it: an explicit
-// decision, recorded as such, that releases its aggregate once no earlier
-// entry of it is open.
-func SkipDeadLetter(ctx context.Context, conn *pgx.Conn, pipeline string, id int64) error {
-	tag, err := conn.Exec(ctx, `UPDATE pgoutbox_dead_letter SET replayed_at = now(), resolution = 'skipped'
-WHERE pipeline = $1 AND id = $2 AND replayed_at IS NULL`, pipeline, id)
-	if err != nil {
-		return fmt.Errorf("skip dead letter: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("no open dead letter %d in pipeline %s", id, pipeline)
-	}
-	return nil
-}
 
 // Replay publishes the pipeline's open dead letters in the order they were
 // recorded, aggregate by aggregate as they came. Each row is read again
@@ -78,7 +34,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	open, err := ListDeadLetters(ctx, conn, r.cfg.Replication.Slot, false)
+	open, err := r.own().DeadLetters(ctx, conn, false)
 	if err != nil || len(open) == 0 {
 		return 0, err
 	}
@@ -106,8 +62,8 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		if err := <-acked; err != nil {
 			return done, fmt.Errorf("dead letter %d: kafka: %w", d.ID, err)
 		}
-		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_dead_letter SET replayed_at = now(), resolution = 'replayed' WHERE id = $1", d.ID); err != nil {
-			return done, fmt.Errorf("mark dead letter %d replayed: %w", d.ID, err)
+		if err := r.own().MarkReplayed(ctx, conn, d.ID); err != nil {
+			return done, err
 		}
 		done++
 	}
@@ -116,7 +72,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 
 // replayRecord builds the record for a dead letter from the row as it is
 // now in the outbox table, or from the copy kept with the dead letter.
-func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d DeadLetter) (*kgo.Record, error) {
+func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
 	idCol := r.cfg.Columns.ID
 	if idCol == "" {
 		idCol = schema.DefaultColumns().ID
@@ -142,8 +98,8 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d DeadLetter) 
 	}
 	if values == nil { // the row is gone: use the copy
 		var stored map[string]*string
-		var raw []byte
-		if err := conn.QueryRow(ctx, "SELECT row_data FROM pgoutbox_dead_letter WHERE id = $1", d.ID).Scan(&raw); err != nil {
+		raw, err := r.own().DeadLetterRow(ctx, conn, d.ID)
+		if err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(raw, &stored); err != nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 const (
@@ -68,8 +68,7 @@ func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 			t := time.Unix(0, ns)
 			last = &t
 		}
-		_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET alive_at = now(),
-  last_publish_at = GREATEST(last_publish_at, $2) WHERE pipeline = $1`, r.cfg.Replication.Slot, last)
+		err := r.own().SaveAlive(ctx, conn, last)
 		if isUndefinedTable(err) {
 			hk.noColumns = true
 			r.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
@@ -95,13 +94,7 @@ func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
 	hk := &r.hk
 	changes := r.Metrics.kafka.changes.Load()
 	problem, since := r.Metrics.kafka.problem()
-	var p *string
-	var s *time.Time
-	if problem != "" {
-		p, s = &problem, &since
-	}
-	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET kafka_problem = $2, kafka_problem_since = $3 WHERE pipeline = $1`,
-		r.cfg.Replication.Slot, p, s)
+	err := r.own().SaveKafkaHealth(ctx, conn, problem, since)
 	switch {
 	case isUndefinedTable(err):
 		hk.noKafka = true
@@ -151,12 +144,7 @@ func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created 
 	if err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, `UPDATE pgoutbox_state SET wal_start_xid = $2::text::xid8
-WHERE pipeline = $1 AND ($3 OR wal_start_xid IS NULL)`, pipeline, strconv.FormatUint(xmax, 10), created)
-	if err != nil && !isUndefinedTable(err) {
-		return fmt.Errorf("save wal start: %w", err)
-	}
-	return nil
+	return store.Pipeline{Name: pipeline}.SaveWALStart(ctx, conn, xmax, created)
 }
 
 // retain deletes rows older than Retention that are known to be published,
@@ -182,32 +170,22 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
 		r.log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", r.table.String())
 		return 0, nil
 	}
-	var floor, start *string
-	err = conn.QueryRow(ctx, `SELECT floor_xid::text, wal_start_xid::text FROM pgoutbox_state WHERE pipeline = $1`,
-		r.cfg.Replication.Slot).Scan(&floor, &start)
-	if err != nil && !isUndefinedTable(err) && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("read floor: %w", err)
-	}
+	// Without migration 004 the bounds are empty: WAL rows stay until the
+	// floor is known.
+	published, err := r.own().Published(ctx, conn)
 	if err != nil {
-		floor, start = nil, nil // WAL rows stay until migration 004 ran and the floor is known
+		return 0, err
 	}
-	q := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM %[1]s
-  WHERE %[2]s < now() - make_interval(secs => $1)
-    AND (%[3]s IS NOT NULL OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
-  LIMIT %[5]d))`, r.table.Quoted(), pgx.Identifier{r.timeColumn()}.Sanitize(),
-		replication.PublishedColumn, replication.TxIDColumn, retentionBatch)
 	var total int64
 	budget := time.Now().Add(r.queryTimeout() / 3)
 	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
-		tag, err := conn.Exec(ctx, q, r.cfg.Retention.Seconds(), start, floor)
+		n, err := store.DeletePublished(ctx, conn, r.table, r.timeColumn(), r.cfg.Retention, published, retentionBatch)
 		if err != nil {
 			if isUndefinedTable(err) || isTypeError(err) {
 				r.hk.noRetention = true
 			}
 			return total, fmt.Errorf("delete published rows: %w", err)
 		}
-		n := tag.RowsAffected()
 		total += n
 		r.Metrics.deleted.Add(float64(n))
 		if n < retentionBatch {

@@ -4,72 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // ErrNoState means pgoutbox's own tables are missing or older than this
 // binary, and could not be brought up to date.
-var ErrNoState = errors.New("pgoutbox's own tables are missing or older than this pgoutbox")
+var ErrNoState = store.ErrNoState
+
+// own is the pipeline's rows in pgoutbox's own tables.
+func (r *Relay) own() store.Pipeline {
+	return store.Pipeline{Name: r.cfg.Replication.Slot}
+}
 
 // ensureState brings pgoutbox's own tables (state, dead letters) to this
 // binary's version, so that run alone works where migrate never ran, as
 // Debezium needs no such step. The outbox table is not touched. A role
 // that may not create tables is told what to run or grant instead.
 func (r *Relay) ensureState(ctx context.Context, conn *pgx.Conn) error {
-	latest, err := migrations.Latest()
+	from, to, err := store.Ensure(ctx, conn)
 	if err != nil {
 		return err
 	}
-	var from int32
-	err = conn.QueryRow(ctx, "SELECT version FROM "+migrations.VersionTable).Scan(&from)
-	switch {
-	case err == nil && from >= latest:
-		return nil
-	case err == nil, isUndefinedTable(err):
-	case isInsufficientPrivilege(err):
-		// A least-privilege role that cannot read the version: Setup's
-		// own check of the state table decides.
-		return nil
-	default:
-		return fmt.Errorf("read %s: %w", migrations.VersionTable, err)
+	if to != 0 {
+		r.log.Info("pgoutbox's own tables brought up to date", "from_version", from, "to_version", to)
 	}
-	to, err := migrations.Migrate(ctx, conn, migrations.Options{StateOnly: true})
-	if err != nil {
-		if isInsufficientPrivilege(err) {
-			var role, quoted string
-			_ = conn.QueryRow(ctx, "SELECT current_user, quote_ident(current_user)").Scan(&role, &quoted)
-			return fmt.Errorf("%w, and role %q may not create them. "+
-				"Run pgoutbox migrate once as a role that may (the database owner), then GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO %s; "+
-				"or GRANT CREATE ON SCHEMA public TO %s", ErrNoState, role, quoted, quoted)
-		}
-		if isReadOnly(err) {
-			return fmt.Errorf("%w, and the server is read-only (a standby, or default_transaction_read_only): "+
-				"point --database-url at the primary, or list every host with target_session_attrs=read-write", ErrNoState)
-		}
-		return fmt.Errorf("create pgoutbox's own tables: %w", err)
-	}
-	r.log.Info("pgoutbox's own tables brought up to date", "from_version", from, "to_version", to)
 	return nil
-}
-
-// isReadOnly tells a write refused because the server or the session is
-// read-only (SQLSTATE 25006).
-func isReadOnly(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "25006"
-}
-
-func isInsufficientPrivilege(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 // SetupResult says what Setup found and did.
@@ -98,28 +63,10 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		return res, err
 	}
 	table, _ := replication.ParseTable(cfg.Table)
-	var hasState bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('pgoutbox_state') IS NOT NULL").Scan(&hasState); err != nil {
-		return res, fmt.Errorf("look up state table: %w", err)
-	}
-	if !hasState {
-		return res, fmt.Errorf("%w: run pgoutbox migrate", ErrNoState)
-	}
-	// The newest migration's column, looked up in the catalog that every
-	// role may read: an older schema is named, not met halfway.
-	var current bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'cluster_change' AND NOT attisdropped)`).Scan(&current); err != nil {
-		return res, fmt.Errorf("look up state table: %w", err)
-	}
-	if !current {
-		return res, fmt.Errorf("%w: the state table is from an older pgoutbox; run pgoutbox migrate", ErrNoState)
-	}
-	var known bool
-	var lastLSN *string
-	err := conn.QueryRow(ctx, "SELECT true, confirmed_lsn::text FROM pgoutbox_state WHERE pipeline = $1", cfg.Slot).Scan(&known, &lastLSN)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return res, fmt.Errorf("read state: %w", err)
+	own := store.Pipeline{Name: cfg.Slot}
+	known, lastLSN, err := own.Check(ctx, conn)
+	if err != nil {
+		return res, err
 	}
 
 	slot, err := replication.SlotStatus(ctx, conn, cfg.Slot)
@@ -164,11 +111,8 @@ WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'cluster_change' AND N
 		if handoff {
 			// Recorded before the slot exists: whatever happens next, the
 			// next start knows the rows before the slot still need polling.
-			if _, err := conn.Exec(ctx, `
-INSERT INTO pgoutbox_state (pipeline, outbox_table, handoff_pending) VALUES ($1, $2, true)
-ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL, updated_at = now()`,
-				cfg.Slot, table.String()); err != nil {
-				return res, fmt.Errorf("save state: %w", err)
+			if err := own.PendHandoff(ctx, conn, table.String()); err != nil {
+				return res, err
 			}
 		}
 		// The publication exists before the slot's consistent point, so
@@ -178,14 +122,8 @@ ON CONFLICT (pipeline) DO UPDATE SET handoff_pending = true, handoff_xmax = NULL
 		}
 		res.SlotCreated = true
 	}
-	_, err = conn.Exec(ctx, `
-INSERT INTO pgoutbox_state (pipeline, outbox_table, mode, confirmed_lsn)
-VALUES ($1, $2, 'wal', $3::text::pg_lsn)
-ON CONFLICT (pipeline) DO UPDATE SET outbox_table = EXCLUDED.outbox_table,
-  confirmed_lsn = coalesce(EXCLUDED.confirmed_lsn, pgoutbox_state.confirmed_lsn), updated_at = now()`,
-		cfg.Slot, table.String(), lsnArg(res.SlotLSN, slot.ConfirmedLSN))
-	if err != nil {
-		return res, fmt.Errorf("save state: %w", err)
+	if err := own.SaveSetup(ctx, conn, table.String(), lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
+		return res, err
 	}
 	if res.SlotCreated {
 		if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // retention.go
@@ -205,23 +143,6 @@ func lsnArg(lsns ...pglogrepl.LSN) *string {
 	return nil
 }
 
-// Forget removes the pipeline's state, so that a new slot of the same name
-// is not taken for a lost one. Used when an operator drops the slot on
-// purpose or accepts a gap.
-func Forget(ctx context.Context, conn *pgx.Conn, pipeline string) error {
-	var hasState bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('pgoutbox_state') IS NOT NULL").Scan(&hasState); err != nil {
-		return fmt.Errorf("look up state table: %w", err)
-	}
-	if !hasState {
-		return nil
-	}
-	if _, err := conn.Exec(ctx, "DELETE FROM pgoutbox_state WHERE pipeline = $1", pipeline); err != nil {
-		return fmt.Errorf("forget pipeline %s: %w", pipeline, err)
-	}
-	return nil
-}
-
 // prepare runs Setup for a session and logs what it created. In auto mode
 // with the polling columns, a slot it creates (the first, or one replacing
 // a lost slot) is not streamed at once: a handoff first polls everything
@@ -236,20 +157,18 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 	}
 	if res.SlotReplaced {
 		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
-		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET slot_losses = slot_losses + 1 WHERE pipeline = $1", r.cfg.Replication.Slot); err != nil {
-			return fmt.Errorf("save state: %w", err)
+		if err := r.own().CountSlotLoss(ctx, conn); err != nil {
+			return err
 		}
 	} else if res.SlotCreated {
 		r.log.Info("slot created", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 	}
-	var pending bool
-	var xmaxText *string
-	var maxSeq *int64
-	if err := conn.QueryRow(ctx, "SELECT handoff_pending, handoff_xmax::text, handoff_seq FROM pgoutbox_state WHERE pipeline = $1",
-		r.cfg.Replication.Slot).Scan(&pending, &xmaxText, &maxSeq); err != nil {
-		return fmt.Errorf("read state: %w", err)
+	h, err := r.own().Handoff(ctx, conn)
+	if err != nil {
+		return err
 	}
-	if !pending {
+	maxSeq := h.Seq
+	if !h.Pending {
 		return nil
 	}
 	if !canPoll {
@@ -258,8 +177,8 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 		return nil
 	}
 	var xmax uint64
-	if xmaxText != nil {
-		xmax, _ = strconv.ParseUint(*xmaxText, 10, 64)
+	if h.XMax != nil {
+		xmax = *h.XMax
 	}
 	if xmax == 0 || maxSeq == nil {
 		// Read after the slot exists: every transaction that committed
@@ -273,9 +192,8 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 			return err
 		}
 		xmax, maxSeq = pos.XMax, &pos.Seq
-		if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_xmax = $2::text::xid8, handoff_seq = $3 WHERE pipeline = $1",
-			r.cfg.Replication.Slot, strconv.FormatUint(xmax, 10), pos.Seq); err != nil {
-			return fmt.Errorf("save state: %w", err)
+		if err := r.own().SaveHandoffBounds(ctx, conn, xmax, pos.Seq); err != nil {
+			return err
 		}
 	} else if !res.SlotCreated {
 		r.log.Info("resuming an unfinished handoff", "slot", r.cfg.Replication.Slot)
@@ -407,26 +325,15 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 	if r.clusterID != 0 {
 		id = &r.clusterID
 	}
-	if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET
-  confirmed_lsn = GREATEST(confirmed_lsn, $2::text::pg_lsn), updated_at = now(),
-  floor_seq = CASE WHEN floor_xid IS NULL OR floor_xid < $3::text::xid8 THEN $4 ELSE floor_seq END,
-  floor_xid = CASE WHEN floor_xid IS NULL OR floor_xid < $3::text::xid8 THEN $3::text::xid8 ELSE floor_xid END,
-  system_identifier = coalesce($5, system_identifier)
-WHERE pipeline = $1`, r.cfg.Replication.Slot, confirmed.String(), strconv.FormatUint(f.xmin, 10), f.seq, id); err != nil {
-		return fmt.Errorf("save floor: %w", err)
+	if err := r.own().SaveFloor(ctx, conn, confirmed.String(), f.xmin, f.seq, id); err != nil {
+		return err
 	}
 	s.last, s.lastSaved = confirmed, now
 	return nil
 }
 
 func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN) error {
-	_, err := conn.Exec(ctx, `
-UPDATE pgoutbox_state SET confirmed_lsn = GREATEST(confirmed_lsn, $2::text::pg_lsn), updated_at = now()
-WHERE pipeline = $1`, r.cfg.Replication.Slot, lsn.String())
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	return nil
+	return r.own().SaveConfirmed(ctx, conn, lsn.String())
 }
 
 func later(a, b time.Time) time.Time {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 const (
@@ -296,15 +297,5 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 // it. The range spans the reports that followed each other within an hour:
 // one episode, reported in steps as the delete counter catches up.
 func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *vanishReport) error {
-	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
-  lost_deleted_from_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
-    THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
-  lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
-    THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
-  lost_deleted_at = now(), updated_at = now()
-WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
-	if err != nil && !isUndefinedTable(err) {
-		return fmt.Errorf("save lost rows: %w", err)
-	}
-	return err
+	return store.Pipeline{Name: pipeline}.SaveLost(ctx, conn, rep.lost, rep.from, rep.to)
 }

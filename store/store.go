@@ -8,6 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// The tables store reads and writes; migrations creates them.
+const (
+	StateTable      = "pgoutbox_state"
+	DeadLetterTable = "pgoutbox_dead_letter"
+)
+
 // ErrNoState means pgoutbox's own tables are missing or older than this
 // binary, and could not be brought up to date.
 var ErrNoState = errors.New("pgoutbox's own tables are missing or older than this pgoutbox")

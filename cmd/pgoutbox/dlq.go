@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 const dlqUsage = `Usage:
@@ -55,19 +56,19 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if id <= 0 {
 				return fmt.Errorf("--id is required")
 			}
-			if err := relay.SkipDeadLetter(ctx, conn, c.slot, id); err != nil {
+			if err := (store.Pipeline{Name: c.slot}).SkipDeadLetter(ctx, conn, id); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "dead letter %d skipped: it will not be published\n", id)
 			return nil
 		}
-		list, err := relay.ListDeadLetters(ctx, conn, c.slot, all)
+		list, err := (store.Pipeline{Name: c.slot}).DeadLetters(ctx, conn, all)
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			if list == nil {
-				list = []relay.DeadLetter{}
+				list = []store.DeadLetter{}
 			}
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/store"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -72,7 +73,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch sub {
 	case "create":
 		if force {
-			if err := relay.Forget(ctx, conn, c.slot); err != nil {
+			if err := (store.Pipeline{Name: c.slot}).Forget(ctx, conn); err != nil {
 				return err
 			}
 		}
@@ -165,7 +166,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			fmt.Fprintf(stdout, "publication %s dropped\n", c.publication)
 		}
-		return relay.Forget(ctx, conn, c.slot)
+		return (store.Pipeline{Name: c.slot}).Forget(ctx, conn)
 	}
 }
 

@@ -9,24 +9,26 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // pipelineStatus is what status reports; JSON field names are stable.
 type pipelineStatus struct {
-	Pipeline     string    `json:"pipeline"`
-	Table        string    `json:"table"`
-	Mode         string    `json:"mode"`
-	ModeReason   string    `json:"mode_reason"`
-	ModeSince    time.Time `json:"mode_since"`
-	Switches     int64     `json:"switches"`
-	SlotLosses   int64     `json:"slot_losses"`
-	ConfirmedLSN string    `json:"confirmed_lsn,omitempty"`
-	FloorXID     string    `json:"floor_xid,omitempty"`
-	FloorSeq     *int64    `json:"floor_seq,omitempty"`
+	Pipeline   string `json:"pipeline"`
+	Table      string `json:"table"`
+	Mode       string `json:"mode"`
+	ModeReason string `json:"mode_reason"`
+	// ModeReasonCode is ModeReason's code (store.ReasonCode): started,
+	// handoff, handoff-done, wal-available, wal-unavailable; empty for a
+	// reason saved by an older pgoutbox.
+	ModeReasonCode string    `json:"mode_reason_code,omitempty"`
+	ModeSince      time.Time `json:"mode_since"`
+	Switches       int64     `json:"switches"`
+	SlotLosses     int64     `json:"slot_losses"`
+	ConfirmedLSN   string    `json:"confirmed_lsn,omitempty"`
+	FloorXID       string    `json:"floor_xid,omitempty"`
+	FloorSeq       *int64    `json:"floor_seq,omitempty"`
 	// Cluster is the system identifier of the cluster the positions were
 	// saved on; ClusterChange is set once pgoutbox saw the pipeline's
 	// state move to another cluster (a dump and restore, an upgrade).
@@ -85,29 +87,6 @@ type clusterChange struct {
 	OldFloorSeq *int64 `json:"old_cluster_floor_seq,omitempty"`
 }
 
-// cluster adds what the relay recorded about the cluster (migration 010).
-func (st *pipelineStatus) cluster(ctx context.Context, conn *pgx.Conn) {
-	var (
-		at                  *time.Time
-		prev, current, fseq *int64
-		oseq                *int64
-		what, oxid          *string
-	)
-	err := conn.QueryRow(ctx, `SELECT system_identifier, floor_seq, cluster_changed_at, previous_system_identifier, cluster_change,
-  foreign_floor_xid::text, foreign_floor_seq FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(
-		&current, &fseq, &at, &prev, &what, &oxid, &oseq)
-	if err != nil {
-		return
-	}
-	st.Cluster, st.FloorSeq = current, fseq
-	if at != nil {
-		st.ClusterChange = &clusterChange{At: *at, Previous: prev, What: deref(what), OldFloorXID: deref(oxid), OldFloorSeq: oseq}
-	}
-}
-
-// deadLetterTable is where dead-lettered events are kept, when it exists.
-const deadLetterTable = "pgoutbox_dead_letter"
-
 // thresholds are when status says the pipeline needs a person.
 type thresholds struct {
 	maxAge   time.Duration // oldest unpublished row
@@ -123,57 +102,42 @@ func (th *thresholds) register(fs *flag.FlagSet) {
 	fs.DurationVar(&th.lostFor, "lost-events-window", 7*24*time.Hour, "a problem while rows deleted before polling published them were last found within this long")
 }
 
-// operations adds what the relay saves for operations (migration 004) and
-// the dead-letter count, and the problems they show.
-func (st *pipelineStatus) operations(ctx context.Context, conn *pgx.Conn, th thresholds) {
-	var silence *float64
-	err := conn.QueryRow(ctx, `SELECT last_publish_at, alive_at, extract(epoch FROM now() - alive_at)::float8
-FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline).Scan(&st.LastPublish, &st.Alive, &silence)
-	if err == nil && silence != nil && *silence > th.maxQuiet.Seconds() {
+// fromStore fills what the pipeline's state says (store.Status).
+func (st *pipelineStatus) fromStore(s *store.Status) {
+	st.Table, st.Mode, st.ModeReason, st.ModeSince = s.Table, string(s.Mode), s.Reason.String(), s.ModeSince
+	st.ModeReasonCode = string(s.Reason.Code)
+	st.Switches, st.SlotLosses, st.ConfirmedLSN, st.FloorXID, st.Updated = s.Switches, s.SlotLosses, s.Confirmed, s.FloorXID, s.Updated
+	st.Cluster, st.FloorSeq = s.Cluster, s.FloorSeq
+	if c := s.ClusterChange; c != nil {
+		st.ClusterChange = &clusterChange{At: c.At, Previous: c.Previous, What: c.What, OldFloorXID: c.OldFloorXID, OldFloorSeq: c.OldFloorSeq}
+	}
+	st.LastPublish, st.Alive, st.DeadLetters = s.LastPublish, s.Alive, s.DeadLetters
+	st.KafkaKnown, st.KafkaProblem, st.KafkaSince = s.KafkaKnown, s.KafkaProblem, s.KafkaSince
+	if l := s.Lost; l != nil {
+		st.LostDeleted = &lostDeleted{Rows: l.Rows, FromSeq: l.FromSeq, ToSeq: l.ToSeq, At: l.At}
+	}
+}
+
+// operations adds the problems that what the relay saves for operations
+// and the dead-letter count show.
+func (st *pipelineStatus) operations(s *store.Status, th thresholds) {
+	if s.Silence != nil && s.Silence.Seconds() > th.maxQuiet.Seconds() {
 		st.Problems = append(st.Problems, fmt.Sprintf("no relay has held the pipeline for %s: is pgoutbox run running?",
-			(time.Duration(*silence)*time.Second).Round(time.Second)))
+			s.Silence.Truncate(time.Second)))
 	}
-	var kafkaProblem *string
-	if conn.QueryRow(ctx, `SELECT kafka_problem, kafka_problem_since FROM pgoutbox_state WHERE pipeline = $1`,
-		st.Pipeline).Scan(&kafkaProblem, &st.KafkaSince) == nil {
-		st.KafkaKnown = true
-		if st.KafkaProblem = deref(kafkaProblem); st.KafkaProblem != "" {
-			p := "kafka: " + st.KafkaProblem
-			if st.KafkaSince != nil {
-				p += fmt.Sprintf(" (for %s)", time.Since(*st.KafkaSince).Round(time.Second))
-			}
-			st.Problems = append(st.Problems, p)
+	if st.KafkaKnown && st.KafkaProblem != "" {
+		p := "kafka: " + st.KafkaProblem
+		if st.KafkaSince != nil {
+			p += fmt.Sprintf(" (for %s)", time.Since(*st.KafkaSince).Round(time.Second))
 		}
+		st.Problems = append(st.Problems, p)
 	}
-	var (
-		lost       int64
-		from, to   *int64
-		lostAt     *time.Time
-		lostRecent bool
-	)
-	err = conn.QueryRow(ctx, `SELECT lost_deleted, lost_deleted_from_seq, lost_deleted_to_seq, lost_deleted_at,
-  coalesce(lost_deleted_at > now() - make_interval(secs => $2), false)
-FROM pgoutbox_state WHERE pipeline = $1`, st.Pipeline, th.lostFor.Seconds()).Scan(&lost, &from, &to, &lostAt, &lostRecent)
-	if err == nil && lost > 0 && lostAt != nil {
-		st.LostDeleted = &lostDeleted{Rows: lost, At: *lostAt}
-		if from != nil && to != nil {
-			st.LostDeleted.FromSeq, st.LostDeleted.ToSeq = *from, *to
-		}
-		if lostRecent {
-			st.Problems = append(st.Problems, fmt.Sprintf("events lost: up to %d outbox rows of %s were deleted before polling published them (between seq %d and %d, last at %s); polling cannot relay rows the application deletes: stream the WAL (wal_level=logical) or delete only rows with published_at set",
-				lost, st.Table, st.LostDeleted.FromSeq, st.LostDeleted.ToSeq, lostAt.Format(time.RFC3339)))
-		}
+	if l := s.Lost; l != nil && l.Recent {
+		st.Problems = append(st.Problems, fmt.Sprintf("events lost: up to %d outbox rows of %s were deleted before polling published them (between seq %d and %d, last at %s); polling cannot relay rows the application deletes: stream the WAL (wal_level=logical) or delete only rows with published_at set",
+			l.Rows, st.Table, l.FromSeq, l.ToSeq, l.At.Format(time.RFC3339)))
 	}
-	var hasDLQ bool
-	if conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", deadLetterTable).Scan(&hasDLQ) == nil && hasDLQ {
-		var n int64
-		// Open ones: a replayed or skipped dead letter is resolved.
-		if conn.QueryRow(ctx, "SELECT count(*) FROM "+deadLetterTable+" WHERE pipeline = $1 AND replayed_at IS NULL", st.Pipeline).Scan(&n) == nil {
-			st.DeadLetters = &n
-			if n > 0 {
-				st.Problems = append(st.Problems, fmt.Sprintf("%d events are dead-lettered in %s (pgoutbox dlq list)", n, deadLetterTable))
-			}
-		}
+	if n := st.DeadLetters; n != nil && *n > 0 {
+		st.Problems = append(st.Problems, fmt.Sprintf("%d events are dead-lettered in %s (pgoutbox dlq list)", *n, store.DeadLetterTable))
 	}
 	if st.OldestUnpublishd != nil && *st.OldestUnpublishd > th.maxAge.Seconds() {
 		st.Problems = append(st.Problems, fmt.Sprintf("the oldest unpublished row is %s old (over %s): is Kafka reachable?",
@@ -212,17 +176,15 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer conn.Close(context.Background())
 
 	st := pipelineStatus{Pipeline: c.slot, Problems: []string{}}
-	var confirmed, floor, reason *string
-	err = conn.QueryRow(ctx, `SELECT outbox_table, mode, mode_reason, mode_since, switches, slot_losses,
-  confirmed_lsn::text, floor_xid::text, updated_at FROM pgoutbox_state WHERE pipeline = $1`, c.slot).Scan(
-		&st.Table, &st.Mode, &reason, &st.ModeSince, &st.Switches, &st.SlotLosses, &confirmed, &floor, &st.Updated)
+	own := store.Pipeline{Name: c.slot}
+	saved, err := own.Status(ctx, conn, th.lostFor)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, store.ErrNoPipeline):
 		return fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", c.slot)
 	case err != nil:
 		return fmt.Errorf("read state (has pgoutbox migrate run?): %w", err)
 	}
-	st.ModeReason, st.ConfirmedLSN, st.FloorXID = deref(reason), deref(confirmed), deref(floor)
+	st.fromStore(saved)
 
 	if s, err := replication.SlotStatus(ctx, conn, c.slot); err == nil {
 		st.Slot = &struct {
@@ -237,15 +199,14 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.Problems = append(st.Problems, "the slot is invalidated: WAL it needed was removed (auto mode replaces it and polls the gap)")
 		}
 	} else if errors.Is(err, replication.ErrSlotMissing) {
-		if st.Mode == "wal" {
+		if saved.Mode == store.ModeWAL {
 			st.Problems = append(st.Problems, "the pipeline's slot does not exist")
 		}
 	} else {
 		return err
 	}
-	st.cluster(ctx, conn)
 	poll.Table = st.Table
-	if n, oldest, err := relay.Unpublished(ctx, conn, st.Pipeline, poll, "created_at"); err != nil {
+	if n, oldest, err := own.Unpublished(ctx, conn, poll, "created_at"); err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
 	} else {
 		st.Unpublished = n
@@ -254,11 +215,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.OldestUnpublishd = &s
 		}
 	}
-	if st.Mode == "poll" && st.ModeReason != "started in poll mode" {
+	if saved.Mode == store.ModePoll && saved.Reason.Code != store.ReasonStarted {
 		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
 	}
 
-	st.operations(ctx, conn, th)
+	st.operations(saved, th)
 	if st.Failover, err = failoverView(ctx, conn, c.slot); err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
 	}
