@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,12 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 type statusJSON struct {
 	Mode         string `json:"mode"`
+	ModeReason   string `json:"mode_reason"`
+	ReasonCode   string `json:"mode_reason_code"`
 	ConfirmedLSN string `json:"confirmed_lsn"`
 	Slot         *struct {
 		LagBytes      int64 `json:"lag_bytes"`
@@ -119,4 +124,62 @@ func deref(f *float64) float64 {
 		return -1
 	}
 	return *f
+}
+
+// Polling is a problem for status when auto mode fell back to it, and not
+// when the relay was started in poll mode, also for the reason an older
+// pgoutbox saved; --json gives the reason's code.
+func TestStatusPollingReason(t *testing.T) {
+	e := newEnv(t, pgcluster.Options{WALLevel: "replica"})
+	pollingProblem := func(st statusJSON) bool {
+		for _, p := range st.Problems {
+			if strings.HasPrefix(p, "polling instead of streaming the WAL: ") {
+				return true
+			}
+		}
+		return false
+	}
+	cfg := e.config()
+	r := e.start(cfg)
+	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	if m := r.Mode(); m != relay.ModePoll {
+		t.Fatalf("auto mode on wal_level=replica: mode %q, want poll", m)
+	}
+	st, ok := e.status(t)
+	if ok || !pollingProblem(st) || st.ReasonCode != "wal-unavailable" || !strings.Contains(st.ModeReason, "wal_level") {
+		t.Fatalf("auto mode polling: exit ok %t, reason %q (%s), problems %q", ok, st.ModeReason, st.ReasonCode, st.Problems)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	r = e.start(pollConfig(e))
+	ids = e.insert(row{"order", "o-2", "Placed", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	eventually(t, 15*time.Second, "the poll mode's reason saved", func() bool {
+		st, _ = e.status(t)
+		return st.ReasonCode == "started"
+	})
+	if pollingProblem(st) || st.Mode != "poll" || st.ModeReason != "started in poll mode" {
+		t.Fatalf("started in poll mode: mode %s, reason %q (%s), problems %q", st.Mode, st.ModeReason, st.ReasonCode, st.Problems)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The reason as a pgoutbox older than the codes saved it.
+	if _, err := e.conn.Exec(context.Background(), "UPDATE pgoutbox_state SET mode_reason = 'started in poll mode'"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = e.status(t)
+	if pollingProblem(st) || st.ModeReason != "started in poll mode" || st.ReasonCode != "started" {
+		t.Fatalf("older reason: %q (%s), problems %q", st.ModeReason, st.ReasonCode, st.Problems)
+	}
+	if _, err := e.conn.Exec(context.Background(), "UPDATE pgoutbox_state SET mode_reason = 'replication not ready: wal_level is replica'"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ = e.status(t); !pollingProblem(st) || st.ReasonCode != "" {
+		t.Fatalf("older fallback reason: %q (%s), problems %q", st.ModeReason, st.ReasonCode, st.Problems)
+	}
 }
