@@ -134,9 +134,9 @@ func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason s
 	return nil
 }
 
+// isUndefinedTable tells a table or column that is not there yet.
 func isUndefinedTable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "42703")
+	return store.IsMissing(err)
 }
 
 // pollSession publishes by polling until ctx ends, something fails, or (in
