@@ -535,7 +535,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 			b, ok := bindings[c.Relation]
 			if !ok {
 				var err error
-				if b, err = r.cfg.Columns.Bind(columns(c.Relation)); err != nil {
+				if b, err = r.cfg.Columns.Bind(c.Relation.Columns); err != nil {
 					return fmt.Errorf("table %s.%s: %w", c.Relation.Schema, c.Relation.Name, err)
 				}
 				bindings[c.Relation] = b
@@ -665,12 +665,4 @@ func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, boo
 		}
 	}
 	return 0, false
-}
-
-func columns(rel *replication.Relation) []schema.Column {
-	cols := make([]schema.Column, len(rel.Columns))
-	for i, c := range rel.Columns {
-		cols[i] = schema.Column{Name: c.Name, TypeOID: c.TypeOID}
-	}
-	return cols
 }
