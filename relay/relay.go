@@ -44,8 +44,9 @@ type Config struct {
 	Encoder       schema.EncoderConfig
 	Columns       schema.Columns
 	// CreateSlot lets the relay create the publication and the slot when
-	// they are missing and the role may (default true through Defaults is
-	// not possible for a bool; cmd sets it).
+	// they are missing and the role may. Off in the zero value, so that a
+	// program using the package creates nothing it did not ask for; pgoutbox
+	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
