@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // Config configures a bench run.
@@ -142,7 +143,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("poll interval %s: must be positive", p)
 		}
 	}
-	if _, err := tableIdent(c.Table); err != nil {
+	if _, err := replication.ParseTable(c.Table); err != nil {
 		return err
 	}
 	return nil
@@ -161,7 +162,8 @@ const publication = "pgoutbox_bench"
 
 type bencher struct {
 	cfg       Config
-	suffix    string // keeps this run's slots and topics apart from others'
+	table     replication.Table // cfg.Table, parsed
+	suffix    string            // keeps this run's slots and topics apart from others'
 	admin     *pgx.Conn
 	slots     []string
 	createdPb bool
@@ -176,7 +178,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &bencher{cfg: cfg, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
+	table, _ := replication.ParseTable(cfg.Table) // checked by validate
+	b := &bencher{cfg: cfg, table: table, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -258,8 +261,7 @@ func (b *bencher) setup(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	b.admin = conn
-	schema, table, _ := strings.Cut(b.cfg.Table, ".")
-	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: schema, Table: table}); err != nil {
+	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: b.table.Schema, Table: b.table.Name}); err != nil {
 		conn.Close(ctx)
 		return err
 	}
@@ -269,15 +271,14 @@ func (b *bencher) setup(ctx context.Context) error {
 		return err
 	}
 	if !exists {
-		ident, _ := tableIdent(b.cfg.Table)
-		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+publication+" FOR TABLE "+ident+" WITH (publish = 'insert')"); err != nil {
+		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+publication+" FOR TABLE "+b.table.Quoted()+" WITH (publish = 'insert')"); err != nil {
 			conn.Close(ctx)
 			return fmt.Errorf("create publication: %w", err)
 		}
 		b.createdPb = true
 	}
 	if b.cfg.Aggregates > 0 {
-		if err := b.createAggregates(ctx, schema); err != nil {
+		if err := b.createAggregates(ctx); err != nil {
 			conn.Close(ctx)
 			return err
 		}
@@ -288,11 +289,8 @@ func (b *bencher) setup(ctx context.Context) error {
 // createAggregates creates the table of aggregate rows that the
 // application-shaped load locks, one row per aggregate. It is the bench's
 // own, named for this run, and dropped at the end.
-func (b *bencher) createAggregates(ctx context.Context, schema string) error {
-	if schema == "" || !strings.Contains(b.cfg.Table, ".") {
-		schema = "public"
-	}
-	ident := pgx.Identifier{schema, "bench_aggregates_" + b.suffix}.Sanitize()
+func (b *bencher) createAggregates(ctx context.Context) error {
+	ident := pgx.Identifier{b.table.Schema, "bench_aggregates_" + b.suffix}.Sanitize()
 	if _, err := b.admin.Exec(ctx, "CREATE TABLE "+ident+" (id int PRIMARY KEY, version bigint NOT NULL DEFAULT 0)"); err != nil {
 		return fmt.Errorf("create the aggregates table: %w", err)
 	}
@@ -337,7 +335,7 @@ func (b *bencher) dropSlot(ctx context.Context, slot string) error {
 // clearRows deletes the bench's rows, so that a poller does not publish
 // the rows of an earlier run, and vacuums them away.
 func (b *bencher) clearRows(ctx context.Context) error {
-	ident, _ := tableIdent(b.cfg.Table)
+	ident := b.table.Quoted()
 	if _, err := b.admin.Exec(ctx, "DELETE FROM "+ident+` WHERE aggregatetype LIKE 'bench\_%'`); err != nil {
 		return err
 	}
@@ -564,7 +562,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 		return run, nil, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return run, nil, err
 	}
@@ -639,7 +637,7 @@ func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Du
 	}
 	defer b.dropSlot(context.WithoutCancel(ctx), name)
 	tr := newTracker()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -699,7 +697,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 		return nil, 0, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -162,3 +162,36 @@ func TestDebeziumConfigCommandLineWins(t *testing.T) {
 		t.Errorf("slot = %q", got)
 	}
 }
+
+// table.include.list names the table as --table does: one schema-qualified
+// name that the relay accepts, its dots optionally escaped.
+func TestDebeziumConfigTableIncludeList(t *testing.T) {
+	long := strings.Repeat("t", 64) // one byte over Postgres's identifier limit
+	for _, tt := range []struct {
+		list, table string // table "" means refused
+	}{
+		{`public\\.outbox_event`, "public.outbox_event"},
+		{"Sales.OutboxEvents", "Sales.OutboxEvents"},
+		{"app.outbox$2", "app.outbox$2"},
+		{"outbox", ""},
+		{"public.out.box", ""},
+		{"public.out-box", ""},
+		{"public." + long, ""},
+		{`public\\.outbox.*`, ""},
+	} {
+		fs, _, err := loadConfig(t, "c.json", `{"config": {"table.include.list": "`+tt.list+`"}}`)
+		if tt.table == "" {
+			if err == nil || !strings.Contains(err.Error(), "table.include.list:") {
+				t.Errorf("%s: accepted (table %q), err %v", tt.list, flagValue(fs, "table"), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.list, err)
+			continue
+		}
+		if got := flagValue(fs, "table"); got != tt.table {
+			t.Errorf("%s: --table %q, want %q", tt.list, got, tt.table)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -128,15 +127,15 @@ func validExtensionName(s string) bool {
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
 // key order).
 func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
+	t, err := replication.ParseTable(table)
+	if err != nil {
+		return nil, nil, err
+	}
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the outbox table's columns: connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	schemaName, name, ok := strings.Cut(table, ".")
-	if !ok {
-		schemaName, name = "public", table
-	}
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
        coalesce(array_position(i.indkey::int2[], a.attnum), 0) AS keypos
@@ -145,7 +144,7 @@ JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
 WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum`, schemaName, name)
+ORDER BY a.attnum`, t.Schema, t.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}
