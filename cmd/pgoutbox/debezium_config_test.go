@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 func runFlagSet() (*flag.FlagSet, *relay.Config) {
@@ -192,6 +194,38 @@ func TestDebeziumConfigTableIncludeList(t *testing.T) {
 		}
 		if got := flagValue(fs, "table"); got != tt.table {
 			t.Errorf("%s: --table %q, want %q", tt.list, got, tt.table)
+		}
+	}
+}
+
+// An envelope field in a CloudEvents format becomes an extension attribute:
+// a name the encoder would refuse on every row is refused at start instead,
+// a context attribute's name included.
+func TestAdditionalEnvelopeExtensionName(t *testing.T) {
+	for _, tt := range []struct {
+		additional string
+		ok         bool
+	}{
+		{"tenant:envelope", true},
+		{"tenant_id:envelope:tenantid", true},
+		{"tenant_id:envelope", false},     // '_' is not allowed
+		{"region:envelope:Region", false}, // upper case
+		{"src:envelope:source", false},    // a context attribute
+		{"origin:envelope:partitionkey", false},
+		{"tenant_id:header", true}, // headers are not extensions
+	} {
+		for _, format := range []schema.Format{schema.CloudEvents, schema.CloudEventsBinary} {
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			var cfg relay.Config
+			m := registerMappingFlags(fs, &cfg)
+			if err := fs.Parse([]string{"--column-additional", tt.additional}); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Encoder.Format = format
+			err := m.apply(context.Background(), fs, &cfg, "", "public.outbox")
+			if (err == nil) != tt.ok {
+				t.Errorf("%s, %s: err %v", tt.additional, format, err)
+			}
 		}
 	}
 }

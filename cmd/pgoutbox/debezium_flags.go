@@ -95,8 +95,11 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 			if alias == "" {
 				alias = a.Column
 			}
-			if a.Placement == schema.PlaceEnvelope && !validExtensionName(alias) {
-				return fmt.Errorf("--column-additional %s: with --format %s an envelope field is a CloudEvents extension, and %q is not a valid extension name (1-20 of a-z0-9); give an alias", a.Column, format, alias)
+			if a.Placement != schema.PlaceEnvelope {
+				continue
+			}
+			if err := schema.ValidateExtensionName(alias); err != nil {
+				return fmt.Errorf("--column-additional %s: with --format %s an envelope field is a CloudEvents extension, and %w; give an alias", a.Column, format, err)
 			}
 		}
 	}
@@ -110,18 +113,6 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	cfg.Encoder.Debezium.NotNull = notNull
 	cfg.Encoder.Debezium.KeyColumns = key
 	return nil
-}
-
-func validExtensionName(s string) bool {
-	if len(s) == 0 || len(s) > 20 {
-		return false
-	}
-	for _, c := range s {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
