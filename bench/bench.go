@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -347,7 +348,7 @@ func (b *bencher) clearRows(ctx context.Context) error {
 func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_" + b.suffix }
 
 // startRelay starts `pgoutbox run` for pipeline name.
-func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, error) {
+func (b *bencher) startRelay(name, mode string, poll time.Duration) (*proc.Process, error) {
 	args := []string{"run",
 		"--database-url", b.cfg.DatabaseURL,
 		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
@@ -367,13 +368,22 @@ func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, e
 	if !slices.Contains(b.slots, name) {
 		b.slots = append(b.slots, name)
 	}
-	return startProcess("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
+	return proc.Start("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
+}
+
+// gone explains a child's exit that came before the work was done: even a
+// clean exit is an error then.
+func gone(p *proc.Process) error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s exited early; output:\n%s", p.Name(), p.Output())
 }
 
 // warmup writes a one-event transaction every 100ms until one arrives at
 // the consumer: then the relay streams (in WAL mode its slot exists), the
 // topic exists and the consumer reads it. Warm-up events are not measured.
-func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Process, timeout time.Duration) error {
+func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *proc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !tr.state().warmSeen {
 		if time.Now().After(deadline) {
@@ -386,7 +396,7 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Pro
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-relay.Exited():
-			return relay.goneErr()
+			return gone(relay)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -396,7 +406,7 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Pro
 // load runs the open-loop schedule at rate events per second through
 // writers and reports progress. relay is the process under test (the relay
 // or the floor): the load stops if it exits.
-func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *Process) (Schedule, []time.Duration, error) {
+func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *proc.Process) (Schedule, []time.Duration, error) {
 	k := b.cfg.EventsPerTx
 	s := NewSchedule(time.Now().Add(50*time.Millisecond), rate/k.Mean(), b.cfg.Duration)
 	shape := "one INSERT each"
@@ -430,7 +440,7 @@ func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*wr
 		return err
 	})
 	if relayGone.Load() {
-		return s, nil, relay.goneErr()
+		return s, nil, gone(relay)
 	}
 	return s, lags, err
 }
@@ -459,7 +469,7 @@ func (b *bencher) progress(ctx context.Context, label string, tr *tracker, start
 }
 
 // waitAll waits until every committed event was consumed, or timeout.
-func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Duration) error {
+func waitAll(ctx context.Context, tr *tracker, relay *proc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		st := tr.state()
@@ -477,7 +487,7 @@ func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Dura
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return relay.goneErr()
+			return gone(relay)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -815,7 +825,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	for int(got.Load()) < d.Events && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case <-fp.Exited():
-			return nil, 0, fp.goneErr()
+			return nil, 0, gone(fp)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
