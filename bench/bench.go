@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/proc"
@@ -266,17 +265,9 @@ func (b *bencher) setup(ctx context.Context) error {
 		conn.Close(ctx)
 		return err
 	}
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", publication).Scan(&exists); err != nil {
+	if b.createdPb, err = replication.EnsurePublication(ctx, conn, publication, b.table, true); err != nil {
 		conn.Close(ctx)
 		return err
-	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+publication+" FOR TABLE "+b.table.Quoted()+" WITH (publish = 'insert')"); err != nil {
-			conn.Close(ctx)
-			return fmt.Errorf("create publication: %w", err)
-		}
-		b.createdPb = true
 	}
 	if b.cfg.Aggregates > 0 {
 		if err := b.createAggregates(ctx); err != nil {
@@ -320,17 +311,13 @@ func (b *bencher) cleanup() {
 	b.admin.Close(ctx)
 }
 
-// dropSlot drops a slot, retrying while its connection goes away.
+// dropSlot drops a slot if it exists, retrying while its connection goes
+// away.
 func (b *bencher) dropSlot(ctx context.Context, slot string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := b.admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := replication.DropSlot(ctx, b.admin, slot); err != nil && !errors.Is(err, replication.ErrSlotMissing) {
+		return err
 	}
+	return nil
 }
 
 // clearRows deletes the bench's rows, so that a poller does not publish
@@ -628,11 +615,8 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 // createSlot creates a pgoutput slot for the floor reader.
 func (b *bencher) createSlot(ctx context.Context, slot string) error {
 	b.slots = append(b.slots, slot)
-	_, err := b.admin.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot)
-	if err != nil {
-		return fmt.Errorf("create slot %s: %w", slot, err)
-	}
-	return nil
+	_, err := replication.CreateSlot(ctx, b.admin, slot, false)
+	return err
 }
 
 // floorRun puts the same steady load at rate on the floor reader instead
