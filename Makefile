@@ -60,6 +60,7 @@ bench: build
 # A short run of every fuzz target.
 fuzz:
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./replication -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
 

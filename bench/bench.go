@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // Config configures a bench run.
@@ -142,7 +143,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("poll interval %s: must be positive", p)
 		}
 	}
-	if _, err := tableIdent(c.Table); err != nil {
+	if _, err := replication.ParseTable(c.Table); err != nil {
 		return err
 	}
 	return nil
@@ -161,7 +162,8 @@ const publication = "pgoutbox_bench"
 
 type bencher struct {
 	cfg       Config
-	suffix    string // keeps this run's slots and topics apart from others'
+	table     replication.Table // cfg.Table, parsed
+	suffix    string            // keeps this run's slots and topics apart from others'
 	admin     *pgx.Conn
 	slots     []string
 	createdPb bool
@@ -176,7 +178,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	b := &bencher{cfg: cfg, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
+	table, _ := replication.ParseTable(cfg.Table) // checked by validate
+	b := &bencher{cfg: cfg, table: table, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -258,26 +261,16 @@ func (b *bencher) setup(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	b.admin = conn
-	schema, table, _ := strings.Cut(b.cfg.Table, ".")
-	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: schema, Table: table}); err != nil {
+	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: b.table.Schema, Table: b.table.Name}); err != nil {
 		conn.Close(ctx)
 		return err
 	}
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", publication).Scan(&exists); err != nil {
+	if b.createdPb, err = replication.EnsurePublication(ctx, conn, publication, b.table, true); err != nil {
 		conn.Close(ctx)
 		return err
-	}
-	if !exists {
-		ident, _ := tableIdent(b.cfg.Table)
-		if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+publication+" FOR TABLE "+ident+" WITH (publish = 'insert')"); err != nil {
-			conn.Close(ctx)
-			return fmt.Errorf("create publication: %w", err)
-		}
-		b.createdPb = true
 	}
 	if b.cfg.Aggregates > 0 {
-		if err := b.createAggregates(ctx, schema); err != nil {
+		if err := b.createAggregates(ctx); err != nil {
 			conn.Close(ctx)
 			return err
 		}
@@ -288,11 +281,8 @@ func (b *bencher) setup(ctx context.Context) error {
 // createAggregates creates the table of aggregate rows that the
 // application-shaped load locks, one row per aggregate. It is the bench's
 // own, named for this run, and dropped at the end.
-func (b *bencher) createAggregates(ctx context.Context, schema string) error {
-	if schema == "" || !strings.Contains(b.cfg.Table, ".") {
-		schema = "public"
-	}
-	ident := pgx.Identifier{schema, "bench_aggregates_" + b.suffix}.Sanitize()
+func (b *bencher) createAggregates(ctx context.Context) error {
+	ident := pgx.Identifier{b.table.Schema, "bench_aggregates_" + b.suffix}.Sanitize()
 	if _, err := b.admin.Exec(ctx, "CREATE TABLE "+ident+" (id int PRIMARY KEY, version bigint NOT NULL DEFAULT 0)"); err != nil {
 		return fmt.Errorf("create the aggregates table: %w", err)
 	}
@@ -321,23 +311,19 @@ func (b *bencher) cleanup() {
 	b.admin.Close(ctx)
 }
 
-// dropSlot drops a slot, retrying while its connection goes away.
+// dropSlot drops a slot if it exists, retrying while its connection goes
+// away.
 func (b *bencher) dropSlot(ctx context.Context, slot string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := b.admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := replication.DropSlot(ctx, b.admin, slot); err != nil && !errors.Is(err, replication.ErrSlotMissing) {
+		return err
 	}
+	return nil
 }
 
 // clearRows deletes the bench's rows, so that a poller does not publish
 // the rows of an earlier run, and vacuums them away.
 func (b *bencher) clearRows(ctx context.Context) error {
-	ident, _ := tableIdent(b.cfg.Table)
+	ident := b.table.Quoted()
 	if _, err := b.admin.Exec(ctx, "DELETE FROM "+ident+` WHERE aggregatetype LIKE 'bench\_%'`); err != nil {
 		return err
 	}
@@ -349,7 +335,7 @@ func (b *bencher) clearRows(ctx context.Context) error {
 func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_" + b.suffix }
 
 // startRelay starts `pgoutbox run` for pipeline name.
-func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, error) {
+func (b *bencher) startRelay(name, mode string, poll time.Duration) (*proc.Process, error) {
 	args := []string{"run",
 		"--database-url", b.cfg.DatabaseURL,
 		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
@@ -369,13 +355,22 @@ func (b *bencher) startRelay(name, mode string, poll time.Duration) (*Process, e
 	if !slices.Contains(b.slots, name) {
 		b.slots = append(b.slots, name)
 	}
-	return startProcess("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
+	return proc.Start("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
+}
+
+// gone explains a child's exit that came before the work was done: even a
+// clean exit is an error then.
+func gone(p *proc.Process) error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s exited early; output:\n%s", p.Name(), p.Output())
 }
 
 // warmup writes a one-event transaction every 100ms until one arrives at
 // the consumer: then the relay streams (in WAL mode its slot exists), the
 // topic exists and the consumer reads it. Warm-up events are not measured.
-func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Process, timeout time.Duration) error {
+func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *proc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !tr.state().warmSeen {
 		if time.Now().After(deadline) {
@@ -388,7 +383,7 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Pro
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-relay.Exited():
-			return relay.goneErr()
+			return gone(relay)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -398,7 +393,7 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *Pro
 // load runs the open-loop schedule at rate events per second through
 // writers and reports progress. relay is the process under test (the relay
 // or the floor): the load stops if it exits.
-func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *Process) (Schedule, []time.Duration, error) {
+func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *proc.Process) (Schedule, []time.Duration, error) {
 	k := b.cfg.EventsPerTx
 	s := NewSchedule(time.Now().Add(50*time.Millisecond), rate/k.Mean(), b.cfg.Duration)
 	shape := "one INSERT each"
@@ -432,7 +427,7 @@ func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*wr
 		return err
 	})
 	if relayGone.Load() {
-		return s, nil, relay.goneErr()
+		return s, nil, gone(relay)
 	}
 	return s, lags, err
 }
@@ -461,7 +456,7 @@ func (b *bencher) progress(ctx context.Context, label string, tr *tracker, start
 }
 
 // waitAll waits until every committed event was consumed, or timeout.
-func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Duration) error {
+func waitAll(ctx context.Context, tr *tracker, relay *proc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		st := tr.state()
@@ -479,7 +474,7 @@ func waitAll(ctx context.Context, tr *tracker, relay *Process, timeout time.Dura
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return relay.goneErr()
+			return gone(relay)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -564,7 +559,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 		return run, nil, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return run, nil, err
 	}
@@ -620,11 +615,8 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 // createSlot creates a pgoutput slot for the floor reader.
 func (b *bencher) createSlot(ctx context.Context, slot string) error {
 	b.slots = append(b.slots, slot)
-	_, err := b.admin.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot)
-	if err != nil {
-		return fmt.Errorf("create slot %s: %w", slot, err)
-	}
-	return nil
+	_, err := replication.CreateSlot(ctx, b.admin, slot, false)
+	return err
 }
 
 // floorRun puts the same steady load at rate on the floor reader instead
@@ -639,7 +631,7 @@ func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Du
 	}
 	defer b.dropSlot(context.WithoutCancel(ctx), name)
 	tr := newTracker()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -699,7 +691,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 		return nil, 0, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.cfg.Table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -817,7 +809,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	for int(got.Load()) < d.Events && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case <-fp.Exited():
-			return nil, 0, fp.goneErr()
+			return nil, 0, gone(fp)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

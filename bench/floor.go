@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -143,10 +144,10 @@ func (w *floorLines) Write(p []byte) (int, error) {
 // startFloor starts `pgoutbox bench floor` on slot, which must exist,
 // handing every event it reads to fn. The database URL goes through the
 // environment, not the command line.
-func (b *bencher) startFloor(slot string, fn func(id string, at time.Time)) (*Process, error) {
+func (b *bencher) startFloor(slot string, fn func(id string, at time.Time)) (*proc.Process, error) {
 	args := []string{"bench", "floor", "--table", b.cfg.Table, "--slot", slot, "--publication", publication}
 	env := []string{"PGOUTBOX_DATABASE_URL=" + b.cfg.DatabaseURL}
-	p, err := startProcess("pgoutbox bench floor", b.cfg.RelayBin, args, env, &floorLines{fn: fn})
+	p, err := proc.Start("pgoutbox bench floor", b.cfg.RelayBin, args, env, &floorLines{fn: fn})
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}

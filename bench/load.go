@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // tracker pairs each event's commit time with the time it was consumed.
@@ -156,12 +158,8 @@ type writer struct {
 // openWriters opens n writers of aggregate type aggType into table.
 // aggTable, when not empty, is the quoted aggregates table whose rows
 // appTx locks.
-func openWriters(ctx context.Context, url, table, aggTable, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
-	ident, err := tableIdent(table)
-	if err != nil {
-		return nil, err
-	}
-	sql := "INSERT INTO " + ident + ` (id, aggregatetype, aggregateid, type, payload)
+func openWriters(ctx context.Context, url string, table replication.Table, aggTable, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
+	sql := "INSERT INTO " + table.Quoted() + ` (id, aggregatetype, aggregateid, type, payload)
 SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 	var lockSQL string
 	if aggTable != "" {
@@ -324,16 +322,4 @@ func eventID(r *kgo.Record) string {
 		return ""
 	}
 	return string(v[:j])
-}
-
-// tableIdent quotes "schema.table" (or "table", in public).
-func tableIdent(table string) (string, error) {
-	s, t, ok := strings.Cut(table, ".")
-	if !ok {
-		s, t = "public", table
-	}
-	if s == "" || t == "" || strings.Contains(t, ".") {
-		return "", fmt.Errorf("table %q: want schema.table", table)
-	}
-	return pgx.Identifier{s, t}.Sanitize(), nil
 }

@@ -15,7 +15,7 @@ import (
 // benchRow is a decoded insert into the default outbox table, as the
 // stream hands it over: text values in column order.
 func benchRow() (*replication.Relation, [][]byte) {
-	rel := &replication.Relation{Schema: "public", Name: "outbox", Columns: []replication.Column{
+	rel := &replication.Relation{Schema: "public", Name: "outbox", Columns: []schema.Column{
 		{Name: "id", TypeOID: 2950}, {Name: "aggregatetype", TypeOID: 25}, {Name: "aggregateid", TypeOID: 25},
 		{Name: "type", TypeOID: 25}, {Name: "payload", TypeOID: 3802}, {Name: "headers", TypeOID: 3802},
 		{Name: "created_at", TypeOID: 1184}, {Name: "seq", TypeOID: 20}, {Name: "txid", TypeOID: 5069},
@@ -43,7 +43,7 @@ func BenchmarkRecord(b *testing.B) {
 				b.Fatal(err)
 			}
 			rel, values := benchRow()
-			bind, err := r.cfg.Columns.Bind(columns(rel))
+			bind, err := r.cfg.Columns.Bind(rel.Columns)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -286,7 +286,7 @@ func (r *Relay) publishBatch(sess, ctx context.Context, k *sink.Kafka, dl *deadL
 		b, ok := bindings[row.Relation]
 		if !ok {
 			var err error
-			if b, err = r.cfg.Columns.Bind(columns(row.Relation)); err != nil {
+			if b, err = r.cfg.Columns.Bind(row.Relation.Columns); err != nil {
 				return fmt.Errorf("table %s: %w", r.table, err)
 			}
 			bindings[row.Relation] = b

@@ -45,8 +45,9 @@ type Config struct {
 	Encoder       schema.EncoderConfig
 	Columns       schema.Columns
 	// CreateSlot lets the relay create the publication and the slot when
-	// they are missing and the role may (default true through Defaults is
-	// not possible for a bool; cmd sets it).
+	// they are missing and the role may. Off in the zero value, so that a
+	// program using the package creates nothing it did not ask for; pgoutbox
+	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
@@ -539,7 +540,7 @@ func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadL
 			b, ok := bindings[c.Relation]
 			if !ok {
 				var err error
-				if b, err = r.cfg.Columns.Bind(columns(c.Relation)); err != nil {
+				if b, err = r.cfg.Columns.Bind(c.Relation.Columns); err != nil {
 					return fmt.Errorf("table %s.%s: %w", c.Relation.Schema, c.Relation.Name, err)
 				}
 				bindings[c.Relation] = b
@@ -669,12 +670,4 @@ func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, boo
 		}
 	}
 	return 0, false
-}
-
-func columns(rel *replication.Relation) []schema.Column {
-	cols := make([]schema.Column, len(rel.Columns))
-	for i, c := range rel.Columns {
-		cols[i] = schema.Column{Name: c.Name, TypeOID: c.TypeOID}
-	}
-	return cols
 }

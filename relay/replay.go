@@ -81,7 +81,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 		[][]byte{[]byte(d.EventID)}, nil, nil, nil)
 	rel := &replication.Relation{Schema: r.table.Schema, Name: r.table.Name}
 	for _, f := range res.FieldDescriptions() {
-		rel.Columns = append(rel.Columns, replication.Column{Name: f.Name, TypeOID: f.DataTypeOID})
+		rel.Columns = append(rel.Columns, schema.Column{Name: f.Name, TypeOID: f.DataTypeOID})
 	}
 	var values [][]byte
 	for res.NextRow() {
@@ -112,7 +112,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 		sort.Strings(names)
 		rel.Columns = rel.Columns[:0]
 		for _, n := range names {
-			rel.Columns = append(rel.Columns, replication.Column{Name: n}) // types unknown: text, checked as such
+			rel.Columns = append(rel.Columns, schema.Column{Name: n}) // types unknown: text, checked as such
 			if v := stored[n]; v != nil {
 				values = append(values, []byte(*v))
 			} else {
@@ -120,7 +120,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 			}
 		}
 	}
-	b, err := r.cfg.Columns.Bind(columns(rel))
+	b, err := r.cfg.Columns.Bind(rel.Columns)
 	if err != nil {
 		return nil, err
 	}

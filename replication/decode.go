@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Kind says what a Change is.
@@ -23,12 +25,6 @@ const (
 	KindHeartbeat
 )
 
-// Column is one column of a relation, as the Relation message gives it.
-type Column struct {
-	Name    string
-	TypeOID uint32
-}
-
 // Relation is the shape of a table as last announced by the server. A new
 // Relation value replaces the old one whenever the server sends it again
 // (after ALTER TABLE, or on a new connection), so consumers may cache
@@ -37,7 +33,7 @@ type Relation struct {
 	ID      uint32
 	Schema  string
 	Name    string
-	Columns []Column
+	Columns []schema.Column
 }
 
 // Change is one item of the stream.

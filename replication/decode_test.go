@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // pgoutput protocol 1 messages, built as the server sends them.
@@ -25,7 +27,7 @@ func msgCommit(commit, end pglogrepl.LSN) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(time.Second.Microseconds()))
 }
 
-func msgRelation(id uint32, ns, name string, cols ...Column) []byte {
+func msgRelation(id uint32, ns, name string, cols ...schema.Column) []byte {
 	b := []byte{'R'}
 	b = binary.BigEndian.AppendUint32(b, id)
 	b = append(append(b, ns...), 0)
@@ -95,14 +97,14 @@ func msgMessage(lsn pglogrepl.LSN, transactional bool, prefix, content string) [
 	return append(b, content...)
 }
 
-var outboxCols = []Column{{"id", 2950}, {"aggregatetype", 25}, {"aggregateid", 25}, {"payload", 3802}}
+var outboxCols = []schema.Column{{Name: "id", TypeOID: 2950}, {Name: "aggregatetype", TypeOID: 25}, {Name: "aggregateid", TypeOID: 25}, {Name: "payload", TypeOID: 3802}}
 
 func TestDecodeTransaction(t *testing.T) {
 	var counters Counters
 	d := newDecoder(Table{"public", "outbox"}, &counters)
 	feed := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
-		msgRelation(2, "public", "orders", Column{"id", 23}),
+		msgRelation(2, "public", "orders", schema.Column{Name: "id", TypeOID: 23}),
 		msgBegin(0x200, 7),
 		msgInsert(1, []byte("u1"), []byte("order"), []byte("42"), []byte(`{"a":1}`)),
 		msgInsert(2, []byte("1")),
@@ -163,7 +165,7 @@ func TestDecodeRelationRefresh(t *testing.T) {
 		msgBegin(0x10, 1),
 		msgInsert(1, []byte("a"), []byte("t"), []byte("k"), []byte("{}")),
 		msgCommit(0x10, 0x10),
-		msgRelation(1, "public", "outbox", append([]Column{{"extra", 25}}, outboxCols...)...),
+		msgRelation(1, "public", "outbox", append([]schema.Column{{Name: "extra", TypeOID: 25}}, outboxCols...)...),
 		msgBegin(0x20, 2),
 		msgInsert(1, []byte("x"), []byte("b"), []byte("t"), []byte("k"), []byte("{}")),
 	}

@@ -5,7 +5,11 @@
 // status updates on a timer, and emits heartbeats so that an idle outbox
 // does not pin WAL.
 //
-// The stream never decides what is safe to confirm: its caller reports the
-// commit LSN that Kafka acknowledged through Stream.Confirm, and only that
-// position is sent as flush and apply.
+// The stream confirms what its caller reports: the commit LSN that Kafka
+// acknowledged, through Stream.Confirm, is sent as flush and apply. It
+// decides one thing itself: when the server asks for a reply (it is about to
+// time out the connection, or is shutting down and waits for the flush to
+// reach its WAL end) and nothing is in flight (outside a transaction, every
+// commit and heartbeat handed over already confirmed), it confirms the
+// server's WAL end, since everything committed before it was sent and acked.
 package replication

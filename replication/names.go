@@ -34,7 +34,10 @@ type Table struct {
 var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 
 // ParseTable parses "schema.table" or "table" (schema public). Names are
-// taken as written, case included, and quoted wherever they reach SQL.
+// taken as written, case included, and quoted wherever they reach SQL; a
+// quoted name ("My Schema".outbox) is not parsed. It is the one parser of
+// table names: the relay, the commands, Debezium configurations and the
+// bench all read theirs through it.
 func ParseTable(s string) (Table, error) {
 	schema, name, ok := strings.Cut(s, ".")
 	if !ok {

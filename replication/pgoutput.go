@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // A bounds-checked reader of pgoutput protocol 1 messages. pglogrepl's
@@ -186,10 +188,10 @@ func parse(data []byte) (any, error) {
 		if r.err == nil && n > len(r.b)/10 { // each column takes at least 10 bytes
 			return nil, fmt.Errorf("%w: relation claims %d columns in %d bytes", ErrProtocol, n, len(r.b))
 		}
-		rel.Columns = make([]Column, 0, n)
+		rel.Columns = make([]schema.Column, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
 			r.byte1("column flags")
-			c := Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type")}
+			c := schema.Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type")}
 			r.uint32("column modifier")
 			rel.Columns = append(rel.Columns, c)
 		}

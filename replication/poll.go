@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Polling columns: insertion order, the writing transaction, and the mark
@@ -295,10 +297,10 @@ func (p *Poller) bind(fields []pgconn.FieldDescription) error {
 			return nil
 		}
 	}
-	rel := &Relation{Schema: p.table.Schema, Name: p.table.Name, Columns: make([]Column, len(fields))}
+	rel := &Relation{Schema: p.table.Schema, Name: p.table.Name, Columns: make([]schema.Column, len(fields))}
 	p.seqIdx, p.txidIdx = -1, -1
 	for i, f := range fields {
-		rel.Columns[i] = Column{Name: f.Name, TypeOID: f.DataTypeOID}
+		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID}
 		switch f.Name {
 		case p.cfg.Order:
 			p.seqIdx = i

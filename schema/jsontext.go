@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -143,6 +144,16 @@ var reservedAttributes = [...]string{
 // maxExtensionNameLen is the CloudEvents recommendation ("SHOULD NOT exceed
 // 20 characters"), enforced.
 const maxExtensionNameLen = 20
+
+// ValidateExtensionName checks a CloudEvents extension attribute name as the
+// encoder does: 1 to 20 lower-case letters a-z and digits 0-9, not a context
+// attribute or one the encoder sets. The error's text says what is wrong.
+func ValidateExtensionName(name string) error {
+	if reason := extensionNameReason([]byte(name)); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
+}
 
 func extensionNameReason(name []byte) string {
 	if len(name) == 0 || len(name) > maxExtensionNameLen {

@@ -240,8 +240,6 @@ type Origin struct {
 	LSN, CommitLSN uint64
 	TxID           uint64
 	CommitTime     time.Time
-	// Polled is true when the row was read by the poller, not the WAL.
-	Polled bool
 }
 
 // Record builds a record from a row's values in table column order, in text
@@ -249,11 +247,12 @@ type Origin struct {
 // commitTime is used when the table has no time column or the value is NULL.
 //
 // Aliasing: the four string fields are copied (into one allocation), but
-// Payload and Headers are subslices of values, not copies. pgoutput tuple data
-// decoded by pglogrepl is freshly allocated per column and owned by the
-// caller, so this is safe there; a caller whose buffers are reused (pgx
-// RawValues, valid only until the next row) must copy values first. Do not
-// modify values while the Record (or a Message encoded from it) is in use.
+// Payload and Headers are subslices of values, not copies. The replication
+// package's stream and poller copy each row's values into one buffer of its
+// own, handed to the caller, so this is safe there; a caller whose buffers
+// are reused (pgx RawValues, valid only until the next row) must copy values
+// first. Do not modify values while the Record (or a Message encoded from it)
+// is in use.
 //
 // Rules, each violation a [*RowError] naming the table's column:
 //   - id, aggregatetype, aggregateid and type must be non-NULL and non-empty;

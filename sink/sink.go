@@ -48,8 +48,9 @@ type Config struct {
 	// Kafka's default). The broker's own limit for a topic, learned when
 	// the topic is first used, applies when it is lower.
 	MaxMessageBytes int
-	// CreateTopics asks the broker to create missing topics (default true
-	// through Defaults; the broker must allow it).
+	// CreateTopics asks the broker to create missing topics (the broker
+	// must allow it). Off in the zero value, and Defaults leaves it so; pgoutbox
+	// run sets it from --kafka-create-topics, whose default is true.
 	CreateTopics bool
 	// SASL authenticates to the brokers when Mechanism is set.
 	SASL SASL

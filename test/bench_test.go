@@ -288,3 +288,55 @@ func tuplesUpdated(t *testing.T, ctx context.Context, conn *pgx.Conn) int64 {
 	}
 	return n
 }
+
+// TestBenchUnqualifiedTable runs `pgoutbox bench --table outbox`: an
+// unqualified name is in schema public, as for `pgoutbox run`, for the
+// outbox table the bench migrates and writes, its publication, and the
+// aggregates table it creates beside it.
+func TestBenchUnqualifiedTable(t *testing.T) {
+	pg := pgcluster.New(t)
+	kafka := kafkatest.New(t)
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench",
+		"--database-url", pg.URL, "--kafka-brokers", strings.Join(kafka.Brokers, ","), "--table", "outbox",
+		"--modes", "wal", "--rate", "200", "--duration", "1s", "--writers", "2", "--aggregates", "5",
+		"--drain-events", "0", "--no-floor", "--json", jsonPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pgoutbox bench --table outbox: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var rep struct {
+		Runs []struct {
+			Events int `json:"events"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Events != 200 { // 200/s for 1 s
+		t.Fatalf("runs: %s", b)
+	}
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var outboxInPublic bool
+	var otherSchemas int
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('public.outbox') IS NOT NULL,
+  (SELECT count(*) FROM pg_namespace WHERE nspname = 'outbox')`).Scan(&outboxInPublic, &otherSchemas); err != nil {
+		t.Fatal(err)
+	}
+	if !outboxInPublic || otherSchemas != 0 {
+		t.Errorf("public.outbox exists: %v; schemas named outbox: %d", outboxInPublic, otherSchemas)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/bench"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -117,7 +118,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		d, err := bench.StartDevbroker(ctx, bin)
+		d, err := proc.StartDevbroker(ctx, bin, "", "--log-level", "error")
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // readAnyConfig reads a --config file: pgoutbox's own "flag = value" lines,
@@ -274,7 +276,7 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 
 	// Connector options.
 	var db struct{ host, port, user, password, name, sslmode string }
-	table := ""
+	var table replication.Table
 	for _, k := range sortedKeys(c.connector) {
 		v := c.connector[k]
 		switch k {
@@ -320,7 +322,7 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 				continue
 			}
 			table = t
-			set("table", t)
+			set("table", t.String())
 		case "schema.include.list", "schema.whitelist":
 			// Checked against the table below.
 		case "heartbeat.interval.ms":
@@ -365,8 +367,8 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 	if _, ok := c.connector["publication.name"]; !ok {
 		set("publication", "dbz_publication")
 	}
-	if s, ok := c.connector["schema.include.list"]; ok && table != "" {
-		if schema, _, _ := strings.Cut(table, "."); s != schema && s != regexp.QuoteMeta(schema) {
+	if s, ok := c.connector["schema.include.list"]; ok && table != (replication.Table{}) {
+		if schema := table.Schema; s != schema && s != regexp.QuoteMeta(schema) {
 			refuse(src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
 		}
 	}
@@ -481,14 +483,15 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 
 // singleTable reads table.include.list naming exactly one table: a
 // schema-qualified name whose dots may be escaped (public\.outbox).
-func singleTable(v string) (string, error) {
+func singleTable(v string) (replication.Table, error) {
 	v = strings.TrimSpace(v)
 	if strings.Contains(v, ",") {
-		return "", fmt.Errorf("%q lists several tables; pgoutbox relays one outbox table per run", v)
+		return replication.Table{}, fmt.Errorf("%q lists several tables; pgoutbox relays one outbox table per run", v)
 	}
-	t := strings.ReplaceAll(v, `\.`, ".")
-	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$`).MatchString(t) {
-		return "", fmt.Errorf("%q is not one schema-qualified table name (patterns are not supported)", v)
+	s := strings.ReplaceAll(v, `\.`, ".")
+	t, err := replication.ParseTable(s)
+	if err != nil || !strings.Contains(s, ".") {
+		return replication.Table{}, fmt.Errorf("%q is not one schema-qualified table name (patterns are not supported)", v)
 	}
 	return t, nil
 }

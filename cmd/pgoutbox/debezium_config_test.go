@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 func runFlagSet() (*flag.FlagSet, *relay.Config) {
@@ -160,5 +162,70 @@ func TestDebeziumConfigCommandLineWins(t *testing.T) {
 	}
 	if got := flagValue(fs, "slot"); got != "from_flag" {
 		t.Errorf("slot = %q", got)
+	}
+}
+
+// table.include.list names the table as --table does: one schema-qualified
+// name that the relay accepts, its dots optionally escaped.
+func TestDebeziumConfigTableIncludeList(t *testing.T) {
+	long := strings.Repeat("t", 64) // one byte over Postgres's identifier limit
+	for _, tt := range []struct {
+		list, table string // table "" means refused
+	}{
+		{`public\\.outbox_event`, "public.outbox_event"},
+		{"Sales.OutboxEvents", "Sales.OutboxEvents"},
+		{"app.outbox$2", "app.outbox$2"},
+		{"outbox", ""},
+		{"public.out.box", ""},
+		{"public.out-box", ""},
+		{"public." + long, ""},
+		{`public\\.outbox.*`, ""},
+	} {
+		fs, _, err := loadConfig(t, "c.json", `{"config": {"table.include.list": "`+tt.list+`"}}`)
+		if tt.table == "" {
+			if err == nil || !strings.Contains(err.Error(), "table.include.list:") {
+				t.Errorf("%s: accepted (table %q), err %v", tt.list, flagValue(fs, "table"), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.list, err)
+			continue
+		}
+		if got := flagValue(fs, "table"); got != tt.table {
+			t.Errorf("%s: --table %q, want %q", tt.list, got, tt.table)
+		}
+	}
+}
+
+// An envelope field in a CloudEvents format becomes an extension attribute:
+// a name the encoder would refuse on every row is refused at start instead,
+// a context attribute's name included.
+func TestAdditionalEnvelopeExtensionName(t *testing.T) {
+	for _, tt := range []struct {
+		additional string
+		ok         bool
+	}{
+		{"tenant:envelope", true},
+		{"tenant_id:envelope:tenantid", true},
+		{"tenant_id:envelope", false},     // '_' is not allowed
+		{"region:envelope:Region", false}, // upper case
+		{"src:envelope:source", false},    // a context attribute
+		{"origin:envelope:partitionkey", false},
+		{"tenant_id:header", true}, // headers are not extensions
+	} {
+		for _, format := range []schema.Format{schema.CloudEvents, schema.CloudEventsBinary} {
+			fs := flag.NewFlagSet("run", flag.ContinueOnError)
+			var cfg relay.Config
+			m := registerMappingFlags(fs, &cfg)
+			if err := fs.Parse([]string{"--column-additional", tt.additional}); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Encoder.Format = format
+			err := m.apply(context.Background(), fs, &cfg, "", "public.outbox")
+			if (err == nil) != tt.ok {
+				t.Errorf("%s, %s: err %v", tt.additional, format, err)
+			}
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,8 +95,11 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 			if alias == "" {
 				alias = a.Column
 			}
-			if a.Placement == schema.PlaceEnvelope && !validExtensionName(alias) {
-				return fmt.Errorf("--column-additional %s: with --format %s an envelope field is a CloudEvents extension, and %q is not a valid extension name (1-20 of a-z0-9); give an alias", a.Column, format, alias)
+			if a.Placement != schema.PlaceEnvelope {
+				continue
+			}
+			if err := schema.ValidateExtensionName(alias); err != nil {
+				return fmt.Errorf("--column-additional %s: with --format %s an envelope field is a CloudEvents extension, and %w; give an alias", a.Column, format, err)
 			}
 		}
 	}
@@ -113,30 +115,18 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	return nil
 }
 
-func validExtensionName(s string) bool {
-	if len(s) == 0 || len(s) > 20 {
-		return false
-	}
-	for _, c := range s {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
 // key order).
 func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
+	t, err := replication.ParseTable(table)
+	if err != nil {
+		return nil, nil, err
+	}
 	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the outbox table's columns: connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	schemaName, name, ok := strings.Cut(table, ".")
-	if !ok {
-		schemaName, name = "public", table
-	}
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
        coalesce(array_position(i.indkey::int2[], a.attnum), 0) AS keypos
@@ -145,7 +135,7 @@ JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
 WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum`, schemaName, name)
+ORDER BY a.attnum`, t.Schema, t.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}

@@ -1,0 +1,141 @@
+// Package proc runs child processes that die with the process that started
+// them: the devbroker that bench and the tests start, and the relay that the
+// bench measures. It imports no testing, so the shipped binary may link it.
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// maxOutput is how much of a child's output Output keeps showing.
+const maxOutput = 4096
+
+// Process is a running child process.
+type Process struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	err    error // Wait's result, once exited is closed
+}
+
+// Start starts bin with args, and env added to this process's environment
+// (nil: inherited as is). What the child writes is kept for Output; stdout,
+// when not nil, receives its standard output instead. name names it in
+// errors.
+//
+// On Linux the child is killed if this process dies first. The kernel sends
+// the parent-death signal when the thread that started the child exits, not
+// the process, so that thread stays locked until the child exits.
+func Start(name, bin string, args, env []string, stdout io.Writer) (*Process, error) {
+	return start(name, bin, args, env, func(*syncBuffer) io.Writer { return stdout })
+}
+
+// start is Start with the standard output chosen once the output buffer
+// exists, so that a writer may also copy into it.
+func start(name, bin string, args, env []string, stdout func(*syncBuffer) io.Writer) (*Process, error) {
+	p := &Process{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stderr = p.out
+	p.cmd.Stdout = p.out
+	if w := stdout(p.out); w != nil {
+		p.cmd.Stdout = w
+	}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	p.cmd.SysProcAttr = dieWithParent()
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Name is the name given to Start.
+func (p *Process) Name() string { return p.name }
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Output is what the process wrote so far, its last 4 KiB.
+func (p *Process) Output() string {
+	s := p.out.String()
+	if len(s) > maxOutput {
+		s = "..." + s[len(s)-maxOutput:]
+	}
+	return s
+}
+
+// Err is, once Exited is closed, nil after a clean exit and otherwise the
+// exit status with the output.
+func (p *Process) Err() error {
+	if p.err != nil {
+		return fmt.Errorf("%s exited: %v; output:\n%s", p.name, p.err, p.Output())
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits up to timeout for the exit, then kills. It
+// returns an error if the process did not exit cleanly.
+func (p *Process) Stop(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return p.Err()
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return p.Err()
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %s of SIGTERM; output:\n%s", p.name, timeout, p.Output())
+	}
+}
+
+// Kill sends SIGKILL and waits for the exit: the child flushes nothing.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// syncBuffer is a bytes.Buffer safe for exec.Cmd's copying goroutines and a
+// reader at the same time.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

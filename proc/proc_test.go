@@ -1,0 +1,163 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// script writes an executable shell script and returns its path.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "child")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A stand-in for the devbroker: it names its flags, writes a line before
+// the ready line, and exits 0 on SIGTERM.
+const fakeBroker = `trap 'echo stopping >&2; exit 0' TERM
+echo "flags: $*" >&2
+echo "starting"
+echo "devbroker ready on 127.0.0.1:4242"
+while :; do sleep 0.05; done`
+
+func TestStartDevbroker(t *testing.T) {
+	d, err := StartDevbroker(context.Background(), script(t, fakeBroker), "", "--data-dir", "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Brokers) != 1 || d.Brokers[0] != "127.0.0.1:4242" {
+		t.Errorf("brokers %v, want the address of the ready line", d.Brokers)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	out := d.Output()
+	for _, want := range []string{"flags: --listen 127.0.0.1:0 --data-dir /x", "starting", "ready on", "stopping"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestStartDevbrokerListen(t *testing.T) {
+	d, err := StartDevbroker(context.Background(), script(t, fakeBroker), "127.0.0.1:9999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Kill()
+	// stderr is copied by a goroutine of its own: wait for it.
+	waitOutput(t, d.Process, "flags: --listen 127.0.0.1:9999\n")
+}
+
+func TestStartDevbrokerExitsBeforeReady(t *testing.T) {
+	_, err := StartDevbroker(context.Background(), script(t, `echo "listen: address already in use" >&2; exit 1`), "")
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("err %v, want the early exit with the output", err)
+	}
+}
+
+func TestStartDevbrokerContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := StartDevbroker(ctx, script(t, `exec sleep 30`), "")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the context's", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("returned after %s", d)
+	}
+}
+
+// A child that ignores SIGTERM is killed once the timeout passes, and Stop
+// says so.
+func TestStopKillsAfterTimeout(t *testing.T) {
+	p, err := Start("stubborn", script(t, `trap '' TERM; echo up; exec sleep 30`), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, p, "up")
+	err = p.Stop(200 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "stubborn did not exit within") {
+		t.Fatalf("stop: %v", err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("not exited after Stop")
+	}
+}
+
+func TestErrAndStdout(t *testing.T) {
+	var w lockedBuffer
+	p, err := Start("failing", script(t, `echo to-stdout; echo to-stderr >&2; echo "$FOO"; exit 3`), nil, []string{"FOO=bar"}, &w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	err = p.Err()
+	if err == nil || !strings.Contains(err.Error(), "failing exited: exit status 3") || !strings.Contains(err.Error(), "to-stderr") {
+		t.Fatalf("err %v", err)
+	}
+	if got := w.String(); got != "to-stdout\nbar\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if strings.Contains(p.Output(), "to-stdout") {
+		t.Errorf("output %q holds what went to the stdout writer", p.Output())
+	}
+	if err := p.Stop(time.Second); err == nil {
+		t.Error("Stop after a failed exit returned nil")
+	}
+}
+
+func TestOutputKeepsTheEnd(t *testing.T) {
+	p, err := Start("chatty", script(t, `i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done`), nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := p.Output()
+	if !strings.HasPrefix(out, "...") || !strings.HasSuffix(out, "line 1999\n") || len(out) != maxOutput+3 {
+		t.Errorf("output of %d bytes: %.40q ... %q", len(out), out, out[max(0, len(out)-20):])
+	}
+}
+
+func waitOutput(t *testing.T, p *Process, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.Output(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output within 10s: %q", want, p.Output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
