@@ -112,7 +112,7 @@ type deadLetter struct {
 // add records a poison row and returns its record for the dead-letter
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
-func (d *deadLetters) add(ctx context.Context, k *sink.Kafka, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
+func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
 	r := d.r
 	dl := deadLetter{
 		Pipeline: r.cfg.Replication.Slot, Table: r.table.String(),
