@@ -11,7 +11,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
 )
 
 // Poison policies: what happens to a row that cannot be published.
@@ -26,14 +25,6 @@ const (
 // errHeld marks an event held behind an earlier dead letter of its
 // aggregate: publishing it would let it overtake that event.
 var errHeld = errors.New("held behind an earlier dead-lettered event of its aggregate")
-
-// isPoison tells the errors that belong to one row, not to the pipeline.
-func isPoison(err error) bool {
-	var rowErr *schema.RowError
-	var tooLarge *sink.TooLargeError
-	var refused *RefusedError
-	return errors.As(err, &rowErr) || errors.As(err, &tooLarge) || errors.As(err, &refused) || errors.Is(err, errHeld)
-}
 
 // deadLetters is one session's dead-letter bookkeeping, on a connection of
 // its own (the session's is used by the state saver concurrently).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -67,31 +66,6 @@ func (h *handoffError) Error() string {
 		return fmt.Sprintf("slot replaced at %s after it was lost: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
 	}
 	return fmt.Sprintf("slot created at %s: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
-}
-
-// replicationUnavailable tells the errors after which auto mode polls:
-// the server, the role or a pooler refuses logical replication, or the
-// slot cannot be streamed any more.
-func replicationUnavailable(err error) bool {
-	if errors.Is(err, replication.ErrNotReady) || errors.Is(err, replication.ErrSlotInvalidated) ||
-		errors.Is(err, ErrSlotLost) || errors.Is(err, replication.ErrPublication) ||
-		errors.Is(err, replication.ErrSlotMissing) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "53300", // too many connections: no free WAL sender
-			"55000", // object not in prerequisite state (wal_level, invalidated slot)
-			"08P01": // protocol violation: a pooler refusing replication
-			return true
-		case "28000": // "must be superuser or replication role to start walsender"
-			return strings.Contains(pgErr.Message, "replication")
-		}
-	}
-	// Poolers in transaction mode reject the replication startup parameter.
-	msg := err.Error()
-	return strings.Contains(msg, "unsupported startup parameter") && strings.Contains(msg, "replication")
 }
 
 // lockKey namespaces pgoutbox's advisory locks.

@@ -374,33 +374,6 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// permanent tells the errors retrying cannot fix: configuration, privileges,
-// the table's shape, a poison row under the halt policy, a lost slot.
-func permanent(err error) bool {
-	var rowErr *schema.RowError
-	var tooLarge *sink.TooLargeError
-	var refused *RefusedError
-	var pgErr *pgconn.PgError
-	var parseErr *pgconn.ParseConfigError
-	switch {
-	case errors.As(err, &parseErr):
-		return true
-	case errors.Is(err, sink.ErrAuth), errors.As(err, &rowErr), errors.As(err, &tooLarge), errors.As(err, &refused),
-		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
-		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
-		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
-		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
-		errors.Is(err, ErrNoState), errors.Is(err, replication.ErrNoFailoverSlots), errors.Is(err, ErrClusterChanged):
-		return true
-	case errors.As(err, &pgErr):
-		// 28: invalid authorization; 42: syntax or access rule violation
-		// (missing table, permission denied); 3D: unknown database.
-		class := pgErr.Code[:2]
-		return class == "28" || class == "42" || class == "3D"
-	}
-	return false
-}
-
 // walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
 func (r *Relay) walSession(ctx context.Context, k Sink, reason string) error {
