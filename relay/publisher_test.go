@@ -391,3 +391,48 @@ func TestPublisherRefusedRecordDeadLettered(t *testing.T) {
 		t.Errorf("confirmed %s, want 100", got)
 	}
 }
+
+// ackSink acks every record as it is produced.
+type ackSink struct{}
+
+func (ackSink) Fits(context.Context, *kgo.Record) error { return nil }
+func (ackSink) Produce(_ context.Context, rec *kgo.Record, promise func(*kgo.Record, error)) error {
+	promise(rec, nil)
+	return nil
+}
+func (ackSink) AbortBuffered()              {}
+func (ackSink) Flush(context.Context) error { return nil }
+
+// BenchmarkPublish is one row's whole way through the publisher of a WAL
+// session, a one-row transaction each: bind (cached), record, size check,
+// produce, ack into the watermark, commit and confirm.
+func BenchmarkPublish(b *testing.B) {
+	var cfg Config
+	cfg.Replication.DatabaseURL = "postgres://bench"
+	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.OnPoison = PoisonHalt
+	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rel, values := benchRow()
+	wm := newWatermark(0, func(pglogrepl.LSN) {})
+	p := r.newPublisher(ackSink{}, nil, ModeWAL)
+	p.recordCtx = context.Background()
+	p.ledger = &walLedger{wm: wm, polled: &r.polled, order: r.cfg.Poll.Order, stats: &r.Stats}
+	batch := []replication.Change{
+		{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
+		{Kind: replication.KindCommit},
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(values[4])))
+	lsn := pglogrepl.LSN(0)
+	for b.Loop() {
+		lsn += 100
+		batch[0].LSN, batch[1].LSN = lsn-50, lsn
+		if err := p.publish(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

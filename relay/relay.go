@@ -3,6 +3,19 @@
 // transaction's commit LSN to Postgres only once that transaction and every
 // one before it are acknowledged. It reconnects with backoff when Postgres
 // or Kafka go away and shuts down at a transaction boundary.
+//
+// Where to read:
+//   - relay.go: Run, the loop of sessions, and the WAL session.
+//   - modes.go: the poll session, switching between the modes, the lock.
+//   - publisher.go: one row from the source to the confirm, the same for
+//     both modes; they differ only in their ledger (an LSN confirmed by the
+//     watermark, or the acked rows marked published). Kafka is behind Sink.
+//   - watermark.go: the confirmable position over out-of-order acks.
+//   - deadletter.go, refused.go: poison rows, held aggregates, refusals.
+//   - errors.go: how errors are judged (Permanent, Unavailable, Poison).
+//   - kafkahealth.go, metrics.go: readiness and Prometheus metrics.
+//   - state.go, cluster.go, retention.go, replay.go, vanish.go: pgoutbox's
+//     own tables, housekeeping and admin functions.
 package relay
 
 import (
