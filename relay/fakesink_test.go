@@ -128,8 +128,8 @@ func (f *fakeSink) fail(i int, err error) {
 	}
 }
 
-// topics are the topics of the records delivered, in ack order, with
-// their keys: "topic/key".
+// acked are the records delivered, in ack order, as
+// "topic/key".
 func (f *fakeSink) acked() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
