@@ -126,7 +126,7 @@ func isUndefinedTable(err error) bool {
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its
 // rows are published.
-func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, reason string) error {
+func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, reason string, polled *polledRows) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -173,16 +173,16 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-		err := r.pollRound(ctx, qctx, pub, poller, conn, floor, handoff, &nextProbe)
+		err := r.pollRound(ctx, qctx, pub, polled, poller, conn, floor, handoff, &nextProbe)
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this
 			// position; once the WAL passes it, none can come again.
 			var lsn string
 			if e := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); e == nil {
-				r.polledUntil, _ = pglogrepl.ParseLSN(lsn)
+				polled.until, _ = pglogrepl.ParseLSN(lsn)
 			} else {
-				r.polled = nil // cannot tell when to stop skipping: skip nothing
+				polled.seqs = nil // cannot tell when to stop skipping: skip nothing
 			}
 		}
 		if err != nil {
@@ -198,7 +198,7 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
-func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
@@ -206,7 +206,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, poller *rep
 		return err
 	}
 	if len(rows) > 0 {
-		if err := r.publishBatch(sess, ctx, pub, poller, conn, rows); err != nil {
+		if err := r.publishBatch(sess, ctx, pub, polled, poller, conn, rows); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -244,7 +244,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, poller *rep
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	rows []replication.PolledRow) error {
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
@@ -258,7 +258,7 @@ func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, poller *
 	// sends only the rest.
 	seqs := led.ackedSeqs()
 	for _, seq := range seqs {
-		r.polled.add(seq)
+		polled.seqs.add(seq)
 		r.vanish.seen(seq)
 	}
 	// The wait may have outlasted recordCtx: the mark has its own bound.
@@ -374,6 +374,13 @@ func (r *Relay) walReady(ctx context.Context, conn *pgx.Conn) error {
 // maxPolledSeqs bounds what a poll phase remembers for the WAL session after
 // it: beyond it, the WAL simply sends the rest again.
 const maxPolledSeqs = 1 << 20
+
+// polledRows are the rows a poll phase published, handed to the WAL
+// session after it, which skips them until its stream passes until.
+type polledRows struct {
+	seqs  polledSeqs
+	until pglogrepl.LSN
+}
 
 // polledSeqs are the rows a poll phase published (Kafka acked them). When
 // the relay returns to the WAL, the slot replays those transactions; the

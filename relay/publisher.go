@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -248,18 +247,17 @@ type walLedger struct {
 	wm *watermark
 	tx *txn // the transaction being read; nil between transactions
 	// polled are the rows the poll phase before this session published;
-	// the stream replays them until it passes until.
-	polled *polledSeqs
-	until  pglogrepl.LSN
+	// the stream replays them until it passes polled.until.
+	polled *polledRows
 	order  string // the column polling marks rows by
 	stats  *Stats // counts the rows not sent again
 }
 
 func (l *walLedger) skip(c *replication.Change) bool {
-	if len(*l.polled) == 0 {
+	if len(l.polled.seqs) == 0 {
 		return false
 	}
-	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && l.polled.take(seq) {
+	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && l.polled.seqs.take(seq) {
 		l.stats.SkippedPolled.Add(1)
 		return true
 	}
@@ -277,8 +275,8 @@ func (l *walLedger) produce(int, *replication.Change) entry {
 func (l *walLedger) ack(e entry, err error) { l.wm.ack(e.tx, err) }
 
 func (l *walLedger) boundary(c *replication.Change) {
-	if c.Kind == replication.KindCommit && len(*l.polled) > 0 && c.LSN > l.until {
-		*l.polled = nil // the stream is past what polling published
+	if c.Kind == replication.KindCommit && len(l.polled.seqs) > 0 && c.LSN > l.polled.until {
+		l.polled.seqs = nil // the stream is past what polling published
 	}
 	if c.Kind != replication.KindCommit || l.tx == nil {
 		l.wm.mark(c.LSN)

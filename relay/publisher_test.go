@@ -94,7 +94,7 @@ func walPublisher(t *testing.T, r *Relay, k Sink, c *confirms) (*publisher, *wat
 	wm := newWatermark(0, c.confirm)
 	p := r.newPublisher(k, dl, ModeWAL)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &r.polled, until: r.polledUntil, order: r.cfg.Poll.Order, stats: &r.Stats}
+	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: &r.Stats}
 	return p, wm
 }
 
@@ -419,7 +419,7 @@ func BenchmarkPublish(b *testing.B) {
 	wm := newWatermark(0, func(pglogrepl.LSN) {})
 	p := r.newPublisher(ackSink{}, nil, ModeWAL)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &r.polled, order: r.cfg.Poll.Order, stats: &r.Stats}
+	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: &r.Stats}
 	batch := []replication.Change{
 		{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
 		{Kind: replication.KindCommit},
@@ -434,5 +434,40 @@ func BenchmarkPublish(b *testing.B) {
 		if err := p.publish(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The WAL session after a poll phase skips the rows polling published,
+// until its stream passes the position the phase ended at.
+func TestPublisherSkipsPolledRows(t *testing.T) {
+	r := testRelay(t, "", PoisonHalt)
+	k := newFakeSink()
+	var c confirms
+	p, _ := walPublisher(t, r, k, &c)
+	polled := &polledRows{until: 150}
+	polled.seqs.add(1)
+	polled.seqs.add(3) // published by polling, but the stream never replays it
+	p.ledger.(*walLedger).polled = polled
+	withSeq := func(c replication.Change, seq string) replication.Change {
+		c.Values[7] = []byte(seq)
+		return c
+	}
+	if err := p.publish(context.Background(), []replication.Change{
+		withSeq(row(10, "a1", "order", "A", "Placed", `{}`), "1"), commit(100),
+		withSeq(row(160, "a2", "order", "A", "Paid", `{}`), "2"), commit(200),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.last(); got != 100 {
+		t.Fatalf("confirmed %s, want 100: the skipped row's transaction has nothing in flight", got)
+	}
+	if n := k.pending(); n != 1 {
+		t.Fatalf("%d records produced, want 1: seq 1 was published by polling", n)
+	}
+	if n := r.Stats.SkippedPolled.Load(); n != 1 {
+		t.Errorf("skipped %d, want 1", n)
+	}
+	if polled.seqs != nil {
+		t.Error("the polled rows are kept after the stream passed the poll phase's end")
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
@@ -201,12 +200,6 @@ type Relay struct {
 	stream atomic.Pointer[replication.Stream]
 	// mode is the mode of the current session.
 	mode atomic.Value
-	// polled are the rows the last poll phase published, for the WAL
-	// session after it to skip until its stream passes polledUntil. Only
-	// one session runs at a time, and only its publishing goroutine
-	// touches them.
-	polled      polledSeqs
-	polledUntil pglogrepl.LSN
 	// stateReady is set once pgoutbox's own tables are known to be at this
 	// binary's version (state.go).
 	stateReady atomic.Bool
@@ -297,14 +290,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		// the WAL is available again, and sessions counted then.
 		fromProbe     bool
 		probeSessions int64
+		// polled hands the rows a poll phase published to the WAL
+		// session after it.
+		polled polledRows
 	)
 	for {
 		started := time.Now()
 		var err error
 		if mode == ModeWAL {
-			err = r.walSession(ctx, k, reason)
+			err = r.walSession(ctx, k, reason, &polled)
 		} else {
-			err = r.pollSession(ctx, k, handoff, reason)
+			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}
 		refused, renew := r.refused.endSession()
 		if ctx.Err() != nil {
@@ -389,7 +385,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
-func (r *Relay) walSession(ctx context.Context, k Sink, reason string) error {
+func (r *Relay) walSession(ctx context.Context, k Sink, reason string, polled *polledRows) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -457,7 +453,7 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason string) error {
 	})
 	pub := r.newPublisher(k, dl, ModeWAL)
 	pub.recordCtx = hard
-	pub.ledger = &walLedger{wm: wm, polled: &r.polled, until: r.polledUntil, order: r.cfg.Poll.Order, stats: &r.Stats}
+	pub.ledger = &walLedger{wm: wm, polled: polled, order: r.cfg.Poll.Order, stats: &r.Stats}
 	g.Go(func() error { return pub.stream(gctx, changes, wm) })
 	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream, hasSeq) })
 	runErr := g.Wait()
