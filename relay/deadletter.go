@@ -11,7 +11,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -27,14 +26,6 @@ const (
 // errHeld marks an event held behind an earlier dead letter of its
 // aggregate: publishing it would let it overtake that event.
 var errHeld = errors.New("held behind an earlier dead-lettered event of its aggregate")
-
-// isPoison tells the errors that belong to one row, not to the pipeline.
-func isPoison(err error) bool {
-	var rowErr *schema.RowError
-	var tooLarge *sink.TooLargeError
-	var refused *RefusedError
-	return errors.As(err, &rowErr) || errors.As(err, &tooLarge) || errors.As(err, &refused) || errors.Is(err, errHeld)
-}
 
 // deadLetters is one session's dead-letter bookkeeping, on a connection of
 // its own (the session's is used by the state saver concurrently).
@@ -104,7 +95,7 @@ type deadLetter struct {
 // add records a poison row and returns its record for the dead-letter
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
-func (d *deadLetters) add(ctx context.Context, k *sink.Kafka, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
+func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
 	r := d.r
 	dl := deadLetter{
 		Pipeline: r.cfg.Replication.Slot, Table: r.table.String(),

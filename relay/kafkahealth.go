@@ -1,15 +1,11 @@
 package relay
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/sink"
 )
@@ -23,27 +19,10 @@ type DeliveryError struct {
 }
 
 func (e *DeliveryError) Error() string {
-	return fmt.Sprintf("event %s to topic %s: %s", e.EventID, e.Topic, describeKafka(e.Topic, e.Err))
+	return fmt.Sprintf("event %s to topic %s: %s", e.EventID, e.Topic, sink.Describe(e.Topic, e.Err))
 }
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
-
-// describeKafka says what a record's failure means and what to change.
-func describeKafka(topic string, err error) string {
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return fmt.Sprintf("topic %s does not exist and is not created on first use (--kafka-create-topics, or the broker's auto.create.topics.enable): create it (%v)", topic, err)
-	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return fmt.Sprintf("not authorized to write to topic %s: grant the relay's Kafka user WRITE on it (%v)", topic, err)
-	case errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-		return fmt.Sprintf("not authorized for idempotent writes: grant the relay's Kafka user IDEMPOTENT_WRITE on the cluster (%v)", err)
-	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return fmt.Sprintf("the broker refuses the record as too large for topic %s (max.message.bytes; --max-message-bytes) (%v)", topic, err)
-	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
-		return fmt.Sprintf("not acknowledged in time: is the broker reachable? (%v)", err)
-	}
-	return err.Error()
-}
 
 // kafkaHealth is the current Kafka-side problem, if any: a broker that
 // does not answer (from the periodic ping) or records that fail (from
@@ -91,7 +70,7 @@ func (h *kafkaHealth) pinged(err error) (changed bool) {
 func (h *kafkaHealth) failed(e *DeliveryError) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r := h.record; r != nil && r.Topic == e.Topic && sameKafkaErr(r.Err, e.Err) {
+	if r := h.record; r != nil && r.Topic == e.Topic && sink.SameFailure(r.Err, e.Err) {
 		return false
 	}
 	if h.record == nil || h.record.Topic != e.Topic {
@@ -146,14 +125,6 @@ func (h *kafkaHealth) err() error {
 	return nil
 }
 
-func sameKafkaErr(a, b error) bool {
-	var ka, kb *kerr.Error
-	if errors.As(a, &ka) && errors.As(b, &kb) {
-		return ka.Code == kb.Code
-	}
-	return errors.Is(a, b) || a.Error() == b.Error()
-}
-
 // kafkaPinged records a ping's result and logs a change.
 func (r *Relay) kafkaPinged(err error) {
 	if !r.Metrics.kafka.pinged(err) {
@@ -170,7 +141,7 @@ func (r *Relay) kafkaPinged(err error) {
 // returns the error that names the topic and the event.
 func (r *Relay) deliveryFailed(topic, eventID string, err error) error {
 	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+	if sink.Abandoned(err) {
 		return de // a stop abandoned the record: not Kafka's problem
 	}
 	if r.Metrics.kafka.failed(de) {

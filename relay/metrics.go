@@ -22,7 +22,7 @@ import (
 // (Registry), plus what readiness is judged on. Every Relay has one; it
 // costs a few atomic adds per event and nothing else until it is served.
 //
-// On the per-event path a publisher caches the counter of the last topic it
+// On the per-event path a meter caches the counter of the last topic it
 // saw, so a record costs a string comparison, an atomic add and a histogram
 // observation; a topic change costs one lock-free map lookup.
 type Metrics struct {
@@ -196,10 +196,10 @@ func (m *Metrics) seriesFor(mode Mode, topic string) *series {
 	return s
 }
 
-// publisher is one session's (or one poll batch's) view of the metrics.
+// meter is one session's view of the metrics.
 // It is used by one goroutine; the ack handles it returns may be used from
 // any.
-type publisher struct {
+type meter struct {
 	m      *Metrics
 	mode   Mode
 	batch  prometheus.Observer
@@ -208,13 +208,13 @@ type publisher struct {
 	txRows int
 }
 
-func (m *Metrics) publisher(mode Mode) publisher {
-	return publisher{m: m, mode: mode, batch: m.batch.WithLabelValues(string(mode))}
+func (m *Metrics) meter(mode Mode) meter {
+	return meter{m: m, mode: mode, batch: m.batch.WithLabelValues(string(mode))}
 }
 
 // row counts a record of the current transaction produced to topic and
 // returns what its ack updates; since is the time its latency counts from.
-func (p *publisher) row(topic string, since time.Time) ack {
+func (p *meter) row(topic string, since time.Time) ack {
 	if p.last == nil || topic != p.topic {
 		p.last, p.topic = p.m.seriesFor(p.mode, topic), topic
 	}
@@ -223,14 +223,14 @@ func (p *publisher) row(topic string, since time.Time) ack {
 }
 
 // commit closes a transaction (WAL) or a batch (poll) of the rows counted.
-func (p *publisher) commit() {
+func (p *meter) commit() {
 	if p.txRows > 0 {
 		p.batch.Observe(float64(p.txRows))
 		p.txRows = 0
 	}
 }
 
-func (p *publisher) heartbeat() { p.m.heartbeats.Inc() }
+func (p *meter) heartbeat() { p.m.heartbeats.Inc() }
 
 // ack is a record's handle, captured by its produce callback.
 type ack struct {

@@ -48,7 +48,7 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 func TestMetricsNamesAndCounts(t *testing.T) {
 	var last atomic.Int64
 	m := NewMetrics(&last)
-	p := m.publisher(ModeWAL)
+	p := m.meter(ModeWAL)
 	p.row("a", time.Now()).done(nil)
 	p.row("a", time.Now()).done(nil)
 	p.row("b", time.Now()).done(errors.New("broker gone"))
@@ -135,7 +135,7 @@ func TestOpsConfigValidate(t *testing.T) {
 // topic's series, then the ack (counter and latency histogram).
 func BenchmarkPublishMetrics(b *testing.B) {
 	m := NewMetrics(nil)
-	p := m.publisher(ModeWAL)
+	p := m.meter(ModeWAL)
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {

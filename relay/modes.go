@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/replication"
-	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -70,31 +65,6 @@ func (h *handoffError) Error() string {
 	return fmt.Sprintf("slot created at %s: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
 }
 
-// replicationUnavailable tells the errors after which auto mode polls:
-// the server, the role or a pooler refuses logical replication, or the
-// slot cannot be streamed any more.
-func replicationUnavailable(err error) bool {
-	if errors.Is(err, replication.ErrNotReady) || errors.Is(err, replication.ErrSlotInvalidated) ||
-		errors.Is(err, ErrSlotLost) || errors.Is(err, replication.ErrPublication) ||
-		errors.Is(err, replication.ErrSlotMissing) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "53300", // too many connections: no free WAL sender
-			"55000", // object not in prerequisite state (wal_level, invalidated slot)
-			"08P01": // protocol violation: a pooler refusing replication
-			return true
-		case "28000": // "must be superuser or replication role to start walsender"
-			return strings.Contains(pgErr.Message, "replication")
-		}
-	}
-	// Poolers in transaction mode reject the replication startup parameter.
-	msg := err.Error()
-	return strings.Contains(msg, "unsupported startup parameter") && strings.Contains(msg, "replication")
-}
-
 // lockKey namespaces pgoutbox's advisory locks.
 const lockKey = 0x706f7574 // "pout"
 
@@ -143,7 +113,7 @@ func isUndefinedTable(err error) bool {
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its
 // rows are published.
-func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason store.Reason) error {
+func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, reason store.Reason, polled *polledRows) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -183,23 +153,23 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		"deleted_rows_checked_from_seq", r.vanish.from())...)
 
 	var (
-		bindings  = make(map[*replication.Relation]*schema.Binding)
+		pub       = r.newPublisher(k, dl, ModePoll)
 		nextProbe = time.Now().Add(r.probeInterval())
 	)
 	for ctx.Err() == nil {
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-		err := r.pollRound(ctx, qctx, k, dl, poller, conn, bindings, floor, handoff, &nextProbe)
+		err := r.pollRound(ctx, qctx, pub, polled, poller, conn, floor, handoff, &nextProbe)
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this
 			// position; once the WAL passes it, none can come again.
 			var lsn string
 			if e := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); e == nil {
-				r.polledUntil, _ = pglogrepl.ParseLSN(lsn)
+				polled.until, _ = pglogrepl.ParseLSN(lsn)
 			} else {
-				r.polled = nil // cannot tell when to stop skipping: skip nothing
+				polled.seqs = nil // cannot tell when to stop skipping: skip nothing
 			}
 		}
 		if err != nil {
@@ -215,15 +185,15 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
-func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
-	bindings map[*replication.Relation]*schema.Binding, floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
+func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
+	floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
 	if err != nil {
 		return err
 	}
 	if len(rows) > 0 {
-		if err := r.publishBatch(sess, ctx, k, dl, poller, conn, bindings, rows); err != nil {
+		if err := r.publishBatch(sess, ctx, pub, polled, poller, conn, rows); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -260,80 +230,22 @@ func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLett
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(sess, ctx context.Context, k *sink.Kafka, dl *deadLetters, poller *replication.Poller, conn *pgx.Conn,
-	bindings map[*replication.Relation]*schema.Binding, rows []replication.PolledRow) error {
+func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
+	rows []replication.PolledRow) error {
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
 	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		acked    = make([]bool, len(rows)) // each promise writes its own slot
-		seqs     = make([]int64, 0, len(rows))
-		pm       = r.Metrics.publisher(ModePoll)
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-	}
-	for i := range rows {
-		row := &rows[i]
-		b, ok := bindings[row.Relation]
-		if !ok {
-			var err error
-			if b, err = r.cfg.Columns.Bind(row.Relation.Columns); err != nil {
-				return fmt.Errorf("table %s: %w", r.table, err)
-			}
-			bindings[row.Relation] = b
-		}
-		rec, err := r.prepareRow(ctx, k, dl, b, &row.Change)
-		if err != nil {
-			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
-			break
-		}
-		wg.Add(1)
-		a := pm.row(rec.Topic, row.CommitTime)
-		if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
-			defer wg.Done()
-			a.done(err)
-			if err != nil {
-				if r.refused.failed(b.RawID(row.Values), rec, err) {
-					k.AbortBuffered()
-				}
-				fail(r.deliveryFailed(rec.Topic, b.RawID(row.Values), err))
-				return
-			}
-			if r.refused.any.Load() {
-				r.refused.acked(b.RawID(row.Values), rec)
-			}
-			acked[i] = true
-			r.Stats.Published.Add(1)
-			r.Stats.LastPublish.Store(time.Now().UnixNano())
-			r.delivered(rec.Topic)
-		}); err != nil {
-			wg.Done()
-			fail(fmt.Errorf("row seq %d: %w", row.Seq, err))
-			break
-		}
-	}
-	pm.commit()
-	if !r.awaitBatch(sess, conn, &wg) {
+	led := pub.batch(ctx, recordCtx, rows)
+	if !r.awaitBatch(sess, conn, &led.wg) {
 		return fmt.Errorf("%w: Kafka had not acknowledged a polled batch", ErrShutdownIncomplete)
 	}
 	// Exactly the acked rows are marked, after a failure too, so a retry
-	// sends only the rest. A failed record fails the later records of its
-	// partition with it, so no later event of its aggregate is marked.
-	for i, ok := range acked {
-		if ok {
-			seqs = append(seqs, rows[i].Seq)
-			r.polled.add(rows[i].Seq)
-			r.vanish.seen(rows[i].Seq)
-		}
+	// sends only the rest.
+	seqs := led.ackedSeqs()
+	for _, seq := range seqs {
+		polled.seqs.add(seq)
+		r.vanish.seen(seq)
 	}
 	// The wait may have outlasted recordCtx: the mark has its own bound.
 	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), r.queryTimeout())
@@ -341,7 +253,7 @@ func (r *Relay) publishBatch(sess, ctx context.Context, k *sink.Kafka, dl *deadL
 	if err := poller.MarkPublished(mctx, seqs); err != nil {
 		return err
 	}
-	return firstErr
+	return led.failed()
 }
 
 // awaitBatch waits until every record of a polled batch is acked or failed.
@@ -448,6 +360,13 @@ func (r *Relay) walReady(ctx context.Context, conn *pgx.Conn) error {
 // maxPolledSeqs bounds what a poll phase remembers for the WAL session after
 // it: beyond it, the WAL simply sends the rest again.
 const maxPolledSeqs = 1 << 20
+
+// polledRows are the rows a poll phase published, handed to the WAL
+// session after it, which skips them until its stream passes until.
+type polledRows struct {
+	seqs  polledSeqs
+	until pglogrepl.LSN
+}
 
 // polledSeqs are the rows a poll phase published (Kafka acked them). When
 // the relay returns to the WAL, the slot replays those transactions; the

@@ -1,13 +1,11 @@
 package relay
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -84,7 +82,7 @@ func (f *refusals) failed(eventID string, rec *kgo.Record, err error) (first boo
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+	if sink.SizeRefused(err) {
 		f.renew = true // the limits learned are out of date
 	}
 	if rec.Topic == f.dlq {

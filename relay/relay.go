@@ -3,6 +3,19 @@
 // transaction's commit LSN to Postgres only once that transaction and every
 // one before it are acknowledged. It reconnects with backoff when Postgres
 // or Kafka go away and shuts down at a transaction boundary.
+//
+// Where to read:
+//   - relay.go: Run, the loop of sessions, and the WAL session.
+//   - modes.go: the poll session, switching between the modes, the lock.
+//   - publisher.go: one row from the source to the confirm, the same for
+//     both modes; they differ only in their ledger (an LSN confirmed by the
+//     watermark, or the acked rows marked published). Kafka is behind Sink.
+//   - watermark.go: the confirmable position over out-of-order acks.
+//   - deadletter.go, refused.go: poison rows, held aggregates, refusals.
+//   - errors.go: how errors are judged (Permanent, Unavailable, Poison).
+//   - kafkahealth.go, metrics.go: readiness and Prometheus metrics.
+//   - state.go, cluster.go, retention.go, replay.go, vanish.go: pgoutbox's
+//     own tables, housekeeping and admin functions.
 package relay
 
 import (
@@ -16,9 +29,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -191,12 +202,6 @@ type Relay struct {
 	stream atomic.Pointer[replication.Stream]
 	// mode is the mode of the current session.
 	mode atomic.Value
-	// polled are the rows the last poll phase published, for the WAL
-	// session after it to skip until its stream passes polledUntil. Only
-	// one session runs at a time, and only its publishing goroutine
-	// touches them.
-	polled      polledSeqs
-	polledUntil pglogrepl.LSN
 	// stateReady is set once pgoutbox's own tables are known to be at this
 	// binary's version (state.go).
 	stateReady atomic.Bool
@@ -287,14 +292,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		// the WAL is available again, and sessions counted then.
 		fromProbe     bool
 		probeSessions int64
+		// polled hands the rows a poll phase published to the WAL
+		// session after it.
+		polled polledRows
 	)
 	for {
 		started := time.Now()
 		var err error
 		if mode == ModeWAL {
-			err = r.walSession(ctx, k, reason)
+			err = r.walSession(ctx, k, reason, &polled)
 		} else {
-			err = r.pollSession(ctx, k, handoff, reason)
+			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}
 		refused, renew := r.refused.endSession()
 		if ctx.Err() != nil {
@@ -380,36 +388,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// permanent tells the errors retrying cannot fix: configuration, privileges,
-// the table's shape, a poison row under the halt policy, a lost slot.
-func permanent(err error) bool {
-	var rowErr *schema.RowError
-	var tooLarge *sink.TooLargeError
-	var refused *RefusedError
-	var pgErr *pgconn.PgError
-	var parseErr *pgconn.ParseConfigError
-	switch {
-	case errors.As(err, &parseErr):
-		return true
-	case errors.Is(err, sink.ErrAuth), errors.As(err, &rowErr), errors.As(err, &tooLarge), errors.As(err, &refused),
-		errors.Is(err, schema.ErrMissingColumn), errors.Is(err, ErrSlotLost),
-		errors.Is(err, replication.ErrNotReady), errors.Is(err, replication.ErrPublication),
-		errors.Is(err, replication.ErrSlotMissing), errors.Is(err, replication.ErrNoPollingColumns),
-		errors.Is(err, replication.ErrInvalidName), errors.Is(err, replication.ErrSlotInvalidated),
-		errors.Is(err, ErrNoState), errors.Is(err, replication.ErrNoFailoverSlots), errors.Is(err, ErrClusterChanged):
-		return true
-	case errors.As(err, &pgErr):
-		// 28: invalid authorization; 42: syntax or access rule violation
-		// (missing table, permission denied); 3D: unknown database.
-		class := pgErr.Code[:2]
-		return class == "28" || class == "42" || class == "3D"
-	}
-	return false
-}
-
 // walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
-func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reason) error {
+func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, polled *polledRows) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -475,7 +456,10 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 		defer close(changes)
 		return stream.Run(gctx, changes)
 	})
-	g.Go(func() error { return r.publish(gctx, hard, k, dl, changes, wm) })
+	pub := r.newPublisher(k, dl, ModeWAL)
+	pub.recordCtx = hard
+	pub.ledger = &walLedger{wm: wm, polled: polled, order: r.cfg.Poll.Order, stats: &r.Stats}
+	g.Go(func() error { return pub.stream(gctx, changes, wm) })
 	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream, hasSeq) })
 	runErr := g.Wait()
 
@@ -515,149 +499,6 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 		runErr = errors.New("replication stream ended")
 	}
 	return runErr
-}
-
-// publish turns changes into Kafka records, in stream order. It stops
-// taking changes once ctx ends (the session failed). Produce gets
-// recordCtx, which ends only at a hard stop: franz-go fails buffered
-// records when their Produce context ends, and a failure later in the
-// stream must not fail records handed over before it.
-func (r *Relay) publish(ctx, recordCtx context.Context, k *sink.Kafka, dl *deadLetters, changes <-chan replication.Change, wm *watermark) error {
-	var (
-		tx       *txn
-		bindings = make(map[*replication.Relation]*schema.Binding)
-		pm       = r.Metrics.publisher(ModeWAL)
-	)
-	for c := range changes {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := wm.failed(); err != nil {
-			return fmt.Errorf("kafka: %w", err)
-		}
-		switch c.Kind {
-		case replication.KindRow:
-			b, ok := bindings[c.Relation]
-			if !ok {
-				var err error
-				if b, err = r.cfg.Columns.Bind(c.Relation.Columns); err != nil {
-					return fmt.Errorf("table %s.%s: %w", c.Relation.Schema, c.Relation.Name, err)
-				}
-				bindings[c.Relation] = b
-			}
-			if len(r.polled) > 0 {
-				if seq, ok := seqOf(c.Relation, c.Values, r.cfg.Poll.Order); ok && r.polled.take(seq) {
-					r.Stats.SkippedPolled.Add(1)
-					continue // published while polling
-				}
-			}
-			rec, err := r.prepareRow(ctx, k, dl, b, &c)
-			if err != nil {
-				return err
-			}
-			if tx == nil {
-				tx = wm.begin()
-			}
-			wm.add(tx)
-			t, values := tx, c.Values
-			a := pm.row(rec.Topic, c.CommitTime)
-			if err := k.Produce(recordCtx, rec, func(rec *kgo.Record, err error) {
-				a.done(err)
-				if err == nil {
-					r.Stats.Published.Add(1)
-					r.Stats.LastPublish.Store(time.Now().UnixNano())
-					r.delivered(rec.Topic)
-					if r.refused.any.Load() {
-						r.refused.acked(b.RawID(values), rec)
-					}
-				} else {
-					if r.refused.failed(b.RawID(values), rec, err) {
-						k.AbortBuffered()
-					}
-					err = r.deliveryFailed(rec.Topic, b.RawID(values), err)
-				}
-				wm.ack(t, err)
-			}); err != nil {
-				wm.ack(t, err)
-				return fmt.Errorf("row at %s: %w", c.LSN, err)
-			}
-		case replication.KindCommit:
-			if len(r.polled) > 0 && c.LSN > r.polledUntil {
-				r.polled = nil
-			}
-			pm.commit()
-			if tx == nil {
-				wm.mark(c.LSN)
-				continue
-			}
-			wm.commit(tx, c.LSN)
-			tx = nil
-		case replication.KindHeartbeat:
-			pm.heartbeat()
-			wm.mark(c.LSN)
-		}
-	}
-	return ctx.Err()
-}
-
-// prepareRow turns a row into the record to produce: its event, or, under
-// the dead-letter policy, the dead letter that replaces a poison row or an
-// event held behind one.
-func (r *Relay) prepareRow(ctx context.Context, k *sink.Kafka, dl *deadLetters, b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
-	var rec *kgo.Record
-	held, err := dl.isHeld(ctx, b.RawAggregateID(c.Values))
-	switch {
-	case err != nil:
-		return nil, err
-	case held:
-		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
-	default:
-		if rec, err = r.record(b, c); err == nil {
-			if r.refused.any.Load() {
-				err = r.refused.check(b.RawID(c.Values), rec.Topic)
-			}
-			if err == nil {
-				if ferr := k.Fits(ctx, rec); ferr != nil {
-					err = fmt.Errorf("event %s: %w", b.RawID(c.Values), ferr)
-				}
-			}
-		}
-	}
-	if err == nil {
-		return rec, nil
-	}
-	if dl == nil || !isPoison(err) {
-		return nil, err
-	}
-	return dl.add(ctx, k, b, c, err)
-}
-
-// record encodes and routes one row.
-func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
-	rec, err := b.Record(c.Values, c.CommitTime)
-	if err != nil {
-		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
-	}
-	rec.Origin = schema.Origin{
-		Database: r.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
-		LSN: uint64(c.LSN), CommitLSN: uint64(c.FinalLSN), TxID: uint64(c.XID), CommitTime: c.CommitTime,
-	}
-	msg, err := r.enc.Encode(&rec)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
-	}
-	topic, err := r.router.Topic(&rec)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
-	}
-	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value}
-	if len(msg.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
-		for i, h := range msg.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-	}
-	return kr, nil
 }
 
 // seqOf reads a row's order column (seq, or the table's own id), the

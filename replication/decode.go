@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -55,9 +54,6 @@ type Counters struct {
 	Heartbeats  atomic.Int64 // heartbeat messages received
 	Keepalives  atomic.Int64 // primary keepalive messages received
 }
-
-// ErrProtocol marks a message the decoder cannot make sense of.
-var ErrProtocol = errors.New("replication protocol error")
 
 // HeartbeatPrefix is the logical message prefix pgoutbox emits and recognises.
 const HeartbeatPrefix = "pgoutbox"

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -13,10 +12,6 @@ import (
 // cannot take parameters (pglogrepl formats them with Sprintf), so only the
 // shape Postgres itself allows for slot names is accepted.
 var namePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
-
-// ErrInvalidName is returned for a slot, publication or table name that
-// cannot be used safely.
-var ErrInvalidName = errors.New("invalid name")
 
 // ValidateName checks a slot or publication name.
 func ValidateName(kind, name string) error {

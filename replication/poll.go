@@ -23,10 +23,6 @@ const (
 	PublishedColumn = "published_at"
 )
 
-// ErrNoPollingColumns means the outbox table lacks seq, txid or
-// published_at; pgoutbox migrate adds them.
-var ErrNoPollingColumns = errors.New("outbox table lacks the polling columns (seq, txid, published_at): run pgoutbox migrate")
-
 // PollConfig configures a Poller.
 type PollConfig struct {
 	// Table is the outbox table, "schema.table".

@@ -12,27 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Errors callers act on. Each is wrapped with the detail the server gave.
-var (
-	// ErrNotReady means the server or role does not allow logical replication;
-	// the error text says what to change.
-	ErrNotReady = errors.New("logical replication is not available")
-	// ErrSlotMissing means the replication slot does not exist.
-	ErrSlotMissing = errors.New("replication slot does not exist")
-	// ErrSlotInvalidated means the server removed WAL the slot still needed
-	// (max_slot_wal_keep_size, idle timeout): changes since its confirmed
-	// position can no longer be read from the WAL.
-	ErrSlotInvalidated = errors.New("replication slot is invalidated")
-	// ErrSlotActive means another process is streaming from the slot.
-	ErrSlotActive = errors.New("replication slot is in use by another process")
-	// ErrNoFailoverSlots means a failover slot was asked of a server
-	// older than PostgreSQL 17, which has none.
-	ErrNoFailoverSlots = errors.New("failover slots need PostgreSQL 17 or later")
-	// ErrPublication means the publication is missing or does not cover the
-	// outbox table, and pgoutbox may not fix that itself.
-	ErrPublication = errors.New("publication does not cover the outbox table")
-)
-
 // Readiness is what the server allows for logical replication.
 type Readiness struct {
 	WALLevel string

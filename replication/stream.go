@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,7 +122,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replication: %w", err)
+		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(err))
 	}
 	s := &Stream{cfg: cfg, table: table, log: log, conn: conn, stop: make(chan struct{})}
 	if err := s.startReplication(ctx); err != nil {
@@ -178,28 +177,9 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		return classify(s.cfg.Slot, err)
+		return s.classify(err, false)
 	}
 	return nil
-}
-
-// classify maps server errors about the slot to the package's sentinels.
-func classify(slot string, err error) error {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err
-	}
-	switch {
-	case strings.Contains(pgErr.Message, "publication"):
-		return fmt.Errorf("%w: %s", ErrPublication, pgErr.Message)
-	case pgErr.Code == "42704":
-		return fmt.Errorf("%w: %s: %s", ErrSlotMissing, slot, pgErr.Message)
-	case pgErr.Code == "55006":
-		return fmt.Errorf("%w: %s: %s", ErrSlotActive, slot, pgErr.Message)
-	case pgErr.Code == "55000" && strings.Contains(pgErr.Message, "can no longer"):
-		return fmt.Errorf("%w: %s: %s", ErrSlotInvalidated, slot, pgErr.Message)
-	}
-	return err
 }
 
 // Start is the position streaming started from: the slot's confirmed LSN.
@@ -283,7 +263,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 			if pgconn.Timeout(err) {
 				continue
 			}
-			return fmt.Errorf("receive: %w", classify(s.cfg.Slot, err))
+			return fmt.Errorf("receive: %w", s.classify(err, true))
 		}
 		lastRecv = time.Now()
 		switch msg := msg.(type) {
@@ -334,7 +314,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 				}
 			}
 		case *pgproto3.ErrorResponse:
-			return classify(s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+			return s.classify(pgconn.ErrorResponseToPgError(msg), true)
 		case *pgproto3.CopyDone:
 			return errors.New("server ended replication")
 		}
@@ -449,9 +429,6 @@ func (s *Stream) heartbeats(ctx context.Context) {
 // connect_timeout: an address that accepts TCP but never answers must not
 // hang the relay.
 const ConnectTimeout = 10 * time.Second
-
-// ErrConnectionLost means the server stopped answering.
-var ErrConnectionLost = errors.New("connection to the server lost")
 
 // Connect opens a regular connection with ConnectTimeout unless the URL
 // sets its own. The URL never appears in its errors.

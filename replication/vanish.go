@@ -9,10 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrNoSequence means seq draws from no sequence this role may read, so
-// positions that never became visible cannot be counted.
-var ErrNoSequence = errors.New("seq draws from no readable sequence")
-
 // Sequence is the sequence behind the seq column (identity or serial).
 type Sequence struct {
 	Name  string // regclass text, schema-qualified where needed

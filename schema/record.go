@@ -2,7 +2,6 @@ package schema
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,10 +19,6 @@ const (
 
 // maxIdentifierLen is the longest Postgres identifier (NAMEDATALEN-1 bytes).
 const maxIdentifierLen = 63
-
-// ErrMissingColumn is wrapped by [Columns.Bind] when the table lacks a
-// required column; the error names the missing columns.
-var ErrMissingColumn = errors.New("outbox table lacks a required column")
 
 // RowError is a row that cannot become an event (a poison row): which column
 // and why. Callers decide to dead-letter or halt; a RowError never means the

@@ -142,36 +142,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// TooLargeError is a record larger than the topic accepts. It is never
-// handed to the client, so it can neither block nor reorder its key.
-type TooLargeError struct {
-	Topic     string
-	Size, Max int
-}
-
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("record of %d bytes exceeds the maximum message size of %d bytes for topic %s", e.Size, e.Max, e.Topic)
-}
-
-// Refused tells whether Kafka refused a record for what it is rather than
-// for the state of the cluster: too large, invalid, a topic the client may
-// not write to or that cannot exist. Retrying such a record fails again.
-// Only franz-go's error codes are consulted, never message text.
-func Refused(err error) bool {
-	var ke *kerr.Error
-	if !errors.As(err, &ke) || ke.Retriable {
-		return false
-	}
-	return TopicRefused(err) || errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
-}
-
-// TopicRefused tells the refusals that concern a topic as a whole, not
-// one record: every record for it is refused alike.
-func TopicRefused(err error) bool {
-	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.InvalidTopicException)
-}
-
 // limitRetry is how long a topic whose limit could not be read uses the
 // configured limit before the broker is asked again.
 const limitRetry = time.Minute
@@ -258,10 +228,6 @@ func newGate() *gate {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &gate{ctx, cancel}
 }
-
-// ErrHalted is Produce's answer after AbortBuffered and before Resume or
-// Renew: the session that saw the refusal must end.
-var ErrHalted = errors.New("kafka: producing halted after a refusal")
 
 // Resume lets records through again after AbortBuffered, once its abort has
 // finished. Call it only while nothing is produced.
@@ -465,10 +431,6 @@ func (k *Kafka) Flush(ctx context.Context) error {
 	k.waitAborts()
 	return err
 }
-
-// ErrAuth marks a failure that retrying cannot fix: the broker refused
-// the credentials, or TLS or SASL is configured on one side only.
-var ErrAuth = errors.New("kafka refused the connection")
 
 // plaintextAfter is how long Ping waits for a TLS answer before it checks
 // whether the broker speaks plaintext Kafka instead: a plaintext listener

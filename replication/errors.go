@@ -1,0 +1,130 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The package's errors say how a caller should treat them, through
+// methods that errors.As finds (as pgconn's SafeToRetry and Timeout do),
+// so that a caller asks what an error means instead of listing them:
+//
+//	Permanent() bool    retrying cannot fix it: the configuration, the
+//	                    server's settings, the role or the table must change
+//	Unavailable() bool  logical replication cannot be used now: a caller
+//	                    that can poll the table instead should
+//
+// Every sentinel callers act on is here; each is wrapped with the detail
+// the server gave.
+var (
+	// ErrNotReady means the server or role does not allow logical replication;
+	// the error text says what to change.
+	ErrNotReady error = &sentinel{"logical replication is not available", true, true}
+	// ErrSlotMissing means the replication slot does not exist.
+	ErrSlotMissing error = &sentinel{"replication slot does not exist", true, true}
+	// ErrSlotInvalidated means the server removed WAL the slot still needed
+	// (max_slot_wal_keep_size, idle timeout): changes since its confirmed
+	// position can no longer be read from the WAL.
+	ErrSlotInvalidated error = &sentinel{"replication slot is invalidated", true, true}
+	// ErrSlotActive means another process is streaming from the slot.
+	ErrSlotActive error = &sentinel{"replication slot is in use by another process", false, false}
+	// ErrNoFailoverSlots means a failover slot was asked of a server
+	// older than PostgreSQL 17, which has none.
+	ErrNoFailoverSlots error = &sentinel{"failover slots need PostgreSQL 17 or later", true, false}
+	// ErrPublication means the publication is missing or does not cover the
+	// outbox table, and pgoutbox may not fix that itself.
+	ErrPublication error = &sentinel{"publication does not cover the outbox table", true, true}
+	// ErrNoPollingColumns means the outbox table lacks seq, txid or
+	// published_at; pgoutbox migrate adds them.
+	ErrNoPollingColumns error = &sentinel{"outbox table lacks the polling columns (seq, txid, published_at): run pgoutbox migrate", true, false}
+	// ErrInvalidName is returned for a slot, publication or table name that
+	// cannot be used safely.
+	ErrInvalidName error = &sentinel{"invalid name", true, false}
+	// ErrNoSequence means seq draws from no sequence this role may read, so
+	// positions that never became visible cannot be counted.
+	ErrNoSequence error = &sentinel{"seq draws from no readable sequence", false, false}
+	// ErrProtocol marks a message the decoder cannot make sense of.
+	ErrProtocol error = &sentinel{"replication protocol error", false, false}
+	// ErrConnectionLost means the server stopped answering.
+	ErrConnectionLost error = &sentinel{"connection to the server lost", false, false}
+)
+
+type sentinel struct {
+	msg                    string
+	permanent, unavailable bool
+}
+
+func (e *sentinel) Error() string     { return e.msg }
+func (e *sentinel) Permanent() bool   { return e.permanent }
+func (e *sentinel) Unavailable() bool { return e.unavailable }
+
+// Permanent and Unavailable: the server refusing the role a replication
+// connection is ErrNotReady.
+func (e *RefusedError) Permanent() bool   { return true }
+func (e *RefusedError) Unavailable() bool { return true }
+
+// unavailableError is a replication connection the server (or something
+// in front of it) refuses, which a regular connection may still get.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string     { return e.err.Error() }
+func (e *unavailableError) Unwrap() error     { return e.err }
+func (e *unavailableError) Unavailable() bool { return true }
+
+// refusedReplication marks the errors of opening a replication connection
+// that say the server does not give this role one there: 28000, which up
+// to PostgreSQL 15 is a role without REPLICATION and on every version a
+// pg_hba.conf without a replication line (a regular connection got in
+// before with the same credentials).
+func refusedReplication(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "28000" {
+		return &unavailableError{err}
+	}
+	return err
+}
+
+// classify maps the server's errors about the slot and the publication to
+// the package's sentinels, by SQLSTATE and by where they arrive: before
+// streaming, 42704 is the slot (the publication is only read once changes
+// are decoded); while streaming, it is the publication (an active slot
+// cannot be dropped). 55000 is an invalidated slot when the server says
+// the slot is invalidated, asked again on a connection of its own.
+func (s *Stream) classify(err error, streaming bool) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	slot := s.cfg.Slot
+	switch {
+	case pgErr.Code == "42704" && streaming:
+		return fmt.Errorf("%w: %s", ErrPublication, pgErr.Message)
+	case pgErr.Code == "42704":
+		return fmt.Errorf("%w: %s: %s", ErrSlotMissing, slot, pgErr.Message)
+	case pgErr.Code == "55006":
+		return fmt.Errorf("%w: %s: %s", ErrSlotActive, slot, pgErr.Message)
+	case pgErr.Code == "55000" && s.invalidated():
+		return fmt.Errorf("%w: %s: %s", ErrSlotInvalidated, slot, pgErr.Message)
+	}
+	return err
+}
+
+// invalidated asks the server whether the stream's slot is invalidated
+// (its WAL removed; on a standby, a conflict; on 18, idle too long).
+func (s *Stream) invalidated() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	var lost bool
+	err = conn.QueryRow(ctx, `SELECT wal_status = 'lost' OR coalesce((to_jsonb(s)->>'conflicting')::bool, false)
+  OR to_jsonb(s)->>'invalidation_reason' IS NOT NULL FROM pg_replication_slots s WHERE slot_name = $1`, s.cfg.Slot).Scan(&lost)
+	return err == nil && lost
+}
