@@ -26,11 +26,11 @@ const floorFlushEvery = 10 * time.Millisecond
 
 // RunFloor is the floor: it streams cfg's slot, which must exist, through
 // the same receive loop and decoder as the relay (replication.Open and
-// Stream.Run, with the relay's channel between the reader and its
-// consumer), and does nothing with a change but write the inserted row's id
-// and the time it was handed over, as "ID UNIXNANO\n" lines, to out. It
-// confirms every commit at once: it keeps nothing. It stops at the next
-// transaction boundary once ctx ends.
+// Stream.Run, with the relay's channel of batches between the reader and
+// its consumer), and does nothing with a change but write the inserted
+// row's id and the time its batch was handed over, as "ID UNIXNANO\n"
+// lines, to out. It confirms every commit at once: it keeps nothing. It
+// stops at the next transaction boundary once ctx ends.
 //
 // The relay does all of this and then encodes, produces to Kafka, waits for
 // the ack and tracks the watermark, so it can approach the floor but not
@@ -42,7 +42,7 @@ func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *s
 	}
 	stopWatch := context.AfterFunc(ctx, s.Stop)
 	defer stopWatch()
-	changes := make(chan replication.Change, 512) // as the relay's
+	changes := make(chan *replication.Batch, 4) // as the relay's
 	runErr := make(chan error, 1)
 	go func() {
 		defer close(changes)
@@ -63,7 +63,7 @@ func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *s
 	)
 	for {
 		select {
-		case c, ok := <-changes:
+		case b, ok := <-changes:
 			if !ok {
 				err := <-runErr
 				if werr == nil {
@@ -73,27 +73,31 @@ func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *s
 				defer cancel()
 				return errors.Join(err, werr, s.Close(closeCtx))
 			}
-			if c.Kind != replication.KindRow {
-				s.Confirm(c.LSN)
-				continue
-			}
 			at := time.Now()
-			if c.Relation != rel {
-				rel, idCol = c.Relation, -1
-				for i, col := range rel.Columns {
-					if col.Name == "id" {
-						idCol = i
+			for i := range b.Changes {
+				c := &b.Changes[i]
+				if c.Kind != replication.KindRow {
+					s.Confirm(c.LSN)
+					continue
+				}
+				if c.Relation != rel {
+					rel, idCol = c.Relation, -1
+					for i, col := range rel.Columns {
+						if col.Name == "id" {
+							idCol = i
+						}
 					}
 				}
+				if idCol < 0 || idCol >= len(c.Values) || werr != nil {
+					continue
+				}
+				bw.Write(c.Values[idCol])
+				bw.WriteByte(' ')
+				num = strconv.AppendInt(num[:0], at.UnixNano(), 10)
+				bw.Write(num)
+				bw.WriteByte('\n')
 			}
-			if idCol < 0 || idCol >= len(c.Values) || werr != nil {
-				continue
-			}
-			bw.Write(c.Values[idCol])
-			bw.WriteByte(' ')
-			num = strconv.AppendInt(num[:0], at.UnixNano(), 10)
-			bw.Write(num)
-			bw.WriteByte('\n')
+			b.Release()
 			if flushC == nil {
 				timer.Reset(floorFlushEvery)
 				flushC = timer.C

@@ -290,24 +290,34 @@ func (l *walLedger) where(_ int, c *replication.Change, err error) error {
 	return fmt.Errorf("row at %s: %w", c.LSN, err)
 }
 
-// stream publishes the changes of a replication stream as they come. It
-// stops taking changes once ctx ends (the session failed) or a record
-// failed: nothing after a failed record may be confirmed.
-func (p *publisher) stream(ctx context.Context, changes <-chan replication.Change, wm *watermark) error {
-	batch := make([]replication.Change, 1)
-	for c := range changes {
+// stream publishes the changes of a replication stream as they come, a
+// batch at a time. It stops taking changes once ctx ends (the session
+// failed) or a record failed: nothing after a failed record may be
+// confirmed. A batch is released once walked: no change of it is kept.
+func (p *publisher) stream(ctx context.Context, batches <-chan *replication.Batch, wm *watermark) error {
+	for b := range batches {
+		err := p.walk(ctx, b.Changes, wm)
+		b.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (p *publisher) walk(ctx context.Context, changes []replication.Change, wm *watermark) error {
+	for i := range changes {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := wm.failed(); err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
-		batch[0] = c
-		if err := p.publish(ctx, batch); err != nil {
+		if err := p.publish(ctx, changes[i:i+1]); err != nil {
 			return err
 		}
 	}
-	return ctx.Err()
+	return nil
 }
 
 // The poll session.

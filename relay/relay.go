@@ -448,7 +448,7 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 		}
 	}()
 
-	changes := make(chan replication.Change, 512)
+	changes := make(chan *replication.Batch, 4) // up to 4*MaxBatch changes
 	readDone := make(chan struct{})
 	g, gctx := errgroup.WithContext(hard)
 	g.Go(func() error {

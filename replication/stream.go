@@ -212,11 +212,55 @@ func (s *Stream) stopping() bool {
 	}
 }
 
+// MaxBatch bounds the changes one Batch holds.
+const MaxBatch = 128
+
+// Batch is changes handed over together, in stream order: those the stream
+// decoded while more data was already buffered on the connection, up to
+// MaxBatch. The receiver owns it until Release; the stream then reuses it,
+// so nothing may keep a pointer into Changes after Release. The Values of
+// each row are the receiver's to keep.
+type Batch struct {
+	Changes []Change
+	free    chan *Batch
+}
+
+// Release hands b back to the stream. Call it once, when done with b.
+func (b *Batch) Release() {
+	clear(b.Changes) // let what the receiver does not keep be collected
+	b.Changes = b.Changes[:0]
+	b.free <- b // free has room for every batch: never blocks
+}
+
+// handoff is the batch being filled and the batches to fill next.
+type handoff struct {
+	out  chan<- *Batch
+	free chan *Batch
+	cur  *Batch
+}
+
+func newHandoff(out chan<- *Batch) *handoff {
+	// One batch per slot of out, the one being filled and the one the
+	// receiver walks: a receiver that releases each before taking the
+	// next never makes the stream wait for a free one.
+	n := cap(out) + 2
+	h := &handoff{out: out, free: make(chan *Batch, n)}
+	for range n - 1 {
+		h.free <- &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
+	}
+	h.cur = &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
+	return h
+}
+
 // Run streams changes into out until Stop (at a transaction boundary), an
-// error, or ctx ends. It answers keepalives and sends a status update every
-// StatusInterval even while out is full, so a stalled Kafka never makes
-// the server drop the connection. Run does not close out.
-func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
+// error, or ctx ends. It hands over what it decoded in a Batch as soon as
+// no more data is buffered on the connection (it never waits for more to
+// fill one), when the batch is full, and before each status update; what
+// it decoded before an error is dropped, as the pipeline drops what it has
+// not taken once the stream fails. It answers keepalives and sends a status
+// update every StatusInterval even while out is full, so a stalled Kafka
+// never makes the server drop the connection. Run does not close out.
+func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	hbCtx, hbCancel := context.WithCancel(ctx)
 	hbDone := make(chan struct{})
 	go func() {
@@ -226,13 +270,37 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 	defer func() { hbCancel(); <-hbDone }()
 
 	dec := newDecoder(s.table, &s.Counters)
+	h := newHandoff(out)
 	nextStatus := time.Now()
 	lastRecv := time.Now()
+	// flush hands the batch over; while blocked on the pipeline nothing is
+	// read, so silence then says nothing about the connection.
+	flush := func() error {
+		if len(h.cur.Changes) == 0 {
+			return nil
+		}
+		blockedFrom := time.Now()
+		var err error
+		if nextStatus, err = s.deliver(ctx, h, nextStatus); err != nil {
+			return err
+		}
+		if time.Since(blockedFrom) > s.cfg.StatusInterval {
+			lastRecv = time.Now()
+		}
+		return nil
+	}
 	var readDeadline time.Time
 	defer s.conn.Conn().SetReadDeadline(time.Time{})
 	for {
 		if !dec.inTx && s.stopping() {
-			return nil
+			return flush()
+		}
+		if !time.Now().Before(nextStatus) {
+			// A status update, and the keepalive reply it may be, comes
+			// after what was decoded before it is handed over.
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 		if now := time.Now(); !now.Before(nextStatus) {
 			silent := now.Sub(lastRecv)
@@ -247,6 +315,14 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		// The next receive would wait for the server: hand over what
+		// came so far first, so that batching adds no latency.
+		if len(h.cur.Changes) > 0 && s.conn.Frontend().ReadBufferLen() == 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			continue // the wait may have made a status update due
 		}
 		// One read deadline per status interval: a context per message
 		// cost a third of the reader's CPU. Reads wake at the deadline, so
@@ -283,7 +359,8 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 					// shutting down; a fast shutdown waits until the
 					// reported flush reaches its WAL end. When nothing is
 					// in flight, everything committed before that end was
-					// sent and acked, so it may be confirmed.
+					// sent and acked, so it may be confirmed. A commit
+					// still in the batch counts as in flight.
 					if !dec.inTx && s.Confirmed() >= s.delivered {
 						s.Confirm(ka.ServerWALEnd)
 					}
@@ -302,14 +379,14 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 					return err
 				}
 				if ok {
-					blockedFrom := time.Now()
-					if nextStatus, err = s.deliver(ctx, out, c, nextStatus); err != nil {
-						return err
+					if c.Kind != KindRow {
+						s.delivered = c.LSN
 					}
-					// While blocked on the pipeline nothing is read, so
-					// silence then says nothing about the connection.
-					if time.Since(blockedFrom) > s.cfg.StatusInterval {
-						lastRecv = time.Now()
+					h.cur.Changes = append(h.cur.Changes, c)
+					if len(h.cur.Changes) == MaxBatch {
+						if err := flush(); err != nil {
+							return err
+						}
 					}
 				}
 			}
@@ -321,34 +398,52 @@ func (s *Stream) Run(ctx context.Context, out chan<- Change) error {
 	}
 }
 
-// deliver hands c to the pipeline. While the pipeline is full it keeps the
-// status updates going, which is what keeps the walsender from timing out
-// during a long Kafka outage.
-func (s *Stream) deliver(ctx context.Context, out chan<- Change, c Change, nextStatus time.Time) (time.Time, error) {
-	if c.Kind != KindRow {
-		s.delivered = c.LSN
-	}
+// deliver hands the filled batch to the pipeline and takes a free one to
+// fill next. While the pipeline is full it keeps the status updates going,
+// which is what keeps the walsender from timing out during a long Kafka
+// outage.
+func (s *Stream) deliver(ctx context.Context, h *handoff, nextStatus time.Time) (time.Time, error) {
+	b, out := h.cur, h.out
+	h.cur = nil
 	select {
-	case out <- c:
-		return nextStatus, nil
+	case out <- b:
+		out = nil
+		select {
+		case h.cur = <-h.free:
+			return nextStatus, nil
+		default:
+		}
 	default:
 	}
-	for {
-		timer := time.NewTimer(time.Until(nextStatus))
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for h.cur == nil {
+		var free chan *Batch // taken only once b is handed over
+		if out == nil {
+			free = h.free
+		}
+		if timer == nil {
+			timer = time.NewTimer(time.Until(nextStatus))
+		}
 		select {
-		case out <- c:
-			timer.Stop()
-			return nextStatus, nil
+		case out <- b:
+			out = nil
+		case h.cur = <-free:
 		case <-ctx.Done():
-			timer.Stop()
 			return nextStatus, ctx.Err()
 		case <-timer.C:
+			timer = nil
 			if err := s.sendStatus(false); err != nil {
 				return nextStatus, err
 			}
 			nextStatus = time.Now().Add(s.cfg.StatusInterval)
 		}
 	}
+	return nextStatus, nil
 }
 
 // sendStatus reports the received position as write and the confirmed
