@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/pgoutbox/pgoutbox/schema"
 )
@@ -27,5 +30,66 @@ func BenchmarkDecodeInsert(b *testing.B) {
 		if _, ok, err := d.decode(1, msg); err != nil || !ok {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkHandoff is the reader -> publisher hand-off per change: a
+// channel send and a wake-up per change as the stream did before batches,
+// against batches of N changes handed over by deliver and released by the
+// receiver once walked.
+func BenchmarkHandoff(b *testing.B) {
+	c := Change{Kind: KindRow, LSN: 1, Values: [][]byte{[]byte("5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a")}}
+	b.Run("chan-per-change", func(b *testing.B) {
+		out := make(chan Change, 512)
+		done := make(chan int)
+		go func() {
+			n := 0
+			for c := range out {
+				n += len(c.Values)
+			}
+			done <- n
+		}()
+		b.ReportAllocs()
+		for b.Loop() {
+			out <- c
+		}
+		close(out)
+		<-done
+	})
+	for _, n := range []int{1, 16, MaxBatch} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			s := &Stream{cfg: Config{StatusInterval: time.Hour}}
+			out := make(chan *Batch, 4)
+			h := newHandoff(out)
+			done := make(chan int)
+			go func() {
+				n := 0
+				for bt := range out {
+					for i := range bt.Changes {
+						n += len(bt.Changes[i].Values)
+					}
+					bt.Release()
+				}
+				done <- n
+			}()
+			ctx := context.Background()
+			next := time.Now().Add(time.Hour)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.cur.Changes = append(h.cur.Changes, c)
+				if len(h.cur.Changes) == n {
+					if _, err := s.deliver(ctx, h, next); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if len(h.cur.Changes) > 0 {
+				if _, err := s.deliver(ctx, h, next); err != nil {
+					b.Fatal(err)
+				}
+			}
+			close(out)
+			<-done
+		})
 	}
 }

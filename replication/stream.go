@@ -237,6 +237,9 @@ type handoff struct {
 	out  chan<- *Batch
 	free chan *Batch
 	cur  *Batch
+	// timer wakes a deliver blocked on the pipeline for a status update;
+	// one for the stream, not one per wait.
+	timer *time.Timer
 }
 
 func newHandoff(out chan<- *Batch) *handoff {
@@ -249,6 +252,8 @@ func newHandoff(out chan<- *Batch) *handoff {
 		h.free <- &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
 	}
 	h.cur = &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
+	h.timer = time.NewTimer(time.Hour)
+	h.timer.Stop()
 	return h
 }
 
@@ -415,19 +420,13 @@ func (s *Stream) deliver(ctx context.Context, h *handoff, nextStatus time.Time) 
 		}
 	default:
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	// Timers since Go 1.23 deliver nothing stale after Stop or Reset.
+	h.timer.Reset(time.Until(nextStatus))
+	defer h.timer.Stop()
 	for h.cur == nil {
 		var free chan *Batch // taken only once b is handed over
 		if out == nil {
 			free = h.free
-		}
-		if timer == nil {
-			timer = time.NewTimer(time.Until(nextStatus))
 		}
 		select {
 		case out <- b:
@@ -435,12 +434,12 @@ func (s *Stream) deliver(ctx context.Context, h *handoff, nextStatus time.Time) 
 		case h.cur = <-free:
 		case <-ctx.Done():
 			return nextStatus, ctx.Err()
-		case <-timer.C:
-			timer = nil
+		case <-h.timer.C:
 			if err := s.sendStatus(false); err != nil {
 				return nextStatus, err
 			}
 			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+			h.timer.Reset(s.cfg.StatusInterval)
 		}
 	}
 	return nextStatus, nil
