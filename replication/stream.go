@@ -98,7 +98,8 @@ type Stream struct {
 	confirmed atomic.Uint64
 	received  pglogrepl.LSN
 	// delivered is the last commit or heartbeat position handed to the
-	// pipeline; once it is confirmed, nothing is in flight.
+	// pipeline or waiting in the batch to be; once it is confirmed,
+	// nothing is in flight.
 	delivered pglogrepl.LSN
 	stop      chan struct{}
 	stopOnce  sync.Once
