@@ -184,7 +184,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	defer r.Metrics.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (vanish.go).
 	vctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-	r.vanish = r.newVanishDetector(vctx, poller)
+	r.vanish = r.newVanishDetector(vctx, conn, poller)
 	cancel()
 	defer func() { r.vanish = nil }()
 	attrs := []any{"table", r.table.String(), "floor_xid", floor.XID}
@@ -235,6 +235,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLett
 		return err
 	}
 	if len(rows) > 0 {
+		r.vanishWillPublish(ctx, conn, rows) // vanish.go
 		if err := r.publishBatch(sess, ctx, k, dl, poller, conn, bindings, rows); err != nil {
 			return err
 		}
@@ -248,14 +249,14 @@ func (r *Relay) pollRound(sess, ctx context.Context, k *sink.Kafka, dl *deadLett
 		if err != nil {
 			return err
 		}
-		if done {
+		if done && r.vanish.gapJudged() { // vanish.go
 			if _, err := conn.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = $1",
 				r.cfg.Replication.Slot); err != nil {
 				return fmt.Errorf("save state: %w", err)
 			}
 			return errHandoffDone
 		}
-	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
+	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) && r.vanish.gapJudged() {
 		*nextProbe = time.Now().Add(r.probeInterval())
 		if r.replicationReady(ctx, conn) {
 			return errBackToWAL

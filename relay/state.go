@@ -109,7 +109,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	// role may read: an older schema is named, not met halfway.
 	var current bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'cluster_change' AND NOT attisdropped)`).Scan(&current); err != nil {
+WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'gap_seq' AND NOT attisdropped)`).Scan(&current); err != nil {
 		return res, fmt.Errorf("look up state table: %w", err)
 	}
 	if !current {
@@ -308,7 +308,10 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 	confirmEvery := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
 	ticker := time.NewTicker(floorCheckEvery)
 	defer ticker.Stop()
-	var s floorSaver
+	var (
+		s floorSaver
+		g walGap // vanish.go
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -322,6 +325,9 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.saveOnce(qctx, conn, stream, &s, hasSeq, confirmEvery)
+		if err == nil && hasSeq {
+			r.walCheckpoint(qctx, conn, stream, &g)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

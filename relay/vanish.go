@@ -2,10 +2,12 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -26,6 +28,11 @@ const (
 	// in steps of about a second, and one line every few seconds says as
 	// much as one per step.
 	vanishReportEvery = 5 * time.Second
+	// vanishGapWait is how long after a phase's start every delete made
+	// before it is in the delete counter: a backend that goes idle flushes
+	// its statistics within 10 s. A gap is judged once a count after it
+	// has run.
+	vanishGapWait = 11 * time.Second
 	// maxVanishTracked bounds the published positions remembered above
 	// the settled position (a transaction open for long holds it back).
 	maxVanishTracked = 1 << 20
@@ -53,9 +60,15 @@ const (
 // second (up to 10 s late when it goes idle), so the figure can only grow
 // as it catches up; a report is never withdrawn.
 //
-// It covers positions drawn after the phase started; rows written and
-// deleted before (while no relay ran, or while the WAL was streamed) are
-// not seen. Only the session's goroutine uses it.
+// The account is kept in pgoutbox_state (gapCheckpoint) and carried from
+// one phase to the next, and the WAL session moves it forward to what the
+// WAL covered. A phase that finds one judges the positions drawn since it
+// (while no relay ran, or after the WAL's last covered position) as it
+// judges its own: unseen are the positions no row holds, and the delete
+// counter counts from the checkpoint's reading. Where there is no
+// checkpoint, or the statistics were reset since, the phase starts a new
+// account, and rows deleted before it are not judged. Only the session's
+// goroutine uses it.
 type vanishDetector struct {
 	table string
 	seq   replication.Sequence
@@ -77,8 +90,9 @@ type vanishDetector struct {
 	// since the last report, lastFrom and lastTo those of the last report.
 	unseen, lo, hi   int64
 	lastFrom, lastTo int64
-	// deletes is the growth of n_tup_del since the phase started.
-	deletes, lastDel int64
+	// deletes is the growth of n_tup_del since baseDel, the reading the
+	// account starts from (the phase's start, or the checkpoint's).
+	deletes, lastDel, baseDel int64
 	// vanishedKnown is the last count of known rows deleted.
 	vanishedKnown int64
 	lastCount     time.Time
@@ -87,6 +101,15 @@ type vanishDetector struct {
 	reported    int64
 	lastReport  time.Time
 	firstReport bool
+	// gapFrom is the first position of the gap judged at the start (0:
+	// none); saved the settled position and unseen count last saved,
+	// gapOff set once the saved account cannot be trusted.
+	gapFrom, savedSettled, savedUnseen int64
+	gapOff                             bool
+	// began is when the phase started; gapUnseen the positions of the gap
+	// no row held then.
+	began     time.Time
+	gapUnseen int64
 }
 
 type vanishCandidate struct {
@@ -94,9 +117,11 @@ type vanishCandidate struct {
 	xmax uint64
 }
 
-// newVanishDetector starts a poll phase's accounting. It returns nil (and
-// logs why once) when the table's positions cannot be read.
-func (r *Relay) newVanishDetector(ctx context.Context, poller *replication.Poller) *vanishDetector {
+// newVanishDetector starts a poll phase's accounting, from the checkpoint
+// saved in pgoutbox_state where one holds, and saves the phase's start as
+// the new checkpoint. It returns nil (and logs why once) when the table's
+// positions cannot be read.
+func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) *vanishDetector {
 	seq, err := poller.Sequence(ctx)
 	if err != nil {
 		if !r.vanishOffLogged {
@@ -111,21 +136,86 @@ func (r *Relay) newVanishDetector(ctx context.Context, poller *replication.Polle
 		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
 		return nil
 	}
-	known, err := poller.CountKnown(ctx, pos.Last)
+	d := &vanishDetector{table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
+		lastDel: pos.Deletes, baseDel: pos.Deletes, began: time.Now()}
+	cp, err := loadGap(ctx, conn, r.cfg.Replication.Slot)
+	if err != nil && !isUndefinedTable(err) {
+		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
+	}
+	if cp != nil && !r.startFromGap(ctx, poller, d, cp, pos) {
+		cp = nil
+	}
+	if cp == nil {
+		known, err := poller.CountKnown(ctx, pos.Last)
+		if err != nil {
+			r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
+			return nil
+		}
+		d.known0 = known
+	}
+	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
+		d.gapOff = true
+		if !isUndefinedTable(err) {
+			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+		}
+	}
+	d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	return d
+}
+
+// startFromGap continues the account a checkpoint holds: the positions
+// drawn since it and not present now are unseen, and the deletes count from
+// its reading. It reports false, after saying why, when the gap cannot be
+// judged: the statistics were reset (or lost in a crash) since, or the
+// counts do not add up.
+func (r *Relay) startFromGap(ctx context.Context, poller *replication.Poller, d *vanishDetector, cp *gapCheckpoint, pos replication.Positions) bool {
+	cannot := func(why string) bool {
+		r.log.Warn("cannot judge whether outbox rows were deleted before publication while no poll phase ran: "+why+"; the account starts again here",
+			"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", pos.Last)
+		return false
+	}
+	switch {
+	case !cp.sameStats || pos.Deletes < cp.deletes:
+		return cannot("the table's statistics were reset since (pg_stat_reset, or a crash of the server)")
+	case cp.seq > pos.Last || cp.knownSeq > pos.Last:
+		return cannot("the sequence went back")
+	}
+	c, err := poller.CountGap(ctx, pos.Last, cp.seq, cp.knownSeq)
 	if err != nil {
-		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
-		return nil
+		r.log.Warn("cannot tell whether rows were deleted before publication while no poll phase ran", "table", r.table.String(), "err", err)
+		return false
 	}
-	return &vanishDetector{
-		table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
-		known0: known, lastDel: pos.Deletes,
+	d.known0 = cp.known + c.PresentPending
+	// Rows of the account deleted since it was saved; a negative figure
+	// means rows appeared that it did not count (another relay marking
+	// rows of this table published, values written into seq by hand).
+	if d.vanishedKnown = d.known0 - c.Known; d.vanishedKnown < 0 {
+		return cannot("more rows are known now than the account counted")
 	}
+	gap := max(0, pos.Last-cp.seq-c.Present)
+	d.unseen, d.reported, d.lastDel, d.baseDel = cp.unseen+gap, cp.reported, cp.deletes, cp.deletes
+	d.gapFrom, d.gapUnseen = cp.seq+1, gap
+	if gap > 0 {
+		d.lo, d.hi = cp.seq+1, pos.Last
+	}
+	r.log.Info("judging rows deleted before publication since the last accounted position",
+		"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", pos.Last, "unseen_positions", gap)
+	return true
+}
+
+// checkpoint is the account as pgoutbox_state keeps it.
+func (d *vanishDetector) checkpoint() gapCheckpoint {
+	return gapCheckpoint{seq: d.settled, knownSeq: d.start, known: d.known0 + d.pubHigh,
+		deletes: d.baseDel, unseen: d.unseen, reported: d.reported, sameStats: true}
 }
 
 // from is the first position the detector accounts for; 0 when it is off.
 func (d *vanishDetector) from() int64 {
-	if d == nil {
+	switch {
+	case d == nil:
 		return 0
+	case d.gapFrom > 0:
+		return d.gapFrom
 	}
 	return d.start + 1
 }
@@ -189,7 +279,7 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	}
 
 	suspect := min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
-	if !suspect || time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) {
+	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue()) {
 		return nil, nil
 	}
 	began := time.Now()
@@ -219,6 +309,27 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	d.reported, d.lastReport = lost, time.Now()
 	d.lastFrom, d.lastTo, d.lo, d.hi = d.lo, d.hi, 0, 0
 	return rep, nil
+}
+
+// gapCountDue tells that the gap's final count is due: every delete made
+// before the phase started is in the counter now.
+func (d *vanishDetector) gapCountDue() bool {
+	wait := d.began.Add(vanishGapWait)
+	return d.gapUnseen > 0 && time.Now().After(wait) && d.lastCount.Before(wait)
+}
+
+// gapJudged tells whether the gap judged at the start is settled: nothing
+// to find there, everything it could hold reported, or a count after the
+// delete counter caught up. A handoff or a return to the WAL waits for it,
+// as the WAL's first checkpoint starts a new account.
+func (d *vanishDetector) gapJudged() bool {
+	if d == nil || d.gapUnseen == 0 || d.reported >= d.unseen {
+		return true
+	}
+	if time.Since(d.began) < vanishGapWait {
+		return false
+	}
+	return d.lastCount.After(d.began.Add(vanishGapWait)) || min(d.unseen, d.deletes-d.vanishedKnown) <= d.reported
 }
 
 // settle accounts for the positions in (settled, upTo]: each was published
@@ -262,6 +373,7 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 		}
 		return
 	}
+	r.saveGapProgress(ctx, conn, d)
 	if rep == nil {
 		return
 	}
@@ -301,10 +413,188 @@ func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *van
     THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
   lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
     THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
-  lost_deleted_at = now(), updated_at = now()
+  lost_deleted_at = now(), updated_at = now(), gap_reported = gap_reported + $2
 WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
 	if err != nil && !isUndefinedTable(err) {
 		return fmt.Errorf("save lost rows: %w", err)
 	}
 	return err
+}
+
+// gapCheckpoint is the account of deleted rows as pgoutbox_state keeps it
+// between phases (migration 011): see vanishDetector.
+type gapCheckpoint struct {
+	seq, knownSeq, known, deletes, unseen, reported int64
+	// sameStats: the database's statistics were not reset since.
+	sameStats bool
+}
+
+// loadGap reads the pipeline's checkpoint; nil where there is none.
+func loadGap(ctx context.Context, conn *pgx.Conn, pipeline string) (*gapCheckpoint, error) {
+	var (
+		cp  gapCheckpoint
+		seq *int64
+	)
+	err := conn.QueryRow(ctx, `SELECT gap_seq, coalesce(gap_known_seq, 0), coalesce(gap_known, 0), coalesce(gap_deletes, 0),
+  coalesce(gap_unseen, 0), gap_reported,
+  gap_stats_reset IS NOT DISTINCT FROM (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
+FROM pgoutbox_state WHERE pipeline = $1`, pipeline).Scan(&seq, &cp.knownSeq, &cp.known, &cp.deletes, &cp.unseen, &cp.reported, &cp.sameStats)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && seq == nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the deleted-row account: %w", err)
+	}
+	cp.seq = *seq
+	return &cp, nil
+}
+
+// saveGap replaces the pipeline's checkpoint.
+func saveGap(ctx context.Context, conn *pgx.Conn, pipeline string, cp gapCheckpoint) error {
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $2, gap_known_seq = $3, gap_known = $4,
+  gap_deletes = $5, gap_unseen = $6, gap_reported = $7, gap_at = now(),
+  gap_stats_reset = (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
+WHERE pipeline = $1`, pipeline, cp.seq, cp.knownSeq, cp.known, cp.deletes, cp.unseen, cp.reported)
+	if err != nil && !isUndefinedTable(err) {
+		return fmt.Errorf("save the deleted-row account: %w", err)
+	}
+	return err
+}
+
+// forgetGap drops the pipeline's checkpoint: the next phase starts a new
+// account instead of trusting one that missed a step.
+func forgetGap(ctx context.Context, conn *pgx.Conn, pipeline string) error {
+	if _, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = NULL WHERE pipeline = $1`, pipeline); err != nil {
+		return fmt.Errorf("drop the deleted-row account: %w", err)
+	}
+	return nil
+}
+
+// saveGapProgress saves the positions the phase settled, when they moved.
+// A save that fails leaves an older position, whose gap the next phase
+// counts again: nothing is judged twice or skipped.
+func (r *Relay) saveGapProgress(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
+	if d.gapOff || (d.settled == d.savedSettled && d.unseen == d.savedUnseen) {
+		return
+	}
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $3, gap_unseen = $4, gap_at = now()
+WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.start, d.settled, d.unseen)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+		}
+		return
+	}
+	d.savedSettled, d.savedUnseen = d.settled, d.unseen
+}
+
+// vanishWillPublish adds the rows a poll is about to produce above the
+// phase's start to the saved known rows, before Kafka has them: a crash
+// after they are marked published then never counts their later deletes
+// as deletes of rows nobody saw. If the save fails, the saved account is
+// dropped, and the next phase starts a new one.
+func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []replication.PolledRow) {
+	d := r.vanish
+	if d == nil || d.gapOff {
+		return
+	}
+	var n int64
+	for i := range rows {
+		if rows[i].Seq > d.start {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_known = gap_known + $3
+WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.start, n)
+	if err != nil {
+		d.gapOff = true
+		if e := forgetGap(ctx, conn, r.cfg.Replication.Slot); e != nil && ctx.Err() == nil {
+			r.log.Warn("saving the account of deleted rows failed", "err", err)
+		}
+	}
+}
+
+const (
+	// walGapEvery is the least time between two checkpoints of the WAL
+	// session; each also waits walGapFactor times the last count's
+	// duration, so that counting a large table costs a few percent of one
+	// connection.
+	walGapEvery  = time.Second
+	walGapFactor = 50
+)
+
+// walGap moves the checkpoint forward while the WAL is streamed: the WAL
+// publishes every insert, deleted since or not, so every position up to a
+// reading is accounted for once every transaction that may have drawn one
+// has finished (xmin passes the reading's xmax) and the confirmed position
+// passes the WAL position read then. Each checkpoint starts a new account
+// from its reading. Only saveState's goroutine uses it.
+type walGap struct {
+	poller  *replication.Poller
+	seq     replication.Sequence
+	off     bool
+	reading *replication.KnownReading
+	lsn     pglogrepl.LSN // 0 until xmin passed the reading's xmax
+	next    time.Time
+}
+
+// walCheckpoint advances g one step; a failure only stops the checkpoints
+// of this session (the next poll phase then judges from an older one, or
+// starts a new account).
+func (r *Relay) walCheckpoint(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, g *walGap) {
+	if g.off {
+		return
+	}
+	err := r.walCheckpointStep(ctx, conn, stream, g)
+	if err != nil && ctx.Err() == nil {
+		g.off = true
+		if !isUndefinedTable(err) && !errors.Is(err, replication.ErrNoSequence) {
+			r.log.Warn("cannot keep the account of deleted rows while streaming; a later poll phase judges rows deleted meanwhile from an older position",
+				"table", r.table.String(), "err", err)
+		}
+	}
+}
+
+func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, g *walGap) error {
+	now := time.Now()
+	switch {
+	case g.poller == nil:
+		p, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+		if err != nil {
+			return err
+		}
+		if g.seq, err = p.Sequence(ctx); err != nil {
+			return err
+		}
+		g.poller = p
+	case g.reading == nil:
+		if now.Before(g.next) {
+			return nil
+		}
+		rd, err := g.poller.ReadKnown(ctx, g.seq)
+		if err != nil {
+			return err
+		}
+		g.reading, g.lsn = &rd, 0
+		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(now)))
+	case g.lsn == 0:
+		xmin, _, lsn, err := replication.Snapshot(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if xmin >= g.reading.XMax {
+			if g.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+				return err
+			}
+		}
+	case stream.Confirmed() >= g.lsn:
+		rd := g.reading
+		g.reading = nil
+		return saveGap(ctx, conn, r.cfg.Replication.Slot,
+			gapCheckpoint{seq: rd.Last, knownSeq: rd.Last, known: rd.Known, deletes: rd.Deletes})
+	}
+	return nil
 }

@@ -128,3 +128,76 @@ func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
 	}
 	return n, nil
 }
+
+// GapCount is what one scan finds for the positions a poll phase did not
+// see drawn: those drawn while no phase ran.
+type GapCount struct {
+	// Known is CountKnown(upTo).
+	Known int64
+	// Present counts the rows with a seq in (from, upTo].
+	Present int64
+	// PresentPending counts the rows with a seq in (knownFrom, upTo] not
+	// marked published.
+	PresentPending int64
+}
+
+// CountGap counts, in one read of the table, the rows CountKnown(upTo)
+// counts, the rows present with a seq in (from, upTo], and those of
+// (knownFrom, upTo] not yet published. Like CountKnown it reads the whole
+// table; a poll phase runs it once, at its start, instead of CountKnown.
+func (p *Poller) CountGap(ctx context.Context, upTo, from, knownFrom int64) (GapCount, error) {
+	var c GapCount
+	order := pgx.Identifier{p.cfg.Order}.Sanitize()
+	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT
+  count(*) FILTER (WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
+  count(*) FILTER (WHERE %[2]s > $2 AND %[2]s <= $1),
+  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND coalesce(%[3]s, true))
+FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom).Scan(&c.Known, &c.Present, &c.PresentPending)
+	if err != nil {
+		return c, fmt.Errorf("count rows of %s: %w", p.table, err)
+	}
+	return c, nil
+}
+
+// KnownReading is where insertion stood at one moment, with the rows known
+// then: Known counts the rows CountKnown(Last) would count.
+type KnownReading struct {
+	Last    int64
+	XMax    uint64
+	Known   int64
+	Deletes int64
+}
+
+// ReadKnown reads the sequence, the snapshot's xmax, the known rows and the
+// table's delete counter in one statement, the counter last: a delete that
+// lands between the count and the counter is then taken as one before the
+// reading, which can only make a later loss figure smaller. It reads the
+// whole table; the WAL session runs it rarely (its cost sets how rarely).
+func (p *Poller) ReadKnown(ctx context.Context, seq Sequence) (KnownReading, error) {
+	var (
+		r       KnownReading
+		last    *int64
+		xmax    string
+		deletes *int64
+	)
+	q := fmt.Sprintf(`WITH s AS (SELECT coalesce(pg_sequence_last_value($1::regclass), $3) AS last,
+  pg_snapshot_xmax(pg_current_snapshot())::text AS xmax)
+SELECT s.last, s.xmax,
+  (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= s.last OR NOT coalesce(%[3]s, false)),
+  pg_stat_get_tuples_deleted($2::regclass)
+FROM s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), seq.Start-1).Scan(&last, &xmax, &r.Known, &deletes); err != nil {
+		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	if last != nil {
+		r.Last = *last
+	}
+	if deletes != nil {
+		r.Deletes = *deletes
+	}
+	var err error
+	if r.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
+		return r, err
+	}
+	return r, nil
+}
