@@ -33,6 +33,9 @@ const (
 	// its statistics within 10 s. A gap is judged once a count after it
 	// has run.
 	vanishGapWait = 11 * time.Second
+	// vanishGapMaxWait bounds the wait for the transactions running at a
+	// phase's start: after it, the gap is not judged.
+	vanishGapMaxWait = 2 * time.Minute
 	// maxVanishTracked bounds the published positions remembered above
 	// the settled position (a transaction open for long holds it back).
 	maxVanishTracked = 1 << 20
@@ -107,9 +110,17 @@ type vanishDetector struct {
 	gapFrom, savedSettled, savedUnseen int64
 	gapOff                             bool
 	// began is when the phase started; gapUnseen the positions of the gap
-	// no row held then.
+	// no row held.
 	began     time.Time
 	gapUnseen int64
+	// gap is the checkpoint whose gap waits to be judged (judgeGap), until
+	// xmin reaches gapXMax; pubGapEarly counts the rows of the gap this
+	// phase published meanwhile. savedKnownSeq is the saved checkpoint's
+	// known position.
+	gap           *gapCheckpoint
+	gapXMax       uint64
+	pubGapEarly   int64
+	savedKnownSeq int64
 }
 
 type vanishCandidate struct {
@@ -117,10 +128,12 @@ type vanishCandidate struct {
 	xmax uint64
 }
 
-// newVanishDetector starts a poll phase's accounting, from the checkpoint
-// saved in pgoutbox_state where one holds, and saves the phase's start as
-// the new checkpoint. It returns nil (and logs why once) when the table's
-// positions cannot be read.
+// newVanishDetector starts a poll phase's accounting. Where pgoutbox_state
+// holds a checkpoint it continues that account, and judges the positions
+// drawn since it once the transactions running now have finished (see
+// judgeGap); otherwise it starts a new account here and saves it. It
+// returns nil (and logs why once) when the table's positions cannot be
+// read.
 func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) *vanishDetector {
 	seq, err := poller.Sequence(ctx)
 	if err != nil {
@@ -142,65 +155,100 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 	if err != nil && !isUndefinedTable(err) {
 		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
 	}
-	if cp != nil && !r.startFromGap(ctx, poller, d, cp, pos) {
-		cp = nil
-	}
-	if cp == nil {
-		known, err := poller.CountKnown(ctx, pos.Last)
-		if err != nil {
-			r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
-			return nil
-		}
-		d.known0 = known
-	}
-	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
-		d.gapOff = true
-		if !isUndefinedTable(err) {
-			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+	if cp != nil {
+		switch why := cp.unjudgeable(pos); why {
+		case "":
+			d.gap, d.gapXMax, d.savedKnownSeq = cp, pos.XMax, cp.knownSeq
+			d.unseen, d.reported, d.lastDel, d.baseDel = cp.unseen, cp.reported, cp.deletes, cp.deletes
+			d.gapFrom = cp.seq + 1
+			return d
+		default:
+			r.cannotJudge(cp, pos.Last, why)
 		}
 	}
-	d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	known, err := poller.CountKnown(ctx, pos.Last)
+	if err != nil {
+		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
+		return nil
+	}
+	d.known0 = known
+	r.saveAccount(ctx, conn, d)
 	return d
 }
 
-// startFromGap continues the account a checkpoint holds: the positions
-// drawn since it and not present now are unseen, and the deletes count from
-// its reading. It reports false, after saying why, when the gap cannot be
-// judged: the statistics were reset (or lost in a crash) since, or the
-// counts do not add up.
-func (r *Relay) startFromGap(ctx context.Context, poller *replication.Poller, d *vanishDetector, cp *gapCheckpoint, pos replication.Positions) bool {
-	cannot := func(why string) bool {
-		r.log.Warn("cannot judge whether outbox rows were deleted before publication while no poll phase ran: "+why+"; the account starts again here",
-			"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", pos.Last)
-		return false
-	}
+// unjudgeable says why the positions drawn since the checkpoint cannot be
+// judged from it ("" when they can).
+func (cp *gapCheckpoint) unjudgeable(pos replication.Positions) string {
 	switch {
 	case !cp.sameStats || pos.Deletes < cp.deletes:
-		return cannot("the table's statistics were reset since (pg_stat_reset, or a crash of the server)")
+		return "the table's statistics were reset since (pg_stat_reset, or a crash of the server)"
 	case cp.seq > pos.Last || cp.knownSeq > pos.Last:
-		return cannot("the sequence went back")
+		return "the sequence went back"
 	}
-	c, err := poller.CountGap(ctx, pos.Last, cp.seq, cp.knownSeq)
+	return ""
+}
+
+func (r *Relay) cannotJudge(cp *gapCheckpoint, to int64, why string) {
+	r.log.Warn("cannot judge whether outbox rows were deleted before publication while no poll phase ran: "+why+"; the account starts again here",
+		"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", to)
+}
+
+// saveAccount saves the phase's account as the new checkpoint.
+func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
+	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
+		d.gapOff = true
+		if !isUndefinedTable(err) && ctx.Err() == nil {
+			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+		}
+		return
+	}
+	d.savedKnownSeq, d.savedSettled, d.savedUnseen = d.start, d.settled, d.unseen
+}
+
+// judgeGap adds the positions drawn between the checkpoint and the phase's
+// start to the account, once every transaction running at the start has
+// finished (xmin reached the start's xmax): a row such a transaction
+// inserted is then present or deleted, not counted as missing while it
+// was only invisible. Unseen are the positions of the gap no row holds;
+// known are the checkpoint's rows, the rows of the gap present now, and
+// those of it this phase published meanwhile (deleted since or not).
+func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, d *vanishDetector, xmin uint64) error {
+	cp := d.gap
+	if xmin < d.gapXMax && time.Since(d.began) < vanishGapMaxWait {
+		return nil
+	}
+	c, err := poller.CountGap(ctx, d.start, cp.seq, cp.knownSeq)
 	if err != nil {
-		r.log.Warn("cannot tell whether rows were deleted before publication while no poll phase ran", "table", r.table.String(), "err", err)
-		return false
+		return err
 	}
-	d.known0 = cp.known + c.PresentPending
-	// Rows of the account deleted since it was saved; a negative figure
-	// means rows appeared that it did not count (another relay marking
-	// rows of this table published, values written into seq by hand).
-	if d.vanishedKnown = d.known0 - c.Known; d.vanishedKnown < 0 {
-		return cannot("more rows are known now than the account counted")
+	d.gap = nil
+	d.known0 = cp.known + c.PresentPending + d.pubGapEarly
+	d.lastCount = time.Now()
+	// Rows of the account deleted since; a negative figure means rows
+	// appeared that it did not count (another relay marking rows of this
+	// table published, values written into seq by hand).
+	if d.vanishedKnown = d.known0 + d.pubHigh - c.Known; d.vanishedKnown < 0 || xmin < d.gapXMax {
+		why := "more rows are known now than the account counted"
+		if xmin < d.gapXMax {
+			why = "a transaction open since the phase started holds the snapshot back"
+		}
+		r.cannotJudge(cp, d.start, why)
+		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
+		d.baseDel, d.deletes = d.lastDel, 0
+		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
+	} else {
+		d.gapUnseen = max(0, d.start-cp.seq-c.Present)
+		d.unseen += d.gapUnseen
+		if d.gapUnseen > 0 && d.lo == 0 {
+			d.lo, d.hi = cp.seq+1, d.start
+		} else if d.gapUnseen > 0 {
+			d.lo = cp.seq + 1
+		}
+		r.log.Info("judging rows deleted before publication since the last accounted position",
+			"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", d.start, "unseen_positions", d.gapUnseen)
 	}
-	gap := max(0, pos.Last-cp.seq-c.Present)
-	d.unseen, d.reported, d.lastDel, d.baseDel = cp.unseen+gap, cp.reported, cp.deletes, cp.deletes
-	d.gapFrom, d.gapUnseen = cp.seq+1, gap
-	if gap > 0 {
-		d.lo, d.hi = cp.seq+1, pos.Last
-	}
-	r.log.Info("judging rows deleted before publication since the last accounted position",
-		"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", pos.Last, "unseen_positions", gap)
-	return true
+	r.saveAccount(ctx, conn, d)
+	return nil
 }
 
 // checkpoint is the account as pgoutbox_state keeps it.
@@ -227,6 +275,8 @@ func (d *vanishDetector) seen(seq int64) {
 	}
 	if seq > d.start {
 		d.pubHigh++
+	} else if d.gap != nil && seq > d.gap.knownSeq {
+		d.pubGapEarly++
 	}
 	switch {
 	case seq > d.settled:
@@ -278,7 +328,7 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 		d.settle(upTo)
 	}
 
-	suspect := min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
+	suspect := d.gap == nil && min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
 	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue()) {
 		return nil, nil
 	}
@@ -323,7 +373,12 @@ func (d *vanishDetector) gapCountDue() bool {
 // delete counter caught up. A handoff or a return to the WAL waits for it,
 // as the WAL's first checkpoint starts a new account.
 func (d *vanishDetector) gapJudged() bool {
-	if d == nil || d.gapUnseen == 0 || d.reported >= d.unseen {
+	switch {
+	case d == nil:
+		return true
+	case d.gap != nil:
+		return false
+	case d.gapUnseen == 0 || d.reported >= d.unseen:
 		return true
 	}
 	if time.Since(d.began) < vanishGapWait {
@@ -365,6 +420,15 @@ func (d *vanishDetector) settle(upTo int64) {
 func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, d *vanishDetector, handoff bool) {
 	if d == nil {
 		return
+	}
+	if d.gap != nil {
+		xmin, _, _, err := replication.Snapshot(ctx, conn)
+		if err == nil {
+			err = r.judgeGap(ctx, conn, poller, d, xmin)
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("counting rows deleted before publication failed", "table", r.table.String(), "err", err)
+		}
 	}
 	rep, err := d.round(ctx, poller)
 	if err != nil {
@@ -474,7 +538,7 @@ func forgetGap(ctx context.Context, conn *pgx.Conn, pipeline string) error {
 // A save that fails leaves an older position, whose gap the next phase
 // counts again: nothing is judged twice or skipped.
 func (r *Relay) saveGapProgress(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
-	if d.gapOff || (d.settled == d.savedSettled && d.unseen == d.savedUnseen) {
+	if d.gapOff || d.gap != nil || (d.settled == d.savedSettled && d.unseen == d.savedUnseen) {
 		return
 	}
 	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $3, gap_unseen = $4, gap_at = now()
@@ -500,7 +564,7 @@ func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []re
 	}
 	var n int64
 	for i := range rows {
-		if rows[i].Seq > d.start {
+		if rows[i].Seq > d.savedKnownSeq {
 			n++
 		}
 	}
@@ -508,7 +572,7 @@ func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []re
 		return
 	}
 	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_known = gap_known + $3
-WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.start, n)
+WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.savedKnownSeq, n)
 	if err != nil {
 		d.gapOff = true
 		if e := forgetGap(ctx, conn, r.cfg.Replication.Slot); e != nil && ctx.Err() == nil {
