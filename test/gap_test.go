@@ -177,3 +177,35 @@ func TestDeletedWhileStoppedNoFalseReport(t *testing.T) {
 	}
 	e.awaitLoss(t, p, addr, 40)
 }
+
+// The statistics reset while the relay was stopped: the delete counter no
+// longer covers the gap, so the relay says it cannot judge it, and reports
+// no loss it cannot prove; rows deleted after the restart are judged again.
+func TestDeletedWhileStoppedStatsResetCannotJudge(t *testing.T) {
+	e := newEnv(t)
+	args := []string{"--mode", "poll", "--poll-interval", "100ms"}
+	p := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+	kept := e.insertN("order", 20)
+	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
+	p.stop(t)
+
+	e.insertThenDelete(30, "order")
+	e.exec("SELECT pg_stat_reset()")
+	kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
+
+	addr := metricsAddr(t)
+	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
+	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
+	eventually(t, 15*time.Second, "the relay saying it cannot judge the gap", func() bool {
+		return strings.Contains(p.out.String(), "cannot judge whether outbox rows were deleted") &&
+			strings.Contains(p.out.String(), "statistics were reset")
+	})
+	time.Sleep(13 * time.Second) // past the statistics' flush and a recount
+	if lost, problems, _ := e.lostStatusOf(t); lost != nil {
+		t.Fatalf("a loss reported across a statistics reset: %+v, problems %q", lost, problems)
+	}
+	// The new account starts at the restart: rows deleted now are judged.
+	e.insertThenDelete(25, "order")
+	e.awaitLoss(t, p, addr, 25)
+}
