@@ -469,16 +469,22 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 }
 
 // saveVanished adds a report to the pipeline's state, where status reads
-// it. The range spans the reports that followed each other within an hour:
-// one episode, reported in steps as the delete counter catches up.
+// it, and to the account's reported rows in the same statement. The range
+// spans the reports that followed each other within an hour: one episode,
+// reported in steps as the delete counter catches up.
 func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *vanishReport) error {
-	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
+	const q = `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
   lost_deleted_from_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
     THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
   lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
     THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
-  lost_deleted_at = now(), updated_at = now(), gap_reported = gap_reported + $2
-WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
+  lost_deleted_at = now(), updated_at = now()`
+	_, err := conn.Exec(ctx, q+`, gap_reported = gap_reported + $2 WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
+	if isUndefinedTable(err) {
+		// A state table from before migration 11 (a role that may not
+		// migrate it): the report is still shown.
+		_, err = conn.Exec(ctx, q+` WHERE pipeline = $1`, pipeline, rep.lost, rep.from, rep.to)
+	}
 	if err != nil && !isUndefinedTable(err) {
 		return fmt.Errorf("save lost rows: %w", err)
 	}
