@@ -594,6 +594,10 @@ const (
 	// connection.
 	walGapEvery  = time.Second
 	walGapFactor = 50
+	// walGapCountLimit ends a count that would hold the state connection
+	// too long (about 25 million rows at the speed measured); the session
+	// then keeps no account, and says so.
+	walGapCountLimit = 10 * time.Second
 )
 
 // walGap moves the checkpoint forward while the WAL is streamed: the WAL
@@ -644,7 +648,7 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 		if now.Before(g.next) {
 			return nil
 		}
-		rd, err := g.poller.ReadKnown(ctx, g.seq)
+		rd, err := g.poller.ReadKnown(ctx, g.seq, walGapCountLimit)
 		if err != nil {
 			return err
 		}

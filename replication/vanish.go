@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -173,7 +174,9 @@ type KnownReading struct {
 // lands between the count and the counter is then taken as one before the
 // reading, which can only make a later loss figure smaller. It reads the
 // whole table; the WAL session runs it rarely (its cost sets how rarely).
-func (p *Poller) ReadKnown(ctx context.Context, seq Sequence) (KnownReading, error) {
+// The server ends it after limit (statement_timeout), so that a slow count
+// fails alone instead of a cancelled context closing the connection.
+func (p *Poller) ReadKnown(ctx context.Context, seq Sequence, limit time.Duration) (KnownReading, error) {
 	var (
 		r       KnownReading
 		last    *int64
@@ -186,7 +189,15 @@ SELECT s.last, s.xmax,
   (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= s.last OR NOT coalesce(%[3]s, false)),
   pg_stat_get_tuples_deleted($2::regclass)
 FROM s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
-	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), seq.Start-1).Scan(&last, &xmax, &r.Known, &deletes); err != nil {
+	tx, err := p.conn.Begin(ctx)
+	if err != nil {
+		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	defer tx.Rollback(context.Background()) // read only: nothing to keep
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, limit.Milliseconds()))); err != nil {
+		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	if err := tx.QueryRow(ctx, q, seq.Name, p.table.Quoted(), seq.Start-1).Scan(&last, &xmax, &r.Known, &deletes); err != nil {
 		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
 	if last != nil {
@@ -195,7 +206,6 @@ FROM s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
 	if deletes != nil {
 		r.Deletes = *deletes
 	}
-	var err error
 	if r.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
 		return r, err
 	}
