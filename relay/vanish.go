@@ -233,8 +233,14 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 			why = "a transaction open since the phase started holds the snapshot back"
 		}
 		r.cannotJudge(cp, d.start, why)
+		// A new account from now: the counter as it reads now, the
+		// rows known now.
+		pos, err := poller.Positions(ctx, d.seq, d.settled)
+		if err != nil {
+			return err
+		}
 		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
-		d.baseDel, d.deletes = d.lastDel, 0
+		d.baseDel, d.lastDel, d.deletes = pos.Deletes, pos.Deletes, 0
 		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
 	} else {
 		d.gapUnseen = max(0, d.start-cp.seq-c.Present)
