@@ -221,28 +221,27 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 	if err != nil {
 		return err
 	}
-	d.gap = nil
-	d.known0 = cp.known + c.PresentPending + d.pubGapEarly
-	d.lastCount = time.Now()
+	known0 := cp.known + c.PresentPending + d.pubGapEarly
 	// Rows of the account deleted since; a negative figure means rows
 	// appeared that it did not count (another relay marking rows of this
 	// table published, values written into seq by hand).
-	if d.vanishedKnown = d.known0 + d.pubHigh - c.Known; d.vanishedKnown < 0 || xmin < d.gapXMax {
+	if vk := known0 + d.pubHigh - c.Known; vk < 0 || xmin < d.gapXMax {
 		why := "more rows are known now than the account counted"
 		if xmin < d.gapXMax {
 			why = "a transaction open since the phase started holds the snapshot back"
 		}
-		r.cannotJudge(cp, d.start, why)
 		// A new account from now: the counter as it reads now, the
 		// rows known now.
 		pos, err := poller.Positions(ctx, d.seq, d.settled)
 		if err != nil {
 			return err
 		}
+		r.cannotJudge(cp, d.start, why)
 		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
 		d.baseDel, d.lastDel, d.deletes = pos.Deletes, pos.Deletes, 0
 		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
 	} else {
+		d.known0, d.vanishedKnown = known0, vk
 		d.gapUnseen = max(0, d.start-cp.seq-c.Present)
 		d.unseen += d.gapUnseen
 		if d.gapUnseen > 0 && d.lo == 0 {
@@ -253,6 +252,7 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 		r.log.Info("judging rows deleted before publication since the last accounted position",
 			"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", d.start, "unseen_positions", d.gapUnseen)
 	}
+	d.gap, d.lastCount = nil, time.Now()
 	r.saveAccount(ctx, conn, d)
 	return nil
 }
