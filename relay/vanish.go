@@ -607,18 +607,26 @@ const (
 )
 
 // walGap moves the checkpoint forward while the WAL is streamed: the WAL
-// publishes every insert, deleted since or not, so every position up to a
-// reading is accounted for once every transaction that may have drawn one
-// has finished (xmin passes the reading's xmax) and the confirmed position
-// passes the WAL position read then. Each checkpoint starts a new account
-// from its reading. Only saveState's goroutine uses it.
+// publishes every insert, deleted since or not. A position L is read with
+// the snapshot's xmax; once xmin passes it, every transaction that may have
+// drawn a position up to L has finished, so the rows up to L are present or
+// deleted for good: they are counted then, with the delete counter, and the
+// WAL position is read. Once the confirmed position passes that, the WAL
+// has published every row up to L, and the reading becomes the new account.
+// Only saveState's goroutine uses it.
 type walGap struct {
-	poller  *replication.Poller
-	seq     replication.Sequence
-	off     bool
-	reading *replication.KnownReading
-	lsn     pglogrepl.LSN // 0 until xmin passed the reading's xmax
-	next    time.Time
+	poller *replication.Poller
+	seq    replication.Sequence
+	off    bool
+	// last and xmax are the reading waiting for xmin; counted is set once
+	// known and deletes are counted and lsn read.
+	last           int64
+	xmax           uint64
+	counted        bool
+	known, deletes int64
+	lsn            pglogrepl.LSN
+	waiting        bool
+	next           time.Time
 }
 
 // walCheckpoint advances g one step; a failure only stops the checkpoints
@@ -650,31 +658,33 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 			return err
 		}
 		g.poller = p
-	case g.reading == nil:
+	case !g.waiting:
 		if now.Before(g.next) {
 			return nil
 		}
-		rd, err := g.poller.ReadKnown(ctx, g.seq, walGapCountLimit)
+		pos, err := g.poller.Positions(ctx, g.seq, 0)
 		if err != nil {
 			return err
 		}
-		g.reading, g.lsn = &rd, 0
-		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(now)))
-	case g.lsn == 0:
+		g.last, g.xmax, g.counted, g.waiting = pos.Last, pos.XMax, false, true
+	case !g.counted:
 		xmin, _, lsn, err := replication.Snapshot(ctx, conn)
-		if err != nil {
+		if err != nil || xmin < g.xmax {
 			return err
 		}
-		if xmin >= g.reading.XMax {
-			if g.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
-				return err
-			}
+		if g.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+			return err
 		}
+		began := time.Now()
+		if g.known, g.deletes, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
+			return err
+		}
+		g.counted = true
+		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(began)))
 	case stream.Confirmed() >= g.lsn:
-		rd := g.reading
-		g.reading = nil
+		g.waiting = false
 		return saveGap(ctx, conn, r.cfg.Replication.Slot,
-			gapCheckpoint{seq: rd.Last, knownSeq: rd.Last, known: rd.Known, deletes: rd.Deletes})
+			gapCheckpoint{seq: g.last, knownSeq: g.last, known: g.known, deletes: g.deletes})
 	}
 	return nil
 }

@@ -160,54 +160,30 @@ FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom).Scan(
 	return c, nil
 }
 
-// KnownReading is where insertion stood at one moment, with the rows known
-// then: Known counts the rows CountKnown(Last) would count.
-type KnownReading struct {
-	Last    int64
-	XMax    uint64
-	Known   int64
-	Deletes int64
-}
-
-// ReadKnown reads the sequence, the snapshot's xmax, the known rows and the
-// table's delete counter in one statement, the counter last: a delete that
-// lands between the count and the counter is then taken as one before the
-// reading, which can only make a later loss figure smaller. It reads the
-// whole table; the WAL session runs it rarely (its cost sets how rarely).
-// The server ends it after limit (statement_timeout), so that a slow count
-// fails alone instead of a cancelled context closing the connection.
-func (p *Poller) ReadKnown(ctx context.Context, seq Sequence, limit time.Duration) (KnownReading, error) {
-	var (
-		r       KnownReading
-		last    *int64
-		xmax    string
-		deletes *int64
-	)
-	q := fmt.Sprintf(`WITH s AS (SELECT coalesce(pg_sequence_last_value($1::regclass), $3) AS last,
-  pg_snapshot_xmax(pg_current_snapshot())::text AS xmax)
-SELECT s.last, s.xmax,
-  (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= s.last OR NOT coalesce(%[3]s, false)),
-  pg_stat_get_tuples_deleted($2::regclass)
-FROM s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+// ReadKnown counts the rows CountKnown(upTo) counts and then reads the
+// table's delete counter, in one statement: a delete that lands between the
+// count and the counter is taken as one before the reading, which can only
+// make a later loss figure smaller. It reads the whole table; the WAL
+// session runs it rarely (its cost sets how rarely). The server ends it
+// after limit (statement_timeout), so that a slow count fails alone instead
+// of a cancelled context closing the connection.
+func (p *Poller) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, err error) {
 	tx, err := p.conn.Begin(ctx)
 	if err != nil {
-		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
 	defer tx.Rollback(context.Background()) // read only: nothing to keep
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, limit.Milliseconds()))); err != nil {
-		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
-	if err := tx.QueryRow(ctx, q, seq.Name, p.table.Quoted(), seq.Start-1).Scan(&last, &xmax, &r.Known, &deletes); err != nil {
-		return r, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	var del *int64
+	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
+  pg_stat_get_tuples_deleted($2::regclass)`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	if err := tx.QueryRow(ctx, q, upTo, p.table.Quoted()).Scan(&known, &del); err != nil {
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
-	if last != nil {
-		r.Last = *last
+	if del != nil {
+		deletes = *del
 	}
-	if deletes != nil {
-		r.Deletes = *deletes
-	}
-	if r.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
-		return r, err
-	}
-	return r, nil
+	return known, deletes, nil
 }
