@@ -121,6 +121,9 @@ type vanishDetector struct {
 	gapXMax       uint64
 	pubGapEarly   int64
 	savedKnownSeq int64
+	// bumped rows were added to the saved known rows before a batch was
+	// produced; bumpAcked of them were acked since.
+	bumped, bumpAcked int64
 }
 
 type vanishCandidate struct {
@@ -203,6 +206,7 @@ func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetect
 		return
 	}
 	d.savedKnownSeq, d.savedSettled, d.savedUnseen = d.start, d.settled, d.unseen
+	d.bumped, d.bumpAcked = 0, 0
 }
 
 // judgeGap adds the positions drawn between the checkpoint and the phase's
@@ -217,11 +221,13 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 	if xmin < d.gapXMax && time.Since(d.began) < vanishGapMaxWait {
 		return nil
 	}
-	c, err := poller.CountGap(ctx, d.start, cp.seq, cp.knownSeq)
+	c, err := poller.CountGap(ctx, d.start, cp.seq, cp.knownSeq, cp.batchFrom, cp.batchTo)
 	if err != nil {
 		return err
 	}
-	known0 := cp.known + c.PresentPending + d.pubGapEarly
+	// The rows of a batch added to known and never marked (a crash in
+	// between) are still pending: counted once, not twice.
+	known0 := cp.known - c.BatchPending + c.PresentPending + d.pubGapEarly
 	// Rows of the account deleted since; a negative figure means rows
 	// appeared that it did not count (another relay marking rows of this
 	// table published, values written into seq by hand).
@@ -283,6 +289,9 @@ func (d *vanishDetector) seen(seq int64) {
 		d.pubHigh++
 	} else if d.gap != nil && seq > d.gap.knownSeq {
 		d.pubGapEarly++
+	}
+	if d.bumped > 0 && seq > d.savedKnownSeq {
+		d.bumpAcked++
 	}
 	switch {
 	case seq > d.settled:
@@ -501,6 +510,9 @@ func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *van
 // between phases (migration 011): see vanishDetector.
 type gapCheckpoint struct {
 	seq, knownSeq, known, deletes, unseen, reported int64
+	// batchFrom and batchTo: the batch added to known and not confirmed
+	// marked (0, -1: none).
+	batchFrom, batchTo int64
 	// sameStats: the database's statistics were not reset since.
 	sameStats bool
 }
@@ -512,9 +524,10 @@ func loadGap(ctx context.Context, conn *pgx.Conn, pipeline string) (*gapCheckpoi
 		seq *int64
 	)
 	err := conn.QueryRow(ctx, `SELECT gap_seq, coalesce(gap_known_seq, 0), coalesce(gap_known, 0), coalesce(gap_deletes, 0),
-  coalesce(gap_unseen, 0), gap_reported,
+  coalesce(gap_unseen, 0), gap_reported, coalesce(gap_batch_from, 0), coalesce(gap_batch_to, -1),
   gap_stats_reset IS NOT DISTINCT FROM (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
-FROM pgoutbox_state WHERE pipeline = $1`, pipeline).Scan(&seq, &cp.knownSeq, &cp.known, &cp.deletes, &cp.unseen, &cp.reported, &cp.sameStats)
+FROM pgoutbox_state WHERE pipeline = $1`, pipeline).Scan(&seq, &cp.knownSeq, &cp.known, &cp.deletes, &cp.unseen, &cp.reported,
+		&cp.batchFrom, &cp.batchTo, &cp.sameStats)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && seq == nil) {
 		return nil, nil
 	}
@@ -528,7 +541,7 @@ FROM pgoutbox_state WHERE pipeline = $1`, pipeline).Scan(&seq, &cp.knownSeq, &cp
 // saveGap replaces the pipeline's checkpoint.
 func saveGap(ctx context.Context, conn *pgx.Conn, pipeline string, cp gapCheckpoint) error {
 	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $2, gap_known_seq = $3, gap_known = $4,
-  gap_deletes = $5, gap_unseen = $6, gap_reported = $7, gap_at = now(),
+  gap_deletes = $5, gap_unseen = $6, gap_reported = $7, gap_at = now(), gap_batch_from = NULL, gap_batch_to = NULL,
   gap_stats_reset = (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
 WHERE pipeline = $1`, pipeline, cp.seq, cp.knownSeq, cp.known, cp.deletes, cp.unseen, cp.reported)
 	if err != nil && !isUndefinedTable(err) {
@@ -550,18 +563,28 @@ func forgetGap(ctx context.Context, conn *pgx.Conn, pipeline string) error {
 // A save that fails leaves an older position, whose gap the next phase
 // counts again: nothing is judged twice or skipped.
 func (r *Relay) saveGapProgress(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
-	if d.gapOff || d.gap != nil || (d.settled == d.savedSettled && d.unseen == d.savedUnseen) {
+	if d.gapOff || (d.bumped == 0 && (d.gap != nil || (d.settled == d.savedSettled && d.unseen == d.savedUnseen))) {
 		return
 	}
-	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $3, gap_unseen = $4, gap_at = now()
-WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.start, d.settled, d.unseen)
+	settled, unseen := d.settled, d.unseen
+	if d.gap != nil {
+		settled, unseen = d.gap.seq, d.gap.unseen // the gap is not judged yet
+	}
+	// The batch is marked: what was added for rows Kafka did not ack
+	// is taken back, and the batch is no longer in doubt.
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $3, gap_unseen = $4, gap_at = now(),
+  gap_known = gap_known - $5, gap_batch_from = NULL, gap_batch_to = NULL
+WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.savedKnownSeq, settled, unseen, d.bumped-d.bumpAcked)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
 		}
 		return
 	}
-	d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	d.bumped, d.bumpAcked = 0, 0
+	if d.gap == nil {
+		d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	}
 }
 
 // vanishWillPublish adds the rows a poll is about to produce above the
@@ -574,17 +597,26 @@ func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []re
 	if d == nil || d.gapOff {
 		return
 	}
-	var n int64
+	var n, lo, hi int64
 	for i := range rows {
-		if rows[i].Seq > d.savedKnownSeq {
+		if s := rows[i].Seq; s > d.savedKnownSeq {
+			if n == 0 || s < lo {
+				lo = s
+			}
+			hi = max(hi, s)
 			n++
 		}
 	}
 	if n == 0 {
 		return
 	}
-	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_known = gap_known + $3
-WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.savedKnownSeq, n)
+	// A batch is published only after the last one was taken back
+	// (saveGapProgress); one that failed stays added, and its range in
+	// doubt: lo and hi then span both.
+	_, err := conn.Exec(ctx, `UPDATE pgoutbox_state SET gap_known = gap_known + $3,
+  gap_batch_from = LEAST(gap_batch_from, $4), gap_batch_to = GREATEST(gap_batch_to, $5)
+WHERE pipeline = $1 AND gap_known_seq = $2 AND gap_seq IS NOT NULL`, r.cfg.Replication.Slot, d.savedKnownSeq, n, lo, hi)
+	d.bumped += n
 	if err != nil {
 		d.gapOff = true
 		if e := forgetGap(ctx, conn, r.cfg.Replication.Slot); e != nil && ctx.Err() == nil {

@@ -140,20 +140,23 @@ type GapCount struct {
 	// PresentPending counts the rows with a seq in (knownFrom, upTo] not
 	// marked published.
 	PresentPending int64
+	// BatchPending counts those of them in [batchFrom, batchTo].
+	BatchPending int64
 }
 
 // CountGap counts, in one read of the table, the rows CountKnown(upTo)
 // counts, the rows present with a seq in (from, upTo], and those of
-// (knownFrom, upTo] not yet published. Like CountKnown it reads the whole
+// (knownFrom, upTo] not yet published, in all and in [batchFrom, batchTo]. Like CountKnown it reads the whole
 // table; a poll phase runs it once, at its start, instead of CountKnown.
-func (p *Poller) CountGap(ctx context.Context, upTo, from, knownFrom int64) (GapCount, error) {
+func (p *Poller) CountGap(ctx context.Context, upTo, from, knownFrom, batchFrom, batchTo int64) (GapCount, error) {
 	var c GapCount
 	order := pgx.Identifier{p.cfg.Order}.Sanitize()
 	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT
   count(*) FILTER (WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
   count(*) FILTER (WHERE %[2]s > $2 AND %[2]s <= $1),
-  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND coalesce(%[3]s, true))
-FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom).Scan(&c.Known, &c.Present, &c.PresentPending)
+  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND coalesce(%[3]s, true)),
+  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND %[2]s BETWEEN $4 AND $5 AND coalesce(%[3]s, true))
+FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom, batchFrom, batchTo).Scan(&c.Known, &c.Present, &c.PresentPending, &c.BatchPending)
 	if err != nil {
 		return c, fmt.Errorf("count rows of %s: %w", p.table, err)
 	}
