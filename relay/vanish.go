@@ -287,7 +287,8 @@ func (d *vanishDetector) seen(seq int64) {
 	}
 	if seq > d.start {
 		d.pubHigh++
-	} else if d.gap != nil && seq > d.gap.knownSeq {
+	} else if g := d.gap; g != nil && seq > g.knownSeq && (seq < g.batchFrom || seq > g.batchTo) {
+		// A row of the batch in doubt is in the account already.
 		d.pubGapEarly++
 	}
 	if d.bumped > 0 && seq > d.savedKnownSeq {

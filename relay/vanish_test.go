@@ -53,7 +53,7 @@ func TestVanishLatePosition(t *testing.T) {
 // gap (above the account's known position) as rows of the gap this phase
 // published; at or below that position they are known already.
 func TestVanishSeenBeforeGapJudged(t *testing.T) {
-	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40}}
+	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}
 	for _, s := range []int64{30, 45, 60, 100, 101, 102} {
 		d.seen(s)
 	}
@@ -90,5 +90,18 @@ func TestVanishGapJudged(t *testing.T) {
 				t.Fatalf("gapJudged = %t, want %t", got, tt.want)
 			}
 		})
+	}
+}
+
+// A row of the batch in doubt (added to the account, not marked before a
+// crash) that this phase publishes before the gap is judged is in the
+// account already.
+func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
+	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}
+	for _, s := range []int64{51, 60, 70, 71, 101} {
+		d.seen(s)
+	}
+	if d.pubGapEarly != 1 || d.pubHigh != 1 {
+		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.pubGapEarly, d.pubHigh)
 	}
 }
