@@ -142,7 +142,7 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 	defer r.Metrics.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (vanish.go).
 	vctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-	r.vanish = r.newVanishDetector(vctx, poller)
+	r.vanish = r.newVanishDetector(vctx, conn, poller)
 	cancel()
 	defer func() { r.vanish = nil }()
 	attrs := []any{"table", r.table.String(), "floor_xid", floor.XID}
@@ -193,6 +193,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *pol
 		return err
 	}
 	if len(rows) > 0 {
+		r.vanishWillPublish(ctx, conn, rows) // vanish.go
 		if err := r.publishBatch(sess, ctx, pub, polled, poller, conn, rows); err != nil {
 			return err
 		}
@@ -206,13 +207,13 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *pol
 		if err != nil {
 			return err
 		}
-		if done {
+		if done && r.vanish.gapJudged() { // vanish.go
 			if err := r.own().EndHandoff(ctx, conn); err != nil {
 				return err
 			}
 			return errHandoffDone
 		}
-	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) {
+	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) && r.vanish.gapJudged() {
 		*nextProbe = time.Now().Add(r.probeInterval())
 		if r.replicationReady(ctx, conn) {
 			return errBackToWAL

@@ -226,7 +226,10 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 	confirmEvery := min(5*time.Second, max(time.Second, r.cfg.Replication.HeartbeatInterval))
 	ticker := time.NewTicker(floorCheckEvery)
 	defer ticker.Stop()
-	var s floorSaver
+	var (
+		s floorSaver
+		g walGap // vanish.go
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,6 +243,9 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.saveOnce(qctx, conn, stream, &s, hasSeq, confirmEvery)
+		if err == nil && hasSeq {
+			r.walCheckpoint(qctx, conn, stream, &g)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

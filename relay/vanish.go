@@ -2,10 +2,12 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -27,6 +29,14 @@ const (
 	// in steps of about a second, and one line every few seconds says as
 	// much as one per step.
 	vanishReportEvery = 5 * time.Second
+	// vanishGapWait is how long after a phase's start every delete made
+	// before it is in the delete counter: a backend that goes idle flushes
+	// its statistics within 10 s. A gap is judged once a count after it
+	// has run.
+	vanishGapWait = 11 * time.Second
+	// vanishGapMaxWait bounds the wait for the transactions running at a
+	// phase's start: after it, the gap is not judged.
+	vanishGapMaxWait = 2 * time.Minute
 	// maxVanishTracked bounds the published positions remembered above
 	// the settled position (a transaction open for long holds it back).
 	maxVanishTracked = 1 << 20
@@ -54,9 +64,15 @@ const (
 // second (up to 10 s late when it goes idle), so the figure can only grow
 // as it catches up; a report is never withdrawn.
 //
-// It covers positions drawn after the phase started; rows written and
-// deleted before (while no relay ran, or while the WAL was streamed) are
-// not seen. Only the session's goroutine uses it.
+// The account is kept in pgoutbox_state (gapCheckpoint) and carried from
+// one phase to the next, and the WAL session moves it forward to what the
+// WAL covered. A phase that finds one judges the positions drawn since it
+// (while no relay ran, or after the WAL's last covered position) as it
+// judges its own: unseen are the positions no row holds, and the delete
+// counter counts from the checkpoint's reading. Where there is no
+// checkpoint, or the statistics were reset since, the phase starts a new
+// account, and rows deleted before it are not judged. Only the session's
+// goroutine uses it.
 type vanishDetector struct {
 	table string
 	seq   replication.Sequence
@@ -78,8 +94,9 @@ type vanishDetector struct {
 	// since the last report, lastFrom and lastTo those of the last report.
 	unseen, lo, hi   int64
 	lastFrom, lastTo int64
-	// deletes is the growth of n_tup_del since the phase started.
-	deletes, lastDel int64
+	// deletes is the growth of n_tup_del since baseDel, the reading the
+	// account starts from (the phase's start, or the checkpoint's).
+	deletes, lastDel, baseDel int64
 	// vanishedKnown is the last count of known rows deleted.
 	vanishedKnown int64
 	lastCount     time.Time
@@ -88,6 +105,26 @@ type vanishDetector struct {
 	reported    int64
 	lastReport  time.Time
 	firstReport bool
+	// gapFrom is the first position of the gap judged at the start (0:
+	// none); saved the settled position and unseen count last saved,
+	// gapOff set once the saved account cannot be trusted.
+	gapFrom, savedSettled, savedUnseen int64
+	gapOff                             bool
+	// began is when the phase started; gapUnseen the positions of the gap
+	// no row held.
+	began     time.Time
+	gapUnseen int64
+	// gap is the checkpoint whose gap waits to be judged (judgeGap), until
+	// xmin reaches gapXMax; pubGapEarly counts the rows of the gap this
+	// phase published meanwhile. savedKnownSeq is the saved checkpoint's
+	// known position.
+	gap           *gapCheckpoint
+	gapXMax       uint64
+	pubGapEarly   int64
+	savedKnownSeq int64
+	// bumped rows were added to the saved known rows before a batch was
+	// produced; bumpAcked of them were acked since.
+	bumped, bumpAcked int64
 }
 
 type vanishCandidate struct {
@@ -95,9 +132,13 @@ type vanishCandidate struct {
 	xmax uint64
 }
 
-// newVanishDetector starts a poll phase's accounting. It returns nil (and
-// logs why once) when the table's positions cannot be read.
-func (r *Relay) newVanishDetector(ctx context.Context, poller *replication.Poller) *vanishDetector {
+// newVanishDetector starts a poll phase's accounting. Where pgoutbox_state
+// holds a checkpoint it continues that account, and judges the positions
+// drawn since it once the transactions running now have finished (see
+// judgeGap); otherwise it starts a new account here and saves it. It
+// returns nil (and logs why once) when the table's positions cannot be
+// read.
+func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) *vanishDetector {
 	seq, err := poller.Sequence(ctx)
 	if err != nil {
 		if !r.vanishOffLogged {
@@ -112,21 +153,130 @@ func (r *Relay) newVanishDetector(ctx context.Context, poller *replication.Polle
 		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
 		return nil
 	}
+	d := &vanishDetector{table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
+		lastDel: pos.Deletes, baseDel: pos.Deletes, began: time.Now()}
+	cp, err := loadGap(ctx, conn, r.cfg.Replication.Slot)
+	if err != nil && !isUndefinedTable(err) {
+		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
+	}
+	if cp != nil {
+		switch why := cp.unjudgeable(pos); why {
+		case "":
+			d.gap, d.gapXMax, d.savedKnownSeq = cp, pos.XMax, cp.knownSeq
+			d.unseen, d.reported, d.lastDel, d.baseDel = cp.unseen, cp.reported, cp.deletes, cp.deletes
+			d.gapFrom = cp.seq + 1
+			return d
+		default:
+			r.cannotJudge(cp, pos.Last, why)
+		}
+	}
 	known, err := poller.CountKnown(ctx, pos.Last)
 	if err != nil {
 		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
 		return nil
 	}
-	return &vanishDetector{
-		table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
-		known0: known, lastDel: pos.Deletes,
+	d.known0 = known
+	r.saveAccount(ctx, conn, d)
+	return d
+}
+
+// unjudgeable says why the positions drawn since the checkpoint cannot be
+// judged from it ("" when they can).
+func (cp *gapCheckpoint) unjudgeable(pos replication.Positions) string {
+	switch {
+	case !cp.sameStats || pos.Deletes < cp.deletes:
+		return "the table's statistics were reset since (pg_stat_reset, or a crash of the server)"
+	case cp.seq > pos.Last || cp.knownSeq > pos.Last:
+		return "the sequence went back"
 	}
+	return ""
+}
+
+func (r *Relay) cannotJudge(cp *gapCheckpoint, to int64, why string) {
+	r.log.Warn("cannot judge whether outbox rows were deleted before publication while no poll phase ran: "+why+"; the account starts again here",
+		"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", to)
+}
+
+// saveAccount saves the phase's account as the new checkpoint.
+func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
+	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
+		d.gapOff = true
+		if !isUndefinedTable(err) && ctx.Err() == nil {
+			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+		}
+		return
+	}
+	d.savedKnownSeq, d.savedSettled, d.savedUnseen = d.start, d.settled, d.unseen
+	d.bumped, d.bumpAcked = 0, 0
+}
+
+// judgeGap adds the positions drawn between the checkpoint and the phase's
+// start to the account, once every transaction running at the start has
+// finished (xmin reached the start's xmax): a row such a transaction
+// inserted is then present or deleted, not counted as missing while it
+// was only invisible. Unseen are the positions of the gap no row holds;
+// known are the checkpoint's rows, the rows of the gap present now, and
+// those of it this phase published meanwhile (deleted since or not).
+func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, d *vanishDetector, xmin uint64) error {
+	cp := d.gap
+	if xmin < d.gapXMax && time.Since(d.began) < vanishGapMaxWait {
+		return nil
+	}
+	c, err := poller.CountGap(ctx, d.start, cp.seq, cp.knownSeq, cp.batchFrom, cp.batchTo)
+	if err != nil {
+		return err
+	}
+	// The rows of a batch added to known and never marked (a crash in
+	// between) are still pending: counted once, not twice.
+	known0 := cp.known - c.BatchPending + c.PresentPending + d.pubGapEarly
+	// Rows of the account deleted since; a negative figure means rows
+	// appeared that it did not count (another relay marking rows of this
+	// table published, values written into seq by hand).
+	if vk := known0 + d.pubHigh - c.Known; vk < 0 || xmin < d.gapXMax {
+		why := "more rows are known now than the account counted"
+		if xmin < d.gapXMax {
+			why = "a transaction open since the phase started holds the snapshot back"
+		}
+		// A new account from now: the counter as it reads now, the
+		// rows known now.
+		pos, err := poller.Positions(ctx, d.seq, d.settled)
+		if err != nil {
+			return err
+		}
+		r.cannotJudge(cp, d.start, why)
+		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
+		d.baseDel, d.lastDel, d.deletes = pos.Deletes, pos.Deletes, 0
+		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
+	} else {
+		d.known0, d.vanishedKnown = known0, vk
+		d.gapUnseen = max(0, d.start-cp.seq-c.Present)
+		d.unseen += d.gapUnseen
+		if d.gapUnseen > 0 && d.lo == 0 {
+			d.lo, d.hi = cp.seq+1, d.start
+		} else if d.gapUnseen > 0 {
+			d.lo = cp.seq + 1
+		}
+		r.log.Info("judging rows deleted before publication since the last accounted position",
+			"table", r.table.String(), "seq_from", cp.seq+1, "seq_to", d.start, "unseen_positions", d.gapUnseen)
+	}
+	d.gap, d.lastCount = nil, time.Now()
+	r.saveAccount(ctx, conn, d)
+	return nil
+}
+
+// checkpoint is the account as pgoutbox_state keeps it.
+func (d *vanishDetector) checkpoint() gapCheckpoint {
+	return gapCheckpoint{seq: d.settled, knownSeq: d.start, known: d.known0 + d.pubHigh,
+		deletes: d.baseDel, unseen: d.unseen, reported: d.reported, sameStats: true}
 }
 
 // from is the first position the detector accounts for; 0 when it is off.
 func (d *vanishDetector) from() int64 {
-	if d == nil {
+	switch {
+	case d == nil:
 		return 0
+	case d.gapFrom > 0:
+		return d.gapFrom
 	}
 	return d.start + 1
 }
@@ -138,6 +288,12 @@ func (d *vanishDetector) seen(seq int64) {
 	}
 	if seq > d.start {
 		d.pubHigh++
+	} else if g := d.gap; g != nil && seq > g.knownSeq && (seq < g.batchFrom || seq > g.batchTo) {
+		// A row of the batch in doubt is in the account already.
+		d.pubGapEarly++
+	}
+	if d.bumped > 0 && seq > d.savedKnownSeq {
+		d.bumpAcked++
 	}
 	switch {
 	case seq > d.settled:
@@ -189,8 +345,8 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 		d.settle(upTo)
 	}
 
-	suspect := min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
-	if !suspect || time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) {
+	suspect := d.gap == nil && min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
+	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue()) {
 		return nil, nil
 	}
 	began := time.Now()
@@ -220,6 +376,32 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	d.reported, d.lastReport = lost, time.Now()
 	d.lastFrom, d.lastTo, d.lo, d.hi = d.lo, d.hi, 0, 0
 	return rep, nil
+}
+
+// gapCountDue tells that the gap's final count is due: every delete made
+// before the phase started is in the counter now.
+func (d *vanishDetector) gapCountDue() bool {
+	wait := d.began.Add(vanishGapWait)
+	return d.gapUnseen > 0 && time.Now().After(wait) && d.lastCount.Before(wait)
+}
+
+// gapJudged tells whether the gap judged at the start is settled: nothing
+// to find there, everything it could hold reported, or a count after the
+// delete counter caught up. A handoff or a return to the WAL waits for it,
+// as the WAL's first checkpoint starts a new account.
+func (d *vanishDetector) gapJudged() bool {
+	switch {
+	case d == nil:
+		return true
+	case d.gap != nil:
+		return false
+	case d.gapUnseen == 0 || d.reported >= d.unseen:
+		return true
+	}
+	if time.Since(d.began) < vanishGapWait {
+		return false
+	}
+	return d.lastCount.After(d.began.Add(vanishGapWait)) || min(d.unseen, d.deletes-d.vanishedKnown) <= d.reported
 }
 
 // settle accounts for the positions in (settled, upTo]: each was published
@@ -256,6 +438,15 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 	if d == nil {
 		return
 	}
+	if d.gap != nil {
+		xmin, _, _, err := replication.Snapshot(ctx, conn)
+		if err == nil {
+			err = r.judgeGap(ctx, conn, poller, d, xmin)
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("counting rows deleted before publication failed", "table", r.table.String(), "err", err)
+		}
+	}
 	rep, err := d.round(ctx, poller)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -263,6 +454,7 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 		}
 		return
 	}
+	r.saveGapProgress(ctx, conn, d)
 	if rep == nil {
 		return
 	}
@@ -294,8 +486,200 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 }
 
 // saveVanished adds a report to the pipeline's state, where status reads
-// it. The range spans the reports that followed each other within an hour:
-// one episode, reported in steps as the delete counter catches up.
+// it, and to the account's reported rows in the same statement. The range
+// spans the reports that followed each other within an hour: one episode,
+// reported in steps as the delete counter catches up.
 func saveVanished(ctx context.Context, conn *pgx.Conn, pipeline string, rep *vanishReport) error {
 	return store.Pipeline{Name: pipeline}.SaveLost(ctx, conn, rep.lost, rep.from, rep.to)
+}
+
+// gapCheckpoint is the account of deleted rows as pgoutbox_state keeps it
+// between phases (migration 011): see vanishDetector.
+type gapCheckpoint struct {
+	seq, knownSeq, known, deletes, unseen, reported int64
+	// batchFrom and batchTo: the batch added to known and not confirmed
+	// marked (0, -1: none).
+	batchFrom, batchTo int64
+	// sameStats: the database's statistics were not reset since.
+	sameStats bool
+}
+
+// loadGap reads the pipeline's checkpoint; nil where there is none.
+func loadGap(ctx context.Context, conn *pgx.Conn, pipeline string) (*gapCheckpoint, error) {
+	g, err := store.Pipeline{Name: pipeline}.LoadGap(ctx, conn)
+	if g == nil || err != nil {
+		return nil, err
+	}
+	return &gapCheckpoint{seq: g.Seq, knownSeq: g.KnownSeq, known: g.Known, deletes: g.Deletes, unseen: g.Unseen,
+		reported: g.Reported, batchFrom: g.BatchFrom, batchTo: g.BatchTo, sameStats: g.SameStats}, nil
+}
+
+// saveGap replaces the pipeline's checkpoint.
+func saveGap(ctx context.Context, conn *pgx.Conn, pipeline string, cp gapCheckpoint) error {
+	return store.Pipeline{Name: pipeline}.SaveGap(ctx, conn, store.Gap{Seq: cp.seq, KnownSeq: cp.knownSeq, Known: cp.known,
+		Deletes: cp.deletes, Unseen: cp.unseen, Reported: cp.reported})
+}
+
+// forgetGap drops the pipeline's checkpoint: the next phase starts a new
+// account instead of trusting one that missed a step.
+func forgetGap(ctx context.Context, conn *pgx.Conn, pipeline string) error {
+	return store.Pipeline{Name: pipeline}.ForgetGap(ctx, conn)
+}
+
+// saveGapProgress saves the positions the phase settled, when they moved.
+// A save that fails leaves an older position, whose gap the next phase
+// counts again: nothing is judged twice or skipped.
+func (r *Relay) saveGapProgress(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
+	if d.gapOff || (d.bumped == 0 && (d.gap != nil || (d.settled == d.savedSettled && d.unseen == d.savedUnseen))) {
+		return
+	}
+	settled, unseen := d.settled, d.unseen
+	if d.gap != nil {
+		settled, unseen = d.gap.seq, d.gap.unseen // the gap is not judged yet
+	}
+	// The batch is marked: what was added for rows Kafka did not ack
+	// is taken back, and the batch is no longer in doubt.
+	err := r.own().SaveGapProgress(ctx, conn, d.savedKnownSeq, settled, unseen, d.bumped-d.bumpAcked)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
+		}
+		return
+	}
+	d.bumped, d.bumpAcked = 0, 0
+	if d.gap == nil {
+		d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	}
+}
+
+// vanishWillPublish adds the rows a poll is about to produce above the
+// phase's start to the saved known rows, before Kafka has them: a crash
+// after they are marked published then never counts their later deletes
+// as deletes of rows nobody saw. If the save fails, the saved account is
+// dropped, and the next phase starts a new one.
+func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []replication.PolledRow) {
+	d := r.vanish
+	if d == nil || d.gapOff {
+		return
+	}
+	var n, lo, hi int64
+	for i := range rows {
+		if s := rows[i].Seq; s > d.savedKnownSeq {
+			if n == 0 || s < lo {
+				lo = s
+			}
+			hi = max(hi, s)
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	// A batch is published only after the last one was taken back
+	// (saveGapProgress); one that failed stays added, and its range in
+	// doubt: lo and hi then span both.
+	err := r.own().AddGapBatch(ctx, conn, d.savedKnownSeq, n, lo, hi)
+	d.bumped += n
+	if err != nil {
+		d.gapOff = true
+		if e := forgetGap(ctx, conn, r.cfg.Replication.Slot); e != nil && ctx.Err() == nil {
+			r.log.Warn("saving the account of deleted rows failed", "err", err)
+		}
+	}
+}
+
+const (
+	// walGapEvery is the least time between two checkpoints of the WAL
+	// session; each also waits walGapFactor times the last count's
+	// duration, so that counting a large table costs a few percent of one
+	// connection.
+	walGapEvery  = time.Second
+	walGapFactor = 50
+	// walGapCountLimit ends a count that would hold the state connection
+	// too long (about 25 million rows at the speed measured); the session
+	// then keeps no account, and says so.
+	walGapCountLimit = 10 * time.Second
+)
+
+// walGap moves the checkpoint forward while the WAL is streamed: the WAL
+// publishes every insert, deleted since or not. A position L is read with
+// the snapshot's xmax; once xmin passes it, every transaction that may have
+// drawn a position up to L has finished, so the rows up to L are present or
+// deleted for good: they are counted then, with the delete counter, and the
+// WAL position is read. Once the confirmed position passes that, the WAL
+// has published every row up to L, and the reading becomes the new account.
+// Only saveState's goroutine uses it.
+type walGap struct {
+	poller *replication.Poller
+	seq    replication.Sequence
+	off    bool
+	// last and xmax are the reading waiting for xmin; counted is set once
+	// known and deletes are counted and lsn read.
+	last           int64
+	xmax           uint64
+	counted        bool
+	known, deletes int64
+	lsn            pglogrepl.LSN
+	waiting        bool
+	next           time.Time
+}
+
+// walCheckpoint advances g one step; a failure only stops the checkpoints
+// of this session (the next poll phase then judges from an older one, or
+// starts a new account).
+func (r *Relay) walCheckpoint(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, g *walGap) {
+	if g.off {
+		return
+	}
+	err := r.walCheckpointStep(ctx, conn, stream, g)
+	if err != nil && ctx.Err() == nil {
+		g.off = true
+		if !isUndefinedTable(err) && !errors.Is(err, replication.ErrNoSequence) {
+			r.log.Warn("cannot keep the account of deleted rows while streaming; a later poll phase judges rows deleted meanwhile from an older position",
+				"table", r.table.String(), "err", err)
+		}
+	}
+}
+
+func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *replication.Stream, g *walGap) error {
+	now := time.Now()
+	switch {
+	case g.poller == nil:
+		p, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+		if err != nil {
+			return err
+		}
+		if g.seq, err = p.Sequence(ctx); err != nil {
+			return err
+		}
+		g.poller = p
+	case !g.waiting:
+		if now.Before(g.next) {
+			return nil
+		}
+		pos, err := g.poller.Positions(ctx, g.seq, 0)
+		if err != nil {
+			return err
+		}
+		g.last, g.xmax, g.counted, g.waiting = pos.Last, pos.XMax, false, true
+	case !g.counted:
+		xmin, _, lsn, err := replication.Snapshot(ctx, conn)
+		if err != nil || xmin < g.xmax {
+			return err
+		}
+		if g.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+			return err
+		}
+		began := time.Now()
+		if g.known, g.deletes, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
+			return err
+		}
+		g.counted = true
+		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(began)))
+	case stream.Confirmed() >= g.lsn:
+		g.waiting = false
+		return saveGap(ctx, conn, r.cfg.Replication.Slot,
+			gapCheckpoint{seq: g.last, knownSeq: g.last, known: g.known, deletes: g.deletes})
+	}
+	return nil
 }

@@ -1,6 +1,9 @@
 package relay
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestVanishSettle(t *testing.T) {
 	for _, tt := range []struct {
@@ -42,5 +45,63 @@ func TestVanishLatePosition(t *testing.T) {
 	d.seen(9)
 	if d.unseen != 1 || d.pubHigh != 2 {
 		t.Fatalf("unseen %d, published above start %d; want 1 and 2", d.unseen, d.pubHigh)
+	}
+}
+
+// Rows published before the gap is judged are counted where the account
+// needs them: above the phase's start as published above it, inside the
+// gap (above the account's known position) as rows of the gap this phase
+// published; at or below that position they are known already.
+func TestVanishSeenBeforeGapJudged(t *testing.T) {
+	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}
+	for _, s := range []int64{30, 45, 60, 100, 101, 102} {
+		d.seen(s)
+	}
+	if d.pubGapEarly != 3 || d.pubHigh != 2 {
+		t.Fatalf("published in the gap %d, above the start %d; want 3 and 2", d.pubGapEarly, d.pubHigh)
+	}
+	c := d.checkpoint()
+	if c.knownSeq != 100 || c.seq != 100 || c.known != d.known0+2 {
+		t.Fatalf("checkpoint %+v", c)
+	}
+}
+
+func TestVanishGapJudged(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name string
+		d    *vanishDetector
+		want bool
+	}{
+		{"no detector", nil, true},
+		{"gap waiting for its count", &vanishDetector{gap: &gapCheckpoint{}, began: now.Add(-time.Hour)}, false},
+		{"nothing unseen in the gap", &vanishDetector{began: now}, true},
+		{"everything unseen reported", &vanishDetector{began: now, gapUnseen: 5, unseen: 5, reported: 5}, true},
+		{"before the counter caught up", &vanishDetector{began: now, gapUnseen: 5, unseen: 5, deletes: 5}, false},
+		{"suspect, not counted since", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
+			lastCount: now.Add(-time.Minute)}, false},
+		{"counted after the counter caught up", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
+			lastCount: now}, true},
+		{"no suspicion left", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5, vanishedKnown: 5,
+			lastCount: now.Add(-time.Minute)}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.d.gapJudged(); got != tt.want {
+				t.Fatalf("gapJudged = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
+// A row of the batch in doubt (added to the account, not marked before a
+// crash) that this phase publishes before the gap is judged is in the
+// account already.
+func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
+	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}
+	for _, s := range []int64{51, 60, 70, 71, 101} {
+		d.seen(s)
+	}
+	if d.pubGapEarly != 1 || d.pubHigh != 1 {
+		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.pubGapEarly, d.pubHigh)
 	}
 }

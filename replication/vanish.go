@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -123,4 +124,65 @@ func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
 		return 0, fmt.Errorf("count rows of %s: %w", p.table, err)
 	}
 	return n, nil
+}
+
+// GapCount is what one scan finds for the positions a poll phase did not
+// see drawn: those drawn while no phase ran.
+type GapCount struct {
+	// Known is CountKnown(upTo).
+	Known int64
+	// Present counts the rows with a seq in (from, upTo].
+	Present int64
+	// PresentPending counts the rows with a seq in (knownFrom, upTo] not
+	// marked published.
+	PresentPending int64
+	// BatchPending counts those of them in [batchFrom, batchTo].
+	BatchPending int64
+}
+
+// CountGap counts, in one read of the table, the rows CountKnown(upTo)
+// counts, the rows present with a seq in (from, upTo], and those of
+// (knownFrom, upTo] not yet published, in all and in [batchFrom, batchTo]. Like CountKnown it reads the whole
+// table; a poll phase runs it once, at its start, instead of CountKnown.
+func (p *Poller) CountGap(ctx context.Context, upTo, from, knownFrom, batchFrom, batchTo int64) (GapCount, error) {
+	var c GapCount
+	order := pgx.Identifier{p.cfg.Order}.Sanitize()
+	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT
+  count(*) FILTER (WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
+  count(*) FILTER (WHERE %[2]s > $2 AND %[2]s <= $1),
+  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND coalesce(%[3]s, true)),
+  count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND %[2]s BETWEEN $4 AND $5 AND coalesce(%[3]s, true))
+FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom, batchFrom, batchTo).Scan(&c.Known, &c.Present, &c.PresentPending, &c.BatchPending)
+	if err != nil {
+		return c, fmt.Errorf("count rows of %s: %w", p.table, err)
+	}
+	return c, nil
+}
+
+// ReadKnown counts the rows CountKnown(upTo) counts and then reads the
+// table's delete counter, in one statement: a delete that lands between the
+// count and the counter is taken as one before the reading, which can only
+// make a later loss figure smaller. It reads the whole table; the WAL
+// session runs it rarely (its cost sets how rarely). The server ends it
+// after limit (statement_timeout), so that a slow count fails alone instead
+// of a cancelled context closing the connection.
+func (p *Poller) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, err error) {
+	tx, err := p.conn.Begin(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	defer tx.Rollback(context.Background()) // read only: nothing to keep
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, limit.Milliseconds()))); err != nil {
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	var del *int64
+	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
+  pg_stat_get_tuples_deleted($2::regclass)`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	if err := tx.QueryRow(ctx, q, upTo, p.table.Quoted()).Scan(&known, &del); err != nil {
+		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+	}
+	if del != nil {
+		deletes = *del
+	}
+	return known, deletes, nil
 }

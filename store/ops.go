@@ -39,13 +39,20 @@ func (p Pipeline) SaveKafkaHealth(ctx context.Context, q Querier, problem string
 // that followed each other within an hour: one episode, reported in steps.
 // Before migration 007 the error is one IsMissing tells, unwrapped.
 func (p Pipeline) SaveLost(ctx context.Context, q Querier, lost, from, to int64) error {
-	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
+	const set = `UPDATE pgoutbox_state SET lost_deleted = lost_deleted + $2,
   lost_deleted_from_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
     THEN LEAST(lost_deleted_from_seq, $3) ELSE $3 END,
   lost_deleted_to_seq = CASE WHEN lost_deleted_at > now() - interval '1 hour'
     THEN GREATEST(lost_deleted_to_seq, $4) ELSE $4 END,
-  lost_deleted_at = now(), updated_at = now()
-WHERE pipeline = $1`, p.Name, lost, from, to)
+  lost_deleted_at = now(), updated_at = now()`
+	// The same statement adds the rows to the deleted-row account's
+	// reported ones (Gap.Reported).
+	_, err := q.Exec(ctx, set+`, gap_reported = gap_reported + $2 WHERE pipeline = $1`, p.Name, lost, from, to)
+	if IsMissing(err) {
+		// A state table from before migration 011 (a role that may not
+		// migrate it): the report is still shown.
+		_, err = q.Exec(ctx, set+` WHERE pipeline = $1`, p.Name, lost, from, to)
+	}
 	if err != nil && !IsMissing(err) {
 		return fmt.Errorf("save lost rows: %w", err)
 	}
