@@ -21,8 +21,12 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/devbroker ./cmd/devbroker
 
 # Real PostgreSQL (started from the binaries on this machine) and a real
-# Kafka-protocol broker; nothing is mocked.
-test: test-unit test-pg15 test-pg18
+# Kafka-protocol broker; nothing is mocked. The two versions' runs go side
+# by side: their tests mostly wait (on the WAL, the broker, a restart), so
+# together they take little more than the longer one. Each run's output is
+# printed whole when it ends.
+test: test-unit
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-pg15 test-pg18
 
 test-unit:
 	$(GO) vet ./...
