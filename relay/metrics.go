@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
@@ -361,7 +362,7 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	}
 	count, oldest, err := r.own().Unpublished(ctx, conn, r.cfg.Poll, r.timeColumn())
 	if err != nil {
-		if isUndefinedTable(err) {
+		if store.IsMissing(err) {
 			return nil // no polling columns or no state table: nothing to report
 		}
 		return err

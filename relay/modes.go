@@ -104,11 +104,6 @@ func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason s
 	return nil
 }
 
-// isUndefinedTable tells a table or column that is not there yet.
-func isUndefinedTable(err error) bool {
-	return store.IsMissing(err)
-}
-
 // pollSession publishes by polling until ctx ends, something fails, or (in
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its

@@ -69,7 +69,7 @@ func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 			last = &t
 		}
 		err := r.own().SaveAlive(ctx, conn, last)
-		if isUndefinedTable(err) {
+		if store.IsMissing(err) {
 			hk.noColumns = true
 			r.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
 		} else if err != nil && ctx.Err() == nil {
@@ -96,7 +96,7 @@ func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
 	problem, since := r.Metrics.kafka.problem()
 	err := r.own().SaveKafkaHealth(ctx, conn, problem, since)
 	switch {
-	case isUndefinedTable(err):
+	case store.IsMissing(err):
 		hk.noKafka = true
 		r.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show Kafka problems")
 	case err != nil:
@@ -181,7 +181,7 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
 	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
 		n, err := store.DeletePublished(ctx, conn, r.table, r.timeColumn(), r.cfg.Retention, published, retentionBatch)
 		if err != nil {
-			if isUndefinedTable(err) || isTypeError(err) {
+			if store.IsMissing(err) || isTypeError(err) {
 				r.hk.noRetention = true
 			}
 			return total, fmt.Errorf("delete published rows: %w", err)

@@ -156,7 +156,7 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 	d := &vanishDetector{table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
 		lastDel: pos.Deletes, baseDel: pos.Deletes, began: time.Now()}
 	cp, err := loadGap(ctx, conn, r.cfg.Replication.Slot)
-	if err != nil && !isUndefinedTable(err) {
+	if err != nil && !store.IsMissing(err) {
 		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
 	}
 	if cp != nil {
@@ -201,7 +201,7 @@ func (r *Relay) cannotJudge(cp *gapCheckpoint, to int64, why string) {
 func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
 	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
 		d.gapOff = true
-		if !isUndefinedTable(err) && ctx.Err() == nil {
+		if !store.IsMissing(err) && ctx.Err() == nil {
 			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
 		}
 		return
@@ -477,7 +477,7 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 		}
 	}
 	if err := saveVanished(ctx, conn, r.cfg.Replication.Slot, rep); err != nil && ctx.Err() == nil {
-		if isUndefinedTable(err) {
+		if store.IsMissing(err) {
 			r.log.Warn("pgoutbox_state lacks the lost-row columns: run pgoutbox migrate so that status shows this loss")
 		} else {
 			r.log.Warn("saving the lost-row count failed", "err", err)
@@ -634,7 +634,7 @@ func (r *Relay) walCheckpoint(ctx context.Context, conn *pgx.Conn, stream *repli
 	err := r.walCheckpointStep(ctx, conn, stream, g)
 	if err != nil && ctx.Err() == nil {
 		g.off = true
-		if !isUndefinedTable(err) && !errors.Is(err, replication.ErrNoSequence) {
+		if !store.IsMissing(err) && !errors.Is(err, replication.ErrNoSequence) {
 			r.log.Warn("cannot keep the account of deleted rows while streaming; a later poll phase judges rows deleted meanwhile from an older position",
 				"table", r.table.String(), "err", err)
 		}
