@@ -58,14 +58,14 @@ func (c *common) requireURL() error {
 // relayFlags are the flags that configure a relay: run takes them, and so
 // does dlq replay, which must encode and route exactly as run does.
 type relayFlags struct {
-	c           common
-	cfg         relay.Config
-	auth        kafkaAuth
-	brokers     string
-	mode        string
-	format      string
-	metricsAddr *string
-	mapping     *mappingFlags
+	c       common
+	cfg     relay.Config
+	auth    kafkaAuth
+	brokers string
+	mode    string
+	format  string
+	ops     opsFlags
+	mapping *mappingFlags
 }
 
 func (f *relayFlags) register(fs *flag.FlagSet) {
@@ -91,7 +91,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
-	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
+	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
 }
@@ -108,6 +108,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	if f.brokers == "" {
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
+	}
+	if *f.ops.pprof && *f.ops.addr == "" {
+		return cfg, nil, errors.New("--pprof needs --metrics-addr")
 	}
 	m, err := relay.ParseMode(f.mode)
 	if err != nil {
@@ -134,7 +137,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
 		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
-	if *f.metricsAddr == "" {
+	if *f.ops.addr == "" {
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
 	return cfg, log, nil
@@ -162,14 +165,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	c, mode, format, metricsAddr := &f.c, f.mode, f.format, f.metricsAddr
+	c, mode, format := &f.c, f.mode, f.format
 	r, err := relay.New(cfg, log)
 	if err != nil {
 		return err
 	}
 	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
-	if *metricsAddr != "" {
-		stopOps, err := serveOps(*metricsAddr, r.Metrics, log)
+	if *f.ops.addr != "" {
+		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {
 			return err
 		}
