@@ -238,6 +238,10 @@ type handoff struct {
 	out  chan<- *Batch
 	free chan *Batch
 	cur  *Batch
+	// rows counts the rows in cur: a batch of commits and heartbeats only
+	// waits for the next row or status update, since only a row makes
+	// the receiver do something that cannot wait.
+	rows int
 	// timer wakes a deliver blocked on the pipeline for a status update;
 	// one for the stream, not one per wait.
 	timer *time.Timer
@@ -322,9 +326,13 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// The next receive would wait for the server: hand over what
-		// came so far first, so that batching adds no latency.
-		if len(h.cur.Changes) > 0 && s.conn.Frontend().ReadBufferLen() == 0 {
+		// The next receive would wait for the server: hand over the rows
+		// that came so far first, so that batching adds no latency. A
+		// commit that arrives after its rows (the server sends each
+		// message on its own) goes with the next rows or before the next
+		// status update, which is when its position is reported: handing
+		// it over alone would wake the receiver for nothing it must do now.
+		if h.rows > 0 && s.conn.Frontend().ReadBufferLen() == 0 {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -389,6 +397,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 						s.delivered = c.LSN
 					}
 					h.cur.Changes = append(h.cur.Changes, c)
+					if c.Kind == KindRow {
+						h.rows++
+					}
 					if len(h.cur.Changes) == MaxBatch {
 						if err := flush(); err != nil {
 							return err
@@ -410,7 +421,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 // outage.
 func (s *Stream) deliver(ctx context.Context, h *handoff, nextStatus time.Time) (time.Time, error) {
 	b, out := h.cur, h.out
-	h.cur = nil
+	h.cur, h.rows = nil, 0
 	select {
 	case out <- b:
 		out = nil

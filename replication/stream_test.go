@@ -227,3 +227,35 @@ func TestRunStopsAtTransactionBoundary(t *testing.T) {
 	}
 	equalTook(t, got, []took{{KindRow, "b"}, {kind: KindCommit}})
 }
+
+// A commit that arrives after its rows, as the server sends it, waits for
+// the next rows (or the next status update) instead of waking the
+// receiver on its own.
+func TestRunHoldsALoneCommitForTheNextRows(t *testing.T) {
+	s, w := newTestStream(t)
+	s.cfg.StatusInterval = time.Hour // no status update comes to flush it
+	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
+	out, _ := runStream(t, s)
+	t.Cleanup(func() { w.conn.Close() }) // first: the next read deadline is an hour away
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}})
+	w.send(msgCommit(0x2000, 0x2010))
+	w.send(msgMessage(0x2100, false, HeartbeatPrefix, "pgoutbox"))
+	select {
+	case b := <-out:
+		t.Fatalf("a batch without rows was handed over: %d changes", len(b.Changes))
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.send(msgBegin(0x3000, 8), insert("b"))
+	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}, {kind: KindHeartbeat}, {KindRow, "b"}})
+}
+
+// A held commit goes out before the next status update, which reports its
+// position once the receiver confirmed it.
+func TestRunHandsOverAHeldCommitBeforeTheStatusUpdate(t *testing.T) {
+	s, w := newTestStream(t)
+	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
+	out, _ := runStream(t, s)
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}})
+	w.send(msgCommit(0x2000, 0x2010))
+	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}})
+}
