@@ -218,16 +218,22 @@ func benchFloorCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table")
 	fs.StringVar(&cfg.Slot, "slot", "", "the slot to stream; it must exist, and is not dropped")
 	fs.StringVar(&cfg.Publication, "publication", "pgoutbox_bench", "the publication")
+	procsFlag := fs.String("procs", "auto", procsUsage+"; as the relay's, so that both run alike")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if cfg.Slot == "" {
 		return errors.New("--slot is required")
 	}
+	procs, err := parseProcs(*procsFlag)
+	if err != nil {
+		return err
+	}
 	log, err := newLogger(stderr, "text", "warn", secretsOf(cfg.DatabaseURL))
 	if err != nil {
 		return err
 	}
+	defer startProcs(ctx, procs, log)()
 	return bench.RunFloor(ctx, cfg, stdout, log)
 }
 

@@ -81,6 +81,7 @@ func TestCommandLine(t *testing.T) {
 		{"run without brokers", append([]string{"run"}, url...), 1, nil, []string{"--kafka-brokers", "PGOUTBOX_KAFKA_BROKERS"}, false},
 		{"run bad mode", runArgs("--mode", "bogus"), 1, nil, []string{`--mode "bogus"`}, false},
 		{"run bad format", runArgs("--format", "bogus"), 1, nil, []string{"--format"}, false},
+		{"run bad procs", runArgs("--procs", "0"), 1, nil, []string{`--procs "0"`}, false},
 		{"run --pprof without --metrics-addr", runArgs("--pprof"), 1, nil, []string{"--pprof needs --metrics-addr"}, false},
 		{"run bad log level", runArgs("--log-level", "loud"), 1, nil, []string{`--log-level "loud"`}, false},
 		{"run bad log format", runArgs("--log-format", "xml"), 1, nil, []string{`--log-format "xml"`}, false},

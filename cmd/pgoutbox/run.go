@@ -158,13 +158,19 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("pgoutbox run", flag.ContinueOnError)
 	var f relayFlags
 	f.register(fs)
+	procsFlag := fs.String("procs", "auto", procsUsage)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	procs, err := parseProcs(*procsFlag)
+	if err != nil {
 		return err
 	}
 	cfg, log, err := f.build(ctx, fs, stderr)
 	if err != nil {
 		return err
 	}
+	defer startProcs(ctx, procs, log)()
 	c, mode, format := &f.c, f.mode, f.format
 	r, err := relay.New(cfg, log)
 	if err != nil {
