@@ -63,6 +63,7 @@ type relayFlags struct {
 	auth        kafkaAuth
 	brokers     string
 	mode        string
+	delivery    string
 	format      string
 	metricsAddr *string
 	mapping     *mappingFlags
@@ -91,6 +92,8 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
+	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed (needs --mode wal for now)")
+	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
@@ -114,6 +117,14 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, fmt.Errorf("--mode %q: use auto, wal or poll", f.mode)
 	}
 	cfg.Mode = m
+	d, err := relay.ParseDelivery(f.delivery)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("--delivery: %w", err)
+	}
+	if d == relay.ExactlyOnce && m != relay.ModeWAL {
+		return cfg, nil, fmt.Errorf("--delivery exactly-once needs --mode wal for now (got --mode %s): polling does not have it yet", m)
+	}
+	cfg.Delivery = d
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
@@ -167,7 +178,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
 	if *metricsAddr != "" {
 		stopOps, err := serveOps(*metricsAddr, r.Metrics, log)
 		if err != nil {
