@@ -41,37 +41,45 @@ func ParseDelivery(s string) (Delivery, error) {
 
 // ErrExactlyOnceMode is Validate's answer to exactly-once delivery in a
 // mode that does not have it yet.
-var ErrExactlyOnceMode = errors.New("exactly-once delivery needs --mode wal for now: polling (and so auto mode, which can fall back to it) does not have it yet")
+var ErrExactlyOnceMode = errors.New("exactly-once delivery needs --mode wal or --mode poll for now: auto mode's switches between them do not keep it yet")
 
 // transactionalID is the pipeline's transactional id: a relay started
 // later for the same pipeline fences the one before.
 func (r *Relay) transactionalID() string { return "pgoutbox." + r.cfg.Replication.Slot }
 
 // position is what the position topic keeps for a pipeline, written in the
-// same Kafka transaction as the events it covers: the last Postgres
-// transaction whose events that Kafka transaction carried.
+// same Kafka transaction as the events it covers. From the WAL: the last
+// Postgres transaction whose events that Kafka transaction carried. From
+// polling: the rows it carried.
 type position struct {
-	// end is its commit end LSN (what the slot is confirmed to), commit
-	// the LSN of its commit record (what its rows carry as FinalLSN).
+	mode Mode
+	// end is the commit end LSN (what the slot is confirmed to), commit
+	// the LSN of the commit record (what its rows carry as FinalLSN).
 	end, commit pglogrepl.LSN
+	// seqs are the order values (seq) of the rows a poll published.
+	seqs []int64
 }
 
 // positionValue is the record's value.
 type positionValue struct {
 	Pipeline  string    `json:"pipeline"`
 	Mode      Mode      `json:"mode"`
-	LSN       string    `json:"lsn"`        // commit end LSN
-	CommitLSN string    `json:"commit_lsn"` // commit record LSN
+	LSN       string    `json:"lsn,omitempty"`        // WAL: commit end LSN
+	CommitLSN string    `json:"commit_lsn,omitempty"` // WAL: commit record LSN
+	Seqs      []int64   `json:"seqs,omitempty"`       // poll: the rows published
 	Time      time.Time `json:"time"`
 }
 
 func (r *Relay) positionRecord(p position) (*kgo.Record, error) {
-	v, err := json.Marshal(positionValue{Pipeline: r.cfg.Replication.Slot, Mode: ModeWAL,
-		LSN: p.end.String(), CommitLSN: p.commit.String(), Time: time.Now().UTC()})
+	v := positionValue{Pipeline: r.cfg.Replication.Slot, Mode: p.mode, Seqs: p.seqs, Time: time.Now().UTC()}
+	if p.mode == ModeWAL {
+		v.LSN, v.CommitLSN = p.end.String(), p.commit.String()
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: r.cfg.PositionTopic, Key: []byte(r.cfg.Replication.Slot), Value: v}, nil
+	return &kgo.Record{Topic: r.cfg.PositionTopic, Key: []byte(r.cfg.Replication.Slot), Value: b}, nil
 }
 
 func parsePosition(rec *kgo.Record) (position, error) {
@@ -79,12 +87,18 @@ func parsePosition(rec *kgo.Record) (position, error) {
 	if err := json.Unmarshal(rec.Value, &v); err != nil {
 		return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
 	}
-	end, err1 := pglogrepl.ParseLSN(v.LSN)
-	commit, err2 := pglogrepl.ParseLSN(v.CommitLSN)
-	if err := errors.Join(err1, err2); err != nil {
-		return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
+	switch v.Mode {
+	case ModeWAL:
+		end, err1 := pglogrepl.ParseLSN(v.LSN)
+		commit, err2 := pglogrepl.ParseLSN(v.CommitLSN)
+		if err := errors.Join(err1, err2); err != nil {
+			return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
+		}
+		return position{mode: ModeWAL, end: end, commit: commit}, nil
+	case ModePoll:
+		return position{mode: ModePoll, seqs: v.Seqs}, nil
 	}
-	return position{end: end, commit: commit}, nil
+	return position{}, fmt.Errorf("position record at offset %d of %s: unknown mode %q", rec.Offset, rec.Topic, v.Mode)
 }
 
 // openTransactions starts a WAL session's exactly-once delivery: a new
@@ -116,6 +130,27 @@ func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, 
 	return pos, k.Begin()
 }
 
+// openPollTransactions starts a poll session's exactly-once delivery: after
+// the fence, the rows the last committed Kafka transaction carried, if
+// polling wrote it, are marked published before anything is polled (a
+// crash between that commit and the mark left them unmarked).
+func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *replication.Poller) (*txnSession, error) {
+	pos, err := r.openTransactions(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if pos.mode == ModePoll && len(pos.seqs) > 0 {
+		mctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+		defer cancel()
+		if err := poller.MarkPublished(mctx, pos.seqs); err != nil {
+			return nil, err
+		}
+	}
+	r.log.Info("exactly-once delivery: the last kafka transaction is marked published", "position", pos.String(),
+		"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
+	return &txnSession{k: k, failed: func() error { return nil }}, nil
+}
+
 // txnLedger is the WAL session's ledger under exactly-once delivery. Rows
 // of transactions at or below what Kafka has (after) are skipped. The
 // rows of whole Postgres transactions go into one Kafka transaction,
@@ -124,7 +159,7 @@ func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, 
 // transactions, heartbeats) are confirmed at once when no Kafka
 // transaction has records, after its commit otherwise.
 type txnLedger struct {
-	after   position
+	after   position // its mode is wal
 	confirm func(pglogrepl.LSN)
 	stats   *Stats
 
@@ -179,7 +214,7 @@ func (l *txnLedger) failed() error {
 func (l *txnLedger) boundary(c *replication.Change) {
 	if c.Kind == replication.KindCommit && l.inTx {
 		l.inTx = false
-		l.last = position{end: c.LSN, commit: c.FinalLSN}
+		l.last = position{mode: ModeWAL, end: c.LSN, commit: c.FinalLSN}
 		return
 	}
 	if l.records == 0 {
@@ -203,13 +238,59 @@ func (l *txnLedger) due(idle bool, maxRecords int, maxAge time.Duration) bool {
 	return idle || l.records >= maxRecords || time.Since(l.began) >= maxAge
 }
 
-// txnSession is a WAL session's exactly-once state.
+// txnSession is a session's exactly-once state.
 type txnSession struct {
-	k      *sink.Kafka
-	ledger *txnLedger
+	k *sink.Kafka
+	// failed is the first record of the open transaction that failed.
+	failed func() error
 	// broken is a commit's failure: the producer is not used again, not
 	// even to abort (sink/txn.go).
 	broken error
+	// WAL sessions only.
+	ledger *txnLedger
+}
+
+// commit ends the open Kafka transaction with pos as its position record,
+// commits it once every record is acked and none failed, and begins the
+// next.
+func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Context, pos position) error {
+	rec, err := r.positionRecord(pos)
+	if err != nil {
+		return err
+	}
+	var posErr error
+	done := make(chan struct{})
+	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = err; close(done) }); err != nil {
+		return fmt.Errorf("kafka: position record: %w", err)
+	}
+	check := func() error {
+		<-done // Flush returned: the promise has run
+		if posErr != nil {
+			return fmt.Errorf("kafka: position record: %w", posErr)
+		}
+		return t.failed()
+	}
+	start := time.Now()
+	if err := t.k.Commit(ctx, check); err != nil {
+		if !sink.Fenced(err) {
+			err = fmt.Errorf("kafka: transaction up to %s: %w", pos, err)
+		}
+		t.broken = err
+		return err
+	}
+	r.Metrics.txnCommitted(time.Since(start))
+	if err := t.k.Begin(); err != nil {
+		t.broken = err
+		return err
+	}
+	return nil
+}
+
+func (p position) String() string {
+	if p.mode == ModePoll {
+		return fmt.Sprintf("%d polled rows", len(p.seqs))
+	}
+	return p.end.String()
 }
 
 // streamTxn is stream under exactly-once delivery.
@@ -253,34 +334,19 @@ func (p *publisher) walkTxn(ctx context.Context, changes []replication.Change, t
 	return nil
 }
 
-// commitTxn closes the open Kafka transaction with the position record of
-// its last Postgres transaction, commits it, confirms the slot, and begins
-// the next.
+// commitTxn closes the open Kafka transaction with the position of its
+// last Postgres transaction, commits it, and confirms the slot.
 func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 	l := t.ledger
 	if l.records == 0 || l.inTx {
 		return nil
 	}
-	rec, err := p.r.positionRecord(l.last)
-	if err != nil {
+	if err := t.commit(ctx, p.r, p.recordCtx, l.last); err != nil {
 		return err
 	}
-	if err := p.sink.Produce(p.recordCtx, rec, func(_ *kgo.Record, err error) { l.ack(entry{}, err) }); err != nil {
-		l.ack(entry{}, err)
-		return fmt.Errorf("kafka: position record: %w", err)
-	}
-	start := time.Now()
-	if err := t.k.Commit(ctx, l.failed); err != nil {
-		t.broken = fmt.Errorf("kafka: transaction up to %s: %w", l.last.end, err)
-		return t.broken
-	}
-	p.r.Metrics.txnCommitted(l.records, time.Since(start))
+	p.r.Metrics.txnEvents(l.records)
 	l.confirm(max(l.last.end, l.later))
 	l.after, l.records, l.later = l.last, 0, 0
-	if err := t.k.Begin(); err != nil {
-		t.broken = err
-		return err
-	}
 	return nil
 }
 
@@ -291,7 +357,7 @@ func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 // must stop, not wait for the pipeline again. Elsewhere what is open is
 // left to the next session's fence (or the broker's transaction timeout).
 func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
-	if err := t.ledger.failed(); err != nil {
+	if err := t.failed(); err != nil {
 		if errors.Is(err, sink.ErrFenced) {
 			return err
 		}

@@ -187,12 +187,14 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 	return m
 }
 
-// txnCommitted counts a committed Kafka transaction of n records.
-func (m *Metrics) txnCommitted(n int, took time.Duration) {
+// txnCommitted counts a committed Kafka transaction.
+func (m *Metrics) txnCommitted(took time.Duration) {
 	m.txns.Inc()
 	m.txnCommit.Observe(took.Seconds())
-	m.txnSize.Observe(float64(n))
 }
+
+// txnEvents observes the records of a committed Kafka transaction.
+func (m *Metrics) txnEvents(n int) { m.txnSize.Observe(float64(n)) }
 
 // DeadLettered counts n events sent to the dead-letter destination.
 func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }

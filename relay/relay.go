@@ -178,7 +178,7 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Delivery == ExactlyOnce {
-		if c.Mode != ModeWAL {
+		if c.Mode == ModeAuto {
 			return ErrExactlyOnceMode
 		}
 		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
@@ -476,8 +476,13 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 		if err != nil {
 			return err
 		}
-		txn = &txnSession{k: k, ledger: &txnLedger{after: after, stats: &r.Stats}}
-		r.log.Info("exactly-once delivery: kafka has everything up to", "lsn", after.end.String(),
+		if after.mode == ModePoll {
+			r.log.Warn("exactly-once delivery: the last kafka transaction of this pipeline was written by polling; the WAL may send again what polling published (a switch from polling to the WAL is at-least-once for now)")
+			after = position{mode: ModeWAL}
+		}
+		l := &txnLedger{after: after, stats: &r.Stats}
+		txn = &txnSession{k: k, ledger: l, failed: l.failed}
+		r.log.Info("exactly-once delivery: kafka has everything up to", "position", after.String(),
 			"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
 	}
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)

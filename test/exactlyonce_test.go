@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
 // eosArgs run a relay with exactly-once delivery.
@@ -61,6 +64,31 @@ func TestExactlyOnceSIGKILLWAL(t *testing.T) {
 	})
 	t.Run("exactly-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, eosArgs...)
+		t.Logf("exactly-once, %d kills: %v", kills, rep)
+		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+		}
+	})
+}
+
+// The same in polling mode: a crash between a Kafka commit and the mark
+// that follows it leaves rows unmarked, which the next start marks from
+// the position record before it polls.
+func TestExactlyOnceSIGKILLPoll(t *testing.T) {
+	kills := chaos(6, 50)
+	poll := []string{"--mode", "poll", "--poll-interval", "20ms", "--batch-size", "200"}
+	t.Run("at-least-once", func(t *testing.T) {
+		rep := killUnderLoad(t, kills, poll...)
+		t.Logf("at-least-once, %d kills: %v", kills, rep)
+		if rep.lost != 0 || rep.orderViolations != 0 {
+			t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+		}
+		if rep.duplicates == 0 {
+			t.Fatalf("no duplicate under at-least-once after %d kills: the scenario does not kill with events in flight, so it cannot tell exactly-once from at-least-once", kills)
+		}
+	})
+	t.Run("exactly-once", func(t *testing.T) {
+		rep := killUnderLoad(t, kills, append(poll, "--delivery", "exactly-once")...)
 		t.Logf("exactly-once, %d kills: %v", kills, rep)
 		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
 			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
@@ -151,18 +179,18 @@ func TestExactlyOnceFencesStaleRelay(t *testing.T) {
 	}
 }
 
-// --delivery exactly-once in a mode that does not have it yet is refused
-// at start, with the reason, whether given as a flag or in --config.
-func TestExactlyOnceRefusesPolling(t *testing.T) {
+// --delivery exactly-once in auto mode, which does not have it yet, is
+// refused at start with the reason, whether given as a flag or in
+// --config; so is a delivery that does not exist.
+func TestExactlyOnceRefusesAutoMode(t *testing.T) {
 	e := newEnv(t)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
-	if err := os.WriteFile(conf, []byte("delivery = exactly-once\nmode = poll\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("delivery = exactly-once\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"--config", conf},
-		{"--delivery", "exactly-once", "--mode", "poll"},
-		{"--delivery", "exactly-once"}, // auto, which may poll
+		{"--config", conf},             // auto mode, the default
+		{"--delivery", "exactly-once"}, // the same as a flag
 		{"--delivery", "exactly-twice", "--mode", "wal"},
 	} {
 		p := e.runProcess(t, args...)
@@ -185,4 +213,48 @@ func TestExactlyOnceRefusesPolling(t *testing.T) {
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+// Polling commits a batch to Kafka, then marks its rows published. When
+// the mark fails (here a trigger refuses it, as a crash between the two
+// would leave it), the next session marks the rows the last committed
+// Kafka transaction names before it polls again: nothing is sent twice.
+func TestExactlyOncePollMarksAfterCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'marking refused by the test'; END $$;
+CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_mark()`); err != nil {
+		t.Fatal(err)
+	}
+	committed := map[string]int{}
+	for i := 0; i < 10; i++ {
+		committed[e.insert(row{"account", fmt.Sprintf("acct-%d", i), "Posted", `{}`})[0]] = i
+	}
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--delivery", "exactly-once")
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 10, 20*time.Second)
+	time.Sleep(time.Second) // sessions fail at the mark and start again
+	if !strings.Contains(p.out.String(), "marking refused by the test") {
+		t.Fatalf("the mark was not refused:\n%s", p.out.String())
+	}
+	if _, err := e.conn.Exec(ctx, `DROP TRIGGER refuse_mark ON outbox`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the rows marked published", func() bool {
+		var n int
+		if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	for i := 10; i < 15; i++ {
+		committed[e.insert(row{"account", fmt.Sprintf("acct-%d", i), "Posted", `{}`})[0]] = i
+	}
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+	t.Logf("%v", rep)
+	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	}
 }

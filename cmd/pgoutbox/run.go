@@ -92,7 +92,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
-	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed (needs --mode wal for now)")
+	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed (needs --mode wal or poll for now)")
 	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
@@ -121,8 +121,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--delivery: %w", err)
 	}
-	if d == relay.ExactlyOnce && m != relay.ModeWAL {
-		return cfg, nil, fmt.Errorf("--delivery exactly-once needs --mode wal for now (got --mode %s): polling does not have it yet", m)
+	if d == relay.ExactlyOnce && m == relay.ModeAuto {
+		return cfg, nil, errors.New("--delivery exactly-once needs --mode wal or --mode poll for now: auto mode's switches between them do not keep it yet")
 	}
 	cfg.Delivery = d
 	format, err := schema.ParseFormat(f.format)
