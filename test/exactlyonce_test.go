@@ -258,3 +258,52 @@ CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION
 		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
 	}
 }
+
+// A PostgreSQL immediate stop (the slot replays what it confirmed since
+// its last save: 20 events again under at-least-once, TestPostgresRestart)
+// and a broker killed and restarted on its data, with the relay running
+// throughout: under exactly-once a read_committed consumer sees each
+// event once.
+func TestExactlyOncePostgresAndBrokerRestart(t *testing.T) {
+	e := newEnv(t)
+	if e.pg.External() {
+		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
+	}
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	cfg := e.config()
+	e.setup(cfg)
+	p := e.runProcess(t, eosArgs...)
+	committed := map[string]int{}
+	insert := func(from int) {
+		for i := from; i < from+20; i++ {
+			committed[e.insert(row{"account", fmt.Sprint("acct-", i%3), "Posted", fmt.Sprintf(`{"i":%d}`, i)})[0]] = i
+		}
+	}
+	insert(0)
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 20, 20*time.Second)
+	ctx := context.Background()
+	if err := e.pg.Stop(ctx, "immediate"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := e.pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.conn = e.connect()
+	insert(20)
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 40, 30*time.Second)
+	broker.Kill()
+	insert(40)
+	time.Sleep(time.Second)
+	broker.Start()
+	insert(60)
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+	t.Logf("%v", rep)
+	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	}
+}
