@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -305,5 +308,83 @@ func TestExactlyOncePostgresAndBrokerRestart(t *testing.T) {
 	t.Logf("%v", rep)
 	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
 		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	}
+}
+
+// readAll reads topic from the start, read_committed, until it has been
+// quiet for a while.
+func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
+	t.Helper()
+	c := kafkatest.NewConsumer(t, brokers, topic)
+	var out []*kgo.Record
+	for idle := 0; idle < 3; {
+		fs := c.PollRecords(pollCtx(t, 700*time.Millisecond), 10000)
+		if fs.NumRecords() == 0 {
+			idle++
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// A poison row under exactly-once, in both modes, with the relay killed
+// after it was dead-lettered and again while it runs: the row is
+// dead-lettered once, the next event of its aggregate is held (dead-lettered
+// once too, not published), the others are published once.
+func TestExactlyOncePoisonRow(t *testing.T) {
+	for _, mode := range []string{"wal", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.config()
+			e.setup(cfg)
+			args := []string{"--mode", mode, "--poll-interval", "50ms", "--delivery", "exactly-once", "--max-message-bytes", "2048"}
+			p := e.runProcess(t, args...)
+			big := `{"blob":"` + strings.Repeat("x", 4000) + `"}`
+			n1 := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})[0]
+			tooLarge := e.insert(row{"order", "o-1", "Placed", big})[0]
+			n3 := e.insert(row{"order", "o-1", "Placed", `{"n":3}`})[0]
+			other := e.insert(row{"order", "o-2", "Placed", `{"other":1}`})[0]
+			awaitIDs(t, e.brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
+			awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 2, 15*time.Second)
+			p.signal(t, syscall.SIGKILL)
+			p = e.runProcess(t, args...)
+			other2 := e.insert(row{"order", "o-2", "Placed", `{"other":2}`})[0]
+			awaitIDs(t, e.brokers, "outbox.event.order", []string{other2}, 15*time.Second)
+			p.signal(t, syscall.SIGKILL)
+			p = e.runProcess(t, args...)
+			other3 := e.insert(row{"order", "o-2", "Placed", `{"other":3}`})[0]
+			awaitIDs(t, e.brokers, "outbox.event.order", []string{other3}, 15*time.Second)
+
+			seen := map[string]int{}
+			for _, rec := range readAll(t, e.brokers, "outbox.event.order") {
+				seen[decodeEvent(t, rec).ID]++
+			}
+			for _, id := range []string{n1, other, other2, other3} {
+				if seen[id] != 1 {
+					t.Errorf("event %s published %d times, want once", id, seen[id])
+				}
+			}
+			if seen[tooLarge]+seen[n3] != 0 {
+				t.Errorf("a dead-lettered or held event was published")
+			}
+			dead := map[string]int{}
+			for _, rec := range readAll(t, e.brokers, "pgoutbox.dlq") {
+				var d dlqEntry
+				if err := json.Unmarshal(rec.Value, &d); err != nil {
+					t.Fatal(err)
+				}
+				dead[d.EventID]++
+			}
+			if dead[tooLarge] != 1 || dead[n3] != 1 || len(dead) != 2 {
+				t.Errorf("dead letters %v: want %s and %s once each", dead, tooLarge, n3)
+			}
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+		})
 	}
 }
