@@ -139,6 +139,9 @@ func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller 
 	if err != nil {
 		return nil, err
 	}
+	if pos.mode == ModeWAL {
+		r.log.Warn("exactly-once delivery: the last kafka transaction of this pipeline was written by the WAL; polling may send again what the WAL published since its floor was saved (a switch from the WAL to polling is at-least-once for now)")
+	}
 	if pos.mode == ModePoll && len(pos.seqs) > 0 {
 		mctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		defer cancel()
