@@ -162,9 +162,10 @@ func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller 
 // transactions, heartbeats) are confirmed at once when no Kafka
 // transaction has records, after its commit otherwise.
 type txnLedger struct {
-	after   position // its mode is wal
-	confirm func(pglogrepl.LSN)
-	stats   *Stats
+	after    position // its mode is wal
+	confirm  func(pglogrepl.LSN)
+	stats    *Stats
+	classify func(error) error // sink.Kafka.Classify
 
 	// The publisher's goroutine only.
 	records int       // produced into the open Kafka transaction
@@ -198,8 +199,8 @@ func (l *txnLedger) ack(_ entry, err error) {
 	if err == nil {
 		return
 	}
-	if sink.Fenced(err) && !errors.Is(err, sink.ErrFenced) {
-		err = fmt.Errorf("%w: %w", sink.ErrFenced, err)
+	if l.classify != nil {
+		err = l.classify(err)
 	}
 	l.mu.Lock()
 	if l.err == nil {
@@ -263,7 +264,7 @@ func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Con
 	}
 	var posErr error
 	done := make(chan struct{})
-	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = err; close(done) }); err != nil {
+	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = t.k.Classify(err); close(done) }); err != nil {
 		return fmt.Errorf("kafka: position record: %w", err)
 	}
 	check := func() error {
@@ -275,7 +276,7 @@ func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Con
 	}
 	start := time.Now()
 	if err := t.k.Commit(ctx, check); err != nil {
-		if !sink.Fenced(err) {
+		if !sink.Fenced(err) && !errors.Is(err, sink.ErrTxnTimedOut) {
 			err = fmt.Errorf("kafka: transaction up to %s: %w", pos, err)
 		}
 		t.broken = err
@@ -360,14 +361,14 @@ func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 // must stop, not wait for the pipeline again. Elsewhere what is open is
 // left to the next session's fence (or the broker's transaction timeout).
 func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
-	if err := t.failed(); err != nil {
-		if errors.Is(err, sink.ErrFenced) {
+	if err := t.k.Classify(t.failed()); err != nil {
+		if sink.Fenced(err) {
 			return err
 		}
 		return nil
 	}
 	if t.broken != nil {
-		if errors.Is(t.broken, sink.ErrFenced) {
+		if sink.Fenced(t.broken) {
 			return t.broken
 		}
 		return nil
@@ -375,7 +376,7 @@ func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := t.k.Abort(ctx); err != nil {
-		if errors.Is(err, sink.ErrFenced) {
+		if sink.Fenced(err) {
 			return err
 		}
 		r.log.Warn("aborting the open kafka transaction failed; the next session's producer aborts it", "err", err)
@@ -384,7 +385,7 @@ func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
 	// Nothing was open, or the abort went through: ask whether another
 	// relay took the pipeline over meanwhile.
 	if err := t.k.Probe(ctx); err != nil {
-		if errors.Is(err, sink.ErrFenced) {
+		if sink.Fenced(err) {
 			return err
 		}
 		r.log.Debug("probing the transactional id failed", "err", err)

@@ -255,7 +255,7 @@ func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txn
 		// with the rows it carried as its position, or not at all.
 		txn.failed = led.failed
 		if err := led.failed(); err != nil {
-			return err
+			return txn.k.Classify(err)
 		}
 		pos := position{mode: ModePoll, seqs: led.ackedSeqs()}
 		if err := txn.commit(recordCtx, r, recordCtx, pos); err != nil {

@@ -190,6 +190,11 @@ func (c Config) Validate() error {
 		if c.TransactionMaxAge <= 0 || c.TransactionMaxRecords <= 0 {
 			return errors.New("transaction bounds must be positive")
 		}
+		s := c.Sink
+		s.TransactionalID = "pgoutbox." + c.Replication.Slot
+		if err := s.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -480,7 +485,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 			r.log.Warn("exactly-once delivery: the last kafka transaction of this pipeline was written by polling; the WAL may send again what polling published (a switch from polling to the WAL is at-least-once for now)")
 			after = position{mode: ModeWAL}
 		}
-		l := &txnLedger{after: after, stats: &r.Stats}
+		l := &txnLedger{after: after, stats: &r.Stats, classify: k.Classify}
 		txn = &txnSession{k: k, ledger: l, failed: l.failed}
 		r.log.Info("exactly-once delivery: kafka has everything up to", "position", after.String(),
 			"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())

@@ -191,7 +191,9 @@ type Kafka struct {
 	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
 
 	// txnID is the transactional id; empty for an idempotent producer.
-	txnID string
+	txnID      string
+	txnTimeout time.Duration
+	txnBegan   atomic.Int64 // unix nanoseconds of the open transaction's first Produce; 0 before it
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -223,7 +225,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		k.opts = append(k.opts, kgo.AllowAutoTopicCreation())
 	}
 	if cfg.TransactionalID != "" {
-		k.txnID = cfg.TransactionalID
+		k.txnID, k.txnTimeout = cfg.TransactionalID, cfg.TransactionTimeout
 		k.opts = append(k.opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
 	if m, _ := cfg.SASL.mechanism(); m != nil {
@@ -443,6 +445,9 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 		return ErrHalted
 	}
 	r.Context = g.ctx
+	if k.txnID != "" && k.txnBegan.Load() == 0 {
+		k.txnBegan.Store(time.Now().UnixNano()) // one goroutine produces
+	}
 	k.client.Load().Produce(ctx, r, promise)
 	return nil
 }

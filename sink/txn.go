@@ -27,20 +27,49 @@ import (
 // must stop: it cannot know what the new one has published.
 var ErrFenced error = &sentinel{"kafka: fenced by a newer producer with the same transactional id (another relay of this pipeline took over)", true}
 
-// fenced tells the broker's answers that mean another producer took the
-// transactional id over.
+// ErrTxnTimedOut means the broker aborted the open transaction because it
+// stayed open longer than Config.TransactionTimeout (a long broker outage,
+// a frozen process): the producer's epoch was bumped, as by a fence. What
+// the transaction held is not visible; a new session sends it again.
+var ErrTxnTimedOut error = &sentinel{"kafka: the transaction stayed open past the transaction timeout and the broker aborted it", false}
+
+// fenced tells the broker's answers that mean the producer's epoch is
+// stale: another producer took the transactional id over, or the broker
+// aborted a transaction that outlived its timeout.
 func fenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 }
 
-// Fenced tells a record's failure or a Commit's error that says another
-// producer took the transactional id over.
-func Fenced(err error) bool { return errors.Is(err, ErrFenced) || fenced(err) }
+// Fenced tells an error that says another producer took the transactional
+// id over.
+func Fenced(err error) bool { return errors.Is(err, ErrFenced) }
+
+// Classify names a transactional producer's failure: ErrFenced when
+// another producer took the id over, ErrTxnTimedOut when the open
+// transaction is old enough for the broker to have aborted it (the broker
+// answers both the same way; a transaction younger than nine tenths of the
+// timeout cannot have timed out, nor can one that produced nothing yet).
+// Other errors are returned as they are.
+func (k *Kafka) Classify(err error) error {
+	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnTimedOut) {
+		return err
+	}
+	began := k.txnBegan.Load()
+	old := began != 0 && time.Since(time.Unix(0, began)) >= k.txnTimeout*9/10
+	switch {
+	case old && (fenced(err) || errors.Is(err, kerr.InvalidTxnState)):
+		// A commit after the broker's abort is also told it is in the
+		// wrong state.
+		return fmt.Errorf("%w: %w", ErrTxnTimedOut, err)
+	case fenced(err):
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
+}
 
 func (k *Kafka) txnErr(op string, err error) error {
-	if fenced(err) {
-		return fmt.Errorf("%w: %s: %w", ErrFenced, op, err)
+	if c := k.Classify(err); c != err {
+		return fmt.Errorf("%w (%s)", c, op)
 	}
 	return fmt.Errorf("kafka transaction: %s: %w", op, err)
 }
@@ -64,6 +93,7 @@ func (k *Kafka) Begin() error {
 	if err := k.client.Load().BeginTransaction(); err != nil {
 		return k.txnErr("begin", err)
 	}
+	k.txnBegan.Store(0) // set by the transaction's first Produce
 	return nil
 }
 

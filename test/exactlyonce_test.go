@@ -388,3 +388,48 @@ func TestExactlyOncePoisonRow(t *testing.T) {
 		})
 	}
 }
+
+// The relay is frozen (SIGSTOP) longer than --transaction-timeout while
+// its Kafka transaction is open: the broker aborts it and bumps the
+// producer's epoch, which reads like a fence. The relay tells the two
+// apart by the transaction's age, starts a new session and carries on
+// instead of stopping; nothing is lost or sent twice.
+func TestExactlyOnceTransactionTimeout(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	load := e.startLoad(t, 3)
+	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s")...)
+	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	// A pause catches a transaction with records open often, not always:
+	// the relay commits whenever nothing more waits to be read.
+	for i := 0; i < 10 && !strings.Contains(p.out.String(), "past the transaction timeout"); i++ {
+		time.Sleep(700 * time.Millisecond)
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+	}
+	select {
+	case err := <-p.waited:
+		p.waited <- err
+		t.Fatalf("the relay exited (%v) after its transaction timed out:\n%s", err, p.out.String())
+	default:
+	}
+	if !strings.Contains(p.out.String(), "past the transaction timeout") {
+		t.Fatalf("no pause caught a transaction open: the broker aborted none")
+	}
+	committed := load.finish()
+	rep := check(t, e.brokers, "outbox.event.account", committed)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+	t.Logf("%v", rep)
+	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	}
+}
