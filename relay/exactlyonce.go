@@ -45,7 +45,9 @@ var ErrExactlyOnceMode = errors.New("exactly-once delivery needs --mode wal or -
 
 // transactionalID is the pipeline's transactional id: a relay started
 // later for the same pipeline fences the one before.
-func (r *Relay) transactionalID() string { return "pgoutbox." + r.cfg.Replication.Slot }
+func (r *Relay) transactionalID() string { return transactionalID(r.cfg.Replication.Slot) }
+
+func transactionalID(slot string) string { return "pgoutbox." + slot }
 
 // position is what the position topic keeps for a pipeline, written in the
 // same Kafka transaction as the events it covers. From the WAL: the last

@@ -191,7 +191,7 @@ func (c Config) Validate() error {
 			return errors.New("transaction bounds must be positive")
 		}
 		s := c.Sink
-		s.TransactionalID = "pgoutbox." + c.Replication.Slot
+		s.TransactionalID = transactionalID(c.Replication.Slot)
 		if err := s.Validate(); err != nil {
 			return err
 		}
