@@ -437,3 +437,37 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
 	}
 }
+
+// --delivery and --mode from a --config file: the relay runs with
+// exactly-once, and its position topic holds the position of what it
+// published.
+func TestExactlyOnceFromConfigFile(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	e.setup(cfg)
+	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
+	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--config", conf)
+	ids := e.insert(row{"account", "acct-1", "Posted", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.account", ids, 20*time.Second)
+	recs := kafkatest.Consume(t, e.brokers, []string{"pgoutbox.position"}, 1, 10*time.Second)
+	var pos struct {
+		Pipeline string `json:"pipeline"`
+		Mode     string `json:"mode"`
+		LSN      string `json:"lsn"`
+	}
+	if err := json.Unmarshal(recs[len(recs)-1].Value, &pos); err != nil {
+		t.Fatal(err)
+	}
+	if pos.Pipeline != "pgoutbox" || pos.Mode != "wal" || pos.LSN == "" {
+		t.Fatalf("position record %s", recs[len(recs)-1].Value)
+	}
+	if !strings.Contains(p.out.String(), `"delivery":"exactly-once"`) {
+		t.Fatalf("the relay did not start with exactly-once delivery:\n%s", p.out.String())
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+}
