@@ -2,7 +2,9 @@ package relay
 
 import (
 	"errors"
+	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ func TestDeliveryValidation(t *testing.T) {
 		{ModeAuto, "", "", true}, // the default
 		{ModeWAL, ExactlyOnce, "", true},
 		{ModePoll, ExactlyOnce, "", true},
-		{ModeAuto, ExactlyOnce, "", false},
+		{ModeAuto, ExactlyOnce, "", true},
 		{ModeWAL, "exactly-twice", "", false},
 		{ModeWAL, ExactlyOnce, "bad{topic}", false},
 		{ModeWAL, ExactlyOnce, "pgoutbox.dlq", false}, // the dead-letter topic
@@ -35,9 +37,6 @@ func TestDeliveryValidation(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("mode %s, delivery %q, position topic %q: %v", tt.mode, tt.delivery, tt.topic, err)
 		}
-		if tt.mode == ModeAuto && tt.delivery == ExactlyOnce && !errors.Is(err, ErrExactlyOnceMode) {
-			t.Errorf("auto mode with exactly-once: %v, want ErrExactlyOnceMode", err)
-		}
 	}
 }
 
@@ -47,6 +46,8 @@ func TestPositionRecordRoundTrip(t *testing.T) {
 	for _, p := range []position{
 		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0},
 		{mode: ModePoll, seqs: []int64{3, 4, 9}},
+		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, floorXID: 1 << 33, xids: []uint32{5, 9}, incomplete: true},
+		{mode: ModePoll, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, seqs: []int64{1}},
 	} {
 		rec, err := r.positionRecord(p)
 		if err != nil {
@@ -59,7 +60,7 @@ func TestPositionRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.mode != p.mode || got.end != p.end || got.commit != p.commit || !slices.Equal(got.seqs, p.seqs) {
+		if !reflect.DeepEqual(got, p) {
 			t.Fatalf("%s: read back %+v, wrote %+v", rec.Value, got, p)
 		}
 	}
@@ -76,7 +77,8 @@ func TestPositionRecordRoundTrip(t *testing.T) {
 func TestTxnLedger(t *testing.T) {
 	var confirmed []pglogrepl.LSN
 	l := &txnLedger{after: position{mode: ModeWAL, end: 200, commit: 190}, stats: &Stats{},
-		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) }}
+		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) },
+		floor:   new(atomic.Uint64), xids: make(map[uint32]struct{})}
 	old := replication.Change{Kind: replication.KindRow, FinalLSN: 190}
 	if !l.skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
 		t.Fatal("a row of the last transaction Kafka has was not skipped")
@@ -104,5 +106,41 @@ func TestTxnLedger(t *testing.T) {
 	l.ack(entry{}, errors.New("refused"))
 	if l.failed() == nil {
 		t.Fatal("a failed record was not kept")
+	}
+}
+
+// A WAL position record lists the transactions Kafka has at or above the
+// floor saveState found, so that polling after it can mark their rows: the
+// list keeps every transaction produced until the floor passes it, and
+// says when it had to leave some out.
+func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
+	floor := new(atomic.Uint64)
+	l := &txnLedger{floor: floor, xids: make(map[uint32]struct{}), cluster: 9,
+		last: position{mode: ModeWAL, end: 50, commit: 40}}
+	for _, x := range []uint32{100, 101, 105} {
+		l.produce(0, &replication.Change{Kind: replication.KindRow, XID: x})
+	}
+	p := l.position()
+	if !slices.Equal(p.xids, []uint32{100, 101, 105}) || p.floorXID != 0 || p.cluster != 9 || p.incomplete {
+		t.Fatalf("before a floor: %+v", p)
+	}
+	floor.Store(1<<32 + 102) // an xid8: its low 32 bits are what the WAL names
+	p = l.position()
+	if !slices.Equal(p.xids, []uint32{105}) || p.floorXID != 1<<32+102 {
+		t.Fatalf("after the floor passed 101: %+v", p)
+	}
+	for x := uint32(200); len(l.xids) < maxListedXIDs; x++ {
+		l.produce(0, &replication.Change{Kind: replication.KindRow, XID: x})
+	}
+	l.produce(0, &replication.Change{Kind: replication.KindRow, XID: 1_000_000})
+	if p = l.position(); !p.incomplete || len(p.xids) != maxListedXIDs {
+		t.Fatalf("past the bound: incomplete %v, %d listed", p.incomplete, len(p.xids))
+	}
+	floor.Store(1<<32 + 1_000_001)
+	if p = l.position(); p.incomplete || len(p.xids) != 0 {
+		t.Fatalf("once the floor passed every transaction: incomplete %v, %d listed", p.incomplete, len(p.xids))
+	}
+	if !xidBefore(0xFFFFFFF0, 5) || xidBefore(5, 0xFFFFFFF0) {
+		t.Fatal("xid comparison across wraparound")
 	}
 }

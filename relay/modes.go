@@ -136,7 +136,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	defer dl.close()
 	var txn *txnSession
 	if k.Transactional() {
-		if txn, err = r.openPollTransactions(ctx, k, poller); err != nil { // exactlyonce.go
+		if txn, err = r.openPollTransactions(ctx, k, poller, floor); err != nil { // exactlyonce.go
 			return err
 		}
 		defer func() {
@@ -257,7 +257,8 @@ func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txn
 		if err := led.failed(); err != nil {
 			return txn.k.Classify(err)
 		}
-		pos := position{mode: ModePoll, seqs: led.ackedSeqs()}
+		pos := txn.wal // the WAL's position it carries (exactlyonce.go)
+		pos.mode, pos.seqs = ModePoll, led.ackedSeqs()
 		if err := txn.commit(recordCtx, r, recordCtx, pos); err != nil {
 			return err
 		}

@@ -178,9 +178,6 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Delivery == ExactlyOnce {
-		if c.Mode == ModeAuto {
-			return ErrExactlyOnceMode
-		}
 		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
 			return fmt.Errorf("position topic %q is not a valid topic name", c.PositionTopic)
 		}
@@ -258,6 +255,10 @@ type Relay struct {
 	// clusterID is the system identifier of the cluster the current
 	// session is on (0: unknown), saved with each floor (cluster.go).
 	clusterID int64
+	// walFloor is, under exactly-once delivery, the transaction id below
+	// which every transaction is in Kafka, as the WAL session's saveState
+	// last found it (0: none yet this session; exactlyonce.go).
+	walFloor atomic.Uint64
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
@@ -477,18 +478,9 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	defer dl.close()
 	var txn *txnSession
 	if k.Transactional() {
-		after, err := r.openTransactions(ctx, k) // exactlyonce.go
-		if err != nil {
+		if txn, err = r.openWALTransactions(ctx, k, conn, hasSeq); err != nil { // exactlyonce.go
 			return err
 		}
-		if after.mode == ModePoll {
-			r.log.Warn("exactly-once delivery: the last kafka transaction of this pipeline was written by polling; the WAL may send again what polling published (a switch from polling to the WAL is at-least-once for now)")
-			after = position{mode: ModeWAL}
-		}
-		l := &txnLedger{after: after, stats: &r.Stats, classify: k.Classify}
-		txn = &txnSession{k: k, ledger: l, failed: l.failed}
-		r.log.Info("exactly-once delivery: kafka has everything up to", "position", after.String(),
-			"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
 	}
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)
 	if err != nil {

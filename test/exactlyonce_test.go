@@ -186,18 +186,16 @@ func TestExactlyOnceFencesStaleRelay(t *testing.T) {
 	}
 }
 
-// --delivery exactly-once in auto mode, which does not have it yet, is
-// refused at start with the reason, whether given as a flag or in
-// --config; so is a delivery that does not exist.
-func TestExactlyOnceRefusesAutoMode(t *testing.T) {
+// A delivery that does not exist is refused at start with the reason,
+// whether given as a flag or in --config.
+func TestExactlyOnceRefusesUnknownDelivery(t *testing.T) {
 	e := newEnv(t)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
-	if err := os.WriteFile(conf, []byte("delivery = exactly-once\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("delivery = exactly-twice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
-		{"--config", conf},             // auto mode, the default
-		{"--delivery", "exactly-once"}, // the same as a flag
+		{"--config", conf},
 		{"--delivery", "exactly-twice", "--mode", "wal"},
 	} {
 		p := e.runProcess(t, args...)

@@ -92,7 +92,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
-	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed (needs --mode wal or poll for now)")
+	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
 	fs.DurationVar(&cfg.Sink.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.metricsAddr = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
@@ -121,9 +121,6 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	d, err := relay.ParseDelivery(f.delivery)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--delivery: %w", err)
-	}
-	if d == relay.ExactlyOnce && m == relay.ModeAuto {
-		return cfg, nil, errors.New("--delivery exactly-once needs --mode wal or --mode poll for now: auto mode's switches between them do not keep it yet")
 	}
 	cfg.Delivery = d
 	format, err := schema.ParseFormat(f.format)
