@@ -245,3 +245,65 @@ func TestExactlyOnceHandoffKilled(t *testing.T) {
 	})
 }
 
+// dlqReplayAfterRefusedMark dead-letters a row too large for the topic,
+// fixes it, and replays it with the mark in the dead-letter table refused
+// by a trigger (the crash between Kafka and the mark); then replays again
+// with the mark allowed. It returns how many times a read_committed
+// consumer sees the event, and what the second replay published.
+func dlqReplayAfterRefusedMark(t *testing.T, delivery string) (seen, second int) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+		t.Fatal(err)
+	}
+	e.setup(e.config())
+	p := e.runProcess(t, "--mode", "wal", "--delivery", delivery, "--max-message-bytes", "2048")
+	id := e.insert(row{"order", "o-1", "Placed", `{"blob":"` + strings.Repeat("x", 4000) + `"}`})[0]
+	awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 1, 15*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	e.exec(`UPDATE outbox SET payload = '{"fixed":1}' WHERE id::text = '` + id + `'`)
+	e.exec(`CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'mark refused'; END$$;
+CREATE TRIGGER refuse_mark BEFORE UPDATE ON pgoutbox_dead_letter FOR EACH ROW EXECUTE FUNCTION refuse_mark()`)
+	out, stderr, ok := cli(t, "dlq", "replay", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--delivery", delivery)
+	if ok || !strings.Contains(stderr, "mark refused") {
+		t.Fatalf("the replay with its mark refused: ok %v\n%s%s", ok, out, stderr)
+	}
+	e.exec(`DROP TRIGGER refuse_mark ON pgoutbox_dead_letter`)
+	second = e.replayBinary(t, "--delivery", delivery)
+	for _, rec := range readAll(t, e.brokers, "outbox.event.order") {
+		if decodeEvent(t, rec).ID == id {
+			seen++
+		}
+	}
+	var open int
+	e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
+	if open != 0 {
+		t.Fatalf("%d dead letters still open after the replay", open)
+	}
+	return seen, second
+}
+
+// dlq replay under exactly-once: the replayed event and a position record
+// naming its dead letter are one Kafka transaction, and the next replay
+// marks that dead letter replayed before it publishes anything, so a
+// replay that failed between the Kafka commit and the mark does not
+// publish the event again. Under at-least-once it does.
+func TestExactlyOnceDLQReplay(t *testing.T) {
+	t.Run("at-least-once", func(t *testing.T) {
+		seen, second := dlqReplayAfterRefusedMark(t, "at-least-once")
+		t.Logf("at-least-once: the event seen %d times; the second replay published %d", seen, second)
+		if seen != 2 {
+			t.Fatalf("seen %d times, want 2 (sent again after the refused mark)", seen)
+		}
+	})
+	t.Run("exactly-once", func(t *testing.T) {
+		seen, second := dlqReplayAfterRefusedMark(t, "exactly-once")
+		t.Logf("exactly-once: the event seen %d times; the second replay published %d", seen, second)
+		if seen != 1 || second != 0 {
+			t.Fatalf("seen %d times, the second replay published %d: want once and 0", seen, second)
+		}
+	})
+}
