@@ -593,18 +593,25 @@ func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 // flushed. A clean stop committed everything in streamTxn. After a
 // failure, the open transaction is aborted where that is safe, which also
 // tells a relay that was fenced while it was cut off from Postgres: it
-// must stop, not wait for the pipeline again. Elsewhere what is open is
-// left to the next session's fence (or the broker's transaction timeout).
+// must stop, not wait for the pipeline again. Elsewhere (a record or the
+// commit failed) what is open is left to the next session's fence (or the
+// broker's transaction timeout), and the coordinator is asked, without the
+// producer, whether another relay took the pipeline over.
 func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
-	if err := t.k.Classify(t.failed()); err != nil {
+	err := t.k.Classify(t.failed())
+	if err == nil {
+		err = t.broken
+	}
+	if err != nil {
 		if sink.Fenced(err) {
 			return err
 		}
-		return nil
-	}
-	if t.broken != nil {
-		if sink.Fenced(t.broken) {
-			return t.broken
+		// The producer is not used again, but another relay may have
+		// taken over while this one was cut off: ask without it.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if perr := t.k.ProbeFailed(pctx); sink.Fenced(perr) {
+			return perr
 		}
 		return nil
 	}

@@ -194,6 +194,11 @@ type Kafka struct {
 	txnID      string
 	txnTimeout time.Duration
 	txnBegan   atomic.Int64 // unix nanoseconds of the open transaction's first Produce; 0 before it
+	// owner is the producer id and epoch last known to own txnID (after
+	// Fence and each commit), endSent whether the open transaction's
+	// EndTxn was sent; for ProbeFailed.
+	owner   atomic.Pointer[producerEpoch]
+	endSent atomic.Bool
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.

@@ -82,10 +82,18 @@ func (k *Kafka) Transactional() bool { return k.txnID != "" }
 // refuses that producer from now on. Call it once per client (after New
 // or Renew), before anything reads what earlier producers committed.
 func (k *Kafka) Fence(ctx context.Context) error {
-	if _, _, err := k.client.Load().ProducerID(ctx); err != nil {
+	id, epoch, err := k.client.Load().ProducerID(ctx)
+	if err != nil {
 		return k.txnErr("init producer id", err)
 	}
+	k.owner.Store(&producerEpoch{id, epoch})
 	return nil
+}
+
+// producerEpoch is a producer id and epoch.
+type producerEpoch struct {
+	id    int64
+	epoch int16
 }
 
 // Begin starts a transaction.
@@ -94,6 +102,7 @@ func (k *Kafka) Begin() error {
 		return k.txnErr("begin", err)
 	}
 	k.txnBegan.Store(0) // set by the transaction's first Produce
+	k.endSent.Store(false)
 	return nil
 }
 
@@ -108,8 +117,14 @@ func (k *Kafka) Commit(ctx context.Context, check func() error) error {
 	if err := check(); err != nil {
 		return err
 	}
-	if err := k.client.Load().EndTransaction(ctx, kgo.TryCommit); err != nil {
+	k.endSent.Store(true)
+	cl := k.client.Load()
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return k.txnErr("commit", err)
+	}
+	// Sound after a commit: no request, the epoch the commit left.
+	if id, epoch, err := cl.ProducerID(ctx); err == nil {
+		k.owner.Store(&producerEpoch{id, epoch})
 	}
 	return nil
 }
@@ -127,21 +142,64 @@ func (k *Kafka) Abort(ctx context.Context) error {
 }
 
 // Probe asks the transaction coordinator whether this producer still owns
-// its transactional id, without changing anything: an EndTxn for a
-// transaction that is not open is answered with an error that says either
-// "fenced" or "nothing to end". It returns ErrFenced when another producer
-// took the id over. Same precondition as Abort.
+// its transactional id. It adds a consumer group of the id's own
+// ("<id>.probe", never committed to) to a transaction: the coordinator
+// checks the producer's epoch strictly for that, and answers a stale one
+// with PRODUCER_FENCED. (An EndTxn is not strict enough: since KIP-890 a
+// coordinator takes an EndTxn whose epoch is one behind, while the
+// producer that took over is between transactions, for a retry of the
+// last one, and answers it with success.) When the producer is still the
+// owner, the transaction this opened is aborted again. It returns
+// ErrFenced when another producer took the id over, nil when it did not,
+// another error when it cannot tell (the group not authorised, say). The
+// client must not be used for transactions afterwards (the abort bumps
+// the epoch behind its back): call Renew first. Same precondition as
+// Abort.
 func (k *Kafka) Probe(ctx context.Context) error {
 	cl := k.client.Load()
 	id, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return k.txnErr("producer id", err)
 	}
-	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = k.txnID, id, epoch, true
-	resp, err := req.RequestWith(ctx, cl)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, id, epoch, k.txnID+".probe"
+	resp, err := add.RequestWith(ctx, cl)
 	if err != nil {
 		return k.txnErr("probe", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return k.txnErr("probe", err)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = k.txnID, id, epoch, false
+	eresp, err := end.RequestWith(ctx, cl)
+	if err != nil {
+		return k.txnErr("probe: abort", err)
+	}
+	if err := kerr.ErrorForCode(eresp.ErrorCode); err != nil {
+		return k.txnErr("probe: abort", err)
+	}
+	return nil
+}
+
+// ProbeFailed is Probe for a producer whose transaction failed before its
+// EndTxn was sent (a flush cut short, a record that failed), which must not
+// be used again: it asks with the producer id and epoch last known to own
+// the transactional id, by requests of its own that leave the producer's
+// state alone. It returns ErrFenced when another producer took the id
+// over, nil when it cannot tell or the id is still this producer's (the
+// transaction this opened is then left to the next Fence, or to the
+// broker's timeout).
+func (k *Kafka) ProbeFailed(ctx context.Context) error {
+	owner := k.owner.Load()
+	if owner == nil || k.endSent.Load() {
+		return nil // the EndTxn may have moved the epoch: cannot tell
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, owner.id, owner.epoch, k.txnID+".probe"
+	resp, err := add.RequestWith(ctx, k.client.Load())
+	if err != nil {
+		return nil
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); fenced(err) {
 		return k.txnErr("probe", err)
