@@ -50,7 +50,7 @@ pg18:
 # outage, a one-million-event transaction, network faults, restarts,
 # switches. The short versions of the same tests run in make test.
 chaos:
-	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
+	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 
 demo: build
 	./bin/pgoutbox demo

@@ -32,6 +32,9 @@ type Config struct {
 	Table string
 	// Modes are the relay modes measured under steady load: wal, poll.
 	Modes []string
+	// Deliveries are the relay's --delivery values each mode is measured
+	// with, and the drain too: at-least-once (default), exactly-once.
+	Deliveries []string
 	// PollIntervals are the poll intervals measured in poll mode
 	// (default 500ms).
 	PollIntervals []time.Duration
@@ -78,6 +81,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = []string{"wal", "poll"}
+	}
+	if len(c.Deliveries) == 0 {
+		c.Deliveries = []string{atLeastOnce}
 	}
 	if len(c.PollIntervals) == 0 {
 		c.PollIntervals = []time.Duration{500 * time.Millisecond}
@@ -138,6 +144,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("mode %q: want wal or poll", m)
 		}
 	}
+	for _, d := range c.Deliveries {
+		if d != atLeastOnce && d != exactlyOnce {
+			return fmt.Errorf("delivery %q: want %s or %s", d, atLeastOnce, exactlyOnce)
+		}
+	}
 	for _, p := range c.PollIntervals {
 		if p <= 0 {
 			return fmt.Errorf("poll interval %s: must be positive", p)
@@ -156,6 +167,12 @@ func (c *Config) rates() []float64 {
 	}
 	return []float64{c.Rate}
 }
+
+// The relay's --delivery values.
+const (
+	atLeastOnce = "at-least-once"
+	exactlyOnce = "exactly-once"
+)
 
 // publication is the publication the bench's slots stream.
 const publication = "pgoutbox_bench"
@@ -204,16 +221,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				intervals = cfg.PollIntervals
 			}
 			for _, pi := range intervals {
-				run, lat, err := b.loadRun(ctx, mode, pi, rate)
-				if ctx.Err() != nil {
-					return rep, ctx.Err()
+				for _, delivery := range cfg.Deliveries {
+					run, lat, err := b.loadRun(ctx, mode, pi, rate, delivery)
+					if ctx.Err() != nil {
+						return rep, ctx.Err()
+					}
+					if err != nil {
+						fail(seriesName(runLabel(mode, pi, delivery), rate), err)
+						continue
+					}
+					rep.Runs = append(rep.Runs, run)
+					rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 				}
-				if err != nil {
-					fail(seriesName(runLabel(mode, pi), rate), err)
-					continue
-				}
-				rep.Runs = append(rep.Runs, run)
-				rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 			}
 		}
 		if !cfg.NoFloor {
@@ -235,19 +254,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if sweep {
 		rep.Sweep = buildSweep(rep.Runs, rep.Floors)
 	}
-	if cfg.DrainEvents > 0 {
-		d, floorEPS, err := b.drainRun(ctx)
+	for i, delivery := range cfg.Deliveries {
+		if cfg.DrainEvents <= 0 {
+			break
+		}
+		// The floor drains once, beside the first delivery's drain.
+		d, floorEPS, err := b.drainRun(ctx, delivery, i == 0 && !cfg.NoFloor)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
 		if err != nil {
-			fail("drain", err)
-		} else {
-			rep.Drain = d
-			if rep.Floor != nil {
-				rep.Floor.DrainEventsPerS = floorEPS
-			}
+			fail("drain "+delivery, err)
+			continue
 		}
+		rep.Drains = append(rep.Drains, *d)
+		if rep.Floor != nil && floorEPS > 0 {
+			rep.Floor.DrainEventsPerS = floorEPS
+		}
+	}
+	if len(rep.Drains) > 0 {
+		rep.Drain = &rep.Drains[0]
 	}
 	if len(rep.Runs) == 0 && rep.Drain == nil && rep.Floor == nil {
 		return rep, fmt.Errorf("nothing could be measured: %s", strings.Join(rep.Failed, "; "))
@@ -335,7 +361,7 @@ func (b *bencher) clearRows(ctx context.Context) error {
 func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_" + b.suffix }
 
 // startRelay starts `pgoutbox run` for pipeline name.
-func (b *bencher) startRelay(name, mode string, poll time.Duration) (*proc.Process, error) {
+func (b *bencher) startRelay(name, mode string, poll time.Duration, delivery string) (*proc.Process, error) {
 	args := []string{"run",
 		"--database-url", b.cfg.DatabaseURL,
 		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
@@ -350,6 +376,9 @@ func (b *bencher) startRelay(name, mode string, poll time.Duration) (*proc.Proce
 		if b.cfg.BatchSize > 0 {
 			args = append(args, "--batch-size", strconv.Itoa(b.cfg.BatchSize))
 		}
+	}
+	if delivery == exactlyOnce {
+		args = append(args, "--delivery", exactlyOnce)
 	}
 	args = append(args, b.cfg.RelayArgs...)
 	if !slices.Contains(b.slots, name) {
@@ -541,10 +570,10 @@ func (w *window) end(events int) (usPerEvent, idlePct float64, err error) {
 }
 
 // loadRun measures the relay in one mode under the steady load at rate.
-func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, rate float64) (Result, []time.Duration, error) {
-	label := runLabel(mode, poll)
+func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, rate float64, delivery string) (Result, []time.Duration, error) {
+	label := runLabel(mode, poll, delivery)
 	name := b.runName(label, rate)
-	run := Result{Mode: mode, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
+	run := Result{Mode: mode, Delivery: delivery, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
 		EventsPerTx: b.cfg.EventsPerTx, Aggregates: b.cfg.Aggregates}
 	if err := b.clearRows(ctx); err != nil {
 		return run, nil, err
@@ -565,7 +594,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 	}
 	defer closeWriters(ws)
 
-	relay, err := b.startRelay(name, mode, poll)
+	relay, err := b.startRelay(name, mode, poll, delivery)
 	if err != nil {
 		return run, nil, err
 	}
@@ -673,11 +702,11 @@ func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Du
 // drainRun commits a backlog while the relay is stopped, then times the
 // relay, and then the bare reader, publishing all of it from a standing
 // start: process start (or connect) to the last event received.
-func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
+func (b *bencher) drainRun(ctx context.Context, delivery string, withFloor bool) (*Drain, float64, error) {
 	n, k := b.cfg.DrainEvents, b.cfg.DrainEventsPerTx
-	name := b.name("drain")
+	name := b.name("drain " + delivery)
 	floorSlot := b.name("floordrain")
-	d := &Drain{Mode: "wal", EventsPerTx: k}
+	d := &Drain{Mode: "wal", Delivery: delivery, EventsPerTx: k}
 	if err := b.clearRows(ctx); err != nil {
 		return nil, 0, err
 	}
@@ -698,7 +727,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	defer closeWriters(ws)
 
 	// A first start creates the relay's slot; then the relay stops.
-	relay, err := b.startRelay(name, "wal", 0)
+	relay, err := b.startRelay(name, "wal", 0, delivery)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -709,8 +738,10 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := b.createSlot(ctx, floorSlot); err != nil {
-		return nil, 0, err
+	if withFloor {
+		if err := b.createSlot(ctx, floorSlot); err != nil {
+			return nil, 0, err
+		}
 	}
 
 	fmt.Fprintf(b.cfg.Progress, "drain: committing a backlog of %d events (%d per transaction, %d writers) with the relay stopped\n", n, k, len(ws))
@@ -762,7 +793,7 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 
 	// The relay drains it.
 	t0 := time.Now()
-	relay, err = b.startRelay(name, "wal", 0)
+	relay, err = b.startRelay(name, "wal", 0, delivery)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -785,9 +816,9 @@ func (b *bencher) drainRun(ctx context.Context) (*Drain, float64, error) {
 	d.EventsPerS = round(float64(d.Events)/secs, 0)
 	d.RelayCPUS = round(usage.CPU.Seconds(), 2)
 	d.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
-	fmt.Fprintf(b.cfg.Progress, "drain: relay published %d events in %.2f s = %.0f events/s\n", d.Events, secs, d.EventsPerS)
+	fmt.Fprintf(b.cfg.Progress, "drain (%s): relay published %d events in %.2f s = %.0f events/s\n", delivery, d.Events, secs, d.EventsPerS)
 
-	if b.cfg.NoFloor {
+	if !withFloor {
 		return d, 0, nil
 	}
 	// The floor reader drains the same backlog from its own slot, timed

@@ -274,6 +274,10 @@ func startConsumer(brokers []string, topic string, tr *tracker) (*consumer, erro
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMinAge(100*time.Millisecond),
 		kgo.FetchMaxWait(time.Second),
+		// What exactly-once promises: a read_committed consumer sees
+		// each event once, when its Kafka transaction commits. For a
+		// relay that does not use transactions it changes nothing.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	if err != nil {
 		return nil, err

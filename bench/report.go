@@ -15,8 +15,10 @@ import (
 // Report is what a bench run measured. Its JSON form is the --json file.
 type Report struct {
 	// Runs are the relay's steady-load runs, at every rate.
-	Runs  []Result `json:"runs"`
-	Drain *Drain   `json:"drain"`
+	Runs []Result `json:"runs"`
+	// Drain is the first delivery's drain; Drains, each delivery's.
+	Drain  *Drain  `json:"drain"`
+	Drains []Drain `json:"drains,omitempty"`
 	// Floor is the floor at the first (or only) rate; Floors, the floor at
 	// every rate, in the order of the rates.
 	Floor  *Floor  `json:"floor"`
@@ -33,6 +35,7 @@ type Report struct {
 // Result is one steady-load run of the relay in one mode.
 type Result struct {
 	Mode           string  `json:"mode"`
+	Delivery       string  `json:"delivery,omitempty"`
 	PollIntervalMS float64 `json:"poll_interval_ms"`
 	Rate           float64 `json:"rate"`
 	Events         int     `json:"events"`
@@ -62,15 +65,13 @@ type Result struct {
 
 // Label names the run in the table and the chart.
 func (r Result) Label() string {
-	if r.Mode == "poll" {
-		return fmt.Sprintf("poll %s", time.Duration(r.PollIntervalMS*float64(time.Millisecond)))
-	}
-	return r.Mode
+	return runLabel(r.Mode, time.Duration(r.PollIntervalMS*float64(time.Millisecond)), r.Delivery)
 }
 
 // Drain is a backlog of committed events published from a standing start.
 type Drain struct {
 	Mode             string  `json:"mode"`
+	Delivery         string  `json:"delivery,omitempty"`
 	Events           int     `json:"events"`
 	EventsPerTx      int     `json:"events_per_tx"`
 	Seconds          float64 `json:"seconds"`
@@ -236,9 +237,20 @@ func (r *Report) WriteTable(w io.Writer) {
 	if len(r.Sweep) > 0 {
 		r.writeSweep(w)
 	}
-	if d := r.Drain; d != nil {
-		fmt.Fprintf(w, "\ndrain (%s): %d events (%d per transaction) in %.2f s = %.0f events/s; relay cpu %.2f s, peak rss %.1f MB\n",
-			d.Mode, d.Events, d.EventsPerTx, d.Seconds, d.EventsPerS, d.RelayCPUS, d.RelayPeakRSSMB)
+	drains := r.Drains
+	if len(drains) == 0 && r.Drain != nil {
+		drains = []Drain{*r.Drain}
+	}
+	for i, d := range drains {
+		if i == 0 {
+			fmt.Fprintln(w)
+		}
+		mode := d.Mode
+		if d.Delivery == exactlyOnce {
+			mode += ", " + exactlyOnce
+		}
+		fmt.Fprintf(w, "drain (%s): %d events (%d per transaction) in %.2f s = %.0f events/s; relay cpu %.2f s, peak rss %.1f MB\n",
+			mode, d.Events, d.EventsPerTx, d.Seconds, d.EventsPerS, d.RelayCPUS, d.RelayPeakRSSMB)
 		if d.FloorEventsPerS > 0 {
 			fmt.Fprintf(w, "drain (floor): %.2f s = %.0f events/s; the relay reaches %.0f%% of the floor\n",
 				d.FloorSeconds, d.FloorEventsPerS, 100*d.RatioToFloor)
@@ -274,12 +286,16 @@ func (r *Report) writeSweep(w io.Writer) {
 	tw.Flush()
 }
 
-// label for a mode and poll interval, before a Run exists.
-func runLabel(mode string, poll time.Duration) string {
+// label for a mode, poll interval and delivery, before a Run exists.
+func runLabel(mode string, poll time.Duration, delivery string) string {
+	l := mode
 	if mode == "poll" {
-		return "poll " + poll.String()
+		l = "poll " + poll.String()
 	}
-	return mode
+	if delivery == exactlyOnce {
+		l += " " + exactlyOnce
+	}
+	return l
 }
 
 // slug turns a label into a name part: lower-case letters, digits and '_'.

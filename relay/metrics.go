@@ -44,6 +44,9 @@ type Metrics struct {
 	deleted      prometheus.Counter
 	lostDeleted  *prometheus.CounterVec
 	mode         *prometheus.GaugeVec
+	txns         prometheus.Counter
+	txnCommit    prometheus.Histogram
+	txnSize      prometheus.Histogram
 
 	// series caches the children of published and latency per mode and
 	// topic; copy on write, read without a lock.
@@ -133,6 +136,20 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_mode",
 			Help: "1 for the mode of the current (or last) session, wal or poll; 0 for the other.",
 		}, []string{"mode"}),
+		txns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_kafka_transactions_total",
+			Help: "Kafka transactions committed under exactly-once delivery.",
+		}),
+		txnCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pgoutbox_kafka_transaction_commit_seconds",
+			Help:    "Exactly-once delivery: time from the end of a Kafka transaction (its position record handed over) to its commit.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		txnSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pgoutbox_kafka_transaction_events",
+			Help:    "Exactly-once delivery: records (events and dead letters) per committed Kafka transaction.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, 100000},
+		}),
 	}
 	empty := map[seriesKey]*series{}
 	m.series.Store(&empty)
@@ -141,6 +158,7 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 	m.mode.WithLabelValues(string(ModePoll))
 	m.Registry.MustRegister(m.published, m.latency, m.batch, m.failed, m.deadLettered, m.reconnects,
 		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.lostDeleted, m.mode,
+		m.txns, m.txnCommit, m.txnSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pgoutbox_ready",
@@ -168,6 +186,15 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 	}
 	return m
 }
+
+// txnCommitted counts a committed Kafka transaction.
+func (m *Metrics) txnCommitted(took time.Duration) {
+	m.txns.Inc()
+	m.txnCommit.Observe(took.Seconds())
+}
+
+// txnEvents observes the records of a committed Kafka transaction.
+func (m *Metrics) txnEvents(n int) { m.txnSize.Observe(float64(n)) }
 
 // DeadLettered counts n events sent to the dead-letter destination.
 func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -108,7 +109,7 @@ func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason s
 // auto mode) the WAL can take over again. With a handoff, it returns to the
 // WAL once every transaction below the handoff's xmax has finished and its
 // rows are published.
-func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, reason store.Reason, polled *polledRows) error {
+func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason store.Reason, polled *polledRows) (err error) {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -133,6 +134,19 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 		return err
 	}
 	defer dl.close()
+	var txn *txnSession
+	if k.Transactional() {
+		if txn, err = r.openPollTransactions(ctx, k, poller, floor); err != nil { // exactlyonce.go
+			return err
+		}
+		defer func() {
+			if err != nil && ctx.Err() == nil {
+				if ferr := r.closeTxn(context.WithoutCancel(ctx), txn); ferr != nil {
+					err = ferr
+				}
+			}
+		}()
+	}
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (vanish.go).
@@ -155,7 +169,7 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 		// Every round is bounded: a black-holed connection fails it
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-		err := r.pollRound(ctx, qctx, pub, polled, poller, conn, floor, handoff, &nextProbe)
+		err := r.pollRound(ctx, qctx, pub, txn, polled, poller, conn, floor, handoff, &nextProbe)
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this
@@ -180,7 +194,7 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
-func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
@@ -189,7 +203,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *pol
 	}
 	if len(rows) > 0 {
 		r.vanishWillPublish(ctx, conn, rows) // vanish.go
-		if err := r.publishBatch(sess, ctx, pub, polled, poller, conn, rows); err != nil {
+		if err := r.publishBatch(sess, ctx, pub, txn, polled, poller, conn, rows); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -226,7 +240,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *pol
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	rows []replication.PolledRow) error {
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
@@ -235,6 +249,20 @@ func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, polled *
 	led := pub.batch(ctx, recordCtx, rows)
 	if !r.awaitBatch(sess, conn, &led.wg) {
 		return fmt.Errorf("%w: Kafka had not acknowledged a polled batch", ErrShutdownIncomplete)
+	}
+	if txn != nil {
+		// Exactly-once: the batch is one Kafka transaction, committed
+		// with the rows it carried as its position, or not at all.
+		txn.failed = led.failed
+		if err := led.failed(); err != nil {
+			return txn.k.Classify(err)
+		}
+		pos := txn.wal // the WAL's position it carries (exactlyonce.go)
+		pos.mode, pos.seqs = ModePoll, led.ackedSeqs()
+		if err := txn.commit(recordCtx, r, recordCtx, pos); err != nil {
+			return err
+		}
+		r.Metrics.txnEvents(len(pos.seqs))
 	}
 	// Exactly the acked rows are marked, after a failure too, so a retry
 	// sends only the rest.

@@ -72,6 +72,19 @@ type Config struct {
 	// DLQTopic receives dead letters (default "<slot>.dlq").
 	DLQTopic string
 
+	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
+	Delivery Delivery
+	// PositionTopic keeps, under exactly-once delivery, the position each
+	// Kafka transaction reached (default "<slot>.position"; created
+	// compacted, one partition, when missing).
+	PositionTopic string
+	// TransactionMaxAge and TransactionMaxRecords bound a Kafka
+	// transaction under exactly-once delivery (defaults 100ms and
+	// 10,000): it is committed at the first Postgres commit past either,
+	// or as soon as nothing more waits to be read.
+	TransactionMaxAge     time.Duration
+	TransactionMaxRecords int
+
 	// Operations (metrics.go, retention.go).
 	// MonitorInterval is how often slot lag and unpublished rows are read
 	// into Metrics and both ends are checked for readiness (0: never).
@@ -119,6 +132,18 @@ func (c *Config) Defaults() {
 	if c.DLQTopic == "" {
 		c.DLQTopic = c.Replication.Slot + ".dlq"
 	}
+	if c.Delivery == "" {
+		c.Delivery = AtLeastOnce
+	}
+	if c.PositionTopic == "" {
+		c.PositionTopic = c.Replication.Slot + ".position"
+	}
+	if c.TransactionMaxAge == 0 {
+		c.TransactionMaxAge = 100 * time.Millisecond
+	}
+	if c.TransactionMaxRecords == 0 {
+		c.TransactionMaxRecords = 10_000
+	}
 	c.opsDefaults()
 }
 
@@ -148,6 +173,25 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return errors.New("shutdown timeout must be positive")
+	}
+	if _, err := ParseDelivery(string(c.Delivery)); err != nil {
+		return err
+	}
+	if c.Delivery == ExactlyOnce {
+		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
+			return fmt.Errorf("position topic %q is not a valid topic name", c.PositionTopic)
+		}
+		if c.PositionTopic == c.DLQTopic {
+			return errors.New("the position topic and the dead-letter topic must differ")
+		}
+		if c.TransactionMaxAge <= 0 || c.TransactionMaxRecords <= 0 {
+			return errors.New("transaction bounds must be positive")
+		}
+		s := c.Sink
+		s.TransactionalID = transactionalID(c.Replication.Slot)
+		if err := s.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -185,6 +229,9 @@ type Stats struct {
 	// SkippedPolled counts rows the WAL replayed after a poll phase had
 	// already published them, and were not sent again.
 	SkippedPolled atomic.Int64
+	// SkippedCommitted counts rows, under exactly-once delivery, that the
+	// stream sent again although a committed Kafka transaction had them.
+	SkippedCommitted atomic.Int64
 }
 
 // Relay moves outbox rows from one slot to Kafka.
@@ -208,6 +255,10 @@ type Relay struct {
 	// clusterID is the system identifier of the cluster the current
 	// session is on (0: unknown), saved with each floor (cluster.go).
 	clusterID int64
+	// walFloor is, under exactly-once delivery, the transaction id below
+	// which every transaction is in Kafka, as the WAL session's saveState
+	// last found it (0: none yet this session; exactlyonce.go).
+	walFloor atomic.Uint64
 	// Metrics are the Prometheus metrics and readiness (metrics.go).
 	Metrics *Metrics
 	hk      housekeeper
@@ -256,7 +307,11 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 // waits for Kafka to ack what is in flight, confirms it and returns nil.
 // It returns an error only for what retrying cannot fix.
 func (r *Relay) Run(ctx context.Context) error {
-	k, err := sink.New(r.cfg.Sink, r.log)
+	scfg := r.cfg.Sink
+	if r.cfg.Delivery == ExactlyOnce {
+		scfg.TransactionalID = r.transactionalID()
+	}
+	k, err := sink.New(scfg, r.log)
 	if err != nil {
 		return err
 	}
@@ -390,7 +445,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // walSession runs one replication connection from the slot's confirmed
 // position until ctx ends or something fails.
-func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, polled *polledRows) error {
+func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reason, polled *polledRows) error {
 	conn, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -421,6 +476,12 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 		return err
 	}
 	defer dl.close()
+	var txn *txnSession
+	if k.Transactional() {
+		if txn, err = r.openWALTransactions(ctx, k, conn, hasSeq); err != nil { // exactlyonce.go
+			return err
+		}
+	}
 	stream, err := replication.Open(ctx, r.cfg.Replication, r.log)
 	if err != nil {
 		return err
@@ -458,8 +519,14 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	})
 	pub := r.newPublisher(k, dl, ModeWAL)
 	pub.recordCtx = hard
-	pub.ledger = &walLedger{wm: wm, polled: polled, order: r.cfg.Poll.Order, stats: &r.Stats}
-	g.Go(func() error { return pub.stream(gctx, changes, wm) })
+	if txn != nil {
+		txn.ledger.confirm = stream.Confirm
+		pub.ledger = txn.ledger
+		g.Go(func() error { return pub.streamTxn(gctx, changes, txn) })
+	} else {
+		pub.ledger = &walLedger{wm: wm, polled: polled, order: r.cfg.Poll.Order, stats: &r.Stats}
+		g.Go(func() error { return pub.stream(gctx, changes, wm) })
+	}
 	g.Go(func() error { return r.saveState(gctx, readDone, conn, stream, hasSeq) })
 	runErr := g.Wait()
 
@@ -468,6 +535,11 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	flushCtx, cancel := context.WithTimeout(hard, r.cfg.ShutdownTimeout)
 	flushErr := k.Flush(flushCtx)
 	cancel()
+	if txn != nil && runErr != nil {
+		if err := r.closeTxn(hard, txn); err != nil {
+			runErr = err
+		}
+	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	closeErr := stream.Close(closeCtx)
 	if err := r.writeState(closeCtx, conn, stream.Confirmed()); err != nil && runErr == nil {
@@ -475,6 +547,9 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	}
 	cancel()
 	acked, waiting := wm.position()
+	if txn != nil {
+		acked, waiting = stream.Confirmed(), 0
+	}
 	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
 	if err := wm.failed(); err != nil {
 		attrs = append(attrs, "delivery_err", err)

@@ -3,9 +3,11 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +26,15 @@ import (
 // letter. An entry that still cannot be published stops the replay there,
 // so nothing of its aggregate overtakes it. It returns how many were
 // published.
+//
+// Under exactly-once delivery each dead letter is published in a Kafka
+// transaction of its own, with a position record that names it (key
+// "<slot>:dlq-replay" on the position topic), and marked replayed after
+// the commit. The replay's transactional id is its own, so that it never
+// fences the running relay; a second replay fences the first. On start,
+// the dead letter the last committed replay transaction names is marked
+// replayed before anything is read, so a crash between a commit and its
+// mark does not publish it again.
 func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	r, err := New(cfg, log)
 	if err != nil {
@@ -38,13 +49,26 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	if err != nil || len(open) == 0 {
 		return 0, err
 	}
-	k, err := sink.New(r.cfg.Sink, log)
+	scfg := r.cfg.Sink
+	txn := r.cfg.Delivery == ExactlyOnce
+	if txn {
+		scfg.TransactionalID = replayTransactionalID(r.cfg.Replication.Slot)
+	}
+	k, err := sink.New(scfg, log)
 	if err != nil {
 		return 0, err
 	}
 	defer k.Close()
 	if err := k.Ping(ctx); err != nil {
 		return 0, err
+	}
+	if txn {
+		if err := r.replayRecover(ctx, k, conn, open); err != nil {
+			return 0, err
+		}
+		if open, err = r.own().DeadLetters(ctx, conn, false); err != nil {
+			return 0, err
+		}
 	}
 	done := 0
 	for _, d := range open {
@@ -55,12 +79,18 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		if err != nil {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
 		}
-		acked := make(chan error, 1)
-		if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
-			return done, err
-		}
-		if err := <-acked; err != nil {
-			return done, fmt.Errorf("dead letter %d: kafka: %w", d.ID, err)
+		if txn {
+			if err := r.replayTxn(ctx, k, rec, d.ID); err != nil {
+				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
+			}
+		} else {
+			acked := make(chan error, 1)
+			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
+				return done, err
+			}
+			if err := <-acked; err != nil {
+				return done, fmt.Errorf("dead letter %d: kafka: %w", d.ID, err)
+			}
 		}
 		if err := r.own().MarkReplayed(ctx, conn, d.ID); err != nil {
 			return done, err
@@ -126,4 +156,76 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 	}
 	c := replication.Change{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
 	return r.record(b, &c)
+}
+
+// replayTransactionalID is dlq replay's transactional id under exactly-once
+// delivery.
+func replayTransactionalID(slot string) string { return transactionalID(slot) + ".dlq-replay" }
+
+// replayKey keys dlq replay's position records; a slot name has no colon.
+func (r *Relay) replayKey() []byte { return []byte(r.cfg.Replication.Slot + ":dlq-replay") }
+
+// replayPosition is the value of a replay's position record.
+type replayPosition struct {
+	Pipeline   string    `json:"pipeline"`
+	DeadLetter int64     `json:"dead_letter"`
+	Time       time.Time `json:"time"`
+}
+
+// replayRecover fences an earlier replay of the pipeline (aborting what it
+// left open) and marks replayed the dead letter its last committed Kafka
+// transaction carried, if it is still open.
+func (r *Relay) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn, open []store.DeadLetter) error {
+	if err := k.Fence(ctx); err != nil {
+		return err
+	}
+	if err := k.EnsureCompactedTopic(ctx, r.cfg.PositionTopic); err != nil {
+		return err
+	}
+	rec, err := k.LastCommitted(ctx, r.cfg.PositionTopic, r.replayKey())
+	if err != nil || rec == nil {
+		return err
+	}
+	var v replayPosition
+	if err := json.Unmarshal(rec.Value, &v); err != nil {
+		return fmt.Errorf("replay position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
+	}
+	for _, d := range open {
+		if d.ID == v.DeadLetter {
+			r.log.Info("exactly-once delivery: the dead letter the last replay committed to kafka is marked replayed", "dead_letter", d.ID, "event", d.EventID)
+			return r.own().MarkReplayed(ctx, conn, d.ID)
+		}
+	}
+	return nil
+}
+
+// replayTxn publishes one replayed event and the position record that
+// names its dead letter in one Kafka transaction.
+func (r *Relay) replayTxn(ctx context.Context, k *sink.Kafka, rec *kgo.Record, id int64) error {
+	b, err := json.Marshal(replayPosition{Pipeline: r.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	pos := &kgo.Record{Topic: r.cfg.PositionTopic, Key: r.replayKey(), Value: b}
+	if err := k.Begin(); err != nil {
+		return err
+	}
+	var (
+		wg   sync.WaitGroup
+		errs [2]error
+	)
+	for i, rec := range []*kgo.Record{rec, pos} {
+		wg.Add(1)
+		if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { errs[i] = err; wg.Done() }); err != nil {
+			wg.Done()
+			return fmt.Errorf("kafka: %w", err)
+		}
+	}
+	return k.Commit(ctx, func() error {
+		wg.Wait()
+		if err := errors.Join(errs[0], errs[1]); err != nil {
+			return fmt.Errorf("kafka: %w", k.Classify(err))
+		}
+		return nil
+	})
 }

@@ -327,6 +327,7 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 		s.last, s.lastSaved = confirmed, now
 		return nil
 	}
+	r.walFloor.Store(max(r.walFloor.Load(), f.xmin)) // exactlyonce.go
 	var id *int64
 	if r.clusterID != 0 {
 		id = &r.clusterID

@@ -422,3 +422,67 @@ FROM pg_current_snapshot() AS s`).Scan(&smin, &smax, &lsn)
 	}
 	return xmin, xmax, lsn, nil
 }
+
+// markSet is the SET clause that marks a row published.
+func (p *Poller) markSet() string {
+	if c := p.cfg; c.Status != "" {
+		set := pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
+		if c.ProcessedAt != "" {
+			set += ", " + pgx.Identifier{c.ProcessedAt}.Sanitize() + " = now()"
+		}
+		return set
+	}
+	return pgx.Identifier{PublishedColumn}.Sanitize() + " = now()"
+}
+
+// MarkTransactions marks published the rows polling would read (floor
+// does not cover them, not marked) of the transactions below xid below, or
+// whose transaction id's low 32 bits (what the WAL names a transaction by)
+// are among xids: rows that reached Kafka another way (the WAL), which
+// polling must not send again. It returns how many rows it marked.
+func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64, xids []uint32) (int64, error) {
+	if below == 0 && len(xids) == 0 {
+		return 0, nil
+	}
+	set := p.markSet()
+	var list strings.Builder
+	list.WriteByte('{')
+	for i, x := range xids {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(strconv.FormatUint(uint64(x), 10))
+	}
+	list.WriteByte('}')
+	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+	q := fmt.Sprintf(`UPDATE %s SET %s WHERE %s AND (%s < $4::text::xid8 OR (%s::text::bigint %% 4294967296) = ANY($5::text::bigint[]))`,
+		p.table.Quoted(), set, p.cfg.Unpublished(floorParams), txid, txid)
+	args := append(floor.params(), []byte(strconv.FormatUint(below, 10)), []byte(list.String()))
+	tag, err := p.conn.PgConn().ExecParams(ctx, q, args, nil, nil, nil).Close()
+	if err != nil {
+		return 0, fmt.Errorf("mark rows the WAL published: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Published returns the order values of up to limit rows marked published
+// whose transaction is at or above floor's XID, newest first: rows polling
+// may have published that a WAL session can still replay.
+func (p *Poller) Published(ctx context.Context, floor Floor, limit int) ([]int64, error) {
+	cond := pgx.Identifier{PublishedColumn}.Sanitize() + " IS NOT NULL"
+	if c := p.cfg; c.Status != "" {
+		cond = pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
+	}
+	order := pgx.Identifier{p.cfg.Order}.Sanitize()
+	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s AND %s >= $1::text::xid8 ORDER BY %s DESC LIMIT %d`,
+		order, p.table.Quoted(), cond, pgx.Identifier{TxIDColumn}.Sanitize(), order, limit)
+	rows, err := p.conn.Query(ctx, q, strconv.FormatUint(floor.XID, 10))
+	if err != nil {
+		return nil, fmt.Errorf("read published rows: %w", err)
+	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("read published rows: %w", err)
+	}
+	return seqs, nil
+}

@@ -60,6 +60,15 @@ type Config struct {
 	// DialTimeout bounds connecting to a broker, TLS handshake included
 	// (default 10s).
 	DialTimeout time.Duration
+	// TransactionalID makes the producer transactional (txn.go): records
+	// are produced between Begin and Commit, and a producer started
+	// later with the same id fences this one. Empty: idempotent only.
+	TransactionalID string
+	// TransactionTimeout is how long the broker lets a transaction stay
+	// open before it aborts it (default 60s): what a reader with
+	// isolation.level=read_committed may wait behind a relay that died
+	// with a transaction open and is not restarted.
+	TransactionTimeout time.Duration
 }
 
 // SASL mechanisms.
@@ -106,6 +115,9 @@ func (c *Config) Defaults() {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 10 * time.Second
 	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = time.Minute
+	}
 }
 
 // Validate reports the first invalid field.
@@ -138,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.SASL.Mechanism == "" && (c.SASL.Username != "" || c.SASL.Password != "") {
 		return errors.New("a Kafka username or password was given without a SASL mechanism")
+	}
+	if c.TransactionalID != "" && (c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute) {
+		return fmt.Errorf("transaction timeout %s: must be between 1s and 15m", c.TransactionTimeout)
 	}
 	return nil
 }
@@ -174,6 +189,16 @@ type Kafka struct {
 
 	abortMu sync.Mutex
 	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
+
+	// txnID is the transactional id; empty for an idempotent producer.
+	txnID      string
+	txnTimeout time.Duration
+	txnBegan   atomic.Int64 // unix nanoseconds of the open transaction's first Produce; 0 before it
+	// owner is the producer id and epoch last known to own txnID (after
+	// Fence and each commit), endSent whether the open transaction's
+	// EndTxn was sent; for ProbeFailed.
+	owner   atomic.Pointer[producerEpoch]
+	endSent atomic.Bool
 }
 
 // New creates a producer. It does not contact the brokers; Ping does.
@@ -203,6 +228,10 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	}
 	if cfg.CreateTopics {
 		k.opts = append(k.opts, kgo.AllowAutoTopicCreation())
+	}
+	if cfg.TransactionalID != "" {
+		k.txnID, k.txnTimeout = cfg.TransactionalID, cfg.TransactionTimeout
+		k.opts = append(k.opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
 	if m, _ := cfg.SASL.mechanism(); m != nil {
 		k.opts = append(k.opts, kgo.SASL(m))
@@ -421,6 +450,9 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 		return ErrHalted
 	}
 	r.Context = g.ctx
+	if k.txnID != "" && k.txnBegan.Load() == 0 {
+		k.txnBegan.Store(time.Now().UnixNano()) // one goroutine produces
+	}
 	k.client.Load().Produce(ctx, r, promise)
 	return nil
 }

@@ -340,3 +340,69 @@ func TestBenchUnqualifiedTable(t *testing.T) {
 		t.Errorf("public.outbox exists: %v; schemas named outbox: %d", outboxInPublic, otherSchemas)
 	}
 }
+
+// TestBenchDeliveryAxis runs `pgoutbox bench --delivery
+// at-least-once,exactly-once` briefly in WAL mode: each delivery gets its
+// steady-load run and its drain, every event arrives once to the bench's
+// read_committed consumer, and the table names both.
+func TestBenchDeliveryAxis(t *testing.T) {
+	pg := pgcluster.New(t)
+	kafka := kafkatest.New(t)
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench",
+		"--database-url", pg.URL, "--kafka-brokers", strings.Join(kafka.Brokers, ","),
+		"--modes", "wal", "--delivery", "at-least-once,exactly-once", "--rate", "300", "--duration", "2s", "--writers", "2",
+		"--drain-events", "3000", "--no-floor", "--json", jsonPath)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pgoutbox bench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("stdout:\n%s", stdout.String())
+	var rep struct {
+		Runs []struct {
+			Delivery string `json:"delivery"`
+			Events   int    `json:"events"`
+		} `json:"runs"`
+		Drains []struct {
+			Delivery string `json:"delivery"`
+			Events   int    `json:"events"`
+		} `json:"drains"`
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(rep.Runs) != 2 || rep.Runs[0].Delivery != "at-least-once" || rep.Runs[1].Delivery != "exactly-once" ||
+		len(rep.Drains) != 2 || rep.Drains[1].Delivery != "exactly-once" {
+		t.Fatalf("runs and drains: %s", b)
+	}
+	for _, r := range rep.Runs {
+		if r.Events != 600 {
+			t.Errorf("%s run consumed %d events, want 600", r.Delivery, r.Events)
+		}
+	}
+	for _, d := range rep.Drains {
+		if d.Events != 3000 {
+			t.Errorf("%s drain: %d events, want 3000", d.Delivery, d.Events)
+		}
+	}
+	for _, want := range []string{"wal exactly-once", "drain (wal, exactly-once)", "drain (wal)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout does not show %q", want)
+		}
+	}
+	if strings.Contains(stdout.String(), "duplicates") && strings.Contains(stdout.String(), "exactly-once at") {
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if strings.HasPrefix(line, "wal exactly-once at") && !strings.Contains(line, " 0 duplicates") {
+				t.Errorf("exactly-once run: %s", line)
+			}
+		}
+	}
+}

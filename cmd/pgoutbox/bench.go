@@ -35,6 +35,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		url       string
 		brokers   string
 		modes     string
+		delivery  string
 		polls     string
 		rates     string
 		jsonPath  string
@@ -48,6 +49,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka to measure, host:port[,...] (default: a devbroker process)")
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table; the bench writes and deletes rows of aggregate types bench_*")
 	fs.StringVar(&modes, "modes", "wal,poll", "relay modes to measure under steady load: wal, poll")
+	fs.StringVar(&delivery, "delivery", "at-least-once", "the relay's --delivery values to measure each mode and the drain with, comma-separated: at-least-once, exactly-once")
 	fs.Float64Var(&cfg.Rate, "rate", 2000, "offered load, events per second (open loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long each steady-load run writes")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer connections")
@@ -72,6 +74,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.NoFloor = noFloor
 	cfg.RelayArgs = strings.Fields(relayArgs)
+	for _, d := range strings.Split(delivery, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			if d != "at-least-once" && d != "exactly-once" {
+				return fmt.Errorf("--delivery: %q: want at-least-once or exactly-once", d)
+			}
+			cfg.Deliveries = append(cfg.Deliveries, d)
+		}
+	}
 	for _, m := range strings.Split(modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			if m != "wal" && m != "poll" {

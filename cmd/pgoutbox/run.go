@@ -58,14 +58,15 @@ func (c *common) requireURL() error {
 // relayFlags are the flags that configure a relay: run takes them, and so
 // does dlq replay, which must encode and route exactly as run does.
 type relayFlags struct {
-	c       common
-	cfg     relay.Config
-	auth    kafkaAuth
-	brokers string
-	mode    string
-	format  string
-	ops     opsFlags
-	mapping *mappingFlags
+	c        common
+	cfg      relay.Config
+	auth     kafkaAuth
+	brokers  string
+	mode     string
+	delivery string
+	format   string
+	ops      opsFlags
+	mapping  *mappingFlags
 }
 
 func (f *relayFlags) register(fs *flag.FlagSet) {
@@ -91,6 +92,9 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
+	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
+	fs.DurationVar(&cfg.Sink.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
+	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
@@ -117,6 +121,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, fmt.Errorf("--mode %q: use auto, wal or poll", f.mode)
 	}
 	cfg.Mode = m
+	d, err := relay.ParseDelivery(f.delivery)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("--delivery: %w", err)
+	}
+	cfg.Delivery = d
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
@@ -176,7 +185,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {

@@ -1,0 +1,325 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Transactions (Config.TransactionalID): a session calls Fence once, then
+// Begin, produces, Commit, Begin... A producer whose transaction failed in
+// any way is never used again: franz-go would re-initialise its producer id
+// on the next Begin, and with the id of a producer that was fenced that
+// bumps the epoch again and fences the producer that took over. The caller
+// ends its session instead, and the next one starts with Renew and Fence.
+// What the failed producer left open broker-side is aborted by that Fence
+// (or, if none comes, by the broker after TransactionTimeout).
+
+// ErrFenced means another producer with the same transactional id started
+// after this one: another relay of the same pipeline took over. Nothing
+// this producer wrote since is visible to read_committed readers, and it
+// must stop: it cannot know what the new one has published.
+var ErrFenced error = &sentinel{"kafka: fenced by a newer producer with the same transactional id (another relay of this pipeline took over)", true}
+
+// ErrTxnTimedOut means the broker aborted the open transaction because it
+// stayed open longer than Config.TransactionTimeout (a long broker outage,
+// a frozen process): the producer's epoch was bumped, as by a fence. What
+// the transaction held is not visible; a new session sends it again.
+var ErrTxnTimedOut error = &sentinel{"kafka: the transaction stayed open past the transaction timeout and the broker aborted it", false}
+
+// fenced tells the broker's answers that mean the producer's epoch is
+// stale: another producer took the transactional id over, or the broker
+// aborted a transaction that outlived its timeout.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// Fenced tells an error that says another producer took the transactional
+// id over.
+func Fenced(err error) bool { return errors.Is(err, ErrFenced) }
+
+// Classify names a transactional producer's failure: ErrFenced when
+// another producer took the id over, ErrTxnTimedOut when the open
+// transaction is old enough for the broker to have aborted it (the broker
+// answers both the same way; a transaction younger than nine tenths of the
+// timeout cannot have timed out, nor can one that produced nothing yet).
+// Other errors are returned as they are.
+func (k *Kafka) Classify(err error) error {
+	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnTimedOut) {
+		return err
+	}
+	began := k.txnBegan.Load()
+	old := began != 0 && time.Since(time.Unix(0, began)) >= k.txnTimeout*9/10
+	switch {
+	case old && (fenced(err) || errors.Is(err, kerr.InvalidTxnState)):
+		// A commit after the broker's abort is also told it is in the
+		// wrong state.
+		return fmt.Errorf("%w: %w", ErrTxnTimedOut, err)
+	case fenced(err):
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return err
+}
+
+func (k *Kafka) txnErr(op string, err error) error {
+	if c := k.Classify(err); c != err {
+		return fmt.Errorf("%w (%s)", c, op)
+	}
+	return fmt.Errorf("kafka transaction: %s: %w", op, err)
+}
+
+// Transactional tells whether the producer is.
+func (k *Kafka) Transactional() bool { return k.txnID != "" }
+
+// Fence initialises the producer's id with the broker. The broker aborts
+// what an earlier producer with the same transactional id left open and
+// refuses that producer from now on. Call it once per client (after New
+// or Renew), before anything reads what earlier producers committed.
+func (k *Kafka) Fence(ctx context.Context) error {
+	id, epoch, err := k.client.Load().ProducerID(ctx)
+	if err != nil {
+		return k.txnErr("init producer id", err)
+	}
+	k.owner.Store(&producerEpoch{id, epoch})
+	return nil
+}
+
+// producerEpoch is a producer id and epoch.
+type producerEpoch struct {
+	id    int64
+	epoch int16
+}
+
+// Begin starts a transaction.
+func (k *Kafka) Begin() error {
+	if err := k.client.Load().BeginTransaction(); err != nil {
+		return k.txnErr("begin", err)
+	}
+	k.txnBegan.Store(0) // set by the transaction's first Produce
+	k.endSent.Store(false)
+	return nil
+}
+
+// Commit waits for every record of the transaction to be acked, asks
+// check whether all of them were (franz-go would commit what succeeded),
+// and commits. On any error the outcome may be unknown; the producer must
+// not be used again (see above).
+func (k *Kafka) Commit(ctx context.Context, check func() error) error {
+	if err := k.Flush(ctx); err != nil {
+		return k.txnErr("flush", err)
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	k.endSent.Store(true)
+	cl := k.client.Load()
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return k.txnErr("commit", err)
+	}
+	// Sound after a commit: no request, the epoch the commit left.
+	if id, epoch, err := cl.ProducerID(ctx); err == nil {
+		k.owner.Store(&producerEpoch{id, epoch})
+	}
+	return nil
+}
+
+// Abort aborts the open transaction. Call it only when nothing of the
+// transaction failed and no Commit failed (see above), after Flush: then
+// the producer's id is sound, and the abort either ends the transaction
+// or answers that this producer was fenced (ErrFenced), without
+// re-initialising anything.
+func (k *Kafka) Abort(ctx context.Context) error {
+	if err := k.client.Load().EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return k.txnErr("abort", err)
+	}
+	return nil
+}
+
+// Probe asks the transaction coordinator whether this producer still owns
+// its transactional id. It adds a consumer group of the id's own
+// ("<id>.probe", never committed to) to a transaction: the coordinator
+// checks the producer's epoch strictly for that, and answers a stale one
+// with PRODUCER_FENCED. (An EndTxn is not strict enough: since KIP-890 a
+// coordinator takes an EndTxn whose epoch is one behind, while the
+// producer that took over is between transactions, for a retry of the
+// last one, and answers it with success.) When the producer is still the
+// owner, the transaction this opened is aborted again. It returns
+// ErrFenced when another producer took the id over, nil when it did not,
+// another error when it cannot tell (the group not authorised, say). The
+// client must not be used for transactions afterwards (the abort bumps
+// the epoch behind its back): call Renew first. Same precondition as
+// Abort.
+func (k *Kafka) Probe(ctx context.Context) error {
+	cl := k.client.Load()
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return k.txnErr("producer id", err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, id, epoch, k.txnID+".probe"
+	resp, err := add.RequestWith(ctx, cl)
+	if err != nil {
+		return k.txnErr("probe", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return k.txnErr("probe", err)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = k.txnID, id, epoch, false
+	eresp, err := end.RequestWith(ctx, cl)
+	if err != nil {
+		return k.txnErr("probe: abort", err)
+	}
+	if err := kerr.ErrorForCode(eresp.ErrorCode); err != nil {
+		return k.txnErr("probe: abort", err)
+	}
+	return nil
+}
+
+// ProbeFailed is Probe for a producer whose transaction failed before its
+// EndTxn was sent (a flush cut short, a record that failed), which must not
+// be used again: it asks with the producer id and epoch last known to own
+// the transactional id, by requests of its own that leave the producer's
+// state alone. It returns ErrFenced when another producer took the id
+// over, nil when it cannot tell or the id is still this producer's (the
+// transaction this opened is then left to the next Fence, or to the
+// broker's timeout).
+func (k *Kafka) ProbeFailed(ctx context.Context) error {
+	owner := k.owner.Load()
+	if owner == nil || k.endSent.Load() {
+		return nil // the EndTxn may have moved the epoch: cannot tell
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, owner.id, owner.epoch, k.txnID+".probe"
+	resp, err := add.RequestWith(ctx, k.client.Load())
+	if err != nil {
+		return nil
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); fenced(err) {
+		return k.txnErr("probe", err)
+	}
+	return nil
+}
+
+// EnsureCompactedTopic creates topic with one partition and
+// cleanup.policy=compact when it does not exist. A topic that exists is
+// left as it is.
+func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
+	adm := kadm.NewClient(k.client.Load())
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// LastCommitted returns the last record with key that a read_committed
+// reader sees in partition 0 of topic, or nil when there is none. It waits
+// until no transaction is open on the partition (the last stable offset
+// reached the high watermark), so that a transaction a fenced producer was
+// committing is settled first.
+func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
+	adm := kadm.NewClient(k.client.Load())
+	var end int64
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %s: last stable offset: %w", topic, err)
+		}
+		newest, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %s: end offset: %w", topic, err)
+		}
+		s, ok1 := stable.Lookup(topic, 0)
+		n, ok2 := newest.Lookup(topic, 0)
+		if !ok1 || !ok2 || s.Err != nil || n.Err != nil {
+			return nil, fmt.Errorf("kafka: %s: no offsets for partition 0: %w", topic, errors.Join(s.Err, n.Err))
+		}
+		if s.Offset >= n.Offset {
+			end = s.Offset
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka: %s: a transaction stays open (last stable offset %d, end %d): %w", topic, s.Offset, n.Offset, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// Read back from the end, a widening window at a time: the last
+	// record is normally the one before the last commit marker.
+	for window := int64(64); ; window *= 8 {
+		from := max(0, end-window)
+		rec, err := k.lastIn(ctx, topic, key, from, end)
+		if err != nil || rec != nil || from == 0 {
+			return rec, err
+		}
+	}
+}
+
+// lastIn reads partition 0 of topic from offset from to end (exclusive),
+// read_committed, and returns the last record with key.
+func (k *Kafka) lastIn(ctx context.Context, topic string, key []byte, from, end int64) (*kgo.Record, error) {
+	if from >= end {
+		return nil, nil
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The commit markers tell where the end is: aborted records are
+		// not returned, the markers are.
+		kgo.KeepControlRecords(),
+	}
+	cl, err := kgo.NewClient(append(k.readOpts(), opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	var last *kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafka: reading %s: %w", topic, err)
+		}
+		var done bool
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return nil, fmt.Errorf("kafka: reading %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end-1 {
+				done = true
+			}
+			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == string(key) {
+				last = r
+			}
+		})
+		if done {
+			return last, nil
+		}
+	}
+}
+
+// readOpts are the client options a reader needs: the brokers and how to
+// reach them, nothing of the producer's.
+func (k *Kafka) readOpts() []kgo.Opt {
+	var out []kgo.Opt
+	for _, o := range k.opts {
+		switch o.(type) {
+		case kgo.ProducerOpt:
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
