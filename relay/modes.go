@@ -121,6 +121,10 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
 		return err
 	}
+	history, err := r.pollSnapshot(ctx, conn, poller) // snapshot.go
+	if err != nil {
+		return err
+	}
 	if err := r.setMode(ctx, conn, ModePoll, reason); err != nil {
 		return err
 	}
@@ -156,6 +160,11 @@ func (r *Relay) pollSession(ctx context.Context, k Sink, handoff *handoffError, 
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.pollRound(ctx, qctx, pub, polled, poller, conn, floor, handoff, &nextProbe)
+		if err == nil && history {
+			var done bool
+			done, err = r.pollSnapshotDone(qctx, conn, poller)
+			history = !done
+		}
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this

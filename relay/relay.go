@@ -60,6 +60,10 @@ type Config struct {
 	// program using the package creates nothing it did not ask for; pgoutbox
 	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
+	// Snapshot is what the pipeline's first start does with the rows
+	// already in the table: SnapshotNoData (default) or SnapshotInitial
+	// (snapshot.go).
+	Snapshot SnapshotMode
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
 	// (default 30s).
@@ -107,6 +111,9 @@ func (c *Config) Defaults() {
 	if c.Encoder.Source == "" {
 		c.Encoder.Source = "/pgoutbox/" + c.Replication.Table
 	}
+	if c.Snapshot == "" {
+		c.Snapshot = SnapshotNoData
+	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
@@ -139,6 +146,12 @@ func (c Config) Validate() error {
 		if err != nil {
 			return err
 		}
+	}
+	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
+		return err
+	}
+	if c.Snapshot == SnapshotInitial && c.Poll.Status != "" {
+		return errors.New("snapshot mode initial with a status column: the status column already says which rows to publish (the pending ones, on the first start too)")
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
@@ -405,6 +418,12 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	canPoll := r.cfg.Mode == ModeAuto && hasSeq
 	if err := r.checkCluster(ctx, conn, canPoll); err != nil { // cluster.go
 		return err
+	}
+	if err := r.walSnapshot(ctx, conn, k); err != nil { // snapshot.go
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	if err := r.prepare(ctx, conn, canPoll); err != nil {
 		return err

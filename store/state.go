@@ -66,7 +66,7 @@ func (p Pipeline) Check(ctx context.Context, q Querier) (known bool, confirmed *
 	// role may read: an older schema is named, not met halfway.
 	var current bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'gap_seq' AND NOT attisdropped)`).Scan(&current); err != nil {
+WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'snapshot_pending' AND NOT attisdropped)`).Scan(&current); err != nil {
 		return false, nil, fmt.Errorf("look up state table: %w", err)
 	}
 	if !current {

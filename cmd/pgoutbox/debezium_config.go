@@ -337,10 +337,11 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 		case "snapshot.mode":
 			switch v {
 			case "no_data", "never":
+				set("snapshot-mode", "no_data")
 			case "initial":
-				ignore(src(k) + "=initial (rows already in the table when the slot is created are not published)")
+				set("snapshot-mode", "initial")
 			default:
-				refuse(src(k), fmt.Sprintf("%q: pgoutbox does not snapshot; use no_data", v))
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox snapshots on the first start only; use initial or no_data", v))
 			}
 		case "slot.drop.on.stop":
 			if v == "true" {

@@ -20,8 +20,9 @@ func runFlagSet() (*flag.FlagSet, *relay.Config) {
 	var cfg relay.Config
 	var c common
 	c.register(fs)
-	var brokers, format string
+	var brokers, format, snapshot string
 	fs.StringVar(&brokers, "kafka-brokers", "", "")
+	fs.StringVar(&snapshot, "snapshot-mode", "no_data", "")
 	fs.StringVar(&format, "format", "cloudevents", "")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "")
@@ -81,7 +82,7 @@ debezium.format.value.schemas.enable=false
 		"format": "debezium-outbox", "topic-prefix": "shop", "column-aggregate-type": "aggregate_type",
 		"column-aggregate-id": "aggregate_id", "column-additional": "event_type:header:eventType",
 		"route-topic-replacement": "${routedByValue}.events", "key-converter": "json-schemas",
-		"value-converter": "json", "header-converter": "json-schemas",
+		"value-converter": "json", "header-converter": "json-schemas", "snapshot-mode": "no_data",
 	} {
 		if got := flagValue(fs, flagName); got != want {
 			t.Errorf("--%s = %q, want %q", flagName, got, want)
@@ -98,7 +99,7 @@ func TestKafkaConnectJSON(t *testing.T) {
   "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
   "tasks.max": "1", "database.hostname": "db", "database.port": 5432, "database.user": "u",
   "database.dbname": "shop", "topic.prefix": "dbserver1", "plugin.name": "pgoutput",
-  "table.include.list": "public.outbox", "tombstones.on.delete": false,
+  "table.include.list": "public.outbox", "tombstones.on.delete": false, "snapshot.mode": "initial",
   "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
   "transforms.outbox.table.expand.json.payload": "true",
   "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -111,6 +112,7 @@ func TestKafkaConnectJSON(t *testing.T) {
 		"database-url": "postgres://u@db:5432/shop", "table": "public.outbox", "format": "debezium-outbox",
 		"expand-json-payload": "true", "key-converter": "string", "value-converter": "json", "header-converter": "string",
 		"route-topic-replacement": "outbox.event.${routedByValue}", "heartbeat-interval": "10s",
+		"snapshot-mode": "initial",
 	} {
 		if got := flagValue(fs, flagName); got != want {
 			t.Errorf("--%s = %q, want %q", flagName, got, want)

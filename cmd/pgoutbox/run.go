@@ -63,6 +63,7 @@ type relayFlags struct {
 	auth        kafkaAuth
 	brokers     string
 	mode        string
+	snapshot    string
 	format      string
 	metricsAddr *string
 	mapping     *mappingFlags
@@ -74,6 +75,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.auth.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
+	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first (Debezium snapshot.mode)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
@@ -114,6 +116,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, fmt.Errorf("--mode %q: use auto, wal or poll", f.mode)
 	}
 	cfg.Mode = m
+	if cfg.Snapshot, err = relay.ParseSnapshotMode(f.snapshot); err != nil {
+		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data or initial", f.snapshot)
+	}
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
