@@ -60,6 +60,7 @@ type Metrics struct {
 type seriesKey struct {
 	mode  Mode
 	topic string
+	table string
 }
 
 // series are the children one acked record updates.
@@ -76,8 +77,8 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgoutbox_events_published_total",
-			Help: "Events acknowledged by Kafka, by topic and mode (wal or poll).",
-		}, []string{"topic", "mode"}),
+			Help: "Events acknowledged by Kafka, by topic, mode (wal or poll) and outbox table.",
+		}, []string{"topic", "mode", "table"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "pgoutbox_publish_latency_seconds",
 			Help: "Time to the Kafka ack: from the transaction's commit in WAL mode, from the poll that read the row in poll mode.",
@@ -172,8 +173,8 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 // DeadLettered counts n events sent to the dead-letter destination.
 func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }
 
-func (m *Metrics) seriesFor(mode Mode, topic string) *series {
-	k := seriesKey{mode, topic}
+func (m *Metrics) seriesFor(mode Mode, topic, table string) *series {
+	k := seriesKey{mode, topic, table}
 	if s, ok := (*m.series.Load())[k]; ok {
 		return s
 	}
@@ -184,7 +185,7 @@ func (m *Metrics) seriesFor(mode Mode, topic string) *series {
 		return s
 	}
 	s := &series{
-		published: m.published.WithLabelValues(topic, string(mode)),
+		published: m.published.WithLabelValues(topic, string(mode), table),
 		latency:   m.latency.WithLabelValues(string(mode)),
 		failed:    m.failed,
 	}
@@ -205,6 +206,7 @@ type meter struct {
 	mode   Mode
 	batch  prometheus.Observer
 	topic  string
+	rel    *replication.Relation
 	last   *series
 	txRows int
 }
@@ -215,9 +217,9 @@ func (m *Metrics) meter(mode Mode) meter {
 
 // row counts a record of the current transaction produced to topic and
 // returns what its ack updates; since is the time its latency counts from.
-func (p *meter) row(topic string, since time.Time) ack {
-	if p.last == nil || topic != p.topic {
-		p.last, p.topic = p.m.seriesFor(p.mode, topic), topic
+func (p *meter) row(topic string, rel *replication.Relation, since time.Time) ack {
+	if p.last == nil || topic != p.topic || rel != p.rel {
+		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, rel.Schema+"."+rel.Name), topic, rel
 	}
 	p.txRows++
 	return ack{p.last, since}

@@ -97,7 +97,7 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 
 // setMode records the mode and why in the state table, counting switches.
 func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason store.Reason) error {
-	if err := r.own().SetMode(ctx, conn, r.table.String(), mode, reason); err != nil {
+	if err := r.own().SetMode(ctx, conn, r.tableNames(), mode, reason); err != nil {
 		return err
 	}
 	r.mode.Store(string(mode))

@@ -131,7 +131,7 @@ func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error
 		return p.ledger.where(i, c, err)
 	}
 	e := p.ledger.produce(i, c)
-	a := p.meter.row(rec.Topic, c.CommitTime)
+	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
 	values := c.Values
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
 		p.acked(b, values, a, e, rec, err)

@@ -110,6 +110,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Encoder.Source == "" {
 		c.Encoder.Source = "/pgoutbox/" + c.Replication.Table
+		if len(c.Replication.Tables) > 1 {
+			c.Encoder.Source = "/pgoutbox/" + c.Replication.Slot // the pipeline's, for all its tables
+		}
 	}
 	if c.Snapshot == "" {
 		c.Snapshot = SnapshotNoData
@@ -145,6 +148,17 @@ func (c Config) Validate() error {
 	} {
 		if err != nil {
 			return err
+		}
+	}
+	if len(c.Replication.Tables) > 1 {
+		// Polling keeps one set of positions per pipeline (floors, handoff
+		// bounds, the account of deleted rows), for one table.
+		if c.Mode != ModeWAL {
+			return fmt.Errorf("several outbox tables (%s) are streamed in --mode wal only: polling several tables in one pipeline needs positions per table, which pgoutbox does not keep yet; "+
+				"run --mode wal, or one pipeline (its own --slot) per table", strings.Join(c.Replication.Tables, ", "))
+		}
+		if c.Retention > 0 {
+			return errors.New("--retention with several outbox tables is not supported yet: run it in a pipeline of one table")
 		}
 	}
 	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
@@ -202,9 +216,12 @@ type Stats struct {
 
 // Relay moves outbox rows from one slot to Kafka.
 type Relay struct {
-	cfg    Config
-	log    *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// table is the outbox table; tables are all of them (table first),
+	// several only in WAL mode.
 	table  replication.Table
+	tables []replication.Table
 	enc    *schema.Encoder
 	router *router.Router
 	// database is the database name, for envelopes that carry it.
@@ -242,10 +259,11 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	table, err := replication.ParseTable(cfg.Replication.Table)
+	tables, err := cfg.Replication.AllTables()
 	if err != nil {
 		return nil, err
 	}
+	table := tables[0]
 	enc, err := schema.NewEncoder(cfg.Encoder)
 	if err != nil {
 		return nil, err
@@ -258,7 +276,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
 		database = pc.Database
 	}
-	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
+	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database}
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
 	r.Metrics.lostDeleted.WithLabelValues(table.String()) // exported at 0 from the start
@@ -413,6 +431,9 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	if err != nil {
 		return err
 	}
+	// Polling positions (floors, the deleted-rows account) are of one
+	// table; a pipeline of several keeps none.
+	hasSeq = hasSeq && len(r.tables) == 1
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
 	canPoll := r.cfg.Mode == ModeAuto && hasSeq
@@ -447,7 +468,7 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	r.stream.Store(stream)
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModeWAL)()
-	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "start_lsn", stream.Start().String())
+	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "tables", r.tableNames(), "start_lsn", stream.Start().String())
 
 	wm := newWatermark(stream.Start(), stream.Confirm)
 	// Shutdown is soft first: stop reading at the next transaction
@@ -530,4 +551,18 @@ func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, boo
 		}
 	}
 	return 0, false
+}
+
+// tableNames names the pipeline's outbox tables, comma-separated, as the
+// state table's outbox_table keeps them: one table reads as before.
+func (r *Relay) tableNames() string {
+	return tableNames(r.tables)
+}
+
+func tableNames(tables []replication.Table) string {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.String()
+	}
+	return strings.Join(names, ",")
 }

@@ -87,18 +87,25 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	if !r.cfg.CreateSlot {
 		return fmt.Errorf("%w: --snapshot-mode initial creates the slot with the snapshot it reads; it needs --create-slot", replication.ErrNotReady)
 	}
-	created, err := replication.EnsurePublication(ctx, conn, cfg.Publication, r.table, true)
+	created, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, r.tables, true)
 	if err != nil {
 		return err
 	}
 	if created {
-		r.log.Info("publication created", "publication", cfg.Publication, "table", r.table.String())
+		r.log.Info("publication created", "publication", cfg.Publication, "tables", r.tableNames())
 	}
-	order, unordered, err := replication.SnapshotOrder(ctx, conn, r.table, r.cfg.Poll.Order)
-	if err != nil {
-		return err
+	orders := make([]string, len(r.tables))
+	for i, t := range r.tables {
+		order, unordered, err := replication.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)
+		if err != nil {
+			return err
+		}
+		if unordered {
+			r.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", "table", t.String())
+		}
+		orders[i] = order
 	}
-	if err := r.own().PendSnapshot(ctx, conn, r.table.String()); err != nil {
+	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
 		return err
 	}
 	if slotExists {
@@ -117,36 +124,47 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	if err != nil {
 		return err
 	}
+	// Open until every table's read has imported the snapshot.
 	defer exp.Close()
-	sconn, err := replication.Connect(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer sconn.Close(context.Background())
-	rd, err := replication.OpenSnapshot(ctx, sconn, exp.Snapshot, r.table, order, r.cfg.Poll.BatchSize)
-	if err != nil {
-		return err
-	}
-	defer rd.Close(context.Background())
-	exp.Close() // imported: the WAL sender is not needed any more
-	if err := r.own().SaveSetup(ctx, conn, r.table.String(), lsnArg(exp.LSN)); err != nil {
+	if err := r.own().SaveSetup(ctx, conn, r.tableNames(), lsnArg(exp.LSN)); err != nil {
 		return err
 	}
 	if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // retention.go
 		return err
 	}
-	attrs := []any{"table", r.table.String(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String(), "order", order}
-	if unordered {
-		r.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", attrs...)
+	r.log.Info("slot created; publishing the rows already in the tables", "tables", r.tableNames(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
+	sconn, err := replication.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
 	}
-	r.log.Info("slot created; publishing the rows already in the table", attrs...)
-
+	defer sconn.Close(context.Background())
 	dl, err := r.openDeadLetters(ctx)
 	if err != nil {
 		return err
 	}
 	defer dl.close()
 	pub := r.newPublisher(k, dl, ModeWAL)
+	for i, t := range r.tables {
+		// Order is kept per aggregate within a table: one table after the
+		// other, each in its insertion order.
+		if err := r.snapshotTable(ctx, conn, sconn, pub, exp.Snapshot, t, orders[i]); err != nil || ctx.Err() != nil {
+			return err // stopped: the snapshot stays pending
+		}
+	}
+	if err := r.own().EndSnapshot(ctx, conn, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// snapshotTable publishes one table's rows as the exported snapshot sees
+// them, in order, and waits for their acks.
+func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t replication.Table, order string) error {
+	rd, err := replication.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
+	if err != nil {
+		return err
+	}
+	defer rd.Close(context.Background())
 	started := time.Now()
 	for {
 		rows, err := rd.Next(ctx)
@@ -166,19 +184,16 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 			return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
 		}
 		if err := led.failed(); err != nil {
-			return fmt.Errorf("snapshot of %s: %w", r.table, err)
+			return fmt.Errorf("snapshot of %s: %w", t, err)
 		}
 		if ctx.Err() != nil {
-			return nil // stopped: the snapshot stays pending
+			return nil
 		}
 	}
 	if err := rd.Close(ctx); err != nil {
-		return fmt.Errorf("snapshot of %s: %w", r.table, err)
+		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
-	if err := r.own().EndSnapshot(ctx, conn, true); err != nil {
-		return err
-	}
-	r.log.Info("published the rows already in the table", "table", r.table.String(), "rows", rd.Read(),
+	r.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order,
 		"took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
@@ -206,7 +221,7 @@ func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *replic
 			"poll in the table's own insertion order with --column-order (its bigserial or identity id), or publish them in --mode wal",
 			replication.ErrNoSnapshotOrder, n, r.table, r.cfg.Poll.Order)
 	}
-	if err := r.own().PendSnapshot(ctx, conn, r.table.String()); err != nil {
+	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
 		return false, err
 	}
 	poller.SetHistory(true)

@@ -62,7 +62,8 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	table, _ := replication.ParseTable(cfg.Table)
+	tables, _ := cfg.AllTables()
+	table := tableNames(tables)
 	own := store.Pipeline{Name: cfg.Slot}
 	known, lastLSN, err := own.Check(ctx, conn)
 	if err != nil {
@@ -101,7 +102,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotReplaced = true
 	}
-	if res.PublicationCreated, err = replication.EnsurePublication(ctx, conn, cfg.Publication, table, create); err != nil {
+	if res.PublicationCreated, err = replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create); err != nil {
 		return res, err
 	}
 	if !slotExists {
@@ -111,7 +112,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		if handoff {
 			// Recorded before the slot exists: whatever happens next, the
 			// next start knows the rows before the slot still need polling.
-			if err := own.PendHandoff(ctx, conn, table.String()); err != nil {
+			if err := own.PendHandoff(ctx, conn, table); err != nil {
 				return res, err
 			}
 		}
@@ -122,7 +123,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotCreated = true
 	}
-	if err := own.SaveSetup(ctx, conn, table.String(), lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
+	if err := own.SaveSetup(ctx, conn, table, lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
 		return res, err
 	}
 	if res.SlotCreated {
@@ -153,7 +154,7 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 		return err
 	}
 	if res.PublicationCreated {
-		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "table", r.table.String())
+		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "tables", r.tableNames())
 	}
 	if res.SlotReplaced {
 		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())

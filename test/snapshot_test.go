@@ -197,15 +197,7 @@ debezium.format.value.schemas.enable=false
 	fresh := <-snapshotWriter(t, e, 50)
 	want := append(append([]string{}, history...), fresh...)
 	topic := "outbox.event.TRANSACTION"
-	id := func(r *kgo.Record) string {
-		// Debezium Server's default header format: JSON with its schema.
-		h, _ := headerOf(r, "id")
-		var v struct{ Payload any }
-		if err := json.Unmarshal([]byte(h), &v); err != nil {
-			t.Fatalf("header id %q: %v", h, err)
-		}
-		return fmt.Sprint(v.Payload)
-	}
+	id := debeziumHeaderID(t)
 	recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(want), 60*time.Second)
 	p.stop(t)
 	recs = append(recs, drain(t, e.brokers, topic, len(recs))...)
@@ -363,4 +355,17 @@ func TestSnapshotInitialKeepsAnExistingSlot(t *testing.T) {
 	awaitIDs(t, e.brokers, topic, want, 30*time.Second)
 	p.stop(t)
 	checkOnce(t, drain(t, e.brokers, topic, 0), want, cloudEventID(t))
+}
+
+// debeziumHeaderID reads the event id from the header Debezium Server
+// writes by default: JSON with its schema.
+func debeziumHeaderID(t *testing.T) func(*kgo.Record) string {
+	return func(r *kgo.Record) string {
+		h, _ := headerOf(r, "id")
+		var v struct{ Payload any }
+		if err := json.Unmarshal([]byte(h), &v); err != nil {
+			t.Fatalf("header id %q: %v", h, err)
+		}
+		return fmt.Sprint(v.Payload)
+	}
 }

@@ -20,18 +20,20 @@ import (
 
 // common are the flags every command that talks to Postgres shares.
 type common struct {
-	databaseURL string
-	table       string
-	slot        string
-	publication string
-	logFormat   string
-	logLevel    string
-	config      string
+	databaseURL  string
+	table        string
+	tableInclude string
+	slot         string
+	publication  string
+	logFormat    string
+	logLevel     string
+	config       string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection URL or DSN (required)")
-	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table")
+	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot (--mode wal)")
+	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched against schema.table of the tables that exist at start (Debezium table.include.list)")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
@@ -133,10 +135,20 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, err
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
-	cfg.Replication.Table = c.table
+	tables, matched, err := c.resolveTables(ctx)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if matched != "" {
+		log.Info("tables matched --table-include-list", "patterns", c.tableInclude, "tables", matched)
+	}
+	cfg.Replication.Table = tables[0]
+	if len(tables) > 1 {
+		cfg.Replication.Tables = tables
+	}
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
-	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
+	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, tables); err != nil {
 		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
 	if *f.metricsAddr == "" {
@@ -172,7 +184,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
 	if *metricsAddr != "" {
 		stopOps, err := serveOps(*metricsAddr, r.Metrics, log)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -15,10 +16,13 @@ import (
 
 // pipelineStatus is what status reports; JSON field names are stable.
 type pipelineStatus struct {
-	Pipeline   string `json:"pipeline"`
-	Table      string `json:"table"`
-	Mode       string `json:"mode"`
-	ModeReason string `json:"mode_reason"`
+	Pipeline string `json:"pipeline"`
+	Table    string `json:"table"`
+	// Tables are the pipeline's outbox tables: Table alone, or the
+	// several tables one slot streams (Table lists them, comma-separated).
+	Tables     []string `json:"tables"`
+	Mode       string   `json:"mode"`
+	ModeReason string   `json:"mode_reason"`
 	// ModeReasonCode is ModeReason's code (store.ReasonCode): started,
 	// handoff, handoff-done, wal-available, wal-unavailable; empty for a
 	// reason saved by an older pgoutbox.
@@ -205,8 +209,12 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		return err
 	}
+	st.Tables = strings.Split(st.Table, ",")
 	poll.Table = st.Table
-	if n, oldest, err := own.Unpublished(ctx, conn, poll, "created_at"); err != nil {
+	if len(st.Tables) > 1 {
+		// Several tables are streamed only: no polling positions, nothing
+		// to count unpublished rows by.
+	} else if n, oldest, err := own.Unpublished(ctx, conn, poll, "created_at"); err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
 	} else {
 		st.Unpublished = n
@@ -231,7 +239,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, st.Table)
+		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, strings.Join(st.Tables, ", "))
 		fmt.Fprintf(stdout, "mode         %s since %s (%d switches)\n", st.Mode, st.ModeSince.Format(time.RFC3339), st.Switches)
 		fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
 		fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)

@@ -1,0 +1,247 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// twoTables is a database with two outbox tables of the default shape,
+// created by pgoutbox migrate, and nothing else of pgoutbox.
+func twoTables(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, pg: pgcluster.New(t)}
+	e.url = e.pg.URL
+	e.kafka = kafkatest.New(t)
+	e.brokers = e.kafka.Brokers
+	e.conn = e.connect()
+	if _, err := e.conn.Exec(context.Background(), "CREATE SCHEMA billing"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.orders_outbox,billing.outbox"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	return e
+}
+
+// writeBoth commits n transactions, each inserting an event into both
+// tables for the same aggregate (one of 5), its position in the aggregate
+// in the payload. It returns each table's ids.
+func writeBoth(t *testing.T, e *env, n int) (orders, billing []string) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		tx, err := e.conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agg, payload := fmt.Sprintf("a-%d", i%5), fmt.Sprintf(`{"n": %d}`, i)
+		var o, b string
+		if err := tx.QueryRow(ctx, `INSERT INTO public.orders_outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', $1, 'Placed', $2) RETURNING id::text`, agg, payload).Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', $1, 'Issued', $2) RETURNING id::text`, agg, payload).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		orders, billing = append(orders, o), append(billing, b)
+	}
+	return orders, billing
+}
+
+// checkPayloadOrder fails unless each aggregate's events arrive in the
+// order they were written (the n of their payload grows).
+func checkPayloadOrder(t *testing.T, e *env, topic string) {
+	t.Helper()
+	last := map[string]int{}
+	for _, r := range drain(t, e.brokers, topic, 0) {
+		var p struct{ N int }
+		if err := json.Unmarshal(decodeEvent(t, r).Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		k := string(r.Key)
+		if n, ok := last[k]; ok && p.N <= n {
+			t.Errorf("%s: aggregate %s: event %d after %d", topic, k, p.N, n)
+			return
+		}
+		last[k] = p.N
+	}
+}
+
+// Two outbox tables in one pipeline: one slot, one publication covering
+// both, every row of both delivered once and in order per aggregate, the
+// table a label of the per-event metrics, and both tables in status, as
+// text and as JSON.
+func TestTwoTablesOnePipeline(t *testing.T) {
+	e := twoTables(t)
+	addr := freeAddr(t)
+	p := e.runProcess(t, "--mode", "wal", "--table", "public.orders_outbox,billing.outbox", "--metrics-addr", addr)
+	e.awaitSlotActive(t, "pgoutbox")
+	orders, billing := writeBoth(t, e, 60)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+
+	var m map[string]float64
+	want := map[string]float64{
+		`pgoutbox_events_published_total{mode="wal",table="public.orders_outbox",topic="outbox.event.order"}`: 60,
+		`pgoutbox_events_published_total{mode="wal",table="billing.outbox",topic="outbox.event.invoice"}`:     60,
+	}
+	eventually(t, 10*time.Second, "the published counters by table", func() bool {
+		m = scrape(t, "http://"+addr)
+		for k, v := range want {
+			if m[k] != v {
+				return false
+			}
+		}
+		return true
+	})
+
+	bin := pgoutboxBin(t)
+	out, err := exec.Command(bin, "status", "--json", "--database-url", e.url).Output()
+	var st struct {
+		Table  string   `json:"table"`
+		Tables []string `json:"tables"`
+	}
+	if jerr := json.Unmarshal(out, &st); jerr != nil {
+		t.Fatalf("status --json: %v (%v)\n%s", jerr, err, out)
+	}
+	if strings.Join(st.Tables, " ") != "public.orders_outbox billing.outbox" {
+		t.Errorf("status --json: tables %q (table %q)", st.Tables, st.Table)
+	}
+	text, _ := exec.Command(bin, "status", "--database-url", e.url).CombinedOutput()
+	if !strings.Contains(string(text), "public.orders_outbox, billing.outbox") {
+		t.Errorf("status does not list both tables:\n%s", text)
+	}
+	var pubTables int
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'").Scan(&pubTables); err != nil || pubTables != 2 {
+		t.Errorf("publication covers %d tables (err %v), want 2", pubTables, err)
+	}
+	p.stop(t)
+	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
+		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
+		checkPayloadOrder(t, e, topic)
+	}
+}
+
+// Polling keeps positions for one table: several tables in auto or poll
+// mode stop at start with what is missing, and nothing is polled.
+func TestTwoTablesRefusedWhenPolling(t *testing.T) {
+	e := twoTables(t)
+	writeBoth(t, e, 3)
+	bin := pgoutboxBin(t)
+	for _, mode := range []string{"auto", "poll"} {
+		out, err := runToExit(t, bin, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+			"--mode", mode, "--table", "public.orders_outbox,billing.outbox")
+		if err == nil || !strings.Contains(out, "--mode wal only") || !strings.Contains(out, "positions per table") {
+			t.Errorf("--mode %s with two tables: err %v, want a refusal naming the missing piece:\n%s", mode, err, out)
+		}
+	}
+	var n int
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM public.orders_outbox WHERE published_at IS NOT NULL").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows marked published (err %v)", n, err)
+	}
+}
+
+// A Debezium Server configuration whose table.include.list is a list of
+// patterns: matched against the database's tables at start, the matches
+// logged, both streamed by one slot (and the snapshot of initial covers
+// both).
+func TestTwoTablesFromDebeziumPatterns(t *testing.T) {
+	e := twoTables(t)
+	if _, err := e.conn.Exec(context.Background(), "CREATE TABLE public.orders_archive (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	oldOrders, oldBilling := writeBoth(t, e, 10)
+	host, port, user, db := e.debeziumDB(t)
+	path := filepath.Join(t.TempDir(), "application.properties")
+	props := `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=` + host + `
+debezium.source.database.port=` + port + `
+debezium.source.database.user=` + user + `
+debezium.source.database.dbname=` + db + `
+debezium.source.topic.prefix=shop
+debezium.source.table.include.list=billing\\.outbox,public\\.orders_out.*
+debezium.source.snapshot.mode=initial
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.value.schemas.enable=false
+`
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--config", path, "--mode", "wal")
+	e.awaitSlotActive(t, "debezium")
+	orders, billing := writeBoth(t, e, 10)
+	for topic, ids := range map[string][]string{"outbox.event.order": append(oldOrders, orders...), "outbox.event.invoice": append(oldBilling, billing...)} {
+		recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(ids), 30*time.Second)
+		recs = append(recs, drain(t, e.brokers, topic, len(recs))...)
+		checkOnce(t, recs, ids, debeziumHeaderID(t))
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+	}
+	if !strings.Contains(p.out.String(), `"tables":"billing.outbox,public.orders_outbox"`) {
+		t.Errorf("the log does not name the matched tables:\n%s", p.out)
+	}
+}
+
+// A single-table pipeline's state from before this version (no
+// snapshot_pending column, schema version 11) reads back after the
+// upgrade: run brings the tables up to date itself, continues from the
+// slot, takes no snapshot even when asked for one (the pipeline has
+// started before), and status shows the one table as before.
+func TestUpgradeKeepsSingleTableState(t *testing.T) {
+	e := existingLedger(t, 200)
+	ctx := context.Background()
+	topic := "outbox.event.TRANSACTION"
+	p := e.runProcess(t, append([]string{"--mode", "wal"}, ledgerFlags...)...)
+	e.awaitSlotActive(t, "pgoutbox")
+	first := <-snapshotWriter(t, e, 5)
+	awaitIDs(t, e.brokers, topic, first, 30*time.Second)
+	p.stop(t)
+	for _, sql := range []string{
+		"ALTER TABLE pgoutbox_state DROP COLUMN snapshot_pending",
+		"UPDATE pgoutbox_schema_version SET version = 11",
+	} {
+		if _, err := e.conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	stopped := <-snapshotWriter(t, e, 5) // while no relay runs: in the slot
+	p = e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	e.awaitSlotActive(t, "pgoutbox")
+	after := <-snapshotWriter(t, e, 5)
+	want := append(append(append([]string{}, first...), stopped...), after...)
+	awaitIDs(t, e.brokers, topic, want, 30*time.Second)
+	p.stop(t)
+	checkOnce(t, drain(t, e.brokers, topic, 0), want, cloudEventID(t))
+	var version int
+	if err := e.conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version < 12 {
+		t.Errorf("schema version %d after the upgrade (err %v)", version, err)
+	}
+	out, err := exec.Command(pgoutboxBin(t), "status", "--json", "--database-url", e.url).Output()
+	var st struct {
+		Table  string   `json:"table"`
+		Tables []string `json:"tables"`
+	}
+	if jerr := json.Unmarshal(out, &st); jerr != nil {
+		t.Fatalf("status --json: %v (%v)\n%s", jerr, err, out)
+	}
+	if st.Table != "public.outbox_event" || len(st.Tables) != 1 || st.Tables[0] != "public.outbox_event" {
+		t.Errorf("status after the upgrade: table %q, tables %q", st.Table, st.Tables)
+	}
+}
