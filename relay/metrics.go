@@ -362,6 +362,9 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
+	if len(r.tables) > 1 {
+		return nil // several tables are streamed only: no row is marked, no count by table
+	}
 	count, oldest, err := r.own().Unpublished(ctx, conn, r.cfg.Poll, r.timeColumn())
 	if err != nil {
 		if store.IsMissing(err) {

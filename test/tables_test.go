@@ -245,3 +245,39 @@ func TestUpgradeKeepsSingleTableState(t *testing.T) {
 		t.Errorf("status after the upgrade: table %q, tables %q", st.Table, st.Tables)
 	}
 }
+
+// A poison row of the second table is dead-lettered under its own table,
+// and dlq replay (with run's flags) reads it back from that table once
+// fixed.
+func TestTwoTablesDeadLetterReplay(t *testing.T) {
+	e := twoTables(t)
+	args := []string{"--mode", "wal", "--table", "public.orders_outbox,billing.outbox", "--max-message-bytes", "2000"}
+	p := e.runProcess(t, args...)
+	e.awaitSlotActive(t, "pgoutbox")
+	ctx := context.Background()
+	var poison string
+	if err := e.conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload)
+VALUES ('invoice', 'big', 'Issued', jsonb_build_object('blob', repeat('x', 5000))) RETURNING id::text`).Scan(&poison); err != nil {
+		t.Fatal(err)
+	}
+	orders, billing := writeBoth(t, e, 3)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	p.stop(t)
+	bin := pgoutboxBin(t)
+	out, err := exec.Command(bin, "dlq", "list", "--json", "--database-url", e.url).Output()
+	var list []struct {
+		Table   string `json:"table"`
+		EventID string `json:"event_id"`
+	}
+	if jerr := json.Unmarshal(out, &list); jerr != nil || len(list) != 1 || list[0].Table != "billing.outbox" || list[0].EventID != poison {
+		t.Fatalf("dlq list: %+v (%v, %v)\n%s", list, jerr, err, out)
+	}
+	if _, err := e.conn.Exec(ctx, `UPDATE billing.outbox SET payload = '{"blob": "fixed"}' WHERE id::text = $1`, poison); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.replayBinary(t, args...); n != 1 {
+		t.Fatalf("dlq replay published %d", n)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.invoice", []string{poison}, 30*time.Second)
+}
