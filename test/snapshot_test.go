@@ -374,3 +374,21 @@ func debeziumHeaderID(t *testing.T) func(*kgo.Record) string {
 		return fmt.Sprint(v.Payload)
 	}
 }
+
+// On PostgreSQL 17 and later, --slot-failover with initial creates the
+// slot with its snapshot as a failover slot.
+func TestSnapshotInitialFailoverSlot(t *testing.T) {
+	e := existingLedger(t, 100)
+	if e.serverMajor() < 17 {
+		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", e.serverMajor())
+	}
+	history := ledgerIDs(t, e.conn)
+	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--slot-failover"}, ledgerFlags...)...)
+	awaitIDs(t, e.brokers, "outbox.event.TRANSACTION", history, 30*time.Second)
+	e.awaitSlotActive(t, "pgoutbox")
+	p.stop(t)
+	var failover bool
+	if err := e.conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
+		t.Errorf("slot failover %v (err %v)", failover, err)
+	}
+}
