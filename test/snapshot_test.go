@@ -295,6 +295,19 @@ func TestSnapshotInitialPoll(t *testing.T) {
 	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL").Scan(&unmarked); err != nil || unmarked != 0 {
 		t.Errorf("%d rows not marked published (err %v)", unmarked, err)
 	}
+	// Nothing was deleted: no loss is reported for the history polled.
+	raw, _ := exec.Command(bin, "status", "--json", "--database-url", e.url, "--table", "public.outbox_event", "--column-order", "id").Output()
+	out = string(raw)
+	var st struct {
+		LostDeleted *struct{ Rows int64 } `json:"lost_deleted"`
+		Problems    []string              `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if st.LostDeleted != nil || len(st.Problems) > 0 {
+		t.Errorf("status after the snapshot: lost %+v, problems %q", st.LostDeleted, st.Problems)
+	}
 }
 
 func pgoutboxBin(t *testing.T) string {
