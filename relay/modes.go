@@ -76,6 +76,11 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	if r.parent != nil {
+		// One table of several: the pipeline's lock is held for all of
+		// them (pollTables), and its tables brought up to date.
+		return conn, nil
+	}
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockKey, r.cfg.Replication.Slot).Scan(&ok); err != nil {
 		conn.Close(context.Background())

@@ -196,6 +196,10 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 	if err == nil {
 		r.Stats.Published.Add(1)
 		r.Stats.LastPublish.Store(time.Now().UnixNano())
+		if r.parent != nil { // one table of several: the pipeline's totals too
+			r.parent.Stats.Published.Add(1)
+			r.parent.Stats.LastPublish.Store(time.Now().UnixNano())
+		}
 		r.delivered(rec.Topic)
 		if r.refused.any.Load() {
 			r.refused.acked(b.RawID(values), rec)

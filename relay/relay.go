@@ -153,9 +153,9 @@ func (c Config) Validate() error {
 	if len(c.Replication.Tables) > 1 {
 		// Polling keeps one set of positions per pipeline (floors, handoff
 		// bounds, the account of deleted rows), for one table.
-		if c.Mode != ModeWAL {
-			return fmt.Errorf("several outbox tables (%s) are streamed in --mode wal only: polling several tables in one pipeline needs positions per table, which pgoutbox does not keep yet; "+
-				"run --mode wal, or one pipeline (its own --slot) per table", strings.Join(c.Replication.Tables, ", "))
+		if c.Mode == ModeAuto {
+			return fmt.Errorf("several outbox tables (%s) run in --mode wal or --mode poll, not auto: switching between the WAL and polling several tables is not built yet; "+
+				"run --mode wal or --mode poll, or one pipeline (its own --slot) per table", strings.Join(c.Replication.Tables, ", "))
 		}
 		if c.Retention > 0 {
 			return errors.New("--retention with several outbox tables is not supported yet: run it in a pipeline of one table")
@@ -222,7 +222,13 @@ type Relay struct {
 	// several only in WAL mode.
 	table  replication.Table
 	tables []replication.Table
-	enc    *schema.Encoder
+	// units poll the tables of a pipeline of several, one each (tables.go);
+	// parent is, in such a unit, the pipeline's relay, and stateName its
+	// state row (empty: the slot's).
+	units     []*Relay
+	parent    *Relay
+	stateName string
+	enc       *schema.Encoder
 	router *router.Router
 	// database is the database name, for envelopes that carry it.
 	database string
@@ -279,7 +285,12 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database}
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
-	r.Metrics.lostDeleted.WithLabelValues(table.String()) // exported at 0 from the start
+	for _, t := range tables {
+		r.Metrics.lostDeleted.WithLabelValues(t.String()) // exported at 0 from the start
+	}
+	if len(tables) > 1 {
+		r.units = r.tableRelays()
+	}
 	return r, nil
 }
 
@@ -332,6 +343,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		var err error
 		if mode == ModeWAL {
 			err = r.walSession(ctx, k, reason, &polled)
+		} else if len(r.units) > 0 {
+			err = r.pollTables(ctx, k, reason) // tables.go
 		} else {
 			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}
@@ -556,13 +569,10 @@ func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, boo
 // tableNames names the pipeline's outbox tables, comma-separated, as the
 // state table's outbox_table keeps them: one table reads as before.
 func (r *Relay) tableNames() string {
-	return tableNames(r.tables)
+	if r.parent != nil && r.stateName == "" {
+		return r.parent.tableNames() // the pipeline's row names them all
+	}
+	return tablesOf(r.tables)
 }
 
-func tableNames(tables []replication.Table) string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.String()
-	}
-	return strings.Join(names, ",")
-}
+func tableNames(tables []replication.Table) string { return tablesOf(tables) }

@@ -17,8 +17,19 @@ import (
 // binary, and could not be brought up to date.
 var ErrNoState = store.ErrNoState
 
-// own is the pipeline's rows in pgoutbox's own tables.
+// own is the pipeline's rows in pgoutbox's own tables: the state row
+// named by the slot, or, for a table after the first of a pipeline of
+// several, that table's own row (tables.go).
 func (r *Relay) own() store.Pipeline {
+	if r.stateName != "" {
+		return store.Pipeline{Name: r.stateName}
+	}
+	return store.Pipeline{Name: r.cfg.Replication.Slot}
+}
+
+// deadLetterOwner is the pipeline its dead letters are filed under: the
+// slot's, for every table of the pipeline.
+func (r *Relay) deadLetterOwner() store.Pipeline {
 	return store.Pipeline{Name: r.cfg.Replication.Slot}
 }
 
