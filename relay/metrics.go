@@ -16,7 +16,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
-	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
@@ -39,8 +38,8 @@ type Metrics struct {
 	heartbeats   prometheus.Counter
 	retained     prometheus.Gauge
 	lag          prometheus.Gauge
-	oldest       prometheus.Gauge
-	pending      prometheus.Gauge
+	oldest       *prometheus.GaugeVec
+	pending      *prometheus.GaugeVec
 	deleted      prometheus.Counter
 	lostDeleted  *prometheus.CounterVec
 	mode         *prometheus.GaugeVec
@@ -114,14 +113,14 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_slot_lag_bytes",
 			Help: "Distance from the slot's confirmed_flush_lsn to the server's current LSN; 0 without a slot.",
 		}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_oldest_unpublished_event_age_seconds",
-			Help: "Age (created_at) of the oldest row above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Help: "Age (created_at) of the oldest row of the table above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
+		}, []string{"table"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_unpublished_events",
-			Help: "Rows above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
-		}),
+			Help: "Rows of the table above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
+		}, []string{"table"}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgoutbox_retention_deleted_events_total",
 			Help: "Published rows deleted by retention.",
@@ -362,19 +361,7 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
-	if len(r.tables) > 1 {
-		return nil // several tables are streamed only: no row is marked, no count by table
-	}
-	count, oldest, err := r.own().Unpublished(ctx, conn, r.cfg.Poll, r.timeColumn())
-	if err != nil {
-		if store.IsMissing(err) {
-			return nil // no polling columns or no state table: nothing to report
-		}
-		return err
-	}
-	m.pending.Set(float64(count))
-	m.oldest.Set(oldest.Seconds())
-	return nil
+	return r.sampleTables(ctx, conn) // tables.go
 }
 
 func (r *Relay) timeColumn() string {

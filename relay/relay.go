@@ -229,7 +229,7 @@ type Relay struct {
 	parent    *Relay
 	stateName string
 	enc       *schema.Encoder
-	router *router.Router
+	router    *router.Router
 	// database is the database name, for envelopes that carry it.
 	database string
 	// Stats are updated as the relay runs.

@@ -346,6 +346,9 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 	if err := r.own().SaveFloor(ctx, conn, confirmed.String(), f.xmin, f.seq, id); err != nil {
 		return err
 	}
+	if err := r.saveTableFloors(ctx, conn, confirmed.String(), f.xmin, id); err != nil { // tables.go
+		return err
+	}
 	s.last, s.lastSaved = confirmed, now
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -20,14 +21,8 @@ import (
 //   - the first table's positions stay in the pipeline's row, named by the
 //     slot, so a pipeline of one table that later lists more reads its
 //     state as before;
-//   - every other table's are in the row TableStateName names, slot/table.
-//     A slot name has no '/', so that row is never taken for a pipeline.
-
-// TableStateName names the state row of a table after the first of the
-// pipeline slot.
-func TableStateName(slot string, table replication.Table) string {
-	return slot + "/" + table.String()
-}
+//   - every other table's are in a row of its own (store.TablePipeline,
+//     slot/schema.table).
 
 // tableRelays builds the table relays of a pipeline of several tables.
 func (r *Relay) tableRelays() []*Relay {
@@ -39,7 +34,7 @@ func (r *Relay) tableRelays() []*Relay {
 		u := &Relay{cfg: cfg, log: r.log, table: t, tables: []replication.Table{t},
 			enc: r.enc, router: r.router, database: r.database, Metrics: r.Metrics, refused: r.refused, parent: r}
 		if i > 0 {
-			u.stateName = TableStateName(r.cfg.Replication.Slot, t)
+			u.stateName = store.TablePipeline(r.cfg.Replication.Slot, t.String()).Name
 		}
 		out[i] = u
 	}
@@ -82,4 +77,50 @@ func tablesOf(tables []replication.Table) string {
 		names[i] = t.String()
 	}
 	return strings.Join(names, ",")
+}
+
+// saveTableFloors gives the other tables of a streamed pipeline the floor
+// just saved in the pipeline's row: every transaction below xmin is in
+// Kafka, whichever table it wrote, so polling any of them later (a
+// restart in --mode poll) starts from what the WAL published for it.
+func (r *Relay) saveTableFloors(ctx context.Context, conn *pgx.Conn, confirmed string, xmin uint64, cluster *int64) error {
+	for _, u := range r.units[min(1, len(r.units)):] {
+		own := u.own()
+		if err := own.SaveSetup(ctx, conn, u.table.String(), nil); err != nil {
+			return err
+		}
+		if err := own.SaveFloor(ctx, conn, confirmed, xmin, nil, cluster); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sampleTables reads each table's unpublished rows into the gauges, each
+// above its own row's floor; a table whose row was never written (a
+// pipeline streamed before its tables had rows) is counted above the
+// pipeline's floor, which holds for every table.
+func (r *Relay) sampleTables(ctx context.Context, conn *pgx.Conn) error {
+	units := r.units
+	if len(units) == 0 {
+		units = []*Relay{r}
+	}
+	for _, u := range units {
+		own := u.own()
+		if known, _, err := own.Check(ctx, conn); err != nil {
+			return err
+		} else if !known {
+			own = r.own()
+		}
+		count, oldest, err := own.Unpublished(ctx, conn, u.cfg.Poll, u.timeColumn())
+		if err != nil {
+			if store.IsMissing(err) {
+				continue // no polling columns or no state table: nothing to report
+			}
+			return err
+		}
+		r.Metrics.pending.WithLabelValues(u.table.String()).Set(float64(count))
+		r.Metrics.oldest.WithLabelValues(u.table.String()).Set(oldest.Seconds())
+	}
+	return nil
 }

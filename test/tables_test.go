@@ -129,6 +129,27 @@ func TestTwoTablesOnePipeline(t *testing.T) {
 	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'").Scan(&pubTables); err != nil || pubTables != 2 {
 		t.Errorf("publication covers %d tables (err %v), want 2", pubTables, err)
 	}
+	// The floor the WAL saves covers every table: each table's row gets
+	// it, so a restart in --mode poll polls neither table's history again.
+	eventually(t, 20*time.Second, "a floor above every row in both tables' state rows", func() bool {
+		var n int
+		err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pgoutbox_state s WHERE s.pipeline IN ('pgoutbox', 'pgoutbox/billing.outbox')
+  AND s.floor_xid > (SELECT max(txid) FROM public.orders_outbox) AND s.floor_xid > (SELECT max(txid) FROM billing.outbox)`).Scan(&n)
+		return err == nil && n == 2
+	})
+	out, _ = exec.Command(bin, "status", "--json", "--database-url", e.url).Output()
+	var counted struct {
+		ByTable map[string]int64 `json:"unpublished_rows_by_table"`
+	}
+	if err := json.Unmarshal(out, &counted); err != nil || len(counted.ByTable) != 2 {
+		t.Errorf("status --json: unpublished rows by table %v (%v)\n%s", counted.ByTable, err, out)
+	}
+	p.stop(t)
+	p = e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms", "--table", "public.orders_outbox,billing.outbox")
+	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 5)
+	orders, billing = append(orders, o2...), append(billing, b2...)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
 	p.stop(t)
 	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
 		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
@@ -192,19 +213,21 @@ func TestTwoTablesPolled(t *testing.T) {
 	ctx := context.Background()
 	addr := freeAddr(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms", "--table", "public.orders_outbox,billing.outbox"}
-	p := e.runProcess(t, append(args, "--metrics-addr", addr)...)
+	p := e.runProcess(t, append(args, "--metrics-addr", addr, "--metrics-interval", "200ms")...)
 	orders, billing := writeBothConcurrently(t, e, "r1", 4, 25)
 	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
 	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
 	want := map[string]float64{
 		`pgoutbox_events_published_total{mode="poll",table="public.orders_outbox",topic="outbox.event.order"}`: 100,
 		`pgoutbox_events_published_total{mode="poll",table="billing.outbox",topic="outbox.event.invoice"}`:     100,
+		`pgoutbox_unpublished_events{table="public.orders_outbox"}`:                                            0,
+		`pgoutbox_unpublished_events{table="billing.outbox"}`:                                                  0,
 	}
 	var m map[string]float64
-	eventually(t, 10*time.Second, "the published counters by table", func() bool {
+	eventually(t, 10*time.Second, "the published counters and the unpublished gauges by table", func() bool {
 		m = scrape(t, "http://"+addr)
 		for k, v := range want {
-			if m[k] != v {
+			if got, ok := m[k]; !ok || got != v {
 				return false
 			}
 		}
@@ -216,6 +239,26 @@ func TestTwoTablesPolled(t *testing.T) {
 	// Written while no relay runs, then polled by the next start from
 	// each table's own marks.
 	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 10)
+	var extra string
+	if err := e.conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', 'extra', 'Issued', '{"n": 0}') RETURNING id::text`).Scan(&extra); err != nil {
+		t.Fatal(err)
+	}
+	b2 = append(b2, extra)
+	out, _ := exec.Command(pgoutboxBin(t), "status", "--json", "--database-url", e.url).Output()
+	var st struct {
+		Unpublished int64            `json:"unpublished_rows"`
+		ByTable     map[string]int64 `json:"unpublished_rows_by_table"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if st.Unpublished != 41 || st.ByTable["public.orders_outbox"] != 20 || st.ByTable["billing.outbox"] != 21 {
+		t.Errorf("status --json while stopped: %d unpublished, by table %v; want 41: 20 and 21", st.Unpublished, st.ByTable)
+	}
+	stopped, _ := exec.Command(pgoutboxBin(t), "status", "--database-url", e.url).CombinedOutput()
+	if !strings.Contains(string(stopped), "billing.outbox: 21") {
+		t.Errorf("status does not count the unpublished rows by table:\n%s", stopped)
+	}
 	p = e.runProcess(t, args...)
 	o3, b3 := writeBothConcurrently(t, e, "r3", 4, 10)
 	orders, billing = append(append(orders, o2...), o3...), append(append(billing, b2...), b3...)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -51,6 +53,9 @@ type pipelineStatus struct {
 	// in WAL mode these include rows the WAL already published.
 	Unpublished      int64    `json:"unpublished_rows"`
 	OldestUnpublishd *float64 `json:"oldest_unpublished_seconds,omitempty"`
+	// UnpublishedByTable splits Unpublished by table, for a pipeline of
+	// several tables: each above its own state row's floor.
+	UnpublishedByTable map[string]int64 `json:"unpublished_rows_by_table,omitempty"`
 	// LastPublish and Alive are saved by the relay every few seconds;
 	// DeadLetters is set when the dead-letter table exists.
 	LastPublish *time.Time `json:"last_publish_at,omitempty"`
@@ -210,16 +215,30 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	st.Tables = strings.Split(st.Table, ",")
-	poll.Table = st.Table
 	if len(st.Tables) > 1 {
-		// Several tables are streamed only: no polling positions, nothing
-		// to count unpublished rows by.
-	} else if n, oldest, err := own.Unpublished(ctx, conn, poll, "created_at"); err != nil {
-		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
-	} else {
-		st.Unpublished = n
-		if oldest > 0 {
-			s := oldest.Seconds()
+		st.UnpublishedByTable = map[string]int64{}
+	}
+	for i, table := range st.Tables {
+		// The first table's positions are in the pipeline's row; every
+		// other table's in a row of its own, once a relay wrote it (the
+		// pipeline's floor holds for every table until then).
+		rowOwn := own
+		if i > 0 {
+			if o := store.TablePipeline(c.slot, table); knownRow(ctx, conn, o) {
+				rowOwn = o
+			}
+		}
+		poll.Table = table
+		n, oldest, err := rowOwn.Unpublished(ctx, conn, poll, "created_at")
+		if err != nil {
+			st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", table, err))
+			continue
+		}
+		st.Unpublished += n
+		if st.UnpublishedByTable != nil {
+			st.UnpublishedByTable[table] = n
+		}
+		if s := oldest.Seconds(); oldest > 0 && (st.OldestUnpublishd == nil || s > *st.OldestUnpublishd) {
 			st.OldestUnpublishd = &s
 		}
 	}
@@ -266,6 +285,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
 		}
 		fmt.Fprintln(stdout)
+		if len(st.UnpublishedByTable) > 0 {
+			for _, table := range st.Tables {
+				fmt.Fprintf(stdout, "             %s: %d\n", table, st.UnpublishedByTable[table])
+			}
+		}
 		if st.LastPublish != nil {
 			fmt.Fprintf(stdout, "published    last at %s\n", st.LastPublish.Format(time.RFC3339))
 		}
@@ -305,4 +329,10 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// knownRow tells whether the state table has a row for own.
+func knownRow(ctx context.Context, conn *pgx.Conn, own store.Pipeline) bool {
+	known, _, err := own.Check(ctx, conn)
+	return err == nil && known
 }
