@@ -217,8 +217,12 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, polled *pol
 			return err
 		}
 		if done && r.vanish.gapJudged() { // vanish.go
-			if err := r.own().EndHandoff(ctx, conn); err != nil {
-				return err
+			// One table of several: pollTables ends the handoff once
+			// every table is done.
+			if r.parent == nil {
+				if err := r.own().EndHandoff(ctx, conn); err != nil {
+					return err
+				}
 			}
 			return errHandoffDone
 		}

@@ -153,10 +153,6 @@ func (c Config) Validate() error {
 	if len(c.Replication.Tables) > 1 {
 		// Polling keeps one set of positions per pipeline (floors, handoff
 		// bounds, the account of deleted rows), for one table.
-		if c.Mode == ModeAuto {
-			return fmt.Errorf("several outbox tables (%s) run in --mode wal or --mode poll, not auto: switching between the WAL and polling several tables is not built yet; "+
-				"run --mode wal or --mode poll, or one pipeline (its own --slot) per table", strings.Join(c.Replication.Tables, ", "))
-		}
 		if c.Retention > 0 {
 			return errors.New("--retention with several outbox tables is not supported yet: run it in a pipeline of one table")
 		}
@@ -344,7 +340,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if mode == ModeWAL {
 			err = r.walSession(ctx, k, reason, &polled)
 		} else if len(r.units) > 0 {
-			err = r.pollTables(ctx, k, reason) // tables.go
+			err = r.pollTables(ctx, k, handoff, reason) // tables.go
 		} else {
 			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}
@@ -444,9 +440,12 @@ func (r *Relay) walSession(ctx context.Context, k Sink, reason store.Reason, pol
 	if err != nil {
 		return err
 	}
-	// Polling positions (floors, the deleted-rows account) are of one
-	// table; a pipeline of several keeps none.
-	hasSeq = hasSeq && len(r.tables) == 1
+	if hasSeq && len(r.units) > 0 {
+		hasSeq, err = r.tablesHaveColumns(ctx, conn) // tables.go
+		if err != nil {
+			return err
+		}
+	}
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
 	canPoll := r.cfg.Mode == ModeAuto && hasSeq

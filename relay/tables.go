@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -31,6 +32,11 @@ func (r *Relay) tableRelays() []*Relay {
 		cfg := r.cfg
 		cfg.Replication.Table, cfg.Replication.Tables = t.String(), nil
 		cfg.Poll.Table = t.String()
+		if i > 0 {
+			// In auto mode the first table's poller probes the WAL for
+			// all of them; the others only poll.
+			cfg.Mode = ModePoll
+		}
 		u := &Relay{cfg: cfg, log: r.log, table: t, tables: []replication.Table{t},
 			enc: r.enc, router: r.router, database: r.database, Metrics: r.Metrics, refused: r.refused, parent: r}
 		if i > 0 {
@@ -43,31 +49,76 @@ func (r *Relay) tableRelays() []*Relay {
 
 // pollTables polls every table of the pipeline, each through its table
 // relay, until ctx ends or one fails; the first failure stops the others.
-// It holds the pipeline's lock meanwhile, for all of them.
-func (r *Relay) pollTables(ctx context.Context, k Sink, reason store.Reason) error {
+// It holds the pipeline's lock meanwhile, for all of them. In auto mode the
+// first table's probe ends it (errBackToWAL) for all. With a handoff, each
+// table polls until everything of it that committed before the new slot
+// is published; only once every table is done is the handoff ended, in
+// the pipeline's row, so a stop before that resumes it for all tables.
+func (r *Relay) pollTables(ctx context.Context, k Sink, handoff *handoffError, reason store.Reason) error {
 	guard, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
 	}
 	defer guard.Close(context.Background())
+	handoffs := make([]*handoffError, len(r.units))
+	if handoff != nil {
+		// The transaction bound holds for every table; the bound on seq is
+		// each table's own, read now: later than the slot's creation, it
+		// only covers more.
+		handoffs[0] = handoff
+		for i, u := range r.units[1:] {
+			pos, err := replication.ReadFloorCandidate(ctx, guard, u.cfg.Poll)
+			if err != nil {
+				return err
+			}
+			h := *handoff
+			h.maxSeq = pos.Seq
+			handoffs[i+1] = &h
+		}
+	}
 	r.mode.Store(string(ModePoll))
-	r.log.Info("polling several tables", "tables", r.tableNames())
+	r.log.Info("polling several tables", "tables", r.tableNames(), "handoff", handoff != nil)
+	var done atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
-	for _, u := range r.units {
+	for i, u := range r.units {
 		u.stateReady.Store(true)
 		g.Go(func() error {
 			var polled polledRows
-			err := u.pollSession(gctx, k, nil, reason, &polled)
-			if err != nil {
+			err := u.pollSession(gctx, k, handoffs[i], reason, &polled)
+			switch {
+			case errors.Is(err, errHandoffDone):
+				done.Add(1)
+				return nil
+			case err != nil:
 				return fmt.Errorf("%s: %w", u.table, err)
-			}
-			if ctx.Err() == nil && gctx.Err() == nil {
+			case ctx.Err() == nil && gctx.Err() == nil:
 				return errors.New("polling " + u.table.String() + " stopped")
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if handoff != nil && done.Load() == int64(len(r.units)) {
+		if err := r.own().EndHandoff(ctx, guard); err != nil {
+			return err
+		}
+		return errHandoffDone
+	}
+	return nil
+}
+
+// tablesHaveColumns tells whether every table of the pipeline has the
+// polling columns, which auto mode needs to poll any of them.
+func (r *Relay) tablesHaveColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	for _, u := range r.units {
+		ok, err := u.cfg.Poll.HasColumns(ctx, conn)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // tablesOf names the tables of a pipeline, comma-separated.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
@@ -296,20 +297,132 @@ func TestTwoTablesPolled(t *testing.T) {
 	}
 }
 
-// Switching between the WAL and polling is not built for several tables:
-// auto mode stops at start with what is missing, and nothing is polled.
-func TestTwoTablesRefusedInAuto(t *testing.T) {
-	e := twoTables(t)
-	writeBoth(t, e, 3)
-	bin := pgoutboxBin(t)
-	out, err := runToExit(t, bin, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
-		"--mode", "auto", "--table", "public.orders_outbox,billing.outbox")
-	if err == nil || !strings.Contains(out, "not auto") || !strings.Contains(out, "switching between the WAL and polling several tables") {
-		t.Errorf("--mode auto with two tables: err %v, want a refusal naming the missing piece:\n%s", err, out)
+// bothLoad writes into both tables until stopped: each writer commits
+// transactions inserting an event into each table for one of its own
+// aggregates, so an aggregate's events commit in the order they were
+// inserted; committed maps each table's event ids to their position in
+// their aggregate.
+type bothLoad struct {
+	mu        sync.Mutex
+	committed map[string]map[string]int // topic -> id -> position
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+func startBothLoad(t *testing.T, e *env, writers int) *bothLoad {
+	t.Helper()
+	ctx := context.Background()
+	l := &bothLoad{committed: map[string]map[string]int{"outbox.event.order": {}, "outbox.event.invoice": {}}, stop: make(chan struct{})}
+	for w := 0; w < writers; w++ {
+		conn := e.connect()
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				agg, payload := fmt.Sprintf("w%d-a-%d", w, i%4), fmt.Sprintf(`{"n": %d}`, i)
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var o, b string
+				err = tx.QueryRow(ctx, `INSERT INTO public.orders_outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', $1, 'Placed', $2) RETURNING id::text`, agg, payload).Scan(&o)
+				if err == nil {
+					err = tx.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', $1, 'Issued', $2) RETURNING id::text`, agg, payload).Scan(&b)
+				}
+				if err == nil {
+					err = tx.Commit(ctx)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l.mu.Lock()
+				l.committed["outbox.event.order"][o], l.committed["outbox.event.invoice"][b] = i, i
+				l.mu.Unlock()
+			}
+		}()
 	}
-	var n int
-	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM public.orders_outbox WHERE published_at IS NOT NULL").Scan(&n); err != nil || n != 0 {
-		t.Errorf("%d rows marked published (err %v)", n, err)
+	return l
+}
+
+func (l *bothLoad) finish() map[string]map[string]int {
+	close(l.stop)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.committed
+}
+
+// Auto mode with two tables, through the binary, under continuous writes
+// to both: the first start creates the slot and polls both tables until
+// everything that committed before it is published (the handoff), then
+// streams; REPLICATION is revoked from the relay's role and granted back,
+// twice, so it falls back to polling both tables from the floor the WAL
+// saved for each and returns to the WAL. Nothing of either table is lost,
+// and each aggregate's events arrive in commit order.
+func TestTwoTablesAutoSwitchesUnderLoad(t *testing.T) {
+	e := twoTables(t)
+	ctx := context.Background()
+	var db string
+	if err := e.conn.QueryRow(ctx, "SELECT quote_ident(current_database())").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; GRANT CREATE ON DATABASE `+db+` TO app;
+GRANT USAGE ON SCHEMA billing TO app; ALTER TABLE public.orders_outbox OWNER TO app; ALTER TABLE billing.outbox OWNER TO app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+`+grantHeartbeatSQL("app")); err != nil {
+		t.Fatal(err)
+	}
+	mode := func() string {
+		var m string
+		e.conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&m)
+		return m
+	}
+	streaming := func() bool {
+		s, err := replication.SlotStatus(ctx, e.conn, "pgoutbox")
+		return err == nil && s.Active && mode() == "wal"
+	}
+	load := startBothLoad(t, e, 3)
+	p := e.runProcess(t, "--database-url", e.appURL("app"), "--mode", "auto", "--table", "public.orders_outbox,billing.outbox",
+		"--poll-interval", "50ms", "--probe-interval", "300ms")
+	eventually(t, 30*time.Second, "streaming after the first start's handoff", streaming)
+	const cycles = 2
+	for i := 0; i < cycles; i++ {
+		time.Sleep(700 * time.Millisecond)
+		if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+			t.Fatal(err)
+		}
+		e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+		eventually(t, 20*time.Second, "the fallback to polling", func() bool { return mode() == "poll" })
+		time.Sleep(700 * time.Millisecond)
+		if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the return to the WAL", streaming)
+	}
+	time.Sleep(500 * time.Millisecond)
+	committed := load.finish()
+	for _, topic := range []string{"outbox.event.order", "outbox.event.invoice"} {
+		rep := check(t, e.brokers, topic, committed[topic])
+		t.Logf("%s, %d cycles (WAL->poll->WAL) after the handoff: %v", topic, cycles, rep)
+		if rep.lost != 0 || rep.orderViolations != 0 {
+			t.Fatalf("%s: lost %d, order violations %d", topic, rep.lost, rep.orderViolations)
+		}
+	}
+	p.stop(t)
+	var switches int
+	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
+	if switches < 2*cycles+2 {
+		t.Fatalf("state counted %d switches, want at least %d", switches, 2*cycles+2)
+	}
+	if !strings.Contains(p.out.String(), `"msg":"polling several tables","tables":"public.orders_outbox,billing.outbox","handoff":true`) {
+		t.Errorf("the first start did not poll both tables for the handoff:\n%s", p.out)
 	}
 }
 

@@ -32,7 +32,7 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection URL or DSN (required)")
-	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot (--mode wal) or each polled (--mode poll)")
+	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot and each polled while polling")
 	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched against schema.table of the tables that exist at start (Debezium table.include.list)")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
