@@ -426,6 +426,63 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INS
 	}
 }
 
+// A handoff with two tables ends only when both are done: while the
+// second table's rows cannot be marked (a transaction locks the table), the
+// first table is done, yet the pipeline's row keeps the handoff pending;
+// killed then, the next start polls the second table again before
+// streaming, and nothing is lost.
+func TestTwoTablesHandoffWaitsForEveryTable(t *testing.T) {
+	e := twoTables(t)
+	ctx := context.Background()
+	orders, billing := writeBothConcurrently(t, e, "r1", 2, 25)
+	if _, err := e.conn.Exec(ctx, "CREATE PUBLICATION pgoutbox FOR TABLE public.orders_outbox, billing.outbox WITH (publish = 'insert')"); err != nil {
+		t.Fatal(err)
+	}
+	// Blocks the marking of the second table's rows, not reading them; it
+	// takes no transaction id, so the slot's creation does not wait on it.
+	lock := e.connect()
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE billing.outbox IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--mode", "auto", "--table", "public.orders_outbox,billing.outbox", "--poll-interval", "50ms"}
+	p := e.runProcess(t, args...)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	pending := func() bool {
+		var on bool
+		err := e.conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&on)
+		return err == nil && on
+	}
+	var marked int
+	eventually(t, 10*time.Second, "every row of the first table marked", func() bool {
+		return e.conn.QueryRow(ctx, "SELECT count(*) FROM public.orders_outbox WHERE published_at IS NOT NULL").Scan(&marked) == nil && marked == len(orders)
+	})
+	time.Sleep(time.Second)
+	if !pending() {
+		t.Fatal("the handoff ended while the second table's rows were not marked")
+	}
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("pgoutbox survived SIGKILL")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p = e.runProcess(t, args...)
+	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 10)
+	orders, billing = append(orders, o2...), append(billing, b2...)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	eventually(t, 30*time.Second, "the handoff ended and streaming", func() bool {
+		var mode string
+		e.conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
+		return !pending() && mode == "wal"
+	})
+	p.stop(t)
+}
+
 // A Debezium Server configuration whose table.include.list is a list of
 // patterns: matched against the database's tables at start, the matches
 // logged, both streamed by one slot (and the snapshot of initial covers
