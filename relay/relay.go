@@ -153,8 +153,11 @@ func (c Config) Validate() error {
 	if len(c.Replication.Tables) > 1 {
 		// Polling keeps one set of positions per pipeline (floors, handoff
 		// bounds, the account of deleted rows), for one table.
-		if c.Retention > 0 {
-			return errors.New("--retention with several outbox tables is not supported yet: run it in a pipeline of one table")
+		if c.Retention > 0 && c.Mode != ModePoll {
+			// A row the WAL published is known by the pipeline's bounds,
+			// which say nothing of a table added to the pipeline later.
+			return errors.New("--retention with several outbox tables runs in --mode poll only (it deletes the rows polling marked published); " +
+				"in --mode wal or auto run it in a pipeline of one table")
 		}
 	}
 	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {

@@ -483,6 +483,55 @@ func TestTwoTablesHandoffWaitsForEveryTable(t *testing.T) {
 	p.stop(t)
 }
 
+// --retention with two polled tables deletes each table's old rows that
+// polling marked published and leaves the recent ones (which rows count as
+// published is the statement of one table, tested in
+// ops_retention_test.go); auto mode with several tables refuses it.
+func TestTwoTablesRetentionPolled(t *testing.T) {
+	e := twoTables(t)
+	ctx := context.Background()
+	tables := []string{"public.orders_outbox", "billing.outbox"}
+	args := []string{"--mode", "poll", "--poll-interval", "50ms", "--table", strings.Join(tables, ","), "--retention", "24h", "--retention-interval", "100ms"}
+	p := e.runProcess(t, args...)
+	orders, billing := writeBothConcurrently(t, e, "r1", 2, 5)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	ids := map[string][]string{"public.orders_outbox": orders, "billing.outbox": billing}
+	for _, table := range tables {
+		eventually(t, 10*time.Second, "the rows of "+table+" marked", func() bool {
+			var n int
+			e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE published_at IS NULL AND id::text = ANY($1)", ids[table]).Scan(&n)
+			return n == 0
+		})
+		if _, err := e.conn.Exec(ctx, "UPDATE "+table+" SET created_at = now() - interval '30 days' WHERE id::text = ANY($1)", ids[table][:5]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, table := range tables {
+		eventually(t, 15*time.Second, "the old published rows of "+table+" deleted", func() bool {
+			var n int
+			e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][:5]).Scan(&n)
+			return n == 0
+		})
+	}
+	time.Sleep(time.Second) // more runs of retention
+	for _, table := range tables {
+		var n int
+		if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][5:]).Scan(&n); err != nil || n != 5 {
+			t.Errorf("%s: %d of the recent rows left (err %v), want 5", table, n, err)
+		}
+	}
+	p.stop(t)
+	if !strings.Contains(p.out.String(), `"msg":"retention deleted published rows","table":"billing.outbox"`) {
+		t.Errorf("retention did not log what it deleted from the second table:\n%s", p.out)
+	}
+	out, err := runToExit(t, pgoutboxBin(t), "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--mode", "auto", "--table", strings.Join(tables, ","), "--retention", "24h")
+	if err == nil || !strings.Contains(out, "--mode poll only") {
+		t.Errorf("--retention in auto mode with two tables: err %v, want a refusal:\n%s", err, out)
+	}
+}
+
 // A Debezium Server configuration whose table.include.list is a list of
 // patterns: matched against the database's tables at start, the matches
 // logged, both streamed by one slot (and the snapshot of initial covers
