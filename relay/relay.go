@@ -151,8 +151,6 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.Replication.Tables) > 1 {
-		// Polling keeps one set of positions per pipeline (floors, handoff
-		// bounds, the account of deleted rows), for one table.
 		if c.Retention > 0 && c.Mode != ModePoll {
 			// A row the WAL published is known by the pipeline's bounds,
 			// which say nothing of a table added to the pipeline later.
@@ -217,8 +215,7 @@ type Stats struct {
 type Relay struct {
 	cfg Config
 	log *slog.Logger
-	// table is the outbox table; tables are all of them (table first),
-	// several only in WAL mode.
+	// table is the outbox table; tables are all of them (table first).
 	table  replication.Table
 	tables []replication.Table
 	// units poll the tables of a pipeline of several, one each (tables.go);
