@@ -532,6 +532,32 @@ func TestTwoTablesRetentionPolled(t *testing.T) {
 	}
 }
 
+// A polled pipeline of one table that later lists a second keeps its
+// state: the first table's rows are not polled again (its positions stay
+// in the pipeline's row), and the second table's rows all go out.
+func TestTableAddedToPolledPipeline(t *testing.T) {
+	e := twoTables(t)
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox")
+	orders, billing := writeBothConcurrently(t, e, "r1", 2, 5)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	p.stop(t)
+	p = e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox,billing.outbox")
+	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 5)
+	orders, billing = append(orders, o2...), append(billing, b2...)
+	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	p.stop(t)
+	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
+		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
+		checkPayloadOrder(t, e, topic)
+	}
+	var tables string
+	if err := e.conn.QueryRow(context.Background(), "SELECT outbox_table FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&tables); err != nil ||
+		tables != "public.orders_outbox,billing.outbox" {
+		t.Errorf("the pipeline's row names %q (err %v)", tables, err)
+	}
+}
+
 // A Debezium Server configuration whose table.include.list is a list of
 // patterns: matched against the database's tables at start, the matches
 // logged, both streamed by one slot (and the snapshot of initial covers
