@@ -76,6 +76,7 @@ func (r *Relay) pollTables(ctx context.Context, k Sink, handoff *handoffError, r
 			handoffs[i+1] = &h
 		}
 	}
+	r.units[0].probeWait = r.probeWait // the first table's poller probes for all
 	r.mode.Store(string(ModePoll))
 	r.log.Info("polling several tables", "tables", r.tableNames(), "handoff", handoff != nil)
 	var done atomic.Int64
