@@ -46,7 +46,7 @@ func (r *Relay) openDeadLetters(ctx context.Context) (*deadLetters, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	d := &deadLetters{r: r, conn: conn, held: map[string]bool{}}
-	keys, err := r.own().HeldAggregates(ctx, conn)
+	keys, err := r.deadLetterOwner().HeldAggregates(ctx, conn)
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, err
@@ -69,7 +69,7 @@ func (d *deadLetters) isHeld(ctx context.Context, key string) (bool, error) {
 	if d == nil || !d.held[key] {
 		return false, nil
 	}
-	open, err := d.r.own().IsHeld(ctx, d.conn, key)
+	open, err := d.r.deadLetterOwner().IsHeld(ctx, d.conn, key)
 	if err != nil {
 		return false, err
 	}
@@ -98,7 +98,7 @@ type deadLetter struct {
 func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
 	r := d.r
 	dl := deadLetter{
-		Pipeline: r.cfg.Replication.Slot, Table: r.table.String(),
+		Pipeline: r.cfg.Replication.Slot, Table: c.Relation.Schema + "." + c.Relation.Name,
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
 		TxID: c.XID, Reason: reason.Error(), Row: make(map[string]*string, len(c.Values)),
 	}
@@ -123,7 +123,7 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *rep
 	}
 	// Once per event: a session that failed after this insert meets the
 	// event again, and must not record it twice.
-	added, err := r.own().AddDeadLetter(ctx, d.conn, store.NewDeadLetter{
+	added, err := r.deadLetterOwner().AddDeadLetter(ctx, d.conn, store.NewDeadLetter{
 		Table: dl.Table, EventID: dl.EventID, AggregateID: dl.AggregateID,
 		LSN: lsn, TxID: fmt.Sprint(dl.TxID), Reason: dl.Reason, Row: row,
 	})

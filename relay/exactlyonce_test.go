@@ -18,24 +18,31 @@ func TestDeliveryValidation(t *testing.T) {
 		mode     Mode
 		delivery Delivery
 		topic    string
+		tables   []string
+		snapshot SnapshotMode
 		ok       bool
 	}{
-		{ModeAuto, AtLeastOnce, "", true},
-		{ModeAuto, "", "", true}, // the default
-		{ModeWAL, ExactlyOnce, "", true},
-		{ModePoll, ExactlyOnce, "", true},
-		{ModeAuto, ExactlyOnce, "", true},
-		{ModeWAL, "exactly-twice", "", false},
-		{ModeWAL, ExactlyOnce, "bad{topic}", false},
-		{ModeWAL, ExactlyOnce, "pgoutbox.dlq", false}, // the dead-letter topic
+		{ModeAuto, AtLeastOnce, "", nil, "", true},
+		{ModeAuto, "", "", nil, "", true}, // the default
+		{ModeWAL, ExactlyOnce, "", nil, "", true},
+		{ModePoll, ExactlyOnce, "", nil, "", true},
+		{ModeAuto, ExactlyOnce, "", nil, "", true},
+		{ModeWAL, "exactly-twice", "", nil, "", false},
+		{ModeWAL, ExactlyOnce, "bad{topic}", nil, "", false},
+		{ModeWAL, ExactlyOnce, "pgoutbox.dlq", nil, "", false}, // the dead-letter topic
+		{ModeWAL, AtLeastOnce, "", []string{"public.outbox", "public.b"}, "", true},
+		{ModeWAL, ExactlyOnce, "", []string{"public.outbox", "public.b"}, "", false},
+		{ModeWAL, AtLeastOnce, "", nil, SnapshotInitial, true},
+		{ModeWAL, ExactlyOnce, "", nil, SnapshotInitial, false},
 	} {
-		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic}
+		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic, Snapshot: tt.snapshot}
+		cfg.Replication.Tables = tt.tables
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
 		cfg.Sink.Brokers = []string{"127.0.0.1:1"}
 		cfg.Defaults()
 		err := cfg.Validate()
 		if (err == nil) != tt.ok {
-			t.Errorf("mode %s, delivery %q, position topic %q: %v", tt.mode, tt.delivery, tt.topic, err)
+			t.Errorf("mode %s, delivery %q, position topic %q, tables %v, snapshot %q: %v", tt.mode, tt.delivery, tt.topic, tt.tables, tt.snapshot, err)
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
-	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
@@ -39,8 +38,8 @@ type Metrics struct {
 	heartbeats   prometheus.Counter
 	retained     prometheus.Gauge
 	lag          prometheus.Gauge
-	oldest       prometheus.Gauge
-	pending      prometheus.Gauge
+	oldest       *prometheus.GaugeVec
+	pending      *prometheus.GaugeVec
 	deleted      prometheus.Counter
 	lostDeleted  *prometheus.CounterVec
 	mode         *prometheus.GaugeVec
@@ -63,6 +62,7 @@ type Metrics struct {
 type seriesKey struct {
 	mode  Mode
 	topic string
+	table string
 }
 
 // series are the children one acked record updates.
@@ -79,8 +79,8 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgoutbox_events_published_total",
-			Help: "Events acknowledged by Kafka, by topic and mode (wal or poll).",
-		}, []string{"topic", "mode"}),
+			Help: "Events acknowledged by Kafka, by topic, mode (wal or poll) and outbox table.",
+		}, []string{"topic", "mode", "table"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "pgoutbox_publish_latency_seconds",
 			Help: "Time to the Kafka ack: from the transaction's commit in WAL mode, from the poll that read the row in poll mode.",
@@ -116,14 +116,14 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_slot_lag_bytes",
 			Help: "Distance from the slot's confirmed_flush_lsn to the server's current LSN; 0 without a slot.",
 		}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_oldest_unpublished_event_age_seconds",
-			Help: "Age (created_at) of the oldest row above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Help: "Age (created_at) of the oldest row of the table above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
+		}, []string{"table"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_unpublished_events",
-			Help: "Rows above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
-		}),
+			Help: "Rows of the table above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
+		}, []string{"table"}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgoutbox_retention_deleted_events_total",
 			Help: "Published rows deleted by retention.",
@@ -199,8 +199,8 @@ func (m *Metrics) txnEvents(n int) { m.txnSize.Observe(float64(n)) }
 // DeadLettered counts n events sent to the dead-letter destination.
 func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }
 
-func (m *Metrics) seriesFor(mode Mode, topic string) *series {
-	k := seriesKey{mode, topic}
+func (m *Metrics) seriesFor(mode Mode, topic, table string) *series {
+	k := seriesKey{mode, topic, table}
 	if s, ok := (*m.series.Load())[k]; ok {
 		return s
 	}
@@ -211,7 +211,7 @@ func (m *Metrics) seriesFor(mode Mode, topic string) *series {
 		return s
 	}
 	s := &series{
-		published: m.published.WithLabelValues(topic, string(mode)),
+		published: m.published.WithLabelValues(topic, string(mode), table),
 		latency:   m.latency.WithLabelValues(string(mode)),
 		failed:    m.failed,
 	}
@@ -232,6 +232,7 @@ type meter struct {
 	mode   Mode
 	batch  prometheus.Observer
 	topic  string
+	rel    *replication.Relation
 	last   *series
 	txRows int
 }
@@ -242,9 +243,9 @@ func (m *Metrics) meter(mode Mode) meter {
 
 // row counts a record of the current transaction produced to topic and
 // returns what its ack updates; since is the time its latency counts from.
-func (p *meter) row(topic string, since time.Time) ack {
-	if p.last == nil || topic != p.topic {
-		p.last, p.topic = p.m.seriesFor(p.mode, topic), topic
+func (p *meter) row(topic string, rel *replication.Relation, since time.Time) ack {
+	if p.last == nil || topic != p.topic || rel != p.rel {
+		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, rel.Schema+"."+rel.Name), topic, rel
 	}
 	p.txRows++
 	return ack{p.last, since}
@@ -387,16 +388,7 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
-	count, oldest, err := r.own().Unpublished(ctx, conn, r.cfg.Poll, r.timeColumn())
-	if err != nil {
-		if store.IsMissing(err) {
-			return nil // no polling columns or no state table: nothing to report
-		}
-		return err
-	}
-	m.pending.Set(float64(count))
-	m.oldest.Set(oldest.Seconds())
-	return nil
+	return r.sampleTables(ctx, conn) // tables.go
 }
 
 func (r *Relay) timeColumn() string {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // value gathers reg and returns the counter or gauge name with exactly
@@ -49,9 +51,12 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 	var last atomic.Int64
 	m := NewMetrics(&last)
 	p := m.meter(ModeWAL)
-	p.row("a", time.Now()).done(nil)
-	p.row("a", time.Now()).done(nil)
-	p.row("b", time.Now()).done(errors.New("broker gone"))
+	outbox := &replication.Relation{Schema: "public", Name: "outbox"}
+	other := &replication.Relation{Schema: "billing", Name: "outbox"}
+	p.row("a", outbox, time.Now()).done(nil)
+	p.row("a", outbox, time.Now()).done(nil)
+	p.row("a", other, time.Now()).done(nil)
+	p.row("b", outbox, time.Now()).done(errors.New("broker gone"))
 	p.commit()
 	p.heartbeat()
 	m.DeadLettered(2)
@@ -60,7 +65,8 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"pgoutbox_events_published_total", []string{"mode=wal", "topic=a"}, 2},
+		{"pgoutbox_events_published_total", []string{"mode=wal", "table=public.outbox", "topic=a"}, 2},
+		{"pgoutbox_events_published_total", []string{"mode=wal", "table=billing.outbox", "topic=a"}, 1},
 		{"pgoutbox_events_failed_total", nil, 1},
 		{"pgoutbox_events_dead_lettered_total", nil, 2},
 		{"pgoutbox_heartbeats_total", nil, 1},
@@ -137,8 +143,9 @@ func BenchmarkPublishMetrics(b *testing.B) {
 	m := NewMetrics(nil)
 	p := m.meter(ModeWAL)
 	now := time.Now()
+	rel := &replication.Relation{Schema: "public", Name: "outbox"}
 	b.ReportAllocs()
 	for b.Loop() {
-		p.row("outbox.event.order", now).done(nil)
+		p.row("outbox.event.order", rel, now).done(nil)
 	}
 }

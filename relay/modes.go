@@ -77,6 +77,11 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
+	if r.parent != nil {
+		// One table of several: the pipeline's lock is held for all of
+		// them (pollTables), and its tables brought up to date.
+		return conn, nil
+	}
 	var ok bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockKey, r.cfg.Replication.Slot).Scan(&ok); err != nil {
 		conn.Close(context.Background())
@@ -98,7 +103,7 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 
 // setMode records the mode and why in the state table, counting switches.
 func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason store.Reason) error {
-	if err := r.own().SetMode(ctx, conn, r.table.String(), mode, reason); err != nil {
+	if err := r.own().SetMode(ctx, conn, r.tableNames(), mode, reason); err != nil {
 		return err
 	}
 	r.mode.Store(string(mode))
@@ -120,6 +125,10 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		return err
 	}
 	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
+		return err
+	}
+	history, err := r.pollSnapshot(ctx, conn, poller) // snapshot.go
+	if err != nil {
 		return err
 	}
 	if err := r.setMode(ctx, conn, ModePoll, reason); err != nil {
@@ -170,6 +179,11 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		// instead of hanging the relay.
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.pollRound(ctx, qctx, pub, txn, polled, poller, conn, floor, handoff, &nextProbe)
+		if err == nil && history {
+			var done bool
+			done, err = r.pollSnapshotDone(qctx, conn, poller)
+			history = !done
+		}
 		cancel()
 		if errors.Is(err, errBackToWAL) || errors.Is(err, errHandoffDone) {
 			// Every row this phase published committed before this
@@ -217,8 +231,12 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 			return err
 		}
 		if done && r.vanish.gapJudged() { // vanish.go
-			if err := r.own().EndHandoff(ctx, conn); err != nil {
-				return err
+			// One table of several: pollTables ends the handoff once
+			// every table is done.
+			if r.parent == nil {
+				if err := r.own().EndHandoff(ctx, conn); err != nil {
+					return err
+				}
 			}
 			return errHandoffDone
 		}

@@ -131,7 +131,7 @@ func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error
 		return p.ledger.where(i, c, err)
 	}
 	e := p.ledger.produce(i, c)
-	a := p.meter.row(rec.Topic, c.CommitTime)
+	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
 	values := c.Values
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
 		p.acked(b, values, a, e, rec, err)
@@ -196,6 +196,10 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 	if err == nil {
 		r.Stats.Published.Add(1)
 		r.Stats.LastPublish.Store(time.Now().UnixNano())
+		if r.parent != nil { // one table of several: the pipeline's totals too
+			r.parent.Stats.Published.Add(1)
+			r.parent.Stats.LastPublish.Store(time.Now().UnixNano())
+		}
 		r.delivered(rec.Topic)
 		if r.refused.any.Load() {
 			r.refused.acked(b.RawID(values), rec)

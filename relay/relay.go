@@ -60,6 +60,10 @@ type Config struct {
 	// program using the package creates nothing it did not ask for; pgoutbox
 	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
+	// Snapshot is what the pipeline's first start does with the rows
+	// already in the table: SnapshotNoData (default) or SnapshotInitial
+	// (snapshot.go).
+	Snapshot SnapshotMode
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
 	// (default 30s).
@@ -119,6 +123,12 @@ func (c *Config) Defaults() {
 	}
 	if c.Encoder.Source == "" {
 		c.Encoder.Source = "/pgoutbox/" + c.Replication.Table
+		if len(c.Replication.Tables) > 1 {
+			c.Encoder.Source = "/pgoutbox/" + c.Replication.Slot // the pipeline's, for all its tables
+		}
+	}
+	if c.Snapshot == "" {
+		c.Snapshot = SnapshotNoData
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
@@ -165,6 +175,20 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if len(c.Replication.Tables) > 1 {
+		if c.Retention > 0 && c.Mode != ModePoll {
+			// A row the WAL published is known by the pipeline's bounds,
+			// which say nothing of a table added to the pipeline later.
+			return errors.New("--retention with several outbox tables runs in --mode poll only (it deletes the rows polling marked published); " +
+				"in --mode wal or auto run it in a pipeline of one table")
+		}
+	}
+	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
+		return err
+	}
+	if c.Snapshot == SnapshotInitial && c.Poll.Status != "" {
+		return errors.New("snapshot mode initial with a status column: the status column already says which rows to publish (the pending ones, on the first start too)")
+	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
 	}
@@ -178,6 +202,15 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Delivery == ExactlyOnce {
+		// Neither path produces in Kafka transactions with a position
+		// record yet: the table relays would share one transactional
+		// producer, and the snapshot produces outside any transaction.
+		if len(c.Replication.Tables) > 1 {
+			return errors.New("exactly-once delivery with several outbox tables is not supported yet: run one pipeline (its own --slot) per table, or at-least-once")
+		}
+		if c.Snapshot == SnapshotInitial {
+			return errors.New("exactly-once delivery with snapshot mode initial is not supported yet: publish the existing rows with at-least-once first, then restart with exactly-once")
+		}
 		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
 			return fmt.Errorf("position topic %q is not a valid topic name", c.PositionTopic)
 		}
@@ -236,11 +269,19 @@ type Stats struct {
 
 // Relay moves outbox rows from one slot to Kafka.
 type Relay struct {
-	cfg    Config
-	log    *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// table is the outbox table; tables are all of them (table first).
 	table  replication.Table
-	enc    *schema.Encoder
-	router *router.Router
+	tables []replication.Table
+	// units poll the tables of a pipeline of several, one each (tables.go);
+	// parent is, in such a unit, the pipeline's relay, and stateName its
+	// state row (empty: the slot's).
+	units     []*Relay
+	parent    *Relay
+	stateName string
+	enc       *schema.Encoder
+	router    *router.Router
 	// database is the database name, for envelopes that carry it.
 	database string
 	// Stats are updated as the relay runs.
@@ -280,10 +321,11 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	table, err := replication.ParseTable(cfg.Replication.Table)
+	tables, err := cfg.Replication.AllTables()
 	if err != nil {
 		return nil, err
 	}
+	table := tables[0]
 	enc, err := schema.NewEncoder(cfg.Encoder)
 	if err != nil {
 		return nil, err
@@ -296,10 +338,15 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
 		database = pc.Database
 	}
-	r := &Relay{cfg: cfg, log: log, table: table, enc: enc, router: rt, database: database}
+	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database}
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
-	r.Metrics.lostDeleted.WithLabelValues(table.String()) // exported at 0 from the start
+	for _, t := range tables {
+		r.Metrics.lostDeleted.WithLabelValues(t.String()) // exported at 0 from the start
+	}
+	if len(tables) > 1 {
+		r.units = r.tableRelays()
+	}
 	return r, nil
 }
 
@@ -356,6 +403,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		var err error
 		if mode == ModeWAL {
 			err = r.walSession(ctx, k, reason, &polled)
+		} else if len(r.units) > 0 {
+			err = r.pollTables(ctx, k, handoff, reason) // tables.go
 		} else {
 			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}
@@ -455,11 +504,23 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	if err != nil {
 		return err
 	}
+	if hasSeq && len(r.units) > 0 {
+		hasSeq, err = r.tablesHaveColumns(ctx, conn) // tables.go
+		if err != nil {
+			return err
+		}
+	}
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
 	canPoll := r.cfg.Mode == ModeAuto && hasSeq
 	if err := r.checkCluster(ctx, conn, canPoll); err != nil { // cluster.go
 		return err
+	}
+	if err := r.walSnapshot(ctx, conn, k); err != nil { // snapshot.go
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	if err := r.prepare(ctx, conn, canPoll); err != nil {
 		return err
@@ -489,7 +550,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	r.stream.Store(stream)
 	r.Stats.Sessions.Add(1)
 	defer r.Metrics.sessionUp(ModeWAL)()
-	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "start_lsn", stream.Start().String())
+	r.log.Info("streaming", "slot", r.cfg.Replication.Slot, "tables", r.tableNames(), "start_lsn", stream.Start().String())
 
 	wm := newWatermark(stream.Start(), stream.Confirm)
 	// Shutdown is soft first: stop reading at the next transaction
@@ -587,3 +648,14 @@ func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, boo
 	}
 	return 0, false
 }
+
+// tableNames names the pipeline's outbox tables, comma-separated, as the
+// state table's outbox_table keeps them: one table reads as before.
+func (r *Relay) tableNames() string {
+	if r.parent != nil && r.stateName == "" {
+		return r.parent.tableNames() // the pipeline's row names them all
+	}
+	return tablesOf(r.tables)
+}
+
+func tableNames(tables []replication.Table) string { return tablesOf(tables) }

@@ -107,9 +107,17 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 	if idCol == "" {
 		idCol = schema.DefaultColumns().ID
 	}
-	res := conn.PgConn().ExecParams(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s::text = $1", r.table.Quoted(), pgx.Identifier{idCol}.Sanitize()),
+	// The row's own table, of a pipeline of several; the pipeline's when
+	// the dead letter does not name one of them.
+	table := r.table
+	for _, t := range r.tables {
+		if t.String() == d.Table {
+			table = t
+		}
+	}
+	res := conn.PgConn().ExecParams(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s::text = $1", table.Quoted(), pgx.Identifier{idCol}.Sanitize()),
 		[][]byte{[]byte(d.EventID)}, nil, nil, nil)
-	rel := &replication.Relation{Schema: r.table.Schema, Name: r.table.Name}
+	rel := &replication.Relation{Schema: table.Schema, Name: table.Name}
 	for _, f := range res.FieldDescriptions() {
 		rel.Columns = append(rel.Columns, schema.Column{Name: f.Name, TypeOID: f.DataTypeOID})
 	}

@@ -193,7 +193,7 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
 		}
 	}
 	if total > 0 {
-		r.log.Info("retention deleted published rows", "rows", total, "older_than", r.cfg.Retention)
+		r.log.Info("retention deleted published rows", "table", r.table.String(), "rows", total, "older_than", r.cfg.Retention)
 	}
 	return total, nil
 }

@@ -17,8 +17,19 @@ import (
 // binary, and could not be brought up to date.
 var ErrNoState = store.ErrNoState
 
-// own is the pipeline's rows in pgoutbox's own tables.
+// own is the pipeline's rows in pgoutbox's own tables: the state row
+// named by the slot, or, for a table after the first of a pipeline of
+// several, that table's own row (tables.go).
 func (r *Relay) own() store.Pipeline {
+	if r.stateName != "" {
+		return store.Pipeline{Name: r.stateName}
+	}
+	return store.Pipeline{Name: r.cfg.Replication.Slot}
+}
+
+// deadLetterOwner is the pipeline its dead letters are filed under: the
+// slot's, for every table of the pipeline.
+func (r *Relay) deadLetterOwner() store.Pipeline {
 	return store.Pipeline{Name: r.cfg.Replication.Slot}
 }
 
@@ -62,7 +73,8 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 	if err := cfg.Validate(); err != nil {
 		return res, err
 	}
-	table, _ := replication.ParseTable(cfg.Table)
+	tables, _ := cfg.AllTables()
+	table := tableNames(tables)
 	own := store.Pipeline{Name: cfg.Slot}
 	known, lastLSN, err := own.Check(ctx, conn)
 	if err != nil {
@@ -101,7 +113,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotReplaced = true
 	}
-	if res.PublicationCreated, err = replication.EnsurePublication(ctx, conn, cfg.Publication, table, create); err != nil {
+	if res.PublicationCreated, err = replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create); err != nil {
 		return res, err
 	}
 	if !slotExists {
@@ -111,7 +123,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		if handoff {
 			// Recorded before the slot exists: whatever happens next, the
 			// next start knows the rows before the slot still need polling.
-			if err := own.PendHandoff(ctx, conn, table.String()); err != nil {
+			if err := own.PendHandoff(ctx, conn, table); err != nil {
 				return res, err
 			}
 		}
@@ -122,7 +134,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotCreated = true
 	}
-	if err := own.SaveSetup(ctx, conn, table.String(), lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
+	if err := own.SaveSetup(ctx, conn, table, lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
 		return res, err
 	}
 	if res.SlotCreated {
@@ -153,7 +165,7 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 		return err
 	}
 	if res.PublicationCreated {
-		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "table", r.table.String())
+		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "tables", r.tableNames())
 	}
 	if res.SlotReplaced {
 		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
@@ -333,6 +345,9 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 		id = &r.clusterID
 	}
 	if err := r.own().SaveFloor(ctx, conn, confirmed.String(), f.xmin, f.seq, id); err != nil {
+		return err
+	}
+	if err := r.saveTableFloors(ctx, conn, confirmed.String(), f.xmin, id); err != nil { // tables.go
 		return err
 	}
 	s.last, s.lastSaved = confirmed, now

@@ -155,7 +155,7 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 	}
 	d := &vanishDetector{table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
 		lastDel: pos.Deletes, baseDel: pos.Deletes, began: time.Now()}
-	cp, err := loadGap(ctx, conn, r.cfg.Replication.Slot)
+	cp, err := loadGap(ctx, conn, r.own().Name)
 	if err != nil && !store.IsMissing(err) {
 		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
 	}
@@ -199,7 +199,7 @@ func (r *Relay) cannotJudge(cp *gapCheckpoint, to int64, why string) {
 
 // saveAccount saves the phase's account as the new checkpoint.
 func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetector) {
-	if err := saveGap(ctx, conn, r.cfg.Replication.Slot, d.checkpoint()); err != nil {
+	if err := saveGap(ctx, conn, r.own().Name, d.checkpoint()); err != nil {
 		d.gapOff = true
 		if !store.IsMissing(err) && ctx.Err() == nil {
 			r.log.Warn("saving where the account of deleted rows stands failed", "err", err)
@@ -476,7 +476,7 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 				"table", r.table.String())
 		}
 	}
-	if err := saveVanished(ctx, conn, r.cfg.Replication.Slot, rep); err != nil && ctx.Err() == nil {
+	if err := saveVanished(ctx, conn, r.own().Name, rep); err != nil && ctx.Err() == nil {
 		if store.IsMissing(err) {
 			r.log.Warn("pgoutbox_state lacks the lost-row columns: run pgoutbox migrate so that status shows this loss")
 		} else {
@@ -582,7 +582,7 @@ func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []re
 	d.bumped += n
 	if err != nil {
 		d.gapOff = true
-		if e := forgetGap(ctx, conn, r.cfg.Replication.Slot); e != nil && ctx.Err() == nil {
+		if e := forgetGap(ctx, conn, r.own().Name); e != nil && ctx.Err() == nil {
 			r.log.Warn("saving the account of deleted rows failed", "err", err)
 		}
 	}
@@ -678,7 +678,7 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(began)))
 	case stream.Confirmed() >= g.lsn:
 		g.waiting = false
-		return saveGap(ctx, conn, r.cfg.Replication.Slot,
+		return saveGap(ctx, conn, r.own().Name,
 			gapCheckpoint{seq: g.last, knownSeq: g.last, known: g.known, deletes: g.deletes})
 	}
 	return nil

@@ -61,7 +61,7 @@ const HeartbeatPrefix = "pgoutbox"
 // decoder turns pgoutput messages into Changes. It holds the relation cache
 // and the state of the current transaction; it is not safe for concurrent use.
 type decoder struct {
-	table      Table
+	tables     map[Table]bool
 	relations  map[uint32]*Relation
 	inTx       bool
 	xid        uint32
@@ -70,8 +70,12 @@ type decoder struct {
 	counters   *Counters
 }
 
-func newDecoder(table Table, counters *Counters) *decoder {
-	return &decoder{table: table, relations: make(map[uint32]*Relation), counters: counters}
+func newDecoder(tables []Table, counters *Counters) *decoder {
+	d := &decoder{tables: make(map[Table]bool, len(tables)), relations: make(map[uint32]*Relation), counters: counters}
+	for _, t := range tables {
+		d.tables[t] = true
+	}
+	return d
 }
 
 // decode handles one XLogData payload. ok is false when the message yields
@@ -143,7 +147,7 @@ func (d *decoder) relation(id uint32) (*Relation, error) {
 }
 
 func (d *decoder) isOutbox(rel *Relation) bool {
-	return rel.Schema == d.table.Schema && rel.Name == d.table.Name
+	return d.tables[Table{Schema: rel.Schema, Name: rel.Name}]
 }
 
 // count records an update, delete or truncate: of the outbox, ignored; of

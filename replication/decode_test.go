@@ -101,7 +101,7 @@ var outboxCols = []schema.Column{{Name: "id", TypeOID: 2950}, {Name: "aggregatet
 
 func TestDecodeTransaction(t *testing.T) {
 	var counters Counters
-	d := newDecoder(Table{"public", "outbox"}, &counters)
+	d := newDecoder([]Table{{"public", "outbox"}}, &counters)
 	feed := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
 		msgRelation(2, "public", "orders", schema.Column{Name: "id", TypeOID: 23}),
@@ -159,7 +159,7 @@ func TestDecodeTransaction(t *testing.T) {
 // A Relation message sent again (after ALTER TABLE) replaces the cached
 // shape: values map to the new columns by name from then on.
 func TestDecodeRelationRefresh(t *testing.T) {
-	d := newDecoder(Table{"public", "outbox"}, &Counters{})
+	d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
 	steps := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
 		msgBegin(0x10, 1),
@@ -203,7 +203,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDecoder(Table{"public", "outbox"}, &Counters{})
+			d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
 			var err error
 			for _, m := range tt.steps {
 				if _, _, err = d.decode(1, m); err != nil {
@@ -234,7 +234,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(seed(msgMessage(5, false, HeartbeatPrefix, "x"), msgTruncate(1)))
 	f.Add(seed(msgRelation(1, "public", "outbox", outboxCols...), msgUpdate(1, nil), msgDelete(1, []byte("k"))))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := newDecoder(Table{"public", "outbox"}, &Counters{})
+		d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]

@@ -156,9 +156,54 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 		return nil, fmt.Errorf("%w: %s needs %s", ErrNoPollingColumns, table, strings.Join(cfg.columns(), ", "))
 	}
 	p := &Poller{conn: conn, cfg: cfg, table: table}
-	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d`,
-		table.Quoted(), cfg.Unpublished(floorParams), pgx.Identifier{cfg.Order}.Sanitize(), cfg.BatchSize)
+	p.SetHistory(false)
 	return p, nil
+}
+
+// history is the condition of the rows that were in the table before its
+// polling columns were added (no txid) and that polling has not marked:
+// the table's history, which polling leaves alone unless a snapshot
+// (--snapshot-mode initial) asks for it. Rows without an order value are
+// not among them: they could not be published in order, or marked.
+func (c PollConfig) history() string {
+	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{PublishedColumn}.Sanitize(),
+		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{TxIDColumn}.Sanitize())
+}
+
+// SetHistory makes Poll read the table's history too (on), in insertion
+// order with the other unpublished rows, or not (off, the default). With a
+// status column the pending rows of the history are always read, and this
+// changes nothing.
+func (p *Poller) SetHistory(on bool) {
+	where := p.cfg.Unpublished(floorParams)
+	if on && p.cfg.Status == "" {
+		where = "(" + where + ") OR (" + p.cfg.history() + ")"
+	}
+	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d`,
+		p.table.Quoted(), where, pgx.Identifier{p.cfg.Order}.Sanitize(), p.cfg.BatchSize)
+}
+
+// HistoryLeft tells whether any row of the table's history is unmarked
+// (see SetHistory).
+func (p *Poller) HistoryLeft(ctx context.Context) (bool, error) {
+	var left bool
+	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE %s)", p.table.Quoted(), p.cfg.history())).Scan(&left); err != nil {
+		return false, fmt.Errorf("look for unpublished history in %s: %w", p.table, err)
+	}
+	return left, nil
+}
+
+// Unordered counts the unmarked rows without an order value: polling can
+// neither order nor mark them. Rows that were in the table before its
+// polling columns have no seq; the table's own bigserial or identity id
+// (--column-order) orders them.
+func (p *Poller) Unordered(ctx context.Context) (int64, error) {
+	var n int64
+	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL AND %s IS NULL", p.table.Quoted(),
+		pgx.Identifier{PublishedColumn}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
+		return 0, fmt.Errorf("look for rows without %s in %s: %w", p.cfg.Order, p.table, err)
+	}
+	return n, nil
 }
 
 // HasColumns tells whether the table has the columns polling needs: the
@@ -246,21 +291,7 @@ func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
 	now := time.Now()
 	var rows []PolledRow
 	for res.NextRow() {
-		raw := res.Values()
-		size := 0
-		for _, v := range raw {
-			size += len(v)
-		}
-		buf := make([]byte, 0, size)
-		values := make([][]byte, len(raw))
-		for i, v := range raw {
-			if v == nil {
-				continue
-			}
-			off := len(buf)
-			buf = append(buf, v...)
-			values[i] = buf[off:len(buf):len(buf)]
-		}
+		values := copyValues(res.Values())
 		seq, err := strconv.ParseInt(string(values[p.seqIdx]), 10, 64)
 		if err != nil {
 			res.Close()
@@ -276,6 +307,26 @@ func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
 		return nil, fmt.Errorf("poll %s: %w", p.table, err)
 	}
 	return rows, nil
+}
+
+// copyValues copies a row's values into one allocation: what the result
+// reader returns is reused by its next row.
+func copyValues(raw [][]byte) [][]byte {
+	size := 0
+	for _, v := range raw {
+		size += len(v)
+	}
+	buf := make([]byte, 0, size)
+	values := make([][]byte, len(raw))
+	for i, v := range raw {
+		if v == nil {
+			continue
+		}
+		off := len(buf)
+		buf = append(buf, v...)
+		values[i] = buf[off:len(buf):len(buf)]
+	}
+	return values
 }
 
 // bind (re)builds the relation from the result's columns, by name, so an

@@ -22,6 +22,10 @@ type Config struct {
 	DatabaseURL string
 	// Table is the outbox table, "schema.table".
 	Table string
+	// Tables, when set, are every outbox table of the pipeline, Table
+	// first: one slot and one publication stream the inserts of all of
+	// them. Nil streams Table alone.
+	Tables []string
 	// Slot and Publication name the replication slot and publication.
 	Slot, Publication string
 	// StatusInterval is how often a standby status update is sent, whether
@@ -69,7 +73,7 @@ func (c Config) Validate() error {
 	if c.DatabaseURL == "" {
 		return errors.New("database URL is required")
 	}
-	if _, err := ParseTable(c.Table); err != nil {
+	if _, err := c.AllTables(); err != nil {
 		return err
 	}
 	if err := ValidateName("slot", c.Slot); err != nil {
@@ -87,11 +91,39 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Stream reads the outbox table's inserts from a logical replication slot.
+// AllTables parses the pipeline's outbox tables, Table first.
+func (c Config) AllTables() ([]Table, error) {
+	first, err := ParseTable(c.Table)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Tables) == 0 {
+		return []Table{first}, nil
+	}
+	seen := map[Table]bool{}
+	out := make([]Table, 0, len(c.Tables))
+	for _, s := range c.Tables {
+		t, err := ParseTable(s)
+		if err != nil {
+			return nil, err
+		}
+		if seen[t] {
+			return nil, fmt.Errorf("%w: table %s is listed twice", ErrInvalidName, t)
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	if out[0] != first {
+		return nil, fmt.Errorf("tables %v do not start with the table %s", c.Tables, first)
+	}
+	return out, nil
+}
+
+// Stream reads the outbox tables' inserts from a logical replication slot.
 // Run reads; Confirm may be called from any goroutine.
 type Stream struct {
 	cfg       Config
-	table     Table
+	tables    []Table
 	log       *slog.Logger
 	conn      *pgconn.PgConn
 	start     pglogrepl.LSN
@@ -116,7 +148,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	table, _ := ParseTable(cfg.Table)
+	tables, _ := cfg.AllTables()
 	pgcfg, err := replicationConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -125,7 +157,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(err))
 	}
-	s := &Stream{cfg: cfg, table: table, log: log, conn: conn, stop: make(chan struct{})}
+	s := &Stream{cfg: cfg, tables: tables, log: log, conn: conn, stop: make(chan struct{})}
 	if err := s.startReplication(ctx); err != nil {
 		conn.Close(context.Background())
 		return nil, err
@@ -279,7 +311,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	}()
 	defer func() { hbCancel(); <-hbDone }()
 
-	dec := newDecoder(s.table, &s.Counters)
+	dec := newDecoder(s.tables, &s.Counters)
 	h := newHandoff(out)
 	nextStatus := time.Now()
 	lastRecv := time.Now()

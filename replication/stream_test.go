@@ -82,8 +82,8 @@ func newTestStream(t testing.TB) (*Stream, *walSender) {
 		conn.Close(context.Background())
 	})
 	s := &Stream{
-		cfg:   Config{StatusInterval: 50 * time.Millisecond, ReceiveTimeout: time.Minute, HeartbeatInterval: -1},
-		table: Table{"public", "outbox"}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		cfg:    Config{StatusInterval: 50 * time.Millisecond, ReceiveTimeout: time.Minute, HeartbeatInterval: -1},
+		tables: []Table{{"public", "outbox"}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		conn: conn, stop: make(chan struct{}),
 	}
 	return s, &walSender{t: t, conn: server, lsn: 0x1000}

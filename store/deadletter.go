@@ -11,6 +11,7 @@ import (
 // DeadLetter is one entry of pgoutbox_dead_letter.
 type DeadLetter struct {
 	ID          int64      `json:"id"`
+	Table       string     `json:"table"`
 	EventID     string     `json:"event_id"`
 	AggregateID string     `json:"aggregate_id"`
 	LSN         string     `json:"lsn,omitempty"`
@@ -82,7 +83,7 @@ VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8) ON CONFLICT DO NOTHING`,
 // DeadLetters returns the pipeline's dead letters, oldest first; with all,
 // those already replayed or skipped too.
 func (p Pipeline) DeadLetters(ctx context.Context, q Querier, all bool) ([]DeadLetter, error) {
-	rows, err := q.Query(ctx, `SELECT id, coalesce(event_id, ''), aggregate_id, coalesce(lsn::text, ''), reason, created_at, replayed_at, coalesce(resolution, '')
+	rows, err := q.Query(ctx, `SELECT id, outbox_table, coalesce(event_id, ''), aggregate_id, coalesce(lsn::text, ''), reason, created_at, replayed_at, coalesce(resolution, '')
 FROM pgoutbox_dead_letter WHERE pipeline = $1 AND ($2 OR replayed_at IS NULL) ORDER BY id`, p.Name, all)
 	if err != nil {
 		if IsMissing(err) {
@@ -92,7 +93,7 @@ FROM pgoutbox_dead_letter WHERE pipeline = $1 AND ($2 OR replayed_at IS NULL) OR
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
 		var d DeadLetter
-		err := row.Scan(&d.ID, &d.EventID, &d.AggregateID, &d.LSN, &d.Reason, &d.CreatedAt, &d.ReplayedAt, &d.Resolution)
+		err := row.Scan(&d.ID, &d.Table, &d.EventID, &d.AggregateID, &d.LSN, &d.Reason, &d.CreatedAt, &d.ReplayedAt, &d.Resolution)
 		return d, err
 	})
 }

@@ -66,7 +66,7 @@ func (p Pipeline) Check(ctx context.Context, q Querier) (known bool, confirmed *
 	// role may read: an older schema is named, not met halfway.
 	var current bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'gap_seq' AND NOT attisdropped)`).Scan(&current); err != nil {
+WHERE attrelid = 'pgoutbox_state'::regclass AND attname = 'snapshot_pending' AND NOT attisdropped)`).Scan(&current); err != nil {
 		return false, nil, fmt.Errorf("look up state table: %w", err)
 	}
 	if !current {
@@ -173,15 +173,15 @@ func (p Pipeline) EndHandoff(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// SetMode records the mode and why, counting switches; a missing state
-// table is ErrNoState.
+// SetMode records the mode and why, counting switches, and the tables the
+// pipeline now reads; a missing state table is ErrNoState.
 func (p Pipeline) SetMode(ctx context.Context, q Querier, table string, mode Mode, reason Reason) error {
 	_, err := q.Exec(ctx, `
 INSERT INTO pgoutbox_state (pipeline, outbox_table, mode, mode_reason) VALUES ($1, $2, $3, $4)
 ON CONFLICT (pipeline) DO UPDATE SET
   switches = pgoutbox_state.switches + CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN 0 ELSE 1 END,
   mode_since = CASE WHEN pgoutbox_state.mode = EXCLUDED.mode THEN pgoutbox_state.mode_since ELSE now() END,
-  mode = EXCLUDED.mode, mode_reason = EXCLUDED.mode_reason, updated_at = now()`,
+  mode = EXCLUDED.mode, mode_reason = EXCLUDED.mode_reason, outbox_table = EXCLUDED.outbox_table, updated_at = now()`,
 		p.Name, table, string(mode), reason.encode())
 	if err != nil {
 		if IsMissing(err) {

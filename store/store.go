@@ -54,3 +54,12 @@ func isReadOnly(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "25006"
 }
+
+// TablePipeline is the state row of a table after the first in a pipeline
+// of several: slot/schema.table. The first table's positions stay in the
+// pipeline's own row (named by the slot), so a pipeline of one table that
+// later lists more reads its state as before. A slot name has no '/', so
+// such a row is never taken for a pipeline.
+func TablePipeline(slot, table string) Pipeline {
+	return Pipeline{Name: slot + "/" + table}
+}

@@ -77,8 +77,8 @@ func TestOpsMetricsAndReadiness(t *testing.T) {
 	awaitIDs(t, e.brokers, "outbox.event.order", orders, 15*time.Second)
 	awaitIDs(t, e.brokers, "outbox.event.payment", payments, 15*time.Second)
 	const (
-		orderSeries   = `pgoutbox_events_published_total{mode="wal",topic="outbox.event.order"}`
-		paymentSeries = `pgoutbox_events_published_total{mode="wal",topic="outbox.event.payment"}`
+		orderSeries   = `pgoutbox_events_published_total{mode="wal",table="public.outbox",topic="outbox.event.order"}`
+		paymentSeries = `pgoutbox_events_published_total{mode="wal",table="public.outbox",topic="outbox.event.payment"}`
 	)
 	var m map[string]float64
 	eventually(t, 10*time.Second, "the published counters", func() bool {

@@ -276,7 +276,7 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 
 	// Connector options.
 	var db struct{ host, port, user, password, name, sslmode string }
-	var table replication.Table
+	var tables []replication.Table
 	for _, k := range sortedKeys(c.connector) {
 		v := c.connector[k]
 		switch k {
@@ -316,13 +316,18 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 				refuse(src(k), fmt.Sprintf("%q: pgoutbox needs the outbox table in the publication", v))
 			}
 		case "table.include.list", "table.whitelist":
-			t, err := singleTable(v)
-			if err != nil {
-				refuse(src(k), err.Error())
+			ts, ok := plainTables(v)
+			if !ok {
+				// Patterns: matched against the database's tables at start.
+				set("table-include-list", v)
 				continue
 			}
-			table = t
-			set("table", t.String())
+			names := make([]string, len(ts))
+			for i, t := range ts {
+				names[i] = t.String()
+			}
+			tables = ts
+			set("table", strings.Join(names, ","))
 		case "schema.include.list", "schema.whitelist":
 			// Checked against the table below.
 		case "heartbeat.interval.ms":
@@ -337,10 +342,11 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 		case "snapshot.mode":
 			switch v {
 			case "no_data", "never":
+				set("snapshot-mode", "no_data")
 			case "initial":
-				ignore(src(k) + "=initial (rows already in the table when the slot is created are not published)")
+				set("snapshot-mode", "initial")
 			default:
-				refuse(src(k), fmt.Sprintf("%q: pgoutbox does not snapshot; use no_data", v))
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox snapshots on the first start only; use initial or no_data", v))
 			}
 		case "slot.drop.on.stop":
 			if v == "true" {
@@ -367,9 +373,11 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 	if _, ok := c.connector["publication.name"]; !ok {
 		set("publication", "dbz_publication")
 	}
-	if s, ok := c.connector["schema.include.list"]; ok && table != (replication.Table{}) {
-		if schema := table.Schema; s != schema && s != regexp.QuoteMeta(schema) {
-			refuse(src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
+	if s, ok := c.connector["schema.include.list"]; ok {
+		for _, table := range tables {
+			if schema := table.Schema; s != schema && s != regexp.QuoteMeta(schema) {
+				refuse(src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
+			}
 		}
 	}
 	if db.host != "" || db.name != "" {
@@ -481,19 +489,20 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 	return out, ignored, nil
 }
 
-// singleTable reads table.include.list naming exactly one table: a
-// schema-qualified name whose dots may be escaped (public\.outbox).
-func singleTable(v string) (replication.Table, error) {
-	v = strings.TrimSpace(v)
-	if strings.Contains(v, ",") {
-		return replication.Table{}, fmt.Errorf("%q lists several tables; pgoutbox relays one outbox table per run", v)
+// plainTables reads a table.include.list that names tables, each a
+// schema-qualified name whose dots may be escaped (public\.outbox); ok is
+// false when an entry is a pattern, which is matched at start instead.
+func plainTables(v string) ([]replication.Table, bool) {
+	var out []replication.Table
+	for _, part := range strings.Split(v, ",") {
+		s := strings.ReplaceAll(strings.TrimSpace(part), `\.`, ".")
+		t, err := replication.ParseTable(s)
+		if err != nil || !strings.Contains(s, ".") {
+			return nil, false
+		}
+		out = append(out, t)
 	}
-	s := strings.ReplaceAll(v, `\.`, ".")
-	t, err := replication.ParseTable(s)
-	if err != nil || !strings.Contains(s, ".") {
-		return replication.Table{}, fmt.Errorf("%q is not one schema-qualified table name (patterns are not supported)", v)
-	}
-	return t, nil
+	return out, len(out) > 0
 }
 
 // connectConverter maps a Kafka Connect converter class. Unset converters

@@ -20,8 +20,9 @@ func runFlagSet() (*flag.FlagSet, *relay.Config) {
 	var cfg relay.Config
 	var c common
 	c.register(fs)
-	var brokers, format string
+	var brokers, format, snapshot string
 	fs.StringVar(&brokers, "kafka-brokers", "", "")
+	fs.StringVar(&snapshot, "snapshot-mode", "no_data", "")
 	fs.StringVar(&format, "format", "cloudevents", "")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "")
@@ -81,7 +82,7 @@ debezium.format.value.schemas.enable=false
 		"format": "debezium-outbox", "topic-prefix": "shop", "column-aggregate-type": "aggregate_type",
 		"column-aggregate-id": "aggregate_id", "column-additional": "event_type:header:eventType",
 		"route-topic-replacement": "${routedByValue}.events", "key-converter": "json-schemas",
-		"value-converter": "json", "header-converter": "json-schemas",
+		"value-converter": "json", "header-converter": "json-schemas", "snapshot-mode": "no_data",
 	} {
 		if got := flagValue(fs, flagName); got != want {
 			t.Errorf("--%s = %q, want %q", flagName, got, want)
@@ -98,7 +99,7 @@ func TestKafkaConnectJSON(t *testing.T) {
   "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
   "tasks.max": "1", "database.hostname": "db", "database.port": 5432, "database.user": "u",
   "database.dbname": "shop", "topic.prefix": "dbserver1", "plugin.name": "pgoutput",
-  "table.include.list": "public.outbox", "tombstones.on.delete": false,
+  "table.include.list": "public.outbox", "tombstones.on.delete": false, "snapshot.mode": "initial",
   "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
   "transforms.outbox.table.expand.json.payload": "true",
   "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -111,6 +112,7 @@ func TestKafkaConnectJSON(t *testing.T) {
 		"database-url": "postgres://u@db:5432/shop", "table": "public.outbox", "format": "debezium-outbox",
 		"expand-json-payload": "true", "key-converter": "string", "value-converter": "json", "header-converter": "string",
 		"route-topic-replacement": "outbox.event.${routedByValue}", "heartbeat-interval": "10s",
+		"snapshot-mode": "initial",
 	} {
 		if got := flagValue(fs, flagName); got != want {
 			t.Errorf("--%s = %q, want %q", flagName, got, want)
@@ -135,7 +137,7 @@ func TestDebeziumConfigRefusals(t *testing.T) {
 	_, _, err := loadConfig(t, "c.json", `{"config": {
   "connector.class": "io.debezium.connector.mysql.MySqlConnector",
   "snapshot.mode": "always", "slot.drop.on.stop": "true",
-  "table.include.list": "public.outbox,public.other",
+  "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
   "transforms": "outbox,unwrap",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
   "transforms.outbox.route.tombstone.on.empty.payload": "true",
@@ -144,7 +146,7 @@ func TestDebeziumConfigRefusals(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, key := range []string{"connector.class", "snapshot.mode", "slot.drop.on.stop", "table.include.list",
+	for _, key := range []string{"connector.class", "snapshot.mode", "slot.drop.on.stop", "schema.include.list",
 		"transforms.unwrap.type", "transforms.outbox.route.tombstone.on.empty.payload", "value.converter"} {
 		if !strings.Contains(err.Error(), key+":") {
 			t.Errorf("error does not name %s:\n%v", key, err)
@@ -165,35 +167,33 @@ func TestDebeziumConfigCommandLineWins(t *testing.T) {
 	}
 }
 
-// table.include.list names the table as --table does: one schema-qualified
-// name that the relay accepts, its dots optionally escaped.
+// table.include.list names tables as --table does (schema-qualified names
+// the relay accepts, dots optionally escaped, several comma-separated);
+// anything else is a pattern, passed to --table-include-list and matched
+// against the database's tables at start.
 func TestDebeziumConfigTableIncludeList(t *testing.T) {
 	long := strings.Repeat("t", 64) // one byte over Postgres's identifier limit
 	for _, tt := range []struct {
-		list, table string // table "" means refused
+		list, table, include string
 	}{
-		{`public\\.outbox_event`, "public.outbox_event"},
-		{"Sales.OutboxEvents", "Sales.OutboxEvents"},
-		{"app.outbox$2", "app.outbox$2"},
-		{"outbox", ""},
-		{"public.out.box", ""},
-		{"public.out-box", ""},
-		{"public." + long, ""},
-		{`public\\.outbox.*`, ""},
+		{`public\\.outbox_event`, "public.outbox_event", ""},
+		{"Sales.OutboxEvents", "Sales.OutboxEvents", ""},
+		{"app.outbox$2", "app.outbox$2", ""},
+		{"public.orders_outbox,billing.outbox", "public.orders_outbox,billing.outbox", ""},
+		{"outbox", "public.outbox", "outbox"},
+		{"public.out.box", "public.outbox", "public.out.box"},
+		{"public.out-box", "public.outbox", "public.out-box"},
+		{"public." + long, "public.outbox", "public." + long},
+		{`public\\.outbox.*`, "public.outbox", `public\\.outbox.*`},
 	} {
 		fs, _, err := loadConfig(t, "c.json", `{"config": {"table.include.list": "`+tt.list+`"}}`)
-		if tt.table == "" {
-			if err == nil || !strings.Contains(err.Error(), "table.include.list:") {
-				t.Errorf("%s: accepted (table %q), err %v", tt.list, flagValue(fs, "table"), err)
-			}
-			continue
-		}
 		if err != nil {
 			t.Errorf("%s: %v", tt.list, err)
 			continue
 		}
-		if got := flagValue(fs, "table"); got != tt.table {
-			t.Errorf("%s: --table %q, want %q", tt.list, got, tt.table)
+		want := strings.ReplaceAll(tt.include, `\\`, `\`)
+		if got, gotInc := flagValue(fs, "table"), flagValue(fs, "table-include-list"); got != tt.table || gotInc != want {
+			t.Errorf("%s: --table %q --table-include-list %q, want %q and %q", tt.list, got, gotInc, tt.table, want)
 		}
 	}
 }
@@ -222,7 +222,7 @@ func TestAdditionalEnvelopeExtensionName(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.Encoder.Format = format
-			err := m.apply(context.Background(), fs, &cfg, "", "public.outbox")
+			err := m.apply(context.Background(), fs, &cfg, "", []string{"public.outbox"})
 			if (err == nil) != tt.ok {
 				t.Errorf("%s, %s: err %v", tt.additional, format, err)
 			}

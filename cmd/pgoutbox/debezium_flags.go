@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,7 +60,7 @@ func registerPollFlags(fs *flag.FlagSet, poll *replication.PollConfig) {
 // apply completes cfg once flags are parsed and cfg.Encoder.Format is set.
 // For the Debezium formats it reads the table's NOT NULL columns and
 // primary key from the catalog, which schemas and change-event keys need.
-func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, databaseURL, table string) error {
+func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, databaseURL string, tables []string) error {
 	if m.additional != "" {
 		add, err := schema.ParseAdditionalFields(m.additional)
 		if err != nil {
@@ -106,9 +108,20 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	if format != schema.Debezium && format != schema.DebeziumOutbox {
 		return nil
 	}
-	notNull, key, err := tableInfo(ctx, databaseURL, table)
+	notNull, key, err := tableInfo(ctx, databaseURL, tables[0])
 	if err != nil {
 		return err
+	}
+	// One mapping for every table: the Debezium formats' schemas and keys
+	// are read from the first, and the others must agree.
+	for _, other := range tables[1:] {
+		nn, k, err := tableInfo(ctx, databaseURL, other)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(nn, notNull) || !slices.Equal(k, key) {
+			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key); %s and %s differ: run a pipeline per table", format, tables[0], other)
+		}
 	}
 	cfg.Encoder.Debezium.NotNull = notNull
 	cfg.Encoder.Debezium.KeyColumns = key

@@ -24,7 +24,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.requireURL(); err != nil {
 		return err
 	}
-	table, err := replication.ParseTable(c.table)
+	tables, _, err := c.resolveTables(ctx)
 	if err != nil {
 		return err
 	}
@@ -38,17 +38,20 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
 	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
-	res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, true)
-	if err != nil {
-		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
-	}
-	switch {
-	case res.Created:
-		fmt.Fprintf(stdout, "%s created\n", table)
-	case len(res.Added) > 0 || res.IndexBuilt:
-		fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
-	default:
-		fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
+	for _, name := range tables {
+		table, _ := replication.ParseTable(name)
+		res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, true)
+		if err != nil {
+			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+		}
+		switch {
+		case res.Created:
+			fmt.Fprintf(stdout, "%s created\n", table)
+		case len(res.Added) > 0 || res.IndexBuilt:
+			fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
+		default:
+			fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
+		}
 	}
 	return nil
 }

@@ -20,18 +20,20 @@ import (
 
 // common are the flags every command that talks to Postgres shares.
 type common struct {
-	databaseURL string
-	table       string
-	slot        string
-	publication string
-	logFormat   string
-	logLevel    string
-	config      string
+	databaseURL  string
+	table        string
+	tableInclude string
+	slot         string
+	publication  string
+	logFormat    string
+	logLevel     string
+	config       string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection URL or DSN (required)")
-	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table")
+	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot and each polled while polling")
+	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched against schema.table of the tables that exist at start (Debezium table.include.list)")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
@@ -64,6 +66,7 @@ type relayFlags struct {
 	brokers  string
 	mode     string
 	delivery string
+	snapshot string
 	format   string
 	ops      opsFlags
 	mapping  *mappingFlags
@@ -75,6 +78,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.auth.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
+	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first (Debezium snapshot.mode)")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 500*time.Millisecond, "polling: wait after a poll that found less than a full batch")
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
@@ -126,6 +130,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, fmt.Errorf("--delivery: %w", err)
 	}
 	cfg.Delivery = d
+	if cfg.Snapshot, err = relay.ParseSnapshotMode(f.snapshot); err != nil {
+		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data or initial", f.snapshot)
+	}
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
@@ -140,10 +147,20 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, err
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
-	cfg.Replication.Table = c.table
+	tables, matched, err := c.resolveTables(ctx)
+	if err != nil {
+		return cfg, nil, err
+	}
+	if matched != "" {
+		log.Info("tables matched --table-include-list", "patterns", c.tableInclude, "tables", matched)
+	}
+	cfg.Replication.Table = tables[0]
+	if len(tables) > 1 {
+		cfg.Replication.Tables = tables
+	}
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
-	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, c.table); err != nil {
+	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, tables); err != nil {
 		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
 	if *f.ops.addr == "" {
@@ -185,7 +202,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "table", c.table, "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {

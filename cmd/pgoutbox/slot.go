@@ -59,7 +59,14 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := c.requireURL(); err != nil {
 		return err
 	}
-	rcfg := replication.Config{DatabaseURL: c.databaseURL, Table: c.table, Slot: c.slot, Publication: c.publication, Failover: failover}
+	tables, _, err := c.resolveTables(ctx)
+	if err != nil {
+		return err
+	}
+	rcfg := replication.Config{DatabaseURL: c.databaseURL, Table: tables[0], Slot: c.slot, Publication: c.publication, Failover: failover}
+	if len(tables) > 1 {
+		rcfg.Tables = tables
+	}
 	rcfg.Defaults()
 	if err := rcfg.Validate(); err != nil {
 		return err
@@ -82,9 +89,9 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		if res.PublicationCreated {
-			fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, c.table)
+			fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, strings.Join(tables, ", "))
 		} else {
-			fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, c.table)
+			fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, strings.Join(tables, ", "))
 		}
 		if res.SlotCreated {
 			kind := ""

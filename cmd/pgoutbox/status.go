@@ -7,7 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -15,10 +18,13 @@ import (
 
 // pipelineStatus is what status reports; JSON field names are stable.
 type pipelineStatus struct {
-	Pipeline   string `json:"pipeline"`
-	Table      string `json:"table"`
-	Mode       string `json:"mode"`
-	ModeReason string `json:"mode_reason"`
+	Pipeline string `json:"pipeline"`
+	Table    string `json:"table"`
+	// Tables are the pipeline's outbox tables: Table alone, or the
+	// several tables one slot streams (Table lists them, comma-separated).
+	Tables     []string `json:"tables"`
+	Mode       string   `json:"mode"`
+	ModeReason string   `json:"mode_reason"`
 	// ModeReasonCode is ModeReason's code (store.ReasonCode): started,
 	// handoff, handoff-done, wal-available, wal-unavailable; empty for a
 	// reason saved by an older pgoutbox.
@@ -47,6 +53,9 @@ type pipelineStatus struct {
 	// in WAL mode these include rows the WAL already published.
 	Unpublished      int64    `json:"unpublished_rows"`
 	OldestUnpublishd *float64 `json:"oldest_unpublished_seconds,omitempty"`
+	// UnpublishedByTable splits Unpublished by table, for a pipeline of
+	// several tables: each above its own state row's floor.
+	UnpublishedByTable map[string]int64 `json:"unpublished_rows_by_table,omitempty"`
 	// LastPublish and Alive are saved by the relay every few seconds;
 	// DeadLetters is set when the dead-letter table exists.
 	LastPublish *time.Time `json:"last_publish_at,omitempty"`
@@ -205,13 +214,31 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		return err
 	}
-	poll.Table = st.Table
-	if n, oldest, err := own.Unpublished(ctx, conn, poll, "created_at"); err != nil {
-		st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", st.Table, err))
-	} else {
-		st.Unpublished = n
-		if oldest > 0 {
-			s := oldest.Seconds()
+	st.Tables = strings.Split(st.Table, ",")
+	if len(st.Tables) > 1 {
+		st.UnpublishedByTable = map[string]int64{}
+	}
+	for i, table := range st.Tables {
+		// The first table's positions are in the pipeline's row; every
+		// other table's in a row of its own, once a relay wrote it (the
+		// pipeline's floor holds for every table until then).
+		rowOwn := own
+		if i > 0 {
+			if o := store.TablePipeline(c.slot, table); knownRow(ctx, conn, o) {
+				rowOwn = o
+			}
+		}
+		poll.Table = table
+		n, oldest, err := rowOwn.Unpublished(ctx, conn, poll, "created_at")
+		if err != nil {
+			st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", table, err))
+			continue
+		}
+		st.Unpublished += n
+		if st.UnpublishedByTable != nil {
+			st.UnpublishedByTable[table] = n
+		}
+		if s := oldest.Seconds(); oldest > 0 && (st.OldestUnpublishd == nil || s > *st.OldestUnpublishd) {
 			st.OldestUnpublishd = &s
 		}
 	}
@@ -231,7 +258,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, st.Table)
+		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, strings.Join(st.Tables, ", "))
 		fmt.Fprintf(stdout, "mode         %s since %s (%d switches)\n", st.Mode, st.ModeSince.Format(time.RFC3339), st.Switches)
 		fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
 		fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)
@@ -258,6 +285,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
 		}
 		fmt.Fprintln(stdout)
+		if len(st.UnpublishedByTable) > 0 {
+			for _, table := range st.Tables {
+				fmt.Fprintf(stdout, "             %s: %d\n", table, st.UnpublishedByTable[table])
+			}
+		}
 		if st.LastPublish != nil {
 			fmt.Fprintf(stdout, "published    last at %s\n", st.LastPublish.Format(time.RFC3339))
 		}
@@ -297,4 +329,10 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// knownRow tells whether the state table has a row for own.
+func knownRow(ctx context.Context, conn *pgx.Conn, own store.Pipeline) bool {
+	known, _, err := own.Check(ctx, conn)
+	return err == nil && known
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// splitTables reads --table: one schema.table, or several comma-separated.
+func splitTables(v string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		t, err := replication.ParseTable(s)
+		if err != nil {
+			return nil, fmt.Errorf("--table: %w", err)
+		}
+		out = append(out, t.String())
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--table: no table given")
+	}
+	return out, nil
+}
+
+// resolveTables returns the pipeline's outbox tables: --table's, or, with
+// --table-include-list, the existing tables whose schema.table one of its
+// patterns matches whole (as Debezium's table.include.list), in name
+// order; matched then names them, for the log.
+func (c *common) resolveTables(ctx context.Context) (tables []string, matched string, err error) {
+	if c.tableInclude == "" {
+		tables, err = splitTables(c.table)
+		return tables, "", err
+	}
+	var res []*regexp.Regexp
+	for _, p := range strings.Split(c.tableInclude, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		re, err := regexp.Compile(`^(?:` + p + `)$`)
+		if err != nil {
+			return nil, "", fmt.Errorf("--table-include-list: %q: %w", p, err)
+		}
+		res = append(res, re)
+	}
+	if len(res) == 0 {
+		return nil, "", errors.New("--table-include-list: no pattern given")
+	}
+	conn, err := connect(ctx, c.databaseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\_%' AND c.relname NOT IN ('pgoutbox_state', 'pgoutbox_dead_letter', 'pgoutbox_schema_version')
+ORDER BY 1, 2`)
+	if err != nil {
+		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var s, n string
+		err := r.Scan(&s, &n)
+		return s + "." + n, err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
+	}
+	for _, name := range names {
+		for _, re := range res {
+			if re.MatchString(name) {
+				if _, err := replication.ParseTable(name); err != nil {
+					return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
+				}
+				tables = append(tables, name)
+				break
+			}
+		}
+	}
+	if len(tables) == 0 {
+		return nil, "", fmt.Errorf("--table-include-list %q matches no table of the database", c.tableInclude)
+	}
+	return tables, strings.Join(tables, ","), nil
+}
+
+// tableList names the configured tables, comma-separated.
+func tableList(c replication.Config) string {
+	if len(c.Tables) > 0 {
+		return strings.Join(c.Tables, ",")
+	}
+	return c.Table
+}

@@ -1,0 +1,245 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// SnapshotMode is what a pipeline's first start does with the rows already
+// in its table, as Debezium's snapshot.mode.
+type SnapshotMode string
+
+const (
+	// SnapshotNoData publishes only what commits after the pipeline
+	// exists (the default; Debezium's no_data).
+	SnapshotNoData SnapshotMode = "no_data"
+	// SnapshotInitial publishes the rows already in the table first, then
+	// what commits after (Debezium's initial).
+	SnapshotInitial SnapshotMode = "initial"
+)
+
+// ParseSnapshotMode parses no_data or initial.
+func ParseSnapshotMode(s string) (SnapshotMode, error) {
+	switch m := SnapshotMode(s); m {
+	case SnapshotNoData, SnapshotInitial:
+		return m, nil
+	}
+	return "", fmt.Errorf("snapshot mode %q: use no_data or initial", s)
+}
+
+// walSnapshot publishes the rows already in the table on a pipeline's first
+// start in WAL mode (SnapshotInitial), before its slot is streamed: it
+// creates the slot over a replication connection that exports its snapshot,
+// reads the table as that snapshot sees it (everything that committed
+// before the slot's consistent point, nothing after) in insertion order,
+// publishes those rows through the same path as every other row and waits
+// for Kafka's acks. The slot then streams from its consistent point, so
+// every row comes once, from one side of the boundary or the other, and an
+// aggregate's rows of the snapshot go before its later ones.
+//
+// A slot that exists without a state row is another reader's, taken over
+// where it stopped (Debezium's): it is streamed without a snapshot.
+//
+// The snapshot is recorded pending in the state table before the slot
+// exists, and done only after the last ack. A start that finds it pending
+// (a crash, a stop, Kafka down in the middle) drops the slot the
+// unfinished snapshot made, which nothing has streamed from, and does it
+// again: rows sent twice, none lost.
+func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
+	if r.cfg.Snapshot != SnapshotInitial {
+		return nil
+	}
+	st, err := r.own().Snapshot(ctx, conn)
+	if err != nil || (st.Known && !st.Pending) {
+		return err
+	}
+	cfg := r.cfg.Replication
+	// What Setup checks first, so that auto mode polls where the WAL is
+	// not available instead of failing here.
+	slot, err := replication.SlotStatus(ctx, conn, cfg.Slot)
+	slotExists := err == nil
+	if err != nil && !errors.Is(err, replication.ErrSlotMissing) {
+		return err
+	}
+	if slotExists && !st.Pending {
+		// A slot this pipeline never recorded: another reader's (Debezium's,
+		// taken over where it stopped), which holds what committed since it
+		// read the table, as Debezium with stored offsets does not snapshot.
+		r.log.Info("the slot exists: streaming from where its reader stopped, without a snapshot", "slot", cfg.Slot)
+		return nil
+	}
+	ready, err := replication.Inspect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := ready.Err(slotExists); err != nil {
+		return err
+	}
+	if err := replication.TryReplication(ctx, conn, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	if !r.cfg.CreateSlot {
+		return fmt.Errorf("%w: --snapshot-mode initial creates the slot with the snapshot it reads; it needs --create-slot", replication.ErrNotReady)
+	}
+	created, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, r.tables, true)
+	if err != nil {
+		return err
+	}
+	if created {
+		r.log.Info("publication created", "publication", cfg.Publication, "tables", r.tableNames())
+	}
+	orders := make([]string, len(r.tables))
+	for i, t := range r.tables {
+		order, unordered, err := replication.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)
+		if err != nil {
+			return err
+		}
+		if unordered {
+			r.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", "table", t.String())
+		}
+		orders[i] = order
+	}
+	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
+		return err
+	}
+	if slotExists {
+		// Made by the unfinished snapshot: nothing was streamed from it,
+		// and the new snapshot covers everything it would have.
+		if slot.Active {
+			return fmt.Errorf("%w: %s", replication.ErrSlotActive, cfg.Slot)
+		}
+		r.log.Warn("the snapshot of the rows already in the table did not finish; dropping its slot and taking it again", "slot", cfg.Slot)
+		if err := replication.DropSlot(ctx, conn, cfg.Slot); err != nil {
+			return err
+		}
+	}
+
+	exp, err := replication.CreateSlotExported(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	// Open until every table's read has imported the snapshot.
+	defer exp.Close()
+	if err := r.own().SaveSetup(ctx, conn, r.tableNames(), lsnArg(exp.LSN)); err != nil {
+		return err
+	}
+	if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // retention.go
+		return err
+	}
+	r.log.Info("slot created; publishing the rows already in the tables", "tables", r.tableNames(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
+	sconn, err := replication.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer sconn.Close(context.Background())
+	dl, err := r.openDeadLetters(ctx)
+	if err != nil {
+		return err
+	}
+	defer dl.close()
+	pub := r.newPublisher(k, dl, ModeWAL)
+	for i, t := range r.tables {
+		// Order is kept per aggregate within a table: one table after the
+		// other, each in its insertion order.
+		if err := r.snapshotTable(ctx, conn, sconn, pub, exp.Snapshot, t, orders[i]); err != nil || ctx.Err() != nil {
+			return err // stopped: the snapshot stays pending
+		}
+	}
+	if err := r.own().EndSnapshot(ctx, conn, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// snapshotTable publishes one table's rows as the exported snapshot sees
+// them, in order, and waits for their acks.
+func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t replication.Table, order string) error {
+	rd, err := replication.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
+	if err != nil {
+		return err
+	}
+	defer rd.Close(context.Background())
+	started := time.Now()
+	for {
+		rows, err := rd.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		// As a polled batch: produced in order, every ack awaited before
+		// the next is read, so memory holds one batch.
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+		led := pub.batch(ctx, recordCtx, rows)
+		ok := r.awaitBatch(ctx, conn, &led.wg)
+		cancel()
+		if !ok {
+			return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
+		}
+		if err := led.failed(); err != nil {
+			return fmt.Errorf("snapshot of %s: %w", t, err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	if err := rd.Close(ctx); err != nil {
+		return fmt.Errorf("snapshot of %s: %w", t, err)
+	}
+	r.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order,
+		"took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// pollSnapshot decides, as a poll session starts, whether its polling
+// publishes the table's history too: on a pipeline's first start with
+// SnapshotInitial, or while a snapshot is unfinished. Rows that were in the
+// table before its polling columns have no txid and are otherwise never
+// polled; they need an order value every row has (the table's own id with
+// --column-order), or they could be neither ordered nor marked.
+func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) (bool, error) {
+	if r.cfg.Snapshot != SnapshotInitial {
+		return false, nil
+	}
+	st, err := r.own().Snapshot(ctx, conn)
+	if err != nil || (st.Known && !st.Pending) {
+		return false, err
+	}
+	n, err := poller.Unordered(ctx)
+	if err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return false, fmt.Errorf("%w: --snapshot-mode initial: %d rows of %s have no %s (they were there before the polling columns); "+
+			"poll in the table's own insertion order with --column-order (its bigserial or identity id), or publish them in --mode wal",
+			replication.ErrNoSnapshotOrder, n, r.table, r.cfg.Poll.Order)
+	}
+	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
+		return false, err
+	}
+	poller.SetHistory(true)
+	r.log.Info("polling publishes the rows already in the table first", "table", r.table.String(), "order", r.cfg.Poll.Order)
+	return true, nil
+}
+
+// pollSnapshotDone ends the snapshot of a poll session once no row of the
+// table's history is left unpublished.
+func (r *Relay) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) (bool, error) {
+	left, err := poller.HistoryLeft(ctx)
+	if err != nil || left {
+		return false, err
+	}
+	if err := r.own().EndSnapshot(ctx, conn, false); err != nil {
+		return false, err
+	}
+	poller.SetHistory(false)
+	r.log.Info("published the rows already in the table", "table", r.table.String())
+	return true, nil
+}

@@ -1,0 +1,407 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// ledgerIDs are the ids of every row of the ledger's table.
+func ledgerIDs(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT id::text FROM outbox_event ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// snapshotWriter inserts n ledger rows, one per transaction, for
+// aggregates the ledger's history already has (aggregate_id 0..9), while
+// the relay starts: rows committed before, during and after the snapshot.
+func snapshotWriter(t *testing.T, e *env, n int) <-chan []string {
+	return snapshotWriterEvery(t, e, n, 5*time.Millisecond, 0)
+}
+
+// snapshotWriterEvery writes for aggregates from..from+9, one row every
+// so often. Writers of other aggregates may run beside it: an aggregate's
+// rows are committed in the order of their ids.
+func snapshotWriterEvery(t *testing.T, e *env, n int, every time.Duration, from int) <-chan []string {
+	t.Helper()
+	done := make(chan []string, 1)
+	conn := e.connect()
+	go func() {
+		defer conn.Close(context.Background())
+		var ids []string
+		for i := 0; i < n; i++ {
+			var id string
+			if err := conn.QueryRow(context.Background(), `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, from+i%10).Scan(&id); err != nil {
+				t.Error(err)
+				break
+			}
+			ids = append(ids, id)
+			time.Sleep(every)
+		}
+		done <- ids
+	}()
+	return done
+}
+
+// checkAggregateOrder fails when an aggregate's events are not in the
+// order of their ids (the ledger's insertion order) in its partition.
+func checkAggregateOrder(t *testing.T, recs []*kgo.Record, id func(*kgo.Record) string) {
+	t.Helper()
+	last := map[string]int64{}
+	for _, r := range recs {
+		n := mustInt(t, id(r))
+		k := fmt.Sprintf("%d/%s", r.Partition, r.Key)
+		if n <= last[k] {
+			t.Errorf("aggregate %s: event %d after %d", r.Key, n, last[k])
+			return
+		}
+		last[k] = n
+	}
+}
+
+// checkOnce fails unless the topic holds every wanted id exactly once and
+// nothing else.
+func checkOnce(t *testing.T, recs []*kgo.Record, want []string, id func(*kgo.Record) string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[id(r)]++
+	}
+	missing := 0
+	for _, w := range want {
+		if seen[w] == 0 {
+			missing++
+		}
+		delete(seen, w)
+	}
+	if missing > 0 || len(seen) > 0 || len(recs) != len(want) {
+		t.Errorf("%d records for %d rows: %d rows missing, %d unexpected ids", len(recs), len(want), missing, len(seen))
+	}
+}
+
+func cloudEventID(t *testing.T) func(*kgo.Record) string {
+	return func(r *kgo.Record) string { return decodeEvent(t, r).ID }
+}
+
+// --snapshot-mode initial on the first start in WAL mode publishes every
+// row already in an existing table, once, then every row committed after,
+// while an application keeps writing across the boundary: none missing,
+// none twice, and each aggregate's history before its new events. The
+// default (no_data) publishes none of the old rows.
+func TestSnapshotInitialWAL(t *testing.T) {
+	const old = 3000
+	for _, mode := range []string{"initial", "no_data"} {
+		t.Run(mode, func(t *testing.T) {
+			e := existingLedger(t, old)
+			history := ledgerIDs(t, e.conn)
+			args := append([]string{"--mode", "wal", "--batch-size", "200"}, ledgerFlags...)
+			if mode == "initial" {
+				args = append(args, "--snapshot-mode", "initial")
+			}
+			p := e.runProcess(t, args...)
+			e.awaitSlotActive(t, "pgoutbox")
+			fresh := <-snapshotWriter(t, e, 200)
+			want := fresh
+			if mode == "initial" {
+				want = append(append([]string{}, history...), fresh...)
+			}
+			topic := "outbox.event.TRANSACTION"
+			awaitIDs(t, e.brokers, topic, want, 60*time.Second)
+			p.stop(t)
+			recs := drain(t, e.brokers, topic, 0)
+			checkOnce(t, recs, want, cloudEventID(t))
+			checkAggregateOrder(t, recs, cloudEventID(t))
+			if mode == "initial" && !strings.Contains(p.out.String(), "published the rows already in the table") {
+				t.Errorf("the log does not say the snapshot was published:\n%s", p.out)
+			}
+		})
+	}
+}
+
+// Two writers insert as fast as they can while the relay starts, creates
+// its slot and reads the snapshot: rows commit right before the slot's
+// consistent point, while the snapshot is read, and after. Each goes out
+// exactly once, from the snapshot or from the WAL, and each aggregate's
+// events in insertion order.
+func TestSnapshotInitialWALWritesAcrossBoundary(t *testing.T) {
+	e := existingLedger(t, 20_000)
+	pgoutboxBin(t) // built before the writers start
+	w1, w2 := snapshotWriterEvery(t, e, 3000, 0, 0), snapshotWriterEvery(t, e, 3000, 0, 10)
+	time.Sleep(100 * time.Millisecond)
+	p := e.runProcess(t, append([]string{"--mode", "wal", "--batch-size", "100", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	<-w1
+	<-w2
+	all := ledgerIDs(t, e.conn)
+	topic := "outbox.event.TRANSACTION"
+	awaitIDs(t, e.brokers, topic, all, 90*time.Second)
+	p.stop(t)
+	recs := drain(t, e.brokers, topic, 0)
+	checkOnce(t, recs, all, cloudEventID(t))
+	checkAggregateOrder(t, recs, cloudEventID(t))
+}
+
+// A Debezium Server application.properties with snapshot.mode=initial,
+// alone: the existing rows, then the new ones.
+func TestSnapshotInitialFromDebeziumProperties(t *testing.T) {
+	const old = 1000
+	e := existingLedger(t, old)
+	history := ledgerIDs(t, e.conn)
+	host, port, user, db := e.debeziumDB(t)
+	path := filepath.Join(t.TempDir(), "application.properties")
+	props := `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=` + host + `
+debezium.source.database.port=` + port + `
+debezium.source.database.user=` + user + `
+debezium.source.database.dbname=` + db + `
+debezium.source.topic.prefix=ledger
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox_event
+debezium.source.snapshot.mode=initial
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.table.field.event.key=aggregate_id
+debezium.transforms.outbox.table.field.event.type=event_type
+debezium.transforms.outbox.route.by.field=aggregate_type
+debezium.format.value.schemas.enable=false
+`
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--config", path)
+	e.awaitSlotActive(t, "debezium")
+	fresh := <-snapshotWriter(t, e, 50)
+	want := append(append([]string{}, history...), fresh...)
+	topic := "outbox.event.TRANSACTION"
+	id := debeziumHeaderID(t)
+	recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(want), 60*time.Second)
+	p.stop(t)
+	recs = append(recs, drain(t, e.brokers, topic, len(recs))...)
+	checkOnce(t, recs, want, id)
+	checkAggregateOrder(t, recs, id)
+}
+
+// A relay killed (SIGKILL) while it publishes the snapshot leaves it
+// pending; the next start takes it again and every row goes out: some
+// twice, none missing.
+func TestSnapshotKilledMidway(t *testing.T) {
+	rows := chaos(100_000, 300_000)
+	e := existingLedger(t, rows)
+	args := append([]string{"--mode", "wal", "--batch-size", "50", "--snapshot-mode", "initial"}, ledgerFlags...)
+	p := e.runProcess(t, args...)
+	topic := "outbox.event.TRANSACTION"
+	kafkatest.Consume(t, e.brokers, []string{topic}, 1, 60*time.Second)
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("pgoutbox exited 0 on SIGKILL")
+	}
+	ctx := context.Background()
+	var pending bool
+	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(drain(t, e.brokers, topic, 0))
+	if !pending || sent >= rows {
+		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
+	}
+	t.Logf("killed after %d of %d rows of the snapshot", sent, rows)
+	// Rows committed while no relay runs, and after the restart.
+	fresh := <-snapshotWriter(t, e, 20)
+	p = e.runProcess(t, append(args, "--batch-size", "500")...)
+	fresh = append(fresh, <-snapshotWriter(t, e, 20)...)
+	all := ledgerIDs(t, e.conn)
+	awaitIDs(t, e.brokers, topic, all, 120*time.Second)
+	p.stop(t)
+	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending); err != nil || pending {
+		t.Errorf("snapshot still pending after it was published (err %v)", err)
+	}
+	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
+		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
+	}
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if strings.Contains(line, "published the rows already in the table") {
+			t.Logf("the snapshot again, with writes beside it: %s", line)
+		}
+	}
+	// Once done, a restart publishes nothing again.
+	before := len(drain(t, e.brokers, topic, 0))
+	p = e.runProcess(t, args...)
+	e.awaitSlotActive(t, "pgoutbox")
+	more := <-snapshotWriter(t, e, 5)
+	awaitIDs(t, e.brokers, topic, more, 30*time.Second)
+	p.stop(t)
+	if after := len(drain(t, e.brokers, topic, 0)); after != before+len(more) {
+		t.Errorf("a start after the snapshot finished sent %d records for %d new rows", after-before, len(more))
+	}
+	_ = fresh
+}
+
+// In poll mode, --snapshot-mode initial publishes the table's history, the
+// rows that were there before migrate added the polling columns, in the
+// table's own insertion order (--column-order id), and marks them; then
+// the new rows. Without an order every row has, it says what to give.
+func TestSnapshotInitialPoll(t *testing.T) {
+	const old = 2000
+	e := existingLedger(t, old)
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	// The default order, seq, is missing from the history.
+	bin := pgoutboxBin(t)
+	out, err := runToExit(t, bin, append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--mode", "poll", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	if err == nil || !strings.Contains(out, "--column-order") {
+		t.Errorf("poll with initial and rows without seq: err %v, want an error naming --column-order:\n%s", err, out)
+	}
+	history := ledgerIDs(t, e.conn)
+	p := e.runProcess(t, append([]string{"--mode", "poll", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, ledgerFlags...)...)
+	fresh := <-snapshotWriter(t, e, 100)
+	want := append(append([]string{}, history...), fresh...)
+	topic := "outbox.event.TRANSACTION"
+	awaitIDs(t, e.brokers, topic, want, 60*time.Second)
+	eventually(t, 30*time.Second, "the snapshot recorded done", func() bool {
+		var pending bool
+		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
+		return err == nil && !pending
+	})
+	p.stop(t)
+	recs := drain(t, e.brokers, topic, 0)
+	checkOnce(t, recs, want, cloudEventID(t))
+	checkAggregateOrder(t, recs, cloudEventID(t))
+	var unmarked int
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL").Scan(&unmarked); err != nil || unmarked != 0 {
+		t.Errorf("%d rows not marked published (err %v)", unmarked, err)
+	}
+	// Nothing was deleted: no loss is reported for the history polled.
+	raw, _ := exec.Command(bin, "status", "--json", "--database-url", e.url, "--table", "public.outbox_event", "--column-order", "id").Output()
+	out = string(raw)
+	var st struct {
+		LostDeleted *struct{ Rows int64 } `json:"lost_deleted"`
+		Problems    []string              `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if st.LostDeleted != nil || len(st.Problems) > 0 {
+		t.Errorf("status after the snapshot: lost %+v, problems %q", st.LostDeleted, st.Problems)
+	}
+}
+
+func pgoutboxBin(t *testing.T) string {
+	t.Helper()
+	return testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+}
+
+// runToExit runs the binary and waits up to a minute for it to exit.
+func runToExit(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("pgoutbox %s did not exit within a minute:\n%s", args[0], out)
+	}
+	return string(out), err
+}
+
+// In auto mode over a migrated table, --snapshot-mode initial publishes the
+// history and the new rows whichever way the first start goes: a WAL
+// snapshot with wal_level=logical, polling from the table's start with
+// replica.
+func TestSnapshotInitialAuto(t *testing.T) {
+	for _, wal := range []string{"replica", "logical"} {
+		t.Run(wal, func(t *testing.T) {
+			e := existingLedger(t, 1500, pgcluster.Options{WALLevel: wal})
+			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+			}
+			p := e.runProcess(t, append([]string{"--mode", "auto", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, ledgerFlags...)...)
+			<-snapshotWriter(t, e, 100)
+			all := ledgerIDs(t, e.conn)
+			topic := "outbox.event.TRANSACTION"
+			awaitIDs(t, e.brokers, topic, all, 60*time.Second)
+			p.stop(t)
+			recs := drain(t, e.brokers, topic, 0)
+			checkOnce(t, recs, all, cloudEventID(t))
+			checkAggregateOrder(t, recs, cloudEventID(t))
+		})
+	}
+}
+
+// A slot that exists before pgoutbox's first start is another reader's,
+// taken over where it stopped (Debezium's, with its offsets): initial
+// streams it without a snapshot, as Debezium with stored offsets does.
+func TestSnapshotInitialKeepsAnExistingSlot(t *testing.T) {
+	e := existingLedger(t, 500)
+	ctx := context.Background()
+	for _, sql := range []string{
+		"CREATE PUBLICATION pgoutbox FOR TABLE outbox_event WITH (publish = 'insert')",
+		"SELECT pg_create_logical_replication_slot('pgoutbox', 'pgoutput')",
+	} {
+		if _, err := e.conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	since := <-snapshotWriter(t, e, 5) // in the slot, not yet read
+	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	e.awaitSlotActive(t, "pgoutbox")
+	want := append(since, <-snapshotWriter(t, e, 5)...)
+	topic := "outbox.event.TRANSACTION"
+	awaitIDs(t, e.brokers, topic, want, 30*time.Second)
+	p.stop(t)
+	checkOnce(t, drain(t, e.brokers, topic, 0), want, cloudEventID(t))
+}
+
+// debeziumHeaderID reads the event id from the header Debezium Server
+// writes by default: JSON with its schema.
+func debeziumHeaderID(t *testing.T) func(*kgo.Record) string {
+	return func(r *kgo.Record) string {
+		h, _ := headerOf(r, "id")
+		var v struct{ Payload any }
+		if err := json.Unmarshal([]byte(h), &v); err != nil {
+			t.Fatalf("header id %q: %v", h, err)
+		}
+		return fmt.Sprint(v.Payload)
+	}
+}
+
+// On PostgreSQL 17 and later, --slot-failover with initial creates the
+// slot with its snapshot as a failover slot.
+func TestSnapshotInitialFailoverSlot(t *testing.T) {
+	e := existingLedger(t, 100)
+	if e.serverMajor() < 17 {
+		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", e.serverMajor())
+	}
+	history := ledgerIDs(t, e.conn)
+	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--slot-failover"}, ledgerFlags...)...)
+	awaitIDs(t, e.brokers, "outbox.event.TRANSACTION", history, 30*time.Second)
+	e.awaitSlotActive(t, "pgoutbox")
+	p.stop(t)
+	var failover bool
+	if err := e.conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
+		t.Errorf("slot failover %v (err %v)", failover, err)
+	}
+}
