@@ -408,7 +408,24 @@ const maxPolledSeqs = 1 << 20
 type polledRows struct {
 	seqs  polledSeqs
 	until pglogrepl.LSN
+	// byTable are, in a pipeline of several tables, each table's rows by
+	// its name (schema.table); seqs is then unused.
+	byTable map[string]polledSeqs
 }
+
+// of returns the set the WAL row c would be in.
+func (p *polledRows) of(c *replication.Change) polledSeqs {
+	if p.byTable == nil {
+		return p.seqs
+	}
+	return p.byTable[replication.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String()]
+}
+
+// pending tells whether any polled row may still come from the WAL.
+func (p *polledRows) pending() bool { return len(p.seqs) > 0 || len(p.byTable) > 0 }
+
+// forget stops the skipping: the stream is past what polling published.
+func (p *polledRows) forget() { p.seqs, p.byTable = nil, nil }
 
 // polledSeqs are the rows a poll phase published (Kafka acked them). When
 // the relay returns to the WAL, the slot replays those transactions; the

@@ -258,10 +258,11 @@ type walLedger struct {
 }
 
 func (l *walLedger) skip(c *replication.Change) bool {
-	if len(l.polled.seqs) == 0 {
+	set := l.polled.of(c)
+	if len(set) == 0 {
 		return false
 	}
-	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && l.polled.seqs.take(seq) {
+	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && set.take(seq) {
 		l.stats.SkippedPolled.Add(1)
 		return true
 	}
@@ -279,8 +280,8 @@ func (l *walLedger) produce(int, *replication.Change) entry {
 func (l *walLedger) ack(e entry, err error) { l.wm.ack(e.tx, err) }
 
 func (l *walLedger) boundary(c *replication.Change) {
-	if c.Kind == replication.KindCommit && len(l.polled.seqs) > 0 && c.LSN > l.polled.until {
-		l.polled.seqs = nil // the stream is past what polling published
+	if c.Kind == replication.KindCommit && l.polled.pending() && c.LSN > l.polled.until {
+		l.polled.forget() // the stream is past what polling published
 	}
 	if c.Kind != replication.KindCommit || l.tx == nil {
 		l.wm.mark(c.LSN)

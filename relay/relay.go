@@ -404,7 +404,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if mode == ModeWAL {
 			err = r.walSession(ctx, k, reason, &polled)
 		} else if len(r.units) > 0 {
-			err = r.pollTables(ctx, k, handoff, reason) // tables.go
+			err = r.pollTables(ctx, k, handoff, reason, &polled) // tables.go
 		} else {
 			err = r.pollSession(ctx, k, handoff, reason, &polled)
 		}

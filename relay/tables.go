@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
@@ -55,7 +56,10 @@ func (r *Relay) tableRelays() []*Relay {
 // table polls until everything of it that committed before the new slot
 // is published; only once every table is done is the handoff ended, in
 // the pipeline's row, so a stop before that resumes it for all tables.
-func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason store.Reason) error {
+//
+// The rows each table published are handed to the WAL session after it in
+// polled, by table, so that the slot's replay does not send them again.
+func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffError, reason store.Reason, polled *polledRows) error {
 	guard, err := r.lockedConn(ctx)
 	if err != nil {
 		return err
@@ -82,11 +86,11 @@ func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffE
 	r.log.Info("polling several tables", "tables", r.tableNames(), "handoff", handoff != nil)
 	var done atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
+	published := make([]polledRows, len(r.units))
 	for i, u := range r.units {
 		u.stateReady.Store(true)
 		g.Go(func() error {
-			var polled polledRows
-			err := u.pollSession(gctx, k, handoffs[i], reason, &polled)
+			err := u.pollSession(gctx, k, handoffs[i], reason, &published[i])
 			switch {
 			case errors.Is(err, errHandoffDone):
 				done.Add(1)
@@ -99,7 +103,21 @@ func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffE
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	if errors.Is(err, errBackToWAL) || (err == nil && handoff != nil) {
+		// Every table has stopped publishing: each row any of them
+		// published committed before this position.
+		var lsn string
+		if e := guard.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); e == nil {
+			polled.forget()
+			polled.until, _ = pglogrepl.ParseLSN(lsn)
+			polled.byTable = make(map[string]polledSeqs, len(r.units))
+			for i, u := range r.units {
+				polled.byTable[u.table.String()] = published[i].seqs
+			}
+		}
+	}
+	if err != nil {
 		return err
 	}
 	if handoff != nil && done.Load() == int64(len(r.units)) {
