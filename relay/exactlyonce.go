@@ -580,7 +580,23 @@ func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 		return nil
 	}
 	pos := l.position()
-	if err := t.commit(ctx, p.r, p.recordCtx, pos); err != nil {
+	// A failure elsewhere in the session (the stream or the state save
+	// losing Postgres) cancels ctx. A commit cut short by it has an
+	// unknown outcome, which leaves a relay that was fenced while it was
+	// cut off unable to tell (its EndTxn may have gone out): it would wait
+	// for the pipeline lock instead of stopping. So the commit runs to its
+	// answer, bounded by ShutdownTimeout once ctx ends, as the records are.
+	cctx, cancel := context.WithCancel(p.recordCtx)
+	defer cancel()
+	var timer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(ctx, func() { timer.Store(time.AfterFunc(p.r.cfg.ShutdownTimeout, cancel)) })
+	defer func() {
+		stop()
+		if tm := timer.Load(); tm != nil {
+			tm.Stop()
+		}
+	}()
+	if err := t.commit(cctx, p.r, p.recordCtx, pos); err != nil {
 		return err
 	}
 	p.r.Metrics.txnEvents(l.records)
