@@ -603,6 +603,17 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	closeErr := stream.Close(closeCtx)
+	if c := stream.Confirmed(); ctx.Err() != nil && closeErr == nil && c > stream.Start() {
+		// A clean stop sends nothing twice, but its last status update
+		// can be lost with the connection: check it, and make it good.
+		ensureCtx, cancelEnsure := context.WithTimeout(context.Background(), 3*time.Second)
+		if advanced, err := replication.EnsureConfirmed(ensureCtx, conn, r.cfg.Replication.Slot, c); err != nil {
+			r.log.Warn("could not check the slot's confirmed position", "lsn", c.String(), "err", err)
+		} else if advanced {
+			r.log.Info("the slot missed the last status update; advanced it", "lsn", c.String())
+		}
+		cancelEnsure()
+	}
 	if err := r.writeState(closeCtx, conn, stream.Confirmed()); err != nil && runErr == nil {
 		r.log.Warn("saving state failed", "err", err)
 	}

@@ -273,3 +273,37 @@ func isPrivilegeError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
+
+// EnsureConfirmed makes sure a slot whose stream just closed has confirmed
+// at least lsn. The last status update a stream sends can go unread: a
+// walsender that is still sending when the connection closes can exit
+// before it reads it, and the next stream would then replay what was
+// already acknowledged. It waits, until ctx ends, for the slot to be
+// released, then advances it to lsn (pg_replication_slot_advance). It
+// reports whether it had to. The caller must hold the pipeline, so that no
+// other stream takes the slot in between.
+func EnsureConfirmed(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN) (advanced bool, err error) {
+	if err := ValidateName("slot", name); err != nil {
+		return false, err
+	}
+	for {
+		s, err := SlotStatus(ctx, conn, name)
+		if err != nil {
+			return false, err
+		}
+		if s.ConfirmedLSN >= lsn {
+			return false, nil
+		}
+		if !s.Active {
+			if _, err := conn.Exec(ctx, "SELECT pg_replication_slot_advance($1, $2::pg_lsn)", name, lsn.String()); err != nil {
+				return false, fmt.Errorf("advance slot %s to %s: %w", name, lsn, err)
+			}
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("slot %s is still active, confirmed %s, acknowledged %s: %w", name, s.ConfirmedLSN, lsn, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

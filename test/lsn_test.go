@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
@@ -140,5 +142,40 @@ func TestOutboxColumnAddedWhileRunning(t *testing.T) {
 	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 2, 15*time.Second)
 	if ev := decodeEvent(t, recs[1]); ev.ID != ids[0] || string(ev.Data) != `{"n": 2}` {
 		t.Fatalf("after ALTER TABLE: %+v", ev)
+	}
+}
+
+// A status update lost with its connection is made good after the stream
+// closed: the slot is advanced to what was acknowledged, never back.
+func TestEnsureConfirmedAdvancesAReleasedSlot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	start, err := replication.CreateSlot(ctx, e.conn, "ensure", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { replication.DropSlot(context.Background(), e.conn, "ensure") })
+	if _, err := e.conn.Exec(ctx, "CREATE TABLE ensure_t (i int); INSERT INTO ensure_t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	var now string
+	if err := e.conn.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := pglogrepl.ParseLSN(now)
+	advanced, err := replication.EnsureConfirmed(ctx, e.conn, "ensure", target)
+	if err != nil || !advanced {
+		t.Fatalf("advanced %v, err %v; want advanced from %s to %s", advanced, err, start, target)
+	}
+	s, err := replication.SlotStatus(ctx, e.conn, "ensure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ConfirmedLSN < target {
+		t.Fatalf("confirmed %s, want at least %s", s.ConfirmedLSN, target)
+	}
+	// Behind what the slot has: nothing to do.
+	if advanced, err := replication.EnsureConfirmed(ctx, e.conn, "ensure", start); err != nil || advanced {
+		t.Fatalf("an older position: advanced %v, err %v", advanced, err)
 	}
 }
