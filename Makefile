@@ -33,15 +33,15 @@ test-unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
 test-pg15:
-	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 15m ./test/... ./pgcluster/...
+	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour; those about the
 # Kafka side, the event formats and the bench run once, on 15
 # (PG18_SKIP= runs them all).
-PG18_SKIP ?= TestBench|TestNetworkFaults|TestBrokerOutage|TestBrokerDown|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestDeadLetters|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics
+PG18_SKIP ?= TestBench|TestNetworkFaults|TestBrokerOutage|TestBrokerDown|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestDeadLetters|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOncePoisonRow|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties
 
 test-pg18: pg18
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 15m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
 
 pg18:
 	.ci/install-pg $(PG18_VERSION) $(PG18_DIR)

@@ -133,7 +133,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
 // The same run under at-least-once counts the duplicates those switches
 // and kills send.
 func TestExactlyOnceAutoSwitchesUnderLoad(t *testing.T) {
-	cycles := chaos(4, 10)
+	cycles := chaos(2, 10)
 	t.Run("at-least-once", func(t *testing.T) {
 		rep, _ := switchesUnderLoad(t, cycles, true)
 		t.Logf("at-least-once, %d cycles with a kill each: %v", cycles, rep)

@@ -54,7 +54,7 @@ func killUnderLoad(t *testing.T, kills int, args ...string) report {
 // at-least-once counts duplicates, which shows the scenario does hit
 // events in flight.
 func TestExactlyOnceSIGKILLWAL(t *testing.T) {
-	kills := chaos(6, 50)
+	kills := chaos(4, 50)
 	t.Run("at-least-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, "--mode", "wal")
 		t.Logf("at-least-once, %d kills: %v", kills, rep)
@@ -79,7 +79,7 @@ func TestExactlyOnceSIGKILLWAL(t *testing.T) {
 // the position record before it polls. Under at-least-once the same run
 // usually counts duplicates (50 and 310 in two runs), not always.
 func TestExactlyOnceSIGKILLPoll(t *testing.T) {
-	kills := chaos(6, 50)
+	kills := chaos(4, 50)
 	poll := []string{"--mode", "poll", "--poll-interval", "20ms", "--batch-size", "200"}
 	t.Run("at-least-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, poll...)
