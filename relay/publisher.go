@@ -194,11 +194,12 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 	a.done(err)
 	r := p.r
 	if err == nil {
+		now := time.Now().UnixNano()
 		r.Stats.Published.Add(1)
-		r.Stats.LastPublish.Store(time.Now().UnixNano())
+		r.Stats.LastPublish.Store(now)
 		if r.parent != nil { // one table of several: the pipeline's totals too
 			r.parent.Stats.Published.Add(1)
-			r.parent.Stats.LastPublish.Store(time.Now().UnixNano())
+			r.parent.Stats.LastPublish.Store(now)
 		}
 		r.delivered(rec.Topic)
 		if r.refused.any.Load() {

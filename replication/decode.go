@@ -62,7 +62,7 @@ const HeartbeatPrefix = "pgoutbox"
 // and the state of the current transaction; it is not safe for concurrent use.
 type decoder struct {
 	tables     map[Table]bool
-	relations  map[uint32]*Relation
+	relations  map[uint32]relation
 	inTx       bool
 	xid        uint32
 	final      pglogrepl.LSN
@@ -71,7 +71,7 @@ type decoder struct {
 }
 
 func newDecoder(tables []Table, counters *Counters) *decoder {
-	d := &decoder{tables: make(map[Table]bool, len(tables)), relations: make(map[uint32]*Relation), counters: counters}
+	d := &decoder{tables: make(map[Table]bool, len(tables)), relations: make(map[uint32]relation), counters: counters}
 	for _, t := range tables {
 		d.tables[t] = true
 	}
@@ -101,13 +101,16 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 		d.inTx = false
 		return Change{Kind: KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
 	case *Relation:
-		d.relations[m.ID] = m
+		// Whether it is an outbox table is decided once per Relation
+		// message, not per insert.
+		d.relations[m.ID] = relation{m, d.tables[Table{Schema: m.Schema, Name: m.Name}]}
 	case insertMsg:
-		rel, err := d.relation(m.rel)
-		if err != nil {
-			return c, false, err
+		r, ok := d.relations[m.rel]
+		if !ok {
+			return c, false, fmt.Errorf("%w: change for relation %d before its Relation message", ErrProtocol, m.rel)
 		}
-		if !d.isOutbox(rel) {
+		rel := r.Relation
+		if !r.outbox {
 			d.counters.OtherTables.Add(1)
 			return c, false, nil
 		}
@@ -138,22 +141,17 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 	return c, false, nil
 }
 
-func (d *decoder) relation(id uint32) (*Relation, error) {
-	rel, ok := d.relations[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: change for relation %d before its Relation message", ErrProtocol, id)
-	}
-	return rel, nil
-}
-
-func (d *decoder) isOutbox(rel *Relation) bool {
-	return d.tables[Table{Schema: rel.Schema, Name: rel.Name}]
+// relation is a Relation as the decoder keeps it: with whether it is one of
+// the outbox tables.
+type relation struct {
+	*Relation
+	outbox bool
 }
 
 // count records an update, delete or truncate: of the outbox, ignored; of
 // another table, counted apart.
 func (d *decoder) count(id uint32) {
-	if rel, ok := d.relations[id]; ok && d.isOutbox(rel) {
+	if r, ok := d.relations[id]; ok && r.outbox {
 		d.counters.Ignored.Add(1)
 		return
 	}
