@@ -1,6 +1,13 @@
 package main
 
-import "testing"
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"testing"
+	"time"
+)
 
 func TestNextProcs(t *testing.T) {
 	tests := []struct {
@@ -37,4 +44,22 @@ func TestParseProcs(t *testing.T) {
 			t.Errorf("parseProcs(%q) accepted", in)
 		}
 	}
+}
+
+// A number fixes the Ps; auto with GOMAXPROCS in the environment leaves them.
+func TestRunProcsFixedAndEnvironment(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(before) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	runProcs(context.Background(), 3, log)
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Fatalf("--procs 3: GOMAXPROCS %d", got)
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	stop := startProcs(context.Background(), 0, log)
+	time.Sleep(2 * procsInterval)
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Fatalf("auto with GOMAXPROCS=3 set: GOMAXPROCS %d", got)
+	}
+	stop()
 }
