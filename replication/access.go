@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/rawconn"
 )
 
 // replicationConfig is the connection configuration of a logical
@@ -21,6 +25,9 @@ func replicationConfig(databaseURL string) (*pgconn.Config, error) {
 	if pgcfg.ConnectTimeout == 0 {
 		pgcfg.ConnectTimeout = ConnectTimeout
 	}
+	// The stream's socket carries every event: its reads skip the
+	// scheduler's system-call path (see package rawconn).
+	pgcfg.DialFunc = rawconn.Dial(&net.Dialer{KeepAlive: 5 * time.Minute})
 	pgcfg.RuntimeParams["replication"] = "database"
 	if pgcfg.RuntimeParams["application_name"] == "" {
 		pgcfg.RuntimeParams["application_name"] = "pgoutbox"

@@ -27,6 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/pgoutbox/pgoutbox/rawconn"
 )
 
 // Config configures the producer.
@@ -221,7 +223,6 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		// once per partition, after Fits learned the topic's limit.
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.cachedLimit(topic)) }),
 		kgo.WithLogger(logger{log}),
-		kgo.DialTimeout(cfg.DialTimeout),
 		// Latency-first batches are small; compressing them costs CPU
 		// on every record and saves nothing.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
@@ -236,9 +237,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	if m, _ := cfg.SASL.mechanism(); m != nil {
 		k.opts = append(k.opts, kgo.SASL(m))
 	}
-	if cfg.TLS != nil {
-		k.opts = append(k.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
-	}
+	k.opts = append(k.opts, kgo.Dialer(dialer(cfg)))
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -623,4 +622,37 @@ func (l logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		lvl = slog.LevelError
 	}
 	l.log.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+}
+
+// dialer connects to a broker as franz-go's own dialer does, TLS included,
+// within DialTimeout, over a connection whose reads and writes skip the
+// scheduler's system-call path (package rawconn): every produce request
+// and its answer cross it.
+func dialer(cfg Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := rawconn.Dial(&net.Dialer{Timeout: cfg.DialTimeout})
+	if cfg.TLS == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		tcfg := cfg.TLS.Clone()
+		if tcfg.ServerName == "" {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, fmt.Errorf("broker address %q: %w", addr, err)
+			}
+			tcfg.ServerName = host
+		}
+		ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		defer cancel()
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(conn, tcfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
