@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/rawconn"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -167,7 +169,7 @@ SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 	}
 	ws := make([]*writer, 0, n)
 	for i := 0; i < n; i++ {
-		conn, err := pgx.Connect(ctx, url)
+		conn, err := connectWriter(ctx, url)
 		if err != nil {
 			closeWriters(ws)
 			return nil, fmt.Errorf("writer connection: %w", err)
@@ -175,6 +177,18 @@ SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 		ws = append(ws, &writer{conn: conn, sql: sql, lockSQL: lockSQL, aggType: aggType, payload: payloadOf(payloadBytes), tr: tr})
 	}
 	return ws, nil
+}
+
+// connectWriter opens a writer's connection. Writers commit one
+// transaction after another on the machine the relay is measured on, so
+// their sockets skip the scheduler's system-call path (package rawconn).
+func connectWriter(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New("parse database URL: invalid connection string")
+	}
+	cfg.DialFunc = rawconn.Dial(&net.Dialer{KeepAlive: 5 * time.Minute})
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 func closeWriters(ws []*writer) {
@@ -270,6 +284,9 @@ type consumer struct {
 func startConsumer(brokers []string, topic string, tr *tracker) (*consumer, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
+		// The load generator shares the machine with what it measures:
+		// see package rawconn.
+		kgo.Dialer(rawconn.Dial(&net.Dialer{Timeout: 10 * time.Second})),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.MetadataMinAge(100*time.Millisecond),

@@ -171,3 +171,29 @@ func TestWrapLeavesOtherConnections(t *testing.T) {
 		t.Fatalf("Wrap(net.Pipe) = %T, want it unchanged", got)
 	}
 }
+
+func TestListenerWrapsAccepted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl := Listener(ln)
+	defer wl.Close()
+	go func() {
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	c, err := wl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*Conn); !ok {
+		t.Fatalf("Accept returned %T, want *Conn", c)
+	}
+	if got, err := io.ReadAll(c); err != nil || string(got) != "hi" {
+		t.Fatalf("ReadAll = %q, %v", got, err)
+	}
+}

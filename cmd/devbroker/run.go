@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/rawconn"
 )
 
 // defaultMaxMessageBytes is Kafka's default message.max.bytes, which kfake
@@ -146,6 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return nil, err
 			}
+			// Each produce request and fetch answer crosses these
+			// connections: see package rawconn.
+			ln = rawconn.Listener(ln)
 			if cfg.advertise == "" {
 				return ln, nil
 			}
