@@ -121,8 +121,9 @@ func TestReadDeadlineIsATimeout(t *testing.T) {
 
 func TestWriteDeadlineIsATimeout(t *testing.T) {
 	c, _ := pair(t, "tcp") // the server never reads
-	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	n, err := c.Write(make([]byte, 64<<20))
+	buf := make([]byte, 64<<20)
+	c.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+	n, err := c.Write(buf)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Write to a full socket: %v, want a timeout", err)
 	}
