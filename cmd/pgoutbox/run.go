@@ -16,6 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/sink"
 )
 
 // common are the flags every command that talks to Postgres shares.
@@ -88,7 +89,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
 	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
-	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", 10_000, "records awaiting a Kafka ack before reading pauses")
+	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
 	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
 	fs.BoolVar(&cfg.Sink.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
