@@ -200,3 +200,30 @@ func TestListenerWrapsAccepted(t *testing.T) {
 		t.Fatalf("ReadAll = %q, %v", got, err)
 	}
 }
+
+// Read and Write run on every event: they must not allocate.
+func TestReadWriteAllocateNothing(t *testing.T) {
+	c, srv := pair(t, "tcp")
+	msg, buf, echo := make([]byte, 300), make([]byte, 512), make([]byte, 300)
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(srv, echo); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Write(echo); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < len(msg); {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a round trip through Write and Read allocated %v times", allocs)
+	}
+}

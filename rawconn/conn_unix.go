@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -16,7 +17,19 @@ import (
 // connection's.
 type Conn struct {
 	net.Conn
-	raw syscall.RawConn
+	raw  syscall.RawConn
+	r, w op
+}
+
+// op is one direction's system call and its outcome. Its function is bound
+// once, in Wrap, so that a Read or Write allocates nothing; mu serializes
+// the callers of a direction, as the socket's own lock would.
+type op struct {
+	mu    sync.Mutex
+	p     []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
 }
 
 // Wrap returns c as a *Conn where c is a socket the runtime polls (TCP or
@@ -30,7 +43,43 @@ func Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	return &Conn{Conn: c, raw: raw}
+	rc := &Conn{Conn: c, raw: raw}
+	rc.r.fn, rc.w.fn = rc.r.read, rc.w.write
+	return rc
+}
+
+// read is the raw read: false while the socket holds nothing.
+func (o *op) read(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&o.p[0])), uintptr(len(o.p)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		o.n, o.errno = int(r), e
+		return true
+	}
+}
+
+// write is the raw write of what is left of o.p: false while the socket's
+// buffer is full.
+func (o *op) write(fd uintptr) bool {
+	for o.n < len(o.p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&o.p[o.n])), uintptr(len(o.p)-o.n))
+		switch e {
+		case 0:
+			o.n += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			o.errno = e
+			return true
+		}
+	}
+	return true
 }
 
 // Read reads what the socket holds, up to len(p), waiting in the network
@@ -39,21 +88,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := c.raw.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			n, errno = int(r), e
-			return true
-		}
-	})
+	o := &c.r
+	o.mu.Lock()
+	o.p, o.n, o.errno = p, 0, 0
+	err := c.raw.Read(o.fn)
+	n, errno := o.n, o.errno
+	o.p = nil // the caller's buffer is not kept
+	o.mu.Unlock()
 	if err != nil {
 		return 0, c.opError("read", err)
 	}
@@ -69,24 +110,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Write writes all of p, waiting in the network poller while the socket's
 // buffer is full.
 func (c *Conn) Write(p []byte) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := c.raw.Write(func(fd uintptr) bool {
-		for n < len(p) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
-			switch e {
-			case 0:
-				n += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false
-			default:
-				errno = e
-				return true
-			}
-		}
-		return true
-	})
+	o := &c.w
+	o.mu.Lock()
+	o.p, o.n, o.errno = p, 0, 0
+	err := c.raw.Write(o.fn)
+	n, errno := o.n, o.errno
+	o.p = nil
+	o.mu.Unlock()
 	if err != nil {
 		return n, c.opError("write", err)
 	}
