@@ -243,7 +243,7 @@ func benchFloorCmd(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	defer startProcs(ctx, procs, log)()
+	setProcs(procs, log)
 	return bench.RunFloor(ctx, cfg, stdout, log)
 }
 

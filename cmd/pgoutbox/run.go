@@ -197,7 +197,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	defer startProcs(ctx, procs, log)()
+	setProcs(procs, log)
 	c, mode, format := &f.c, f.mode, f.format
 	r, err := relay.New(cfg, log)
 	if err != nil {
