@@ -296,8 +296,9 @@ func newHandoff(out chan<- *Batch) *handoff {
 
 // Run streams changes into out until Stop (at a transaction boundary), an
 // error, or ctx ends. It hands over what it decoded in a Batch as soon as
-// no more data is buffered on the connection (it never waits for more to
-// fill one), when the batch is full, and before each status update; what
+// no more data is buffered on the connection and the rows it holds end
+// with their transaction's commit (it never waits for more to fill one),
+// when the batch is full, and before each status update; what
 // it decoded before an error is dropped, as the pipeline drops what it has
 // not taken once the stream fails. It answers keepalives and sends a status
 // update every StatusInterval even while out is full, so a stalled Kafka
@@ -358,13 +359,18 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// The next receive would wait for the server: hand over the rows
-		// that came so far first, so that batching adds no latency. A
-		// commit that arrives after its rows (the server sends each
-		// message on its own) goes with the next rows or before the next
-		// status update, which is when its position is reported: handing
-		// it over alone would wake the receiver for nothing it must do now.
-		if h.rows > 0 && s.conn.Frontend().ReadBufferLen() == 0 {
+		// The next receive would wait for the server: hand over what came
+		// so far first, once it ends a transaction. The server decodes a
+		// transaction when it commits and sends its messages back to back,
+		// so its rows wait microseconds for their commit, and the
+		// transaction is one hand-over and one produce request instead of
+		// one per part that happened to arrive alone. A batch that fills
+		// (MaxBatch) or a status update that falls due goes out mid
+		// transaction. A commit without rows (an empty transaction) goes
+		// with the next rows or before the next status update, which is
+		// when its position is reported: handing it over alone would wake
+		// the receiver for nothing it must do now.
+		if h.rows > 0 && !dec.inTx && s.conn.Frontend().ReadBufferLen() == 0 {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -164,16 +164,33 @@ func TestRunHandsOverBufferedChangesInOneBatch(t *testing.T) {
 	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {KindRow, "b"}, {kind: KindCommit},
 		{KindRow, "c"}, {kind: KindCommit}, {kind: KindHeartbeat}})
 
-	// Nothing more is buffered: the next change is handed over alone,
+	// Nothing more is buffered: the next transaction is handed over alone,
 	// without waiting for company.
-	w.send(msgBegin(0x4000, 9), insert("d"))
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "d"}})
+	w.send(msgBegin(0x4000, 9), insert("d"), msgCommit(0x4000, 0x4010))
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "d"}, {kind: KindCommit}})
 	s.Stop()
-	w.send(msgCommit(0x4000, 0x4010))
-	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A transaction's rows wait for its commit, which the server sends right
+// after them: the transaction is one hand-over, however its messages
+// arrived.
+func TestRunHoldsRowsForTheirCommit(t *testing.T) {
+	s, w := newTestStream(t)
+	s.cfg.StatusInterval = time.Hour // no status update comes to flush them
+	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
+	out, _ := runStream(t, s)
+	t.Cleanup(func() { w.conn.Close() }) // first: the next read deadline is an hour away
+	w.send(insert("b"))
+	select {
+	case b := <-out:
+		t.Fatalf("rows were handed over before their commit: %d changes", len(b.Changes))
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.send(msgCommit(0x2000, 0x2010))
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {KindRow, "b"}, {kind: KindCommit}})
 }
 
 // A batch holds at most MaxBatch changes; a longer run of buffered changes
@@ -228,34 +245,34 @@ func TestRunStopsAtTransactionBoundary(t *testing.T) {
 	equalTook(t, got, []took{{KindRow, "b"}, {kind: KindCommit}})
 }
 
-// A commit that arrives after its rows, as the server sends it, waits for
-// the next rows (or the next status update) instead of waking the
-// receiver on its own.
+// A commit without rows (an empty transaction, which servers before
+// PostgreSQL 15 send) waits for the next rows (or the next status update)
+// instead of waking the receiver on its own.
 func TestRunHoldsALoneCommitForTheNextRows(t *testing.T) {
 	s, w := newTestStream(t)
 	s.cfg.StatusInterval = time.Hour // no status update comes to flush it
-	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
+	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"), msgCommit(0x2000, 0x2010))
 	out, _ := runStream(t, s)
 	t.Cleanup(func() { w.conn.Close() }) // first: the next read deadline is an hour away
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}})
-	w.send(msgCommit(0x2000, 0x2010))
-	w.send(msgMessage(0x2100, false, HeartbeatPrefix, "pgoutbox"))
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {kind: KindCommit}})
+	w.send(msgBegin(0x2100, 8), msgCommit(0x2100, 0x2110))
+	w.send(msgMessage(0x2200, false, HeartbeatPrefix, "pgoutbox"))
 	select {
 	case b := <-out:
 		t.Fatalf("a batch without rows was handed over: %d changes", len(b.Changes))
 	case <-time.After(100 * time.Millisecond):
 	}
-	w.send(msgBegin(0x3000, 8), insert("b"))
-	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}, {kind: KindHeartbeat}, {KindRow, "b"}})
+	w.send(msgBegin(0x3000, 9), insert("b"), msgCommit(0x3000, 0x3010))
+	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}, {kind: KindHeartbeat}, {KindRow, "b"}, {kind: KindCommit}})
 }
 
 // A held commit goes out before the next status update, which reports its
 // position once the receiver confirmed it.
 func TestRunHandsOverAHeldCommitBeforeTheStatusUpdate(t *testing.T) {
 	s, w := newTestStream(t)
-	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
+	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"), msgCommit(0x2000, 0x2010))
 	out, _ := runStream(t, s)
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}})
-	w.send(msgCommit(0x2000, 0x2010))
+	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {kind: KindCommit}})
+	w.send(msgBegin(0x2100, 8), msgCommit(0x2100, 0x2110))
 	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}})
 }
