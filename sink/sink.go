@@ -34,6 +34,11 @@ import (
 // DefaultMaxBufferedRecords is Config.MaxBufferedRecords's default.
 const DefaultMaxBufferedRecords = 5_000
 
+// DefaultMaxBufferedBytes is Config.MaxBufferedBytes's default; Defaults
+// raises it to twice MaxMessageBytes where that is more, so that a larger
+// message limit alone never makes the configuration invalid.
+const DefaultMaxBufferedBytes = 64 << 20
+
 // Config configures the producer.
 type Config struct {
 	// Brokers are the seed brokers, host:port.
@@ -46,7 +51,8 @@ type Config struct {
 	Linger time.Duration
 	// MaxBufferedRecords and MaxBufferedBytes bound what waits for an ack;
 	// Produce blocks beyond them, which is the pipeline's backpressure
-	// (defaults 5,000 records and 64 MiB). 5,000 records are still
+	// (defaults 5,000 records and 64 MiB, or twice MaxMessageBytes if that
+	// is more). 5,000 records are still
 	// tens of milliseconds of a drain at 100,000 events/s, more than a
 	// produce round trip; each costs about 2 KiB of heap while it waits.
 	MaxBufferedRecords int
@@ -113,11 +119,11 @@ func (c *Config) Defaults() {
 	if c.MaxBufferedRecords == 0 {
 		c.MaxBufferedRecords = DefaultMaxBufferedRecords
 	}
-	if c.MaxBufferedBytes == 0 {
-		c.MaxBufferedBytes = 64 << 20
-	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1_000_012
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = max(DefaultMaxBufferedBytes, 2*c.MaxMessageBytes)
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 10 * time.Second

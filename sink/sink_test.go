@@ -42,6 +42,26 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// A message limit above the default buffer raises the buffer's default
+// with it, instead of making the configuration invalid; an explicit buffer
+// is kept.
+func TestDefaultBufferFitsTheLargestMessage(t *testing.T) {
+	for _, tt := range []struct{ message, buffer, want int }{
+		{0, 0, DefaultMaxBufferedBytes},
+		{100_000_000, 0, 200_000_000},
+		{2_000, 1_000, 1_000},
+	} {
+		c := Config{Brokers: []string{"127.0.0.1:9092"}, MaxMessageBytes: tt.message, MaxBufferedBytes: tt.buffer}
+		c.Defaults()
+		if c.MaxBufferedBytes != tt.want {
+			t.Errorf("message %d, buffer %d: buffer default %d, want %d", tt.message, tt.buffer, c.MaxBufferedBytes, tt.want)
+		}
+		if err := c.Validate(); (err == nil) != (tt.buffer == 0) {
+			t.Errorf("message %d, buffer %d: Validate() = %v", tt.message, tt.buffer, err)
+		}
+	}
+}
+
 // Size must never underestimate: a record Produce lets through must be
 // accepted by a broker whose message.max.bytes equals the limit, and one
 // just above the limit is refused before it reaches the client.

@@ -82,6 +82,7 @@ func TestCommandLine(t *testing.T) {
 		{"run bad mode", runArgs("--mode", "bogus"), 1, nil, []string{`--mode "bogus"`}, false},
 		{"run bad format", runArgs("--format", "bogus"), 1, nil, []string{"--format"}, false},
 		{"run bad procs", runArgs("--procs", "0"), 1, nil, []string{`--procs "0"`}, false},
+		{"run buffer below one message", runArgs("--max-buffered-bytes", "1000", "--max-message-bytes", "2000"), 1, nil, []string{"max buffered bytes 1000 is smaller than max message bytes 2000"}, false},
 		{"run --pprof without --metrics-addr", runArgs("--pprof"), 1, nil, []string{"--pprof needs --metrics-addr"}, false},
 		{"run bad log level", runArgs("--log-level", "loud"), 1, nil, []string{`--log-level "loud"`}, false},
 		{"run bad log format", runArgs("--log-format", "xml"), 1, nil, []string{`--log-format "xml"`}, false},
@@ -127,6 +128,17 @@ func TestCommandLine(t *testing.T) {
 				t.Errorf("version output %q does not start with %q", stdout, "pgoutbox ")
 			}
 		})
+	}
+}
+
+// A --max-message-bytes above the default buffer is accepted on its own:
+// the buffer's default grows with it. run goes on to connect (and fails
+// to, here); what it must not do is refuse the flags.
+func TestRunLargeMessageLimitAlone(t *testing.T) {
+	_, _, stderr := runCLI(t, 3*time.Second, "run", "--kafka-brokers", "127.0.0.1:1", "--database-url", unreachable,
+		"--max-message-bytes", "100000000")
+	if strings.Contains(stderr, "max buffered bytes") {
+		t.Fatalf("--max-message-bytes 100000000 refused:\n%s", stderr)
 	}
 }
 
