@@ -13,9 +13,9 @@ import (
 // P a hand-off is a goroutine switch on the same thread; with a second P
 // idle, it also wakes an OS thread to run the woken goroutine there, which
 // costs more than the work. One P measured cheaper than two to sixteen at
-// every load tried, and no slower: a steady 2,000 events/s on 2 cores,
-// 20,000 events/s and drains on 16 cores, 4 KB payloads, exactly-once
-// (docs/benchmarks.md, "Ps").
+// every load tried, and no slower beyond the spread between runs: a
+// steady 2,000 events/s on 2 cores, 20,000 events/s and drains on 16
+// cores, 4 KB payloads, exactly-once (docs/benchmarks.md, "Ps").
 
 // procsUsage is --procs's help, for run and the bench's floor.
 const procsUsage = "Go Ps (GOMAXPROCS): auto (one, unless GOMAXPROCS is set in the environment) or a number"
