@@ -90,7 +90,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
 	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
 	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
-	fs.IntVar(&cfg.Sink.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 64 MiB, or twice --max-message-bytes if that is more)")
+	fs.IntVar(&cfg.Sink.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
 	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
 	fs.BoolVar(&cfg.Sink.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
