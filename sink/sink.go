@@ -55,9 +55,9 @@ type Config struct {
 	// MaxBufferedRecords and MaxBufferedBytes bound what waits for an ack;
 	// Produce blocks beyond them, which is the pipeline's backpressure
 	// (defaults 5,000 records and 8 MiB, or twice MaxMessageBytes if that
-	// is more). 5,000 records are still
-	// tens of milliseconds of a drain at 100,000 events/s, more than a
-	// produce round trip; each costs about 2 KiB of heap while it waits.
+	// is more). 5,000 records are still tens of milliseconds of a drain at
+	// 100,000 events/s, more than a produce round trip; each costs about
+	// 2 KiB of heap while it waits.
 	MaxBufferedRecords int
 	MaxBufferedBytes   int
 	// MaxMessageBytes is the largest record accepted (default 1,000,012,
