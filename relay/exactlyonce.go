@@ -614,11 +614,26 @@ func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
 // broker's transaction timeout), and the coordinator is asked, without the
 // producer, whether another relay took the pipeline over.
 func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
-	err := t.k.Classify(t.failed())
-	if err == nil {
-		err = t.broken
+	cause := t.k.Classify(t.failed())
+	if cause == nil {
+		cause = t.broken
 	}
-	if err != nil {
+	open := t.k.TxnOpen()
+	err := r.endTxn(ctx, t, cause)
+	if open {
+		// The transaction's records never become visible: aborted here,
+		// by the next session's fence, or by the broker's timeout.
+		if sink.Fenced(err) {
+			cause = err
+		}
+		r.Metrics.txnAborted(cause)
+	}
+	return err
+}
+
+// endTxn is closeTxn's work, after a session that ended on cause.
+func (r *Relay) endTxn(ctx context.Context, t *txnSession, cause error) error {
+	if err := cause; err != nil {
 		if sink.Fenced(err) {
 			return err
 		}

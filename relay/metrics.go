@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
@@ -46,6 +47,10 @@ type Metrics struct {
 	txns         prometheus.Counter
 	txnCommit    prometheus.Histogram
 	txnSize      prometheus.Histogram
+	txnAborts    *prometheus.CounterVec
+	openDLQ      prometheus.Gauge
+	held         prometheus.Gauge
+	pollingSince prometheus.Gauge
 
 	// series caches the children of published and latency per mode and
 	// topic; copy on write, read without a lock.
@@ -150,15 +155,34 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Help:    "Exactly-once delivery: records (events and dead letters) per committed Kafka transaction.",
 			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, 100000},
 		}),
+		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgoutbox_kafka_transactions_aborted_total",
+			Help: "Exactly-once delivery: Kafka transactions holding records that a session ended without committing (aborted by the relay, by the next session's fence, or by the broker), by reason: fenced (another relay took the pipeline over), timeout (open past --transaction-timeout) or error.",
+		}, []string{"reason"}),
+		openDLQ: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_open_dead_letters",
+			Help: "Dead letters of the pipeline neither replayed nor skipped (pgoutbox dlq list), read every --metrics-interval.",
+		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_held_aggregates",
+			Help: "Aggregates held behind an open dead letter: their later events join it in the dead letters until it is replayed or skipped.",
+		}),
+		pollingSince: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgoutbox_polling_since_timestamp_seconds",
+			Help: "Unix time since which the pipeline polls instead of streaming the WAL (auto mode's fallback, or the handoff to a new slot), from its saved state; 0 while it streams, and when it was started in poll mode.",
+		}),
 	}
 	empty := map[seriesKey]*series{}
 	m.series.Store(&empty)
 	m.session.Store(Mode(""))
 	m.mode.WithLabelValues(string(ModeWAL))
 	m.mode.WithLabelValues(string(ModePoll))
+	for _, reason := range abortReasons {
+		m.txnAborts.WithLabelValues(reason) // exported at 0, so that the first abort is an increase
+	}
 	m.Registry.MustRegister(m.published, m.latency, m.batch, m.failed, m.deadLettered, m.reconnects,
 		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.lostDeleted, m.mode,
-		m.txns, m.txnCommit, m.txnSize,
+		m.txns, m.txnCommit, m.txnSize, m.txnAborts, m.openDLQ, m.held, m.pollingSince,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pgoutbox_ready",
@@ -191,6 +215,22 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 func (m *Metrics) txnCommitted(took time.Duration) {
 	m.txns.Inc()
 	m.txnCommit.Observe(took.Seconds())
+}
+
+// abortReasons label pgoutbox_kafka_transactions_aborted_total.
+var abortReasons = []string{"fenced", "timeout", "error"}
+
+// txnAborted counts a Kafka transaction with records that its session
+// ended without committing; err is why the session ended.
+func (m *Metrics) txnAborted(err error) {
+	reason := "error"
+	switch {
+	case sink.Fenced(err):
+		reason = "fenced"
+	case errors.Is(err, sink.ErrTxnTimedOut):
+		reason = "timeout"
+	}
+	m.txnAborts.WithLabelValues(reason).Inc()
 }
 
 // txnEvents observes the records of a committed Kafka transaction.
@@ -374,7 +414,8 @@ func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
 	}
 }
 
-// sample reads the slot's lag and the unpublished rows into the gauges.
+// sample reads the slot's lag, the unpublished rows and what the
+// pipeline's state says (its mode, its dead letters) into the gauges.
 func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	m := r.Metrics
 	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
@@ -388,7 +429,37 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	default:
 		return err
 	}
+	if err := r.sampleState(ctx, conn); err != nil {
+		return err
+	}
 	return r.sampleTables(ctx, conn) // tables.go
+}
+
+// sampleState reads the pipeline's state as pgoutbox status does: since
+// when it polls instead of streaming, and its open dead letters. Before
+// the first session saved the state there is nothing to report.
+func (r *Relay) sampleState(ctx context.Context, conn *pgx.Conn) error {
+	m := r.Metrics
+	st, err := r.own().Status(ctx, conn, 0)
+	switch {
+	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
+		m.pollingSince.Set(0)
+		m.openDLQ.Set(0)
+		m.held.Set(0)
+		return nil
+	case err != nil:
+		return err
+	}
+	since := 0.0
+	if st.PollingInsteadOfWAL() {
+		since = float64(st.ModeSince.UnixNano()) / 1e9
+	}
+	m.pollingSince.Set(since)
+	if st.DeadLetters != nil {
+		m.openDLQ.Set(float64(*st.DeadLetters))
+		m.held.Set(float64(*st.HeldAggregates))
+	}
+	return nil
 }
 
 func (r *Relay) timeColumn() string {

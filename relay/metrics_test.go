@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // value gathers reg and returns the counter or gauge name with exactly
@@ -86,6 +90,83 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 		if mf.GetType().String() == "COUNTER" && !strings.HasSuffix(n, "_total") {
 			t.Errorf("counter %s does not end in _total", n)
 		}
+	}
+}
+
+// Each Kafka transaction a session ended without committing is counted by
+// why the session ended; every reason is exported from the start.
+func TestMetricsTransactionsAborted(t *testing.T) {
+	m := NewMetrics(nil)
+	for _, reason := range abortReasons {
+		if got := value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason="+reason); got != 0 {
+			t.Errorf("%s at start: %v", reason, got)
+		}
+	}
+	m.txnAborted(fmt.Errorf("kafka transaction: commit: %w", sink.ErrFenced))
+	m.txnAborted(fmt.Errorf("%w: %w", sink.ErrTxnTimedOut, errors.New("INVALID_PRODUCER_EPOCH")))
+	m.txnAborted(errors.New("record failed"))
+	m.txnAborted(nil) // the session failed elsewhere: Postgres, the stream
+	for reason, want := range map[string]float64{"fenced": 1, "timeout": 1, "error": 2} {
+		if got := value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason="+reason); got != want {
+			t.Errorf("%s: %v, want %v", reason, got, want)
+		}
+	}
+}
+
+// The monitor reads what the pipeline's state says, as pgoutbox status
+// does: since when it polls instead of streaming (not when it was started
+// to poll), and its open dead letters and the aggregates they hold.
+func TestSampleState(t *testing.T) {
+	url, conn := deadLetterDB(t)
+	ctx := context.Background()
+	r := testRelay(t, url, PoisonDeadLetter)
+	gauge := func(name string) float64 { return value(t, r.Metrics.Registry, name) }
+	sample := func() {
+		t.Helper()
+		if err := r.sampleState(ctx, conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sample() // no state yet
+	if got := gauge("pgoutbox_polling_since_timestamp_seconds"); got != 0 {
+		t.Errorf("polling since %v before any state", got)
+	}
+	own := r.own()
+	before := time.Now().Add(-time.Minute)
+	if err := own.SetMode(ctx, conn, "public.outbox", ModePoll, store.Reason{Code: store.ReasonWALUnavailable, Detail: "wal_level is replica"}); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	if got := gauge("pgoutbox_polling_since_timestamp_seconds"); got < float64(before.Unix()) || got > float64(time.Now().Unix()+60) {
+		t.Errorf("polling since %v after the fallback, want about now (%d)", got, time.Now().Unix())
+	}
+	if err := own.SetMode(ctx, conn, "public.outbox", ModeWAL, store.Reason{Code: store.ReasonWALAvailable}); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	if got := gauge("pgoutbox_polling_since_timestamp_seconds"); got != 0 {
+		t.Errorf("polling since %v while streaming", got)
+	}
+	if err := own.SetMode(ctx, conn, "public.outbox", ModePoll, store.Started(ModePoll)); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	if got := gauge("pgoutbox_polling_since_timestamp_seconds"); got != 0 {
+		t.Errorf("polling since %v when started in poll mode", got)
+	}
+
+	for _, dl := range []struct{ event, aggregate string }{{"e1", "H"}, {"e2", "H"}, {"e3", "G"}, {"e4", "F"}} {
+		if _, err := conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, txid, reason, row_data)
+VALUES ($1, 'public.outbox', $2, $3, 1, 'test', '{}')`, own.Name, dl.event, dl.aggregate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_dead_letter SET replayed_at = now(), resolution = 'skipped' WHERE event_id = 'e4'"); err != nil {
+		t.Fatal(err)
+	}
+	sample()
+	if open, held := gauge("pgoutbox_open_dead_letters"), gauge("pgoutbox_held_aggregates"); open != 3 || held != 2 {
+		t.Errorf("open dead letters %v, held aggregates %v; want 3 and 2", open, held)
 	}
 }
 

@@ -122,6 +122,7 @@ func (k *Kafka) Commit(ctx context.Context, check func() error) error {
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return k.txnErr("commit", err)
 	}
+	k.txnBegan.Store(0) // nothing open until the next transaction's first record
 	// Sound after a commit: no request, the epoch the commit left.
 	if id, epoch, err := cl.ProducerID(ctx); err == nil {
 		k.owner.Store(&producerEpoch{id, epoch})
@@ -138,8 +139,13 @@ func (k *Kafka) Abort(ctx context.Context) error {
 	if err := k.client.Load().EndTransaction(ctx, kgo.TryAbort); err != nil {
 		return k.txnErr("abort", err)
 	}
+	k.txnBegan.Store(0)
 	return nil
 }
+
+// TxnOpen tells whether the current transaction holds records that were
+// neither committed nor aborted by this producer.
+func (k *Kafka) TxnOpen() bool { return k.txnBegan.Load() != 0 }
 
 // Probe asks the transaction coordinator whether this producer still owns
 // its transactional id. It adds a consumer group of the id's own

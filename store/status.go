@@ -46,8 +46,16 @@ type Status struct {
 	// Migration 007: rows found deleted before polling published them.
 	Lost *Lost
 
-	// DeadLetters counts the open dead letters; nil without the table.
-	DeadLetters *int64
+	// DeadLetters counts the open dead letters and HeldAggregates the
+	// aggregates held behind them; both nil without the table.
+	DeadLetters    *int64
+	HeldAggregates *int64
+}
+
+// PollingInsteadOfWAL tells whether the pipeline polls though it was not
+// started to: auto mode's fallback, or the handoff to a new slot.
+func (s *Status) PollingInsteadOfWAL() bool {
+	return s.Mode == ModePoll && s.Reason.Code != ReasonStarted
 }
 
 // ClusterChangeSeen is the last change of cluster the relay saw.
@@ -144,10 +152,11 @@ FROM pgoutbox_state WHERE pipeline = $1`, p.Name, lostWithin.Seconds()).Scan(&lo
 	}
 	var hasDLQ bool
 	if q.QueryRow(ctx, "SELECT to_regclass('pgoutbox_dead_letter') IS NOT NULL").Scan(&hasDLQ) == nil && hasDLQ {
-		var n int64
+		var n, held int64
 		// Open ones: a replayed or skipped dead letter is resolved.
-		if q.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE pipeline = $1 AND replayed_at IS NULL", p.Name).Scan(&n) == nil {
-			st.DeadLetters = &n
+		if q.QueryRow(ctx, "SELECT count(*), count(DISTINCT aggregate_id) FROM pgoutbox_dead_letter WHERE pipeline = $1 AND replayed_at IS NULL",
+			p.Name).Scan(&n, &held) == nil {
+			st.DeadLetters, st.HeldAggregates = &n, &held
 		}
 	}
 }

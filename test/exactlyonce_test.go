@@ -401,7 +401,8 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	cfg := e.config()
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
-	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s")...)
+	addr := metricsAddr(t)
+	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s", "--metrics-addr", addr)...)
 	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
 	// A pause catches a transaction with records open often, not always:
 	// the relay commits whenever nothing more waits to be read.
@@ -424,6 +425,10 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	}
 	if !strings.Contains(p.out.String(), "past the transaction timeout") {
 		t.Fatalf("no pause caught a transaction open: the broker aborted none")
+	}
+	// The aborted transaction is counted, by its reason.
+	if n := scrape(t, "http://"+addr)[`pgoutbox_kafka_transactions_aborted_total{reason="timeout"}`]; n < 1 {
+		t.Errorf(`pgoutbox_kafka_transactions_aborted_total{reason="timeout"} = %v after the broker aborted a transaction`, n)
 	}
 	committed := load.finish()
 	rep := check(t, e.brokers, "outbox.event.account", committed)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -33,8 +34,11 @@ type statusJSON struct {
 	KafkaProblem string      `json:"kafka_problem"`
 	KafkaKnown   bool        `json:"kafka_known"`
 	LostDeleted  *lostStatus `json:"lost_deleted"`
-	Problems     []string    `json:"problems"`
-	Cluster      *int64      `json:"system_identifier"`
+	// DeadLetters are the open ones, HeldAggregates their aggregates.
+	DeadLetters    *int64   `json:"dead_letters"`
+	HeldAggregates *int64   `json:"held_aggregates"`
+	Problems       []string `json:"problems"`
+	Cluster        *int64   `json:"system_identifier"`
 	// ClusterChange is set once a relay saw the state move to a new cluster.
 	ClusterChange *struct {
 		At       time.Time `json:"at"`
@@ -139,7 +143,17 @@ func TestStatusPollingReason(t *testing.T) {
 		}
 		return false
 	}
+	// pgoutbox_polling_since_timestamp_seconds says the same as status,
+	// from the same state.
+	pollingSince := func(r *running) float64 {
+		t.Helper()
+		srv := httptest.NewServer(r.Metrics.Handler())
+		defer srv.Close()
+		return scrape(t, srv.URL)["pgoutbox_polling_since_timestamp_seconds"]
+	}
 	cfg := e.config()
+	cfg.MonitorInterval = 200 * time.Millisecond
+	before := time.Now().Add(-time.Second)
 	r := e.start(cfg)
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
@@ -150,11 +164,17 @@ func TestStatusPollingReason(t *testing.T) {
 	if ok || !pollingProblem(st) || st.ReasonCode != "wal-unavailable" || !strings.Contains(st.ModeReason, "wal_level") {
 		t.Fatalf("auto mode polling: exit ok %t, reason %q (%s), problems %q", ok, st.ModeReason, st.ReasonCode, st.Problems)
 	}
+	eventually(t, 10*time.Second, "polling since the fallback in the metrics", func() bool {
+		since := pollingSince(r)
+		return since >= float64(before.Unix()) && since <= float64(time.Now().Unix())
+	})
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
 
-	r = e.start(pollConfig(e))
+	cfg = pollConfig(e)
+	cfg.MonitorInterval = 200 * time.Millisecond
+	r = e.start(cfg)
 	ids = e.insert(row{"order", "o-2", "Placed", `{}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
 	eventually(t, 15*time.Second, "the poll mode's reason saved", func() bool {
@@ -163,6 +183,10 @@ func TestStatusPollingReason(t *testing.T) {
 	})
 	if pollingProblem(st) || st.Mode != "poll" || st.ModeReason != "started in poll mode" {
 		t.Fatalf("started in poll mode: mode %s, reason %q (%s), problems %q", st.Mode, st.ModeReason, st.ReasonCode, st.Problems)
+	}
+	time.Sleep(500 * time.Millisecond) // more than a sample of the monitor since the reason was saved
+	if since := pollingSince(r); since != 0 {
+		t.Errorf("started in poll mode: pgoutbox_polling_since_timestamp_seconds %v, want 0", since)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/pgoutbox/pgoutbox/test/promtest"
 )
 
 // The README and docs/ describe this binary; these tests keep them honest
@@ -172,5 +174,29 @@ func TestAnchor(t *testing.T) {
 		if got := anchor(c.heading); got != c.want {
 			t.Errorf("anchor(%q) = %q, want %q", c.heading, got, c.want)
 		}
+	}
+}
+
+// Every alert's runbook_url names a section of docs/operations.md.
+func TestRunbooksExist(t *testing.T) {
+	const base = "https://github.com/pgoutbox/pgoutbox/blob/main/docs/operations.md#"
+	rules, err := promtest.ReadRules(filepath.Join(repoRoot, "monitoring", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := readMarkdown(t, filepath.Join(repoRoot, "docs", "operations.md"))
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			url := r.Annotations["runbook_url"]
+			frag, ok := strings.CutPrefix(url, base)
+			if !ok || !ops.anchors[frag] {
+				t.Errorf("%s: runbook_url %q names no section of docs/operations.md", r.Alert, url)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no alerts read")
 	}
 }

@@ -61,6 +61,8 @@ type pipelineStatus struct {
 	LastPublish *time.Time `json:"last_publish_at,omitempty"`
 	Alive       *time.Time `json:"alive_at,omitempty"`
 	DeadLetters *int64     `json:"dead_letters,omitempty"`
+	// HeldAggregates counts the aggregates held behind them.
+	HeldAggregates *int64 `json:"held_aggregates,omitempty"`
 	// Failover says whether the slot would survive a failover.
 	Failover *failover `json:"failover,omitempty"`
 	// KafkaProblem is the Kafka-side problem the relay last saved (an
@@ -120,7 +122,7 @@ func (st *pipelineStatus) fromStore(s *store.Status) {
 	if c := s.ClusterChange; c != nil {
 		st.ClusterChange = &clusterChange{At: c.At, Previous: c.Previous, What: c.What, OldFloorXID: c.OldFloorXID, OldFloorSeq: c.OldFloorSeq}
 	}
-	st.LastPublish, st.Alive, st.DeadLetters = s.LastPublish, s.Alive, s.DeadLetters
+	st.LastPublish, st.Alive, st.DeadLetters, st.HeldAggregates = s.LastPublish, s.Alive, s.DeadLetters, s.HeldAggregates
 	st.KafkaKnown, st.KafkaProblem, st.KafkaSince = s.KafkaKnown, s.KafkaProblem, s.KafkaSince
 	if l := s.Lost; l != nil {
 		st.LostDeleted = &lostDeleted{Rows: l.Rows, FromSeq: l.FromSeq, ToSeq: l.ToSeq, At: l.At}
@@ -242,7 +244,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.OldestUnpublishd = &s
 		}
 	}
-	if saved.Mode == store.ModePoll && saved.Reason.Code != store.ReasonStarted {
+	if saved.PollingInsteadOfWAL() {
 		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
 	}
 
@@ -305,7 +307,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "kafka        %s\n", st.KafkaProblem)
 		}
 		if st.DeadLetters != nil {
-			fmt.Fprintf(stdout, "dead letters %d\n", *st.DeadLetters)
+			fmt.Fprintf(stdout, "dead letters %d", *st.DeadLetters)
+			if h := st.HeldAggregates; h != nil && *h > 0 {
+				fmt.Fprintf(stdout, " (%d aggregates held)", *h)
+			}
+			fmt.Fprintln(stdout)
 		}
 		if st.Failover != nil {
 			st.Failover.print(stdout)
