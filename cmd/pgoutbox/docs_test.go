@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -199,4 +201,172 @@ func TestRunbooksExist(t *testing.T) {
 	if n == 0 {
 		t.Error("no alerts read")
 	}
+}
+
+// commands are pgoutbox's commands that take flags, as given on the
+// command line.
+var commands = [][]string{
+	{"migrate"}, {"slot", "create"}, {"slot", "status"}, {"slot", "drop"}, {"run"}, {"status"},
+	{"dlq", "list"}, {"dlq", "replay"}, {"dlq", "skip"}, {"demo"}, {"bench"}, {"bench", "floor"},
+}
+
+// helpFlag is a flag's line in -h output: "  -name type".
+var helpFlag = regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+
+// commandFlags returns each command's flags, read from its -h output, the
+// devbroker's included (built and run, as the docs describe it too).
+func commandFlags(t *testing.T) map[string][]string {
+	t.Helper()
+	flags := map[string][]string{}
+	for _, c := range commands {
+		var stdout, stderr strings.Builder
+		if code := run(context.Background(), append(c, "-h"), &stdout, &stderr); code != 0 {
+			t.Fatalf("pgoutbox %s -h: exit %d\n%s", strings.Join(c, " "), code, stderr.String())
+		}
+		for _, m := range helpFlag.FindAllStringSubmatch(stdout.String(), -1) {
+			flags[strings.Join(c, " ")] = append(flags[strings.Join(c, " ")], m[1])
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "devbroker")
+	if out, err := osexec.Command("go", "build", "-o", bin, "../devbroker").CombinedOutput(); err != nil {
+		t.Fatalf("go build devbroker: %v\n%s", err, out)
+	}
+	out, _ := osexec.Command(bin, "-h").CombinedOutput() // the flag package's -h exits 0 or 2
+	for _, m := range helpFlag.FindAllStringSubmatch(string(out), -1) {
+		flags["devbroker"] = append(flags["devbroker"], m[1])
+	}
+	if len(flags["run"]) < 40 || len(flags["devbroker"]) < 3 {
+		t.Fatalf("flags read from -h: %v", flags)
+	}
+	return flags
+}
+
+var (
+	// docFlag is a --flag in the docs; a trailing '-' with '*' after it
+	// (--column-*) names every flag with that prefix.
+	docFlag = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])--([a-z][a-z0-9-]*)(\*)?`)
+	docEnv  = regexp.MustCompile(`\bPGOUTBOX_[A-Z0-9_]*[A-Z0-9]\b`)
+	// ownCommand starts a command line of pgoutbox or the devbroker,
+	// after environment assignments.
+	ownCommand = regexp.MustCompile(`^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:\./)?(?:bin/)?(?:pgoutbox|devbroker)\b`)
+)
+
+// docMentions returns the --flags and PGOUTBOX_ names the docs mention,
+// each with where. In code blocks only the lines of pgoutbox's and the
+// devbroker's command lines count (continuations included, and lines of
+// flags alone): a docker or psql command line has flags of its own.
+func docMentions(t *testing.T) (flags, envs map[string][]string) {
+	t.Helper()
+	flags, envs = map[string][]string{}, map[string][]string{}
+	for _, file := range docFiles(t) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		where := strings.TrimPrefix(file, repoRoot+"/")
+		fenced, ours, continued := false, false, false
+		for i, line := range strings.Split(string(b), "\n") {
+			at := where + ":" + strconv.Itoa(i+1)
+			for _, m := range docEnv.FindAllString(line, -1) {
+				envs[m] = append(envs[m], at)
+			}
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced, continued = !fenced, false
+				continue
+			}
+			if fenced {
+				if !continued {
+					trimmed := strings.TrimSpace(line)
+					ours = ownCommand.MatchString(line) || strings.HasPrefix(trimmed, "--")
+				}
+				continued = strings.HasSuffix(strings.TrimSpace(line), `\`)
+				if !ours {
+					continue
+				}
+			}
+			for _, m := range docFlag.FindAllStringSubmatch(line, -1) {
+				name := m[1]
+				if m[2] == "*" {
+					name += "*"
+				}
+				flags[name] = append(flags[name], at)
+			}
+		}
+	}
+	return flags, envs
+}
+
+// TestDocumentedFlagsExist: every flag the README and docs name is a flag
+// of a pgoutbox command or of the devbroker, every PGOUTBOX_ variable they
+// name is a flag's or one the code reads, and every flag of run is named
+// in them.
+func TestDocumentedFlagsExist(t *testing.T) {
+	byCommand := commandFlags(t)
+	all := map[string]bool{}
+	for _, fs := range byCommand {
+		for _, f := range fs {
+			all[f] = true
+		}
+	}
+	flags, envs := docMentions(t)
+	for name, at := range flags {
+		if prefix, ok := strings.CutSuffix(name, "*"); ok {
+			found := false
+			for f := range all {
+				found = found || strings.HasPrefix(f, prefix)
+			}
+			if !found {
+				t.Errorf("--%s (%s): no flag starts with --%s", name, strings.Join(at, ", "), prefix)
+			}
+			continue
+		}
+		if !all[name] {
+			t.Errorf("--%s (%s) is no flag of pgoutbox or the devbroker", name, strings.Join(at, ", "))
+		}
+	}
+	for _, f := range byCommand["run"] {
+		if len(flags[f]) == 0 {
+			t.Errorf("run's flag --%s is named in no doc (README.md, docs/)", f)
+		}
+	}
+
+	flagEnv := map[string]bool{}
+	for f := range all {
+		flagEnv[envName(f)] = true
+	}
+	code := readCode(t)
+	for name, at := range envs {
+		if !flagEnv[name] && !strings.Contains(code, name) {
+			t.Errorf("%s (%s) is neither a flag's variable nor read by the code", name, strings.Join(at, ", "))
+		}
+	}
+	if len(flags) < 60 || len(envs) < 3 {
+		t.Errorf("only %d flags and %d variables found in the docs: is the pattern still right?", len(flags), len(envs))
+	}
+}
+
+// readCode is the repository's Go code and Makefile, where the settings
+// that are not flags (the tests' PGOUTBOX_TEST_* and the like) are read;
+// this file, which names them, is left out.
+func readCode(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != repoRoot || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(path, ".go") || d.Name() == "Makefile") || d.Name() == "docs_test.go" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		b.Write(src)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
