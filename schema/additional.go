@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -9,8 +10,7 @@ import (
 // Debezium's table.fields.additional.placement.
 type Placement string
 
-// The placements. Debezium also has "partition" (an explicit Kafka
-// partition); pgoutbox partitions by key only and refuses it.
+// The placements.
 const (
 	// PlaceHeader adds a Kafka header named by the alias.
 	PlaceHeader Placement = "header"
@@ -18,6 +18,11 @@ const (
 	// format the value becomes {"payload":…, alias:…}; in CloudEvents
 	// the alias becomes an extension attribute.
 	PlaceEnvelope Placement = "envelope"
+	// PlacePartition sends the record to the partition the column (an
+	// integer) names, instead of the one its key hashes to; NULL keeps
+	// the key's. Events of one aggregate keep their order only if they
+	// name one partition.
+	PlacePartition Placement = "partition"
 )
 
 // AdditionalField is one extra column carried into the message.
@@ -30,19 +35,22 @@ type AdditionalField struct {
 
 // ParseAdditionalFields parses Debezium's table.fields.additional.placement
 // syntax: a comma-separated list of column:placement[:alias], for example
-// "type:header:eventType,source:envelope". Spaces around items are ignored.
+// "type:header:eventType,source:envelope". Spaces around items are ignored
+// and placements are case-insensitive, as in Debezium; an empty list, an
+// empty item or one without a placement is refused, as Debezium refuses
+// them.
 func ParseAdditionalFields(s string) ([]AdditionalField, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("schema: additional fields: empty list (want column:placement[:alias],...)")
+	}
 	var out []AdditionalField
 	for _, item := range strings.Split(s, ",") {
 		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
 		parts := strings.Split(item, ":")
 		if len(parts) < 2 || len(parts) > 3 {
 			return nil, fmt.Errorf("schema: additional field %q: want column:placement[:alias]", item)
 		}
-		f := AdditionalField{Column: strings.TrimSpace(parts[0]), Placement: Placement(strings.TrimSpace(parts[1]))}
+		f := AdditionalField{Column: strings.TrimSpace(parts[0]), Placement: Placement(strings.ToLower(strings.TrimSpace(parts[1])))}
 		if len(parts) == 3 {
 			f.Alias = strings.TrimSpace(parts[2])
 		}
@@ -79,11 +87,9 @@ func validateAdditional(fs []AdditionalField) error {
 			return fmt.Errorf("schema: additional field column %q is not a valid column name", f.Column)
 		}
 		switch f.Placement {
-		case PlaceHeader, PlaceEnvelope:
-		case "partition":
-			return fmt.Errorf("schema: additional field %s: placement \"partition\" is not supported: pgoutbox partitions by the key so that an aggregate's events keep their order", f.Column)
+		case PlaceHeader, PlaceEnvelope, PlacePartition:
 		default:
-			return fmt.Errorf("schema: additional field %s: unknown placement %q (want header or envelope)", f.Column, f.Placement)
+			return fmt.Errorf("schema: additional field %s: unknown placement %q (want header, envelope or partition)", f.Column, f.Placement)
 		}
 		alias := f.Alias
 		if alias == "" {
@@ -92,8 +98,13 @@ func validateAdditional(fs []AdditionalField) error {
 		if f.Placement == PlaceEnvelope && alias == "payload" {
 			return fmt.Errorf("schema: additional field %s: envelope alias \"payload\" is taken by the payload", f.Column)
 		}
+		// Kafka headers may repeat a key (Debezium adds each); an envelope
+		// field or a second partition may not.
 		k := string(f.Placement) + ":" + alias
-		if seen[k] {
+		if f.Placement == PlacePartition {
+			k = string(f.Placement)
+		}
+		if seen[k] && f.Placement != PlaceHeader {
 			return fmt.Errorf("schema: additional %s field %q appears twice", f.Placement, alias)
 		}
 		seen[k] = true

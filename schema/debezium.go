@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,16 +23,82 @@ const (
 	// ConvJSONSchemas is JsonConverter with schemas.enable=true:
 	// {"schema":…,"payload":…}.
 	ConvJSONSchemas Converter = "json-schemas"
+	// ConvByteArray is Kafka's ByteArrayConverter: a bytea column's bytes
+	// as they are; any other type is refused.
+	ConvByteArray Converter = "bytearray"
+	// ConvBinary is Debezium's BinaryDataConverter: a bytea column's bytes
+	// as they are, anything else through its delegate
+	// (delegate.converter.type), written "binary:json" and so on; without
+	// a delegate, anything else is refused.
+	ConvBinary Converter = "binary"
 )
 
 // ParseConverter returns the converter named s; "" gives "" (the format's
 // default).
 func ParseConverter(s string) (Converter, error) {
-	switch c := Converter(s); c {
-	case "", ConvString, ConvJSON, ConvJSONSchemas:
-		return c, nil
+	c := Converter(s)
+	switch c.base() {
+	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray:
+		if c.base() == c {
+			return c, nil
+		}
+	case ConvBinary:
+		switch c.delegate() {
+		case "":
+			if c == ConvBinary {
+				return c, nil
+			}
+		case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray:
+			return c, nil
+		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q or %q)", s, ConvString, ConvJSON, ConvJSONSchemas)
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q or %q+a delegate such as %q)",
+		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvBinary, ConvBinary, ConvBinary+":"+ConvJSON)
+}
+
+// base is the converter without its delegate.
+func (c Converter) base() Converter {
+	b, _, _ := strings.Cut(string(c), ":")
+	return Converter(b)
+}
+
+// delegate is a binary converter's delegate, "" for none.
+func (c Converter) delegate() Converter {
+	_, d, _ := strings.Cut(string(c), ":")
+	return Converter(d)
+}
+
+// For returns the converter that writes a value of the given Postgres type:
+// c itself, or a binary converter's delegate for a type other than bytea.
+// ok is false when nothing can write it: a bytearray or a binary converter
+// without a delegate given anything but bytes, or a string converter given
+// bytes (StringConverter prints a Java object's name, such as
+// "java.nio.HeapByteBuffer[pos=0 lim=3 cap=3]", for them).
+func (c Converter) For(oid uint32) (Converter, bool) {
+	switch {
+	case c.base() == ConvBinary && oid != oidBytea:
+		if c.delegate() == "" {
+			return "", false
+		}
+		return c.delegate().For(oid)
+	case c.base() == ConvBinary, c == ConvByteArray:
+		if oid != oidBytea {
+			return "", false
+		}
+		return ConvByteArray, true
+	case c == ConvString && oid == oidBytea:
+		return "", false
+	}
+	return c, true
+}
+
+// ForStruct returns the converter that writes a struct value (envelope
+// placements, an expanded payload); ok is false when none can.
+func (c Converter) ForStruct() (Converter, bool) {
+	if c.base() == ConvBinary {
+		c = c.delegate()
+	}
+	return c, c == ConvJSON || c == ConvJSONSchemas
 }
 
 // DebeziumConfig configures the [DebeziumOutbox] and [Debezium] formats.
@@ -56,6 +123,11 @@ type DebeziumConfig struct {
 	KeyColumns []string
 	// Now is the clock for the change event's ts_ms; default time.Now.
 	Now func() time.Time
+	// TombstoneOnEmpty is the outbox router's
+	// route.tombstone.on.empty.payload: a NULL payload, or a text payload
+	// of only white space, gives a null value (a tombstone), key and
+	// headers kept.
+	TombstoneOnEmpty bool
 }
 
 func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
@@ -91,8 +163,10 @@ func (c DebeziumConfig) validate(f Format) error {
 	}
 	c = c.withDefaults(f)
 	if f == Debezium {
-		if c.Key == ConvString || c.Value == ConvString {
-			return errors.New("schema: the debezium change event is a struct: use a json key and value converter")
+		for _, v := range []Converter{c.Key, c.Value} {
+			if _, ok := v.ForStruct(); !ok {
+				return errors.New("schema: the debezium change event is a struct: use a json key and value converter")
+			}
 		}
 		if c.Key == ConvJSONSchemas || c.Value == ConvJSONSchemas {
 			return errors.New("schema: the debezium change event with schemas (json-schemas) is not supported yet: use json")
@@ -120,13 +194,34 @@ func (r *Record) columnName(f int) string {
 }
 
 // appendConverted writes a column value through a converter. For
-// ConvJSONSchemas it wraps it as {"schema":…,"payload":…}.
-func appendConverted(dst []byte, conv Converter, oid uint32, text []byte, optional bool) ([]byte, string) {
+// ConvJSONSchemas it wraps it as {"schema":…,"payload":…}. isNull is set
+// when the converter writes no bytes at all but a null (Kafka's null key,
+// value or header value): StringConverter, ByteArrayConverter and
+// BinaryDataConverter do for a NULL; JsonConverter writes null as JSON.
+func appendConverted(dst []byte, conv Converter, oid uint32, text []byte, optional bool) (out []byte, isNull bool, reason string) {
+	conv, ok := conv.For(oid)
+	if !ok {
+		return dst, false, "the converter cannot write a value of this column's type"
+	}
 	switch conv {
 	case ConvString:
-		return appendStringValue(dst, oid, text)
+		if text == nil {
+			return dst, true, ""
+		}
+		out, reason = appendStringValue(dst, oid, text)
+		return out, false, reason
+	case ConvByteArray:
+		if text == nil {
+			return dst, true, ""
+		}
+		b, ok := decodeByteaHex(text)
+		if !ok {
+			return dst, false, "malformed bytea (hex output expected)"
+		}
+		return append(dst, b...), false, ""
 	case ConvJSON:
-		return appendConnectValue(dst, oid, text)
+		out, reason = appendConnectValue(dst, oid, text)
+		return out, false, reason
 	}
 	ct, _, _ := connectTypeOf(oid)
 	if ct.typ == "" {
@@ -135,32 +230,87 @@ func appendConverted(dst []byte, conv Converter, oid uint32, text []byte, option
 	dst = append(dst, `{"schema":`...)
 	dst = appendConnectSchema(dst, ct, optional, "")
 	dst = append(dst, `,"payload":`...)
-	dst, reason := appendConnectValue(dst, oid, text)
-	return append(dst, '}'), reason
+	dst, reason = appendConnectValue(dst, oid, text)
+	return append(dst, '}'), false, reason
+}
+
+// appendConvertedPart appends one converted part and returns its slice of dst; nil
+// for a null.
+func appendConvertedPart(dst []byte, conv Converter, oid uint32, text []byte, optional bool) ([]byte, []byte, string) {
+	start := len(dst)
+	dst, isNull, reason := appendConverted(dst, conv, oid, text, optional)
+	if isNull {
+		return dst, nil, reason
+	}
+	return dst, dst[start:len(dst):len(dst)], reason
+}
+
+// setPartition sets msg's partition from r's partition placement, if any
+// and not NULL.
+func setPartition(msg *Message, r *Record) error {
+	for _, a := range r.Additional {
+		if a.Placement != PlacePartition || a.Value == nil {
+			continue
+		}
+		p, err := strconv.ParseInt(string(a.Value), 10, 32)
+		if err != nil || p < 0 {
+			return &RowError{Column: a.Column, Reason: "not a partition number"}
+		}
+		msg.Partition, msg.HasPartition = int32(p), true
+	}
+	return nil
+}
+
+// blankPayload reports whether Debezium's router takes the payload for
+// empty: null, or text whose Java trim() is empty (every character at or
+// below U+0020). A bytea payload is never blank: Debezium tests the
+// toString of its ByteBuffer.
+func blankPayload(r *Record) bool {
+	if r.null(fPayload) {
+		return true
+	}
+	if r.columnOID(fPayload) == oidBytea {
+		return false
+	}
+	for _, c := range r.Payload {
+		if c > ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeDebeziumOutbox writes what Debezium's Outbox Event Router
 // (EventRouterDelegate.apply) emits for the row, after the converters:
-//   - key: the aggregate id column's value;
+//   - key: the aggregate id column's value (null for a NULL under the
+//     string, bytearray and binary converters);
 //   - value: the payload column's value (a JSON string under JsonConverter,
 //     or the expanded document with table.expand.json.payload), or, when
 //     additional fields are placed in the envelope, a struct of payload
-//     and those fields;
-//   - headers: "id" (the id column), then the header placements in order.
+//     and those fields; null for a blank payload with TombstoneOnEmpty;
+//   - headers: traceparent and tracestate (the row's trace context, as
+//     Debezium's tracing injects them, before the router adds its own),
+//     "id" (the id column), then the header placements in order;
+//   - timestamp and partition: the time column and the partition
+//     placement's, when set.
 //
 // The topic is the router's business (route.topic.regex/replacement).
 func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	c := &e.dbz
 	var (
-		buf    = make([]byte, 0, len(r.AggregateID)+2*len(r.Payload)+64)
+		buf    = make([]byte, 0, len(r.AggregateID)+2*len(r.Payload)+len(r.TraceParent)+len(r.TraceState)+64)
 		reason string
+		msg    Message
 	)
+	msg.Timestamp = r.Timestamp
 	// Key.
-	buf, reason = appendConverted(buf, c.Key, r.columnOID(fAggregateID), []byte(r.AggregateID), c.optional(r.columnName(fAggregateID)))
-	if reason != "" {
+	var keyText []byte
+	if !r.null(fAggregateID) {
+		keyText = []byte(r.AggregateID)
+	}
+	if buf, msg.Key, reason = appendConvertedPart(buf, c.Key, r.columnOID(fAggregateID), keyText, c.optional(r.columnName(fAggregateID))); reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
 	}
-	k := len(buf)
 
 	// The payload as a Connect value: a Json string, or expanded.
 	payloadOID := r.columnOID(fPayload)
@@ -172,7 +322,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		expSchema *cschema
 		expValue  []byte
 	)
-	if c.ExpandJSONPayload && payloadCT.typ == "string" {
+	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
 		if s, v, err := expandPayload(r.columnName(fPayload), r.Payload); err == nil {
 			expSchema, expValue = s, v
 		}
@@ -192,28 +342,41 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 
 	var envelope []FieldValue
 	for _, a := range r.Additional {
-		if a.Placement == PlaceEnvelope {
+		switch a.Placement {
+		case PlaceEnvelope:
 			envelope = append(envelope, a)
 		}
 	}
+	if err := setPartition(&msg, r); err != nil {
+		return Message{}, err
+	}
+	valueStart := len(buf)
+	valueNull := false
 	switch {
-	case c.Value == ConvString:
-		if len(envelope) > 0 || expSchema != nil {
-			return Message{}, errors.New("schema: a string value converter cannot write a struct value (envelope fields or an expanded payload)")
+	case c.TombstoneOnEmpty && blankPayload(r):
+		valueNull = true
+	case len(envelope) == 0 && expSchema == nil:
+		var v []byte
+		buf, v, reason = appendConvertedPart(buf, c.Value, payloadOID, r.Payload, c.optional(r.columnName(fPayload)))
+		valueNull = v == nil
+	default:
+		conv, ok := c.Value.ForStruct()
+		if !ok {
+			return Message{}, errors.New("schema: the value converter cannot write a struct value (envelope fields or an expanded payload)")
 		}
-		buf, reason = appendStringValue(buf, payloadOID, r.Payload)
-	case len(envelope) == 0:
-		if c.Value == ConvJSONSchemas {
+		if conv == ConvJSONSchemas && len(envelope) == 0 {
 			buf = append(buf, `{"schema":`...)
 			buf = appendPayloadSchema(buf, "")
 			buf = append(buf, `,"payload":`...)
-		}
-		buf, reason = appendPayloadValue(buf)
-		if c.Value == ConvJSONSchemas {
+			buf, reason = appendPayloadValue(buf)
 			buf = append(buf, '}')
+			break
 		}
-	default:
-		if c.Value == ConvJSONSchemas {
+		if len(envelope) == 0 {
+			buf, reason = appendPayloadValue(buf)
+			break
+		}
+		if conv == ConvJSONSchemas {
 			buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
 			buf = appendPayloadSchema(buf, "payload")
 			for _, a := range envelope {
@@ -228,6 +391,10 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			// with the routed value inserted before ".Value".
 			buf = append(buf, `],"optional":false,"name":`...)
 			buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
+			if r.Version != nil {
+				buf = append(buf, `,"version":`...)
+				buf = strconv.AppendInt(buf, int64(*r.Version), 10)
+			}
 			buf = append(buf, `},"payload":`...)
 		}
 		buf = append(buf, `{"payload":`...)
@@ -243,37 +410,51 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			}
 		}
 		buf = append(buf, '}')
-		if c.Value == ConvJSONSchemas {
+		if conv == ConvJSONSchemas {
 			buf = append(buf, '}')
 		}
 	}
 	if reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fPayload), Reason: reason}
 	}
-	v := len(buf)
+	if !valueNull {
+		msg.Value = buf[valueStart:len(buf):len(buf)]
+	}
 
-	// Headers: id first, then the header placements.
-	hs := make([]Header, 0, 1+len(r.Additional)-len(envelope))
-	buf, reason = appendConverted(buf, c.Header, r.columnOID(fID), []byte(r.ID), c.optional(r.columnName(fID)))
-	if reason != "" {
+	// Headers: the trace context, id, then the header placements.
+	hs := make([]Header, 0, 3+len(r.Additional)-len(envelope))
+	for _, h := range [...]struct{ key, v string }{{"traceparent", r.TraceParent}, {"tracestate", r.TraceState}} {
+		if h.v == "" {
+			continue
+		}
+		var v []byte
+		// A STRING schema, not optional: what Debezium's
+		// KafkaConnectHeadersSetter adds.
+		if buf, v, reason = appendConvertedPart(buf, c.Header, oidText, []byte(h.v), false); reason != "" {
+			return Message{}, &RowError{Column: DefaultTraceColumn, Reason: reason}
+		}
+		hs = append(hs, Header{Key: h.key, Value: v})
+	}
+	var idText []byte
+	if !r.null(fID) {
+		idText = []byte(r.ID)
+	}
+	var v []byte
+	if buf, v, reason = appendConvertedPart(buf, c.Header, r.columnOID(fID), idText, c.optional(r.columnName(fID))); reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
-	hs = append(hs, Header{Key: "id", Value: buf[v:len(buf):len(buf)]})
+	hs = append(hs, Header{Key: "id", Value: v})
 	for _, a := range r.Additional {
 		if a.Placement != PlaceHeader {
 			continue
 		}
-		if a.Value == nil && c.Header == ConvString {
-			hs = append(hs, Header{Key: a.Alias}) // SimpleHeaderConverter: null stays null
-			continue
-		}
-		t := len(buf)
-		if buf, reason = appendConverted(buf, c.Header, a.TypeOID, a.Value, c.optional(a.Column)); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, c.Header, a.TypeOID, a.Value, c.optional(a.Column)); reason != "" {
 			return Message{}, &RowError{Column: a.Column, Reason: reason}
 		}
-		hs = append(hs, Header{Key: a.Alias, Value: buf[t:len(buf):len(buf)]})
+		hs = append(hs, Header{Key: a.Alias, Value: v})
 	}
-	return Message{Key: buf[:k:k], Value: buf[k:v:v], Headers: hs}, nil
+	msg.Headers = hs
+	return msg, nil
 }
 
 // encodeDebeziumChange writes Debezium's change event for an insert of the

@@ -54,6 +54,12 @@ type Header struct {
 type Message struct {
 	Key, Value []byte
 	Headers    []Header
+	// Timestamp is the record's timestamp; zero lets the producer set it.
+	Timestamp time.Time
+	// Partition is the record's partition when HasPartition is set;
+	// otherwise its key chooses it.
+	Partition    int32
+	HasPartition bool
 }
 
 // EncoderConfig configures an [Encoder].
@@ -207,6 +213,9 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 	} else if msg, err = e.encodeStructured(r, exts); err != nil {
 		return Message{}, err
 	}
+	if err := setPartition(&msg, r); err != nil {
+		return Message{}, err
+	}
 	return additionalHeaders(msg, r), nil
 }
 
@@ -234,14 +243,21 @@ func additionalExtensions(exts []extension, r *Record) ([]extension, error) {
 }
 
 // additionalHeaders appends the header placements of r.Additional as Kafka
-// headers carrying the column's text; a NULL value adds a header with a
-// null value.
+// headers carrying the column's text (a NULL value adds a header with a
+// null value), then the row's trace context as W3C traceparent and
+// tracestate headers, which OpenTelemetry's propagators read.
 func additionalHeaders(msg Message, r *Record) Message {
+	// msg.Headers may be the encoder's shared slice: it has len == cap,
+	// so append copies it.
 	for _, a := range r.Additional {
 		if a.Placement == PlaceHeader {
-			// msg.Headers may be the encoder's shared slice: it has len ==
-			// cap, so append copies it.
 			msg.Headers = append(msg.Headers, Header{Key: a.Alias, Value: a.Value})
+		}
+	}
+	if r.TraceParent != "" {
+		msg.Headers = append(msg.Headers, Header{Key: "traceparent", Value: []byte(r.TraceParent)})
+		if r.TraceState != "" {
+			msg.Headers = append(msg.Headers, Header{Key: "tracestate", Value: []byte(r.TraceState)})
 		}
 	}
 	return msg

@@ -12,6 +12,10 @@ package schema
 // required column; the error names the missing columns. It is permanent.
 var ErrMissingColumn error = &sentinel{"outbox table lacks a required column"}
 
+// ErrColumnType is wrapped by [Columns.Bind] when a column's type cannot
+// serve its role; the error names the column. It is permanent.
+var ErrColumnType error = &sentinel{"outbox column of the wrong type"}
+
 type sentinel struct{ msg string }
 
 func (e *sentinel) Error() string   { return e.msg }

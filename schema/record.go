@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -43,9 +44,37 @@ type Columns struct {
 
 	// Additional are further columns carried into the message, as
 	// Debezium's table.fields.additional.placement (see
-	// [ParseAdditionalFields]). Each must exist in the table.
+	// [ParseAdditionalFields]). Each must exist in the table unless
+	// IgnoreMissingAdditional is set.
 	Additional []AdditionalField
+	// IgnoreMissingAdditional skips an additional column the table does
+	// not have (Debezium's table.field.additional.missing=ignore).
+	IgnoreMissingAdditional bool
+
+	// SchemaVersion is an optional integer column whose value becomes the
+	// value schema's version (Debezium's table.field.event.schema.version);
+	// "" for none.
+	SchemaVersion string
+	// Trace is the column carrying the writer's trace context: a W3C
+	// traceparent, or java.util.Properties text holding traceparent (and
+	// tracestate) as Debezium's tracing.span.context.field reads it.
+	// Empty means "tracingspancontext"; the column is optional.
+	Trace string
+
+	// PassThrough takes rows as Debezium's outbox router does, for the
+	// Debezium formats: the type column is optional, a NULL or empty id,
+	// aggregate id, type or payload passes (a NULL aggregate id is a null
+	// key, a NULL payload a null value), the payload is any text or bytes,
+	// unchecked, and the headers and time columns are read only when named
+	// (Headers and Time empty mean none): the time column, of a timestamp
+	// type, is the Kafka record's timestamp (table.field.event.timestamp).
+	// Only a NULL aggregate type is a poison row: Debezium's router fails
+	// on it.
+	PassThrough bool
 }
+
+// DefaultTraceColumn is Debezium's tracing.span.context.field default.
+const DefaultTraceColumn = "tracingspancontext"
 
 // DefaultColumns returns the default column names, which match Debezium's
 // outbox defaults: id, aggregatetype, aggregateid, type, payload, headers,
@@ -64,13 +93,20 @@ func DefaultColumns() Columns {
 
 func (c Columns) withDefaults() Columns {
 	d := DefaultColumns()
-	for _, f := range []struct{ dst, def *string }{
+	defs := []struct{ dst, def *string }{
 		{&c.ID, &d.ID}, {&c.AggregateType, &d.AggregateType}, {&c.AggregateID, &d.AggregateID},
-		{&c.Type, &d.Type}, {&c.Payload, &d.Payload}, {&c.Headers, &d.Headers}, {&c.Time, &d.Time},
-	} {
+		{&c.Type, &d.Type}, {&c.Payload, &d.Payload},
+	}
+	if !c.PassThrough {
+		defs = append(defs, struct{ dst, def *string }{&c.Headers, &d.Headers}, struct{ dst, def *string }{&c.Time, &d.Time})
+	}
+	for _, f := range defs {
 		if *f.dst == "" {
 			*f.dst = *f.def
 		}
+	}
+	if c.Trace == "" {
+		c.Trace = DefaultTraceColumn
 	}
 	return c
 }
@@ -84,6 +120,11 @@ func (c Columns) fields() [numFields]string {
 // Postgres column: at most 63 bytes and no NUL byte.
 func (c Columns) Validate() error {
 	c = c.withDefaults()
+	for _, name := range []string{c.SchemaVersion, c.Trace} {
+		if err := validColumnName(name); err != nil {
+			return err
+		}
+	}
 	for i, name := range c.fields() {
 		if len(name) > maxIdentifierLen {
 			return fmt.Errorf("schema: %s column name %q is longer than %d bytes", fieldNames[i], name, maxIdentifierLen)
@@ -93,6 +134,13 @@ func (c Columns) Validate() error {
 		}
 	}
 	return validateAdditional(c.Additional)
+}
+
+func validColumnName(name string) error {
+	if len(name) > maxIdentifierLen || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("schema: column name %q is not a valid Postgres column name", name)
+	}
+	return nil
 }
 
 // Column is one column of the table as the source sees it: a pgoutput
@@ -133,24 +181,32 @@ type Binding struct {
 	cols []Column          // the table's columns, in table order
 	add  []AdditionalField // Columns.Additional, aliases defaulted
 	addI []int             // column index per additional field
+
+	passThrough bool
+	versionI    int // the schema version column's index, -1 for none
+	traceI      int // the trace context column's index, -1 for none
 }
 
 // Bind maps a table's columns (in table order) to the record fields. Missing
-// required columns (id, aggregatetype, aggregateid, type, payload) give an
-// error wrapping [ErrMissingColumn] naming them; the headers and time columns
-// are optional. A column name that appears twice is an error.
+// required columns (id, aggregatetype, aggregateid, type, payload; without
+// type under PassThrough) give an error wrapping [ErrMissingColumn] naming
+// them; the headers, time and trace columns are optional. A column name that
+// appears twice, or a column whose type cannot serve its role (a schema
+// version or partition that is not an integer, a Kafka timestamp that is not
+// a timestamp), is an error wrapping [ErrColumnType].
 func (c Columns) Bind(cols []Column) (*Binding, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	names := c.withDefaults().fields()
-	b := &Binding{ncols: len(cols), name: names, cols: cols}
+	c = c.withDefaults()
+	names := c.fields()
+	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, versionI: -1, traceI: -1}
 	for f := range b.idx {
 		b.idx[f] = -1
 	}
 	for i, col := range cols {
 		for f, name := range names {
-			if col.Name != name {
+			if name == "" || col.Name != name {
 				continue
 			}
 			if b.idx[f] >= 0 {
@@ -162,24 +218,40 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	}
 	var missing []string
 	for f := fID; f <= fPayload; f++ {
-		if b.idx[f] < 0 {
+		if b.idx[f] < 0 && !(f == fType && c.PassThrough) {
 			missing = append(missing, names[f])
 		}
 	}
 	for _, a := range c.Additional {
 		i := columnIndex(cols, a.Column)
 		if i < 0 {
-			missing = append(missing, a.Column)
+			if !c.IgnoreMissingAdditional {
+				missing = append(missing, a.Column)
+			}
 			continue
 		}
 		if a.Alias == "" {
 			a.Alias = a.Column
 		}
+		if a.Placement == PlacePartition && cols[i].TypeOID != oidInt4 {
+			return nil, fmt.Errorf("%w: %s: a partition placement reads an integer column (Debezium's int32)", ErrColumnType, a.Column)
+		}
 		b.add = append(b.add, a)
 		b.addI = append(b.addI, i)
 	}
+	if c.SchemaVersion != "" {
+		if b.versionI = columnIndex(cols, c.SchemaVersion); b.versionI < 0 {
+			missing = append(missing, c.SchemaVersion)
+		} else if cols[b.versionI].TypeOID != oidInt4 {
+			return nil, fmt.Errorf("%w: %s: the schema version column must be an integer column (Debezium's int32)", ErrColumnType, c.SchemaVersion)
+		}
+	}
+	b.traceI = columnIndex(cols, c.Trace)
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrMissingColumn, strings.Join(missing, ", "))
+	}
+	if c.PassThrough && b.idx[fTime] >= 0 && b.oid[fTime] != oidTimestamp && b.oid[fTime] != oidTimestamptz {
+		return nil, fmt.Errorf("%w: %s: the Kafka timestamp column (table.field.event.timestamp) must be a timestamp or timestamptz column", ErrColumnType, names[fTime])
 	}
 	return b, nil
 }
@@ -197,9 +269,19 @@ func columnIndex(cols []Column, name string) int {
 type Record struct {
 	ID, AggregateType, AggregateID, Type string
 
-	Payload []byte // JSON text
+	Payload []byte // JSON text; under PassThrough the column's text, nil for NULL
 	Headers []byte // JSON object text, or nil
 	Time    time.Time
+
+	// Timestamp is the Kafka record's timestamp from the time column
+	// under PassThrough; zero lets the producer set it.
+	Timestamp time.Time
+	// Version is the schema version column's value; nil when there is
+	// none or it is NULL.
+	Version *int32
+	// TraceParent and TraceState are the row's W3C trace context, from
+	// the trace column; empty when it has none (or none valid).
+	TraceParent, TraceState string
 
 	// Origin says where the row came from; the caller fills it in.
 	Origin Origin
@@ -214,8 +296,13 @@ type Record struct {
 	Columns []Column
 	Values  [][]byte
 
-	bind *Binding // the binding that built the record, for column types
+	bind  *Binding // the binding that built the record, for column types
+	nulls uint8    // bit f set: field f's column is NULL (PassThrough)
 }
+
+// null reports whether field f's column was NULL (only under PassThrough;
+// elsewhere a NULL is a RowError).
+func (r *Record) null(f int) bool { return r.nulls&(1<<f) != 0 }
 
 // FieldValue is one additional column's value.
 type FieldValue struct {
@@ -249,7 +336,8 @@ type Origin struct {
 // first. Do not modify values while the Record (or a Message encoded from it)
 // is in use.
 //
-// Rules, each violation a [*RowError] naming the table's column:
+// Rules, each violation a [*RowError] naming the table's column (under
+// PassThrough only a NULL aggregatetype is one, see [Columns]):
 //   - id, aggregatetype, aggregateid and type must be non-NULL and non-empty;
 //   - payload must be non-NULL JSON: jsonb values are trusted, any other type
 //     (json, text, varchar, ...) is checked with json.Valid and stripped of
@@ -264,6 +352,9 @@ type Origin struct {
 func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	if len(values) != b.ncols {
 		return Record{}, fmt.Errorf("schema: row has %d values, table has %d columns", len(values), b.ncols)
+	}
+	if b.passThrough {
+		return b.passRecord(values, commitTime)
 	}
 	var total int
 	for f := fID; f <= fType; f++ {
@@ -314,19 +405,30 @@ func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) 
 		}
 	}
 
-	// One allocation for the four strings: build them back to back and slice.
+	r := b.record(values, total)
+	r.Payload, r.Headers, r.Time = payload, headers, t
+	return r, nil
+}
+
+// record fills what both rule sets share: the four text fields (in one
+// allocation), the additional fields, the trace context and the row.
+func (b *Binding) record(values [][]byte, total int) Record {
 	var sb strings.Builder
 	sb.Grow(total)
 	for f := fID; f <= fType; f++ {
-		sb.Write(values[b.idx[f]])
+		if i := b.idx[f]; i >= 0 {
+			sb.Write(values[i])
+		}
 	}
 	all := sb.String()
 	var s [4]string
 	off := 0
 	for f := fID; f <= fType; f++ {
-		n := len(values[b.idx[f]])
-		s[f] = all[off : off+n]
-		off += n
+		if i := b.idx[f]; i >= 0 {
+			n := len(values[i])
+			s[f] = all[off : off+n]
+			off += n
+		}
 	}
 	var add []FieldValue
 	if len(b.add) > 0 {
@@ -336,19 +438,65 @@ func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) 
 				TypeOID: b.cols[b.addI[i]].TypeOID, Value: values[b.addI[i]]}
 		}
 	}
-	return Record{
+	r := Record{
 		ID:            s[fID],
 		AggregateType: s[fAggregateType],
 		AggregateID:   s[fAggregateID],
 		Type:          s[fType],
-		Payload:       payload,
-		Headers:       headers,
-		Time:          t,
 		Additional:    add,
 		Columns:       b.cols,
 		Values:        values,
 		bind:          b,
-	}, nil
+	}
+	if b.traceI >= 0 && values[b.traceI] != nil {
+		r.TraceParent, r.TraceState = parseTraceContext(values[b.traceI])
+	}
+	return r
+}
+
+// passRecord builds a record under PassThrough: values are taken as they
+// are, as Debezium's router takes them.
+func (b *Binding) passRecord(values [][]byte, commitTime time.Time) (Record, error) {
+	var (
+		total int
+		nulls uint8
+	)
+	for f := fID; f <= fType; f++ {
+		i := b.idx[f]
+		if i < 0 || values[i] == nil {
+			if f == fAggregateType {
+				return Record{}, &RowError{Column: b.name[f], Reason: "null aggregate type (Debezium's router fails on it: the topic is routed by it)"}
+			}
+			nulls |= 1 << f
+			continue
+		}
+		total += len(values[i])
+	}
+	r := b.record(values, total)
+	r.nulls = nulls
+	r.Payload = values[b.idx[fPayload]]
+	if r.Payload == nil {
+		r.nulls |= 1 << fPayload
+	}
+	r.Time = commitTime
+	if i := b.idx[fTime]; i >= 0 && values[i] != nil {
+		t, reason := parseTimestamp(values[i])
+		if reason != "" {
+			return Record{}, &RowError{Column: b.name[fTime], Reason: reason}
+		}
+		// Debezium converts its micro- or milliseconds with Java's
+		// division, which truncates toward zero (before 1970 too).
+		r.Time, r.Timestamp = t, time.UnixMilli(t.UnixMicro()/1000)
+	}
+	if b.versionI >= 0 && values[b.versionI] != nil {
+		v, err := strconv.ParseInt(string(values[b.versionI]), 10, 32)
+		if err != nil {
+			return Record{}, &RowError{Column: b.cols[b.versionI].Name, Reason: "malformed integer"}
+		}
+		v32 := int32(v)
+		r.Version = &v32
+	}
+	return r, nil
 }
 
 // trimJSONSpace strips JSON whitespace (RFC 8259: space, tab, LF, CR) from

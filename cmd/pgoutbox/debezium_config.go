@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // readAnyConfig reads a --config file: pgoutbox's own "flag = value" lines,
@@ -43,7 +43,7 @@ func readAnyConfig(path string, fs *flag.FlagSet, stderr io.Writer) ([]setting, 
 		}
 		conf = fromConnect(props)
 	default:
-		props, err := parseProperties(data)
+		props, err := schema.ParseProperties(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -101,75 +101,6 @@ func parseConnectJSON(data []byte) (map[string]string, error) {
 		}
 	}
 	return props, nil
-}
-
-// parseProperties reads java.util.Properties text: key=value, key: value or
-// key value; # and ! comments; a trailing backslash continues a line.
-func parseProperties(data []byte) (map[string]string, error) {
-	props := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	var cont string
-	for sc.Scan() {
-		line := strings.TrimLeft(sc.Text(), " \t\f")
-		if cont == "" && (line == "" || line[0] == '#' || line[0] == '!') {
-			continue
-		}
-		if strings.HasSuffix(line, "\\") && !strings.HasSuffix(line, "\\\\") {
-			cont += line[:len(line)-1]
-			continue
-		}
-		line, cont = cont+line, ""
-		i := strings.IndexAny(line, "=: \t")
-		if i < 0 {
-			props[line] = ""
-			continue
-		}
-		k := line[:i]
-		v := strings.TrimLeft(line[i:], " \t")
-		if v != "" && (v[0] == '=' || v[0] == ':') {
-			v = strings.TrimLeft(v[1:], " \t")
-		}
-		props[unescapeProperty(k)] = unescapeProperty(v)
-	}
-	return props, sc.Err()
-}
-
-// unescapeProperty applies java.util.Properties escapes: \t \n \r \f,
-// \uXXXX, and a backslash before any other character stands for it.
-func unescapeProperty(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		i++
-		switch c := s[i]; c {
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 'f':
-			b.WriteByte('\f')
-		case 'u':
-			if i+4 < len(s) {
-				if r, err := strconv.ParseUint(s[i+1:i+5], 16, 32); err == nil {
-					b.WriteRune(rune(r))
-					i += 4
-					continue
-				}
-			}
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }
 
 func hasDebeziumKeys(props map[string]string) bool {
