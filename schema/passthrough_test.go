@@ -27,7 +27,7 @@ var probeTable = []Column{
 	{"tracingspancontext", oidText}, {"ptext", oidText},
 }
 
-// probeRow is a row of probeTable; "" is NULL, `''` the empty string.
+// probeRow is a row of probeTable; "" is NULL, `”` the empty string.
 type probeRow [10]string
 
 func (r probeRow) values() [][]byte {

@@ -77,4 +77,3 @@ func unescapeProperty(s string) string {
 	}
 	return b.String()
 }
-

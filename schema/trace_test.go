@@ -26,11 +26,11 @@ func TestParseTraceContext(t *testing.T) {
 		{"traceparent: " + testTraceParent, testTraceParent, ""},
 		// A later version may carry more fields.
 		{"01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", ""},
-		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "", ""},  // version 00 is exactly 55
-		{"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "", ""},        // version ff
-		{"00-00000000000000000000000000000000-b7ad6b7169203331-01", "", ""},        // zero trace id
-		{"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", "", ""},        // zero parent id
-		{"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "", ""},        // upper case
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "", ""},       // version 00 is exactly 55
+		{"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "", ""},             // version ff
+		{"00-00000000000000000000000000000000-b7ad6b7169203331-01", "", ""},             // zero trace id
+		{"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", "", ""},             // zero parent id
+		{"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "", ""},             // upper case
 		{"uber-trace-id=0af7651916cd43dd8448eb211c80319c:b7ad6b7169203331:0:1", "", ""}, // another propagator's
 		{"", "", ""},
 	} {
