@@ -130,7 +130,11 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *rep
 	if err != nil {
 		return nil, err
 	}
-	d.held[dl.AggregateID] = true
+	if !b.NullAggregateID(c.Values) {
+		// A row without an aggregate id has no aggregate whose order to
+		// keep: it holds nothing.
+		d.held[dl.AggregateID] = true
+	}
 	if added {
 		r.Metrics.DeadLettered(1)
 		r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)

@@ -159,8 +159,14 @@ func (p *publisher) bind(rel *replication.Relation) (*schema.Binding, error) {
 // the dead-letter policy, the dead letter that replaces a poison row or an
 // event held behind one.
 func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
-	var rec *kgo.Record
-	held, err := p.dl.isHeld(ctx, b.RawAggregateID(c.Values))
+	var (
+		rec  *kgo.Record
+		held bool
+		err  error
+	)
+	if !b.NullAggregateID(c.Values) {
+		held, err = p.dl.isHeld(ctx, b.RawAggregateID(c.Values))
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -232,7 +238,10 @@ func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, e
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 	}
-	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value}
+	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value, Timestamp: msg.Timestamp}
+	if msg.HasPartition {
+		sink.SetPartition(kr, msg.Partition)
+	}
 	if len(msg.Headers) > 0 {
 		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
 		for i, h := range msg.Headers {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
@@ -75,6 +76,12 @@ type Config struct {
 	OnPoison string
 	// DLQTopic receives dead letters (default "<slot>.dlq").
 	DLQTopic string
+	// OnUpdate is what an UPDATE of the outbox table in the stream does,
+	// as Debezium's table.op.invalid.behavior: UpdateWarn (default) or
+	// UpdateError log it and go on, UpdateFatal stops the relay before
+	// it. pgoutbox's own publication carries inserts only; an existing
+	// publication of every operation (Debezium's) carries updates.
+	OnUpdate string
 
 	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
 	Delivery Delivery
@@ -139,6 +146,12 @@ func (c *Config) Defaults() {
 	if c.OnPoison == "" {
 		c.OnPoison = PoisonDeadLetter
 	}
+	if c.OnUpdate == "" {
+		c.OnUpdate = UpdateWarn
+	}
+	if c.Encoder.Format == schema.DebeziumOutbox || c.Encoder.Format == schema.Debezium {
+		c.Columns.PassThrough = true // as Debezium's router takes rows
+	}
 	if c.DLQTopic == "" {
 		c.DLQTopic = c.Replication.Slot + ".dlq"
 	}
@@ -156,6 +169,27 @@ func (c *Config) Defaults() {
 	}
 	c.opsDefaults()
 }
+
+// The OnUpdate policies.
+const (
+	UpdateWarn  = "warn"
+	UpdateError = "error"
+	UpdateFatal = "fatal"
+)
+
+// UpdateStopError is an UPDATE of the outbox table under UpdateFatal.
+type UpdateStopError struct {
+	Table string
+	LSN   string
+}
+
+func (e *UpdateStopError) Error() string {
+	return fmt.Sprintf("an UPDATE of the outbox table %s at %s: the outbox takes inserts only, and table.op.invalid.behavior=fatal (--on-update fatal) stops here, as Debezium's router does; "+
+		"to go on past it, run with --on-update warn, or use a publication that carries inserts only (publish = 'insert')", e.Table, e.LSN)
+}
+
+// Permanent: the update stays in the slot's stream.
+func (e *UpdateStopError) Permanent() bool { return true }
 
 // Validate reports the first invalid setting.
 func (c Config) Validate() error {
@@ -188,6 +222,11 @@ func (c Config) Validate() error {
 	}
 	if c.Snapshot == SnapshotInitial && c.Poll.Status != "" {
 		return errors.New("snapshot mode initial with a status column: the status column already says which rows to publish (the pending ones, on the first start too)")
+	}
+	switch c.OnUpdate {
+	case "", UpdateWarn, UpdateError, UpdateFatal:
+	default:
+		return fmt.Errorf("on-update %q: use warn, error or fatal", c.OnUpdate)
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
@@ -339,6 +378,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 		database = pc.Database
 	}
 	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database}
+	r.cfg.Replication.OnUpdate = r.onUpdate
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
 	for _, t := range tables {
@@ -348,6 +388,20 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 		r.units = r.tableRelays()
 	}
 	return r, nil
+}
+
+// onUpdate handles an UPDATE of an outbox table in the stream, as
+// Debezium's router handles one (EventRouterDelegate.handleUnexpectedOperation).
+func (r *Relay) onUpdate(t replication.Table, lsn pglogrepl.LSN) error {
+	switch r.cfg.OnUpdate {
+	case UpdateFatal:
+		return &UpdateStopError{Table: t.String(), LSN: lsn.String()}
+	case UpdateError:
+		r.log.Error("an UPDATE of the outbox table was ignored", "table", t.String(), "lsn", lsn.String())
+	default:
+		r.log.Warn("an UPDATE of the outbox table was ignored", "table", t.String(), "lsn", lsn.String())
+	}
+	return nil
 }
 
 // Run relays until ctx ends, then stops reading at a transaction boundary,

@@ -68,6 +68,7 @@ type decoder struct {
 	final      pglogrepl.LSN
 	commitTime time.Time
 	counters   *Counters
+	onUpdate   func(Table, pglogrepl.LSN) error
 }
 
 func newDecoder(tables []Table, counters *Counters) *decoder {
@@ -125,6 +126,13 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 	case relIDs:
 		for _, id := range m {
 			d.count(id)
+		}
+	case updateMsg:
+		d.count(m.rel)
+		if r, ok := d.relations[m.rel]; ok && r.outbox && d.onUpdate != nil {
+			if err := d.onUpdate(Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
+				return c, false, err
+			}
 		}
 	case message:
 		if m.transactional || m.prefix != HeartbeatPrefix {

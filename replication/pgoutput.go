@@ -158,8 +158,9 @@ type (
 		rel    uint32
 		values [][]byte
 	}
-	relIDs  []uint32 // update, delete, truncate: only the relations matter
-	message struct {
+	updateMsg struct{ rel uint32 }
+	relIDs    []uint32 // delete, truncate: only the relations matter
+	message   struct {
 		transactional bool
 		lsn           pglogrepl.LSN
 		prefix        string
@@ -207,8 +208,7 @@ func parse(data []byte) (any, error) {
 		}
 		m = insertMsg{rel: id, values: values}
 	case 'U':
-		id := r.uint32("update")
-		m = relIDs{id} // the tuples are not needed; they are not validated either
+		m = updateMsg{r.uint32("update")} // the tuples are not needed; they are not validated either
 	case 'D':
 		m = relIDs{r.uint32("delete")}
 	case 'T':

@@ -47,6 +47,12 @@ type Config struct {
 	// later), which standbys with sync_replication_slots keep in step, so
 	// that it survives a promotion. An existing slot is left as it is.
 	Failover bool
+	// OnUpdate, when set, is called for each UPDATE of an outbox table the
+	// stream carries (pgoutbox's own publication carries inserts only; an
+	// existing one may carry every operation). Returning an error ends the
+	// stream with it, before anything after the update is delivered.
+	// Deletes and truncates are only counted.
+	OnUpdate func(table Table, lsn pglogrepl.LSN) error
 }
 
 // Defaults fills unset fields.
@@ -313,6 +319,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	defer func() { hbCancel(); <-hbDone }()
 
 	dec := newDecoder(s.tables, &s.Counters)
+	dec.onUpdate = s.cfg.OnUpdate
 	h := newHandoff(out)
 	nextStatus := time.Now()
 	lastRecv := time.Now()

@@ -517,6 +517,13 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c =
 // reads the row without validating it, for rows that cannot become a record.
 func (b *Binding) RawID(values [][]byte) string { return b.raw(fID, values) }
 
+// NullAggregateID reports whether the row's aggregate id is NULL: a row of
+// no aggregate (it has a null key under PassThrough).
+func (b *Binding) NullAggregateID(values [][]byte) bool {
+	i := b.idx[fAggregateID]
+	return i < 0 || i >= len(values) || values[i] == nil
+}
+
 // RawAggregateID returns the row's aggregate id as text, or "" when NULL.
 func (b *Binding) RawAggregateID(values [][]byte) string { return b.raw(fAggregateID, values) }
 

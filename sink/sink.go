@@ -197,6 +197,9 @@ type Kafka struct {
 	// record, written once per topic (copy on write).
 	limits   atomic.Pointer[map[string]topicLimit]
 	lookupMu sync.Mutex // one lookup at a time; serializes writers
+	// parts are the partition counts of topics that records name a
+	// partition of (partition.go).
+	parts partitionCounts
 
 	// gate is the context every record is produced with: AbortBuffered
 	// cancels it, so that nothing produced since goes out, and Resume
@@ -240,6 +243,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		// Latency-first batches are small; compressing them costs CPU
 		// on every record and saves nothing.
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(newPartitioner()),
 	}
 	if cfg.CreateTopics {
 		k.opts = append(k.opts, kgo.AllowAutoTopicCreation())
@@ -264,11 +268,13 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 type gate struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	// explicit is ctx for records that name their partition.
+	explicit context.Context
 }
 
 func newGate() *gate {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &gate{ctx, cancel}
+	return &gate{ctx, cancel, context.WithValue(ctx, explicitKey{}, true)}
 }
 
 // Resume lets records through again after AbortBuffered, once its abort has
@@ -442,12 +448,13 @@ func configInt(cs []kadm.Config, key string, sources ...kmsg.ConfigSource) (int,
 	return 0, false
 }
 
-// Fits returns *TooLargeError when r exceeds what its topic accepts.
+// Fits returns *TooLargeError when r exceeds what its topic accepts, and
+// *PartitionError when it names a partition the topic does not have.
 func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
 	if n, max := Size(r), k.Limit(ctx, r.Topic); n > max {
 		return &TooLargeError{Topic: r.Topic, Size: n, Max: max}
 	}
-	return nil
+	return k.checkPartition(ctx, r)
 }
 
 // Produce hands r to the client; promise is called once with its ack or
@@ -462,7 +469,11 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 	if g.ctx.Err() != nil {
 		return ErrHalted
 	}
-	r.Context = g.ctx
+	if isExplicit(r) {
+		r.Context = g.explicit
+	} else {
+		r.Context = g.ctx
+	}
 	if k.txnID != "" && k.txnBegan.Load() == 0 {
 		k.txnBegan.Store(time.Now().UnixNano()) // one goroutine produces
 	}

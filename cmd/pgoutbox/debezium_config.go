@@ -343,10 +343,14 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			case "table.field.event.payload":
 				set("column-payload", v)
 			case "table.field.event.type":
+				// Debezium has not read it since 1.2: the type reaches a
+				// message only through a placement. It names the column
+				// CloudEvents would take its type from.
 				set("column-type", v)
 			case "table.field.event.timestamp":
 				set("column-time", v)
-				ignore(full(k) + " (the Kafka record timestamp is the produce time)")
+			case "table.field.event.schema.version":
+				set("column-schema-version", v)
 			case "route.by.field":
 				set("column-aggregate-type", v)
 			case "route.topic.regex":
@@ -354,16 +358,40 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			case "route.topic.replacement":
 				set("route-topic-replacement", v)
 			case "table.fields.additional.placement":
-				set("column-additional", v)
+				// Debezium refuses an empty list or an item without a
+				// placement when it starts (ConfigException).
+				if _, err := schema.ParseAdditionalFields(v); err != nil {
+					refuse(full(k), err.Error())
+				} else {
+					set("column-additional", v)
+				}
+			case "table.field.additional.missing", "table.fields.additional.error.on.missing":
+				// The 3.6 option and its 2.5-3.5 predecessor (a boolean).
+				switch strings.ToLower(strings.TrimSpace(v)) {
+				case "error", "true":
+					set("column-additional-missing", "error")
+				case "ignore", "false":
+					set("column-additional-missing", "ignore")
+				default:
+					refuse(full(k), fmt.Sprintf("%q: want error or ignore", v))
+				}
 			case "table.expand.json.payload":
 				set("expand-json-payload", v)
 			case "route.tombstone.on.empty.payload":
-				if v == "true" {
-					refuse(full(k), "pgoutbox treats a NULL or empty payload as a poison row")
-				}
+				set("tombstone-on-empty-payload", v)
 			case "table.op.invalid.behavior":
-				// pgoutbox's publication carries inserts only: updates
-				// never reach it, whatever the behaviour.
+				switch b := strings.ToLower(strings.TrimSpace(v)); b {
+				case "warn", "error", "fatal":
+					set("on-update", b)
+				default:
+					refuse(full(k), fmt.Sprintf("%q: want warn, error or fatal", v))
+				}
+			case "tracing.span.context.field":
+				set("column-trace", v)
+			case "tracing.operation.name", "tracing.with.context.field.only":
+				// pgoutbox opens no spans: it passes the row's trace
+				// context on as the traceparent header.
+				ignore(full(k) + " (pgoutbox passes the row's trace context on; it opens no spans)")
 			case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
 				if v != "ignore" {
 					refuse(full(k), fmt.Sprintf("%q: only the default (ignore) is implemented", v))
@@ -389,13 +417,20 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 		}
 	} else {
 		for _, part := range []string{"key", "value", "header"} {
-			conv, ok, why := connectConverter(part, c.other[part+".converter"], c.other[part+".converter.schemas.enable"])
+			prefix := part + ".converter."
+			opts := map[string]string{}
+			for k, v := range c.other {
+				if rest, ok := strings.CutPrefix(k, prefix); ok {
+					opts[rest] = v
+					delete(c.other, k)
+				}
+			}
+			conv, ok, why := connectConverter(part, c.other[part+".converter"], opts)
 			if !ok {
 				refuse(part+".converter", why)
 			}
 			set(part+"-converter", conv)
 			delete(c.other, part+".converter")
-			delete(c.other, part+".converter.schemas.enable")
 		}
 	}
 	for _, k := range sortedKeys(c.other) {
@@ -438,8 +473,9 @@ func plainTables(v string) ([]replication.Table, bool) {
 
 // connectConverter maps a Kafka Connect converter class. Unset converters
 // are the worker's; Kafka's defaults are JsonConverter with schemas for
-// keys and values and SimpleHeaderConverter for headers.
-func connectConverter(part, class, schemas string) (string, bool, string) {
+// keys and values and SimpleHeaderConverter for headers. opts are the
+// converter's own options (key.converter.* without the prefix).
+func connectConverter(part, class string, opts map[string]string) (string, bool, string) {
 	if class == "" {
 		if part == "header" {
 			return "string", true, ""
@@ -450,27 +486,48 @@ func connectConverter(part, class, schemas string) (string, bool, string) {
 	case "org.apache.kafka.connect.storage.StringConverter", "org.apache.kafka.connect.storage.SimpleHeaderConverter":
 		return "string", true, ""
 	case "org.apache.kafka.connect.json.JsonConverter":
-		if schemas == "false" {
+		if opts["schemas.enable"] == "false" {
 			return "json", true, ""
 		}
 		return "json-schemas", true, ""
+	case "org.apache.kafka.connect.converters.ByteArrayConverter":
+		return "bytearray", true, ""
+	case "io.debezium.converters.BinaryDataConverter":
+		d := opts["delegate.converter.type"]
+		if d == "" {
+			return "binary", true, ""
+		}
+		sub := map[string]string{}
+		for k, v := range opts {
+			if rest, ok := strings.CutPrefix(k, "delegate.converter.type."); ok {
+				sub[rest] = v
+			}
+		}
+		conv, ok, why := connectConverter(part, d, sub)
+		if !ok || strings.HasPrefix(conv, "binary") {
+			return "", false, fmt.Sprintf("delegate.converter.type %q is not supported (use StringConverter, JsonConverter or ByteArrayConverter)", d)
+		}
+		return "binary:" + conv, ok, why
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter or JsonConverter)", class)
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter or io.debezium.converters.BinaryDataConverter)", class)
 }
 
 // serverFormat maps debezium.format.key/value/header: json (the default,
-// with schemas unless schemas.enable=false) or simplestring.
+// with schemas unless schemas.enable=false), jsonbytearray (the same JSON
+// as bytes), simplestring or binary (BinaryDataConverter).
 func serverFormat(format, schemas string) (string, bool, string) {
 	switch format {
-	case "", "json":
+	case "", "json", "jsonbytearray":
 		if schemas == "false" {
 			return "json", true, ""
 		}
 		return "json-schemas", true, ""
 	case "simplestring":
 		return "string", true, ""
+	case "binary":
+		return "binary", true, ""
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use json or simplestring)", format)
+	return "", false, fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring or binary)", format)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -123,6 +123,63 @@ func TestKafkaConnectJSON(t *testing.T) {
 	}
 }
 
+// Every router option Debezium 3.6 reads becomes a setting, and the
+// converters users run map to pgoutbox's (their options included).
+func TestDebeziumRouterOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name, conf string
+		want       map[string]string
+	}{
+		{"options", `{"config": {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.table.field.event.timestamp": "ts",
+  "transforms.outbox.table.field.event.schema.version": "ver",
+  "transforms.outbox.table.fields.additional.placement": "part:PARTITION,ver:Envelope:v",
+  "transforms.outbox.table.field.additional.missing": "IGNORE",
+  "transforms.outbox.route.tombstone.on.empty.payload": "true",
+  "transforms.outbox.table.op.invalid.behavior": " Fatal ",
+  "transforms.outbox.tracing.span.context.field": "trace_ctx"}}`, map[string]string{
+			"column-time": "ts", "column-schema-version": "ver", "column-additional": "part:PARTITION,ver:Envelope:v",
+			"column-additional-missing": "ignore", "tombstone-on-empty-payload": "true", "on-update": "fatal",
+			"column-trace": "trace_ctx"}},
+		{"the 2.5-3.5 missing option", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.table.fields.additional.error.on.missing": "false"}`, map[string]string{"column-additional-missing": "ignore"}},
+		{"byte arrays", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "key.converter": "io.debezium.converters.BinaryDataConverter",
+  "key.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+  "value.converter": "io.debezium.converters.BinaryDataConverter",
+  "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+  "value.converter.delegate.converter.type.schemas.enable": "false",
+  "header.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`, map[string]string{
+			"key-converter": "binary:string", "value-converter": "binary:json", "header-converter": "bytearray"}},
+		{"binary without a delegate", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "value.converter": "io.debezium.converters.BinaryDataConverter",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`, map[string]string{"value-converter": "binary"}},
+		{"Debezium Server formats", "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.format.key=simplestring\ndebezium.format.value=binary\ndebezium.format.header=jsonbytearray\n" +
+			"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n",
+			map[string]string{"key-converter": "string", "value-converter": "binary", "header-converter": "json-schemas"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "c.json"
+			if !strings.HasPrefix(tc.conf, "{") {
+				name = "application.properties"
+			}
+			fs, _, err := loadConfig(t, name, tc.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for flagName, want := range tc.want {
+				if got := flagValue(fs, flagName); got != want {
+					t.Errorf("--%s = %q, want %q", flagName, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestDebeziumConfigWithoutRouterIsChangeEvents(t *testing.T) {
 	fs, _, err := loadConfig(t, "c.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p"}`)
 	if err != nil {
@@ -140,14 +197,17 @@ func TestDebeziumConfigRefusals(t *testing.T) {
   "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
   "transforms": "outbox,unwrap",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-  "transforms.outbox.route.tombstone.on.empty.payload": "true",
+  "transforms.outbox.table.fields.additional.placement": "",
+  "transforms.outbox.table.op.invalid.behavior": "invalidOption",
+  "transforms.outbox.table.field.additional.missing": "maybe",
   "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
   "value.converter": "io.confluent.connect.avro.AvroConverter"}}`)
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, key := range []string{"connector.class", "snapshot.mode", "slot.drop.on.stop", "schema.include.list",
-		"transforms.unwrap.type", "transforms.outbox.route.tombstone.on.empty.payload", "value.converter"} {
+		"transforms.unwrap.type", "transforms.outbox.table.fields.additional.placement", "transforms.outbox.table.op.invalid.behavior",
+		"transforms.outbox.table.field.additional.missing", "value.converter"} {
 		if !strings.Contains(err.Error(), key+":") {
 			t.Errorf("error does not name %s:\n%v", key, err)
 		}

@@ -17,8 +17,10 @@ import (
 // mappingFlags are run's column-mapping and Debezium-format flags.
 type mappingFlags struct {
 	additional                string
+	additionalMissing         string
 	key, value, header        string
 	expand                    bool
+	tombstone                 bool
 	topicPrefix               string
 	routeRegex, routeReplaced string
 }
@@ -31,16 +33,22 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.ID, "column-id", d.ID, "column holding the event id (any type: uuid, bigint, text); Debezium table.field.event.id")
 	fs.StringVar(&cfg.Columns.AggregateType, "column-aggregate-type", d.AggregateType, "column holding the aggregate type, which routes the topic; Debezium route.by.field")
 	fs.StringVar(&cfg.Columns.AggregateID, "column-aggregate-id", d.AggregateID, "column holding the aggregate id, the Kafka key; Debezium table.field.event.key")
-	fs.StringVar(&cfg.Columns.Type, "column-type", d.Type, "column holding the event type")
+	fs.StringVar(&cfg.Columns.Type, "column-type", d.Type, "column holding the event type (CloudEvents type; the Debezium formats need none)")
 	fs.StringVar(&cfg.Columns.Payload, "column-payload", d.Payload, "column holding the JSON payload; Debezium table.field.event.payload")
 	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions")
-	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time)")
+	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time); debezium-outbox: the Kafka timestamp, a timestamp column, none by default (Debezium table.field.event.timestamp)")
+	fs.StringVar(&cfg.Columns.SchemaVersion, "column-schema-version", "", "debezium-outbox: an integer column, the value schema's version (Debezium table.field.event.schema.version)")
+	fs.StringVar(&cfg.Columns.Trace, "column-trace", schema.DefaultTraceColumn, "optional column holding the writer's trace context, a W3C traceparent or Properties text with traceparent=... (Debezium tracing.span.context.field); sent as traceparent and tracestate headers")
+	fs.StringVar(&cfg.OnUpdate, "on-update", relay.UpdateWarn, "an UPDATE of the outbox table in the stream (an existing publication of every operation): warn or error log it, fatal stops (Debezium table.op.invalid.behavior)")
 	registerPollFlags(fs, &cfg.Poll)
-	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope[:alias],... (Debezium table.fields.additional.placement)")
-	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as string, json or json-schemas (default string for debezium-outbox, json for debezium)")
-	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as string, json or json-schemas (default json)")
-	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as string, json or json-schemas (default string)")
+	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope|partition[:alias],... (Debezium table.fields.additional.placement)")
+	fs.StringVar(&m.additionalMissing, "column-additional-missing", "error", "an additional column the table lacks: error, or ignore it (Debezium table.field.additional.missing)")
+	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter) or binary[:DELEGATE] (Debezium's BinaryDataConverter)"
+	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as "+convs+"; default string for debezium-outbox, json for debezium")
+	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+"; default json")
+	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
@@ -68,6 +76,13 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 		}
 		cfg.Columns.Additional = add
 	}
+	switch m.additionalMissing {
+	case "error":
+	case "ignore":
+		cfg.Columns.IgnoreMissingAdditional = true
+	default:
+		return fmt.Errorf("--column-additional-missing %q: use error or ignore", m.additionalMissing)
+	}
 	for _, f := range []struct {
 		name string
 		v    string
@@ -80,14 +95,26 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 		*f.dst = c
 	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
+	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
 	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
 	cfg.Router.RouteRegex = m.routeRegex
 	cfg.Router.RouteReplacement = m.routeReplaced
 
-	topicSet := false
-	fs.Visit(func(f *flag.Flag) { topicSet = topicSet || f.Name == "topic" })
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	topicSet := given["topic"]
 	format := cfg.Encoder.Format
+	if format == schema.Debezium || format == schema.DebeziumOutbox {
+		// Debezium reads no headers column, and takes the Kafka timestamp
+		// from a column only when told to.
+		if !given["column-headers"] {
+			cfg.Columns.Headers = ""
+		}
+		if !given["column-time"] {
+			cfg.Columns.Time = ""
+		}
+	}
 	if format == schema.Debezium && !topicSet && m.routeReplaced == "" {
 		cfg.Router.Topic = m.topicPrefix + ".{schema}.{table}"
 	}
