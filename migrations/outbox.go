@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // lockTimeout bounds how long one schema change waits for its brief lock on
@@ -28,6 +30,24 @@ type OutboxResult struct {
 	// IndexBuilt is set when the partial index over unpublished rows was
 	// built (concurrently, on an existing table).
 	IndexBuilt bool
+}
+
+// OutboxColumns are the columns of the outbox table EnsureOutbox creates,
+// in order, with their type OIDs: what a mapping is checked against before
+// the table exists.
+func OutboxColumns() []schema.Column {
+	return []schema.Column{
+		{Name: "id", TypeOID: 2950},           // uuid
+		{Name: "aggregatetype", TypeOID: 25},  // text
+		{Name: "aggregateid", TypeOID: 25},    // text
+		{Name: "type", TypeOID: 25},           // text
+		{Name: "payload", TypeOID: 3802},      // jsonb
+		{Name: "headers", TypeOID: 3802},      // jsonb
+		{Name: "created_at", TypeOID: 1184},   // timestamptz
+		{Name: "seq", TypeOID: 20},            // bigint
+		{Name: "txid", TypeOID: 5069},         // xid8
+		{Name: "published_at", TypeOID: 1184}, // timestamptz
+	}
 }
 
 // EnsureOutbox creates the outbox table schema.table with the default shape

@@ -92,6 +92,12 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 		return nil, errLocked
 	}
 	if !r.stateReady.Load() {
+		// Before anything is created: a mapping that cannot work stops
+		// here, not at the first row after the slot exists.
+		if err := CheckMapping(ctx, conn, r.cfg); err != nil {
+			conn.Close(context.Background())
+			return nil, err
+		}
 		if err := r.ensureState(ctx, conn); err != nil {
 			conn.Close(context.Background())
 			return nil, err

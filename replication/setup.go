@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Readiness is what the server allows for logical replication.
@@ -306,4 +308,34 @@ func EnsureConfirmed(ctx context.Context, conn *pgx.Conn, name string, lsn pglog
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// ErrNoTable means the outbox table does not exist.
+var ErrNoTable error = &sentinel{"outbox table does not exist", true, false}
+
+// TableColumns reads a table's columns in table order, with their types,
+// as a pgoutput Relation message gives them; ErrNoTable when there is no
+// such table.
+func TableColumns(ctx context.Context, conn *pgx.Conn, t Table) ([]schema.Column, error) {
+	rows, err := conn.Query(ctx, `SELECT attname::text, atttypid::int8 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.Quoted())
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
+	}
+	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.Column, error) {
+		var (
+			c   schema.Column
+			oid int64
+		)
+		err := r.Scan(&c.Name, &oid)
+		c.TypeOID = uint32(oid)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoTable, t)
+	}
+	return cols, nil
 }

@@ -315,3 +315,37 @@ func TestSecretsOf(t *testing.T) {
 		}
 	}
 }
+
+// Every flag of every command that reads --config is known to
+// anyCommandHas, so that one file serves them all: a setting of another
+// command is skipped, and only one no command has is an error.
+func TestOneConfigKnowsEveryFlag(t *testing.T) {
+	isolateEnv(t)
+	for _, args := range [][]string{
+		{"migrate"}, {"slot", "create"}, {"slot", "status"}, {"slot", "drop"}, {"run"}, {"status"},
+		{"dlq", "list"}, {"dlq", "skip"}, {"dlq", "replay"},
+	} {
+		code, out, _ := runCLI(t, 5*time.Second, append(args, "-h")...)
+		if code != 0 {
+			t.Fatalf("%v -h: exit %d", args, code)
+		}
+		n := 0
+		for _, line := range strings.Split(out, "\n") {
+			name, ok := strings.CutPrefix(line, "  -")
+			if !ok {
+				continue
+			}
+			name, _, _ = strings.Cut(name, " ")
+			n++
+			if !anyCommandHas(name) {
+				t.Errorf("%v: --%s is unknown to anyCommandHas: a config file with it would fail the other commands", args, name)
+			}
+		}
+		if n < 3 {
+			t.Fatalf("%v -h listed %d flags:\n%s", args, n, out)
+		}
+	}
+	if anyCommandHas("no-such-flag") {
+		t.Fatal("anyCommandHas accepts anything")
+	}
+}

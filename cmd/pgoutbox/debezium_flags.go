@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -69,6 +71,36 @@ func registerPollFlags(fs *flag.FlagSet, poll *replication.PollConfig) {
 // For the Debezium formats it reads the table's NOT NULL columns and
 // primary key from the catalog, which schemas and change-event keys need.
 func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, databaseURL string, tables []string) error {
+	if err := m.build(fs, cfg); err != nil {
+		return err
+	}
+	format := cfg.Encoder.Format
+	if format != schema.Debezium && format != schema.DebeziumOutbox {
+		return nil
+	}
+	notNull, key, err := tableInfo(ctx, databaseURL, tables[0])
+	if err != nil {
+		return err
+	}
+	// One mapping for every table: the Debezium formats' schemas and keys
+	// are read from the first, and the others must agree.
+	for _, other := range tables[1:] {
+		nn, k, err := tableInfo(ctx, databaseURL, other)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(nn, notNull) || !slices.Equal(k, key) {
+			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key); %s and %s differ: run a pipeline per table", format, tables[0], other)
+		}
+	}
+	cfg.Encoder.Debezium.NotNull = notNull
+	cfg.Encoder.Debezium.KeyColumns = key
+	return nil
+}
+
+// build fills cfg's mapping, format options and converters from the
+// parsed flags, without reading the database.
+func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	if m.additional != "" {
 		add, err := schema.ParseAdditionalFields(m.additional)
 		if err != nil {
@@ -132,26 +164,54 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 			}
 		}
 	}
-	if format != schema.Debezium && format != schema.DebeziumOutbox {
-		return nil
-	}
-	notNull, key, err := tableInfo(ctx, databaseURL, tables[0])
+	return nil
+}
+
+// mappingCheck is what migrate and slot create take of run's settings to
+// check, before they create anything, that run could relay the table:
+// the format and the column mapping. Given the same configuration as run,
+// they refuse a mapping run would refuse.
+type mappingCheck struct {
+	cfg    relay.Config
+	format string
+	m      *mappingFlags
+}
+
+func (mc *mappingCheck) register(fs *flag.FlagSet) {
+	fs.StringVar(&mc.format, "format", "cloudevents", formatUsage+" (checked against the table as run would use it)")
+	mc.m = registerMappingFlags(fs, &mc.cfg)
+}
+
+// check checks the mapping against each table's columns; a table that
+// does not exist is checked against the outbox table migrate creates when
+// missingOK, and is an error otherwise.
+func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.Conn, tables []string, missingOK bool) error {
+	f, err := schema.ParseFormat(mc.format)
 	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	cfg := mc.cfg
+	cfg.Encoder.Format = f
+	if err := mc.m.build(fs, &cfg); err != nil {
 		return err
 	}
-	// One mapping for every table: the Debezium formats' schemas and keys
-	// are read from the first, and the others must agree.
-	for _, other := range tables[1:] {
-		nn, k, err := tableInfo(ctx, databaseURL, other)
+	for _, name := range tables {
+		t, err := replication.ParseTable(name)
 		if err != nil {
 			return err
 		}
-		if !maps.Equal(nn, notNull) || !slices.Equal(k, key) {
-			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key); %s and %s differ: run a pipeline per table", format, tables[0], other)
+		cols, err := replication.TableColumns(ctx, conn, t)
+		if errors.Is(err, replication.ErrNoTable) && missingOK {
+			cols = migrations.OutboxColumns()
+		} else if err != nil {
+			return err
+		}
+		c := cfg
+		c.Replication.Table, c.Poll.Table = name, name
+		if err := relay.CheckColumns(t, cols, c); err != nil {
+			return err
 		}
 	}
-	cfg.Encoder.Debezium.NotNull = notNull
-	cfg.Encoder.Debezium.KeyColumns = key
 	return nil
 }
 

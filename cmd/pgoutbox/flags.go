@@ -58,6 +58,12 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 	for _, kv := range values {
 		f := fs.Lookup(kv.key)
 		if f == nil {
+			// One file serves every command: a setting of another
+			// command is not this one's business; only a setting no
+			// command has is a mistake.
+			if anyCommandHas(kv.key) {
+				continue
+			}
 			return fmt.Errorf("%s:%d: unknown setting %q", cfg.Value.String(), kv.line, kv.key)
 		}
 		if set[kv.key] {
@@ -128,4 +134,22 @@ func wantsHelp(args []string) bool {
 		}
 	}
 	return false
+}
+
+// anyCommandHas tells whether some command that reads --config has a flag
+// of this name.
+func anyCommandHas(name string) bool {
+	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	var (
+		f  relayFlags
+		th thresholds
+	)
+	f.register(fs) // run's and dlq replay's: common, mapping, polling, Kafka, operations
+	th.register(fs)
+	fs.String("procs", "", "")
+	fs.String("id", "", "") // dlq skip and replay
+	for _, b := range []string{"force", "failover", "json", "keep-publication", "all"} { // slot, status, dlq
+		fs.Bool(b, false, "")
+	}
+	return fs.Lookup(name) != nil
 }

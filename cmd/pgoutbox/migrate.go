@@ -16,8 +16,12 @@ import (
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("pgoutbox migrate", flag.ContinueOnError)
-	var c common
+	var (
+		c  common
+		mc mappingCheck
+	)
 	c.register(fs)
+	mc.register(fs)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -33,6 +37,11 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer conn.Close(context.Background())
+	// A table run could not relay is not given polling columns, nor is a
+	// missing one created under a mapping that does not fit it.
+	if err := mc.check(ctx, fs, conn, tables, true); err != nil {
+		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+	}
 	v, err := migrations.Migrate(ctx, conn, migrations.Options{StateOnly: true})
 	if err != nil {
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))

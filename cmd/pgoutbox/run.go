@@ -58,6 +58,8 @@ func (c *common) requireURL() error {
 	return nil
 }
 
+const formatUsage = "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium"
+
 // relayFlags are the flags that configure a relay: run takes them, and so
 // does dlq replay, which must encode and route exactly as run does.
 type relayFlags struct {
@@ -84,7 +86,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.Poll.BatchSize, "batch-size", 500, "polling: rows read per poll")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 30*time.Second, "auto mode: how often polling checks whether the WAL is available again")
 	fs.StringVar(&cfg.Router.Topic, "topic", router.DefaultTopic, "topic template; placeholders {aggregatetype}, {aggregateid}, {type}")
-	fs.StringVar(&f.format, "format", "cloudevents", "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium")
+	fs.StringVar(&f.format, "format", "cloudevents", formatUsage)
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")

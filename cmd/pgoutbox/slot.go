@@ -39,10 +39,12 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		force    bool
 		keepPub  bool
 		failover bool
+		mc       mappingCheck
 	)
 	c.register(fs)
 	switch sub {
 	case "create":
+		mc.register(fs)
 		fs.BoolVar(&force, "force", false, "create the slot even though an earlier one of this pipeline was lost (accepts the gap)")
 		fs.BoolVar(&failover, "failover", false, "create a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
 	case "status":
@@ -79,6 +81,11 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	switch sub {
 	case "create":
+		// No slot for a table run could not relay: the slot would hold
+		// WAL from now on for a relay that cannot start.
+		if err := mc.check(ctx, fs, conn, tables, false); err != nil {
+			return err
+		}
 		if force {
 			if err := (store.Pipeline{Name: c.slot}).Forget(ctx, conn); err != nil {
 				return err

@@ -1,0 +1,53 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// CheckMapping tells whether every outbox table of cfg can be relayed with
+// its column mapping, format and converters, from the tables' columns in
+// the catalog: run checks it before it creates anything (its own tables,
+// the publication, the slot), and so do migrate and slot create. A table
+// that does not exist is replication.ErrNoTable.
+func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+	cfg.Defaults()
+	tables, err := cfg.Replication.AllTables()
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		cols, err := replication.TableColumns(ctx, conn, t)
+		if err != nil {
+			return err
+		}
+		if err := CheckColumns(t, cols, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckColumns is CheckMapping for one table whose columns are known.
+func CheckColumns(t replication.Table, cols []schema.Column, cfg Config) error {
+	cfg.Defaults()
+	err := cfg.Columns.Check(cols, cfg.Encoder)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, schema.ErrMissingColumn):
+		hint := "name the table's columns with --column-id, --column-aggregate-type, --column-aggregate-id, --column-payload (Debezium's table.field.event.id, route.by.field, table.field.event.key, table.field.event.payload)"
+		if cfg.Encoder.Format == schema.CloudEvents || cfg.Encoder.Format == schema.CloudEventsBinary {
+			hint += " and --column-type: a CloudEvent needs a type (--format debezium-outbox needs no type column)"
+		}
+		return fmt.Errorf("the outbox table %s cannot be relayed with this mapping: %w; %s", t, err, hint)
+	default:
+		return fmt.Errorf("the outbox table %s cannot be relayed with this mapping: %w", t, err)
+	}
+}

@@ -1,0 +1,86 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Check tells whether the rows of a table with these columns can become
+// messages under enc, before any row is read: Bind's checks (every mapped
+// column present, of a type its role can take), then what the format and
+// its converters need of the columns' types. Every problem is named in
+// one error, which wraps ErrMissingColumn or ErrColumnType.
+func (c Columns) Check(cols []Column, enc EncoderConfig) error {
+	b, err := c.Bind(cols)
+	if err != nil {
+		return err
+	}
+	f, err := ParseFormat(string(enc.Format))
+	if err != nil {
+		return err
+	}
+	var problems []string
+	bad := func(col, why string) { problems = append(problems, col+": "+why) }
+	// Every column a message carries must be of a type pgoutbox renders
+	// as Debezium does.
+	renders := func(name string, oid uint32) {
+		if _, _, err := connectTypeOf(oid); err != nil {
+			bad(name, fmt.Sprintf("its type (OID %d) has a Debezium mapping pgoutbox does not render", oid))
+		}
+	}
+	switch f {
+	case CloudEvents, CloudEventsBinary:
+		if b.oid[fPayload] == oidBytea {
+			bad(b.name[fPayload], "a bytea payload cannot be CloudEvents data, which is JSON: use a json, jsonb or text column, or --format debezium-outbox with --value-converter bytearray")
+		}
+	case DebeziumOutbox:
+		d := enc.Debezium.withDefaults(f)
+		if ct, _, _ := connectTypeOf(b.oid[fAggregateType]); ct.typ != "string" {
+			bad(b.name[fAggregateType], "Debezium's router reads route.by.field as a string: use a text column")
+		}
+		converts := func(part string, conv Converter, name string, oid uint32) {
+			renders(name, oid)
+			if _, ok := conv.For(oid); !ok {
+				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)", part, conv, oid))
+			}
+		}
+		converts("key", d.Key, b.name[fAggregateID], b.oid[fAggregateID])
+		converts("header", d.Header, b.name[fID], b.oid[fID])
+		if b.traceI >= 0 {
+			converts("header", d.Header, cols[b.traceI].Name, oidText)
+		}
+		envelope := false
+		for i, a := range b.add {
+			oid := cols[b.addI[i]].TypeOID
+			switch a.Placement {
+			case PlaceHeader:
+				converts("header", d.Header, a.Column, oid)
+			case PlaceEnvelope:
+				envelope = true
+				renders(a.Column, oid)
+			}
+		}
+		payloadCT, _, _ := connectTypeOf(b.oid[fPayload])
+		expandable := d.ExpandJSONPayload && (payloadCT.typ == "string" || payloadCT.typ == "")
+		if envelope || expandable {
+			if _, ok := d.Value.ForStruct(); !ok {
+				what := "envelope placements make the value a struct"
+				if !envelope {
+					what = "table.expand.json.payload makes the value a struct"
+				}
+				bad(b.name[fPayload], fmt.Sprintf("%s, which the value converter %s cannot write (Debezium would fail, or print a Java object): use json or json-schemas", what, d.Value))
+			}
+			renders(b.name[fPayload], b.oid[fPayload])
+		} else {
+			converts("value", d.Value, b.name[fPayload], b.oid[fPayload])
+		}
+	case Debezium:
+		for _, col := range cols {
+			renders(col.Name, col.TypeOID)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrColumnType, strings.Join(problems, "; "))
+	}
+	return nil
+}
