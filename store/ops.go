@@ -116,8 +116,19 @@ func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.P
 	state := func(col string) string {
 		return "(SELECT " + col + " FROM pgoutbox_state WHERE pipeline = $1)"
 	}
-	stmt := fmt.Sprintf(`SELECT count(*), extract(epoch FROM now() - min(%s))::float8 FROM %s WHERE %s`,
-		pgx.Identifier{timeColumn}.Sanitize(), table.Quoted(), poll.Unpublished(replication.FloorSQL{
+	// A table without the time column (Debezium's documented one has
+	// none) has unpublished rows of no known age.
+	var hasTime bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`,
+		table.Quoted(), timeColumn).Scan(&hasTime); err != nil {
+		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)
+	}
+	ageSQL := "NULL::float8"
+	if hasTime {
+		ageSQL = "extract(epoch FROM now() - min(" + pgx.Identifier{timeColumn}.Sanitize() + "))::float8"
+	}
+	stmt := fmt.Sprintf(`SELECT count(*), %s FROM %s WHERE %s`,
+		ageSQL, table.Quoted(), poll.Unpublished(replication.FloorSQL{
 			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
 			ForeignSeq: state("foreign_floor_seq"),
 			ForeignXID: state("foreign_floor_xid"),

@@ -18,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 // proc is a pgoutbox run process.
@@ -30,7 +29,6 @@ type proc struct {
 
 func (e *env) runProcess(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	args := append([]string{"run",
 		"--database-url", e.url,
 		"--kafka-brokers", strings.Join(e.brokers, ","),
@@ -38,20 +36,7 @@ func (e *env) runProcess(t *testing.T, extra ...string) *proc {
 		"--heartbeat-interval", "200ms",
 		"--log-format", "json",
 	}, extra...)
-	p := &proc{cmd: exec.Command(bin, args...), out: &bytes.Buffer{}, waited: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.waited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.waited
-		if t.Failed() {
-			t.Logf("pgoutbox output:\n%s", p.out.String())
-		}
-	})
-	return p
+	return startBinary(t, args...)
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) error {

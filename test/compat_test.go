@@ -1,0 +1,220 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// debeziumDocTable is the outbox table of Debezium's documentation and
+// examples: no type column, which Debezium has not read since 1.2.
+const debeziumDocTable = `CREATE TABLE public.outboxevent (
+  id uuid NOT NULL PRIMARY KEY,
+  aggregatetype varchar(255) NOT NULL,
+  aggregateid varchar(255),
+  payload jsonb)`
+
+// bareEnv is a database holding only the table ddl, and a broker: nothing
+// of pgoutbox.
+func bareEnv(t *testing.T, ddl string) *env {
+	t.Helper()
+	e := &env{t: t, pg: pgcluster.New(t)}
+	e.url = e.pg.URL
+	e.kafka = kafkatest.New(t)
+	e.brokers = e.kafka.Brokers
+	e.conn = e.connect()
+	if _, err := e.conn.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run1 runs the binary to completion and returns what it printed, after
+// a newline, and whether it exited 0.
+func run1(t *testing.T, args ...string) (string, bool) {
+	t.Helper()
+	out, errOut, ok := cli(t, args...)
+	return "\n" + out + errOut, ok
+}
+
+// startBinary starts the binary with args as given, as runProcess does.
+func startBinary(t *testing.T, args ...string) *proc {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	p := &proc{cmd: exec.Command(bin, args...), out: &bytes.Buffer{}, waited: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.waited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.waited
+		if t.Failed() {
+			t.Logf("pgoutbox output:\n%s", p.out.String())
+		}
+	})
+	return p
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// nothingCreated fails unless the database holds no slot, no publication,
+// none of pgoutbox's tables and no polling column on the outbox table.
+func (e *env) nothingCreated(t *testing.T, table string) {
+	t.Helper()
+	var slots, pubs, cols int
+	var state bool
+	err := e.conn.QueryRow(context.Background(), `SELECT
+  (SELECT count(*) FROM pg_replication_slots), (SELECT count(*) FROM pg_publication),
+  to_regclass('public.pgoutbox_state') IS NOT NULL,
+  (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('seq', 'txid', 'published_at'))`, table).Scan(&slots, &pubs, &state, &cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slots != 0 || pubs != 0 || state || cols != 0 {
+		t.Fatalf("created: %d slots, %d publications, pgoutbox_state %v, %d polling columns", slots, pubs, state, cols)
+	}
+}
+
+// Debezium's documented table with a Debezium Server configuration: one
+// file serves migrate, slot create, status, dlq and run; no type column is
+// needed; a NULL payload and a NULL aggregate id pass as Debezium passes
+// them. The same table under CloudEvents, which needs a type, and a
+// timestamp column of the wrong type, are refused by run, migrate and
+// slot create before anything is created.
+func TestDebeziumDocumentationTable(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable)
+	host, port, user, db := e.debeziumDB(t)
+	base := `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.database.hostname=` + host + `
+debezium.source.database.port=` + port + `
+debezium.source.database.user=` + user + `
+debezium.source.database.dbname=` + db + `
+debezium.source.topic.prefix=dbserver1
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outboxevent
+debezium.source.snapshot.mode=no_data
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.key=simplestring
+debezium.format.value.schemas.enable=false
+`
+	// Mappings that cannot work: each command says why, and creates nothing.
+	ceConf := writeFile(t, "ce.conf", "database-url = "+e.url+"\nkafka-brokers = "+strings.Join(e.brokers, ",")+"\ntable = public.outboxevent\n")
+	badTS := writeFile(t, "bad-ts.properties", base+"debezium.transforms.outbox.table.field.event.timestamp=payload\n")
+	for _, tc := range []struct{ conf, want string }{
+		{ceConf, "--column-type: a CloudEvent needs a type"},
+		{badTS, "payload: the Kafka timestamp column (table.field.event.timestamp) must be a timestamp"},
+	} {
+		for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"run"}} {
+			out, ok := run1(t, append(cmd, "--config", tc.conf)...)
+			if ok || !strings.Contains(out, tc.want) || strings.Count(out, "\npgoutbox: the outbox table") != 1 {
+				t.Errorf("%v --config %s: exit 0 %v, want one message containing %q:\n%s", cmd, filepath.Base(tc.conf), ok, tc.want, out)
+			}
+		}
+		e.nothingCreated(t, "public.outboxevent")
+	}
+
+	// The configuration Debezium runs with serves every command.
+	good := writeFile(t, "application.properties", base)
+	for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"status"}, {"dlq", "list"}} {
+		if out, ok := run1(t, append(cmd, "--config", good)...); !ok {
+			t.Fatalf("%v --config application.properties failed:\n%s", cmd, out)
+		}
+	}
+	p := e.runProcess(t, "--config", good)
+	e.awaitSlotActive(t, "debezium")
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES
+  ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{"id": 1, "customerId": 123}'),
+  ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', NULL),
+  ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Order', NULL, '{"id": 3}')`); err != nil {
+		t.Fatal(err)
+	}
+	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 3, 30*time.Second)
+	// As Debezium 3.6.1 wrote the same rows (schema/testdata/debezium/
+	// observed.golden): a NULL payload under JsonConverter is the JSON
+	// null, not a tombstone; a NULL key is a null key under StringConverter.
+	// The null key's record may be on another partition: matched by id.
+	want := map[string]struct {
+		key   []byte
+		value string
+	}{
+		"406c07f3-26f0-4eea-a50c-109940064b8f": {[]byte("1"), `"{\"id\": 1, \"customerId\": 123}"`},
+		"506c07f3-26f0-4eea-a50c-109940064b8f": {[]byte("1"), "null"},
+		"606c07f3-26f0-4eea-a50c-109940064b8f": {nil, `"{\"id\": 3}"`},
+	}
+	for _, r := range recs {
+		h, _ := headerOf(r, "id")
+		id := strings.TrimSuffix(strings.TrimPrefix(h, `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"`), `"}`)
+		w, ok := want[id]
+		if !ok || !bytes.Equal(r.Key, w.key) || (r.Key == nil) != (w.key == nil) || string(r.Value) != w.value {
+			t.Errorf("record id header %s: key %q value %s; want %q %s", h, r.Key, r.Value, w.key, w.value)
+		}
+		delete(want, id)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out)
+	}
+}
+
+// One file of pgoutbox's own settings, run's included, serves migrate,
+// slot create, status, dlq and run; a setting no command has is still
+// refused.
+func TestOneConfigEveryCommand(t *testing.T) {
+	e := bareEnv(t, "SELECT 1")
+	conf := writeFile(t, "pgoutbox.conf", `# run's settings, and every command's
+database-url = `+e.url+`
+kafka-brokers = `+strings.Join(e.brokers, ",")+`
+table = public.outbox
+slot = one_file
+publication = one_file
+format = debezium-outbox
+key-converter = string
+mode = wal
+status-interval = 100ms
+heartbeat-interval = 200ms
+log-format = json
+`)
+	for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"status"}, {"dlq", "list"}} {
+		if out, ok := run1(t, append(cmd, "--config", conf)...); !ok {
+			t.Fatalf("%v --config failed:\n%s", cmd, out)
+		}
+	}
+	p := startBinary(t, "run", "--config", conf)
+	e.awaitSlotActive(t, "one_file")
+	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Created', '{"a": 1}')`); err != nil {
+		t.Fatal(err)
+	}
+	if r := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 30*time.Second)[0]; string(r.Key) != "o-1" || string(r.Value) != `"{\"a\": 1}"` {
+		t.Errorf("record key %q value %s", r.Key, r.Value)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out)
+	}
+	typo := writeFile(t, "typo.conf", "database-url = "+e.url+"\nkafka-broker = x:1\n")
+	if out, ok := run1(t, "migrate", "--config", typo); ok || !strings.Contains(out, `unknown setting "kafka-broker"`) {
+		t.Errorf("a setting no command has: exit 0 %v\n%s", ok, out)
+	}
+}
