@@ -147,7 +147,7 @@ func anyCommandHas(name string) bool {
 	f.register(fs) // run's and dlq replay's: common, mapping, polling, Kafka, operations
 	th.register(fs)
 	fs.String("procs", "", "")
-	fs.String("id", "", "") // dlq skip and replay
+	fs.String("id", "", "")                                                              // dlq skip and replay
 	for _, b := range []string{"force", "failover", "json", "keep-publication", "all"} { // slot, status, dlq
 		fs.Bool(b, false, "")
 	}
