@@ -292,10 +292,16 @@ func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
 	var rows []PolledRow
 	for res.NextRow() {
 		values := copyValues(res.Values())
+		if values[p.seqIdx] == nil {
+			// A row to publish without an order value: polling can
+			// neither order nor mark it, now or at any later poll.
+			res.Close()
+			return nil, p.unordered(ctx)
+		}
 		seq, err := strconv.ParseInt(string(values[p.seqIdx]), 10, 64)
 		if err != nil {
 			res.Close()
-			return nil, fmt.Errorf("poll: seq %q: %w", values[p.seqIdx], err)
+			return nil, fmt.Errorf("poll: %s %q: %w", p.cfg.Order, values[p.seqIdx], err)
 		}
 		txid, _ := strconv.ParseUint(string(values[p.txidIdx]), 10, 64)
 		rows = append(rows, PolledRow{
@@ -536,4 +542,49 @@ func (p *Poller) Published(ctx context.Context, floor Floor, limit int) ([]int64
 		return nil, fmt.Errorf("read published rows: %w", err)
 	}
 	return seqs, nil
+}
+
+// UnorderedError is rows polling must publish that have no value in the
+// column polling orders and marks them by: rows written before
+// pgoutbox migrate added seq to a table whose own status column says they
+// are pending. It says what to run.
+type UnorderedError struct {
+	Table  Table
+	Order  string // the order column
+	Rows   int64  // how many rows lack it
+	Where  string // the SQL condition of those rows
+	ByHint string // a column giving the table's insertion order, "" when none was found
+}
+
+func (e *UnorderedError) Error() string {
+	by := e.ByHint
+	if by == "" {
+		by = "<a column in insertion order>"
+	}
+	t := e.Table.Quoted()
+	order := pgx.Identifier{e.Order}.Sanitize()
+	return fmt.Sprintf("poll: %d rows of %s that polling must publish have no %s (%s): they were written before %s was added, and polling can neither order nor mark them. "+
+		"Poll in the table's own insertion order instead (--column-order %s), or number them before every other row, in their insertion order: "+
+		"UPDATE %s AS o SET %s = m.lo - n.rn FROM (SELECT ctid, row_number() OVER (ORDER BY %s DESC) AS rn FROM %s WHERE %s) AS n, (SELECT coalesce(min(%s), 0) AS lo FROM %s) AS m WHERE o.ctid = n.ctid",
+		e.Rows, e.Table, e.Order, e.Where, e.Order, strings.Trim(by, "<>"),
+		t, order, pgx.Identifier{by}.Sanitize(), t, e.Where, order, t)
+}
+
+// Permanent: the rows stay as they are until someone numbers them.
+func (e *UnorderedError) Permanent() bool { return true }
+
+// unordered counts the rows to publish that lack an order value and finds
+// a column that may give their insertion order: an identity or serial
+// column, or else created_at.
+func (p *Poller) unordered(ctx context.Context) error {
+	where := fmt.Sprintf("%s IS NULL AND %s", pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	e := &UnorderedError{Table: p.table, Order: p.cfg.Order, Where: where}
+	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", p.table.Quoted(), where)).Scan(&e.Rows); err != nil {
+		return fmt.Errorf("poll %s: count the rows without %s: %w", p.table, p.cfg.Order, err)
+	}
+	_ = p.conn.QueryRow(ctx, `SELECT attname::text FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> $2
+ORDER BY coalesce(a.attidentity <> '' OR pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false) DESC, a.attname = 'created_at' DESC, a.attnum
+LIMIT 1`, p.table.Quoted(), p.cfg.Order).Scan(&e.ByHint)
+	return e
 }

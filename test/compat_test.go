@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,7 +122,7 @@ debezium.format.key=simplestring
 debezium.format.value.schemas.enable=false
 `
 	// Mappings that cannot work: each command says why, and creates nothing.
-	ceConf := writeFile(t, "ce.conf", "database-url = "+e.url+"\nkafka-brokers = "+strings.Join(e.brokers, ",")+"\ntable = public.outboxevent\n")
+	ceConf := writeFile(t, "ce.conf", "database-url = "+e.url+"\nkafka-brokers = "+strings.Join(e.brokers, ",")+"\ntable = public.outboxevent\nformat = cloudevents\n")
 	badTS := writeFile(t, "bad-ts.properties", base+"debezium.transforms.outbox.table.field.event.timestamp=payload\n")
 	for _, tc := range []struct{ conf, want string }{
 		{ceConf, "--column-type: a CloudEvent needs a type"},
@@ -216,5 +217,58 @@ log-format = json
 	typo := writeFile(t, "typo.conf", "database-url = "+e.url+"\nkafka-broker = x:1\n")
 	if out, ok := run1(t, "migrate", "--config", typo); ok || !strings.Contains(out, `unknown setting "kafka-broker"`) {
 		t.Errorf("a setting no command has: exit 0 %v\n%s", ok, out)
+	}
+}
+
+// A team's own poller marked its rows by status, and the rows it had not
+// published yet were written before migrate added seq: polling by seq
+// cannot order them. The relay says so, with how many, and what to run,
+// and stops (it used to retry `strconv.ParseInt: parsing ""` forever while
+// new events waited). The UPDATE it prints numbers them before every
+// other row, in the table's insertion order, and the relay then publishes
+// them first.
+func TestPollRowsWithoutOrder(t *testing.T) {
+	e := existingLedger(t, 50)
+	ctx := context.Background()
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
+		t.Fatal(err)
+	}
+	status := []string{"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED"}
+	args := append(append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--mode", "poll", "--poll-interval", "50ms", "--log-format", "json"}, ledgerFlags...), status...)
+	out, ok := run1(t, args...)
+	const want = `poll: 5 rows of public.outbox_event that polling must publish have no seq ("seq" IS NULL AND ("status" = 'PENDING'))`
+	if ok || !strings.Contains(out, want) || !strings.Contains(out, "--column-order id") {
+		t.Fatalf("run: exit 0 %v; want it to stop with %q and --column-order id:\n%s", ok, want, out)
+	}
+	update := out[strings.Index(out, "UPDATE "):]
+	update = strings.TrimSpace(strings.SplitN(update, "\n", 2)[0])
+	update = strings.TrimSuffix(strings.TrimSuffix(update, `"}`), `"`)
+	if _, err := e.conn.Exec(ctx, strings.ReplaceAll(update, `\"`, `"`)); err != nil {
+		t.Fatalf("the UPDATE it printed: %v\n%s", err, update)
+	}
+	p := startBinary(t, args...)
+	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.TRANSACTION"}, 6, 30*time.Second)
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, decodeEvent(t, r).ID)
+	}
+	slices.Sort(ids)
+	// Rows 10, 20, ... 50 were pending; 51 was written after migrate.
+	if got := strings.Join(ids, ","); got != "10,20,30,40,50,51" {
+		t.Errorf("published %s, want the pending rows and the new one", got)
+	}
+	var order string
+	if err := e.conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY seq) FROM outbox_event WHERE seq IS NOT NULL").Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	if order != "10,20,30,40,50,51" {
+		t.Errorf("rows by seq: %s, want the pending rows in insertion order before the new one", order)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

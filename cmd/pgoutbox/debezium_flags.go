@@ -184,8 +184,23 @@ func (mc *mappingCheck) register(fs *flag.FlagSet) {
 
 // check checks the mapping against each table's columns; a table that
 // does not exist is checked against the outbox table migrate creates when
-// missingOK, and is an error otherwise.
+// missingOK, and is an error otherwise. Only a mapping that was given (a
+// format or a column mapping, on the command line, in the environment or
+// in the configuration file; a Debezium configuration always gives one)
+// is checked: `migrate --table t` alone prepares a table for polling
+// whatever will relay it.
 func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.Conn, tables []string, missingOK bool) error {
+	given := false
+	poll := flag.NewFlagSet("", flag.ContinueOnError)
+	registerPollFlags(poll, &replication.PollConfig{})
+	fs.Visit(func(f *flag.Flag) {
+		if poll.Lookup(f.Name) == nil && (f.Name == "format" || isMappingFlag(f.Name)) {
+			given = true
+		}
+	})
+	if !given {
+		return nil
+	}
 	f, err := schema.ParseFormat(mc.format)
 	if err != nil {
 		return fmt.Errorf("--format: %w", err)
@@ -213,6 +228,13 @@ func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.C
 		}
 	}
 	return nil
+}
+
+// isMappingFlag tells whether a flag is one of registerMappingFlags'.
+func isMappingFlag(name string) bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	registerMappingFlags(fs, &relay.Config{})
+	return fs.Lookup(name) != nil
 }
 
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
