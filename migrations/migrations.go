@@ -11,6 +11,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/tern/v2/migrate"
@@ -77,8 +78,9 @@ func Latest() (int32, error) {
 	return int32(len(entries)), nil
 }
 
-// sanitizeIndexPrefix makes an unquoted index name from a table name that
-// the caller validated as letters, digits, '_' and '$'.
+// sanitizeIndexPrefix makes the start of an index or sequence name from a
+// table name (which is quoted where it is used): lower case, '$' as '_',
+// at most 40 bytes, cut at a character boundary.
 func sanitizeIndexPrefix(table string) string {
 	b := []byte(table)
 	for i, c := range b {
@@ -89,8 +91,12 @@ func sanitizeIndexPrefix(table string) string {
 			b[i] = c + 'a' - 'A'
 		}
 	}
-	if len(b) > 40 {
-		b = b[:40]
+	n := len(b)
+	if n > 40 {
+		n = 40
+		for n > 0 && !utf8.RuneStart(b[n]) {
+			n--
+		}
 	}
-	return string(b)
+	return string(b[:n])
 }

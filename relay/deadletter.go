@@ -98,7 +98,7 @@ type deadLetter struct {
 func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
 	r := d.r
 	dl := deadLetter{
-		Pipeline: r.cfg.Replication.Slot, Table: c.Relation.Schema + "." + c.Relation.Name,
+		Pipeline: r.cfg.Replication.Slot, Table: replication.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
 		TxID: c.XID, Reason: reason.Error(), Row: make(map[string]*string, len(c.Values)),
 	}

@@ -285,7 +285,7 @@ func (m *Metrics) meter(mode Mode) meter {
 // returns what its ack updates; since is the time its latency counts from.
 func (p *meter) row(topic string, rel *replication.Relation, since time.Time) ack {
 	if p.last == nil || topic != p.topic || rel != p.rel {
-		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, rel.Schema+"."+rel.Name), topic, rel
+		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, replication.Table{Schema: rel.Schema, Name: rel.Name}.String()), topic, rel
 	}
 	p.txRows++
 	return ack{p.last, since}

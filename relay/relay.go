@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -129,7 +130,8 @@ func (c *Config) Defaults() {
 		c.Encoder.Format = schema.CloudEvents
 	}
 	if c.Encoder.Source == "" {
-		c.Encoder.Source = "/pgoutbox/" + c.Replication.Table
+		// A URI path segment: a quoted name's quotes and spaces escaped.
+		c.Encoder.Source = "/pgoutbox/" + url.PathEscape(c.Replication.Table)
 		if len(c.Replication.Tables) > 1 {
 			c.Encoder.Source = "/pgoutbox/" + c.Replication.Slot // the pipeline's, for all its tables
 		}

@@ -83,8 +83,8 @@ func validateAdditional(fs []AdditionalField) error {
 		if f.Column == "" {
 			return fmt.Errorf("schema: additional field %q: empty column name", formatAdditional([]AdditionalField{f}))
 		}
-		if len(f.Column) > maxIdentifierLen || strings.IndexByte(f.Column, 0) >= 0 {
-			return fmt.Errorf("schema: additional field column %q is not a valid column name", f.Column)
+		if p := IdentifierProblem(f.Column); p != "" {
+			return fmt.Errorf("schema: additional field column %q: %s", f.Column, p)
 		}
 		switch f.Placement {
 		case PlaceHeader, PlaceEnvelope, PlacePartition:

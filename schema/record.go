@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Postgres type OIDs that change how a column's text value is read.
@@ -116,31 +118,50 @@ func (c Columns) fields() [numFields]string {
 	return [numFields]string{c.ID, c.AggregateType, c.AggregateID, c.Type, c.Payload, c.Headers, c.Time}
 }
 
-// Validate reports whether every column name (after defaults) can name a
-// Postgres column: at most 63 bytes and no NUL byte.
+// Validate reports whether every column name (after defaults) is one
+// pgoutbox accepts (see [IdentifierProblem]).
 func (c Columns) Validate() error {
 	c = c.withDefaults()
-	for _, name := range []string{c.SchemaVersion, c.Trace} {
-		if err := validColumnName(name); err != nil {
-			return err
+	for i, name := range c.fields() {
+		if name == "" && (i == fHeaders || i == fTime) {
+			continue // none, under PassThrough
+		}
+		if p := IdentifierProblem(name); p != "" {
+			return fmt.Errorf("schema: %s column %q: %s", fieldNames[i], name, p)
 		}
 	}
-	for i, name := range c.fields() {
-		if len(name) > maxIdentifierLen {
-			return fmt.Errorf("schema: %s column name %q is longer than %d bytes", fieldNames[i], name, maxIdentifierLen)
-		}
-		if strings.IndexByte(name, 0) >= 0 {
-			return fmt.Errorf("schema: %s column name %q contains a NUL byte", fieldNames[i], name)
+	for _, name := range []string{c.SchemaVersion, c.Trace} {
+		if p := IdentifierProblem(name); name != "" && p != "" {
+			return fmt.Errorf("schema: column %q: %s", name, p)
 		}
 	}
 	return validateAdditional(c.Additional)
 }
 
-func validColumnName(name string) error {
-	if len(name) > maxIdentifierLen || strings.IndexByte(name, 0) >= 0 {
-		return fmt.Errorf("schema: column name %q is not a valid Postgres column name", name)
+// IdentifierProblem says why name is not a table, schema or column name
+// pgoutbox accepts, or "" when it is one: 1 to 63 bytes (Postgres'
+// NAMEDATALEN-1) of printable UTF-8 without single quotes or backslashes.
+// Names are quoted wherever they reach SQL; they are validated too
+// because they also reach places quoting does not cover (a sequence name
+// in the string literal of a column default, logs, status output).
+func IdentifierProblem(name string) string {
+	switch {
+	case name == "":
+		return "empty name"
+	case len(name) > maxIdentifierLen:
+		return "longer than 63 bytes (Postgres truncates names to 63)"
+	case !utf8.ValidString(name):
+		return "not valid UTF-8"
 	}
-	return nil
+	for _, r := range name {
+		switch {
+		case r == '\'' || r == '\\':
+			return "single quotes and backslashes are not accepted in names"
+		case !unicode.IsPrint(r):
+			return fmt.Sprintf("character %U is not printable", r)
+		}
+	}
+	return ""
 }
 
 // Column is one column of the table as the source sees it: a pgoutput

@@ -211,6 +211,7 @@ var _ io.Writer = tWriter{}
 // event is what tests read back from a structured CloudEvent.
 type event struct {
 	ID           string          `json:"id"`
+	Source       string          `json:"source"`
 	Type         string          `json:"type"`
 	PartitionKey string          `json:"partitionkey"`
 	Data         json.RawMessage `json:"data"`

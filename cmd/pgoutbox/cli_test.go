@@ -91,7 +91,7 @@ func TestCommandLine(t *testing.T) {
 		{"slot create bad slot", append([]string{"slot", "create", "--slot", "x;drop"}, url...), 1, nil, []string{"invalid name", `slot "x;drop"`}, false},
 		{"slot status bad publication", append([]string{"slot", "status", "--publication", "Bad-Name"}, url...), 1, nil, []string{"invalid name", `publication "Bad-Name"`}, false},
 		{"slot drop bad slot", append([]string{"slot", "drop", "--slot", "x;drop"}, url...), 1, nil, []string{"invalid name"}, false},
-		{"migrate bad table", append([]string{"migrate", "--table", "a.b;c"}, url...), 1, nil, []string{"invalid name", `table "a.b;c"`}, false},
+		{"migrate bad table", append([]string{"migrate", "--table", "a.b;c"}, url...), 1, nil, []string{"invalid name", `table list "a.b;c"`, `"b;c" must be quoted`}, false},
 		{"unreachable database", append([]string{"migrate"}, url...), 1, nil, []string{"connect:"}, true},
 		{"version", []string{"version"}, 0, []string{"pgoutbox "}, nil, false},
 		{"help", []string{"help"}, 0, []string{"Usage:"}, nil, false},

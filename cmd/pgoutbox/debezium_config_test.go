@@ -242,7 +242,8 @@ func TestDebeziumConfigTableIncludeList(t *testing.T) {
 		{"public.orders_outbox,billing.outbox", "public.orders_outbox,billing.outbox", ""},
 		{"outbox", "public.outbox", "outbox"},
 		{"public.out.box", "public.outbox", "public.out.box"},
-		{"public.out-box", "public.outbox", "public.out-box"},
+		{"public.out-box", "public.out-box", ""},
+		{"my-app.OutboxMessage", "my-app.OutboxMessage", ""},
 		{"public." + long, "public.outbox", "public." + long},
 		{`public\\.outbox.*`, "public.outbox", `public\\.outbox.*`},
 	} {

@@ -114,9 +114,11 @@ func readConfigFile(path string) ([]setting, error) {
 	return out, nil
 }
 
-// unquote removes one pair of matching double or single quotes.
+// unquote removes one pair of matching double or single quotes around a
+// value that holds no other of them: table = "my-app"."Outbox" is a
+// quoted table name, kept as it is.
 func unquote(v string) string {
-	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] && !strings.ContainsRune(v[1:len(v)-1], rune(v[0])) {
 		return v[1 : len(v)-1]
 	}
 	return v

@@ -216,7 +216,13 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		return err
 	}
-	st.Tables = strings.Split(st.Table, ",")
+	st.Tables = []string{st.Table}
+	if ts, err := replication.ParseTables(st.Table); err == nil {
+		st.Tables = st.Tables[:0]
+		for _, t := range ts {
+			st.Tables = append(st.Tables, t.String())
+		}
+	}
 	if len(st.Tables) > 1 {
 		st.UnpublishedByTable = map[string]int64{}
 	}

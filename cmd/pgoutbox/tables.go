@@ -12,22 +12,19 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
-// splitTables reads --table: one schema.table, or several comma-separated.
+// splitTables reads --table: one schema.table, or several comma-separated
+// (a part holding a comma is quoted, as in SQL).
 func splitTables(v string) ([]string, error) {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		t, err := replication.ParseTable(s)
-		if err != nil {
-			return nil, fmt.Errorf("--table: %w", err)
-		}
-		out = append(out, t.String())
+	ts, err := replication.ParseTables(v)
+	if err != nil {
+		return nil, fmt.Errorf("--table: %w", err)
 	}
-	if len(out) == 0 {
+	if len(ts) == 0 {
 		return nil, errors.New("--table: no table given")
+	}
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.String()
 	}
 	return out, nil
 }
@@ -68,21 +65,26 @@ ORDER BY 1, 2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
 	}
-	names, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var s, n string
-		err := r.Scan(&s, &n)
-		return s + "." + n, err
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (replication.Table, error) {
+		var t replication.Table
+		err := r.Scan(&t.Schema, &t.Name)
+		return t, err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
 	}
-	for _, name := range names {
+	for _, t := range all {
+		// Matched as Debezium matches: against schema.table as Postgres
+		// stores them, unquoted.
+		name := t.Schema + "." + t.Name
 		for _, re := range res {
 			if re.MatchString(name) {
-				if _, err := replication.ParseTable(name); err != nil {
-					return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
+				for _, part := range []string{t.Schema, t.Name} {
+					if err := replication.ValidateIdentifier("name", part); err != nil {
+						return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
+					}
 				}
-				tables = append(tables, name)
+				tables = append(tables, t.String())
 				break
 			}
 		}
