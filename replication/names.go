@@ -3,9 +3,9 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"regexp"
 	"strings"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/schema"
 )

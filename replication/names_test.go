@@ -52,7 +52,7 @@ func TestParseTable(t *testing.T) {
 		{"a.b.c", Table{}, "", false},
 		{"x;drop", Table{}, "", false},
 		{`o"x`, Table{}, "", false},
-		{`"o'x".t`, Table{}, "", false},  // single quotes reach string literals
+		{`"o'x".t`, Table{}, "", false}, // single quotes reach string literals
 		{`"o\x".t`, Table{}, "", false}, // and so do backslashes
 		{"\"a\tb\".t", Table{}, "", false},
 		{`"unclosed.t`, Table{}, "", false},
