@@ -3,6 +3,7 @@ package replication
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +154,40 @@ func TestDecodeTransaction(t *testing.T) {
 	}
 	if n := counters.Heartbeats.Load(); n != 1 {
 		t.Errorf("heartbeats %d", n)
+	}
+}
+
+// An UPDATE of an outbox table reaches OnUpdate (table.op.invalid.behavior);
+// one of another table does not, nor does a delete. An error from it ends
+// decoding at the update.
+func TestDecodeUpdateReachesOnUpdate(t *testing.T) {
+	stop := errors.New("fatal")
+	for _, tc := range []struct {
+		ret  error
+		want error
+	}{{nil, nil}, {stop, stop}} {
+		d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
+		var seen []string
+		d.onUpdate = func(tab Table, lsn pglogrepl.LSN) error {
+			seen = append(seen, tab.String()+"@"+lsn.String())
+			return tc.ret
+		}
+		var err error
+		for i, m := range [][]byte{
+			msgRelation(1, "public", "outbox", outboxCols...),
+			msgRelation(2, "public", "orders", schema.Column{Name: "id", TypeOID: 23}),
+			msgBegin(0x200, 7),
+			msgUpdate(2, []byte("1")),
+			msgDelete(1, []byte("u1"), nil, nil, nil),
+			msgUpdate(1, []byte("u1"), []byte("order"), []byte("42"), []byte(`{}`)),
+		} {
+			if _, _, err = d.decode(pglogrepl.LSN(0x100+i), m); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, tc.want) || strings.Join(seen, ",") != "public.outbox@0/105" {
+			t.Errorf("returning %v: err %v, updates seen %v", tc.ret, err, seen)
+		}
 	}
 }
 

@@ -344,3 +344,42 @@ VALUES ('Order', $1, 'OrderSubmitted', '{"n": 1}') RETURNING "MessageId"::text`,
 		t.Errorf("status (exit 0 %v):\n%s", ok, out)
 	}
 }
+
+// Debezium's own publication carries every operation. An UPDATE of the
+// outbox under table.op.invalid.behavior=fatal stops the relay at it, as
+// Debezium's router stops, with nothing after the last confirmed position
+// confirmed; under warn it is logged and skipped, and what was written
+// before it is published then.
+func TestUpdateUnderFatal(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR TABLE public.outboxevent")
+	ctx := context.Background()
+	args := []string{"--table", "public.outboxevent", "--format", "debezium-outbox", "--mode", "wal",
+		"--slot", "dbz", "--publication", "dbz_publication"}
+	p := e.runProcess(t, append(args, "--on-update", "fatal")...)
+	e.awaitSlotActive(t, "dbz")
+	for _, q := range []string{`INSERT INTO public.outboxevent VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{}')`,
+		`UPDATE public.outboxevent SET payload = '{"changed": true}'`} {
+		if _, err := e.conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-p.waited:
+		out := p.out.String()
+		if err == nil || !strings.Contains(out, "an UPDATE of the outbox table public.outboxevent at") || !strings.Contains(out, "table.op.invalid.behavior=fatal") {
+			t.Fatalf("run ended with %v:\n%s", err, out)
+		}
+		p.waited <- err // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not stop at the update:\n%s", p.out)
+	}
+	p = e.runProcess(t, append(args, "--on-update", "warn")...)
+	e.awaitSlotActive(t, "dbz")
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
+	eventually(t, 30*time.Second, "the update's warning", func() bool {
+		return strings.Contains(p.out.String(), `"msg":"an UPDATE of the outbox table was ignored"`)
+	})
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
