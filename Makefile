@@ -15,7 +15,7 @@ PG15_BINDIR  ?= /usr/lib/postgresql/15/bin
 PG18_VERSION ?= 18.4.0-beta.17
 PG18_DIR     ?= $(CURDIR)/.cache/pg18
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 chaos demo bench fuzz bench-go clean
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium chaos demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -46,6 +46,13 @@ test-pg18: pg18
 
 pg18:
 	.ci/install-pg $(PG18_VERSION) $(PG18_DIR)
+
+# Kafka Connect 4.3 and Debezium 3.6.1.Final's PostgreSQL connector with the
+# outbox router, from Maven Central, for the differential corpus
+# (test/compat); outside git, reused while the poms are unchanged.
+DEBEZIUM_DIR ?= $(CURDIR)/.cache/debezium
+debezium:
+	.ci/install-debezium $(DEBEZIUM_DIR)
 
 # The fault-injection suite at full size: 50 SIGKILLs, a two-minute broker
 # outage, a one-million-event transaction, network faults, restarts,
