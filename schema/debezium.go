@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -123,6 +125,15 @@ type DebeziumConfig struct {
 	KeyColumns []string
 	// Now is the clock for the change event's ts_ms; default time.Now.
 	Now func() time.Time
+	// ContextHeaders adds the headers Debezium's connectors put on every
+	// record (extended.headers.enabled, on by default in Debezium), first:
+	// __debezium.context.connectorLogicalName (TopicPrefix), .taskId
+	// ("0"), .connectorName ("postgresql") and .runId (RunID).
+	ContextHeaders bool
+	// RunID identifies the run in the context headers; default a new
+	// UUID (version 7) for each encoder, as Debezium draws one per task
+	// start.
+	RunID string
 	// TombstoneOnEmpty is the outbox router's
 	// route.tombstone.on.empty.payload: a NULL payload, or a text payload
 	// of only white space, gives a null value (a tombstone), key and
@@ -152,7 +163,46 @@ func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.ContextHeaders && c.RunID == "" {
+		c.RunID = newRunID(c.Now())
+	}
 	return c
+}
+
+// newRunID returns a UUID of version 7 (RFC 9562): the time in
+// milliseconds, then random bits.
+func newRunID(now time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[6:])
+	ms := uint64(now.UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// appendContextHeaders appends the context headers when configured.
+func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, []Header, string) {
+	if !c.ContextHeaders {
+		return buf, hs, ""
+	}
+	for _, h := range [...]struct{ key, v string }{
+		{"__debezium.context.connectorLogicalName", c.TopicPrefix}, {"__debezium.context.taskId", "0"},
+		{"__debezium.context.connectorName", "postgresql"}, {"__debezium.context.runId", c.RunID},
+	} {
+		var (
+			v      []byte
+			reason string
+		)
+		if buf, v, reason = appendConvertedPart(buf, c.Header, oidText, []byte(h.v), false); reason != "" {
+			return buf, hs, reason
+		}
+		hs = append(hs, Header{Key: h.key, Value: v})
+	}
+	return buf, hs, ""
 }
 
 func (c DebeziumConfig) validate(f Format) error {
@@ -421,8 +471,12 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		msg.Value = buf[valueStart:len(buf):len(buf)]
 	}
 
-	// Headers: the trace context, id, then the header placements.
-	hs := make([]Header, 0, 3+len(r.Additional)-len(envelope))
+	// Headers: the connector's context, the trace context, id, then the
+	// header placements.
+	hs := make([]Header, 0, 7+len(r.Additional)-len(envelope))
+	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
+		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
+	}
 	for _, h := range [...]struct{ key, v string }{{"traceparent", r.TraceParent}, {"tracestate", r.TraceState}} {
 		if h.v == "" {
 			continue
@@ -563,5 +617,10 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, `,"ts_ns":`...)
 	buf = strconv.AppendInt(buf, now.UnixNano(), 10)
 	buf = append(buf, '}')
-	return Message{Key: buf[:k:k], Value: buf[k:]}, nil
+	v := len(buf)
+	var hs []Header
+	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
+		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
+	}
+	return Message{Key: buf[:k:k], Value: buf[k:v:v], Headers: hs}, nil
 }

@@ -299,3 +299,37 @@ func TestParseAdditionalFieldsAsDebezium(t *testing.T) {
 		}
 	}
 }
+
+// The first record Debezium 3.6.1 published with its defaults
+// (extended.headers.enabled on), for the documentation's example row: its
+// context headers come first, in this order, then id.
+func TestContextHeaders(t *testing.T) {
+	cols := []Column{{"id", oidUUID}, {"aggregatetype", oidVarchar}, {"aggregateid", oidVarchar}, {"payload", oidJSONB}}
+	b, err := Columns{PassThrough: true}.Bind(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Record([][]byte{[]byte("406c07f3-26f0-4eea-a50c-109940064b8f"), []byte("Order"), []byte("1"), []byte(`{"id": 1, "customerId": 123}`)}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEncoder(EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{Key: ConvString, Value: ConvJSON,
+		TopicPrefix: "dbserver1", ContextHeaders: true, RunID: "01a21382-a564-77a5-976c-b3e2b7e4fd42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.Encode(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `key="1" value="\"{\\\"id\\\": 1, \\\"customerId\\\": 123}\"" headers=__debezium.context.connectorLogicalName="dbserver1",` +
+		`__debezium.context.taskId="0",__debezium.context.connectorName="postgresql",__debezium.context.runId="01a21382-a564-77a5-976c-b3e2b7e4fd42",` +
+		`id="406c07f3-26f0-4eea-a50c-109940064b8f"` + "\n"
+	if got := dumpObserved(m); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	id := newRunID(time.UnixMilli(0x01a21382a564))
+	if len(id) != 36 || id[:13] != "01a21382-a564" || id[14] != '7' || !strings.ContainsRune("89ab", rune(id[19])) {
+		t.Errorf("run id %s is not a version 7 UUID of that time", id)
+	}
+}

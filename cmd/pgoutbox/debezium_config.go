@@ -287,6 +287,8 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			if v == "true" {
 				refuse(src(k), "transaction metadata topics are not supported")
 			}
+		case "extended.headers.enabled":
+			// Read below: on unless set to false.
 		case "decimal.handling.mode", "time.precision.mode", "binary.handling.mode":
 			def := map[string]string{"decimal.handling.mode": "precise", "time.precision.mode": "adaptive", "binary.handling.mode": "bytes"}[k]
 			if v != def {
@@ -296,6 +298,9 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			ignore(src(k))
 		}
 	}
+	// Debezium's connectors add context headers to every record unless
+	// told not to.
+	set("debezium-context-headers", strconv.FormatBool(!strings.EqualFold(strings.TrimSpace(c.connector["extended.headers.enabled"]), "false")))
 	// Debezium's own defaults, so that a configuration that relied on them
 	// takes over the slot and publication Debezium was using.
 	if _, ok := c.connector["slot.name"]; !ok {

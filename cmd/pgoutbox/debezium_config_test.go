@@ -141,7 +141,9 @@ func TestDebeziumRouterOptions(t *testing.T) {
   "transforms.outbox.tracing.span.context.field": "trace_ctx"}}`, map[string]string{
 			"column-time": "ts", "column-schema-version": "ver", "column-additional": "part:PARTITION,ver:Envelope:v",
 			"column-additional-missing": "ignore", "tombstone-on-empty-payload": "true", "on-update": "fatal",
-			"column-trace": "trace_ctx"}},
+			"column-trace": "trace_ctx", "debezium-context-headers": "true"}},
+		{"without context headers", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "extended.headers.enabled": "false"}`,
+			map[string]string{"debezium-context-headers": "false"}},
 		{"the 2.5-3.5 missing option", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
   "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
   "transforms.outbox.table.fields.additional.error.on.missing": "false"}`, map[string]string{"column-additional-missing": "ignore"}},

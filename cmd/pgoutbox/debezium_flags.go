@@ -23,6 +23,7 @@ type mappingFlags struct {
 	key, value, header        string
 	expand                    bool
 	tombstone                 bool
+	contextHeaders            bool
 	topicPrefix               string
 	routeRegex, routeReplaced string
 }
@@ -50,6 +51,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+"; default json")
 	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
 	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
@@ -128,6 +130,7 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
+	cfg.Encoder.Debezium.ContextHeaders = m.contextHeaders
 	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
 	cfg.Router.RouteRegex = m.routeRegex
