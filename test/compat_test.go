@@ -25,15 +25,18 @@ const debeziumDocTable = `CREATE TABLE public.outboxevent (
   aggregateid varchar(255),
   payload jsonb)`
 
-// bareEnv is a database holding only the table ddl, and a broker: nothing
-// of pgoutbox.
-func bareEnv(t *testing.T, ddl string) *env {
+// bareEnv is a database holding only what ddl creates, and a broker:
+// nothing of pgoutbox.
+func bareEnv(t *testing.T, ddl string, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t)}
+	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
 	e.url = e.pg.URL
 	e.kafka = kafkatest.New(t)
 	e.brokers = e.kafka.Brokers
 	e.conn = e.connect()
+	if ddl == "" {
+		return e
+	}
 	if _, err := e.conn.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +187,7 @@ debezium.format.value.schemas.enable=false
 // slot create, status, dlq and run; a setting no command has is still
 // refused.
 func TestOneConfigEveryCommand(t *testing.T) {
-	e := bareEnv(t, "SELECT 1")
+	e := bareEnv(t, "")
 	conf := writeFile(t, "pgoutbox.conf", `# run's settings, and every command's
 database-url = `+e.url+`
 kafka-brokers = `+strings.Join(e.brokers, ",")+`

@@ -40,11 +40,7 @@ type env struct {
 
 func newEnv(t *testing.T, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
-	e.url = e.pg.URL
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
+	e := bareEnv(t, "", pgOpts...)
 	if _, err := migrations.Migrate(context.Background(), e.conn, migrations.Options{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -22,14 +21,7 @@ import (
 // created by pgoutbox migrate, and nothing else of pgoutbox.
 func twoTables(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t)}
-	e.url = e.pg.URL
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
-	if _, err := e.conn.Exec(context.Background(), "CREATE SCHEMA billing"); err != nil {
-		t.Fatal(err)
-	}
+	e := bareEnv(t, "CREATE SCHEMA billing")
 	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.orders_outbox,billing.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}

@@ -44,15 +44,8 @@ var ledgerFlags = []string{"--table", "public.outbox_event", "--column-aggregate
 // nothing of pgoutbox: no migrate has run.
 func existingLedger(t *testing.T, rows int, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
-	e.url = e.pg.URL
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
+	e := bareEnv(t, ledgerTable, pgOpts...)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, ledgerTable); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload, status, created_at, processed_at)
 SELECT 'TRANSACTION', g % 1000, 'LEDGER_POSTED', jsonb_build_object('transactionId', g, 'amount', '10.00'),
   CASE WHEN g % 10 = 0 THEN 'PENDING' ELSE 'PUBLISHED' END, now() - interval '1 year', now() - interval '1 year'
