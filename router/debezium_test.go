@@ -22,6 +22,9 @@ func TestRouteTopicReplacement(t *testing.T) {
 		{`(?<routedByValue>.*)Aggregate`, "events.${routedByValue}", "OrderAggregate", "events.Order"},
 		{`(?<routedByValue>.*)Aggregate`, "events.${routedByValue}", "Customer", "Customer"}, // no match: the value itself
 		{`(.*)-(.*)`, "$2.$1", "order-eu", "eu.order"},
+		// An empty route.by.field routes as Debezium's RegexRouter routes
+		// it (canRouteBasedOnField): the empty value matches .* whole.
+		{"", "outbox.event.${routedByValue}", "", "outbox.event."},
 		{`(.*)`, `x\$$1`, "a", "x$a"}, // \$ is a literal $: then an illegal topic, tested below
 	} {
 		r, err := New(Config{RouteRegex: tc.regex, RouteReplacement: tc.replacement})

@@ -240,6 +240,31 @@ func TestPassThroughRecord(t *testing.T) {
 	if string(m.Value) != `"  not json "` || m.Headers[0].Key != "id" || m.Headers[0].Value != nil {
 		t.Fatalf("message %s", dumpObserved(m))
 	}
+
+	// route.tombstone.on.empty.payload=false with an envelope: the struct
+	// carries payload=null (shouldNotProduceTombstoneEventForNullPayload);
+	// with it, the value is null whatever the envelope.
+	eb, err := Columns{PassThrough: true, Payload: "ptext", Additional: mustParseAdditional("ver:envelope")}.Bind(probeTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = eb.Record(probeRow{"", "Order", "k", "", "", "", "", "7"}.values(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tombstone := range []bool{false, true} {
+		e, err := NewEncoder(EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{TombstoneOnEmpty: tombstone}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"payload":null,"ver":7}`; !tombstone && string(m.Value) != want || tombstone && m.Value != nil {
+			t.Errorf("tombstone %v: value %s", tombstone, dumpObserved(m))
+		}
+	}
 }
 
 // The converters that cannot write a column's type, which pgoutbox run
