@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/test/compat"
 )
 
 func runFlagSet() (*flag.FlagSet, *relay.Config) {
@@ -288,6 +290,35 @@ func TestAdditionalEnvelopeExtensionName(t *testing.T) {
 			err := m.apply(context.Background(), fs, &cfg, "", []string{"public.outbox"})
 			if (err == nil) != tt.ok {
 				t.Errorf("%s, %s: err %v", tt.additional, format, err)
+			}
+		}
+	}
+}
+
+// Every case of the differential corpus is a configuration pgoutbox
+// takes, in each form the case gives: none of its options is refused.
+func TestCompatCasesAccepted(t *testing.T) {
+	cases, err := compat.LoadCases(filepath.Join("..", "..", "test", "compat", "testdata", "cases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if len(c.Connect) > 0 {
+			conf := map[string]string{"database.hostname": "db", "database.dbname": "shop", "topic.prefix": "dbz"}
+			for k, v := range c.Connect {
+				conf[k] = v
+			}
+			data, err := json.Marshal(map[string]any{"name": c.Name, "config": conf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fs, warn, err := loadConfig(t, "c.json", string(data)); err != nil || flagValue(fs, "format") != "debezium-outbox" {
+				t.Errorf("%s (connect): %v %s", c.Name, err, warn)
+			}
+		}
+		if c.Server != "" {
+			if fs, warn, err := loadConfig(t, "application.properties", c.Server+"debezium.source.topic.prefix=dbz\n"); err != nil || flagValue(fs, "format") != "debezium-outbox" {
+				t.Errorf("%s (server): %v %s", c.Name, err, warn)
 			}
 		}
 	}
