@@ -95,6 +95,15 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 		// Before anything is created: a mapping that cannot work stops
 		// here, not at the first row after the slot exists.
 		if err := CheckMapping(ctx, conn, r.cfg); err != nil {
+			// On a read-only server (a standby) the missing table is not
+			// the problem to report: the server is. ensureState says so,
+			// and creates nothing there.
+			var ro string
+			if errors.Is(err, replication.ErrNoTable) && conn.QueryRow(ctx, "SHOW transaction_read_only").Scan(&ro) == nil && ro == "on" {
+				if serr := r.ensureState(ctx, conn); serr != nil {
+					err = serr
+				}
+			}
 			conn.Close(context.Background())
 			return nil, err
 		}
