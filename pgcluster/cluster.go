@@ -112,7 +112,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred, err := serverCredential()
+	cred, err := Credential()
 	if err != nil {
 		return nil, err
 	}

@@ -89,10 +89,10 @@ func compareVersions(a, b string) int {
 	return slices.Compare(parse(a), parse(b))
 }
 
-// serverCredential returns the credential to run the server with: nil as an
-// ordinary user, the postgres user's when root, because initdb and postgres
-// refuse to run as root.
-func serverCredential() (*syscall.Credential, error) {
+// Credential returns the credential to run PostgreSQL's servers and tools
+// with (PgBouncer too): nil as an ordinary user, the postgres user's when
+// root, because initdb, postgres and pgbouncer refuse to run as root.
+func Credential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}

@@ -32,7 +32,7 @@ func StartDevbroker(ctx context.Context, bin, listen string, args ...string) (*D
 	}
 	args = append([]string{"--listen", listen}, args...)
 	w := &readyWriter{ready: make(chan string, 1)}
-	p, err := start("devbroker", bin, args, nil, func(out *syncBuffer) io.Writer {
+	p, err := start(nil, "devbroker", bin, args, nil, func(out *syncBuffer) io.Writer {
 		w.tee = out
 		return w
 	})

@@ -36,12 +36,19 @@ type Process struct {
 // the parent-death signal when the thread that started the child exits, not
 // the process, so that thread stays locked until the child exits.
 func Start(name, bin string, args, env []string, stdout io.Writer) (*Process, error) {
-	return start(name, bin, args, env, func(*syncBuffer) io.Writer { return stdout })
+	return start(nil, name, bin, args, env, func(*syncBuffer) io.Writer { return stdout })
 }
 
-// start is Start with the standard output chosen once the output buffer
+// StartAs is Start with the child running as the user and groups of cred,
+// for servers that refuse to run as root (PgBouncer for the tests); nil
+// runs it as this process.
+func StartAs(cred *syscall.Credential, name, bin string, args, env []string) (*Process, error) {
+	return start(cred, name, bin, args, env, func(*syncBuffer) io.Writer { return nil })
+}
+
+// start is StartAs with the standard output chosen once the output buffer
 // exists, so that a writer may also copy into it.
-func start(name, bin string, args, env []string, stdout func(*syncBuffer) io.Writer) (*Process, error) {
+func start(cred *syscall.Credential, name, bin string, args, env []string, stdout func(*syncBuffer) io.Writer) (*Process, error) {
 	p := &Process{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.out
 	p.cmd.Stdout = p.out
@@ -51,7 +58,7 @@ func start(name, bin string, args, env []string, stdout func(*syncBuffer) io.Wri
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
-	p.cmd.SysProcAttr = dieWithParent()
+	p.cmd.SysProcAttr = dieWithParent(cred)
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

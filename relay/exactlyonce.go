@@ -291,6 +291,7 @@ func (r *Relay) polledSince(ctx context.Context, conn *pgx.Conn, last []int64) (
 	if err != nil {
 		return nil, 0, err
 	}
+	r.fence(poller)
 	if err := poller.MarkPublished(ctx, last); err != nil {
 		return nil, 0, err
 	}

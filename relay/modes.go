@@ -66,31 +66,42 @@ func (h *handoffError) Error() string {
 	return fmt.Sprintf("slot created at %s: polling publishes what committed before it (transactions below %d)", h.slotLSN, h.xmax)
 }
 
-// lockKey namespaces pgoutbox's advisory locks.
-const lockKey = 0x706f7574 // "pout"
-
-// lockedConn connects and takes the pipeline's advisory lock: one relay
-// works on a pipeline, in either mode; the others wait (errLocked). The
-// lock lives as long as the connection.
+// lockedConn connects and takes the pipeline's lease (lease.go): one relay
+// works on a pipeline, in either mode; the others wait (errLocked). A
+// connection through a pooler is checked first (CheckPooler), and
+// pgoutbox's own tables are brought up to date before the lease, which
+// lives in them.
 func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if r.parent != nil {
-		// One table of several: the pipeline's lock is held for all of
+		// One table of several: the pipeline's lease is held for all of
 		// them (pollTables), and its tables brought up to date.
 		return conn, nil
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2))", lockKey, r.cfg.Replication.Slot).Scan(&ok); err != nil {
+	fail := func(err error) (*pgx.Conn, error) {
 		conn.Close(context.Background())
-		return nil, fmt.Errorf("pipeline lock: %w", err)
+		return nil, err
 	}
-	if !ok {
-		conn.Close(context.Background())
-		return nil, errLocked
+	qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	defer cancel()
+	pooled, err := replication.Pooled(qctx, conn)
+	if err != nil {
+		return fail(err)
 	}
+	if pooled {
+		if err := replication.CheckPooler(qctx, conn); err != nil {
+			return fail(err)
+		}
+		if !r.pooledLogged {
+			r.log.Info("connected through a connection pooler: the lease alone keeps one relay per pipeline, and the WAL needs a replication connection straight to the server",
+				"pipeline", r.cfg.Replication.Slot)
+			r.pooledLogged = true
+		}
+	}
+	r.pooled = pooled
 	if !r.stateReady.Load() {
 		// Before anything is created: a mapping that cannot work stops
 		// here, not at the first row after the slot exists.
@@ -108,17 +119,21 @@ func (r *Relay) lockedConn(ctx context.Context) (*pgx.Conn, error) {
 			return nil, err
 		}
 		if err := r.ensureState(ctx, conn); err != nil {
-			conn.Close(context.Background())
-			return nil, err
+			return fail(err)
 		}
 		r.stateReady.Store(true)
+	}
+	if err := r.takeLease(ctx, conn, pooled); err != nil {
+		return fail(err)
 	}
 	return conn, nil
 }
 
 // setMode records the mode and why in the state table, counting switches.
 func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason store.Reason) error {
-	if err := r.own().SetMode(ctx, conn, r.tableNames(), mode, reason); err != nil {
+	if err := r.fenced(ctx, conn, func(q store.Querier) error {
+		return r.own().SetMode(ctx, q, r.tableNames(), mode, reason)
+	}); err != nil {
 		return err
 	}
 	r.mode.Store(string(mode))
@@ -139,6 +154,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	if err != nil {
 		return err
 	}
+	r.fence(poller) // marks carry the lease's token
 	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
 		return err
 	}
@@ -225,6 +241,9 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // statements; sess is the session's, which only a stop ends.
 func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
+	if err := r.keepLease(ctx, conn); err != nil {
+		return err
+	}
 	r.housekeeping(ctx, conn) // retention.go
 	rows, err := poller.Poll(ctx, floor)
 	if err != nil {
@@ -249,7 +268,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 			// One table of several: pollTables ends the handoff once
 			// every table is done.
 			if r.parent == nil {
-				if err := r.own().EndHandoff(ctx, conn); err != nil {
+				if err := r.fenced(ctx, conn, func(q store.Querier) error { return r.own().EndHandoff(ctx, q) }); err != nil {
 					return err
 				}
 			}
@@ -275,6 +294,10 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 // marked: a failure leaves every row of it for the next poll.
 func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
 	rows []replication.PolledRow) error {
+	if !r.leaseHeld() {
+		// Another relay may take the pipeline over any moment now.
+		return errLeaseLapsed
+	}
 	// The batch finishes even when a stop arrives meanwhile; only a hard
 	// stop after ShutdownTimeout abandons it (its rows stay unpublished).
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
@@ -340,6 +363,9 @@ func (r *Relay) awaitBatch(sess context.Context, conn *pgx.Conn, wg *sync.WaitGr
 			return true
 		case <-tick.C:
 			if abandon == nil {
+				// A lease lost meanwhile keeps the wait going: what is in
+				// flight is in flight, and its mark will be refused.
+				_ = r.keepLease(sess, conn)
 				r.housekeeping(sess, conn)
 			}
 		case <-stop:

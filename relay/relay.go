@@ -97,6 +97,13 @@ type Config struct {
 	TransactionMaxAge     time.Duration
 	TransactionMaxRecords int
 
+	// LeaseTTL is how long the pipeline's lease lasts without a renewal:
+	// a relay waiting for the pipeline takes it over at most this long
+	// after its holder died without giving it up (default 5s; lease.go).
+	// LeaseRenew is how often the holder renews it and a waiting relay
+	// tries to take it (default 1s); LeaseTTL is at least three times it.
+	LeaseTTL, LeaseRenew time.Duration
+
 	// Operations (metrics.go, retention.go).
 	// MonitorInterval is how often slot lag and unpublished rows are read
 	// into Metrics and both ends are checked for readiness (0: never).
@@ -169,6 +176,12 @@ func (c *Config) Defaults() {
 	if c.TransactionMaxRecords == 0 {
 		c.TransactionMaxRecords = 10_000
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseRenew == 0 {
+		c.LeaseRenew = DefaultLeaseRenew
+	}
 	c.opsDefaults()
 }
 
@@ -202,6 +215,10 @@ func (c Config) Validate() error {
 	}
 	if c.PollInterval <= 0 || c.ProbeInterval <= 0 {
 		return errors.New("poll and probe intervals must be positive")
+	}
+	if c.LeaseRenew <= 0 || c.LeaseTTL < 3*c.LeaseRenew {
+		return fmt.Errorf("lease TTL %s and renewal interval %s: the renewal interval must be positive and the TTL at least three times it, so that a missed renewal does not lose the lease",
+			c.LeaseTTL, c.LeaseRenew)
 	}
 	for _, err := range []error{
 		c.Replication.Validate(), c.Poll.Validate(), c.Sink.Validate(), c.Router.Validate(),
@@ -354,6 +371,14 @@ type Relay struct {
 	// them (vanish.go); nil outside polling or where it cannot.
 	vanish          *vanishDetector
 	vanishOffLogged bool
+	// holder names this relay in the pipeline's lease; lease is the one
+	// its current session holds (lease.go), nil before the first.
+	holder string
+	lease  *leaseKeeper
+	// pooled: the current session's connection goes through a
+	// connection pooler (replication.Pooled).
+	pooled       bool
+	pooledLogged bool
 }
 
 // New validates cfg and builds a relay.
@@ -379,7 +404,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
 		database = pc.Database
 	}
-	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database}
+	r := &Relay{cfg: cfg, log: log, table: table, tables: tables, enc: enc, router: rt, database: database, holder: leaseHolder()}
 	r.cfg.Replication.OnUpdate = r.onUpdate
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
@@ -419,6 +444,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer k.Close()
+	defer r.releaseLease()
 	// Credentials or TLS settings that can never work stop the relay here
 	// with the reason; a broker that is only unreachable is retried, and
 	// records wait for it.
@@ -519,15 +545,18 @@ func (r *Relay) Run(ctx context.Context) error {
 			fromProbe = false
 			r.log.Warn("switching to polling", attrs...)
 			continue
-		case errors.Is(err, errLocked):
-			if !waitLogged {
-				r.log.Info("another relay holds this pipeline; waiting to take over", "pipeline", r.cfg.Replication.Slot)
+		case errors.Is(err, errLocked), errors.Is(err, store.ErrLeaseLost):
+			if errors.Is(err, store.ErrLeaseLost) {
+				r.log.Warn("another relay took over this pipeline; this one stopped publishing and waits", "pipeline", r.cfg.Replication.Slot)
+				waitLogged = true
+			} else if !waitLogged {
+				r.log.Info("another relay holds this pipeline; waiting to take over", "pipeline", r.cfg.Replication.Slot, "reason", err)
 				waitLogged = true
 			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(time.Second):
+			case <-time.After(r.cfg.LeaseRenew):
 			}
 			continue
 		case permanent(err):
@@ -556,6 +585,14 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 		return err
 	}
 	defer conn.Close(context.Background())
+	if r.pooled {
+		// Before anything else: PgBouncer before 1.23 refuses replication
+		// connections, and nothing here should be set up for a stream
+		// that cannot start.
+		if err := replication.TryReplication(ctx, conn, r.cfg.Replication.DatabaseURL); err != nil {
+			return replication.PoolerRefusedReplication(err)
+		}
+	}
 	hasSeq, err := r.cfg.Poll.HasColumns(ctx, conn)
 	if err != nil {
 		return err

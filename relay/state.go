@@ -250,6 +250,12 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 			return nil
 		case <-ticker.C:
 		}
+		if err := r.keepLease(ctx, conn); err != nil { // lease.go
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
 		r.housekeeping(ctx, conn) // retention.go
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
@@ -344,10 +350,12 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 	if r.clusterID != 0 {
 		id = &r.clusterID
 	}
-	if err := r.own().SaveFloor(ctx, conn, confirmed.String(), f.xmin, f.seq, id); err != nil {
-		return err
-	}
-	if err := r.saveTableFloors(ctx, conn, confirmed.String(), f.xmin, id); err != nil { // tables.go
+	if err := r.fenced(ctx, conn, func(q store.Querier) error {
+		if err := r.own().SaveFloor(ctx, q, confirmed.String(), f.xmin, f.seq, id); err != nil {
+			return err
+		}
+		return r.saveTableFloors(ctx, q, confirmed.String(), f.xmin, id) // tables.go
+	}); err != nil {
 		return err
 	}
 	s.last, s.lastSaved = confirmed, now
@@ -355,7 +363,7 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 }
 
 func (r *Relay) writeState(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN) error {
-	return r.own().SaveConfirmed(ctx, conn, lsn.String())
+	return r.fenced(ctx, conn, func(q store.Querier) error { return r.own().SaveConfirmed(ctx, q, lsn.String()) })
 }
 
 func later(a, b time.Time) time.Time {

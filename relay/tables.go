@@ -121,7 +121,7 @@ func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffE
 		return err
 	}
 	if handoff != nil && done.Load() == int64(len(r.units)) {
-		if err := r.own().EndHandoff(ctx, guard); err != nil {
+		if err := r.fenced(ctx, guard, func(q store.Querier) error { return r.own().EndHandoff(ctx, q) }); err != nil {
 			return err
 		}
 		return errHandoffDone
@@ -154,7 +154,7 @@ func tablesOf(tables []replication.Table) string {
 // just saved in the pipeline's row: every transaction below xmin is in
 // Kafka, whichever table it wrote, so polling any of them later (a
 // restart in --mode poll) starts from what the WAL published for it.
-func (r *Relay) saveTableFloors(ctx context.Context, conn *pgx.Conn, confirmed string, xmin uint64, cluster *int64) error {
+func (r *Relay) saveTableFloors(ctx context.Context, conn store.Querier, confirmed string, xmin uint64, cluster *int64) error {
 	for _, u := range r.units[min(1, len(r.units)):] {
 		own := u.own()
 		if err := own.SaveSetup(ctx, conn, u.table.String(), nil); err != nil {

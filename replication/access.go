@@ -28,6 +28,9 @@ func replicationConfig(databaseURL string) (*pgconn.Config, error) {
 	// The stream's socket carries every event: its reads skip the
 	// scheduler's system-call path (see package rawconn).
 	pgcfg.DialFunc = rawconn.Dial(&net.Dialer{KeepAlive: 5 * time.Minute})
+	for _, p := range pgxParams {
+		delete(pgcfg.RuntimeParams, p) // pgx's, not the server's: a startup message with them is refused
+	}
 	pgcfg.RuntimeParams["replication"] = "database"
 	if pgcfg.RuntimeParams["application_name"] == "" {
 		pgcfg.RuntimeParams["application_name"] = "pgoutbox"

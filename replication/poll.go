@@ -139,6 +139,51 @@ type Poller struct {
 	seqIdx   int
 	txidIdx  int
 	query    string
+	fence    Fence
+}
+
+// Fence guards the statements that mark rows published: Guard is a query
+// that yields a row while the poller may write, with its arguments
+// numbered from $n, and that keeps what it read from changing until the
+// statement's transaction ends (the pipeline's lease, store.Lease).
+type Fence interface {
+	Guard(n int) (string, []any)
+}
+
+// ErrFenced means a mark was refused because the poller's fence no longer
+// holds: another relay took the pipeline over.
+var ErrFenced error = &sentinel{"another relay holds the pipeline now", false, false}
+
+// SetFence makes every mark of the poller run under f; nil (the default)
+// marks unguarded.
+func (p *Poller) SetFence(f Fence) { p.fence = f }
+
+// mark sets markSet on the table's rows where where holds, a condition
+// with arguments args ($1 on), under the poller's fence when it has one,
+// in one statement: the fence's query and the update share its
+// transaction, so nothing is marked once another relay took over, and a
+// takeover waits for a mark under way. It returns how many rows it
+// marked, or ErrFenced.
+func (p *Poller) mark(ctx context.Context, where string, args []any) (int64, error) {
+	update := fmt.Sprintf("UPDATE %s SET %s WHERE (%s)", p.table.Quoted(), p.markSet(), where)
+	if p.fence == nil {
+		tag, err := p.conn.Exec(ctx, update, args...)
+		return tag.RowsAffected(), err
+	}
+	guard, gargs := p.fence.Guard(len(args) + 1)
+	q := fmt.Sprintf(`WITH fence AS (%s), marked AS (%s AND EXISTS (SELECT 1 FROM fence) RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM fence), (SELECT count(*) FROM marked)`, guard, update)
+	var (
+		held bool
+		n    int64
+	)
+	if err := p.conn.QueryRow(ctx, q, append(args, gargs...)...).Scan(&held, &n); err != nil {
+		return 0, err
+	}
+	if !held {
+		return 0, ErrFenced
+	}
+	return n, nil
 }
 
 // NewPoller prepares polling over conn, which it uses but does not own.
@@ -374,17 +419,11 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	order := pgx.Identifier{p.cfg.Order}.Sanitize()
-	q := fmt.Sprintf("UPDATE %s SET %s = now() WHERE %s = ANY($1)", p.table.Quoted(), pgx.Identifier{PublishedColumn}.Sanitize(), order)
+	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1)"
 	if c := p.cfg; c.Status != "" {
-		set := pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
-		if c.ProcessedAt != "" {
-			set += ", " + pgx.Identifier{c.ProcessedAt}.Sanitize() + " = now()"
-		}
-		q = fmt.Sprintf("UPDATE %s SET %s WHERE %s = ANY($1) AND %s = %s", p.table.Quoted(), set, order,
-			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending))
+		where += " AND " + pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPending)
 	}
-	if _, err := p.conn.Exec(ctx, q, seqs); err != nil {
+	if _, err := p.mark(ctx, where, []any{seqs}); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}
 	return nil
@@ -501,7 +540,6 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64
 	if below == 0 && len(xids) == 0 {
 		return 0, nil
 	}
-	set := p.markSet()
 	var list strings.Builder
 	list.WriteByte('{')
 	for i, x := range xids {
@@ -512,14 +550,21 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64
 	}
 	list.WriteByte('}')
 	txid := pgx.Identifier{TxIDColumn}.Sanitize()
-	q := fmt.Sprintf(`UPDATE %s SET %s WHERE %s AND (%s < $4::text::xid8 OR (%s::text::bigint %% 4294967296) = ANY($5::text::bigint[]))`,
-		p.table.Quoted(), set, p.cfg.Unpublished(floorParams), txid, txid)
-	args := append(floor.params(), []byte(strconv.FormatUint(below, 10)), []byte(list.String()))
-	tag, err := p.conn.PgConn().ExecParams(ctx, q, args, nil, nil, nil).Close()
+	where := fmt.Sprintf(`%s AND (%s < $4::text::xid8 OR (%s::text::bigint %% 4294967296) = ANY($5::text::bigint[]))`,
+		p.cfg.Unpublished(floorParams), txid, txid)
+	var args []any
+	for _, a := range append(floor.params(), []byte(strconv.FormatUint(below, 10)), []byte(list.String())) {
+		if a == nil {
+			args = append(args, nil)
+		} else {
+			args = append(args, string(a))
+		}
+	}
+	n, err := p.mark(ctx, where, args)
 	if err != nil {
 		return 0, fmt.Errorf("mark rows the WAL published: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // Published returns the order values of up to limit rows marked published

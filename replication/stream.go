@@ -581,15 +581,12 @@ func (s *Stream) heartbeats(ctx context.Context) {
 // hang the relay.
 const ConnectTimeout = 10 * time.Second
 
-// Connect opens a regular connection with ConnectTimeout unless the URL
-// sets its own. The URL never appears in its errors.
+// Connect opens a regular connection as ConnConfig sets it up. The URL
+// never appears in its errors.
 func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	cfg, err := ConnConfig(databaseURL)
 	if err != nil {
-		return nil, errors.New("parse database URL: invalid connection string")
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = ConnectTimeout
+		return nil, err
 	}
 	return pgx.ConnectConfig(ctx, cfg)
 }

@@ -39,8 +39,8 @@ func Ensure(ctx context.Context, conn *pgx.Conn) (from, to int32, err error) {
 			var role, quoted string
 			_ = conn.QueryRow(ctx, "SELECT current_user, quote_ident(current_user)").Scan(&role, &quoted)
 			return from, 0, fmt.Errorf("%w, and role %q may not create them. "+
-				"Run pgoutbox migrate once as a role that may (the database owner), then GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO %s; "+
-				"or GRANT CREATE ON SCHEMA public TO %s", ErrNoState, role, quoted, quoted)
+				"Run pgoutbox migrate once as a role that may (the database owner), then GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state, pgoutbox_dead_letter TO %s "+
+				"and GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO %s; or GRANT CREATE ON SCHEMA public TO %s", ErrNoState, role, quoted, quoted, quoted)
 		}
 		if isReadOnly(err) {
 			return from, 0, fmt.Errorf("%w, and the server is read-only (a standby, or default_transaction_read_only): "+

@@ -55,7 +55,7 @@ func run1(t *testing.T, args ...string) (string, bool) {
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	p := &proc{cmd: exec.Command(bin, args...), out: &bytes.Buffer{}, waited: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, waited: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

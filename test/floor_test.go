@@ -19,7 +19,7 @@ func TestFallbackResendsAboutASecond(t *testing.T) {
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
-GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
 DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
   FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
     EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO app', f);

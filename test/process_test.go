@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,14 +22,21 @@ import (
 // proc is a pgoutbox run process.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *lockedBuffer // readable while it runs
 	waited chan error
 }
 
 func (e *env) runProcess(t *testing.T, extra ...string) *proc {
 	t.Helper()
+	return e.runProcessAt(t, e.url, extra...)
+}
+
+// runProcessAt runs pgoutbox run against the database at url, which may
+// be e's through a pooler.
+func (e *env) runProcessAt(t *testing.T, url string, extra ...string) *proc {
+	t.Helper()
 	args := append([]string{"run",
-		"--database-url", e.url,
+		"--database-url", url,
 		"--kafka-brokers", strings.Join(e.brokers, ","),
 		"--status-interval", "100ms",
 		"--heartbeat-interval", "200ms",

@@ -9,7 +9,7 @@ import (
 )
 
 var appGrants = `GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
-GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
 ` + grantHeartbeatSQL("app")
 
 // A role that has replication only through membership in a role with

@@ -55,7 +55,7 @@ func TestCredentialsAndSecrets(t *testing.T) {
 	}
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE pw_user LOGIN REPLICATION PASSWORD 'Right-Db-Pass-42';
 GRANT SELECT, UPDATE ON outbox TO pw_user; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO pw_user;
-GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO pw_user;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO pw_user; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO pw_user;
 SELECT pg_reload_conf();
 `+grantHeartbeatSQL("pw_user")); err != nil {
 		t.Fatal(err)

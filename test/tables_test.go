@@ -367,7 +367,7 @@ func TestTwoTablesAutoSwitchesUnderLoad(t *testing.T) {
 	}
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; GRANT CREATE ON DATABASE `+db+` TO app;
 GRANT USAGE ON SCHEMA billing TO app; ALTER TABLE public.orders_outbox OWNER TO app; ALTER TABLE billing.outbox OWNER TO app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
 `+grantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}

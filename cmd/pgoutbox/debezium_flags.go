@@ -247,9 +247,9 @@ func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool,
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := pgx.Connect(ctx, databaseURL)
+	conn, err := connect(ctx, databaseURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the outbox table's columns: connect: %w", err)
+		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `

@@ -67,12 +67,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // connect opens a connection without letting the URL reach an error text.
 func connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	cfg, err := replication.ConnConfig(databaseURL)
 	if err != nil {
 		return nil, errors.New("--database-url is not a valid connection string")
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = replication.ConnectTimeout
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

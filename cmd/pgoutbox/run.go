@@ -98,6 +98,8 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
+	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", relay.DefaultLeaseRenew, "how often the relay renews the pipeline's lease, and a waiting relay tries to take it; --lease-ttl is at least three times it")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")

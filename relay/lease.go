@@ -1,0 +1,215 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
+)
+
+// One relay publishes for a pipeline at a time: the one that holds the
+// pipeline's lease, a row in pgoutbox_lease (store.Lease). A session takes
+// it before it reads anything, renews it every LeaseRenew, and gives it up
+// when the relay stops; a relay that finds it held waits and tries again
+// every LeaseRenew, and takes it over once it has expired. Each taking
+// draws a greater fencing token, and what a relay writes that another
+// relay's work depends on carries it: the statement that marks polled rows
+// published (replication.Poller's fence), and the pipeline's mode, floor,
+// confirmed position and handoff (fenced). A relay whose lease was taken
+// over therefore marks and saves nothing; it learns so at its next renewal
+// or mark, and its session ends. It also publishes nothing new once its
+// last renewal is older than LeaseTTL less LeaseRenew, so it stops before
+// another relay may take over, which the database's clock decides from
+// when that renewal arrived.
+//
+// On a connection straight to the server the session also takes the
+// pipeline's advisory lock, as before the lease; the lease records the
+// server process that holds it. The lock only shortens a takeover: once
+// that process no longer holds it (the holder's connection is gone: a
+// kill -9, a crash), a relay holding the lock itself takes the lease at
+// once instead of waiting for it to expire. Through a pooler no lock is
+// taken: a session there is not the relay's own (a transaction pooler
+// hands the server connection, and the lock with it, to other clients),
+// and the lease alone decides.
+
+// Lease defaults: a takeover after a holder died without giving the lease
+// up takes LeaseTTL at most, plus one LeaseRenew.
+const (
+	DefaultLeaseTTL   = 5 * time.Second
+	DefaultLeaseRenew = time.Second
+)
+
+// lockKey namespaces pgoutbox's advisory locks.
+const lockKey = 0x706f7574 // "pout"
+
+// errLeaseLapsed ends a session that could not renew its lease in time:
+// another relay may take it over, so nothing more is published under it.
+var errLeaseLapsed = errors.New("the pipeline's lease was not renewed in time (a renewal took longer than --lease-ttl less --lease-renew)")
+
+// leaseKeeper is the lease a session holds, for every table relay of the
+// pipeline.
+type leaseKeeper struct {
+	lease      *store.Lease // set once
+	ttl, every time.Duration
+
+	mu      sync.Mutex
+	renewed time.Time // when the last renewal that succeeded (or the taking) was sent
+	lost    bool
+}
+
+// Guard is the lease's (replication.Fence).
+func (k *leaseKeeper) Guard(n int) (string, []any) { return k.lease.Guard(n) }
+
+// keep renews the lease when a renewal is due. store.ErrLeaseLost when
+// another relay took it over; any other error is the connection's.
+func (k *leaseKeeper) keep(ctx context.Context, conn *pgx.Conn) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.lost {
+		return store.ErrLeaseLost
+	}
+	if time.Since(k.renewed) < k.every {
+		return nil
+	}
+	sent := time.Now()
+	if err := k.lease.Renew(ctx, conn, k.ttl); err != nil {
+		k.lost = errors.Is(err, store.ErrLeaseLost)
+		return err
+	}
+	k.renewed = sent
+	return nil
+}
+
+// held tells whether the lease is surely still this relay's: its last
+// renewal was sent less than ttl less one renewal interval ago. Another
+// relay takes it over only once ttl has passed since that renewal reached
+// the server; the margin covers clocks that run at slightly different
+// rates and the time records take to reach Kafka.
+func (k *leaseKeeper) held() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return !k.lost && time.Since(k.renewed) < k.ttl-k.every
+}
+
+// leases is the pipeline's lease keeper: in a table relay, its pipeline's.
+func (r *Relay) leases() *leaseKeeper {
+	if r.parent != nil {
+		return r.parent.leases()
+	}
+	return r.lease
+}
+
+// takeLease takes the pipeline's lease on conn, and on a direct connection
+// its advisory lock first, or returns errLocked saying who holds it.
+func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) error {
+	// Bounded: a holder stalled inside a transaction that guards the
+	// lease's row holds a takeover back until it goes on or goes away.
+	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	defer cancel()
+	lock := store.AdvisoryLock{Class: lockKey, Name: r.cfg.Replication.Slot}
+	if !pooled {
+		var ok bool
+		var pid int32
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2)), pg_backend_pid()", lockKey, r.cfg.Replication.Slot).Scan(&ok, &pid); err != nil {
+			return fmt.Errorf("pipeline lock: %w", err)
+		}
+		if ok {
+			lock.PID = pid
+		}
+		// Without the lock, another relay's session on the server holds
+		// it: the lease still decides, once that relay's has expired.
+	}
+	sent := time.Now()
+	lease, holder, err := store.Pipeline{Name: r.cfg.Replication.Slot}.AcquireLease(ctx, conn, r.holder, r.cfg.LeaseTTL, lock)
+	if err != nil {
+		return err
+	}
+	if lease == nil {
+		return fmt.Errorf("%w: %s holds its lease (token %d), for %s more", errLocked, holder.Holder, holder.Token,
+			max(0, holder.ExpiresIn).Round(time.Millisecond))
+	}
+	r.lease = &leaseKeeper{lease: lease, ttl: r.cfg.LeaseTTL, every: r.cfg.LeaseRenew, renewed: sent}
+	r.log.Info("holding the pipeline's lease", "pipeline", r.cfg.Replication.Slot, "holder", r.holder, "token", lease.Token, "through_pooler", pooled)
+	return nil
+}
+
+// keepLease renews the pipeline's lease when due, on conn. An error ends
+// the session: store.ErrLeaseLost when another relay took the pipeline
+// over.
+func (r *Relay) keepLease(ctx context.Context, conn *pgx.Conn) error {
+	k := r.leases()
+	if k == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	defer cancel()
+	return k.keep(ctx, conn)
+}
+
+// leaseHeld tells whether the relay may publish: it holds the lease, and
+// renewed it recently enough that no other relay can have taken it over.
+func (r *Relay) leaseHeld() bool {
+	k := r.leases()
+	return k == nil || k.held()
+}
+
+// fenced runs fn, which writes the pipeline's state, under the lease: in a
+// transaction that commits only while the lease is still this relay's.
+func (r *Relay) fenced(ctx context.Context, conn *pgx.Conn, fn func(store.Querier) error) error {
+	k := r.leases()
+	if k == nil {
+		return fn(conn)
+	}
+	return k.lease.Fenced(ctx, conn, fn)
+}
+
+// fence makes poller mark under the lease.
+func (r *Relay) fence(poller *replication.Poller) {
+	if k := r.leases(); k != nil {
+		poller.SetFence(k)
+	}
+}
+
+// releaseLease lets another relay take the pipeline over at once, when
+// this one stops; a lease already lost or never taken is left alone.
+func (r *Relay) releaseLease() {
+	k := r.lease
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	lost := k.lost
+	k.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	if err != nil {
+		r.log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", r.cfg.LeaseTTL)
+		return
+	}
+	defer conn.Close(context.Background())
+	if err := k.lease.Release(ctx, conn); err != nil {
+		r.log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", r.cfg.LeaseTTL, "err", err)
+	}
+}
+
+// leaseHolder names this relay in the lease: host, process and a random
+// part, so that two relays started in one process differ too.
+func leaseHolder() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s/%d/%04x", host, os.Getpid(), rand.N(1<<16))
+}
