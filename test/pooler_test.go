@@ -213,6 +213,17 @@ func TestPoolerDefaultSettings(t *testing.T) {
 			if len(standby.logged("another relay holds this pipeline; waiting to take over")) == 0 {
 				t.Errorf("the standby does not say it waits")
 			}
+			// status, through the pooler too, names the holder.
+			out, _ := pgoutboxAt(t, 30*time.Second, "status", "--database-url", p.pooled, "--json")
+			var st struct {
+				Lease *struct{ Holder string } `json:"lease"`
+			}
+			var taken struct{ Holder string }
+			if err := json.NewDecoder(strings.NewReader(out)).Decode(&st); err != nil || st.Lease == nil {
+				t.Errorf("status shows no lease (%v):\n%s", err, out)
+			} else if json.Unmarshal([]byte(holder.logged(leaseTaken)[0].raw), &taken); st.Lease.Holder != taken.Holder {
+				t.Errorf("status says %s holds the lease, the holder's log says %s", st.Lease.Holder, taken.Holder)
+			}
 			fallback := holder.logged("switching to polling")
 			if len(fallback) == 0 || !strings.Contains(fallback[0].raw, "connection pooler") ||
 				!strings.Contains(fallback[0].raw, "Point --database-url at the server itself") {

@@ -75,7 +75,18 @@ type pipelineStatus struct {
 	// LostDeleted is set once polling found rows deleted before it
 	// published them (migration 007): an upper bound of events lost.
 	LostDeleted *lostDeleted `json:"lost_deleted,omitempty"`
-	Problems    []string     `json:"problems"`
+	// Lease is the pipeline's lease (migration 013): which relay holds
+	// it, or held it last.
+	Lease    *leaseStatus `json:"lease,omitempty"`
+	Problems []string     `json:"problems"`
+}
+
+// leaseStatus is the pipeline's lease: its holder, the fencing token, and
+// how long until another relay may take it over (negative: expired).
+type leaseStatus struct {
+	Holder           string  `json:"holder"`
+	Token            int64   `json:"token"`
+	ExpiresInSeconds float64 `json:"expires_in_seconds"`
 }
 
 // lostDeleted is what the relay saved about rows deleted before polling
@@ -254,6 +265,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
 	}
 
+	if h, err := own.LeaseHolder(ctx, conn); err == nil && h != nil {
+		st.Lease = &leaseStatus{Holder: h.Holder, Token: h.Token, ExpiresInSeconds: h.ExpiresIn.Seconds()}
+	}
 	st.operations(saved, th)
 	if st.Failover, err = failoverView(ctx, conn, c.slot); err != nil {
 		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
@@ -303,6 +317,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		if st.Alive != nil {
 			fmt.Fprintf(stdout, "relay        last seen %s\n", st.Alive.Format(time.RFC3339))
+		}
+		if l := st.Lease; l != nil && l.ExpiresInSeconds > 0 {
+			fmt.Fprintf(stdout, "lease        held by %s (token %d), %.1fs left unless renewed\n", l.Holder, l.Token, l.ExpiresInSeconds)
+		} else if l != nil {
+			fmt.Fprintf(stdout, "lease        free: last held by %s (token %d), expired %.1fs ago\n", l.Holder, l.Token, -l.ExpiresInSeconds)
 		}
 		switch {
 		case !st.KafkaKnown:
