@@ -83,6 +83,7 @@ func TestCommandLine(t *testing.T) {
 		{"run bad format", runArgs("--format", "bogus"), 1, nil, []string{"--format"}, false},
 		{"run bad procs", runArgs("--procs", "0"), 1, nil, []string{`--procs "0"`}, false},
 		{"run buffer below one message", runArgs("--max-buffered-bytes", "1000", "--max-message-bytes", "2000"), 1, nil, []string{"max buffered bytes 1000 is smaller than max message bytes 2000"}, false},
+		{"run lease shorter than three renewals", runArgs("--lease-ttl", "2s", "--lease-renew", "1s"), 1, nil, []string{"lease TTL 2s and renewal interval 1s", "at least three times"}, false},
 		{"run --pprof without --metrics-addr", runArgs("--pprof"), 1, nil, []string{"--pprof needs --metrics-addr"}, false},
 		{"run bad log level", runArgs("--log-level", "loud"), 1, nil, []string{`--log-level "loud"`}, false},
 		{"run bad log format", runArgs("--log-format", "xml"), 1, nil, []string{`--log-format "xml"`}, false},

@@ -1,0 +1,263 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// The lease: one holder at a time, a greater token at every taking, a
+// holder of its own taking again at once, another only once it expired.
+func TestLeaseTakeAndExpire(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	a, held, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	if err != nil || a == nil || held != nil || a.Token != 1 {
+		t.Fatalf("first taking: %+v, %+v, %v", a, held, err)
+	}
+	if b, held, err := p.AcquireLease(ctx, conn, "b", time.Hour, AdvisoryLock{}); err != nil || b != nil || held == nil ||
+		held.Holder != "a" || held.Token != 1 || held.ExpiresIn < 59*time.Minute {
+		t.Fatalf("taking a held lease: %+v, %+v, %v", b, held, err)
+	}
+	again, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	if err != nil || again == nil || again.Token != 2 {
+		t.Fatalf("the holder taking it again: %+v, %v", again, err)
+	}
+	if err := a.Renew(ctx, conn, time.Hour); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("renewing an earlier token: %v, want ErrLeaseLost", err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, AdvisoryLock{})
+	if err != nil || b == nil || b.Token != 3 {
+		t.Fatalf("taking an expired lease: %+v, %v", b, err)
+	}
+	if err := again.Renew(ctx, conn, time.Hour); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("the old holder renewing: %v, want ErrLeaseLost", err)
+	}
+	if err := again.Release(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := p.LeaseHolder(ctx, conn); err != nil || h.Holder != "b" || h.ExpiresIn < 59*time.Minute {
+		t.Fatalf("an old holder's release freed the lease: %+v, %v", h, err)
+	}
+	if err := b.Release(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if c, _, err := p.AcquireLease(ctx, conn, "c", time.Hour, AdvisoryLock{}); err != nil || c == nil || c.Token != 4 {
+		t.Fatalf("taking a released lease: %+v, %v", c, err)
+	}
+}
+
+// A holder on a direct connection records the server process that holds
+// the pipeline's advisory lock for it: once that process no longer holds
+// it, a taker that holds it may take the lease before it expires; while it
+// does, or without the lock, nobody may.
+func TestLeaseTakenOverFromAGoneSession(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	lockOn := func(c *pgx.Conn) AdvisoryLock {
+		t.Helper()
+		var ok bool
+		var pid int32
+		if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock(7, hashtext('p')), pg_backend_pid()").Scan(&ok, &pid); err != nil || !ok {
+			t.Fatalf("advisory lock: %t, %v", ok, err)
+		}
+		return AdvisoryLock{Class: 7, Name: "p", PID: pid}
+	}
+	holderConn, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, lockOn(holderConn)); err != nil || l == nil {
+		t.Fatalf("taking: %+v, %v", l, err)
+	}
+	if l, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, AdvisoryLock{Class: 7, Name: "p"}); err != nil || l != nil {
+		t.Fatalf("taking without the lock while the holder's session lives: %+v, %v", l, err)
+	}
+	holderConn.Close(ctx) // the holder dies
+	taker, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taker.Close(ctx)
+	var lock AdvisoryLock
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var ok bool
+		var pid int32
+		// The server ends the holder's process a moment after its
+		// connection closes.
+		if err := taker.QueryRow(ctx, "SELECT pg_try_advisory_lock(7, hashtext('p')), pg_backend_pid()").Scan(&ok, &pid); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			lock = AdvisoryLock{Class: 7, Name: "p", PID: pid}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lock was never free")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l, _, err := p.AcquireLease(ctx, conn, "c", time.Hour, AdvisoryLock{Class: 7, Name: "p"}); err != nil || l != nil {
+		t.Fatalf("taking without holding the lock: %+v, %v", l, err)
+	}
+	if l, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, lock); err != nil || l == nil || l.Token != 2 {
+		t.Fatalf("taking from a gone session while holding the lock: %+v, %v", l, err)
+	}
+}
+
+// What a relay writes under its lease: a mark and a state write commit
+// while the token is the lease's, and change nothing once another relay
+// took it over.
+func TestLeaseFencesMarksAndState(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'o', g::text, 'T', '{}' FROM generate_series(1, 4) g`); err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller, err := replication.NewPoller(ctx, conn, replication.PollConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller.SetFence(old)
+	if err := poller.MarkPublished(ctx, []int64{1}); err != nil {
+		t.Fatalf("marking under the lease: %v", err)
+	}
+	setMode := func(q Querier) error { return p.SetMode(ctx, q, "public.outbox", ModePoll, Started(ModePoll)) }
+	if err := old.Fenced(ctx, conn, setMode); err != nil {
+		t.Fatalf("a state write under the lease: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, AdvisoryLock{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poller.MarkPublished(ctx, []int64{2, 3}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("marking after a takeover: %v, want ErrLeaseLost", err)
+	}
+	if n, err := poller.MarkTransactions(ctx, replication.Floor{}, 1<<40, nil); !errors.Is(err, ErrLeaseLost) || n != 0 {
+		t.Fatalf("marking transactions after a takeover: %d, %v, want ErrLeaseLost", n, err)
+	}
+	var marked int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").Scan(&marked); err != nil || marked != 1 {
+		t.Fatalf("%d rows marked (%v), want only the one marked under the lease", marked, err)
+	}
+	if err := old.Fenced(ctx, conn, func(q Querier) error {
+		t.Error("a state write ran after a takeover")
+		return nil
+	}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a state write after a takeover: %v, want ErrLeaseLost", err)
+	}
+}
+
+// A mark that waits for a takeover under way finds the new token when the
+// takeover commits, and marks nothing; a takeover waits for a mark under
+// way, so what the old holder marked is visible to the new holder's first
+// poll.
+func TestLeaseMarkAndTakeoverSerialize(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'o', g::text, 'T', '{}' FROM generate_series(1, 4) g`); err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller, err := replication.NewPoller(ctx, conn, replication.PollConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller.SetFence(old)
+	other, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+
+	// A takeover under way: the mark waits for it, then finds it lost.
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.AcquireLease(ctx, tx, "b", time.Hour, AdvisoryLock{}); err != nil {
+		t.Fatal(err)
+	}
+	marked := make(chan error, 1)
+	go func() { marked <- poller.MarkPublished(ctx, []int64{1, 2}) }()
+	select {
+	case err := <-marked:
+		t.Fatalf("the mark did not wait for the takeover: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-marked; !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a mark that waited for a takeover: %v, want ErrLeaseLost", err)
+	}
+
+	// A mark under way (its statement's transaction still open): the
+	// takeover of an expired lease waits for it.
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	current, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	if err != nil || current == nil {
+		t.Fatalf("taking the lease back: %+v, %v", current, err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, args := current.Guard(1)
+	var one int
+	if err := mark.QueryRow(ctx, guard, args...).Scan(&one); err != nil {
+		t.Fatalf("the guard of an expired lease nobody took over: %v", err)
+	}
+	if _, err := mark.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE seq = 3"); err != nil {
+		t.Fatal(err)
+	}
+	taken := make(chan error, 1)
+	go func() {
+		_, _, err := p.AcquireLease(ctx, other, "b", time.Hour, AdvisoryLock{})
+		taken <- err
+	}()
+	select {
+	case err := <-taken:
+		t.Fatalf("the takeover did not wait for the mark: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := mark.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-taken; err != nil {
+		t.Fatal(err)
+	}
+	if h, err := p.LeaseHolder(ctx, other); err != nil || h.Holder != "b" {
+		t.Fatalf("after the mark, the takeover: %+v, %v", h, err)
+	}
+}
