@@ -505,7 +505,9 @@ func TestPoolerLatency(t *testing.T) {
 	}
 	slices.Sort(direct)
 	slices.Sort(pooled)
-	q := func(l []time.Duration, f float64) time.Duration { return l[int(f*float64(len(l)-1))].Round(100 * time.Microsecond) }
+	q := func(l []time.Duration, f float64) time.Duration {
+		return l[int(f*float64(len(l)-1))].Round(100 * time.Microsecond)
+	}
 	t.Logf("%d events each at a 100 ms poll interval: direct p50 %s p90 %s p99 %s; through PgBouncer (transaction pooling) p50 %s p90 %s p99 %s",
 		len(pairs), q(direct, .5), q(direct, .9), q(direct, .99), q(pooled, .5), q(pooled, .9), q(pooled, .99))
 	if q(pooled, .5) > q(direct, .5)*3/2 {
