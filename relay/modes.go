@@ -154,7 +154,8 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	if err != nil {
 		return err
 	}
-	r.fence(poller)                                         // marks carry the lease's token
+	// Its marks carry the lease's token.
+	r.fence(poller)
 	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
 		return err
 	}
