@@ -133,12 +133,33 @@ func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) erro
 		return err
 	}
 	if lease == nil {
-		return fmt.Errorf("%w: %s holds its lease (token %d), for %s more", errLocked, holder.Holder, holder.Token,
-			max(0, holder.ExpiresIn).Round(time.Millisecond))
+		return &heldError{holder: *holder}
 	}
 	r.lease = &leaseKeeper{lease: lease, ttl: r.cfg.LeaseTTL, every: r.cfg.LeaseRenew, renewed: sent}
 	r.log.Info("holding the pipeline's lease", "pipeline", r.cfg.Replication.Slot, "holder", r.holder, "token", lease.Token, "through_pooler", pooled)
 	return nil
+}
+
+// heldError is errLocked with the lease's holder, and when to try again:
+// when it expires, unless its holder renews it first.
+type heldError struct{ holder store.LeaseHolder }
+
+func (e *heldError) Error() string {
+	return fmt.Sprintf("%s: %s holds its lease (token %d), for %s more", errLocked, e.holder.Holder, e.holder.Token,
+		max(0, e.holder.ExpiresIn).Round(time.Millisecond))
+}
+
+func (e *heldError) Is(target error) bool { return target == errLocked }
+
+// retryIn is how long a relay waits before it tries to take the lease
+// again: until it expires, and no longer than every, at which its holder
+// renews it.
+func retryIn(err error, every time.Duration) time.Duration {
+	var h *heldError
+	if errors.As(err, &h) {
+		return min(every, max(h.holder.ExpiresIn+10*time.Millisecond, 10*time.Millisecond))
+	}
+	return every
 }
 
 // keepLease renews the pipeline's lease when due, on conn. An error ends

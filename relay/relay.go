@@ -556,7 +556,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(r.cfg.LeaseRenew):
+			case <-time.After(retryIn(err, r.cfg.LeaseRenew)): // lease.go
 			}
 			continue
 		case permanent(err):
