@@ -145,6 +145,10 @@ func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) erro
 type heldError struct{ holder store.LeaseHolder }
 
 func (e *heldError) Error() string {
+	if e.holder.LockedBy != 0 {
+		return fmt.Sprintf("%s: server process %d holds the pipeline's advisory lock without its lease: a relay of a pgoutbox older than the lease runs this pipeline "+
+			"(stop it, or let it finish), or left its lock on a connection pooler's server connection", errLocked, e.holder.LockedBy)
+	}
 	return fmt.Sprintf("%s: %s holds its lease (token %d), for %s more", errLocked, e.holder.Holder, e.holder.Token,
 		max(0, e.holder.ExpiresIn).Round(time.Millisecond))
 }
@@ -156,8 +160,8 @@ func (e *heldError) Is(target error) bool { return target == errLocked }
 // renews it.
 func retryIn(err error, every time.Duration) time.Duration {
 	var h *heldError
-	if errors.As(err, &h) {
-		return min(every, max(h.holder.ExpiresIn+10*time.Millisecond, 10*time.Millisecond))
+	if errors.As(err, &h) && h.holder.LockedBy == 0 {
+		return min(every, max(h.holder.ExpiresIn+10*time.Millisecond, 100*time.Millisecond))
 	}
 	return every
 }

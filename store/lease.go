@@ -36,6 +36,11 @@ type LeaseHolder struct {
 	// ExpiresIn is how long until it may be taken over (negative: it
 	// has expired since).
 	ExpiresIn time.Duration
+	// LockedBy, when not 0, is a server process that holds the
+	// pipeline's advisory lock without the lease: a relay of a pgoutbox
+	// older than the lease, or a lock such a relay left on a pooler's
+	// server connection.
+	LockedBy int32
 }
 
 // AdvisoryLock is the pipeline's session-level advisory lock,
@@ -56,22 +61,27 @@ type AdvisoryLock struct {
 // held the pipeline's advisory lock and no longer does, while the taker
 // does. Each acquisition draws a new token. A lease another relay holds is
 // returned as such, with a nil Lease.
+//
+// Whoever holds the pipeline's advisory lock without holding the lease (a
+// relay of a pgoutbox older than the lease, which knows only the lock)
+// holds the pipeline too: nobody takes the lease meanwhile, and
+// LeaseHolder.LockedBy names the process.
 func (p Pipeline) AcquireLease(ctx context.Context, q Querier, holder string, ttl time.Duration, lock AdvisoryLock) (*Lease, *LeaseHolder, error) {
 	var pid *int32
 	if lock.PID != 0 {
 		pid = &lock.PID
 	}
 	var token int64
-	err := q.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `WITH lock AS (`+lockHolders(5, 6)+`)
 INSERT INTO pgoutbox_lease AS l (pipeline, holder, token, expires_at, lock_pid)
-VALUES ($1, $2, 1, now() + $3::float8 * interval '1 millisecond', $4)
+SELECT $1, $2, 1, now() + $3::float8 * interval '1 millisecond', $4::int
+WHERE NOT EXISTS (SELECT 1 FROM lock WHERE pid IS DISTINCT FROM $4::int
+  AND pid IS DISTINCT FROM (SELECT lock_pid FROM pgoutbox_lease WHERE pipeline = $1))
 ON CONFLICT (pipeline) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1,
   expires_at = EXCLUDED.expires_at, lock_pid = EXCLUDED.lock_pid, acquired_at = now(), renewed_at = now()
-WHERE l.expires_at <= now() OR l.holder = EXCLUDED.holder
-  OR ($4::int IS NOT NULL AND l.lock_pid IS NOT NULL AND NOT EXISTS (
-    SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.pid = l.lock_pid AND k.granted
-      AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND k.classid::bigint = $5 AND k.objid::bigint = (hashtext($6)::bigint & 4294967295) AND k.objsubid = 2))
+WHERE (l.expires_at <= now() OR l.holder = EXCLUDED.holder
+    OR ($4::int IS NOT NULL AND l.lock_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lock WHERE pid = l.lock_pid)))
+  AND NOT EXISTS (SELECT 1 FROM lock WHERE pid IS DISTINCT FROM $4::int AND pid IS DISTINCT FROM l.lock_pid)
 RETURNING token`, p.Name, holder, ttl.Milliseconds(), pid, int64(lock.Class), lock.Name).Scan(&token)
 	switch {
 	case err == nil:
@@ -90,10 +100,29 @@ RETURNING token`, p.Name, holder, ttl.Milliseconds(), pid, int64(lock.Class), lo
 		return nil, nil, err
 	}
 	if h == nil {
-		// Released or removed in between: the next attempt takes it.
 		h = &LeaseHolder{}
 	}
+	// Why not: the lease, or the lock held outside of it.
+	var locked *int32
+	if err := q.QueryRow(ctx, `WITH lock AS (`+lockHolders(3, 4)+`)
+SELECT min(pid) FROM lock WHERE pid IS DISTINCT FROM $2::int
+  AND pid IS DISTINCT FROM (SELECT lock_pid FROM pgoutbox_lease WHERE pipeline = $1)`,
+		p.Name, pid, int64(lock.Class), lock.Name).Scan(&locked); err != nil {
+		return nil, nil, fmt.Errorf("read the pipeline's lock: %w", err)
+	}
+	if locked != nil {
+		h.LockedBy = *locked
+	}
 	return nil, h, nil
+}
+
+// lockHolders is a query of the server processes that hold the pipeline's
+// advisory lock in this database, pg_try_advisory_lock($class,
+// hashtext($name)), its arguments numbered class and name.
+func lockHolders(class, name int) string {
+	return fmt.Sprintf(`SELECT k.pid FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted
+  AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND k.classid::bigint = $%d AND k.objid::bigint = (hashtext($%d)::bigint & 4294967295) AND k.objsubid = 2`, class, name)
 }
 
 // LeaseHolder reads who holds the pipeline's lease; nil when none ever did.

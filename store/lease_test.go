@@ -261,3 +261,62 @@ func TestLeaseMarkAndTakeoverSerialize(t *testing.T) {
 		t.Fatalf("after the mark, the takeover: %+v, %v", h, err)
 	}
 }
+
+// A relay of a pgoutbox older than the lease holds only the pipeline's
+// advisory lock: while it does, nobody takes the lease, and the lock's
+// process is named. A lease's own holder that holds the lock but let the
+// lease expire (stalled) is taken over all the same.
+func TestLeaseRespectsALockHeldWithoutIt(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	key := AdvisoryLock{Class: 7, Name: "p"}
+	older, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var olderPID int32
+	if err := older.QueryRow(ctx, "SELECT pg_advisory_lock(7, hashtext('p')), pg_backend_pid()").Scan(nil, &olderPID); err != nil {
+		t.Fatal(err)
+	}
+	if l, h, err := p.AcquireLease(ctx, conn, "new", time.Hour, key); err != nil || l != nil || h.LockedBy != olderPID {
+		t.Fatalf("taking the lease while an older relay holds the lock: %+v, %+v, %v; want it refused, naming process %d", l, h, err, olderPID)
+	}
+	older.Close(ctx)
+	var l *Lease
+	for deadline := time.Now().Add(10 * time.Second); l == nil; {
+		if l, _, err = p.AcquireLease(ctx, conn, "new", time.Hour, key); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease was never taken once the older relay was gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The holder holds the lock, and its lease expires.
+	holder, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	lock := key
+	if err := holder.QueryRow(ctx, "SELECT pg_advisory_lock(7, hashtext('p')), pg_backend_pid()").Scan(nil, &lock.PID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err = p.AcquireLease(ctx, holder, "stalled", time.Hour, lock); err != nil || l == nil {
+		t.Fatalf("taking with the lock: %+v, %v", l, err)
+	}
+	if l, h, err := p.AcquireLease(ctx, conn, "other", time.Hour, key); err != nil || l != nil || h.LockedBy != 0 {
+		t.Fatalf("taking a live lease: %+v, %+v, %v", l, h, err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := p.AcquireLease(ctx, conn, "other", time.Hour, key); err != nil || l == nil {
+		t.Fatalf("taking the lease its stalled holder let expire: %+v, %v", l, err)
+	}
+}
