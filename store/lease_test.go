@@ -116,17 +116,17 @@ func TestLeaseTakenOverFromAGoneSession(t *testing.T) {
 	}
 }
 
-// What a relay writes under its lease: a mark and a state write commit
-// while the token is the lease's, and change nothing once another relay
-// took it over.
-func TestLeaseFencesMarksAndState(t *testing.T) {
+// fencedPoller is a database whose outbox holds four rows (seq 1 to 4), the
+// lease of pipeline p taken by "a", and a poller fenced by it.
+func fencedPoller(t *testing.T) (*pgx.Conn, Pipeline, *Lease, *replication.Poller) {
+	t.Helper()
 	ctx := context.Background()
 	conn := migrated(t)
 	p := Pipeline{Name: "p"}
 	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'o', g::text, 'T', '{}' FROM generate_series(1, 4) g`); err != nil {
 		t.Fatal(err)
 	}
-	old, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
+	lease, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,16 @@ func TestLeaseFencesMarksAndState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poller.SetFence(old)
+	poller.SetFence(lease)
+	return conn, p, lease, poller
+}
+
+// What a relay writes under its lease: a mark and a state write commit
+// while the token is the lease's, and change nothing once another relay
+// took it over.
+func TestLeaseFencesMarksAndState(t *testing.T) {
+	ctx := context.Background()
+	conn, p, old, poller := fencedPoller(t)
 	if err := poller.MarkPublished(ctx, []int64{1}); err != nil {
 		t.Fatalf("marking under the lease: %v", err)
 	}
@@ -172,20 +181,7 @@ func TestLeaseFencesMarksAndState(t *testing.T) {
 // poll.
 func TestLeaseMarkAndTakeoverSerialize(t *testing.T) {
 	ctx := context.Background()
-	conn := migrated(t)
-	p := Pipeline{Name: "p"}
-	if _, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'o', g::text, 'T', '{}' FROM generate_series(1, 4) g`); err != nil {
-		t.Fatal(err)
-	}
-	old, _, err := p.AcquireLease(ctx, conn, "a", time.Hour, AdvisoryLock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	poller, err := replication.NewPoller(ctx, conn, replication.PollConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	poller.SetFence(old)
+	conn, p, _, poller := fencedPoller(t)
 	other, err := pgx.Connect(ctx, conn.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
