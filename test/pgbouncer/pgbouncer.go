@@ -133,24 +133,6 @@ func Start(t testing.TB, serverURL string, opts Options) *Bouncer {
 	}
 }
 
-// DatabaseURL is serverURL's database and user through the pooler.
-func (b *Bouncer) DatabaseURL(serverURL string) string {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		panic(err)
-	}
-	u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
-	return u.String()
-}
-
-// Kill stops PgBouncer at once: its clients' connections break.
-func (b *Bouncer) Kill() {
-	if b.proc != nil {
-		b.proc.Kill()
-		b.proc = nil
-	}
-}
-
 func (b *Bouncer) log() string {
 	out, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
 	return string(out)
