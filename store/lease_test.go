@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -314,5 +316,33 @@ func TestLeaseRespectsALockHeldWithoutIt(t *testing.T) {
 	}
 	if l, _, err := p.AcquireLease(ctx, conn, "other", time.Hour, key); err != nil || l == nil {
 		t.Fatalf("taking the lease its stalled holder let expire: %+v, %v", l, err)
+	}
+}
+
+// A least-privilege role granted the state table before the lease existed
+// may hold the lease after the upgrade: migration 013 grants it the lease
+// table as well.
+func TestLeaseGrantedToRolesOfTheStateTable(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	role := fmt.Sprintf("relay_%d", time.Now().UnixNano())
+	for _, sql := range []string{
+		"DROP TABLE pgoutbox_lease", "UPDATE pgoutbox_schema_version SET version = 12", // as before migration 013
+		"CREATE ROLE " + role + " LOGIN", "GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO " + role,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		conn.Exec(context.Background(), "DROP OWNED BY "+role)
+		conn.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	if _, err := migrations.Migrate(ctx, conn, migrations.Options{StateOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	var may bool
+	if err := conn.QueryRow(ctx, "SELECT has_table_privilege($1, 'pgoutbox_lease', 'SELECT, INSERT, UPDATE')", role).Scan(&may); err != nil || !may {
+		t.Fatalf("%s may not use the lease table after the upgrade (%v)", role, err)
 	}
 }
