@@ -19,7 +19,7 @@ import (
 // pipeline's lease, a row in pgoutbox_lease (store.Lease). A session takes
 // it before it reads anything, renews it every LeaseRenew, and gives it up
 // when the relay stops; a relay that finds it held waits and tries again
-// every LeaseRenew, and takes it over once it has expired. Each taking
+// every LeaseRenew and as soon as it expires, and takes it over then. Each taking
 // draws a greater fencing token, and what a relay writes that another
 // relay's work depends on carries it: the statement that marks polled rows
 // published (replication.Poller's fence), and the pipeline's mode, floor,
@@ -38,7 +38,9 @@ import (
 // once instead of waiting for it to expire. Through a pooler no lock is
 // taken: a session there is not the relay's own (a transaction pooler
 // hands the server connection, and the lock with it, to other clients),
-// and the lease alone decides.
+// and the lease alone decides. A process that holds the lock without the
+// lease (a relay of a pgoutbox from before the lease) keeps everyone from
+// taking it.
 
 // Lease defaults: a takeover after a holder died without giving the lease
 // up takes LeaseTTL at most, plus one LeaseRenew.
@@ -124,8 +126,9 @@ func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) erro
 		if ok {
 			lock.PID = pid
 		}
-		// Without the lock, another relay's session on the server holds
-		// it: the lease still decides, once that relay's has expired.
+		// Without the lock, another session holds it: the lease's holder
+		// (whose lease still decides, once it has expired), or a relay
+		// from before the lease, which keeps the lease from anyone.
 	}
 	sent := time.Now()
 	lease, holder, err := store.Pipeline{Name: r.cfg.Replication.Slot}.AcquireLease(ctx, conn, r.holder, r.cfg.LeaseTTL, lock)
