@@ -18,17 +18,17 @@ import (
 // One relay publishes for a pipeline at a time: the one that holds the
 // pipeline's lease, a row in pgoutbox_lease (store.Lease). A session takes
 // it before it reads anything, renews it every LeaseRenew, and gives it up
-// when the relay stops; a relay that finds it held waits and tries again
-// every LeaseRenew and as soon as it expires, and takes it over then. Each taking
-// draws a greater fencing token, and what a relay writes that another
-// relay's work depends on carries it: the statement that marks polled rows
-// published (replication.Poller's fence), and the pipeline's mode, floor,
-// confirmed position and handoff (fenced). A relay whose lease was taken
-// over therefore marks and saves nothing; it learns so at its next renewal
-// or mark, and its session ends. It also publishes nothing new once its
-// last renewal is older than LeaseTTL less LeaseRenew, so it stops before
-// another relay may take over, which the database's clock decides from
-// when that renewal arrived.
+// when the relay stops; a relay that finds it held waits, tries again
+// every LeaseRenew and as soon as it expires, and takes it over then. Each
+// taking draws a greater fencing token, and what a relay writes that
+// another relay's work depends on carries it: the statement that marks
+// polled rows published (replication.Poller's fence), and the pipeline's
+// mode, floor, confirmed position and handoff (fenced). A relay whose
+// lease was taken over therefore marks and saves nothing; it learns so at
+// its next renewal or mark, and its session ends. It also publishes
+// nothing new once its last renewal is older than LeaseTTL less
+// LeaseRenew, so it stops before another relay may take over, which the
+// database's clock decides from when that renewal arrived.
 //
 // On a connection straight to the server the session also takes the
 // pipeline's advisory lock, as before the lease; the lease records the
