@@ -15,7 +15,15 @@ PG15_BINDIR  ?= /usr/lib/postgresql/15/bin
 PG18_VERSION ?= 18.4.0-beta.17
 PG18_DIR     ?= $(CURDIR)/.cache/pg18
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium chaos demo bench fuzz bench-go clean
+# Apache Kafka itself, for the tests about Kafka's behaviour: its jars from
+# Maven Central (.ci/kafka/pom.xml), installed by make kafka into KAFKA_DIR
+# (outside git) and reused; test/kafkatest starts brokers from them.
+KAFKA_VERSION ?= 4.4.0
+KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
+KAFKA_PORT    ?= 9092
+export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
+
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run chaos demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -29,11 +37,11 @@ build:
 test: test-unit
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-pg15 test-pg18
 
-test-unit:
+test-unit: kafka
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
-test-pg15:
+test-pg15: kafka
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour; those about the
@@ -53,6 +61,14 @@ pg18:
 DEBEZIUM_DIR ?= $(CURDIR)/.cache/debezium
 debezium:
 	.ci/install-debezium $(DEBEZIUM_DIR)
+
+kafka:
+	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
+
+# One Apache Kafka broker on 127.0.0.1:$(KAFKA_PORT), with the tests'
+# settings, until Ctrl-C; its data is removed when it stops.
+kafka-run: kafka
+	$(GO) run ./test/kafkatest/cmd/kafka --port $(KAFKA_PORT)
 
 # The fault-injection suite at full size: 50 SIGKILLs, a two-minute broker
 # outage, a one-million-event transaction, network faults, restarts,

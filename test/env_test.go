@@ -26,24 +26,40 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
-func TestMain(m *testing.M) { pgcluster.Main(m) }
+func TestMain(m *testing.M) { pgcluster.Main(kafkatest.Main(m)) }
 
 // env is one test's Postgres (migrated) and broker.
 type env struct {
 	t       *testing.T
 	pg      *pgcluster.Cluster
 	url     string
-	kafka   *kafkatest.Cluster
+	kafka   *kafkatest.Cluster // the in-process broker (newEnv)
+	apache  *kafkatest.Broker  // Apache Kafka (newKafkaEnv)
 	brokers []string
 	conn    *pgx.Conn
 }
 
+// newEnv is a test's Postgres and the in-process broker (kfake): for tests
+// about PostgreSQL's behaviour and pgoutbox's own, and for those that need
+// the in-process broker's fault hooks.
 func newEnv(t *testing.T, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
 	e := bareEnv(t, "", pgOpts...)
 	if _, err := migrations.Migrate(context.Background(), e.conn, migrations.Options{}); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+	return e
+}
+
+// newKafkaEnv is newEnv on the package's Apache Kafka (kafkatest.Shared)
+// instead of the in-process broker: for tests about Kafka's behaviour
+// (transactions, fencing, limits, refusals, authentication). The topics
+// the test creates are deleted when it ends.
+func newKafkaEnv(t *testing.T, pgOpts ...pgcluster.Options) *env {
+	t.Helper()
+	b := kafkatest.Shared(t)
+	e := newEnv(t, pgOpts...)
+	e.kafka, e.apache, e.brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
 	return e
 }
 

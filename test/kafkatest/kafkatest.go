@@ -1,8 +1,10 @@
-// Package kafkatest gives tests a Kafka-protocol broker: franz-go's kfake
-// in-process (New), or the devbroker command as a separate process that a
-// test can kill and restart with its data kept (StartDevbroker). Setting
-// PGOUTBOX_TEST_KAFKA_BROKERS to a comma-separated list of host:port points
-// New at a real Kafka instead, so the same tests can run against one.
+// Package kafkatest gives tests a Kafka broker: Apache Kafka itself, started
+// from its jars (Shared for the package's broker, Start for a test's own,
+// apache.go), for every test about Kafka's behaviour; franz-go's kfake
+// in-process (New), for tests about PostgreSQL's behaviour and those that
+// need kfake's fault hooks; or the devbroker command as a separate process
+// (StartDevbroker). Setting PGOUTBOX_TEST_KAFKA_BROKERS to a comma-separated
+// list of host:port points New and Shared at a Kafka of your own instead.
 package kafkatest
 
 import (

@@ -16,7 +16,9 @@ import (
 
 func produce(t *testing.T, brokers []string, recs ...*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
+	// Apache Kafka answers a topic it is creating with LEADER_NOT_AVAILABLE
+	// at first; kgo asks again after MetadataMinAge (default 5 s).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.MetadataMinAge(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

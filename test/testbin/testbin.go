@@ -127,6 +127,24 @@ func binDir() (string, error) {
 	return dir, nil
 }
 
+// RemoveAtExit removes dir when the test binary exits, however it exits,
+// as it does with the built binaries: for the directories of servers a
+// test package shares, which no test's cleanup removes.
+func RemoveAtExit(dir string) error {
+	r, err := startReaper(dir)
+	if err != nil {
+		return err
+	}
+	// Kept for good: were its pipe collected, the finalizer would close it
+	// and the reaper would remove dir at once.
+	mu.Lock()
+	exitReapers = append(exitReapers, r)
+	mu.Unlock()
+	return nil
+}
+
+var exitReapers []*reaper
+
 // reaper is a shell process that removes a directory once its stdin, a pipe
 // whose write end only this process holds, reaches end of file.
 type reaper struct {

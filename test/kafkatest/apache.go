@@ -1,0 +1,740 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/faultproxy"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
+)
+
+// Apache Kafka itself, started from its jars (.ci/install-kafka puts them
+// in a cache directory): one process that is both broker and controller
+// (KRaft), on free loopback ports, with its data in a directory of its own.
+// Shared gives every test of a package one such broker (topics are deleted
+// when each test ends); Start gives a test a broker of its own, which it may
+// kill, restart on its data, or configure differently.
+
+const (
+	// Version is the Apache Kafka release the tests run against; the Makefile's
+	// KAFKA_VERSION and compose/docker-compose.yml name the same.
+	Version = "4.4.0"
+	// DirEnv names the directory .ci/install-kafka installed Version into
+	// (make sets it from KAFKA_DIR). Unset, the module's .cache/kafka is
+	// used, installed there on first use.
+	DirEnv = "PGOUTBOX_KAFKA_DIR"
+	// JavaEnv names the java binary to run the broker with (default: java on
+	// PATH).
+	JavaEnv = "PGOUTBOX_JAVA"
+)
+
+// SCRAM users, created when the storage is formatted. The password of each
+// is the same for SCRAM-SHA-256 and SCRAM-SHA-512, and for PLAIN.
+const (
+	// User may do everything (a super user).
+	User     = "relay"
+	Password = "Relay-Kafka-Pass-7"
+	// LimitedUser has no ACL: it may connect, and is refused everything
+	// else unless a test grants it.
+	LimitedUser     = "limited"
+	LimitedPassword = "Limited-Kafka-Pass-3"
+)
+
+// Settings are the broker's settings that differ from Kafka's defaults,
+// for a one-node cluster that starts and answers quickly. Listeners, ports
+// and directories are added per broker. compose/docker-compose.yml uses the
+// same.
+var Settings = map[string]string{
+	"num.partitions":                                   "3",
+	"default.replication.factor":                       "1",
+	"offsets.topic.replication.factor":                 "1",
+	"offsets.topic.num.partitions":                     "3",
+	"transaction.state.log.replication.factor":         "1",
+	"transaction.state.log.min.isr":                    "1",
+	"transaction.state.log.num.partitions":             "3",
+	"share.coordinator.state.topic.replication.factor": "1",
+	"share.coordinator.state.topic.min.isr":            "1",
+	"group.initial.rebalance.delay.ms":                 "0",
+	// How often the coordinator looks for transactions past their timeout
+	// (default 10 s): a hung transaction is aborted at most this long
+	// after its timeout.
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+	"auto.create.topics.enable":                                   "true",
+	// A broker killed with SIGKILL and started again is refused
+	// (DUPLICATE_BROKER_REGISTRATION) until its old registration's session
+	// expires: 9 s by default, measured 12 s from restart to serving.
+	"broker.heartbeat.interval.ms": "500",
+	"broker.session.timeout.ms":    "3000",
+}
+
+// Options configure a broker of a test's own (Start).
+type Options struct {
+	// Config adds broker settings or overrides Settings, for instance
+	// "message.max.bytes" or "auto.create.topics.enable".
+	Config map[string]string
+	// Secure adds the listeners with authentication: SASL_SSL
+	// (SCRAM-SHA-256 and -512 over TLS, certificate from Broker.CA) and
+	// SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256 and -512), the users above,
+	// and the StandardAuthorizer (User and the plaintext listeners'
+	// ANONYMOUS are super users).
+	Secure bool
+	// Proxied adds a plaintext listener reached through a fault proxy
+	// (Broker.Proxy): the broker advertises the proxy's address on it, so
+	// that every connection a client makes crosses the proxy.
+	Proxied bool
+	// Port is the plaintext listener's port (0: a free one).
+	Port int
+	// JVMOptions replace the test default (a small heap, the C1 compiler
+	// only: it starts a second faster and keeps up with the tests' loads).
+	JVMOptions []string
+}
+
+// defaultJVM are the JVM options for tests; measured on 2 cores: ready in
+// about 2.2 s against 3.2 s with the C2 compiler too.
+var defaultJVM = []string{"-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+	"-Xshare:auto", "-XX:-UsePerfData", "-Djava.awt.headless=true"}
+
+// Broker is an Apache Kafka broker started by the harness, or one named by
+// BrokersEnv (External).
+type Broker struct {
+	// Brokers are the bootstrap addresses of the plaintext listener.
+	Brokers []string
+	// SASLSSL are those of the SASL_SSL listener (Options.Secure), whose
+	// certificate CA signed; SASLPlaintext those of SASL_PLAINTEXT.
+	SASLSSL, SASLPlaintext []string
+	CA                     *tlstest.CA
+	// Proxied are the bootstrap addresses of the listener behind Proxy
+	// (Options.Proxied).
+	Proxied []string
+	Proxy   *faultproxy.Proxy
+	// Dir holds the broker's configuration, its log (broker.log) and, in
+	// Dir/data, its data. Empty for an external broker.
+	Dir string
+
+	external bool
+	shared   bool
+	t        testing.TB // the test a private broker belongs to
+	java     string
+	jars     string
+	jvm      []string
+	mu       sync.Mutex
+	p        *proc.Process // nil when not running
+}
+
+// DataDir is where the broker keeps its logs and metadata.
+func (b *Broker) DataDir() string {
+	if b.Dir == "" {
+		return ""
+	}
+	return filepath.Join(b.Dir, "data")
+}
+
+// External tells a broker named by BrokersEnv: it cannot be killed,
+// restarted or reconfigured, and has only a plaintext listener.
+func (b *Broker) External() bool { return b.external }
+
+var shared struct {
+	mu     sync.Mutex
+	broker *Broker
+	err    error
+}
+
+// Shared returns the package's Apache Kafka, started by the first call
+// with Secure and Proxied listeners and stopped by Main (or, without Main,
+// killed with the test binary), or the Kafka BrokersEnv names. Topics a
+// test creates are deleted when it ends, so that the next test starts
+// without them; tests of a package do not run in parallel on it. A test
+// must not kill, restart or reconfigure it: Start gives a broker of its
+// own for that.
+func Shared(t testing.TB) *Broker {
+	t.Helper()
+	var b *Broker
+	if env := os.Getenv(BrokersEnv); env != "" {
+		brokers := splitBrokers(env)
+		if len(brokers) == 0 {
+			t.Fatalf("kafkatest: %s=%q names no broker", BrokersEnv, env)
+		}
+		b = &Broker{Brokers: brokers, external: true}
+	} else {
+		b = sharedLocal(t)
+	}
+	deleteNewTopics(t, b.Brokers)
+	return b
+}
+
+// SharedLocal is Shared without BrokersEnv: always the harness's own
+// broker, for tests that need its SASL, TLS or proxied listeners.
+func SharedLocal(t testing.TB) *Broker {
+	t.Helper()
+	b := sharedLocal(t)
+	deleteNewTopics(t, b.Brokers)
+	return b
+}
+
+func sharedLocal(t testing.TB) *Broker {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.broker == nil && shared.err == nil {
+		shared.broker, shared.err = start(Options{Secure: true, Proxied: true})
+		if shared.broker != nil {
+			shared.broker.shared = true
+		}
+	}
+	if shared.err != nil {
+		t.Fatalf("kafkatest: the shared Apache Kafka: %v", shared.err)
+	}
+	return shared.broker
+}
+
+// Main runs the tests, then stops the broker Shared started. Wrap the
+// package's TestMain runner with it:
+//
+//	func TestMain(m *testing.M) { pgcluster.Main(kafkatest.Main(m)) }
+func Main(m interface{ Run() int }) interface{ Run() int } { return mainRunner{m} }
+
+type mainRunner struct{ m interface{ Run() int } }
+
+func (r mainRunner) Run() int {
+	code := r.m.Run()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if b := shared.broker; b != nil {
+		b.close()
+		shared.broker = nil
+	}
+	return code
+}
+
+// Start starts an Apache Kafka broker for the test, stopped and removed
+// when the test ends. Unlike Shared's, the test may Kill, Stop and Start
+// it.
+func Start(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	b, err := start(opts)
+	if err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	b.t = t
+	t.Cleanup(b.close)
+	return b
+}
+
+// Launch starts a broker outside any test (make kafka-run); Close stops
+// it and removes its data.
+func Launch(opts Options) (*Broker, error) { return start(opts) }
+
+// Close kills the broker and removes its directory.
+func (b *Broker) Close() { b.close() }
+
+// listener is one of a broker's listeners.
+type listener struct {
+	name, protocol string
+	port           int
+	advertised     string // host:port; the listener's own address when empty
+}
+
+func start(opts Options) (*Broker, error) {
+	java, jars, err := install()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgoutbox-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{Dir: dir, java: java, jars: jars, jvm: opts.JVMOptions}
+	if b.jvm == nil {
+		b.jvm = defaultJVM
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			b.close()
+		}
+	}()
+	// The directory goes with the test binary however it ends.
+	if err := testbin.RemoveAtExit(dir); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Port != 0 {
+		ports[0] = opts.Port
+	}
+	ls := []listener{{name: "PLAINTEXT", protocol: "PLAINTEXT", port: ports[0]}, {name: "CONTROLLER", protocol: "PLAINTEXT", port: ports[1]}}
+	if opts.Secure {
+		ls = append(ls, listener{name: "SASL_SSL", protocol: "SASL_SSL", port: ports[2]},
+			listener{name: "SASL_PLAINTEXT", protocol: "SASL_PLAINTEXT", port: ports[3]})
+	}
+	if opts.Proxied {
+		target := "127.0.0.1:" + strconv.Itoa(ports[4])
+		if b.Proxy, err = faultproxy.Forward(target); err != nil {
+			return nil, err
+		}
+		ls = append(ls, listener{name: "PROXIED", protocol: "PLAINTEXT", port: ports[4], advertised: b.Proxy.Addr()})
+		b.Proxied = []string{b.Proxy.Addr()}
+	}
+	conf := maps.Clone(Settings)
+	var names, protocols, advertised []string
+	for _, l := range ls {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port))
+		names = append(names, l.name+"://"+addr)
+		protocols = append(protocols, l.name+":"+l.protocol)
+		if l.name != "CONTROLLER" {
+			a := addr
+			if l.advertised != "" {
+				a = l.advertised
+			}
+			advertised = append(advertised, l.name+"://"+a)
+		}
+		switch l.name {
+		case "PLAINTEXT":
+			b.Brokers = []string{addr}
+		case "SASL_SSL":
+			b.SASLSSL = []string{addr}
+		case "SASL_PLAINTEXT":
+			b.SASLPlaintext = []string{addr}
+		}
+	}
+	conf["process.roles"] = "broker,controller"
+	conf["node.id"] = "1"
+	conf["controller.quorum.voters"] = "1@127.0.0.1:" + strconv.Itoa(ports[1])
+	conf["controller.listener.names"] = "CONTROLLER"
+	conf["inter.broker.listener.name"] = "PLAINTEXT"
+	conf["listeners"] = strings.Join(names, ",")
+	conf["advertised.listeners"] = strings.Join(advertised, ",")
+	conf["listener.security.protocol.map"] = strings.Join(protocols, ",")
+	conf["log.dirs"] = b.DataDir()
+	if opts.Secure {
+		if err := b.secure(conf); err != nil {
+			return nil, err
+		}
+	}
+	maps.Copy(conf, opts.Config)
+	if err := writeProperties(filepath.Join(dir, "server.properties"), conf); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "log4j2.yaml"), []byte(log4j), 0o644); err != nil {
+		return nil, err
+	}
+	if err := b.format(opts.Secure); err != nil {
+		return nil, err
+	}
+	if err := b.run(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return b, nil
+}
+
+// secure adds the SASL listeners' settings and the authorizer to conf.
+func (b *Broker) secure(conf map[string]string) error {
+	b.CA = tlstest.New(nopTB{})
+	key, err := x509.MarshalPKCS8PrivateKey(b.CA.Server.PrivateKey)
+	if err != nil {
+		return err
+	}
+	var pemData []byte
+	pemData = append(pemData, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+	for _, der := range b.CA.Server.Certificate {
+		pemData = append(pemData, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	keystore := filepath.Join(b.Dir, "broker.pem")
+	if err := os.WriteFile(keystore, pemData, 0o600); err != nil {
+		return err
+	}
+	const scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+	plain := fmt.Sprintf(`org.apache.kafka.common.security.plain.PlainLoginModule required user_%s="%s" user_%s="%s";`,
+		User, Password, LimitedUser, LimitedPassword)
+	for _, l := range []string{"sasl_ssl", "sasl_plaintext"} {
+		conf["listener.name."+l+".scram-sha-256.sasl.jaas.config"] = scram
+		conf["listener.name."+l+".scram-sha-512.sasl.jaas.config"] = scram
+	}
+	conf["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = plain
+	conf["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = "SCRAM-SHA-256,SCRAM-SHA-512"
+	conf["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+	conf["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+	conf["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+	conf["listener.name.sasl_ssl.ssl.keystore.location"] = keystore
+	conf["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+	conf["super.users"] = "User:ANONYMOUS;User:" + User
+	return nil
+}
+
+// log4j sends the broker's warnings to its standard output (broker.log);
+// its info lines cost CPU the tests need.
+const log4j = `Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: WARN
+      AppenderRef:
+        - ref: STDOUT
+`
+
+func writeProperties(path string, conf map[string]string) error {
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
+		fmt.Fprintf(&sb, "%s=%s\n", k, conf[k])
+	}
+	return os.WriteFile(path, []byte(sb.String()), 0o600)
+}
+
+// format formats the storage (kafka-storage format), with the SCRAM users
+// when secure.
+func (b *Broker) format(secure bool) error {
+	args := append(slices.Clone(b.jvm), "-cp", b.jars, "kafka.tools.StorageTool", "format",
+		"--cluster-id", "pgoutbox-test-cluster1", "--config", filepath.Join(b.Dir, "server.properties"), "--ignore-formatted")
+	if secure {
+		for _, u := range [][2]string{{User, Password}, {LimitedUser, LimitedPassword}} {
+			for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+				args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, u[0], u[1]))
+			}
+		}
+	}
+	cmd := exec.Command(b.java, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("formatting Kafka's storage: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// readyTimeout bounds a start, from the JVM's start to the broker serving
+// metadata; seen: 2-3 s on 2 idle cores.
+const readyTimeout = 90 * time.Second
+
+// run starts the broker process and waits until it serves.
+func (b *Broker) run() error {
+	log, err := os.OpenFile(filepath.Join(b.Dir, "broker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	args := append(slices.Clone(b.jvm), "-Dlog4j2.configurationFile="+filepath.Join(b.Dir, "log4j2.yaml"),
+		"-cp", b.jars, "kafka.Kafka", filepath.Join(b.Dir, "server.properties"))
+	p, err := proc.Start("kafka", b.java, args, nil, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := waitServing(ctx, b.Brokers, p.Exited()); err != nil {
+		p.Kill()
+		return fmt.Errorf("Apache Kafka in %s did not start: %v\n%s%s", b.Dir, err, b.logTail(), p.Output())
+	}
+	b.mu.Lock()
+	b.p = p
+	b.mu.Unlock()
+	go func() {
+		<-p.Exited()
+		b.mu.Lock()
+		unexpected := b.p == p
+		b.mu.Unlock()
+		if unexpected {
+			// No test is told: say it where the test binary's output goes.
+			fmt.Fprintf(os.Stderr, "kafkatest: Apache Kafka in %s exited by itself: %v\n%s%s\n", b.Dir, p.Err(), b.logTail(), p.Output())
+		}
+	}()
+	return nil
+}
+
+// waitServing waits until the broker answers a metadata request listing
+// itself: it has registered with the controller and been unfenced, so it
+// can lead partitions.
+func waitServing(ctx context.Context, brokers []string, exited <-chan struct{}) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var last error
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		cancel()
+		if err == nil && len(resp.Brokers) > 0 {
+			return nil
+		}
+		last = err
+		select {
+		case <-exited:
+			return errors.New("the process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("not serving within %v: %v", readyTimeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// logTail is the end of broker.log, for errors.
+func (b *Broker) logTail() string {
+	data, _ := os.ReadFile(filepath.Join(b.Dir, "broker.log"))
+	if len(data) > 8192 {
+		data = data[len(data)-8192:]
+	}
+	return string(data)
+}
+
+// Log is what the broker logged (warnings and errors).
+func (b *Broker) Log() string {
+	data, _ := os.ReadFile(filepath.Join(b.Dir, "broker.log"))
+	return string(data)
+}
+
+func (b *Broker) private(verb string) {
+	b.t.Helper()
+	if b.external || b.shared {
+		b.t.Fatalf("kafkatest: cannot %s a shared or external broker: use Start", verb)
+	}
+}
+
+// Kill sends SIGKILL and waits for the exit: what the broker acknowledged
+// and the kernel holds survives, nothing else is flushed.
+func (b *Broker) Kill() {
+	b.t.Helper()
+	b.private("kill")
+	b.mu.Lock()
+	p := b.p
+	b.p = nil
+	b.mu.Unlock()
+	if p == nil {
+		b.t.Fatalf("kafkatest: kill: the broker in %s is not running", b.Dir)
+	}
+	p.Kill()
+}
+
+// Stop sends SIGTERM and waits for a clean exit (a controlled shutdown).
+func (b *Broker) Stop() {
+	b.t.Helper()
+	b.private("stop")
+	b.mu.Lock()
+	p := b.p
+	b.p = nil
+	b.mu.Unlock()
+	if p == nil {
+		b.t.Fatalf("kafkatest: stop: the broker in %s is not running", b.Dir)
+	}
+	if err := p.Stop(60 * time.Second); err != nil && !strings.Contains(err.Error(), "exit status 143") {
+		b.t.Fatalf("kafkatest: stopping Kafka: %v", err)
+	}
+}
+
+// Start starts the broker again on its data, on the same ports.
+func (b *Broker) Start() {
+	b.t.Helper()
+	b.private("start")
+	b.mu.Lock()
+	running := b.p != nil
+	b.mu.Unlock()
+	if running {
+		b.t.Fatalf("kafkatest: the broker in %s is already running", b.Dir)
+	}
+	if err := b.run(); err != nil {
+		b.t.Fatalf("kafkatest: restarting: %v", err)
+	}
+}
+
+// close kills the broker and removes its directory.
+func (b *Broker) close() {
+	b.mu.Lock()
+	p := b.p
+	b.p = nil
+	b.mu.Unlock()
+	if p != nil {
+		p.Kill() // at once: its data is thrown away
+	}
+	if b.Proxy != nil {
+		b.Proxy.Close()
+	}
+	if b.Dir != "" {
+		os.RemoveAll(b.Dir)
+	}
+}
+
+// deleteNewTopics deletes, when the test ends, the topics created while
+// it ran, and fails the test if they are not gone within 30 s.
+func deleteNewTopics(t testing.TB, brokers []string) {
+	t.Helper()
+	before, err := topics(brokers)
+	if err != nil {
+		t.Fatalf("kafkatest: listing topics: %v", err)
+	}
+	t.Cleanup(func() {
+		now, err := topics(brokers)
+		if err != nil {
+			t.Errorf("kafkatest: listing topics: %v", err)
+			return
+		}
+		var gone []string
+		for name := range now {
+			if !before[name] {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) == 0 {
+			return
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+		if err != nil {
+			t.Errorf("kafkatest: %v", err)
+			return
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := kadm.NewClient(cl)
+		resp, err := adm.DeleteTopics(ctx, gone...)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Errorf("kafkatest: deleting the test's topics %v: %v", gone, err)
+			return
+		}
+		// Deletion completes in the background; the next test must not
+		// find the topics still there.
+		for ctx.Err() == nil {
+			left, err := topics(brokers)
+			if err == nil && !slices.ContainsFunc(gone, func(n string) bool { return left[n] }) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("kafkatest: the test's topics %v are not deleted after 30s", gone)
+	})
+}
+
+// topics lists the topics that are not Kafka's own.
+func topics(brokers []string) (map[string]bool, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for name := range list {
+		out[name] = true
+	}
+	return out, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+var installed struct {
+	once       sync.Once
+	java, jars string
+	err        error
+}
+
+// install finds java and the jars of Version, installing them with
+// .ci/install-kafka (Maven) into the module's .cache/kafka on first use
+// when DirEnv is unset.
+func install() (java, jars string, err error) {
+	installed.once.Do(func() {
+		installed.java, installed.jars, installed.err = findInstall()
+	})
+	return installed.java, installed.jars, installed.err
+}
+
+func findInstall() (string, string, error) {
+	java := os.Getenv(JavaEnv)
+	if java == "" {
+		var err error
+		if java, err = exec.LookPath("java"); err != nil {
+			return "", "", fmt.Errorf("no java on PATH: Apache Kafka %s needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", Version, JavaEnv)
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", "", err
+	}
+	dir := os.Getenv(DirEnv)
+	if dir == "" {
+		dir = filepath.Join(root, ".cache", "kafka")
+	}
+	// The script returns at once when Version is already there.
+	cmd := exec.Command(filepath.Join(root, ".ci", "install-kafka"), Version, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("installing Apache Kafka %s into %s (make kafka): %v\n%s", Version, dir, err, out)
+	}
+	return java, filepath.Join(dir, "libs", "*"), nil
+}
+
+// moduleRoot is the directory of this module's go.mod, found upwards from
+// the working directory (go test runs in the package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(data), "module github.com/pgoutbox/pgoutbox\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("kafkatest: not inside the pgoutbox module: cannot find .ci/install-kafka")
+		}
+		dir = parent
+	}
+}
+
+// nopTB lets tlstest make the shared broker's CA outside any one test:
+// its only failures are the crypto library's.
+type nopTB struct{ testing.TB }
+
+func (nopTB) Helper() {}
+func (nopTB) Fatal(args ...any) {
+	panic(fmt.Sprint(append([]any{"kafkatest: "}, args...)...))
+}

@@ -1,0 +1,41 @@
+// Command kafka runs one Apache Kafka broker (combined broker and
+// controller, KRaft) with the test harness's settings until interrupted,
+// for trying pgoutbox or its bench against Apache Kafka by hand:
+//
+//	make kafka-run                      # 127.0.0.1:9092
+//	go run ./test/kafkatest/cmd/kafka --port 9092 --secure
+//
+// Its data lives in a temporary directory, removed when it stops.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+func main() {
+	port := flag.Int("port", 9092, "port of the plaintext listener on 127.0.0.1 (0: a free one)")
+	secure := flag.Bool("secure", false, "add the SASL_SSL and SASL_PLAINTEXT listeners and the authorizer, as the tests use them")
+	jvm := flag.String("jvm", "-Xms1g -Xmx1g -Xshare:auto", "JVM options (the tests use the C1 compiler only; a benchmark should not)")
+	flag.Parse()
+	b, err := kafkatest.Launch(kafkatest.Options{Port: *port, Secure: *secure, JVMOptions: strings.Fields(*jvm)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kafka:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("Apache Kafka %s ready: --kafka-brokers %s\n", kafkatest.Version, strings.Join(b.Brokers, ","))
+	if *secure {
+		fmt.Printf("SASL_SSL %s, SASL_PLAINTEXT %s, user %s password %s\n", b.SASLSSL[0], b.SASLPlaintext[0], kafkatest.User, kafkatest.Password)
+	}
+	fmt.Printf("data and broker.log in %s (removed on exit); Ctrl-C stops it\n", b.Dir)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	b.Close()
+}
