@@ -64,7 +64,7 @@ func startBinary(t *testing.T, args ...string) *proc {
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
 		<-p.waited
-		if t.Failed() {
+		if t.Failed() || os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" {
 			t.Logf("pgoutbox output:\n%s", p.out.String())
 		}
 	})

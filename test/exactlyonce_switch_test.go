@@ -51,7 +51,7 @@ func (e *env) stateMode() string {
 // published (the restart polls) and just after it went back to the WAL
 // (the restart streams what polling published again).
 func switchesUnderLoad(t *testing.T, cycles int, kills bool, extra ...string) (report, sessionLogs) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
@@ -166,7 +166,7 @@ func TestExactlyOnceAutoSwitchesUnderLoad(t *testing.T) {
 // published. It returns what a read_committed consumer finds of the load,
 // and the count per id of the rows from before.
 func handoffKilled(t *testing.T, extra ...string) (report, map[string]int, []string) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	ctx := context.Background()
 	before := e.insertN("order", 3000)
 	load := e.startLoad(t, 3)
@@ -260,7 +260,7 @@ func TestExactlyOnceHandoffKilled(t *testing.T) {
 // with the mark allowed. It returns how many times a read_committed
 // consumer sees the event, and what the second replay published.
 func dlqReplayAfterRefusedMark(t *testing.T, delivery string) (seen, second int) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ var eosArgs = []string{"--mode", "wal", "--delivery", "exactly-once"}
 // continuous load, restarting it each time, and reports what a
 // read_committed consumer (check's) finds.
 func killUnderLoad(t *testing.T, kills int, args ...string) report {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	cfg := e.config()
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
@@ -123,7 +123,7 @@ func withAppName(t *testing.T, dbURL, name string) string {
 // B started is visible to a read_committed consumer (it would show as
 // duplicates, B publishing from the position Kafka committed).
 func TestExactlyOnceFencesStaleRelay(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	cfg := e.config()
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
@@ -225,7 +225,7 @@ func lastLine(s string) string {
 // would leave it), the next session marks the rows the last committed
 // Kafka transaction names before it polls again: nothing is sent twice.
 func TestExactlyOncePollMarksAfterCommit(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, `CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'marking refused by the test'; END $$;
 CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_mark()`); err != nil {
@@ -274,7 +274,7 @@ func TestExactlyOncePostgresAndBrokerRestart(t *testing.T) {
 	if e.pg.External() {
 		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
-	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	broker := kafkatest.Start(t, kafkatest.Options{})
 	e.brokers = broker.Brokers
 	cfg := e.config()
 	e.setup(cfg)
@@ -336,7 +336,7 @@ func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
 func TestExactlyOncePoisonRow(t *testing.T) {
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t)
+			e := newKafkaEnv(t)
 			ctx := context.Background()
 			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 				t.Fatal(err)
@@ -397,7 +397,7 @@ func TestExactlyOncePoisonRow(t *testing.T) {
 // apart by the transaction's age, starts a new session and carries on
 // instead of stopping; nothing is lost or sent twice.
 func TestExactlyOnceTransactionTimeout(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	cfg := e.config()
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
@@ -445,7 +445,7 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 // exactly-once, and its position topic holds the position of what it
 // published.
 func TestExactlyOnceFromConfigFile(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	cfg := e.config()
 	e.setup(cfg)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
