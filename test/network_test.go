@@ -1,12 +1,9 @@
 package test
 
 import (
-	"net"
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
@@ -24,21 +21,19 @@ func TestNetworkFaults(t *testing.T) {
 		{"kafka", "blackhole"}, {"kafka", "reset"},
 	} {
 		t.Run(tc.target+"/"+tc.fault, func(t *testing.T) {
-			e := newEnv(t)
+			// Apache Kafka's listener behind the proxy: the broker
+			// advertises the proxy's address there, so every connection
+			// the relay makes crosses it.
+			e := newKafkaEnv(t)
+			broker := kafkatest.SharedLocal(t)
+			e.brokers = broker.Proxied
+			kProxy := broker.Proxy
+			t.Cleanup(kProxy.Heal)
 			pgProxy, err := faultproxy.Forward(hostOf(t, e.url))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(pgProxy.Close)
-			kProxy, ln, err := faultproxy.Listener()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(kProxy.Close)
-			// One broker: every broker kfake starts would get this one
-			// listener, and clients would reach the wrong broker.
-			e.kafka = kafkatest.New(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
-			e.brokers = e.kafka.Brokers
 
 			cfg := e.config()
 			cfg.Replication.DatabaseURL = throughProxy(t, e.url, pgProxy.Addr())

@@ -116,9 +116,7 @@ func createTopic(t *testing.T, brokers []string, topic string) {
 // both naming the topic, and the log names the topic and the event. Once
 // the topic is created, every event is delivered and the problem clears.
 func TestKafkaMissingTopicReported(t *testing.T) {
-	e := newEnv(t)
-	broker := kafkatest.StartDevbroker(t, "")
-	e.brokers = broker.Brokers
+	e := newKafkaEnv(t) // creates topics only when a client asks it to
 	const topic = "outbox.event.order"
 	var ids []string
 	for i := 0; i < 5; i++ { // the user's rows, there before the relay starts
@@ -204,11 +202,10 @@ func TestKafkaUnreachableInStatus(t *testing.T) {
 // --kafka-tls against a plaintext listener stops the relay at start with
 // a clear message, as the docs say; it is not retried.
 func TestKafkaTLSToPlaintextStops(t *testing.T) {
-	e := newEnv(t)
-	broker := kafkatest.StartDevbroker(t, "")
+	e := newKafkaEnv(t)
 	start := time.Now()
 	code, out := runOnce(t, 60*time.Second, []string{"PGOUTBOX_KAFKA_PASSWORD=Kafka-Secret-31"}, "run", "--database-url", e.url,
-		"--kafka-brokers", strings.Join(broker.Brokers, ","), "--kafka-tls",
+		"--kafka-brokers", strings.Join(e.brokers, ","), "--kafka-tls",
 		"--kafka-sasl-mechanism", "PLAIN", "--kafka-username", "relay", "--log-format", "json")
 	took := time.Since(start)
 	t.Logf("exit %d after %v", code, took.Round(time.Millisecond))

@@ -36,7 +36,7 @@ func TestPoisonRowHalts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newKafkaEnv(t)
 			cfg := e.config()
 			cfg.OnPoison = relay.PoisonHalt
 			cfg.Sink.MaxMessageBytes = 2048
@@ -87,7 +87,7 @@ func TestPoisonRowHalts(t *testing.T) {
 func TestPoisonRowsDeadLettered(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newEnv(t)
+			e := newKafkaEnv(t)
 			ctx := context.Background()
 			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 				t.Fatal(err)

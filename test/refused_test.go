@@ -19,20 +19,25 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
-// createTopics creates topics on a broker that does not create them on
+// createTopics creates topics for a relay that does not create them on
 // first use.
 func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	createTopicsWith(t, brokers, nil, topics...)
+}
+
+// createTopicsWith creates topics with settings, such as max.message.bytes.
+func createTopicsWith(t *testing.T, brokers []string, settings map[string]*string, topics ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopics(pollCtx(t, 15*time.Second), 3, 1, nil, topics...)
+	resp, err := kadm.NewClient(cl).CreateTopics(pollCtx(t, 15*time.Second), 3, 1, settings, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,7 @@ func (e *env) replayBinary(t *testing.T, extra ...string) int {
 	return n
 }
 
-// A broker whose message.max.bytes is 100,000 and a relay at its default
+// Topics whose max.message.bytes is 100,000 and a relay at its default
 // --max-message-bytes, under load, with a 200 KB row: the relay learns the
 // topic's limit from the broker and dead-letters the row before producing
 // it, once, holding its aggregate's later events behind it; every other
@@ -121,10 +126,9 @@ func (e *env) replayBinary(t *testing.T, extra ...string) int {
 func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newEnv(t)
-			e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+			e := newKafkaEnv(t)
 			const topic = "outbox.event.account"
-			createTopics(t, e.brokers, topic, "pgoutbox.dlq")
+			createTopicsWith(t, e.brokers, limit100k, topic, "pgoutbox.dlq")
 			cfg := e.config()
 			if mode == relay.ModeWAL {
 				e.setup(cfg)
@@ -206,7 +210,9 @@ func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 	}
 }
 
-// freeAddr is a loopback address nothing listens on now.
+// limit100k is a topic's setting for records of 100,000 bytes at most.
+var limit100k = map[string]*string{"max.message.bytes": kadm.StringPtr("100000")}
+
 // metric reads one unlabelled metric from a relay's metrics endpoint; false
 // while the endpoint does not answer.
 func metric(addr, name string) (float64, bool) {
@@ -240,10 +246,9 @@ func (e *env) aggregateOf(t *testing.T, id string) string {
 // dead-letter table still holds exactly one row per event, and once the
 // rows are fixed dlq replay publishes each event once.
 func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
-	e := newEnv(t)
-	e.brokers = kafkatest.StartDevbroker(t, "", "--max-message-bytes", "100000").Brokers
+	e := newKafkaEnv(t)
 	const topic = "outbox.event.order"
-	createTopics(t, e.brokers, topic) // not pgoutbox.dlq
+	createTopicsWith(t, e.brokers, limit100k, topic) // not pgoutbox.dlq
 	cfg := e.config()
 	e.setup(cfg)
 	big := `{"blob":"` + strings.Repeat("x", 200_000) + `"}`
@@ -308,7 +313,7 @@ func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
 func TestLimitLoweredWhileRunning(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newEnv(t)
+			e := newKafkaEnv(t)
 			const topic = "outbox.event.order"
 			cfg := e.config()
 			cfg.Mode = mode
@@ -469,7 +474,7 @@ VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO N
 // the later events of its aggregate are dead-lettered once each, and none
 // of those reaches the topic.
 func TestLimitLoweredUnderLoad(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	const topic = "outbox.event.account"
 	cfg := e.config()
 	e.setup(cfg)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
@@ -39,7 +37,7 @@ func runOnce(t *testing.T, d time.Duration, env []string, args ...string) (int, 
 // is wrong, and no secret reaches any line pgoutbox prints; SASL/SCRAM and
 // TLS to Kafka work when configured rightly.
 func TestCredentialsAndSecrets(t *testing.T) {
-	e := newEnv(t)
+	e := newKafkaEnv(t)
 	if e.pg.External() {
 		t.Skip("needs the throwaway cluster's pg_hba.conf")
 	}
@@ -61,16 +59,16 @@ SELECT pg_reload_conf();
 		t.Fatal(err)
 	}
 	e.setup(e.config()) // the publication and slot, made by the owner
-	ca := tlstest.New(t)
+	// Apache Kafka's SASL_SSL listener: SCRAM over TLS.
+	secure := kafkatest.SharedLocal(t)
 	other := tlstest.New(t)
-	secure := kafkatest.New(t, kfake.TLS(ca.ServerConfig()), kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "relay", "Right-Kafka-Pass-7"))
-	caFile := ca.WritePEM(t, t.TempDir())
+	caFile := secure.CA.WritePEM(t, t.TempDir())
 	otherCA := other.WritePEM(t, t.TempDir())
 	wrongDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Wrong-Db-Pass-13@", 1)
 	rightDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Right-Db-Pass-42@", 1)
-	secrets := []string{"Wrong-Db-Pass-13", "Right-Db-Pass-42", "Wrong-Kafka-Pass-9", "Right-Kafka-Pass-7"}
-	kafkaTLS := []string{"--kafka-brokers", strings.Join(secure.Brokers, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-username", "relay", "--kafka-tls-ca", caFile}
+	rightKafka := "PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.Password
+	secrets := []string{"Wrong-Db-Pass-13", "Right-Db-Pass-42", "Wrong-Kafka-Pass-9", kafkatest.Password}
+	kafkaTLS := []string{"--kafka-brokers", strings.Join(secure.SASLSSL, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-username", kafkatest.User, "--kafka-tls-ca", caFile}
 
 	tests := []struct {
 		name  string
@@ -88,11 +86,11 @@ SELECT pg_reload_conf();
 		{"wrong SASL password", []string{"PGOUTBOX_KAFKA_PASSWORD=Wrong-Kafka-Pass-9"},
 			append([]string{"run", "--database-url", rightDB}, kafkaTLS...),
 			1, []string{"SASL"}},
-		{"untrusted broker certificate", []string{"PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7"},
-			[]string{"run", "--database-url", rightDB, "--kafka-brokers", strings.Join(secure.Brokers, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
-				"--kafka-username", "relay", "--kafka-tls-ca", otherCA},
+		{"untrusted broker certificate", []string{rightKafka},
+			[]string{"run", "--database-url", rightDB, "--kafka-brokers", strings.Join(secure.SASLSSL, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
+				"--kafka-username", kafkatest.User, "--kafka-tls-ca", otherCA},
 			1, []string{"TLS certificate is not trusted"}},
-		{"SASL and TLS configured rightly", []string{"PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7"},
+		{"SASL and TLS configured rightly", []string{rightKafka},
 			append([]string{"run", "--database-url", rightDB, "--log-level", "debug"}, kafkaTLS...),
 			-1, []string{`"msg":"streaming"`}},
 	}
@@ -125,7 +123,7 @@ SELECT pg_reload_conf();
 	// commit is confirmed, which needs the secure broker's ack.
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	cmd := exec.Command(bin, append([]string{"run", "--database-url", rightDB, "--status-interval", "100ms", "--log-format", "json"}, kafkaTLS...)...)
-	cmd.Env = append(os.Environ(), "PGOUTBOX_KAFKA_PASSWORD=Right-Kafka-Pass-7")
+	cmd.Env = append(os.Environ(), rightKafka)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
