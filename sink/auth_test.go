@@ -6,44 +6,27 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
-// secureBroker requires TLS and SASL/SCRAM-SHA-256 with user relay.
-func secureBroker(t *testing.T, ca *tlstest.CA) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
-		kfake.TLS(ca.ServerConfig()),
-		kfake.EnableSASL(), kfake.Superuser(MechanismScramSHA256, "relay", "s3cret-Kafka-pass"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
+func TestMain(m *testing.M) { os.Exit(kafkatest.Main(m).Run()) }
 
+// Apache Kafka's listeners: SASL_SSL (SCRAM over TLS), plaintext, and
+// SASL_PLAINTEXT (PLAIN).
 func TestTLSAndSASL(t *testing.T) {
-	ca := tlstest.New(t)
+	b := kafkatest.SharedLocal(t)
+	ca := b.CA
 	other := tlstest.New(t)
-	brokers := secureBroker(t, ca)
-	plainBroker, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plainBroker.Close()
-	saslBroker, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(MechanismPlain, "relay", "s3cret-Kafka-pass"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer saslBroker.Close()
-	good := SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "s3cret-Kafka-pass"}
+	brokers := b.SASLSSL
+	good := SASL{Mechanism: MechanismScramSHA256, Username: kafkatest.User, Password: kafkatest.Password}
 
 	tests := []struct {
 		name    string
@@ -54,14 +37,14 @@ func TestTLSAndSASL(t *testing.T) {
 		auth    bool   // the error must be ErrAuth: retrying cannot fix it
 	}{
 		{"right credentials over TLS", brokers, good, &tls.Config{RootCAs: ca.Pool}, "", false},
-		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: "relay", Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, "SASL authentication", true},
+		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: kafkatest.User, Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, "SASL authentication", true},
 		{"untrusted CA", brokers, good, &tls.Config{RootCAs: other.Pool}, "TLS certificate is not trusted", true},
 		{"plaintext to a TLS broker", brokers, good, nil, "requires TLS", true},
 		// The documented promise: a TLS or SASL mismatch stops the relay,
 		// it is not retried.
-		{"TLS to a plaintext broker", plainBroker.ListenAddrs(), SASL{}, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
-		{"TLS and SASL to a plaintext broker", plainBroker.ListenAddrs(), good, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
-		{"no SASL to a SASL broker", saslBroker.ListenAddrs(), SASL{}, nil, "requires SASL", true},
+		{"TLS to a plaintext broker", b.Brokers, SASL{}, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
+		{"TLS and SASL to a plaintext broker", b.Brokers, good, &tls.Config{RootCAs: ca.Pool}, "speaks plaintext, not TLS", true},
+		{"no SASL to a SASL broker", b.SASLPlaintext, SASL{}, nil, "requires SASL", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,7 +72,7 @@ func TestTLSAndSASL(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, ErrAuth) != tt.auth {
 				t.Fatalf("got %v, want an error saying %q (ErrAuth: %v)", err, tt.want, tt.auth)
 			}
-			for _, secret := range []string{"s3cret-Kafka-pass", "wrong-pass-123"} {
+			for _, secret := range []string{kafkatest.Password, "wrong-pass-123"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Fatalf("the error shows the password: %v", err)
 				}

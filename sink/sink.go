@@ -500,10 +500,18 @@ const plaintextAfter = time.Second
 // some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
 // With TLS, a seed broker that answers a plaintext Kafka request is a
 // plaintext listener: ErrAuth at once, without waiting for the dial
-// timeout.
+// timeout. Without TLS, a seed broker that answers one with a TLS alert
+// is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
 func (k *Kafka) Ping(ctx context.Context) error {
 	if !k.tls {
-		return k.explain(k.ping(ctx))
+		err := k.ping(ctx)
+		if err == nil || ctx.Err() != nil {
+			return k.explain(err)
+		}
+		if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), tlsAlert); ok {
+			return fmt.Errorf("%w: the broker at %s requires TLS: it answered with a TLS alert (add --kafka-tls, and --kafka-tls-ca if its certificate is not signed by a public CA)", ErrAuth, addr)
+		}
+		return k.explain(err)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -522,7 +530,7 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	case <-time.After(plaintextAfter):
 	case <-ctx.Done():
 	}
-	if addr, ok := plaintextKafka(ctx, k.brokers, min(k.dialTimeout, 3*time.Second)); ok {
+	if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), kafkaAnswer); ok {
 		cancel()
 		if !finished {
 			<-done
@@ -596,11 +604,22 @@ func (k *Kafka) explain(err error) error {
 	return err
 }
 
-// plaintextKafka reports the first seed broker that answers a plaintext
-// ApiVersions request (v0) with its correlation id: a Kafka listener
-// without TLS. A TLS listener answers with an alert or closes.
-func plaintextKafka(ctx context.Context, brokers []string, timeout time.Duration) (string, bool) {
-	const correlation = 0x70676f78
+// correlation is the id of the ApiVersions request askSeeds sends.
+const correlation = 0x70676f78
+
+// kafkaAnswer tells an answer to askSeeds's request with its correlation
+// id: a Kafka listener without TLS.
+func kafkaAnswer(resp [8]byte) bool {
+	return binary.BigEndian.Uint32(resp[4:]) == correlation && binary.BigEndian.Uint32(resp[:4]) >= 4
+}
+
+// tlsAlert tells a TLS alert record (content type 21, major version 3): a
+// TLS listener that took the request for a broken handshake.
+func tlsAlert(resp [8]byte) bool { return resp[0] == 21 && resp[1] == 3 }
+
+// askSeeds sends each seed broker a plaintext ApiVersions request (v0) and
+// reports the first whose answer's first 8 bytes match.
+func askSeeds(ctx context.Context, brokers []string, timeout time.Duration, match func([8]byte) bool) (string, bool) {
 	req := []byte{
 		0, 0, 0, 18, // size of what follows
 		0, 18, // api key: ApiVersions
@@ -619,10 +638,15 @@ func plaintextKafka(ctx context.Context, brokers []string, timeout time.Duration
 		var resp [8]byte
 		_, err = conn.Write(req)
 		if err == nil {
-			_, err = io.ReadFull(conn, resp[:])
+			// An alert record is 7 bytes: the rest may never come.
+			var n int
+			n, err = io.ReadAtLeast(conn, resp[:], 3)
+			if err == nil && n < len(resp) && !tlsAlert(resp) {
+				_, err = io.ReadFull(conn, resp[n:])
+			}
 		}
 		conn.Close()
-		if err == nil && binary.BigEndian.Uint32(resp[4:]) == correlation && binary.BigEndian.Uint32(resp[:4]) >= 4 {
+		if err == nil && match(resp) {
 			return addr, true
 		}
 	}

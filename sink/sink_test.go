@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -63,17 +65,14 @@ func TestDefaultBufferFitsTheLargestMessage(t *testing.T) {
 }
 
 // Size must never underestimate: a record Produce lets through must be
-// accepted by a broker whose message.max.bytes equals the limit, and one
-// just above the limit is refused before it reaches the client.
+// accepted by Apache Kafka on a topic whose max.message.bytes equals the
+// limit, and one just above the limit is refused before it reaches the
+// client.
 func TestSizeCheckMatchesBroker(t *testing.T) {
 	const limit = 2048
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(limit)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	k, err := New(Config{Brokers: cluster.ListenAddrs(), MaxMessageBytes: limit, CreateTopics: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := kafkatest.Shared(t)
+	createTopic(t, b.Brokers, "t", map[string]string{"max.message.bytes": strconv.Itoa(limit)})
+	k, err := New(Config{Brokers: b.Brokers, MaxMessageBytes: limit, CreateTopics: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,16 +110,10 @@ func TestSizeCheckMatchesBroker(t *testing.T) {
 // is not refused as a whole.
 func TestLimitLearnedFromBroker(t *testing.T) {
 	const brokerLimit, topicLimit = 100_000, 50_000
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(brokerLimit)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Close()
-	if err := cluster.CreateTopic("small", 1, map[string]string{"max.message.bytes": strconv.Itoa(topicLimit)}); err != nil {
-		t.Fatal(err)
-	}
-	k, err := New(Config{Brokers: cluster.ListenAddrs(), CreateTopics: true, MaxBufferedRecords: 100_000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := kafkatest.SharedLocal(t)
+	b.SetConfig(t, "message.max.bytes", strconv.Itoa(brokerLimit))
+	createTopic(t, b.Brokers, "small", map[string]string{"max.message.bytes": strconv.Itoa(topicLimit)})
+	k, err := New(Config{Brokers: b.Brokers, CreateTopics: true, MaxBufferedRecords: 100_000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +152,29 @@ func TestLimitLearnedFromBroker(t *testing.T) {
 	}
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d of 20,000 small records failed", n)
+	}
+}
+
+// createTopic creates a topic of one partition with settings.
+func createTopic(t *testing.T, brokers []string, topic string, settings map[string]string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	configs := map[string]*string{}
+	for k, v := range settings {
+		configs[k] = &v
+	}
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
 	}
 }
 

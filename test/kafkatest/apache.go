@@ -579,6 +579,59 @@ func (b *Broker) close() {
 	}
 }
 
+// SetConfig sets a cluster-wide broker setting that Kafka lets change
+// while it runs (message.max.bytes, say) until the test ends, and waits
+// until the broker reports it. The broker must be the test's own or
+// SharedLocal's.
+func (b *Broker) SetConfig(t testing.TB, key, value string) {
+	t.Helper()
+	if b.external {
+		t.Fatalf("kafkatest: SetConfig %s on an external broker", key)
+	}
+	alter := func(op kadm.IncrementalOp, v *string) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: v}})
+		if err == nil {
+			for _, r := range resp {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		want := v
+		for ctx.Err() == nil {
+			rcs, err := adm.DescribeBrokerConfigs(ctx, 1)
+			if err == nil {
+				for _, rc := range rcs {
+					for _, c := range rc.Configs {
+						if c.Key == key && (want == nil && c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || want != nil && c.Value != nil && *c.Value == *want) {
+							return nil
+						}
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return fmt.Errorf("the broker does not report %s=%v within 20s", key, v)
+	}
+	if err := alter(kadm.SetConfig, &value); err != nil {
+		t.Fatalf("kafkatest: setting %s=%s: %v", key, value, err)
+	}
+	t.Cleanup(func() {
+		if err := alter(kadm.DeleteConfig, nil); err != nil {
+			t.Errorf("kafkatest: restoring %s: %v", key, err)
+		}
+	})
+}
+
 // deleteNewTopics deletes, when the test ends, the topics created while
 // it ran, and fails the test if they are not gone within 30 s.
 func deleteNewTopics(t testing.TB, brokers []string) {
