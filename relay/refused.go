@@ -1,11 +1,14 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -37,7 +40,10 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // dead-lettered on its second refusal (and a size refusal first renews the
 // client, whose learned limits then dead-letter an oversized record before
 // it is produced). A topic refused as such (authorization, an invalid
-// name) dead-letters every event for it at once.
+// name) dead-letters every event for it at once; an authorization refusal
+// only for topicRetry, after which the topic is tried again, so that the
+// relay's events flow once the user is granted WRITE (Apache Kafka's
+// authorizer takes a grant at once, without a restart of the client).
 type refusals struct {
 	log *slog.Logger
 	dlq string // refusals of the dead-letter topic are the pipeline's, retried
@@ -46,7 +52,7 @@ type refusals struct {
 	mu  sync.Mutex
 	// Across sessions: events with their refusals, topics refused.
 	events map[string]*refusedEvent
-	topics map[string]error
+	topics map[string]topicRefusal
 	// In the running session.
 	ended      bool                    // a refusal ends it
 	renew      bool                    // the client must be renewed first
@@ -61,6 +67,15 @@ type refusedEvent struct {
 	err     error
 }
 
+// topicRetry is how long a topic refused for authorization stays refused:
+// each retry while the grant is missing costs a session restart.
+const topicRetry = 5 * time.Second
+
+type topicRefusal struct {
+	err error
+	at  time.Time
+}
+
 type topicPartition struct {
 	topic     string
 	partition int32
@@ -69,7 +84,7 @@ type topicPartition struct {
 type topicKey struct{ topic, key string }
 
 func newRefusals(log *slog.Logger, dlq string) *refusals {
-	return &refusals{log: log, dlq: dlq, events: map[string]*refusedEvent{}, topics: map[string]error{},
+	return &refusals{log: log, dlq: dlq, events: map[string]*refusedEvent{}, topics: map[string]topicRefusal{},
 		partitions: map[topicPartition]bool{}, keys: map[topicKey]string{}}
 }
 
@@ -93,7 +108,7 @@ func (f *refusals) failed(eventID string, rec *kgo.Record, err error) (first boo
 	f.any.Store(true)
 	if sink.TopicRefused(err) {
 		if _, ok := f.topics[rec.Topic]; !ok {
-			f.topics[rec.Topic] = err
+			f.topics[rec.Topic] = topicRefusal{err, time.Now()}
 			f.log.Error("kafka refused the topic: its events are dead-lettered", "topic", rec.Topic, "event_id", eventID, "err", err)
 		}
 		return first
@@ -135,8 +150,11 @@ func (f *refusals) acked(eventID string, rec *kgo.Record) {
 func (f *refusals) check(eventID, topic string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err, ok := f.topics[topic]; ok {
-		return &RefusedError{Topic: topic, EventID: eventID, Err: err}
+	if r, ok := f.topics[topic]; ok {
+		if !errors.Is(r.err, kerr.TopicAuthorizationFailed) || time.Since(r.at) < topicRetry {
+			return &RefusedError{Topic: topic, EventID: eventID, Err: r.err}
+		}
+		delete(f.topics, topic) // granted since? The next refusal says.
 	}
 	if e := f.events[eventID]; e != nil && e.strikes >= 2 {
 		return &RefusedError{Topic: e.topic, EventID: eventID, Err: e.err}

@@ -54,9 +54,18 @@ func run1(t *testing.T, args ...string) (string, bool) {
 // startBinary starts the binary with args as given, as runProcess does.
 func startBinary(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startBinaryEnv(t, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the environment.
+func startBinaryEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, waited: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,5 +222,84 @@ func TestKafkaTLSToPlaintextStops(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
+	}
+}
+
+// Apache Kafka's authorizer: the relay's user may connect but write
+// nowhere. Its first event is refused with TOPIC_AUTHORIZATION_FAILED and
+// dead-lettered in the table, and status names the topic and the grant
+// that is missing (the dead-letter topic is refused too, so the relay
+// retries that). Once WRITE is granted on the relay's topics, the relay
+// tries the topic again (5 s after its refusal: events until then are
+// dead-lettered too), a new event is delivered, and the dead letter
+// reaches its topic.
+func TestKafkaAuthorization(t *testing.T) {
+	e := newKafkaEnv(t)
+	b := kafkatest.SharedLocal(t)
+	cfg := e.config()
+	e.setup(cfg)
+	p := e.runProcessEnv(t, []string{"PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.LimitedPassword},
+		"--kafka-brokers", strings.Join(b.SASLPlaintext, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
+		"--kafka-username", kafkatest.LimitedUser, "--mode", "wal")
+	first := e.insert(row{"order", "o-1", "Placed", `{}`})[0]
+	var st statusJSON
+	eventually(t, 30*time.Second, "status naming the refused topic", func() bool {
+		var ok bool
+		st, ok = e.status(t)
+		return !ok && strings.Contains(st.KafkaProblem, "not authorized to write to topic") &&
+			strings.Contains(st.KafkaProblem, "grant the relay's Kafka user WRITE")
+	})
+	t.Logf("status: %s", st.KafkaProblem)
+	var n map[string]int
+	var reasons map[string]string
+	eventually(t, 30*time.Second, "the event dead-lettered", func() bool {
+		n, reasons = e.deadLetterRows(t)
+		return len(n) > 0
+	})
+	if n[first] != 1 || !strings.Contains(reasons[first], "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("dead letters %v %v: want event %s once, refused as not authorized", n, reasons, first)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	acl := kadm.NewACLs().Allow("User:"+kafkatest.LimitedUser).AllowHosts("*").Topics("outbox.event.", "pgoutbox.").
+		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite, kadm.OpDescribe, kadm.OpCreate, kadm.OpDescribeConfigs)
+	results, err := adm.CreateACLs(pollCtx(t, 15*time.Second), acl)
+	for _, r := range results {
+		err = errors.Join(err, r.Err)
+	}
+	if err != nil {
+		t.Fatalf("granting WRITE: %v", err)
+	}
+	granted := time.Now()
+	time.Sleep(6 * time.Second) // past the refusal's 5 s
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+		if err == nil {
+			_, err = kadm.NewClient(cl).DeleteACLs(pollCtx(t, 15*time.Second), acl)
+			cl.Close()
+		}
+		if err != nil {
+			t.Errorf("removing the grants: %v", err)
+		}
+	})
+	second := e.insert(row{"order", "o-2", "Placed", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", second, 60*time.Second)
+	t.Logf("an event delivered %v after the grant", time.Since(granted).Round(time.Millisecond))
+	dead := 0
+	for _, rec := range drain(t, e.brokers, "pgoutbox.dlq", 0) {
+		if strings.Contains(string(rec.Value), first) {
+			dead++
+		}
+	}
+	if dead != 1 {
+		t.Errorf("the dead letter of %s reached pgoutbox.dlq %d times, want once", first, dead)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }

@@ -28,12 +28,24 @@ type proc struct {
 
 func (e *env) runProcess(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	return e.runProcessAt(t, e.url, extra...)
+	return e.runProcessWith(t, e.url, nil, extra...)
 }
 
 // runProcessAt runs pgoutbox run against the database at url, which may
 // be e's through a pooler.
 func (e *env) runProcessAt(t *testing.T, url string, extra ...string) *proc {
+	t.Helper()
+	return e.runProcessWith(t, url, nil, extra...)
+}
+
+// runProcessEnv is runProcess with env added to the environment; extra
+// flags come after the defaults and win over them.
+func (e *env) runProcessEnv(t *testing.T, env []string, extra ...string) *proc {
+	t.Helper()
+	return e.runProcessWith(t, e.url, env, extra...)
+}
+
+func (e *env) runProcessWith(t *testing.T, url string, env []string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"run",
 		"--database-url", url,
@@ -42,7 +54,7 @@ func (e *env) runProcessAt(t *testing.T, url string, extra ...string) *proc {
 		"--heartbeat-interval", "200ms",
 		"--log-format", "json",
 	}, extra...)
-	return startBinary(t, args...)
+	return startBinaryEnv(t, env, args...)
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) error {
