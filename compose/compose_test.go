@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
 type composeFile struct {
@@ -71,6 +73,41 @@ func TestComposeFile(t *testing.T) {
 					t.Errorf("%s sets %s, which pgoutbox does not read", name, k)
 				}
 			}
+		}
+	}
+}
+
+// The compose file's Kafka is the release and the settings the tests run
+// against (test/kafkatest), and so are the Makefile's and the pom's.
+func TestComposeKafkaIsTheTestedOne(t *testing.T) {
+	raw, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f composeFile
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	k := f.Services["kafka"]
+	if want := "apache/kafka:" + kafkatest.Version; k.Image != want {
+		t.Errorf("kafka image %q, want %q", k.Image, want)
+	}
+	for key, value := range kafkatest.Settings {
+		env := "KAFKA_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if got, ok := k.Env[env]; !ok || got != value {
+			t.Errorf("%s=%q, want %q as in the tests", env, got, value)
+		}
+	}
+	for file, want := range map[string]string{
+		"../Makefile":          "KAFKA_VERSION ?= " + kafkatest.Version + "\n",
+		"../.ci/kafka/pom.xml": "<kafka.version>" + kafkatest.Version + "</kafka.version>",
+	} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s does not say %q", file, strings.TrimSpace(want))
 		}
 	}
 }
