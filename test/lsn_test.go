@@ -19,9 +19,9 @@ import (
 // status updates); once acks return it moves past all of them.
 func TestConfirmedLSNWaitsForKafkaAcks(t *testing.T) {
 	e := newEnv(t)
-	if e.kafka.Fake == nil {
-		t.Skip("withholding acks needs the in-process broker, not an external Kafka")
-	}
+	// Withholding acks needs the in-process broker's ControlKey.
+	e.kafka = kafkatest.InProcess(t)
+	e.brokers = e.kafka.Brokers
 	cfg := e.config()
 	e.setup(cfg)
 	r := e.start(cfg)

@@ -26,7 +26,7 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	e.kafka = kafkatest.New(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
+	e.kafka = kafkatest.InProcess(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
 	e.brokers = e.kafka.Brokers
 
 	cfg := pollConfig(e)

@@ -46,6 +46,13 @@ func New(t testing.TB, opts ...kfake.Opt) *Cluster {
 		}
 		return &Cluster{Brokers: brokers}
 	}
+	return InProcess(t, opts...)
+}
+
+// InProcess is New without BrokersEnv: always the in-process cluster, for
+// tests that need its fault hooks (ControlKey, ListenFn...).
+func InProcess(t testing.TB, opts ...kfake.Opt) *Cluster {
+	t.Helper()
 	all := append([]kfake.Opt{
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(3),
