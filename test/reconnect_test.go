@@ -60,39 +60,3 @@ func testPostgresRestart(t *testing.T, stopMode string) {
 		t.Errorf("%d replication sessions; the relay should have reconnected", n)
 	}
 }
-
-// Apache Kafka is killed with SIGKILL and stays down while events are
-// committed; the slot does
-// not advance meanwhile, and when the broker returns with its data the
-// relay delivers everything by itself.
-func TestBrokerDownAndBack(t *testing.T) {
-	e := newEnv(t)
-	broker := kafkatest.Start(t, kafkatest.Options{})
-	e.brokers = broker.Brokers
-	cfg := e.config()
-	e.setup(cfg)
-	e.start(cfg)
-	first := e.insert(row{"order", "o-1", "Placed", `{"i":0}`})
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 15*time.Second)
-	eventually(t, 10*time.Second, "the first event confirmed", func() bool { return e.slot("pgoutbox").ConfirmedLSN > 0 })
-	confirmedBefore := e.slot("pgoutbox").ConfirmedLSN
-
-	broker.Kill()
-	probe := e.commitProbe()
-	ids := first
-	for i := 1; i <= 30; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Heartbeats before the first unacked commit may be confirmed; that
-	// commit and anything after it may not.
-	firstUnacked := probe.commits()[0]
-	if got := e.slot("pgoutbox").ConfirmedLSN; got >= firstUnacked {
-		t.Fatalf("confirmed_flush_lsn %s reached %s, a commit made while the broker was down", got, firstUnacked)
-	}
-	broker.Start()
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
-	eventually(t, 15*time.Second, "the slot advancing after the outage", func() bool {
-		return e.slot("pgoutbox").ConfirmedLSN > confirmedBefore
-	})
-}
