@@ -291,10 +291,12 @@ func (b *bencher) setup(ctx context.Context) error {
 		conn.Close(ctx)
 		return err
 	}
-	if b.createdPb, err = replication.EnsurePublication(ctx, conn, publication, b.table, true); err != nil {
+	pub, err := replication.EnsurePublication(ctx, conn, publication, b.table, true)
+	if err != nil {
 		conn.Close(ctx)
 		return err
 	}
+	b.createdPb = pub.Created
 	if b.cfg.Aggregates > 0 {
 		if err := b.createAggregates(ctx); err != nil {
 			conn.Close(ctx)

@@ -136,6 +136,9 @@ func (r *Relay) setMode(ctx context.Context, conn *pgx.Conn, mode Mode, reason s
 	}); err != nil {
 		return err
 	}
+	if err := r.own().ClearStopped(ctx, conn); err != nil && !store.IsMissing(err) {
+		return fmt.Errorf("save state: %w", err)
+	}
 	r.mode.Store(string(mode))
 	return nil
 }
@@ -417,6 +420,15 @@ func (r *Relay) replicationReady(ctx context.Context, conn *pgx.Conn) bool {
 	return err == nil
 }
 
+// pipelineTables are every outbox table of the pipeline, also from the
+// relay of one of its tables.
+func (r *Relay) pipelineTables() []replication.Table {
+	if r.parent != nil {
+		return r.parent.tables
+	}
+	return r.tables
+}
+
 func (r *Relay) walReady(ctx context.Context, conn *pgx.Conn) error {
 	ready, err := replication.Inspect(ctx, conn)
 	if err != nil {
@@ -438,7 +450,7 @@ func (r *Relay) walReady(ctx context.Context, conn *pgx.Conn) error {
 	if err := replication.TryReplication(ctx, conn, r.cfg.Replication.DatabaseURL); err != nil {
 		return err
 	}
-	return replication.PublicationReady(ctx, conn, r.cfg.Replication.Publication, r.table, r.cfg.CreateSlot)
+	return replication.PublicationReady(ctx, conn, r.cfg.Replication.Publication, r.pipelineTables(), r.cfg.CreateSlot)
 }
 
 // maxPolledSeqs bounds what a poll phase remembers for the WAL session after

@@ -560,6 +560,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			continue
 		case permanent(err):
+			r.saveStopped(err)
 			return err
 		}
 		waitLogged, fromProbe = false, false
@@ -738,7 +739,36 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	if runErr == nil {
 		runErr = errors.New("replication stream ended")
 	}
+	var ue *replication.UnrecognisedError
+	if errors.As(runErr, &ue) {
+		runErr = r.unrecognised(ue)
+	}
 	return runErr
+}
+
+// unrecognised says what to do about a row the stream stopped at.
+func (r *Relay) unrecognised(e *replication.UnrecognisedError) error {
+	pub := r.cfg.Replication.Publication
+	return fmt.Errorf("pgoutbox stopped: %w, and it came through publication %s, which should publish only the pipeline's tables (%s). "+
+		"Nothing from this row on was confirmed. If %s holds events, add it to the pipeline (--table %s,%s); "+
+		"if it does not, take it out of the publication: ALTER PUBLICATION %s DROP TABLE %s; then start pgoutbox again, "+
+		"which skips its rows still in the slot (and says so)",
+		e, pub, r.tableNames(), e.Relation, r.tableNames(), e.Relation, pub, e.Relation.Quoted())
+}
+
+// saveStopped records why the relay stops, for status, as well as it can:
+// the database may be what failed.
+func (r *Relay) saveStopped(stop error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	if err := r.own().SaveStopped(ctx, conn, stop.Error()); err != nil && !store.IsMissing(err) {
+		r.log.Warn("saving why the relay stopped failed", "err", err)
+	}
 }
 
 // seqOf reads a row's order column (seq, or the table's own id), the

@@ -87,13 +87,11 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	if !r.cfg.CreateSlot {
 		return fmt.Errorf("%w: --snapshot-mode initial creates the slot with the snapshot it reads; it needs --create-slot", replication.ErrNotReady)
 	}
-	created, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, r.tables, true)
+	ps, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, r.tables, true)
 	if err != nil {
 		return err
 	}
-	if created {
-		r.log.Info("publication created", "publication", cfg.Publication, "tables", r.tableNames())
-	}
+	r.logPublication(ps.Created, ps.Fixed, ps.Problems)
 	orders := make([]string, len(r.tables))
 	for i, t := range r.tables {
 		order, unordered, err := replication.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -51,6 +52,9 @@ func (r *Relay) ensureState(ctx context.Context, conn *pgx.Conn) error {
 // SetupResult says what Setup found and did.
 type SetupResult struct {
 	PublicationCreated bool
+	// PublicationFixed are the statements that fixed a publication of
+	// pgoutbox's, and PublicationProblems what was wrong with it.
+	PublicationFixed, PublicationProblems []string
 	SlotCreated        bool
 	SlotLSN            pglogrepl.LSN // consistent point of a created slot
 	// SlotReplaced is set when the created slot replaces one that was lost
@@ -113,9 +117,11 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotReplaced = true
 	}
-	if res.PublicationCreated, err = replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create); err != nil {
+	pub, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create)
+	if err != nil {
 		return res, err
 	}
+	res.PublicationCreated, res.PublicationFixed, res.PublicationProblems = pub.Created, pub.Fixed, pub.Problems
 	if !slotExists {
 		if !create && !res.SlotReplaced {
 			return res, fmt.Errorf("%w: %s: run pgoutbox slot create", replication.ErrSlotMissing, cfg.Slot)
@@ -164,9 +170,7 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 	if err != nil {
 		return err
 	}
-	if res.PublicationCreated {
-		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "tables", r.tableNames())
-	}
+	r.logPublication(res.PublicationCreated, res.PublicationFixed, res.PublicationProblems)
 	if res.SlotReplaced {
 		r.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", r.cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 		if err := r.own().CountSlotLoss(ctx, conn); err != nil {
@@ -213,6 +217,38 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 	return &handoffError{xmax: xmax, maxSeq: *maxSeq, slotLSN: res.SlotLSN, replaced: res.SlotReplaced}
 }
 
+// publicationCheckEvery is how often a WAL session checks that the
+// publication still publishes every row of the pipeline's tables: a table
+// that inherits from one, created since, is not published, nor is a new
+// table that took an outbox table's name; the stream itself cannot see
+// rows that never reach it.
+const publicationCheckEvery = 2 * time.Second
+
+// checkPublication fixes the publication where it is pgoutbox's, and ends
+// the session with what to do where it is not.
+func (r *Relay) checkPublication(ctx context.Context, conn *pgx.Conn) error {
+	res, err := replication.EnsurePublicationFor(ctx, conn, r.cfg.Replication.Publication, r.tables, r.cfg.CreateSlot)
+	if err != nil {
+		return err
+	}
+	if len(res.Fixed) > 0 {
+		r.log.Error("the publication stopped publishing rows of the outbox tables while streaming, and was fixed: rows written in between (in the relations named) are not in the stream; they are in the tables",
+			"publication", r.cfg.Replication.Publication, "problems", strings.Join(res.Problems, "; "), "ran", strings.Join(res.Fixed, " "))
+	}
+	return nil
+}
+
+// logPublication says what setting up the publication did.
+func (r *Relay) logPublication(created bool, fixed, problems []string) {
+	if created {
+		r.log.Info("publication created", "publication", r.cfg.Replication.Publication, "tables", r.tableNames())
+	}
+	if len(fixed) > 0 {
+		r.log.Warn("publication fixed: "+strings.Join(problems, "; "), "publication", r.cfg.Replication.Publication,
+			"tables", r.tableNames(), "ran", strings.Join(fixed, " "))
+	}
+}
+
 // Floor candidates: one is taken every floorCandidateEvery while the
 // newest one is passed, and saved as soon as the confirmed position passes
 // it, which saveState checks every floorCheckEvery without a query. The
@@ -239,8 +275,9 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 	ticker := time.NewTicker(floorCheckEvery)
 	defer ticker.Stop()
 	var (
-		s floorSaver
-		g walGap // vanish.go
+		s        floorSaver
+		g        walGap // vanish.go
+		pubCheck = time.Now().Add(publicationCheckEvery)
 	)
 	for {
 		select {
@@ -263,6 +300,10 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		err := r.saveOnce(qctx, conn, stream, &s, hasSeq, confirmEvery)
 		if err == nil && hasSeq {
 			r.walCheckpoint(qctx, conn, stream, &g)
+		}
+		if err == nil && time.Now().After(pubCheck) {
+			pubCheck = time.Now().Add(publicationCheckEvery)
+			err = r.checkPublication(qctx, conn)
 		}
 		cancel()
 		if err != nil {

@@ -113,11 +113,12 @@ FROM pg_roles WHERE rolname = current_user`).Scan(&role, &attribute, &rds, &memb
 }
 
 // PublicationReady tells, without changing anything, whether
-// EnsurePublication would succeed: the publication covers the table, or
-// it is missing, create is set, and creating it works (tried in a
-// transaction that is rolled back, waiting at most a second for locks).
-// Otherwise it returns what EnsurePublication would.
-func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, t Table, create bool) error {
+// EnsurePublicationFor would succeed: the publication publishes the
+// tables' rows, or it is missing (or pgoutbox's and lacking something),
+// create is set, and creating (or fixing) it works, tried in a
+// transaction that is rolled back, waiting at most a second for locks.
+// Otherwise it returns what EnsurePublicationFor would.
+func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables []Table, create bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("look up publication: %w", err)
@@ -126,6 +127,6 @@ func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, t Table,
 	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1s'"); err != nil {
 		return fmt.Errorf("look up publication: %w", err)
 	}
-	_, err = EnsurePublication(ctx, tx.Conn(), name, t, create)
+	_, err = EnsurePublicationFor(ctx, tx.Conn(), name, tables, create)
 	return err
 }

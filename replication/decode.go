@@ -48,9 +48,14 @@ type Change struct {
 
 // Counters are what the stream saw besides rows; read them with Load.
 type Counters struct {
-	Rows        atomic.Int64 // inserts into the outbox table
-	Ignored     atomic.Int64 // updates, deletes and truncates of the outbox table
-	OtherTables atomic.Int64 // changes of tables other than the outbox table
+	Rows    atomic.Int64 // inserts into the outbox table
+	Ignored atomic.Int64 // updates, deletes and truncates of the outbox table
+	// Truncates counts the truncates of the outbox table among Ignored.
+	Truncates atomic.Int64
+	// OtherTables counts changes of tables other than the outbox tables
+	// that a publication of all tables, or of whole schemas, publishes,
+	// and updates and deletes of any other table.
+	OtherTables atomic.Int64
 	Heartbeats  atomic.Int64 // heartbeat messages received
 	Keepalives  atomic.Int64 // primary keepalive messages received
 }
@@ -61,7 +66,7 @@ const HeartbeatPrefix = "pgoutbox"
 // decoder turns pgoutput messages into Changes. It holds the relation cache
 // and the state of the current transaction; it is not safe for concurrent use.
 type decoder struct {
-	tables     map[Table]bool
+	rels       *relations
 	relations  map[uint32]relation
 	inTx       bool
 	xid        uint32
@@ -69,14 +74,17 @@ type decoder struct {
 	commitTime time.Time
 	counters   *Counters
 	onUpdate   func(Table, pglogrepl.LSN) error
+	// truncated are the outbox tables the last message truncated; gone
+	// the tables whose rows are skipped because the publication no longer
+	// publishes them; renamed the outbox tables (and the name) met under
+	// another name. The stream reports and clears them.
+	truncated []Table
+	gone      []Table
+	renamed   [][2]Table
 }
 
-func newDecoder(tables []Table, counters *Counters) *decoder {
-	d := &decoder{tables: make(map[Table]bool, len(tables)), relations: make(map[uint32]relation), counters: counters}
-	for _, t := range tables {
-		d.tables[t] = true
-	}
-	return d
+func newDecoder(rels *relations, counters *Counters) *decoder {
+	return &decoder{rels: rels, relations: make(map[uint32]relation), counters: counters}
 }
 
 // decode handles one XLogData payload. ok is false when the message yields
@@ -102,18 +110,42 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 		d.inTx = false
 		return Change{Kind: KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
 	case *Relation:
-		// Whether it is an outbox table is decided once per Relation
+		// What it is to the pipeline is decided once per Relation
 		// message, not per insert.
-		d.relations[m.ID] = relation{m, d.tables[Table{Schema: m.Schema, Name: m.Name}]}
+		r := d.relation(m)
+		if r.class == classRenamed {
+			d.renamed = append(d.renamed, [2]Table{r.root, r.name()})
+		}
+		d.relations[m.ID] = r
 	case insertMsg:
 		r, ok := d.relations[m.rel]
 		if !ok {
 			return c, false, fmt.Errorf("%w: change for relation %d before its Relation message", ErrProtocol, m.rel)
 		}
+		if r.class == classUnknown && !r.looked {
+			// A partition attached, or a table that inherits created,
+			// since the stream started: the catalog says.
+			class, root, err := d.rels.reload(m.rel, r.name())
+			if err != nil {
+				return c, false, err
+			}
+			r = d.relationAs(r.raw, class, root)
+			r.looked = true
+			d.relations[m.rel] = r
+			switch class {
+			case classGone:
+				d.gone = append(d.gone, r.name())
+			case classRenamed:
+				d.renamed = append(d.renamed, [2]Table{root, r.name()})
+			}
+		}
 		rel := r.Relation
-		if !r.outbox {
+		switch r.class {
+		case classOther, classGone:
 			d.counters.OtherTables.Add(1)
 			return c, false, nil
+		case classUnknown:
+			return c, false, &UnrecognisedError{Relation: r.name(), OID: m.rel, LSN: walStart}
 		}
 		if !d.inTx {
 			return c, false, fmt.Errorf("%w: INSERT outside a transaction", ErrProtocol)
@@ -129,10 +161,19 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 		}
 	case updateMsg:
 		d.count(m.rel)
-		if r, ok := d.relations[m.rel]; ok && r.outbox && d.onUpdate != nil {
+		if r, ok := d.relations[m.rel]; ok && (r.class == classOutbox || r.class == classRenamed) && d.onUpdate != nil {
 			if err := d.onUpdate(Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
 				return c, false, err
 			}
+		}
+	case truncateMsg:
+		d.truncated = d.truncated[:0]
+		for _, id := range m {
+			if r, ok := d.relations[id]; ok && (r.class == classOutbox || r.class == classRenamed) {
+				d.counters.Truncates.Add(1)
+				d.truncated = append(d.truncated, r.root)
+			}
+			d.count(id)
 		}
 	case message:
 		if m.transactional || m.prefix != HeartbeatPrefix {
@@ -149,17 +190,39 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 	return c, false, nil
 }
 
-// relation is a Relation as the decoder keeps it: with whether it is one of
-// the outbox tables.
+// relation is a Relation as the decoder keeps it: what it is to the
+// pipeline, and for the rows of an outbox table the Relation they are
+// handed over with, which names the outbox table (a partition's rows are
+// the table's).
 type relation struct {
 	*Relation
-	outbox bool
+	raw   *Relation // as the server sent it
+	class relationClass
+	root  Table // the outbox table, for classOutbox and classRenamed
+	// looked: the catalog was read again for it.
+	looked bool
 }
+
+func (d *decoder) relation(m *Relation) relation {
+	class, root := d.rels.classify(m.ID, Table{Schema: m.Schema, Name: m.Name})
+	return d.relationAs(m, class, root)
+}
+
+func (d *decoder) relationAs(m *Relation, class relationClass, root Table) relation {
+	r := relation{Relation: m, raw: m, class: class, root: root}
+	if (class == classOutbox || class == classRenamed) && (root.Schema != m.Schema || root.Name != m.Name) {
+		r.Relation = &Relation{ID: m.ID, Schema: root.Schema, Name: root.Name, Columns: m.Columns}
+	}
+	return r
+}
+
+// name is the relation's name as the stream gives it at that point.
+func (r relation) name() Table { return Table{Schema: r.raw.Schema, Name: r.raw.Name} }
 
 // count records an update, delete or truncate: of the outbox, ignored; of
 // another table, counted apart.
 func (d *decoder) count(id uint32) {
-	if r, ok := d.relations[id]; ok && r.outbox {
+	if r, ok := d.relations[id]; ok && (r.class == classOutbox || r.class == classRenamed) {
 		d.counters.Ignored.Add(1)
 		return
 	}

@@ -100,9 +100,15 @@ func msgMessage(lsn pglogrepl.LSN, transactional bool, prefix, content string) [
 
 var outboxCols = []schema.Column{{Name: "id", TypeOID: 2950}, {Name: "aggregatetype", TypeOID: 25}, {Name: "aggregateid", TypeOID: 25}, {Name: "payload", TypeOID: 3802}}
 
+// outboxOnly is the relations of a pipeline of public.outbox alone, with a
+// publication that publishes only it.
+func outboxOnly() *relations { return newRelations([]Table{{"public", "outbox"}}, nil, false) }
+
+// The rows of other tables that a publication of all tables publishes are
+// counted and skipped.
 func TestDecodeTransaction(t *testing.T) {
 	var counters Counters
-	d := newDecoder([]Table{{"public", "outbox"}}, &counters)
+	d := newDecoder(newRelations([]Table{{"public", "outbox"}}, nil, true), &counters)
 	feed := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
 		msgRelation(2, "public", "orders", schema.Column{Name: "id", TypeOID: 23}),
@@ -149,6 +155,9 @@ func TestDecodeTransaction(t *testing.T) {
 	if n := counters.Ignored.Load(); n != 3 { // update, delete, truncate of the outbox
 		t.Errorf("ignored %d, want 3", n)
 	}
+	if n := counters.Truncates.Load(); n != 1 {
+		t.Errorf("truncates %d, want 1", n)
+	}
 	if n := counters.OtherTables.Load(); n != 2 { // insert into and truncate of orders
 		t.Errorf("other tables %d, want 2", n)
 	}
@@ -166,7 +175,7 @@ func TestDecodeUpdateReachesOnUpdate(t *testing.T) {
 		ret  error
 		want error
 	}{{nil, nil}, {stop, stop}} {
-		d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
+		d := newDecoder(outboxOnly(), &Counters{})
 		var seen []string
 		d.onUpdate = func(tab Table, lsn pglogrepl.LSN) error {
 			seen = append(seen, tab.String()+"@"+lsn.String())
@@ -194,7 +203,7 @@ func TestDecodeUpdateReachesOnUpdate(t *testing.T) {
 // A Relation message sent again (after ALTER TABLE) replaces the cached
 // shape: values map to the new columns by name from then on.
 func TestDecodeRelationRefresh(t *testing.T) {
-	d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
+	d := newDecoder(outboxOnly(), &Counters{})
 	steps := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
 		msgBegin(0x10, 1),
@@ -222,6 +231,103 @@ func TestDecodeRelationRefresh(t *testing.T) {
 	}
 }
 
+// What arrives through the publication from a relation other than the
+// outbox table: a partition's rows are the table's, under its name and
+// with the partition's own columns, and so are the rows of the outbox
+// table under another name (renamed since the stream started); the rows of
+// a table the publication names and the pipeline does not stop the
+// stream, unless the publication publishes other tables by design (all
+// tables), whose rows are skipped, as are those of a table it no longer
+// publishes; a relation the catalog knows only once it is read again
+// (attached since the start) is the table's.
+func TestDecodeRelations(t *testing.T) {
+	outbox := Table{"public", "outbox"}
+	members := []Member{
+		{OID: 1, Root: outbox, Self: outbox, Kind: 'p'},
+		{OID: 2, Root: outbox, Self: Table{"public", "outbox_2026"}, Kind: 'r', Partition: true, Level: 1},
+	}
+	leafCols := append([]schema.Column{{Name: "created_at", TypeOID: 1184}}, outboxCols...)
+	row := [][]byte{[]byte("2026-01-01"), []byte("u1"), []byte("order"), []byte("42"), []byte(`{}`)}
+	tests := []struct {
+		name     string
+		broad    bool
+		attached bool // relation 3 is a member once the catalog is read again
+		named    bool // the publication names relation 3
+		rel      []byte
+		oid      uint32
+		want     string // the relation the row is handed over as; "" for an error, "-" skipped
+	}{
+		{"partition", false, false, false, msgRelation(2, "public", "outbox_2026", leafCols...), 2, "public.outbox"},
+		{"root", false, false, false, msgRelation(1, "public", "outbox", leafCols...), 1, "public.outbox"},
+		{"renamed", false, false, false, msgRelation(1, "public", "outbox_old", leafCols...), 1, "public.outbox"},
+		{"moved", true, false, false, msgRelation(1, "archive", "outbox", leafCols...), 1, "public.outbox"},
+		{"named by the publication", false, false, true, msgRelation(3, "public", "orders", leafCols...), 3, ""},
+		{"no longer published", false, false, false, msgRelation(3, "public", "orders", leafCols...), 3, "-"},
+		{"other of a publication of all tables", true, false, true, msgRelation(3, "public", "orders", leafCols...), 3, "-"},
+		{"attached since the start", false, true, false, msgRelation(3, "public", "outbox_2027", leafCols...), 3, "public.outbox"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rels := newRelations([]Table{outbox}, members, tt.broad)
+			loads := 0
+			rels.load = func() (*Publication, error) {
+				loads++
+				p := &Publication{Members: members, AllTables: tt.broad, Rels: map[uint32]Table{1: outbox}}
+				if tt.attached {
+					p.Members = append(p.Members, Member{OID: 3, Root: outbox, Self: Table{"public", "outbox_2027"}, Kind: 'r', Partition: true, Level: 1})
+				}
+				if tt.named {
+					p.Rels[3] = Table{"public", "orders"}
+				}
+				return p, nil
+			}
+			var counters Counters
+			d := newDecoder(rels, &counters)
+			var (
+				got []Change
+				err error
+			)
+			for _, m := range [][]byte{tt.rel, msgBegin(0x20, 5), msgInsert(tt.oid, row...), msgInsert(tt.oid, row...)} {
+				var c Change
+				var ok bool
+				if c, ok, err = d.decode(0x10, m); err != nil {
+					break
+				}
+				if ok {
+					got = append(got, c)
+				}
+			}
+			switch tt.want {
+			case "":
+				var ue *UnrecognisedError
+				if !errors.As(err, &ue) || ue.OID != tt.oid || !permanentErr(err) {
+					t.Fatalf("want an unrecognised relation error, got %v", err)
+				}
+			case "-":
+				if err != nil || len(got) != 0 || counters.OtherTables.Load() != 2 {
+					t.Fatalf("want the rows skipped and counted: err %v, %d changes, %d other", err, len(got), counters.OtherTables.Load())
+				}
+			default:
+				if err != nil || len(got) != 2 {
+					t.Fatalf("err %v, %d changes", err, len(got))
+				}
+				rel := got[0].Relation
+				if n := rel.Schema + "." + rel.Name; n != tt.want || rel.Columns[0].Name != "created_at" || string(got[0].Values[1]) != "u1" {
+					t.Fatalf("row handed over as %s with columns %v", n, rel.Columns)
+				}
+			}
+			if wantLoads := map[bool]int{true: 0, false: 1}[tt.oid != 3]; loads != wantLoads {
+				t.Errorf("the catalog was read %d times, want %d", loads, wantLoads)
+			}
+		})
+	}
+}
+
+func permanentErr(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
 func TestDecodeErrors(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -238,7 +344,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
+			d := newDecoder(outboxOnly(), &Counters{})
 			var err error
 			for _, m := range tt.steps {
 				if _, _, err = d.decode(1, m); err != nil {
@@ -269,7 +375,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(seed(msgMessage(5, false, HeartbeatPrefix, "x"), msgTruncate(1)))
 	f.Add(seed(msgRelation(1, "public", "outbox", outboxCols...), msgUpdate(1, nil), msgDelete(1, []byte("k"))))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := newDecoder([]Table{{"public", "outbox"}}, &Counters{})
+		d := newDecoder(outboxOnly(), &Counters{})
 		for len(data) >= 2 {
 			n := int(binary.BigEndian.Uint16(data))
 			data = data[2:]

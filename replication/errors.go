@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -131,3 +132,22 @@ func (s *Stream) invalidated() bool {
   OR to_jsonb(s)->>'invalidation_reason' IS NOT NULL FROM pg_replication_slots s WHERE slot_name = $1`, s.cfg.Slot).Scan(&lost)
 	return err == nil && lost
 }
+
+// UnrecognisedError is a row that reaches the stream through the
+// publication from a relation that the publication names and that is not
+// an outbox table of the pipeline, nor a partition of one or a table that
+// inherits from one. The stream stops at it rather than confirm past a row
+// it did not account for: nothing from its transaction on is confirmed.
+// The relay adds what to do.
+type UnrecognisedError struct {
+	Relation Table         // the relation as the stream names it at that point
+	OID      uint32        // its OID
+	LSN      pglogrepl.LSN // the row's position
+}
+
+func (e *UnrecognisedError) Error() string {
+	return fmt.Sprintf("a row of %s (oid %d) at %s is not of an outbox table of the pipeline, nor of a partition of one or a table that inherits from one", e.Relation, e.OID, e.LSN)
+}
+
+// Permanent: the publication or the pipeline's tables must change.
+func (e *UnrecognisedError) Permanent() bool { return true }

@@ -158,9 +158,10 @@ type (
 		rel    uint32
 		values [][]byte
 	}
-	updateMsg struct{ rel uint32 }
-	relIDs    []uint32 // delete, truncate: only the relations matter
-	message   struct {
+	updateMsg   struct{ rel uint32 }
+	relIDs      []uint32 // delete: only the relations matter
+	truncateMsg []uint32 // the relations truncated
+	message     struct {
 		transactional bool
 		lsn           pglogrepl.LSN
 		prefix        string
@@ -217,7 +218,7 @@ func parse(data []byte) (any, error) {
 		if r.err == nil && n > len(r.b)/4 {
 			return nil, fmt.Errorf("%w: truncate claims %d relations in %d bytes", ErrProtocol, n, len(r.b))
 		}
-		ids := make(relIDs, 0, n)
+		ids := make(truncateMsg, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
 			ids = append(ids, r.uint32("truncate relation"))
 		}

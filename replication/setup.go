@@ -72,54 +72,6 @@ func (r Readiness) Err(slotExists bool) error {
 	return nil
 }
 
-// EnsurePublication checks that the publication exists and covers the table.
-// With create, a missing publication is created for the table's inserts
-// only, so the WAL sender does not ship updates and deletes nobody needs.
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t Table, create bool) (created bool, err error) {
-	return EnsurePublicationFor(ctx, conn, name, []Table{t}, create)
-}
-
-// EnsurePublicationFor is EnsurePublication for every outbox table of a
-// pipeline: one publication covers them all.
-func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []Table, create bool) (created bool, err error) {
-	if err := ValidateName("publication", name); err != nil {
-		return false, err
-	}
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", name).Scan(&exists); err != nil {
-		return false, fmt.Errorf("look up publication: %w", err)
-	}
-	var missing, missingNames, quoted []string
-	for _, t := range tables {
-		var covers bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
-			name, t.Schema, t.Name).Scan(&covers); err != nil {
-			return false, fmt.Errorf("look up publication: %w", err)
-		}
-		quoted = append(quoted, t.Quoted())
-		if !covers {
-			missing, missingNames = append(missing, t.Quoted()), append(missingNames, t.String())
-		}
-	}
-	switch {
-	case len(missing) == 0:
-		return false, nil
-	case exists:
-		return false, fmt.Errorf("%w: publication %s exists without %s: run ALTER PUBLICATION %s ADD TABLE %s;", ErrPublication, name,
-			strings.Join(missingNames, ", "), name, strings.Join(missing, ", "))
-	case !create:
-		return false, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');",
-			ErrPublication, name, name, strings.Join(quoted, ", "))
-	}
-	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')", name, strings.Join(quoted, ", "))); err != nil {
-		if isPrivilegeError(err) {
-			return false, fmt.Errorf("%w: may not create publication %s (it needs CREATE on the database and ownership of %s): %v", ErrNotReady, name, strings.Join(quoted, ", "), err)
-		}
-		return false, fmt.Errorf("create publication %s: %w", name, err)
-	}
-	return true, nil
-}
-
 // failoverMajor is the first PostgreSQL major version with failover slots.
 const failoverMajor = 17
 

@@ -141,6 +141,7 @@ type Stream struct {
 	delivered pglogrepl.LSN
 	stop      chan struct{}
 	stopOnce  sync.Once
+	rels      *relations
 	buf       []byte
 	// Counters are what the stream saw.
 	Counters Counters
@@ -164,6 +165,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(err))
 	}
 	s := &Stream{cfg: cfg, tables: tables, log: log, conn: conn, stop: make(chan struct{})}
+	if s.rels, err = s.loadRelations(ctx); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
 	if err := s.startReplication(ctx); err != nil {
 		conn.Close(context.Background())
 		return nil, err
@@ -219,6 +224,34 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		return s.classify(err, false)
 	}
 	return nil
+}
+
+// loadRelations reads which relations hold the pipeline's rows, and
+// whether the publication publishes other tables by design, on a
+// connection of its own; the stream reads the relations again the same way
+// when a row comes from one it does not know.
+func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
+	conn, err := Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	p, err := InspectPublication(ctx, conn, s.cfg.Publication, s.tables)
+	if err != nil {
+		return nil, err
+	}
+	rels := newRelations(s.tables, p.Members, p.Broad())
+	rels.load = func() (*Publication, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StatusInterval+ConnectTimeout)
+		defer cancel()
+		conn, err := Connect(ctx, s.cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("connect: %w", err)
+		}
+		defer conn.Close(context.Background())
+		return InspectPublication(ctx, conn, s.cfg.Publication, s.tables)
+	}
+	return rels, nil
 }
 
 // Start is the position streaming started from: the slot's confirmed LSN.
@@ -318,7 +351,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	}()
 	defer func() { hbCancel(); <-hbDone }()
 
-	dec := newDecoder(s.tables, &s.Counters)
+	dec := newDecoder(s.rels, &s.Counters)
 	dec.onUpdate = s.cfg.OnUpdate
 	h := newHandoff(out)
 	nextStatus := time.Now()
@@ -437,6 +470,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 				if err != nil {
 					return err
 				}
+				if len(dec.truncated)+len(dec.gone)+len(dec.renamed) > 0 {
+					s.report(dec, xld.WALStart)
+				}
 				if ok {
 					if c.Kind != KindRow {
 						s.delivered = c.LSN
@@ -458,6 +494,25 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 			return errors.New("server ended replication")
 		}
 	}
+}
+
+// report logs what the decoder met besides rows, and clears it.
+func (s *Stream) report(dec *decoder, lsn pglogrepl.LSN) {
+	if len(dec.truncated) > 0 {
+		// Nothing to do: the rows inserted before it are in the stream
+		// all the same, and are published.
+		s.log.Info("the outbox table was truncated; the rows inserted before the truncate are published all the same, as the WAL holds them",
+			"tables", tablesString(dec.truncated), "lsn", lsn.String(), "xid", dec.xid)
+	}
+	for _, t := range dec.gone {
+		s.log.Warn("skipping the rows of a table that publication "+s.cfg.Publication+" published when they were written and no longer does; it is not an outbox table of the pipeline",
+			"table", t.String(), "lsn", lsn.String())
+	}
+	for _, r := range dec.renamed {
+		s.log.Warn("the outbox table is under another name at this point of the stream (renamed, or moved to another schema): its rows are published as the table's",
+			"table", r[0].String(), "named", r[1].String(), "lsn", lsn.String())
+	}
+	dec.truncated, dec.gone, dec.renamed = dec.truncated[:0], dec.gone[:0], dec.renamed[:0]
 }
 
 // deliver hands the filled batch to the pipeline and takes a free one to

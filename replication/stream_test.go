@@ -84,7 +84,7 @@ func newTestStream(t testing.TB) (*Stream, *walSender) {
 	s := &Stream{
 		cfg:    Config{StatusInterval: 50 * time.Millisecond, ReceiveTimeout: time.Minute, HeartbeatInterval: -1},
 		tables: []Table{{"public", "outbox"}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		conn: conn, stop: make(chan struct{}),
+		conn: conn, stop: make(chan struct{}), rels: outboxOnly(),
 	}
 	return s, &walSender{t: t, conn: server, lsn: 0x1000}
 }

@@ -142,3 +142,18 @@ func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.P
 	}
 	return count, age, nil
 }
+
+// SaveStopped records why the relay stopped on a problem retrying cannot
+// fix; ClearStopped forgets it once a session starts. Before migration 014
+// the error is one IsMissing tells.
+func (p Pipeline) SaveStopped(ctx context.Context, q Querier, reason string) error {
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET stopped_reason = $2, stopped_at = now() WHERE pipeline = $1`, p.Name, reason)
+	return err
+}
+
+// ClearStopped: see SaveStopped.
+func (p Pipeline) ClearStopped(ctx context.Context, q Querier) error {
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET stopped_reason = NULL, stopped_at = NULL
+WHERE pipeline = $1 AND stopped_reason IS NOT NULL`, p.Name)
+	return err
+}

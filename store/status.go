@@ -50,6 +50,16 @@ type Status struct {
 	// aggregates held behind them; both nil without the table.
 	DeadLetters    *int64
 	HeldAggregates *int64
+
+	// Migration 014: why the relay last stopped on a problem retrying
+	// cannot fix, until a session starts again (nil: none).
+	Stopped *Stopped
+}
+
+// Stopped is why the relay stopped, and when.
+type Stopped struct {
+	Reason string
+	At     time.Time
 }
 
 // PollingInsteadOfWAL tells whether the pipeline polls though it was not
@@ -149,6 +159,14 @@ FROM pgoutbox_state WHERE pipeline = $1`, p.Name, lostWithin.Seconds()).Scan(&lo
 		if from != nil && to != nil {
 			st.Lost.FromSeq, st.Lost.ToSeq = *from, *to
 		}
+	}
+	var (
+		stopped   *string
+		stoppedAt *time.Time
+	)
+	if q.QueryRow(ctx, `SELECT stopped_reason, stopped_at FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&stopped, &stoppedAt) == nil &&
+		stopped != nil && stoppedAt != nil {
+		st.Stopped = &Stopped{Reason: *stopped, At: *stoppedAt}
 	}
 	var hasDLQ bool
 	if q.QueryRow(ctx, "SELECT to_regclass('pgoutbox_dead_letter') IS NOT NULL").Scan(&hasDLQ) == nil && hasDLQ {

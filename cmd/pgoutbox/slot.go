@@ -95,9 +95,12 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if res.PublicationCreated {
+		switch {
+		case res.PublicationCreated:
 			fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, strings.Join(tables, ", "))
-		} else {
+		case len(res.PublicationFixed) > 0:
+			fmt.Fprintf(stdout, "publication %s fixed (%s): ran %s\n", c.publication, strings.Join(res.PublicationProblems, "; "), strings.Join(res.PublicationFixed, " "))
+		default:
 			fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, strings.Join(tables, ", "))
 		}
 		if res.SlotCreated {

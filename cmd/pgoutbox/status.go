@@ -77,8 +77,12 @@ type pipelineStatus struct {
 	LostDeleted *lostDeleted `json:"lost_deleted,omitempty"`
 	// Lease is the pipeline's lease (migration 013): which relay holds
 	// it, or held it last.
-	Lease    *leaseStatus `json:"lease,omitempty"`
-	Problems []string     `json:"problems"`
+	Lease *leaseStatus `json:"lease,omitempty"`
+	// Stopped is why the relay last stopped on a problem retrying cannot
+	// fix, until a session starts again (migration 014).
+	Stopped   string     `json:"stopped,omitempty"`
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	Problems  []string   `json:"problems"`
 }
 
 // leaseStatus is the pipeline's lease: its holder, the fencing token, and
@@ -138,11 +142,17 @@ func (st *pipelineStatus) fromStore(s *store.Status) {
 	if l := s.Lost; l != nil {
 		st.LostDeleted = &lostDeleted{Rows: l.Rows, FromSeq: l.FromSeq, ToSeq: l.ToSeq, At: l.At}
 	}
+	if s.Stopped != nil {
+		st.Stopped, st.StoppedAt = s.Stopped.Reason, &s.Stopped.At
+	}
 }
 
 // operations adds the problems that what the relay saves for operations
 // and the dead-letter count show.
 func (st *pipelineStatus) operations(s *store.Status, th thresholds) {
+	if st.StoppedAt != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("the relay stopped at %s: %s", st.StoppedAt.Format(time.RFC3339), st.Stopped))
+	}
 	if s.Silence != nil && s.Silence.Seconds() > th.maxQuiet.Seconds() {
 		st.Problems = append(st.Problems, fmt.Sprintf("no relay has held the pipeline for %s: is pgoutbox run running?",
 			s.Silence.Truncate(time.Second)))

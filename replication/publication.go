@@ -1,0 +1,319 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// publicationMark is the comment pgoutbox puts on a publication it creates:
+// such a publication is pgoutbox's to fix.
+const publicationMark = "pgoutbox"
+
+// PublicationSetup says what EnsurePublicationFor did.
+type PublicationSetup struct {
+	// Created is set when the publication did not exist and was created.
+	Created bool
+	// Fixed are the statements run to fix a publication of pgoutbox's
+	// that did not publish every outbox row as it must.
+	Fixed []string
+	// Problems are what was wrong with it before the fix.
+	Problems []string
+}
+
+// Publication is what the catalog says of a publication and of the
+// pipeline's tables in it.
+type Publication struct {
+	Name   string
+	Exists bool
+	// AllTables: FOR ALL TABLES; Schemas: it publishes whole schemas
+	// (TABLES IN SCHEMA, PostgreSQL 15 and later). Either way it
+	// publishes tables besides the outbox tables by design.
+	AllTables bool
+	Schemas   map[string]bool
+	Insert    bool
+	// ViaRoot is publish_via_partition_root.
+	ViaRoot bool
+	// Ours: pgoutbox created it (its comment says so), or it has the shape
+	// pgoutbox gave its publications before it marked them: owned by this
+	// role, inserts only, the pipeline's tables only.
+	Ours bool
+	// Rels are the tables it names (FOR TABLE), by OID.
+	Rels map[uint32]Table
+	// Members are the outbox tables and the relations below them.
+	Members []Member
+}
+
+// Broad tells a publication that publishes other tables by design.
+func (p *Publication) Broad() bool { return p.AllTables || len(p.Schemas) > 0 }
+
+// InspectPublication reads the publication and the pipeline's tables.
+func InspectPublication(ctx context.Context, conn *pgx.Conn, name string, tables []Table) (*Publication, error) {
+	if err := ValidateName("publication", name); err != nil {
+		return nil, err
+	}
+	p := &Publication{Name: name, Schemas: map[string]bool{}, Rels: map[uint32]Table{}}
+	var (
+		oid                      uint32
+		update, del, owner, mark bool
+	)
+	err := conn.QueryRow(ctx, `SELECT p.oid, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubviaroot,
+  p.pubowner = (SELECT oid FROM pg_roles WHERE rolname = current_user),
+  coalesce(obj_description(p.oid, 'pg_publication'), '') = $2
+FROM pg_publication p WHERE p.pubname = $1`, name, publicationMark).Scan(&oid, &p.AllTables, &p.Insert, &update, &del, &p.ViaRoot, &owner, &mark)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("look up publication %s: %w", name, err)
+	default:
+		p.Exists = true
+	}
+	if p.Members, err = Members(ctx, conn, tables); err != nil {
+		return nil, err
+	}
+	if !p.Exists {
+		return p, nil
+	}
+	rows, err := conn.Query(ctx, `SELECT c.oid::bigint, n.nspname::text, c.relname::text FROM pg_publication_rel r
+JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE r.prpubid = $1`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	for rows.Next() {
+		var (
+			rel int64
+			t   Table
+		)
+		if err := rows.Scan(&rel, &t.Schema, &t.Name); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("look up publication %s: %w", name, err)
+		}
+		p.Rels[uint32(rel)] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	rows, err = schemasOf(ctx, conn, oid)
+	if err != nil {
+		return nil, fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("look up publication %s: %w", name, err)
+		}
+		p.Schemas[s] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	extra := false
+	for rel := range p.Rels {
+		if !p.member(rel) {
+			extra = true
+		}
+	}
+	p.Ours = mark || (owner && p.Insert && !update && !del && !p.Broad() && !extra)
+	return p, nil
+}
+
+// schemasOf lists the schemas a publication publishes whole (none before
+// PostgreSQL 15, which has no pg_publication_namespace).
+func schemasOf(ctx context.Context, conn *pgx.Conn, pub uint32) (pgx.Rows, error) {
+	var has bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL").Scan(&has); err != nil {
+		return nil, err
+	}
+	if !has {
+		return conn.Query(ctx, "SELECT ''::text WHERE false")
+	}
+	return conn.Query(ctx, `SELECT n.nspname::text FROM pg_publication_namespace pn JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE pn.pnpubid = $1`, pub)
+}
+
+func (p *Publication) member(oid uint32) bool {
+	for _, m := range p.Members {
+		if m.OID == oid {
+			return true
+		}
+	}
+	return false
+}
+
+// names tells whether the publication publishes a relation by itself: it
+// names it, publishes all tables, or its schema.
+func (p *Publication) names(m Member) bool {
+	_, named := p.Rels[m.OID]
+	return named || p.AllTables || p.Schemas[m.Self.Schema]
+}
+
+// fix is one thing wrong with a publication and the statement that puts it
+// right.
+type fix struct{ problem, sql string }
+
+// check lists what keeps the publication from publishing every row of the
+// pipeline's tables under a name the stream recognises, each with its fix,
+// and the tables it publishes that are not the pipeline's (which have no
+// fix pgoutbox may apply).
+func (p *Publication) check(tables []Table) (fixes []fix, extra []Table) {
+	name := p.Name
+	partitioned := false
+	for _, t := range tables {
+		var root *Member
+		for i := range p.Members {
+			if m := &p.Members[i]; m.Root == t && m.IsRoot() {
+				root = m
+			}
+		}
+		if root == nil {
+			continue // EnsurePublicationFor reports it
+		}
+		partitioned = partitioned || root.Kind == 'p'
+		if !p.names(*root) {
+			what := fmt.Sprintf("it does not publish %s", t)
+			if root.Kind == 'p' && p.namesSomeBelow(t) {
+				what = fmt.Sprintf("it publishes some partitions of %s, not the table: rows of the others are not published", t)
+			}
+			fixes = append(fixes, fix{what, fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", name, t.Quoted())})
+		}
+		// A table that inherits is published only when named itself:
+		// one created after the publication is not.
+		for _, m := range p.Members {
+			if m.Root == t && !m.IsRoot() && !m.Partition && !p.names(m) {
+				fixes = append(fixes, fix{fmt.Sprintf("%s inherits from %s and is not published: its rows are not streamed", m.Self, t),
+					fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", name, m.Self.Quoted())})
+			}
+		}
+	}
+	if partitioned && !p.ViaRoot {
+		fixes = append(fixes, fix{"publish_via_partition_root is off: the rows of a partitioned outbox table come under the names of its partitions",
+			fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true);", name)})
+	}
+	if !p.Insert {
+		fixes = append(fixes, fix{"it does not publish inserts", fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert, truncate');", name)})
+	}
+	for oid, t := range p.Rels {
+		if !p.member(oid) {
+			extra = append(extra, t)
+		}
+	}
+	return fixes, extra
+}
+
+// namesSomeBelow tells whether the publication names a relation below t.
+func (p *Publication) namesSomeBelow(t Table) bool {
+	for _, m := range p.Members {
+		if _, named := p.Rels[m.OID]; named && m.Root == t && !m.IsRoot() {
+			return true
+		}
+	}
+	return false
+}
+
+// EnsurePublication checks that the publication exists and publishes every
+// row of the table; see EnsurePublicationFor.
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t Table, create bool) (PublicationSetup, error) {
+	return EnsurePublicationFor(ctx, conn, name, []Table{t}, create)
+}
+
+// EnsurePublicationFor checks that the publication exists and publishes
+// every row of the pipeline's outbox tables under a name the stream
+// recognises: each table named, a table that inherits from one named too,
+// and publish_via_partition_root on where a table is partitioned. With
+// create, a missing publication is created for the tables' inserts and
+// truncates only (the WAL sender ships nothing else), through the
+// partition root, and marked as pgoutbox's with a comment. A publication of
+// pgoutbox's that lacks something is fixed, and the fix returned; any
+// other is left as it is (and so is pgoutbox's without create), and the
+// error says what to run. A publication
+// that also names tables outside the pipeline is refused: their rows
+// would reach the relay, which does not relay them.
+func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []Table, create bool) (PublicationSetup, error) {
+	var res PublicationSetup
+	p, err := InspectPublication(ctx, conn, name, tables)
+	if err != nil {
+		return res, err
+	}
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = t.Quoted()
+		found := false
+		for _, m := range p.Members {
+			found = found || (m.Root == t && m.IsRoot())
+		}
+		if !found {
+			return res, fmt.Errorf("%w: %s (renamed, moved to another schema, or dropped?): pgoutbox relays the tables it is configured for (--table)", ErrNoTable, t)
+		}
+	}
+	createSQL := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert, truncate', publish_via_partition_root = true)", name, strings.Join(quoted, ", "))
+	if !p.Exists {
+		if !create {
+			return res, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or %s;", ErrPublication, name, createSQL)
+		}
+		if _, err := conn.Exec(ctx, createSQL); err != nil {
+			if isPrivilegeError(err) {
+				return res, fmt.Errorf("%w: may not create publication %s (it needs CREATE on the database and ownership of %s): %v", ErrNotReady, name, strings.Join(quoted, ", "), err)
+			}
+			return res, fmt.Errorf("create publication %s: %w", name, err)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("COMMENT ON PUBLICATION %s IS '%s'", name, publicationMark)); err != nil {
+			return res, fmt.Errorf("mark publication %s: %w", name, err)
+		}
+		res.Created = true
+		return res, nil
+	}
+	fixes, extra := p.check(tables)
+	if len(extra) > 0 {
+		names := make([]string, len(extra))
+		drops := make([]string, len(extra))
+		for i, t := range extra {
+			names[i], drops[i] = t.String(), t.Quoted()
+		}
+		return res, fmt.Errorf("%w: publication %s also publishes %s, which the pipeline (%s) does not relay: their rows would reach pgoutbox and stop it. If they hold events, add them to the pipeline (--table); if not, run ALTER PUBLICATION %s DROP TABLE %s;",
+			ErrPublication, name, strings.Join(names, ", "), tablesString(tables), name, strings.Join(drops, ", "))
+	}
+	if len(fixes) == 0 {
+		return res, nil
+	}
+	for _, f := range fixes {
+		res.Problems = append(res.Problems, f.problem)
+	}
+	if !p.Ours || !create {
+		sqls := make([]string, len(fixes))
+		for i, f := range fixes {
+			sqls[i] = f.sql
+		}
+		return res, fmt.Errorf("%w: publication %s: %s; %s: run %s",
+			ErrPublication, name, strings.Join(res.Problems, "; "), notOurs(p.Ours), strings.Join(sqls, " "))
+	}
+	for _, f := range append(fixes, fix{sql: fmt.Sprintf("COMMENT ON PUBLICATION %s IS '%s';", name, publicationMark)}) {
+		if _, err := conn.Exec(ctx, f.sql); err != nil {
+			if isPrivilegeError(err) {
+				return res, fmt.Errorf("%w: publication %s: %s; fixing it was refused (%v): run %s as its owner", ErrPublication, name, f.problem, err, f.sql)
+			}
+			return res, fmt.Errorf("fix publication %s: %s: %w", name, f.sql, err)
+		}
+		if f.problem != "" {
+			res.Fixed = append(res.Fixed, f.sql)
+		}
+	}
+	return res, nil
+}
+
+func notOurs(ours bool) string {
+	if ours {
+		return "pgoutbox may not change it without --create-slot"
+	}
+	return "it is not pgoutbox's to change"
+}
+
+func tablesString(tables []Table) string {
+	s := make([]string, len(tables))
+	for i, t := range tables {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ", ")
+}

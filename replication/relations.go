@@ -1,0 +1,180 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Member is a relation that holds a pipeline's outbox rows: an outbox
+// table itself, or a table below it (a partition at any level, or a table
+// that inherits from it). Rows of a member are rows of Root: polling reads
+// them through Root, and the stream publishes them as Root's.
+type Member struct {
+	OID  uint32
+	Root Table // the outbox table
+	Self Table // the member's own name
+	// Kind is pg_class.relkind: 'r' a table, 'p' a partitioned table
+	// (which holds no rows of its own).
+	Kind byte
+	// Partition says Self is a partition of its parent; false for Root
+	// and for a table that inherits.
+	Partition bool
+	Level     int // 0 for Root
+}
+
+// IsRoot tells the outbox table itself.
+func (m Member) IsRoot() bool { return m.Level == 0 }
+
+// Members lists the outbox tables and every relation below them, by
+// pg_inherits, which records both partitions and inheritance. A table that
+// does not exist has no members.
+func Members(ctx context.Context, conn *pgx.Conn, tables []Table) ([]Member, error) {
+	var out []Member
+	for _, t := range tables {
+		rows, err := conn.Query(ctx, `
+WITH RECURSIVE tree AS (
+  SELECT c.oid AS relid, 0 AS level FROM pg_class c WHERE c.oid = to_regclass($1)
+  UNION ALL
+  SELECT i.inhrelid, tree.level + 1 FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid
+)
+SELECT tree.relid::oid::bigint, n.nspname::text, c.relname::text, c.relkind::text, c.relispartition, tree.level
+FROM tree JOIN pg_class c ON c.oid = tree.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+ORDER BY tree.level, c.oid`, t.Quoted())
+		if err != nil {
+			return nil, fmt.Errorf("read the relations of %s: %w", t, err)
+		}
+		for rows.Next() {
+			var (
+				m    Member
+				oid  int64
+				kind string
+			)
+			if err := rows.Scan(&oid, &m.Self.Schema, &m.Self.Name, &kind, &m.Partition, &m.Level); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read the relations of %s: %w", t, err)
+			}
+			m.OID, m.Root = uint32(oid), t
+			if kind != "" {
+				m.Kind = kind[0]
+			}
+			out = append(out, m)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read the relations of %s: %w", t, err)
+		}
+	}
+	return out, nil
+}
+
+// Leaves are the members that hold rows (all but partitioned tables).
+func Leaves(members []Member) []Member {
+	var out []Member
+	for _, m := range members {
+		if m.Kind != 'p' {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// relationClass is what a relation of the stream is to the pipeline.
+type relationClass uint8
+
+const (
+	// classUnknown: not known to be an outbox table; looked up again at
+	// its first row.
+	classUnknown relationClass = iota
+	// classOutbox: an outbox table, or a member below one.
+	classOutbox
+	// classRenamed: an outbox table under a name other than the one the
+	// pipeline is configured for (renamed, or moved to another schema,
+	// since the stream started); its rows are the table's.
+	classRenamed
+	// classOther: a table the publication publishes by design (FOR ALL
+	// TABLES, or TABLES IN SCHEMA) that is not an outbox table: its rows
+	// are counted and skipped.
+	classOther
+	// classGone: a table the publication does not publish any more (or
+	// that no longer exists), whose rows from before are still in the
+	// slot: they are counted, reported and skipped.
+	classGone
+)
+
+// relations tells, for the stream, which relations are outbox tables: by
+// the name a Relation message gives (the name at that point of the
+// stream), and by OID for the relations below an outbox table, whose rows
+// pgoutput sends under their own names when the publication does not
+// publish through the partition root.
+type relations struct {
+	names map[Table]bool
+	byOID map[uint32]Member
+	// broad: the publication publishes tables other than the outbox
+	// tables by design; their rows are counted and skipped.
+	broad bool
+	// named are the relations the publication names, as last read.
+	named map[uint32]bool
+	// load reads the publication and the members again from the catalog;
+	// nil in tests.
+	load func() (*Publication, error)
+}
+
+func newRelations(tables []Table, members []Member, broad bool) *relations {
+	r := &relations{names: make(map[Table]bool, len(tables)), byOID: membersByOID(members), broad: broad}
+	for _, t := range tables {
+		r.names[t] = true
+	}
+	return r
+}
+
+// classify says what the relation of a Relation message is, and the
+// outbox table its rows belong to.
+func (r *relations) classify(oid uint32, name Table) (relationClass, Table) {
+	if r.names[name] {
+		return classOutbox, name
+	}
+	if m, ok := r.byOID[oid]; ok {
+		if m.IsRoot() {
+			return classRenamed, m.Root
+		}
+		return classOutbox, m.Root
+	}
+	return classUnknown, Table{}
+}
+
+// reload reads the publication and the members again (a partition
+// attached, a table that inherits created, a table taken out of the
+// publication since the stream started), then classifies oid, under name,
+// for good: what is still unknown is another table of a broad
+// publication, a table the publication no longer publishes, or (left
+// unknown) one it names without being the pipeline's.
+func (r *relations) reload(oid uint32, name Table) (relationClass, Table, error) {
+	if r.load != nil {
+		p, err := r.load()
+		if err != nil {
+			return classUnknown, Table{}, err
+		}
+		r.byOID, r.broad, r.named = membersByOID(p.Members), p.Broad(), make(map[uint32]bool, len(p.Rels))
+		for id := range p.Rels {
+			r.named[id] = true
+		}
+	}
+	class, root := r.classify(oid, name)
+	switch {
+	case class != classUnknown:
+	case r.broad:
+		class = classOther
+	case r.named != nil && !r.named[oid]:
+		class = classGone
+	}
+	return class, root, nil
+}
+
+func membersByOID(members []Member) map[uint32]Member {
+	out := make(map[uint32]Member, len(members))
+	for _, m := range members {
+		out[m.OID] = m
+	}
+	return out
+}
