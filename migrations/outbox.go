@@ -28,8 +28,14 @@ type OutboxResult struct {
 	// Added names the polling columns added to an existing table.
 	Added []string
 	// IndexBuilt is set when the partial index over unpublished rows was
-	// built (concurrently, on an existing table).
+	// built (concurrently, on an existing table; partition by partition,
+	// on a partitioned one).
 	IndexBuilt bool
+	// Defaults names the partitions (or tables that inherit) given the
+	// outbox table's defaults of seq and txid, which a table attached as
+	// a partition lacks: without them, rows inserted into it directly
+	// would never be polled.
+	Defaults []string
 }
 
 // OutboxColumns are the columns of the outbox table EnsureOutbox creates,
@@ -95,10 +101,51 @@ CREATE INDEX IF NOT EXISTS `+index+` ON `+t+` (seq) WHERE published_at IS NULL`)
 	if res.Added, err = addPollingColumns(ctx, conn, schema, table); err != nil {
 		return res, err
 	}
+	if res.Defaults, err = childDefaults(ctx, conn, t); err != nil {
+		return res, err
+	}
 	if res.IndexBuilt, err = ensureUnpublishedIndex(ctx, conn, schema, index, t); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// childDefaults gives every table below t (a partition, at any level, or a
+// table that inherits) the defaults of seq and txid that t has and it
+// lacks. Setting a default on t sets it on the tables below it then, and
+// CREATE TABLE ... PARTITION OF copies it; a table attached afterwards
+// (ALTER TABLE ... ATTACH PARTITION) keeps its own, none.
+func childDefaults(ctx context.Context, conn *pgx.Conn, t string) ([]string, error) {
+	rows, err := conn.Query(ctx, `WITH RECURSIVE tree AS (
+  SELECT inhrelid AS relid FROM pg_inherits WHERE inhparent = to_regclass($1)
+  UNION ALL SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+SELECT DISTINCT n.nspname::text, c.relname::text, a.attname::text, pg_get_expr(d.adbin, d.adrelid)
+FROM tree JOIN pg_class c ON c.oid = tree.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname IN ('seq', 'txid') AND NOT a.attisdropped
+JOIN pg_attribute pa ON pa.attrelid = to_regclass($1) AND pa.attname = a.attname
+JOIN pg_attrdef d ON d.adrelid = pa.attrelid AND d.adnum = pa.attnum
+WHERE c.relkind = 'r' AND NOT a.atthasdef AND a.attidentity = '' AND pa.attidentity = ''
+ORDER BY 1, 2, 3`, t)
+	if err != nil {
+		return nil, fmt.Errorf("read the defaults of the partitions of %s: %w", t, err)
+	}
+	type missing struct{ schema, table, column, expr string }
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (missing, error) {
+		var m missing
+		return m, r.Scan(&m.schema, &m.table, &m.column, &m.expr)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the defaults of the partitions of %s: %w", t, err)
+	}
+	var done []string
+	for _, m := range list {
+		child := pgx.Identifier{m.schema, m.table}.Sanitize()
+		if err := briefly(ctx, conn, child, []string{"ALTER TABLE " + child + " ALTER COLUMN " + pgx.Identifier{m.column}.Sanitize() + " SET DEFAULT " + m.expr}); err != nil {
+			return done, err
+		}
+		done = append(done, m.schema+"."+m.table+"."+m.column)
+	}
+	return done, nil
 }
 
 // AddPollingColumns gives an existing outbox table what polling needs, as
@@ -232,10 +279,25 @@ WHERE c.oid = to_regclass($1) AND a.privilege_type = 'INSERT'`, t)
 	return nil
 }
 
+// unpublishedIndex is the definition of the partial index polling reads
+// through. Rows from before the polling columns have no seq; they are never
+// polled, and the index leaves them out.
+const unpublishedIndex = " (seq) WHERE published_at IS NULL AND seq IS NOT NULL"
+
 // ensureUnpublishedIndex builds the partial index polling reads through,
 // concurrently, so inserts go on while it is built. A build that failed
-// earlier leaves an invalid index behind; it is dropped and built again.
+// earlier leaves an invalid index behind; it is dropped and built again. On
+// a partitioned table, which cannot be indexed concurrently, it builds the
+// index the way PostgreSQL allows without a long lock (see
+// partitionedIndex).
 func ensureUnpublishedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string) (bool, error) {
+	var kind string
+	if err := conn.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", t).Scan(&kind); err != nil {
+		return false, fmt.Errorf("look up %s: %w", t, err)
+	}
+	if kind == "p" {
+		return partitionedIndex(ctx, conn, schema, index, t)
+	}
 	var valid *bool
 	err := conn.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, index).Scan(&valid)
@@ -251,11 +313,96 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname
 			return false, fmt.Errorf("drop invalid index %s: %w", index, err)
 		}
 	}
-	// Rows from before the polling columns have no seq; they are never
-	// polled, and the index leaves them out.
-	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY IF NOT EXISTS "+pgx.Identifier{index}.Sanitize()+" ON "+t+
-		" (seq) WHERE published_at IS NULL AND seq IS NOT NULL"); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY IF NOT EXISTS "+pgx.Identifier{index}.Sanitize()+" ON "+t+unpublishedIndex); err != nil {
 		return false, fmt.Errorf("build index %s on %s: %w", index, t, err)
 	}
 	return true, nil
+}
+
+// partitionedIndex builds the index over unpublished rows on the
+// partitioned table t: the index on t alone (CREATE INDEX ... ON ONLY,
+// which takes a moment's lock and stays invalid), then each partition's
+// concurrently, attached to it as it is built (ALTER INDEX ... ATTACH
+// PARTITION); a partition that is partitioned itself is done the same way,
+// first. Once every partition's is attached, PostgreSQL marks t's valid. A
+// run cut short leaves t's index invalid, with some partitions attached:
+// the next run builds and attaches the rest. Partitions created later
+// (CREATE TABLE ... PARTITION OF) get the index from PostgreSQL.
+func partitionedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string) (bool, error) {
+	var (
+		oid   uint32
+		valid bool
+	)
+	err := conn.QueryRow(ctx, `SELECT c.oid, i.indisvalid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = $1 AND c.relname = $2`, schema, index).Scan(&oid, &valid)
+	switch {
+	case err == nil && valid:
+		return false, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		if err := briefly(ctx, conn, t, []string{"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{index}.Sanitize() + " ON ONLY " + t + unpublishedIndex}); err != nil {
+			return false, fmt.Errorf("build index %s on %s: %w", index, t, err)
+		}
+	case err != nil:
+		return false, fmt.Errorf("look up index %s: %w", index, err)
+	}
+	qualified := pgx.Identifier{schema, index}.Sanitize()
+	// The partitions whose index is not attached yet (foreign tables
+	// cannot have one).
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, c.relkind::text, c.oid FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE i.inhparent = to_regclass($1) AND c.relkind IN ('r', 'p')
+  AND NOT EXISTS (SELECT 1 FROM pg_inherits ii JOIN pg_index x ON x.indexrelid = ii.inhrelid
+                  WHERE ii.inhparent = to_regclass($2) AND x.indrelid = c.oid)
+ORDER BY c.oid`, t, qualified)
+	if err != nil {
+		return false, fmt.Errorf("list the partitions of %s: %w", t, err)
+	}
+	type part struct {
+		schema, name, kind string
+		oid                uint32
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
+		var p part
+		return p, r.Scan(&p.schema, &p.name, &p.kind, &p.oid)
+	})
+	if err != nil {
+		return false, fmt.Errorf("list the partitions of %s: %w", t, err)
+	}
+	for _, p := range parts {
+		pt := pgx.Identifier{p.schema, p.name}.Sanitize()
+		name, err := partitionIndexName(ctx, conn, p.schema, p.name, p.oid)
+		if err != nil {
+			return false, err
+		}
+		if p.kind == "p" {
+			_, err = partitionedIndex(ctx, conn, p.schema, name, pt)
+		} else {
+			_, err = ensureUnpublishedIndex(ctx, conn, p.schema, name, pt)
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := briefly(ctx, conn, t, []string{"ALTER INDEX " + qualified + " ATTACH PARTITION " + pgx.Identifier{p.schema, name}.Sanitize()}); err != nil {
+			return false, fmt.Errorf("attach index %s to %s: %w", name, index, err)
+		}
+	}
+	return true, nil
+}
+
+// partitionIndexName names a partition's index over unpublished rows after
+// the partition, or after its OID too where that name is another
+// relation's (a long name cut short, or a name taken).
+func partitionIndexName(ctx context.Context, conn *pgx.Conn, schema, table string, oid uint32) (string, error) {
+	name := sanitizeIndexPrefix(table) + "_unpublished"
+	var other bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = c.oid AND i.indrelid = $3))`,
+		schema, name, oid).Scan(&other)
+	if err != nil {
+		return "", fmt.Errorf("name the index of %s: %w", table, err)
+	}
+	if other {
+		name = fmt.Sprintf("%s_%d_unpublished", sanitizeIndexPrefix(table)[:min(len(table), 30)], oid)
+	}
+	return name, nil
 }

@@ -56,7 +56,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		switch {
 		case res.Created:
 			fmt.Fprintf(stdout, "%s created\n", table)
-		case len(res.Added) > 0 || res.IndexBuilt:
+		case len(res.Added) > 0 || res.IndexBuilt || len(res.Defaults) > 0:
 			fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
 		default:
 			fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
@@ -85,6 +85,9 @@ func describeAdded(res migrations.OutboxResult) string {
 	}
 	if res.IndexBuilt {
 		parts = append(parts, "the index over unpublished rows (built concurrently)")
+	}
+	if len(res.Defaults) > 0 {
+		parts = append(parts, "the defaults of "+strings.Join(res.Defaults, ", "))
 	}
 	return strings.Join(parts, " and ")
 }

@@ -1,0 +1,282 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// partitionedTable is an outbox as teams partition theirs, by month of
+// created_at so that old months are dropped instead of deleted: last
+// month, this month, and a default partition; the primary key includes
+// the partition key, as PostgreSQL requires.
+const partitionedTable = `CREATE TABLE public.outbox (
+  id uuid NOT NULL DEFAULT gen_random_uuid(),
+  aggregatetype text NOT NULL,
+  aggregateid text NOT NULL,
+  type text NOT NULL,
+  payload jsonb NOT NULL,
+  headers jsonb,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
+  EXECUTE format('CREATE TABLE outbox_last_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m - interval '1 month', m);
+  EXECUTE format('CREATE TABLE outbox_this_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m, m + interval '1 month');
+END $$;
+CREATE TABLE outbox_default PARTITION OF outbox DEFAULT`
+
+// Months relative to the current one, as SQL, for created_at.
+const (
+	lastMonth  = "date_trunc('month', now()) - interval '1 month' + interval '1 day'"
+	thisMonth  = "now()"
+	nextMonth  = "date_trunc('month', now()) + interval '1 month' + interval '1 day'"
+	inTwoMonth = "date_trunc('month', now()) + interval '2 months' + interval '1 day'"
+	farFuture  = "'2200-01-01'::timestamptz" // the default partition
+)
+
+// partitionedOutbox is a database that holds a partitioned outbox with
+// history rows (last month's) and nothing of pgoutbox: no migrate has run.
+func partitionedOutbox(t *testing.T, history int, pgOpts ...pgcluster.Options) *env {
+	t.Helper()
+	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
+	e.url = e.pg.URL
+	e.kafka = kafkatest.New(t)
+	e.brokers = e.kafka.Brokers
+	e.conn = e.connect()
+	if _, err := e.conn.Exec(context.Background(), partitionedTable); err != nil {
+		t.Fatal(err)
+	}
+	if history > 0 {
+		e.insertInto(t, "outbox", "history", lastMonth, history)
+	}
+	return e
+}
+
+// insertInto commits one transaction of n outbox rows of aggregate type
+// aggType into table (the outbox, or one of its partitions directly) with
+// created_at set to the SQL expression at, and returns their ids.
+func (e *env) insertInto(t *testing.T, table, aggType, at string, n int) []string {
+	t.Helper()
+	var ids []string
+	rows, err := e.conn.Query(context.Background(), fmt.Sprintf(`INSERT INTO %s (aggregatetype, aggregateid, type, payload, created_at)
+SELECT $1, 'a-' || (g %% 3), 'Happened', jsonb_build_object('n', g), %s FROM generate_series(1, $2) g RETURNING id::text`, table, at), aggType, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("insert into %s: %v", table, err)
+	}
+	return ids
+}
+
+// execAll runs statements in turn on the test's connection.
+func (e *env) execAll(sql ...string) {
+	e.t.Helper()
+	for _, s := range sql {
+		e.exec(s)
+	}
+}
+
+// exited waits for the process to exit by itself and returns its output.
+func (p *proc) exited(t *testing.T, within time.Duration) (string, error) {
+	t.Helper()
+	select {
+	case err := <-p.waited:
+		p.waited <- err // for the cleanup
+		return p.out.String(), err
+	case <-time.After(within):
+		t.Fatalf("pgoutbox did not stop within %s:\n%s", within, p.out.String())
+		return "", nil
+	}
+}
+
+// A team's partitioned outbox with rows, taken over as a user does:
+// pgoutbox migrate, then pgoutbox run in WAL mode and in poll mode (two
+// pipelines, each to its own topics). migrate gives the table the polling
+// columns and builds the index over unpublished rows partition by
+// partition, concurrently, without rewriting a partition; each pipeline
+// publishes every row written from then on, into any partition (the
+// default one, a partition created while they run, a table attached as
+// one, rows inserted into a partition directly), and none of the history.
+// Dropping a partition whose rows were all published is no loss.
+func TestPartitionedOutbox(t *testing.T) {
+	e := partitionedOutbox(t, 200)
+	ctx := context.Background()
+	parts := []string{"outbox_last_month", "outbox_this_month", "outbox_default"}
+	before := map[string]uint32{}
+	for _, p := range parts {
+		before[p] = filenode(t, e.conn, p)
+	}
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	for _, p := range parts {
+		if after := filenode(t, e.conn, p); after != before[p] {
+			t.Errorf("partition %s was rewritten", p)
+		}
+	}
+	var invalid []string
+	rows, err := e.conn.Query(ctx, `SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relname LIKE 'outbox%unpublished' AND NOT i.indisvalid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		invalid = append(invalid, n)
+	}
+	var indexes int
+	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox_unpublished'::regclass`).Scan(&indexes)
+	if len(invalid) > 0 || indexes != len(parts) {
+		t.Errorf("index over unpublished rows: %d partitions' attached, invalid %v", indexes, invalid)
+	}
+
+	wal := e.runProcess(t, "--mode", "wal", "--slot", "pw", "--publication", "pw", "--topic", "wal.{aggregatetype}")
+	poll := e.runProcess(t, "--mode", "poll", "--slot", "pp", "--topic", "poll.{aggregatetype}", "--poll-interval", "50ms")
+	eventually(t, 30*time.Second, "both relays started", func() bool {
+		return strings.Contains(wal.out.String(), `"msg":"streaming"`) && strings.Contains(poll.out.String(), `"msg":"polling"`)
+	})
+	var ids []string
+	ids = append(ids, e.insertInto(t, "outbox", "order", thisMonth, 30)...)
+	ids = append(ids, e.insertInto(t, "outbox", "order", farFuture, 10)...)
+	ids = append(ids, e.insertInto(t, "outbox", "order", lastMonth, 10)...)
+	ids = append(ids, e.insertInto(t, "outbox_this_month", "order", thisMonth, 5)...)
+	// Partitions added while the relays run: nothing to do for them.
+	e.exec(`DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
+  EXECUTE format('CREATE TABLE outbox_next_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m + interval '1 month', m + interval '2 months');
+  EXECUTE format('CREATE TABLE outbox_attached (LIKE outbox INCLUDING DEFAULTS)');
+  EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_attached FOR VALUES FROM (%L) TO (%L)', m + interval '2 months', m + interval '3 months');
+END $$`)
+	ids = append(ids, e.insertInto(t, "outbox", "order", nextMonth, 10)...)
+	ids = append(ids, e.insertInto(t, "outbox", "order", inTwoMonth, 10)...)
+	ids = append(ids, e.insertInto(t, "outbox_attached", "order", inTwoMonth, 5)...)
+	for _, topic := range []string{"wal.order", "poll.order"} {
+		awaitIDs(t, e.brokers, topic, ids, 30*time.Second)
+	}
+	eventually(t, 15*time.Second, "polling marked every row it published", func() bool {
+		var left int
+		e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
+		return left == 0
+	})
+	// Last month's partition goes: its rows were history or published.
+	e.exec("DROP TABLE outbox_last_month")
+	more := e.insertInto(t, "outbox", "order", thisMonth, 5)
+	for _, topic := range []string{"wal.order", "poll.order"} {
+		awaitIDs(t, e.brokers, topic, more, 30*time.Second)
+		if n := len(drain(t, e.brokers, topic, 0)); n != len(ids)+len(more) {
+			t.Errorf("%d records in %s, want the %d written since migrate: none of the history", n, topic, len(ids)+len(more))
+		}
+	}
+	// The deleted-row check has seen the drop and runs on.
+	time.Sleep(time.Second)
+	for _, pipeline := range []string{"pw", "pp"} {
+		st, ok := e.status(t, "--slot", pipeline)
+		if !ok || st.LostDeleted != nil {
+			t.Errorf("status of %s: ok %t, lost %+v, problems %q", pipeline, ok, st.LostDeleted, st.Problems)
+		}
+	}
+	var viaRoot bool
+	if err := e.conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pw'").Scan(&viaRoot); err != nil || !viaRoot {
+		t.Errorf("the publication pgoutbox created publishes through the partition root: %t (err %v)", viaRoot, err)
+	}
+	for _, p := range []*proc{wal, poll} {
+		if err := p.signal(t, syscall.SIGTERM); err != nil {
+			t.Errorf("pgoutbox run: %v", err)
+		}
+	}
+}
+
+// The publication of a partitioned outbox, through the binary. One made by
+// hand without publish_via_partition_root (or naming some partitions only)
+// is not pgoutbox's to change: --mode wal stops at start with the
+// statement to run, and --mode auto polls, saying what is wrong, not to
+// add a table the publication already has. One with the shape pgoutbox
+// gave its publications before (inserts only, its tables only) is fixed,
+// and so said; rows the slot decoded before the fix come under the names
+// of the partitions, and are published all the same. While it streams,
+// publish_via_partition_root is turned off by hand and a table with rows
+// attached as a partition: rows inserted through the outbox then arrive
+// under the new partition's name and are published, the rows it held
+// before are not (they were never outbox rows), and the publication is put
+// right again within seconds.
+func TestPartitionedOutboxPublication(t *testing.T) {
+	e := partitionedOutbox(t, 0)
+	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	// Made by hand, as for a subscriber, publishing every action.
+	e.exec("CREATE PUBLICATION pgoutbox FOR TABLE outbox")
+	wantFix := "ALTER PUBLICATION pgoutbox SET (publish_via_partition_root = true);"
+	out, err := e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second)
+	if err == nil || !strings.Contains(out, wantFix) || strings.Contains(out, "ADD TABLE") {
+		t.Errorf("--mode wal with a publication that does not publish through the root: exit %v, want the fix %q and no ADD TABLE:\n%s", err, wantFix, out)
+	}
+	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox_this_month")
+	out, err = e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second)
+	if err == nil || !strings.Contains(out, "publishes some partitions of public.outbox") || !strings.Contains(out, `ALTER PUBLICATION pgoutbox ADD TABLE "public"."outbox";`) {
+		t.Errorf("--mode wal with a publication of one partition: exit %v (%d bytes):\n%s", err, len(out), out)
+	}
+	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox")
+	auto := e.runProcess(t, "--mode", "auto", "--poll-interval", "50ms")
+	polled := e.insertInto(t, "outbox", "polled", thisMonth, 10)
+	awaitIDs(t, e.brokers, "outbox.event.polled", polled, 30*time.Second)
+	if err := auto.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("pgoutbox run --mode auto: %v", err)
+	}
+	if log := auto.out.String(); !strings.Contains(log, `"msg":"switching to polling"`) || !strings.Contains(log, "publish_via_partition_root") || strings.Contains(log, "ADD TABLE") {
+		t.Errorf("auto mode does not say what is wrong with the publication:\n%s", log)
+	}
+
+	// As an earlier pgoutbox made it, with a slot that holds rows written
+	// before the fix.
+	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox WITH (publish = 'insert')",
+		"SELECT pg_create_logical_replication_slot('pgoutbox', 'pgoutput')")
+	ids := e.insertInto(t, "outbox", "order", thisMonth, 10)
+	ids = append(ids, e.insertInto(t, "outbox", "order", farFuture, 5)...)
+	wal := e.runProcess(t, "--mode", "wal")
+	eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(wal.out.String(), `"msg":"streaming"`) })
+	if log := wal.out.String(); !strings.Contains(log, "publication fixed") || !strings.Contains(log, wantFix) {
+		t.Errorf("the publication was not fixed, or not said so:\n%s", log)
+	}
+	ids = append(ids, e.insertInto(t, "outbox", "order", thisMonth, 10)...)
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+
+	// Turned off by hand; a table with rows attached.
+	e.execAll("ALTER PUBLICATION pgoutbox SET (publish_via_partition_root = false)",
+		`CREATE TABLE outbox_next_month (LIKE outbox INCLUDING DEFAULTS)`,
+		`INSERT INTO outbox_next_month (aggregatetype, aggregateid, type, payload, created_at)
+SELECT 'order', 'before', 'Happened', '{}', `+nextMonth+` FROM generate_series(1, 3)`,
+		`DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
+  EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_next_month FOR VALUES FROM (%L) TO (%L)', m + interval '1 month', m + interval '2 months');
+END $$`)
+	late := e.insertInto(t, "outbox", "order", nextMonth, 5)
+	late = append(late, e.insertInto(t, "outbox", "order", thisMonth, 5)...)
+	awaitIDs(t, e.brokers, "outbox.event.order", late, 30*time.Second)
+	eventually(t, 15*time.Second, "the publication put right", func() bool {
+		var viaRoot bool
+		e.conn.QueryRow(context.Background(), "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pgoutbox'").Scan(&viaRoot)
+		return viaRoot
+	})
+	last := e.insertInto(t, "outbox", "order", nextMonth, 5)
+	awaitIDs(t, e.brokers, "outbox.event.order", last, 30*time.Second)
+	if err := wal.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("pgoutbox run: %v", err)
+	}
+	if n, want := len(drain(t, e.brokers, "outbox.event.order", 0)), len(ids)+len(late)+len(last); n != want {
+		t.Errorf("%d records, want %d: the rows of the attached table from before are not events", n, want)
+	}
+}
