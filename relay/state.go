@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -238,6 +239,11 @@ func (r *Relay) checkPublication(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+func undefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
 // logPublication says what setting up the publication did.
 func (r *Relay) logPublication(created bool, fixed, problems []string) {
 	if created {
@@ -301,9 +307,12 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		if err == nil && hasSeq {
 			r.walCheckpoint(qctx, conn, stream, &g)
 		}
-		if err == nil && time.Now().After(pubCheck) {
+		if err == nil && time.Now().After(pubCheck) || undefinedTable(err) {
+			// A table gone (renamed, dropped) is said better by the check.
 			pubCheck = time.Now().Add(publicationCheckEvery)
-			err = r.checkPublication(qctx, conn)
+			if perr := r.checkPublication(qctx, conn); perr != nil || err == nil {
+				err = perr
+			}
 		}
 		cancel()
 		if err != nil {

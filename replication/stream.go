@@ -471,7 +471,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 					return err
 				}
 				if len(dec.truncated)+len(dec.gone)+len(dec.renamed) > 0 {
-					s.report(dec, xld.WALStart)
+					s.report(dec)
 				}
 				if ok {
 					if c.Kind != KindRow {
@@ -496,21 +496,24 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	}
 }
 
-// report logs what the decoder met besides rows, and clears it.
-func (s *Stream) report(dec *decoder, lsn pglogrepl.LSN) {
+// report logs what the decoder met besides rows, and clears it. A
+// Relation message carries no position: the transaction's commit LSN
+// says where.
+func (s *Stream) report(dec *decoder) {
+	at := []any{"xid", dec.xid, "commit_lsn", dec.final.String()}
 	if len(dec.truncated) > 0 {
 		// Nothing to do: the rows inserted before it are in the stream
 		// all the same, and are published.
 		s.log.Info("the outbox table was truncated; the rows inserted before the truncate are published all the same, as the WAL holds them",
-			"tables", tablesString(dec.truncated), "lsn", lsn.String(), "xid", dec.xid)
+			append([]any{"tables", tablesString(dec.truncated)}, at...)...)
 	}
 	for _, t := range dec.gone {
 		s.log.Warn("skipping the rows of a table that publication "+s.cfg.Publication+" published when they were written and no longer does; it is not an outbox table of the pipeline",
-			"table", t.String(), "lsn", lsn.String())
+			append([]any{"table", t.String()}, at...)...)
 	}
 	for _, r := range dec.renamed {
 		s.log.Warn("the outbox table is under another name at this point of the stream (renamed, or moved to another schema): its rows are published as the table's",
-			"table", r[0].String(), "named", r[1].String(), "lsn", lsn.String())
+			append([]any{"table", r[0].String(), "named", r[1].String()}, at...)...)
 	}
 	dec.truncated, dec.gone, dec.renamed = dec.truncated[:0], dec.gone[:0], dec.renamed[:0]
 }

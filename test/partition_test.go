@@ -280,3 +280,90 @@ END $$`)
 		t.Errorf("%d records, want %d: the rows of the attached table from before are not events", n, want)
 	}
 }
+
+// What else reaches the WAL stream from outside the outbox table, through
+// the binary in --mode wal, on the default table. A second table added to
+// the publication by hand: the relay stops at its first row, before
+// confirming it, naming the table and the fix, and status says why; a
+// restart refuses the publication the same way; once the table is out of
+// the publication, its rows still in the slot are skipped with a warning
+// and the outbox rows after them published. A table that inherits from
+// the outbox, created while streaming, is added to pgoutbox's publication
+// within seconds, and its rows are published as the outbox's. The outbox
+// renamed while streaming: rows written under the new name are published,
+// then the relay stops, as the table it is configured for is gone; renamed
+// back, it goes on without losing a row.
+func TestUnrecognisedRelations(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	topic := "outbox.event.order"
+	p := e.runProcess(t, "--mode", "wal")
+	eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
+	before := e.insert(row{"order", "o-1", "Placed", `{}`})
+	awaitIDs(t, e.brokers, topic, before, 30*time.Second)
+
+	e.execAll("CREATE TABLE notes (id int, body text)", "ALTER PUBLICATION pgoutbox ADD TABLE notes")
+	tx, err := e.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	if _, err := tx.Exec(ctx, "INSERT INTO notes VALUES (1, 'not an event')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Shipped', '{}') RETURNING id::text").Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := append([]string{held}, e.insert(row{"order", "o-1", "Delivered", `{}`})...)
+	fix := "ALTER PUBLICATION pgoutbox DROP TABLE \"public\".\"notes\";"
+	out, err := p.exited(t, 30*time.Second)
+	if err == nil || !strings.Contains(out, "public.notes") || !strings.Contains(out, fix) {
+		t.Fatalf("the relay did not stop at a row of a table it does not relay, naming it and the fix %q: exit %v", fix, err)
+	}
+	st, ok := e.status(t)
+	if ok || !strings.Contains(strings.Join(st.Problems, "\n"), "the relay stopped") {
+		t.Errorf("status while the relay is stopped: ok %t, problems %q", ok, st.Problems)
+	}
+	if out, err := e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second); err == nil || !strings.Contains(out, fix) {
+		t.Errorf("a restart did not refuse the publication: exit %v:\n%s", err, out)
+	}
+	e.exec("ALTER PUBLICATION pgoutbox DROP TABLE notes")
+	p = e.runProcess(t, "--mode", "wal")
+	awaitIDs(t, e.brokers, topic, after, 30*time.Second)
+	if !strings.Contains(p.out.String(), "skipping the rows of a table") {
+		t.Errorf("the rows of public.notes were skipped without a word:\n%s", p.out.String())
+	}
+	if st, ok := e.status(t); !ok {
+		t.Errorf("status once the relay streams again: %q", st.Problems)
+	}
+
+	// A table that inherits from the outbox.
+	// (An identity is not inherited, its NOT NULL is.)
+	e.execAll("CREATE TABLE outbox_archive () INHERITS (outbox)",
+		`DO $$ BEGIN EXECUTE format('ALTER TABLE outbox_archive ALTER COLUMN seq SET DEFAULT nextval(%L)', pg_get_serial_sequence('outbox', 'seq')); END $$`)
+	eventually(t, 15*time.Second, "the publication fixed", func() bool { return strings.Contains(p.out.String(), "outbox_archive") })
+	child := e.insertInto(t, "outbox_archive", "order", thisMonth, 3)
+	awaitIDs(t, e.brokers, topic, child, 30*time.Second)
+
+	// Renamed while streaming, and back.
+	e.exec("ALTER TABLE outbox RENAME TO outbox_renamed")
+	renamed := e.insertInto(t, "outbox_renamed", "order", thisMonth, 3)
+	awaitIDs(t, e.brokers, topic, renamed, 30*time.Second)
+	if out, err := p.exited(t, 30*time.Second); err == nil || !strings.Contains(out, "outbox table does not exist: public.outbox") {
+		t.Errorf("the relay went on without the table it is configured for: exit %v\n%s", err, out)
+	}
+	e.exec("ALTER TABLE outbox_renamed RENAME TO outbox")
+	p = e.runProcess(t, "--mode", "wal")
+	last := e.insert(row{"order", "o-1", "Returned", `{}`})
+	awaitIDs(t, e.brokers, topic, last, 30*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("pgoutbox run: %v", err)
+	}
+	want := len(before) + len(after) + len(child) + len(renamed) + len(last)
+	if n := len(drain(t, e.brokers, topic, 0)); n < want {
+		t.Errorf("%d records, want at least %d", n, want)
+	}
+}
