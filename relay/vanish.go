@@ -1,7 +1,10 @@
 package relay
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,9 +97,18 @@ type vanishDetector struct {
 	// since the last report, lastFrom and lastTo those of the last report.
 	unseen, lo, hi   int64
 	lastFrom, lastTo int64
-	// deletes is the growth of n_tup_del since baseDel, the reading the
-	// account starts from (the phase's start, or the checkpoint's).
-	deletes, lastDel, baseDel int64
+	// deletes is the growth of n_tup_del since the reading the account
+	// starts from (the phase's start, or the checkpoint's), plus what
+	// truncates stand for (see rebase); lastDel the last reading, and
+	// files its relations (nil until the first).
+	deletes, lastDel int64
+	files            map[uint32]replication.File
+	// truncFrom and truncTo bound the positions a TRUNCATE (or a
+	// partition dropped or detached, or a rewrite) may have taken rows of
+	// (0: none): once settled, those no row holds count as deleted, and
+	// truncSettled has the next round count and report without waiting.
+	truncFrom, truncTo int64
+	truncSettled       bool
 	// vanishedKnown is the last count of known rows deleted.
 	vanishedKnown int64
 	lastCount     time.Time
@@ -125,6 +137,9 @@ type vanishDetector struct {
 	// bumped rows were added to the saved known rows before a batch was
 	// produced; bumpAcked of them were acked since.
 	bumped, bumpAcked int64
+	// rebased says the last round started the account again (rebase):
+	// "changed" or "added"; the session saves and reports it.
+	rebased string
 }
 
 type vanishCandidate struct {
@@ -154,7 +169,7 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 		return nil
 	}
 	d := &vanishDetector{table: r.table.String(), seq: seq, start: pos.Last, settled: pos.Last, ready: pos.Last,
-		lastDel: pos.Deletes, baseDel: pos.Deletes, began: time.Now()}
+		lastDel: pos.Deletes, files: filesByOID(pos.Files), began: time.Now()}
 	cp, err := loadGap(ctx, conn, r.own().Name)
 	if err != nil && !store.IsMissing(err) {
 		r.log.Warn("cannot read where the account of deleted rows stands", "err", err)
@@ -163,7 +178,7 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 		switch why := cp.unjudgeable(pos); why {
 		case "":
 			d.gap, d.gapXMax, d.savedKnownSeq = cp, pos.XMax, cp.knownSeq
-			d.unseen, d.reported, d.lastDel, d.baseDel = cp.unseen, cp.reported, cp.deletes, cp.deletes
+			d.unseen, d.reported, d.deletes = cp.unseen, cp.reported, pos.Deletes-cp.deletes
 			d.gapFrom = cp.seq + 1
 			return d
 		default:
@@ -188,8 +203,24 @@ func (cp *gapCheckpoint) unjudgeable(pos replication.Positions) string {
 		return "the table's statistics were reset since (pg_stat_reset, or a crash of the server)"
 	case cp.seq > pos.Last || cp.knownSeq > pos.Last:
 		return "the sequence went back"
+	case cp.files != "" && cp.files != filesKey(pos.Files):
+		return "the table was truncated, rewritten, or a partition dropped, detached or attached since (what a TRUNCATE took then cannot be told from a DELETE)"
 	}
 	return ""
+}
+
+// filesKey is a reading's relations and files as the account saves them.
+func filesKey(f replication.Files) string {
+	sum := sha256.Sum256([]byte(f.Key()))
+	return hex.EncodeToString(sum[:12])
+}
+
+func filesByOID(f replication.Files) map[uint32]replication.File {
+	m := make(map[uint32]replication.File, len(f))
+	for _, x := range f {
+		m[x.OID] = x
+	}
+	return m
 }
 
 func (r *Relay) cannotJudge(cp *gapCheckpoint, to int64, why string) {
@@ -245,7 +276,7 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 		}
 		r.cannotJudge(cp, d.start, why)
 		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
-		d.baseDel, d.lastDel, d.deletes = pos.Deletes, pos.Deletes, 0
+		d.lastDel, d.deletes, d.files = pos.Deletes, 0, filesByOID(pos.Files)
 		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
 	} else {
 		d.known0, d.vanishedKnown = known0, vk
@@ -267,7 +298,16 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 // checkpoint is the account as pgoutbox_state keeps it.
 func (d *vanishDetector) checkpoint() gapCheckpoint {
 	return gapCheckpoint{seq: d.settled, knownSeq: d.start, known: d.known0 + d.pubHigh,
-		deletes: d.baseDel, unseen: d.unseen, reported: d.reported, sameStats: true}
+		deletes: d.lastDel - d.deletes, unseen: d.unseen, reported: d.reported, sameStats: true, files: d.filesKey()}
+}
+
+func (d *vanishDetector) filesKey() string {
+	f := make(replication.Files, 0, len(d.files))
+	for _, x := range d.files {
+		f = append(f, x)
+	}
+	slices.SortFunc(f, func(a, b replication.File) int { return cmp.Compare(a.OID, b.OID) })
+	return filesKey(f)
 }
 
 // from is the first position the detector accounts for; 0 when it is off.
@@ -324,10 +364,11 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	if err != nil {
 		return nil, err
 	}
-	if pos.Deletes >= d.lastDel {
-		d.deletes += pos.Deletes - d.lastDel
+	if changed, added := d.advance(pos); changed || added {
+		if err := d.rebase(ctx, poller, pos, changed); err != nil {
+			return nil, err
+		}
 	}
-	d.lastDel = pos.Deletes // a statistics reset starts the counter again
 	if n := len(d.candidates); pos.Last > d.ready && (n == 0 || pos.Last > d.candidates[n-1].last) {
 		d.candidates = append(d.candidates, vanishCandidate{pos.Last, pos.XMax})
 	}
@@ -346,9 +387,10 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	}
 
 	suspect := d.gap == nil && min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
-	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue()) {
+	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue() && !d.truncSettled) {
 		return nil, nil
 	}
+	d.truncSettled = false
 	began := time.Now()
 	n, err := poller.CountKnown(ctx, d.start)
 	if err != nil {
@@ -376,6 +418,78 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	d.reported, d.lastReport = lost, time.Now()
 	d.lastFrom, d.lastTo, d.lo, d.hi = d.lo, d.hi, 0, 0
 	return rep, nil
+}
+
+// advance takes a reading's delete counters, relation by relation, and
+// tells whether a relation got a new file or went (changed: a TRUNCATE, a
+// rewrite, a partition dropped or detached, all of which take rows without
+// counting deletes) or came (added: a partition attached or created).
+func (d *vanishDetector) advance(pos replication.Positions) (changed, added bool) {
+	if d.files == nil {
+		if pos.Deletes >= d.lastDel {
+			d.deletes += pos.Deletes - d.lastDel
+		}
+	} else {
+		for _, f := range pos.Files {
+			old, ok := d.files[f.OID]
+			switch {
+			case !ok:
+				added = true
+				continue
+			case old.Node != f.Node:
+				changed = true
+			}
+			// A statistics reset starts the counter again.
+			if f.Deletes >= old.Deletes {
+				d.deletes += f.Deletes - old.Deletes
+			}
+		}
+		changed = changed || len(d.files) > len(pos.Files)-countAdded(d.files, pos.Files)
+	}
+	d.lastDel, d.files = pos.Deletes, filesByOID(pos.Files)
+	return changed, added
+}
+
+func countAdded(old map[uint32]replication.File, now replication.Files) int {
+	n := 0
+	for _, f := range now {
+		if _, ok := old[f.OID]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// rebase starts the account again after the table's relations changed: a
+// TRUNCATE or a dropped partition takes its rows without counting deletes,
+// so the known rows it took would pass for deletes of known rows and hide
+// as many later deletes of unseen ones; an attached partition brings rows
+// the account never counted. The rows known are counted again; the
+// deletes of unseen rows found so far are carried over, counted against
+// the last count of known rows (which can only make them more, never hide
+// one). Where rows went (changed), every position drawn and not yet
+// settled may have been one of them: once settled, those no row holds
+// count as deleted.
+func (d *vanishDetector) rebase(ctx context.Context, poller *replication.Poller, pos replication.Positions, changed bool) error {
+	carry := max(0, d.deletes-d.vanishedKnown)
+	n, err := poller.CountKnown(ctx, d.start)
+	if err != nil {
+		return err
+	}
+	d.known0, d.pubHigh, d.vanishedKnown, d.deletes = n, 0, 0, carry
+	d.lastCount, d.recountAfter = time.Now(), 0
+	if d.gap != nil {
+		// The gap's count would see the same change: it is not judged.
+		d.gap, d.gapFrom, d.gapUnseen = nil, 0, 0
+	}
+	if changed && pos.Last > d.settled {
+		if d.truncTo == 0 {
+			d.truncFrom = d.settled + 1
+		}
+		d.truncTo = pos.Last
+	}
+	d.rebased = map[bool]string{true: "changed", false: "added"}[changed]
+	return nil
 }
 
 // gapCountDue tells that the gap's final count is due: every delete made
@@ -415,6 +529,19 @@ func (d *vanishDetector) settle(upTo int64) {
 	if !d.blind {
 		in := slices.Compact(slices.Clone(d.published[:k]))
 		d.unseen += (upTo - d.settled) - int64(len(in))
+		if d.truncTo > 0 {
+			// Positions no row holds where a TRUNCATE may have taken
+			// rows: each may be one, as a delete would be.
+			from, to := max(d.settled+1, d.truncFrom), min(upTo, d.truncTo)
+			if to >= from {
+				lo, _ := slices.BinarySearch(in, from)
+				hi, _ := slices.BinarySearch(in, to+1)
+				d.deletes += (to - from + 1) - int64(hi-lo)
+			}
+			if upTo >= d.truncTo {
+				d.truncFrom, d.truncTo, d.truncSettled = 0, 0, true
+			}
+		}
 		// The lowest and highest unseen positions of the range.
 		prev := d.settled
 		for _, s := range append(in, upTo+1) {
@@ -425,6 +552,14 @@ func (d *vanishDetector) settle(upTo int64) {
 				d.hi = s - 1
 			}
 			prev = max(prev, s)
+		}
+	}
+	if d.blind && d.truncTo > 0 && upTo >= d.truncFrom {
+		// Which positions were published is not known: every one of
+		// the range may have been taken.
+		d.deletes += min(upTo, d.truncTo) - max(d.settled+1, d.truncFrom) + 1
+		if upTo >= d.truncTo {
+			d.truncFrom, d.truncTo, d.truncSettled = 0, 0, true
 		}
 	}
 	d.published = append(d.published[:0], d.published[k:]...)
@@ -453,6 +588,17 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 			r.log.Warn("counting rows deleted before publication failed", "table", r.table.String(), "err", err)
 		}
 		return
+	}
+	switch d.rebased {
+	case "changed":
+		r.log.Warn("the outbox table was truncated or rewritten, or one of its partitions dropped or detached: rows it held that polling had not published yet are lost; they are counted as deleted, up to the positions drawn since the last poll that no row holds",
+			"table", r.table.String(), "seq_from", d.truncFrom, "seq_to", d.truncTo)
+	case "added":
+		r.log.Info("a partition was added to the outbox table: the account of deleted rows counts its rows from here", "table", r.table.String())
+	}
+	if d.rebased != "" {
+		d.rebased = ""
+		r.saveAccount(ctx, conn, d)
 	}
 	r.saveGapProgress(ctx, conn, d)
 	if rep == nil {
@@ -502,6 +648,8 @@ type gapCheckpoint struct {
 	batchFrom, batchTo int64
 	// sameStats: the database's statistics were not reset since.
 	sameStats bool
+	// files: filesKey of the table's relations then ("" when not saved).
+	files string
 }
 
 // loadGap reads the pipeline's checkpoint; nil where there is none.
@@ -511,13 +659,13 @@ func loadGap(ctx context.Context, conn *pgx.Conn, pipeline string) (*gapCheckpoi
 		return nil, err
 	}
 	return &gapCheckpoint{seq: g.Seq, knownSeq: g.KnownSeq, known: g.Known, deletes: g.Deletes, unseen: g.Unseen,
-		reported: g.Reported, batchFrom: g.BatchFrom, batchTo: g.BatchTo, sameStats: g.SameStats}, nil
+		reported: g.Reported, batchFrom: g.BatchFrom, batchTo: g.BatchTo, sameStats: g.SameStats, files: g.Files}, nil
 }
 
 // saveGap replaces the pipeline's checkpoint.
 func saveGap(ctx context.Context, conn *pgx.Conn, pipeline string, cp gapCheckpoint) error {
 	return store.Pipeline{Name: pipeline}.SaveGap(ctx, conn, store.Gap{Seq: cp.seq, KnownSeq: cp.knownSeq, Known: cp.known,
-		Deletes: cp.deletes, Unseen: cp.unseen, Reported: cp.reported})
+		Deletes: cp.deletes, Unseen: cp.unseen, Reported: cp.reported, Files: cp.files})
 }
 
 // forgetGap drops the pipeline's checkpoint: the next phase starts a new
@@ -619,6 +767,7 @@ type walGap struct {
 	xmax           uint64
 	counted        bool
 	known, deletes int64
+	files          string
 	lsn            pglogrepl.LSN
 	waiting        bool
 	next           time.Time
@@ -671,15 +820,17 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 			return err
 		}
 		began := time.Now()
-		if g.known, g.deletes, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
+		var files replication.Files
+		if g.known, g.deletes, files, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
 			return err
 		}
+		g.files = filesKey(files)
 		g.counted = true
 		g.next = now.Add(max(walGapEvery, walGapFactor*time.Since(began)))
 	case stream.Confirmed() >= g.lsn:
 		g.waiting = false
 		return saveGap(ctx, conn, r.own().Name,
-			gapCheckpoint{seq: g.last, knownSeq: g.last, known: g.known, deletes: g.deletes})
+			gapCheckpoint{seq: g.last, knownSeq: g.last, known: g.known, deletes: g.deletes, files: g.files})
 	}
 	return nil
 }

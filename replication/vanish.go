@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,11 +67,61 @@ type Positions struct {
 	XMin, XMax uint64
 	// Deletes is the table's n_tup_del statistic: deletes attempted on the
 	// table, committed or not, as flushed to the statistics so far (each
-	// backend flushes about once a second, up to 10 s late when idle).
+	// backend flushes about once a second, up to 10 s late when idle). A
+	// partitioned table keeps none of its own: it is the sum over Files.
 	Deletes int64
 	// MinUnpublished is the lowest seq above the given position of a
 	// visible row not yet marked published (0: none).
 	MinUnpublished int64
+	// Files are the relations that hold the table's rows (the table, or
+	// its partitions, and tables that inherit from it), each with its
+	// file and its delete counter.
+	Files Files
+}
+
+// File is a relation that holds rows of the outbox table, as one reading
+// found it.
+type File struct {
+	OID uint32
+	// Node is its relfilenode: TRUNCATE gives it a new one, as does a
+	// rewrite (VACUUM FULL, CLUSTER, ALTER TABLE that rewrites).
+	Node    uint32
+	Deletes int64
+}
+
+// Files are a reading's relations, in OID order.
+type Files []File
+
+// Key names the relations and their files, so that two readings compare
+// equal unless a relation came, went, or got a new file in between.
+func (f Files) Key() string {
+	var b strings.Builder
+	for i, x := range f {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d:%d", x.OID, x.Node)
+	}
+	return b.String()
+}
+
+// filesSQL lists the relations that hold the rows of the table $2 (itself
+// unless partitioned, every table below it) as arrays: OIDs, files and
+// delete counters, in OID order.
+const filesSQL = `(WITH RECURSIVE tree AS (
+    SELECT $2::regclass::oid AS relid UNION ALL SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+  SELECT array_agg(c.oid::bigint ORDER BY c.oid) AS oids, array_agg(c.relfilenode::bigint ORDER BY c.oid) AS nodes,
+    array_agg(pg_stat_get_tuples_deleted(c.oid) ORDER BY c.oid) AS dels
+  FROM tree JOIN pg_class c ON c.oid = tree.relid WHERE c.relkind <> 'p') AS f`
+
+func filesOf(oids, nodes, dels []int64) (Files, int64) {
+	files := make(Files, len(oids))
+	var sum int64
+	for i := range oids {
+		files[i] = File{OID: uint32(oids[i]), Node: uint32(nodes[i]), Deletes: dels[i]}
+		sum += dels[i]
+	}
+	return files, sum
 }
 
 // Positions reads insertion's progress in one cheap statement: the
@@ -78,19 +129,20 @@ type Positions struct {
 // index on unpublished rows.
 func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Positions, error) {
 	var (
-		pos        Positions
-		last       *int64
-		xmin, xmax string
-		deletes    *int64
-		minUnpub   *int64
+		pos               Positions
+		last              *int64
+		xmin, xmax        string
+		minUnpub          *int64
+		oids, nodes, dels []int64
 	)
 	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
-  pg_stat_get_tuples_deleted($2::regclass),
+  f.oids, f.nodes, f.dels,
   (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s AND %[2]s > $3)
-FROM pg_current_snapshot() AS s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
-	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &deletes, &minUnpub); err != nil {
+FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL)
+	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &oids, &nodes, &dels, &minUnpub); err != nil {
 		return pos, fmt.Errorf("read insertion positions: %w", err)
 	}
+	pos.Files, pos.Deletes = filesOf(oids, nodes, dels)
 	pos.Last = seq.Start - 1
 	if last != nil {
 		pos.Last = *last
@@ -101,9 +153,6 @@ FROM pg_current_snapshot() AS s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.
 	}
 	if pos.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
 		return pos, err
-	}
-	if deletes != nil {
-		pos.Deletes = *deletes
 	}
 	if minUnpub != nil {
 		pos.MinUnpublished = *minUnpub
@@ -160,29 +209,28 @@ FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom, batch
 }
 
 // ReadKnown counts the rows CountKnown(upTo) counts and then reads the
-// table's delete counter, in one statement: a delete that lands between the
-// count and the counter is taken as one before the reading, which can only
-// make a later loss figure smaller. It reads the whole table; the WAL
-// session runs it rarely (its cost sets how rarely). The server ends it
-// after limit (statement_timeout), so that a slow count fails alone instead
-// of a cancelled context closing the connection.
-func (p *Poller) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, err error) {
+// table's delete counter and files (Positions.Files), in one statement: a
+// delete that lands between the count and the counter is taken as one
+// before the reading, which can only make a later loss figure smaller. It
+// reads the whole table; the WAL session runs it rarely (its cost sets how
+// rarely). The server ends it after limit (statement_timeout), so that a
+// slow count fails alone instead of a cancelled context closing the
+// connection.
+func (p *Poller) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, files Files, err error) {
 	tx, err := p.conn.Begin(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
 	defer tx.Rollback(context.Background()) // read only: nothing to keep
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, limit.Milliseconds()))); err != nil {
-		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
-	var del *int64
+	var oids, nodes, dels []int64
 	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
-  pg_stat_get_tuples_deleted($2::regclass)`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
-	if err := tx.QueryRow(ctx, q, upTo, p.table.Quoted()).Scan(&known, &del); err != nil {
-		return 0, 0, fmt.Errorf("read known rows of %s: %w", p.table, err)
+  f.oids, f.nodes, f.dels FROM %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL)
+	if err := tx.QueryRow(ctx, q, upTo, p.table.Quoted()).Scan(&known, &oids, &nodes, &dels); err != nil {
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
 	}
-	if del != nil {
-		deletes = *del
-	}
-	return known, deletes, nil
+	files, deletes = filesOf(oids, nodes, dels)
+	return known, deletes, files, nil
 }

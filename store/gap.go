@@ -19,6 +19,9 @@ type Gap struct {
 	// SameStats: the database's statistics were not reset since the
 	// account was saved.
 	SameStats bool
+	// Files names the relations that held the table's rows, and their
+	// files, when the account was saved (migration 013; empty before).
+	Files string
 }
 
 // LoadGap reads the pipeline's account; nil where there is none.
@@ -29,9 +32,10 @@ func (p Pipeline) LoadGap(ctx context.Context, q Querier) (*Gap, error) {
 	)
 	err := q.QueryRow(ctx, `SELECT gap_seq, coalesce(gap_known_seq, 0), coalesce(gap_known, 0), coalesce(gap_deletes, 0),
   coalesce(gap_unseen, 0), gap_reported, coalesce(gap_batch_from, 0), coalesce(gap_batch_to, -1),
-  gap_stats_reset IS NOT DISTINCT FROM (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
+  gap_stats_reset IS NOT DISTINCT FROM (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database()),
+  coalesce(gap_files, '')
 FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&seq, &g.KnownSeq, &g.Known, &g.Deletes, &g.Unseen, &g.Reported,
-		&g.BatchFrom, &g.BatchTo, &g.SameStats)
+		&g.BatchFrom, &g.BatchTo, &g.SameStats, &g.Files)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && seq == nil) {
 		return nil, nil
 	}
@@ -43,12 +47,13 @@ FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&seq, &g.KnownSeq, &g.Kno
 }
 
 // SaveGap replaces the pipeline's account (Seq, KnownSeq, Known, Deletes,
-// Unseen and Reported; no batch in doubt), with the statistics' reset time.
+// Unseen, Reported and Files; no batch in doubt), with the statistics'
+// reset time.
 func (p Pipeline) SaveGap(ctx context.Context, q Querier, g Gap) error {
 	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET gap_seq = $2, gap_known_seq = $3, gap_known = $4,
-  gap_deletes = $5, gap_unseen = $6, gap_reported = $7, gap_at = now(), gap_batch_from = NULL, gap_batch_to = NULL,
+  gap_deletes = $5, gap_unseen = $6, gap_reported = $7, gap_files = $8, gap_at = now(), gap_batch_from = NULL, gap_batch_to = NULL,
   gap_stats_reset = (SELECT stats_reset FROM pg_stat_database WHERE datname = current_database())
-WHERE pipeline = $1`, p.Name, g.Seq, g.KnownSeq, g.Known, g.Deletes, g.Unseen, g.Reported)
+WHERE pipeline = $1`, p.Name, g.Seq, g.KnownSeq, g.Known, g.Deletes, g.Unseen, g.Reported, g.Files)
 	if err != nil && !IsMissing(err) {
 		return fmt.Errorf("save the deleted-row account: %w", err)
 	}

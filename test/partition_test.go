@@ -111,7 +111,9 @@ func (p *proc) exited(t *testing.T, within time.Duration) (string, error) {
 // publishes every row written from then on, into any partition (the
 // default one, a partition created while they run, a table attached as
 // one, rows inserted into a partition directly), and none of the history.
-// Dropping a partition whose rows were all published is no loss.
+// Dropping a partition whose rows were all published is no loss; rows
+// deleted from a partition, or dropped with one, before a poll read them
+// are reported lost by the poll pipeline.
 func TestPartitionedOutbox(t *testing.T) {
 	e := partitionedOutbox(t, 200)
 	ctx := context.Background()
@@ -192,6 +194,18 @@ END $$`)
 	var viaRoot bool
 	if err := e.conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pw'").Scan(&viaRoot); err != nil || !viaRoot {
 		t.Errorf("the publication pgoutbox created publishes through the partition root: %t (err %v)", viaRoot, err)
+	}
+	// Polling cannot see rows deleted, or dropped with their partition,
+	// before it read them; it says so, across partitions.
+	e.insertThenDelete(10, "order")
+	e.flushStats()
+	if n := e.lostNow(t, 10, "--slot", "pp"); n != 10 {
+		t.Errorf("10 rows deleted from a partition before a poll: status reports %d rows lost", n)
+	}
+	e.execAll("BEGIN", "INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) SELECT 'order', 'o', 'Placed', '{}', "+nextMonth+" FROM generate_series(1, 10)",
+		"DROP TABLE outbox_next_month", "COMMIT")
+	if n := e.lostNow(t, 20, "--slot", "pp"); n != 20 {
+		t.Errorf("and 10 rows dropped with their partition before a poll: status reports %d rows lost in all, want 20", n)
 	}
 	for _, p := range []*proc{wal, poll} {
 		if err := p.signal(t, syscall.SIGTERM); err != nil {

@@ -305,3 +305,81 @@ func TestPollingReportsNoLossForRollbacksOrPublishedCleanup(t *testing.T) {
 		})
 	}
 }
+
+// flushStats has the test connection's backend flush its table statistics
+// (the delete counter) now, not when it next goes idle for 10 s.
+func (e *env) flushStats() {
+	e.t.Helper()
+	e.exec("SELECT pg_stat_force_next_flush()")
+	e.exec("SELECT 1")
+}
+
+// lostNow waits for status to report at least want rows lost, then a
+// moment longer, and returns what it reports.
+func (e *env) lostNow(t *testing.T, want int64, extra ...string) int64 {
+	t.Helper()
+	var lost *lostStatus
+	eventually(t, 60*time.Second, fmt.Sprintf("status reporting %d rows lost", want), func() bool {
+		st, _ := e.status(t, extra...)
+		lost = st.LostDeleted
+		return lost != nil && lost.Rows >= want
+	})
+	time.Sleep(1500 * time.Millisecond) // a report in steps would show by now
+	st, _ := e.status(t, extra...)
+	return st.LostDeleted.Rows
+}
+
+// TRUNCATE while pgoutbox polls. A truncate of rows already published
+// takes nothing, and does not hide what follows: 20 rows deleted before
+// a poll read them are reported (they were not, behind a truncate of
+// published rows, before). 20 rows truncated before a poll read them are
+// reported like deleted ones, in the log, the metric and status, and
+// rows written after are published.
+func TestTruncateUnderPolling(t *testing.T) {
+	e := newEnv(t)
+	addr := metricsAddr(t)
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms", "--metrics-addr", addr)
+	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+	var published []string
+	for i := 0; i < 20; i++ {
+		published = append(published, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", `{}`})...)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.order", published, 30*time.Second)
+	eventually(t, 15*time.Second, "every row marked published", func() bool {
+		var left int
+		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&left)
+		return left == 0
+	})
+	e.exec("TRUNCATE outbox")
+	e.insertThenDelete(20, "order")
+	e.flushStats()
+	if n := e.lostNow(t, 20); n != 20 {
+		t.Errorf("after a truncate of published rows and 20 rows deleted before a poll: status reports %d rows lost, want 20", n)
+	}
+
+	tx, err := e.conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'order', 'o-' || g, 'Placed', '{}' FROM generate_series(1, 20) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), "TRUNCATE outbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.lostNow(t, 40); n != 40 {
+		t.Errorf("after 20 rows truncated before a poll read them: status reports %d rows lost in all, want 40", n)
+	}
+	if m := scrape(t, "http://"+addr); m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`] != 40 {
+		t.Errorf("pgoutbox_events_lost_deleted_total = %v, want 40", m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`])
+	}
+	if out := p.out.String(); !strings.Contains(out, "the outbox table was truncated") {
+		t.Errorf("the truncate is not in the log:\n%s", out)
+	}
+	after := e.insert(row{"order", "o-1", "Placed", `{}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 30*time.Second)
+}
