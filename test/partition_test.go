@@ -301,8 +301,9 @@ END $$`)
 // confirming it, naming the table and the fix, and status says why; a
 // restart refuses the publication the same way; once the table is out of
 // the publication, its rows still in the slot are skipped with a warning
-// and the outbox rows after them published. A table that inherits from
-// the outbox, created while streaming, is added to pgoutbox's publication
+// and the outbox rows after them published. The rows inserted before a
+// TRUNCATE are published, and the truncate logged. A table that inherits
+// from the outbox, created while streaming, is added to pgoutbox's publication
 // within seconds, and its rows are published as the outbox's. The outbox
 // renamed while streaming: rows written under the new name are published,
 // then the relay stops, as the table it is configured for is gone; renamed
@@ -354,6 +355,29 @@ func TestUnrecognisedRelations(t *testing.T) {
 		t.Errorf("status once the relay streams again: %q", st.Problems)
 	}
 
+	// A cleanup job's TRUNCATE: the rows inserted before it in the
+	// stream, in its own transaction too, are published; it is logged.
+	truncated := e.insertInto(t, "outbox", "order", thisMonth, 3)
+	tx, err = e.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		var id string
+		if err := tx.QueryRow(ctx, "INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-3', 'Placed', '{}') RETURNING id::text").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		truncated = append(truncated, id)
+	}
+	if _, err := tx.Exec(ctx, "TRUNCATE outbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitIDs(t, e.brokers, topic, truncated, 30*time.Second)
+	eventually(t, 15*time.Second, "the truncate logged", func() bool { return strings.Contains(p.out.String(), "the outbox table was truncated") })
+
 	// A table that inherits from the outbox.
 	// (An identity is not inherited, its NOT NULL is.)
 	e.execAll("CREATE TABLE outbox_archive () INHERITS (outbox)",
@@ -376,7 +400,7 @@ func TestUnrecognisedRelations(t *testing.T) {
 	if err := p.signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("pgoutbox run: %v", err)
 	}
-	want := len(before) + len(after) + len(child) + len(renamed) + len(last)
+	want := len(before) + len(after) + len(truncated) + len(child) + len(renamed) + len(last)
 	if n := len(drain(t, e.brokers, topic, 0)); n < want {
 		t.Errorf("%d records, want at least %d", n, want)
 	}
