@@ -63,13 +63,43 @@ type publisher struct {
 	// failure later in the stream: franz-go fails buffered records whose
 	// Produce context ends.
 	recordCtx context.Context
-	bindings  map[*replication.Relation]*schema.Binding
+	bindings  map[*replication.Relation]binding
+	// historic: rows come with the shape their relation had when they
+	// were written (the WAL's Relation messages), which no later change
+	// of the table alters; a row that shape cannot be bound for is poison.
+	// Rows read from the table (polling, a snapshot) have its shape now:
+	// a table that lacks a mapped column stops the session, and its rows
+	// wait for the table to be put right.
+	historic bool
+}
+
+// binding is a relation's binding, or why it has none; raw then reads what
+// it can (the id and the aggregate id) for a dead letter.
+type binding struct {
+	b, raw *schema.Binding
+	err    error
 }
 
 func (r *Relay) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
 	return &publisher{r: r, sink: k, dl: dl, meter: r.Metrics.meter(mode),
-		bindings: make(map[*replication.Relation]*schema.Binding)}
+		bindings: make(map[*replication.Relation]binding)}
 }
+
+// shapeError is a row whose relation, as the stream describes it where
+// the row was written, cannot be bound: a mapped column renamed, dropped
+// or missing. It is that row's: dead-lettered, with its aggregate held.
+type shapeError struct {
+	rel *replication.Relation
+	err error
+}
+
+func (e *shapeError) Error() string {
+	return fmt.Sprintf("table %s.%s as it was when the row was written: %v (a schema change while rows were written)", e.rel.Schema, e.rel.Name, e.err)
+}
+
+func (e *shapeError) Unwrap() error   { return e.err }
+func (e *shapeError) Poison() bool    { return true }
+func (e *shapeError) Permanent() bool { return true }
 
 // ledger is a mode's bookkeeping of the rows in flight.
 type ledger interface {
@@ -119,14 +149,18 @@ func (p *publisher) publish(ctx context.Context, batch []replication.Change) err
 
 // row takes one row from its binding to the sink.
 func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error {
-	b, err := p.bind(c.Relation)
-	if err != nil {
-		return err
+	bd := p.bind(c.Relation)
+	b := bd.b
+	if bd.err != nil {
+		if !p.historic || p.dl == nil {
+			return bd.err
+		}
+		b = bd.raw
 	}
 	if p.ledger.skip(c) {
 		return nil
 	}
-	rec, err := p.prepare(ctx, b, c)
+	rec, err := p.prepare(ctx, b, c, bd.err)
 	if err != nil {
 		return p.ledger.where(i, c, err)
 	}
@@ -143,22 +177,28 @@ func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error
 	return nil
 }
 
-func (p *publisher) bind(rel *replication.Relation) (*schema.Binding, error) {
+func (p *publisher) bind(rel *replication.Relation) binding {
 	if b, ok := p.bindings[rel]; ok {
-		return b, nil
+		return b
 	}
+	var bd binding
 	b, err := p.r.cfg.Columns.Bind(rel.Columns)
 	if err != nil {
-		return nil, fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
+		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
+		if p.historic {
+			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.r.cfg.Columns.BindAny(rel.Columns)
+		}
 	}
-	p.bindings[rel] = b
-	return b, nil
+	bd.b = b
+	p.bindings[rel] = bd
+	return bd
 }
 
 // prepare turns a row into the record to produce: its event, or, under
 // the dead-letter policy, the dead letter that replaces a poison row or an
-// event held behind one.
-func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
+// event held behind one. unbound is why the row's relation has no binding
+// (b reads only the id and the aggregate id then): the row is poison.
+func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *replication.Change, unbound error) (*kgo.Record, error) {
 	var (
 		rec  *kgo.Record
 		held bool
@@ -170,6 +210,8 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *replicati
 	switch {
 	case err != nil:
 		return nil, err
+	case unbound != nil:
+		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), unbound)
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:

@@ -673,7 +673,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 		return stream.Run(gctx, changes)
 	})
 	pub := r.newPublisher(k, dl, ModeWAL)
-	pub.recordCtx = hard
+	pub.recordCtx, pub.historic = hard, true
 	if txn != nil {
 		txn.ledger.confirm = stream.Confirm
 		pub.ledger = txn.ledger

@@ -199,9 +199,10 @@ type Binding struct {
 	oid   [numFields]uint32 // type OID per bound field
 	name  [numFields]string // column name per field, for RowErrors
 
-	cols []Column          // the table's columns, in table order
-	add  []AdditionalField // Columns.Additional, aliases defaulted
-	addI []int             // column index per additional field
+	cols    []Column          // the table's columns, in table order
+	add     []AdditionalField // Columns.Additional, aliases defaulted
+	addI    []int             // column index per additional field
+	partial bool              // made by BindAny: Record fails
 
 	passThrough bool
 	versionI    int // the schema version column's index, -1 for none
@@ -275,6 +276,24 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 		return nil, fmt.Errorf("%w: %s: the Kafka timestamp column (table.field.event.timestamp) must be a timestamp or timestamptz column", ErrColumnType, names[fTime])
 	}
 	return b, nil
+}
+
+// BindAny binds what it can of a table's columns, for reading a row that
+// cannot become a record ([Binding.RawID], [Binding.RawAggregateID]): a
+// missing column reads as "". It never fails; its Record always does.
+func (c Columns) BindAny(cols []Column) *Binding {
+	names := c.withDefaults().fields()
+	b := &Binding{ncols: len(cols), name: names, cols: cols, partial: true, versionI: -1, traceI: -1}
+	for f := range b.idx {
+		b.idx[f] = -1
+		if names[f] != "" {
+			b.idx[f] = columnIndex(cols, names[f])
+		}
+		if b.idx[f] >= 0 {
+			b.oid[f] = cols[b.idx[f]].TypeOID
+		}
+	}
+	return b
 }
 
 func columnIndex(cols []Column, name string) int {
@@ -373,6 +392,9 @@ type Origin struct {
 func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) {
 	if len(values) != b.ncols {
 		return Record{}, fmt.Errorf("schema: row has %d values, table has %d columns", len(values), b.ncols)
+	}
+	if b.partial {
+		return Record{}, ErrMissingColumn
 	}
 	if b.passThrough {
 		return b.passRecord(values, commitTime)

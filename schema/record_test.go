@@ -423,3 +423,20 @@ func FuzzParseTimestamp(f *testing.F) {
 		}
 	})
 }
+
+// A row whose table lacks a mapped column still gives its id and aggregate
+// id, for its dead letter; it never becomes a record.
+func TestBindAny(t *testing.T) {
+	cols := []Column{{Name: "id", TypeOID: 2950}, {Name: "aggregateid", TypeOID: 25}, {Name: "kind", TypeOID: 25}}
+	if _, err := DefaultColumns().Bind(cols); !errors.Is(err, ErrMissingColumn) {
+		t.Fatalf("Bind: %v", err)
+	}
+	b := DefaultColumns().BindAny(cols)
+	values := [][]byte{[]byte("e-1"), []byte("a-1"), []byte("Placed")}
+	if b.RawID(values) != "e-1" || b.RawAggregateID(values) != "a-1" {
+		t.Errorf("raw id %q, aggregate id %q", b.RawID(values), b.RawAggregateID(values))
+	}
+	if _, err := b.Record(values, time.Now()); !errors.Is(err, ErrMissingColumn) {
+		t.Errorf("Record of a partial binding: %v", err)
+	}
+}

@@ -1,0 +1,188 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// shapeWriter commits events for locked aggregates until stopped, as the
+// application does while the outbox table changes under it: it names no
+// column a change may take away (type comes from its default), and it
+// notes, in each transaction, whether the table had its type column when
+// the row was written (the insert's lock keeps the answer from changing
+// until the commit).
+type shapeWriter struct {
+	mu        sync.Mutex
+	committed map[string]int  // event id -> its place in its aggregate's commit order
+	typeless  map[string]bool // written while the table had no type column
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+func startShapeWriter(t *testing.T, e *env, writers int) *shapeWriter {
+	t.Helper()
+	ctx := context.Background()
+	e.exec(`CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
+INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 9) g;
+ALTER TABLE outbox ALTER COLUMN type SET DEFAULT 'Posted'`)
+	w := &shapeWriter{committed: map[string]int{}, typeless: map[string]bool{}, stop: make(chan struct{})}
+	for n := 0; n < writers; n++ {
+		cfg, err := pgx.ParseConfig(e.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Statements are not prepared: the table's columns change.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(n), uint64(time.Now().UnixNano())))
+			for {
+				select {
+				case <-w.stop:
+					return
+				case <-time.After(time.Duration(1+rng.IntN(3)) * time.Millisecond):
+				}
+				acct := fmt.Sprintf("acct-%d", rng.IntN(10))
+				var (
+					version int
+					id      string
+					hasType bool
+				)
+				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					if err := tx.QueryRow(ctx, "UPDATE account SET version = version + 1 WHERE id = $1 RETURNING version", acct).Scan(&version); err != nil {
+						return err
+					}
+					if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, payload) VALUES ('account', $1, $2) RETURNING id::text`,
+						acct, fmt.Sprintf(`{"v": %d}`, version)).Scan(&id); err != nil {
+						return err
+					}
+					return tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'outbox'::regclass AND attname = 'type' AND NOT attisdropped)`).Scan(&hasType)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				w.mu.Lock()
+				w.committed[id] = version
+				if !hasType {
+					w.typeless[id] = true
+				}
+				w.mu.Unlock()
+			}
+		}()
+	}
+	return w
+}
+
+func (w *shapeWriter) finish() (map[string]int, map[string]bool) {
+	close(w.stop)
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.committed, w.typeless
+}
+
+// The outbox table changes while the application writes and pgoutbox
+// streams it, in auto mode and in WAL mode (two pipelines, each to its own
+// topics): a column added, retyped and dropped that pgoutbox does not
+// read; the payload retyped (jsonb to json); the type column renamed and
+// renamed back a second later; the headers column dropped and added again;
+// the type column dropped, and added again. The rows written while the
+// table had no type column cannot be events: each is dead-lettered, with
+// the reason, and its aggregate held; the relays go on. Once the table is
+// right again, dlq replay publishes what was dead-lettered and held: every
+// event arrives, in commit order per aggregate, and the rows dead-lettered
+// for the table's shape are exactly those written without the column.
+func TestSchemaChangesUnderLoad(t *testing.T) {
+	e := newEnv(t)
+	pipelines := []struct{ slot, mode string }{{"pa", "auto"}, {"pw", "wal"}}
+	var procs []*proc
+	for _, pl := range pipelines {
+		procs = append(procs, e.runProcess(t, "--mode", pl.mode, "--slot", pl.slot, "--publication", pl.slot,
+			"--topic", pl.slot+".{aggregatetype}", "--poll-interval", "50ms"))
+	}
+	eventually(t, 30*time.Second, "both relays streaming", func() bool {
+		return strings.Contains(procs[0].out.String(), `"msg":"streaming"`) && strings.Contains(procs[1].out.String(), `"msg":"streaming"`)
+	})
+	w := startShapeWriter(t, e, 2)
+	time.Sleep(500 * time.Millisecond)
+	for _, step := range []struct {
+		sql   string
+		after time.Duration
+	}{
+		{"ALTER TABLE outbox ADD COLUMN note text DEFAULT 'n'", 300 * time.Millisecond},
+		{"ALTER TABLE outbox ALTER COLUMN note TYPE varchar(20)", 300 * time.Millisecond},
+		{"ALTER TABLE outbox ALTER COLUMN payload TYPE json USING payload::json", 300 * time.Millisecond},
+		{"ALTER TABLE outbox RENAME COLUMN type TO kind", time.Second},
+		{"ALTER TABLE outbox RENAME COLUMN kind TO type", 300 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN note", 300 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN headers", 300 * time.Millisecond},
+		{"ALTER TABLE outbox ADD COLUMN headers jsonb", 300 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN type", 500 * time.Millisecond},
+		{"ALTER TABLE outbox ADD COLUMN type text NOT NULL DEFAULT 'Posted'", 500 * time.Millisecond},
+	} {
+		e.exec(step.sql)
+		time.Sleep(step.after)
+	}
+	committed, typeless := w.finish()
+	if len(typeless) == 0 || len(committed) < 200 {
+		t.Fatalf("%d events, %d written without the type column: the load was too light to mean anything", len(committed), len(typeless))
+	}
+	end := e.currentLSN()
+	for i, pl := range pipelines {
+		eventually(t, 30*time.Second, pl.slot+" past every row", func() bool { return e.slot(pl.slot).ConfirmedLSN >= end })
+		out, stderr, ok := cli(t, "dlq", "replay", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+			"--slot", pl.slot, "--topic", pl.slot+".{aggregatetype}")
+		if !ok {
+			t.Fatalf("dlq replay %s: %s%s", pl.slot, out, stderr)
+		}
+		rep := check(t, e.brokers, pl.slot+".account", committed)
+		t.Logf("%s (%s mode): %v; %d written without the type column", pl.slot, pl.mode, rep, len(typeless))
+		if rep.lost != 0 || rep.orderViolations != 0 {
+			t.Errorf("%s: lost %d, order violations %d", pl.slot, rep.lost, rep.orderViolations)
+		}
+		rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter WHERE pipeline = $1", pl.slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape, held := map[string]bool{}, 0
+		for rows.Next() {
+			var id, reason string
+			if err := rows.Scan(&id, &reason); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(reason, "held behind") {
+				held++
+			}
+			if strings.Contains(reason, "a schema change") {
+				shape[id] = true
+				if !typeless[id] {
+					t.Errorf("%s: event %s written with the type column was dead-lettered: %s", pl.slot, id, reason)
+				}
+			}
+		}
+		for id := range typeless {
+			if !shape[id] {
+				t.Errorf("%s: event %s written without the type column was not dead-lettered for it", pl.slot, id)
+			}
+		}
+		t.Logf("%s: %d dead-lettered for the table's shape, %d held behind them until the replay", pl.slot, len(shape), held)
+		if err := procs[i].signal(t, syscall.SIGTERM); err != nil {
+			t.Errorf("%s: pgoutbox run: %v", pl.slot, err)
+		}
+	}
+}
