@@ -109,8 +109,9 @@ type vanishDetector struct {
 	// truncSettled has the next round count and report without waiting.
 	truncFrom, truncTo int64
 	truncSettled       bool
-	// vanishedKnown is the last count of known rows deleted.
-	vanishedKnown int64
+	// vanishedKnown is the last count of known rows deleted; confirmed
+	// the rows lost as of that count.
+	vanishedKnown, confirmed int64
 	lastCount     time.Time
 	recountAfter  time.Duration
 	// reported rows lost; pending is found but not yet reported.
@@ -275,7 +276,7 @@ func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replicatio
 			return err
 		}
 		r.cannotJudge(cp, d.start, why)
-		d.known0, d.vanishedKnown = c.Known-d.pubHigh, 0
+		d.known0, d.vanishedKnown, d.confirmed = c.Known-d.pubHigh, 0, 0
 		d.lastDel, d.deletes, d.files = pos.Deletes, 0, filesByOID(pos.Files)
 		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
 	} else {
@@ -387,24 +388,29 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 	}
 
 	suspect := d.gap == nil && min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
-	if !suspect || (time.Since(d.lastCount) < max(d.recountAfter, vanishRecount) && !d.gapCountDue() && !d.truncSettled) {
+	if !suspect {
 		return nil, nil
 	}
-	d.truncSettled = false
-	began := time.Now()
-	n, err := poller.CountKnown(ctx, d.start)
-	if err != nil {
-		return nil, err
+	if time.Since(d.lastCount) >= max(d.recountAfter, vanishRecount) || d.gapCountDue() || d.truncSettled {
+		d.truncSettled = false
+		began := time.Now()
+		n, err := poller.CountKnown(ctx, d.start)
+		if err != nil {
+			return nil, err
+		}
+		d.lastCount = time.Now()
+		d.vanishedKnown = d.known0 + d.pubHigh - n
+		d.confirmed = min(d.unseen, d.deletes-d.vanishedKnown)
+		if d.confirmed <= d.reported {
+			d.recountAfter = min(2*max(d.recountAfter, vanishRecount), vanishRecountMax)
+		} else {
+			d.recountAfter = vanishRecount
+		}
+		d.recountAfter = max(d.recountAfter, vanishRecountFactor*d.lastCount.Sub(began))
 	}
-	d.lastCount = time.Now()
-	d.vanishedKnown = d.known0 + d.pubHigh - n
-	lost := min(d.unseen, d.deletes-d.vanishedKnown)
-	if lost <= d.reported {
-		d.recountAfter = min(2*max(d.recountAfter, vanishRecount), vanishRecountMax)
-	} else {
-		d.recountAfter = vanishRecount
-	}
-	d.recountAfter = max(d.recountAfter, vanishRecountFactor*d.lastCount.Sub(began))
+	// What a count confirmed is reported once the last report is old
+	// enough, without counting again.
+	lost := d.confirmed
 	if lost <= d.reported || time.Since(d.lastReport) < vanishReportEvery {
 		return nil, nil
 	}

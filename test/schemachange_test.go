@@ -124,19 +124,19 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 		sql   string
 		after time.Duration
 	}{
-		{"ALTER TABLE outbox ADD COLUMN note text DEFAULT 'n'", 300 * time.Millisecond},
-		{"ALTER TABLE outbox ALTER COLUMN note TYPE varchar(20)", 300 * time.Millisecond},
-		{"ALTER TABLE outbox ALTER COLUMN payload TYPE json USING payload::json", 300 * time.Millisecond},
-		{"ALTER TABLE outbox RENAME COLUMN type TO kind", time.Second},
-		{"ALTER TABLE outbox RENAME COLUMN kind TO type", 300 * time.Millisecond},
-		{"ALTER TABLE outbox DROP COLUMN note", 300 * time.Millisecond},
-		{"ALTER TABLE outbox DROP COLUMN headers", 300 * time.Millisecond},
-		{"ALTER TABLE outbox ADD COLUMN headers jsonb", 300 * time.Millisecond},
-		{"ALTER TABLE outbox DROP COLUMN type", 500 * time.Millisecond},
-		{"ALTER TABLE outbox ADD COLUMN type text NOT NULL DEFAULT 'Posted'", 500 * time.Millisecond},
+		{"ALTER TABLE outbox ADD COLUMN note text DEFAULT 'n'", 200 * time.Millisecond},
+		{"ALTER TABLE outbox ALTER COLUMN note TYPE varchar(20)", 200 * time.Millisecond},
+		{"ALTER TABLE outbox ALTER COLUMN payload TYPE json USING payload::json", 200 * time.Millisecond},
+		{"ALTER TABLE outbox RENAME COLUMN type TO kind", 600 * time.Millisecond},
+		{"ALTER TABLE outbox RENAME COLUMN kind TO type", 200 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN note", 200 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN headers", 200 * time.Millisecond},
+		{"ALTER TABLE outbox ADD COLUMN headers jsonb", 200 * time.Millisecond},
+		{"ALTER TABLE outbox DROP COLUMN type", 300 * time.Millisecond},
+		{"ALTER TABLE outbox ADD COLUMN type text NOT NULL DEFAULT 'Posted'", 300 * time.Millisecond},
 	} {
 		e.exec(step.sql)
-		time.Sleep(step.after)
+		time.Sleep(step.after * chaos[time.Duration](1, 5)) // make chaos: 15 s of load
 	}
 	committed, typeless := w.finish()
 	if len(typeless) == 0 || len(committed) < 200 {
