@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/bench"
+	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -157,12 +159,22 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 	b.signal(t, syscall.SIGTERM)
 }
 
-// A required column is dropped from the outbox while the relay runs: it
-// stops with an error naming the column and confirms nothing past the
-// change; a nullable column added is harmless (TestOutboxColumnAddedWhileRunning).
+// A required column is dropped from the outbox while the relay runs. Under
+// the halt policy it stops with an error naming the column and confirms
+// nothing past the change. Under the dead-letter policy (the default) the
+// row written without the column is dead-lettered with that reason and
+// the relay goes on (TestSchemaChangesUnderLoad); a nullable column added
+// is harmless (TestOutboxColumnAddedWhileRunning).
 func TestRequiredColumnDropped(t *testing.T) {
+	for _, policy := range []string{relay.PoisonHalt, relay.PoisonDeadLetter} {
+		t.Run(policy, func(t *testing.T) { requiredColumnDropped(t, policy) })
+	}
+}
+
+func requiredColumnDropped(t *testing.T, policy string) {
 	e := newEnv(t)
 	cfg := e.config()
+	cfg.OnPoison = policy
 	e.setup(cfg)
 	r := e.start(cfg)
 	ids := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
@@ -172,8 +184,24 @@ func TestRequiredColumnDropped(t *testing.T) {
 	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}')`); err != nil {
+	var id string
+	if err := e.conn.QueryRow(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}') RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
+	}
+	if policy == relay.PoisonDeadLetter {
+		var reason string
+		eventually(t, 20*time.Second, "the row dead-lettered", func() bool {
+			return e.conn.QueryRow(ctx, "SELECT reason FROM pgoutbox_dead_letter WHERE event_id = $1", id).Scan(&reason) == nil
+		})
+		if !strings.Contains(reason, "lacks a required column: aggregatetype") {
+			t.Errorf("dead-lettered for %q", reason)
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("the relay stopped: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		return
 	}
 	var err error
 	select {
