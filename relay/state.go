@@ -56,8 +56,9 @@ type SetupResult struct {
 	// PublicationFixed are the statements that fixed a publication of
 	// pgoutbox's, and PublicationProblems what was wrong with it.
 	PublicationFixed, PublicationProblems []string
-	SlotCreated        bool
-	SlotLSN            pglogrepl.LSN // consistent point of a created slot
+
+	SlotCreated bool
+	SlotLSN     pglogrepl.LSN // consistent point of a created slot
 	// SlotReplaced is set when the created slot replaces one that was lost
 	// or invalidated: rows committed in between are in no slot.
 	SlotReplaced bool

@@ -112,8 +112,9 @@ type vanishDetector struct {
 	// vanishedKnown is the last count of known rows deleted; confirmed
 	// the rows lost as of that count.
 	vanishedKnown, confirmed int64
-	lastCount     time.Time
-	recountAfter  time.Duration
+
+	lastCount    time.Time
+	recountAfter time.Duration
 	// reported rows lost; pending is found but not yet reported.
 	reported    int64
 	lastReport  time.Time

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
 // partitionedTable is an outbox as teams partition theirs, by month of
@@ -44,14 +43,7 @@ const (
 // history rows (last month's) and nothing of pgoutbox: no migrate has run.
 func partitionedOutbox(t *testing.T, history int, pgOpts ...pgcluster.Options) *env {
 	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
-	e.url = e.pg.URL
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
-	if _, err := e.conn.Exec(context.Background(), partitionedTable); err != nil {
-		t.Fatal(err)
-	}
+	e := bareEnv(t, partitionedTable, pgOpts...)
 	if history > 0 {
 		e.insertInto(t, "outbox", "history", lastMonth, history)
 	}
