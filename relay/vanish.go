@@ -140,8 +140,10 @@ type vanishDetector struct {
 	// produced; bumpAcked of them were acked since.
 	bumped, bumpAcked int64
 	// rebased says the last round started the account again (rebase):
-	// "changed" or "added"; the session saves and reports it.
-	rebased string
+	// "changed" or "added"; the session saves and reports it, and
+	// gapDropped, the gap it will not judge.
+	rebased    string
+	gapDropped *gapCheckpoint
 }
 
 type vanishCandidate struct {
@@ -432,39 +434,25 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 // rewrite, a partition dropped or detached, all of which take rows without
 // counting deletes) or came (added: a partition attached or created).
 func (d *vanishDetector) advance(pos replication.Positions) (changed, added bool) {
-	if d.files == nil {
-		if pos.Deletes >= d.lastDel {
-			d.deletes += pos.Deletes - d.lastDel
+	common := 0
+	for _, f := range pos.Files {
+		old, ok := d.files[f.OID]
+		switch {
+		case !ok:
+			added = true
+			continue
+		case old.Node != f.Node:
+			changed = true
 		}
-	} else {
-		for _, f := range pos.Files {
-			old, ok := d.files[f.OID]
-			switch {
-			case !ok:
-				added = true
-				continue
-			case old.Node != f.Node:
-				changed = true
-			}
-			// A statistics reset starts the counter again.
-			if f.Deletes >= old.Deletes {
-				d.deletes += f.Deletes - old.Deletes
-			}
+		common++
+		// A statistics reset starts the counter again.
+		if f.Deletes >= old.Deletes {
+			d.deletes += f.Deletes - old.Deletes
 		}
-		changed = changed || len(d.files) > len(pos.Files)-countAdded(d.files, pos.Files)
 	}
+	changed = changed || common < len(d.files)
 	d.lastDel, d.files = pos.Deletes, filesByOID(pos.Files)
 	return changed, added
-}
-
-func countAdded(old map[uint32]replication.File, now replication.Files) int {
-	n := 0
-	for _, f := range now {
-		if _, ok := old[f.OID]; !ok {
-			n++
-		}
-	}
-	return n
 }
 
 // rebase starts the account again after the table's relations changed: a
@@ -487,6 +475,7 @@ func (d *vanishDetector) rebase(ctx context.Context, poller *replication.Poller,
 	d.lastCount, d.recountAfter = time.Now(), 0
 	if d.gap != nil {
 		// The gap's count would see the same change: it is not judged.
+		d.gapDropped = d.gap
 		d.gap, d.gapFrom, d.gapUnseen = nil, 0, 0
 	}
 	if changed && pos.Last > d.settled {
@@ -602,6 +591,10 @@ func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replica
 			"table", r.table.String(), "seq_from", d.truncFrom, "seq_to", d.truncTo)
 	case "added":
 		r.log.Info("a partition was added to the outbox table: the account of deleted rows counts its rows from here", "table", r.table.String())
+	}
+	if cp := d.gapDropped; cp != nil {
+		r.cannotJudge(cp, d.start, "the table was truncated or rewritten, or a partition dropped, detached or attached, before the gap was judged")
+		d.gapDropped = nil
 	}
 	if d.rebased != "" {
 		d.rebased = ""

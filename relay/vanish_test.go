@@ -3,6 +3,8 @@ package relay
 import (
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 func TestVanishSettle(t *testing.T) {
@@ -103,5 +105,58 @@ func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
 	}
 	if d.pubGapEarly != 1 || d.pubHigh != 1 {
 		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.pubGapEarly, d.pubHigh)
+	}
+}
+
+// advance counts the growth of each relation's delete counter, and tells a
+// relation with a new file or gone (a TRUNCATE, a dropped partition) from
+// one added; a relation gone takes its count along without it being read
+// as a reset of the others'.
+func TestVanishAdvance(t *testing.T) {
+	files := func(fs ...replication.File) replication.Positions {
+		var sum int64
+		for _, f := range fs {
+			sum += f.Deletes
+		}
+		return replication.Positions{Files: fs, Deletes: sum}
+	}
+	for _, tt := range []struct {
+		name           string
+		next           replication.Positions
+		deletes        int64
+		changed, added bool
+	}{
+		{"deletes", files(replication.File{OID: 1, Node: 10, Deletes: 5}, replication.File{OID: 2, Node: 20, Deletes: 9}), 10, false, false},
+		{"truncated", files(replication.File{OID: 1, Node: 11, Deletes: 4}, replication.File{OID: 2, Node: 20, Deletes: 3}), 3, true, false},
+		{"dropped", files(replication.File{OID: 2, Node: 20, Deletes: 4}), 2, true, false},
+		{"attached", files(replication.File{OID: 1, Node: 10, Deletes: 2}, replication.File{OID: 2, Node: 20, Deletes: 2}, replication.File{OID: 3, Node: 30, Deletes: 50}), 0, false, true},
+		{"statistics reset", files(replication.File{OID: 1, Node: 10, Deletes: 0}, replication.File{OID: 2, Node: 20, Deletes: 2}), 0, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &vanishDetector{files: filesByOID(replication.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
+			changed, added := d.advance(tt.next)
+			if d.deletes != tt.deletes || changed != tt.changed || added != tt.added || d.lastDel != tt.next.Deletes {
+				t.Fatalf("deletes %d, changed %t, added %t, last %d; want %d, %t, %t, %d",
+					d.deletes, changed, added, d.lastDel, tt.deletes, tt.changed, tt.added, tt.next.Deletes)
+			}
+		})
+	}
+}
+
+// After a truncate, the positions of its window that no row holds count
+// as deleted once settled, in the steps they settle in, and the window
+// closes.
+func TestVanishTruncateWindow(t *testing.T) {
+	d := &vanishDetector{start: 10, settled: 12, truncFrom: 13, truncTo: 20}
+	for _, s := range []int64{13, 15, 21} {
+		d.seen(s)
+	}
+	d.settle(16) // 14 and 16 unseen
+	if d.deletes != 2 || d.truncTo != 20 || d.truncSettled {
+		t.Fatalf("after settling to 16: deletes %d, window to %d, settled %t", d.deletes, d.truncTo, d.truncSettled)
+	}
+	d.settle(22) // 17-20 in the window, 22 outside
+	if d.deletes != 6 || d.truncTo != 0 || !d.truncSettled || d.unseen != 7 {
+		t.Fatalf("after settling to 22: deletes %d, window to %d, settled %t, unseen %d", d.deletes, d.truncTo, d.truncSettled, d.unseen)
 	}
 }
