@@ -310,6 +310,7 @@ func TestUnrecognisedRelations(t *testing.T) {
 	awaitIDs(t, e.brokers, topic, before, 30*time.Second)
 
 	e.execAll("CREATE TABLE notes (id int, body text)", "ALTER PUBLICATION pgoutbox ADD TABLE notes")
+	probe := e.commitProbe()
 	tx, err := e.conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +330,9 @@ func TestUnrecognisedRelations(t *testing.T) {
 	out, err := p.exited(t, 30*time.Second)
 	if err == nil || !strings.Contains(out, "public.notes") || !strings.Contains(out, fix) {
 		t.Fatalf("the relay did not stop at a row of a table it does not relay, naming it and the fix %q: exit %v", fix, err)
+	}
+	if commits := probe.commits(); len(commits) == 0 || e.slot("pgoutbox").ConfirmedLSN >= commits[0] {
+		t.Fatalf("the slot was confirmed past the transaction with the row of public.notes (commits %v, confirmed %s)", commits, e.slot("pgoutbox").ConfirmedLSN)
 	}
 	st, ok := e.status(t)
 	if ok || !strings.Contains(strings.Join(st.Problems, "\n"), "the relay stopped") {
