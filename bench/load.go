@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/rawconn"
-	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // tracker pairs each event's commit time with the time it was consumed.
@@ -160,7 +160,7 @@ type writer struct {
 // openWriters opens n writers of aggregate type aggType into table.
 // aggTable, when not empty, is the quoted aggregates table whose rows
 // appTx locks.
-func openWriters(ctx context.Context, url string, table replication.Table, aggTable, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
+func openWriters(ctx context.Context, url string, table outbox.Table, aggTable, aggType string, n, payloadBytes int, tr *tracker) ([]*writer, error) {
 	sql := "INSERT INTO " + table.Quoted() + ` (id, aggregatetype, aggregateid, type, payload)
 SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 	var lockSQL string

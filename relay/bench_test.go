@@ -8,14 +8,14 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // benchRow is a decoded insert into the default outbox table, as the
 // stream hands it over: text values in column order.
-func benchRow() (*replication.Relation, [][]byte) {
-	rel := &replication.Relation{Schema: "public", Name: "outbox", Columns: []schema.Column{
+func benchRow() (*outbox.Relation, [][]byte) {
+	rel := &outbox.Relation{Schema: "public", Name: "outbox", Columns: []schema.Column{
 		{Name: "id", TypeOID: 2950}, {Name: "aggregatetype", TypeOID: 25}, {Name: "aggregateid", TypeOID: 25},
 		{Name: "type", TypeOID: 25}, {Name: "payload", TypeOID: 3802}, {Name: "headers", TypeOID: 3802},
 		{Name: "created_at", TypeOID: 1184}, {Name: "seq", TypeOID: 20}, {Name: "txid", TypeOID: 5069},
@@ -47,7 +47,7 @@ func BenchmarkRecord(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := replication.Change{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
+			c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(values[4])))
 			for b.Loop() {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -25,7 +26,7 @@ type clusterChange struct {
 	why            string
 	// foreign is the floor kept for the rows copied from there; nil: every
 	// unpublished row is published again.
-	foreign *replication.ForeignFloor
+	foreign *outbox.ForeignFloor
 	// noSeq says why foreign is nil although a floor was saved.
 	noSeq string
 }
@@ -36,7 +37,7 @@ type clusterChange struct {
 // confirmed position against its WAL end. A physical standby promoted after
 // a failover is the same cluster (same identifier, and it has every state
 // row it replayed). On a change, with record, the saved floor is kept only
-// for the rows copied from the other cluster (replication.ForeignFloor),
+// for the rows copied from the other cluster (outbox.ForeignFloor),
 // this cluster's floor starts empty, and a handoff is made pending, so that
 // polling publishes everything the floor does not cover before a slot is
 // streamed; the change is logged and recorded for status. Without record
@@ -99,12 +100,12 @@ func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st *store.Po
 func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Positions, c *clusterChange) error {
 	switch {
 	case st.FloorXID != nil && st.FloorSeq != nil:
-		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.FloorXID), Seq: *st.FloorSeq}
+		c.foreign = &outbox.ForeignFloor{XID: parseUint(*st.FloorXID), Seq: *st.FloorSeq}
 	case st.FloorXID != nil:
 		c.noSeq = "the floor was saved by an older pgoutbox, without the sequence's value"
 	case st.ForeignXID != nil && st.ForeignSeq != nil:
 		// Moved again before this cluster had a floor of its own.
-		c.foreign = &replication.ForeignFloor{XID: parseUint(*st.ForeignXID), Seq: *st.ForeignSeq}
+		c.foreign = &outbox.ForeignFloor{XID: parseUint(*st.ForeignXID), Seq: *st.ForeignSeq}
 	}
 	if c.foreign != nil {
 		// Rows written here are told from copied ones by their seq, which
@@ -118,7 +119,7 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Posi
 			c.foreign = nil
 		}
 	}
-	floor := replication.Floor{Foreign: c.foreign}
+	floor := outbox.Floor{Foreign: c.foreign}
 	toSend, skipped, err := r.countFloor(ctx, conn, floor)
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Posi
 
 // countFloor counts the unpublished rows floor does not cover (what polling
 // publishes) and those it covers.
-func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor replication.Floor) (toSend, covered int64, err error) {
+func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor outbox.Floor) (toSend, covered int64, err error) {
 	ok, err := r.cfg.Poll.HasColumns(ctx, conn)
 	if err != nil || !ok {
 		return 0, 0, err
@@ -161,9 +162,9 @@ func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor replicatio
 	}
 	poll := r.cfg.Poll
 	poll.Defaults()
-	order, txid := pgx.Identifier{poll.Order}.Sanitize(), pgx.Identifier{replication.TxIDColumn}.Sanitize()
+	order, txid := pgx.Identifier{poll.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	// Unmarked rows: those that a floor of 0 leaves to polling.
-	unmarked := poll.Unpublished(replication.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
+	unmarked := poll.Unpublished(outbox.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
 	err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE $1::text::bigint IS NULL OR %[2]s > $1::text::bigint OR %[3]s IS NULL OR %[3]s >= $2::text::xid8),
   count(*) FILTER (WHERE %[2]s <= $1::text::bigint AND %[3]s < $2::text::xid8)
 FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),
@@ -175,7 +176,7 @@ FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),
 }
 
 // readFloor reads the pipeline's published floor.
-func (r *Relay) readFloor(ctx context.Context, conn *pgx.Conn) (replication.Floor, error) {
+func (r *Relay) readFloor(ctx context.Context, conn *pgx.Conn) (outbox.Floor, error) {
 	return r.own().Floor(ctx, conn)
 }
 

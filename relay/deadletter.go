@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -95,10 +96,10 @@ type deadLetter struct {
 // add records a poison row and returns its record for the dead-letter
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
-func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *replication.Change, reason error) (*kgo.Record, error) {
+func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
 	r := d.r
 	dl := deadLetter{
-		Pipeline: r.cfg.Replication.Slot, Table: replication.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
+		Pipeline: r.cfg.Replication.Slot, Table: outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
 		TxID: c.XID, Reason: reason.Error(), Row: make(map[string]*string, len(c.Values)),
 	}

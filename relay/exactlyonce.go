@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
@@ -199,7 +200,7 @@ func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, 
 // crash between that commit and the mark left them unmarked). From the
 // WAL: the rows of every transaction it says Kafka has, which polling
 // would otherwise read again from floor.
-func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *replication.Poller, floor replication.Floor) (*txnSession, error) {
+func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *replication.Poller, floor outbox.Floor) (*txnSession, error) {
 	pos, err := r.openTransactions(ctx, k)
 	if err != nil {
 		return nil, err
@@ -363,7 +364,7 @@ type txnLedger struct {
 	err error // the first record that failed
 }
 
-func (l *txnLedger) skip(c *replication.Change) bool {
+func (l *txnLedger) skip(c *outbox.Change) bool {
 	if c.FinalLSN <= l.after.commit {
 		l.stats.SkippedCommitted.Add(1)
 		return true
@@ -377,7 +378,7 @@ func (l *txnLedger) skip(c *replication.Change) bool {
 	return false
 }
 
-func (l *txnLedger) produce(_ int, c *replication.Change) entry {
+func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	if l.records == 0 {
 		l.began = time.Now()
 	}
@@ -445,11 +446,11 @@ func (l *txnLedger) failed() error {
 	return l.err
 }
 
-func (l *txnLedger) boundary(c *replication.Change) {
-	if c.Kind == replication.KindCommit && l.polledUntil != 0 && c.LSN > l.polledUntil {
+func (l *txnLedger) boundary(c *outbox.Change) {
+	if c.Kind == outbox.KindCommit && l.polledUntil != 0 && c.LSN > l.polledUntil {
 		l.polled, l.polledUntil = nil, 0 // the stream is past what polling published
 	}
-	if c.Kind == replication.KindCommit && l.inTx {
+	if c.Kind == outbox.KindCommit && l.inTx {
 		l.inTx = false
 		l.last = position{mode: ModeWAL, end: c.LSN, commit: c.FinalLSN}
 		return
@@ -461,7 +462,7 @@ func (l *txnLedger) boundary(c *replication.Change) {
 	}
 }
 
-func (l *txnLedger) where(_ int, c *replication.Change, err error) error {
+func (l *txnLedger) where(_ int, c *outbox.Change, err error) error {
 	return fmt.Errorf("row at %s: %w", c.LSN, err)
 }
 
@@ -548,7 +549,7 @@ func (p *publisher) streamTxn(ctx context.Context, batches <-chan *replication.B
 	return p.commitTxn(ctx, t)
 }
 
-func (p *publisher) walkTxn(ctx context.Context, changes []replication.Change, t *txnSession, batches <-chan *replication.Batch) error {
+func (p *publisher) walkTxn(ctx context.Context, changes []outbox.Change, t *txnSession, batches <-chan *replication.Batch) error {
 	l := t.ledger
 	for i := range changes {
 		if err := ctx.Err(); err != nil {
@@ -560,7 +561,7 @@ func (p *publisher) walkTxn(ctx context.Context, changes []replication.Change, t
 		if err := p.publish(ctx, changes[i:i+1]); err != nil {
 			return err
 		}
-		if changes[i].Kind == replication.KindRow {
+		if changes[i].Kind == outbox.KindRow {
 			continue
 		}
 		idle := i == len(changes)-1 && len(batches) == 0

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 func TestDeliveryValidation(t *testing.T) {
@@ -86,15 +86,15 @@ func TestTxnLedger(t *testing.T) {
 	l := &txnLedger{after: position{mode: ModeWAL, end: 200, commit: 190}, stats: &Stats{},
 		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) },
 		floor:   new(atomic.Uint64), xids: make(map[uint32]struct{})}
-	old := replication.Change{Kind: replication.KindRow, FinalLSN: 190}
+	old := outbox.Change{Kind: outbox.KindRow, FinalLSN: 190}
 	if !l.skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
 		t.Fatal("a row of the last transaction Kafka has was not skipped")
 	}
-	l.boundary(&replication.Change{Kind: replication.KindCommit, LSN: 200, FinalLSN: 190})
+	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 200, FinalLSN: 190})
 	if !slices.Equal(confirmed, []pglogrepl.LSN{200}) {
 		t.Fatalf("confirmed %v after a skipped transaction, want [0/C8]", confirmed)
 	}
-	next := replication.Change{Kind: replication.KindRow, FinalLSN: 300}
+	next := outbox.Change{Kind: outbox.KindRow, FinalLSN: 300}
 	if l.skip(&next) {
 		t.Fatal("a row after what Kafka has was skipped")
 	}
@@ -102,11 +102,11 @@ func TestTxnLedger(t *testing.T) {
 	if l.due(true, 10, time.Hour) {
 		t.Fatal("due in the middle of a Postgres transaction")
 	}
-	l.boundary(&replication.Change{Kind: replication.KindCommit, LSN: 310, FinalLSN: 300})
+	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 310, FinalLSN: 300})
 	if !l.due(true, 10, time.Hour) || l.due(false, 10, time.Hour) || !l.due(false, 1, time.Hour) {
 		t.Fatal("due: idle, size and age bounds")
 	}
-	l.boundary(&replication.Change{Kind: replication.KindHeartbeat, LSN: 320})
+	l.boundary(&outbox.Change{Kind: outbox.KindHeartbeat, LSN: 320})
 	if len(confirmed) != 1 || l.later != 320 || l.last.end != 310 {
 		t.Fatalf("a heartbeat behind an open Kafka transaction: confirmed %v, later %s, last %s", confirmed, l.later, l.last.end)
 	}
@@ -125,7 +125,7 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 	l := &txnLedger{floor: floor, xids: make(map[uint32]struct{}), cluster: 9,
 		last: position{mode: ModeWAL, end: 50, commit: 40}}
 	for _, x := range []uint32{100, 101, 105} {
-		l.produce(0, &replication.Change{Kind: replication.KindRow, XID: x})
+		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
 	}
 	p := l.position()
 	if !slices.Equal(p.xids, []uint32{100, 101, 105}) || p.floorXID != 0 || p.cluster != 9 || p.incomplete {
@@ -137,9 +137,9 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 		t.Fatalf("after the floor passed 101: %+v", p)
 	}
 	for x := uint32(200); len(l.xids) < maxListedXIDs; x++ {
-		l.produce(0, &replication.Change{Kind: replication.KindRow, XID: x})
+		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
 	}
-	l.produce(0, &replication.Change{Kind: replication.KindRow, XID: 1_000_000})
+	l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: 1_000_000})
 	if p = l.position(); !p.incomplete || len(p.xids) != maxListedXIDs {
 		t.Fatalf("past the bound: incomplete %v, %d listed", p.incomplete, len(p.xids))
 	}

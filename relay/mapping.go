@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
@@ -35,7 +36,7 @@ func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) error {
 }
 
 // CheckColumns is CheckMapping for one table whose columns are known.
-func CheckColumns(t replication.Table, cols []schema.Column, cfg Config) error {
+func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	cfg.Defaults()
 	err := cfg.Columns.Check(cols, cfg.Encoder)
 	switch {

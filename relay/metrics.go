@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -272,7 +273,7 @@ type meter struct {
 	mode   Mode
 	batch  prometheus.Observer
 	topic  string
-	rel    *replication.Relation
+	rel    *outbox.Relation
 	last   *series
 	txRows int
 }
@@ -283,9 +284,9 @@ func (m *Metrics) meter(mode Mode) meter {
 
 // row counts a record of the current transaction produced to topic and
 // returns what its ack updates; since is the time its latency counts from.
-func (p *meter) row(topic string, rel *replication.Relation, since time.Time) ack {
+func (p *meter) row(topic string, rel *outbox.Relation, since time.Time) ack {
 	if p.last == nil || topic != p.topic || rel != p.rel {
-		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, replication.Table{Schema: rel.Schema, Name: rel.Name}.String()), topic, rel
+		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, outbox.Table{Schema: rel.Schema, Name: rel.Name}.String()), topic, rel
 	}
 	p.txRows++
 	return ack{p.last, since}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -55,12 +55,12 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 	var last atomic.Int64
 	m := NewMetrics(&last)
 	p := m.meter(ModeWAL)
-	outbox := &replication.Relation{Schema: "public", Name: "outbox"}
-	other := &replication.Relation{Schema: "billing", Name: "outbox"}
-	p.row("a", outbox, time.Now()).done(nil)
-	p.row("a", outbox, time.Now()).done(nil)
+	public := &outbox.Relation{Schema: "public", Name: "outbox"}
+	other := &outbox.Relation{Schema: "billing", Name: "outbox"}
+	p.row("a", public, time.Now()).done(nil)
+	p.row("a", public, time.Now()).done(nil)
 	p.row("a", other, time.Now()).done(nil)
-	p.row("b", outbox, time.Now()).done(errors.New("broker gone"))
+	p.row("b", public, time.Now()).done(errors.New("broker gone"))
 	p.commit()
 	p.heartbeat()
 	m.DeadLettered(2)
@@ -224,7 +224,7 @@ func BenchmarkPublishMetrics(b *testing.B) {
 	m := NewMetrics(nil)
 	p := m.meter(ModeWAL)
 	now := time.Now()
-	rel := &replication.Relation{Schema: "public", Name: "outbox"}
+	rel := &outbox.Relation{Schema: "public", Name: "outbox"}
 	b.ReportAllocs()
 	for b.Loop() {
 		p.row("outbox.event.order", rel, now).done(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -244,7 +245,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
 func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
-	floor replication.Floor, handoff *handoffError, nextProbe *time.Time) error {
+	floor outbox.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	if err := r.keepLease(ctx, conn); err != nil {
 		return err
 	}
@@ -384,7 +385,7 @@ func (r *Relay) awaitBatch(sess context.Context, conn *pgx.Conn, wg *sync.WaitGr
 // handoffDone tells whether every transaction below the handoff's xmax has
 // finished and none of their rows, nor any row up to its seq bound, is left
 // unpublished.
-func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor replication.Floor, h *handoffError) (bool, error) {
+func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor outbox.Floor, h *handoffError) (bool, error) {
 	xmin, _, _, err := replication.Snapshot(ctx, conn)
 	if err != nil {
 		return false, err
@@ -422,7 +423,7 @@ func (r *Relay) replicationReady(ctx context.Context, conn *pgx.Conn) bool {
 
 // pipelineTables are every outbox table of the pipeline, also from the
 // relay of one of its tables.
-func (r *Relay) pipelineTables() []replication.Table {
+func (r *Relay) pipelineTables() []outbox.Table {
 	if r.parent != nil {
 		return r.parent.tables
 	}
@@ -468,11 +469,11 @@ type polledRows struct {
 }
 
 // of returns the set the WAL row c would be in.
-func (p *polledRows) of(c *replication.Change) polledSeqs {
+func (p *polledRows) of(c *outbox.Change) polledSeqs {
 	if p.byTable == nil {
 		return p.seqs
 	}
-	return p.byTable[replication.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String()]
+	return p.byTable[outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String()]
 }
 
 // pending tells whether any polled row may still come from the WAL.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -63,7 +64,7 @@ type publisher struct {
 	// failure later in the stream: franz-go fails buffered records whose
 	// Produce context ends.
 	recordCtx context.Context
-	bindings  map[*replication.Relation]binding
+	bindings  map[*outbox.Relation]binding
 	// historic: rows come with the shape their relation had when they
 	// were written (the WAL's Relation messages), which no later change
 	// of the table alters; a row that shape cannot be bound for is poison.
@@ -82,14 +83,14 @@ type binding struct {
 
 func (r *Relay) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
 	return &publisher{r: r, sink: k, dl: dl, meter: r.Metrics.meter(mode),
-		bindings: make(map[*replication.Relation]binding)}
+		bindings: make(map[*outbox.Relation]binding)}
 }
 
 // shapeError is a row whose relation, as the stream describes it where
 // the row was written, cannot be bound: a mapped column renamed, dropped
 // or missing. It is that row's: dead-lettered, with its aggregate held.
 type shapeError struct {
-	rel *replication.Relation
+	rel *outbox.Relation
 	err error
 }
 
@@ -104,18 +105,18 @@ func (e *shapeError) Permanent() bool { return true }
 // ledger is a mode's bookkeeping of the rows in flight.
 type ledger interface {
 	// skip tells a row that was published before and is not sent again.
-	skip(c *replication.Change) bool
+	skip(c *outbox.Change) bool
 	// produce is called for the i-th row of the batch before its record
 	// is handed to the sink; what it returns is passed to ack.
-	produce(i int, c *replication.Change) entry
+	produce(i int, c *outbox.Change) entry
 	// ack takes a produced row's ack (err nil) or its failure, once; from
 	// the promise's goroutine.
 	ack(e entry, err error)
 	// boundary takes a commit or a heartbeat: a position with nothing
 	// more to publish.
-	boundary(c *replication.Change)
+	boundary(c *outbox.Change)
 	// where names the i-th row of the batch in an error.
-	where(i int, c *replication.Change, err error) error
+	where(i int, c *outbox.Change, err error) error
 }
 
 // entry is a row's place in its ledger: its transaction (WAL) or its index
@@ -128,18 +129,18 @@ type entry struct {
 // publish publishes a batch of changes in order: rows, and, from the WAL,
 // commits and heartbeats. It stops at the first row it cannot produce;
 // what it produced before is acked through the ledger.
-func (p *publisher) publish(ctx context.Context, batch []replication.Change) error {
+func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 	for i := range batch {
 		c := &batch[i]
 		switch c.Kind {
-		case replication.KindRow:
+		case outbox.KindRow:
 			if err := p.row(ctx, i, c); err != nil {
 				return err
 			}
-		case replication.KindCommit:
+		case outbox.KindCommit:
 			p.meter.commit()
 			p.ledger.boundary(c)
-		case replication.KindHeartbeat:
+		case outbox.KindHeartbeat:
 			p.meter.heartbeat()
 			p.ledger.boundary(c)
 		}
@@ -148,7 +149,7 @@ func (p *publisher) publish(ctx context.Context, batch []replication.Change) err
 }
 
 // row takes one row from its binding to the sink.
-func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error {
+func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 	bd := p.bind(c.Relation)
 	b := bd.b
 	if bd.err != nil {
@@ -177,7 +178,7 @@ func (p *publisher) row(ctx context.Context, i int, c *replication.Change) error
 	return nil
 }
 
-func (p *publisher) bind(rel *replication.Relation) binding {
+func (p *publisher) bind(rel *outbox.Relation) binding {
 	if b, ok := p.bindings[rel]; ok {
 		return b
 	}
@@ -198,7 +199,7 @@ func (p *publisher) bind(rel *replication.Relation) binding {
 // the dead-letter policy, the dead letter that replaces a poison row or an
 // event held behind one. unbound is why the row's relation has no binding
 // (b reads only the id and the aggregate id then): the row is poison.
-func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *replication.Change, unbound error) (*kgo.Record, error) {
+func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Change, unbound error) (*kgo.Record, error) {
 	var (
 		rec  *kgo.Record
 		held bool
@@ -263,7 +264,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 }
 
 // record encodes and routes one row.
-func (r *Relay) record(b *schema.Binding, c *replication.Change) (*kgo.Record, error) {
+func (r *Relay) record(b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
 	rec, err := b.Record(c.Values, c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
@@ -309,7 +310,7 @@ type walLedger struct {
 	stats  *Stats // counts the rows not sent again
 }
 
-func (l *walLedger) skip(c *replication.Change) bool {
+func (l *walLedger) skip(c *outbox.Change) bool {
 	set := l.polled.of(c)
 	if len(set) == 0 {
 		return false
@@ -321,7 +322,7 @@ func (l *walLedger) skip(c *replication.Change) bool {
 	return false
 }
 
-func (l *walLedger) produce(int, *replication.Change) entry {
+func (l *walLedger) produce(int, *outbox.Change) entry {
 	if l.tx == nil {
 		l.tx = l.wm.begin()
 	}
@@ -331,11 +332,11 @@ func (l *walLedger) produce(int, *replication.Change) entry {
 
 func (l *walLedger) ack(e entry, err error) { l.wm.ack(e.tx, err) }
 
-func (l *walLedger) boundary(c *replication.Change) {
-	if c.Kind == replication.KindCommit && l.polled.pending() && c.LSN > l.polled.until {
+func (l *walLedger) boundary(c *outbox.Change) {
+	if c.Kind == outbox.KindCommit && l.polled.pending() && c.LSN > l.polled.until {
 		l.polled.forget() // the stream is past what polling published
 	}
-	if c.Kind != replication.KindCommit || l.tx == nil {
+	if c.Kind != outbox.KindCommit || l.tx == nil {
 		l.wm.mark(c.LSN)
 		return
 	}
@@ -343,7 +344,7 @@ func (l *walLedger) boundary(c *replication.Change) {
 	l.tx = nil
 }
 
-func (l *walLedger) where(_ int, c *replication.Change, err error) error {
+func (l *walLedger) where(_ int, c *outbox.Change, err error) error {
 	return fmt.Errorf("row at %s: %w", c.LSN, err)
 }
 
@@ -362,7 +363,7 @@ func (p *publisher) stream(ctx context.Context, batches <-chan *replication.Batc
 	return ctx.Err()
 }
 
-func (p *publisher) walk(ctx context.Context, changes []replication.Change, wm *watermark) error {
+func (p *publisher) walk(ctx context.Context, changes []outbox.Change, wm *watermark) error {
 	for i := range changes {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -394,9 +395,9 @@ func newPollLedger(rows []replication.PolledRow) *pollLedger {
 	return &pollLedger{rows: rows, acked: make([]bool, len(rows))}
 }
 
-func (l *pollLedger) skip(*replication.Change) bool { return false }
+func (l *pollLedger) skip(*outbox.Change) bool { return false }
 
-func (l *pollLedger) produce(i int, _ *replication.Change) entry {
+func (l *pollLedger) produce(i int, _ *outbox.Change) entry {
 	l.wg.Add(1)
 	return entry{i: i}
 }
@@ -410,9 +411,9 @@ func (l *pollLedger) ack(e entry, err error) {
 	l.wg.Done()
 }
 
-func (l *pollLedger) boundary(*replication.Change) {}
+func (l *pollLedger) boundary(*outbox.Change) {}
 
-func (l *pollLedger) where(i int, _ *replication.Change, err error) error {
+func (l *pollLedger) where(i int, _ *outbox.Change, err error) error {
 	return fmt.Errorf("row seq %d: %w", l.rows[i].Seq, err)
 }
 
@@ -450,7 +451,7 @@ func (l *pollLedger) ackedSeqs() []int64 {
 func (p *publisher) batch(ctx, recordCtx context.Context, rows []replication.PolledRow) *pollLedger {
 	led := newPollLedger(rows)
 	p.ledger, p.recordCtx = led, recordCtx
-	changes := make([]replication.Change, len(rows))
+	changes := make([]outbox.Change, len(rows))
 	for i := range rows {
 		changes[i] = rows[i].Change
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -50,16 +51,16 @@ var testRel, _ = benchRow()
 
 // row is an insert into the outbox table at lsn; event type "" makes it
 // poison (an event needs a type).
-func row(lsn pglogrepl.LSN, id, aggType, aggID, typ, payload string) replication.Change {
+func row(lsn pglogrepl.LSN, id, aggType, aggID, typ, payload string) outbox.Change {
 	_, values := benchRow()
 	values = slices.Clone(values)
 	values[0] = []byte(fmt.Sprintf("00000000-0000-0000-0000-%012s", id))
 	values[1], values[2], values[3], values[4] = []byte(aggType), []byte(aggID), []byte(typ), []byte(payload)
-	return replication.Change{Kind: replication.KindRow, LSN: lsn, XID: 7, CommitTime: time.Now(), Relation: testRel, Values: values}
+	return outbox.Change{Kind: outbox.KindRow, LSN: lsn, XID: 7, CommitTime: time.Now(), Relation: testRel, Values: values}
 }
 
-func commit(lsn pglogrepl.LSN) replication.Change {
-	return replication.Change{Kind: replication.KindCommit, LSN: lsn}
+func commit(lsn pglogrepl.LSN) outbox.Change {
+	return outbox.Change{Kind: outbox.KindCommit, LSN: lsn}
 }
 
 // confirms records what a watermark confirms.
@@ -105,10 +106,10 @@ func TestPublisherConfirmsOnlyTheAckedPrefix(t *testing.T) {
 	k := newFakeSink()
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
-	batch := []replication.Change{
+	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`), commit(100),
 		row(110, "b1", "order", "B", "Placed", `{}`), row(120, "b2", "invoice", "B", "Sent", `{}`), commit(200),
-		{Kind: replication.KindHeartbeat, LSN: 250},
+		{Kind: outbox.KindHeartbeat, LSN: 250},
 		row(260, "c1", "order", "C", "Placed", `{}`), commit(300),
 	}
 	if err := p.publish(context.Background(), batch); err != nil {
@@ -142,7 +143,7 @@ func TestPublisherFailureStopsTheConfirm(t *testing.T) {
 	k := newFakeSink()
 	var c confirms
 	p, wm := walPublisher(t, r, k, &c)
-	batch := []replication.Change{
+	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`), commit(100),
 		row(110, "b1", "invoice", "B", "Sent", `{}`), commit(200),
 	}
@@ -166,7 +167,7 @@ func TestPublisherFailureStopsTheConfirm(t *testing.T) {
 // aggregate is produced.
 func TestPublisherRefusedRecordHalts(t *testing.T) {
 	r := testRelay(t, "", PoisonHalt)
-	batch := []replication.Change{
+	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`),
 		row(20, "b1", "order", "B", "Placed", `{}`),
 		row(30, "a2", "order", "A", "Paid", `{}`), commit(100),
@@ -284,7 +285,7 @@ func TestPublisherPoisonRows(t *testing.T) {
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
 	large := `{"blob": "` + strings.Repeat("x", 2000) + `"}`
-	batch := []replication.Change{
+	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`),
 		row(20, "a2", "order", "A", "", `{}`), // no type: malformed
 		row(30, "a3", "order", "A", "Paid", `{}`),
@@ -325,7 +326,7 @@ VALUES ('pgoutbox', 'public.outbox', 'earlier', 'H', 1, 'test', '{}')`); err != 
 	k := newFakeSink()
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
-	if err := p.publish(ctx, []replication.Change{
+	if err := p.publish(ctx, []outbox.Change{
 		row(10, "h1", "order", "H", "Placed", `{}`), row(20, "g1", "order", "G", "Placed", `{}`), commit(100),
 	}); err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ VALUES ('pgoutbox', 'public.outbox', 'earlier', 'H', 1, 'test', '{}')`); err != 
 	if _, err := conn.Exec(ctx, "UPDATE pgoutbox_dead_letter SET replayed_at = now(), resolution = 'replayed'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.publish(ctx, []replication.Change{row(110, "h2", "order", "H", "Paid", `{}`), commit(200)}); err != nil {
+	if err := p.publish(ctx, []outbox.Change{row(110, "h2", "order", "H", "Paid", `{}`), commit(200)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Flush(ctx); err != nil {
@@ -353,7 +354,7 @@ VALUES ('pgoutbox', 'public.outbox', 'earlier', 'H', 1, 'test', '{}')`); err != 
 func TestPublisherRefusedRecordDeadLettered(t *testing.T) {
 	url, conn := deadLetterDB(t)
 	r := testRelay(t, url, PoisonDeadLetter)
-	batch := []replication.Change{
+	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`),
 		row(20, "b1", "order", "B", "Placed", `{}`),
 		row(30, "a2", "order", "A", "Paid", `{}`), commit(100),
@@ -420,9 +421,9 @@ func BenchmarkPublish(b *testing.B) {
 	p := r.newPublisher(ackSink{}, nil, ModeWAL)
 	p.recordCtx = context.Background()
 	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: &r.Stats}
-	batch := []replication.Change{
-		{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
-		{Kind: replication.KindCommit},
+	batch := []outbox.Change{
+		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
+		{Kind: outbox.KindCommit},
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -448,11 +449,11 @@ func TestPublisherSkipsPolledRows(t *testing.T) {
 	polled.seqs.add(1)
 	polled.seqs.add(3) // published by polling, but the stream never replays it
 	p.ledger.(*walLedger).polled = polled
-	withSeq := func(c replication.Change, seq string) replication.Change {
+	withSeq := func(c outbox.Change, seq string) outbox.Change {
 		c.Values[7] = []byte(seq)
 		return c
 	}
-	if err := p.publish(context.Background(), []replication.Change{
+	if err := p.publish(context.Background(), []outbox.Change{
 		withSeq(row(10, "a1", "order", "A", "Placed", `{}`), "1"), commit(100),
 		withSeq(row(160, "a2", "order", "A", "Paid", `{}`), "2"), commit(200),
 	}); err != nil {

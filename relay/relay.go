@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -330,8 +331,8 @@ type Relay struct {
 	cfg Config
 	log *slog.Logger
 	// table is the outbox table; tables are all of them (table first).
-	table  replication.Table
-	tables []replication.Table
+	table  outbox.Table
+	tables []outbox.Table
 	// units poll the tables of a pipeline of several, one each (tables.go);
 	// parent is, in such a unit, the pipeline's relay, and stateName its
 	// state row (empty: the slot's).
@@ -419,7 +420,7 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 
 // onUpdate handles an UPDATE of an outbox table in the stream, as
 // Debezium's router handles one (EventRouterDelegate.handleUnexpectedOperation).
-func (r *Relay) onUpdate(t replication.Table, lsn pglogrepl.LSN) error {
+func (r *Relay) onUpdate(t outbox.Table, lsn pglogrepl.LSN) error {
 	switch r.cfg.OnUpdate {
 	case UpdateFatal:
 		return &UpdateStopError{Table: t.String(), LSN: lsn.String()}
@@ -773,7 +774,7 @@ func (r *Relay) saveStopped(stop error) {
 
 // seqOf reads a row's order column (seq, or the table's own id), the
 // insertion order polling marks rows by.
-func seqOf(rel *replication.Relation, values [][]byte, order string) (int64, bool) {
+func seqOf(rel *outbox.Relation, values [][]byte, order string) (int64, bool) {
 	for i, col := range rel.Columns {
 		if col.Name == order && i < len(values) && values[i] != nil {
 			n, err := strconv.ParseInt(string(values[i]), 10, 64)
@@ -792,4 +793,4 @@ func (r *Relay) tableNames() string {
 	return tablesOf(r.tables)
 }
 
-func tableNames(tables []replication.Table) string { return tablesOf(tables) }
+func tableNames(tables []outbox.Table) string { return tablesOf(tables) }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -117,7 +118,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 	}
 	res := conn.PgConn().ExecParams(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s::text = $1", table.Quoted(), pgx.Identifier{idCol}.Sanitize()),
 		[][]byte{[]byte(d.EventID)}, nil, nil, nil)
-	rel := &replication.Relation{Schema: table.Schema, Name: table.Name}
+	rel := &outbox.Relation{Schema: table.Schema, Name: table.Name}
 	for _, f := range res.FieldDescriptions() {
 		rel.Columns = append(rel.Columns, schema.Column{Name: f.Name, TypeOID: f.DataTypeOID})
 	}
@@ -162,7 +163,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 	if err != nil {
 		return nil, err
 	}
-	c := replication.Change{Kind: replication.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
+	c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
 	return r.record(b, &c)
 }
 

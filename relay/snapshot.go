@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -157,7 +158,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 
 // snapshotTable publishes one table's rows as the exported snapshot sees
 // them, in order, and waits for their acks.
-func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t replication.Table, order string) error {
+func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order string) error {
 	rd, err := replication.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -39,7 +40,7 @@ func (r *Relay) tableRelays() []*Relay {
 			// all of them; the others only poll.
 			cfg.Mode = ModePoll
 		}
-		u := &Relay{cfg: cfg, log: r.log, table: t, tables: []replication.Table{t},
+		u := &Relay{cfg: cfg, log: r.log, table: t, tables: []outbox.Table{t},
 			enc: r.enc, router: r.router, database: r.database, Metrics: r.Metrics, refused: r.refused, parent: r}
 		if i > 0 {
 			u.stateName = store.TablePipeline(r.cfg.Replication.Slot, t.String()).Name
@@ -142,7 +143,7 @@ func (r *Relay) tablesHaveColumns(ctx context.Context, conn *pgx.Conn) (bool, er
 }
 
 // tablesOf names the tables of a pipeline, comma-separated.
-func tablesOf(tables []replication.Table) string {
+func tablesOf(tables []outbox.Table) string {
 	names := make([]string, len(tables))
 	for i, t := range tables {
 		names[i] = t.String()

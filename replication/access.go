@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/rawconn"
 )
 
@@ -118,7 +119,7 @@ FROM pg_roles WHERE rolname = current_user`).Scan(&role, &attribute, &rds, &memb
 // create is set, and creating (or fixing) it works, tried in a
 // transaction that is rolled back, waiting at most a second for locks.
 // Otherwise it returns what EnsurePublicationFor would.
-func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables []Table, create bool) error {
+func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("look up publication: %w", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -38,9 +39,9 @@ func BenchmarkDecodeInsert(b *testing.B) {
 // against batches of N changes handed over by deliver and released by the
 // receiver once walked.
 func BenchmarkHandoff(b *testing.B) {
-	c := Change{Kind: KindRow, LSN: 1, Values: [][]byte{[]byte("5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a")}}
+	c := outbox.Change{Kind: outbox.KindRow, LSN: 1, Values: [][]byte{[]byte("5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a")}}
 	b.Run("chan-per-change", func(b *testing.B) {
-		out := make(chan Change, 512)
+		out := make(chan outbox.Change, 512)
 		done := make(chan int)
 		go func() {
 			n := 0

@@ -7,44 +7,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
-
-// Kind says what a Change is.
-type Kind uint8
-
-const (
-	// KindRow is an insert into the outbox table.
-	KindRow Kind = iota + 1
-	// KindCommit ends a transaction; LSN is its commit end LSN, the only
-	// position that may be confirmed for it.
-	KindCommit
-	// KindHeartbeat is a heartbeat message outside any transaction; LSN may
-	// be confirmed once everything before it is acknowledged.
-	KindHeartbeat
-)
-
-// Relation is the shape of a table as last announced by the server. A new
-// Relation value replaces the old one whenever the server sends it again
-// (after ALTER TABLE, or on a new connection), so consumers may cache
-// anything derived from it by pointer.
-type Relation struct {
-	ID      uint32
-	Schema  string
-	Name    string
-	Columns []schema.Column
-}
-
-// Change is one item of the stream.
-type Change struct {
-	Kind       Kind
-	LSN        pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
-	FinalLSN   pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
-	XID        uint32
-	CommitTime time.Time // of the row's transaction
-	Relation   *Relation // KindRow
-	Values     [][]byte  // KindRow: text values in table column order, nil for NULL; owned by the receiver
-}
 
 // Counters are what the stream saw besides rows; read them with Load.
 type Counters struct {
@@ -73,14 +37,14 @@ type decoder struct {
 	final      pglogrepl.LSN
 	commitTime time.Time
 	counters   *Counters
-	onUpdate   func(Table, pglogrepl.LSN) error
+	onUpdate   func(outbox.Table, pglogrepl.LSN) error
 	// truncated are the outbox tables the last message truncated; gone
 	// the tables whose rows are skipped because the publication no longer
 	// publishes them; renamed the outbox tables (and the name) met under
 	// another name. The stream reports and clears them.
-	truncated []Table
-	gone      []Table
-	renamed   [][2]Table
+	truncated []outbox.Table
+	gone      []outbox.Table
+	renamed   [][2]outbox.Table
 }
 
 func newDecoder(rels *relations, counters *Counters) *decoder {
@@ -89,7 +53,7 @@ func newDecoder(rels *relations, counters *Counters) *decoder {
 
 // decode handles one XLogData payload. ok is false when the message yields
 // no Change (Begin, Relation, ignored operations...).
-func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool, err error) {
+func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, ok bool, err error) {
 	if len(data) == 0 {
 		return c, false, fmt.Errorf("%w: empty XLogData", ErrProtocol)
 	}
@@ -108,13 +72,13 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 			return c, false, fmt.Errorf("%w: COMMIT outside a transaction", ErrProtocol)
 		}
 		d.inTx = false
-		return Change{Kind: KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
-	case *Relation:
+		return outbox.Change{Kind: outbox.KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
+	case *outbox.Relation:
 		// What it is to the pipeline is decided once per Relation
 		// message, not per insert.
 		r := d.relation(m)
 		if r.class == classRenamed {
-			d.renamed = append(d.renamed, [2]Table{r.root, r.name()})
+			d.renamed = append(d.renamed, [2]outbox.Table{r.root, r.name()})
 		}
 		d.relations[m.ID] = r
 	case insertMsg:
@@ -136,7 +100,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 			case classGone:
 				d.gone = append(d.gone, r.name())
 			case classRenamed:
-				d.renamed = append(d.renamed, [2]Table{root, r.name()})
+				d.renamed = append(d.renamed, [2]outbox.Table{root, r.name()})
 			}
 		}
 		rel := r.Relation
@@ -154,7 +118,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 			return c, false, fmt.Errorf("%w: INSERT into %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.values), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
-		return Change{Kind: KindRow, LSN: walStart, FinalLSN: d.final, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
+		return outbox.Change{Kind: outbox.KindRow, LSN: walStart, FinalLSN: d.final, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
 	case relIDs:
 		for _, id := range m {
 			d.count(id)
@@ -162,7 +126,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 	case updateMsg:
 		d.count(m.rel)
 		if r, ok := d.relations[m.rel]; ok && (r.class == classOutbox || r.class == classRenamed) && d.onUpdate != nil {
-			if err := d.onUpdate(Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
+			if err := d.onUpdate(outbox.Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
 				return c, false, err
 			}
 		}
@@ -185,7 +149,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 			// transactions; never confirm a position inside one.
 			return c, false, nil
 		}
-		return Change{Kind: KindHeartbeat, LSN: m.lsn}, true, nil
+		return outbox.Change{Kind: outbox.KindHeartbeat, LSN: m.lsn}, true, nil
 	}
 	return c, false, nil
 }
@@ -195,29 +159,29 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c Change, ok bool
 // handed over with, which names the outbox table (a partition's rows are
 // the table's).
 type relation struct {
-	*Relation
-	raw   *Relation // as the server sent it
+	*outbox.Relation
+	raw   *outbox.Relation // as the server sent it
 	class relationClass
-	root  Table // the outbox table, for classOutbox and classRenamed
+	root  outbox.Table // the outbox table, for classOutbox and classRenamed
 	// looked: the catalog was read again for it.
 	looked bool
 }
 
-func (d *decoder) relation(m *Relation) relation {
-	class, root := d.rels.classify(m.ID, Table{Schema: m.Schema, Name: m.Name})
+func (d *decoder) relation(m *outbox.Relation) relation {
+	class, root := d.rels.classify(m.ID, outbox.Table{Schema: m.Schema, Name: m.Name})
 	return d.relationAs(m, class, root)
 }
 
-func (d *decoder) relationAs(m *Relation, class relationClass, root Table) relation {
+func (d *decoder) relationAs(m *outbox.Relation, class relationClass, root outbox.Table) relation {
 	r := relation{Relation: m, raw: m, class: class, root: root}
 	if (class == classOutbox || class == classRenamed) && (root.Schema != m.Schema || root.Name != m.Name) {
-		r.Relation = &Relation{ID: m.ID, Schema: root.Schema, Name: root.Name, Columns: m.Columns}
+		r.Relation = &outbox.Relation{ID: m.ID, Schema: root.Schema, Name: root.Name, Columns: m.Columns}
 	}
 	return r
 }
 
 // name is the relation's name as the stream gives it at that point.
-func (r relation) name() Table { return Table{Schema: r.raw.Schema, Name: r.raw.Name} }
+func (r relation) name() outbox.Table { return outbox.Table{Schema: r.raw.Schema, Name: r.raw.Name} }
 
 // count records an update, delete or truncate: of the outbox, ignored; of
 // another table, counted apart.

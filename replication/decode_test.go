@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -102,13 +103,15 @@ var outboxCols = []schema.Column{{Name: "id", TypeOID: 2950}, {Name: "aggregatet
 
 // outboxOnly is the relations of a pipeline of public.outbox alone, with a
 // publication that publishes only it.
-func outboxOnly() *relations { return newRelations([]Table{{"public", "outbox"}}, nil, false) }
+func outboxOnly() *relations {
+	return newRelations([]outbox.Table{{Schema: "public", Name: "outbox"}}, nil, false)
+}
 
 // The rows of other tables that a publication of all tables publishes are
 // counted and skipped.
 func TestDecodeTransaction(t *testing.T) {
 	var counters Counters
-	d := newDecoder(newRelations([]Table{{"public", "outbox"}}, nil, true), &counters)
+	d := newDecoder(newRelations([]outbox.Table{{Schema: "public", Name: "outbox"}}, nil, true), &counters)
 	feed := [][]byte{
 		msgRelation(1, "public", "outbox", outboxCols...),
 		msgRelation(2, "public", "orders", schema.Column{Name: "id", TypeOID: 23}),
@@ -124,7 +127,7 @@ func TestDecodeTransaction(t *testing.T) {
 		msgMessage(0x310, false, "other", "x"),
 		msgMessage(0x320, true, HeartbeatPrefix, "x"),
 	}
-	var got []Change
+	var got []outbox.Change
 	for i, m := range feed {
 		c, ok, err := d.decode(pglogrepl.LSN(0x100+i), m)
 		if err != nil {
@@ -137,16 +140,16 @@ func TestDecodeTransaction(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("got %d changes, want 4: %+v", len(got), got)
 	}
-	if got[0].Kind != KindRow || string(got[0].Values[0]) != "u1" || got[0].XID != 7 || got[0].Relation.Name != "outbox" {
+	if got[0].Kind != outbox.KindRow || string(got[0].Values[0]) != "u1" || got[0].XID != 7 || got[0].Relation.Name != "outbox" {
 		t.Errorf("first row: %+v", got[0])
 	}
 	if v := got[1].Values; v[2] == nil || len(v[2]) != 0 || v[3] != nil {
 		t.Errorf("empty text must stay distinct from NULL: %q", v)
 	}
-	if got[2].Kind != KindCommit || got[2].LSN != 0x200 {
+	if got[2].Kind != outbox.KindCommit || got[2].LSN != 0x200 {
 		t.Errorf("commit: %+v", got[2])
 	}
-	if got[3].Kind != KindHeartbeat || got[3].LSN != 0x300 {
+	if got[3].Kind != outbox.KindHeartbeat || got[3].LSN != 0x300 {
 		t.Errorf("heartbeat: %+v", got[3])
 	}
 	if n := counters.Rows.Load(); n != 2 {
@@ -177,7 +180,7 @@ func TestDecodeUpdateReachesOnUpdate(t *testing.T) {
 	}{{nil, nil}, {stop, stop}} {
 		d := newDecoder(outboxOnly(), &Counters{})
 		var seen []string
-		d.onUpdate = func(tab Table, lsn pglogrepl.LSN) error {
+		d.onUpdate = func(tab outbox.Table, lsn pglogrepl.LSN) error {
 			seen = append(seen, tab.String()+"@"+lsn.String())
 			return tc.ret
 		}
@@ -213,13 +216,13 @@ func TestDecodeRelationRefresh(t *testing.T) {
 		msgBegin(0x20, 2),
 		msgInsert(1, []byte("x"), []byte("b"), []byte("t"), []byte("k"), []byte("{}")),
 	}
-	var rows []Change
+	var rows []outbox.Change
 	for _, m := range steps {
 		c, ok, err := d.decode(1, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && c.Kind == KindRow {
+		if ok && c.Kind == outbox.KindRow {
 			rows = append(rows, c)
 		}
 	}
@@ -241,10 +244,10 @@ func TestDecodeRelationRefresh(t *testing.T) {
 // publishes; a relation the catalog knows only once it is read again
 // (attached since the start) is the table's.
 func TestDecodeRelations(t *testing.T) {
-	outbox := Table{"public", "outbox"}
+	root := outbox.Table{Schema: "public", Name: "outbox"}
 	members := []Member{
-		{OID: 1, Root: outbox, Self: outbox, Kind: 'p'},
-		{OID: 2, Root: outbox, Self: Table{"public", "outbox_2026"}, Kind: 'r', Partition: true, Level: 1},
+		{OID: 1, Root: root, Self: root, Kind: 'p'},
+		{OID: 2, Root: root, Self: outbox.Table{Schema: "public", Name: "outbox_2026"}, Kind: 'r', Partition: true, Level: 1},
 	}
 	leafCols := append([]schema.Column{{Name: "created_at", TypeOID: 1184}}, outboxCols...)
 	row := [][]byte{[]byte("2026-01-01"), []byte("u1"), []byte("order"), []byte("42"), []byte(`{}`)}
@@ -268,27 +271,27 @@ func TestDecodeRelations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rels := newRelations([]Table{outbox}, members, tt.broad)
+			rels := newRelations([]outbox.Table{root}, members, tt.broad)
 			loads := 0
 			rels.load = func() (*Publication, error) {
 				loads++
-				p := &Publication{Members: members, AllTables: tt.broad, Rels: map[uint32]Table{1: outbox}}
+				p := &Publication{Members: members, AllTables: tt.broad, Rels: map[uint32]outbox.Table{1: root}}
 				if tt.attached {
-					p.Members = append(p.Members, Member{OID: 3, Root: outbox, Self: Table{"public", "outbox_2027"}, Kind: 'r', Partition: true, Level: 1})
+					p.Members = append(p.Members, Member{OID: 3, Root: root, Self: outbox.Table{Schema: "public", Name: "outbox_2027"}, Kind: 'r', Partition: true, Level: 1})
 				}
 				if tt.named {
-					p.Rels[3] = Table{"public", "orders"}
+					p.Rels[3] = outbox.Table{Schema: "public", Name: "orders"}
 				}
 				return p, nil
 			}
 			var counters Counters
 			d := newDecoder(rels, &counters)
 			var (
-				got []Change
+				got []outbox.Change
 				err error
 			)
 			for _, m := range [][]byte{tt.rel, msgBegin(0x20, 5), msgInsert(tt.oid, row...), msgInsert(tt.oid, row...)} {
-				var c Change
+				var c outbox.Change
 				var ok bool
 				if c, ok, err = d.decode(0x10, m); err != nil {
 					break
@@ -387,7 +390,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil || !ok {
 				continue
 			}
-			if c.Kind == KindRow && len(c.Values) != len(c.Relation.Columns) {
+			if c.Kind == outbox.KindRow && len(c.Values) != len(c.Relation.Columns) {
 				t.Fatalf("row with %d values for %d columns", len(c.Values), len(c.Relation.Columns))
 			}
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // The package's errors say how a caller should treat them, through
@@ -42,9 +44,6 @@ var (
 	// ErrNoPollingColumns means the outbox table lacks seq, txid or
 	// published_at; pgoutbox migrate adds them.
 	ErrNoPollingColumns error = &sentinel{"outbox table lacks the polling columns (seq, txid, published_at): run pgoutbox migrate", true, false}
-	// ErrInvalidName is returned for a slot, publication or table name that
-	// cannot be used safely.
-	ErrInvalidName error = &sentinel{"invalid name", true, false}
 	// ErrNoSequence means seq draws from no sequence this role may read, so
 	// positions that never became visible cannot be counted.
 	ErrNoSequence error = &sentinel{"seq draws from no readable sequence", false, false}
@@ -140,7 +139,7 @@ func (s *Stream) invalidated() bool {
 // it did not account for: nothing from its transaction on is confirmed.
 // The relay adds what to do.
 type UnrecognisedError struct {
-	Relation Table         // the relation as the stream names it at that point
+	Relation outbox.Table  // the relation as the stream names it at that point
 	OID      uint32        // its OID
 	LSN      pglogrepl.LSN // the row's position
 }

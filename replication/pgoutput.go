@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -184,7 +185,7 @@ func parse(data []byte) (any, error) {
 		r.lsn("commit")
 		m = commitMsg{end: r.lsn("commit"), commit: r.time("commit")}
 	case 'R':
-		rel := &Relation{ID: r.uint32("relation"), Schema: r.cstring("relation namespace"), Name: r.cstring("relation name")}
+		rel := &outbox.Relation{ID: r.uint32("relation"), Schema: r.cstring("relation namespace"), Name: r.cstring("relation name")}
 		r.byte1("replica identity")
 		n := int(r.uint16("relation columns"))
 		if r.err == nil && n > len(r.b)/10 { // each column takes at least 10 bytes

@@ -12,15 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
-)
-
-// Polling columns: insertion order, the writing transaction, and the mark
-// the poller sets once Kafka acknowledged a row.
-const (
-	SeqColumn       = "seq"
-	TxIDColumn      = "txid"
-	PublishedColumn = "published_at"
 )
 
 // PollConfig configures a Poller.
@@ -50,13 +43,13 @@ func (c *PollConfig) Defaults() {
 		c.BatchSize = 500
 	}
 	if c.Order == "" {
-		c.Order = SeqColumn
+		c.Order = outbox.SeqColumn
 	}
 }
 
 // Validate reports the first invalid field.
 func (c PollConfig) Validate() error {
-	if _, err := ParseTable(c.Table); err != nil {
+	if _, err := outbox.ParseTable(c.Table); err != nil {
 		return err
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100_000 {
@@ -79,33 +72,28 @@ func (c PollConfig) Validate() error {
 
 // columns are the columns polling reads or writes besides the event's.
 func (c PollConfig) columns() []string {
-	cols := []string{c.Order, TxIDColumn}
+	cols := []string{c.Order, outbox.TxIDColumn}
 	if c.Status != "" {
 		cols = append(cols, c.Status)
 		if c.ProcessedAt != "" {
 			cols = append(cols, c.ProcessedAt)
 		}
 	} else {
-		cols = append(cols, PublishedColumn)
+		cols = append(cols, outbox.PublishedColumn)
 	}
 	return cols
 }
 
-// FloorSQL is a Floor as SQL expressions: XID an xid8, and for rows
-// copied from another cluster ForeignSeq (a bigint, NULL when there is no
-// foreign floor) and ForeignXID (an xid8).
-type FloorSQL struct{ XID, ForeignSeq, ForeignXID string }
-
 // floorParams binds a FloorSQL to Floor.params, from $1.
-var floorParams = FloorSQL{"$1::text::xid8", "$2::text::bigint", "$3::text::xid8"}
+var floorParams = outbox.FloorSQL{XID: "$1::text::xid8", ForeignSeq: "$2::text::bigint", ForeignXID: "$3::text::xid8"}
 
 // Unpublished is the SQL condition that selects the rows polling has yet to
 // publish: not marked, and not covered by the floor (see Floor). Rows from
 // before the polling columns were added have no txid: by the published
 // mark they are history and never polled; by a status column they are
 // polled when pending, which is how a team's own poller is taken over.
-func (c PollConfig) Unpublished(f FloorSQL) string {
-	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+func (c PollConfig) Unpublished(f outbox.FloorSQL) string {
+	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	order := pgx.Identifier{c.Order}.Sanitize()
 	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
 		txid, order, f.XID, f.ForeignSeq, f.ForeignXID)
@@ -114,7 +102,7 @@ func (c PollConfig) Unpublished(f FloorSQL) string {
 			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending), txid, uncovered)
 	}
 	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s",
-		pgx.Identifier{PublishedColumn}.Sanitize(), order, uncovered)
+		pgx.Identifier{outbox.PublishedColumn}.Sanitize(), order, uncovered)
 }
 
 // quoteLiteral quotes s as an SQL string literal whatever
@@ -134,8 +122,8 @@ func quoteLiteral(s string) string {
 type Poller struct {
 	conn     *pgx.Conn
 	cfg      PollConfig
-	table    Table
-	relation *Relation
+	table    outbox.Table
+	relation *outbox.Relation
 	seqIdx   int
 	txidIdx  int
 	query    string
@@ -149,10 +137,6 @@ type Poller struct {
 type Fence interface {
 	Guard(n int) (string, []any)
 }
-
-// ErrFenced means a mark was refused because the poller's fence no longer
-// holds: another relay took the pipeline over.
-var ErrFenced error = &sentinel{"another relay holds the pipeline now", false, false}
 
 // SetFence makes every mark of the poller run under f; nil (the default)
 // marks unguarded.
@@ -181,7 +165,7 @@ SELECT EXISTS (SELECT 1 FROM fence), (SELECT count(*) FROM marked)`, guard, upda
 		return 0, err
 	}
 	if !held {
-		return 0, ErrFenced
+		return 0, outbox.ErrFenced
 	}
 	return n, nil
 }
@@ -192,7 +176,7 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	table, _ := ParseTable(cfg.Table)
+	table, _ := outbox.ParseTable(cfg.Table)
 	ok, err := cfg.HasColumns(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -211,8 +195,8 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 // (--snapshot-mode initial) asks for it. Rows without an order value are
 // not among them: they could not be published in order, or marked.
 func (c PollConfig) history() string {
-	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{PublishedColumn}.Sanitize(),
-		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{TxIDColumn}.Sanitize())
+	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{outbox.PublishedColumn}.Sanitize(),
+		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())
 }
 
 // SetHistory makes Poll read the table's history too (on), in insertion
@@ -245,7 +229,7 @@ func (p *Poller) HistoryLeft(ctx context.Context) (bool, error) {
 func (p *Poller) Unordered(ctx context.Context) (int64, error) {
 	var n int64
 	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL AND %s IS NULL", p.table.Quoted(),
-		pgx.Identifier{PublishedColumn}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
+		pgx.Identifier{outbox.PublishedColumn}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
 		return 0, fmt.Errorf("look for rows without %s in %s: %w", p.cfg.Order, p.table, err)
 	}
 	return n, nil
@@ -255,7 +239,7 @@ func (p *Poller) Unordered(ctx context.Context) (int64, error) {
 // order column, txid, and published_at or the status column.
 func (c PollConfig) HasColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	c.Defaults()
-	t, err := ParseTable(c.Table)
+	t, err := outbox.ParseTable(c.Table)
 	if err != nil {
 		return false, err
 	}
@@ -282,39 +266,19 @@ func uniq(s []string) map[string]bool {
 }
 
 // HasPollingColumns tells whether the table has seq, txid and published_at.
-func HasPollingColumns(ctx context.Context, conn *pgx.Conn, t Table) (bool, error) {
+func HasPollingColumns(ctx context.Context, conn *pgx.Conn, t outbox.Table) (bool, error) {
 	return PollConfig{Table: t.String()}.HasColumns(ctx, conn)
 }
 
 // PolledRow is a row read by Poll: a Change of KindRow plus what marking it
 // published needs.
 type PolledRow struct {
-	Change
+	outbox.Change
 	Seq int64
 }
 
-// Floor is what polling may skip: rows that the WAL mode published and
-// did not mark. Rows of transactions below XID were published on this
-// cluster. Rows copied from another cluster (a dump and restore, an
-// upgrade) keep that cluster's transaction ids, which mean nothing here:
-// Foreign, when set, is the floor saved there, and a row is skipped on its
-// strength only if its seq is at or below Foreign.Seq (it existed when
-// that floor was read) and its txid below Foreign.XID. Every row written
-// here has a seq above Foreign.Seq, because the sequence moved with the
-// rows; so none of them is skipped by it.
-type Floor struct {
-	XID     uint64
-	Foreign *ForeignFloor
-}
-
-// ForeignFloor is a floor saved on another cluster: its snapshot xmin and
-// the outbox sequence's value read with it.
-type ForeignFloor struct {
-	XID uint64
-	Seq int64
-}
-
-func (f Floor) params() [][]byte {
+// floorArgs binds floor to floorParams.
+func floorArgs(f outbox.Floor) [][]byte {
 	p := [][]byte{[]byte(strconv.FormatUint(f.XID, 10)), nil, nil}
 	if f.Foreign != nil {
 		p[1] = []byte(strconv.FormatInt(f.Foreign.Seq, 10))
@@ -326,8 +290,8 @@ func (f Floor) params() [][]byte {
 // Poll reads up to BatchSize visible, unpublished rows that floor does not
 // cover, in insertion order. Values are copied: they stay valid after the
 // next Poll.
-func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
-	res := p.conn.PgConn().ExecParams(ctx, p.query, floor.params(), nil, nil, nil)
+func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]PolledRow, error) {
+	res := p.conn.PgConn().ExecParams(ctx, p.query, floorArgs(floor), nil, nil, nil)
 	fields := res.FieldDescriptions()
 	if err := p.bind(fields); err != nil {
 		res.Close()
@@ -350,7 +314,7 @@ func (p *Poller) Poll(ctx context.Context, floor Floor) ([]PolledRow, error) {
 		}
 		txid, _ := strconv.ParseUint(string(values[p.txidIdx]), 10, 64)
 		rows = append(rows, PolledRow{
-			Change: Change{Kind: KindRow, XID: uint32(txid), CommitTime: now, Relation: p.relation, Values: values},
+			Change: outbox.Change{Kind: outbox.KindRow, XID: uint32(txid), CommitTime: now, Relation: p.relation, Values: values},
 			Seq:    seq,
 		})
 	}
@@ -395,14 +359,14 @@ func (p *Poller) bind(fields []pgconn.FieldDescription) error {
 			return nil
 		}
 	}
-	rel := &Relation{Schema: p.table.Schema, Name: p.table.Name, Columns: make([]schema.Column, len(fields))}
+	rel := &outbox.Relation{Schema: p.table.Schema, Name: p.table.Name, Columns: make([]schema.Column, len(fields))}
 	p.seqIdx, p.txidIdx = -1, -1
 	for i, f := range fields {
 		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID}
 		switch f.Name {
 		case p.cfg.Order:
 			p.seqIdx = i
-		case TxIDColumn:
+		case outbox.TxIDColumn:
 			p.txidIdx = i
 		}
 	}
@@ -435,10 +399,10 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 // maxSeq catches rows copied from another cluster, whose transaction ids
 // may lie above this cluster's xmax. Pending rows from before the polling
 // columns (no txid) count too.
-func (p *Poller) Pending(ctx context.Context, floor Floor, xmax uint64, maxSeq int64) (bool, error) {
-	args := floor.params()
+func (p *Poller) Pending(ctx context.Context, floor outbox.Floor, xmax uint64, maxSeq int64) (bool, error) {
+	args := floorArgs(floor)
 	args = append(args, []byte(strconv.FormatUint(xmax, 10)), []byte(strconv.FormatInt(maxSeq, 10)))
-	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	res := p.conn.PgConn().ExecParams(ctx, fmt.Sprintf(
 		`SELECT EXISTS (SELECT 1 FROM %s WHERE %s AND (%s IS NULL OR %s < $4::text::xid8 OR %s <= $5::text::bigint))`,
 		p.table.Quoted(), p.cfg.Unpublished(floorParams), txid, txid, pgx.Identifier{p.cfg.Order}.Sanitize()), args, nil, nil, nil)
@@ -470,12 +434,12 @@ type FloorCandidate struct {
 func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (FloorCandidate, error) {
 	cfg.Defaults()
 	var pos FloorCandidate
-	table, err := ParseTable(cfg.Table)
+	table, err := outbox.ParseTable(cfg.Table)
 	if err != nil {
 		return pos, err
 	}
 	order := pgx.Identifier{cfg.Order}.Sanitize()
-	highest := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s IS NULL", order, table.Quoted(), pgx.Identifier{PublishedColumn}.Sanitize())
+	highest := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s IS NULL", order, table.Quoted(), pgx.Identifier{outbox.PublishedColumn}.Sanitize())
 	if cfg.Status != "" {
 		highest = fmt.Sprintf("SELECT max(%s) FROM %s", order, table.Quoted())
 	}
@@ -528,7 +492,7 @@ func (p *Poller) markSet() string {
 		}
 		return set
 	}
-	return pgx.Identifier{PublishedColumn}.Sanitize() + " = now()"
+	return pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " = now()"
 }
 
 // MarkTransactions marks published the rows polling would read (floor
@@ -536,7 +500,7 @@ func (p *Poller) markSet() string {
 // whose transaction id's low 32 bits (what the WAL names a transaction by)
 // are among xids: rows that reached Kafka another way (the WAL), which
 // polling must not send again. It returns how many rows it marked.
-func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64, xids []uint32) (int64, error) {
+func (p *Poller) MarkTransactions(ctx context.Context, floor outbox.Floor, below uint64, xids []uint32) (int64, error) {
 	if below == 0 && len(xids) == 0 {
 		return 0, nil
 	}
@@ -549,11 +513,11 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64
 		list.WriteString(strconv.FormatUint(uint64(x), 10))
 	}
 	list.WriteByte('}')
-	txid := pgx.Identifier{TxIDColumn}.Sanitize()
+	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	where := fmt.Sprintf(`%s AND (%s < $4::text::xid8 OR (%s::text::bigint %% 4294967296) = ANY($5::text::bigint[]))`,
 		p.cfg.Unpublished(floorParams), txid, txid)
 	var args []any
-	for _, a := range append(floor.params(), []byte(strconv.FormatUint(below, 10)), []byte(list.String())) {
+	for _, a := range append(floorArgs(floor), []byte(strconv.FormatUint(below, 10)), []byte(list.String())) {
 		if a == nil {
 			args = append(args, nil)
 		} else {
@@ -570,14 +534,14 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor Floor, below uint64
 // Published returns the order values of up to limit rows marked published
 // whose transaction is at or above floor's XID, newest first: rows polling
 // may have published that a WAL session can still replay.
-func (p *Poller) Published(ctx context.Context, floor Floor, limit int) ([]int64, error) {
-	cond := pgx.Identifier{PublishedColumn}.Sanitize() + " IS NOT NULL"
+func (p *Poller) Published(ctx context.Context, floor outbox.Floor, limit int) ([]int64, error) {
+	cond := pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NOT NULL"
 	if c := p.cfg; c.Status != "" {
 		cond = pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
 	}
 	order := pgx.Identifier{p.cfg.Order}.Sanitize()
 	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s AND %s >= $1::text::xid8 ORDER BY %s DESC LIMIT %d`,
-		order, p.table.Quoted(), cond, pgx.Identifier{TxIDColumn}.Sanitize(), order, limit)
+		order, p.table.Quoted(), cond, pgx.Identifier{outbox.TxIDColumn}.Sanitize(), order, limit)
 	rows, err := p.conn.Query(ctx, q, strconv.FormatUint(floor.XID, 10))
 	if err != nil {
 		return nil, fmt.Errorf("read published rows: %w", err)
@@ -594,7 +558,7 @@ func (p *Poller) Published(ctx context.Context, floor Floor, limit int) ([]int64
 // pgoutbox migrate added seq to a table whose own status column says they
 // are pending. It says what to run.
 type UnorderedError struct {
-	Table  Table
+	Table  outbox.Table
 	Order  string // the order column
 	Rows   int64  // how many rows lack it
 	Where  string // the SQL condition of those rows

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // publicationMark is the comment pgoutbox puts on a publication it creates:
@@ -42,7 +44,7 @@ type Publication struct {
 	// role, inserts only, the pipeline's tables only.
 	Ours bool
 	// Rels are the tables it names (FOR TABLE), by OID.
-	Rels map[uint32]Table
+	Rels map[uint32]outbox.Table
 	// Members are the outbox tables and the relations below them.
 	Members []Member
 }
@@ -51,11 +53,11 @@ type Publication struct {
 func (p *Publication) Broad() bool { return p.AllTables || len(p.Schemas) > 0 }
 
 // InspectPublication reads the publication and the pipeline's tables.
-func InspectPublication(ctx context.Context, conn *pgx.Conn, name string, tables []Table) (*Publication, error) {
+func InspectPublication(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table) (*Publication, error) {
 	if err := ValidateName("publication", name); err != nil {
 		return nil, err
 	}
-	p := &Publication{Name: name, Schemas: map[string]bool{}, Rels: map[uint32]Table{}}
+	p := &Publication{Name: name, Schemas: map[string]bool{}, Rels: map[uint32]outbox.Table{}}
 	var (
 		oid                      uint32
 		update, del, owner, mark bool
@@ -85,7 +87,7 @@ JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespa
 	for rows.Next() {
 		var (
 			rel int64
-			t   Table
+			t   outbox.Table
 		)
 		if err := rows.Scan(&rel, &t.Schema, &t.Name); err != nil {
 			rows.Close()
@@ -158,7 +160,7 @@ type fix struct{ problem, sql string }
 // pipeline's tables under a name the stream recognises, each with its fix,
 // and the tables it publishes that are not the pipeline's (which have no
 // fix pgoutbox may apply).
-func (p *Publication) check(tables []Table) (fixes []fix, extra []Table) {
+func (p *Publication) check(tables []outbox.Table) (fixes []fix, extra []outbox.Table) {
 	name := p.Name
 	partitioned := false
 	for _, t := range tables {
@@ -204,7 +206,7 @@ func (p *Publication) check(tables []Table) (fixes []fix, extra []Table) {
 }
 
 // namesSomeBelow tells whether the publication names a relation below t.
-func (p *Publication) namesSomeBelow(t Table) bool {
+func (p *Publication) namesSomeBelow(t outbox.Table) bool {
 	for _, m := range p.Members {
 		if _, named := p.Rels[m.OID]; named && m.Root == t && !m.IsRoot() {
 			return true
@@ -215,8 +217,8 @@ func (p *Publication) namesSomeBelow(t Table) bool {
 
 // EnsurePublication checks that the publication exists and publishes every
 // row of the table; see EnsurePublicationFor.
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t Table, create bool) (PublicationSetup, error) {
-	return EnsurePublicationFor(ctx, conn, name, []Table{t}, create)
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t outbox.Table, create bool) (PublicationSetup, error) {
+	return EnsurePublicationFor(ctx, conn, name, []outbox.Table{t}, create)
 }
 
 // EnsurePublicationFor checks that the publication exists and publishes
@@ -231,7 +233,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t Table
 // error says what to run. A publication
 // that also names tables outside the pipeline is refused: their rows
 // would reach the relay, which does not relay them.
-func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []Table, create bool) (PublicationSetup, error) {
+func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create bool) (PublicationSetup, error) {
 	var res PublicationSetup
 	p, err := InspectPublication(ctx, conn, name, tables)
 	if err != nil {
@@ -310,7 +312,7 @@ func notOurs(ours bool) string {
 	return "it is not pgoutbox's to change"
 }
 
-func tablesString(tables []Table) string {
+func tablesString(tables []outbox.Table) string {
 	s := make([]string, len(tables))
 	for i, t := range tables {
 		s[i] = t.String()

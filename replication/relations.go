@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Member is a relation that holds a pipeline's outbox rows: an outbox
@@ -13,8 +15,8 @@ import (
 // them through Root, and the stream publishes them as Root's.
 type Member struct {
 	OID  uint32
-	Root Table // the outbox table
-	Self Table // the member's own name
+	Root outbox.Table // the outbox table
+	Self outbox.Table // the member's own name
 	// Kind is pg_class.relkind: 'r' a table, 'p' a partitioned table
 	// (which holds no rows of its own).
 	Kind byte
@@ -30,7 +32,7 @@ func (m Member) IsRoot() bool { return m.Level == 0 }
 // Members lists the outbox tables and every relation below them, by
 // pg_inherits, which records both partitions and inheritance. A table that
 // does not exist has no members.
-func Members(ctx context.Context, conn *pgx.Conn, tables []Table) ([]Member, error) {
+func Members(ctx context.Context, conn *pgx.Conn, tables []outbox.Table) ([]Member, error) {
 	var out []Member
 	for _, t := range tables {
 		rows, err := conn.Query(ctx, `
@@ -108,7 +110,7 @@ const (
 // pgoutput sends under their own names when the publication does not
 // publish through the partition root.
 type relations struct {
-	names map[Table]bool
+	names map[outbox.Table]bool
 	byOID map[uint32]Member
 	// broad: the publication publishes tables other than the outbox
 	// tables by design; their rows are counted and skipped.
@@ -120,8 +122,8 @@ type relations struct {
 	load func() (*Publication, error)
 }
 
-func newRelations(tables []Table, members []Member, broad bool) *relations {
-	r := &relations{names: make(map[Table]bool, len(tables)), byOID: membersByOID(members), broad: broad}
+func newRelations(tables []outbox.Table, members []Member, broad bool) *relations {
+	r := &relations{names: make(map[outbox.Table]bool, len(tables)), byOID: membersByOID(members), broad: broad}
 	for _, t := range tables {
 		r.names[t] = true
 	}
@@ -130,7 +132,7 @@ func newRelations(tables []Table, members []Member, broad bool) *relations {
 
 // classify says what the relation of a Relation message is, and the
 // outbox table its rows belong to.
-func (r *relations) classify(oid uint32, name Table) (relationClass, Table) {
+func (r *relations) classify(oid uint32, name outbox.Table) (relationClass, outbox.Table) {
 	if r.names[name] {
 		return classOutbox, name
 	}
@@ -140,7 +142,7 @@ func (r *relations) classify(oid uint32, name Table) (relationClass, Table) {
 		}
 		return classOutbox, m.Root
 	}
-	return classUnknown, Table{}
+	return classUnknown, outbox.Table{}
 }
 
 // reload reads the publication and the members again (a partition
@@ -149,11 +151,11 @@ func (r *relations) classify(oid uint32, name Table) (relationClass, Table) {
 // for good: what is still unknown is another table of a broad
 // publication, a table the publication no longer publishes, or (left
 // unknown) one it names without being the pipeline's.
-func (r *relations) reload(oid uint32, name Table) (relationClass, Table, error) {
+func (r *relations) reload(oid uint32, name outbox.Table) (relationClass, outbox.Table, error) {
 	if r.load != nil {
 		p, err := r.load()
 		if err != nil {
-			return classUnknown, Table{}, err
+			return classUnknown, outbox.Table{}, err
 		}
 		r.byOID, r.broad, r.named = membersByOID(p.Members), p.Broad(), make(map[uint32]bool, len(p.Rels))
 		for id := range p.Rels {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -268,7 +269,7 @@ var ErrNoTable error = &sentinel{"outbox table does not exist", true, false}
 // TableColumns reads a table's columns in table order, with their types,
 // as a pgoutput Relation message gives them; ErrNoTable when there is no
 // such table.
-func TableColumns(ctx context.Context, conn *pgx.Conn, t Table) ([]schema.Column, error) {
+func TableColumns(ctx context.Context, conn *pgx.Conn, t outbox.Table) ([]schema.Column, error) {
 	rows, err := conn.Query(ctx, `SELECT attname::text, atttypid::int8 FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.Quoted())
 	if err != nil {

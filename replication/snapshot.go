@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -83,7 +84,7 @@ func (s *ExportedSlot) Close() {
 // table's own identity or serial column, else preferred with the rows that
 // lack it first (they were there before it was added). unordered says that
 // rows without preferred are read in no particular order among themselves.
-func SnapshotOrder(ctx context.Context, conn *pgx.Conn, t Table, preferred string) (col string, unordered bool, err error) {
+func SnapshotOrder(ctx context.Context, conn *pgx.Conn, t outbox.Table, preferred string) (col string, unordered bool, err error) {
 	rows, err := conn.Query(ctx, `
 SELECT attname::text, attnotnull, attidentity <> '' OR pg_get_serial_sequence($1, attname) IS NOT NULL
 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.Quoted())
@@ -127,10 +128,10 @@ FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisd
 // batch whatever the table's size.
 type SnapshotReader struct {
 	tx       pgx.Tx
-	table    Table
+	table    outbox.Table
 	order    string
 	fetch    string
-	relation *Relation
+	relation *outbox.Relation
 	orderIdx int
 	n        int64
 }
@@ -140,7 +141,7 @@ const snapshotCursor = "pgoutbox_snapshot"
 // OpenSnapshot imports snapshot on conn, which it uses for one transaction
 // and does not own, and opens a cursor over the table in order (rows
 // without an order value first). Close ends the transaction.
-func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t Table, order string, batch int) (*SnapshotReader, error) {
+func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t outbox.Table, order string, batch int) (*SnapshotReader, error) {
 	if batch < 1 {
 		batch = 500
 	}
@@ -177,7 +178,7 @@ func (s *SnapshotReader) Next(ctx context.Context) ([]PolledRow, error) {
 			}
 		}
 		rows = append(rows, PolledRow{
-			Change: Change{Kind: KindRow, CommitTime: now, Relation: s.relation, Values: values},
+			Change: outbox.Change{Kind: outbox.KindRow, CommitTime: now, Relation: s.relation, Values: values},
 			Seq:    seq,
 		})
 	}
@@ -191,7 +192,7 @@ func (s *SnapshotReader) bind(fields []pgconn.FieldDescription) {
 	if s.relation != nil || len(fields) == 0 {
 		return
 	}
-	rel := &Relation{Schema: s.table.Schema, Name: s.table.Name, Columns: make([]schema.Column, len(fields))}
+	rel := &outbox.Relation{Schema: s.table.Schema, Name: s.table.Name, Columns: make([]schema.Column, len(fields))}
 	s.orderIdx = -1
 	for i, f := range fields {
 		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID}

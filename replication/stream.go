@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Config configures a Stream.
@@ -52,7 +54,7 @@ type Config struct {
 	// existing one may carry every operation). Returning an error ends the
 	// stream with it, before anything after the update is delivered.
 	// Deletes and truncates are only counted.
-	OnUpdate func(table Table, lsn pglogrepl.LSN) error
+	OnUpdate func(table outbox.Table, lsn pglogrepl.LSN) error
 }
 
 // Defaults fills unset fields.
@@ -98,23 +100,23 @@ func (c Config) Validate() error {
 }
 
 // AllTables parses the pipeline's outbox tables, Table first.
-func (c Config) AllTables() ([]Table, error) {
-	first, err := ParseTable(c.Table)
+func (c Config) AllTables() ([]outbox.Table, error) {
+	first, err := outbox.ParseTable(c.Table)
 	if err != nil {
 		return nil, err
 	}
 	if len(c.Tables) == 0 {
-		return []Table{first}, nil
+		return []outbox.Table{first}, nil
 	}
-	seen := map[Table]bool{}
-	out := make([]Table, 0, len(c.Tables))
+	seen := map[outbox.Table]bool{}
+	out := make([]outbox.Table, 0, len(c.Tables))
 	for _, s := range c.Tables {
-		t, err := ParseTable(s)
+		t, err := outbox.ParseTable(s)
 		if err != nil {
 			return nil, err
 		}
 		if seen[t] {
-			return nil, fmt.Errorf("%w: table %s is listed twice", ErrInvalidName, t)
+			return nil, fmt.Errorf("%w: table %s is listed twice", outbox.ErrInvalidName, t)
 		}
 		seen[t] = true
 		out = append(out, t)
@@ -129,7 +131,7 @@ func (c Config) AllTables() ([]Table, error) {
 // Run reads; Confirm may be called from any goroutine.
 type Stream struct {
 	cfg       Config
-	tables    []Table
+	tables    []outbox.Table
 	log       *slog.Logger
 	conn      *pgconn.PgConn
 	start     pglogrepl.LSN
@@ -293,7 +295,7 @@ const MaxBatch = 128
 // so nothing may keep a pointer into Changes after Release. The Values of
 // each row are the receiver's to keep.
 type Batch struct {
-	Changes []Change
+	Changes []outbox.Change
 	free    chan *Batch
 }
 
@@ -325,9 +327,9 @@ func newHandoff(out chan<- *Batch) *handoff {
 	n := cap(out) + 2
 	h := &handoff{out: out, free: make(chan *Batch, n)}
 	for range n - 1 {
-		h.free <- &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
+		h.free <- &Batch{Changes: make([]outbox.Change, 0, MaxBatch), free: h.free}
 	}
-	h.cur = &Batch{Changes: make([]Change, 0, MaxBatch), free: h.free}
+	h.cur = &Batch{Changes: make([]outbox.Change, 0, MaxBatch), free: h.free}
 	h.timer = time.NewTimer(time.Hour)
 	h.timer.Stop()
 	return h
@@ -474,11 +476,11 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 					s.report(dec)
 				}
 				if ok {
-					if c.Kind != KindRow {
+					if c.Kind != outbox.KindRow {
 						s.delivered = c.LSN
 					}
 					h.cur.Changes = append(h.cur.Changes, c)
-					if c.Kind == KindRow {
+					if c.Kind == outbox.KindRow {
 						h.rows++
 					}
 					if len(h.cur.Changes) == MaxBatch {

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // walSender is the server end of a replication connection: it sends
@@ -83,7 +85,7 @@ func newTestStream(t testing.TB) (*Stream, *walSender) {
 	})
 	s := &Stream{
 		cfg:    Config{StatusInterval: 50 * time.Millisecond, ReceiveTimeout: time.Minute, HeartbeatInterval: -1},
-		tables: []Table{{"public", "outbox"}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		tables: []outbox.Table{{Schema: "public", Name: "outbox"}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		conn: conn, stop: make(chan struct{}), rels: outboxOnly(),
 	}
 	return s, &walSender{t: t, conn: server, lsn: 0x1000}
@@ -109,7 +111,7 @@ func runStream(t *testing.T, s *Stream) (<-chan *Batch, <-chan error) {
 
 // took is a change as the test compares it: its kind, and a row's id.
 type took struct {
-	kind Kind
+	kind outbox.Kind
 	id   string
 }
 
@@ -123,7 +125,7 @@ func takeBatch(t *testing.T, out <-chan *Batch) []took {
 		var got []took
 		for _, c := range b.Changes {
 			tc := took{kind: c.Kind}
-			if c.Kind == KindRow {
+			if c.Kind == outbox.KindRow {
 				tc.id = string(c.Values[0])
 			}
 			got = append(got, tc)
@@ -161,13 +163,13 @@ func TestRunHandsOverBufferedChangesInOneBatch(t *testing.T) {
 		msgBegin(0x3000, 8), insert("c"), msgCommit(0x3000, 0x3010),
 		msgMessage(0x3100, false, HeartbeatPrefix, "pgoutbox"))
 	out, done := runStream(t, s)
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {KindRow, "b"}, {kind: KindCommit},
-		{KindRow, "c"}, {kind: KindCommit}, {kind: KindHeartbeat}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "a"}, {outbox.KindRow, "b"}, {kind: outbox.KindCommit},
+		{outbox.KindRow, "c"}, {kind: outbox.KindCommit}, {kind: outbox.KindHeartbeat}})
 
 	// Nothing more is buffered: the next transaction is handed over alone,
 	// without waiting for company.
 	w.send(msgBegin(0x4000, 9), insert("d"), msgCommit(0x4000, 0x4010))
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "d"}, {kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "d"}, {kind: outbox.KindCommit}})
 	s.Stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -190,7 +192,7 @@ func TestRunHoldsRowsForTheirCommit(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	w.send(msgCommit(0x2000, 0x2010))
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {KindRow, "b"}, {kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "a"}, {outbox.KindRow, "b"}, {kind: outbox.KindCommit}})
 }
 
 // A batch holds at most MaxBatch changes; a longer run of buffered changes
@@ -202,10 +204,10 @@ func TestRunBatchBound(t *testing.T) {
 	for i := range 3 * MaxBatch {
 		id := string(rune('a'+i%26)) + string(rune('a'+i/26%26))
 		msgs = append(msgs, insert(id))
-		want = append(want, took{KindRow, id})
+		want = append(want, took{outbox.KindRow, id})
 	}
 	w.send(append(msgs, msgCommit(0x2000, 0x2010))...)
-	want = append(want, took{kind: KindCommit})
+	want = append(want, took{kind: outbox.KindCommit})
 	out, _ := runStream(t, s)
 	var got []took
 	for len(got) < len(want) {
@@ -225,14 +227,14 @@ func TestRunStopsAtTransactionBoundary(t *testing.T) {
 	s, w := newTestStream(t)
 	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"))
 	out, done := runStream(t, s)
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "a"}})
 	s.Stop()
 	w.send(insert("b"), msgCommit(0x2000, 0x2010), msgBegin(0x3000, 8), insert("c"), msgCommit(0x3000, 0x3010))
 	var got []took
 	for b := range out {
 		for _, c := range b.Changes {
 			tc := took{kind: c.Kind}
-			if c.Kind == KindRow {
+			if c.Kind == outbox.KindRow {
 				tc.id = string(c.Values[0])
 			}
 			got = append(got, tc)
@@ -242,7 +244,7 @@ func TestRunStopsAtTransactionBoundary(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	equalTook(t, got, []took{{KindRow, "b"}, {kind: KindCommit}})
+	equalTook(t, got, []took{{outbox.KindRow, "b"}, {kind: outbox.KindCommit}})
 }
 
 // A commit without rows (an empty transaction, which servers before
@@ -254,7 +256,7 @@ func TestRunHoldsALoneCommitForTheNextRows(t *testing.T) {
 	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"), msgCommit(0x2000, 0x2010))
 	out, _ := runStream(t, s)
 	t.Cleanup(func() { w.conn.Close() }) // first: the next read deadline is an hour away
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "a"}, {kind: outbox.KindCommit}})
 	w.send(msgBegin(0x2100, 8), msgCommit(0x2100, 0x2110))
 	w.send(msgMessage(0x2200, false, HeartbeatPrefix, "pgoutbox"))
 	select {
@@ -263,7 +265,7 @@ func TestRunHoldsALoneCommitForTheNextRows(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	w.send(msgBegin(0x3000, 9), insert("b"), msgCommit(0x3000, 0x3010))
-	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}, {kind: KindHeartbeat}, {KindRow, "b"}, {kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{kind: outbox.KindCommit}, {kind: outbox.KindHeartbeat}, {outbox.KindRow, "b"}, {kind: outbox.KindCommit}})
 }
 
 // A held commit goes out before the next status update, which reports its
@@ -272,7 +274,7 @@ func TestRunHandsOverAHeldCommitBeforeTheStatusUpdate(t *testing.T) {
 	s, w := newTestStream(t)
 	w.send(msgRelation(1, "public", "outbox", outboxCols...), msgBegin(0x2000, 7), insert("a"), msgCommit(0x2000, 0x2010))
 	out, _ := runStream(t, s)
-	equalTook(t, takeBatch(t, out), []took{{KindRow, "a"}, {kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{outbox.KindRow, "a"}, {kind: outbox.KindCommit}})
 	w.send(msgBegin(0x2100, 8), msgCommit(0x2100, 0x2110))
-	equalTook(t, takeBatch(t, out), []took{{kind: KindCommit}})
+	equalTook(t, takeBatch(t, out), []took{{kind: outbox.KindCommit}})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Sequence is the sequence behind the seq column (identity or serial).
@@ -23,7 +25,7 @@ func (p *Poller) pending() string {
 	if p.cfg.Status != "" {
 		return fmt.Sprintf("(%s = %s)", pgx.Identifier{p.cfg.Status}.Sanitize(), quoteLiteral(p.cfg.StatusPending))
 	}
-	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{PublishedColumn}.Sanitize())
+	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{outbox.PublishedColumn}.Sanitize())
 }
 
 // Sequence finds the sequence the order column (seq) draws from. Only an increment

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Positions is what the pipeline saved about where it stands, and on which
@@ -48,7 +48,7 @@ type ClusterChange struct {
 	Note string
 	// Foreign is the floor kept for the rows copied from the other
 	// cluster; nil: none.
-	Foreign *replication.ForeignFloor
+	Foreign *outbox.ForeignFloor
 }
 
 // RecordClusterChange saves a change of cluster: the previous identifier,
@@ -72,8 +72,8 @@ WHERE pipeline = $1`, p.Name, c.Cluster, c.Note, foreignXID, foreignSeq); err !=
 }
 
 // Floor reads the pipeline's published floor; empty when none was saved.
-func (p Pipeline) Floor(ctx context.Context, q Querier) (replication.Floor, error) {
-	var f replication.Floor
+func (p Pipeline) Floor(ctx context.Context, q Querier) (outbox.Floor, error) {
+	var f outbox.Floor
 	var floor, foreignXID *string
 	var foreignSeq *int64
 	err := q.QueryRow(ctx, `SELECT floor_xid::text, foreign_floor_xid::text, foreign_floor_seq
@@ -88,7 +88,7 @@ FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&floor, &foreignXID, &for
 		f.XID = parseUint(*floor)
 	}
 	if foreignXID != nil && foreignSeq != nil {
-		f.Foreign = &replication.ForeignFloor{XID: parseUint(*foreignXID), Seq: *foreignSeq}
+		f.Foreign = &outbox.ForeignFloor{XID: parseUint(*foreignXID), Seq: *foreignSeq}
 	}
 	return f, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // LeaseTable holds each pipeline's lease (migration 013).
@@ -17,7 +17,7 @@ const LeaseTable = "pgoutbox_lease"
 // ErrLeaseLost means another relay took the pipeline's lease over: this
 // one may publish and write nothing more for the pipeline. A mark the
 // lease's Guard refused is the same error.
-var ErrLeaseLost = replication.ErrFenced
+var ErrLeaseLost = outbox.ErrFenced
 
 // Lease is a pipeline's lease as its holder has it. While the token is the
 // lease's, the holder is the one relay that publishes for the pipeline; a

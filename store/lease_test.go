@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -162,7 +163,7 @@ func TestLeaseFencesMarksAndState(t *testing.T) {
 	if err := poller.MarkPublished(ctx, []int64{2, 3}); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("marking after a takeover: %v, want ErrLeaseLost", err)
 	}
-	if n, err := poller.MarkTransactions(ctx, replication.Floor{}, 1<<40, nil); !errors.Is(err, ErrLeaseLost) || n != 0 {
+	if n, err := poller.MarkTransactions(ctx, outbox.Floor{}, 1<<40, nil); !errors.Is(err, ErrLeaseLost) || n != 0 {
 		t.Fatalf("marking transactions after a takeover: %d, %v, want ErrLeaseLost", n, err)
 	}
 	var marked int

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -84,13 +85,13 @@ func (p Pipeline) Published(ctx context.Context, q Querier) (Published, error) {
 // (by timeColumn) that are known to be published: marked by polling
 // (published_at set), or in b. Rows are picked by ctid in one short
 // statement. It returns how many it deleted; the error is the server's.
-func DeletePublished(ctx context.Context, q Querier, table replication.Table, timeColumn string, olderThan time.Duration, b Published, limit int) (int64, error) {
+func DeletePublished(ctx context.Context, q Querier, table outbox.Table, timeColumn string, olderThan time.Duration, b Published, limit int) (int64, error) {
 	stmt := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM %[1]s
   WHERE %[2]s < now() - make_interval(secs => $1)
     AND (%[3]s IS NOT NULL OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
   LIMIT %[5]d))`, table.Quoted(), pgx.Identifier{timeColumn}.Sanitize(),
-		replication.PublishedColumn, replication.TxIDColumn, limit)
+		outbox.PublishedColumn, outbox.TxIDColumn, limit)
 	tag, err := q.Exec(ctx, stmt, olderThan.Seconds(), b.Start, b.Floor)
 	if err != nil {
 		return 0, err
@@ -100,7 +101,7 @@ func DeletePublished(ctx context.Context, q Querier, table replication.Table, ti
 
 // Unpublished counts the rows of the polled table that polling has not
 // marked and the pipeline's published floor does not cover (see
-// replication.Floor), and the age of the oldest by timeColumn. In WAL mode
+// outbox.Floor), and the age of the oldest by timeColumn. In WAL mode
 // this includes rows published since the floor last advanced (a few
 // seconds' worth while the relay is healthy).
 func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
@@ -108,7 +109,7 @@ func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.P
 		count  int64
 		oldest *float64
 	)
-	table, err := replication.ParseTable(poll.Table)
+	table, err := outbox.ParseTable(poll.Table)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -128,7 +129,7 @@ func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.P
 		ageSQL = "extract(epoch FROM now() - min(" + pgx.Identifier{timeColumn}.Sanitize() + "))::float8"
 	}
 	stmt := fmt.Sprintf(`SELECT count(*), %s FROM %s WHERE %s`,
-		ageSQL, table.Quoted(), poll.Unpublished(replication.FloorSQL{
+		ageSQL, table.Quoted(), poll.Unpublished(outbox.FloorSQL{
 			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
 			ForeignSeq: state("foreign_floor_seq"),
 			ForeignXID: state("foreign_floor_xid"),

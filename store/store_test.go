@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
@@ -182,7 +183,7 @@ func TestPositions(t *testing.T) {
 	// A change of cluster keeps the old floor for copied rows, empties
 	// this cluster's, and makes a handoff pending.
 	other := int64(8)
-	foreign := &replication.ForeignFloor{XID: 900, Seq: 40}
+	foreign := &outbox.ForeignFloor{XID: 900, Seq: 40}
 	if err := p.RecordClusterChange(ctx, conn, ClusterChange{Cluster: &other, Note: "moved", Foreign: foreign}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestDeletePublished(t *testing.T) {
 	ctx := context.Background()
 	conn := migrated(t)
 	p := Pipeline{Name: "p"}
-	table, err := replication.ParseTable("public.outbox")
+	table, err := outbox.ParseTable("public.outbox")
 	if err != nil {
 		t.Fatal(err)
 	}

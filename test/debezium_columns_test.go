@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -143,7 +143,7 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 				cfg.Columns = shape.columns
 				mode.set(&cfg)
 				if mode.poll {
-					table, err := replication.ParseTable(shape.table)
+					table, err := outbox.ParseTable(shape.table)
 					if err != nil {
 						t.Fatal(err)
 					}

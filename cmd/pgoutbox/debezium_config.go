@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -207,7 +207,7 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 
 	// Connector options.
 	var db struct{ host, port, user, password, name, sslmode string }
-	var tables []replication.Table
+	var tables []outbox.Table
 	for _, k := range sortedKeys(c.connector) {
 		v := c.connector[k]
 		switch k {
@@ -463,11 +463,11 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 // plainTables reads a table.include.list that names tables, each a
 // schema-qualified name whose dots may be escaped (public\.outbox); ok is
 // false when an entry is a pattern, which is matched at start instead.
-func plainTables(v string) ([]replication.Table, bool) {
-	var out []replication.Table
+func plainTables(v string) ([]outbox.Table, bool) {
+	var out []outbox.Table
 	for _, part := range strings.Split(v, ",") {
 		s := strings.ReplaceAll(strings.TrimSpace(part), `\.`, ".")
-		t, err := replication.ParseTable(s)
+		t, err := outbox.ParseTable(s)
 		if err != nil || !strings.Contains(s, ".") {
 			return nil, false
 		}

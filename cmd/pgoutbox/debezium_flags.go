@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -62,7 +63,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 // registerPollFlags registers the columns polling orders and marks rows by;
 // run and status share them.
 func registerPollFlags(fs *flag.FlagSet, poll *replication.PollConfig) {
-	fs.StringVar(&poll.Order, "column-order", replication.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
+	fs.StringVar(&poll.Order, "column-order", outbox.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
 	fs.StringVar(&poll.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
 	fs.StringVar(&poll.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING")
 	fs.StringVar(&poll.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
@@ -214,7 +215,7 @@ func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.C
 		return err
 	}
 	for _, name := range tables {
-		t, err := replication.ParseTable(name)
+		t, err := outbox.ParseTable(name)
 		if err != nil {
 			return err
 		}
@@ -243,7 +244,7 @@ func isMappingFlag(name string) bool {
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
 // key order).
 func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
-	t, err := replication.ParseTable(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/migrations"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -48,7 +49,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
 	for _, name := range tables {
-		table, _ := replication.ParseTable(name)
+		table, _ := outbox.ParseTable(name)
 		res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, true)
 		if err != nil {
 			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -238,7 +239,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	st.Tables = []string{st.Table}
-	if ts, err := replication.ParseTables(st.Table); err == nil {
+	if ts, err := outbox.ParseTables(st.Table); err == nil {
 		st.Tables = st.Tables[:0]
 		for _, t := range ts {
 			st.Tables = append(st.Tables, t.String())

@@ -9,13 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // splitTables reads --table: one schema.table, or several comma-separated
 // (a part holding a comma is quoted, as in SQL).
 func splitTables(v string) ([]string, error) {
-	ts, err := replication.ParseTables(v)
+	ts, err := outbox.ParseTables(v)
 	if err != nil {
 		return nil, fmt.Errorf("--table: %w", err)
 	}
@@ -65,8 +66,8 @@ ORDER BY 1, 2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (replication.Table, error) {
-		var t replication.Table
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Table, error) {
+		var t outbox.Table
 		err := r.Scan(&t.Schema, &t.Name)
 		return t, err
 	})
@@ -80,7 +81,7 @@ ORDER BY 1, 2`)
 		for _, re := range res {
 			if re.MatchString(name) {
 				for _, part := range []string{t.Schema, t.Name} {
-					if err := replication.ValidateIdentifier("name", part); err != nil {
+					if err := outbox.ValidateIdentifier("name", part); err != nil {
 						return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
 					}
 				}

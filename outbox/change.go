@@ -1,0 +1,45 @@
+package outbox
+
+import (
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// Kind says what a Change is.
+type Kind uint8
+
+const (
+	// KindRow is an insert into the outbox table.
+	KindRow Kind = iota + 1
+	// KindCommit ends a transaction; LSN is its commit end LSN, the only
+	// position that may be confirmed for it.
+	KindCommit
+	// KindHeartbeat is a heartbeat message outside any transaction; LSN may
+	// be confirmed once everything before it is acknowledged.
+	KindHeartbeat
+)
+
+// Relation is the shape of a table as last announced by the server. A new
+// Relation value replaces the old one whenever the server sends it again
+// (after ALTER TABLE, or on a new connection), so consumers may cache
+// anything derived from it by pointer.
+type Relation struct {
+	ID      uint32
+	Schema  string
+	Name    string
+	Columns []schema.Column
+}
+
+// Change is one item of the stream.
+type Change struct {
+	Kind       Kind
+	LSN        pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
+	FinalLSN   pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
+	XID        uint32
+	CommitTime time.Time // of the row's transaction
+	Relation   *Relation // KindRow
+	Values     [][]byte  // KindRow: text values in table column order, nil for NULL; owned by the receiver
+}
