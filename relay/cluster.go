@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -110,7 +110,7 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Posi
 	if c.foreign != nil {
 		// Rows written here are told from copied ones by their seq, which
 		// holds only if the sequence moved with the rows.
-		pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+		pos, err := poll.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
 		if err != nil {
 			return err
 		}
@@ -160,11 +160,11 @@ func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor outbox.Flo
 		s, x := strconv.FormatInt(floor.Foreign.Seq, 10), strconv.FormatUint(floor.Foreign.XID, 10)
 		seq, xid = &s, &x
 	}
-	poll := r.cfg.Poll
-	poll.Defaults()
-	order, txid := pgx.Identifier{poll.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize()
+	pc := r.cfg.Poll
+	pc.Defaults()
+	order, txid := pgx.Identifier{pc.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	// Unmarked rows: those that a floor of 0 leaves to polling.
-	unmarked := poll.Unpublished(outbox.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
+	unmarked := pc.Unpublished(outbox.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
 	err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE $1::text::bigint IS NULL OR %[2]s > $1::text::bigint OR %[3]s IS NULL OR %[3]s >= $2::text::xid8),
   count(*) FILTER (WHERE %[2]s <= $1::text::bigint AND %[3]s < $2::text::xid8)
 FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),

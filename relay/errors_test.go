@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -39,7 +40,7 @@ func TestErrorsByBehaviour(t *testing.T) {
 		{"slot invalidated", replication.ErrSlotInvalidated, true, true, false},
 		{"slot active", replication.ErrSlotActive, false, false, false},
 		{"publication", replication.ErrPublication, true, true, false},
-		{"no polling columns", replication.ErrNoPollingColumns, true, false, false},
+		{"no polling columns", poll.ErrNoPollingColumns, true, false, false},
 		{"invalid name", outbox.ErrInvalidName, true, false, false},
 		{"no failover slots", replication.ErrNoFailoverSlots, true, false, false},
 		{"protocol", replication.ErrProtocol, false, false, false},

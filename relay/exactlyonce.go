@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
@@ -200,7 +201,7 @@ func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, 
 // crash between that commit and the mark left them unmarked). From the
 // WAL: the rows of every transaction it says Kafka has, which polling
 // would otherwise read again from floor.
-func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *replication.Poller, floor outbox.Floor) (*txnSession, error) {
+func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *poll.Poller, floor outbox.Floor) (*txnSession, error) {
 	pos, err := r.openTransactions(ctx, k)
 	if err != nil {
 		return nil, err
@@ -288,7 +289,7 @@ func (r *Relay) openWALTransactions(ctx context.Context, k *sink.Kafka, conn *pg
 func (r *Relay) polledSince(ctx context.Context, conn *pgx.Conn, last []int64) (polledSeqs, pglogrepl.LSN, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 	defer cancel()
-	poller, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+	poller, err := poll.New(ctx, conn, r.cfg.Poll)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -300,7 +301,7 @@ func (r *Relay) polledSince(ctx context.Context, conn *pgx.Conn, last []int64) (
 	if err != nil {
 		return nil, 0, err
 	}
-	_, _, lsn, err := replication.Snapshot(ctx, conn)
+	_, _, lsn, err := poll.Snapshot(ctx, conn)
 	if err != nil {
 		return nil, 0, err
 	}

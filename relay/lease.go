@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -22,7 +23,7 @@ import (
 // every LeaseRenew and as soon as it expires, and takes it over then. Each
 // taking draws a greater fencing token, and what a relay writes that
 // another relay's work depends on carries it: the statement that marks
-// polled rows published (replication.Poller's fence), and the pipeline's
+// polled rows published (poll.Poller's fence), and the pipeline's
 // mode, floor, confirmed position and handoff (fenced). A relay whose
 // lease was taken over therefore marks and saves nothing; it learns so at
 // its next renewal or mark, and its session ends. It also publishes
@@ -67,7 +68,7 @@ type leaseKeeper struct {
 	lost    bool
 }
 
-// Guard is the lease's (replication.Fence).
+// Guard is the lease's (poll.Fence).
 func (k *leaseKeeper) Guard(n int) (string, []any) { return k.lease.Guard(n) }
 
 // keep renews the lease when a renewal is due. store.ErrLeaseLost when
@@ -200,7 +201,7 @@ func (r *Relay) fenced(ctx context.Context, conn *pgx.Conn, fn func(store.Querie
 }
 
 // fence makes poller mark under the lease.
-func (r *Relay) fence(poller *replication.Poller) {
+func (r *Relay) fence(poller *poll.Poller) {
 	if k := r.leases(); k != nil {
 		poller.SetFence(k)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -154,7 +155,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		return err
 	}
 	defer conn.Close(context.Background())
-	poller, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+	poller, err := poll.New(ctx, conn, r.cfg.Poll)
 	if err != nil {
 		return err
 	}
@@ -244,7 +245,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
-func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
+func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *poll.Poller, conn *pgx.Conn,
 	floor outbox.Floor, handoff *handoffError, nextProbe *time.Time) error {
 	if err := r.keepLease(ctx, conn); err != nil {
 		return err
@@ -297,8 +298,8 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 // publishBatch produces one poll's rows in order, waits until Kafka acked
 // all of them, and only then marks them published. A batch is never half
 // marked: a failure leaves every row of it for the next poll.
-func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *replication.Poller, conn *pgx.Conn,
-	rows []replication.PolledRow) error {
+func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txnSession, polled *polledRows, poller *poll.Poller, conn *pgx.Conn,
+	rows []poll.Row) error {
 	if !r.leaseHeld() {
 		// Another relay may take the pipeline over any moment now.
 		return errLeaseLapsed
@@ -385,8 +386,8 @@ func (r *Relay) awaitBatch(sess context.Context, conn *pgx.Conn, wg *sync.WaitGr
 // handoffDone tells whether every transaction below the handoff's xmax has
 // finished and none of their rows, nor any row up to its seq bound, is left
 // unpublished.
-func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, floor outbox.Floor, h *handoffError) (bool, error) {
-	xmin, _, _, err := replication.Snapshot(ctx, conn)
+func (r *Relay) handoffDone(ctx context.Context, conn *pgx.Conn, poller *poll.Poller, floor outbox.Floor, h *handoffError) (bool, error) {
+	xmin, _, _, err := poll.Snapshot(ctx, conn)
 	if err != nil {
 		return false, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -384,14 +385,14 @@ func (p *publisher) walk(ctx context.Context, changes []outbox.Change, wm *water
 // failure. A batch is produced whole; its failures are reported once all
 // of it is acked or failed.
 type pollLedger struct {
-	rows  []replication.PolledRow
+	rows  []poll.Row
 	wg    sync.WaitGroup
 	acked []bool // each promise writes its own slot
 	mu    sync.Mutex
 	err   error
 }
 
-func newPollLedger(rows []replication.PolledRow) *pollLedger {
+func newPollLedger(rows []poll.Row) *pollLedger {
 	return &pollLedger{rows: rows, acked: make([]bool, len(rows))}
 }
 
@@ -448,7 +449,7 @@ func (l *pollLedger) ackedSeqs() []int64 {
 // batch produces one poll's rows in order with its own ledger. It returns
 // the ledger, whose wait group ends when every produced row is acked or
 // failed; the caller waits, then marks the acked rows published.
-func (p *publisher) batch(ctx, recordCtx context.Context, rows []replication.PolledRow) *pollLedger {
+func (p *publisher) batch(ctx, recordCtx context.Context, rows []poll.Row) *pollLedger {
 	led := newPollLedger(rows)
 	p.ledger, p.recordCtx = led, recordCtx
 	changes := make([]outbox.Change, len(rows))

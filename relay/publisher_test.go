@@ -19,7 +19,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
 
@@ -226,10 +226,10 @@ func TestPublisherPollBatchMarksTheAcked(t *testing.T) {
 	r := testRelay(t, "", PoisonHalt)
 	k := newFakeSink()
 	p := r.newPublisher(k, nil, ModePoll)
-	var rows []replication.PolledRow
+	var rows []poll.Row
 	for i, typ := range []string{"x", "y", "x", "y"} {
 		c := row(0, fmt.Sprint(i+1), typ, "K"+fmt.Sprint(i), "T", `{}`)
-		rows = append(rows, replication.PolledRow{Change: c, Seq: int64(i + 1)})
+		rows = append(rows, poll.Row{Change: c, Seq: int64(i + 1)})
 	}
 	led := p.batch(context.Background(), context.Background(), rows)
 	k.ack(2)                        // seq 3

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -47,7 +48,7 @@ type Config struct {
 	// Mode is auto (WAL when available, polling when not), wal or poll.
 	Mode        Mode
 	Replication replication.Config
-	Poll        replication.PollConfig
+	Poll        poll.Config
 	// PollInterval is the wait after a poll that found less than a full
 	// batch (default 500ms).
 	PollInterval time.Duration

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -140,7 +140,7 @@ func (r *Relay) markWALStart(ctx context.Context, conn *pgx.Conn) {
 // replaces any earlier value: a replaced slot's gap must not count as
 // published by the WAL. Otherwise only a missing value is set.
 func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created bool) error {
-	_, xmax, _, err := replication.Snapshot(ctx, conn)
+	_, xmax, _, err := poll.Snapshot(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
 		r.log.Warn("retention is off: the table's own status column marks published rows, and pgoutbox deletes none of them", "table", r.table.String())
 		return 0, nil
 	}
-	ok, err := replication.HasPollingColumns(ctx, conn, r.table)
+	ok, err := poll.HasColumns(ctx, conn, r.table)
 	if err != nil {
 		return 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -95,7 +96,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	r.logPublication(ps.Created, ps.Fixed, ps.Problems)
 	orders := make([]string, len(r.tables))
 	for i, t := range r.tables {
-		order, unordered, err := replication.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)
+		order, unordered, err := poll.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)
 		if err != nil {
 			return err
 		}
@@ -159,7 +160,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 // snapshotTable publishes one table's rows as the exported snapshot sees
 // them, in order, and waits for their acks.
 func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order string) error {
-	rd, err := replication.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
+	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *p
 // table before its polling columns have no txid and are otherwise never
 // polled; they need an order value every row has (the table's own id with
 // --column-order), or they could be neither ordered nor marked.
-func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) (bool, error) {
+func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) (bool, error) {
 	if r.cfg.Snapshot != SnapshotInitial {
 		return false, nil
 	}
@@ -218,7 +219,7 @@ func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *replic
 	if n > 0 {
 		return false, fmt.Errorf("%w: --snapshot-mode initial: %d rows of %s have no %s (they were there before the polling columns); "+
 			"poll in the table's own insertion order with --column-order (its bigserial or identity id), or publish them in --mode wal",
-			replication.ErrNoSnapshotOrder, n, r.table, r.cfg.Poll.Order)
+			poll.ErrNoSnapshotOrder, n, r.table, r.cfg.Poll.Order)
 	}
 	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
 		return false, err
@@ -230,7 +231,7 @@ func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *replic
 
 // pollSnapshotDone ends the snapshot of a poll session once no row of the
 // table's history is left unpublished.
-func (r *Relay) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) (bool, error) {
+func (r *Relay) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) (bool, error) {
 	left, err := poller.HistoryLeft(ctx)
 	if err != nil || left {
 		return false, err

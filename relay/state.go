@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -205,7 +206,7 @@ func (r *Relay) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) error
 		// another cluster keep its transaction ids, which may lie above
 		// xmax, so the seq bound covers them. A later reading (after a
 		// restart) only covers more.
-		pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+		pos, err := poll.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
 		if err != nil {
 			return err
 		}
@@ -356,13 +357,13 @@ func (r *Relay) saveOnce(ctx context.Context, conn *pgx.Conn, stream *replicatio
 	if !now.Before(due) {
 		c := floorCandidate{taken: now}
 		if hasSeq {
-			pos, err := replication.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+			pos, err := poll.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
 			if err != nil {
 				return err
 			}
 			c.xmin, c.seq, c.lsn = pos.XMin, &pos.Seq, pos.LSN
 		} else {
-			xmin, _, lsnText, err := replication.Snapshot(ctx, conn)
+			xmin, _, lsnText, err := poll.Snapshot(ctx, conn)
 			if err != nil {
 				return err
 			}

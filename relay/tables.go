@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -73,7 +73,7 @@ func (r *Relay) pollTables(ctx context.Context, k *sink.Kafka, handoff *handoffE
 		// only covers more.
 		handoffs[0] = handoff
 		for i, u := range r.units[1:] {
-			pos, err := replication.ReadFloorCandidate(ctx, guard, u.cfg.Poll)
+			pos, err := poll.ReadFloorCandidate(ctx, guard, u.cfg.Poll)
 			if err != nil {
 				return err
 			}
@@ -184,7 +184,7 @@ func (r *Relay) sampleTables(ctx context.Context, conn *pgx.Conn) error {
 		} else if !known {
 			own = r.own()
 		}
-		count, oldest, err := own.Unpublished(ctx, conn, u.cfg.Poll, u.timeColumn())
+		count, oldest, err := own.Unpublished(ctx, conn, u.table, u.cfg.Poll, u.timeColumn())
 		if err != nil {
 			if store.IsMissing(err) {
 				continue // no polling columns or no state table: nothing to report

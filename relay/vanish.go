@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -78,7 +79,7 @@ const (
 // goroutine uses it.
 type vanishDetector struct {
 	table string
-	seq   replication.Sequence
+	seq   poll.Sequence
 	// start is the last position drawn when the phase started; settled the
 	// position up to which every position is accounted for.
 	start, settled int64
@@ -102,7 +103,7 @@ type vanishDetector struct {
 	// truncates stand for (see rebase); lastDel the last reading, and
 	// files its relations (nil until the first).
 	deletes, lastDel int64
-	files            map[uint32]replication.File
+	files            map[uint32]poll.File
 	// truncFrom and truncTo bound the positions a TRUNCATE (or a
 	// partition dropped or detached, or a rewrite) may have taken rows of
 	// (0: none): once settled, those no row holds count as deleted, and
@@ -157,7 +158,7 @@ type vanishCandidate struct {
 // judgeGap); otherwise it starts a new account here and saves it. It
 // returns nil (and logs why once) when the table's positions cannot be
 // read.
-func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *replication.Poller) *vanishDetector {
+func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) *vanishDetector {
 	seq, err := poller.Sequence(ctx)
 	if err != nil {
 		if !r.vanishOffLogged {
@@ -201,7 +202,7 @@ func (r *Relay) newVanishDetector(ctx context.Context, conn *pgx.Conn, poller *r
 
 // unjudgeable says why the positions drawn since the checkpoint cannot be
 // judged from it ("" when they can).
-func (cp *gapCheckpoint) unjudgeable(pos replication.Positions) string {
+func (cp *gapCheckpoint) unjudgeable(pos poll.Positions) string {
 	switch {
 	case !cp.sameStats || pos.Deletes < cp.deletes:
 		return "the table's statistics were reset since (pg_stat_reset, or a crash of the server)"
@@ -214,13 +215,13 @@ func (cp *gapCheckpoint) unjudgeable(pos replication.Positions) string {
 }
 
 // filesKey is a reading's relations and files as the account saves them.
-func filesKey(f replication.Files) string {
+func filesKey(f poll.Files) string {
 	sum := sha256.Sum256([]byte(f.Key()))
 	return hex.EncodeToString(sum[:12])
 }
 
-func filesByOID(f replication.Files) map[uint32]replication.File {
-	m := make(map[uint32]replication.File, len(f))
+func filesByOID(f poll.Files) map[uint32]poll.File {
+	m := make(map[uint32]poll.File, len(f))
 	for _, x := range f {
 		m[x.OID] = x
 	}
@@ -252,7 +253,7 @@ func (r *Relay) saveAccount(ctx context.Context, conn *pgx.Conn, d *vanishDetect
 // was only invisible. Unseen are the positions of the gap no row holds;
 // known are the checkpoint's rows, the rows of the gap present now, and
 // those of it this phase published meanwhile (deleted since or not).
-func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, d *vanishDetector, xmin uint64) error {
+func (r *Relay) judgeGap(ctx context.Context, conn *pgx.Conn, poller *poll.Poller, d *vanishDetector, xmin uint64) error {
 	cp := d.gap
 	if xmin < d.gapXMax && time.Since(d.began) < vanishGapMaxWait {
 		return nil
@@ -306,11 +307,11 @@ func (d *vanishDetector) checkpoint() gapCheckpoint {
 }
 
 func (d *vanishDetector) filesKey() string {
-	f := make(replication.Files, 0, len(d.files))
+	f := make(poll.Files, 0, len(d.files))
 	for _, x := range d.files {
 		f = append(f, x)
 	}
-	slices.SortFunc(f, func(a, b replication.File) int { return cmp.Compare(a.OID, b.OID) })
+	slices.SortFunc(f, func(a, b poll.File) int { return cmp.Compare(a.OID, b.OID) })
 	return filesKey(f)
 }
 
@@ -363,7 +364,7 @@ type vanishReport struct {
 
 // round reads the positions once and settles what it can. It returns a
 // report when more rows are known lost than were reported.
-func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) (*vanishReport, error) {
+func (d *vanishDetector) round(ctx context.Context, poller *poll.Poller) (*vanishReport, error) {
 	pos, err := poller.Positions(ctx, d.seq, d.settled)
 	if err != nil {
 		return nil, err
@@ -433,7 +434,7 @@ func (d *vanishDetector) round(ctx context.Context, poller *replication.Poller) 
 // tells whether a relation got a new file or went (changed: a TRUNCATE, a
 // rewrite, a partition dropped or detached, all of which take rows without
 // counting deletes) or came (added: a partition attached or created).
-func (d *vanishDetector) advance(pos replication.Positions) (changed, added bool) {
+func (d *vanishDetector) advance(pos poll.Positions) (changed, added bool) {
 	common := 0
 	for _, f := range pos.Files {
 		old, ok := d.files[f.OID]
@@ -465,7 +466,7 @@ func (d *vanishDetector) advance(pos replication.Positions) (changed, added bool
 // one). Where rows went (changed), every position drawn and not yet
 // settled may have been one of them: once settled, those no row holds
 // count as deleted.
-func (d *vanishDetector) rebase(ctx context.Context, poller *replication.Poller, pos replication.Positions, changed bool) error {
+func (d *vanishDetector) rebase(ctx context.Context, poller *poll.Poller, pos poll.Positions, changed bool) error {
 	carry := max(0, d.deletes-d.vanishedKnown)
 	n, err := poller.CountKnown(ctx, d.start)
 	if err != nil {
@@ -565,12 +566,12 @@ func (d *vanishDetector) settle(upTo int64) {
 
 // vanishRound runs the detector after a poll, reports what it found, and
 // never fails the session: counting is a check beside publishing.
-func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *replication.Poller, d *vanishDetector, handoff bool) {
+func (r *Relay) vanishRound(ctx context.Context, conn *pgx.Conn, poller *poll.Poller, d *vanishDetector, handoff bool) {
 	if d == nil {
 		return
 	}
 	if d.gap != nil {
-		xmin, _, _, err := replication.Snapshot(ctx, conn)
+		xmin, _, _, err := poll.Snapshot(ctx, conn)
 		if err == nil {
 			err = r.judgeGap(ctx, conn, poller, d, xmin)
 		}
@@ -705,7 +706,7 @@ func (r *Relay) saveGapProgress(ctx context.Context, conn *pgx.Conn, d *vanishDe
 // after they are marked published then never counts their later deletes
 // as deletes of rows nobody saw. If the save fails, the saved account is
 // dropped, and the next phase starts a new one.
-func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []replication.PolledRow) {
+func (r *Relay) vanishWillPublish(ctx context.Context, conn *pgx.Conn, rows []poll.Row) {
 	d := r.vanish
 	if d == nil || d.gapOff {
 		return
@@ -758,8 +759,8 @@ const (
 // has published every row up to L, and the reading becomes the new account.
 // Only saveState's goroutine uses it.
 type walGap struct {
-	poller *replication.Poller
-	seq    replication.Sequence
+	poller *poll.Poller
+	seq    poll.Sequence
 	off    bool
 	// last and xmax are the reading waiting for xmin; counted is set once
 	// known and deletes are counted and lsn read.
@@ -783,7 +784,7 @@ func (r *Relay) walCheckpoint(ctx context.Context, conn *pgx.Conn, stream *repli
 	err := r.walCheckpointStep(ctx, conn, stream, g)
 	if err != nil && ctx.Err() == nil {
 		g.off = true
-		if !store.IsMissing(err) && !errors.Is(err, replication.ErrNoSequence) {
+		if !store.IsMissing(err) && !errors.Is(err, poll.ErrNoSequence) {
 			r.log.Warn("cannot keep the account of deleted rows while streaming; a later poll phase judges rows deleted meanwhile from an older position",
 				"table", r.table.String(), "err", err)
 		}
@@ -794,7 +795,7 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 	now := time.Now()
 	switch {
 	case g.poller == nil:
-		p, err := replication.NewPoller(ctx, conn, r.cfg.Poll)
+		p, err := poll.New(ctx, conn, r.cfg.Poll)
 		if err != nil {
 			return err
 		}
@@ -812,7 +813,7 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 		}
 		g.last, g.xmax, g.counted, g.waiting = pos.Last, pos.XMax, false, true
 	case !g.counted:
-		xmin, _, lsn, err := replication.Snapshot(ctx, conn)
+		xmin, _, lsn, err := poll.Snapshot(ctx, conn)
 		if err != nil || xmin < g.xmax {
 			return err
 		}
@@ -820,7 +821,7 @@ func (r *Relay) walCheckpointStep(ctx context.Context, conn *pgx.Conn, stream *r
 			return err
 		}
 		began := time.Now()
-		var files replication.Files
+		var files poll.Files
 		if g.known, g.deletes, files, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 )
 
 func TestVanishSettle(t *testing.T) {
@@ -113,27 +113,27 @@ func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
 // one added; a relation gone takes its count along without it being read
 // as a reset of the others'.
 func TestVanishAdvance(t *testing.T) {
-	files := func(fs ...replication.File) replication.Positions {
+	files := func(fs ...poll.File) poll.Positions {
 		var sum int64
 		for _, f := range fs {
 			sum += f.Deletes
 		}
-		return replication.Positions{Files: fs, Deletes: sum}
+		return poll.Positions{Files: fs, Deletes: sum}
 	}
 	for _, tt := range []struct {
 		name           string
-		next           replication.Positions
+		next           poll.Positions
 		deletes        int64
 		changed, added bool
 	}{
-		{"deletes", files(replication.File{OID: 1, Node: 10, Deletes: 5}, replication.File{OID: 2, Node: 20, Deletes: 9}), 10, false, false},
-		{"truncated", files(replication.File{OID: 1, Node: 11, Deletes: 4}, replication.File{OID: 2, Node: 20, Deletes: 3}), 3, true, false},
-		{"dropped", files(replication.File{OID: 2, Node: 20, Deletes: 4}), 2, true, false},
-		{"attached", files(replication.File{OID: 1, Node: 10, Deletes: 2}, replication.File{OID: 2, Node: 20, Deletes: 2}, replication.File{OID: 3, Node: 30, Deletes: 50}), 0, false, true},
-		{"statistics reset", files(replication.File{OID: 1, Node: 10, Deletes: 0}, replication.File{OID: 2, Node: 20, Deletes: 2}), 0, false, false},
+		{"deletes", files(poll.File{OID: 1, Node: 10, Deletes: 5}, poll.File{OID: 2, Node: 20, Deletes: 9}), 10, false, false},
+		{"truncated", files(poll.File{OID: 1, Node: 11, Deletes: 4}, poll.File{OID: 2, Node: 20, Deletes: 3}), 3, true, false},
+		{"dropped", files(poll.File{OID: 2, Node: 20, Deletes: 4}), 2, true, false},
+		{"attached", files(poll.File{OID: 1, Node: 10, Deletes: 2}, poll.File{OID: 2, Node: 20, Deletes: 2}, poll.File{OID: 3, Node: 30, Deletes: 50}), 0, false, true},
+		{"statistics reset", files(poll.File{OID: 1, Node: 10, Deletes: 0}, poll.File{OID: 2, Node: 20, Deletes: 2}), 0, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &vanishDetector{files: filesByOID(replication.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
+			d := &vanishDetector{files: filesByOID(poll.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
 			changed, added := d.advance(tt.next)
 			if d.deletes != tt.deletes || changed != tt.changed || added != tt.added || d.lastDel != tt.next.Deletes {
 				t.Fatalf("deletes %d, changed %t, added %t, last %d; want %d, %t, %t, %d",

@@ -41,15 +41,6 @@ var (
 	// ErrPublication means the publication is missing or does not cover the
 	// outbox table, and pgoutbox may not fix that itself.
 	ErrPublication error = &sentinel{"publication does not cover the outbox table", true, true}
-	// ErrNoPollingColumns means the outbox table lacks seq, txid or
-	// published_at; pgoutbox migrate adds them.
-	ErrNoPollingColumns error = &sentinel{"outbox table lacks the polling columns (seq, txid, published_at): run pgoutbox migrate", true, false}
-	// ErrNoSequence means seq draws from no sequence this role may read, so
-	// positions that never became visible cannot be counted.
-	ErrNoSequence error = &sentinel{"seq draws from no readable sequence", false, false}
-	// ErrNoSnapshotOrder means a snapshot cannot read the table in
-	// insertion order: no column gives it to every row.
-	ErrNoSnapshotOrder error = &sentinel{"no insertion order to read the table's existing rows in", true, false}
 	// ErrProtocol marks a message the decoder cannot make sense of.
 	ErrProtocol error = &sentinel{"replication protocol error", false, false}
 	// ErrConnectionLost means the server stopped answering.

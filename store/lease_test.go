@@ -11,7 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 )
 
 // The lease: one holder at a time, a greater token at every taking, a
@@ -121,7 +121,7 @@ func TestLeaseTakenOverFromAGoneSession(t *testing.T) {
 
 // fencedPoller is a database whose outbox holds four rows (seq 1 to 4), the
 // lease of pipeline p taken by "a", and a poller fenced by it.
-func fencedPoller(t *testing.T) (*pgx.Conn, Pipeline, *Lease, *replication.Poller) {
+func fencedPoller(t *testing.T) (*pgx.Conn, Pipeline, *Lease, *poll.Poller) {
 	t.Helper()
 	ctx := context.Background()
 	conn := migrated(t)
@@ -133,7 +133,7 @@ func fencedPoller(t *testing.T) (*pgx.Conn, Pipeline, *Lease, *replication.Polle
 	if err != nil {
 		t.Fatal(err)
 	}
-	poller, err := replication.NewPoller(ctx, conn, replication.PollConfig{})
+	poller, err := poll.New(ctx, conn, poll.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

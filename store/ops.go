@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // SaveAlive records that a relay holds the pipeline now, and when it last
@@ -99,21 +98,22 @@ func DeletePublished(ctx context.Context, q Querier, table outbox.Table, timeCol
 	return tag.RowsAffected(), nil
 }
 
+// Unmarked is how polling tells the rows of a table it has yet to publish
+// (poll.Config): an SQL condition over a published floor.
+type Unmarked interface {
+	Unpublished(outbox.FloorSQL) string
+}
+
 // Unpublished counts the rows of the polled table that polling has not
-// marked and the pipeline's published floor does not cover (see
+// marked (rows) and the pipeline's published floor does not cover (see
 // outbox.Floor), and the age of the oldest by timeColumn. In WAL mode
 // this includes rows published since the floor last advanced (a few
 // seconds' worth while the relay is healthy).
-func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.PollConfig, timeColumn string) (int64, time.Duration, error) {
+func (p Pipeline) Unpublished(ctx context.Context, q Querier, table outbox.Table, rows Unmarked, timeColumn string) (int64, time.Duration, error) {
 	var (
 		count  int64
 		oldest *float64
 	)
-	table, err := outbox.ParseTable(poll.Table)
-	if err != nil {
-		return 0, 0, err
-	}
-	poll.Defaults()
 	state := func(col string) string {
 		return "(SELECT " + col + " FROM pgoutbox_state WHERE pipeline = $1)"
 	}
@@ -129,7 +129,7 @@ func (p Pipeline) Unpublished(ctx context.Context, q Querier, poll replication.P
 		ageSQL = "extract(epoch FROM now() - min(" + pgx.Identifier{timeColumn}.Sanitize() + "))::float8"
 	}
 	stmt := fmt.Sprintf(`SELECT count(*), %s FROM %s WHERE %s`,
-		ageSQL, table.Quoted(), poll.Unpublished(outbox.FloorSQL{
+		ageSQL, table.Quoted(), rows.Unpublished(outbox.FloorSQL{
 			XID:        "coalesce(" + state("floor_xid") + ", '0'::xid8)",
 			ForeignSeq: state("foreign_floor_seq"),
 			ForeignXID: state("foreign_floor_xid"),

@@ -11,7 +11,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/poll"
 )
 
 func TestMain(m *testing.M) { pgcluster.Main(m) }
@@ -386,7 +386,7 @@ VALUES ('order', 'a', 'Placed', '{}', now() - interval '`+age+`', `+pub+`)`); er
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&left); err != nil || left != 1 {
 		t.Fatalf("%d rows left, %v; want the young one", left, err)
 	}
-	count, _, err := p.Unpublished(ctx, conn, replication.PollConfig{Table: "public.outbox"}, "created_at")
+	count, _, err := p.Unpublished(ctx, conn, outbox.Table{Schema: "public", Name: "outbox"}, poll.Config{Table: "public.outbox"}, "created_at")
 	if err != nil || count != 0 {
 		t.Fatalf("unpublished %d, %v", count, err)
 	}

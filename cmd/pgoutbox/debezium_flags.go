@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -62,12 +63,12 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 
 // registerPollFlags registers the columns polling orders and marks rows by;
 // run and status share them.
-func registerPollFlags(fs *flag.FlagSet, poll *replication.PollConfig) {
-	fs.StringVar(&poll.Order, "column-order", outbox.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
-	fs.StringVar(&poll.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
-	fs.StringVar(&poll.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING")
-	fs.StringVar(&poll.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
-	fs.StringVar(&poll.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
+func registerPollFlags(fs *flag.FlagSet, c *poll.Config) {
+	fs.StringVar(&c.Order, "column-order", outbox.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
+	fs.StringVar(&c.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
+	fs.StringVar(&c.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING")
+	fs.StringVar(&c.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
+	fs.StringVar(&c.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
 }
 
 // apply completes cfg once flags are parsed and cfg.Encoder.Format is set.
@@ -195,10 +196,10 @@ func (mc *mappingCheck) register(fs *flag.FlagSet) {
 // whatever will relay it.
 func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.Conn, tables []string, missingOK bool) error {
 	given := false
-	poll := flag.NewFlagSet("", flag.ContinueOnError)
-	registerPollFlags(poll, &replication.PollConfig{})
+	pollFlags := flag.NewFlagSet("", flag.ContinueOnError)
+	registerPollFlags(pollFlags, &poll.Config{})
 	fs.Visit(func(f *flag.Flag) {
-		if poll.Lookup(f.Name) == nil && (f.Name == "format" || isMappingFlag(f.Name)) {
+		if pollFlags.Lookup(f.Name) == nil && (f.Name == "format" || isMappingFlag(f.Name)) {
 			given = true
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -194,10 +195,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		asJSON bool
 		th     thresholds
 	)
-	var poll replication.PollConfig
+	var pc poll.Config
 	c.register(fs)
 	th.register(fs)
-	registerPollFlags(fs, &poll)
+	registerPollFlags(fs, &pc)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
@@ -258,8 +259,15 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				rowOwn = o
 			}
 		}
-		poll.Table = table
-		n, oldest, err := rowOwn.Unpublished(ctx, conn, poll, "created_at")
+		pc.Table = table
+		t, err := outbox.ParseTable(table)
+		var (
+			n      int64
+			oldest time.Duration
+		)
+		if err == nil {
+			n, oldest, err = rowOwn.Unpublished(ctx, conn, t, pc, "created_at")
+		}
 		if err != nil {
 			st.Problems = append(st.Problems, fmt.Sprintf("cannot count the unpublished rows of %s: %v", table, err))
 			continue

@@ -1,4 +1,4 @@
-package replication
+package poll
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
-// PollConfig configures a Poller.
-type PollConfig struct {
+// Config configures a Poller.
+type Config struct {
 	// Table is the outbox table, "schema.table".
 	Table string
 	// BatchSize is the most rows one poll reads (default 500).
@@ -35,7 +35,7 @@ type PollConfig struct {
 }
 
 // Defaults fills unset fields.
-func (c *PollConfig) Defaults() {
+func (c *Config) Defaults() {
 	if c.Table == "" {
 		c.Table = "public.outbox"
 	}
@@ -48,7 +48,7 @@ func (c *PollConfig) Defaults() {
 }
 
 // Validate reports the first invalid field.
-func (c PollConfig) Validate() error {
+func (c Config) Validate() error {
 	if _, err := outbox.ParseTable(c.Table); err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (c PollConfig) Validate() error {
 }
 
 // columns are the columns polling reads or writes besides the event's.
-func (c PollConfig) columns() []string {
+func (c Config) columns() []string {
 	cols := []string{c.Order, outbox.TxIDColumn}
 	if c.Status != "" {
 		cols = append(cols, c.Status)
@@ -92,7 +92,8 @@ var floorParams = outbox.FloorSQL{XID: "$1::text::xid8", ForeignSeq: "$2::text::
 // before the polling columns were added have no txid: by the published
 // mark they are history and never polled; by a status column they are
 // polled when pending, which is how a team's own poller is taken over.
-func (c PollConfig) Unpublished(f outbox.FloorSQL) string {
+func (c Config) Unpublished(f outbox.FloorSQL) string {
+	c.Defaults()
 	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	order := pgx.Identifier{c.Order}.Sanitize()
 	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
@@ -121,7 +122,7 @@ func quoteLiteral(s string) string {
 // later poll, so nothing is skipped however transactions interleave.
 type Poller struct {
 	conn     *pgx.Conn
-	cfg      PollConfig
+	cfg      Config
 	table    outbox.Table
 	relation *outbox.Relation
 	seqIdx   int
@@ -170,8 +171,8 @@ SELECT EXISTS (SELECT 1 FROM fence), (SELECT count(*) FROM marked)`, guard, upda
 	return n, nil
 }
 
-// NewPoller prepares polling over conn, which it uses but does not own.
-func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, error) {
+// New prepares polling over conn, which it uses but does not own.
+func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func NewPoller(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (*Poller, er
 // the table's history, which polling leaves alone unless a snapshot
 // (--snapshot-mode initial) asks for it. Rows without an order value are
 // not among them: they could not be published in order, or marked.
-func (c PollConfig) history() string {
+func (c Config) history() string {
 	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{outbox.PublishedColumn}.Sanitize(),
 		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())
 }
@@ -237,7 +238,7 @@ func (p *Poller) Unordered(ctx context.Context) (int64, error) {
 
 // HasColumns tells whether the table has the columns polling needs: the
 // order column, txid, and published_at or the status column.
-func (c PollConfig) HasColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
+func (c Config) HasColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	c.Defaults()
 	t, err := outbox.ParseTable(c.Table)
 	if err != nil {
@@ -265,14 +266,14 @@ func uniq(s []string) map[string]bool {
 	return m
 }
 
-// HasPollingColumns tells whether the table has seq, txid and published_at.
-func HasPollingColumns(ctx context.Context, conn *pgx.Conn, t outbox.Table) (bool, error) {
-	return PollConfig{Table: t.String()}.HasColumns(ctx, conn)
+// HasColumns tells whether the table has seq, txid and published_at.
+func HasColumns(ctx context.Context, conn *pgx.Conn, t outbox.Table) (bool, error) {
+	return Config{Table: t.String()}.HasColumns(ctx, conn)
 }
 
-// PolledRow is a row read by Poll: a Change of KindRow plus what marking it
+// Row is a row read by Poll: a Change of KindRow plus what marking it
 // published needs.
-type PolledRow struct {
+type Row struct {
 	outbox.Change
 	Seq int64
 }
@@ -290,7 +291,7 @@ func floorArgs(f outbox.Floor) [][]byte {
 // Poll reads up to BatchSize visible, unpublished rows that floor does not
 // cover, in insertion order. Values are copied: they stay valid after the
 // next Poll.
-func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]PolledRow, error) {
+func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]Row, error) {
 	res := p.conn.PgConn().ExecParams(ctx, p.query, floorArgs(floor), nil, nil, nil)
 	fields := res.FieldDescriptions()
 	if err := p.bind(fields); err != nil {
@@ -298,7 +299,7 @@ func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]PolledRow, err
 		return nil, err
 	}
 	now := time.Now()
-	var rows []PolledRow
+	var rows []Row
 	for res.NextRow() {
 		values := copyValues(res.Values())
 		if values[p.seqIdx] == nil {
@@ -313,7 +314,7 @@ func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]PolledRow, err
 			return nil, fmt.Errorf("poll: %s %q: %w", p.cfg.Order, values[p.seqIdx], err)
 		}
 		txid, _ := strconv.ParseUint(string(values[p.txidIdx]), 10, 64)
-		rows = append(rows, PolledRow{
+		rows = append(rows, Row{
 			Change: outbox.Change{Kind: outbox.KindRow, XID: uint32(txid), CommitTime: now, Relation: p.relation, Values: values},
 			Seq:    seq,
 		})
@@ -431,7 +432,7 @@ type FloorCandidate struct {
 // the order column's sequence, or, where the role may not read it (or the
 // column has none), the highest order value of an unpublished row (through
 // the poller's index), or of any row with a status column, or 0.
-func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, cfg PollConfig) (FloorCandidate, error) {
+func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, cfg Config) (FloorCandidate, error) {
 	cfg.Defaults()
 	var pos FloorCandidate
 	table, err := outbox.ParseTable(cfg.Table)
