@@ -1,29 +1,31 @@
 // Package sink is the Kafka producer: idempotent, acks from all in-sync
 // replicas, an acknowledgement per record, bounded buffering, and a size
 // check before a record is handed to the client.
+//
+// One Kafka value holds one franz-go client and offers three things, each
+// in its own file, which the relay uses through small interfaces of its
+// own so that each can be faked:
+//   - sink.go, limits.go, partition.go: the producer (Produce, Fits,
+//     Flush, AbortBuffered), with the topics' size limits;
+//   - txn.go: transactions (Fence, Begin, Commit, Abort, Probe);
+//   - admin.go: topics and what they hold (EnsureCompactedTopic,
+//     LastCommitted);
+//   - ping.go: whether a broker answers, and why not.
 package sink
 
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -171,16 +173,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("transaction timeout %s: must be between 1s and 15m", c.TransactionTimeout)
 	}
 	return nil
-}
-
-// limitRetry is how long a topic whose limit could not be read uses the
-// configured limit before the broker is asked again.
-const limitRetry = time.Minute
-
-// topicLimit is the largest record a topic accepts, as learned.
-type topicLimit struct {
-	max     int
-	retryAt time.Time // zero once the broker answered
 }
 
 // Kafka produces records to Kafka.
@@ -342,112 +334,6 @@ func (k *Kafka) Renew() error {
 	return nil
 }
 
-// Size is an upper bound of a record's encoded size in a batch of its own,
-// which is what the broker compares with its message.max.bytes.
-func Size(r *kgo.Record) int {
-	const batchOverhead, recordOverhead, headerOverhead = 61, 21, 10
-	n := batchOverhead + recordOverhead + len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += headerOverhead + len(h.Key) + len(h.Value)
-	}
-	return n
-}
-
-// cachedLimit is a topic's limit as known now, without asking anyone.
-func (k *Kafka) cachedLimit(topic string) int {
-	if l, ok := (*k.limits.Load())[topic]; ok {
-		return l.max
-	}
-	return k.max
-}
-
-// Limit is the largest record topic accepts: the configured maximum, or
-// the broker's limit for the topic when that is lower. The broker is asked
-// when the topic is first used (and again a minute after it could not
-// answer); every other call is a map read.
-func (k *Kafka) Limit(ctx context.Context, topic string) int {
-	l, ok := (*k.limits.Load())[topic]
-	if ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
-		return l.max
-	}
-	k.lookupMu.Lock()
-	defer k.lookupMu.Unlock()
-	if l, ok := (*k.limits.Load())[topic]; ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
-		return l.max
-	}
-	l = topicLimit{max: k.max}
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	broker, err := k.brokerLimit(lctx, topic)
-	cancel()
-	switch {
-	case err != nil:
-		l.retryAt = time.Now().Add(limitRetry)
-		k.log.Warn("kafka: cannot read the topic's maximum message size; using --max-message-bytes until it can be read",
-			"topic", topic, "max_message_bytes", k.max, "err", err)
-	case broker > 0 && broker < k.max:
-		l.max = broker
-		k.log.Info("kafka: the topic accepts smaller records than --max-message-bytes; larger ones are dead-lettered",
-			"topic", topic, "max_message_bytes", broker)
-	}
-	next := make(map[string]topicLimit, len(*k.limits.Load())+1)
-	for t, v := range *k.limits.Load() {
-		next[t] = v
-	}
-	next[topic] = l
-	k.limits.Store(&next)
-	return l.max
-}
-
-// brokerLimit reads the topic's max.message.bytes, or the broker's
-// message.max.bytes for a topic that does not exist yet (it is created
-// with that default); 0 when neither is reported.
-func (k *Kafka) brokerLimit(ctx context.Context, topic string) (int, error) {
-	adm := kadm.NewClient(k.client.Load())
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return 0, err
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil && rc.Err == nil {
-		// Set on the topic itself: that is the limit. Otherwise the
-		// broker's message.max.bytes is (kfake reports Kafka's default
-		// for the topic then, not the broker's setting).
-		if n, ok := configInt(rc.Configs, "max.message.bytes", kmsg.ConfigSourceDynamicTopicConfig); ok {
-			return n, nil
-		}
-	} else if rc.Err != nil && !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
-		return 0, rc.Err
-	}
-	brokers, err := adm.DescribeBrokerConfigs(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, b := range brokers {
-		if b.Err != nil {
-			return 0, b.Err
-		}
-		if n, ok := configInt(b.Configs, "message.max.bytes"); ok {
-			return n, nil
-		}
-	}
-	if n, ok := configInt(rc.Configs, "max.message.bytes"); ok {
-		return n, nil
-	}
-	return 0, nil
-}
-
-// configInt reads a positive integer config, from one of sources if any
-// are given.
-func configInt(cs []kadm.Config, key string, sources ...kmsg.ConfigSource) (int, bool) {
-	for _, c := range cs {
-		if c.Key == key && c.Value != nil && (len(sources) == 0 || slices.Contains(sources, c.Source)) {
-			n, err := strconv.Atoi(*c.Value)
-			return n, err == nil && n > 0
-		}
-	}
-	return 0, false
-}
-
 // Fits returns *TooLargeError when r exceeds what its topic accepts, and
 // *PartitionError when it names a partition the topic does not have.
 func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
@@ -486,171 +372,6 @@ func (k *Kafka) Flush(ctx context.Context) error {
 	err := k.client.Load().Flush(ctx)
 	k.waitAborts()
 	return err
-}
-
-// plaintextAfter is how long Ping waits for a TLS answer before it checks
-// whether the broker speaks plaintext Kafka instead: a plaintext listener
-// takes the ClientHello for the start of a huge request and waits for the
-// rest, so the handshake only ends at the dial timeout.
-const plaintextAfter = time.Second
-
-// Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
-// and says which. A broker that drops the connection three times in a row
-// while SASL is configured is taken to refuse the credentials (kfake, and
-// some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
-// With TLS, a seed broker that answers a plaintext Kafka request is a
-// plaintext listener: ErrAuth at once, without waiting for the dial
-// timeout. Without TLS, a seed broker that answers one with a TLS alert
-// is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
-func (k *Kafka) Ping(ctx context.Context) error {
-	if !k.tls {
-		err := k.ping(ctx)
-		if err == nil || ctx.Err() != nil {
-			return k.explain(err)
-		}
-		if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), tlsAlert); ok {
-			return fmt.Errorf("%w: the broker at %s requires TLS: it answered with a TLS alert (add --kafka-tls, and --kafka-tls-ca if its certificate is not signed by a public CA)", ErrAuth, addr)
-		}
-		return k.explain(err)
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- k.ping(pctx) }()
-	var (
-		err      error
-		finished bool
-	)
-	select {
-	case err = <-done:
-		finished = true
-		if err == nil {
-			return nil
-		}
-	case <-time.After(plaintextAfter):
-	case <-ctx.Done():
-	}
-	if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), kafkaAnswer); ok {
-		cancel()
-		if !finished {
-			<-done
-		}
-		return fmt.Errorf("%w: the broker at %s speaks plaintext, not TLS: drop --kafka-tls, or use its TLS listener", ErrAuth, addr)
-	}
-	if !finished {
-		err = <-done
-	}
-	return k.explain(err)
-}
-
-// ping pings, again after a connection closed at once (up to 3 tries);
-// a timeout is not tried again.
-func (k *Kafka) ping(ctx context.Context) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = k.client.Load().Ping(ctx); err == nil {
-			return nil
-		}
-		// A connection closed at once shows as EOF, or, when the close
-		// came while the request waited, as a dead connection the client
-		// would retry: both are tried again, so that the third close says
-		// what the listener wants.
-		var netErr net.Error
-		timeout := errors.As(err, &netErr) && netErr.Timeout() || ctx.Err() != nil
-		if timeout || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !kgo.IsRetryableBrokerErr(err) {
-			break
-		}
-	}
-	return err
-}
-
-// explain turns a ping's error into one that says what to change. Callers
-// say that it is Kafka's.
-func (k *Kafka) explain(err error) error {
-	if err == nil {
-		return nil
-	}
-	var certErr *tls.CertificateVerificationError
-	var recordHeader tls.RecordHeaderError
-	var unknownAuth x509.UnknownAuthorityError
-	var hostErr x509.HostnameError
-	var netErr net.Error
-	var firstEOF *kgo.ErrFirstReadEOF
-	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
-		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
-	case k.sasl && k.tls && eof:
-		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
-	case k.sasl && eof:
-		return fmt.Errorf("%w: the broker closed the connection: the SASL credentials are wrong, or it requires TLS (--kafka-tls)", ErrAuth)
-	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
-		return fmt.Errorf("%w: the broker's TLS certificate is not trusted (check --kafka-tls-ca and the broker's name): %v", ErrAuth, err)
-	case errors.As(err, &recordHeader):
-		return fmt.Errorf("%w: the broker does not speak TLS (drop --kafka-tls, or use its TLS listener): %v", ErrAuth, err)
-	case k.tls && errors.As(err, &firstEOF):
-		// A plaintext listener closes on a ClientHello (Kafka does: the
-		// hello reads as an oversized request).
-		return fmt.Errorf("%w: the broker closed the connection at the TLS handshake: it does not speak TLS on this port (drop --kafka-tls, or use its TLS listener)", ErrAuth)
-	case errors.As(err, &firstEOF):
-		// Closed right after the first request, three times: the
-		// listener wants SASL or TLS that is not configured.
-		return fmt.Errorf("%w: the broker closed the connection after the first request: it requires SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls)", ErrAuth)
-	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
-	case !k.tls && eof:
-		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
-	}
-	return err
-}
-
-// correlation is the id of the ApiVersions request askSeeds sends.
-const correlation = 0x70676f78
-
-// kafkaAnswer tells an answer to askSeeds's request with its correlation
-// id: a Kafka listener without TLS.
-func kafkaAnswer(resp [8]byte) bool {
-	return binary.BigEndian.Uint32(resp[4:]) == correlation && binary.BigEndian.Uint32(resp[:4]) >= 4
-}
-
-// tlsAlert tells a TLS alert record (content type 21, major version 3): a
-// TLS listener that took the request for a broken handshake.
-func tlsAlert(resp [8]byte) bool { return resp[0] == 21 && resp[1] == 3 }
-
-// askSeeds sends each seed broker a plaintext ApiVersions request (v0) and
-// reports the first whose answer's first 8 bytes match.
-func askSeeds(ctx context.Context, brokers []string, timeout time.Duration, match func([8]byte) bool) (string, bool) {
-	req := []byte{
-		0, 0, 0, 18, // size of what follows
-		0, 18, // api key: ApiVersions
-		0, 0, // version 0
-		0x70, 0x67, 0x6f, 0x78, // correlation id
-		0, 8, 'p', 'g', 'o', 'u', 't', 'b', 'o', 'x', // client id
-	}
-	for _, addr := range brokers {
-		dctx, cancel := context.WithTimeout(ctx, timeout)
-		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-		cancel()
-		if err != nil {
-			continue
-		}
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		var resp [8]byte
-		_, err = conn.Write(req)
-		if err == nil {
-			// An alert record is 7 bytes: the rest may never come.
-			var n int
-			n, err = io.ReadAtLeast(conn, resp[:], 3)
-			if err == nil && n < len(resp) && !tlsAlert(resp) {
-				_, err = io.ReadFull(conn, resp[n:])
-			}
-		}
-		conn.Close()
-		if err == nil && match(resp) {
-			return addr, true
-		}
-	}
-	return "", false
 }
 
 // Close fails what is still buffered and closes the connections.

@@ -1,0 +1,129 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// EnsureCompactedTopic creates topic with one partition and
+// cleanup.policy=compact when it does not exist. A topic that exists is
+// left as it is.
+func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
+	adm := kadm.NewClient(k.client.Load())
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// LastCommitted returns the last record with key that a read_committed
+// reader sees in partition 0 of topic, or nil when there is none. It waits
+// until no transaction is open on the partition (the last stable offset
+// reached the high watermark), so that a transaction a fenced producer was
+// committing is settled first.
+func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
+	adm := kadm.NewClient(k.client.Load())
+	var end int64
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %s: last stable offset: %w", topic, err)
+		}
+		newest, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %s: end offset: %w", topic, err)
+		}
+		s, ok1 := stable.Lookup(topic, 0)
+		n, ok2 := newest.Lookup(topic, 0)
+		if !ok1 || !ok2 || s.Err != nil || n.Err != nil {
+			return nil, fmt.Errorf("kafka: %s: no offsets for partition 0: %w", topic, errors.Join(s.Err, n.Err))
+		}
+		if s.Offset >= n.Offset {
+			end = s.Offset
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka: %s: a transaction stays open (last stable offset %d, end %d): %w", topic, s.Offset, n.Offset, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// Read back from the end, a widening window at a time: the last
+	// record is normally the one before the last commit marker.
+	for window := int64(64); ; window *= 8 {
+		from := max(0, end-window)
+		rec, err := k.lastIn(ctx, topic, key, from, end)
+		if err != nil || rec != nil || from == 0 {
+			return rec, err
+		}
+	}
+}
+
+// lastIn reads partition 0 of topic from offset from to end (exclusive),
+// read_committed, and returns the last record with key.
+func (k *Kafka) lastIn(ctx context.Context, topic string, key []byte, from, end int64) (*kgo.Record, error) {
+	if from >= end {
+		return nil, nil
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// The commit markers tell where the end is: aborted records are
+		// not returned, the markers are.
+		kgo.KeepControlRecords(),
+	}
+	cl, err := kgo.NewClient(append(k.readOpts(), opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	var last *kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("kafka: reading %s: %w", topic, err)
+		}
+		var done bool
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return nil, fmt.Errorf("kafka: reading %s: %w", topic, ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end-1 {
+				done = true
+			}
+			if r.Offset < end && !r.Attrs.IsControl() && string(r.Key) == string(key) {
+				last = r
+			}
+		})
+		if done {
+			return last, nil
+		}
+	}
+}
+
+// readOpts are the client options a reader needs: the brokers and how to
+// reach them, nothing of the producer's.
+func (k *Kafka) readOpts() []kgo.Opt {
+	var out []kgo.Opt
+	for _, o := range k.opts {
+		switch o.(type) {
+		case kgo.ProducerOpt:
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}

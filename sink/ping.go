@@ -1,0 +1,181 @@
+package sink
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// plaintextAfter is how long Ping waits for a TLS answer before it checks
+// whether the broker speaks plaintext Kafka instead: a plaintext listener
+// takes the ClientHello for the start of a huge request and waits for the
+// rest, so the handshake only ends at the dial timeout.
+const plaintextAfter = time.Second
+
+// Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
+// and says which. A broker that drops the connection three times in a row
+// while SASL is configured is taken to refuse the credentials (kfake, and
+// some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
+// With TLS, a seed broker that answers a plaintext Kafka request is a
+// plaintext listener: ErrAuth at once, without waiting for the dial
+// timeout. Without TLS, a seed broker that answers one with a TLS alert
+// is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
+func (k *Kafka) Ping(ctx context.Context) error {
+	if !k.tls {
+		err := k.ping(ctx)
+		if err == nil || ctx.Err() != nil {
+			return k.explain(err)
+		}
+		if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), tlsAlert); ok {
+			return fmt.Errorf("%w: the broker at %s requires TLS: it answered with a TLS alert (add --kafka-tls, and --kafka-tls-ca if its certificate is not signed by a public CA)", ErrAuth, addr)
+		}
+		return k.explain(err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- k.ping(pctx) }()
+	var (
+		err      error
+		finished bool
+	)
+	select {
+	case err = <-done:
+		finished = true
+		if err == nil {
+			return nil
+		}
+	case <-time.After(plaintextAfter):
+	case <-ctx.Done():
+	}
+	if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), kafkaAnswer); ok {
+		cancel()
+		if !finished {
+			<-done
+		}
+		return fmt.Errorf("%w: the broker at %s speaks plaintext, not TLS: drop --kafka-tls, or use its TLS listener", ErrAuth, addr)
+	}
+	if !finished {
+		err = <-done
+	}
+	return k.explain(err)
+}
+
+// ping pings, again after a connection closed at once (up to 3 tries);
+// a timeout is not tried again.
+func (k *Kafka) ping(ctx context.Context) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = k.client.Load().Ping(ctx); err == nil {
+			return nil
+		}
+		// A connection closed at once shows as EOF, or, when the close
+		// came while the request waited, as a dead connection the client
+		// would retry: both are tried again, so that the third close says
+		// what the listener wants.
+		var netErr net.Error
+		timeout := errors.As(err, &netErr) && netErr.Timeout() || ctx.Err() != nil
+		if timeout || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !kgo.IsRetryableBrokerErr(err) {
+			break
+		}
+	}
+	return err
+}
+
+// explain turns a ping's error into one that says what to change. Callers
+// say that it is Kafka's.
+func (k *Kafka) explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	var certErr *tls.CertificateVerificationError
+	var recordHeader tls.RecordHeaderError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var netErr net.Error
+	var firstEOF *kgo.ErrFirstReadEOF
+	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
+	case k.sasl && k.tls && eof:
+		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
+	case k.sasl && eof:
+		return fmt.Errorf("%w: the broker closed the connection: the SASL credentials are wrong, or it requires TLS (--kafka-tls)", ErrAuth)
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
+		return fmt.Errorf("%w: the broker's TLS certificate is not trusted (check --kafka-tls-ca and the broker's name): %v", ErrAuth, err)
+	case errors.As(err, &recordHeader):
+		return fmt.Errorf("%w: the broker does not speak TLS (drop --kafka-tls, or use its TLS listener): %v", ErrAuth, err)
+	case k.tls && errors.As(err, &firstEOF):
+		// A plaintext listener closes on a ClientHello (Kafka does: the
+		// hello reads as an oversized request).
+		return fmt.Errorf("%w: the broker closed the connection at the TLS handshake: it does not speak TLS on this port (drop --kafka-tls, or use its TLS listener)", ErrAuth)
+	case errors.As(err, &firstEOF):
+		// Closed right after the first request, three times: the
+		// listener wants SASL or TLS that is not configured.
+		return fmt.Errorf("%w: the broker closed the connection after the first request: it requires SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls)", ErrAuth)
+	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
+	case !k.tls && eof:
+		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
+	}
+	return err
+}
+
+// correlation is the id of the ApiVersions request askSeeds sends.
+const correlation = 0x70676f78
+
+// kafkaAnswer tells an answer to askSeeds's request with its correlation
+// id: a Kafka listener without TLS.
+func kafkaAnswer(resp [8]byte) bool {
+	return binary.BigEndian.Uint32(resp[4:]) == correlation && binary.BigEndian.Uint32(resp[:4]) >= 4
+}
+
+// tlsAlert tells a TLS alert record (content type 21, major version 3): a
+// TLS listener that took the request for a broken handshake.
+func tlsAlert(resp [8]byte) bool { return resp[0] == 21 && resp[1] == 3 }
+
+// askSeeds sends each seed broker a plaintext ApiVersions request (v0) and
+// reports the first whose answer's first 8 bytes match.
+func askSeeds(ctx context.Context, brokers []string, timeout time.Duration, match func([8]byte) bool) (string, bool) {
+	req := []byte{
+		0, 0, 0, 18, // size of what follows
+		0, 18, // api key: ApiVersions
+		0, 0, // version 0
+		0x70, 0x67, 0x6f, 0x78, // correlation id
+		0, 8, 'p', 'g', 'o', 'u', 't', 'b', 'o', 'x', // client id
+	}
+	for _, addr := range brokers {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		var resp [8]byte
+		_, err = conn.Write(req)
+		if err == nil {
+			// An alert record is 7 bytes: the rest may never come.
+			var n int
+			n, err = io.ReadAtLeast(conn, resp[:], 3)
+			if err == nil && n < len(resp) && !tlsAlert(resp) {
+				_, err = io.ReadFull(conn, resp[n:])
+			}
+		}
+		conn.Close()
+		if err == nil && match(resp) {
+			return addr, true
+		}
+	}
+	return "", false
+}
