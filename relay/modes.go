@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -197,7 +198,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	defer r.Metrics.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (vanish.go).
 	vctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-	r.vanish = r.newVanishDetector(vctx, conn, poller)
+	r.vanish = r.startVanish(vctx, conn, poller)
 	cancel()
 	defer func() { r.vanish = nil }()
 	attrs := []any{"table", r.table.String(), "floor_xid", floor.XID}
@@ -205,7 +206,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 		attrs = append(attrs, "old_cluster_floor_xid", floor.Foreign.XID, "old_cluster_floor_seq", floor.Foreign.Seq)
 	}
 	r.log.Info("polling", append(attrs, "interval", r.cfg.PollInterval, "batch", r.cfg.Poll.BatchSize,
-		"deleted_rows_checked_from_seq", r.vanish.from())...)
+		"deleted_rows_checked_from_seq", r.vanish.From())...)
 
 	var (
 		pub       = r.newPublisher(k, dl, ModePoll)
@@ -242,6 +243,28 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	return nil
 }
 
+// startVanish starts the poll phase's deleted-row detector
+// (internal/vanish); nil, after saying why, where the table's positions
+// cannot be read.
+func (r *Relay) startVanish(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) *vanish.Detector {
+	seq, err := poller.Sequence(ctx)
+	if err != nil {
+		if !r.vanishOffLogged {
+			r.vanishOffLogged = true
+			r.log.Warn("cannot tell whether rows are deleted before polling publishes them: seq draws from no sequence this role may read (grant SELECT on it)",
+				"table", r.table.String(), "err", err)
+		}
+		return nil
+	}
+	d, err := vanish.Start(ctx, vanish.PollSource(poller, conn), vanish.StoreAccount(r.own(), conn), seq,
+		vanish.Config{Table: r.table.String(), Mode: r.cfg.Mode, Log: r.log})
+	if err != nil {
+		r.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", r.table.String(), "err", err)
+		return nil
+	}
+	return d
+}
+
 // pollRound is one poll: publish what it found, then check the handoff or
 // probe the WAL, then wait if the batch was not full. ctx bounds the round's
 // statements; sess is the session's, which only a stop ends.
@@ -256,7 +279,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 		return err
 	}
 	if len(rows) > 0 {
-		r.vanishWillPublish(ctx, conn, rows) // vanish.go
+		r.vanish.WillPublish(ctx, rows)
 		if err := r.publishBatch(sess, ctx, pub, txn, polled, poller, conn, rows); err != nil {
 			return err
 		}
@@ -264,13 +287,15 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 			return nil // Kafka took the round's time: the next round has its own
 		}
 	}
-	r.vanishRound(ctx, conn, poller, r.vanish, handoff != nil)
+	if lost := r.vanish.Round(ctx, handoff != nil); lost > 0 {
+		r.Metrics.lostDeleted.WithLabelValues(r.table.String()).Add(float64(lost))
+	}
 	if handoff != nil {
 		done, err := r.handoffDone(ctx, conn, poller, floor, handoff)
 		if err != nil {
 			return err
 		}
-		if done && r.vanish.gapJudged() { // vanish.go
+		if done && r.vanish.GapJudged() {
 			// One table of several: pollTables ends the handoff once
 			// every table is done.
 			if r.parent == nil {
@@ -280,7 +305,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 			}
 			return errHandoffDone
 		}
-	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) && r.vanish.gapJudged() {
+	} else if r.cfg.Mode == ModeAuto && time.Now().After(*nextProbe) && r.vanish.GapJudged() {
 		*nextProbe = time.Now().Add(r.probeInterval())
 		if r.replicationReady(ctx, conn) {
 			return errBackToWAL
@@ -331,7 +356,7 @@ func (r *Relay) publishBatch(sess, ctx context.Context, pub *publisher, txn *txn
 	seqs := led.ackedSeqs()
 	for _, seq := range seqs {
 		polled.seqs.add(seq)
-		r.vanish.seen(seq)
+		r.vanish.Seen(seq)
 	}
 	// The wait may have outlasted recordCtx: the mark has its own bound.
 	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), r.queryTimeout())

@@ -36,6 +36,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -370,8 +371,8 @@ type Relay struct {
 	// none did. Only Run's goroutine uses it.
 	probeWait time.Duration
 	// vanish counts rows deleted before the current poll phase published
-	// them (vanish.go); nil outside polling or where it cannot.
-	vanish          *vanishDetector
+	// them (internal/vanish); nil outside polling or where it cannot.
+	vanish          *vanish.Detector
 	vanishOffLogged bool
 	// holder names this relay in the pipeline's lease; lease is the one
 	// its current session holds (lease.go), nil before the first.

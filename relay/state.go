@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -284,7 +285,7 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 	defer ticker.Stop()
 	var (
 		s        floorSaver
-		g        walGap // vanish.go
+		g        = vanish.NewWAL(conn, r.cfg.Poll, vanish.StoreAccount(r.own(), conn), r.table.String(), r.log)
 		pubCheck = time.Now().Add(publicationCheckEvery)
 	)
 	for {
@@ -307,7 +308,7 @@ func (r *Relay) saveState(ctx context.Context, done <-chan struct{}, conn *pgx.C
 		qctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 		err := r.saveOnce(qctx, conn, stream, &s, hasSeq, confirmEvery)
 		if err == nil && hasSeq {
-			r.walCheckpoint(qctx, conn, stream, &g)
+			g.Step(qctx, stream.Confirmed)
 		}
 		if err == nil && time.Now().After(pubCheck) || undefinedTable(err) {
 			// A table gone (renamed, dropped) is said better by the check.

@@ -1,4 +1,4 @@
-package relay
+package vanish
 
 import (
 	"testing"
@@ -23,9 +23,9 @@ func TestVanishSettle(t *testing.T) {
 		{name: "duplicate ack", start: 0, published: []int64{1, 1, 2}, upTo: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &vanishDetector{start: tt.start, settled: tt.start}
+			d := &Detector{start: tt.start, settled: tt.start}
 			for _, s := range tt.published {
-				d.seen(s)
+				d.Seen(s)
 			}
 			d.settle(tt.upTo)
 			if d.unseen != tt.unseen || d.lo != tt.lo || d.hi != tt.hi || len(d.published) != tt.left || d.settled != tt.upTo {
@@ -40,11 +40,11 @@ func TestVanishSettle(t *testing.T) {
 // before taking an xid) is taken back; positions from before the phase
 // are not counted.
 func TestVanishLatePosition(t *testing.T) {
-	d := &vanishDetector{start: 10, settled: 10}
-	d.seen(12)
+	d := &Detector{start: 10, settled: 10}
+	d.Seen(12)
 	d.settle(13) // 11 and 13 unseen
-	d.seen(11)
-	d.seen(9)
+	d.Seen(11)
+	d.Seen(9)
 	if d.unseen != 1 || d.pubHigh != 2 {
 		t.Fatalf("unseen %d, published above start %d; want 1 and 2", d.unseen, d.pubHigh)
 	}
@@ -55,9 +55,9 @@ func TestVanishLatePosition(t *testing.T) {
 // gap (above the account's known position) as rows of the gap this phase
 // published; at or below that position they are known already.
 func TestVanishSeenBeforeGapJudged(t *testing.T) {
-	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}
+	d := &Detector{start: 100, settled: 100, gap: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}
 	for _, s := range []int64{30, 45, 60, 100, 101, 102} {
-		d.seen(s)
+		d.Seen(s)
 	}
 	if d.pubGapEarly != 3 || d.pubHigh != 2 {
 		t.Fatalf("published in the gap %d, above the start %d; want 3 and 2", d.pubGapEarly, d.pubHigh)
@@ -72,24 +72,24 @@ func TestVanishGapJudged(t *testing.T) {
 	now := time.Now()
 	for _, tt := range []struct {
 		name string
-		d    *vanishDetector
+		d    *Detector
 		want bool
 	}{
 		{"no detector", nil, true},
-		{"gap waiting for its count", &vanishDetector{gap: &gapCheckpoint{}, began: now.Add(-time.Hour)}, false},
-		{"nothing unseen in the gap", &vanishDetector{began: now}, true},
-		{"everything unseen reported", &vanishDetector{began: now, gapUnseen: 5, unseen: 5, reported: 5}, true},
-		{"before the counter caught up", &vanishDetector{began: now, gapUnseen: 5, unseen: 5, deletes: 5}, false},
-		{"suspect, not counted since", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
+		{"gap waiting for its count", &Detector{gap: &checkpoint{}, began: now.Add(-time.Hour)}, false},
+		{"nothing unseen in the gap", &Detector{began: now}, true},
+		{"everything unseen reported", &Detector{began: now, gapUnseen: 5, unseen: 5, reported: 5}, true},
+		{"before the counter caught up", &Detector{began: now, gapUnseen: 5, unseen: 5, deletes: 5}, false},
+		{"suspect, not counted since", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
 			lastCount: now.Add(-time.Minute)}, false},
-		{"counted after the counter caught up", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
+		{"counted after the counter caught up", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
 			lastCount: now}, true},
-		{"no suspicion left", &vanishDetector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5, vanishedKnown: 5,
+		{"no suspicion left", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5, vanishedKnown: 5,
 			lastCount: now.Add(-time.Minute)}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.d.gapJudged(); got != tt.want {
-				t.Fatalf("gapJudged = %t, want %t", got, tt.want)
+			if got := tt.d.GapJudged(); got != tt.want {
+				t.Fatalf("GapJudged = %t, want %t", got, tt.want)
 			}
 		})
 	}
@@ -99,9 +99,9 @@ func TestVanishGapJudged(t *testing.T) {
 // crash) that this phase publishes before the gap is judged is in the
 // account already.
 func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
-	d := &vanishDetector{start: 100, settled: 100, gap: &gapCheckpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}
+	d := &Detector{start: 100, settled: 100, gap: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}
 	for _, s := range []int64{51, 60, 70, 71, 101} {
-		d.seen(s)
+		d.Seen(s)
 	}
 	if d.pubGapEarly != 1 || d.pubHigh != 1 {
 		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.pubGapEarly, d.pubHigh)
@@ -133,7 +133,7 @@ func TestVanishAdvance(t *testing.T) {
 		{"statistics reset", files(poll.File{OID: 1, Node: 10, Deletes: 0}, poll.File{OID: 2, Node: 20, Deletes: 2}), 0, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &vanishDetector{files: filesByOID(poll.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
+			d := &Detector{files: filesByOID(poll.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
 			changed, added := d.advance(tt.next)
 			if d.deletes != tt.deletes || changed != tt.changed || added != tt.added || d.lastDel != tt.next.Deletes {
 				t.Fatalf("deletes %d, changed %t, added %t, last %d; want %d, %t, %t, %d",
@@ -147,9 +147,9 @@ func TestVanishAdvance(t *testing.T) {
 // as deleted once settled, in the steps they settle in, and the window
 // closes.
 func TestVanishTruncateWindow(t *testing.T) {
-	d := &vanishDetector{start: 10, settled: 12, truncFrom: 13, truncTo: 20}
+	d := &Detector{start: 10, settled: 12, truncFrom: 13, truncTo: 20}
 	for _, s := range []int64{13, 15, 21} {
-		d.seen(s)
+		d.Seen(s)
 	}
 	d.settle(16) // 14 and 16 unseen
 	if d.deletes != 2 || d.truncTo != 20 || d.truncSettled {
