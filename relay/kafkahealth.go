@@ -124,35 +124,3 @@ func (h *kafkaHealth) err() error {
 	}
 	return nil
 }
-
-// kafkaPinged records a ping's result and logs a change.
-func (r *Relay) kafkaPinged(err error) {
-	if !r.Metrics.kafka.pinged(err) {
-		return
-	}
-	if err != nil {
-		r.log.Warn("kafka is not reachable; records wait for it", "err", err)
-	} else {
-		r.log.Info("kafka is reachable again")
-	}
-}
-
-// deliveryFailed records a record's failure, logs a new problem, and
-// returns the error that names the topic and the event.
-func (r *Relay) deliveryFailed(topic, eventID string, err error) error {
-	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
-	if sink.Abandoned(err) {
-		return de // a stop abandoned the record: not Kafka's problem
-	}
-	if r.Metrics.kafka.failed(de) {
-		r.log.Error("kafka does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
-	}
-	return de
-}
-
-// delivered clears a record problem of topic once a record to it is acked.
-func (r *Relay) delivered(topic string) {
-	if r.Metrics.kafka.acked(topic) {
-		r.log.Info("kafka acknowledges records again", "topic", topic)
-	}
-}

@@ -21,8 +21,10 @@ import (
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
-// (Registry), plus what readiness is judged on. Every Relay has one; it
+// (Registry), and its readiness (health.go). Every Relay has one; it
 // costs a few atomic adds per event and nothing else until it is served.
+// The relay reports to it through its methods (each session through the
+// observer it is handed); nothing else writes its fields.
 //
 // On the per-event path a meter caches the counter of the last topic it
 // saw, so a record costs a string comparison, an atomic add and a histogram
@@ -58,11 +60,9 @@ type Metrics struct {
 	seriesMu sync.Mutex
 	series   atomic.Pointer[map[seriesKey]*series]
 
-	// Readiness: a session holds the pipeline, the last check of Postgres
-	// succeeded (nil error) or has not run, and Kafka has no problem.
-	session atomic.Value // Mode of the running session, "" between sessions
-	dbErr   atomic.Pointer[error]
-	kafka   kafkaHealth // kafkahealth.go
+	// health is what readiness is judged on (health.go); Ready and
+	// /readyz answer from it.
+	health *health
 }
 
 type seriesKey struct {
@@ -175,7 +175,7 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 	}
 	empty := map[seriesKey]*series{}
 	m.series.Store(&empty)
-	m.session.Store(Mode(""))
+	m.health = newHealth()
 	m.mode.WithLabelValues(string(ModeWAL))
 	m.mode.WithLabelValues(string(ModePoll))
 	for _, reason := range abortReasons {
@@ -198,7 +198,7 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 		Name: "pgoutbox_kafka_problem",
 		Help: "1 while Kafka has a problem (unreachable, a topic missing or not authorized, records failing), as /readyz and status name it; 0 otherwise.",
 	}, func() float64 {
-		if p, _ := m.kafka.problem(); p != "" {
+		if p, _, _ := m.health.kafkaProblem(); p != "" {
 			return 1
 		}
 		return 0
@@ -321,9 +321,9 @@ func (a ack) done(err error) {
 // sessionUp marks a session of mode holding the pipeline; the returned
 // function marks it gone.
 func (m *Metrics) sessionUp(mode Mode) func() {
-	m.session.Store(mode)
+	down := m.health.up(mode)
 	m.setMode(mode)
-	return func() { m.session.Store(Mode("")) }
+	return down
 }
 
 func (m *Metrics) setMode(mode Mode) {
@@ -336,21 +336,53 @@ func (m *Metrics) setMode(mode Mode) {
 	}
 }
 
+// readiness is what Ready answers from, for those who report to it.
+func (m *Metrics) readiness() *health { return m.health }
+
 // Ready tells whether the relay is connected to both ends and publishing,
 // or ready to: a session holds the pipeline, the last check of Postgres
 // succeeded, a broker answers and no record is failing. The error says
 // what is missing, with the topic and event where a record fails.
-func (m *Metrics) Ready() error {
-	if mode, _ := m.session.Load().(Mode); mode == "" {
-		return errors.New("no session: connecting, backing off, or waiting for the pipeline lock")
+func (m *Metrics) Ready() error { return m.health.ready() }
+
+// reconnected counts a session that ended in an error and is retried.
+func (m *Metrics) reconnected() { m.reconnects.Inc() }
+
+// tables exports each table's count of rows lost to deletes at 0 from the
+// start.
+func (m *Metrics) tables(names []string) {
+	for _, t := range names {
+		m.lostDeleted.WithLabelValues(t)
 	}
-	if e := m.dbErr.Load(); e != nil && *e != nil {
-		return fmt.Errorf("postgres: %w", *e)
+}
+
+// lost counts rows of table deleted before polling published them.
+func (m *Metrics) lost(table string, n int64) { m.lostDeleted.WithLabelValues(table).Add(float64(n)) }
+
+// retained counts published rows retention deleted.
+func (m *Metrics) retainedDeleted(n int64) { m.deleted.Add(float64(n)) }
+
+// unpublished sets a table's unpublished rows and the age of the oldest.
+func (m *Metrics) unpublished(table string, count int64, oldest time.Duration) {
+	m.pending.WithLabelValues(table).Set(float64(count))
+	m.oldest.WithLabelValues(table).Set(oldest.Seconds())
+}
+
+// slot sets the WAL the slot retains and its lag (0 without a slot).
+func (m *Metrics) slot(retained, lag int64) {
+	m.retained.Set(float64(retained))
+	m.lag.Set(float64(lag))
+}
+
+// state sets what the pipeline's state says: since when it polls instead
+// of streaming (0: it does not), and its open dead letters and the
+// aggregates they hold (nil: unknown, left as they are).
+func (m *Metrics) state(pollingSince float64, openDLQ, held *int64) {
+	m.pollingSince.Set(pollingSince)
+	if openDLQ != nil && held != nil {
+		m.openDLQ.Set(float64(*openDLQ))
+		m.held.Set(float64(*held))
 	}
-	if err := m.kafka.err(); err != nil {
-		return fmt.Errorf("kafka: %w", err)
-	}
-	return nil
 }
 
 // kafkaCheckEvery is how often a broker is pinged when MonitorInterval is
@@ -384,7 +416,7 @@ func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.kafkaPinged(kerr)
+		m.health.pinged(r.log, kerr)
 
 		if r.cfg.MonitorInterval > 0 {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -405,7 +437,7 @@ func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
 			if ctx.Err() != nil {
 				return
 			}
-			m.dbErr.Store(&derr)
+			m.health.checked(derr)
 		}
 		select {
 		case <-ctx.Done():
@@ -422,11 +454,9 @@ func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
 	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
 	switch {
 	case err == nil:
-		m.retained.Set(float64(slot.RetainedBytes))
-		m.lag.Set(float64(slot.LagBytes))
+		m.slot(slot.RetainedBytes, slot.LagBytes)
 	case errors.Is(err, replication.ErrSlotMissing):
-		m.retained.Set(0)
-		m.lag.Set(0)
+		m.slot(0, 0)
 	default:
 		return err
 	}
@@ -444,9 +474,8 @@ func (r *Relay) sampleState(ctx context.Context, conn *pgx.Conn) error {
 	st, err := r.own().Status(ctx, conn, 0)
 	switch {
 	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
-		m.pollingSince.Set(0)
-		m.openDLQ.Set(0)
-		m.held.Set(0)
+		var zero int64
+		m.state(0, &zero, &zero)
 		return nil
 	case err != nil:
 		return err
@@ -455,11 +484,7 @@ func (r *Relay) sampleState(ctx context.Context, conn *pgx.Conn) error {
 	if st.PollingInsteadOfWAL() {
 		since = float64(st.ModeSince.UnixNano()) / 1e9
 	}
-	m.pollingSince.Set(since)
-	if st.DeadLetters != nil {
-		m.openDLQ.Set(float64(*st.DeadLetters))
-		m.held.Set(float64(*st.HeldAggregates))
-	}
+	m.state(since, st.DeadLetters, st.HeldAggregates)
 	return nil
 }
 

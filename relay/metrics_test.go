@@ -193,11 +193,11 @@ func TestReadyAndHandler(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz with a session: %d", code)
 	}
-	m.kafka.pinged(errors.New("dial refused"))
+	m.readiness().kafkaPing(errors.New("dial refused"))
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "kafka") {
 		t.Errorf("/readyz with kafka down: %d %q", code, body)
 	}
-	m.kafka.pinged(nil)
+	m.readiness().kafkaPing(nil)
 	done()
 	if code, _ := get("/readyz"); code != 503 {
 		t.Errorf("/readyz after the session: %d", code)

@@ -288,7 +288,7 @@ func (r *Relay) pollRound(sess, ctx context.Context, pub *publisher, txn *txnSes
 		}
 	}
 	if lost := r.vanish.Round(ctx, handoff != nil); lost > 0 {
-		r.Metrics.lostDeleted.WithLabelValues(r.table.String()).Add(float64(lost))
+		r.Metrics.lost(r.table.String(), lost)
 	}
 	if handoff != nil {
 		done, err := r.handoffDone(ctx, conn, poller, floor, handoff)

@@ -251,7 +251,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 			r.parent.Stats.Published.Add(1)
 			r.parent.Stats.LastPublish.Store(now)
 		}
-		r.delivered(rec.Topic)
+		r.Metrics.readiness().recordAcked(r.log, rec.Topic)
 		if r.refused.any.Load() {
 			r.refused.acked(b.RawID(values), rec)
 		}
@@ -259,7 +259,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 		if r.refused.failed(b.RawID(values), rec, err) {
 			p.sink.AbortBuffered()
 		}
-		err = r.deliveryFailed(rec.Topic, b.RawID(values), err)
+		err = r.Metrics.readiness().recordFailed(r.log, rec.Topic, b.RawID(values), err)
 	}
 	p.ledger.ack(e, err)
 }

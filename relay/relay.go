@@ -411,9 +411,11 @@ func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	r.cfg.Replication.OnUpdate = r.onUpdate
 	r.refused = newRefusals(log, cfg.DLQTopic)
 	r.Metrics = NewMetrics(&r.Stats.LastPublish)
-	for _, t := range tables {
-		r.Metrics.lostDeleted.WithLabelValues(t.String()) // exported at 0 from the start
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.String()
 	}
+	r.Metrics.tables(names)
 	if len(tables) > 1 {
 		r.units = r.tableRelays()
 	}
@@ -458,7 +460,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	case errors.Is(err, sink.ErrAuth):
 		return err
 	case err != nil && ctx.Err() == nil:
-		r.Metrics.kafka.pinged(err)
+		r.Metrics.readiness().kafkaPing(err)
 		r.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(r.cfg.Sink.Brokers, ","), "err", err)
 	}
 	defer r.startMonitor(ctx, k)() // metrics.go
@@ -571,7 +573,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		r.Metrics.reconnects.Inc()
+		r.Metrics.reconnected()
 		r.log.Warn("reconnecting", "reason", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():

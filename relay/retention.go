@@ -77,7 +77,7 @@ func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 		}
 	}
 	if !hk.noColumns && !hk.noKafka && (now.Sub(hk.lastKafka) >= aliveEvery || !hk.kafkaOnce ||
-		hk.kafkaSaved != r.Metrics.kafka.changes.Load()) {
+		hk.kafkaSaved != r.Metrics.readiness().kafkaChanges()) {
 		r.saveKafkaHealth(ctx, conn)
 	}
 	if r.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= r.cfg.RetentionInterval {
@@ -92,8 +92,7 @@ func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
 // pgoutbox_state, or clears them, for status to read.
 func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
 	hk := &r.hk
-	changes := r.Metrics.kafka.changes.Load()
-	problem, since := r.Metrics.kafka.problem()
+	problem, since, changes := r.Metrics.readiness().kafkaProblem()
 	err := r.own().SaveKafkaHealth(ctx, conn, problem, since)
 	switch {
 	case store.IsMissing(err):
@@ -113,7 +112,7 @@ func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
 // have ended before its housekeeping ran.
 func (r *Relay) saveKafkaChange(ctx context.Context, conn *pgx.Conn) {
 	hk := &r.hk
-	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == r.Metrics.kafka.changes.Load()) {
+	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == r.Metrics.readiness().kafkaChanges()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
@@ -187,7 +186,7 @@ func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
 			return total, fmt.Errorf("delete published rows: %w", err)
 		}
 		total += n
-		r.Metrics.deleted.Add(float64(n))
+		r.Metrics.retainedDeleted(n)
 		if n < retentionBatch {
 			break
 		}

@@ -191,8 +191,7 @@ func (r *Relay) sampleTables(ctx context.Context, conn *pgx.Conn) error {
 			}
 			return err
 		}
-		r.Metrics.pending.WithLabelValues(u.table.String()).Set(float64(count))
-		r.Metrics.oldest.WithLabelValues(u.table.String()).Set(oldest.Seconds())
+		r.Metrics.unpublished(u.table.String(), count, oldest)
 	}
 	return nil
 }
