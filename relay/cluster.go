@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/jackc/pglogrepl"
@@ -19,7 +20,18 @@ import (
 // that leaves unpublished.
 var ErrClusterChanged = errors.New("the pipeline's state was saved on another cluster")
 
-// clusterChange is what checkCluster found: the saved positions belong to
+// clusterCheck compares the cluster a table's positions were saved on
+// with the session's (run). It is handed the table, its state row, how
+// polling reads it, and the pipeline it names in what it logs.
+type clusterCheck struct {
+	own      store.Pipeline
+	table    outbox.Table
+	poll     poll.Config
+	pipeline string
+	log      *slog.Logger
+}
+
+// clusterChange is what judgeCluster found: the saved positions belong to
 // another cluster.
 type clusterChange struct {
 	saved, current int64 // system identifiers; 0 when unknown
@@ -31,7 +43,7 @@ type clusterChange struct {
 	noSeq string
 }
 
-// checkCluster compares the cluster the pipeline's positions were saved on
+// run compares the cluster the table's positions were saved on
 // with this one: by system identifier, and, for state saved before it was
 // recorded, by the floor against this cluster's next transaction id and the
 // confirmed position against its WAL end. A physical standby promoted after
@@ -43,40 +55,43 @@ type clusterChange struct {
 // streamed; the change is logged and recorded for status. Without record
 // (a mode that cannot poll) a change is ErrClusterChanged, every time, until
 // a relay that can poll has run or the operator accepted the gap.
-func (r *Relay) checkCluster(ctx context.Context, conn *pgx.Conn, record bool) error {
-	r.clusterID = 0
+//
+// It returns the cluster's system identifier (0: unknown), which the
+// session saves with each floor and compares exactly-once positions with.
+func (c clusterCheck) run(ctx context.Context, conn *pgx.Conn, record bool) (int64, error) {
 	var current int64
 	if err := conn.QueryRow(ctx, "SELECT system_identifier FROM pg_control_system()").Scan(&current); err != nil {
 		// Some services hide it; the checks below still catch a floor
 		// or position from elsewhere.
-		r.log.Debug("cannot read the cluster's system identifier", "err", err)
+		c.log.Debug("cannot read the cluster's system identifier", "err", err)
 		current = 0
 	}
-	r.clusterID = current
-	st, err := r.own().Positions(ctx, conn)
+	st, err := c.own.Positions(ctx, conn)
 	if err != nil || st == nil {
-		return err
+		return current, err
 	}
-	change, err := r.compareCluster(ctx, conn, st, current)
-	if err != nil || change == nil {
-		return err
-	}
-	if !record {
-		return fmt.Errorf("%w: %s; rows written here before its slot may be unpublished. Run with --mode auto (with the polling columns) to publish them by polling, or accept the gap with: pgoutbox slot create --force",
-			ErrClusterChanged, change.why)
-	}
-	return r.recordChange(ctx, conn, st, change)
-}
-
-// compareCluster returns the change, or nil when st belongs to this cluster.
-func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st *store.Positions, current int64) (*clusterChange, error) {
 	var xmaxText string
 	var walEnd *string
 	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text,
   CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END`).Scan(&xmaxText, &walEnd); err != nil {
-		return nil, fmt.Errorf("read cluster position: %w", err)
+		return current, fmt.Errorf("read cluster position: %w", err)
 	}
 	xmax, _ := strconv.ParseUint(xmaxText, 10, 64)
+	change := judgeCluster(st, current, xmax, walEnd)
+	if change == nil {
+		return current, nil
+	}
+	if !record {
+		return current, fmt.Errorf("%w: %s; rows written here before its slot may be unpublished. Run with --mode auto (with the polling columns) to publish them by polling, or accept the gap with: pgoutbox slot create --force",
+			ErrClusterChanged, change.why)
+	}
+	return current, c.recordChange(ctx, conn, st, change)
+}
+
+// judgeCluster returns the change, or nil when st belongs to this cluster:
+// current is its system identifier (0: unknown), xmax its next
+// transaction id, walEnd its WAL end (nil on a standby).
+func judgeCluster(st *store.Positions, current int64, xmax uint64, walEnd *string) *clusterChange {
 	c := &clusterChange{current: current}
 	if st.Cluster != nil {
 		c.saved = *st.Cluster
@@ -89,28 +104,20 @@ func (r *Relay) compareCluster(ctx context.Context, conn *pgx.Conn, st *store.Po
 	case st.Confirmed != nil && walEnd != nil && lsnAfter(*st.Confirmed, *walEnd):
 		c.why = fmt.Sprintf("the saved confirmed position %s is beyond this cluster's WAL end %s", *st.Confirmed, *walEnd)
 	default:
-		return nil, nil
+		return nil
 	}
-	return c, nil
+	return c
 }
 
 // recordChange keeps the floor saved on the other cluster for the rows
 // copied from it, empties this cluster's floor, makes a handoff pending,
 // and logs what it did.
-func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Positions, c *clusterChange) error {
-	switch {
-	case st.FloorXID != nil && st.FloorSeq != nil:
-		c.foreign = &outbox.ForeignFloor{XID: parseUint(*st.FloorXID), Seq: *st.FloorSeq}
-	case st.FloorXID != nil:
-		c.noSeq = "the floor was saved by an older pgoutbox, without the sequence's value"
-	case st.ForeignXID != nil && st.ForeignSeq != nil:
-		// Moved again before this cluster had a floor of its own.
-		c.foreign = &outbox.ForeignFloor{XID: parseUint(*st.ForeignXID), Seq: *st.ForeignSeq}
-	}
+func (cc clusterCheck) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Positions, c *clusterChange) error {
+	c.foreign, c.noSeq = foreignFloor(st)
 	if c.foreign != nil {
 		// Rows written here are told from copied ones by their seq, which
 		// holds only if the sequence moved with the rows.
-		pos, err := poll.ReadFloorCandidate(ctx, conn, r.cfg.Poll)
+		pos, err := poll.ReadFloorCandidate(ctx, conn, cc.poll)
 		if err != nil {
 			return err
 		}
@@ -120,7 +127,7 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Posi
 		}
 	}
 	floor := outbox.Floor{Foreign: c.foreign}
-	toSend, skipped, err := r.countFloor(ctx, conn, floor)
+	toSend, skipped, err := cc.countFloor(ctx, conn, floor)
 	if err != nil {
 		return err
 	}
@@ -136,22 +143,38 @@ func (r *Relay) recordChange(ctx context.Context, conn *pgx.Conn, st *store.Posi
 	if c.current != 0 {
 		id = &c.current
 	}
-	if err := r.own().RecordClusterChange(ctx, conn, store.ClusterChange{Cluster: id, Note: note, Foreign: c.foreign}); err != nil {
+	if err := cc.own.RecordClusterChange(ctx, conn, store.ClusterChange{Cluster: id, Note: note, Foreign: c.foreign}); err != nil {
 		return err
 	}
-	attrs := []any{"pipeline", r.cfg.Replication.Slot, "saved_on", c.saved, "cluster", c.current,
+	attrs := []any{"pipeline", cc.pipeline, "saved_on", c.saved, "cluster", c.current,
 		"why", c.why, "rows_to_publish", toSend, "rows_taken_as_published", skipped}
 	if c.foreign != nil {
 		attrs = append(attrs, "old_floor_xid", c.foreign.XID, "old_floor_seq", c.foreign.Seq)
 	}
-	r.log.Warn("a new cluster: positions saved on another cluster are not trusted; "+action, attrs...)
+	cc.log.Warn("a new cluster: positions saved on another cluster are not trusted; "+action, attrs...)
 	return nil
+}
+
+// foreignFloor is the floor saved on the other cluster that st holds, kept
+// for the rows copied from there; nil, with why, when it holds none that
+// can be trusted.
+func foreignFloor(st *store.Positions) (foreign *outbox.ForeignFloor, noSeq string) {
+	switch {
+	case st.FloorXID != nil && st.FloorSeq != nil:
+		return &outbox.ForeignFloor{XID: parseUint(*st.FloorXID), Seq: *st.FloorSeq}, ""
+	case st.FloorXID != nil:
+		return nil, "the floor was saved by an older pgoutbox, without the sequence's value"
+	case st.ForeignXID != nil && st.ForeignSeq != nil:
+		// Moved again before this cluster had a floor of its own.
+		return &outbox.ForeignFloor{XID: parseUint(*st.ForeignXID), Seq: *st.ForeignSeq}, ""
+	}
+	return nil, ""
 }
 
 // countFloor counts the unpublished rows floor does not cover (what polling
 // publishes) and those it covers.
-func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor outbox.Floor) (toSend, covered int64, err error) {
-	ok, err := r.cfg.Poll.HasColumns(ctx, conn)
+func (cc clusterCheck) countFloor(ctx context.Context, conn *pgx.Conn, floor outbox.Floor) (toSend, covered int64, err error) {
+	ok, err := cc.poll.HasColumns(ctx, conn)
 	if err != nil || !ok {
 		return 0, 0, err
 	}
@@ -160,14 +183,14 @@ func (r *Relay) countFloor(ctx context.Context, conn *pgx.Conn, floor outbox.Flo
 		s, x := strconv.FormatInt(floor.Foreign.Seq, 10), strconv.FormatUint(floor.Foreign.XID, 10)
 		seq, xid = &s, &x
 	}
-	pc := r.cfg.Poll
+	pc := cc.poll
 	pc.Defaults()
 	order, txid := pgx.Identifier{pc.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize()
 	// Unmarked rows: those that a floor of 0 leaves to polling.
 	unmarked := pc.Unpublished(outbox.FloorSQL{XID: "'0'::xid8", ForeignSeq: "NULL::bigint", ForeignXID: "'0'::xid8"})
 	err = conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE $1::text::bigint IS NULL OR %[2]s > $1::text::bigint OR %[3]s IS NULL OR %[3]s >= $2::text::xid8),
   count(*) FILTER (WHERE %[2]s <= $1::text::bigint AND %[3]s < $2::text::xid8)
-FROM %[1]s WHERE %[4]s`, r.table.Quoted(), order, txid, unmarked),
+FROM %[1]s WHERE %[4]s`, cc.table.Quoted(), order, txid, unmarked),
 		seq, xid).Scan(&toSend, &covered)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count unpublished rows: %w", err)

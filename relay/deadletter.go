@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,23 +32,33 @@ var errHeld = errors.New("held behind an earlier dead-lettered event of its aggr
 // deadLetters is one session's dead-letter bookkeeping, on a connection of
 // its own (the session's is used by the state saver concurrently).
 type deadLetters struct {
-	r    *Relay
+	// owner is the pipeline the dead letters are filed under (the slot's,
+	// for every table), topic the dead-letter topic.
+	owner   store.Pipeline
+	topic   string
+	counter deadLetterCounter
+	log     *slog.Logger
+
 	conn *pgx.Conn
 	held map[string]bool // aggregates with an open dead letter
 }
 
-// openDeadLetters prepares dead-lettering, or returns nil under the halt
-// policy.
-func (r *Relay) openDeadLetters(ctx context.Context) (*deadLetters, error) {
-	if r.cfg.OnPoison != PoisonDeadLetter {
+// deadLetterCounter counts the events dead-lettered (Metrics).
+type deadLetterCounter interface{ DeadLettered(n int) }
+
+// openDeadLetters prepares dead-lettering for cfg's pipeline, or returns
+// nil under the halt policy.
+func openDeadLetters(ctx context.Context, cfg Config, counter deadLetterCounter, log *slog.Logger) (*deadLetters, error) {
+	if cfg.OnPoison != PoisonDeadLetter {
 		return nil, nil
 	}
-	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	d := &deadLetters{r: r, conn: conn, held: map[string]bool{}}
-	keys, err := r.deadLetterOwner().HeldAggregates(ctx, conn)
+	d := &deadLetters{owner: store.Pipeline{Name: cfg.Replication.Slot}, topic: cfg.DLQTopic, counter: counter, log: log,
+		conn: conn, held: map[string]bool{}}
+	keys, err := d.owner.HeldAggregates(ctx, conn)
 	if err != nil {
 		conn.Close(context.Background())
 		return nil, err
@@ -70,7 +81,7 @@ func (d *deadLetters) isHeld(ctx context.Context, key string) (bool, error) {
 	if d == nil || !d.held[key] {
 		return false, nil
 	}
-	open, err := d.r.deadLetterOwner().IsHeld(ctx, d.conn, key)
+	open, err := d.owner.IsHeld(ctx, d.conn, key)
 	if err != nil {
 		return false, err
 	}
@@ -97,9 +108,8 @@ type deadLetter struct {
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
 func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
-	r := d.r
 	dl := deadLetter{
-		Pipeline: r.cfg.Replication.Slot, Table: outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
+		Pipeline: d.owner.Name, Table: outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
 		TxID: c.XID, Reason: reason.Error(), Row: make(map[string]*string, len(c.Values)),
 	}
@@ -124,7 +134,7 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *out
 	}
 	// Once per event: a session that failed after this insert meets the
 	// event again, and must not record it twice.
-	added, err := r.deadLetterOwner().AddDeadLetter(ctx, d.conn, store.NewDeadLetter{
+	added, err := d.owner.AddDeadLetter(ctx, d.conn, store.NewDeadLetter{
 		Table: dl.Table, EventID: dl.EventID, AggregateID: dl.AggregateID,
 		LSN: lsn, TxID: fmt.Sprint(dl.TxID), Reason: dl.Reason, Row: row,
 	})
@@ -137,11 +147,11 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *out
 		d.held[dl.AggregateID] = true
 	}
 	if added {
-		r.Metrics.DeadLettered(1)
-		r.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", r.cfg.DLQTopic)
+		d.counter.DeadLettered(1)
+		d.log.Warn("event dead-lettered", "event_id", dl.EventID, "aggregate_id", dl.AggregateID, "reason", dl.Reason, "topic", d.topic)
 	}
 
-	rec := &kgo.Record{Topic: r.cfg.DLQTopic, Key: []byte(dl.AggregateID),
+	rec := &kgo.Record{Topic: d.topic, Key: []byte(dl.AggregateID),
 		Headers: []kgo.RecordHeader{{Key: "pgoutbox-reason", Value: []byte(dl.Reason)}, {Key: "id", Value: []byte(dl.EventID)}}}
 	if rec.Value, err = json.Marshal(dl); err != nil {
 		return nil, err

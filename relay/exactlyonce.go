@@ -1,8 +1,8 @@
 package relay
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,122 +50,6 @@ func (r *Relay) transactionalID() string { return transactionalID(r.cfg.Replicat
 
 func transactionalID(slot string) string { return "pgoutbox." + slot }
 
-// position is what the position topic keeps for a pipeline, written in the
-// same Kafka transaction as the events it covers. From the WAL: the last
-// Postgres transaction whose events that Kafka transaction carried, and
-// which transactions Kafka has, for polling after it. From polling: the
-// rows it carried, and the WAL position before it, carried over.
-//
-// What each mode learns from the other's:
-//   - Polling after the WAL marks published, before it polls, the rows of
-//     the transactions below floorXID and of those listed in xids: every
-//     transaction Kafka has from the WAL is one or the other.
-//   - The WAL after polling skips what is at or below commit (carried
-//     from the WAL before polling), the rows the last poll carried (seqs,
-//     marked first), and the rows polling marked published: the stream
-//     replays them from the slot's position.
-type position struct {
-	mode Mode
-	// end is the commit end LSN (what the slot is confirmed to), commit
-	// the LSN of the commit record (what its rows carry as FinalLSN). In a
-	// poll record, those of the last WAL record before it (0: none).
-	end, commit pglogrepl.LSN
-	// cluster is the system identifier of the cluster end and commit
-	// belong to (0: unknown); LSNs and transaction ids of another cluster
-	// mean nothing here.
-	cluster int64
-	// WAL records: every transaction below floorXID is in Kafka, and so is
-	// every transaction at or above it that Kafka has from the WAL since
-	// the last poll record, by its 32-bit id, unless incomplete (more
-	// than maxListedXIDs of them).
-	floorXID   uint64
-	xids       []uint32
-	incomplete bool
-	// WAL records after polling: the stream may still replay rows polling
-	// published, up to this WAL position.
-	polledUntil pglogrepl.LSN
-	// seqs are the order values (seq) of the rows a poll published.
-	seqs []int64
-}
-
-// maxListedXIDs bounds the transaction ids a WAL position record lists. A
-// long transaction holds the floor back; past the bound, polling after the
-// WAL may send again rows of the transactions not listed (at-least-once
-// there), and says so.
-const maxListedXIDs = 20_000
-
-// positionValue is the record's value.
-type positionValue struct {
-	Pipeline       string    `json:"pipeline"`
-	Mode           Mode      `json:"mode"`
-	LSN            string    `json:"lsn,omitempty"`        // WAL: commit end LSN
-	CommitLSN      string    `json:"commit_lsn,omitempty"` // WAL: commit record LSN
-	Cluster        int64     `json:"cluster,omitempty"`
-	FloorXID       uint64    `json:"floor_xid,omitempty"`
-	XIDs           []uint32  `json:"xids,omitempty"`
-	XIDsIncomplete bool      `json:"xids_incomplete,omitempty"`
-	PolledUntil    string    `json:"polled_until,omitempty"` // WAL: replays of polled rows end here
-	Seqs           []int64   `json:"seqs,omitempty"`         // poll: the rows published
-	Time           time.Time `json:"time"`
-}
-
-func (r *Relay) positionRecord(p position) (*kgo.Record, error) {
-	v := positionValue{Pipeline: r.cfg.Replication.Slot, Mode: p.mode, Seqs: p.seqs, Cluster: p.cluster,
-		FloorXID: p.floorXID, XIDs: p.xids, XIDsIncomplete: p.incomplete, Time: time.Now().UTC()}
-	if p.end != 0 {
-		v.LSN, v.CommitLSN = p.end.String(), p.commit.String()
-	}
-	if p.polledUntil != 0 {
-		v.PolledUntil = p.polledUntil.String()
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return &kgo.Record{Topic: r.cfg.PositionTopic, Key: []byte(r.cfg.Replication.Slot), Value: b}, nil
-}
-
-func parsePosition(rec *kgo.Record) (position, error) {
-	var v positionValue
-	if err := json.Unmarshal(rec.Value, &v); err != nil {
-		return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
-	}
-	if v.Mode != ModeWAL && v.Mode != ModePoll {
-		return position{}, fmt.Errorf("position record at offset %d of %s: unknown mode %q", rec.Offset, rec.Topic, v.Mode)
-	}
-	p := position{mode: v.Mode, cluster: v.Cluster, floorXID: v.FloorXID, xids: v.XIDs, incomplete: v.XIDsIncomplete, seqs: v.Seqs}
-	if v.LSN != "" || v.Mode == ModeWAL {
-		end, err1 := pglogrepl.ParseLSN(v.LSN)
-		commit, err2 := pglogrepl.ParseLSN(v.CommitLSN)
-		if err := errors.Join(err1, err2); err != nil {
-			return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
-		}
-		p.end, p.commit = end, commit
-	}
-	if v.PolledUntil != "" {
-		until, err := pglogrepl.ParseLSN(v.PolledUntil)
-		if err != nil {
-			return position{}, fmt.Errorf("position record at offset %d of %s: %w", rec.Offset, rec.Topic, err)
-		}
-		p.polledUntil = until
-	}
-	return p, nil
-}
-
-// otherCluster tells whether p was written from another cluster than the
-// session's: then its LSNs and transaction ids say nothing here.
-func (r *Relay) otherCluster(p position) bool {
-	return p.cluster != 0 && r.clusterID != 0 && p.cluster != r.clusterID
-}
-
-// walPart is what a poll record carries over of p: the WAL's position.
-func (r *Relay) walPart(p position) position {
-	if p.end == 0 || r.otherCluster(p) {
-		return position{cluster: r.clusterID}
-	}
-	return position{end: p.end, commit: p.commit, cluster: p.cluster}
-}
-
 // openTransactions starts a WAL session's exactly-once delivery: a new
 // producer, which fences any earlier one of the pipeline (a relay that
 // lost its connection to Postgres but still produces), then the position
@@ -208,16 +92,17 @@ func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller 
 	}
 	mctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
 	defer cancel()
+	res := resumePoll(pos, r.clusterID)
 	switch {
-	case pos.mode == ModePoll && len(pos.seqs) > 0:
-		if err := poller.MarkPublished(mctx, pos.seqs); err != nil {
+	case len(res.seqs) > 0:
+		if err := poller.MarkPublished(mctx, res.seqs); err != nil {
 			return nil, err
 		}
-	case pos.mode == ModeWAL && r.otherCluster(pos):
+	case res.foreign:
 		r.log.Warn("exactly-once delivery: the last kafka transaction was written from the WAL of another cluster; polling may send again rows that it carried",
 			"position_cluster", pos.cluster, "cluster", r.clusterID)
-	case pos.mode == ModeWAL:
-		n, err := poller.MarkTransactions(mctx, floor, pos.floorXID, pos.xids)
+	case res.markWAL:
+		n, err := poller.MarkTransactions(mctx, floor, res.below, res.xids)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +115,7 @@ func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller 
 	}
 	r.log.Info("exactly-once delivery: the last kafka transaction is marked published", "position", pos.String(),
 		"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
-	return &txnSession{k: k, failed: func() error { return nil }, wal: r.walPart(pos)}, nil
+	return &txnSession{k: k, failed: func() error { return nil }, wal: res.wal}, nil
 }
 
 // openWALTransactions starts a WAL session's exactly-once delivery: what
@@ -248,37 +133,20 @@ func (r *Relay) openWALTransactions(ctx context.Context, k *sink.Kafka, conn *pg
 	if err != nil {
 		return nil, err
 	}
-	if r.otherCluster(pos) {
+	res := resumeWAL(pos, r.clusterID, hasSeq)
+	if res.foreign {
 		r.log.Warn("exactly-once delivery: the last kafka transaction was written on another cluster; its position means nothing here and the stream may send again what it carried",
 			"position_cluster", pos.cluster, "cluster", r.clusterID)
-		pos = position{mode: pos.mode, seqs: pos.seqs}
 	}
-	l := &txnLedger{after: pos, stats: &r.Stats, classify: k.Classify, floor: &r.walFloor,
-		cluster: r.clusterID, order: r.cfg.Poll.Order, xids: make(map[uint32]struct{})}
-	if pos.mode == ModeWAL {
-		for _, x := range pos.xids {
-			l.xids[x] = struct{}{}
-		}
-		l.incomplete, l.unlistedMax = pos.incomplete, uint32(pos.floorXID)
-		l.floorXID = pos.floorXID
-	}
-	switch {
-	case pos.mode == ModePoll && hasSeq:
-		// The WAL position polling carried; what Kafka got from the WAL
-		// before polling is marked in the table, so the list starts empty.
-		l.after = position{mode: ModeWAL, end: pos.end, commit: pos.commit, cluster: pos.cluster}
-		if l.polled, l.polledUntil, err = r.polledSince(ctx, conn, pos.seqs); err != nil {
+	l := newTxnLedger(res.after, r.clusterID, r.cfg.Poll.Order, &r.Stats, k.Classify, &r.walFloor)
+	if res.readPolled {
+		var until pglogrepl.LSN
+		if l.polled, until, err = r.polledSince(ctx, conn, res.mark); err != nil {
 			return nil, err
 		}
-	case pos.mode == ModePoll:
-		l.after = position{mode: ModeWAL, end: pos.end, commit: pos.commit, cluster: pos.cluster}
-	case pos.polledUntil > pos.commit && hasSeq:
-		if l.polled, _, err = r.polledSince(ctx, conn, nil); err != nil {
-			return nil, err
-		}
-		l.polledUntil = pos.polledUntil
+		l.polledUntil = cmp.Or(res.polledUntil, until)
 	}
-	r.log.Info("exactly-once delivery: kafka has everything up to", "position", pos.String(),
+	r.log.Info("exactly-once delivery: kafka has everything up to", "position", res.from.String(),
 		"rows_published_by_polling", len(l.polled),
 		"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
 	return &txnSession{k: k, ledger: l, failed: l.failed}, nil
@@ -322,6 +190,18 @@ func (r *Relay) polledSince(ctx context.Context, conn *pgx.Conn, last []int64) (
 		set.add(seq)
 	}
 	return set, until, nil
+}
+
+// newTxnLedger is the ledger of a WAL session that resumes after what
+// Kafka has (resumeWAL), on the cluster cluster.
+func newTxnLedger(after position, cluster int64, order string, stats *Stats, classify func(error) error, floor *atomic.Uint64) *txnLedger {
+	l := &txnLedger{after: after, stats: stats, classify: classify, floor: floor,
+		cluster: cluster, order: order, xids: make(map[uint32]struct{}, len(after.xids))}
+	for _, x := range after.xids {
+		l.xids[x] = struct{}{}
+	}
+	l.incomplete, l.unlistedMax, l.floorXID = after.incomplete, uint32(after.floorXID), after.floorXID
+	return l
 }
 
 // txnLedger is the WAL session's ledger under exactly-once delivery. Rows
@@ -394,10 +274,6 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	}
 	return entry{}
 }
-
-// xidBefore compares 32-bit transaction ids as PostgreSQL does, modulo
-// 2^32: a comes before b.
-func xidBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
 // position is the position record of the open Kafka transaction: the last
 // Postgres transaction in it, the floor saveState last found, and the
@@ -495,7 +371,7 @@ type txnSession struct {
 // commits it once every record is acked and none failed, and begins the
 // next.
 func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Context, pos position) error {
-	rec, err := r.positionRecord(pos)
+	rec, err := pos.record(r.cfg.Replication.Slot, r.cfg.PositionTopic, time.Now())
 	if err != nil {
 		return err
 	}
@@ -525,13 +401,6 @@ func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Con
 		return err
 	}
 	return nil
-}
-
-func (p position) String() string {
-	if p.mode == ModePoll {
-		return fmt.Sprintf("%d polled rows after WAL position %s", len(p.seqs), p.end)
-	}
-	return fmt.Sprintf("%s (transactions below %d and %d listed)", p.end, p.floorXID, len(p.xids))
 }
 
 // streamTxn is stream under exactly-once delivery.

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -44,37 +43,6 @@ func TestDeliveryValidation(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("mode %s, delivery %q, position topic %q, tables %v, snapshot %q: %v", tt.mode, tt.delivery, tt.topic, tt.tables, tt.snapshot, err)
 		}
-	}
-}
-
-func TestPositionRecordRoundTrip(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
-	r.cfg.PositionTopic = "pgoutbox.position"
-	for _, p := range []position{
-		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0},
-		{mode: ModePoll, seqs: []int64{3, 4, 9}},
-		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, floorXID: 1 << 33, xids: []uint32{5, 9}, incomplete: true},
-		{mode: ModePoll, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, seqs: []int64{1}},
-	} {
-		rec, err := r.positionRecord(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Topic != "pgoutbox.position" || string(rec.Key) != r.cfg.Replication.Slot {
-			t.Fatalf("record to %s keyed %q", rec.Topic, rec.Key)
-		}
-		got, err := parsePosition(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, p) {
-			t.Fatalf("%s: read back %+v, wrote %+v", rec.Value, got, p)
-		}
-	}
-	rec, _ := r.positionRecord(position{mode: ModeWAL})
-	rec.Value = []byte(`{"mode":"sideways"}`)
-	if _, err := parsePosition(rec); err == nil {
-		t.Fatal("a position of an unknown mode was accepted")
 	}
 }
 

@@ -162,7 +162,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	}
 	// Its marks carry the lease's token.
 	r.fence(poller)
-	if err := r.checkCluster(ctx, conn, true); err != nil { // cluster.go
+	if r.clusterID, err = r.clusterCheck().run(ctx, conn, true); err != nil { // cluster.go
 		return err
 	}
 	history, err := r.pollSnapshot(ctx, conn, poller) // snapshot.go
@@ -176,7 +176,7 @@ func (r *Relay) pollSession(ctx context.Context, k *sink.Kafka, handoff *handoff
 	if err != nil {
 		return err
 	}
-	dl, err := r.openDeadLetters(ctx)
+	dl, err := openDeadLetters(ctx, r.cfg, r.Metrics, r.log)
 	if err != nil {
 		return err
 	}

@@ -218,7 +218,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
 		if rec, err = p.r.record(b, c); err == nil {
-			if p.r.refused.any.Load() {
+			if p.r.refused.active() {
 				err = p.r.refused.check(b.RawID(c.Values), rec.Topic)
 			}
 			if err == nil {
@@ -252,7 +252,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 			r.parent.Stats.LastPublish.Store(now)
 		}
 		r.Metrics.readiness().recordAcked(r.log, rec.Topic)
-		if r.refused.any.Load() {
+		if r.refused.active() {
 			r.refused.acked(b.RawID(values), rec)
 		}
 	} else {

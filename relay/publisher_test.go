@@ -87,7 +87,7 @@ func (c *confirms) last() pglogrepl.LSN {
 // walPublisher is a WAL session's publisher on k, confirming into c.
 func walPublisher(t *testing.T, r *Relay, k Sink, c *confirms) (*publisher, *watermark) {
 	t.Helper()
-	dl, err := r.openDeadLetters(context.Background())
+	dl, err := openDeadLetters(context.Background(), r.cfg, r.Metrics, r.log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,10 @@ func newRefusals(log *slog.Logger, dlq string) *refusals {
 		partitions: map[topicPartition]bool{}, keys: map[topicKey]string{}}
 }
 
+// active tells whether anything was ever refused: until then, the row
+// path asks nothing more of refusals (a load, no lock).
+func (f *refusals) active() bool { return f.any.Load() }
+
 // failed notes a record's failure from its produce callback. It returns
 // true for the refusal that ends the session: the caller then stops what
 // the client still holds from going out (sink.Kafka.AbortBuffered).

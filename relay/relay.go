@@ -612,7 +612,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
 	canPoll := r.cfg.Mode == ModeAuto && hasSeq
-	if err := r.checkCluster(ctx, conn, canPoll); err != nil { // cluster.go
+	if r.clusterID, err = r.clusterCheck().run(ctx, conn, canPoll); err != nil { // cluster.go
 		return err
 	}
 	if err := r.walSnapshot(ctx, conn, k); err != nil { // snapshot.go
@@ -631,7 +631,7 @@ func (r *Relay) walSession(ctx context.Context, k *sink.Kafka, reason store.Reas
 	r.saveKafkaChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
-	dl, err := r.openDeadLetters(ctx)
+	dl, err := openDeadLetters(ctx, r.cfg, r.Metrics, r.log)
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer sconn.Close(context.Background())
-	dl, err := r.openDeadLetters(ctx)
+	dl, err := openDeadLetters(ctx, r.cfg, r.Metrics, r.log)
 	if err != nil {
 		return err
 	}

@@ -31,10 +31,9 @@ func (r *Relay) own() store.Pipeline {
 	return store.Pipeline{Name: r.cfg.Replication.Slot}
 }
 
-// deadLetterOwner is the pipeline its dead letters are filed under: the
-// slot's, for every table of the pipeline.
-func (r *Relay) deadLetterOwner() store.Pipeline {
-	return store.Pipeline{Name: r.cfg.Replication.Slot}
+// clusterCheck is the cluster check of the relay's table (cluster.go).
+func (r *Relay) clusterCheck() clusterCheck {
+	return clusterCheck{own: r.own(), table: r.table, poll: r.cfg.Poll, pipeline: r.cfg.Replication.Slot, log: r.log}
 }
 
 // ensureState brings pgoutbox's own tables (state, dead letters) to this

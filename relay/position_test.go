@@ -1,0 +1,109 @@
+package relay
+
+import (
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPositionRecordRoundTrip(t *testing.T) {
+	for _, p := range []position{
+		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0},
+		{mode: ModePoll, seqs: []int64{3, 4, 9}},
+		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, floorXID: 1 << 33, xids: []uint32{5, 9}, incomplete: true},
+		{mode: ModePoll, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, seqs: []int64{1}},
+	} {
+		rec, err := p.record("pgoutbox", "pgoutbox.position", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Topic != "pgoutbox.position" || string(rec.Key) != "pgoutbox" {
+			t.Fatalf("record to %s keyed %q", rec.Topic, rec.Key)
+		}
+		got, err := parsePosition(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, p) {
+			t.Fatalf("%s: read back %+v, wrote %+v", rec.Value, got, p)
+		}
+	}
+	rec, _ := position{mode: ModeWAL}.record("pgoutbox", "pgoutbox.position", time.Now())
+	rec.Value = []byte(`{"mode":"sideways"}`)
+	if _, err := parsePosition(rec); err == nil {
+		t.Fatal("a position of an unknown mode was accepted")
+	}
+}
+
+// After a WAL record the stream skips what it covers and its list goes
+// on; after a poll record, what the WAL position it carries covers, and
+// the rows polling published, the last transaction's marked first; a
+// record from another cluster covers nothing.
+func TestResumeWAL(t *testing.T) {
+	wal := position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31, 35}}
+	afterPolling := wal
+	afterPolling.polledUntil = 600
+	polled := position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4, 5}}
+	for _, tt := range []struct {
+		name    string
+		pos     position
+		cluster int64
+		hasSeq  bool
+		want    walResume
+	}{
+		{"nothing committed yet", position{}, 7, true, walResume{}},
+		{"a WAL record", wal, 7, true, walResume{from: wal, after: wal}},
+		{"a WAL record, cluster unknown", wal, 0, true, walResume{from: wal, after: wal}},
+		{"a WAL record while polled rows may replay", afterPolling, 7, true,
+			walResume{from: afterPolling, after: afterPolling, readPolled: true, polledUntil: 600}},
+		{"the same without the polling columns", afterPolling, 7, false, walResume{from: afterPolling, after: afterPolling}},
+		{"a poll record", polled, 7, true, walResume{from: polled, after: position{mode: ModeWAL, end: 500, commit: 490, cluster: 7},
+			readPolled: true, mark: []int64{4, 5}}},
+		{"a poll record without the polling columns", polled, 7, false,
+			walResume{from: polled, after: position{mode: ModeWAL, end: 500, commit: 490, cluster: 7}}},
+		{"a WAL record of another cluster", wal, 8, true,
+			walResume{foreign: true, from: position{mode: ModeWAL}, after: position{mode: ModeWAL}}},
+		{"a poll record of another cluster", polled, 8, true,
+			walResume{foreign: true, from: position{mode: ModePoll, seqs: []int64{4, 5}}, after: position{mode: ModeWAL},
+				readPolled: true, mark: []int64{4, 5}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := resumeWAL(tt.pos, tt.cluster, tt.hasSeq); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("resumeWAL = %+v\nwant          %+v", got, tt.want)
+			}
+		})
+	}
+	// The ledger of the resumed session skips what Kafka has and lists on.
+	l := newTxnLedger(wal, 7, "seq", &Stats{}, nil, new(atomic.Uint64))
+	if !slices.Equal(l.position().xids, []uint32{31, 35}) || l.floorXID != 30 {
+		t.Fatalf("the resumed ledger lists %v above %d", l.position().xids, l.floorXID)
+	}
+}
+
+// A poll session marks what the last Kafka transaction carried: a poll
+// record's rows, or every transaction a WAL record says Kafka has; from
+// another cluster, nothing. Every poll record then carries the WAL's
+// position, of this cluster only.
+func TestResumePoll(t *testing.T) {
+	wal := position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31, 35}}
+	for _, tt := range []struct {
+		name    string
+		pos     position
+		cluster int64
+		want    pollResume
+	}{
+		{"nothing committed yet", position{}, 7, pollResume{wal: position{cluster: 7}}},
+		{"a poll record", position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4}}, 7,
+			pollResume{seqs: []int64{4}, wal: position{end: 500, commit: 490, cluster: 7}}},
+		{"a WAL record", wal, 7, pollResume{markWAL: true, below: 30, xids: []uint32{31, 35}, wal: position{end: 500, commit: 490, cluster: 7}}},
+		{"a WAL record of another cluster", wal, 8, pollResume{foreign: true, wal: position{cluster: 8}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := resumePoll(tt.pos, tt.cluster); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("resumePoll = %+v\nwant           %+v", got, tt.want)
+			}
+		})
+	}
+}
