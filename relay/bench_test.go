@@ -38,7 +38,7 @@ func BenchmarkRecord(b *testing.B) {
 			cfg.Replication.DatabaseURL = "postgres://bench"
 			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 			cfg.Encoder.Format = format
-			r, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			r, err := newPipeline(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -198,11 +198,6 @@ FROM %[1]s WHERE %[4]s`, cc.table.Quoted(), order, txid, unmarked),
 	return toSend, covered, nil
 }
 
-// readFloor reads the pipeline's published floor.
-func (r *Relay) readFloor(ctx context.Context, conn *pgx.Conn) (outbox.Floor, error) {
-	return r.own().Floor(ctx, conn)
-}
-
 func parseUint(s string) uint64 {
 	n, _ := strconv.ParseUint(s, 10, 64)
 	return n

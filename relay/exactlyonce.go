@@ -5,68 +5,75 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
 
-// Delivery is what the relay promises a consumer of its topics.
-type Delivery string
+// Exactly-once delivery: a consumer with isolation.level=read_committed
+// sees every event once. A session fences the producers before it, reads
+// the position Kafka last committed (position.go) and resumes after it;
+// its events go out in Kafka transactions, each with a position record on
+// the pipeline's position topic that names what it carried, and the slot
+// is confirmed, or the polled rows marked, only once the transaction is
+// committed.
 
-const (
-	// AtLeastOnce: every event arrives, in order per aggregate; a crash
-	// can send what was in flight again.
-	AtLeastOnce Delivery = "at-least-once"
-	// ExactlyOnce: a consumer with isolation.level=read_committed sees
-	// every event once. Events go out in Kafka transactions that carry
-	// whole Postgres transactions and a position record on the
-	// pipeline's position topic; a restart reads that position and skips
-	// what Kafka already has.
-	ExactlyOnce Delivery = "exactly-once"
-)
-
-// ParseDelivery parses at-least-once or exactly-once.
-func ParseDelivery(s string) (Delivery, error) {
-	switch d := Delivery(s); d {
-	case AtLeastOnce, ExactlyOnce:
-		return d, nil
-	}
-	return "", fmt.Errorf("delivery %q: use at-least-once or exactly-once", s)
+// txnObserver is what exactly-once delivery reports (Metrics).
+type txnObserver interface {
+	txnCommitted(took time.Duration)
+	txnEvents(n int)
+	txnAborted(cause error)
 }
 
-// transactionalID is the pipeline's transactional id: a relay started
-// later for the same pipeline fences the one before.
-func (r *Relay) transactionalID() string { return transactionalID(r.cfg.Replication.Slot) }
+// txnSession is what a session's exactly-once delivery holds: the
+// transactional producer, the open transaction's state, and where its
+// position records go.
+type txnSession struct {
+	k        kafka
+	pipeline string // keys the position records
+	topic    string // the position topic
+	obs      txnObserver
+	log      *slog.Logger
+	timeout  time.Duration // bounds opening
+	// failed is the first record of the open transaction that failed.
+	failed func() error
+	// broken is a commit's failure: the producer is not used again, not
+	// even to abort (sink/txn.go).
+	broken error
+}
 
-func transactionalID(slot string) string { return "pgoutbox." + slot }
+func newTxnSession(k kafka, cfg Config, obs txnObserver, log *slog.Logger) *txnSession {
+	return &txnSession{k: k, pipeline: cfg.Replication.Slot, topic: cfg.PositionTopic, obs: obs, log: log,
+		timeout: cfg.queryTimeout(), failed: func() error { return nil }}
+}
 
-// openTransactions starts a WAL session's exactly-once delivery: a new
-// producer, which fences any earlier one of the pipeline (a relay that
-// lost its connection to Postgres but still produces), then the position
-// Kafka last committed, then the first transaction.
-func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, error) {
+// open starts a session's exactly-once delivery: a new producer, which
+// fences any earlier one of the pipeline (a relay that lost its connection
+// to Postgres but still produces), then the position Kafka last
+// committed, then the first transaction.
+func (t *txnSession) open(ctx context.Context) (position, error) {
+	k := t.k
 	if err := k.Renew(); err != nil {
 		return position{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	if err := k.Fence(ctx); err != nil {
 		return position{}, err
 	}
-	if err := k.EnsureCompactedTopic(ctx, r.cfg.PositionTopic); err != nil {
+	if err := k.EnsureCompactedTopic(ctx, t.topic); err != nil {
 		return position{}, err
 	}
-	rec, err := k.LastCommitted(ctx, r.cfg.PositionTopic, []byte(r.cfg.Replication.Slot))
+	rec, err := k.LastCommitted(ctx, t.topic, []byte(t.pipeline))
 	if err != nil {
 		return position{}, err
 	}
@@ -79,117 +86,325 @@ func (r *Relay) openTransactions(ctx context.Context, k *sink.Kafka) (position, 
 	return pos, k.Begin()
 }
 
-// openPollTransactions starts a poll session's exactly-once delivery:
-// after the fence, what the last committed Kafka transaction carried is
-// marked published before anything is polled. From polling: its rows (a
-// crash between that commit and the mark left them unmarked). From the
-// WAL: the rows of every transaction it says Kafka has, which polling
-// would otherwise read again from floor.
-func (r *Relay) openPollTransactions(ctx context.Context, k *sink.Kafka, poller *poll.Poller, floor outbox.Floor) (*txnSession, error) {
-	pos, err := r.openTransactions(ctx, k)
+// commit ends the open Kafka transaction with pos as its position record,
+// commits it once every record is acked and none failed, and begins the
+// next.
+func (t *txnSession) commit(ctx context.Context, recordCtx context.Context, pos position) error {
+	rec, err := pos.record(t.pipeline, t.topic, time.Now())
+	if err != nil {
+		return err
+	}
+	var posErr error
+	done := make(chan struct{})
+	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = t.k.Classify(err); close(done) }); err != nil {
+		return fmt.Errorf("kafka: position record: %w", err)
+	}
+	check := func() error {
+		<-done // Flush returned: the promise has run
+		if posErr != nil {
+			return fmt.Errorf("kafka: position record: %w", posErr)
+		}
+		return t.failed()
+	}
+	start := time.Now()
+	if err := t.k.Commit(ctx, check); err != nil {
+		if !sink.Fenced(err) && !errors.Is(err, sink.ErrTxnTimedOut) {
+			err = fmt.Errorf("kafka: transaction up to %s: %w", pos, err)
+		}
+		t.broken = err
+		return err
+	}
+	t.obs.txnCommitted(time.Since(start))
+	if err := t.k.Begin(); err != nil {
+		t.broken = err
+		return err
+	}
+	return nil
+}
+
+// end ends a session's exactly-once delivery after its records were
+// flushed. A clean stop committed everything. After a failure, the open
+// transaction is aborted where that is safe, which also tells a relay
+// that was fenced while it was cut off from Postgres: it must stop, not
+// wait for the pipeline again. Elsewhere (a record or the commit failed)
+// what is open is left to the next session's fence (or the broker's
+// transaction timeout), and the coordinator is asked, without the
+// producer, whether another relay took the pipeline over.
+func (t *txnSession) end(ctx context.Context, _ error) error {
+	cause := t.k.Classify(t.failed())
+	if cause == nil {
+		cause = t.broken
+	}
+	open := t.k.TxnOpen()
+	err := t.close(ctx, cause)
+	if open {
+		// The transaction's records never become visible: aborted here,
+		// by the next session's fence, or by the broker's timeout.
+		if sink.Fenced(err) {
+			cause = err
+		}
+		t.obs.txnAborted(cause)
+	}
+	return err
+}
+
+// close is end's work, after a session that ended on cause.
+func (t *txnSession) close(ctx context.Context, cause error) error {
+	if err := cause; err != nil {
+		if sink.Fenced(err) {
+			return err
+		}
+		// The producer is not used again, but another relay may have
+		// taken over while this one was cut off: ask without it.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if perr := t.k.ProbeFailed(pctx); sink.Fenced(perr) {
+			return perr
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := t.k.Abort(ctx); err != nil {
+		if sink.Fenced(err) {
+			return err
+		}
+		t.log.Warn("aborting the open kafka transaction failed; the next session's producer aborts it", "err", err)
+		return nil
+	}
+	// Nothing was open, or the abort went through: ask whether another
+	// relay took the pipeline over meanwhile.
+	if err := t.k.Probe(ctx); err != nil {
+		if sink.Fenced(err) {
+			return err
+		}
+		t.log.Debug("probing the transactional id failed", "err", err)
+	}
+	return nil
+}
+
+// The poll session.
+
+// exactlyOncePoll is a poll session's exactly-once delivery: each polled
+// batch is one Kafka transaction, committed with the rows it carried as
+// its position, or not at all.
+type exactlyOncePoll struct {
+	*txnSession
+	// wal is the WAL position each poll record carries.
+	wal position
+}
+
+// marker marks rows published (poll.Poller).
+type marker interface {
+	MarkPublished(ctx context.Context, seqs []int64) error
+	MarkTransactions(ctx context.Context, floor outbox.Floor, below uint64, xids []uint32) (int64, error)
+}
+
+// openExactlyOncePoll starts a poll session's exactly-once delivery on the
+// cluster cluster: after the fence, what the last committed Kafka
+// transaction carried is marked published (resumePoll) before anything is
+// polled from floor.
+func openExactlyOncePoll(ctx context.Context, t *txnSession, cluster int64, rows marker, floor outbox.Floor) (*exactlyOncePoll, error) {
+	pos, err := t.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	mctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	mctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	res := resumePoll(pos, r.clusterID)
+	res := resumePoll(pos, cluster)
 	switch {
 	case len(res.seqs) > 0:
-		if err := poller.MarkPublished(mctx, res.seqs); err != nil {
+		if err := rows.MarkPublished(mctx, res.seqs); err != nil {
 			return nil, err
 		}
 	case res.foreign:
-		r.log.Warn("exactly-once delivery: the last kafka transaction was written from the WAL of another cluster; polling may send again rows that it carried",
-			"position_cluster", pos.cluster, "cluster", r.clusterID)
+		t.log.Warn("exactly-once delivery: the last kafka transaction was written from the WAL of another cluster; polling may send again rows that it carried",
+			"position_cluster", pos.cluster, "cluster", cluster)
 	case res.markWAL:
-		n, err := poller.MarkTransactions(mctx, floor, res.below, res.xids)
+		n, err := rows.MarkTransactions(mctx, floor, res.below, res.xids)
 		if err != nil {
 			return nil, err
 		}
 		if pos.incomplete {
-			r.log.Warn("exactly-once delivery: the WAL published more transactions than its position record lists (a long transaction held the floor back); polling may send again rows of those not listed",
+			t.log.Warn("exactly-once delivery: the WAL published more transactions than its position record lists (a long transaction held the floor back); polling may send again rows of those not listed",
 				"listed", len(pos.xids))
 		}
-		r.log.Info("exactly-once delivery: rows the WAL published are marked published before polling", "rows", n,
+		t.log.Info("exactly-once delivery: rows the WAL published are marked published before polling", "rows", n,
 			"below_xid", pos.floorXID, "listed_transactions", len(pos.xids))
 	}
-	r.log.Info("exactly-once delivery: the last kafka transaction is marked published", "position", pos.String(),
-		"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
-	return &txnSession{k: k, failed: func() error { return nil }, wal: res.wal}, nil
+	t.log.Info("exactly-once delivery: the last kafka transaction is marked published", "position", pos.String(),
+		"position_topic", t.topic, "transactional_id", transactionalID(t.pipeline))
+	return &exactlyOncePoll{txnSession: t, wal: res.wal}, nil
 }
 
-// openWALTransactions starts a WAL session's exactly-once delivery: what
-// Kafka has is skipped. After a WAL record, everything at or below its
-// commit. After a poll record, what is at or below the WAL position it
-// carries, and every row polling published: the rows of the last poll
-// transaction are marked first, then the marked rows the stream can
-// replay (at or above the published floor) are read, until the stream
+// settle commits the batch's Kafka transaction, with the rows it carried
+// (exactly the acked ones) as its position; a batch with a failed record
+// is not committed.
+func (d *exactlyOncePoll) settle(ctx context.Context, led *pollLedger) error {
+	d.failed = led.failed
+	if err := led.failed(); err != nil {
+		return d.k.Classify(err)
+	}
+	pos := d.wal // the WAL's position it carries
+	pos.mode, pos.seqs = ModePoll, led.ackedSeqs()
+	if err := d.commit(ctx, ctx, pos); err != nil {
+		return err
+	}
+	d.obs.txnEvents(len(pos.seqs))
+	return nil
+}
+
+// The WAL session.
+
+// exactlyOnceWAL is a WAL session's exactly-once delivery: the rows of
+// whole Postgres transactions go into one Kafka transaction, committed
+// when it reached its bounds or nothing more waits, and the slot is
+// confirmed only then (txnLedger).
+type exactlyOnceWAL struct {
+	*txnSession
+	ledger *txnLedger
+	to     confirmer
+	// recordCtx is what records are produced with (publisher.recordCtx).
+	recordCtx context.Context
+	// maxRecords and maxAge bound a Kafka transaction; shutdown bounds a
+	// commit once the session ends.
+	maxRecords       int
+	maxAge, shutdown time.Duration
+}
+
+// walOpening is what a WAL session opens its exactly-once delivery with.
+type walOpening struct {
+	// cluster is the session's cluster; floor is where its state saver
+	// tells the floor it saved.
+	cluster int64
+	floor   *atomic.Uint64
+	// hasSeq: the tables have the polling columns; order is the column
+	// polling marks rows by.
+	hasSeq bool
+	order  string
+	stats  *Stats
+	// readPolled marks last published and reads the rows polling marked
+	// that the stream may replay (polledSince).
+	readPolled func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error)
+}
+
+// openExactlyOnceWAL starts a WAL session's exactly-once delivery: what
+// Kafka has is skipped (resumeWAL). After a WAL record, everything at or
+// below its commit. After a poll record, what is at or below the WAL
+// position it carries, and every row polling published: the rows of the
+// last poll transaction are marked first, then the marked rows the stream
+// can replay (at or above the published floor) are read, until the stream
 // passes the WAL's end as it is now (every polled row committed before
 // it). WAL records carry that end until the stream passes it, so that a
 // session after a crash meanwhile reads the polled rows again.
-func (r *Relay) openWALTransactions(ctx context.Context, k *sink.Kafka, conn *pgx.Conn, hasSeq bool) (*txnSession, error) {
-	r.walFloor.Store(0)
-	pos, err := r.openTransactions(ctx, k)
+func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpening) (*exactlyOnceWAL, error) {
+	pos, err := t.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res := resumeWAL(pos, r.clusterID, hasSeq)
+	res := resumeWAL(pos, o.cluster, o.hasSeq)
 	if res.foreign {
-		r.log.Warn("exactly-once delivery: the last kafka transaction was written on another cluster; its position means nothing here and the stream may send again what it carried",
-			"position_cluster", pos.cluster, "cluster", r.clusterID)
+		t.log.Warn("exactly-once delivery: the last kafka transaction was written on another cluster; its position means nothing here and the stream may send again what it carried",
+			"position_cluster", pos.cluster, "cluster", o.cluster)
 	}
-	l := newTxnLedger(res.after, r.clusterID, r.cfg.Poll.Order, &r.Stats, k.Classify, &r.walFloor)
+	l := newTxnLedger(res.after, o.cluster, o.order, o.stats, t.k.Classify, o.floor)
 	if res.readPolled {
 		var until pglogrepl.LSN
-		if l.polled, until, err = r.polledSince(ctx, conn, res.mark); err != nil {
+		if l.polled, until, err = o.readPolled(ctx, res.mark); err != nil {
 			return nil, err
 		}
 		l.polledUntil = cmp.Or(res.polledUntil, until)
 	}
-	r.log.Info("exactly-once delivery: kafka has everything up to", "position", res.from.String(),
+	t.log.Info("exactly-once delivery: kafka has everything up to", "position", res.from.String(),
 		"rows_published_by_polling", len(l.polled),
-		"position_topic", r.cfg.PositionTopic, "transactional_id", r.transactionalID())
-	return &txnSession{k: k, ledger: l, failed: l.failed}, nil
+		"position_topic", t.topic, "transactional_id", transactionalID(t.pipeline))
+	t.failed = l.failed
+	return &exactlyOnceWAL{txnSession: t, ledger: l, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
+		shutdown: cfg.ShutdownTimeout}, nil
 }
 
-// polledSince marks the last poll transaction's rows published, then reads
-// the rows polling marked that the stream may replay.
-func (r *Relay) polledSince(ctx context.Context, conn *pgx.Conn, last []int64) (polledSeqs, pglogrepl.LSN, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
+	d.to, d.recordCtx, d.ledger.confirm = to, recordCtx, to.Confirm
+	return d.ledger
+}
+
+// position: the slot is confirmed at each commit, so nothing waits.
+func (d *exactlyOnceWAL) position() (pglogrepl.LSN, int, error) { return d.to.Confirmed(), 0, nil }
+
+// publish publishes the stream's changes as they come, and commits the
+// open Kafka transaction at a Postgres commit once it is due, and when the
+// stream stopped at a transaction boundary.
+func (d *exactlyOnceWAL) publish(ctx context.Context, pub *publisher, batches <-chan *replication.Batch) error {
+	for b := range batches {
+		err := d.walk(ctx, pub, b.Changes, batches)
+		b.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The stream stopped at a transaction boundary: commit what is open.
+	return d.commitOpen(ctx)
+}
+
+func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []outbox.Change, batches <-chan *replication.Batch) error {
+	l := d.ledger
+	for i := range changes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := l.failed(); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		if err := pub.publish(ctx, changes[i:i+1]); err != nil {
+			return err
+		}
+		if changes[i].Kind == outbox.KindRow {
+			continue
+		}
+		idle := i == len(changes)-1 && len(batches) == 0
+		if l.due(idle, d.maxRecords, d.maxAge) {
+			if err := d.commitOpen(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commitOpen closes the open Kafka transaction with the position of its
+// last Postgres transaction, commits it, and confirms the slot.
+func (d *exactlyOnceWAL) commitOpen(ctx context.Context) error {
+	l := d.ledger
+	if l.records == 0 || l.inTx {
+		return nil
+	}
+	pos := l.position()
+	// A failure elsewhere in the session (the stream or the state save
+	// losing Postgres) cancels ctx. A commit cut short by it has an
+	// unknown outcome, which leaves a relay that was fenced while it was
+	// cut off unable to tell (its EndTxn may have gone out): it would wait
+	// for the pipeline lock instead of stopping. So the commit runs to its
+	// answer, bounded by ShutdownTimeout once ctx ends, as the records are.
+	cctx, cancel := context.WithCancel(d.recordCtx)
 	defer cancel()
-	poller, err := poll.New(ctx, conn, r.cfg.Poll)
-	if err != nil {
-		return nil, 0, err
+	var timer atomic.Pointer[time.Timer]
+	stop := context.AfterFunc(ctx, func() { timer.Store(time.AfterFunc(d.shutdown, cancel)) })
+	defer func() {
+		stop()
+		if tm := timer.Load(); tm != nil {
+			tm.Stop()
+		}
+	}()
+	if err := d.commit(cctx, d.recordCtx, pos); err != nil {
+		return err
 	}
-	r.fence(poller)
-	if err := poller.MarkPublished(ctx, last); err != nil {
-		return nil, 0, err
-	}
-	floor, err := r.readFloor(ctx, conn)
-	if err != nil {
-		return nil, 0, err
-	}
-	_, _, lsn, err := poll.Snapshot(ctx, conn)
-	if err != nil {
-		return nil, 0, err
-	}
-	until, err := pglogrepl.ParseLSN(lsn)
-	if err != nil {
-		return nil, 0, err
-	}
-	seqs, err := poller.Published(ctx, floor, maxPolledSeqs)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(seqs) == maxPolledSeqs {
-		r.log.Warn("exactly-once delivery: polling published more rows than the WAL session keeps to skip; the stream may send again the oldest of them",
-			"kept", maxPolledSeqs)
-	}
-	var set polledSeqs
-	for _, seq := range seqs {
-		set.add(seq)
-	}
-	return set, until, nil
+	d.obs.txnEvents(l.records)
+	l.confirm(max(l.last.end, l.later))
+	l.after, l.records, l.later = pos, 0, 0
+	return nil
 }
 
 // newTxnLedger is the ledger of a WAL session that resumes after what
@@ -351,189 +566,4 @@ func (l *txnLedger) due(idle bool, maxRecords int, maxAge time.Duration) bool {
 		return false
 	}
 	return idle || l.records >= maxRecords || time.Since(l.began) >= maxAge
-}
-
-// txnSession is a session's exactly-once state.
-type txnSession struct {
-	k *sink.Kafka
-	// failed is the first record of the open transaction that failed.
-	failed func() error
-	// broken is a commit's failure: the producer is not used again, not
-	// even to abort (sink/txn.go).
-	broken error
-	// WAL sessions only.
-	ledger *txnLedger
-	// Poll sessions only: the WAL position each poll record carries.
-	wal position
-}
-
-// commit ends the open Kafka transaction with pos as its position record,
-// commits it once every record is acked and none failed, and begins the
-// next.
-func (t *txnSession) commit(ctx context.Context, r *Relay, recordCtx context.Context, pos position) error {
-	rec, err := pos.record(r.cfg.Replication.Slot, r.cfg.PositionTopic, time.Now())
-	if err != nil {
-		return err
-	}
-	var posErr error
-	done := make(chan struct{})
-	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = t.k.Classify(err); close(done) }); err != nil {
-		return fmt.Errorf("kafka: position record: %w", err)
-	}
-	check := func() error {
-		<-done // Flush returned: the promise has run
-		if posErr != nil {
-			return fmt.Errorf("kafka: position record: %w", posErr)
-		}
-		return t.failed()
-	}
-	start := time.Now()
-	if err := t.k.Commit(ctx, check); err != nil {
-		if !sink.Fenced(err) && !errors.Is(err, sink.ErrTxnTimedOut) {
-			err = fmt.Errorf("kafka: transaction up to %s: %w", pos, err)
-		}
-		t.broken = err
-		return err
-	}
-	r.Metrics.txnCommitted(time.Since(start))
-	if err := t.k.Begin(); err != nil {
-		t.broken = err
-		return err
-	}
-	return nil
-}
-
-// streamTxn is stream under exactly-once delivery.
-func (p *publisher) streamTxn(ctx context.Context, batches <-chan *replication.Batch, t *txnSession) error {
-	for b := range batches {
-		err := p.walkTxn(ctx, b.Changes, t, batches)
-		b.Release()
-		if err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// The stream stopped at a transaction boundary: commit what is open.
-	return p.commitTxn(ctx, t)
-}
-
-func (p *publisher) walkTxn(ctx context.Context, changes []outbox.Change, t *txnSession, batches <-chan *replication.Batch) error {
-	l := t.ledger
-	for i := range changes {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := l.failed(); err != nil {
-			return fmt.Errorf("kafka: %w", err)
-		}
-		if err := p.publish(ctx, changes[i:i+1]); err != nil {
-			return err
-		}
-		if changes[i].Kind == outbox.KindRow {
-			continue
-		}
-		idle := i == len(changes)-1 && len(batches) == 0
-		if l.due(idle, p.r.cfg.TransactionMaxRecords, p.r.cfg.TransactionMaxAge) {
-			if err := p.commitTxn(ctx, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// commitTxn closes the open Kafka transaction with the position of its
-// last Postgres transaction, commits it, and confirms the slot.
-func (p *publisher) commitTxn(ctx context.Context, t *txnSession) error {
-	l := t.ledger
-	if l.records == 0 || l.inTx {
-		return nil
-	}
-	pos := l.position()
-	// A failure elsewhere in the session (the stream or the state save
-	// losing Postgres) cancels ctx. A commit cut short by it has an
-	// unknown outcome, which leaves a relay that was fenced while it was
-	// cut off unable to tell (its EndTxn may have gone out): it would wait
-	// for the pipeline lock instead of stopping. So the commit runs to its
-	// answer, bounded by ShutdownTimeout once ctx ends, as the records are.
-	cctx, cancel := context.WithCancel(p.recordCtx)
-	defer cancel()
-	var timer atomic.Pointer[time.Timer]
-	stop := context.AfterFunc(ctx, func() { timer.Store(time.AfterFunc(p.r.cfg.ShutdownTimeout, cancel)) })
-	defer func() {
-		stop()
-		if tm := timer.Load(); tm != nil {
-			tm.Stop()
-		}
-	}()
-	if err := t.commit(cctx, p.r, p.recordCtx, pos); err != nil {
-		return err
-	}
-	p.r.Metrics.txnEvents(l.records)
-	l.confirm(max(l.last.end, l.later))
-	l.after, l.records, l.later = pos, 0, 0
-	return nil
-}
-
-// closeTxn ends a session's exactly-once delivery after its records were
-// flushed. A clean stop committed everything in streamTxn. After a
-// failure, the open transaction is aborted where that is safe, which also
-// tells a relay that was fenced while it was cut off from Postgres: it
-// must stop, not wait for the pipeline again. Elsewhere (a record or the
-// commit failed) what is open is left to the next session's fence (or the
-// broker's transaction timeout), and the coordinator is asked, without the
-// producer, whether another relay took the pipeline over.
-func (r *Relay) closeTxn(ctx context.Context, t *txnSession) error {
-	cause := t.k.Classify(t.failed())
-	if cause == nil {
-		cause = t.broken
-	}
-	open := t.k.TxnOpen()
-	err := r.endTxn(ctx, t, cause)
-	if open {
-		// The transaction's records never become visible: aborted here,
-		// by the next session's fence, or by the broker's timeout.
-		if sink.Fenced(err) {
-			cause = err
-		}
-		r.Metrics.txnAborted(cause)
-	}
-	return err
-}
-
-// endTxn is closeTxn's work, after a session that ended on cause.
-func (r *Relay) endTxn(ctx context.Context, t *txnSession, cause error) error {
-	if err := cause; err != nil {
-		if sink.Fenced(err) {
-			return err
-		}
-		// The producer is not used again, but another relay may have
-		// taken over while this one was cut off: ask without it.
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if perr := t.k.ProbeFailed(pctx); sink.Fenced(perr) {
-			return perr
-		}
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := t.k.Abort(ctx); err != nil {
-		if sink.Fenced(err) {
-			return err
-		}
-		r.log.Warn("aborting the open kafka transaction failed; the next session's producer aborts it", "err", err)
-		return nil
-	}
-	// Nothing was open, or the abort went through: ask whether another
-	// relay took the pipeline over meanwhile.
-	if err := t.k.Probe(ctx); err != nil {
-		if sink.Fenced(err) {
-			return err
-		}
-		r.log.Debug("probing the transactional id failed", "err", err)
-	}
-	return nil
 }

@@ -91,10 +91,10 @@ func (h *health) kafkaPing(err error) (changed bool) { return h.kafka.pinged(err
 // kafkaProblem is Kafka's current problem ("" for none) and since when,
 // and how often it changed, for whoever saves it.
 func (h *health) kafkaProblem() (problem string, since time.Time, changes int64) {
-	changes = h.kafka.changes.Load()
+	changes = h.kafka.changeCount()
 	problem, since = h.kafka.problem()
 	return problem, since, changes
 }
 
 // kafkaChanges counts every change of Kafka's problem.
-func (h *health) kafkaChanges() int64 { return h.kafka.changes.Load() }
+func (h *health) kafkaChanges() int64 { return h.kafka.changeCount() }

@@ -98,6 +98,9 @@ func (h *kafkaHealth) acked(topic string) (cleared bool) {
 	return true
 }
 
+// changeCount counts every change of the problem, for whoever saves it.
+func (h *kafkaHealth) changeCount() int64 { return h.changes.Load() }
+
 // problem returns the current problem and since when; "" when there is
 // none. A broker that does not answer comes first: records wait for it.
 func (h *kafkaHealth) problem() (string, time.Time) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -53,27 +53,38 @@ const (
 // lockKey namespaces pgoutbox's advisory locks.
 const lockKey = 0x706f7574 // "pout"
 
+// errLocked: another relay holds the pipeline; this one waits.
+var errLocked = errors.New("pipeline is held by another relay")
+
 // errLeaseLapsed ends a session that could not renew its lease in time:
 // another relay may take it over, so nothing more is published under it.
 var errLeaseLapsed = errors.New("the pipeline's lease was not renewed in time (a renewal took longer than --lease-ttl less --lease-renew)")
 
-// leaseKeeper is the lease a session holds, for every table relay of the
-// pipeline.
+// leaseKeeper is the lease a session holds: a WAL session's, or a poll
+// group's for every table of the pipeline.
 type leaseKeeper struct {
 	lease      *store.Lease // set once
 	ttl, every time.Duration
+	// timeout bounds a renewal, as the session's own statements are.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	renewed time.Time // when the last renewal that succeeded (or the taking) was sent
 	lost    bool
 }
 
+// token is the lease's fencing token.
+func (k *leaseKeeper) token() int64 { return k.lease.Token }
+
 // Guard is the lease's (poll.Fence).
 func (k *leaseKeeper) Guard(n int) (string, []any) { return k.lease.Guard(n) }
 
-// keep renews the lease when a renewal is due. store.ErrLeaseLost when
-// another relay took it over; any other error is the connection's.
+// keep renews the lease on conn when a renewal is due. An error ends the
+// session: store.ErrLeaseLost when another relay took the pipeline over,
+// any other the connection's.
 func (k *leaseKeeper) keep(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.lost {
@@ -91,38 +102,38 @@ func (k *leaseKeeper) keep(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// held tells whether the lease is surely still this relay's: its last
-// renewal was sent less than ttl less one renewal interval ago. Another
-// relay takes it over only once ttl has passed since that renewal reached
-// the server; the margin covers clocks that run at slightly different
-// rates and the time records take to reach Kafka.
+// held tells whether the relay may publish: the lease is surely still
+// this relay's, its last renewal sent less than ttl less one renewal
+// interval ago. Another relay takes it over only once ttl has passed since
+// that renewal reached the server; the margin covers clocks that run at
+// slightly different rates and the time records take to reach Kafka.
 func (k *leaseKeeper) held() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return !k.lost && time.Since(k.renewed) < k.ttl-k.every
 }
 
-// leases is the pipeline's lease keeper: in a table relay, its pipeline's.
-func (r *Relay) leases() *leaseKeeper {
-	if r.parent != nil {
-		return r.parent.leases()
-	}
-	return r.lease
+// fenced runs fn, which writes the pipeline's state, under the lease: in a
+// transaction that commits only while the lease is still this relay's.
+func (k *leaseKeeper) fenced(ctx context.Context, conn *pgx.Conn, fn func(store.Querier) error) error {
+	return k.lease.Fenced(ctx, conn, fn)
 }
 
-// takeLease takes the pipeline's lease on conn, and on a direct connection
-// its advisory lock first, or returns errLocked saying who holds it.
-func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) error {
-	// Bounded: a holder stalled inside a transaction that guards the
-	// lease's row holds a takeover back until it goes on or goes away.
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+// takeLease takes the pipeline's lease on conn for holder, and on a direct
+// connection its advisory lock first, or returns errLocked saying who
+// holds it. timeout bounds it: a holder stalled inside a transaction that
+// guards the lease's row holds a takeover back until it goes on or goes
+// away.
+func takeLease(ctx context.Context, conn *pgx.Conn, cfg Config, holder string, pooled bool) (*leaseKeeper, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	defer cancel()
-	lock := store.AdvisoryLock{Class: lockKey, Name: r.cfg.Replication.Slot}
+	slot := cfg.Replication.Slot
+	lock := store.AdvisoryLock{Class: lockKey, Name: slot}
 	if !pooled {
 		var ok bool
 		var pid int32
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2)), pg_backend_pid()", lockKey, r.cfg.Replication.Slot).Scan(&ok, &pid); err != nil {
-			return fmt.Errorf("pipeline lock: %w", err)
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, hashtext($2)), pg_backend_pid()", lockKey, slot).Scan(&ok, &pid); err != nil {
+			return nil, fmt.Errorf("pipeline lock: %w", err)
 		}
 		if ok {
 			lock.PID = pid
@@ -132,16 +143,36 @@ func (r *Relay) takeLease(ctx context.Context, conn *pgx.Conn, pooled bool) erro
 		// from before the lease, which keeps the lease from anyone.
 	}
 	sent := time.Now()
-	lease, holder, err := store.Pipeline{Name: r.cfg.Replication.Slot}.AcquireLease(ctx, conn, r.holder, r.cfg.LeaseTTL, lock)
+	lease, other, err := store.Pipeline{Name: slot}.AcquireLease(ctx, conn, holder, cfg.LeaseTTL, lock)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if lease == nil {
-		return &heldError{holder: *holder}
+		return nil, &heldError{holder: *other}
 	}
-	r.lease = &leaseKeeper{lease: lease, ttl: r.cfg.LeaseTTL, every: r.cfg.LeaseRenew, renewed: sent}
-	r.log.Info("holding the pipeline's lease", "pipeline", r.cfg.Replication.Slot, "holder", r.holder, "token", lease.Token, "through_pooler", pooled)
-	return nil
+	return &leaseKeeper{lease: lease, ttl: cfg.LeaseTTL, every: cfg.LeaseRenew, timeout: cfg.queryTimeout(), renewed: sent}, nil
+}
+
+// release lets another relay take the pipeline over at once, when this one
+// stops; a lease already lost is left alone.
+func (k *leaseKeeper) release(cfg Config, log *slog.Logger) {
+	k.mu.Lock()
+	lost := k.lost
+	k.mu.Unlock()
+	if lost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
+	if err != nil {
+		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.LeaseTTL)
+		return
+	}
+	defer conn.Close(context.Background())
+	if err := k.lease.Release(ctx, conn); err != nil {
+		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.LeaseTTL, "err", err)
+	}
 }
 
 // heldError is errLocked with the lease's holder, and when to try again:
@@ -168,69 +199,6 @@ func retryIn(err error, every time.Duration) time.Duration {
 		return min(every, max(h.holder.ExpiresIn+10*time.Millisecond, 100*time.Millisecond))
 	}
 	return every
-}
-
-// keepLease renews the pipeline's lease when due, on conn. An error ends
-// the session: store.ErrLeaseLost when another relay took the pipeline
-// over.
-func (r *Relay) keepLease(ctx context.Context, conn *pgx.Conn) error {
-	k := r.leases()
-	if k == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
-	defer cancel()
-	return k.keep(ctx, conn)
-}
-
-// leaseHeld tells whether the relay may publish: it holds the lease, and
-// renewed it recently enough that no other relay can have taken it over.
-func (r *Relay) leaseHeld() bool {
-	k := r.leases()
-	return k == nil || k.held()
-}
-
-// fenced runs fn, which writes the pipeline's state, under the lease: in a
-// transaction that commits only while the lease is still this relay's.
-func (r *Relay) fenced(ctx context.Context, conn *pgx.Conn, fn func(store.Querier) error) error {
-	k := r.leases()
-	if k == nil {
-		return fn(conn)
-	}
-	return k.lease.Fenced(ctx, conn, fn)
-}
-
-// fence makes poller mark under the lease.
-func (r *Relay) fence(poller *poll.Poller) {
-	if k := r.leases(); k != nil {
-		poller.SetFence(k)
-	}
-}
-
-// releaseLease lets another relay take the pipeline over at once, when
-// this one stops; a lease already lost or never taken is left alone.
-func (r *Relay) releaseLease() {
-	k := r.lease
-	if k == nil {
-		return
-	}
-	k.mu.Lock()
-	lost := k.lost
-	k.mu.Unlock()
-	if lost {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
-	if err != nil {
-		r.log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", r.cfg.LeaseTTL)
-		return
-	}
-	defer conn.Close(context.Background())
-	if err := k.lease.Release(ctx, conn); err != nil {
-		r.log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", r.cfg.LeaseTTL, "err", err)
-	}
 }
 
 // leaseHolder names this relay in the lease: host, process and a random

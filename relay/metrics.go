@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,15 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
-	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
@@ -382,131 +378,6 @@ func (m *Metrics) state(pollingSince float64, openDLQ, held *int64) {
 	if openDLQ != nil && held != nil {
 		m.openDLQ.Set(float64(*openDLQ))
 		m.held.Set(float64(*held))
-	}
-}
-
-// kafkaCheckEvery is how often a broker is pinged when MonitorInterval is
-// not set: status and /readyz show an unreachable Kafka within it.
-const kafkaCheckEvery = 5 * time.Second
-
-// monitor runs beside the sessions while Run runs: it pings a broker every
-// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and
-// with MonitorInterval set it also reads the slot's lag and the
-// unpublished rows from Postgres on a connection of its own and updates
-// readiness. Nothing of this is on the per-event path.
-func (r *Relay) monitor(ctx context.Context, k *sink.Kafka) {
-	interval := r.cfg.MonitorInterval
-	if interval <= 0 {
-		interval = kafkaCheckEvery
-	}
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	m := r.Metrics
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		timeout := min(interval, 5*time.Second)
-		kctx, cancel := context.WithTimeout(ctx, timeout)
-		kerr := k.Ping(kctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		m.health.pinged(r.log, kerr)
-
-		if r.cfg.MonitorInterval > 0 {
-			dctx, cancel := context.WithTimeout(ctx, timeout)
-			var derr error
-			if conn == nil || conn.IsClosed() {
-				conn, derr = replication.Connect(dctx, r.cfg.Replication.DatabaseURL)
-				if derr != nil {
-					conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
-				}
-			}
-			if conn != nil {
-				if derr = r.sample(dctx, conn); derr != nil {
-					conn.Close(context.Background())
-					conn = nil
-				}
-			}
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			m.health.checked(derr)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
-}
-
-// sample reads the slot's lag, the unpublished rows and what the
-// pipeline's state says (its mode, its dead letters) into the gauges.
-func (r *Relay) sample(ctx context.Context, conn *pgx.Conn) error {
-	m := r.Metrics
-	slot, err := replication.SlotStatus(ctx, conn, r.cfg.Replication.Slot)
-	switch {
-	case err == nil:
-		m.slot(slot.RetainedBytes, slot.LagBytes)
-	case errors.Is(err, replication.ErrSlotMissing):
-		m.slot(0, 0)
-	default:
-		return err
-	}
-	if err := r.sampleState(ctx, conn); err != nil {
-		return err
-	}
-	return r.sampleTables(ctx, conn) // tables.go
-}
-
-// sampleState reads the pipeline's state as pgoutbox status does: since
-// when it polls instead of streaming, and its open dead letters. Before
-// the first session saved the state there is nothing to report.
-func (r *Relay) sampleState(ctx context.Context, conn *pgx.Conn) error {
-	m := r.Metrics
-	st, err := r.own().Status(ctx, conn, 0)
-	switch {
-	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
-		var zero int64
-		m.state(0, &zero, &zero)
-		return nil
-	case err != nil:
-		return err
-	}
-	since := 0.0
-	if st.PollingInsteadOfWAL() {
-		since = float64(st.ModeSince.UnixNano()) / 1e9
-	}
-	m.state(since, st.DeadLetters, st.HeldAggregates)
-	return nil
-}
-
-func (r *Relay) timeColumn() string {
-	if r.cfg.Columns.Time != "" {
-		return r.cfg.Columns.Time
-	}
-	return "created_at"
-}
-
-// startMonitor runs monitor until the returned function is called, which
-// waits for it to stop.
-func (r *Relay) startMonitor(ctx context.Context, k *sink.Kafka) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.monitor(ctx, k)
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 

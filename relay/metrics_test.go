@@ -119,11 +119,11 @@ func TestMetricsTransactionsAborted(t *testing.T) {
 func TestSampleState(t *testing.T) {
 	url, conn := deadLetterDB(t)
 	ctx := context.Background()
-	r := testRelay(t, url, PoisonDeadLetter)
-	gauge := func(name string) float64 { return value(t, r.Metrics.Registry, name) }
+	r := testPipeline(t, url, PoisonDeadLetter)
+	gauge := func(name string) float64 { return value(t, r.metrics.Registry, name) }
 	sample := func() {
 		t.Helper()
-		if err := r.sampleState(ctx, conn); err != nil {
+		if err := (monitor{p: r}).sampleState(ctx, conn); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
@@ -40,23 +39,25 @@ var _ Sink = (*sink.Kafka)(nil)
 //	bind     the row's relation to the configured columns (once per relation)
 //	skip     a row the poll phase before this WAL session published (ledger)
 //	hold     an event whose aggregate has an open dead letter waits behind it
-//	record   the event record, its envelope and its topic (Relay.record)
+//	record   the event record, its envelope and its topic (pipeline.record)
 //	check    a refusal that stands for the event or its topic; the size limit
 //	replace  under the dead-letter policy, a poison row by its dead letter
 //	produce  to the sink, with the row's place in the ledger
 //	ack      in the promise: metrics, Kafka health, refusals, then the ledger
 //
 // The modes differ only in where rows come from and in their ledger, which
-// says what an ack lets them confirm: the WAL session's confirms a
-// transaction's commit LSN once it and every transaction before it are
-// acked (walLedger); the poll session's marks exactly the acked rows
-// published (pollLedger).
+// says what an ack lets them confirm: a WAL session's is its delivery's
+// (delivery.go: the watermark confirms a transaction's commit LSN once it
+// and every transaction before it are acked, or a Kafka transaction's
+// commit does); the poll session's marks exactly the acked rows published
+// (pollLedger).
 //
 // One goroutine publishes; promises run on the sink's.
 type publisher struct {
-	r    *Relay
-	sink Sink
-	dl   *deadLetters // nil under the halt policy
+	pipe   *pipeline
+	health *health
+	sink   Sink
+	dl     *deadLetters // nil under the halt policy
 	// ledger is the mode's: the WAL session's for the session, the poll
 	// session's for one batch.
 	ledger ledger
@@ -82,9 +83,18 @@ type binding struct {
 	err    error
 }
 
-func (r *Relay) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
-	return &publisher{r: r, sink: k, dl: dl, meter: r.Metrics.meter(mode),
+// newPublisher is a session's publisher of mode, producing to k.
+func (pp *pipeline) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
+	return &publisher{pipe: pp, health: pp.metrics.readiness(), sink: k, dl: dl, meter: pp.metrics.meter(mode),
 		bindings: make(map[*outbox.Relation]binding)}
+}
+
+// streaming makes p a WAL session's: its rows go into led, their records
+// are produced with recordCtx, and they come with the shape their
+// relation had when they were written.
+func (p *publisher) streaming(led ledger, recordCtx context.Context) *publisher {
+	p.ledger, p.recordCtx, p.historic = led, recordCtx, true
+	return p
 }
 
 // shapeError is a row whose relation, as the stream describes it where
@@ -184,11 +194,11 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 		return b
 	}
 	var bd binding
-	b, err := p.r.cfg.Columns.Bind(rel.Columns)
+	b, err := p.pipe.cfg.Columns.Bind(rel.Columns)
 	if err != nil {
 		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
 		if p.historic {
-			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.r.cfg.Columns.BindAny(rel.Columns)
+			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.pipe.cfg.Columns.BindAny(rel.Columns)
 		}
 	}
 	bd.b = b
@@ -217,9 +227,9 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.r.record(b, c); err == nil {
-			if p.r.refused.active() {
-				err = p.r.refused.check(b.RawID(c.Values), rec.Topic)
+		if rec, err = p.pipe.record(b, c); err == nil {
+			if p.pipe.refused.active() {
+				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)
 			}
 			if err == nil {
 				if ferr := p.sink.Fits(ctx, rec); ferr != nil {
@@ -242,141 +252,21 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 // the first), and hands the outcome to the ledger.
 func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, rec *kgo.Record, err error) {
 	a.done(err)
-	r := p.r
+	pp := p.pipe
 	if err == nil {
-		now := time.Now().UnixNano()
-		r.Stats.Published.Add(1)
-		r.Stats.LastPublish.Store(now)
-		if r.parent != nil { // one table of several: the pipeline's totals too
-			r.parent.Stats.Published.Add(1)
-			r.parent.Stats.LastPublish.Store(now)
-		}
-		r.Metrics.readiness().recordAcked(r.log, rec.Topic)
-		if r.refused.active() {
-			r.refused.acked(b.RawID(values), rec)
+		pp.stats.Published.Add(1)
+		pp.stats.LastPublish.Store(time.Now().UnixNano())
+		p.health.recordAcked(pp.log, rec.Topic)
+		if pp.refused.active() {
+			pp.refused.acked(b.RawID(values), rec)
 		}
 	} else {
-		if r.refused.failed(b.RawID(values), rec, err) {
+		if pp.refused.failed(b.RawID(values), rec, err) {
 			p.sink.AbortBuffered()
 		}
-		err = r.Metrics.readiness().recordFailed(r.log, rec.Topic, b.RawID(values), err)
+		err = p.health.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
 	}
 	p.ledger.ack(e, err)
-}
-
-// record encodes and routes one row.
-func (r *Relay) record(b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
-	rec, err := b.Record(c.Values, c.CommitTime)
-	if err != nil {
-		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
-	}
-	rec.Origin = schema.Origin{
-		Database: r.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
-		LSN: uint64(c.LSN), CommitLSN: uint64(c.FinalLSN), TxID: uint64(c.XID), CommitTime: c.CommitTime,
-	}
-	msg, err := r.enc.Encode(&rec)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
-	}
-	topic, err := r.router.Topic(&rec)
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
-	}
-	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value, Timestamp: msg.Timestamp}
-	if msg.HasPartition {
-		sink.SetPartition(kr, msg.Partition)
-	}
-	if len(msg.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
-		for i, h := range msg.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-	}
-	return kr, nil
-}
-
-// The WAL session.
-
-// walLedger confirms through the watermark: a transaction's records are
-// counted as they are produced, its commit closes it, and the watermark
-// confirms its commit LSN once it and every transaction before it are
-// acked. A failure stops the watermark for good.
-type walLedger struct {
-	wm *watermark
-	tx *txn // the transaction being read; nil between transactions
-	// polled are the rows the poll phase before this session published;
-	// the stream replays them until it passes polled.until.
-	polled *polledRows
-	order  string // the column polling marks rows by
-	stats  *Stats // counts the rows not sent again
-}
-
-func (l *walLedger) skip(c *outbox.Change) bool {
-	set := l.polled.of(c)
-	if len(set) == 0 {
-		return false
-	}
-	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && set.take(seq) {
-		l.stats.SkippedPolled.Add(1)
-		return true
-	}
-	return false
-}
-
-func (l *walLedger) produce(int, *outbox.Change) entry {
-	if l.tx == nil {
-		l.tx = l.wm.begin()
-	}
-	l.wm.add(l.tx)
-	return entry{tx: l.tx}
-}
-
-func (l *walLedger) ack(e entry, err error) { l.wm.ack(e.tx, err) }
-
-func (l *walLedger) boundary(c *outbox.Change) {
-	if c.Kind == outbox.KindCommit && l.polled.pending() && c.LSN > l.polled.until {
-		l.polled.forget() // the stream is past what polling published
-	}
-	if c.Kind != outbox.KindCommit || l.tx == nil {
-		l.wm.mark(c.LSN)
-		return
-	}
-	l.wm.commit(l.tx, c.LSN)
-	l.tx = nil
-}
-
-func (l *walLedger) where(_ int, c *outbox.Change, err error) error {
-	return fmt.Errorf("row at %s: %w", c.LSN, err)
-}
-
-// stream publishes the changes of a replication stream as they come, a
-// batch at a time. It stops taking changes once ctx ends (the session
-// failed) or a record failed: nothing after a failed record may be
-// confirmed. A batch is released once walked: no change of it is kept.
-func (p *publisher) stream(ctx context.Context, batches <-chan *replication.Batch, wm *watermark) error {
-	for b := range batches {
-		err := p.walk(ctx, b.Changes, wm)
-		b.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-func (p *publisher) walk(ctx context.Context, changes []outbox.Change, wm *watermark) error {
-	for i := range changes {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := wm.failed(); err != nil {
-			return fmt.Errorf("kafka: %w", err)
-		}
-		if err := p.publish(ctx, changes[i:i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // The poll session.
@@ -431,6 +321,18 @@ func (l *pollLedger) failed() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// settled is closed once every produced row is acked or failed: when the
+// last promise has run, by an ack, a failure, or the client's close after
+// an abandoned wait.
+func (l *pollLedger) settled() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	return done
 }
 
 // ackedSeqs are the seqs of exactly the acked rows, in batch order; call it

@@ -26,10 +26,10 @@ import (
 // The dead-letter tests run on a real PostgreSQL; only Kafka is faked.
 func TestMain(m *testing.M) { pgcluster.Main(m) }
 
-// testRelay is a relay for the row path's unit tests: topics
+// testPipeline is a pipeline for the row path's unit tests: topics
 // "<aggregatetype>", dead letters to "dlq". With databaseURL "" it cannot
 // reach a database, which the halt policy does not need.
-func testRelay(t *testing.T, databaseURL, onPoison string) *Relay {
+func testPipeline(t *testing.T, databaseURL, onPoison string) *pipeline {
 	t.Helper()
 	var cfg Config
 	cfg.Replication.DatabaseURL = databaseURL
@@ -40,11 +40,11 @@ func testRelay(t *testing.T, databaseURL, onPoison string) *Relay {
 	cfg.Router.Topic = "{aggregatetype}"
 	cfg.OnPoison = onPoison
 	cfg.DLQTopic = "dlq"
-	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	p, err := newPipeline(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return p
 }
 
 var testRel, _ = benchRow()
@@ -85,9 +85,9 @@ func (c *confirms) last() pglogrepl.LSN {
 }
 
 // walPublisher is a WAL session's publisher on k, confirming into c.
-func walPublisher(t *testing.T, r *Relay, k Sink, c *confirms) (*publisher, *watermark) {
+func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *watermark) {
 	t.Helper()
-	dl, err := openDeadLetters(context.Background(), r.cfg, r.Metrics, r.log)
+	dl, err := openDeadLetters(context.Background(), r.cfg, r.metrics, r.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +95,14 @@ func walPublisher(t *testing.T, r *Relay, k Sink, c *confirms) (*publisher, *wat
 	wm := newWatermark(0, c.confirm)
 	p := r.newPublisher(k, dl, ModeWAL)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: &r.Stats}
+	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
 	return p, wm
 }
 
 // Acks arrive out of order across partitions; the watermark confirms a
 // commit only once it and every transaction before it are acked.
 func TestPublisherConfirmsOnlyTheAckedPrefix(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
+	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
@@ -131,7 +131,7 @@ func TestPublisherConfirmsOnlyTheAckedPrefix(t *testing.T) {
 			t.Fatalf("step %d: confirmed %s, want %s", i, got, s.want)
 		}
 	}
-	if got := r.Stats.Published.Load(); got != 4 {
+	if got := r.stats.Published.Load(); got != 4 {
 		t.Errorf("published %d, want 4", got)
 	}
 }
@@ -139,7 +139,7 @@ func TestPublisherConfirmsOnlyTheAckedPrefix(t *testing.T) {
 // A delivery failure stops the watermark for good: nothing after the
 // failed record is confirmed, even once it is acked.
 func TestPublisherFailureStopsTheConfirm(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
+	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
 	var c confirms
 	p, wm := walPublisher(t, r, k, &c)
@@ -166,7 +166,7 @@ func TestPublisherFailureStopsTheConfirm(t *testing.T) {
 // stops the relay at it on the next session, before anything of the
 // aggregate is produced.
 func TestPublisherRefusedRecordHalts(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
+	r := testPipeline(t, "", PoisonHalt)
 	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`),
 		row(20, "b1", "order", "B", "Placed", `{}`),
@@ -223,7 +223,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // acks come in; a failure fails its partition's later rows with it, and
 // is the batch's error.
 func TestPublisherPollBatchMarksTheAcked(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
+	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
 	p := r.newPublisher(k, nil, ModePoll)
 	var rows []poll.Row
@@ -279,7 +279,7 @@ func deadLettered(t *testing.T, conn *pgx.Conn) []string {
 // aggregate; the other aggregates flow, and the transaction is confirmed.
 func TestPublisherPoisonRows(t *testing.T) {
 	url, conn := deadLetterDB(t)
-	r := testRelay(t, url, PoisonDeadLetter)
+	r := testPipeline(t, url, PoisonDeadLetter)
 	k := newFakeSink()
 	k.max = 1024
 	var c confirms
@@ -322,7 +322,7 @@ func TestPublisherHeldAggregate(t *testing.T) {
 VALUES ('pgoutbox', 'public.outbox', 'earlier', 'H', 1, 'test', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	r := testRelay(t, url, PoisonDeadLetter)
+	r := testPipeline(t, url, PoisonDeadLetter)
 	k := newFakeSink()
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
@@ -353,7 +353,7 @@ VALUES ('pgoutbox', 'public.outbox', 'earlier', 'H', 1, 'test', '{}')`); err != 
 // event of its aggregate is held behind it, the other aggregate flows.
 func TestPublisherRefusedRecordDeadLettered(t *testing.T) {
 	url, conn := deadLetterDB(t)
-	r := testRelay(t, url, PoisonDeadLetter)
+	r := testPipeline(t, url, PoisonDeadLetter)
 	batch := []outbox.Change{
 		row(10, "a1", "order", "A", "Placed", `{}`),
 		row(20, "b1", "order", "B", "Placed", `{}`),
@@ -412,7 +412,7 @@ func BenchmarkPublish(b *testing.B) {
 	cfg.Replication.DatabaseURL = "postgres://bench"
 	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 	cfg.OnPoison = PoisonHalt
-	r, err := New(cfg, slog.New(slog.DiscardHandler))
+	r, err := newPipeline(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func BenchmarkPublish(b *testing.B) {
 	wm := newWatermark(0, func(pglogrepl.LSN) {})
 	p := r.newPublisher(ackSink{}, nil, ModeWAL)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: &r.Stats}
+	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
 	batch := []outbox.Change{
 		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
 		{Kind: outbox.KindCommit},
@@ -441,7 +441,7 @@ func BenchmarkPublish(b *testing.B) {
 // The WAL session after a poll phase skips the rows polling published,
 // until its stream passes the position the phase ended at.
 func TestPublisherSkipsPolledRows(t *testing.T) {
-	r := testRelay(t, "", PoisonHalt)
+	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
 	var c confirms
 	p, _ := walPublisher(t, r, k, &c)
@@ -465,7 +465,7 @@ func TestPublisherSkipsPolledRows(t *testing.T) {
 	if n := k.pending(); n != 1 {
 		t.Fatalf("%d records produced, want 1: seq 1 was published by polling", n)
 	}
-	if n := r.Stats.SkippedPolled.Load(); n != 1 {
+	if n := r.stats.SkippedPolled.Load(); n != 1 {
 		t.Errorf("skipped %d, want 1", n)
 	}
 	if polled.seqs != nil {

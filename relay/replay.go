@@ -37,23 +37,23 @@ import (
 // replayed before anything is read, so a crash between a commit and its
 // mark does not publish it again.
 func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
-	r, err := New(cfg, log)
+	p, err := newPipeline(cfg, log)
 	if err != nil {
 		return 0, err
 	}
-	conn, err := replication.Connect(ctx, r.cfg.Replication.DatabaseURL)
+	conn, err := replication.Connect(ctx, p.cfg.Replication.DatabaseURL)
 	if err != nil {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	open, err := r.own().DeadLetters(ctx, conn, false)
+	open, err := p.own().DeadLetters(ctx, conn, false)
 	if err != nil || len(open) == 0 {
 		return 0, err
 	}
-	scfg := r.cfg.Sink
-	txn := r.cfg.Delivery == ExactlyOnce
+	scfg := p.cfg.Sink
+	txn := p.cfg.Delivery == ExactlyOnce
 	if txn {
-		scfg.TransactionalID = replayTransactionalID(r.cfg.Replication.Slot)
+		scfg.TransactionalID = replayTransactionalID(p.cfg.Replication.Slot)
 	}
 	k, err := sink.New(scfg, log)
 	if err != nil {
@@ -64,16 +64,16 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		return 0, err
 	}
 	if txn {
-		if err := r.replayRecover(ctx, k, conn, open); err != nil {
+		if err := p.replayRecover(ctx, k, conn, open); err != nil {
 			return 0, err
 		}
-		if open, err = r.own().DeadLetters(ctx, conn, false); err != nil {
+		if open, err = p.own().DeadLetters(ctx, conn, false); err != nil {
 			return 0, err
 		}
 	}
 	done := 0
 	for _, d := range open {
-		rec, err := r.replayRecord(ctx, conn, d)
+		rec, err := p.replayRecord(ctx, conn, d)
 		if err == nil {
 			err = k.Fits(ctx, rec)
 		}
@@ -81,7 +81,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
 		}
 		if txn {
-			if err := r.replayTxn(ctx, k, rec, d.ID); err != nil {
+			if err := p.replayTxn(ctx, k, rec, d.ID); err != nil {
 				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
 			}
 		} else {
@@ -93,7 +93,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 				return done, fmt.Errorf("dead letter %d: kafka: %w", d.ID, err)
 			}
 		}
-		if err := r.own().MarkReplayed(ctx, conn, d.ID); err != nil {
+		if err := p.own().MarkReplayed(ctx, conn, d.ID); err != nil {
 			return done, err
 		}
 		done++
@@ -103,17 +103,17 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 
 // replayRecord builds the record for a dead letter from the row as it is
 // now in the outbox table, or from the copy kept with the dead letter.
-func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
-	idCol := r.cfg.Columns.ID
+func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
+	idCol := p.cfg.Columns.ID
 	if idCol == "" {
 		idCol = schema.DefaultColumns().ID
 	}
 	// The row's own table, of a pipeline of several; the pipeline's when
 	// the dead letter does not name one of them.
-	table := r.table
-	for _, t := range r.tables {
-		if t.String() == d.Table {
-			table = t
+	table := p.tables[0].name
+	for _, t := range p.tables {
+		if t.name.String() == d.Table {
+			table = t.name
 		}
 	}
 	res := conn.PgConn().ExecParams(ctx, fmt.Sprintf("SELECT * FROM %s WHERE %s::text = $1", table.Quoted(), pgx.Identifier{idCol}.Sanitize()),
@@ -137,7 +137,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 	}
 	if values == nil { // the row is gone: use the copy
 		var stored map[string]*string
-		raw, err := r.own().DeadLetterRow(ctx, conn, d.ID)
+		raw, err := p.own().DeadLetterRow(ctx, conn, d.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -159,12 +159,12 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 			}
 		}
 	}
-	b, err := r.cfg.Columns.Bind(rel.Columns)
+	b, err := p.cfg.Columns.Bind(rel.Columns)
 	if err != nil {
 		return nil, err
 	}
 	c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
-	return r.record(b, &c)
+	return p.record(b, &c)
 }
 
 // replayTransactionalID is dlq replay's transactional id under exactly-once
@@ -172,7 +172,7 @@ func (r *Relay) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLe
 func replayTransactionalID(slot string) string { return transactionalID(slot) + ".dlq-replay" }
 
 // replayKey keys dlq replay's position records; a slot name has no colon.
-func (r *Relay) replayKey() []byte { return []byte(r.cfg.Replication.Slot + ":dlq-replay") }
+func (p *pipeline) replayKey() []byte { return []byte(p.cfg.Replication.Slot + ":dlq-replay") }
 
 // replayPosition is the value of a replay's position record.
 type replayPosition struct {
@@ -184,14 +184,14 @@ type replayPosition struct {
 // replayRecover fences an earlier replay of the pipeline (aborting what it
 // left open) and marks replayed the dead letter its last committed Kafka
 // transaction carried, if it is still open.
-func (r *Relay) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn, open []store.DeadLetter) error {
+func (p *pipeline) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn, open []store.DeadLetter) error {
 	if err := k.Fence(ctx); err != nil {
 		return err
 	}
-	if err := k.EnsureCompactedTopic(ctx, r.cfg.PositionTopic); err != nil {
+	if err := k.EnsureCompactedTopic(ctx, p.cfg.PositionTopic); err != nil {
 		return err
 	}
-	rec, err := k.LastCommitted(ctx, r.cfg.PositionTopic, r.replayKey())
+	rec, err := k.LastCommitted(ctx, p.cfg.PositionTopic, p.replayKey())
 	if err != nil || rec == nil {
 		return err
 	}
@@ -201,8 +201,8 @@ func (r *Relay) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn
 	}
 	for _, d := range open {
 		if d.ID == v.DeadLetter {
-			r.log.Info("exactly-once delivery: the dead letter the last replay committed to kafka is marked replayed", "dead_letter", d.ID, "event", d.EventID)
-			return r.own().MarkReplayed(ctx, conn, d.ID)
+			p.log.Info("exactly-once delivery: the dead letter the last replay committed to kafka is marked replayed", "dead_letter", d.ID, "event", d.EventID)
+			return p.own().MarkReplayed(ctx, conn, d.ID)
 		}
 	}
 	return nil
@@ -210,12 +210,12 @@ func (r *Relay) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn
 
 // replayTxn publishes one replayed event and the position record that
 // names its dead letter in one Kafka transaction.
-func (r *Relay) replayTxn(ctx context.Context, k *sink.Kafka, rec *kgo.Record, id int64) error {
-	b, err := json.Marshal(replayPosition{Pipeline: r.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
+func (p *pipeline) replayTxn(ctx context.Context, k *sink.Kafka, rec *kgo.Record, id int64) error {
+	b, err := json.Marshal(replayPosition{Pipeline: p.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
-	pos := &kgo.Record{Topic: r.cfg.PositionTopic, Key: r.replayKey(), Value: b}
+	pos := &kgo.Record{Topic: p.cfg.PositionTopic, Key: p.replayKey(), Value: b}
 	if err := k.Begin(); err != nil {
 		return err
 	}

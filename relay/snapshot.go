@@ -53,15 +53,18 @@ func ParseSnapshotMode(s string) (SnapshotMode, error) {
 // (a crash, a stop, Kafka down in the middle) drops the slot the
 // unfinished snapshot made, which nothing has streamed from, and does it
 // again: rows sent twice, none lost.
-func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
-	if r.cfg.Snapshot != SnapshotInitial {
+//
+// It runs in a WAL session that holds h, producing to k.
+func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
+	conn := h.conn
+	if p.cfg.Snapshot != SnapshotInitial {
 		return nil
 	}
-	st, err := r.own().Snapshot(ctx, conn)
+	st, err := p.own().Snapshot(ctx, conn)
 	if err != nil || (st.Known && !st.Pending) {
 		return err
 	}
-	cfg := r.cfg.Replication
+	cfg := p.cfg.Replication
 	// What Setup checks first, so that auto mode polls where the WAL is
 	// not available instead of failing here.
 	slot, err := replication.SlotStatus(ctx, conn, cfg.Slot)
@@ -73,7 +76,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 		// A slot this pipeline never recorded: another reader's (Debezium's,
 		// taken over where it stopped), which holds what committed since it
 		// read the table, as Debezium with stored offsets does not snapshot.
-		r.log.Info("the slot exists: streaming from where its reader stopped, without a snapshot", "slot", cfg.Slot)
+		p.log.Info("the slot exists: streaming from where its reader stopped, without a snapshot", "slot", cfg.Slot)
 		return nil
 	}
 	ready, err := replication.Inspect(ctx, conn)
@@ -86,26 +89,26 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	if err := replication.TryReplication(ctx, conn, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	if !r.cfg.CreateSlot {
+	if !p.cfg.CreateSlot {
 		return fmt.Errorf("%w: --snapshot-mode initial creates the slot with the snapshot it reads; it needs --create-slot", replication.ErrNotReady)
 	}
-	ps, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, r.tables, true)
+	ps, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, p.tableList(), true)
 	if err != nil {
 		return err
 	}
-	r.logPublication(ps.Created, ps.Fixed, ps.Problems)
-	orders := make([]string, len(r.tables))
-	for i, t := range r.tables {
-		order, unordered, err := poll.SnapshotOrder(ctx, conn, t, r.cfg.Poll.Order)
+	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
+	orders := make([]string, len(p.tables))
+	for i, t := range p.tables {
+		order, unordered, err := poll.SnapshotOrder(ctx, conn, t.name, p.cfg.Poll.Order)
 		if err != nil {
 			return err
 		}
 		if unordered {
-			r.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", "table", t.String())
+			p.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", "table", t.name.String())
 		}
 		orders[i] = order
 	}
-	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
+	if err := p.own().PendSnapshot(ctx, conn, p.names()); err != nil {
 		return err
 	}
 	if slotExists {
@@ -114,7 +117,7 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 		if slot.Active {
 			return fmt.Errorf("%w: %s", replication.ErrSlotActive, cfg.Slot)
 		}
-		r.log.Warn("the snapshot of the rows already in the table did not finish; dropping its slot and taking it again", "slot", cfg.Slot)
+		p.log.Warn("the snapshot of the rows already in the table did not finish; dropping its slot and taking it again", "slot", cfg.Slot)
 		if err := replication.DropSlot(ctx, conn, cfg.Slot); err != nil {
 			return err
 		}
@@ -126,32 +129,32 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 	}
 	// Open until every table's read has imported the snapshot.
 	defer exp.Close()
-	if err := r.own().SaveSetup(ctx, conn, r.tableNames(), lsnArg(exp.LSN)); err != nil {
+	if err := p.own().SaveSetup(ctx, conn, p.names(), lsnArg(exp.LSN)); err != nil {
 		return err
 	}
-	if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // retention.go
+	if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // housekeeping.go
 		return err
 	}
-	r.log.Info("slot created; publishing the rows already in the tables", "tables", r.tableNames(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
+	p.log.Info("slot created; publishing the rows already in the tables", "tables", p.names(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
 	sconn, err := replication.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer sconn.Close(context.Background())
-	dl, err := openDeadLetters(ctx, r.cfg, r.Metrics, r.log)
+	dl, err := openDeadLetters(ctx, p.cfg, p.metrics, p.log)
 	if err != nil {
 		return err
 	}
 	defer dl.close()
-	pub := r.newPublisher(k, dl, ModeWAL)
-	for i, t := range r.tables {
+	pub := p.newPublisher(k, dl, ModeWAL)
+	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
 		// other, each in its insertion order.
-		if err := r.snapshotTable(ctx, conn, sconn, pub, exp.Snapshot, t, orders[i]); err != nil || ctx.Err() != nil {
+		if err := p.snapshotTable(ctx, h, sconn, pub, exp.Snapshot, t.name, orders[i]); err != nil || ctx.Err() != nil {
 			return err // stopped: the snapshot stays pending
 		}
 	}
-	if err := r.own().EndSnapshot(ctx, conn, true); err != nil {
+	if err := p.own().EndSnapshot(ctx, conn, true); err != nil {
 		return err
 	}
 	return nil
@@ -159,8 +162,8 @@ func (r *Relay) walSnapshot(ctx context.Context, conn *pgx.Conn, k Sink) error {
 
 // snapshotTable publishes one table's rows as the exported snapshot sees
 // them, in order, and waits for their acks.
-func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order string) error {
-	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, r.cfg.Poll.BatchSize)
+func (p *pipeline) snapshotTable(ctx context.Context, h *hold, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order string) error {
+	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, p.cfg.Poll.BatchSize)
 	if err != nil {
 		return err
 	}
@@ -176,9 +179,12 @@ func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *p
 		}
 		// As a polled batch: produced in order, every ack awaited before
 		// the next is read, so memory holds one batch.
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 		led := pub.batch(ctx, recordCtx, rows)
-		ok := r.awaitBatch(ctx, conn, &led.wg)
+		ok := awaitBatch(ctx, led.settled(), p.cfg, func() {
+			_ = h.keep(ctx)
+			p.housekeeping(ctx, h.conn, p.tables[0])
+		})
 		cancel()
 		if !ok {
 			return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
@@ -193,7 +199,7 @@ func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *p
 	if err := rd.Close(ctx); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
-	r.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order,
+	p.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order,
 		"took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
@@ -204,11 +210,11 @@ func (r *Relay) snapshotTable(ctx context.Context, conn, sconn *pgx.Conn, pub *p
 // table before its polling columns have no txid and are otherwise never
 // polled; they need an order value every row has (the table's own id with
 // --column-order), or they could be neither ordered nor marked.
-func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) (bool, error) {
-	if r.cfg.Snapshot != SnapshotInitial {
+func (p *pipeline) pollSnapshot(ctx context.Context, conn *pgx.Conn, t *outboxTable, poller *poll.Poller) (bool, error) {
+	if p.cfg.Snapshot != SnapshotInitial {
 		return false, nil
 	}
-	st, err := r.own().Snapshot(ctx, conn)
+	st, err := t.own.Snapshot(ctx, conn)
 	if err != nil || (st.Known && !st.Pending) {
 		return false, err
 	}
@@ -219,27 +225,27 @@ func (r *Relay) pollSnapshot(ctx context.Context, conn *pgx.Conn, poller *poll.P
 	if n > 0 {
 		return false, fmt.Errorf("%w: --snapshot-mode initial: %d rows of %s have no %s (they were there before the polling columns); "+
 			"poll in the table's own insertion order with --column-order (its bigserial or identity id), or publish them in --mode wal",
-			poll.ErrNoSnapshotOrder, n, r.table, r.cfg.Poll.Order)
+			poll.ErrNoSnapshotOrder, n, t.name, t.poll.Order)
 	}
-	if err := r.own().PendSnapshot(ctx, conn, r.tableNames()); err != nil {
+	if err := t.own.PendSnapshot(ctx, conn, t.names); err != nil {
 		return false, err
 	}
 	poller.SetHistory(true)
-	r.log.Info("polling publishes the rows already in the table first", "table", r.table.String(), "order", r.cfg.Poll.Order)
+	p.log.Info("polling publishes the rows already in the table first", "table", t.name.String(), "order", t.poll.Order)
 	return true, nil
 }
 
 // pollSnapshotDone ends the snapshot of a poll session once no row of the
 // table's history is left unpublished.
-func (r *Relay) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, poller *poll.Poller) (bool, error) {
+func (p *pipeline) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, t *outboxTable, poller *poll.Poller) (bool, error) {
 	left, err := poller.HistoryLeft(ctx)
 	if err != nil || left {
 		return false, err
 	}
-	if err := r.own().EndSnapshot(ctx, conn, false); err != nil {
+	if err := t.own.EndSnapshot(ctx, conn, false); err != nil {
 		return false, err
 	}
 	poller.SetHistory(false)
-	r.log.Info("published the rows already in the table", "table", r.table.String())
+	p.log.Info("published the rows already in the table", "table", t.name.String())
 	return true, nil
 }

@@ -23,22 +23,9 @@ const (
 	retentionMaxBatches = 100
 )
 
-// opsDefaults fills the operations settings of Config.
-func (c *Config) opsDefaults() {
-	if c.RetentionInterval == 0 {
-		c.RetentionInterval = 5 * time.Minute
-	}
-}
-
-func (c Config) opsValidate() error {
-	if c.Retention < 0 || c.RetentionInterval < 0 || c.MonitorInterval < 0 {
-		return errors.New("retention, retention interval and monitor interval must not be negative")
-	}
-	return nil
-}
-
-// housekeeper is what housekeeping remembers between calls. Sessions run
-// one at a time, so it needs no lock.
+// housekeeper is what housekeeping remembers of a table between calls,
+// from one session of the table to the next. Only the session that holds
+// the table uses it, so it needs no lock.
 type housekeeper struct {
 	lastAlive     time.Time
 	lastRetention time.Time
@@ -55,52 +42,52 @@ type housekeeper struct {
 // it records that the relay is alive and when it last published, and every
 // RetentionInterval it deletes published rows older than Retention. It logs
 // its failures and never fails the session.
-func (r *Relay) housekeeping(ctx context.Context, conn *pgx.Conn) {
+func (p *pipeline) housekeeping(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
 	// Bounded like the session's own statements: a dead connection fails
 	// here and then ends the session.
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
 	defer cancel()
-	hk, now := &r.hk, time.Now()
+	hk, now := t.hk, time.Now()
 	if !hk.noColumns && now.Sub(hk.lastAlive) >= aliveEvery {
 		hk.lastAlive = now
 		var last *time.Time
-		if ns := r.Stats.LastPublish.Load(); ns != 0 {
-			t := time.Unix(0, ns)
-			last = &t
+		if ns := p.stats.LastPublish.Load(); ns != 0 {
+			at := time.Unix(0, ns)
+			last = &at
 		}
-		err := r.own().SaveAlive(ctx, conn, last)
+		err := t.own.SaveAlive(ctx, conn, last)
 		if store.IsMissing(err) {
 			hk.noColumns = true
-			r.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
+			p.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
 		} else if err != nil && ctx.Err() == nil {
-			r.log.Warn("saving liveness failed", "err", err)
+			p.log.Warn("saving liveness failed", "err", err)
 		}
 	}
 	if !hk.noColumns && !hk.noKafka && (now.Sub(hk.lastKafka) >= aliveEvery || !hk.kafkaOnce ||
-		hk.kafkaSaved != r.Metrics.readiness().kafkaChanges()) {
-		r.saveKafkaHealth(ctx, conn)
+		hk.kafkaSaved != p.metrics.readiness().kafkaChanges()) {
+		p.saveKafkaHealth(ctx, conn, t)
 	}
-	if r.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= r.cfg.RetentionInterval {
+	if p.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= p.cfg.RetentionInterval {
 		hk.lastRetention = now
-		if _, err := r.retain(ctx, conn); err != nil && ctx.Err() == nil {
-			r.log.Warn("retention failed", "err", err)
+		if _, err := p.retain(ctx, conn, t); err != nil && ctx.Err() == nil {
+			p.log.Warn("retention failed", "err", err)
 		}
 	}
 }
 
 // saveKafkaHealth writes the current Kafka problem and since when to
 // pgoutbox_state, or clears them, for status to read.
-func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
-	hk := &r.hk
-	problem, since, changes := r.Metrics.readiness().kafkaProblem()
-	err := r.own().SaveKafkaHealth(ctx, conn, problem, since)
+func (p *pipeline) saveKafkaHealth(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
+	hk := t.hk
+	problem, since, changes := p.metrics.readiness().kafkaProblem()
+	err := t.own.SaveKafkaHealth(ctx, conn, problem, since)
 	switch {
 	case store.IsMissing(err):
 		hk.noKafka = true
-		r.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show Kafka problems")
+		p.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show Kafka problems")
 	case err != nil:
 		if ctx.Err() == nil {
-			r.log.Warn("saving the Kafka health failed", "err", err)
+			p.log.Warn("saving the Kafka health failed", "err", err)
 		}
 	default:
 		hk.kafkaSaved, hk.kafkaOnce, hk.lastKafka = changes, true, time.Now()
@@ -110,14 +97,14 @@ func (r *Relay) saveKafkaHealth(ctx context.Context, conn *pgx.Conn) {
 // saveKafkaChange saves the Kafka health at a session's start when it
 // changed since it was last saved: a session that failed on a record may
 // have ended before its housekeeping ran.
-func (r *Relay) saveKafkaChange(ctx context.Context, conn *pgx.Conn) {
-	hk := &r.hk
-	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == r.Metrics.readiness().kafkaChanges()) {
+func (p *pipeline) saveKafkaChange(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
+	hk := t.hk
+	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == p.metrics.readiness().kafkaChanges()) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout())
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
 	defer cancel()
-	r.saveKafkaHealth(ctx, conn)
+	p.saveKafkaHealth(ctx, conn, t)
 }
 
 // markWALStart records wal_start_xid once, for a pipeline whose slot
@@ -125,12 +112,12 @@ func (r *Relay) saveKafkaChange(ctx context.Context, conn *pgx.Conn) {
 // slot's consistent point, so the stream carries their rows.
 // Setup does the same as soon as it creates a slot (saveWALStart); this
 // covers slots created before migration 004.
-func (r *Relay) markWALStart(ctx context.Context, conn *pgx.Conn) {
-	if r.hk.noColumns {
+func (p *pipeline) markWALStart(ctx context.Context, conn *pgx.Conn) {
+	if p.tables[0].hk.noColumns {
 		return
 	}
-	if err := saveWALStart(ctx, conn, r.cfg.Replication.Slot, false); err != nil && ctx.Err() == nil {
-		r.log.Warn("saving the WAL start failed", "err", err)
+	if err := saveWALStart(ctx, conn, p.cfg.Replication.Slot, false); err != nil && ctx.Err() == nil {
+		p.log.Warn("saving the WAL start failed", "err", err)
 	}
 }
 
@@ -152,47 +139,48 @@ func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created 
 // marked it (published_at set), or when its transaction is below the
 // published floor and at or above wal_start_xid (WAL mode published it).
 // Any other row stays, however old.
-func (r *Relay) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
-	if r.cfg.Poll.Status != "" {
+func (p *pipeline) retain(ctx context.Context, conn *pgx.Conn, t *outboxTable) (int64, error) {
+	cfg := p.cfg
+	if t.poll.Status != "" {
 		// Published rows are the team's own status; their own job keeps
 		// the table.
-		r.hk.noRetention = true
-		r.log.Warn("retention is off: the table's own status column marks published rows, and pgoutbox deletes none of them", "table", r.table.String())
+		t.hk.noRetention = true
+		p.log.Warn("retention is off: the table's own status column marks published rows, and pgoutbox deletes none of them", "table", t.name.String())
 		return 0, nil
 	}
-	ok, err := poll.HasColumns(ctx, conn, r.table)
+	ok, err := poll.HasColumns(ctx, conn, t.name)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		r.hk.noRetention = true
-		r.log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", r.table.String())
+		t.hk.noRetention = true
+		p.log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", t.name.String())
 		return 0, nil
 	}
 	// Without migration 004 the bounds are empty: WAL rows stay until the
 	// floor is known.
-	published, err := r.own().Published(ctx, conn)
+	published, err := t.own.Published(ctx, conn)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
-	budget := time.Now().Add(r.queryTimeout() / 3)
+	budget := time.Now().Add(cfg.queryTimeout() / 3)
 	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
-		n, err := store.DeletePublished(ctx, conn, r.table, r.timeColumn(), r.cfg.Retention, published, retentionBatch)
+		n, err := store.DeletePublished(ctx, conn, t.name, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
 		if err != nil {
 			if store.IsMissing(err) || isTypeError(err) {
-				r.hk.noRetention = true
+				t.hk.noRetention = true
 			}
 			return total, fmt.Errorf("delete published rows: %w", err)
 		}
 		total += n
-		r.Metrics.retainedDeleted(n)
+		p.metrics.retainedDeleted(n)
 		if n < retentionBatch {
 			break
 		}
 	}
 	if total > 0 {
-		r.log.Info("retention deleted published rows", "table", r.table.String(), "rows", total, "older_than", r.cfg.Retention)
+		p.log.Info("retention deleted published rows", "table", t.name.String(), "rows", total, "older_than", cfg.Retention)
 	}
 	return total, nil
 }

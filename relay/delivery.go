@@ -1,0 +1,110 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+)
+
+// Delivery is what the relay promises a consumer of its topics.
+type Delivery string
+
+const (
+	// AtLeastOnce: every event arrives, in order per aggregate; a crash
+	// can send what was in flight again.
+	AtLeastOnce Delivery = "at-least-once"
+	// ExactlyOnce: a consumer with isolation.level=read_committed sees
+	// every event once. Events go out in Kafka transactions that carry
+	// whole Postgres transactions and a position record on the
+	// pipeline's position topic; a restart reads that position and skips
+	// what Kafka already has.
+	ExactlyOnce Delivery = "exactly-once"
+)
+
+// ParseDelivery parses at-least-once or exactly-once.
+func ParseDelivery(s string) (Delivery, error) {
+	switch d := Delivery(s); d {
+	case AtLeastOnce, ExactlyOnce:
+		return d, nil
+	}
+	return "", fmt.Errorf("delivery %q: use at-least-once or exactly-once", s)
+}
+
+// A session's delivery is chosen once, when the session opens it, as
+// franz-go's transactional session wraps its client: at-least-once
+// (atleastonce.go) or exactly-once (exactlyonce.go). The row path
+// (publisher.go) and the sessions never ask which: the delivery gives the
+// ledger a WAL session's rows go into and runs its publishing loop, and
+// settles a poll session's batches.
+
+// walDelivery is how a WAL session's rows reach Kafka and what it may
+// confirm.
+type walDelivery interface {
+	// begin binds the delivery to the session's stream (where it starts,
+	// where it confirms) and to what its records are produced with, and
+	// returns the ledger the publisher's rows go into.
+	begin(to confirmer, recordCtx context.Context) ledger
+	// publish runs pub over the stream's batches until they end (a stop
+	// at a transaction boundary) or something fails.
+	publish(ctx context.Context, pub *publisher, batches <-chan *replication.Batch) error
+	// end closes the delivery after the session failed (failed, its
+	// error), once its records were flushed; an error it returns is the
+	// session's instead.
+	end(ctx context.Context, failed error) error
+	// position is what the session confirmed, how many transactions wait
+	// for their acks, and the first record that failed, for its last log
+	// line.
+	position() (confirmed pglogrepl.LSN, waiting int, failed error)
+}
+
+// pollDelivery settles a poll session's batches.
+type pollDelivery interface {
+	// settle is called once every record of a batch is acked or failed,
+	// before the acked rows are marked published; an error leaves all of
+	// the batch unmarked.
+	settle(ctx context.Context, led *pollLedger) error
+	// end is walDelivery.end for a poll session.
+	end(ctx context.Context, failed error) error
+}
+
+// confirmer is where a WAL session confirms (replication.Stream).
+type confirmer interface {
+	Start() pglogrepl.LSN
+	Confirm(pglogrepl.LSN)
+	Confirmed() pglogrepl.LSN
+}
+
+// kafka is what a session needs of Kafka (*sink.Kafka): the producer, and,
+// under exactly-once delivery, its transactions and the position topic.
+type kafka interface {
+	Sink
+	transactions
+	positionLog
+}
+
+// transactions is the producer's transactional side (sink/txn.go).
+type transactions interface {
+	// Renew replaces the producer: a new one fences the ones before.
+	Renew() error
+	Fence(ctx context.Context) error
+	Begin() error
+	Commit(ctx context.Context, check func() error) error
+	Abort(ctx context.Context) error
+	TxnOpen() bool
+	Probe(ctx context.Context) error
+	ProbeFailed(ctx context.Context) error
+	// Classify names a transactional failure (sink.ErrFenced,
+	// sink.ErrTxnTimedOut).
+	Classify(error) error
+}
+
+// positionLog is the position topic, where exactly-once delivery's
+// position records are read back (sink/admin.go).
+type positionLog interface {
+	EnsureCompactedTopic(ctx context.Context, topic string) error
+	LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error)
+}

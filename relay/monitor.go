@@ -1,0 +1,167 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
+)
+
+// kafkaCheckEvery is how often a broker is pinged when MonitorInterval is
+// not set: status and /readyz show an unreachable Kafka within it.
+const kafkaCheckEvery = 5 * time.Second
+
+// monitor runs beside the sessions while Run runs: it pings a broker every
+// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and
+// with MonitorInterval set it also reads the slot's lag and the
+// unpublished rows from Postgres on a connection of its own and updates
+// readiness. Nothing of this is on the per-event path.
+type monitor struct {
+	p *pipeline
+	k pinger
+}
+
+// pinger asks whether a broker answers (sink.Kafka).
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func (mo monitor) run(ctx context.Context) {
+	p := mo.p
+	interval := p.cfg.MonitorInterval
+	if interval <= 0 {
+		interval = kafkaCheckEvery
+	}
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	m := p.metrics
+	h := m.readiness()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		timeout := min(interval, 5*time.Second)
+		kctx, cancel := context.WithTimeout(ctx, timeout)
+		kerr := mo.k.Ping(kctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		h.pinged(p.log, kerr)
+
+		if p.cfg.MonitorInterval > 0 {
+			dctx, cancel := context.WithTimeout(ctx, timeout)
+			var derr error
+			if conn == nil || conn.IsClosed() {
+				conn, derr = replication.Connect(dctx, p.cfg.Replication.DatabaseURL)
+				if derr != nil {
+					conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
+				}
+			}
+			if conn != nil {
+				if derr = mo.sample(dctx, conn); derr != nil {
+					conn.Close(context.Background())
+					conn = nil
+				}
+			}
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			h.checked(derr)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// sample reads the slot's lag, the unpublished rows and what the
+// pipeline's state says (its mode, its dead letters) into the gauges.
+func (mo monitor) sample(ctx context.Context, conn *pgx.Conn) error {
+	m := mo.p.metrics
+	slot, err := replication.SlotStatus(ctx, conn, mo.p.cfg.Replication.Slot)
+	switch {
+	case err == nil:
+		m.slot(slot.RetainedBytes, slot.LagBytes)
+	case errors.Is(err, replication.ErrSlotMissing):
+		m.slot(0, 0)
+	default:
+		return err
+	}
+	if err := mo.sampleState(ctx, conn); err != nil {
+		return err
+	}
+	return mo.sampleTables(ctx, conn)
+}
+
+// sampleState reads the pipeline's state as pgoutbox status does: since
+// when it polls instead of streaming, and its open dead letters. Before
+// the first session saved the state there is nothing to report.
+func (mo monitor) sampleState(ctx context.Context, conn *pgx.Conn) error {
+	m := mo.p.metrics
+	st, err := mo.p.own().Status(ctx, conn, 0)
+	switch {
+	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
+		var zero int64
+		m.state(0, &zero, &zero)
+		return nil
+	case err != nil:
+		return err
+	}
+	since := 0.0
+	if st.PollingInsteadOfWAL() {
+		since = float64(st.ModeSince.UnixNano()) / 1e9
+	}
+	m.state(since, st.DeadLetters, st.HeldAggregates)
+	return nil
+}
+
+// sampleTables reads each table's unpublished rows into the gauges, each
+// above its own row's floor; a table whose row was never written (a
+// pipeline streamed before its tables had rows) is counted above the
+// pipeline's floor, which holds for every table.
+func (mo monitor) sampleTables(ctx context.Context, conn *pgx.Conn) error {
+	p := mo.p
+	for _, t := range p.tables {
+		own := t.own
+		if known, _, err := own.Check(ctx, conn); err != nil {
+			return err
+		} else if !known {
+			own = p.own()
+		}
+		count, oldest, err := own.Unpublished(ctx, conn, t.name, t.poll, p.cfg.timeColumn())
+		if err != nil {
+			if store.IsMissing(err) {
+				continue // no polling columns or no state table: nothing to report
+			}
+			return err
+		}
+		p.metrics.unpublished(t.name.String(), count, oldest)
+	}
+	return nil
+}
+
+// start runs the monitor until the returned function is called, which
+// waits for it to stop.
+func (mo monitor) start(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mo.run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

@@ -1,0 +1,216 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/store"
+)
+
+// walSession streams the slot on one replication connection, for every
+// table of the pipeline, from its confirmed position until ctx ends or
+// something fails. What it holds lives as long as its connection: the
+// lease, the cluster it is on, the floor its state saver found; the rows
+// the poll phase before it published (polled) it takes over from Run.
+type walSession struct {
+	p      *pipeline
+	k      kafka
+	gate   *gate
+	now    *modeNow
+	reason store.Reason
+	polled *polledRows
+
+	h *hold
+	// hasSeq: every table has the polling columns.
+	hasSeq bool
+	// cluster is the system identifier of the cluster the session is on
+	// (0: unknown), saved with each floor (cluster.go).
+	cluster int64
+	// floor is the transaction id below which every transaction is in
+	// Kafka, as the state saver last found it (0: none yet; exactly-once
+	// delivery lists the transactions above it).
+	floor atomic.Uint64
+}
+
+// run streams. It ends with a transition to polling when a slot it
+// created or replaced needs a handoff first.
+func (s *walSession) run(ctx context.Context) (transition, error) {
+	p, cfg := s.p, s.p.cfg
+	h, err := s.gate.enter(ctx)
+	if err != nil {
+		return transition{}, err
+	}
+	defer h.close()
+	s.h = h
+	conn := h.conn
+	if h.pooled {
+		// Before anything else: PgBouncer before 1.23 refuses replication
+		// connections, and nothing here should be set up for a stream
+		// that cannot start.
+		if err := replication.TryReplication(ctx, conn, cfg.Replication.DatabaseURL); err != nil {
+			return transition{}, replication.PoolerRefusedReplication(err)
+		}
+	}
+	if s.hasSeq, err = p.hasPollingColumns(ctx, conn); err != nil {
+		return transition{}, err
+	}
+	// Auto mode with the polling columns can poll what positions from
+	// another cluster leave unpublished; other modes stop there.
+	canPoll := cfg.Mode == ModeAuto && s.hasSeq
+	if s.cluster, err = p.clusterCheck(p.tables[0]).run(ctx, conn, canPoll); err != nil { // cluster.go
+		return transition{}, err
+	}
+	if err := p.walSnapshot(ctx, h, s.k); err != nil { // snapshot.go
+		return transition{}, err
+	}
+	if ctx.Err() != nil {
+		return transition{}, nil
+	}
+	hand, err := p.prepare(ctx, conn, canPoll) // setup.go
+	if err != nil {
+		return transition{}, err
+	}
+	if hand != nil {
+		return toHandoff(hand), nil
+	}
+	if err := p.recordMode(ctx, h, p.tables[0], ModeWAL, s.reason, s.now); err != nil {
+		return transition{}, err
+	}
+	p.markWALStart(ctx, conn) // housekeeping.go
+	p.saveKafkaChange(ctx, conn, p.tables[0])
+	// Everything that can fail comes before the stream is open, so that no
+	// early return leaves a replication connection holding the slot.
+	dl, err := openDeadLetters(ctx, cfg, p.metrics, p.log)
+	if err != nil {
+		return transition{}, err
+	}
+	defer dl.close()
+	d, err := s.openDelivery(ctx)
+	if err != nil {
+		return transition{}, err
+	}
+	stream, err := replication.Open(ctx, cfg.Replication, p.log)
+	if err != nil {
+		return transition{}, err
+	}
+	p.stats.Sessions.Add(1)
+	defer p.metrics.sessionUp(ModeWAL)()
+	p.log.Info("streaming", "slot", cfg.Replication.Slot, "tables", p.names(), "start_lsn", stream.Start().String())
+	return transition{}, s.stream(ctx, stream, dl, d)
+}
+
+// openDelivery opens the WAL session's delivery, the configured one.
+func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
+	p, first := s.p, s.p.tables[0]
+	if p.cfg.Delivery != ExactlyOnce {
+		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats}, nil
+	}
+	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.metrics, p.log), p.cfg, walOpening{
+		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats,
+		readPolled: func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
+		},
+	})
+}
+
+// stream runs the open stream: the reader, the publisher and the state
+// saver, until ctx ends or one of them fails; then it flushes, confirms
+// what Kafka acknowledged and closes the stream.
+func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl *deadLetters, d walDelivery) error {
+	p, cfg, conn := s.p, s.p.cfg, s.h.conn
+	// Shutdown is soft first: stop reading at the next transaction
+	// boundary and drain. The hard context ends whatever is left after
+	// ShutdownTimeout.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	var hardTimer atomic.Pointer[time.Timer]
+	stopWatch := context.AfterFunc(ctx, func() {
+		stream.Stop()
+		hardTimer.Store(time.AfterFunc(cfg.ShutdownTimeout, cancelHard))
+	})
+	defer func() {
+		stopWatch()
+		if t := hardTimer.Load(); t != nil {
+			t.Stop()
+		}
+	}()
+
+	changes := make(chan *replication.Batch, 4) // up to 4*MaxBatch changes
+	readDone := make(chan struct{})
+	g, gctx := errgroup.WithContext(hard)
+	g.Go(func() error {
+		defer close(readDone)
+		defer close(changes)
+		return stream.Run(gctx, changes)
+	})
+	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
+	g.Go(func() error { return d.publish(gctx, pub, changes) })
+	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor}
+	g.Go(func() error { return saver.run(gctx, readDone) })
+	runErr := g.Wait()
+
+	// Whatever was produced gets its ack before the last confirm, so a
+	// clean stop leaves nothing to send twice.
+	flushCtx, cancel := context.WithTimeout(hard, cfg.ShutdownTimeout)
+	flushErr := s.k.Flush(flushCtx)
+	cancel()
+	if runErr != nil {
+		if err := d.end(hard, runErr); err != nil {
+			runErr = err
+		}
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	closeErr := stream.Close(closeCtx)
+	if c := stream.Confirmed(); ctx.Err() != nil && closeErr == nil && c > stream.Start() {
+		// A clean stop sends nothing twice, but its last status update
+		// can be lost with the connection: check it, and make it good.
+		ensureCtx, cancelEnsure := context.WithTimeout(context.Background(), 3*time.Second)
+		if advanced, err := replication.EnsureConfirmed(ensureCtx, conn, cfg.Replication.Slot, c); err != nil {
+			p.log.Warn("could not check the slot's confirmed position", "lsn", c.String(), "err", err)
+		} else if advanced {
+			p.log.Info("the slot missed the last status update; advanced it", "lsn", c.String())
+		}
+		cancelEnsure()
+	}
+	if err := saver.writeState(closeCtx, stream.Confirmed()); err != nil && runErr == nil {
+		p.log.Warn("saving state failed", "err", err)
+	}
+	cancel()
+	acked, waiting, failed := d.position()
+	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
+	if failed != nil {
+		attrs = append(attrs, "delivery_err", failed)
+	}
+	if flushErr != nil {
+		p.log.Warn("stream stopped", append(attrs, "flush_err", flushErr)...)
+	} else {
+		p.log.Info("stream stopped", attrs...)
+	}
+
+	if ctx.Err() != nil && (runErr == nil || errors.Is(runErr, context.Canceled)) {
+		// A requested shutdown: report only what kept it from finishing.
+		if flushErr != nil {
+			return fmt.Errorf("%w: kafka did not ack everything in time: %w", ErrShutdownIncomplete, flushErr)
+		}
+		if closeErr != nil {
+			return fmt.Errorf("%w: final confirm: %w", ErrShutdownIncomplete, closeErr)
+		}
+		return nil
+	}
+	if runErr == nil {
+		runErr = errors.New("replication stream ended")
+	}
+	var ue *replication.UnrecognisedError
+	if errors.As(runErr, &ue) {
+		runErr = p.unrecognised(ue)
+	}
+	return runErr
+}
