@@ -38,10 +38,11 @@ func BenchmarkRecord(b *testing.B) {
 			cfg.Replication.DatabaseURL = "postgres://bench"
 			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 			cfg.Encoder.Format = format
-			r, err := newPipeline(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				b.Fatal(err)
 			}
+			r := rl.p
 			rel, values := benchRow()
 			bind, err := r.cfg.Columns.Bind(rel.Columns)
 			if err != nil {

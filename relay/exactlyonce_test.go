@@ -1,15 +1,22 @@
 package relay
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 func TestDeliveryValidation(t *testing.T) {
@@ -117,5 +124,210 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 	}
 	if !xidBefore(0xFFFFFFF0, 5) || xidBefore(5, 0xFFFFFFF0) {
 		t.Fatal("xid comparison across wraparound")
+	}
+}
+
+// fakeKafka is the seam a session's exactly-once delivery uses (kafka):
+// fakeSink's producer, transactions that commit what Flush acks, and a
+// position topic whose last committed record the test sets.
+type fakeKafka struct {
+	*fakeSink
+	last                                    *kgo.Record // LastCommitted's answer
+	open                                    bool        // TxnOpen's answer
+	renewed, fenced, begun, commits, aborts int
+	probedFailed                            int
+}
+
+var _ kafka = (*fakeKafka)(nil)
+
+func (f *fakeKafka) Renew() error                { f.renewed++; return nil }
+func (f *fakeKafka) Fence(context.Context) error { f.fenced++; return nil }
+func (f *fakeKafka) Begin() error                { f.begun++; return nil }
+func (f *fakeKafka) Abort(context.Context) error { f.aborts++; return nil }
+func (f *fakeKafka) TxnOpen() bool               { return f.open }
+func (f *fakeKafka) Probe(context.Context) error { return nil }
+func (f *fakeKafka) Classify(err error) error    { return err }
+func (f *fakeKafka) ProbeFailed(context.Context) error {
+	f.probedFailed++
+	return nil
+}
+func (f *fakeKafka) Commit(ctx context.Context, check func() error) error {
+	if err := f.Flush(ctx); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	f.commits++
+	return nil
+}
+func (f *fakeKafka) EnsureCompactedTopic(context.Context, string) error { return nil }
+func (f *fakeKafka) LastCommitted(context.Context, string, []byte) (*kgo.Record, error) {
+	return f.last, nil
+}
+
+// positions are the position records f delivered, read back.
+func (f *fakeKafka) positions(t *testing.T) []position {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []position
+	for _, rec := range f.delivered {
+		if rec.Topic == "pgoutbox.position" {
+			p, err := parsePosition(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// marks is a fake marker: what a poll session's delivery marks published.
+type marks struct {
+	seqs  []int64
+	below uint64
+	xids  []uint32
+}
+
+func (m *marks) MarkPublished(_ context.Context, seqs []int64) error {
+	m.seqs = append(m.seqs, seqs...)
+	return nil
+}
+func (m *marks) MarkTransactions(_ context.Context, _ outbox.Floor, below uint64, xids []uint32) (int64, error) {
+	m.below, m.xids = below, xids
+	return 1, nil
+}
+
+// A poll session's exactly-once delivery against a fake Kafka: it marks
+// what the last WAL transaction in Kafka carried before polling, commits
+// each acked batch in a Kafka transaction whose position record lists its
+// rows and carries the WAL's position, and commits nothing of a batch with
+// a failed record, whose open transaction it counts as aborted.
+func TestExactlyOncePollDelivery(t *testing.T) {
+	ctx := context.Background()
+	p := testPipeline(t, "", PoisonHalt)
+	m := p.obs.(*Metrics)
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	var err error
+	k.last, err = position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31}}.record("pgoutbox", "pgoutbox.position", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := &marks{}
+	d, err := openExactlyOncePoll(ctx, newTxnSession(k, p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.renewed != 1 || k.fenced != 1 || k.begun != 1 || rows.below != 30 || !slices.Equal(rows.xids, []uint32{31}) {
+		t.Fatalf("opened: renewed %d, fenced %d, begun %d; marked below %d and %v", k.renewed, k.fenced, k.begun, rows.below, rows.xids)
+	}
+	batch := func(seqs ...int64) []poll.Row {
+		var out []poll.Row
+		for _, s := range seqs {
+			out = append(out, poll.Row{Change: row(0, fmt.Sprint(s), "order", "A", "Placed", `{}`), Seq: s})
+		}
+		return out
+	}
+	pub := p.newPublisher(k, nil, ModePoll)
+	led := pub.batch(ctx, ctx, batch(1, 2))
+	k.Flush(ctx)
+	<-led.settled()
+	if err := d.settle(ctx, led); err != nil {
+		t.Fatal(err)
+	}
+	pos := k.positions(t)
+	if k.commits != 1 || k.begun != 2 || len(pos) != 1 {
+		t.Fatalf("%d commits, %d begun, position records %v", k.commits, k.begun, pos)
+	}
+	if want := (position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{1, 2}}); !reflect.DeepEqual(pos[0], want) {
+		t.Fatalf("position record %+v, want %+v", pos[0], want)
+	}
+	if got := value(t, m.Registry, "pgoutbox_kafka_transactions_total"); got != 1 {
+		t.Fatalf("transactions counted %v", got)
+	}
+
+	led = pub.batch(ctx, ctx, batch(3, 4))
+	k.fail(0, kerr.InvalidRecord)
+	<-led.settled()
+	if err := d.settle(ctx, led); err == nil || k.commits != 1 {
+		t.Fatalf("a batch with a failed record: %v, %d commits", err, k.commits)
+	}
+	k.open = true
+	if err := d.end(ctx, errors.New("the session failed")); err != nil {
+		t.Fatalf("end: %v", err)
+	}
+	if k.probedFailed != 1 || k.aborts != 0 || value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason=error") != 1 {
+		t.Fatalf("after the failed batch: probed %d, aborted %d", k.probedFailed, k.aborts)
+	}
+}
+
+// fakeStream is where a WAL session confirms.
+type fakeStream struct{ confirmed []pglogrepl.LSN }
+
+func (f *fakeStream) Start() pglogrepl.LSN      { return 0 }
+func (f *fakeStream) Confirm(lsn pglogrepl.LSN) { f.confirmed = append(f.confirmed, lsn) }
+func (f *fakeStream) Confirmed() pglogrepl.LSN  { return f.confirmed[len(f.confirmed)-1] }
+
+// A WAL session's exactly-once delivery against a fake Kafka, after a
+// poll transaction: it marks that transaction's rows and reads the rows
+// polling published, skips those and what the WAL position in Kafka
+// covers, and commits a Postgres transaction in a Kafka transaction whose
+// position record carries it (and, as the stream has not passed it yet,
+// where the polled rows' replay ends), before it confirms the slot.
+func TestExactlyOnceWALDelivery(t *testing.T) {
+	ctx := context.Background()
+	p := testPipeline(t, "", PoisonHalt)
+	m := p.obs.(*Metrics)
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	var err error
+	k.last, err = position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4, 5}}.record("pgoutbox", "pgoutbox.position", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marked []int64
+	floor := new(atomic.Uint64)
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, m, p.log), p.cfg, walOpening{
+		cluster: 7, floor: floor, hasSeq: true, order: "seq", stats: p.stats,
+		readPolled: func(_ context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+			marked = last
+			var s polledSeqs
+			s.add(9)
+			return s, 600, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(marked, []int64{4, 5}) {
+		t.Fatalf("marked %v before reading the polled rows, want the last poll transaction's", marked)
+	}
+	var to fakeStream
+	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	withSeq := func(c outbox.Change, seq string, final pglogrepl.LSN) outbox.Change {
+		c.Values[7], c.FinalLSN = []byte(seq), final
+		return c
+	}
+	changes := []outbox.Change{
+		withSeq(row(480, "a0", "order", "A", "Placed", `{}`), "3", 490), {Kind: outbox.KindCommit, LSN: 500, FinalLSN: 490},
+		withSeq(row(560, "a1", "order", "A", "Paid", `{}`), "9", 580), withSeq(row(565, "a2", "order", "A", "Sent", `{}`), "10", 580),
+		{Kind: outbox.KindCommit, LSN: 590, FinalLSN: 580},
+	}
+	if err := d.walk(ctx, pub, changes, make(chan *replication.Batch)); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.acked(); !slices.Equal(got, []string{"order/A", "pgoutbox.position/pgoutbox"}) {
+		t.Fatalf("delivered %v, want a2 alone and its position record", got)
+	}
+	pos := k.positions(t)
+	if k.commits != 1 || len(pos) != 1 || pos[0].mode != ModeWAL || pos[0].end != 590 || pos[0].commit != 580 || pos[0].polledUntil != 600 {
+		t.Fatalf("%d commits, position records %+v", k.commits, pos)
+	}
+	if !slices.Equal(to.confirmed, []pglogrepl.LSN{500, 590}) {
+		t.Fatalf("confirmed %v: the skipped transaction at once, the next after its commit", to.confirmed)
+	}
+	if p.stats.SkippedCommitted.Load() != 1 || p.stats.SkippedPolled.Load() != 1 {
+		t.Fatalf("skipped %d committed, %d polled", p.stats.SkippedCommitted.Load(), p.stats.SkippedPolled.Load())
 	}
 }

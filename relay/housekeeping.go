@@ -64,7 +64,7 @@ func (p *pipeline) housekeeping(ctx context.Context, conn *pgx.Conn, t *outboxTa
 		}
 	}
 	if !hk.noColumns && !hk.noKafka && (now.Sub(hk.lastKafka) >= aliveEvery || !hk.kafkaOnce ||
-		hk.kafkaSaved != p.metrics.readiness().kafkaChanges()) {
+		hk.kafkaSaved != p.health.kafkaChanges()) {
 		p.saveKafkaHealth(ctx, conn, t)
 	}
 	if p.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= p.cfg.RetentionInterval {
@@ -79,7 +79,7 @@ func (p *pipeline) housekeeping(ctx context.Context, conn *pgx.Conn, t *outboxTa
 // pgoutbox_state, or clears them, for status to read.
 func (p *pipeline) saveKafkaHealth(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
 	hk := t.hk
-	problem, since, changes := p.metrics.readiness().kafkaProblem()
+	problem, since, changes := p.health.kafkaProblem()
 	err := t.own.SaveKafkaHealth(ctx, conn, problem, since)
 	switch {
 	case store.IsMissing(err):
@@ -99,7 +99,7 @@ func (p *pipeline) saveKafkaHealth(ctx context.Context, conn *pgx.Conn, t *outbo
 // have ended before its housekeeping ran.
 func (p *pipeline) saveKafkaChange(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
 	hk := t.hk
-	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == p.metrics.readiness().kafkaChanges()) {
+	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == p.health.kafkaChanges()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
@@ -174,7 +174,7 @@ func (p *pipeline) retain(ctx context.Context, conn *pgx.Conn, t *outboxTable) (
 			return total, fmt.Errorf("delete published rows: %w", err)
 		}
 		total += n
-		p.metrics.retainedDeleted(n)
+		p.obs.retainedDeleted(n)
 		if n < retentionBatch {
 			break
 		}

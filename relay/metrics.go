@@ -346,9 +346,9 @@ func (m *Metrics) reconnected() { m.reconnects.Inc() }
 
 // tables exports each table's count of rows lost to deletes at 0 from the
 // start.
-func (m *Metrics) tables(names []string) {
-	for _, t := range names {
-		m.lostDeleted.WithLabelValues(t)
+func (m *Metrics) tables(tables []outbox.Table) {
+	for _, t := range tables {
+		m.lostDeleted.WithLabelValues(t.String())
 	}
 }
 

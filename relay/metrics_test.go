@@ -120,10 +120,11 @@ func TestSampleState(t *testing.T) {
 	url, conn := deadLetterDB(t)
 	ctx := context.Background()
 	r := testPipeline(t, url, PoisonDeadLetter)
-	gauge := func(name string) float64 { return value(t, r.metrics.Registry, name) }
+	m := r.obs.(*Metrics)
+	gauge := func(name string) float64 { return value(t, m.Registry, name) }
 	sample := func() {
 		t.Helper()
-		if err := (monitor{p: r}).sampleState(ctx, conn); err != nil {
+		if err := (monitor{p: r, m: m}).sampleState(ctx, conn); err != nil {
 			t.Fatal(err)
 		}
 	}

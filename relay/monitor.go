@@ -22,6 +22,7 @@ const kafkaCheckEvery = 5 * time.Second
 // readiness. Nothing of this is on the per-event path.
 type monitor struct {
 	p *pipeline
+	m *Metrics
 	k pinger
 }
 
@@ -42,7 +43,7 @@ func (mo monitor) run(ctx context.Context) {
 			conn.Close(context.Background())
 		}
 	}()
-	m := p.metrics
+	m := mo.m
 	h := m.readiness()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -88,7 +89,7 @@ func (mo monitor) run(ctx context.Context) {
 // sample reads the slot's lag, the unpublished rows and what the
 // pipeline's state says (its mode, its dead letters) into the gauges.
 func (mo monitor) sample(ctx context.Context, conn *pgx.Conn) error {
-	m := mo.p.metrics
+	m := mo.m
 	slot, err := replication.SlotStatus(ctx, conn, mo.p.cfg.Replication.Slot)
 	switch {
 	case err == nil:
@@ -108,7 +109,7 @@ func (mo monitor) sample(ctx context.Context, conn *pgx.Conn) error {
 // when it polls instead of streaming, and its open dead letters. Before
 // the first session saved the state there is nothing to report.
 func (mo monitor) sampleState(ctx context.Context, conn *pgx.Conn) error {
-	m := mo.p.metrics
+	m := mo.m
 	st, err := mo.p.own().Status(ctx, conn, 0)
 	switch {
 	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
@@ -146,7 +147,7 @@ func (mo monitor) sampleTables(ctx context.Context, conn *pgx.Conn) error {
 			}
 			return err
 		}
-		p.metrics.unpublished(t.name.String(), count, oldest)
+		mo.m.unpublished(t.name.String(), count, oldest)
 	}
 	return nil
 }

@@ -24,10 +24,10 @@ import (
 
 // pipeline is what every session of a relay shares: the configuration,
 // the outbox tables, the encoder and the router, where sessions report
-// (metrics, stats) and what Kafka refused. New builds it once; its fields
-// never change. Of what it holds, refusals, metrics and stats guard
-// themselves, and a table's housekeeping is used only by the session that
-// holds the table.
+// (the observer, readiness, stats) and what Kafka refused. New builds it
+// once; its fields never change. Of what it holds, refusals, the observer,
+// readiness and stats guard themselves, and a table's housekeeping is
+// used only by the session that holds the table.
 type pipeline struct {
 	cfg Config
 	log *slog.Logger
@@ -39,9 +39,22 @@ type pipeline struct {
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
 	holder  string
-	metrics *Metrics
+	obs     observer
+	health  *health
 	stats   *Stats
 	refused *refusals
+}
+
+// observer is what sessions report to (Metrics). The row path's part is
+// the meter it hands each session, which costs an atomic add and a
+// histogram observation per event.
+type observer interface {
+	meter(Mode) meter
+	sessionUp(Mode) (down func())
+	DeadLettered(n int)
+	lost(table string, n int64)
+	retainedDeleted(n int64)
+	txnObserver // exactlyonce.go
 }
 
 // Stats are the relay's running totals.
@@ -86,8 +99,9 @@ type outboxTable struct {
 // the first time only.
 func (t *outboxTable) warnSeqOnce() bool { return !t.seqWarned.Swap(true) }
 
-// newPipeline validates cfg and builds the pipeline.
-func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
+// newPipeline validates cfg and builds the pipeline, whose sessions report
+// to m and count in stats.
+func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipeline, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -109,11 +123,9 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 		database = pc.Database
 	}
 	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, database: database, holder: leaseHolder(),
-		stats: &Stats{}, refused: newRefusals(log, cfg.DLQTopic)}
+		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
 	p.cfg.Replication.OnUpdate = p.onUpdate
-	p.metrics = NewMetrics(&p.stats.LastPublish)
 	all := tablesOf(tables)
-	names := make([]string, len(tables))
 	for i, t := range tables {
 		pc := cfg.Poll
 		pc.Table = t.String()
@@ -123,9 +135,7 @@ func newPipeline(cfg Config, log *slog.Logger) (*pipeline, error) {
 			ot.own, ot.names, ot.mode = store.TablePipeline(cfg.Replication.Slot, t.String()), t.String(), ModePoll
 		}
 		p.tables = append(p.tables, ot)
-		names[i] = t.String()
 	}
-	p.metrics.tables(names)
 	return p, nil
 }
 

@@ -92,7 +92,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.floor, err = t.own.Floor(ctx, conn); err != nil {
 		return transition{}, err
 	}
-	dl, err := openDeadLetters(ctx, cfg, p.metrics, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -108,7 +108,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		}
 	}()
 	p.stats.Sessions.Add(1)
-	defer p.metrics.sessionUp(ModePoll)()
+	defer p.obs.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (internal/vanish).
 	vctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	s.vanish = s.startVanish(vctx)
@@ -152,7 +152,7 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
 	}
-	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.metrics, p.log), s.cluster, s.poller, s.floor)
+	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
 }
 
 // startVanish starts the session's deleted-row detector (internal/vanish);
@@ -199,7 +199,7 @@ func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
 		}
 	}
 	if lost := s.vanish.Round(ctx, s.handoff != nil); lost > 0 {
-		p.metrics.lost(t.name.String(), lost)
+		p.obs.lost(t.name.String(), lost)
 	}
 	if s.handoff != nil {
 		done, err := s.handoffDone(ctx)

@@ -85,7 +85,7 @@ type binding struct {
 
 // newPublisher is a session's publisher of mode, producing to k.
 func (pp *pipeline) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
-	return &publisher{pipe: pp, health: pp.metrics.readiness(), sink: k, dl: dl, meter: pp.metrics.meter(mode),
+	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode),
 		bindings: make(map[*outbox.Relation]binding)}
 }
 

@@ -40,11 +40,11 @@ func testPipeline(t *testing.T, databaseURL, onPoison string) *pipeline {
 	cfg.Router.Topic = "{aggregatetype}"
 	cfg.OnPoison = onPoison
 	cfg.DLQTopic = "dlq"
-	p, err := newPipeline(cfg, slog.New(slog.DiscardHandler))
+	r, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return r.p
 }
 
 var testRel, _ = benchRow()
@@ -87,7 +87,7 @@ func (c *confirms) last() pglogrepl.LSN {
 // walPublisher is a WAL session's publisher on k, confirming into c.
 func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *watermark) {
 	t.Helper()
-	dl, err := openDeadLetters(context.Background(), r.cfg, r.metrics, r.log)
+	dl, err := openDeadLetters(context.Background(), r.cfg, r.obs, r.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,10 +412,11 @@ func BenchmarkPublish(b *testing.B) {
 	cfg.Replication.DatabaseURL = "postgres://bench"
 	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 	cfg.OnPoison = PoisonHalt
-	r, err := newPipeline(cfg, slog.New(slog.DiscardHandler))
+	rl, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
+	r := rl.p
 	rel, values := benchRow()
 	wm := newWatermark(0, func(pglogrepl.LSN) {})
 	p := r.newPublisher(ackSink{}, nil, ModeWAL)

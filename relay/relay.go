@@ -63,11 +63,14 @@ type Relay struct {
 
 // New validates cfg and builds a relay.
 func New(cfg Config, log *slog.Logger) (*Relay, error) {
-	p, err := newPipeline(cfg, log)
+	stats := new(Stats)
+	m := NewMetrics(&stats.LastPublish)
+	p, err := newPipeline(cfg, log, m, stats)
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{p: p, Metrics: p.metrics, Stats: p.stats}, nil
+	m.tables(p.tableList())
+	return &Relay{p: p, Metrics: m, Stats: stats}, nil
 }
 
 // Mode returns the mode the relay is in now: wal or poll.
@@ -125,7 +128,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.Metrics.readiness().kafkaPing(err)
 		p.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(cfg.Sink.Brokers, ","), "err", err)
 	}
-	defer monitor{p: p, k: k}.start(ctx)() // monitor.go
+	defer monitor{p: p, m: r.Metrics, k: k}.start(ctx)() // monitor.go
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond

@@ -37,7 +37,7 @@ import (
 // replayed before anything is read, so a crash between a commit and its
 // mark does not publish it again.
 func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
-	p, err := newPipeline(cfg, log)
+	p, err := newPipeline(cfg, log, NewMetrics(nil), new(Stats))
 	if err != nil {
 		return 0, err
 	}

@@ -141,7 +141,7 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer sconn.Close(context.Background())
-	dl, err := openDeadLetters(ctx, p.cfg, p.metrics, p.log)
+	dl, err := openDeadLetters(ctx, p.cfg, p.obs, p.log)
 	if err != nil {
 		return err
 	}

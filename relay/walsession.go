@@ -88,7 +88,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	p.saveKafkaChange(ctx, conn, p.tables[0])
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
-	dl, err := openDeadLetters(ctx, cfg, p.metrics, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -102,7 +102,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	p.stats.Sessions.Add(1)
-	defer p.metrics.sessionUp(ModeWAL)()
+	defer p.obs.sessionUp(ModeWAL)()
 	p.log.Info("streaming", "slot", cfg.Replication.Slot, "tables", p.names(), "start_lsn", stream.Start().String())
 	return transition{}, s.stream(ctx, stream, dl, d)
 }
@@ -113,7 +113,7 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats}, nil
 	}
-	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.metrics, p.log), p.cfg, walOpening{
+	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
 		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats,
 		readPolled: func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
 			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
