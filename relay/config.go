@@ -77,7 +77,7 @@ type Config struct {
 	// tries to take it (default 1s); LeaseTTL is at least three times it.
 	LeaseTTL, LeaseRenew time.Duration
 
-	// Operations (metrics.go, retention.go).
+	// Operations (monitor.go, housekeeping.go).
 	// MonitorInterval is how often slot lag and unpublished rows are read
 	// into Metrics and both ends are checked for readiness (0: never).
 	MonitorInterval time.Duration
@@ -234,7 +234,7 @@ func (c Config) Validate() error {
 	}
 	if c.Delivery == ExactlyOnce {
 		// Neither path produces in Kafka transactions with a position
-		// record yet: the table relays would share one transactional
+		// record yet: the tables' poll sessions would share one transactional
 		// producer, and the snapshot produces outside any transaction.
 		if len(c.Replication.Tables) > 1 {
 			return errors.New("exactly-once delivery with several outbox tables is not supported yet: run one pipeline (its own --slot) per table, or at-least-once")

@@ -432,7 +432,7 @@ type txnLedger struct {
 	stats    *Stats
 	classify func(error) error // sink.Kafka.Classify
 	// floor is the transaction id below which every transaction is in
-	// Kafka, as saveState finds it (Relay.walFloor).
+	// Kafka, as the state saver finds it (walSession.floor).
 	floor   *atomic.Uint64
 	cluster int64
 	// polled are rows polling published, which the stream may replay
@@ -491,7 +491,7 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 }
 
 // position is the position record of the open Kafka transaction: the last
-// Postgres transaction in it, the floor saveState last found, and the
+// Postgres transaction in it, the floor the state saver last found, and the
 // transactions at or above it that Kafka has from the WAL.
 func (l *txnLedger) position() position {
 	if f := l.floor.Load(); f > l.floorXID {

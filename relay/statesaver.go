@@ -16,46 +16,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
-// publicationCheckEvery is how often a WAL session checks that the
-// publication still publishes every row of the pipeline's tables: a table
-// that inherits from one, created since, is not published, nor is a new
-// table that took an outbox table's name; the stream itself cannot see
-// rows that never reach it.
-const publicationCheckEvery = 2 * time.Second
-
-// checkPublication fixes the publication where it is pgoutbox's, and ends
-// the session with what to do where it is not.
-func (s *stateSaver) checkPublication(ctx context.Context) error {
-	p, cfg := s.p, s.p.cfg
-	res, err := replication.EnsurePublicationFor(ctx, s.h.conn, cfg.Replication.Publication, p.tableList(), cfg.CreateSlot)
-	if err != nil {
-		return err
-	}
-	if len(res.Fixed) > 0 {
-		p.log.Error("the publication stopped publishing rows of the outbox tables while streaming, and was fixed: rows written in between (in the relations named) are not in the stream; they are in the tables",
-			"publication", cfg.Replication.Publication, "problems", strings.Join(res.Problems, "; "), "ran", strings.Join(res.Fixed, " "))
-	}
-	return nil
-}
-
-func undefinedTable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
-}
-
-// Floor candidates: one is taken every floorCandidateEvery while the
-// newest one is passed, and saved as soon as the confirmed position passes
-// it, which saveState checks every floorCheckEvery without a query. The
-// floor then trails the confirmed position by about floorCandidateEvery, so
-// a fallback to polling re-sends about that much.
-const (
-	floorCandidateEvery = 500 * time.Millisecond
-	floorCheckEvery     = 100 * time.Millisecond
-	// A candidate the confirmed position has not passed (Kafka is down, a
-	// long transaction) is replaced by a newer one only this often.
-	floorStaleCandidate = 5 * time.Second
-)
-
 // stateSaver runs beside a WAL session, on the session's connection: it
 // keeps the lease, runs the housekeeping, saves the confirmed position and
 // the published floor, moves the deleted-row account forward and checks
@@ -65,7 +25,7 @@ type stateSaver struct {
 	h      *hold
 	stream *replication.Stream
 	// hasSeq says the tables have the polling columns (without them there
-	// is no Q below, and nothing polls).
+	// is no Q, and nothing polls).
 	hasSeq bool
 	// cluster is the session's cluster, saved with each floor; floor is
 	// where the floor saved last is told to the session (walSession.floor).
@@ -74,14 +34,14 @@ type stateSaver struct {
 	fs      floorSaver
 }
 
-// run records the confirmed position
-// every few seconds, and it advances the published floor: a candidate is
-// the snapshot's xmin S, the outbox sequence's value Q, and then the WAL
-// insert position L; every transaction below S finished before L, so once
-// the confirmed position passes L, all their rows are in Kafka and S is
-// saved, with Q. A fallback to polling starts from that floor, so it
-// re-sends only what was published since. hasSeq says the table has the
-// polling columns (without them there is no Q, and nothing polls).
+// run records the confirmed position every few seconds, and it advances
+// the published floor: a candidate is the snapshot's xmin S, the outbox
+// sequence's value Q, and then the WAL insert position L; every
+// transaction below S finished before L, so once the confirmed position
+// passes L, all their rows are in Kafka and S is saved, with Q. A fallback
+// to polling starts from that floor, so it re-sends only what was
+// published since. It ends when done is closed (the stream ended) or ctx
+// ends.
 func (s *stateSaver) run(ctx context.Context, done <-chan struct{}) error {
 	p, cfg, conn, first := s.p, s.p.cfg, s.h.conn, s.p.tables[0]
 	confirmEvery := min(5*time.Second, max(time.Second, cfg.Replication.HeartbeatInterval))
@@ -129,6 +89,26 @@ func (s *stateSaver) run(ctx context.Context, done <-chan struct{}) error {
 		}
 	}
 }
+
+// publicationCheckEvery is how often a WAL session checks that the
+// publication still publishes every row of the pipeline's tables: a table
+// that inherits from one, created since, is not published, nor is a new
+// table that took an outbox table's name; the stream itself cannot see
+// rows that never reach it.
+const publicationCheckEvery = 2 * time.Second
+
+// Floor candidates: one is taken every floorCandidateEvery while the
+// newest one is passed, and saved as soon as the confirmed position passes
+// it, which the state saver checks every floorCheckEvery without a query. The
+// floor then trails the confirmed position by about floorCandidateEvery, so
+// a fallback to polling re-sends about that much.
+const (
+	floorCandidateEvery = 500 * time.Millisecond
+	floorCheckEvery     = 100 * time.Millisecond
+	// A candidate the confirmed position has not passed (Kafka is down, a
+	// long transaction) is replaced by a newer one only this often.
+	floorStaleCandidate = 5 * time.Second
+)
 
 type floorCandidate struct {
 	xmin  uint64
@@ -245,4 +225,24 @@ func (s *stateSaver) saveTableFloors(ctx context.Context, conn store.Querier, co
 		}
 	}
 	return nil
+}
+
+// checkPublication fixes the publication where it is pgoutbox's, and ends
+// the session with what to do where it is not.
+func (s *stateSaver) checkPublication(ctx context.Context) error {
+	p, cfg := s.p, s.p.cfg
+	res, err := replication.EnsurePublicationFor(ctx, s.h.conn, cfg.Replication.Publication, p.tableList(), cfg.CreateSlot)
+	if err != nil {
+		return err
+	}
+	if len(res.Fixed) > 0 {
+		p.log.Error("the publication stopped publishing rows of the outbox tables while streaming, and was fixed: rows written in between (in the relations named) are not in the stream; they are in the tables",
+			"publication", cfg.Replication.Publication, "problems", strings.Join(res.Problems, "; "), "ran", strings.Join(res.Fixed, " "))
+	}
+	return nil
+}
+
+func undefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
