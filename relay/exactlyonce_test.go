@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -329,5 +330,47 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 	if p.stats.SkippedCommitted.Load() != 1 || p.stats.SkippedPolled.Load() != 1 {
 		t.Fatalf("skipped %d committed, %d polled", p.stats.SkippedCommitted.Load(), p.stats.SkippedPolled.Load())
+	}
+}
+
+// BenchmarkPublishExactlyOnce is BenchmarkPublish under exactly-once
+// delivery: one row's way through the publisher into the transaction
+// ledger, a one-row Postgres transaction each, committed in a Kafka
+// transaction of its own (as when nothing more waits), with its position
+// record, on a fake Kafka that acks at once.
+func BenchmarkPublishExactlyOnce(b *testing.B) {
+	var cfg Config
+	cfg.Replication.DatabaseURL = "postgres://bench"
+	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.OnPoison = PoisonHalt
+	rl, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, ctx := rl.p, context.Background()
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	k.fakeSink.autoAck = true
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var to fakeStream
+	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	rel, values := benchRow()
+	batch := []outbox.Change{
+		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now(), XID: 7},
+		{Kind: outbox.KindCommit},
+	}
+	idle := make(chan *replication.Batch)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(values[4])))
+	lsn := pglogrepl.LSN(0)
+	for b.Loop() {
+		lsn += 100
+		batch[0].LSN, batch[0].FinalLSN, batch[1].LSN, batch[1].FinalLSN = lsn-50, lsn-10, lsn, lsn-10
+		if err := d.walk(ctx, pub, batch, idle); err != nil {
+			b.Fatal(err)
+		}
+		to.confirmed = to.confirmed[:0]
 	}
 }

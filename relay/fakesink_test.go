@@ -18,6 +18,8 @@ import (
 // answers sink.ErrHalted. Every record is on partition 0 of its topic.
 type fakeSink struct {
 	max int // the largest record accepted (sink.Size)
+	// autoAck acks each record as it is produced, and keeps none.
+	autoAck bool
 
 	mu       sync.Mutex
 	buffered []*fakeRecord // handed over, neither acked nor failed
@@ -45,6 +47,10 @@ func (f *fakeSink) Fits(_ context.Context, rec *kgo.Record) error {
 func (f *fakeSink) Produce(ctx context.Context, rec *kgo.Record, promise func(*kgo.Record, error)) error {
 	if err := f.Fits(ctx, rec); err != nil {
 		return err
+	}
+	if f.autoAck {
+		promise(rec, nil)
+		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
