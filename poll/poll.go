@@ -384,9 +384,14 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1)"
+	// Only rows not marked yet: the index of unpublished rows finds them,
+	// where the order values alone would read the whole table, years of
+	// published rows, for every batch.
+	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND "
 	if c := p.cfg; c.Status != "" {
-		where += " AND " + pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPending)
+		where += pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPending)
+	} else {
+		where += pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NULL"
 	}
 	if _, err := p.mark(ctx, where, []any{seqs}); err != nil {
 		return fmt.Errorf("mark published: %w", err)
