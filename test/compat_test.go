@@ -395,3 +395,45 @@ func TestUpdateUnderFatal(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// Debezium's default publication is FOR ALL TABLES
+// (publication.autocreate.mode=all_tables): it publishes the updates of
+// pgoutbox's own tables too, and PostgreSQL refuses an update of a
+// published table without a replica identity. pgoutbox taking over
+// Debezium's configuration creates its tables and relays there, and a
+// database migrated by an older pgoutbox, whose version table had no
+// primary key, migrates further.
+func TestDebeziumAllTablesPublication(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+	host, port, user, db := e.debeziumDB(t)
+	conf := writeFile(t, "application.properties", `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=`+strings.Join(e.brokers, ",")+`
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.database.hostname=`+host+`
+debezium.source.database.port=`+port+`
+debezium.source.database.user=`+user+`
+debezium.source.database.dbname=`+db+`
+debezium.source.topic.prefix=dbserver1
+debezium.source.table.include.list=public.outboxevent
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+`)
+	p := e.runProcess(t, "--config", conf)
+	e.awaitSlotActive(t, "debezium")
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.out)
+	}
+	// As an older pgoutbox left it: version 14, no primary key.
+	if _, err := e.conn.Exec(ctx, `ALTER TABLE pgoutbox_schema_version DROP CONSTRAINT pgoutbox_schema_version_pkey;
+TRUNCATE pgoutbox_schema_version; INSERT INTO pgoutbox_schema_version VALUES (14)`); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := run1(t, "migrate", "--config", conf); !ok {
+		t.Fatalf("migrate after an older pgoutbox:\n%s", out)
+	}
+}
