@@ -3,8 +3,10 @@ package compat
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,33 +19,74 @@ import (
 // testdata/cases. Its YAML fields:
 //
 //	about:       what it shows, and the Debezium test or option it follows
-//	table:       the DDL of the outbox table (and anything else it needs)
+//	table:       the DDL of the outbox table (and anything else it needs);
+//	             each case has a database of its own
 //	connect:     the connector's configuration as Kafka Connect takes it
 //	             (the "config" object of the JSON POSTed to Connect)
 //	server:      the same as Debezium Server's application.properties
+//	publication: a publication clause ("FOR TABLE public.outbox"): both
+//	             sides' publications are made so before either starts, as
+//	             when pgoutbox takes over Debezium's publication (of every
+//	             operation); unset, each side creates its own
 //	rows:        SQL statements, each run as its own transaction, in order
-//	records:     how many records each side writes for them
+//	records:     how many records Debezium writes for them
 //	normalize:   the normalisations the comparison needs (see
 //	             Normalization)
-//	differences: deliberate differences the case shows, each one listed
-//	             in docs/debezium.md; empty when the streams must be equal
+//	covers:      options the case exercises at their defaults (those it
+//	             sets are read from its configuration), for the option
+//	             table of docs/debezium.md
+//	differences: deliberate differences the case shows (see Deliberate);
+//	             empty when the streams must be equal
 //
-// A case gives connect, server or both. The harness owns what ties a run
-// to its machine and keeps the two sides apart, and sets it on both forms:
-// database.*, topic.prefix, slot.name, publication.name, snapshot.mode
-// (no_data: only the rows written), the Kafka bootstrap servers, and a
-// topic prefix per side (prepended to route.topic.replacement, or
-// topic.prefix for change events), which Compare strips.
+// A case gives connect, server or both. Debezium runs as Kafka Connect
+// with connect, or with the Connect form of server (ConnectForm) when
+// connect is not given; pgoutbox runs once with each form given, as a
+// user passes it (--config), and each of its streams is compared with
+// Debezium's. The harness owns what ties a run to its machine and keeps
+// the sides apart, and sets it on every form: database.*, topic.prefix,
+// slot.name, publication.name, snapshot.mode (no_data: only the rows
+// written), the Kafka bootstrap servers, and a topic prefix per side
+// (Debezium's by a RegexRouter after the case's transforms, pgoutbox's
+// prepended to route.topic.replacement, or --topic for change events),
+// which Compare strips.
 type Case struct {
 	Name        string            `yaml:"-"`
 	About       string            `yaml:"about"`
 	Table       string            `yaml:"table"`
 	Connect     map[string]string `yaml:"connect"`
 	Server      string            `yaml:"server"`
+	Publication string            `yaml:"publication"`
 	Rows        []string          `yaml:"rows"`
 	Records     int               `yaml:"records"`
 	Normalize   []Normalization   `yaml:"normalize"`
-	Differences []string          `yaml:"differences"`
+	Covers      []string          `yaml:"covers"`
+	Differences []Deliberate      `yaml:"differences"`
+}
+
+// Deliberate is a difference between Debezium and pgoutbox that pgoutbox
+// keeps on purpose, listed in docs/debezium.md with its reason. What it
+// expects is checked: a case passes only if each side does exactly what
+// it says.
+type Deliberate struct {
+	// Option is the row of docs/debezium.md's option table it belongs to.
+	Option string `yaml:"option"`
+	// Reason says what differs and why pgoutbox does it its way.
+	Reason string `yaml:"reason"`
+	// DebeziumFails: Debezium's task fails, its trace containing this
+	// text (at the case's last row: the records before it are compared).
+	DebeziumFails string `yaml:"debezium-fails"`
+	// PgoutboxRefuses: pgoutbox refuses the configuration at start, its
+	// output containing this text, and creates no slot.
+	PgoutboxRefuses string `yaml:"pgoutbox-refuses"`
+	// PgoutboxStops: pgoutbox stops at a row (after streaming), its
+	// output containing this text.
+	PgoutboxStops string `yaml:"pgoutbox-stops"`
+	// DeadLetters is how many rows pgoutbox dead-letters (to <slot>.dlq).
+	DeadLetters int `yaml:"dead-letters"`
+	// Records are texts of the differences Compare reports that this one
+	// explains: each must match one, and every difference must be
+	// matched by one of the case's.
+	Records []string `yaml:"records"`
 }
 
 // harnessKeys are the options a case may not set: the harness sets them.
@@ -88,8 +131,8 @@ func LoadCase(path string) (Case, error) {
 	return c, nil
 }
 
-// Validate checks that the case is complete and leaves the harness's
-// options to the harness.
+// Validate checks that the case is complete, that its forms agree, and
+// that it leaves the harness's options to the harness.
 func (c Case) Validate() error {
 	switch {
 	case strings.TrimSpace(c.Table) == "":
@@ -106,10 +149,12 @@ func (c Case) Validate() error {
 			return fmt.Errorf("unknown normalisation %q", n)
 		}
 	}
-	keys := make([]string, 0, len(c.Connect))
-	for k := range c.Connect {
-		keys = append(keys, k)
+	for i, d := range c.Differences {
+		if d.Option == "" || strings.TrimSpace(d.Reason) == "" {
+			return fmt.Errorf("difference %d: an option and a reason are needed", i+1)
+		}
 	}
+	keys := slices.Collect(maps.Keys(c.Connect))
 	if c.Server != "" {
 		props, err := schema.ParseProperties([]byte(c.Server))
 		if err != nil {
@@ -121,6 +166,13 @@ func (c Case) Validate() error {
 			}
 			keys = append(keys, strings.TrimPrefix(k, "debezium.source."))
 		}
+		conn, err := ConnectForm(props)
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		if c.Connect != nil && !maps.Equal(conn, c.Connect) {
+			return fmt.Errorf("server and connect are not the same configuration: server is, as Kafka Connect takes it, %v", conn)
+		}
 	}
 	for _, k := range keys {
 		for _, h := range harnessKeys {
@@ -130,4 +182,90 @@ func (c Case) Validate() error {
 		}
 	}
 	return nil
+}
+
+// DebeziumConfig is the configuration Debezium runs the case with, as
+// Kafka Connect takes it: connect, or server's Connect form.
+func (c Case) DebeziumConfig() map[string]string {
+	if c.Connect != nil {
+		return maps.Clone(c.Connect)
+	}
+	props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
+	conn, _ := ConnectForm(props)
+	return conn
+}
+
+// ConnectForm maps a Debezium Server configuration to the Kafka Connect
+// configuration that makes the same records, as Debezium Server 3.6 builds
+// its engine (DebeziumServer, DebeziumSerializationProducer):
+// debezium.source.* are the connector's options, debezium.transforms.* and
+// debezium.predicates.* the chain's; debezium.format.key/value/header pick
+// the converters (json by default: JsonConverter with schemas, headers
+// included, where Connect's default header converter is
+// SimpleHeaderConverter), debezium.format.* configures all three and
+// debezium.format.key.* (value., header.) one. The sink's options are
+// Debezium Server's own and have no Connect form.
+//
+// Debezium Server's Kafka sink sends each record without its partition and
+// timestamp (KafkaChangeConsumer: new ProducerRecord(topic, null, null,
+// key, value, headers)): a partition placement or a timestamp column has
+// no effect there, so Kafka Connect is not its oracle for them, and such a
+// configuration is refused.
+func ConnectForm(props map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	formats := map[string]string{"key": "json", "value": "json", "header": "json"}
+	shared := map[string]string{}
+	own := map[string]map[string]string{"key": {}, "value": {}, "header": {}}
+	for k, v := range props {
+		switch {
+		case strings.HasPrefix(k, "debezium.source."):
+			out[strings.TrimPrefix(k, "debezium.source.")] = v
+		case strings.HasPrefix(k, "debezium.transforms"), strings.HasPrefix(k, "debezium.predicates"):
+			out[strings.TrimPrefix(k, "debezium.")] = v
+		case strings.HasPrefix(k, "debezium.sink."):
+		case strings.HasPrefix(k, "debezium.format."):
+			rest := strings.TrimPrefix(k, "debezium.format.")
+			if _, ok := formats[rest]; ok {
+				formats[rest] = v
+				continue
+			}
+			part, opt, _ := strings.Cut(rest, ".")
+			if m, ok := own[part]; ok && opt != "" {
+				m[opt] = v
+			} else {
+				shared[rest] = v
+			}
+		default:
+			return nil, fmt.Errorf("%q: the harness knows no Kafka Connect form of it", k)
+		}
+	}
+	for _, part := range []string{"key", "value", "header"} {
+		var class string
+		switch f := formats[part]; {
+		case f == "json", f == "jsonbytearray":
+			class = "org.apache.kafka.connect.json.JsonConverter"
+		case f == "simplestring" && part != "header":
+			class = "org.apache.kafka.connect.storage.StringConverter"
+		case f == "binary" && part != "header":
+			class = "io.debezium.converters.BinaryDataConverter"
+		default:
+			return nil, fmt.Errorf("debezium.format.%s=%s: Debezium Server 3.6 has no such %s format", part, f, part)
+		}
+		out[part+".converter"] = class
+		for k, v := range shared {
+			out[part+".converter."+k] = v
+		}
+		for k, v := range own[part] {
+			out[part+".converter."+k] = v
+		}
+	}
+	for k, v := range out {
+		if strings.HasSuffix(k, ".table.fields.additional.placement") && strings.Contains(strings.ToLower(v), ":partition") {
+			return nil, fmt.Errorf("%s: Debezium Server's Kafka sink does not set the partition", k)
+		}
+		if strings.HasSuffix(k, ".table.field.event.timestamp") {
+			return nil, fmt.Errorf("%s: Debezium Server's Kafka sink does not set the timestamp", k)
+		}
+	}
+	return out, nil
 }

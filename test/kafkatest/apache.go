@@ -751,7 +751,7 @@ func findInstall() (string, string, error) {
 			return "", "", fmt.Errorf("no java on PATH: Apache Kafka %s needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", Version, JavaEnv)
 		}
 	}
-	root, err := moduleRoot()
+	root, err := testbin.ModuleRoot()
 	if err != nil {
 		return "", "", err
 	}
@@ -765,25 +765,6 @@ func findInstall() (string, string, error) {
 		return "", "", fmt.Errorf("installing Apache Kafka %s into %s (make kafka): %v\n%s", Version, dir, err, out)
 	}
 	return java, filepath.Join(dir, "libs", "*"), nil
-}
-
-// moduleRoot is the directory of this module's go.mod, found upwards from
-// the working directory (go test runs in the package's directory).
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(data), "module github.com/pgoutbox/pgoutbox\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("kafkatest: not inside the pgoutbox module: cannot find .ci/install-kafka")
-		}
-		dir = parent
-	}
 }
 
 // nopTB lets tlstest make the shared broker's CA outside any one test:

@@ -13,6 +13,7 @@ package testbin
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -197,4 +198,24 @@ func findGo() (string, error) {
 		return "", fmt.Errorf("finding the go tool (neither GOROOT/bin nor PATH has it): %w", err)
 	}
 	return p, nil
+}
+
+// ModuleRoot is the directory of this module's go.mod, found upwards from
+// the working directory (go test runs in the package's directory): where
+// the harnesses find .ci's install scripts and the .cache they install into.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(data, []byte("module github.com/pgoutbox/pgoutbox\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testbin: not inside the pgoutbox module")
+		}
+		dir = parent
+	}
 }
