@@ -44,6 +44,9 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)", part, conv, oid))
 			}
 		}
+		if _, ok := d.Header.For(oidText); d.ContextHeaders && !ok {
+			bad("__debezium.context.*", fmt.Sprintf("the header converter %s cannot write these headers of text (extended.headers.enabled)", d.Header))
+		}
 		converts("key", d.Key, b.name[fAggregateID], b.oid[fAggregateID])
 		converts("header", d.Header, b.name[fID], b.oid[fID])
 		if b.traceI >= 0 {

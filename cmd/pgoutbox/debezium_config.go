@@ -499,7 +499,11 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		return "bytearray", true, ""
 	case "io.debezium.converters.BinaryDataConverter":
 		d := opts["delegate.converter.type"]
-		if d == "" {
+		if d == "" || part == "header" {
+			// As a header converter it is configured without its
+			// delegate (BinaryDataConverter.configure(Map) ignores
+			// the options): it writes bytes, and Debezium's task
+			// fails at the first header of another type.
 			return "binary", true, ""
 		}
 		sub := map[string]string{}

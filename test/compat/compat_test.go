@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -162,8 +163,9 @@ func TestCases(t *testing.T) {
 		t.Fatalf("%d cases", len(cases))
 	}
 	for _, c := range cases {
-		if c.About == "" || c.Records == 0 {
-			t.Errorf("%s: no about or no records", c.Name)
+		fails := slices.ContainsFunc(c.Differences, func(d Deliberate) bool { return d.DebeziumFails != "" })
+		if c.About == "" || c.Records == 0 && !fails {
+			t.Errorf("%s: no about, or no records where Debezium does not fail", c.Name)
 		}
 	}
 	for _, bad := range []Case{
