@@ -212,6 +212,11 @@ type Kafka struct {
 	endSent atomic.Bool
 }
 
+// newTopicLookups is how many metadata lookups may find a topic that is
+// created on first use missing before its records fail: about a minute
+// (franz-go backs off between them; 16 took 47 s against Apache Kafka).
+const newTopicLookups = 19
+
 // New creates a producer. It does not contact the brokers; Ping does.
 func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	cfg.Defaults()
@@ -238,7 +243,13 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		kgo.RecordPartitioner(newPartitioner()),
 	}
 	if cfg.CreateTopics {
-		k.opts = append(k.opts, kgo.AllowAutoTopicCreation())
+		// A topic created on first use takes a while to show in the
+		// metadata of a busy cluster: franz-go's default of four
+		// lookups failed the records after 2.2 s (Apache Kafka, KRaft,
+		// 2 busy cores, many topics created at once), and the relay
+		// sent its batch again: duplicates, and a reconnection's delay.
+		// The Java producer waits for it up to max.block.ms, a minute.
+		k.opts = append(k.opts, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(newTopicLookups))
 	}
 	if cfg.TransactionalID != "" {
 		k.txnID, k.txnTimeout = cfg.TransactionalID, cfg.TransactionTimeout

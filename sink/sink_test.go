@@ -200,3 +200,30 @@ func TestRefused(t *testing.T) {
 		}
 	}
 }
+
+// A topic that appears a few seconds after its first record (a busy
+// cluster creating it on first use) takes the record; franz-go's default
+// of four lookups failed it after about 2 s, and the relay sent its batch
+// again.
+func TestTopicAppearsLate(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"auto.create.topics.enable": "false"}})
+	k, err := New(Config{Brokers: b.Brokers, CreateTopics: true}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	done := make(chan error, 1)
+	if err := k.Produce(context.Background(), &kgo.Record{Topic: "late", Value: []byte("x")}, func(_ *kgo.Record, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second)
+	createTopic(t, b.Brokers, "late", nil)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the record failed: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the record was neither taken nor failed within a minute of its topic's creation")
+	}
+}
