@@ -9,12 +9,14 @@ package migrations
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed *.sql
@@ -55,6 +57,13 @@ func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 		opts.Table = "outbox"
 	}
 	v, err := migrateState(ctx, conn)
+	for try := 1; err != nil && isDuplicate(err) && try < 3; try++ {
+		// Another pgoutbox created the tables while this one waited
+		// for the lock; its transaction began before, and PostgreSQL
+		// had shown it the tables as missing. A new transaction sees
+		// them.
+		v, err = migrateState(ctx, conn)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -120,6 +129,13 @@ func migrateState(ctx context.Context, conn *pgx.Conn) (int32, error) {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	return int32(len(ups)), nil
+}
+
+// isDuplicate tells an error of creating what another session created at
+// the same time: a table, or the row type PostgreSQL makes for it.
+func isDuplicate(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505" || pe.Code == "42710")
 }
 
 type migration struct{ name, sql string }

@@ -88,11 +88,15 @@ func EnsureOutbox(ctx context.Context, conn *pgx.Conn, schema, table string, pol
   published_at  timestamptz
 );
 CREATE INDEX IF NOT EXISTS `+index+` ON `+t+` (seq) WHERE published_at IS NULL`)
-		if err != nil {
+		switch {
+		case err == nil:
+			res.Created = true
+			return res, nil
+		case !isDuplicate(err):
 			return res, fmt.Errorf("create %s: %w", t, err)
 		}
-		res.Created = true
-		return res, nil
+		// Another migration created it at the same time (IF NOT
+		// EXISTS does not keep two from colliding): go on with it.
 	}
 	if !polling {
 		return res, nil

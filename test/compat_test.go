@@ -3,11 +3,14 @@ package test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -435,5 +438,42 @@ TRUNCATE pgoutbox_schema_version; INSERT INTO pgoutbox_schema_version VALUES (14
 	}
 	if out, ok := run1(t, "migrate", "--config", conf); !ok {
 		t.Fatalf("migrate after an older pgoutbox:\n%s", out)
+	}
+}
+
+// Two pgoutbox processes starting at once on a fresh database (two
+// pipelines, or a relay and its standby) both create pgoutbox's tables and
+// the outbox table: the one that loses the race goes on with what the
+// other created instead of failing with "already exists" or a duplicate
+// key of pg_type.
+func TestMigrateConcurrently(t *testing.T) {
+	e := bareEnv(t, "")
+	ctx := context.Background()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		db := fmt.Sprintf("race%d", i)
+		if _, err := e.conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/" + db
+		var wg sync.WaitGroup
+		outs := make([]string, 2)
+		oks := make([]bool, 2)
+		for j := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[j], oks[j] = run1(t, "migrate", "--database-url", u.String())
+			}()
+		}
+		wg.Wait()
+		for j := range 2 {
+			if !oks[j] {
+				t.Errorf("round %d: a concurrent migrate failed:%s", i, outs[j])
+			}
+		}
 	}
 }
