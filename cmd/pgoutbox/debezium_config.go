@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -411,14 +412,42 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 
 	// Converters.
 	if c.server {
+		// debezium.format.key|value|header picks a part's converter;
+		// debezium.format.<part>.* configures it, and
+		// debezium.format.* all three (Debezium Server passes them
+		// on as key.converter.* and so on).
+		formats := map[string]string{}
+		opts := map[string]map[string]string{"key": {}, "value": {}, "header": {}}
+		shared := map[string]string{}
+		for k, v := range c.other {
+			rest, ok := strings.CutPrefix(k, "debezium.format.")
+			if !ok {
+				continue
+			}
+			delete(c.other, k)
+			part, opt, _ := strings.Cut(rest, ".")
+			switch {
+			case opts[part] != nil && opt == "":
+				formats[part] = v
+			case opts[part] != nil:
+				opts[part][opt] = v
+			default:
+				shared[rest] = v
+			}
+		}
 		for _, part := range []string{"key", "value", "header"} {
-			conv, ok, why := serverFormat(c.other["debezium.format."+part], c.other["debezium.format."+part+".schemas.enable"])
+			class, why := serverFormat(part, formats[part])
+			if why != "" {
+				refuse("debezium.format."+part, why)
+				continue
+			}
+			o := maps.Clone(shared)
+			maps.Copy(o, opts[part])
+			conv, ok, why := connectConverter(part, class, o)
 			if !ok {
 				refuse("debezium.format."+part, why)
 			}
 			set(part+"-converter", conv)
-			delete(c.other, "debezium.format."+part)
-			delete(c.other, "debezium.format."+part+".schemas.enable")
 		}
 	} else {
 		for _, part := range []string{"key", "value", "header"} {
@@ -521,22 +550,24 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter or io.debezium.converters.BinaryDataConverter)", class)
 }
 
-// serverFormat maps debezium.format.key/value/header: json (the default,
-// with schemas unless schemas.enable=false), jsonbytearray (the same JSON
-// as bytes), simplestring or binary (BinaryDataConverter).
-func serverFormat(format, schemas string) (string, bool, string) {
-	switch format {
-	case "", "json", "jsonbytearray":
-		if schemas == "false" {
-			return "json", true, ""
-		}
-		return "json-schemas", true, ""
-	case "simplestring":
-		return "string", true, ""
-	case "binary":
-		return "binary", true, ""
+// serverFormat maps debezium.format.key/value/header to the converter
+// class Debezium Server's engine takes for it (ConverterBuilder): json (the
+// default, with schemas unless schemas.enable=false) and jsonbytearray
+// (the same JSON as bytes) are JsonConverter, simplestring is
+// StringConverter and binary BinaryDataConverter, for keys and values
+// only: headers are json or jsonbytearray.
+func serverFormat(part, format string) (string, string) {
+	switch {
+	case format == "", format == "json", format == "jsonbytearray":
+		return "org.apache.kafka.connect.json.JsonConverter", ""
+	case format == "simplestring" && part != "header":
+		return "org.apache.kafka.connect.storage.StringConverter", ""
+	case format == "binary" && part != "header":
+		return "io.debezium.converters.BinaryDataConverter", ""
+	case part == "header":
+		return "", fmt.Sprintf("%q is not a header format of Debezium Server (json or jsonbytearray), which does not start with it", format)
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring or binary)", format)
+	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring or binary)", format)
 }
 
 func sortedKeys(m map[string]string) []string {

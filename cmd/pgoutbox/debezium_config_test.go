@@ -165,6 +165,18 @@ func TestDebeziumRouterOptions(t *testing.T) {
 			"debezium.format.key=simplestring\ndebezium.format.value=binary\ndebezium.format.header=jsonbytearray\n" +
 			"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n",
 			map[string]string{"key-converter": "string", "value-converter": "binary", "header-converter": "json-schemas"}},
+		{"Debezium Server's options for every converter", "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.format.schemas.enable=false\ndebezium.format.value.schemas.enable=true\n" +
+			"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n",
+			map[string]string{"key-converter": "json", "value-converter": "json-schemas", "header-converter": "json"}},
+		{"Debezium Server's binary format with a delegate", "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.format.value=binary\ndebezium.format.value.delegate.converter.type=org.apache.kafka.connect.json.JsonConverter\n" +
+			"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n",
+			map[string]string{"value-converter": "binary:json-schemas"}},
+		{"a header converter's delegate, which Kafka Connect never configures", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "header.converter": "io.debezium.converters.BinaryDataConverter",
+  "header.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}`, map[string]string{"header-converter": "binary"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "c.json"
@@ -321,5 +333,17 @@ func TestCompatCasesAccepted(t *testing.T) {
 				t.Errorf("%s (server): %v %s", c.Name, err, warn)
 			}
 		}
+	}
+}
+
+// Debezium Server refuses to start with a header format other than json,
+// jsonbytearray, connect or clientprovided (DebeziumSerializationProducer):
+// so does pgoutbox, rather than guess what such a file meant.
+func TestDebeziumServerHeaderFormats(t *testing.T) {
+	_, _, err := loadConfig(t, "application.properties", "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n"+
+		"debezium.format.header=simplestring\n"+
+		"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n")
+	if err == nil || !strings.Contains(err.Error(), "debezium.format.header: \"simplestring\" is not a header format of Debezium Server") {
+		t.Fatalf("simplestring headers: %v", err)
 	}
 }
