@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // This file renders column values the way Debezium's Postgres connector
@@ -211,15 +213,33 @@ func decodeByteaHex(text []byte) ([]byte, bool) {
 
 // appendJavaString appends s as a JSON string escaped as Jackson does:
 // '"' and '\\' with a backslash, \b \t \n \f \r in short form, the other
-// control characters below U+0020 as \u00XX with upper-case hex; everything
-// else, non-ASCII included, as is.
+// control characters below U+0020 as \u00XX with upper-case hex, and a
+// character beyond U+FFFF (an emoji) as its UTF-16 surrogates, \uD83C\uDF89
+// (Jackson's UTF-8 generator does not combine them by default,
+// COMBINE_UNICODE_SURROGATES_IN_UTF8); everything else, other non-ASCII
+// included, as is.
 func appendJavaString[T ~string | ~[]byte](dst []byte, s T) []byte {
 	const hex = "0123456789ABCDEF"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0xF0 {
+			continue
+		}
+		if c >= 0xF0 {
+			// The lead byte of a 4-byte UTF-8 sequence.
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+4, len(s))]))
+			if r == utf8.RuneError || size != 4 {
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			hi, lo := utf16.EncodeRune(r)
+			for _, u := range [2]rune{hi, lo} {
+				dst = append(dst, '\\', 'u', hex[u>>12&0xf], hex[u>>8&0xf], hex[u>>4&0xf], hex[u&0xf])
+			}
+			i += size - 1
+			start = i + 1
 			continue
 		}
 		dst = append(dst, s[start:i]...)
