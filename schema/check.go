@@ -52,7 +52,7 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		if b.traceI >= 0 {
 			converts("header", d.Header, cols[b.traceI].Name, oidText)
 		}
-		envelope := false
+		envelope := b.envelope
 		for i, a := range b.add {
 			oid := cols[b.addI[i]].TypeOID
 			switch a.Placement {

@@ -397,6 +397,9 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			envelope = append(envelope, a)
 		}
 	}
+	// A struct even when every envelope column is missing (and ignored):
+	// {payload} alone.
+	isStruct := len(envelope) > 0 || r.bind != nil && r.bind.envelope
 	if err := setPartition(&msg, r); err != nil {
 		return Message{}, err
 	}
@@ -405,7 +408,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	switch {
 	case c.TombstoneOnEmpty && blankPayload(r):
 		valueNull = true
-	case len(envelope) == 0 && expSchema == nil:
+	case !isStruct && expSchema == nil:
 		var v []byte
 		buf, v, reason = appendConvertedPart(buf, c.Value, payloadOID, r.Payload, c.optional(r.columnName(fPayload)))
 		valueNull = v == nil
@@ -414,7 +417,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		if !ok {
 			return Message{}, errors.New("schema: the value converter cannot write a struct value (envelope fields or an expanded payload)")
 		}
-		if conv == ConvJSONSchemas && len(envelope) == 0 {
+		if conv == ConvJSONSchemas && !isStruct {
 			buf = append(buf, `{"schema":`...)
 			buf = appendPayloadSchema(buf, "")
 			buf = append(buf, `,"payload":`...)
@@ -422,7 +425,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			buf = append(buf, '}')
 			break
 		}
-		if len(envelope) == 0 {
+		if !isStruct {
 			buf, reason = appendPayloadValue(buf)
 			break
 		}

@@ -205,8 +205,12 @@ type Binding struct {
 	partial bool              // made by BindAny: Record fails
 
 	passThrough bool
-	versionI    int // the schema version column's index, -1 for none
-	traceI      int // the trace context column's index, -1 for none
+	// envelope tells that an additional field is placed in the envelope,
+	// whether or not the table has its column: Debezium's router makes the
+	// value a struct for any envelope placement it is configured with.
+	envelope bool
+	versionI int // the schema version column's index, -1 for none
+	traceI   int // the trace context column's index, -1 for none
 }
 
 // Bind maps a table's columns (in table order) to the record fields. Missing
@@ -245,6 +249,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 		}
 	}
 	for _, a := range c.Additional {
+		b.envelope = b.envelope || a.Placement == PlaceEnvelope
 		i := columnIndex(cols, a.Column)
 		if i < 0 {
 			if !c.IgnoreMissingAdditional {
