@@ -146,16 +146,28 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	changes := make(chan *replication.Batch, 4) // up to 4*MaxBatch changes
 	readDone := make(chan struct{})
 	g, gctx := errgroup.WithContext(hard)
+	// An UPDATE under UpdateFatal ends the stream there; what was read
+	// before it is published first, as Debezium's task publishes it before
+	// it fails.
+	var stoppedAt error
 	g.Go(func() error {
 		defer close(readDone)
 		defer close(changes)
-		return stream.Run(gctx, changes)
+		err := stream.Run(gctx, changes)
+		if upd := (*UpdateStopError)(nil); errors.As(err, &upd) {
+			stoppedAt = err
+			return nil
+		}
+		return err
 	})
 	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
 	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor}
 	g.Go(func() error { return saver.run(gctx, readDone) })
 	runErr := g.Wait()
+	if runErr == nil {
+		runErr = stoppedAt
+	}
 
 	// Whatever was produced gets its ack before the last confirm, so a
 	// clean stop leaves nothing to send twice.

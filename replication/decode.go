@@ -51,6 +51,13 @@ func newDecoder(rels *relations, counters *Counters) *decoder {
 	return &decoder{rels: rels, relations: make(map[uint32]relation), counters: counters}
 }
 
+// stopAt is an error of the OnUpdate callback: the stream ends at the
+// update, after what was decoded before it is handed over.
+type stopAt struct{ err error }
+
+func (e stopAt) Error() string { return e.err.Error() }
+func (e stopAt) Unwrap() error { return e.err }
+
 // decode handles one XLogData payload. ok is false when the message yields
 // no Change (Begin, Relation, ignored operations...).
 func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, ok bool, err error) {
@@ -127,7 +134,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 		d.count(m.rel)
 		if r, ok := d.relations[m.rel]; ok && (r.class == classOutbox || r.class == classRenamed) && d.onUpdate != nil {
 			if err := d.onUpdate(outbox.Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
-				return c, false, err
+				return c, false, stopAt{err}
 			}
 		}
 	case truncateMsg:

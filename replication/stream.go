@@ -52,7 +52,8 @@ type Config struct {
 	// OnUpdate, when set, is called for each UPDATE of an outbox table the
 	// stream carries (pgoutbox's own publication carries inserts only; an
 	// existing one may carry every operation). Returning an error ends the
-	// stream with it, before anything after the update is delivered.
+	// stream with it: what was decoded before the update is delivered,
+	// nothing after it.
 	// Deletes and truncates are only counted.
 	OnUpdate func(table outbox.Table, lsn pglogrepl.LSN) error
 }
@@ -469,6 +470,14 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 					s.received = end
 				}
 				c, ok, err := dec.decode(xld.WALStart, xld.WALData)
+				if stop := (stopAt{}); errors.As(err, &stop) {
+					// What came before the update goes on, as Debezium
+					// publishes what it read before it fails.
+					if ferr := flush(); ferr != nil {
+						return ferr
+					}
+					return stop.err
+				}
 				if err != nil {
 					return err
 				}
