@@ -452,11 +452,12 @@ func (r *run) awaitStreaming(ctx context.Context, pgoutboxRefuses bool) error {
 					return fmt.Errorf("pgoutbox (%s) exited before streaming: %v\n%s", p.form, p.err, p.out)
 				default:
 				}
-			} else if dbzFails != "" {
-				if s, err := r.env.Connect.Status(ctx, r.id); err == nil && s.Failed() != "" {
-					delete(want, slot)
-					continue
+			} else if s, err := r.env.Connect.Status(ctx, r.id); err == nil && s.Failed() != "" {
+				if dbzFails == "" {
+					return fmt.Errorf("Debezium's task failed at start:\n%s", causes(s.Failed()))
 				}
+				delete(want, slot)
+				continue
 			}
 			// A slot is active while it is being created too: streaming
 			// means START_REPLICATION ran, after Debezium chose where
