@@ -23,7 +23,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run chaos demo bench fuzz bench-go clean
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos demo bench fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -41,16 +41,20 @@ test-unit: kafka
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
+# The differential corpus against Debezium runs on 18 only (15 is the
+# longer lane).
+PG15_SKIP ?= TestCorpus
+
 test-pg15: kafka
-	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m ./test/... ./pgcluster/...
+	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour; those about the
 # Kafka side, the event formats, PgBouncer and the bench run once, on 15
 # (PG18_SKIP= runs them all).
 PG18_SKIP ?= TestDebeziumDocumentationTable|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestNetworkFaults|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestDeadLetters|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOncePoisonRow|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestMonitoringWithPrometheus|TestPooler
 
-test-pg18: pg18
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
+test-pg18: pg18 debezium
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
 
 pg18:
 	.ci/install-pg $(PG18_VERSION) $(PG18_DIR)
@@ -59,8 +63,20 @@ pg18:
 # outbox router, from Maven Central, for the differential corpus
 # (test/compat); outside git, reused while the poms are unchanged.
 DEBEZIUM_DIR ?= $(CURDIR)/.cache/debezium
+export PGOUTBOX_DEBEZIUM_DIR ?= $(DEBEZIUM_DIR)
 debezium:
 	.ci/install-debezium $(DEBEZIUM_DIR)
+
+# The differential corpus (test/compat/testdata/cases): each case's rows
+# through Debezium 3.6.1 in Kafka Connect and through pgoutbox, into one
+# Apache Kafka, record for record. make test runs the cases COMPAT_CI
+# names (on PostgreSQL 18), make chaos the others, make compat all of them;
+# COMPAT_CASES picks others. Installs what it needs into the caches.
+COMPAT_CI ?= ^(doc-table-json|server-doc-table|both-forms|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-envelope-schemas|placements-headers-json|expand-json|key-uuid-schemas|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|tracing-traceparent|quoted-names|order-per-key)$$
+COMPAT_CASES ?=
+compat: pg18 kafka debezium
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
+	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: ' compat.log; exit $$rc
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
@@ -74,8 +90,10 @@ kafka-run: kafka
 # outage, a one-million-event transaction, network faults, restarts,
 # switches, two relays through PgBouncer for about a minute, schema changes
 # under 15 s of load. The short versions of the same tests run in make test.
-chaos:
+# Then the corpus cases make test leaves out (COMPAT_CI).
+chaos: pg18 kafka debezium
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 demo: build
 	./bin/pgoutbox demo

@@ -26,6 +26,10 @@ const ParallelEnv = "PGOUTBOX_COMPAT_PARALLEL"
 // matches run (all by default).
 const CasesEnv = "PGOUTBOX_COMPAT_CASES"
 
+// SkipEnv names a regular expression: the cases whose names it matches
+// do not run.
+const SkipEnv = "PGOUTBOX_COMPAT_SKIP"
+
 // Every case of testdata/cases, Debezium 3.6.1 (Kafka Connect standalone)
 // against pgoutbox on one PostgreSQL and one Apache Kafka: the records must
 // be equal, or differ only as the case's deliberate differences say.
@@ -34,12 +38,22 @@ func TestCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if re := os.Getenv(CasesEnv); re != "" {
+	for _, f := range []struct {
+		env  string
+		keep bool
+	}{{CasesEnv, true}, {SkipEnv, false}} {
+		re := os.Getenv(f.env)
+		if re == "" {
+			continue
+		}
 		match, err := regexp.Compile(re)
 		if err != nil {
-			t.Fatalf("%s: %v", CasesEnv, err)
+			t.Fatalf("%s: %v", f.env, err)
 		}
-		cases = slices.DeleteFunc(cases, func(c Case) bool { return !match.MatchString(c.Name) })
+		cases = slices.DeleteFunc(cases, func(c Case) bool { return match.MatchString(c.Name) != f.keep })
+	}
+	if len(cases) == 0 {
+		t.Fatalf("no case matches %s=%q and %s=%q", CasesEnv, os.Getenv(CasesEnv), SkipEnv, os.Getenv(SkipEnv))
 	}
 	begin := time.Now()
 	pg := pgcluster.New(t, pgcluster.Options{Settings: map[string]string{
