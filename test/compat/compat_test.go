@@ -2,12 +2,17 @@ package compat
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pgoutbox/pgoutbox/test/connecttest"
 )
+
+var update = flag.Bool("update", false, "rewrite the option table of docs/debezium.md from the cases")
 
 func readRecorded(t *testing.T, name string) []Record {
 	t.Helper()
@@ -179,5 +184,64 @@ func TestCases(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// The option table of docs/debezium.md is the one the cases make: a case
+// added, or a difference listed, shows there (go test -run
+// TestOptionTable -update rewrites it).
+func TestOptionTable(t *testing.T) {
+	cases, err := LoadCases(filepath.Join("testdata", "cases"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := OptionTable(cases, "Debezium "+connecttest.DebeziumVersion+" (Kafka Connect standalone)")
+	path := filepath.Join("..", "..", "docs", "debezium.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := bytes.Index(doc, []byte(TableBegin)), bytes.Index(doc, []byte(TableEnd))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s lacks the markers of the option table", path)
+	}
+	got := string(doc[begin : end+len(TableEnd)])
+	if got == want {
+		return
+	}
+	if !*update {
+		t.Fatalf("%s's option table is not the cases': run go test ./test/compat -run TestOptionTable -update", path)
+	}
+	out := append(append(append([]byte{}, doc[:begin]...), want...), doc[end+len(TableEnd):]...)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each option's row says what the corpus found: equal where its cases
+// list no difference, the difference and its reason where one does.
+func TestOptionTableRows(t *testing.T) {
+	cases := []Case{
+		{Name: "a", Connect: map[string]string{"transforms": "o", "transforms.o.type": "io.debezium.transforms.outbox.EventRouter",
+			"transforms.o.route.by.field": "kind", "value.converter": "org.apache.kafka.connect.json.JsonConverter"}},
+		{Name: "b", Server: "debezium.transforms=o\ndebezium.transforms.o.type=io.debezium.transforms.outbox.EventRouter\ndebezium.source.plugin.name=pgoutput\ndebezium.format.value=json\n",
+			Covers:      []string{"route.by.field"},
+			Differences: []Deliberate{{Option: "route.by.field", Reason: "a  NULL\n value", DeadLetters: 1}}},
+	}
+	got := OptionTable(cases, "Debezium X")
+	for _, want := range []string{
+		"| `route.by.field` | (default), `kind` | a, b | tested equal in 1 of 2 cases; deliberate difference in b (below) |",
+		"| `value.converter` | `JsonConverter` | a | tested equal |",
+		"| `plugin.name` | `pgoutput` | b | tested equal |",
+		"| `debezium.format.value` | `json` | b | tested equal |",
+		"- `route.by.field` (b): pgoutbox dead-letters a row. a NULL value",
+		"| `transforms.<name>.type` | `EventRouter` | a, b | tested equal |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "transforms.o.route.by.field") || strings.Contains(got, "debezium.source.") {
+		t.Errorf("an option under its prefix:\n%s", got)
 	}
 }
