@@ -35,9 +35,14 @@ type Relation struct {
 
 // Change is one item of the stream.
 type Change struct {
-	Kind       Kind
-	LSN        pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
-	FinalLSN   pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
+	Kind     Kind
+	LSN      pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
+	FinalLSN pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
+	// PrevEnd (KindRow) is the end of the last commit the stream received
+	// before the row's transaction, of any transaction the stream carried,
+	// 0 when none since it started: what Debezium writes first in
+	// source.sequence (its lastCommitLsn).
+	PrevEnd    pglogrepl.LSN
 	XID        uint32
 	CommitTime time.Time // of the row's transaction
 	Relation   *Relation // KindRow

@@ -35,6 +35,7 @@ type decoder struct {
 	inTx       bool
 	xid        uint32
 	final      pglogrepl.LSN
+	prevEnd    pglogrepl.LSN // the end of the last commit decoded
 	commitTime time.Time
 	counters   *Counters
 	onUpdate   func(outbox.Table, pglogrepl.LSN) error
@@ -79,6 +80,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			return c, false, fmt.Errorf("%w: COMMIT outside a transaction", ErrProtocol)
 		}
 		d.inTx = false
+		d.prevEnd = m.end
 		return outbox.Change{Kind: outbox.KindCommit, LSN: m.end, FinalLSN: d.final, XID: d.xid, CommitTime: m.commit}, true, nil
 	case *outbox.Relation:
 		// What it is to the pipeline is decided once per Relation
@@ -125,7 +127,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			return c, false, fmt.Errorf("%w: INSERT into %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.values), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
-		return outbox.Change{Kind: outbox.KindRow, LSN: walStart, FinalLSN: d.final, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
+		return outbox.Change{Kind: outbox.KindRow, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
 	case relIDs:
 		for _, id := range m {
 			d.count(id)

@@ -585,10 +585,15 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	if o.LSN == 0 {
 		buf = append(buf, "null"...)
 	} else {
-		// Debezium: ["<last commit LSN>","<LSN>"]; see docs/debezium.md.
-		buf = append(buf, `"[\"`...)
-		buf = strconv.AppendUint(buf, o.CommitLSN, 10)
-		buf = append(buf, `\",\"`...)
+		// Debezium: ["<end of the last commit read>","<LSN>"], null
+		// for none (its lastCommitLsn).
+		if o.LastCommitLSN == 0 {
+			buf = append(buf, `"[null,\"`...)
+		} else {
+			buf = append(buf, `"[\"`...)
+			buf = strconv.AppendUint(buf, o.LastCommitLSN, 10)
+			buf = append(buf, `\",\"`...)
+		}
 		buf = strconv.AppendUint(buf, o.LSN, 10)
 		buf = append(buf, `\"]"`...)
 	}

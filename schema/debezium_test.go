@@ -45,7 +45,7 @@ func docRecord(t *testing.T, add []AdditionalField) Record {
 		t.Fatal(err)
 	}
 	r.Origin = Origin{Database: "orderdb", Schema: "inventory", Table: "outboxevent",
-		LSN: 24064704, CommitLSN: 24064592, TxID: 584, CommitTime: time.UnixMicro(1556890294448870)}
+		LSN: 24064704, LastCommitLSN: 24064592, TxID: 584, CommitTime: time.UnixMicro(1556890294448870)}
 	return r
 }
 

@@ -362,11 +362,12 @@ type FieldValue struct {
 // Debezium's source block). The CloudEvents envelopes do not use it.
 type Origin struct {
 	Database, Schema, Table string
-	// LSN is the row's WAL position and CommitLSN its transaction's
-	// commit LSN; both are 0 for a polled row.
-	LSN, CommitLSN uint64
-	TxID           uint64
-	CommitTime     time.Time
+	// LSN is the row's WAL position, 0 for a polled row. LastCommitLSN is
+	// the end of the last commit read before the row's transaction, 0 for
+	// none.
+	LSN, LastCommitLSN uint64
+	TxID               uint64
+	CommitTime         time.Time
 }
 
 // Record builds a record from a row's values in table column order, in text
