@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -368,24 +367,6 @@ func install() (java, dir string, err error) {
 }
 
 func findInstall() (string, string, error) {
-	java := os.Getenv(JavaEnv)
-	if java == "" {
-		var err error
-		if java, err = exec.LookPath("java"); err != nil {
-			return "", "", fmt.Errorf("no java on PATH: Kafka Connect needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", JavaEnv)
-		}
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		return "", "", err
-	}
-	dir := os.Getenv(DirEnv)
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "debezium")
-	}
-	cmd := exec.Command(filepath.Join(root, ".ci", "install-debezium"), dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("installing Kafka Connect and Debezium %s into %s (make debezium): %v\n%s", DebeziumVersion, dir, err, out)
-	}
-	return java, dir, nil
+	in, err := testbin.Install("Kafka Connect and Debezium "+DebeziumVersion, "debezium", "install-debezium", JavaEnv, DirEnv, "debezium")
+	return in.Java, in.Dir, err
 }

@@ -744,27 +744,8 @@ func install() (java, jars string, err error) {
 }
 
 func findInstall() (string, string, error) {
-	java := os.Getenv(JavaEnv)
-	if java == "" {
-		var err error
-		if java, err = exec.LookPath("java"); err != nil {
-			return "", "", fmt.Errorf("no java on PATH: Apache Kafka %s needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", Version, JavaEnv)
-		}
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		return "", "", err
-	}
-	dir := os.Getenv(DirEnv)
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "kafka")
-	}
-	// The script returns at once when Version is already there.
-	cmd := exec.Command(filepath.Join(root, ".ci", "install-kafka"), Version, dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("installing Apache Kafka %s into %s (make kafka): %v\n%s", Version, dir, err, out)
-	}
-	return java, filepath.Join(dir, "libs", "*"), nil
+	in, err := testbin.Install("Apache Kafka "+Version, "kafka", "install-kafka", JavaEnv, DirEnv, "kafka", Version)
+	return in.Java, filepath.Join(in.Dir, "libs", "*"), err
 }
 
 // nopTB lets tlstest make the shared broker's CA outside any one test:

@@ -219,3 +219,37 @@ func ModuleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Installed is what Install found: the java binary, and the cache
+// directory a .ci install script filled.
+type Installed struct {
+	Java, Dir string
+}
+
+// Install finds java (javaEnv's value, else java on PATH) and runs the
+// install script .ci/<script> with args and the cache directory last:
+// dirEnv's value, else the module's .cache/<cache>. The scripts return at
+// once when the cache holds what they install. what names it in errors,
+// and make target the command that installs it by hand.
+func Install(what, makeTarget, script, javaEnv, dirEnv, cache string, args ...string) (Installed, error) {
+	java := os.Getenv(javaEnv)
+	if java == "" {
+		var err error
+		if java, err = exec.LookPath("java"); err != nil {
+			return Installed{}, fmt.Errorf("no java on PATH: %s needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", what, javaEnv)
+		}
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return Installed{}, err
+	}
+	dir := os.Getenv(dirEnv)
+	if dir == "" {
+		dir = filepath.Join(root, ".cache", cache)
+	}
+	cmd := exec.Command(filepath.Join(root, ".ci", script), append(args, dir)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Installed{}, fmt.Errorf("installing %s into %s (make %s): %v\n%s", what, dir, makeTarget, err, out)
+	}
+	return Installed{Java: java, Dir: dir}, nil
+}
