@@ -227,6 +227,9 @@ func TestOptionTableRows(t *testing.T) {
 		{Name: "b", Server: "debezium.transforms=o\ndebezium.transforms.o.type=io.debezium.transforms.outbox.EventRouter\ndebezium.source.plugin.name=pgoutput\ndebezium.format.value=json\n",
 			Covers:      []string{"route.by.field"},
 			Differences: []Deliberate{{Option: "route.by.field", Reason: "a  NULL\n value", DeadLetters: 1}}},
+		{Name: "c", Connect: map[string]string{"transforms": "o", "transforms.o.type": "io.debezium.transforms.outbox.EventRouter",
+			"transforms.o.table.op.invalid.behavior": "fatal"},
+			Differences: []Deliberate{{Option: "table.op.invalid.behavior", Reason: "both stop", DebeziumFails: "x", PgoutboxStops: "y"}}},
 	}
 	got := OptionTable(cases, "Debezium X")
 	for _, want := range []string{
@@ -235,7 +238,9 @@ func TestOptionTableRows(t *testing.T) {
 		"| `plugin.name` | `pgoutput` | b | tested equal |",
 		"| `debezium.format.value` | `json` | b | tested equal |",
 		"- `route.by.field` (b): pgoutbox dead-letters a row. a NULL value",
-		"| `transforms.<name>.type` | `EventRouter` | a, b | tested equal |",
+		"| `transforms.<name>.type` | `EventRouter` | a, b, c | tested equal |",
+		"| `table.op.invalid.behavior` | `fatal` | c | tested equal; both stop in c (below) |",
+		"- `table.op.invalid.behavior` (c): both stop, after the same records. both stop",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in\n%s", want, got)

@@ -152,7 +152,7 @@ func OptionTable(cases []Case, debezium string) string {
 		fmt.Fprintf(&b, "\n%s:\n\n| option | values tested | cases | result |\n|---|---|---|---|\n%s\n", title, strings.Join(rows, "\n"))
 	}
 	if len(diffs) > 0 {
-		fmt.Fprintf(&b, "\nDeliberate differences, by option and case:\n\n%s\n", strings.Join(diffs, "\n"))
+		fmt.Fprintf(&b, "\nDeliberate differences, and where both stop, by option and case:\n\n%s\n", strings.Join(diffs, "\n"))
 	}
 	fmt.Fprintf(&b, "\n%s", TableEnd)
 	return b.String()
@@ -199,16 +199,33 @@ func casesCell(o *option) string {
 	return strings.Join(cs, ", ")
 }
 
+// bothStop tells an entry that lists no difference: Debezium's task
+// fails and pgoutbox stops at the same row, each after publishing the same
+// records.
+func (d Deliberate) bothStop() bool {
+	return d.DebeziumFails != "" && d.PgoutboxStops != "" && d.PgoutboxRefuses == "" && d.DeadLetters == 0 && len(d.Records) == 0
+}
+
 func resultCell(o *option) string {
-	equal := len(o.cases) - len(o.differ)
-	switch {
-	case len(o.differ) == 0:
-		return "tested equal"
-	case equal == 0:
-		return "deliberate difference (below)"
+	var differ, stop []string
+	for _, c := range slices.Sorted(maps.Keys(o.differ)) {
+		if o.differ[c].bothStop() {
+			stop = append(stop, c)
+		} else {
+			differ = append(differ, c)
+		}
 	}
-	return fmt.Sprintf("tested equal in %d of %d cases; deliberate difference in %s (below)", equal, len(o.cases),
-		strings.Join(slices.Sorted(maps.Keys(o.differ)), ", "))
+	out := "tested equal"
+	if len(differ) > 0 {
+		out = fmt.Sprintf("tested equal in %d of %d cases; deliberate difference in %s (below)", len(o.cases)-len(differ), len(o.cases), strings.Join(differ, ", "))
+		if len(differ) == len(o.cases) {
+			out = "deliberate difference (below)"
+		}
+	}
+	if len(stop) > 0 {
+		out += fmt.Sprintf("; both stop in %s (below)", strings.Join(stop, ", "))
+	}
+	return out
 }
 
 func differenceLine(option, c string, d Deliberate) string {
@@ -221,6 +238,9 @@ func differenceLine(option, c string, d Deliberate) string {
 	}
 	if d.PgoutboxStops != "" {
 		what = append(what, "pgoutbox stops")
+	}
+	if d.bothStop() {
+		what = []string{"both stop, after the same records"}
 	}
 	switch {
 	case d.DeadLetters == 1:
