@@ -43,16 +43,16 @@ type OutboxResult struct {
 // the table exists.
 func OutboxColumns() []schema.Column {
 	return []schema.Column{
-		{Name: "id", TypeOID: 2950},           // uuid
-		{Name: "aggregatetype", TypeOID: 25},  // text
-		{Name: "aggregateid", TypeOID: 25},    // text
-		{Name: "type", TypeOID: 25},           // text
-		{Name: "payload", TypeOID: 3802},      // jsonb
-		{Name: "headers", TypeOID: 3802},      // jsonb
-		{Name: "created_at", TypeOID: 1184},   // timestamptz
-		{Name: "seq", TypeOID: 20},            // bigint
-		{Name: "txid", TypeOID: 5069},         // xid8
-		{Name: "published_at", TypeOID: 1184}, // timestamptz
+		{Name: "id", TypeOID: 2950, TypMod: -1},           // uuid
+		{Name: "aggregatetype", TypeOID: 25, TypMod: -1},  // text
+		{Name: "aggregateid", TypeOID: 25, TypMod: -1},    // text
+		{Name: "type", TypeOID: 25, TypMod: -1},           // text
+		{Name: "payload", TypeOID: 3802, TypMod: -1},      // jsonb
+		{Name: "headers", TypeOID: 3802, TypMod: -1},      // jsonb
+		{Name: "created_at", TypeOID: 1184, TypMod: -1},   // timestamptz
+		{Name: "seq", TypeOID: 20, TypMod: -1},            // bigint
+		{Name: "txid", TypeOID: 5069, TypMod: -1},         // xid8
+		{Name: "published_at", TypeOID: 1184, TypMod: -1}, // timestamptz
 	}
 }
 

@@ -363,7 +363,7 @@ func (p *Poller) bind(fields []pgconn.FieldDescription) error {
 	rel := &outbox.Relation{Schema: p.table.Schema, Name: p.table.Name, Columns: make([]schema.Column, len(fields))}
 	p.seqIdx, p.txidIdx = -1, -1
 	for i, f := range fields {
-		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID}
+		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID, TypMod: f.TypeModifier}
 		switch f.Name {
 		case p.cfg.Order:
 			p.seqIdx = i

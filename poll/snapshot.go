@@ -129,7 +129,7 @@ func (s *SnapshotReader) bind(fields []pgconn.FieldDescription) {
 	rel := &outbox.Relation{Schema: s.table.Schema, Name: s.table.Name, Columns: make([]schema.Column, len(fields))}
 	s.orderIdx = -1
 	for i, f := range fields {
-		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID}
+		rel.Columns[i] = schema.Column{Name: f.Name, TypeOID: f.DataTypeOID, TypMod: f.TypeModifier}
 		if f.Name == s.order {
 			s.orderIdx = i
 		}

@@ -120,7 +120,7 @@ func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.Dea
 		[][]byte{[]byte(d.EventID)}, nil, nil, nil)
 	rel := &outbox.Relation{Schema: table.Schema, Name: table.Name}
 	for _, f := range res.FieldDescriptions() {
-		rel.Columns = append(rel.Columns, schema.Column{Name: f.Name, TypeOID: f.DataTypeOID})
+		rel.Columns = append(rel.Columns, schema.Column{Name: f.Name, TypeOID: f.DataTypeOID, TypMod: f.TypeModifier})
 	}
 	var values [][]byte
 	for res.NextRow() {
@@ -151,7 +151,7 @@ func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.Dea
 		sort.Strings(names)
 		rel.Columns = rel.Columns[:0]
 		for _, n := range names {
-			rel.Columns = append(rel.Columns, schema.Column{Name: n}) // types unknown: text, checked as such
+			rel.Columns = append(rel.Columns, schema.Column{Name: n, TypMod: -1}) // types unknown: text, checked as such
 			if v := stored[n]; v != nil {
 				values = append(values, []byte(*v))
 			} else {

@@ -194,8 +194,7 @@ func parse(data []byte) (any, error) {
 		rel.Columns = make([]schema.Column, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
 			r.byte1("column flags")
-			c := schema.Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type")}
-			r.uint32("column modifier")
+			c := schema.Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type"), TypMod: int32(r.uint32("column modifier"))}
 			rel.Columns = append(rel.Columns, c)
 		}
 		m = rel

@@ -270,7 +270,7 @@ var ErrNoTable error = &sentinel{"outbox table does not exist", true, false}
 // as a pgoutput Relation message gives them; ErrNoTable when there is no
 // such table.
 func TableColumns(ctx context.Context, conn *pgx.Conn, t outbox.Table) ([]schema.Column, error) {
-	rows, err := conn.Query(ctx, `SELECT attname::text, atttypid::int8 FROM pg_attribute
+	rows, err := conn.Query(ctx, `SELECT attname::text, atttypid::int8, atttypmod FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.Quoted())
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
@@ -280,7 +280,7 @@ WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY at
 			c   schema.Column
 			oid int64
 		)
-		err := r.Scan(&c.Name, &oid)
+		err := r.Scan(&c.Name, &oid, &c.TypMod)
 		c.TypeOID = uint32(oid)
 		return c, err
 	})

@@ -21,13 +21,6 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 	}
 	var problems []string
 	bad := func(col, why string) { problems = append(problems, col+": "+why) }
-	// Every column a message carries must be of a type pgoutbox renders
-	// as Debezium does.
-	renders := func(name string, oid uint32) {
-		if _, _, err := connectTypeOf(oid); err != nil {
-			bad(name, fmt.Sprintf("its type (OID %d) has a Debezium mapping pgoutbox does not render", oid))
-		}
-	}
 	switch f {
 	case CloudEvents, CloudEventsBinary:
 		if b.oid[fPayload] == oidBytea {
@@ -35,35 +28,33 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		}
 	case DebeziumOutbox:
 		d := enc.Debezium.withDefaults(f)
-		if ct, _, _ := connectTypeOf(b.oid[fAggregateType]); ct.typ != "string" {
+		if ct, _ := connectTypeOf(b.typ(fAggregateType)); ct.typ != "string" {
 			bad(b.name[fAggregateType], "Debezium's router reads route.by.field as a string: use a text column")
 		}
-		converts := func(part string, conv Converter, name string, oid uint32) {
-			renders(name, oid)
-			if _, ok := conv.For(oid); !ok {
-				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)", part, conv, oid))
+		converts := func(part string, conv Converter, name string, t pgType) {
+			if _, ok := conv.For(t.oid); !ok {
+				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)", part, conv, t.oid))
 			}
 		}
 		if _, ok := d.Header.For(oidText); d.ContextHeaders && !ok {
 			bad("__debezium.context.*", fmt.Sprintf("the header converter %s cannot write these headers of text (extended.headers.enabled)", d.Header))
 		}
-		converts("key", d.Key, b.name[fAggregateID], b.oid[fAggregateID])
-		converts("header", d.Header, b.name[fID], b.oid[fID])
+		converts("key", d.Key, b.name[fAggregateID], b.typ(fAggregateID))
+		converts("header", d.Header, b.name[fID], b.typ(fID))
 		if b.traceI >= 0 {
-			converts("header", d.Header, cols[b.traceI].Name, oidText)
+			converts("header", d.Header, cols[b.traceI].Name, pgType{oidText, -1})
 		}
 		envelope := b.envelope
 		for i, a := range b.add {
-			oid := cols[b.addI[i]].TypeOID
+			t := cols[b.addI[i]].typ()
 			switch a.Placement {
 			case PlaceHeader:
-				converts("header", d.Header, a.Column, oid)
+				converts("header", d.Header, a.Column, t)
 			case PlaceEnvelope:
 				envelope = true
-				renders(a.Column, oid)
 			}
 		}
-		payloadCT, _, _ := connectTypeOf(b.oid[fPayload])
+		payloadCT, _ := connectTypeOf(b.typ(fPayload))
 		expandable := d.ExpandJSONPayload && (payloadCT.typ == "string" || payloadCT.typ == "")
 		if envelope || expandable {
 			if _, ok := d.Value.ForStruct(); !ok {
@@ -73,13 +64,8 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 				}
 				bad(b.name[fPayload], fmt.Sprintf("%s, which the value converter %s cannot write (Debezium would fail, or print a Java object): use json or json-schemas", what, d.Value))
 			}
-			renders(b.name[fPayload], b.oid[fPayload])
 		} else {
-			converts("value", d.Value, b.name[fPayload], b.oid[fPayload])
-		}
-	case Debezium:
-		for _, col := range cols {
-			renders(col.Name, col.TypeOID)
+			converts("value", d.Value, b.name[fPayload], b.typ(fPayload))
 		}
 	}
 	if len(problems) > 0 {

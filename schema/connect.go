@@ -2,7 +2,6 @@ package schema
 
 import (
 	"encoding/base64"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -36,50 +35,94 @@ const (
 	oidMoney   uint32 = 790
 )
 
+// pgType is a column's type: its OID and modifier (atttypmod, -1 for
+// none).
+type pgType struct {
+	oid uint32
+	mod int32
+}
+
+func (b *Binding) typ(f int) pgType { return pgType{b.oid[f], b.mod[f]} }
+
+// numericScale is a numeric(p,s) column's precision and scale; ok is false
+// for an unconstrained numeric.
+func (t pgType) numericScale() (precision, scale int, ok bool) {
+	if t.mod < 4 { // VARHDRSZ: typmod is ((p << 16) | s) + 4
+		return 0, 0, false
+	}
+	m := int(t.mod - 4)
+	return m >> 16 & 0xffff, m & 0xffff, true
+}
+
 // connectType is a Kafka Connect schema type with Debezium's logical name.
 type connectType struct {
 	typ     string // Connect type as JsonConverter names it: string, int64, ...
+	fields  string // a struct's fields, as JSON: [{…},…]
 	name    string // logical name, "" for none
 	version int    // logical version, 0 for none
+	doc     string
+	params  string // parameters, as a JSON object, "" for none
 }
+
+// variableScaleDecimal is Debezium's type of an unconstrained numeric.
+var variableScaleDecimal = connectType{typ: "struct",
+	fields: `[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}]`,
+	name:   "io.debezium.data.VariableScaleDecimal", version: 1, doc: "Variable scaled decimal"}
 
 // connectTypeOf maps a Postgres type to Debezium's default mapping
 // (decimal.handling.mode=precise, time.precision.mode=adaptive,
-// binary.handling.mode=bytes). ok is false for types Debezium does not map
-// either (it drops such columns, include.unknown.datatypes=false); err is
-// set for types Debezium maps but pgoutbox does not render yet.
-func connectTypeOf(oid uint32) (ct connectType, ok bool, err error) {
-	switch oid {
+// binary.handling.mode=bytes, interval.handling.mode=numeric). ok is false
+// for types Debezium does not map either (it drops such columns,
+// include.unknown.datatypes=false).
+func connectTypeOf(t pgType) (ct connectType, ok bool) {
+	switch oid := t.oid; oid {
 	case oidBool:
-		return connectType{typ: "boolean"}, true, nil
+		return connectType{typ: "boolean"}, true
 	case oidInt2:
-		return connectType{typ: "int16"}, true, nil
+		return connectType{typ: "int16"}, true
 	case oidInt4:
-		return connectType{typ: "int32"}, true, nil
+		return connectType{typ: "int32"}, true
 	case oidInt8:
-		return connectType{typ: "int64"}, true, nil
+		return connectType{typ: "int64"}, true
 	case oidFloat4:
-		return connectType{typ: "float"}, true, nil
+		return connectType{typ: "float"}, true
 	case oidFloat8:
-		return connectType{typ: "double"}, true, nil
+		return connectType{typ: "double"}, true
 	case oidText, oidVarchar, oidBpchar, oidName:
-		return connectType{typ: "string"}, true, nil
+		return connectType{typ: "string"}, true
 	case oidUUID:
-		return connectType{typ: "string", name: "io.debezium.data.Uuid", version: 1}, true, nil
+		return connectType{typ: "string", name: "io.debezium.data.Uuid", version: 1}, true
 	case oidJSON, oidJSONB:
-		return connectType{typ: "string", name: "io.debezium.data.Json", version: 1}, true, nil
+		return connectType{typ: "string", name: "io.debezium.data.Json", version: 1}, true
 	case oidTimestamptz:
-		return connectType{typ: "string", name: "io.debezium.time.ZonedTimestamp", version: 1}, true, nil
+		return connectType{typ: "string", name: "io.debezium.time.ZonedTimestamp", version: 1}, true
 	case oidTimestamp:
-		return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}, true, nil
+		return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}, true
 	case oidDate:
-		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}, true, nil
+		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}, true
 	case oidBytea:
-		return connectType{typ: "bytes"}, true, nil
-	case oidNumeric, oidTime, oidTimetz, oidIntvl, oidMoney:
-		return connectType{}, false, fmt.Errorf("schema: Postgres type OID %d has a Debezium mapping that pgoutbox does not render", oid)
+		return connectType{typ: "bytes"}, true
+	case oidNumeric:
+		p, s, ok := t.numericScale()
+		if !ok {
+			return variableScaleDecimal, true
+		}
+		return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1,
+			params: `{"scale":"` + strconv.Itoa(s) + `","connect.decimal.precision":"` + strconv.Itoa(p) + `"}`}, true
+	case oidMoney:
+		// money.fraction.digits=2
+		return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1, params: `{"scale":"2"}`}, true
+	case oidTime:
+		if t.mod >= 0 && t.mod <= 3 {
+			return connectType{typ: "int32", name: "io.debezium.time.Time", version: 1}, true
+		}
+		return connectType{typ: "int64", name: "io.debezium.time.MicroTime", version: 1}, true
+	case oidTimetz:
+		return connectType{typ: "string", name: "io.debezium.time.ZonedTime", version: 1}, true
+	case oidIntvl:
+		return connectType{typ: "int64", name: "io.debezium.time.MicroDuration", version: 1}, true
 	}
-	return connectType{}, false, nil
+	return connectType{}, false
 }
 
 // appendConnectSchema appends a JsonConverter field schema:
@@ -87,7 +130,12 @@ func connectTypeOf(oid uint32) (ct connectType, ok bool, err error) {
 func appendConnectSchema(dst []byte, ct connectType, optional bool, field string) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, ct.typ...)
-	dst = append(dst, `","optional":`...)
+	dst = append(dst, '"')
+	if ct.fields != "" {
+		dst = append(dst, `,"fields":`...)
+		dst = append(dst, ct.fields...)
+	}
+	dst = append(dst, `,"optional":`...)
 	dst = strconv.AppendBool(dst, optional)
 	if ct.name != "" {
 		dst = append(dst, `,"name":`...)
@@ -96,6 +144,14 @@ func appendConnectSchema(dst []byte, ct connectType, optional bool, field string
 	if ct.version != 0 {
 		dst = append(dst, `,"version":`...)
 		dst = strconv.AppendInt(dst, int64(ct.version), 10)
+	}
+	if ct.doc != "" {
+		dst = append(dst, `,"doc":`...)
+		dst = appendJavaString(dst, ct.doc)
+	}
+	if ct.params != "" {
+		dst = append(dst, `,"parameters":`...)
+		dst = append(dst, ct.params...)
 	}
 	if field != "" {
 		dst = append(dst, `,"field":`...)
@@ -107,11 +163,11 @@ func appendConnectSchema(dst []byte, ct connectType, optional bool, field string
 // appendConnectValue appends a column's text value as JsonConverter writes
 // Debezium's value for it; nil text is null. reason is set when the text is
 // not a value of the type (a poison row).
-func appendConnectValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
+func appendConnectValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 	if text == nil {
 		return append(dst, "null"...), ""
 	}
-	switch oid {
+	switch oid := t.oid; oid {
 	case oidBool:
 		switch string(text) {
 		case "t", "true":
@@ -163,6 +219,43 @@ func appendConnectValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
 		dst = append(dst, '"')
 		dst = base64.StdEncoding.AppendEncode(dst, b)
 		return append(dst, '"'), ""
+	case oidNumeric, oidMoney:
+		d, reason := parseDecimal(t, text)
+		if reason != "" || d.special {
+			// NaN and ±Infinity have no BigDecimal: Debezium writes null.
+			return append(dst, "null"...), reason
+		}
+		if _, _, ok := t.numericScale(); !ok && oid == oidNumeric {
+			dst = append(dst, `{"scale":`...)
+			dst = strconv.AppendInt(dst, int64(d.scale), 10)
+			dst = append(dst, `,"value":"`...)
+			dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
+			return append(dst, `"}`...), ""
+		}
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
+		return append(dst, '"'), ""
+	case oidTime:
+		us, reason := parseTimeOfDay(text)
+		if reason != "" {
+			return dst, reason
+		}
+		if t.mod >= 0 && t.mod <= 3 {
+			return strconv.AppendInt(dst, us/1000, 10), ""
+		}
+		return strconv.AppendInt(dst, us, 10), ""
+	case oidTimetz:
+		s, reason := zonedTime(text)
+		if reason != "" {
+			return dst, reason
+		}
+		return appendJavaString(dst, s), ""
+	case oidIntvl:
+		us, reason := parseInterval(text)
+		if reason != "" {
+			return dst, reason
+		}
+		return strconv.AppendInt(dst, us, 10), ""
 	}
 	return appendJavaString(dst, text), ""
 }
@@ -171,10 +264,20 @@ func appendConnectValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
 // SimpleHeaderConverter write it: the Connect value's text. Debezium's
 // values of strings, integers and booleans print as Postgres prints them,
 // except booleans (t/f) and the logical types.
-func appendStringValue(dst []byte, oid uint32, text []byte) ([]byte, string) {
-	switch oid {
-	case oidBool, oidFloat4, oidFloat8, oidTimestamptz, oidTimestamp, oidDate, oidBytea:
-		v, reason := appendConnectValue(nil, oid, text)
+func appendStringValue(dst []byte, t pgType, text []byte) ([]byte, string) {
+	switch t.oid {
+	case oidNumeric, oidMoney:
+		if _, _, ok := t.numericScale(); ok || t.oid == oidMoney {
+			d, reason := parseDecimal(t, text)
+			if reason != "" || d.special {
+				return dst, reason // Kafka Connect's text of a null header: none
+			}
+			return append(dst, d.javaString()...), ""
+		}
+		// A VariableScaleDecimal is a struct: its JSON text.
+		return appendConnectValue(dst, t, text)
+	case oidBool, oidFloat4, oidFloat8, oidTimestamptz, oidTimestamp, oidDate, oidBytea, oidTime, oidTimetz, oidIntvl:
+		v, reason := appendConnectValue(nil, t, text)
 		if reason != "" {
 			return dst, reason
 		}

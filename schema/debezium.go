@@ -197,7 +197,7 @@ func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, 
 			v      []byte
 			reason string
 		)
-		if buf, v, reason = appendConvertedPart(buf, c.Header, oidText, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, c.Header, pgType{oidText, -1}, []byte(h.v), false); reason != "" {
 			return buf, hs, reason
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -236,6 +236,14 @@ func (r *Record) columnOID(f int) uint32 {
 	return r.bind.oid[f]
 }
 
+// columnType is columnOID with the column's type modifier.
+func (r *Record) columnType(f int) pgType {
+	if r.bind == nil {
+		return pgType{oidText, -1}
+	}
+	return r.bind.typ(f)
+}
+
 func (r *Record) columnName(f int) string {
 	if r.bind == nil {
 		return fieldNames[f]
@@ -248,20 +256,20 @@ func (r *Record) columnName(f int) string {
 // when the converter writes no bytes at all but a null (Kafka's null key,
 // value or header value): StringConverter, ByteArrayConverter and
 // BinaryDataConverter do for a NULL; JsonConverter writes null as JSON.
-func appendConverted(dst []byte, conv Converter, oid uint32, text []byte, optional bool) (out []byte, isNull bool, reason string) {
-	conv, ok := conv.For(oid)
+func appendConverted(dst []byte, conv Converter, t pgType, text []byte, optional bool) (out []byte, isNull bool, reason string) {
+	conv, ok := conv.For(t.oid)
 	if !ok {
 		return dst, false, "the converter cannot write a value of this column's type"
 	}
 	switch conv {
 	case ConvString:
-		if text == nil {
+		if isNullValue(t, text) {
 			return dst, true, ""
 		}
-		out, reason = appendStringValue(dst, oid, text)
+		out, reason = appendStringValue(dst, t, text)
 		return out, false, reason
 	case ConvByteArray:
-		if text == nil {
+		if isNullValue(t, text) {
 			return dst, true, ""
 		}
 		b, ok := decodeByteaHex(text)
@@ -270,25 +278,25 @@ func appendConverted(dst []byte, conv Converter, oid uint32, text []byte, option
 		}
 		return append(dst, b...), false, ""
 	case ConvJSON:
-		out, reason = appendConnectValue(dst, oid, text)
+		out, reason = appendConnectValue(dst, t, text)
 		return out, false, reason
 	}
-	ct, _, _ := connectTypeOf(oid)
+	ct, _ := connectTypeOf(t)
 	if ct.typ == "" {
 		ct = connectType{typ: "string"}
 	}
 	dst = append(dst, `{"schema":`...)
 	dst = appendConnectSchema(dst, ct, optional, "")
 	dst = append(dst, `,"payload":`...)
-	dst, reason = appendConnectValue(dst, oid, text)
+	dst, reason = appendConnectValue(dst, t, text)
 	return append(dst, '}'), false, reason
 }
 
 // appendConvertedPart appends one converted part and returns its slice of dst; nil
 // for a null.
-func appendConvertedPart(dst []byte, conv Converter, oid uint32, text []byte, optional bool) ([]byte, []byte, string) {
+func appendConvertedPart(dst []byte, conv Converter, t pgType, text []byte, optional bool) ([]byte, []byte, string) {
 	start := len(dst)
-	dst, isNull, reason := appendConverted(dst, conv, oid, text, optional)
+	dst, isNull, reason := appendConverted(dst, conv, t, text, optional)
 	if isNull {
 		return dst, nil, reason
 	}
@@ -358,13 +366,13 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	if !r.null(fAggregateID) {
 		keyText = []byte(r.AggregateID)
 	}
-	if buf, msg.Key, reason = appendConvertedPart(buf, c.Key, r.columnOID(fAggregateID), keyText, c.optional(r.columnName(fAggregateID))); reason != "" {
+	if buf, msg.Key, reason = appendConvertedPart(buf, c.Key, r.columnType(fAggregateID), keyText, c.optional(r.columnName(fAggregateID))); reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
 	}
 
 	// The payload as a Connect value: a Json string, or expanded.
-	payloadOID := r.columnOID(fPayload)
-	payloadCT, _, _ := connectTypeOf(payloadOID)
+	payloadType := r.columnType(fPayload)
+	payloadCT, _ := connectTypeOf(payloadType)
 	if payloadCT.typ == "" {
 		payloadCT = connectType{typ: "string"}
 	}
@@ -387,7 +395,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		if expSchema != nil {
 			return append(dst, expValue...), ""
 		}
-		return appendConnectValue(dst, payloadOID, r.Payload)
+		return appendConnectValue(dst, payloadType, r.Payload)
 	}
 
 	var envelope []FieldValue
@@ -410,7 +418,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		valueNull = true
 	case !isStruct && expSchema == nil:
 		var v []byte
-		buf, v, reason = appendConvertedPart(buf, c.Value, payloadOID, r.Payload, c.optional(r.columnName(fPayload)))
+		buf, v, reason = appendConvertedPart(buf, c.Value, payloadType, r.Payload, c.optional(r.columnName(fPayload)))
 		valueNull = v == nil
 	default:
 		conv, ok := c.Value.ForStruct()
@@ -433,7 +441,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
 			buf = appendPayloadSchema(buf, "payload")
 			for _, a := range envelope {
-				ct, _, _ := connectTypeOf(a.TypeOID)
+				ct, _ := connectTypeOf(a.typ())
 				if ct.typ == "" {
 					ct = connectType{typ: "string"}
 				}
@@ -458,7 +466,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			buf = append(buf, ',')
 			buf = appendJavaString(buf, a.Alias)
 			buf = append(buf, ':')
-			if buf, reason = appendConnectValue(buf, a.TypeOID, a.Value); reason != "" {
+			if buf, reason = appendConnectValue(buf, a.typ(), a.Value); reason != "" {
 				return Message{}, &RowError{Column: a.Column, Reason: reason}
 			}
 		}
@@ -487,7 +495,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		var v []byte
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
-		if buf, v, reason = appendConvertedPart(buf, c.Header, oidText, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, c.Header, pgType{oidText, -1}, []byte(h.v), false); reason != "" {
 			return Message{}, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -497,7 +505,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		idText = []byte(r.ID)
 	}
 	var v []byte
-	if buf, v, reason = appendConvertedPart(buf, c.Header, r.columnOID(fID), idText, c.optional(r.columnName(fID))); reason != "" {
+	if buf, v, reason = appendConvertedPart(buf, c.Header, r.columnType(fID), idText, c.optional(r.columnName(fID))); reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
 	hs = append(hs, Header{Key: "id", Value: v})
@@ -505,7 +513,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		if a.Placement != PlaceHeader {
 			continue
 		}
-		if buf, v, reason = appendConvertedPart(buf, c.Header, a.TypeOID, a.Value, c.optional(a.Column)); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, c.Header, a.typ(), a.Value, c.optional(a.Column)); reason != "" {
 			return Message{}, &RowError{Column: a.Column, Reason: reason}
 		}
 		hs = append(hs, Header{Key: a.Alias, Value: v})
@@ -541,7 +549,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		}
 		buf = appendJavaString(buf, name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, r.Columns[j].TypeOID, r.Values[j]); reason != "" {
+		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), r.Values[j]); reason != "" {
 			return Message{}, &RowError{Column: name, Reason: reason}
 		}
 	}
@@ -551,11 +559,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, `{"before":null,"after":{`...)
 	first := true
 	for i, col := range r.Columns {
-		_, ok, err := connectTypeOf(col.TypeOID)
-		if err != nil {
-			return Message{}, fmt.Errorf("column %s: %w", col.Name, err)
-		}
-		if !ok {
+		if _, ok := connectTypeOf(col.typ()); !ok {
 			continue
 		}
 		if !first {
@@ -564,7 +568,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		first = false
 		buf = appendJavaString(buf, col.Name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.TypeOID, r.Values[i]); reason != "" {
+		if buf, reason = appendConnectValue(buf, col.typ(), r.Values[i]); reason != "" {
 			return Message{}, &RowError{Column: col.Name, Reason: reason}
 		}
 	}

@@ -30,8 +30,8 @@ const docPayload = `{"id": 1, "lineItems": [{"id": 1, "item": "Debezium in Actio
 func docRecord(t *testing.T, add []AdditionalField) Record {
 	t.Helper()
 	cols := []Column{
-		{"id", oidUUID}, {"aggregatetype", oidVarchar}, {"aggregateid", oidVarchar},
-		{"type", oidVarchar}, {"payload", oidJSONB}, {"timestamp", oidTimestamp},
+		{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1},
+		{"type", oidVarchar, -1}, {"payload", oidJSONB, -1}, {"timestamp", oidTimestamp, -1},
 	}
 	b, err := Columns{Time: "timestamp", Additional: add}.Bind(cols)
 	if err != nil {

@@ -55,8 +55,8 @@ func FuzzRecord(f *testing.F) {
 			return
 		}
 		b, err := Columns{}.Bind([]Column{
-			{"id", oidText}, {"aggregatetype", oidText}, {"aggregateid", oidText}, {"type", oidText},
-			{"payload", payloadOID}, {"headers", headersOID}, {"created_at", timeOID},
+			{"id", oidText, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1},
+			{"payload", payloadOID, -1}, {"headers", headersOID, -1}, {"created_at", timeOID, -1},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -22,9 +22,9 @@ import (
 //	  payload bytea, ts timestamp(3), tsu timestamp, part int, ver int,
 //	  tracingspancontext text, ptext text)
 var probeTable = []Column{
-	{"id", oidUUID}, {"aggregatetype", oidText}, {"aggregateid", oidText}, {"payload", oidBytea},
-	{"ts", oidTimestamp}, {"tsu", oidTimestamp}, {"part", oidInt4}, {"ver", oidInt4},
-	{"tracingspancontext", oidText}, {"ptext", oidText},
+	{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"payload", oidBytea, -1},
+	{"ts", oidTimestamp, -1}, {"tsu", oidTimestamp, -1}, {"part", oidInt4, -1}, {"ver", oidInt4, -1},
+	{"tracingspancontext", oidText, -1}, {"ptext", oidText, -1},
 }
 
 // probeRow is a row of probeTable; "" is NULL, `”` the empty string.
@@ -181,7 +181,7 @@ func dumpObserved(m Message) string {
 }
 
 func TestBindPassThrough(t *testing.T) {
-	debeziumDoc := []Column{{"id", oidUUID}, {"aggregatetype", oidVarchar}, {"aggregateid", oidVarchar}, {"payload", oidJSONB}}
+	debeziumDoc := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1}, {"payload", oidJSONB, -1}}
 	for _, tc := range []struct {
 		name string
 		c    Columns
@@ -329,7 +329,7 @@ func TestParseAdditionalFieldsAsDebezium(t *testing.T) {
 // (extended.headers.enabled on), for the documentation's example row: its
 // context headers come first, in this order, then id.
 func TestContextHeaders(t *testing.T) {
-	cols := []Column{{"id", oidUUID}, {"aggregatetype", oidVarchar}, {"aggregateid", oidVarchar}, {"payload", oidJSONB}}
+	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1}, {"payload", oidJSONB, -1}}
 	b, err := Columns{PassThrough: true}.Bind(cols)
 	if err != nil {
 		t.Fatal(err)

@@ -169,7 +169,12 @@ func IdentifierProblem(name string) string {
 type Column struct {
 	Name    string
 	TypeOID uint32
+	// TypMod is the type's modifier (atttypmod: a numeric's precision and
+	// scale, a time's precision), -1 for none.
+	TypMod int32
 }
+
+func (c Column) typ() pgType { return pgType{c.TypeOID, c.TypMod} }
 
 // Record fields, in the order of Columns.fields.
 const (
@@ -197,6 +202,7 @@ type Binding struct {
 	ncols int
 	idx   [numFields]int    // column index per field; -1 when absent (Headers, Time)
 	oid   [numFields]uint32 // type OID per bound field
+	mod   [numFields]int32  // type modifier per bound field
 	name  [numFields]string // column name per field, for RowErrors
 
 	cols    []Column          // the table's columns, in table order
@@ -239,7 +245,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 				return nil, fmt.Errorf("schema: column %q appears twice", col.Name)
 			}
 			b.idx[f] = i
-			b.oid[f] = col.TypeOID
+			b.oid[f], b.mod[f] = col.TypeOID, col.TypMod
 		}
 	}
 	var missing []string
@@ -355,8 +361,11 @@ type FieldValue struct {
 	Alias     string // the name it takes in the message
 	Placement Placement
 	TypeOID   uint32
+	TypMod    int32
 	Value     []byte // text format; nil is SQL NULL
 }
+
+func (v FieldValue) typ() pgType { return pgType{v.TypeOID, v.TypMod} }
 
 // Origin is where a record came from, for envelopes that carry it (such as
 // Debezium's source block). The CloudEvents envelopes do not use it.
@@ -484,7 +493,7 @@ func (b *Binding) record(values [][]byte, total int) Record {
 		add = make([]FieldValue, len(b.add))
 		for i, a := range b.add {
 			add[i] = FieldValue{Column: a.Column, Alias: a.Alias, Placement: a.Placement,
-				TypeOID: b.cols[b.addI[i]].TypeOID, Value: values[b.addI[i]]}
+				TypeOID: b.cols[b.addI[i]].TypeOID, TypMod: b.cols[b.addI[i]].TypMod, Value: values[b.addI[i]]}
 		}
 	}
 	r := Record{

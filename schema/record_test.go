@@ -11,16 +11,16 @@ import (
 // defaultTable is the DESIGN.md outbox table, as pgoutput's Relation message
 // describes it.
 var defaultTable = []Column{
-	{"id", 2950}, // uuid
-	{"aggregatetype", oidText},
-	{"aggregateid", oidText},
-	{"type", oidText},
-	{"payload", oidJSONB},
-	{"headers", oidJSONB},
-	{"created_at", oidTimestamptz},
-	{"seq", 20},
-	{"txid", 5069},
-	{"published_at", oidTimestamptz},
+	{"id", 2950, -1}, // uuid
+	{"aggregatetype", oidText, -1},
+	{"aggregateid", oidText, -1},
+	{"type", oidText, -1},
+	{"payload", oidJSONB, -1},
+	{"headers", oidJSONB, -1},
+	{"created_at", oidTimestamptz, -1},
+	{"seq", 20, -1},
+	{"txid", 5069, -1},
+	{"published_at", oidTimestamptz, -1},
 }
 
 // row returns a values slice for defaultTable.
@@ -66,9 +66,9 @@ func TestColumnsValidate(t *testing.T) {
 
 func TestBind(t *testing.T) {
 	transferEvents := []Column{ // seed 004: a table of another shape
-		{"event_id", 20}, {"aggregate_type", oidVarchar}, {"aggregate_id", oidVarchar},
-		{"event_type", oidVarchar}, {"payload", oidText}, {"headers", oidText},
-		{"status", oidVarchar}, {"created_at", oidTimestamp},
+		{"event_id", 20, -1}, {"aggregate_type", oidVarchar, -1}, {"aggregate_id", oidVarchar, -1},
+		{"event_type", oidVarchar, -1}, {"payload", oidText, -1}, {"headers", oidText, -1},
+		{"status", oidVarchar, -1}, {"created_at", oidTimestamp, -1},
 	}
 	transferColumns := Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type"}
 
@@ -84,19 +84,19 @@ func TestBind(t *testing.T) {
 		{name: "custom names", c: transferColumns, cols: transferEvents, want: [numFields]int{0, 1, 2, 3, 4, 5, 7}},
 		{
 			name: "order independent",
-			cols: []Column{{"created_at", oidTimestamptz}, {"payload", oidJSONB}, {"type", oidText}, {"x", 23}, {"aggregateid", oidText}, {"id", 2950}, {"aggregatetype", oidText}},
+			cols: []Column{{"created_at", oidTimestamptz, -1}, {"payload", oidJSONB, -1}, {"type", oidText, -1}, {"x", 23, -1}, {"aggregateid", oidText, -1}, {"id", 2950, -1}, {"aggregatetype", oidText, -1}},
 			want: [numFields]int{5, 6, 4, 2, 1, -1, 0},
 		},
 		{
 			name: "headers and time optional",
-			cols: []Column{{"id", 2950}, {"aggregatetype", oidText}, {"aggregateid", oidText}, {"type", oidText}, {"payload", oidJSONB}},
+			cols: []Column{{"id", 2950, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1}, {"payload", oidJSONB, -1}},
 			want: [numFields]int{0, 1, 2, 3, 4, -1, -1},
 		},
 		{name: "custom names against default table", c: transferColumns, cols: defaultTable, missing: "event_id, aggregate_type, aggregate_id, event_type"},
 		{name: "no payload", cols: defaultTable[:4], missing: "payload"},
 		{name: "empty table", cols: nil, missing: "id, aggregatetype, aggregateid, type, payload"},
-		{name: "case-sensitive", cols: []Column{{"ID", 2950}, {"aggregatetype", oidText}, {"aggregateid", oidText}, {"type", oidText}, {"payload", oidJSONB}}, missing: "id"},
-		{name: "duplicate column", cols: append(append([]Column{}, defaultTable...), Column{"type", oidText}), err: true},
+		{name: "case-sensitive", cols: []Column{{"ID", 2950, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1}, {"payload", oidJSONB, -1}}, missing: "id"},
+		{name: "duplicate column", cols: append(append([]Column{}, defaultTable...), Column{"type", oidText, -1}), err: true},
 		{name: "invalid columns", c: Columns{ID: strings.Repeat("x", 64)}, cols: defaultTable, err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,8 +130,8 @@ func TestBind(t *testing.T) {
 
 func TestBindRecordCustomTable(t *testing.T) {
 	cols := []Column{
-		{"status", oidVarchar}, {"created_at", oidTimestamp}, {"payload", oidText},
-		{"event_type", oidVarchar}, {"aggregate_id", oidVarchar}, {"aggregate_type", oidVarchar}, {"event_id", 20},
+		{"status", oidVarchar, -1}, {"created_at", oidTimestamp, -1}, {"payload", oidText, -1},
+		{"event_type", oidVarchar, -1}, {"aggregate_id", oidVarchar, -1}, {"aggregate_type", oidVarchar, -1}, {"event_id", 20, -1},
 	}
 	b := mustBind(t, Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type"}, cols)
 	rec, err := b.Record([][]byte{
