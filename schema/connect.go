@@ -97,6 +97,9 @@ func connectTypeOf(t pgType) (ct connectType, ok bool) {
 	case oidTimestamptz:
 		return connectType{typ: "string", name: "io.debezium.time.ZonedTimestamp", version: 1}, true
 	case oidTimestamp:
+		if t.mod >= 0 && t.mod <= 3 {
+			return connectType{typ: "int64", name: "io.debezium.time.Timestamp", version: 1}, true
+		}
 		return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}, true
 	case oidDate:
 		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}, true
@@ -192,19 +195,26 @@ func appendConnectValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 		}
 		return appendJavaDouble(dst, f, bits), ""
 	case oidTimestamptz:
-		t, reason := parseTimestamp(text)
+		ts, reason := parseTimestamp(text)
 		if reason != "" {
 			return dst, reason
 		}
 		dst = append(dst, '"')
-		dst = appendZonedTimestamp(dst, t)
+		digits := 6
+		if t.mod >= 0 && t.mod < 6 {
+			digits = int(t.mod)
+		}
+		dst = appendZonedTimestamp(dst, ts, digits)
 		return append(dst, '"'), ""
 	case oidTimestamp:
-		t, reason := parseTimestamp(text)
+		ts, reason := parseTimestamp(text)
 		if reason != "" {
 			return dst, reason
 		}
-		return strconv.AppendInt(dst, t.UnixMicro(), 10), ""
+		if t.mod >= 0 && t.mod <= 3 {
+			return strconv.AppendInt(dst, ts.UnixMilli(), 10), ""
+		}
+		return strconv.AppendInt(dst, ts.UnixMicro(), 10), ""
 	case oidDate:
 		t, reason := parseTimestamp(text)
 		if reason != "" {
@@ -293,10 +303,14 @@ func appendStringValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 }
 
 // appendZonedTimestamp writes t as Debezium's ZonedTimestamp for a
-// timestamptz column of the default precision (6): ISO-8601 in UTC with
-// exactly six fractional digits and "Z".
-func appendZonedTimestamp(dst []byte, t time.Time) []byte {
-	return t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
+// timestamptz column of a precision of digits (6 by default): ISO-8601 in
+// UTC with exactly that many fractional digits and "Z".
+func appendZonedTimestamp(dst []byte, t time.Time, digits int) []byte {
+	layout := "2006-01-02T15:04:05"
+	if digits > 0 {
+		layout += "." + "000000"[:digits]
+	}
+	return t.UTC().AppendFormat(dst, layout+"Z07:00")
 }
 
 func decodeByteaHex(text []byte) ([]byte, bool) {

@@ -7,7 +7,7 @@ func numericMod(p, s int) int32 { return int32(p<<16|s) + 4 }
 
 // The values Debezium 3.6.1 wrote for these columns' text, under
 // JsonConverter and under SimpleHeaderConverter (test/compat's
-// types-numeric-time cases).
+// types-numeric-time and types-timestamps cases).
 func TestNumericAndTimeValues(t *testing.T) {
 	var (
 		n10x2   = pgType{oidNumeric, numericMod(10, 2)}
@@ -50,6 +50,11 @@ func TestNumericAndTimeValues(t *testing.T) {
 		{intvl, "1 year 2 mons 3 days 04:05:06.7", `37091106700000`, "37091106700000"},
 		{intvl, "-1 days", `-86400000000`, "-86400000000"},
 		{intvl, "-00:00:01", `-1000000`, "-1000000"},
+		{pgType{oidTimestamp, 3}, "2020-01-02 03:04:05.678", `1577934245678`, "1577934245678"},
+		{pgType{oidTimestamp, 4}, "2020-01-02 03:04:05.6789", `1577934245678900`, "1577934245678900"},
+		{pgType{oidTimestamptz, 0}, "2020-01-02 01:04:05+00", `"2020-01-02T01:04:05Z"`, "2020-01-02T01:04:05Z"},
+		{pgType{oidTimestamptz, 3}, "2020-01-02 01:04:05.5+00", `"2020-01-02T01:04:05.500Z"`, "2020-01-02T01:04:05.500Z"},
+		{pgType{oidTimestamptz, -1}, "2020-01-02 03:04:05.5+02", `"2020-01-02T01:04:05.500000Z"`, "2020-01-02T01:04:05.500000Z"},
 	} {
 		got, reason := appendConnectValue(nil, tc.t, []byte(tc.text))
 		if reason != "" || string(got) != tc.json {
