@@ -349,24 +349,10 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-var installed struct {
-	once      sync.Once
-	java, dir string
-	err       error
-}
-
 // install finds java and the installed jars, installing them with
 // .ci/install-debezium (Maven) into the module's .cache/debezium on first
-// use when DirEnv is unset; the script returns at once when they are
-// there.
+// use when DirEnv is unset.
 func install() (java, dir string, err error) {
-	installed.once.Do(func() {
-		installed.java, installed.dir, installed.err = findInstall()
-	})
-	return installed.java, installed.dir, installed.err
-}
-
-func findInstall() (string, string, error) {
 	in, err := testbin.Install("Kafka Connect and Debezium "+DebeziumVersion, "debezium", "install-debezium", JavaEnv, DirEnv, "debezium")
 	return in.Java, in.Dir, err
 }

@@ -727,23 +727,10 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-var installed struct {
-	once       sync.Once
-	java, jars string
-	err        error
-}
-
 // install finds java and the jars of Version, installing them with
 // .ci/install-kafka (Maven) into the module's .cache/kafka on first use
 // when DirEnv is unset.
 func install() (java, jars string, err error) {
-	installed.once.Do(func() {
-		installed.java, installed.jars, installed.err = findInstall()
-	})
-	return installed.java, installed.jars, installed.err
-}
-
-func findInstall() (string, string, error) {
 	in, err := testbin.Install("Apache Kafka "+Version, "kafka", "install-kafka", JavaEnv, DirEnv, "kafka", Version)
 	return in.Java, filepath.Join(in.Dir, "libs", "*"), err
 }

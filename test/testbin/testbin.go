@@ -226,12 +226,23 @@ type Installed struct {
 	Java, Dir string
 }
 
+// installs are Install's outcomes by script, once per test binary.
+var installs sync.Map // string -> func() (Installed, error)
+
 // Install finds java (javaEnv's value, else java on PATH) and runs the
 // install script .ci/<script> with args and the cache directory last:
 // dirEnv's value, else the module's .cache/<cache>. The scripts return at
-// once when the cache holds what they install. what names it in errors,
-// and make target the command that installs it by hand.
+// once when the cache holds what they install; each runs once per test
+// binary. what names it in errors, and makeTarget the command that
+// installs it by hand.
 func Install(what, makeTarget, script, javaEnv, dirEnv, cache string, args ...string) (Installed, error) {
+	once, _ := installs.LoadOrStore(script, sync.OnceValues(func() (Installed, error) {
+		return install(what, makeTarget, script, javaEnv, dirEnv, cache, args...)
+	}))
+	return once.(func() (Installed, error))()
+}
+
+func install(what, makeTarget, script, javaEnv, dirEnv, cache string, args ...string) (Installed, error) {
 	java := os.Getenv(javaEnv)
 	if java == "" {
 		var err error
