@@ -251,6 +251,9 @@ func differenceLine(option, c string, d Deliberate) string {
 	if len(d.Records) > 0 {
 		what = append(what, "records differ")
 	}
+	if len(what) == 0 {
+		what = []string{"set aside by the case's normalisations"}
+	}
 	reason := strings.Join(strings.Fields(d.Reason), " ")
 	return fmt.Sprintf("- `%s` (%s): %s. %s", option, c, strings.Join(what, ", "), reason)
 }
