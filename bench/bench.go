@@ -29,6 +29,15 @@ type Config struct {
 	Brokers     []string
 	// RelayBin is the pgoutbox binary, run as `pgoutbox run` per run.
 	RelayBin string
+	// Relays, when set, are several pgoutbox binaries to measure side by
+	// side instead of RelayBin (the floor still runs RelayBin): every
+	// relay run and drain is made once per binary, in turn, so that two
+	// builds meet the same machine at nearly the same time.
+	Relays []Relay
+	// Systems are relays other than pgoutbox (Debezium on Kafka Connect,
+	// in the side-by-side harness), measured under the same steady load
+	// and drain as a WAL run, after the pgoutbox runs of each rate.
+	Systems []System
 	// Table is the outbox table (default public.outbox), migrated first.
 	Table string
 	// Modes are the relay modes measured under steady load: wal, poll.
@@ -145,6 +154,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("mode %q: want wal or poll", m)
 		}
 	}
+	for _, r := range c.Relays {
+		if r.Name == "" || r.Bin == "" {
+			return errors.New("each relay binary needs a name and a path")
+		}
+	}
 	for _, d := range c.Deliveries {
 		if d != atLeastOnce && d != exactlyOnce {
 			return fmt.Errorf("delivery %q: want %s or %s", d, atLeastOnce, exactlyOnce)
@@ -159,6 +173,56 @@ func (c *Config) validate() error {
 		return err
 	}
 	return nil
+}
+
+// Relay is a named pgoutbox binary.
+type Relay struct {
+	Name string
+	Bin  string
+
+	system *System // a System's runs, not pgoutbox's
+}
+
+// System is a relay other than `pgoutbox run`. Start makes it publish
+// the rows of aggregate type run.Name from run.Table to topic
+// outbox.event.<run.Name> (Debezium's outbox router's default), keyed by
+// aggregate id, with the row's id in the record's "id" header or as its
+// CloudEvent id, streaming slot run.Slot of publication run.Publication
+// (it creates the slot; the bench drops it); it returns once started, not
+// necessarily streaming. The returned process's CPU time and peak RSS are
+// the system's: a process that serves several runs (a JVM) reports its
+// peak over its life.
+type System struct {
+	Name  string
+	Start func(ctx context.Context, run SystemRun) (Running, error)
+}
+
+// SystemRun is what a System is started for.
+type SystemRun struct {
+	Name, Slot, Publication, Table string
+}
+
+// Running is a started relay: a *proc.Process, or a System's.
+type Running interface {
+	Name() string
+	PID() int
+	// Exited is closed when it stopped; Err and Output then say why.
+	Exited() <-chan struct{}
+	Err() error
+	Output() string
+	// Stop stops it, within timeout; it may be called more than once.
+	Stop(timeout time.Duration) error
+}
+
+var _ Running = (*proc.Process)(nil)
+
+// relays are the binaries each relay run is made with; the empty name is
+// RelayBin alone.
+func (c *Config) relays() []Relay {
+	if len(c.Relays) > 0 {
+		return c.Relays
+	}
+	return []Relay{{Bin: c.RelayBin}}
 }
 
 // rates are the offered rates of the steady-load runs.
@@ -223,18 +287,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			for _, pi := range intervals {
 				for _, delivery := range cfg.Deliveries {
-					run, lat, err := b.loadRun(ctx, mode, pi, rate, delivery)
-					if ctx.Err() != nil {
-						return rep, ctx.Err()
+					for _, rl := range cfg.relays() {
+						run, lat, err := b.loadRun(ctx, rl, mode, pi, rate, delivery)
+						if ctx.Err() != nil {
+							return rep, ctx.Err()
+						}
+						if err != nil {
+							fail(seriesName(withRelay(runLabel(mode, pi, delivery), rl.Name), rate), err)
+							continue
+						}
+						rep.Runs = append(rep.Runs, run)
+						rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 					}
-					if err != nil {
-						fail(seriesName(runLabel(mode, pi, delivery), rate), err)
-						continue
-					}
-					rep.Runs = append(rep.Runs, run)
-					rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 				}
 			}
+		}
+		for _, sys := range cfg.Systems {
+			rl := Relay{Name: sys.Name, system: &sys}
+			run, lat, err := b.loadRun(ctx, rl, "wal", 0, rate, "")
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				fail(seriesName(sys.Name, rate), err)
+				continue
+			}
+			rep.Runs = append(rep.Runs, run)
+			rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 		}
 		if !cfg.NoFloor {
 			fl, lat, err := b.floorRun(ctx, rate)
@@ -259,19 +338,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.DrainEvents <= 0 {
 			break
 		}
-		// The floor drains once, beside the first delivery's drain.
-		d, floorEPS, err := b.drainRun(ctx, delivery, i == 0 && !cfg.NoFloor)
+		for j, rl := range cfg.relays() {
+			// The floor drains once, beside the first delivery's drain.
+			d, floorEPS, err := b.drainRun(ctx, rl, delivery, i == 0 && j == 0 && !cfg.NoFloor)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				fail(withRelay("drain "+delivery, rl.Name), err)
+				continue
+			}
+			rep.Drains = append(rep.Drains, *d)
+			if rep.Floor != nil && floorEPS > 0 {
+				rep.Floor.DrainEventsPerS = floorEPS
+			}
+		}
+	}
+	for _, sys := range cfg.Systems {
+		if cfg.DrainEvents <= 0 {
+			break
+		}
+		d, _, err := b.drainRun(ctx, Relay{Name: sys.Name, system: &sys}, "", false)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
 		}
 		if err != nil {
-			fail("drain "+delivery, err)
+			fail("drain "+sys.Name, err)
 			continue
 		}
 		rep.Drains = append(rep.Drains, *d)
-		if rep.Floor != nil && floorEPS > 0 {
-			rep.Floor.DrainEventsPerS = floorEPS
-		}
 	}
 	if len(rep.Drains) > 0 {
 		rep.Drain = &rep.Drains[0]
@@ -364,7 +459,13 @@ func (b *bencher) clearRows(ctx context.Context) error {
 func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_" + b.suffix }
 
 // startRelay starts `pgoutbox run` for pipeline name.
-func (b *bencher) startRelay(name, mode string, poll time.Duration, delivery string) (*proc.Process, error) {
+func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, poll time.Duration, delivery string) (Running, error) {
+	if rl.system != nil {
+		if !slices.Contains(b.slots, name) {
+			b.slots = append(b.slots, name)
+		}
+		return rl.system.Start(ctx, SystemRun{Name: name, Slot: name, Publication: publication, Table: b.cfg.Table})
+	}
 	args := []string{"run",
 		"--database-url", b.cfg.DatabaseURL,
 		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
@@ -387,12 +488,12 @@ func (b *bencher) startRelay(name, mode string, poll time.Duration, delivery str
 	if !slices.Contains(b.slots, name) {
 		b.slots = append(b.slots, name)
 	}
-	return proc.Start("pgoutbox run --mode "+mode, b.cfg.RelayBin, args, nil, nil)
+	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, nil, nil)
 }
 
 // gone explains a child's exit that came before the work was done: even a
 // clean exit is an error then.
-func gone(p *proc.Process) error {
+func gone(p Running) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
@@ -402,7 +503,7 @@ func gone(p *proc.Process) error {
 // warmup writes a one-event transaction every 100ms until one arrives at
 // the consumer: then the relay streams (in WAL mode its slot exists), the
 // topic exists and the consumer reads it. Warm-up events are not measured.
-func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *proc.Process, timeout time.Duration) error {
+func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay Running, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !tr.state().warmSeen {
 		if time.Now().After(deadline) {
@@ -425,7 +526,7 @@ func (b *bencher) warmup(ctx context.Context, w *writer, tr *tracker, relay *pro
 // load runs the open-loop schedule at rate events per second through
 // writers and reports progress. relay is the process under test (the relay
 // or the floor): the load stops if it exits.
-func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay *proc.Process) (Schedule, []time.Duration, error) {
+func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*writer, tr *tracker, relay Running) (Schedule, []time.Duration, error) {
 	k := b.cfg.EventsPerTx
 	s := NewSchedule(time.Now().Add(50*time.Millisecond), rate/k.Mean(), b.cfg.Duration)
 	shape := "one INSERT each"
@@ -488,7 +589,7 @@ func (b *bencher) progress(ctx context.Context, label string, tr *tracker, start
 }
 
 // waitAll waits until every committed event was consumed, or timeout.
-func waitAll(ctx context.Context, tr *tracker, relay *proc.Process, timeout time.Duration) error {
+func waitAll(ctx context.Context, tr *tracker, relay Running, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		st := tr.state()
@@ -573,10 +674,14 @@ func (w *window) end(events int) (usPerEvent, idlePct float64, err error) {
 }
 
 // loadRun measures the relay in one mode under the steady load at rate.
-func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, rate float64, delivery string) (Result, []time.Duration, error) {
-	label := runLabel(mode, poll, delivery)
+func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.Duration, rate float64, delivery string) (Result, []time.Duration, error) {
+	label := withRelay(runLabel(mode, poll, delivery), rl.Name)
+	var system string
+	if rl.system != nil {
+		label, system, rl.Name = rl.Name, rl.Name, ""
+	}
 	name := b.runName(label, rate)
-	run := Result{Mode: mode, Delivery: delivery, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
+	run := Result{Mode: mode, Delivery: delivery, Relay: rl.Name, System: system, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
 		EventsPerTx: b.cfg.EventsPerTx, Aggregates: b.cfg.Aggregates}
 	if err := b.clearRows(ctx); err != nil {
 		return run, nil, err
@@ -597,7 +702,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 	}
 	defer closeWriters(ws)
 
-	relay, err := b.startRelay(name, mode, poll, delivery)
+	relay, err := b.startRelay(ctx, rl, name, mode, poll, delivery)
 	if err != nil {
 		return run, nil, err
 	}
@@ -638,7 +743,7 @@ func (b *bencher) loadRun(ctx context.Context, mode string, poll time.Duration, 
 	run.IdleCPUPct = idle
 	run.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
 	run.Lag = Summarize(lags)
-	run.Early, run.Missing, run.Dups = st.early, st.committed-st.delivered, st.dups
+	run.Early, run.Missing, run.Dups, run.OrderViolations = st.early, st.committed-st.delivered, st.dups, st.outOfOrder
 	fmt.Fprintf(b.cfg.Progress, "%s: %d events, p50 %s ms, p99 %s ms, relay cpu %.2f s (%.1f us per event), machine idle %.0f%%, peak rss %.1f MB\n",
 		label, run.Events, fmtFig(run.Latency.P50), fmtFig(run.Latency.P99), run.RelayCPUS, usPerEvent, idle, run.RelayPeakRSSMB)
 	return run, lat, nil
@@ -705,11 +810,15 @@ func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Du
 // drainRun commits a backlog while the relay is stopped, then times the
 // relay, and then the bare reader, publishing all of it from a standing
 // start: process start (or connect) to the last event received.
-func (b *bencher) drainRun(ctx context.Context, delivery string, withFloor bool) (*Drain, float64, error) {
+func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withFloor bool) (*Drain, float64, error) {
 	n, k := b.cfg.DrainEvents, b.cfg.DrainEventsPerTx
-	name := b.name("drain " + delivery)
+	name := b.name(withRelay("drain "+delivery, rl.Name))
 	floorSlot := b.name("floordrain")
-	d := &Drain{Mode: "wal", Delivery: delivery, EventsPerTx: k}
+	d := &Drain{Mode: "wal", Delivery: delivery, Relay: rl.Name, EventsPerTx: k}
+	if rl.system != nil {
+		name = b.name("drain " + rl.Name)
+		d.Relay, d.System = "", rl.Name
+	}
 	if err := b.clearRows(ctx); err != nil {
 		return nil, 0, err
 	}
@@ -730,7 +839,7 @@ func (b *bencher) drainRun(ctx context.Context, delivery string, withFloor bool)
 	defer closeWriters(ws)
 
 	// A first start creates the relay's slot; then the relay stops.
-	relay, err := b.startRelay(name, "wal", 0, delivery)
+	relay, err := b.startRelay(ctx, rl, name, "wal", 0, delivery)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -796,30 +905,40 @@ func (b *bencher) drainRun(ctx context.Context, delivery string, withFloor bool)
 
 	// The relay drains it.
 	t0 := time.Now()
-	relay, err = b.startRelay(name, "wal", 0, delivery)
+	relay, err = b.startRelay(ctx, rl, name, "wal", 0, delivery)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer relay.Stop(30 * time.Second)
+	// A System's process may have served runs before: its CPU time is
+	// counted from here.
+	win, err := startWindow(relay.PID())
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the relay's resource use: %w", err)
+	}
 	stopProgress := b.progress(ctx, "drain", tr, t0)
 	err = waitAll(ctx, tr, relay, 5*time.Minute)
 	stopProgress()
 	if err != nil {
 		return nil, 0, err
 	}
+	st := tr.state()
+	usPerEvent, _, werr := win.end(st.delivered)
 	usage, uerr := ReadUsage(relay.PID())
 	if err := relay.Stop(30 * time.Second); err != nil {
 		return nil, 0, err
 	}
-	if uerr != nil {
-		return nil, 0, uerr
+	if err := errors.Join(werr, uerr); err != nil {
+		return nil, 0, err
 	}
-	secs := tr.state().lastConsume.Sub(t0).Seconds()
+	secs := st.lastConsume.Sub(t0).Seconds()
 	d.Seconds = round(secs, 3)
 	d.EventsPerS = round(float64(d.Events)/secs, 0)
-	d.RelayCPUS = round(usage.CPU.Seconds(), 2)
+	d.RelayCPUS = round(usPerEvent*float64(st.delivered)/1e6, 2)
+	d.CPUUSPerEvent = usPerEvent
+	d.Missing, d.Dups, d.OrderViolations = st.committed-st.delivered, st.dups, st.outOfOrder
 	d.RelayPeakRSSMB = round(float64(usage.PeakRSS)/(1<<20), 1)
-	fmt.Fprintf(b.cfg.Progress, "drain (%s): relay published %d events in %.2f s = %.0f events/s\n", delivery, d.Events, secs, d.EventsPerS)
+	fmt.Fprintf(b.cfg.Progress, "drain (%s): relay published %d events in %.2f s = %.0f events/s\n", d.label(), d.Events, secs, d.EventsPerS)
 
 	if !withFloor {
 		return d, 0, nil

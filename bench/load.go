@@ -37,6 +37,20 @@ type tracker struct {
 	early       int
 	dups        int
 	lastConsume time.Time
+	// rank is an event's place in its aggregate's order, where the load
+	// gives one (appTx: the aggregate row's version, taken under its
+	// lock, then the event's index); last is the highest rank consumed
+	// per aggregate, and outOfOrder counts events consumed after a later
+	// one of their aggregate.
+	rank       map[string]ranked
+	last       map[string]int64
+	outOfOrder int
+}
+
+// ranked is an event's aggregate and its place in the aggregate's order.
+type ranked struct {
+	agg  string
+	rank int64
 }
 
 func newTracker() *tracker {
@@ -45,6 +59,18 @@ func newTracker() *tracker {
 		seenAt:    map[string]time.Time{},
 		delivered: map[string]struct{}{},
 		warmup:    map[string]struct{}{},
+		rank:      map[string]ranked{},
+		last:      map[string]int64{},
+	}
+}
+
+// order records the aggregate order of ids, committed in that order by
+// the transaction that took version of aggregate agg's row.
+func (t *tracker) order(ids []string, agg string, version int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, id := range ids {
+		t.rank[id] = ranked{agg: agg, rank: version<<20 | int64(i)}
 	}
 }
 
@@ -106,6 +132,13 @@ func (t *tracker) consumed(id string, at time.Time) {
 	}
 	t.delivered[id] = struct{}{}
 	t.lastConsume = at
+	if r, ok := t.rank[id]; ok {
+		if last, seen := t.last[r.agg]; seen && r.rank < last {
+			t.outOfOrder++
+		} else {
+			t.last[r.agg] = r.rank
+		}
+	}
 	if c.IsZero() {
 		t.seenAt[id] = at
 		t.early++
@@ -115,15 +148,15 @@ func (t *tracker) consumed(id string, at time.Time) {
 }
 
 type trackerState struct {
-	committed, delivered, early, dups int
-	warmSeen                          bool
-	lastConsume                       time.Time
+	committed, delivered, early, dups, outOfOrder int
+	warmSeen                                      bool
+	lastConsume                                   time.Time
 }
 
 func (t *tracker) state() trackerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return trackerState{t.committed, len(t.delivered), t.early, t.dups, t.warmSeen, t.lastConsume}
+	return trackerState{t.committed, len(t.delivered), t.early, t.dups, t.outOfOrder, t.warmSeen, t.lastConsume}
 }
 
 // latencies returns a copy of the latencies measured so far.
@@ -165,7 +198,7 @@ func openWriters(ctx context.Context, url string, table outbox.Table, aggTable, 
 SELECT i::uuid, $2, $3, 'BenchEvent', $4::jsonb FROM unnest($1::text[]) AS i`
 	var lockSQL string
 	if aggTable != "" {
-		lockSQL = "UPDATE " + aggTable + " SET version = version + 1 WHERE id = $1"
+		lockSQL = "UPDATE " + aggTable + " SET version = version + 1 WHERE id = $1 RETURNING version"
 	}
 	ws := make([]*writer, 0, n)
 	for i := 0; i < n; i++ {
@@ -226,15 +259,18 @@ func (w *writer) tx(ctx context.Context, key string, k int, warmup bool) ([]stri
 func (w *writer) appTx(ctx context.Context, agg, k int) ([]string, error) {
 	ids := newIDs(k)
 	w.tr.register(ids, false)
+	var version int64
 	err := pgx.BeginFunc(ctx, w.conn, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, w.lockSQL, agg)
-		if err != nil {
+		if err := tx.QueryRow(ctx, w.lockSQL, agg).Scan(&version); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("aggregate %d: no such row", agg)
+			}
 			return err
 		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("aggregate %d: no such row", agg)
-		}
-		_, err = tx.Exec(ctx, w.sql, ids, w.aggType, aggregateKey(agg), w.payload)
+		// The row lock orders the aggregate's transactions, and its
+		// version says in which order they commit.
+		w.tr.order(ids, aggregateKey(agg), version)
+		_, err := tx.Exec(ctx, w.sql, ids, w.aggType, aggregateKey(agg), w.payload)
 		return err
 	})
 	at := time.Now()
@@ -324,12 +360,12 @@ func (c *consumer) close() {
 
 var idField = []byte(`"id":"`)
 
-// eventID is the CloudEvent id of a record: the ce_id header in binary
-// mode, else the first "id" of the structured event, which comes before
-// its data.
+// eventID is the event id of a record: the ce_id header of a binary
+// CloudEvent, the id header of Debezium's outbox router, else the first
+// "id" of a structured CloudEvent, which comes before its data.
 func eventID(r *kgo.Record) string {
 	for _, h := range r.Headers {
-		if h.Key == "ce_id" {
+		if h.Key == "ce_id" || h.Key == "id" {
 			return string(h.Value)
 		}
 	}

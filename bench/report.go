@@ -36,6 +36,8 @@ type Report struct {
 type Result struct {
 	Mode           string  `json:"mode"`
 	Delivery       string  `json:"delivery,omitempty"`
+	Relay          string  `json:"relay,omitempty"`  // the binary's name, with --relay-bin
+	System         string  `json:"system,omitempty"` // a System's name: not pgoutbox
 	PollIntervalMS float64 `json:"poll_interval_ms"`
 	Rate           float64 `json:"rate"`
 	Events         int     `json:"events"`
@@ -56,32 +58,58 @@ type Result struct {
 	RelayCPUUSPerEvent float64 `json:"relay_cpu_us_per_event"`
 	IdleCPUPct         float64 `json:"idle_cpu_pct"`
 
+	// The checker: events committed and not consumed, consumed more than
+	// once, and consumed after a later event of their aggregate (where
+	// the load orders an aggregate's events: --aggregates).
+	Missing         int `json:"missing"`
+	Dups            int `json:"duplicates"`
+	OrderViolations int `json:"order_violations"`
+
 	// Shown on stdout, kept out of the JSON's fixed shape.
-	Lag     Latency `json:"-"` // how late transactions started, ms
-	Early   int     `json:"-"` // consumed before COMMIT returned: latency 0
-	Missing int     `json:"-"`
-	Dups    int     `json:"-"`
+	Lag   Latency `json:"-"` // how late transactions started, ms
+	Early int     `json:"-"` // consumed before COMMIT returned: latency 0
 }
 
 // Label names the run in the table and the chart.
 func (r Result) Label() string {
-	return runLabel(r.Mode, time.Duration(r.PollIntervalMS*float64(time.Millisecond)), r.Delivery)
+	if r.System != "" {
+		return r.System
+	}
+	return withRelay(runLabel(r.Mode, time.Duration(r.PollIntervalMS*float64(time.Millisecond)), r.Delivery), r.Relay)
 }
 
 // Drain is a backlog of committed events published from a standing start.
 type Drain struct {
 	Mode             string  `json:"mode"`
 	Delivery         string  `json:"delivery,omitempty"`
+	Relay            string  `json:"relay,omitempty"`
+	System           string  `json:"system,omitempty"`
 	Events           int     `json:"events"`
 	EventsPerTx      int     `json:"events_per_tx"`
 	Seconds          float64 `json:"seconds"`
 	EventsPerS       float64 `json:"events_per_s"`
 	RelayCPUS        float64 `json:"relay_cpu_s"`
+	CPUUSPerEvent    float64 `json:"relay_cpu_us_per_event"`
 	RelayPeakRSSMB   float64 `json:"relay_peak_rss_mb"`
+	Missing          int     `json:"missing"`
+	Dups             int     `json:"duplicates"`
+	OrderViolations  int     `json:"order_violations"`
 	FloorSeconds     float64 `json:"floor_seconds"`
 	FloorEventsPerS  float64 `json:"floor_events_per_s"`
 	RatioToFloor     float64 `json:"ratio_to_floor"`
 	BacklogInsertEPS float64 `json:"backlog_insert_eps"`
+}
+
+// label names the drain's relay.
+func (d Drain) label() string {
+	if d.System != "" {
+		return d.System
+	}
+	mode := d.Mode
+	if d.Delivery == exactlyOnce {
+		mode += ", " + exactlyOnce
+	}
+	return withRelay(mode, d.Relay)
 }
 
 // Floor is a bare logical-replication reader under the same load: what
@@ -179,19 +207,20 @@ func (r *Report) WriteJSON(path string) error {
 // WriteTable writes the results as aligned text.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\trate/s\tevents\tevents/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\trelay cpu s\tcpu us/event\tidle %\tpeak rss MB\tlag p99 ms\t")
+	fmt.Fprintln(tw, "run\trate/s\tevents\tevents/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\trelay cpu s\tcpu us/event\tidle %\tpeak rss MB\tlag p99 ms\tlost/dup/order\t")
 	row := func(run Result) {
 		l := run.Latency
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.0f\t%.1f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.0f\t%.1f\t%.2f\t%d/%d/%d\t\n",
 			run.Label(), run.Rate, run.Events, run.ThroughputEPS, l.P50, l.P90, l.P99, l.P999, l.Max,
-			run.RelayCPUS, run.RelayCPUUSPerEvent, run.IdleCPUPct, run.RelayPeakRSSMB, run.Lag.P99)
+			run.RelayCPUS, run.RelayCPUUSPerEvent, run.IdleCPUPct, run.RelayPeakRSSMB, run.Lag.P99,
+			run.Missing, run.Dups, run.OrderViolations)
 	}
 	floorRow := func(f Floor) {
 		if f.Events == 0 {
 			return
 		}
 		l := f.Latency
-		fmt.Fprintf(tw, "floor\t%.0f\t%d\t-\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t-\t%.1f\t%.0f\t-\t-\t\n",
+		fmt.Fprintf(tw, "floor\t%.0f\t%d\t-\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t-\t%.1f\t%.0f\t-\t-\t-\t\n",
 			f.Rate, f.Events, l.P50, l.P90, l.P99, l.P999, l.Max, f.CPUUSPerEvent, f.IdleCPUPct)
 	}
 	floors := r.Floors
@@ -224,9 +253,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	tw.Flush()
 	for _, run := range r.Runs {
-		if run.Early > 0 || run.Missing > 0 || run.Dups > 0 {
-			fmt.Fprintf(w, "%s at %.0f/s: %d consumed before COMMIT returned (counted as 0 ms), %d missing, %d duplicates\n",
-				run.Label(), run.Rate, run.Early, run.Missing, run.Dups)
+		if run.Early > 0 || run.Missing > 0 || run.Dups > 0 || run.OrderViolations > 0 {
+			fmt.Fprintf(w, "%s at %.0f/s: %d consumed before COMMIT returned (counted as 0 ms), %d missing, %d duplicates, %d out of their aggregate's order\n",
+				run.Label(), run.Rate, run.Early, run.Missing, run.Dups, run.OrderViolations)
 		}
 	}
 	for _, f := range floors {
@@ -245,12 +274,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		if i == 0 {
 			fmt.Fprintln(w)
 		}
-		mode := d.Mode
-		if d.Delivery == exactlyOnce {
-			mode += ", " + exactlyOnce
-		}
-		fmt.Fprintf(w, "drain (%s): %d events (%d per transaction) in %.2f s = %.0f events/s; relay cpu %.2f s, peak rss %.1f MB\n",
-			mode, d.Events, d.EventsPerTx, d.Seconds, d.EventsPerS, d.RelayCPUS, d.RelayPeakRSSMB)
+		fmt.Fprintf(w, "drain (%s): %d events (%d per transaction) in %.2f s = %.0f events/s; relay cpu %.2f s (%.1f us per event), peak rss %.1f MB; %d missing, %d duplicates\n",
+			d.label(), d.Events, d.EventsPerTx, d.Seconds, d.EventsPerS, d.RelayCPUS, d.CPUUSPerEvent, d.RelayPeakRSSMB, d.Missing, d.Dups)
 		if d.FloorEventsPerS > 0 {
 			fmt.Fprintf(w, "drain (floor): %.2f s = %.0f events/s; the relay reaches %.0f%% of the floor\n",
 				d.FloorSeconds, d.FloorEventsPerS, 100*d.RatioToFloor)
@@ -296,6 +321,14 @@ func runLabel(mode string, poll time.Duration, delivery string) string {
 		l += " " + exactlyOnce
 	}
 	return l
+}
+
+// withRelay adds a relay binary's name, if any, to a label.
+func withRelay(label, relay string) string {
+	if relay == "" {
+		return label
+	}
+	return label + " [" + relay + "]"
 }
 
 // slug turns a label into a name part: lower-case letters, digits and '_'.

@@ -48,8 +48,8 @@ func TestJSONShape(t *testing.T) {
 		t.Fatalf("top-level keys %v", got)
 	}
 	run := top["runs"].([]any)[0].(map[string]any)
-	want := []string{"aggregates", "committed", "events", "events_per_tx", "idle_cpu_pct", "latency_ms", "mode", "poll_interval_ms",
-		"rate", "relay_cpu_s", "relay_cpu_us_per_event", "relay_peak_rss_mb", "throughput_eps"}
+	want := []string{"aggregates", "committed", "duplicates", "events", "events_per_tx", "idle_cpu_pct", "latency_ms", "missing", "mode",
+		"order_violations", "poll_interval_ms", "rate", "relay_cpu_s", "relay_cpu_us_per_event", "relay_peak_rss_mb", "throughput_eps"}
 	if got := keys(run); !slices.Equal(got, want) {
 		t.Fatalf("run keys %v, want %v", got, want)
 	}
@@ -327,6 +327,29 @@ func TestTrackerEarlyAndDuplicates(t *testing.T) {
 	}
 }
 
+// The checker counts an event consumed after a later event of its
+// aggregate, whichever transactions they came in; other aggregates and
+// duplicates do not count.
+func TestTrackerOrder(t *testing.T) {
+	tr := newTracker()
+	t0 := time.Now()
+	for _, tx := range []struct {
+		ids     []string
+		agg     string
+		version int64
+	}{{[]string{"a1", "a2"}, "A", 1}, {[]string{"a3"}, "A", 2}, {[]string{"b1"}, "B", 7}} {
+		tr.register(tx.ids, false)
+		tr.order(tx.ids, tx.agg, tx.version)
+		tr.commit(tx.ids, t0)
+	}
+	for _, id := range []string{"b1", "a1", "a3", "a2", "a2", "a3"} {
+		tr.consumed(id, t0.Add(time.Millisecond))
+	}
+	if st := tr.state(); st.outOfOrder != 1 || st.dups != 2 || st.delivered != 4 {
+		t.Errorf("state %+v, want 1 out of order (a2 after a3), 2 duplicates", st)
+	}
+}
+
 func TestEventID(t *testing.T) {
 	structured := &kgo.Record{Value: []byte(`{"specversion":"1.0","id":"5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a","data":{"id":"x"}}`)}
 	if got := eventID(structured); got != "5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a" {
@@ -335,6 +358,10 @@ func TestEventID(t *testing.T) {
 	binary := &kgo.Record{Value: []byte(`{"id":"payload"}`), Headers: []kgo.RecordHeader{{Key: "ce_id", Value: []byte("abc")}}}
 	if got := eventID(binary); got != "abc" {
 		t.Errorf("binary: %q", got)
+	}
+	debezium := &kgo.Record{Value: []byte(`"{\"id\": 1}"`), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("def")}}}
+	if got := eventID(debezium); got != "def" {
+		t.Errorf("debezium's outbox router: %q", got)
 	}
 	if got := eventID(&kgo.Record{Value: []byte(`{}`)}); got != "" {
 		t.Errorf("none: %q", got)

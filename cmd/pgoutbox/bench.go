@@ -43,6 +43,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		config    string
 		noFloor   bool
 		relayArgs string
+		relayBins string
 	)
 	cfg.EventsPerTx = bench.Range{Min: 1, Max: 1}
 	fs.StringVar(&url, "database-url", "", "PostgreSQL to measure, a database of its own (default: a throwaway cluster, fsync on)")
@@ -62,6 +63,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.DrainEvents, "drain-events", 100_000, "backlog of the drain run; 0 skips it")
 	fs.IntVar(&cfg.DrainEventsPerTx, "drain-events-per-tx", 10, "events per transaction of the drain backlog")
 	fs.BoolVar(&noFloor, "no-floor", false, "skip the bare-reader floor runs")
+	fs.StringVar(&relayBins, "relay-bin", "", "measure several pgoutbox binaries side by side, NAME=PATH comma-separated: each relay run and drain is made with each in turn (default: this binary)")
 	fs.StringVar(&relayArgs, "relay-args", "", "extra arguments for every `pgoutbox run`, space-separated")
 	fs.StringVar(&jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&outDir, "out", "", "write the latency chart (latency.svg) and the table (results.txt) to this directory")
@@ -111,6 +113,16 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("finding the pgoutbox binary: %w", err)
 	}
 	cfg.RelayBin = exe
+	for _, nb := range strings.Split(relayBins, ",") {
+		if nb = strings.TrimSpace(nb); nb == "" {
+			continue
+		}
+		name, bin, ok := strings.Cut(nb, "=")
+		if !ok || name == "" || bin == "" {
+			return fmt.Errorf("--relay-bin: %q: want NAME=PATH", nb)
+		}
+		cfg.Relays = append(cfg.Relays, bench.Relay{Name: name, Bin: bin})
+	}
 	cfg.Progress = stderr
 
 	if url == "" {
