@@ -411,9 +411,9 @@ func (d *exactlyOnceWAL) commitOpen(ctx context.Context) error {
 // Kafka has (resumeWAL), on the cluster cluster.
 func newTxnLedger(after position, cluster int64, order string, stats *Stats, classify func(error) error, floor *atomic.Uint64) *txnLedger {
 	l := &txnLedger{after: after, stats: stats, classify: classify, floor: floor,
-		cluster: cluster, order: order, xids: make(map[uint32]struct{}, len(after.xids))}
+		cluster: cluster, order: order}
 	for _, x := range after.xids {
-		l.xids[x] = struct{}{}
+		l.xids.add(x)
 	}
 	l.incomplete, l.unlistedMax, l.floorXID = after.incomplete, uint32(after.floorXID), after.floorXID
 	return l
@@ -445,7 +445,7 @@ type txnLedger struct {
 	// with the open transaction) from the WAL; unlistedMax is the newest
 	// one not listed once more than maxListedXIDs were.
 	floorXID    uint64
-	xids        map[uint32]struct{}
+	xids        xidSet
 	incomplete  bool
 	unlistedMax uint32
 
@@ -480,9 +480,9 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	}
 	l.records++
 	l.inTx = true
-	if _, ok := l.xids[c.XID]; !ok {
+	if !l.xids.has(c.XID) {
 		if len(l.xids) < maxListedXIDs {
-			l.xids[c.XID] = struct{}{}
+			l.xids.add(c.XID)
 		} else if !l.incomplete || xidBefore(l.unlistedMax, c.XID) {
 			l.incomplete, l.unlistedMax = true, c.XID
 		}
@@ -496,11 +496,7 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 func (l *txnLedger) position() position {
 	if f := l.floor.Load(); f > l.floorXID {
 		l.floorXID = f
-		for x := range l.xids {
-			if xidBefore(x, uint32(f)) {
-				delete(l.xids, x)
-			}
-		}
+		l.xids = slices.DeleteFunc(l.xids, func(x uint32) bool { return xidBefore(x, uint32(f)) })
 		if l.incomplete && xidBefore(l.unlistedMax, uint32(f)) {
 			l.incomplete = false
 		}
@@ -510,12 +506,37 @@ func (l *txnLedger) position() position {
 	if l.polledUntil > p.end {
 		p.polledUntil = l.polledUntil
 	}
-	p.xids = make([]uint32, 0, len(l.xids))
-	for x := range l.xids {
-		p.xids = append(p.xids, x)
-	}
-	slices.Sort(p.xids)
+	// A copy: the set changes with the next transaction, the position
+	// stays what the record said.
+	p.xids = slices.Clone(l.xids)
 	return p
+}
+
+// xidSet is the transaction ids a position record lists, kept in the
+// record's (numeric) order: a commit copies it instead of collecting and
+// sorting a map of up to maxListedXIDs ids, which at a thousand
+// transactions a second and a floor a second behind cost about a tenth of
+// exactly-once delivery's CPU. Ids mostly come in ascending order, each
+// several times in a row (once per row of its transaction): both are
+// checked first.
+type xidSet []uint32
+
+func (s xidSet) has(x uint32) bool {
+	if n := len(s); n > 0 && s[n-1] == x {
+		return true
+	}
+	_, ok := slices.BinarySearch(s, x)
+	return ok
+}
+
+func (s *xidSet) add(x uint32) {
+	if n := len(*s); n == 0 || (*s)[n-1] < x {
+		*s = append(*s, x)
+		return
+	}
+	if i, ok := slices.BinarySearch(*s, x); !ok {
+		*s = slices.Insert(*s, i, x)
+	}
 }
 
 func (l *txnLedger) ack(_ entry, err error) {

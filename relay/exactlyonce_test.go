@@ -61,7 +61,7 @@ func TestTxnLedger(t *testing.T) {
 	var confirmed []pglogrepl.LSN
 	l := &txnLedger{after: position{mode: ModeWAL, end: 200, commit: 190}, stats: &Stats{},
 		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) },
-		floor:   new(atomic.Uint64), xids: make(map[uint32]struct{})}
+		floor:   new(atomic.Uint64)}
 	old := outbox.Change{Kind: outbox.KindRow, FinalLSN: 190}
 	if !l.skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
 		t.Fatal("a row of the last transaction Kafka has was not skipped")
@@ -98,7 +98,7 @@ func TestTxnLedger(t *testing.T) {
 // says when it had to leave some out.
 func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 	floor := new(atomic.Uint64)
-	l := &txnLedger{floor: floor, xids: make(map[uint32]struct{}), cluster: 9,
+	l := &txnLedger{floor: floor, cluster: 9,
 		last: position{mode: ModeWAL, end: 50, commit: 40}}
 	for _, x := range []uint32{100, 101, 105} {
 		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -62,11 +63,28 @@ type positionValue struct {
 	CommitLSN      string    `json:"commit_lsn,omitempty"` // WAL: commit record LSN
 	Cluster        int64     `json:"cluster,omitempty"`
 	FloorXID       uint64    `json:"floor_xid,omitempty"`
-	XIDs           []uint32  `json:"xids,omitempty"`
+	XIDs           xidList   `json:"xids,omitempty"`
 	XIDsIncomplete bool      `json:"xids_incomplete,omitempty"`
 	PolledUntil    string    `json:"polled_until,omitempty"` // WAL: replays of polled rows end here
 	Seqs           []int64   `json:"seqs,omitempty"`         // poll: the rows published
 	Time           time.Time `json:"time"`
+}
+
+// xidList is written as a JSON array of numbers, as encoding/json writes
+// a []uint32, without reflection per element: a position record lists up
+// to maxListedXIDs of them, at every Kafka transaction's commit.
+type xidList []uint32
+
+func (l xidList) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(l)*11)
+	b = append(b, '[')
+	for i, x := range l {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(x), 10)
+	}
+	return append(b, ']'), nil
 }
 
 // record is p as the position record of pipeline on topic, written at now.
@@ -94,7 +112,7 @@ func parsePosition(rec *kgo.Record) (position, error) {
 	if v.Mode != ModeWAL && v.Mode != ModePoll {
 		return position{}, fmt.Errorf("position record at offset %d of %s: unknown mode %q", rec.Offset, rec.Topic, v.Mode)
 	}
-	p := position{mode: v.Mode, cluster: v.Cluster, floorXID: v.FloorXID, xids: v.XIDs, incomplete: v.XIDsIncomplete, seqs: v.Seqs}
+	p := position{mode: v.Mode, cluster: v.Cluster, floorXID: v.FloorXID, xids: []uint32(v.XIDs), incomplete: v.XIDsIncomplete, seqs: v.Seqs}
 	if v.LSN != "" || v.Mode == ModeWAL {
 		end, err1 := pglogrepl.ParseLSN(v.LSN)
 		commit, err2 := pglogrepl.ParseLSN(v.CommitLSN)

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -105,5 +106,42 @@ func TestResumePoll(t *testing.T) {
 				t.Fatalf("resumePoll = %+v\nwant           %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The ids a position record lists are kept sorted whatever order their
+// transactions commit in, once each, and written as encoding/json writes
+// a []uint32, so that a record reads back the same.
+func TestXIDSetAndList(t *testing.T) {
+	var s xidSet
+	for _, x := range []uint32{7, 7, 9, 3, 9, 8, 1 << 31, 3, 0} {
+		s.add(x)
+	}
+	if want := []uint32{0, 3, 7, 8, 9, 1 << 31}; !slices.Equal(s, want) {
+		t.Fatalf("set %v, want %v", s, want)
+	}
+	for _, x := range []uint32{0, 8, 1 << 31} {
+		if !s.has(x) {
+			t.Errorf("has(%d) false", x)
+		}
+	}
+	if s.has(5) || s.has(1<<31+1) {
+		t.Error("has an id never added")
+	}
+	for _, l := range [][]uint32{nil, {}, {0}, {1, 22, 4294967295}} {
+		want, _ := json.Marshal(l)
+		got, err := xidList(l).MarshalJSON()
+		if err != nil || string(got) != string(want) && len(l) > 0 {
+			t.Errorf("%v: %s, want %s", l, got, want)
+		}
+	}
+	p := position{mode: ModeWAL, end: 20, commit: 10, floorXID: 5, xids: []uint32{5, 6, 4000000000}}
+	rec, err := p.record("pl", "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := parsePosition(rec)
+	if err != nil || !slices.Equal(back.xids, p.xids) {
+		t.Fatalf("read back %+v, %v: %s", back, err, rec.Value)
 	}
 }
