@@ -69,6 +69,14 @@ type Config struct {
 	// or as soon as nothing more waits to be read.
 	TransactionMaxAge     time.Duration
 	TransactionMaxRecords int
+	// TransactionInterval is the least time between the end of one Kafka
+	// commit and the next under exactly-once delivery from the WAL (0:
+	// none). A Postgres transaction that commits sooner after the last
+	// Kafka commit waits for it, together with those that come meanwhile:
+	// under load several go into one Kafka transaction, whose commit
+	// (position record, EndTxn) costs more CPU than its events; a
+	// transaction after a quieter spell is committed at once.
+	TransactionInterval time.Duration
 
 	// LeaseTTL is how long the pipeline's lease lasts without a renewal:
 	// a relay waiting for the pipeline takes it over at most this long
@@ -250,6 +258,9 @@ func (c Config) Validate() error {
 		}
 		if c.TransactionMaxAge <= 0 || c.TransactionMaxRecords <= 0 {
 			return errors.New("transaction bounds must be positive")
+		}
+		if c.TransactionInterval < 0 || c.TransactionInterval > c.TransactionMaxAge {
+			return fmt.Errorf("transaction interval %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionInterval, c.TransactionMaxAge)
 		}
 		s := c.Sink
 		s.TransactionalID = transactionalID(c.Replication.Slot)

@@ -270,6 +270,10 @@ type exactlyOnceWAL struct {
 	// commit once the session ends.
 	maxRecords       int
 	maxAge, shutdown time.Duration
+	// interval is the least time between the end of one Kafka commit
+	// (committed) and the next (Config.TransactionInterval).
+	interval  time.Duration
+	committed time.Time
 }
 
 // walOpening is what a WAL session opens its exactly-once delivery with.
@@ -320,7 +324,7 @@ func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpe
 		"position_topic", t.topic, "transactional_id", transactionalID(t.pipeline))
 	t.failed = l.failed
 	return &exactlyOnceWAL{txnSession: t, ledger: l, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
-		shutdown: cfg.ShutdownTimeout}, nil
+		shutdown: cfg.ShutdownTimeout, interval: cfg.TransactionInterval}, nil
 }
 
 func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
@@ -332,21 +336,54 @@ func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
 func (d *exactlyOnceWAL) position() (pglogrepl.LSN, int, error) { return d.to.Confirmed(), 0, nil }
 
 // publish publishes the stream's changes as they come, and commits the
-// open Kafka transaction at a Postgres commit once it is due, and when the
-// stream stopped at a transaction boundary.
+// open Kafka transaction at a Postgres commit once it is due, when the
+// interval after the last commit has passed with nothing more to read,
+// and when the stream stopped at a transaction boundary.
 func (d *exactlyOnceWAL) publish(ctx context.Context, pub *publisher, batches <-chan *replication.Batch) error {
-	for b := range batches {
-		err := d.walk(ctx, pub, b.Changes, batches)
-		b.Release()
-		if err != nil {
-			return err
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var wake <-chan time.Time
+		if wait, ok := d.waiting(); ok {
+			timer.Reset(wait) // timers since Go 1.23 deliver nothing stale after Reset
+			wake = timer.C
+		}
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				// The stream stopped at a transaction boundary: commit
+				// what is open.
+				return d.commitOpen(ctx)
+			}
+			err := d.walk(ctx, pub, b.Changes, batches)
+			b.Release()
+			if err != nil {
+				return err
+			}
+		case <-wake:
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := d.commitOpen(ctx); err != nil {
+				return err
+			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+}
+
+// waiting tells whether the open Kafka transaction ends with a whole
+// Postgres transaction and waits only for the interval after the last
+// commit, and how much longer.
+func (d *exactlyOnceWAL) waiting() (time.Duration, bool) {
+	l := d.ledger
+	if l.records == 0 || l.inTx {
+		return 0, false
 	}
-	// The stream stopped at a transaction boundary: commit what is open.
-	return d.commitOpen(ctx)
+	return max(0, d.interval-time.Since(d.committed)), true
 }
 
 func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []outbox.Change, batches <-chan *replication.Batch) error {
@@ -364,7 +401,10 @@ func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 		if changes[i].Kind == outbox.KindRow {
 			continue
 		}
-		idle := i == len(changes)-1 && len(batches) == 0
+		// Nothing more waits to be read: commit, unless the last commit
+		// was less than the interval ago (publish commits when it has
+		// passed).
+		idle := i == len(changes)-1 && len(batches) == 0 && time.Since(d.committed) >= d.interval
 		if l.due(idle, d.maxRecords, d.maxAge) {
 			if err := d.commitOpen(ctx); err != nil {
 				return err
@@ -401,6 +441,7 @@ func (d *exactlyOnceWAL) commitOpen(ctx context.Context) error {
 	if err := d.commit(cctx, d.recordCtx, pos); err != nil {
 		return err
 	}
+	d.committed = time.Now()
 	d.obs.txnEvents(l.records)
 	l.confirm(max(l.last.end, l.later))
 	l.after, l.records, l.later = pos, 0, 0

@@ -374,3 +374,58 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 		to.confirmed = to.confirmed[:0]
 	}
 }
+
+// Under load, the Postgres transactions that commit within the interval
+// after a Kafka commit share the next Kafka transaction; the first after
+// a quiet spell is committed at once, and without an interval each is.
+func TestExactlyOnceTransactionInterval(t *testing.T) {
+	for _, interval := range []time.Duration{0, 200 * time.Millisecond} {
+		ctx := context.Background()
+		p := testPipeline(t, "", PoisonHalt)
+		p.cfg.TransactionInterval = interval
+		k := &fakeKafka{fakeSink: newFakeSink()}
+		d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var to fakeStream
+		pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+		idle := make(chan *replication.Batch)
+		tx := func(lsn pglogrepl.LSN, id string) {
+			t.Helper()
+			r := row(lsn, id, "order", "A", "Placed", `{}`)
+			r.FinalLSN, r.XID = lsn+5, uint32(lsn)
+			if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: lsn + 10, FinalLSN: lsn + 5}}, idle); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx(100, "a1")
+		if k.commits != 1 {
+			t.Fatalf("interval %s: the first transaction: %d commits, want 1 at once", interval, k.commits)
+		}
+		tx(200, "a2")
+		tx(300, "a3")
+		if interval == 0 {
+			if k.commits != 3 || !slices.Equal(to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
+				t.Fatalf("no interval: %d commits, confirmed %v; want each at once", k.commits, to.confirmed)
+			}
+			continue
+		}
+		wait, ok := d.waiting()
+		if k.commits != 1 || !slices.Equal(to.confirmed, []pglogrepl.LSN{110}) || !ok || wait <= 0 || wait > interval {
+			t.Fatalf("within the interval: %d commits, confirmed %v, waiting %s %v; want the two to wait", k.commits, to.confirmed, wait, ok)
+		}
+		time.Sleep(wait)
+		if wait, ok := d.waiting(); !ok || wait != 0 {
+			t.Fatalf("after the interval: waiting %s %v", wait, ok)
+		}
+		tx(400, "a4") // nothing more to read, the interval passed: committed with the two before it
+		pos := k.positions(t)
+		if k.commits != 2 || len(pos) != 2 || pos[1].end != 410 || !slices.Equal(pos[1].xids, []uint32{100, 200, 300, 400}) {
+			t.Fatalf("%d commits, positions %+v; want a2, a3 and a4 in the second", k.commits, pos)
+		}
+		if !slices.Equal(to.confirmed, []pglogrepl.LSN{110, 410}) {
+			t.Fatalf("confirmed %v", to.confirmed)
+		}
+	}
+}
