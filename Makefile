@@ -23,7 +23,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos demo bench fuzz bench-go clean
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos demo bench bench-compare fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -105,6 +105,17 @@ demo: build
 # bench-out/ (results.txt, results.json, latency.svg). BENCH_FLAGS adds flags.
 bench: build
 	./bin/pgoutbox bench --out bench-out --json bench-out/results.json $(BENCH_FLAGS)
+
+# pgoutbox (at-least-once, exactly-once, polling every 500 ms), Debezium
+# on Kafka Connect standalone (its outbox router at defaults, and tuned
+# for latency) and the bare replication reader, one after the other under
+# the same application's load on one throwaway PostgreSQL (fsync on) and
+# one Apache Kafka broker; docs-ready output in bench-compare-out/
+# (results.txt, results.json, latency.svg, rates.svg). COMPARE_FLAGS adds
+# flags: -rates, -duration, -drain-events, -systems, -out.
+export PGOUTBOX_DEBEZIUM_DIR ?= $(DEBEZIUM_DIR)
+bench-compare: kafka debezium
+	$(GO) test -count=1 -timeout 120m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args $(COMPARE_FLAGS)
 
 # A short run of every fuzz target.
 fuzz:

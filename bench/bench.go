@@ -38,6 +38,9 @@ type Config struct {
 	// in the side-by-side harness), measured under the same steady load
 	// and drain as a WAL run, after the pgoutbox runs of each rate.
 	Systems []System
+	// NoRelay skips pgoutbox's own runs and drains: only the Systems
+	// (and the floor) are measured.
+	NoRelay bool
 	// Table is the outbox table (default public.outbox), migrated first.
 	Table string
 	// Modes are the relay modes measured under steady load: wal, poll.
@@ -281,6 +284,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, rate := range cfg.rates() {
 		for _, mode := range cfg.Modes {
+			if cfg.NoRelay {
+				break
+			}
 			intervals := []time.Duration{0}
 			if mode == "poll" {
 				intervals = cfg.PollIntervals
@@ -335,7 +341,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Sweep = buildSweep(rep.Runs, rep.Floors)
 	}
 	for i, delivery := range cfg.Deliveries {
-		if cfg.DrainEvents <= 0 {
+		if cfg.DrainEvents <= 0 || cfg.NoRelay {
 			break
 		}
 		for j, rl := range cfg.relays() {
