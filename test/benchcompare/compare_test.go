@@ -87,8 +87,13 @@ var tunedForLatency = map[string]string{
 // (kafka-run-class.sh and connect-standalone.sh: a 2 GiB heap at most, G1
 // with 20 ms pauses), not the test harness's small C1-only JVM: Debezium is
 // measured as it runs in production.
+//
+// connecttest also starts the worker with OpenTelemetry's SDK
+// autoconfigured, for the corpus's tracing case; otel.sdk.disabled turns
+// it off, as a worker of a user who does not trace runs.
 var connectJVM = []string{"-Xms256M", "-Xmx2G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"}
+	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+	"-Dotel.sdk.disabled=true"}
 
 // BenchmarkCompare is `make bench-compare`: one run, whatever b.N.
 func BenchmarkCompare(b *testing.B) {
