@@ -113,7 +113,6 @@ bench: build
 # one Apache Kafka broker; docs-ready output in bench-compare-out/
 # (results.txt, results.json, latency.svg, rates.svg). COMPARE_FLAGS adds
 # flags: -rates, -duration, -drain-events, -systems, -out.
-export PGOUTBOX_DEBEZIUM_DIR ?= $(DEBEZIUM_DIR)
 bench-compare: kafka debezium
 	$(GO) test -count=1 -timeout 120m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args $(COMPARE_FLAGS)
 
