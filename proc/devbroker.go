@@ -35,7 +35,7 @@ func StartDevbroker(ctx context.Context, bin, listen string, args ...string) (*D
 	p, err := start(nil, "devbroker", bin, args, nil, func(out *syncBuffer) io.Writer {
 		w.tee = out
 		return w
-	})
+	}, false)
 	if err != nil {
 		return nil, err
 	}

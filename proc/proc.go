@@ -36,24 +36,35 @@ type Process struct {
 // the parent-death signal when the thread that started the child exits, not
 // the process, so that thread stays locked until the child exits.
 func Start(name, bin string, args, env []string, stdout io.Writer) (*Process, error) {
-	return start(nil, name, bin, args, env, func(*syncBuffer) io.Writer { return stdout })
+	return start(nil, name, bin, args, env, func(*syncBuffer) io.Writer { return stdout }, false)
 }
 
 // StartAs is Start with the child running as the user and groups of cred,
 // for servers that refuse to run as root (PgBouncer for the tests); nil
 // runs it as this process.
 func StartAs(cred *syscall.Credential, name, bin string, args, env []string) (*Process, error) {
-	return start(cred, name, bin, args, env, func(*syncBuffer) io.Writer { return nil })
+	return start(cred, name, bin, args, env, func(*syncBuffer) io.Writer { return nil }, false)
+}
+
+// StartLogged is Start with both of the child's streams copied to w as it
+// writes them, as well as kept for Output: for a caller that reads the
+// child's log while it runs.
+func StartLogged(name, bin string, args, env []string, w io.Writer) (*Process, error) {
+	return start(nil, name, bin, args, env, func(out *syncBuffer) io.Writer { return io.MultiWriter(out, w) }, true)
 }
 
 // start is StartAs with the standard output chosen once the output buffer
-// exists, so that a writer may also copy into it.
-func start(cred *syscall.Credential, name, bin string, args, env []string, stdout func(*syncBuffer) io.Writer) (*Process, error) {
+// exists, so that a writer may also copy into it; with both, the standard
+// error goes there too.
+func start(cred *syscall.Credential, name, bin string, args, env []string, stdout func(*syncBuffer) io.Writer, both bool) (*Process, error) {
 	p := &Process{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.out
 	p.cmd.Stdout = p.out
 	if w := stdout(p.out); w != nil {
 		p.cmd.Stdout = w
+		if both {
+			p.cmd.Stderr = w
+		}
 	}
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)

@@ -1,7 +1,7 @@
 // Package faultproxy puts a controllable network link between pgoutbox and
-// a server, for fault tests: it forwards bytes, black-holes them (the
-// connection stays up but nothing crosses, as in a partition), or resets
-// every connection. It fronts Postgres as a TCP forwarder and the
+// a server, for fault tests: it forwards bytes, delays them (a slow link),
+// black-holes them (the connection stays up but nothing crosses, as in a
+// partition), or resets every connection. It fronts Postgres as a TCP forwarder and the
 // in-process broker as a listener (kfake.ListenFn), so that the address
 // the broker advertises is the proxy's.
 package faultproxy
@@ -9,6 +9,7 @@ package faultproxy
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is one controllable link.
@@ -19,6 +20,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	blocked bool
+	delay   time.Duration // added to each chunk of bytes, each way
 	conns   map[net.Conn]struct{}
 	accept  chan net.Conn // listener mode: the server's ends
 	closed  chan struct{}
@@ -64,6 +66,15 @@ func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.blocked = false
 	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// Delay holds each chunk of bytes read from either side for d before it is
+// forwarded, in order: a link with d of extra latency each way (a request
+// and its answer take 2d more). Zero removes the delay.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = max(d, 0)
 	p.mu.Unlock()
 }
 
@@ -144,12 +155,19 @@ func (p *Proxy) handle(client net.Conn) {
 	<-done
 }
 
-// pipe copies src to dst, holding bytes while the proxy is black-holed.
+// pipe copies src to dst, holding bytes while the proxy is black-holed,
+// and for the delay when one is set.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			p.mu.Lock()
+			delay := p.delay
+			p.mu.Unlock()
+			if delay > 0 {
+				time.Sleep(delay)
+			}
 			p.mu.Lock()
 			for p.blocked {
 				p.cond.Wait()

@@ -1,0 +1,295 @@
+package nemesis
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/proc"
+)
+
+// relay is one pgoutbox run process, started again after each kill or
+// stop on the same flags and metrics address.
+type relay struct {
+	index   int
+	bin     string
+	args    []string
+	metrics string // host:port of --metrics-addr
+	h       *History
+	log     *os.File
+
+	mu      sync.Mutex
+	p       *proc.Process
+	expect  bool // an exit now is one the harness caused
+	started time.Time
+	// unexpected are exits the harness did not cause.
+	unexpected []string
+	mode       Mode
+}
+
+func newRelay(index int, bin string, args []string, dir string, h *History) (*relay, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Create(fmt.Sprintf("%s/relay-%d.log", dir, index))
+	if err != nil {
+		return nil, fmt.Errorf("nemesis: relay log: %w", err)
+	}
+	r := &relay{index: index, bin: bin, h: h, log: f, metrics: fmt.Sprintf("127.0.0.1:%d", port)}
+	r.args = append(append([]string{"run"}, args...), "--metrics-addr", r.metrics, "--log-format", "json")
+	return r, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("nemesis: a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start starts the process; the harness restarts it when it exits on its
+// own (as a service manager would), after recording the exit.
+func (r *relay) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p != nil {
+		return nil
+	}
+	p, err := proc.StartLogged(fmt.Sprintf("relay %d", r.index), r.bin, r.args, nil, &logLines{r: r})
+	if err != nil {
+		return err
+	}
+	r.p, r.expect, r.started = p, false, time.Now()
+	idx := r.index
+	r.h.Add(Event{Type: EventProcess, Relay: &idx, Msg: "started", Detail: fmt.Sprintf("pid %d", p.PID())})
+	go r.watch(p)
+	return nil
+}
+
+// watch records the process's exit; an exit the harness did not cause is
+// kept as a finding, and the process is started again a second later.
+func (r *relay) watch(p *proc.Process) {
+	<-p.Exited()
+	r.mu.Lock()
+	expected := r.expect
+	if r.p == p {
+		r.p = nil
+	}
+	detail := "exit 0"
+	if err := p.Err(); err != nil {
+		detail = firstLine(err.Error())
+	}
+	if !expected {
+		r.unexpected = append(r.unexpected, detail+": "+lastLines(p.Output(), 3))
+	}
+	r.mu.Unlock()
+	idx := r.index
+	msg := "exited"
+	if !expected {
+		msg = "exited on its own"
+	}
+	r.h.Add(Event{Type: EventProcess, Relay: &idx, Msg: msg, Detail: detail})
+	if !expected {
+		time.Sleep(time.Second)
+		r.mu.Lock()
+		again := r.p == nil && !r.expect
+		r.mu.Unlock()
+		if again {
+			r.start()
+		}
+	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (r *relay) kill() {
+	r.mu.Lock()
+	p := r.p
+	r.expect = true
+	r.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+	r.waitGone(p)
+}
+
+// term sends SIGTERM and waits up to timeout for the exit (then kills);
+// it returns the exit's error.
+func (r *relay) term(timeout time.Duration) error {
+	r.mu.Lock()
+	p := r.p
+	r.expect = true
+	r.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	err := p.Stop(timeout)
+	r.waitGone(p)
+	return err
+}
+
+// waitGone waits until watch has seen p's exit.
+func (r *relay) waitGone(p *proc.Process) {
+	for {
+		r.mu.Lock()
+		gone := r.p != p || p == nil
+		r.mu.Unlock()
+		if gone {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pid is the running process's id (0: none).
+func (r *relay) pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p == nil {
+		return 0
+	}
+	return r.p.PID()
+}
+
+func (r *relay) running() bool { return r.pid() != 0 }
+
+func (r *relay) unexpectedExits() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.unexpected...)
+}
+
+// scrape reads the relay's metrics endpoint: metric name (with labels) to
+// value.
+func (r *relay) scrape(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// logLines copies a relay's output to its log file and records the lines
+// about its mode and sessions in the history.
+type logLines struct {
+	r    *relay
+	line []byte
+}
+
+// relayMessages are the relay's log messages the history keeps, and the
+// mode each one means the relay is in ("" for no change).
+var relayMessages = map[string]Mode{
+	"streaming":                             ModeWAL,
+	"polling":                               ModePoll,
+	"polling several tables":                ModePoll,
+	"switching to polling":                  "",
+	"switching to WAL":                      "",
+	"polling before streaming the new slot": "",
+	"reconnecting":                          "",
+	"stream stopped":                        "",
+	"slot created":                          "",
+	"another relay holds this pipeline; waiting to take over":               "",
+	"exactly-once delivery: kafka has everything up to":                     "",
+	"exactly-once delivery: the last kafka transaction is marked published": "",
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.r.log.Write(p)
+	l.line = append(l.line, p...)
+	for {
+		i := bytes.IndexByte(l.line, '\n')
+		if i < 0 {
+			break
+		}
+		l.parse(l.line[:i])
+		l.line = l.line[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *logLines) parse(line []byte) {
+	var m map[string]any
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	msg, _ := m["msg"].(string)
+	level, _ := m["level"].(string)
+	mode, keep := relayMessages[msg]
+	// The Kafka client's own lines ("kafka: ...") repeat for every
+	// connection attempt while the broker is away; the relay's lines say
+	// what matters.
+	if !keep && (level != "WARN" && level != "ERROR" || strings.HasPrefix(msg, "kafka: ")) {
+		return
+	}
+	var at time.Time
+	if s, ok := m["time"].(string); ok {
+		at, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	var detail []string
+	for _, k := range []string{"reason", "err", "start_lsn", "position", "event_id", "slot"} {
+		if v, ok := m[k]; ok {
+			detail = append(detail, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	idx := l.r.index
+	if mode != "" {
+		l.r.mu.Lock()
+		l.r.mode = mode
+		l.r.mu.Unlock()
+	}
+	l.r.h.Add(Event{Type: EventRelay, Time: at, Relay: &idx, Mode: mode, Msg: level + " " + msg, Detail: strings.Join(detail, " ")})
+}
+
+var _ io.Writer = (*logLines)(nil)

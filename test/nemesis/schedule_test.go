@@ -1,0 +1,112 @@
+package nemesis
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+// A seed is a schedule: drawn twice, the same faults in the same order at
+// the same offsets; another seed gives another schedule.
+func TestScheduleReplaysBySeed(t *testing.T) {
+	cfg := Config{Seed: 42, Duration: 5 * time.Minute, Relays: 2}
+	a, b := NewSchedule(cfg), NewSchedule(cfg)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("seed 42 drew two schedules:\n%s\n%s", a, b)
+	}
+	if len(a.Faults) < 20 {
+		t.Fatalf("%d faults in 5 minutes with a mean gap of 8 s", len(a.Faults))
+	}
+	cfg.Seed = 43
+	if c := NewSchedule(cfg); reflect.DeepEqual(a.Faults, c.Faults) {
+		t.Fatal("seeds 42 and 43 drew the same schedule")
+	}
+}
+
+// Schedules keep their promises over many seeds: faults within the run, in
+// start order, no two on one resource at once, at most one failover, only
+// the kinds allowed, some overlapping faults of different kinds, and every
+// kind drawn somewhere.
+func TestScheduleProperties(t *testing.T) {
+	kinds := map[Kind]int{}
+	overlaps := 0
+	for seed := uint64(0); seed < 200; seed++ {
+		cfg := Config{Seed: seed, Duration: 2 * time.Minute, Relays: 1 + int(seed%2), Kinds: KindsFor(ModeAuto, 15, true)}
+		s := NewSchedule(cfg)
+		busy := map[string]time.Duration{}
+		failovers := 0
+		for i, f := range s.Faults {
+			kinds[f.Kind]++
+			if f.At < 3*time.Second || f.End() >= cfg.Duration {
+				t.Fatalf("seed %d: %v outside the run", seed, f)
+			}
+			if i > 0 && f.At < s.Faults[i-1].At {
+				t.Fatalf("seed %d: faults out of order", seed)
+			}
+			r := f.Kind.resource(f.Relay)
+			if f.At < busy[r] {
+				t.Fatalf("seed %d: %v while %s is still held", seed, f, r)
+			}
+			busy[r] = f.End()
+			if f.Kind == Failover {
+				failovers++
+			}
+			if f.Relay >= cfg.Relays {
+				t.Fatalf("seed %d: %v names relay %d of %d", seed, f, f.Relay, cfg.Relays)
+			}
+			if i > 0 && f.At < s.Faults[i-1].End() && f.Kind != s.Faults[i-1].Kind {
+				overlaps++
+			}
+		}
+		if failovers > 1 {
+			t.Fatalf("seed %d: %d failovers", seed, failovers)
+		}
+	}
+	for _, k := range KindsFor(ModeAuto, 15, true) {
+		if kinds[k] == 0 {
+			t.Errorf("kind %s never drawn in 200 seeds", k)
+		}
+	}
+	if overlaps < 100 {
+		t.Errorf("only %d overlapping faults in 200 seeds", overlaps)
+	}
+}
+
+func TestKindsFor(t *testing.T) {
+	for _, c := range []struct {
+		mode    Mode
+		major   int
+		standby bool
+		without []Kind
+	}{
+		{ModeAuto, 15, true, nil},
+		{ModeAuto, 15, false, []Kind{Failover}},
+		{ModePoll, 18, true, []Kind{DropSlot, RevokeReplication}},
+		{ModeWAL, 15, true, []Kind{DropSlot, Failover}},
+		{ModeWAL, 18, true, []Kind{DropSlot}},
+	} {
+		got := map[Kind]bool{}
+		for _, k := range KindsFor(c.mode, c.major, c.standby) {
+			got[k] = true
+		}
+		for _, k := range AllKinds {
+			excluded := false
+			for _, w := range c.without {
+				excluded = excluded || w == k
+			}
+			if got[k] == excluded {
+				t.Errorf("%s on %d (standby %t): %s included %t", c.mode, c.major, c.standby, k, got[k])
+			}
+		}
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	got, err := ParseKinds("relay-sigkill, kafka-kill")
+	if err != nil || !reflect.DeepEqual(got, []Kind{RelayKill, KafkaKill}) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := ParseKinds("relay-sigkill,meteor"); err == nil {
+		t.Fatal("an unknown kind was accepted")
+	}
+}

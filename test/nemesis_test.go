@@ -1,0 +1,303 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	child "github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/faultproxy"
+	"github.com/pgoutbox/pgoutbox/test/nemesis"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// nemesisKafka starts the broker the nemesis runs against, behind a fault
+// proxy, killable and restartable on its data.
+var nemesisKafka = startDevbrokerKafka
+
+// The nemesis in make test: a few fixed seeds, each for a short run, on
+// both deliveries and all three modes. make nemesis runs any seeds for any
+// length through the PGOUTBOX_NEMESIS_* variables (nemesisRuns).
+func TestNemesis(t *testing.T) {
+	for _, run := range nemesisRuns(t) {
+		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
+			runNemesis(t, run)
+		})
+	}
+}
+
+func modeName(m nemesis.Mode) string {
+	if m == "" {
+		return "seed-picks"
+	}
+	return string(m)
+}
+
+// nemesisRuns are the runs to make: the short fixed set, or what
+// PGOUTBOX_NEMESIS_SEEDS (1,2,3 or 1-10), _DELIVERY (at-least-once,
+// exactly-once or both), _MODE (auto, wal, poll; unset: each seed picks),
+// _DURATION, _GAP (the mean time between faults) and _KINDS (a
+// comma-separated subset of the faults) ask for.
+func nemesisRuns(t *testing.T) []nemesis.Options {
+	env := func(name string) string { return os.Getenv("PGOUTBOX_NEMESIS_" + name) }
+	seeds := env("SEEDS")
+	if seeds == "" {
+		// Short runs: each fault kind comes up at least once across
+		// them (the schedules are in the test log).
+		d := 30 * time.Second
+		gap := 4 * time.Second
+		return []nemesis.Options{
+			{Seed: 11, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeAuto, Relays: 2, Duration: d, MeanGap: gap},
+			{Seed: 12, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: d, MeanGap: gap},
+			{Seed: 13, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModePoll, Relays: 1, Duration: d, MeanGap: gap},
+			{Seed: 14, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeWAL, Relays: 2, Duration: d, MeanGap: gap},
+		}
+	}
+	var list []uint64
+	for _, f := range strings.Split(seeds, ",") {
+		lo, hi, ranged := strings.Cut(strings.TrimSpace(f), "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		b := a
+		if err == nil && ranged {
+			b, err = strconv.ParseUint(hi, 10, 64)
+		}
+		if err != nil || b < a {
+			t.Fatalf("PGOUTBOX_NEMESIS_SEEDS=%q: want seeds like 1,2,3 or 1-10", seeds)
+		}
+		for s := a; s <= b; s++ {
+			list = append(list, s)
+		}
+	}
+	duration := 2 * time.Minute
+	if v := env("DURATION"); v != "" {
+		var err error
+		if duration, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("PGOUTBOX_NEMESIS_DURATION: %v", err)
+		}
+	}
+	var gap time.Duration
+	if v := env("GAP"); v != "" {
+		var err error
+		if gap, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("PGOUTBOX_NEMESIS_GAP: %v", err)
+		}
+	}
+	var kinds []nemesis.Kind
+	if v := env("KINDS"); v != "" {
+		var err error
+		if kinds, err = nemesis.ParseKinds(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliveries := []nemesis.Delivery{nemesis.AtLeastOnce, nemesis.ExactlyOnce}
+	switch v := env("DELIVERY"); v {
+	case "", "both":
+	case string(nemesis.AtLeastOnce), string(nemesis.ExactlyOnce):
+		deliveries = []nemesis.Delivery{nemesis.Delivery(v)}
+	default:
+		t.Fatalf("PGOUTBOX_NEMESIS_DELIVERY=%q: want at-least-once, exactly-once or both", v)
+	}
+	mode := nemesis.Mode(env("MODE"))
+	switch mode {
+	case "", nemesis.ModeAuto, nemesis.ModeWAL, nemesis.ModePoll:
+	default:
+		t.Fatalf("PGOUTBOX_NEMESIS_MODE=%q: want auto, wal or poll", mode)
+	}
+	var runs []nemesis.Options
+	for _, s := range list {
+		for _, d := range deliveries {
+			runs = append(runs, nemesis.Options{Seed: s, Delivery: d, Mode: mode, Duration: duration, MeanGap: gap, Kinds: kinds})
+		}
+	}
+	return runs
+}
+
+// nemesisOut is where a run's history, logs and report go:
+// PGOUTBOX_NEMESIS_OUT when set (kept), else a directory removed when the
+// run passes and kept, with its path in the log, when it fails.
+func nemesisOut(t *testing.T, name string) string {
+	if base := os.Getenv("PGOUTBOX_NEMESIS_OUT"); base != "" {
+		dir, err := filepath.Abs(filepath.Join(base, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "pgoutbox-nemesis-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
+// runNemesis runs one seed on servers of its own and fails the test with
+// the seed and how to replay it.
+func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
+	env := nemesisEnv(t)
+	name := fmt.Sprintf("%s-%s-seed-%d", opts.Delivery, modeName(opts.Mode), opts.Seed)
+	opts.Out = nemesisOut(t, name)
+	opts.Logf = t.Logf
+	res, err := nemesis.Run(context.Background(), env, opts)
+	if err != nil {
+		t.Fatalf("seed %d: %v (history in %s)", opts.Seed, err, opts.Out)
+	}
+	t.Logf("seed %d %s, mode %s, %d relay(s): %d faults %v; %d events in %v, drained in %v",
+		res.Seed, res.Delivery, res.Mode, res.Relays, len(res.Schedule.Faults), res.Schedule.Counts(),
+		res.Report.Committed, res.Elapsed.Round(time.Second), res.Drain.Round(100*time.Millisecond))
+	t.Logf("seed %d: %v; transactions %v", res.Seed, res.Report, res.Transactions)
+	if res.Delivery == nemesis.AtLeastOnce {
+		t.Logf("episodes (at-least-once: what was re-sent against what was in flight):\n%s", res.Report.EpisodeTable())
+	}
+	for _, e := range res.FaultErrors {
+		t.Logf("seed %d: fault not done as planned: %s", res.Seed, e)
+	}
+	if fails := res.Failures(); len(fails) > 0 {
+		for _, f := range fails {
+			t.Errorf("seed %d (%s, mode %s): %s", res.Seed, res.Delivery, res.Mode, f)
+		}
+		for problem, ids := range res.Report.Examples {
+			t.Logf("%s: %s", problem, strings.Join(ids, ", "))
+		}
+		t.Errorf("seed %d failed; history, relay logs and report in %s; replay with: make nemesis PGOUTBOX_NEMESIS_SEEDS=%d PGOUTBOX_NEMESIS_DELIVERY=%s PGOUTBOX_NEMESIS_MODE=%s PGOUTBOX_NEMESIS_DURATION=%s",
+			res.Seed, res.Dir, res.Seed, res.Delivery, res.Mode, res.Schedule.Config.Duration)
+	}
+	return res
+}
+
+// nemesisEnv starts the servers of one run: a primary with a synchronous
+// standby (unless PGOUTBOX_NEMESIS_STANDBY=0), fault proxies in front of
+// both for the relays, and the broker.
+func nemesisEnv(t *testing.T) nemesis.Env {
+	t.Helper()
+	primary := pgcluster.New(t, pgcluster.Options{Settings: map[string]string{
+		"max_prepared_transactions": "20",
+	}})
+	if primary.External() {
+		t.Skip("the nemesis stops and fails over its servers: it needs the throwaway cluster, not " + pgcluster.DatabaseURLEnv)
+	}
+	env := nemesis.Env{Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox"), Primary: primary}
+	env.Major = superExec(t, primary.URL)
+	if os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
+		opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
+		if env.Major >= 17 {
+			opts = StandbyForSlotSync()
+		}
+		env.Standby = pgcluster.NewStandby(t, primary, opts)
+		if env.Major >= 17 {
+			// The standby is a cold copy on 18, which restarted the
+			// primary: a new connection.
+			superExec(t, primary.URL, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'", "SELECT pg_reload_conf()")
+		}
+	}
+	servers := []*pgcluster.Cluster{primary}
+	if env.Standby != nil {
+		servers = append(servers, env.Standby)
+	}
+	for _, s := range servers {
+		p, err := faultproxy.Forward(fmt.Sprintf("127.0.0.1:%d", s.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		env.Links = append(env.Links, p)
+	}
+	env.Kafka = nemesisKafka(t)
+	return env
+}
+
+// superExec runs statements as the superuser on the server at url and
+// returns the server's major version.
+func superExec(t *testing.T, url string, sqls ...string) int {
+	t.Helper()
+	e := &env{t: t, url: url}
+	e.conn = e.connect()
+	for _, s := range sqls {
+		if _, err := e.conn.Exec(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return e.serverMajor()
+}
+
+// devbrokerKafka is the devbroker behind a fault proxy: it listens on a
+// port of its own and advertises the proxy's address, so that every
+// connection a client makes crosses the proxy. Its data is kept across
+// kills; every produced batch is synced before it is acknowledged.
+type devbrokerKafka struct {
+	bin, listen, dir string
+	proxy            *faultproxy.Proxy
+
+	mu sync.Mutex
+	p  *child.Devbroker
+}
+
+func startDevbrokerKafka(t *testing.T) nemesis.Kafka {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	proxy, err := faultproxy.Forward(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	k := &devbrokerKafka{bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/devbroker"), listen: listen, dir: t.TempDir(), proxy: proxy}
+	t.Cleanup(func() { k.Kill() })
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (k *devbrokerKafka) Brokers() []string        { return []string{k.proxy.Addr()} }
+func (k *devbrokerKafka) ReadBrokers() []string    { return k.Brokers() }
+func (k *devbrokerKafka) Proxy() *faultproxy.Proxy { return k.proxy }
+
+func (k *devbrokerKafka) Kill() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.p != nil {
+		k.p.Kill()
+		k.p = nil
+	}
+	return nil
+}
+
+func (k *devbrokerKafka) Start() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.p != nil {
+		return nil
+	}
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		var p *child.Devbroker
+		p, err = child.StartDevbroker(context.Background(), k.bin, k.listen,
+			"--data-dir", k.dir, "--advertise", k.proxy.Addr(), "--log-level", "warn")
+		if err == nil {
+			k.p = p
+			return nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return err
+}
