@@ -23,7 +23,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos demo bench bench-compare fuzz bench-go clean
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -49,9 +49,9 @@ test-pg15: kafka
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour; those about the
-# Kafka side, the event formats, PgBouncer and the bench run once, on 15
-# (PG18_SKIP= runs them all).
-PG18_SKIP ?= TestDebeziumDocumentationTable|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestNetworkFaults|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestDeadLetters|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOncePoisonRow|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestMonitoringWithPrometheus|TestPooler
+# Kafka side, the event formats, PgBouncer, the bench and the short nemesis
+# run once, on 15 (PG18_SKIP= runs them all).
+PG18_SKIP ?= TestNemesis|TestDebeziumDocumentationTable|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestNetworkFaults|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestDeadLetters|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOncePoisonRow|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: pg18 debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
@@ -88,14 +88,53 @@ kafka:
 kafka-run: kafka
 	$(GO) run ./test/kafkatest/cmd/kafka --port $(KAFKA_PORT)
 
-# The fault-injection suite at full size: 50 SIGKILLs, a two-minute broker
+# Everything about faults at full size: the scripted suite, the nemesis
+# campaign and the soak (hours: see docs/reliability.md).
+chaos: chaos-suite nemesis soak
+
+# The scripted fault suite at full size: 50 SIGKILLs, a two-minute broker
 # outage, a one-million-event transaction, network faults, restarts,
 # switches, two relays through PgBouncer for about a minute, schema changes
 # under 15 s of load. The short versions of the same tests run in make test.
 # Then the corpus cases make test leaves out (COMPAT_CI).
-chaos: pg18 kafka debezium
+chaos-suite: pg18 kafka debezium
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+
+# The nemesis campaign: faults drawn at random from each seed, alone and
+# overlapping, against the relay binary, PostgreSQL (with a standby) and a
+# broker, on both deliveries; each seed's history, relay logs and report go
+# to NEMESIS_OUT/<delivery>-<mode>-seed-<n>. A seed replays its schedule:
+#   make nemesis NEMESIS_SEEDS=7 NEMESIS_DELIVERY=exactly-once NEMESIS_MODE=auto NEMESIS_DURATION=2m
+# NEMESIS_MODE empty lets each seed pick auto, wal or poll; NEMESIS_KINDS
+# limits the faults (test/nemesis/schedule.go names them); NEMESIS_PG_BINDIR
+# picks the PostgreSQL version (failover slots need 17 or later).
+NEMESIS_SEEDS     ?= 1-50
+NEMESIS_DURATION  ?= 5m
+NEMESIS_DELIVERY  ?= both
+NEMESIS_MODE      ?=
+NEMESIS_KINDS     ?=
+NEMESIS_OUT       ?= nemesis-out
+NEMESIS_PG_BINDIR ?= $(PG15_BINDIR)
+# The exit status is go test's, not that of the filter after it.
+nemesis soak: SHELL := /bin/bash
+nemesis soak: .SHELLFLAGS := -o pipefail -c
+nemesis:
+	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_NEMESIS_SEEDS=$(NEMESIS_SEEDS) PGOUTBOX_NEMESIS_DURATION=$(NEMESIS_DURATION) \
+	PGOUTBOX_NEMESIS_DELIVERY=$(NEMESIS_DELIVERY) PGOUTBOX_NEMESIS_MODE=$(NEMESIS_MODE) PGOUTBOX_NEMESIS_KINDS=$(NEMESIS_KINDS) \
+	PGOUTBOX_NEMESIS_OUT=$(NEMESIS_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestNemesis$$' ./test/ 2>&1 | tee nemesis.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|nemesis(_test)?\.go:[0-9]+: '
+
+# The soak: an hour (SOAK_DURATION) at a steady load with a fault every few
+# minutes (SOAK_GAP), the relays' RSS, goroutines, file descriptors, the
+# slot's retained WAL and the latency sampled every SOAK_EVERY; fails if one
+# grows without bound. Charts and the history go to SOAK_OUT.
+SOAK_DURATION ?= 1h
+SOAK_GAP      ?= 3m
+SOAK_EVERY    ?= 10s
+SOAK_OUT      ?= soak-out
+soak:
+	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_SOAK_DURATION=$(SOAK_DURATION) PGOUTBOX_SOAK_GAP=$(SOAK_GAP) \
+	PGOUTBOX_SOAK_EVERY=$(SOAK_EVERY) PGOUTBOX_SOAK_OUT=$(SOAK_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak$$' ./test/ 2>&1 | tee soak.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|_test\.go:[0-9]+: '
 
 demo: build
 	./bin/pgoutbox demo

@@ -52,11 +52,7 @@ func WriteSVG(w io.Writer, title string, series []Series) error {
 	}
 	y := func(q float64) float64 { return plotB - q*(plotB-plotT) }
 
-	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">
-<rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>
-`, chartW, chartH, chartW, chartH, plotL, html.EscapeString(title))
+	svgHeader(bw, title)
 	// Grid: decades and their 2x and 5x on x, quantiles on y.
 	for d := decLo; d <= decHi; d++ {
 		for _, m := range []float64{1, 2, 5} {
@@ -115,6 +111,15 @@ func WriteSVG(w io.Writer, title string, series []Series) error {
 	}
 	fmt.Fprint(bw, "</svg>\n")
 	return bw.Flush()
+}
+
+// svgHeader opens a chart: the document, a white background, the title.
+func svgHeader(bw *bufio.Writer, title string) {
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>
+`, chartW, chartH, chartW, chartH, plotL, html.EscapeString(title))
 }
 
 func fmtAxisMS(v float64) string {
@@ -184,11 +189,7 @@ func WriteRateSVG(w io.Writer, title string, series []RateSeries) error {
 		return plotB - (math.Log10(max(minChartMS, v))-yLo)/(yHi-yLo)*(plotB-plotT)
 	}
 
-	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">
-<rect width="100%%" height="100%%" fill="white"/>
-<text x="%d" y="28" font-size="16" font-weight="bold">%s</text>
-`, chartW, chartH, chartW, chartH, plotL, html.EscapeString(title))
+	svgHeader(bw, title)
 	for d := xLo; d <= xHi; d++ {
 		for _, m := range []float64{1, 2, 5} {
 			if d == xHi && m > 1 {
@@ -257,4 +258,112 @@ func legendStep(n int) int {
 		return 44
 	}
 	return max(14, min(44, (chartH-plotT-20)/n))
+}
+
+// TimePoint is a reading at a time.
+type TimePoint struct {
+	T time.Duration // since the start
+	V float64       // NaN: no reading (the line breaks)
+}
+
+// TimeSeries is one line of a chart over time.
+type TimeSeries struct {
+	Name   string
+	Points []TimePoint
+}
+
+// Mark is a moment to show on a time chart, as a thin vertical line: a
+// fault, say.
+type Mark struct {
+	T     time.Duration
+	Label string
+}
+
+// WriteTimeSVG draws each series' readings over time, both axes linear,
+// the y axis from zero, with marks (faults) as vertical lines under them:
+// a series that grows without bound climbs to the right.
+func WriteTimeSVG(w io.Writer, title, unit string, series []TimeSeries, marks []Mark) error {
+	bw := bufio.NewWriter(w)
+	tHi, vHi := time.Duration(0), 0.0
+	for _, s := range series {
+		for _, p := range s.Points {
+			tHi = max(tHi, p.T)
+			if !math.IsNaN(p.V) && !math.IsInf(p.V, 0) {
+				vHi = max(vHi, p.V)
+			}
+		}
+	}
+	if tHi <= 0 {
+		tHi = time.Minute
+	}
+	if vHi <= 0 {
+		vHi = 1
+	}
+	vStep := niceStep(vHi / 5)
+	vTop := math.Ceil(vHi/vStep) * vStep
+	tStep := time.Duration(niceStep(tHi.Minutes()/6) * float64(time.Minute))
+	if tStep <= 0 {
+		tStep = time.Minute
+	}
+	x := func(t time.Duration) float64 { return plotL + float64(t)/float64(tHi)*(plotR-plotL) }
+	y := func(v float64) float64 { return plotB - v/vTop*(plotB-plotT) }
+
+	svgHeader(bw, title)
+	for t := time.Duration(0); t <= tHi; t += tStep {
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e5e5e5"/>`+"\n", x(t), plotT, x(t), plotB)
+		fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%g</text>`+"\n", x(t), plotB+18, t.Minutes())
+	}
+	for v := 0.0; v <= vTop+vStep/2; v += vStep {
+		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`+"\n", plotL, y(v), plotR, y(v))
+		fmt.Fprintf(bw, `<text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n", plotL-6, y(v)+4, v)
+	}
+	for _, m := range marks {
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#f0b0b0" stroke-dasharray="3 3"><title>%s</title></line>`+"\n",
+			x(m.T), plotT, x(m.T), plotB, html.EscapeString(m.Label))
+	}
+	fmt.Fprintf(bw, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", plotL, plotT, plotR-plotL, plotB-plotT)
+	fmt.Fprintf(bw, `<text x="%d" y="%d" text-anchor="middle">minutes (dashed: a fault)</text>`+"\n", (plotL+plotR)/2, plotB+40)
+	fmt.Fprintf(bw, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (plotT+plotB)/2, html.EscapeString(unit))
+	for i, s := range series {
+		color := chartColors[i%len(chartColors)]
+		open := false
+		for _, p := range s.Points {
+			if math.IsNaN(p.V) || math.IsInf(p.V, 0) {
+				if open {
+					fmt.Fprint(bw, `"/>`+"\n")
+					open = false
+				}
+				continue
+			}
+			if !open {
+				fmt.Fprintf(bw, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="`, color)
+				open = true
+			} else {
+				bw.WriteByte(' ')
+			}
+			fmt.Fprintf(bw, "%.1f,%.1f", x(p.T), y(p.V))
+		}
+		if open {
+			fmt.Fprint(bw, `"/>`+"\n")
+		}
+		ly := plotT + 10 + i*legendStep(len(series))
+		fmt.Fprintf(bw, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", plotR+16, ly, plotR+40, ly, color)
+		fmt.Fprintf(bw, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotR+46, ly+4, html.EscapeString(s.Name))
+	}
+	fmt.Fprint(bw, "</svg>\n")
+	return bw.Flush()
+}
+
+// niceStep rounds v up to 1, 2 or 5 times a power of ten.
+func niceStep(v float64) float64 {
+	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,58 @@ func TestRateSVG(t *testing.T) {
 	}
 	if err := xml.NewDecoder(&none).Decode(new(struct{})); err != nil {
 		t.Fatalf("empty chart: %v", err)
+	}
+}
+
+// A time chart is well-formed XML; a series breaks its line where a
+// reading is missing, and each mark is a line.
+func TestTimeSVG(t *testing.T) {
+	var a, b []TimePoint
+	for i := range 100 {
+		v := float64(40 + i%7)
+		if i >= 30 && i < 35 {
+			v = math.NaN() // down for a while
+		}
+		a = append(a, TimePoint{T: time.Duration(i) * 10 * time.Second, V: v})
+		b = append(b, TimePoint{T: time.Duration(i) * 10 * time.Second, V: float64(i)})
+	}
+	var buf bytes.Buffer
+	marks := []Mark{{T: time.Minute, Label: "relay-sigkill <0>"}, {T: 5 * time.Minute, Label: "kafka-kill"}}
+	if err := WriteTimeSVG(&buf, "RSS & more", "MiB", []TimeSeries{{"relay 0", a}, {"relay 1", b}}, marks); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&buf)
+	polylines, lines := 0, 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+		}
+		if el, ok := tok.(xml.StartElement); ok {
+			switch el.Name.Local {
+			case "polyline":
+				polylines++
+			case "line":
+				for _, at := range el.Attr {
+					if at.Name.Local == "stroke-dasharray" {
+						lines++
+					}
+				}
+			}
+		}
+	}
+	if polylines != 3 {
+		t.Errorf("%d polylines, want 3 (relay 0 broken once where it was down, relay 1 whole)", polylines)
+	}
+	if lines != 2 {
+		t.Errorf("%d marks drawn, want 2", lines)
+	}
+	for v, want := range map[float64]float64{0.3: 0.5, 7: 10, 12: 20, 40: 50, 0.07: 0.1} {
+		if got := niceStep(v); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceStep(%g) = %g, want %g", v, got, want)
+		}
 	}
 }

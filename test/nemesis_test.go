@@ -148,7 +148,9 @@ func nemesisOut(t *testing.T, name string) string {
 func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 	env := nemesisEnv(t)
 	name := fmt.Sprintf("%s-%s-seed-%d", opts.Delivery, modeName(opts.Mode), opts.Seed)
-	opts.Out = nemesisOut(t, name)
+	if opts.Out == "" {
+		opts.Out = nemesisOut(t, name)
+	}
 	opts.Logf = t.Logf
 	res, err := nemesis.Run(context.Background(), env, opts)
 	if err != nil {
@@ -157,7 +159,7 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 	t.Logf("seed %d %s, mode %s, %d relay(s): %d faults %v; %d events in %v, drained in %v",
 		res.Seed, res.Delivery, res.Mode, res.Relays, len(res.Schedule.Faults), res.Schedule.Counts(),
 		res.Report.Committed, res.Elapsed.Round(time.Second), res.Drain.Round(100*time.Millisecond))
-	t.Logf("seed %d: %v; transactions %v", res.Seed, res.Report, res.Transactions)
+	t.Logf("seed %d: %v; transactions %v; relays fenced by the other %d times", res.Seed, res.Report, res.Transactions, res.Fenced)
 	if res.Delivery == nemesis.AtLeastOnce {
 		t.Logf("episodes (at-least-once: what was re-sent against what was in flight):\n%s", res.Report.EpisodeTable())
 	}

@@ -32,10 +32,16 @@ type relay struct {
 	p       *proc.Process
 	expect  bool // an exit now is one the harness caused
 	started time.Time
-	// unexpected are exits the harness did not cause.
+	// unexpected are exits the harness did not cause; fenced counts the
+	// exits of a relay fenced by the other of a pair.
 	unexpected []string
+	fenced     int
 	mode       Mode
+	pair       bool // another relay runs the same pipeline
 }
+
+// fencedExit is what a relay fenced under exactly-once exits with.
+const fencedExit = "pgoutbox: kafka: fenced by a newer producer with the same transactional id"
 
 func newRelay(index int, bin string, args []string, dir string, h *History) (*relay, error) {
 	port, err := freePort()
@@ -92,13 +98,23 @@ func (r *relay) watch(p *proc.Process) {
 	if err := p.Err(); err != nil {
 		detail = firstLine(err.Error())
 	}
-	if !expected {
+	// With another relay on the pipeline, exactly-once fences a relay
+	// that lost its connection to PostgreSQL (and so the pipeline's lock)
+	// while it still produced: it stops, by design, and a service manager
+	// starts it again as the new standby.
+	fenced := !expected && r.pair && strings.Contains(p.Output(), fencedExit)
+	if fenced {
+		r.fenced++
+	} else if !expected {
 		r.unexpected = append(r.unexpected, detail+": "+lastLines(p.Output(), 3))
 	}
 	r.mu.Unlock()
 	idx := r.index
 	msg := "exited"
-	if !expected {
+	switch {
+	case fenced:
+		msg = "exited: fenced by the other relay"
+	case !expected:
 		msg = "exited on its own"
 	}
 	r.h.Add(Event{Type: EventProcess, Relay: &idx, Msg: msg, Detail: detail})
@@ -165,10 +181,10 @@ func (r *relay) pid() int {
 
 func (r *relay) running() bool { return r.pid() != 0 }
 
-func (r *relay) unexpectedExits() []string {
+func (r *relay) exits() (unexpected []string, fenced int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.unexpected...)
+	return append([]string(nil), r.unexpected...), r.fenced
 }
 
 // scrape reads the relay's metrics endpoint: metric name (with labels) to

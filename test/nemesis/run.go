@@ -59,8 +59,10 @@ type Result struct {
 	// Stuck says when the relays made no progress while events waited
 	// and no fault was active.
 	Stuck string `json:"stuck,omitempty"`
-	// Exits are relay exits the harness did not cause.
-	Exits []string `json:"unexpected_exits,omitempty"`
+	// Exits are relay exits the harness did not cause; Fenced counts
+	// those of a relay of a pair fenced by the other (exactly-once).
+	Exits  []string `json:"unexpected_exits,omitempty"`
+	Fenced int      `json:"fenced_exits,omitempty"`
 	// FaultErrors are faults that could not be done or undone.
 	FaultErrors  []string       `json:"fault_errors,omitempty"`
 	Transactions map[string]int `json:"transactions"`
@@ -168,6 +170,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		if relays[i], err = newRelay(i, env.Bin, args, opts.Out, h); err != nil {
 			return res, err
 		}
+		relays[i].pair = opts.Relays > 1
 		defer relays[i].log.Close()
 	}
 	defer func() {
@@ -306,7 +309,9 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	res.WriterErrors, _ = writers.errorsSeen()
 	res.FaultErrors = in.errors()
 	for _, r := range relays {
-		res.Exits = append(res.Exits, r.unexpectedExits()...)
+		unexpected, fenced := r.exits()
+		res.Exits = append(res.Exits, unexpected...)
+		res.Fenced += fenced
 	}
 	if len(res.Samples) > 0 {
 		res.Growth = Judge(res.Samples, SoakMetrics)
