@@ -2,7 +2,11 @@ package nemesis
 
 import (
 	"cmp"
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -240,7 +244,7 @@ func Check(in Input) Report {
 			rep.example("lost", fmt.Sprintf("%s (aggregate %q seq %d, committed %s)", id, w.Aggregate, w.Seq, w.Committed.Format("15:04:05.000")))
 		}
 	}
-	rep.Episodes, rep.Unattributed = episodes(in, committed, first, dups)
+	rep.Episodes, rep.Unattributed = episodes(in, committed, first, dups, &rep)
 	if in.Delivery != ExactlyOnce {
 		for _, e := range rep.Episodes {
 			if e.Resent > e.InFlight {
@@ -261,7 +265,7 @@ func setOf(ids []string) map[string]bool {
 
 // episodes groups the spans, attributes each duplicate to the last episode
 // that began before it was delivered, and counts what was in flight.
-func episodes(in Input, committed map[string]Written, first map[string]time.Time, dups []Record) ([]Episode, int) {
+func episodes(in Input, committed map[string]Written, first map[string]time.Time, dups []Record, rep *Report) ([]Episode, int) {
 	spans := slices.Clone(in.Spans)
 	slices.SortFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
 	type group struct {
@@ -321,6 +325,10 @@ func episodes(in Input, committed map[string]Written, first map[string]time.Time
 			for _, d := range g.dups {
 				if !inflight[d.ID] {
 					e.Outside++
+					w := committed[d.ID]
+					rep.example("re-sent outside in flight", fmt.Sprintf("%s at %.3fs (first at %.3fs; lsn %X xid %d; at %.3fs slot %X floor %d)",
+						d.ID, d.Time.Sub(in.Start).Seconds(), first[d.ID].Sub(in.Start).Seconds(), w.LSN, w.XID,
+						g.start.Sub(in.Start).Seconds(), conf.SlotLSN, conf.FloorXID))
 				}
 			}
 		}
@@ -381,4 +389,41 @@ func (r Report) EpisodeTable() string {
 			e.Start, e.End, strings.Join(kinds, "+"), e.Resent, e.InFlight, e.Outside, e.SlotKept, mark)
 	}
 	return b.String()
+}
+
+// inputFile keeps a failed run's Input, for checking it again.
+const inputFile = "input.json.gz"
+
+// SaveInput writes in to dir (gzipped JSON), so that a failed run can be
+// checked again (LoadInput, Check) without running it again.
+func SaveInput(dir string, in Input) error {
+	f, err := os.Create(filepath.Join(dir, inputFile))
+	if err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(f)
+	err = json.NewEncoder(zw).Encode(in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// LoadInput reads what SaveInput wrote.
+func LoadInput(dir string) (Input, error) {
+	var in Input
+	f, err := os.Open(filepath.Join(dir, inputFile))
+	if err != nil {
+		return in, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return in, err
+	}
+	err = json.NewDecoder(zr).Decode(&in)
+	return in, err
 }

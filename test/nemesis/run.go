@@ -301,9 +301,10 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	}
 
 	end := time.Now()
-	res.Report = Check(Input{Delivery: opts.Delivery, Start: start, Committed: committed, RolledBack: rolledBack,
+	input := Input{Delivery: opts.Delivery, Start: start, Committed: committed, RolledBack: rolledBack,
 		Vanished: vanished, Published: published, Records: reader.Records(), Confirmations: confirmations,
-		Spans: Spans(h.Events(), end)})
+		Spans: Spans(h.Events(), end)}
+	res.Report = Check(input)
 	res.Elapsed = end.Sub(start)
 	res.Transactions = writers.Transactions()
 	res.WriterErrors, _ = writers.errorsSeen()
@@ -315,6 +316,11 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	}
 	if len(res.Samples) > 0 {
 		res.Growth = Judge(res.Samples, SoakMetrics)
+	}
+	if len(res.Failures()) > 0 {
+		if err := SaveInput(opts.Out, input); err != nil {
+			h.Add(Event{Type: EventNote, Msg: "saving the checker's input", Detail: err.Error()})
+		}
 	}
 	h.Add(Event{Type: EventReport, Data: res})
 	b, _ := json.MarshalIndent(res, "", "  ")
