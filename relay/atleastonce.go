@@ -24,12 +24,15 @@ type atLeastOnceWAL struct {
 	polled *polledRows
 	order  string
 	stats  *Stats
-	wm     *watermark
+	// floor is the saved floor's transaction id, read when the session
+	// opened (0: none); see walLedger.
+	floor uint32
+	wm    *watermark
 }
 
 func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {
 	d.wm = newWatermark(to.Start(), to.Confirm)
-	return &walLedger{wm: d.wm, polled: d.polled, order: d.order, stats: d.stats}
+	return &walLedger{wm: d.wm, polled: d.polled, order: d.order, stats: d.stats, floor: d.floor}
 }
 
 // end: nothing is open that a failure leaves behind.
@@ -82,9 +85,22 @@ type walLedger struct {
 	polled *polledRows
 	order  string // the column polling marks rows by
 	stats  *Stats // counts the rows not sent again
+	// floor is the saved floor's transaction id, read at the session's
+	// start (0: none). Every transaction below it is in Kafka: the floor
+	// is saved once the confirmed position passed it. The stream replays
+	// from the slot's confirmed position, which can be older: PostgreSQL
+	// 15 and 16 write it to disk only when other fields of the slot
+	// change (a crash replays from there), and the server learns it a
+	// status interval after the floor was saved. Those rows are not sent
+	// again.
+	floor uint32
 }
 
 func (l *walLedger) skip(c *outbox.Change) bool {
+	if l.floor != 0 && xidBefore(c.XID, l.floor) {
+		l.stats.SkippedBelowFloor.Add(1)
+		return true
+	}
 	set := l.polled.of(c)
 	if len(set) == 0 {
 		return false

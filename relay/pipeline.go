@@ -68,6 +68,10 @@ type Stats struct {
 	// SkippedCommitted counts rows, under exactly-once delivery, that the
 	// stream sent again although a committed Kafka transaction had them.
 	SkippedCommitted atomic.Int64
+	// SkippedBelowFloor counts rows, under at-least-once delivery, that
+	// the stream replayed from transactions below the saved floor, which
+	// Kafka has, and were not sent again.
+	SkippedBelowFloor atomic.Int64
 }
 
 // outboxTable is one outbox table of the pipeline. A pipeline of several

@@ -111,7 +111,11 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 	p, first := s.p, s.p.tables[0]
 	if p.cfg.Delivery != ExactlyOnce {
-		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats}, nil
+		floor, err := first.own.Floor(ctx, s.h.conn)
+		if err != nil {
+			return nil, err
+		}
+		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID)}, nil
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
 		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats,

@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,5 +59,67 @@ DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
 	}
 	if resent > 2 {
 		t.Fatalf("the fallback re-sent %d events, %.1fs worth: the floor trails the confirmed position by more than a second", rep.duplicates, resent)
+	}
+}
+
+// The slot replays from the confirmed position the server last recorded,
+// which can be older than the floor the relay saved: the server learns the
+// position a status interval later (here 30 s), and PostgreSQL 15 and 16
+// write it to disk only now and then, so a crash of the server replays
+// from older still (found by the nemesis, seed 1 at-least-once auto: a
+// PostgreSQL restart re-sent 7,080 events of which 187 were in flight).
+// Every transaction below the floor is in Kafka: at-least-once does not
+// send those rows again; a trickle of events keeps the confirmed position,
+// and the floor after it, moving, and what is above the floor may come
+// twice.
+func TestReplayBelowFloorNotSentAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setup(e.config())
+	p := e.runProcess(t, "--status-interval", "30s")
+	var ids []string
+	for i := 0; i < 100; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	var last int64
+	if err := e.conn.QueryRow(ctx, "SELECT max(txid::text::bigint) FROM outbox").Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	end := e.currentLSN()
+	trickle := e.connect()
+	eventually(t, 15*time.Second, "the floor past the events", func() bool {
+		if _, err := trickle.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-9', 'Placed', '{}')`); err != nil {
+			t.Fatal(err)
+		}
+		var floor *int64
+		if err := e.conn.QueryRow(ctx, "SELECT floor_xid::text::bigint FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&floor); err != nil {
+			t.Fatal(err)
+		}
+		return floor != nil && *floor > last
+	})
+	if s := e.slot("pgoutbox"); s.ConfirmedLSN >= end {
+		t.Fatalf("the server recorded %s, past the events (%s): nothing to replay", s.ConfirmedLSN, end)
+	}
+	p.signal(t, syscall.SIGKILL)
+	p2 := e.runProcess(t)
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
+	if err := p2.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range drain(t, e.brokers, "outbox.event.order", 0) {
+		seen[decodeEvent(t, r).ID]++
+	}
+	again := 0
+	for _, id := range ids {
+		if seen[id] != 1 {
+			again++
+		}
+	}
+	t.Logf("%d events below the floor, %d sent again; %d records in all", len(ids), again, len(seen))
+	if again > 0 {
+		t.Fatalf("%d of %d events below the saved floor were sent again after the restart", again, len(ids))
 	}
 }
