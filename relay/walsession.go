@@ -81,6 +81,9 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if hand != nil {
 		return toHandoff(hand), nil
 	}
+	if err := s.polledBefore(ctx); err != nil {
+		return transition{}, err
+	}
 	if err := p.recordMode(ctx, h, p.tables[0], ModeWAL, s.reason, s.now); err != nil {
 		return transition{}, err
 	}
@@ -105,6 +108,33 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	defer p.obs.sessionUp(ModeWAL)()
 	p.log.Info("streaming", "slot", cfg.Replication.Slot, "tables", p.names(), "start_lsn", stream.Start().String())
 	return transition{}, s.stream(ctx, stream, dl, d)
+}
+
+// polledBefore prepares an at-least-once WAL session that follows a poll
+// phase this process did not run (it was restarted, or another relay of
+// the pipeline polled): the stream replays from the slot's position, from
+// before that phase, so the rows polling marked published since the floor
+// are read from the table and skipped until the stream passes the WAL's
+// end as it is now, as the rows of this process's own poll phase are.
+// Exactly-once reads them the same way (openDelivery).
+func (s *walSession) polledBefore(ctx context.Context) error {
+	p, first := s.p, s.p.tables[0]
+	if p.cfg.Delivery == ExactlyOnce || !s.hasSeq || s.polled.pending() || len(p.tables) > 1 {
+		return nil
+	}
+	prev, err := first.own.Mode(ctx, s.h.conn)
+	if err != nil || prev != ModePoll {
+		return err
+	}
+	seqs, until, err := polledSince(ctx, s.h, first, p.cfg.queryTimeout(), nil, p.log)
+	if err != nil {
+		return err
+	}
+	s.polled.seqs, s.polled.until = seqs, until
+	if len(seqs) > 0 {
+		p.log.Info("rows polling published are not sent again when the stream replays them", "rows", len(seqs), "until_lsn", until.String())
+	}
+	return nil
 }
 
 // openDelivery opens the WAL session's delivery, the configured one.

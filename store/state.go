@@ -192,6 +192,19 @@ ON CONFLICT (pipeline) DO UPDATE SET
 	return nil
 }
 
+// Mode reads the mode the pipeline last recorded ("" without state).
+func (p Pipeline) Mode(ctx context.Context, q Querier) (Mode, error) {
+	var m string
+	err := q.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = $1", p.Name).Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read state: %w", err)
+	}
+	return Mode(m), nil
+}
+
 // SaveConfirmed records the confirmed position; it never moves back.
 func (p Pipeline) SaveConfirmed(ctx context.Context, q Querier, lsn string) error {
 	_, err := q.Exec(ctx, `

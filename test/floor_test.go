@@ -123,3 +123,60 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 		t.Fatalf("%d of %d events below the saved floor were sent again after the restart", again, len(ids))
 	}
 }
+
+// A relay polls (REPLICATION revoked) and is killed; when the next one
+// returns to the WAL, the slot replays from where the WAL left off, before
+// the poll phase. The rows polling published are not sent again, although
+// this process did not poll them (found by the nemesis, seed 2
+// at-least-once auto with two relays: one polled for 7 s and was killed,
+// and the other, back on the WAL, re-sent the 1,474 rows it had polled).
+func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+`+grantHeartbeatSQL("app")); err != nil {
+		t.Fatal(err)
+	}
+	e.setup(e.config())
+	args := []string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms", "--poll-interval", "50ms"}
+	p := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	var ids []string
+	for i := 0; i < 200; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(e.unpublished(ids...)) == 0 })
+	p.signal(t, syscall.SIGKILL)
+	if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+		t.Fatal(err)
+	}
+	p2 := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "back on the WAL", func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active })
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
+	if err := p2.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range drain(t, e.brokers, "outbox.event.order", 0) {
+		seen[decodeEvent(t, r).ID]++
+	}
+	again := 0
+	for _, id := range ids {
+		if seen[id] != 1 {
+			again++
+		}
+	}
+	t.Logf("%d events polled by the killed relay, %d sent again by the next one on the WAL", len(ids), again)
+	if again > 0 {
+		t.Fatalf("%d of %d rows polling published were sent again when the WAL replayed them", again, len(ids))
+	}
+}
