@@ -294,6 +294,16 @@ func floorArgs(f outbox.Floor) [][]byte {
 func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]Row, error) {
 	res := p.conn.PgConn().ExecParams(ctx, p.query, floorArgs(floor), nil, nil, nil)
 	fields := res.FieldDescriptions()
+	if fields == nil {
+		// The query failed before its first row (the connection was
+		// lost, the server shut down): that error, not the table's
+		// shape, is the reason.
+		_, err := res.Close()
+		if err == nil {
+			err = errors.New("no row description")
+		}
+		return nil, fmt.Errorf("poll %s: %w", p.table, err)
+	}
 	if err := p.bind(fields); err != nil {
 		res.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,50 @@ func (e *env) aliveAt() time.Time {
 		return time.Time{}
 	}
 	return *at
+}
+
+// The connection is lost while a poll waits for its answer (here: its
+// backend ended while the table is locked; in the nemesis, seed 3
+// at-least-once auto, the primary stopped for a failover). The relay
+// reconnects and polls on; it used to stop for good with "outbox table lacks
+// the polling columns", reading the failed query's missing columns as the
+// table's shape.
+func TestPollConnectionLostMidPoll(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms")
+	first := e.insert(row{"order", "o-1", "Placed", `{"i":1}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", first, 15*time.Second)
+
+	lock, err := e.connect().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var ended int64
+	eventually(t, 10*time.Second, "the poll waiting for the lock, ended", func() bool {
+		tag, err := e.conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'SELECT * FROM%outbox%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended = tag.RowsAffected()
+		return ended > 0
+	})
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := e.insert(row{"order", "o-1", "Placed", `{"i":2}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", second, 15*time.Second)
+	select {
+	case err := <-p.waited:
+		p.waited <- err
+		t.Fatalf("the relay exited (%v) after its poll's connection was lost:\n%s", err, p.out)
+	default:
+	}
+	if !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
+		t.Errorf("no reconnect in the log:\n%s", p.out)
+	}
 }
