@@ -156,9 +156,9 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 	if err != nil {
 		t.Fatalf("seed %d: %v (history in %s)", opts.Seed, err, opts.Out)
 	}
-	t.Logf("seed %d %s, mode %s, %d relay(s): %d faults %v; %d events in %v, drained in %v",
+	t.Logf("seed %d %s, mode %s, %d relay(s): %d faults %v; %d events in %v, drained in %v; longest stall with no fault active %v",
 		res.Seed, res.Delivery, res.Mode, res.Relays, len(res.Schedule.Faults), res.Schedule.Counts(),
-		res.Report.Committed, res.Elapsed.Round(time.Second), res.Drain.Round(100*time.Millisecond))
+		res.Report.Committed, res.Elapsed.Round(time.Second), res.Drain.Round(100*time.Millisecond), res.LongestStall.Round(time.Second))
 	t.Logf("seed %d: %v; transactions %v; relays fenced by the other %d times", res.Seed, res.Report, res.Transactions, res.Fenced)
 	if res.Delivery == nemesis.AtLeastOnce {
 		t.Logf("episodes (at-least-once: what was re-sent against what was in flight):\n%s", res.Report.EpisodeTable())

@@ -71,9 +71,12 @@ type Result struct {
 	// check; Drain how long the events took to arrive once the writers
 	// stopped.
 	Elapsed, Drain time.Duration `json:"-"`
-	Dir            string        `json:"-"`
-	Samples        []Sample      `json:"-"`
-	Growth         []Growth      `json:"growth,omitempty"`
+	// LongestStall is the longest time without a new event while events
+	// waited and no fault was active (checked every second).
+	LongestStall time.Duration `json:"longest_stall_ns"`
+	Dir          string        `json:"-"`
+	Samples      []Sample      `json:"-"`
+	Growth       []Growth      `json:"growth,omitempty"`
 }
 
 // Failures are what fails the run, one line each.
@@ -261,6 +264,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	res.Drain = time.Since(drainStart)
+	res.LongestStall = stuck.longest
 	// Late duplicates, then everything a read_committed consumer can see.
 	time.Sleep(2 * time.Second)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -434,6 +438,9 @@ type stuckWatch struct {
 	in     *injector
 	start  time.Time
 	drain  time.Time
+	// longest is the longest time seen without a new event while events
+	// waited and no fault was active: how long recovering took at worst.
+	longest time.Duration
 }
 
 func (s *stuckWatch) draining(at time.Time) { s.drain = at }
@@ -445,6 +452,7 @@ func (s *stuckWatch) check(now, lastCommit time.Time) string {
 		return ""
 	}
 	since := later(later(progress, lastEnd), s.start)
+	s.longest = max(s.longest, now.Sub(since))
 	if now.Sub(since) < s.after {
 		return ""
 	}
