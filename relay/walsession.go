@@ -111,15 +111,15 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 }
 
 // polledBefore prepares an at-least-once WAL session that follows a poll
-// phase this process did not run (it was restarted, or another relay of
-// the pipeline polled): the stream replays from the slot's position, from
-// before that phase, so the rows polling marked published since the floor
-// are read from the table and skipped until the stream passes the WAL's
-// end as it is now, as the rows of this process's own poll phase are.
-// Exactly-once reads them the same way (openDelivery).
+// phase: the stream replays from the slot's position, from before that
+// phase, and this process knows only the rows it polled itself, none after
+// a restart, and not those of another relay of the pipeline that polled
+// before it. So the rows polling marked published since the floor are read
+// from the table and skipped until the stream passes the WAL's end as it is
+// now. Exactly-once reads them the same way (openDelivery).
 func (s *walSession) polledBefore(ctx context.Context) error {
 	p, first := s.p, s.p.tables[0]
-	if p.cfg.Delivery == ExactlyOnce || !s.hasSeq || s.polled.pending() || len(p.tables) > 1 {
+	if p.cfg.Delivery == ExactlyOnce || !s.hasSeq || len(p.tables) > 1 {
 		return nil
 	}
 	prev, err := first.own.Mode(ctx, s.h.conn)
@@ -130,10 +130,10 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.polled.seqs, s.polled.until = seqs, until
-	if len(seqs) > 0 {
-		p.log.Info("rows polling published are not sent again when the stream replays them", "rows", len(seqs), "until_lsn", until.String())
+	for seq := range seqs {
+		s.polled.add(seq)
 	}
+	s.polled.until = max(s.polled.until, until)
 	return nil
 }
 
