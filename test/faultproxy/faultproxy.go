@@ -132,6 +132,12 @@ func (p *Proxy) handle(client net.Conn) {
 	if p.target != "" {
 		var err error
 		if server, err = net.Dial("tcp", p.target); err != nil {
+			// The target is down: reset, as a refused connection would
+			// end. A graceful close would look like a server that
+			// accepted and hung up (a listener that wants TLS, say).
+			if tc, ok := client.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
 			client.Close()
 			return
 		}

@@ -2,8 +2,10 @@ package faultproxy
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +67,31 @@ func TestDelay(t *testing.T) {
 	p.Delay(0)
 	if d := roundTrip(t, r, c); d > 150*time.Millisecond {
 		t.Fatalf("round trip after the delay was removed took %v", d)
+	}
+}
+
+// A forwarder whose target is down resets its clients, as a refused
+// connection ends, rather than closing as a server that hung up would.
+func TestForwardToADownTargetResets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p, err := Forward(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte("hello\n"))
+		_, err = c.Read(make([]byte, 1))
+	}
+	if err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("read from a proxy whose target is down: %v, want a connection reset", err)
 	}
 }
