@@ -27,10 +27,18 @@ var nemesisKafka = startDevbrokerKafka
 // both deliveries and all three modes. make nemesis runs any seeds for any
 // length through the PGOUTBOX_NEMESIS_* variables (nemesisRuns).
 func TestNemesis(t *testing.T) {
+	var results []nemesis.Result
 	for _, run := range nemesisRuns(t) {
 		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
-			runNemesis(t, run)
+			results = append(results, runNemesis(t, run))
 		})
+	}
+	summary := nemesis.Summary(results)
+	t.Logf("what was run and what it found:\n%s", summary)
+	if base := os.Getenv("PGOUTBOX_NEMESIS_OUT"); base != "" {
+		if err := os.WriteFile(filepath.Join(base, "summary.md"), []byte(summary), 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
