@@ -496,3 +496,54 @@ func TestExactlyOnceFromConfigFile(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
+
+// The broker is killed while a transaction of the pipeline is open on the
+// position topic and started again on its data. The devbroker (kfake) then
+// counts that transaction as aborted but writes no marker for it: its
+// record is the partition's last, and a read_committed reader never gets
+// it. The relay read the last committed position until it reached that
+// offset, so it never finished: "reconnecting: kafka: reading
+// pgoutbox.position: context deadline exceeded" every receive timeout, and
+// nothing delivered (the nemesis, seeds 1 and 2 exactly-once auto with
+// kills of the relay, PostgreSQL and the broker, and slot drops). The relay
+// now decides what committed from the transaction markers, and publishes.
+func TestExactlyOnceAfterBrokerDroppedAnOpenTransaction(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	e.setup(e.config())
+	p := e.runProcess(t, append(eosArgs, "--receive-timeout", "5s")...)
+	first := e.insert(row{"account", "acct-1", "Posted", `{"i":1}`})
+	awaitIDs(t, e.brokers, "outbox.event.account", first, 20*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	// What a relay killed with the broker leaves: a transaction of the
+	// pipeline's id with a position record, never ended.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID("pgoutbox.pgoutbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	open := &kgo.Record{Topic: "pgoutbox.position", Key: []byte("pgoutbox"),
+		Value: []byte(`{"pipeline":"pgoutbox","mode":"wal","lsn":"FF/0","commit_lsn":"FF/0","time":"2026-01-01T00:00:00Z"}`)}
+	if err := cl.ProduceSync(pollCtx(t, 10*time.Second), open).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	broker.Kill()
+	broker.Start()
+
+	p = e.runProcess(t, append(eosArgs, "--receive-timeout", "5s")...)
+	second := e.insert(row{"account", "acct-1", "Posted", `{"i":2}`})
+	awaitIDs(t, e.brokers, "outbox.event.account", second, 30*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(p.out.String(), "reading pgoutbox.position") {
+		t.Errorf("the relay could not read its position:\n%s", p.out)
+	}
+}
