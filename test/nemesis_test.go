@@ -58,15 +58,16 @@ func nemesisRuns(t *testing.T) []nemesis.Options {
 	env := func(name string) string { return os.Getenv("PGOUTBOX_NEMESIS_" + name) }
 	seeds := env("SEEDS")
 	if seeds == "" {
-		// Short runs: each fault kind comes up at least once across
-		// them (the schedules are in the test log).
+		// Short runs; together the four draw every kind of fault (the
+		// schedules are in the test log): seed 7 ten kinds, 281 the
+		// failover and SIGKILLs, 10 SIGKILL in WAL mode.
 		d := 30 * time.Second
 		gap := 4 * time.Second
 		return []nemesis.Options{
-			{Seed: 11, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeAuto, Relays: 2, Duration: d, MeanGap: gap},
-			{Seed: 12, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: d, MeanGap: gap},
-			{Seed: 13, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModePoll, Relays: 1, Duration: d, MeanGap: gap},
-			{Seed: 14, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeWAL, Relays: 2, Duration: d, MeanGap: gap},
+			{Seed: 7, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeAuto, Relays: 2, Duration: d, MeanGap: gap},
+			{Seed: 7, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: d, MeanGap: gap},
+			{Seed: 281, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModePoll, Relays: 1, Duration: d, MeanGap: gap},
+			{Seed: 10, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeWAL, Relays: 2, Duration: d, MeanGap: gap},
 		}
 	}
 	var list []uint64

@@ -30,6 +30,9 @@ type Written struct {
 	LSN uint64
 	// XID is its transaction's id (xid8).
 	XID uint64
+	// Txn says what kind of transaction wrote it (plain, large,
+	// prepared with its gid, rollback), for reading a failure.
+	Txn string `json:",omitempty"`
 }
 
 // Record is a record read back from Kafka.
@@ -66,7 +69,7 @@ type Input struct {
 	// outcome the writer could not know that the table holds at the end.
 	Committed []Written
 	// RolledBack are events of transactions the writers rolled back.
-	RolledBack []string
+	RolledBack []Written
 	// Vanished are events whose commit outcome the writer could not know
 	// (the connection broke at COMMIT) and that the table does not hold at
 	// the end: not committed, or committed on a primary that died before
@@ -188,7 +191,10 @@ func Check(in Input) Report {
 	for _, w := range in.Committed {
 		committed[w.ID] = w
 	}
-	rolledBack := setOf(in.RolledBack)
+	rolledBack := make(map[string]Written, len(in.RolledBack))
+	for _, w := range in.RolledBack {
+		rolledBack[w.ID] = w
+	}
 	vanished := setOf(in.Vanished)
 	rep.Committed = len(committed)
 
@@ -211,9 +217,10 @@ func Check(in Input) Report {
 		first[r.ID] = r.Time
 		w, ok := committed[r.ID]
 		switch {
-		case rolledBack[r.ID]:
+		case rolledBack[r.ID].ID != "":
 			rep.RolledBackSeen++
-			rep.example("rolled back seen", r.ID)
+			rep.example("rolled back seen", fmt.Sprintf("%s (%s, aggregate %s seq %d xid %d, produced at %.3fs)", r.ID, rolledBack[r.ID].Txn,
+				rolledBack[r.ID].Aggregate, rolledBack[r.ID].Seq, rolledBack[r.ID].XID, r.Time.Sub(in.Start).Seconds()))
 			continue
 		case vanished[r.ID]:
 			rep.VanishedSeen++

@@ -53,7 +53,7 @@ func TestCheckFindsEachProblem(t *testing.T) {
 	recs = append(recs, Record{ID: "r1", Key: "a", Topic: eventTopic, Partition: 0, Offset: 10, Time: at(1)}) // rolled back
 	recs = append(recs, Record{ID: "x1", Key: "a", Topic: eventTopic, Partition: 0, Offset: 11, Time: at(1)}) // never written
 	recs = append(recs, Record{ID: "p1", Key: "", Topic: eventTopic, Partition: 2, Offset: 0, Time: at(1)})   // poison in the event topic
-	rep := Check(Input{Delivery: ExactlyOnce, Start: t0, Committed: append(a, poison), RolledBack: []string{"r1"}, Records: recs})
+	rep := Check(Input{Delivery: ExactlyOnce, Start: t0, Committed: append(a, poison), RolledBack: []Written{{ID: "r1"}}, Records: recs})
 	want := Report{Committed: 11, Delivered: 9, Lost: 1, Duplicates: 1, RolledBackSeen: 1, NeverWritten: 1, PoisonMisrouted: 1, Unattributed: 1}
 	got := rep
 	got.Examples, got.Episodes = nil, nil

@@ -53,7 +53,8 @@ func newRelay(index int, bin string, args []string, dir string, h *History) (*re
 		return nil, fmt.Errorf("nemesis: relay log: %w", err)
 	}
 	r := &relay{index: index, bin: bin, h: h, log: f, metrics: fmt.Sprintf("127.0.0.1:%d", port)}
-	r.args = append(append([]string{"run"}, args...), "--metrics-addr", r.metrics, "--log-format", "json")
+	// --pprof: a relay found stuck has its goroutines written out.
+	r.args = append(append([]string{"run"}, args...), "--metrics-addr", r.metrics, "--log-format", "json", "--pprof")
 	return r, nil
 }
 
@@ -220,6 +221,31 @@ func (r *relay) scrape(ctx context.Context) (map[string]float64, error) {
 		out[line[:i]] = v
 	}
 	return out, sc.Err()
+}
+
+// dumpGoroutines writes the running process's goroutines (from --pprof on
+// its metrics address) next to its log, for a relay found stuck.
+func (r *relay) dumpGoroutines(ctx context.Context, dir, why string) error {
+	if !r.running() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/debug/pprof/goroutine?debug=2", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%s/relay-%d-goroutines-%s.txt", dir, r.index, why)
+	return os.WriteFile(name, b, 0o644)
 }
 
 func firstLine(s string) string {

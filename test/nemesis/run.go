@@ -189,6 +189,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	mon := startMonitor(superURL, slot, 100*time.Millisecond)
 	wcfg := opts.Writer
 	wcfg.URL, wcfg.Seed = superURL, opts.Seed
+	wcfg.Note = func(msg, detail string) { h.Add(Event{Type: EventNote, Msg: msg, Detail: detail}) }
 	writers := StartWriters(wcfg)
 	in := newInjector(env, h, relays, slot, env.Major >= 17 && slices.Contains(opts.Kinds, Failover))
 	injCtx, stopInjecting := context.WithCancel(ctx)
@@ -207,6 +208,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			res.Stuck = why
 			h.Add(Event{Type: EventNote, Msg: "stuck", Detail: why})
 			logf("nemesis %s: %s", res.Name(), why)
+			dumpStuck(ctx, env, relays, opts.Out, "running", h)
 		}
 		if opts.SoakEvery > 0 && !now.Before(nextSample) {
 			res.Samples = append(res.Samples, sampler.sample(ctx, now))
@@ -255,6 +257,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 				res.Stuck = fmt.Sprintf("%s; %d of %d events never arrived", why, missing, len(want))
 				h.Add(Event{Type: EventNote, Msg: "stuck", Detail: res.Stuck})
 			}
+			dumpStuck(ctx, env, relays, opts.Out, "drain", h)
 			break
 		}
 		if now.Sub(drainStart) > opts.DrainTimeout {
@@ -332,6 +335,19 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// dumpStuck writes every running relay's goroutines to dir, and what the
+// broker holds at the end of the position topic.
+func dumpStuck(ctx context.Context, env Env, relays []*relay, dir, when string, h *History) {
+	for _, r := range relays {
+		if err := r.dumpGoroutines(ctx, dir, when); err != nil {
+			h.Add(Event{Type: EventNote, Msg: "goroutine dump", Detail: err.Error()})
+		}
+	}
+	if err := dumpTopic(ctx, env.Kafka.ReadBrokers(), slot+".position", filepath.Join(dir, "position-topic-"+when+".txt")); err != nil {
+		h.Add(Event{Type: EventNote, Msg: "position topic dump", Detail: err.Error()})
+	}
 }
 
 // multiHost is a URL to the primary and the standby, whichever accepts

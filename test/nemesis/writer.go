@@ -33,6 +33,9 @@ type WriterConfig struct {
 	// aggregate id) besides its events; one in RollbackEvery rolls back.
 	PreparedEvery, PoisonEvery, RollbackEvery int
 	Seed                                      uint64
+	// Note records what a reader of a failure needs about the prepared
+	// transactions' outcomes (nil: nothing).
+	Note func(msg, detail string)
 }
 
 // Defaults fills unset fields.
@@ -68,7 +71,7 @@ type Writers struct {
 
 	mu         sync.Mutex
 	committed  []Written
-	rolledBack []string
+	rolledBack []Written
 	uncertain  []Written
 	txns       map[string]int // by kind: plain, large, prepared, poison, rollback, uncertain, failed
 	errs       int
@@ -126,10 +129,10 @@ func (w *Writers) LastCommit() time.Time {
 
 // Outcome is what the writers did, once stopped; uncertain commits are
 // still to be resolved (Resolve).
-func (w *Writers) Outcome() (committed []Written, rolledBack []string, uncertain []Written) {
+func (w *Writers) Outcome() (committed, rolledBack, uncertain []Written) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]Written(nil), w.committed...), append([]string(nil), w.rolledBack...), append([]Written(nil), w.uncertain...)
+	return append([]Written(nil), w.committed...), append([]Written(nil), w.rolledBack...), append([]Written(nil), w.uncertain...)
 }
 
 // Transactions are the transactions by kind.
@@ -194,6 +197,14 @@ type txn struct {
 	hold      time.Duration
 }
 
+func (t txn) String() string {
+	s := fmt.Sprintf("%s of %d on %s", t.kind, t.events, t.aggregate)
+	if t.gid != "" {
+		s += " gid " + t.gid
+	}
+	return s
+}
+
 func (w *Writers) plan(rng *rand.Rand, writer, n int) txn {
 	t := txn{kind: "plain", aggregate: fmt.Sprintf("acct-%d", rng.IntN(Aggregates)), events: 1 + rng.IntN(3)}
 	switch {
@@ -236,16 +247,12 @@ func (w *Writers) commit(conn *pgx.Conn, t txn) error {
 	switch t.kind {
 	case "rollback":
 		_, err := conn.Exec(ctx, "ROLLBACK")
-		w.mu.Lock()
-		for _, e := range evs {
-			w.rolledBack = append(w.rolledBack, e.ID)
-		}
-		w.txns["rollback"]++
-		w.mu.Unlock()
+		w.rolled("rollback", evs)
 		return err
 	case "prepared":
 		if _, err := conn.Exec(ctx, "PREPARE TRANSACTION '"+t.gid+"'"); err != nil {
 			// Prepared or not: the resolver finds out.
+			w.note("PREPARE failed", fmt.Sprintf("%s: %v", t, err))
 			w.resolve(t, evs)
 			return err
 		}
@@ -315,7 +322,7 @@ RETURNING id::text, (payload->>'seq')::bigint, txid::text`, t.aggregate, n-int64
 	}
 	evs := make([]Written, 0, t.events+1)
 	for rows.Next() {
-		e := Written{Aggregate: t.aggregate}
+		e := Written{Aggregate: t.aggregate, Txn: t.String()}
 		var xid string
 		if err := rows.Scan(&e.ID, &e.Seq, &xid); err != nil {
 			rows.Close()
@@ -331,7 +338,7 @@ RETURNING id::text, (payload->>'seq')::bigint, txid::text`, t.aggregate, n-int64
 		return nil, fmt.Errorf("nemesis: inserted %d events, want %d", len(evs), t.events)
 	}
 	if t.poison {
-		e := Written{Poison: true, XID: evs[0].XID}
+		e := Written{Poison: true, XID: evs[0].XID, Txn: t.String()}
 		if err := conn.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 VALUES ('account', '', 'Poison', '{"poison": true}') RETURNING id::text`).Scan(&e.ID); err != nil {
 			return nil, err
@@ -353,6 +360,9 @@ func (w *Writers) resolve(t txn, evs []Written) {
 		if t.commit {
 			verb = "COMMIT PREPARED"
 		}
+		// sent: a COMMIT PREPARED went out whose answer was lost (the
+		// server restarted): it may have committed.
+		sent := false
 		for attempt := 0; ; attempt++ {
 			ok, prepared, lsn, err := w.finish(verb, t.gid)
 			switch {
@@ -363,10 +373,21 @@ func (w *Writers) resolve(t txn, evs []Written) {
 					w.rolled("prepared-rollback", evs)
 				}
 				return
+			case err == nil && !prepared && sent && t.commit:
+				w.note("commit prepared outcome unknown", fmt.Sprintf("%s: gone from pg_prepared_xacts after a COMMIT PREPARED whose answer was lost; the table tells", t))
+				w.mu.Lock()
+				w.uncertain = append(w.uncertain, evs...)
+				w.txns["uncertain"]++
+				w.mu.Unlock()
+				return
 			case err == nil && !prepared:
-				// It never was: PREPARE failed with its connection.
+				// It never was (PREPARE failed with its connection), or a
+				// ROLLBACK PREPARED whose answer was lost went through.
+				w.note("not prepared", fmt.Sprintf("%s: not in pg_prepared_xacts; counted as rolled back", t))
 				w.rolled("prepare-failed", evs)
 				return
+			case prepared:
+				sent = true
 			}
 			w.failed(err)
 			if attempt > 600 {
@@ -381,11 +402,18 @@ func (w *Writers) resolve(t txn, evs []Written) {
 	}()
 }
 
+func (w *Writers) note(msg, detail string) {
+	if w.cfg.Note != nil {
+		w.cfg.Note(msg, detail)
+	}
+}
+
 func (w *Writers) rolled(kind string, evs []Written) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range evs {
-		w.rolledBack = append(w.rolledBack, e.ID)
+		e.Txn = kind + " " + e.Txn
+		w.rolledBack = append(w.rolledBack, e)
 	}
 	w.txns[kind]++
 }

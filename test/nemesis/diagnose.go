@@ -1,0 +1,78 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// dumpTopic writes, for a stuck exactly-once run, what the broker holds at
+// the end of partition 0 of topic: its start, last stable and end offsets,
+// and the last records as a read_uncommitted and a read_committed consumer
+// get them (with the transaction markers), to tell an open or unended
+// transaction from a reader that stops short.
+func dumpTopic(ctx context.Context, brokers []string, topic, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var b strings.Builder
+	offsets := map[string]func(context.Context, ...string) (kadm.ListedOffsets, error){
+		"start": adm.ListStartOffsets, "last stable": adm.ListCommittedOffsets, "end": adm.ListEndOffsets,
+	}
+	var end int64
+	for _, name := range []string{"start", "last stable", "end"} {
+		o, err := offsets[name](ctx, topic)
+		if err != nil {
+			fmt.Fprintf(&b, "%s offsets: %v\n", name, err)
+			continue
+		}
+		if l, ok := o.Lookup(topic, 0); ok {
+			fmt.Fprintf(&b, "%s offset: %d (err %v)\n", name, l.Offset, l.Err)
+			if name == "end" {
+				end = l.Offset
+			}
+		}
+	}
+	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+		name := "read_uncommitted"
+		if iso == kgo.ReadCommitted() {
+			name = "read_committed"
+		}
+		fmt.Fprintf(&b, "\n%s from %d:\n", name, max(0, end-100))
+		c, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(max(0, end-100))}}))
+		if err != nil {
+			return err
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		for pctx.Err() == nil {
+			fs := c.PollFetches(pctx)
+			fs.EachError(func(_ string, _ int32, err error) {
+				if pctx.Err() == nil {
+					fmt.Fprintf(&b, "  fetch error: %v\n", err)
+				}
+			})
+			fs.EachRecord(func(r *kgo.Record) {
+				v := string(r.Value)
+				if len(v) > 120 {
+					v = v[:120] + "..."
+				}
+				fmt.Fprintf(&b, "  %d control=%t txn=%t pid=%d epoch=%d key=%q %s\n", r.Offset, r.Attrs.IsControl(), r.Attrs.IsTransactional(),
+					r.ProducerID, r.ProducerEpoch, r.Key, v)
+			})
+		}
+		pcancel()
+		c.Close()
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
