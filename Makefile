@@ -119,7 +119,7 @@ NEMESIS_PG_BINDIR ?= $(PG15_BINDIR)
 # The exit status is go test's, not that of the filter after it.
 nemesis soak: SHELL := /bin/bash
 nemesis soak: .SHELLFLAGS := -o pipefail -c
-nemesis:
+nemesis: kafka
 	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_NEMESIS_SEEDS=$(NEMESIS_SEEDS) PGOUTBOX_NEMESIS_DURATION=$(NEMESIS_DURATION) \
 	PGOUTBOX_NEMESIS_DELIVERY=$(NEMESIS_DELIVERY) PGOUTBOX_NEMESIS_MODE=$(NEMESIS_MODE) PGOUTBOX_NEMESIS_KINDS=$(NEMESIS_KINDS) \
 	PGOUTBOX_NEMESIS_OUT=$(NEMESIS_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestNemesis$$' ./test/ 2>&1 | tee nemesis.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|nemesis(_test)?\.go:[0-9]+: '
@@ -132,7 +132,7 @@ SOAK_DURATION ?= 1h
 SOAK_GAP      ?= 3m
 SOAK_EVERY    ?= 10s
 SOAK_OUT      ?= soak-out
-soak:
+soak: kafka
 	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_SOAK_DURATION=$(SOAK_DURATION) PGOUTBOX_SOAK_GAP=$(SOAK_GAP) \
 	PGOUTBOX_SOAK_EVERY=$(SOAK_EVERY) PGOUTBOX_SOAK_OUT=$(SOAK_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak$$' ./test/ 2>&1 | tee soak.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|_test\.go:[0-9]+: '
 

@@ -138,7 +138,7 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 	ctx := context.Background()
 	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
-GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
 `+grantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}

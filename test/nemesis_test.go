@@ -15,13 +15,21 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	child "github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/nemesis"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 // nemesisKafka starts the broker the nemesis runs against, behind a fault
-// proxy, killable and restartable on its data.
-var nemesisKafka = startDevbrokerKafka
+// proxy, killable and restartable on its data: Apache Kafka, or with
+// PGOUTBOX_NEMESIS_BROKER=devbroker the devbroker (kfake), which loses a
+// transaction open when it is killed (see docs/reliability.md).
+func nemesisKafka(t *testing.T) nemesis.Kafka {
+	if os.Getenv("PGOUTBOX_NEMESIS_BROKER") == "devbroker" {
+		return startDevbrokerKafka(t)
+	}
+	return startApacheKafka(t)
+}
 
 // The nemesis in make test: a few fixed seeds, each for a short run, on
 // both deliveries and all three modes. make nemesis runs any seeds for any
@@ -311,4 +319,43 @@ func (k *devbrokerKafka) Start() error {
 		time.Sleep(300 * time.Millisecond)
 	}
 	return err
+}
+
+// apacheKafka is Apache Kafka (test/kafkatest) for the nemesis: a broker of
+// the run's own, which the faults kill and start again on its data; the
+// relays reach it through its proxied listener, the checker through its
+// own listener.
+type apacheKafka struct {
+	b    *kafkatest.Broker
+	mu   sync.Mutex
+	down bool
+}
+
+func startApacheKafka(t *testing.T) nemesis.Kafka {
+	t.Helper()
+	return &apacheKafka{b: kafkatest.Start(t, kafkatest.Options{Proxied: true})}
+}
+
+func (k *apacheKafka) Brokers() []string        { return k.b.Proxied }
+func (k *apacheKafka) ReadBrokers() []string    { return k.b.Brokers }
+func (k *apacheKafka) Proxy() *faultproxy.Proxy { return k.b.Proxy }
+
+func (k *apacheKafka) Kill() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.down {
+		k.b.Kill()
+		k.down = true
+	}
+	return nil
+}
+
+func (k *apacheKafka) Start() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.down {
+		k.b.Start()
+		k.down = false
+	}
+	return nil
 }

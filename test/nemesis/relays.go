@@ -107,7 +107,7 @@ func (r *relay) watch(p *proc.Process) {
 	if fenced {
 		r.fenced++
 	} else if !expected {
-		r.unexpected = append(r.unexpected, detail+": "+lastLines(p.Output(), 3))
+		r.unexpected = append(r.unexpected, detail+": "+exitReason(p.Output()))
 	}
 	r.mu.Unlock()
 	idx := r.index
@@ -255,12 +255,16 @@ func firstLine(s string) string {
 	return s
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// exitReason is the line a relay exits with ("pgoutbox: ..."), else its
+// last line.
+func exitReason(out string) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "pgoutbox: ") {
+			return lines[i]
+		}
 	}
-	return strings.Join(lines, " | ")
+	return lines[len(lines)-1]
 }
 
 // logLines copies a relay's output to its log file and records the lines

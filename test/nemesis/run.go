@@ -88,8 +88,18 @@ func (r Result) Failures() []string {
 	if r.Stuck != "" {
 		out = append(out, "stuck: "+r.Stuck)
 	}
+	// The same exit again and again (a relay restarted into the same
+	// refusal) is one line.
+	seen := map[string]int{}
+	var order []string
 	for _, e := range r.Exits {
-		out = append(out, "relay exited on its own: "+e)
+		if seen[e] == 0 {
+			order = append(order, e)
+		}
+		seen[e]++
+	}
+	for _, e := range order {
+		out = append(out, fmt.Sprintf("relay exited on its own (%d times): %s", seen[e], e))
 	}
 	for _, g := range r.Growth {
 		if g.Grows {
@@ -407,6 +417,7 @@ GRANT SELECT, UPDATE ON outbox TO %[1]s;
 GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO %[1]s;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO %[1]s;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO %[1]s;
+GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO %[1]s;
 DO $$DECLARE f regprocedure; BEGIN
   FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
     EXECUTE format('GRANT EXECUTE ON FUNCTION %%s TO %[1]s', f);
