@@ -163,8 +163,9 @@ func (in *injector) do(ctx context.Context, f Fault) (undo func() error, detail 
 		exit := r.term(30 * time.Second)
 		detail := fmt.Sprintf("pid %d exit 0", pid)
 		if exit != nil {
-			detail = fmt.Sprintf("pid %d: %s", pid, firstLine(exit.Error()))
-			err = fmt.Errorf("SIGTERM: %s", firstLine(exit.Error()))
+			why := firstLine(exit.Error()) + ": " + exitReason(exit.Error())
+			detail = fmt.Sprintf("pid %d: %s", pid, why)
+			err = fmt.Errorf("SIGTERM: %s", why)
 		}
 		return r.start, detail, err
 	case PostgresRestart:

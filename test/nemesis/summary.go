@@ -78,7 +78,7 @@ func Summary(results []Result) string {
 		if len(w.failed) > 0 {
 			failed = seedList(w.failed)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %d | %d | %d | %d | %d | %s | %d | %d | %v | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %d | %d | %d | %d | %d | %s | %d | %d | %v | %s |\n",
 			k.d, k.m, seedList(w.seeds), w.minutes, strings.Join(kinds, ", "), w.committed, w.lost, w.dups,
 			w.reordered, w.rolledBack, over, w.stuck, w.exits, w.longest.Round(time.Second), failed)
 	}

@@ -21,12 +21,12 @@ func TestSummary(t *testing.T) {
 	if len(lines) != 4 {
 		t.Fatalf("want a header, a rule and two rows:\n%s", got)
 	}
-	for _, want := range []string{"| at-least-once | auto | 1-3 | 6 |", "| 160 | 1 | 3 |", "| 2 |"} {
+	for _, want := range []string{"| at-least-once | auto | 1-3 | 6.0 |", "| 160 | 1 | 3 |", "| 2 |"} {
 		if !strings.Contains(lines[2], want) {
 			t.Errorf("row %q lacks %q", lines[2], want)
 		}
 	}
-	if !strings.Contains(lines[3], "| exactly-once | wal | 1 | 2 |") || !strings.Contains(lines[3], "| n/a | 1 |") || !strings.HasSuffix(lines[3], "| 1 |") {
+	if !strings.Contains(lines[3], "| exactly-once | wal | 1 | 2.0 |") || !strings.Contains(lines[3], "| n/a | 1 |") || !strings.HasSuffix(lines[3], "| 1 |") {
 		t.Errorf("row %q", lines[3])
 	}
 	if s := seedList([]uint64{8, 1, 2, 3, 5, 3}); s != "1-3, 5, 8" {
