@@ -114,7 +114,7 @@ NEMESIS_DURATION  ?= 5m
 NEMESIS_DELIVERY  ?= both
 NEMESIS_MODE      ?=
 NEMESIS_KINDS     ?=
-NEMESIS_OUT       ?= nemesis-out
+NEMESIS_OUT       ?= $(CURDIR)/nemesis-out
 NEMESIS_PG_BINDIR ?= $(PG15_BINDIR)
 # The exit status is go test's, not that of the filter after it.
 nemesis soak: SHELL := /bin/bash
@@ -131,7 +131,7 @@ nemesis: kafka
 SOAK_DURATION ?= 1h
 SOAK_GAP      ?= 3m
 SOAK_EVERY    ?= 10s
-SOAK_OUT      ?= soak-out
+SOAK_OUT      ?= $(CURDIR)/soak-out
 soak: kafka
 	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_SOAK_DURATION=$(SOAK_DURATION) PGOUTBOX_SOAK_GAP=$(SOAK_GAP) \
 	PGOUTBOX_SOAK_EVERY=$(SOAK_EVERY) PGOUTBOX_SOAK_OUT=$(SOAK_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak$$' ./test/ 2>&1 | tee soak.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|_test\.go:[0-9]+: '
