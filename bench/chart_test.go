@@ -25,28 +25,12 @@ func TestSVGWellFormed(t *testing.T) {
 	if err := WriteSVG(&buf, `latency "at" 2000/s <&>`, series); err != nil {
 		t.Fatal(err)
 	}
-	dec := xml.NewDecoder(&buf)
-	var root string
+	elems, texts := parseSVG(t, &buf)
+	root := elems[0].Name.Local
 	polylines := 0
-	texts := []string{}
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = el.Name.Local
-			}
-			if el.Name.Local == "polyline" {
-				polylines++
-			}
-		case xml.CharData:
-			texts = append(texts, string(el))
+	for _, el := range elems {
+		if el.Name.Local == "polyline" {
+			polylines++
 		}
 	}
 	if root != "svg" {
@@ -163,25 +147,16 @@ func TestTimeSVG(t *testing.T) {
 	if err := WriteTimeSVG(&buf, "RSS & more", "MiB", []TimeSeries{{"relay 0", a}, {"relay 1", b}}, marks); err != nil {
 		t.Fatal(err)
 	}
-	dec := xml.NewDecoder(&buf)
+	elems, _ := parseSVG(t, &buf)
 	polylines, lines := 0, 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
-		}
-		if el, ok := tok.(xml.StartElement); ok {
-			switch el.Name.Local {
-			case "polyline":
-				polylines++
-			case "line":
-				for _, at := range el.Attr {
-					if at.Name.Local == "stroke-dasharray" {
-						lines++
-					}
+	for _, el := range elems {
+		switch el.Name.Local {
+		case "polyline":
+			polylines++
+		case "line":
+			for _, at := range el.Attr {
+				if at.Name.Local == "stroke-dasharray" {
+					lines++
 				}
 			}
 		}
@@ -197,4 +172,33 @@ func TestTimeSVG(t *testing.T) {
 			t.Errorf("niceStep(%g) = %g, want %g", v, got, want)
 		}
 	}
+}
+
+// parseSVG parses a chart as XML, failing the test if it is not well
+// formed, and returns its elements and its text, in order.
+func parseSVG(t *testing.T, buf *bytes.Buffer) ([]xml.StartElement, []string) {
+	t.Helper()
+	doc := buf.String()
+	dec := xml.NewDecoder(buf)
+	var elems []xml.StartElement
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, doc)
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			elems = append(elems, el.Copy())
+		case xml.CharData:
+			texts = append(texts, string(el))
+		}
+	}
+	if len(elems) == 0 {
+		t.Fatalf("no element in the chart:\n%s", doc)
+	}
+	return elems, texts
 }

@@ -108,10 +108,7 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 	if err := p2.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	for _, r := range drain(t, e.brokers, "outbox.event.order", 0) {
-		seen[decodeEvent(t, r).ID]++
-	}
+	seen := deliveries(t, e.brokers, "outbox.event.order")
 	again := 0
 	for _, id := range ids {
 		if seen[id] != 1 {
@@ -136,10 +133,7 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
-GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
-GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
-`+grantHeartbeatSQL("app")); err != nil {
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
 		t.Fatal(err)
 	}
 	e.setup(e.config())
@@ -173,10 +167,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 	if err := p2.signal(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	for _, r := range drain(t, e.brokers, "outbox.event.order", 0) {
-		seen[decodeEvent(t, r).ID]++
-	}
+	seen := deliveries(t, e.brokers, "outbox.event.order")
 	again := map[bool]int{}
 	for i, id := range ids {
 		if seen[id] != 1 {
@@ -187,4 +178,14 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 	if again[true]+again[false] > 0 {
 		t.Fatalf("rows polling published were sent again when the WAL replayed them: %d of the killed relay's, %d of its own", again[true], again[false])
 	}
+}
+
+// deliveries counts the records of each event id in topic, up to its end.
+func deliveries(t *testing.T, brokers []string, topic string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range drain(t, brokers, topic, 0) {
+		seen[decodeEvent(t, r).ID]++
+	}
+	return seen
 }

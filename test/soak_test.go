@@ -45,7 +45,7 @@ func TestSoak(t *testing.T) {
 	}
 	out := os.Getenv("PGOUTBOX_SOAK_OUT")
 	if out == "" {
-		out = "soak-out"
+		out = "../soak-out" // the repository root's, as make soak; go test runs in test/
 	}
 	if out, err = filepath.Abs(out); err != nil {
 		t.Fatal(err)

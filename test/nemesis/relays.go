@@ -1,7 +1,6 @@
 package nemesis
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -191,9 +190,31 @@ func (r *relay) exits() (unexpected []string, fenced int) {
 // scrape reads the relay's metrics endpoint: metric name (with labels) to
 // value.
 func (r *relay) scrape(ctx context.Context) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	body, err := r.get(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, nil
+}
+
+// get reads path from the relay's metrics address.
+func (r *relay) get(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -202,25 +223,7 @@ func (r *relay) scrape(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
+	return io.ReadAll(resp.Body)
 }
 
 // dumpGoroutines writes the running process's goroutines (from --pprof on
@@ -229,23 +232,11 @@ func (r *relay) dumpGoroutines(ctx context.Context, dir, why string) error {
 	if !r.running() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/debug/pprof/goroutine?debug=2", nil)
+	b, err := r.get(ctx, "/debug/pprof/goroutine?debug=2")
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	name := fmt.Sprintf("%s/relay-%d-goroutines-%s.txt", dir, r.index, why)
-	return os.WriteFile(name, b, 0o644)
+	return os.WriteFile(fmt.Sprintf("%s/relay-%d-goroutines-%s.txt", dir, r.index, why), b, 0o644)
 }
 
 func firstLine(s string) string {
