@@ -152,7 +152,15 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			return nil
 		}
-		if renew {
+		// A session that ended with records its client still holds (Kafka
+		// did not acknowledge them in time) leaves them to the next one,
+		// which reads the same rows again from what was confirmed; sent
+		// later still, they would arrive after the next session's copies,
+		// or after the records of another relay that took the pipeline
+		// over. At-least-once replaces the client, which fails them;
+		// exactly-once's abort of the session's transaction already did.
+		stale := !k.Transactional() && k.Buffered() > 0
+		if renew || stale {
 			if err := k.Renew(); err != nil {
 				return err
 			}

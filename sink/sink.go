@@ -345,6 +345,10 @@ func (k *Kafka) Renew() error {
 	return nil
 }
 
+// Buffered is how many records the client holds that Kafka has not
+// acknowledged yet.
+func (k *Kafka) Buffered() int64 { return k.client.Load().BufferedProduceRecords() }
+
 // Fits returns *TooLargeError when r exceeds what its topic accepts, and
 // *PartitionError when it names a partition the topic does not have.
 func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {

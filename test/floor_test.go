@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
 // After a fallback from the WAL to polling (here: REPLICATION revoked, as
@@ -118,6 +119,66 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 	t.Logf("%d events below the floor, %d sent again; %d records in all", len(ids), again, len(seen))
 	if again > 0 {
 		t.Fatalf("%d of %d events below the saved floor were sent again after the restart", again, len(ids))
+	}
+}
+
+// While Kafka is down, the relay's replication connection is cut: the
+// session ends with its records unacknowledged in the producer's buffer,
+// and the next one reads the same rows again from the slot. When Kafka
+// returns, each event arrives once: the failed session's records are
+// dropped, not sent after the next session's copies (found by the nemesis,
+// seed 101 at-least-once auto: a relay whose session failed during a broker
+// outage delivered its 1,361 records after the relay that took over had
+// sent them).
+func TestFailedSessionDuringBrokerOutageSendsOnce(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.Start(t, kafkatest.Options{})
+	e.brokers = broker.Brokers
+	e.setup(e.config())
+	p := e.runProcess(t, "--shutdown-timeout", "2s")
+	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+	awaitIDs(t, e.brokers, "outbox.event.order", e.insert(row{"order", "o-0", "Placed", `{}`}), 15*time.Second)
+
+	broker.Kill()
+	var ids []string
+	for i := 0; i < 100; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	end := e.currentLSN()
+	// The session read them (and produced them into its buffer) once the
+	// walsender sent them.
+	sentPast := func() bool {
+		var ok bool
+		e.conn.QueryRow(context.Background(), `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
+		return ok
+	}
+	eventually(t, 15*time.Second, "the rows sent to the relay", sentPast)
+	time.Sleep(500 * time.Millisecond)
+	pid := e.slot("pgoutbox").ActivePID
+	e.conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
+	eventually(t, 30*time.Second, "a new session, sent the rows again", func() bool {
+		s := e.slot("pgoutbox")
+		return s.Active && s.ActivePID != pid && sentPast()
+	})
+	time.Sleep(500 * time.Millisecond)
+
+	broker.Start()
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	seen := deliveries(t, e.brokers, "outbox.event.order")
+	again := 0
+	for _, id := range ids {
+		if seen[id] > 1 {
+			again++
+		}
+	}
+	t.Logf("%d events produced by the failed session, %d delivered more than once", len(ids), again)
+	if again > 0 {
+		t.Fatalf("%d of %d events came twice: the failed session's records were sent after the next session's", again, len(ids))
 	}
 }
 
