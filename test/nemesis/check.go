@@ -108,7 +108,8 @@ type Report struct {
 	// Episodes are the faults grouped where they overlap, with what was
 	// re-sent after them and what was in flight (at-least-once).
 	Episodes []Episode `json:"episodes,omitempty"`
-	// OverBound are the episodes that re-sent more than was in flight.
+	// OverBound are the episodes that re-sent more than was in flight
+	// (Episode.Over).
 	OverBound int `json:"over_bound"`
 	// Unattributed are duplicates delivered before the first fault.
 	Unattributed int `json:"unattributed"`
@@ -123,8 +124,14 @@ type Episode struct {
 	Start Seconds `json:"start"`
 	End   Seconds `json:"end"`
 	Kinds []Kind  `json:"kinds"`
-	// Resent are the duplicates delivered within the episode.
+	// Resent are the duplicates delivered within the episode; Events
+	// the events they are copies of (an event the episode's faults sent
+	// three times counts 2 and 1).
 	Resent int `json:"resent"`
+	Events int `json:"events"`
+	// Faults are the faults of the episode: each can re-send what was in
+	// flight at it, so an event may come once more per fault.
+	Faults int `json:"faults"`
 	// InFlight is the bound: events produced by the time re-sending
 	// began (or the episode ended, if later) whose transactions the
 	// pipeline had not confirmed when the episode began (see confirmed).
@@ -135,6 +142,12 @@ type Episode struct {
 	// SlotKept tells whether the slot's confirmed position counts as
 	// confirmation (no fault of the episode loses or rewinds the slot).
 	SlotKept bool `json:"slot_kept"`
+}
+
+// Over tells whether the episode re-sent more than was in flight: an event
+// that was not, or more copies than one per fault of what was.
+func (e Episode) Over() bool {
+	return e.Events > e.InFlight || e.Resent > e.InFlight*max(e.Faults, 1)
 }
 
 // episodeSettle joins faults into one episode when the next starts within
@@ -204,10 +217,19 @@ func Check(in Input) Report {
 	})
 	seen := map[string]int{}
 	first := map[string]time.Time{}
+	// produced is when an event was first handed to Kafka: the earliest
+	// timestamp of its copies. A copy produced before the fault can land
+	// after one a later session produced (a relay's client still retries
+	// what its failed session left), so the first copy in the log is not
+	// always the first produced.
+	produced := map[string]time.Time{}
 	last := map[string]int64{} // aggregate -> seq of its latest first delivery
 	var dups []Record
 	for _, r := range recs {
 		seen[r.ID]++
+		if t, ok := produced[r.ID]; !ok || r.Time.Before(t) {
+			produced[r.ID] = r.Time
+		}
 		if seen[r.ID] > 1 {
 			rep.Duplicates++
 			rep.example("duplicate", r.ID)
@@ -251,10 +273,10 @@ func Check(in Input) Report {
 			rep.example("lost", fmt.Sprintf("%s (aggregate %q seq %d, committed %s)", id, w.Aggregate, w.Seq, w.Committed.Format("15:04:05.000")))
 		}
 	}
-	rep.Episodes, rep.Unattributed = episodes(in, committed, first, dups, &rep)
+	rep.Episodes, rep.Unattributed = episodes(in, committed, first, produced, dups, &rep)
 	if in.Delivery != ExactlyOnce {
 		for _, e := range rep.Episodes {
-			if e.Resent > e.InFlight {
+			if e.Over() {
 				rep.OverBound++
 			}
 		}
@@ -271,13 +293,16 @@ func setOf(ids []string) map[string]bool {
 }
 
 // episodes groups the spans, attributes each duplicate to the last episode
-// that began before it was delivered, and counts what was in flight.
-func episodes(in Input, committed map[string]Written, first map[string]time.Time, dups []Record, rep *Report) ([]Episode, int) {
+// that began before it was produced, and counts what was in flight. A
+// duplicate is produced when the later of it and the first copy in the log
+// was: a copy that lands after the re-send was produced before it.
+func episodes(in Input, committed map[string]Written, first, produced map[string]time.Time, dups []Record, rep *Report) ([]Episode, int) {
 	spans := slices.Clone(in.Spans)
 	slices.SortFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
 	type group struct {
 		start, end time.Time
 		kinds      []Kind
+		faults     int
 		dups       []Record
 	}
 	var groups []*group
@@ -285,17 +310,19 @@ func episodes(in Input, committed map[string]Written, first map[string]time.Time
 		if n := len(groups); n > 0 && !s.Start.After(groups[n-1].end.Add(episodeSettle)) {
 			g := groups[n-1]
 			g.end = later(g.end, s.End)
+			g.faults++
 			if !slices.Contains(g.kinds, s.Fault.Kind) {
 				g.kinds = append(g.kinds, s.Fault.Kind)
 			}
 			continue
 		}
-		groups = append(groups, &group{start: s.Start, end: s.End, kinds: []Kind{s.Fault.Kind}})
+		groups = append(groups, &group{start: s.Start, end: s.End, kinds: []Kind{s.Fault.Kind}, faults: 1})
 	}
 	unattributed := 0
-	slices.SortFunc(dups, func(a, b Record) int { return a.Time.Compare(b.Time) })
+	resentAt := func(d Record) time.Time { return later(d.Time, first[d.ID]) }
+	slices.SortFunc(dups, func(a, b Record) int { return resentAt(a).Compare(resentAt(b)) })
 	for _, d := range dups {
-		i, _ := slices.BinarySearchFunc(groups, d.Time, func(g *group, t time.Time) int {
+		i, _ := slices.BinarySearchFunc(groups, resentAt(d), func(g *group, t time.Time) int {
 			if g.start.After(t) {
 				return 1
 			}
@@ -311,7 +338,12 @@ func episodes(in Input, committed map[string]Written, first map[string]time.Time
 	out := make([]Episode, 0, len(groups))
 	for _, g := range groups {
 		e := Episode{Start: Seconds(g.start.Sub(start).Seconds()), End: Seconds(g.end.Sub(start).Seconds()),
-			Kinds: g.kinds, Resent: len(g.dups), SlotKept: true}
+			Kinds: g.kinds, Faults: g.faults, Resent: len(g.dups), SlotKept: true}
+		events := map[string]bool{}
+		for _, d := range g.dups {
+			events[d.ID] = true
+		}
+		e.Events = len(events)
 		for _, k := range g.kinds {
 			if slices.Contains(slotRewinds, k) {
 				e.SlotKept = false
@@ -321,7 +353,7 @@ func episodes(in Input, committed map[string]Written, first map[string]time.Time
 			until := later(g.end, g.dups[0].Time)
 			conf := confirmationAt(in.Confirmations, g.start)
 			inflight := map[string]bool{}
-			for id, t := range first {
+			for id, t := range produced {
 				w, ok := committed[id]
 				if !ok || t.After(until) || confirmed(w, conf, in.Published, g.start, e.SlotKept) {
 					continue
@@ -389,11 +421,11 @@ func (r Report) EpisodeTable() string {
 			kinds[i] = string(k)
 		}
 		mark := ""
-		if e.Resent > e.InFlight {
+		if e.Over() {
 			mark = "  OVER"
 		}
-		fmt.Fprintf(&b, "%7.1fs-%7.1fs %-60s re-sent %6d in flight %6d outside %5d slot kept %t%s\n",
-			e.Start, e.End, strings.Join(kinds, "+"), e.Resent, e.InFlight, e.Outside, e.SlotKept, mark)
+		fmt.Fprintf(&b, "%7.1fs-%7.1fs %-60s re-sent %6d (%6d events) in flight %6d outside %5d slot kept %t%s\n",
+			e.Start, e.End, strings.Join(kinds, "+"), e.Resent, e.Events, e.InFlight, e.Outside, e.SlotKept, mark)
 	}
 	return b.String()
 }

@@ -150,6 +150,40 @@ func TestCheckInFlight(t *testing.T) {
 	if rep := Check(in); rep.Unattributed != 45 || rep.Valid(AtLeastOnce) {
 		t.Fatalf("%v", rep)
 	}
+
+	in.Spans = []Span{kill}
+	for i := range in.Confirmations {
+		in.Confirmations[i].FloorXID = 0
+	}
+
+	// A copy produced before the fault that lands after the re-send (the
+	// killed session's client still held it) was in flight all the same:
+	// 40..54 first reach Kafka from the new session at 0.7 s, then the old
+	// copies, produced at 0.4 s, come.
+	late := deliver(a[40:55], 0, 200)
+	for i := range late {
+		late[i].Time = at(0.4)
+	}
+	in.Records = append(append(deliver(a[:40], 0, 0), resend...), deliver(a[55:], 0, 100)...)
+	in.Records = append(in.Records, late...)
+	rep = Check(in)
+	if e := rep.Episodes[0]; e.Resent != 15 || e.Events != 15 || e.Outside != 0 || rep.OverBound != 0 {
+		t.Fatalf("late copies: %+v; %v", e, rep)
+	}
+	// Two faults in one episode may each send it again; one fault may not.
+	again := deliver(a[40:55], 0, 300)
+	for i := range again {
+		again[i].Time = at(0.8)
+	}
+	in.Records = append(in.Records, again...)
+	in.Spans = []Span{kill, {Fault: Fault{Kind: PostgresRestart}, Start: at(0.65), End: at(0.7)}}
+	if rep = Check(in); rep.Episodes[0].Resent != 30 || rep.Episodes[0].Events != 15 || rep.OverBound != 0 {
+		t.Fatalf("two faults: %+v; %v", rep.Episodes[0], rep)
+	}
+	in.Spans = []Span{kill}
+	if rep = Check(in); rep.OverBound != 1 {
+		t.Fatalf("one fault, three copies: %+v; %v", rep.Episodes[0], rep)
+	}
 }
 
 // Faults that overlap make one episode; those apart make one each, and a
