@@ -46,7 +46,7 @@ func polledSince(ctx context.Context, h *hold, t *outboxTable, timeout time.Dura
 		return nil, 0, err
 	}
 	if len(seqs) == maxPolledSeqs {
-		log.Warn("exactly-once delivery: polling published more rows than the WAL session keeps to skip; the stream may send again the oldest of them",
+		log.Warn("polling published more rows than the WAL session keeps to skip; the stream may send again the oldest of them",
 			"kept", maxPolledSeqs)
 	}
 	var set polledSeqs
