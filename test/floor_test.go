@@ -104,12 +104,7 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 	}
 	p.signal(t, syscall.SIGKILL)
 	p2 := e.runProcess(t)
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
-	if err := p2.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	seen := deliveries(t, e.brokers, "outbox.event.order")
+	seen := stopAndCount(t, e, p2)
 	again := 0
 	for _, id := range ids {
 		if seen[id] != 1 {
@@ -164,12 +159,7 @@ func TestFailedSessionDuringBrokerOutageSendsOnce(t *testing.T) {
 
 	broker.Start()
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	seen := deliveries(t, e.brokers, "outbox.event.order")
+	seen := stopAndCount(t, e, p)
 	again := 0
 	for _, id := range ids {
 		if seen[id] > 1 {
@@ -223,12 +213,7 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "back on the WAL", func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active })
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
-	if err := p2.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	seen := deliveries(t, e.brokers, "outbox.event.order")
+	seen := stopAndCount(t, e, p2)
 	again := map[bool]int{}
 	for i, id := range ids {
 		if seen[id] != 1 {
@@ -239,6 +224,19 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 	if again[true]+again[false] > 0 {
 		t.Fatalf("rows polling published were sent again when the WAL replayed them: %d of the killed relay's, %d of its own", again[true], again[false])
 	}
+}
+
+// stopAndCount inserts one more event and waits for it, so that what came
+// before it has arrived, stops p with SIGTERM and counts the records of
+// each event of outbox.event.order.
+func stopAndCount(t *testing.T, e *env, p *proc) map[string]int {
+	t.Helper()
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return deliveries(t, e.brokers, "outbox.event.order")
 }
 
 // deliveries counts the records of each event id in topic, up to its end.
