@@ -360,15 +360,15 @@ func PickRelays(seed uint64) int {
 //   - wal: a dropped slot, or one lost in a failover (15 and 16 have no
 //     failover slots), stops the relay by design (ErrSlotLost: the rows
 //     since are only in the table, and --mode wal does not poll them);
-//     REPLICATION revoked keeps it reconnecting until it is granted back,
-//     which is kept (the fault ends).
+//     so does REPLICATION revoked (a permanent refusal, with the
+//     statement that grants it: --mode wal has nothing to fall back to).
 func KindsFor(mode Mode, major int, standby bool) []Kind {
 	var out []Kind
 	for _, k := range AllKinds {
 		switch {
 		case k == Failover && !standby:
 		case mode == ModePoll && (k == DropSlot || k == RevokeReplication):
-		case mode == ModeWAL && k == DropSlot:
+		case mode == ModeWAL && (k == DropSlot || k == RevokeReplication):
 		case mode == ModeWAL && k == Failover && major < 17:
 		default:
 			out = append(out, k)

@@ -82,8 +82,9 @@ func TestKindsFor(t *testing.T) {
 		{ModeAuto, 15, true, nil},
 		{ModeAuto, 15, false, []Kind{Failover}},
 		{ModePoll, 18, true, []Kind{DropSlot, RevokeReplication}},
-		{ModeWAL, 15, true, []Kind{DropSlot, Failover}},
-		{ModeWAL, 18, true, []Kind{DropSlot}},
+		// Seed 9, --mode wal: REPLICATION revoked stops the relay.
+		{ModeWAL, 15, true, []Kind{DropSlot, Failover, RevokeReplication}},
+		{ModeWAL, 18, true, []Kind{DropSlot, RevokeReplication}},
 	} {
 		got := map[Kind]bool{}
 		for _, k := range KindsFor(c.mode, c.major, c.standby) {
