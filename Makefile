@@ -85,9 +85,10 @@ kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
 
 # One Apache Kafka broker on 127.0.0.1:$(KAFKA_PORT), with the tests'
-# settings, until Ctrl-C; its data is removed when it stops.
+# settings, until Ctrl-C; its data is removed when it stops. KAFKA_FLAGS
+# adds flags, e.g. KAFKA_FLAGS="--set add.partitions.to.txn.retry.backoff.ms=1".
 kafka-run: kafka
-	$(GO) run ./test/kafkatest/cmd/kafka --port $(KAFKA_PORT)
+	$(GO) run ./test/kafkatest/cmd/kafka --port $(KAFKA_PORT) $(KAFKA_FLAGS)
 
 # Everything about faults at full size: the scripted suite, the nemesis
 # campaign and the soak (hours: see docs/reliability.md).

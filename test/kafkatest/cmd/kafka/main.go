@@ -4,6 +4,7 @@
 //
 //	make kafka-run                      # 127.0.0.1:9092
 //	go run ./test/kafkatest/cmd/kafka --port 9092 --secure
+//	go run ./test/kafkatest/cmd/kafka --set add.partitions.to.txn.retry.backoff.ms=1
 //
 // Its data lives in a temporary directory, removed when it stops.
 package main
@@ -23,8 +24,17 @@ func main() {
 	port := flag.Int("port", 9092, "port of the plaintext listener on 127.0.0.1 (0: a free one)")
 	secure := flag.Bool("secure", false, "add the SASL_SSL and SASL_PLAINTEXT listeners and the authorizer, as the tests use them")
 	jvm := flag.String("jvm", "-Xms1g -Xmx1g -Xshare:auto", "JVM options (the tests use the C1 compiler only; a benchmark should not)")
+	conf := map[string]string{}
+	flag.Func("set", "a broker setting, key=value, added to or overriding the harness's (repeatable)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q: want key=value", s)
+		}
+		conf[k] = v
+		return nil
+	})
 	flag.Parse()
-	b, err := kafkatest.Launch(kafkatest.Options{Port: *port, Secure: *secure, JVMOptions: strings.Fields(*jvm)})
+	b, err := kafkatest.Launch(kafkatest.Options{Port: *port, Secure: *secure, JVMOptions: strings.Fields(*jvm), Config: conf})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kafka:", err)
 		os.Exit(1)
