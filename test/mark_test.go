@@ -18,23 +18,11 @@ import (
 // 5,000 transactions, under a statement timeout two orders of magnitude
 // above what the statement needs when the list is hashed.
 func TestMarkTransactionsManyListed(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE outbox (
-	id bigserial PRIMARY KEY, aggregatetype text, aggregateid text, type text, payload jsonb,
-	seq bigint, txid xid8, published_at timestamptz)`)
-	ctx := context.Background()
 	const rows, listed = 100_000, 5_000
 	// Two rows per transaction; transactions from 1,000,000 up.
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, seq, txid)
-SELECT 'order', 'o-' || g % 100, 'placed', '{}', g, (1000000 + g / 2)::text::xid8 FROM generate_series(0, $1 - 1) g`, rows); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.conn.Exec(ctx, `CREATE INDEX ON outbox (seq) WHERE published_at IS NULL; ANALYZE outbox`); err != nil {
-		t.Fatal(err)
-	}
-	p, err := poll.New(ctx, e.conn, poll.Config{Table: "public.outbox"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, p := markedTable(t, `SELECT 'order', 'o-' || g % 100, 'placed', '{}', g, (1000000 + g / 2)::text::xid8, NULL::timestamptz
+FROM generate_series(0, $1 - 1) g`, rows)
+	ctx := context.Background()
 	// Every other transaction of the last 2*listed, as the WAL lists them
 	// (the transaction id's low 32 bits).
 	xids := make([]uint32, 0, listed)
@@ -66,23 +54,10 @@ SELECT 'order', 'o-' || g % 100, 'placed', '{}', g, (1000000 + g / 2)::text::xid
 // through the index of unpublished rows, not read the whole table for
 // every batch (100 ms a batch at a million rows, growing with the table).
 func TestMarkPublishedReadsOnlyUnpublished(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE outbox (
-	id bigserial PRIMARY KEY, aggregatetype text, aggregateid text, type text, payload jsonb,
-	seq bigint, txid xid8, published_at timestamptz)`)
-	ctx := context.Background()
 	const rows, unpublished, batch = 200_000, 1_000, 500
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, seq, txid, published_at)
-SELECT 'order', 'o-' || g % 100, 'placed', '{}', g, (1000000 + g)::text::xid8, CASE WHEN g < $1 - $2 THEN now() END
-FROM generate_series(0, $1 - 1) g`, rows, unpublished); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.conn.Exec(ctx, `CREATE INDEX ON outbox (seq) WHERE published_at IS NULL; ANALYZE outbox`); err != nil {
-		t.Fatal(err)
-	}
-	p, err := poll.New(ctx, e.conn, poll.Config{Table: "public.outbox"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, p := markedTable(t, `SELECT 'order', 'o-' || g % 100, 'placed', '{}', g, (1000000 + g)::text::xid8, CASE WHEN g < $1 - $2 THEN now() END
+FROM generate_series(0, $1 - 1) g`, rows, unpublished)
+	ctx := context.Background()
 	seqs := make([]int64, batch)
 	for i := range seqs {
 		seqs[i] = int64(rows - unpublished + i)
@@ -119,4 +94,26 @@ FROM generate_series(0, $1 - 1) g`, rows, unpublished); err != nil {
 	if left != unpublished-batch {
 		t.Errorf("%d rows left unmarked, want %d", left, unpublished-batch)
 	}
+}
+
+// markedTable is an outbox table with the polling columns and the index
+// migrate builds, filled by rows (a SELECT of its columns from aggregatetype
+// to published_at, with args) and analyzed, and a poller over it.
+func markedTable(t *testing.T, rows string, args ...any) (*env, *poll.Poller) {
+	t.Helper()
+	e := bareEnv(t, `CREATE TABLE outbox (
+	id bigserial PRIMARY KEY, aggregatetype text, aggregateid text, type text, payload jsonb,
+	seq bigint, txid xid8, published_at timestamptz)`)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, seq, txid, published_at) `+rows, args...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(ctx, `CREATE INDEX ON outbox (seq) WHERE published_at IS NULL; ANALYZE outbox`); err != nil {
+		t.Fatal(err)
+	}
+	p, err := poll.New(ctx, e.conn, poll.Config{Table: "public.outbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, p
 }
