@@ -73,10 +73,19 @@ func (k *Kafka) Ping(ctx context.Context) error {
 // ping pings, again after a connection closed at once (up to 3 tries);
 // a timeout is not tried again.
 func (k *Kafka) ping(ctx context.Context) error {
-	var err error
+	var (
+		err     error
+		closed  error // the first close right after a request: it says the most
+		firstRd *kgo.ErrFirstReadEOF
+	)
 	for attempt := 0; attempt < 3; attempt++ {
 		if err = k.client.Load().Ping(ctx); err == nil {
 			return nil
+		}
+		// A later try may find the client's broker already dead from the
+		// close before and say only that.
+		if closed == nil && errors.As(err, &firstRd) {
+			closed = err
 		}
 		// A connection closed at once shows as EOF, or, when the close
 		// came while the request waited, as a dead connection the client
@@ -87,6 +96,9 @@ func (k *Kafka) ping(ctx context.Context) error {
 		if timeout || !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !kgo.IsRetryableBrokerErr(err) {
 			break
 		}
+	}
+	if closed != nil {
+		return closed
 	}
 	return err
 }
