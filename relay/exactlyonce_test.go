@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -339,14 +338,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 // transaction of its own (as when nothing more waits), with its position
 // record, on a fake Kafka that acks at once.
 func BenchmarkPublishExactlyOnce(b *testing.B) {
-	var cfg Config
-	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
-	cfg.OnPoison = PoisonHalt
-	rl, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rl := benchRelay(b)
 	p, ctx := rl.p, context.Background()
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	k.fakeSink.autoAck = true

@@ -408,14 +408,7 @@ func (ackSink) Flush(context.Context) error { return nil }
 // session, a one-row transaction each: bind (cached), record, size check,
 // produce, ack into the watermark, commit and confirm.
 func BenchmarkPublish(b *testing.B) {
-	var cfg Config
-	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
-	cfg.OnPoison = PoisonHalt
-	rl, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rl := benchRelay(b)
 	r := rl.p
 	rel, values := benchRow()
 	wm := newWatermark(0, func(pglogrepl.LSN) {})
@@ -472,4 +465,19 @@ func TestPublisherSkipsPolledRows(t *testing.T) {
 	if polled.seqs != nil {
 		t.Error("the polled rows are kept after the stream passed the poll phase's end")
 	}
+}
+
+// benchRelay is a relay for the row-path benchmarks; nothing it names is
+// dialled.
+func benchRelay(b *testing.B) *Relay {
+	b.Helper()
+	var cfg Config
+	cfg.Replication.DatabaseURL = "postgres://bench"
+	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.OnPoison = PoisonHalt
+	rl, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rl
 }
