@@ -108,14 +108,19 @@ chaos-suite: pg18 kafka debezium
 # broker, on both deliveries; each seed's history, relay logs and report go
 # to NEMESIS_OUT/<delivery>-<mode>-seed-<n>. A seed replays its schedule:
 #   make nemesis NEMESIS_SEEDS=7 NEMESIS_DELIVERY=exactly-once NEMESIS_MODE=auto NEMESIS_DURATION=2m
-# NEMESIS_MODE empty lets each seed pick auto, wal or poll; NEMESIS_KINDS
-# limits the faults (test/nemesis/schedule.go names them); NEMESIS_PG_BINDIR
-# picks the PostgreSQL version (failover slots need 17 or later).
+# (a failed seed prints the whole line that replays it). Left empty,
+# NEMESIS_MODE (auto, wal or poll) and NEMESIS_RELAYS (one relay or an HA
+# pair) are the seed's pick; NEMESIS_GAP is the mean time between faults;
+# NEMESIS_KINDS limits the faults (test/nemesis/schedule.go names them);
+# NEMESIS_PG_BINDIR picks the PostgreSQL version (failover slots need 17 or
+# later).
 NEMESIS_SEEDS     ?= 1-50
 NEMESIS_DURATION  ?= 5m
 NEMESIS_DELIVERY  ?= both
 NEMESIS_MODE      ?=
 NEMESIS_KINDS     ?=
+NEMESIS_GAP       ?=
+NEMESIS_RELAYS    ?=
 NEMESIS_OUT       ?= $(CURDIR)/nemesis-out
 NEMESIS_PG_BINDIR ?= $(PG15_BINDIR)
 # The exit status is go test's, not that of the filter after it.
@@ -124,6 +129,7 @@ nemesis soak: .SHELLFLAGS := -o pipefail -c
 nemesis: kafka
 	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_NEMESIS_SEEDS=$(NEMESIS_SEEDS) PGOUTBOX_NEMESIS_DURATION=$(NEMESIS_DURATION) \
 	PGOUTBOX_NEMESIS_DELIVERY=$(NEMESIS_DELIVERY) PGOUTBOX_NEMESIS_MODE=$(NEMESIS_MODE) PGOUTBOX_NEMESIS_KINDS=$(NEMESIS_KINDS) \
+	PGOUTBOX_NEMESIS_GAP=$(NEMESIS_GAP) PGOUTBOX_NEMESIS_RELAYS=$(NEMESIS_RELAYS) \
 	PGOUTBOX_NEMESIS_OUT=$(NEMESIS_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestNemesis$$' ./test/ 2>&1 | tee nemesis.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|nemesis(_test)?\.go:[0-9]+: '
 
 # The soak: an hour (SOAK_DURATION) at a steady load with a fault every few

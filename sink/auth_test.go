@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -95,5 +96,55 @@ func TestSASLValidation(t *testing.T) {
 		} else if s.Password != "" && strings.Contains(err.Error(), s.Password) {
 			t.Errorf("error shows the password: %v", err)
 		}
+	}
+}
+
+// A broker that closes every connection right after the first request, as
+// one going down or cut off by a proxy does, is retried: it says nothing
+// about the credentials, and a relay starting then must not stop for good.
+func TestClosingBrokerIsNotARefusal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var b [64]byte
+				c.Read(b[:])
+			}()
+		}
+	}()
+	ca := tlstest.New(t)
+	tests := []struct {
+		name string
+		sasl SASL
+		tls  *tls.Config
+	}{
+		{"plaintext", SASL{}, nil},
+		{"SASL", SASL{Mechanism: MechanismPlain, Username: "u", Password: "secret-pass-1"}, nil},
+		{"TLS", SASL{}, &tls.Config{RootCAs: ca.Pool}},
+		{"SASL over TLS", SASL{Mechanism: MechanismScramSHA256, Username: "u", Password: "secret-pass-1"}, &tls.Config{RootCAs: ca.Pool}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, err := New(Config{Brokers: []string{ln.Addr().String()}, SASL: tt.sasl, TLS: tt.tls, DialTimeout: 2 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = k.Ping(ctx)
+			if err == nil || errors.Is(err, ErrAuth) {
+				t.Fatalf("got %v, want an error that is not ErrAuth", err)
+			}
+		})
 	}
 }

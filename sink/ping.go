@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,23 +23,24 @@ import (
 const plaintextAfter = time.Second
 
 // Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
-// and says which. A broker that drops the connection three times in a row
-// while SASL is configured is taken to refuse the credentials (kfake, and
-// some proxies, close instead of answering SASL_AUTHENTICATION_FAILED).
-// With TLS, a seed broker that answers a plaintext Kafka request is a
-// plaintext listener: ErrAuth at once, without waiting for the dial
+// and says which. A broker that only closes the connection is taken to
+// refuse what was sent only when a fresh connection shows it up: a broker
+// that is restarting, or cut off, closes connections too, and that is
+// retried. With TLS, a seed broker that answers a plaintext Kafka request
+// is a plaintext listener: ErrAuth at once, without waiting for the dial
 // timeout. Without TLS, a seed broker that answers one with a TLS alert
 // is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
 func (k *Kafka) Ping(ctx context.Context) error {
+	probe := min(k.dialTimeout, 3*time.Second)
 	if !k.tls {
 		err := k.ping(ctx)
 		if err == nil || ctx.Err() != nil {
-			return k.explain(err)
+			return k.explain(ctx, err)
 		}
-		if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), tlsAlert); ok {
+		if addr, ok := askSeeds(ctx, k.brokers, probe, tlsAlert); ok {
 			return fmt.Errorf("%w: the broker at %s requires TLS: it answered with a TLS alert (add --kafka-tls, and --kafka-tls-ca if its certificate is not signed by a public CA)", ErrAuth, addr)
 		}
-		return k.explain(err)
+		return k.explain(ctx, err)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -57,7 +59,7 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	case <-time.After(plaintextAfter):
 	case <-ctx.Done():
 	}
-	if addr, ok := askSeeds(ctx, k.brokers, min(k.dialTimeout, 3*time.Second), kafkaAnswer); ok {
+	if addr, ok := askSeeds(ctx, k.brokers, probe, kafkaAnswer); ok {
 		cancel()
 		if !finished {
 			<-done
@@ -67,7 +69,7 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	if !finished {
 		err = <-done
 	}
-	return k.explain(err)
+	return k.explain(ctx, err)
 }
 
 // ping pings, again after a connection closed at once (up to 3 tries);
@@ -105,7 +107,7 @@ func (k *Kafka) ping(ctx context.Context) error {
 
 // explain turns a ping's error into one that says what to change. Callers
 // say that it is Kafka's.
-func (k *Kafka) explain(err error) error {
+func (k *Kafka) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -116,25 +118,28 @@ func (k *Kafka) explain(err error) error {
 	var netErr net.Error
 	var firstEOF *kgo.ErrFirstReadEOF
 	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	probe := min(k.dialTimeout, 3*time.Second)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
-	case k.sasl && k.tls && eof:
-		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
 	case k.sasl && eof:
-		return fmt.Errorf("%w: the broker closed the connection: the SASL credentials are wrong, or it requires TLS (--kafka-tls)", ErrAuth)
+		// kfake, and some proxies, close instead of answering
+		// SASL_AUTHENTICATION_FAILED; so does a broker going down.
+		if _, up := seeds(ctx, k.brokers, probe, k.dial, answers); !up {
+			return fmt.Errorf("the broker closed the connection, and does not answer now (restarting, or cut off?): %w", err)
+		}
+		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostErr):
 		return fmt.Errorf("%w: the broker's TLS certificate is not trusted (check --kafka-tls-ca and the broker's name): %v", ErrAuth, err)
 	case errors.As(err, &recordHeader):
 		return fmt.Errorf("%w: the broker does not speak TLS (drop --kafka-tls, or use its TLS listener): %v", ErrAuth, err)
-	case k.tls && errors.As(err, &firstEOF):
-		// A plaintext listener closes on a ClientHello (Kafka does: the
-		// hello reads as an oversized request).
-		return fmt.Errorf("%w: the broker closed the connection at the TLS handshake: it does not speak TLS on this port (drop --kafka-tls, or use its TLS listener)", ErrAuth)
 	case errors.As(err, &firstEOF):
-		// Closed right after the first request, three times: the
-		// listener wants SASL or TLS that is not configured.
-		return fmt.Errorf("%w: the broker closed the connection after the first request: it requires SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls)", ErrAuth)
+		// Closed right after a request: a listener that wants SASL does
+		// so, and so does a broker going down.
+		if addr, ok := seeds(ctx, k.brokers, probe, k.dial, wantsSASL); ok {
+			return fmt.Errorf("%w: the broker at %s requires SASL: it answers ApiVersions and closes the connection on the next request (set --kafka-sasl-mechanism, --kafka-username and --kafka-password)", ErrAuth, addr)
+		}
+		return fmt.Errorf("the broker closed the connection right after a request (restarting, or cut off?): %w", err)
 	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
 		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
 	case !k.tls && eof:
@@ -159,35 +164,98 @@ func tlsAlert(resp [8]byte) bool { return resp[0] == 21 && resp[1] == 3 }
 // askSeeds sends each seed broker a plaintext ApiVersions request (v0) and
 // reports the first whose answer's first 8 bytes match.
 func askSeeds(ctx context.Context, brokers []string, timeout time.Duration, match func([8]byte) bool) (string, bool) {
-	req := []byte{
+	return seeds(ctx, brokers, timeout, (&net.Dialer{}).DialContext, func(conn net.Conn) bool {
+		if _, err := conn.Write(apiVersions); err != nil {
+			return false
+		}
+		// An alert record is 7 bytes: the rest may never come.
+		var resp [8]byte
+		n, err := io.ReadAtLeast(conn, resp[:], 3)
+		if err == nil && n < len(resp) && !tlsAlert(resp) {
+			_, err = io.ReadFull(conn, resp[n:])
+		}
+		return err == nil && match(resp)
+	})
+}
+
+// seeds runs probe on a fresh connection to each seed broker, dialled with
+// dial, and reports the first for which it holds. Each connection lives
+// for timeout at most.
+func seeds(ctx context.Context, brokers []string, timeout time.Duration, dial func(context.Context, string, string) (net.Conn, error), probe func(net.Conn) bool) (string, bool) {
+	for _, addr := range brokers {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		conn, err := dial(dctx, "tcp", addr)
+		cancel()
+		if err != nil {
+			continue
+		}
+		_ = conn.SetDeadline(time.Now().Add(timeout))
+		ok := probe(conn)
+		conn.Close()
+		if ok {
+			return addr, true
+		}
+	}
+	return "", false
+}
+
+var (
+	// apiVersions is an ApiVersions request (v0): every Kafka listener
+	// answers it, before any authentication.
+	apiVersions = []byte{
 		0, 0, 0, 18, // size of what follows
 		0, 18, // api key: ApiVersions
 		0, 0, // version 0
 		0x70, 0x67, 0x6f, 0x78, // correlation id
 		0, 8, 'p', 'g', 'o', 'u', 't', 'b', 'o', 'x', // client id
 	}
-	for _, addr := range brokers {
-		dctx, cancel := context.WithTimeout(ctx, timeout)
-		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
-		cancel()
-		if err != nil {
-			continue
-		}
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		var resp [8]byte
-		_, err = conn.Write(req)
-		if err == nil {
-			// An alert record is 7 bytes: the rest may never come.
-			var n int
-			n, err = io.ReadAtLeast(conn, resp[:], 3)
-			if err == nil && n < len(resp) && !tlsAlert(resp) {
-				_, err = io.ReadFull(conn, resp[n:])
-			}
-		}
-		conn.Close()
-		if err == nil && match(resp) {
-			return addr, true
-		}
+	// metadata is a Metadata request (v0, every topic): a listener that
+	// requires SASL closes the connection on it before authentication.
+	metadata = []byte{
+		0, 0, 0, 22, // size of what follows
+		0, 3, // api key: Metadata
+		0, 0, // version 0
+		0x70, 0x67, 0x6f, 0x78, // correlation id
+		0, 8, 'p', 'g', 'o', 'u', 't', 'b', 'o', 'x', // client id
+		0, 0, 0, 0, // no topics named: all of them
 	}
-	return "", false
+)
+
+// answers reports whether the broker answers an ApiVersions request: it is
+// up, and speaks Kafka on this connection.
+func answers(conn net.Conn) bool {
+	if _, err := conn.Write(apiVersions); err != nil {
+		return false
+	}
+	var head [8]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil || !kafkaAnswer(head) {
+		return false
+	}
+	size := int64(binary.BigEndian.Uint32(head[:4])) - 4
+	if size > 1<<20 {
+		return false
+	}
+	_, err := io.CopyN(io.Discard, conn, size)
+	return err == nil
+}
+
+// wantsSASL reports whether the broker answers ApiVersions and then closes
+// the connection on a Metadata request: a listener that requires SASL,
+// which allows only ApiVersions and the SASL handshake before it.
+func wantsSASL(conn net.Conn) bool {
+	if !answers(conn) {
+		return false
+	}
+	if _, err := conn.Write(metadata); err != nil {
+		return closedByPeer(err)
+	}
+	var b [1]byte
+	n, err := conn.Read(b[:])
+	return n == 0 && closedByPeer(err)
+}
+
+// closedByPeer tells a connection the other side closed or reset from a
+// timeout or any other failure.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

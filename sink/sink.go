@@ -183,7 +183,10 @@ type Kafka struct {
 	sasl, tls   bool
 	brokers     []string
 	dialTimeout time.Duration
-	log         *slog.Logger
+	// dial connects as the client does, TLS handshake included (Ping's
+	// probes).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	log  *slog.Logger
 
 	// limits are the topics' maximum message sizes: read on every
 	// record, written once per topic (copy on write).
@@ -224,7 +227,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		return nil, err
 	}
 	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log,
-		brokers: cfg.Brokers, dialTimeout: cfg.DialTimeout}
+		brokers: cfg.Brokers, dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
 	k.limits.Store(&map[string]topicLimit{})
 	k.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -258,7 +261,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	if m, _ := cfg.SASL.mechanism(); m != nil {
 		k.opts = append(k.opts, kgo.SASL(m))
 	}
-	k.opts = append(k.opts, kgo.Dialer(dialer(cfg)))
+	k.opts = append(k.opts, kgo.Dialer(k.dial))
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)

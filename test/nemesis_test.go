@@ -75,8 +75,8 @@ func modeName(m nemesis.Mode) string {
 // nemesisRuns are the runs to make: the short fixed set, or what
 // PGOUTBOX_NEMESIS_SEEDS (1,2,3 or 1-10), _DELIVERY (at-least-once,
 // exactly-once or both), _MODE (auto, wal, poll; unset: each seed picks),
-// _DURATION, _GAP (the mean time between faults) and _KINDS (a
-// comma-separated subset of the faults) ask for.
+// _DURATION, _GAP (the mean time between faults), _RELAYS (0: each seed
+// picks) and _KINDS (a comma-separated subset of the faults) ask for.
 func nemesisRuns(t *testing.T) []nemesis.Options {
 	env := func(name string) string { return os.Getenv("PGOUTBOX_NEMESIS_" + name) }
 	seeds := env("SEEDS")
@@ -124,6 +124,13 @@ func nemesisRuns(t *testing.T) []nemesis.Options {
 			t.Fatalf("PGOUTBOX_NEMESIS_GAP: %v", err)
 		}
 	}
+	var relays int
+	if v := env("RELAYS"); v != "" {
+		var err error
+		if relays, err = strconv.Atoi(v); err != nil || relays < 0 {
+			t.Fatalf("PGOUTBOX_NEMESIS_RELAYS=%q: want a count of relays (0: each seed picks)", v)
+		}
+	}
 	var kinds []nemesis.Kind
 	if v := env("KINDS"); v != "" {
 		var err error
@@ -148,7 +155,7 @@ func nemesisRuns(t *testing.T) []nemesis.Options {
 	var runs []nemesis.Options
 	for _, s := range list {
 		for _, d := range deliveries {
-			runs = append(runs, nemesis.Options{Seed: s, Delivery: d, Mode: mode, Duration: duration, MeanGap: gap, Kinds: kinds})
+			runs = append(runs, nemesis.Options{Seed: s, Delivery: d, Mode: mode, Relays: relays, Duration: duration, MeanGap: gap, Kinds: kinds})
 		}
 	}
 	return runs
@@ -207,8 +214,16 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 		for problem, ids := range res.Report.Examples {
 			t.Logf("%s: %s", problem, strings.Join(ids, ", "))
 		}
-		t.Errorf("seed %d failed; history, relay logs and report in %s; replay with: make nemesis PGOUTBOX_NEMESIS_SEEDS=%d PGOUTBOX_NEMESIS_DELIVERY=%s PGOUTBOX_NEMESIS_MODE=%s PGOUTBOX_NEMESIS_DURATION=%s",
-			res.Seed, res.Dir, res.Seed, res.Delivery, res.Mode, res.Schedule.Config.Duration)
+		pg := ""
+		if dir := os.Getenv("PGOUTBOX_PG_BINDIR"); dir != "" {
+			pg = " NEMESIS_PG_BINDIR=" + dir
+		}
+		if kinds := os.Getenv("PGOUTBOX_NEMESIS_KINDS"); kinds != "" {
+			pg += " NEMESIS_KINDS=" + kinds
+		}
+		c := res.Schedule.Config
+		t.Errorf("seed %d failed; history, relay logs and report in %s; replay with: make nemesis NEMESIS_SEEDS=%d NEMESIS_DELIVERY=%s NEMESIS_MODE=%s NEMESIS_DURATION=%s NEMESIS_GAP=%s NEMESIS_RELAYS=%d%s",
+			res.Seed, res.Dir, res.Seed, res.Delivery, res.Mode, c.Duration, c.MeanGap, c.Relays, pg)
 	}
 	return res
 }
