@@ -77,6 +77,16 @@ type Config struct {
 	// (position record, EndTxn) costs more CPU than its events; a
 	// transaction after a quieter spell is committed at once.
 	TransactionInterval time.Duration
+	// TransactionSettle is how long the first record of a Kafka
+	// transaction from the WAL waits after the last commit (0: none).
+	// Apache Kafka 4.x adds a partition to a transaction itself when a
+	// record comes, and while the last commit's markers are still being
+	// written its coordinator refuses, which the broker retries only after
+	// add.partitions.to.txn.retry.backoff.ms (20 ms by default): a record
+	// sent at once after a commit is acked about 20 ms later, one sent a
+	// few milliseconds later within a millisecond or two
+	// (docs/benchmarks.md).
+	TransactionSettle time.Duration
 
 	// LeaseTTL is how long the pipeline's lease lasts without a renewal:
 	// a relay waiting for the pipeline takes it over at most this long
@@ -261,6 +271,9 @@ func (c Config) Validate() error {
 		}
 		if c.TransactionInterval < 0 || c.TransactionInterval > c.TransactionMaxAge {
 			return fmt.Errorf("transaction interval %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionInterval, c.TransactionMaxAge)
+		}
+		if c.TransactionSettle < 0 || c.TransactionSettle > c.TransactionMaxAge {
+			return fmt.Errorf("transaction settle %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionSettle, c.TransactionMaxAge)
 		}
 		s := c.Sink
 		s.TransactionalID = transactionalID(c.Replication.Slot)

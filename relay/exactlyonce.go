@@ -274,6 +274,9 @@ type exactlyOnceWAL struct {
 	// (committed) and the next (Config.TransactionInterval).
 	interval  time.Duration
 	committed time.Time
+	// settleFor is how long the next transaction's first record waits
+	// after committed (Config.TransactionSettle).
+	settleFor time.Duration
 }
 
 // walOpening is what a WAL session opens its exactly-once delivery with.
@@ -324,7 +327,7 @@ func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpe
 		"position_topic", t.topic, "transactional_id", transactionalID(t.pipeline))
 	t.failed = l.failed
 	return &exactlyOnceWAL{txnSession: t, ledger: l, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
-		shutdown: cfg.ShutdownTimeout, interval: cfg.TransactionInterval}, nil
+		shutdown: cfg.ShutdownTimeout, interval: cfg.TransactionInterval, settleFor: cfg.TransactionSettle}, nil
 }
 
 func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
@@ -395,6 +398,11 @@ func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 		if err := l.failed(); err != nil {
 			return fmt.Errorf("kafka: %w", err)
 		}
+		if changes[i].Kind == outbox.KindRow && l.records == 0 {
+			if err := d.waitSettle(ctx); err != nil {
+				return err
+			}
+		}
 		if err := pub.publish(ctx, changes[i:i+1]); err != nil {
 			return err
 		}
@@ -412,6 +420,26 @@ func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 		}
 	}
 	return nil
+}
+
+// waitSettle waits until Config.TransactionSettle has passed since the last
+// commit.
+func (d *exactlyOnceWAL) waitSettle(ctx context.Context) error {
+	if d.committed.IsZero() {
+		return nil
+	}
+	wait := d.settleFor - time.Since(d.committed)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // commitOpen closes the open Kafka transaction with the position of its

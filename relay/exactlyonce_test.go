@@ -421,3 +421,44 @@ func TestExactlyOnceTransactionInterval(t *testing.T) {
 		}
 	}
 }
+
+// The first record of a Kafka transaction waits TransactionSettle after
+// the last commit (Apache Kafka 4.x holds one sent sooner for 20 ms), and
+// only then: a row after a quiet spell goes at once.
+func TestExactlyOnceTransactionSettle(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	ctx := context.Background()
+	p := testPipeline(t, "", PoisonHalt)
+	p.cfg.TransactionSettle = settle
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to fakeStream
+	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	idle := make(chan *replication.Batch)
+	tx := func(lsn pglogrepl.LSN, id string) time.Duration {
+		t.Helper()
+		r := row(lsn, id, "order", "A", "Placed", `{}`)
+		r.FinalLSN, r.XID = lsn+5, uint32(lsn)
+		start := time.Now()
+		if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: lsn + 10, FinalLSN: lsn + 5}}, idle); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	if took := tx(100, "a1"); took >= settle {
+		t.Fatalf("the first transaction waited %s: nothing was committed before it", took)
+	}
+	if took := tx(200, "a2"); took < settle-10*time.Millisecond {
+		t.Fatalf("a transaction right after a commit went after %s, want %s", took, settle)
+	}
+	time.Sleep(settle)
+	if took := tx(300, "a3"); took >= settle/2 {
+		t.Fatalf("a transaction %s after the last commit waited %s", settle, took)
+	}
+	if k.commits != 3 || !slices.Equal(to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
+		t.Fatalf("%d commits, confirmed %v", k.commits, to.confirmed)
+	}
+}

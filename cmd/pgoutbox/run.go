@@ -105,6 +105,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
 	fs.DurationVar(&cfg.Sink.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.DurationVar(&cfg.TransactionInterval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
+	fs.DurationVar(&cfg.TransactionSettle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
 	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
