@@ -367,30 +367,46 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 	}
 }
 
+// walTxns is an exactly-once WAL delivery over a fake Kafka, and tx walks
+// one Postgres transaction of one row through it, nothing more waiting.
+type walTxns struct {
+	d   *exactlyOnceWAL
+	k   *fakeKafka
+	to  *fakeStream
+	pub *publisher
+}
+
+func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
+	t.Helper()
+	ctx := context.Background()
+	p := testPipeline(t, "", PoisonHalt)
+	cfg(&p.cfg)
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := new(fakeStream)
+	return &walTxns{d: d, k: k, to: to, pub: p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)}
+}
+
+func (w *walTxns) tx(t *testing.T, lsn pglogrepl.LSN, id string) {
+	t.Helper()
+	r := row(lsn, id, "order", "A", "Placed", `{}`)
+	r.FinalLSN, r.XID = lsn+5, uint32(lsn)
+	if err := w.d.walk(context.Background(), w.pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: lsn + 10, FinalLSN: lsn + 5}}, make(chan *replication.Batch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Under load, the Postgres transactions that commit within the interval
 // after a Kafka commit share the next Kafka transaction; the first after
 // a quiet spell is committed at once, and without an interval each is.
 func TestExactlyOnceTransactionInterval(t *testing.T) {
 	for _, interval := range []time.Duration{0, 200 * time.Millisecond} {
-		ctx := context.Background()
-		p := testPipeline(t, "", PoisonHalt)
-		p.cfg.TransactionInterval = interval
-		k := &fakeKafka{fakeSink: newFakeSink()}
-		d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var to fakeStream
-		pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
-		idle := make(chan *replication.Batch)
-		tx := func(lsn pglogrepl.LSN, id string) {
-			t.Helper()
-			r := row(lsn, id, "order", "A", "Placed", `{}`)
-			r.FinalLSN, r.XID = lsn+5, uint32(lsn)
-			if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: lsn + 10, FinalLSN: lsn + 5}}, idle); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w := newWALTxns(t, func(c *Config) { c.TransactionInterval = interval })
+		d, k, to := w.d, w.k, w.to
+		tx := func(lsn pglogrepl.LSN, id string) { t.Helper(); w.tx(t, lsn, id) }
 		tx(100, "a1")
 		if k.commits != 1 {
 			t.Fatalf("interval %s: the first transaction: %d commits, want 1 at once", interval, k.commits)
@@ -427,25 +443,11 @@ func TestExactlyOnceTransactionInterval(t *testing.T) {
 // only then: a row after a quiet spell goes at once.
 func TestExactlyOnceTransactionSettle(t *testing.T) {
 	const settle = 300 * time.Millisecond
-	ctx := context.Background()
-	p := testPipeline(t, "", PoisonHalt)
-	p.cfg.TransactionSettle = settle
-	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var to fakeStream
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
-	idle := make(chan *replication.Batch)
+	w := newWALTxns(t, func(c *Config) { c.TransactionSettle = settle })
 	tx := func(lsn pglogrepl.LSN, id string) time.Duration {
 		t.Helper()
-		r := row(lsn, id, "order", "A", "Placed", `{}`)
-		r.FinalLSN, r.XID = lsn+5, uint32(lsn)
 		start := time.Now()
-		if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: lsn + 10, FinalLSN: lsn + 5}}, idle); err != nil {
-			t.Fatal(err)
-		}
+		w.tx(t, lsn, id)
 		return time.Since(start)
 	}
 	if took := tx(100, "a1"); took >= settle {
@@ -458,7 +460,7 @@ func TestExactlyOnceTransactionSettle(t *testing.T) {
 	if took := tx(300, "a3"); took >= settle/2 {
 		t.Fatalf("a transaction %s after the last commit waited %s", settle, took)
 	}
-	if k.commits != 3 || !slices.Equal(to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
-		t.Fatalf("%d commits, confirmed %v", k.commits, to.confirmed)
+	if w.k.commits != 3 || !slices.Equal(w.to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
+		t.Fatalf("%d commits, confirmed %v", w.k.commits, w.to.confirmed)
 	}
 }
