@@ -49,14 +49,7 @@ func TestTLSAndSASL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := New(Config{Brokers: tt.brokers, SASL: tt.sasl, TLS: tt.tls, CreateTopics: true, DialTimeout: 2 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer k.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = k.Ping(ctx)
+			k, ctx, err := pinged(t, Config{Brokers: tt.brokers, SASL: tt.sasl, TLS: tt.tls, CreateTopics: true})
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("ping: %v", err)
@@ -134,17 +127,26 @@ func TestClosingBrokerIsNotARefusal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := New(Config{Brokers: []string{ln.Addr().String()}, SASL: tt.sasl, TLS: tt.tls, DialTimeout: 2 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer k.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = k.Ping(ctx)
+			_, _, err := pinged(t, Config{Brokers: []string{ln.Addr().String()}, SASL: tt.sasl, TLS: tt.tls})
 			if err == nil || errors.Is(err, ErrAuth) {
 				t.Fatalf("got %v, want an error that is not ErrAuth", err)
 			}
 		})
 	}
+}
+
+// pinged makes a producer from cfg (a 2 s dial timeout), closed when the
+// test ends, and pings it within 10 s: the producer, the ping's context
+// and its answer.
+func pinged(t *testing.T, cfg Config) (*Kafka, context.Context, error) {
+	t.Helper()
+	cfg.DialTimeout = 2 * time.Second
+	k, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return k, ctx, k.Ping(ctx)
 }

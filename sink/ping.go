@@ -31,7 +31,7 @@ const plaintextAfter = time.Second
 // timeout. Without TLS, a seed broker that answers one with a TLS alert
 // is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
 func (k *Kafka) Ping(ctx context.Context) error {
-	probe := min(k.dialTimeout, 3*time.Second)
+	probe := k.probeTimeout()
 	if !k.tls {
 		err := k.ping(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -118,7 +118,7 @@ func (k *Kafka) explain(ctx context.Context, err error) error {
 	var netErr net.Error
 	var firstEOF *kgo.ErrFirstReadEOF
 	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-	probe := min(k.dialTimeout, 3*time.Second)
+	probe := k.probeTimeout()
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
@@ -148,7 +148,10 @@ func (k *Kafka) explain(ctx context.Context, err error) error {
 	return err
 }
 
-// correlation is the id of the ApiVersions request askSeeds sends.
+// probeTimeout bounds each of Ping's own connections to a seed broker.
+func (k *Kafka) probeTimeout() time.Duration { return min(k.dialTimeout, 3*time.Second) }
+
+// correlation is the id of the requests Ping's probes send.
 const correlation = 0x70676f78
 
 // kafkaAnswer tells an answer to askSeeds's request with its correlation
@@ -254,8 +257,8 @@ func wantsSASL(conn net.Conn) bool {
 	return n == 0 && closedByPeer(err)
 }
 
-// closedByPeer tells a connection the other side closed or reset from a
-// timeout or any other failure.
+// closedByPeer tells an error of a connection the other side closed or
+// reset from a timeout or any other failure.
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

@@ -463,15 +463,15 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	}
 }
 
-// --delivery and --mode from a --config file: the relay runs with
-// exactly-once, and its position topic holds the position of what it
-// published.
+// --delivery, --mode and --transaction-settle from a --config file: the
+// relay runs with exactly-once, and its position topic holds the position
+// of what it published.
 func TestExactlyOnceFromConfigFile(t *testing.T) {
 	e := newKafkaEnv(t)
 	cfg := e.config()
 	e.setup(cfg)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
-	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\ntransaction-settle = 2ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := e.runProcess(t, "--config", conf)

@@ -214,16 +214,16 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 		for problem, ids := range res.Report.Examples {
 			t.Logf("%s: %s", problem, strings.Join(ids, ", "))
 		}
-		pg := ""
+		extra := "" // what the schedule's config does not say
 		if dir := os.Getenv("PGOUTBOX_PG_BINDIR"); dir != "" {
-			pg = " NEMESIS_PG_BINDIR=" + dir
+			extra = " NEMESIS_PG_BINDIR=" + dir
 		}
 		if kinds := os.Getenv("PGOUTBOX_NEMESIS_KINDS"); kinds != "" {
-			pg += " NEMESIS_KINDS=" + kinds
+			extra += " NEMESIS_KINDS=" + kinds
 		}
 		c := res.Schedule.Config
 		t.Errorf("seed %d failed; history, relay logs and report in %s; replay with: make nemesis NEMESIS_SEEDS=%d NEMESIS_DELIVERY=%s NEMESIS_MODE=%s NEMESIS_DURATION=%s NEMESIS_GAP=%s NEMESIS_RELAYS=%d%s",
-			res.Seed, res.Dir, res.Seed, res.Delivery, res.Mode, c.Duration, c.MeanGap, c.Relays, pg)
+			res.Seed, res.Dir, res.Seed, res.Delivery, res.Mode, c.Duration, c.MeanGap, c.Relays, extra)
 	}
 	return res
 }
