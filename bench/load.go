@@ -31,7 +31,7 @@ type tracker struct {
 	seenAt      map[string]time.Time // consumed while the commit was pending
 	delivered   map[string]struct{}
 	warmup      map[string]struct{}
-	warmSeen    bool
+	warmParts   map[int32]struct{} // the partitions a warm-up event arrived on
 	lat         []time.Duration
 	committed   int
 	early       int
@@ -59,6 +59,7 @@ func newTracker() *tracker {
 		seenAt:    map[string]time.Time{},
 		delivered: map[string]struct{}{},
 		warmup:    map[string]struct{}{},
+		warmParts: map[int32]struct{}{},
 		rank:      map[string]ranked{},
 		last:      map[string]int64{},
 	}
@@ -113,13 +114,16 @@ func (t *tracker) abort(ids []string) {
 	}
 }
 
-// consumed records that event id arrived at at. Ids the tracker did not
-// register are ignored.
-func (t *tracker) consumed(id string, at time.Time) {
+// consumed records that event id arrived at at, from a reader with no
+// partitions (the floor). Ids the tracker did not register are ignored.
+func (t *tracker) consumed(id string, at time.Time) { t.consumedFrom(id, 0, at) }
+
+// consumedFrom records that event id arrived at at from partition.
+func (t *tracker) consumedFrom(id string, partition int32, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.warmup[id]; ok {
-		t.warmSeen = true
+		t.warmParts[partition] = struct{}{}
 		return
 	}
 	c, ok := t.commitAt[id]
@@ -149,14 +153,14 @@ func (t *tracker) consumed(id string, at time.Time) {
 
 type trackerState struct {
 	committed, delivered, early, dups, outOfOrder int
-	warmSeen                                      bool
+	warmParts                                     int // partitions a warm-up event arrived on
 	lastConsume                                   time.Time
 }
 
 func (t *tracker) state() trackerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return trackerState{t.committed, len(t.delivered), t.early, t.dups, t.outOfOrder, t.warmSeen, t.lastConsume}
+	return trackerState{t.committed, len(t.delivered), t.early, t.dups, t.outOfOrder, len(t.warmParts), t.lastConsume}
 }
 
 // latencies returns a copy of the latencies measured so far.
@@ -292,14 +296,17 @@ func newIDs(k int) []string {
 	return ids
 }
 
-// createTopic creates topic with 3 partitions unless it exists.
+// topicPartitions is how many partitions the bench's topics have.
+const topicPartitions = 3
+
+// createTopic creates topic with topicPartitions partitions unless it exists.
 func createTopic(ctx context.Context, brokers []string, topic string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, 3, -1, nil, topic)
+	res, err := kadm.NewClient(cl).CreateTopic(ctx, topicPartitions, -1, nil, topic)
 	if err == nil {
 		err = res.Err
 	}
@@ -344,7 +351,7 @@ func startConsumer(brokers []string, topic string, tr *tracker) (*consumer, erro
 			now := time.Now()
 			fetches.EachRecord(func(r *kgo.Record) {
 				if id := eventID(r); id != "" {
-					tr.consumed(id, now)
+					tr.consumedFrom(id, r.Partition, now)
 				}
 			})
 		}

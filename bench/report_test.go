@@ -308,16 +308,18 @@ func TestFloorLines(t *testing.T) {
 func TestTrackerEarlyAndDuplicates(t *testing.T) {
 	tr := newTracker()
 	tr.register([]string{"a", "b"}, false)
-	tr.register([]string{"w"}, true)
+	tr.register([]string{"w", "w2", "w3"}, true)
 	t0 := time.Now()
 	tr.consumed("a", t0) // before COMMIT returned
 	tr.commit([]string{"a", "b"}, t0.Add(time.Millisecond))
 	tr.consumed("b", t0.Add(3*time.Millisecond))
 	tr.consumed("b", t0.Add(4*time.Millisecond)) // duplicate
 	tr.consumed("w", t0)                         // warm-up
+	tr.consumedFrom("w2", 2, t0)                 // warm-up, on another partition
+	tr.consumedFrom("w3", 0, t0)                 // warm-up, on the first one's
 	tr.consumed("zzz", t0)                       // not ours
 	st := tr.state()
-	if st.committed != 2 || st.delivered != 2 || st.early != 1 || st.dups != 1 || !st.warmSeen {
+	if st.committed != 2 || st.delivered != 2 || st.early != 1 || st.dups != 1 || st.warmParts != 2 {
 		t.Errorf("state %+v", st)
 	}
 	lat := tr.latencies()
