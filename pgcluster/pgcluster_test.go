@@ -350,11 +350,18 @@ func TestStandbyPromote(t *testing.T) {
 	sc := connect(t, standby.URL)
 	var inRecovery bool
 	var n int
-	if err := sc.QueryRow(ctx, "SELECT pg_is_in_recovery(), (SELECT count(*) FROM t)").Scan(&inRecovery, &n); err != nil {
-		t.Fatal(err)
+	// remote_apply is not asked for: the commit was flushed on the
+	// standby before it returned, and is applied a moment later (until
+	// then even the table is missing there).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := sc.QueryRow(ctx, "SELECT pg_is_in_recovery(), (SELECT count(*) FROM t)").Scan(&inRecovery, &n)
+		if err == nil && n == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby did not apply the primary's commit within 30 s: %d rows, %v", n, err)
+		}
 	}
-	// remote_apply is not asked for, so the row count may trail; the
-	// commit was flushed on the standby before it returned.
 	if !inRecovery {
 		t.Fatal("the standby is not in recovery")
 	}
