@@ -116,15 +116,25 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 // a restart, and not those of another relay of the pipeline that polled
 // before it. So the rows polling marked published since the floor are read
 // from the table and skipped until the stream passes the WAL's end as it is
-// now. Exactly-once reads them the same way (openDelivery).
+// now. That position is saved (polled_until) before the mode says WAL: a
+// session that ends before its slot passes it (a kill, a lost connection)
+// leaves the next one, in whichever process, to read them again.
+// Exactly-once reads them the same way, from its position record
+// (openDelivery).
 func (s *walSession) polledBefore(ctx context.Context) error {
 	p, first := s.p, s.p.tables[0]
 	if p.cfg.Delivery == ExactlyOnce || !s.hasSeq || len(p.tables) > 1 {
 		return nil
 	}
-	prev, err := first.own.Mode(ctx, s.h.conn)
-	if err != nil || prev != ModePoll {
+	conn := s.h.conn
+	prev, err := first.own.Mode(ctx, conn)
+	if err != nil {
 		return err
+	}
+	if prev != ModePoll {
+		if replays, err := s.replaysPolled(ctx); err != nil || !replays {
+			return err
+		}
 	}
 	seqs, until, err := polledSince(ctx, s.h, first, p.cfg.queryTimeout(), nil, p.log)
 	if err != nil {
@@ -134,7 +144,26 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 		s.polled.add(seq)
 	}
 	s.polled.until = max(s.polled.until, until)
-	return nil
+	return first.own.SavePolledUntil(ctx, conn, s.polled.until.String())
+}
+
+// replaysPolled tells whether the slot's stream starts below the saved
+// polled_until: a WAL session after a poll phase ended before it confirmed
+// every row that phase published, and this stream replays them.
+func (s *walSession) replaysPolled(ctx context.Context) (bool, error) {
+	saved, err := s.p.tables[0].own.PolledUntil(ctx, s.h.conn)
+	if err != nil || saved == "" {
+		return false, err
+	}
+	until, err := pglogrepl.ParseLSN(saved)
+	if err != nil {
+		return false, fmt.Errorf("read state: polled_until %q: %w", saved, err)
+	}
+	slot, err := replication.SlotStatus(ctx, s.h.conn, s.p.cfg.Replication.Slot)
+	if err != nil {
+		return false, err
+	}
+	return slot.ConfirmedLSN < until, nil
 }
 
 // openDelivery opens the WAL session's delivery, the configured one.

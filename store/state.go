@@ -205,6 +205,34 @@ func (p Pipeline) Mode(ctx context.Context, q Querier) (Mode, error) {
 	return Mode(m), nil
 }
 
+// PolledUntil reads polled_until: where a WAL stream passes every row the
+// last poll phase published ("" when none was recorded, or before
+// migration 016).
+func (p Pipeline) PolledUntil(ctx context.Context, q Querier) (string, error) {
+	var lsn *string
+	err := q.QueryRow(ctx, "SELECT polled_until::text FROM pgoutbox_state WHERE pipeline = $1", p.Name).Scan(&lsn)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), IsMissing(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read state: %w", err)
+	case lsn == nil:
+		return "", nil
+	}
+	return *lsn, nil
+}
+
+// SavePolledUntil records polled_until; it never moves back. Before
+// migration 016 there is nothing to record.
+func (p Pipeline) SavePolledUntil(ctx context.Context, q Querier, lsn string) error {
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET polled_until = GREATEST(polled_until, $2::text::pg_lsn)
+WHERE pipeline = $1`, p.Name, lsn)
+	if err != nil && !IsMissing(err) {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}
+
 // SaveConfirmed records the confirmed position; it never moves back.
 func (p Pipeline) SaveConfirmed(ctx context.Context, q Querier, lsn string) error {
 	_, err := q.Exec(ctx, `

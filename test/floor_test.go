@@ -226,6 +226,70 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 	}
 }
 
+// A relay polls (REPLICATION revoked), returns to the WAL and is killed
+// before its slot's confirmed position passed the rows it polled; the
+// next process's stream replays them from the slot, and none is sent
+// again: the first WAL session saved where the polled rows end
+// (polled_until), and the next one, though the mode it reads is WAL,
+// reads them from the table. Found by the nemesis: seed 33 at-least-once
+// auto (a relay back on the WAL for 7 s, cut off from Kafka and
+// PostgreSQL, then killed; the next process re-sent the 4,652 rows the
+// poll phase before had published).
+func TestKilledBackOnTheWALAfterPolling(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
+		t.Fatal(err)
+	}
+	e.setup(e.config())
+	// No status update for 30 s: the slot's confirmed position stays
+	// where it was when the session began.
+	args := []string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms",
+		"--poll-interval", "50ms", "--status-interval", "30s"}
+	p := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	var ids []string
+	for i := 0; i < 200; i++ {
+		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+	}
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(e.unpublished(ids...)) == 0 })
+	end := e.currentLSN()
+	if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "back on the WAL", func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active })
+	// The session has read the polled rows again from the slot (and
+	// skipped them); the server has not been told.
+	eventually(t, 15*time.Second, "the polled rows replayed", func() bool {
+		var ok bool
+		e.conn.QueryRow(ctx, `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
+		return ok
+	})
+	if s := e.slot("pgoutbox"); s.ConfirmedLSN >= end {
+		t.Fatalf("the slot was confirmed past the polled rows (%s, rows end at %s): nothing to replay", s.ConfirmedLSN, end)
+	}
+	p.signal(t, syscall.SIGKILL)
+	p2 := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "streaming again", func() bool { return e.slot("pgoutbox").Active })
+	seen := stopAndCount(t, e, p2)
+	again := 0
+	for _, id := range ids {
+		if seen[id] != 1 {
+			again++
+		}
+	}
+	t.Logf("200 events polled, then replayed by a WAL session that was killed; %d sent again by the next process", again)
+	if again > 0 {
+		t.Fatalf("%d of the %d rows polling published were sent again by the WAL session after the kill", again, len(ids))
+	}
+}
+
 // stopAndCount inserts one more event and waits for it, so that what came
 // before it has arrived, stops p with SIGTERM and counts the records of
 // each event of outbox.event.order.
