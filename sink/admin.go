@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,7 +36,12 @@ func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
 // committing is settled first.
 func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
 	adm := kadm.NewClient(k.client.Load())
-	var end int64
+	var (
+		end     int64
+		since   = time.Now()
+		hanging error // why an open transaction was left as it is
+		checked bool
+	)
 	for {
 		stable, err := adm.ListCommittedOffsets(ctx, topic)
 		if err != nil {
@@ -54,9 +60,14 @@ func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*k
 			end = n.Offset
 			break
 		}
+		if !checked && time.Since(since) >= hangingAfter {
+			checked = true
+			hanging = k.abortHanging(ctx, adm, topic)
+		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("kafka: %s: a transaction stays open (last stable offset %d, end %d): %w", topic, s.Offset, n.Offset, ctx.Err())
+			err := fmt.Errorf("kafka: %s: a transaction stays open (last stable offset %d, end %d): %w", topic, s.Offset, n.Offset, ctx.Err())
+			return nil, errors.Join(err, hanging)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -69,6 +80,56 @@ func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*k
 			return rec, err
 		}
 	}
+}
+
+// hangingAfter is how long LastCommitted waits for an open transaction to
+// end before it looks for one that never will.
+const hangingAfter = 2 * time.Second
+
+// abortHanging aborts what an earlier producer of this transactional id
+// left open on partition 0 of topic and its transaction coordinator no
+// longer tracks: Fence aborted every transaction the coordinator knows of,
+// and it would time out any it knew, so one with this producer id and an
+// older epoch that is still open will stay open for good, and with it
+// every read_committed reader of the partition (a hanging transaction,
+// KIP-664; seen after the broker was killed during a transaction). Its
+// records were never committed: the relay sends them again from the
+// position before them. An open transaction of another producer is left
+// alone; the error says what it is and how to abort it by hand, as is one
+// the broker refuses to abort.
+func (k *Kafka) abortHanging(ctx context.Context, adm *kadm.Client, topic string) error {
+	owner := k.owner.Load()
+	if owner == nil {
+		return nil
+	}
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		return fmt.Errorf("kafka: %s: describing its producers: %w", topic, err)
+	}
+	var errs []error
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.Partition != 0 || p.CurrentTxnStartOffset < 0 {
+			return
+		}
+		byHand := fmt.Sprintf("kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition 0 --start-offset %d",
+			strings.Join(k.brokers, ","), topic, p.CurrentTxnStartOffset)
+		if p.ProducerID != owner.id || p.ProducerEpoch >= owner.epoch {
+			errs = append(errs, fmt.Errorf("a transaction of producer id %d (epoch %d) is open on %s from offset %d, not one this relay's transactional id left; when that producer is gone for good: %s",
+				p.ProducerID, p.ProducerEpoch, topic, p.CurrentTxnStartOffset, byHand))
+			return
+		}
+		resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+			CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{topic: {0: {}}}})
+		resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("a transaction this relay's transactional id left on %s from offset %d is open and its coordinator no longer tracks it (producer id %d, epoch %d); aborting it: %w; by hand: %s",
+				topic, p.CurrentTxnStartOffset, p.ProducerID, p.ProducerEpoch, err, byHand))
+			return
+		}
+		k.log.Warn("aborted a Kafka transaction an earlier producer of this transactional id left open, which its coordinator no longer tracked and would never have ended; its records go out again",
+			"topic", topic, "start_offset", p.CurrentTxnStartOffset, "producer_id", p.ProducerID, "producer_epoch", p.ProducerEpoch)
+	})
+	return errors.Join(errs...)
 }
 
 // lastIn reads partition 0 of topic from offset from to end (exclusive)

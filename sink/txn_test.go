@@ -2,12 +2,19 @@ package sink
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -83,5 +90,135 @@ func TestFencedByNewerProducer(t *testing.T) {
 	// one wrote, so a second fetch would show nothing more of them.
 	if len(seen) != 1 || seen[0] != "fresh" {
 		t.Fatalf("read_committed reader saw %q, want only the newer producer's record", seen)
+	}
+}
+
+// A transaction that an earlier producer of the relay's transactional id
+// left open on the position topic, and that the transaction coordinator
+// does not track, would never end: every read_committed read of the
+// partition waits behind it (seen in the nemesis after a broker kill
+// during a transaction: two relays waited for good). Here one is made as
+// KIP-664 describes them: a transactional record written without the
+// partition being added to the transaction (the broker's verification off).
+// LastCommitted, after Fence, aborts it and returns the last committed
+// position; a transaction of another producer is left open and named.
+func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const topic, txnID = "position", "pipeline.txn"
+	cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fenced := func() *Kafka {
+		t.Helper()
+		k, err := New(cfg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		if err := k.Fence(ctx); err != nil {
+			t.Fatalf("fence: %v", err)
+		}
+		return k
+	}
+	first := fenced()
+	if err := first.EnsureCompactedTopic(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	if err := first.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("p"), Value: []byte("committed")}, func(_ *kgo.Record, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(ctx, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	// Produce before version 12, before transaction version 2, where the
+	// broker adds the partition to the transaction itself.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(0, 11)
+	raw, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	hang := func(txnID string) {
+		t.Helper()
+		init := kmsg.NewPtrInitProducerIDRequest()
+		init.TransactionalID = &txnID
+		init.TransactionTimeoutMillis = 30000
+		var resp *kmsg.InitProducerIDResponse
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var err error
+			if resp, err = init.RequestWith(ctx, raw); err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, kerr.ConcurrentTransactions) || time.Now().After(deadline) {
+				t.Fatalf("init producer id: %v", err) // the commit's markers are written by then
+			}
+		}
+		produceUnadded(ctx, t, raw, txnID, topic, resp.ProducerID, resp.ProducerEpoch, "hanging")
+	}
+	hang(txnID)
+
+	// The relay's next producer: Fence finds nothing open to abort.
+	k := fenced()
+	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
+	if err != nil {
+		t.Fatalf("last committed behind a hanging transaction of our own id: %v", err)
+	}
+	if string(rec.Value) != "committed" {
+		t.Fatalf("last committed %q, want the committed record", rec.Value)
+	}
+
+	// Another transactional id's: named, with how to abort it, not aborted.
+	hang("another.txn")
+	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
+	defer cancelShort()
+	_, err = k.LastCommitted(short, topic, []byte("p"))
+	if err == nil || !strings.Contains(err.Error(), "not one this relay's transactional id left") || !strings.Contains(err.Error(), "kafka-transactions.sh") {
+		t.Fatalf("last committed behind another producer's open transaction: %v", err)
+	}
+}
+
+// produceUnadded writes one transactional record for producer id and epoch
+// to partition 0 of topic without adding the partition to the transaction:
+// a broker that does not verify that takes it, and the coordinator never
+// learns of it.
+func produceUnadded(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, topic string, id int64, epoch int16, value string) {
+	t.Helper()
+	rec := kmsg.Record{Key: []byte("p"), Value: []byte(value)}
+	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // what follows the length, a varint of 0 above
+	now := time.Now().UnixMilli()
+	batch := kmsg.RecordBatch{Magic: 2, Attributes: 0x10, FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: id, ProducerEpoch: epoch, NumRecords: 1, Records: rec.AppendTo(nil)}
+	raw := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))                                          // Length: after the offset and itself
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))) // CRC: from the attributes on
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID = &txnID
+	req.Acks = -1
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("the unadded transactional record: %v", err)
 	}
 }
