@@ -115,6 +115,16 @@ func (p *Process) Err() error {
 	return nil
 }
 
+// Signal is, once Exited is closed, the signal that ended the process, if
+// one did (rather than an exit of its own).
+func (p *Process) Signal() (syscall.Signal, bool) {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return 0, false
+	}
+	return ws.Signal(), true
+}
+
 // Stop sends SIGTERM and waits up to timeout for the exit, then kills. It
 // returns an error if the process did not exit cleanly.
 func (p *Process) Stop(timeout time.Duration) error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -94,6 +95,32 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 	case <-p.Exited():
 	default:
 		t.Fatal("not exited after Stop")
+	}
+}
+
+// Signal tells a process the signal ended from one that exited on its
+// own, as the nemesis tells a SIGTERM before the relay handled signals.
+func TestSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		want         syscall.Signal
+		signaled     bool
+	}{
+		{"ended by SIGTERM", `echo up; exec sleep 30`, syscall.SIGTERM, true},
+		{"exits on SIGTERM", `trap 'kill $!; exit 0' TERM; echo up; sleep 30 & wait`, 0, false},
+		{"exit status", `trap 'kill $!; exit 3' TERM; echo up; sleep 30 & wait`, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Start(tc.name, script(t, tc.script), nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitOutput(t, p, "up")
+			_ = p.Stop(10 * time.Second)
+			if sig, ok := p.Signal(); ok != tc.signaled || sig != tc.want {
+				t.Errorf("Signal() = %v, %t; want %v, %t", sig, ok, tc.want, tc.signaled)
+			}
+		})
 	}
 }
 

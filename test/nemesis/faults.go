@@ -160,8 +160,11 @@ func (in *injector) do(ctx context.Context, f Fault) (undo func() error, detail 
 	case RelayTerm:
 		r := in.relays[f.Relay]
 		pid := r.pid()
-		exit := r.term(30 * time.Second)
+		early, exit := r.term(30 * time.Second)
 		detail := fmt.Sprintf("pid %d exit 0", pid)
+		if early {
+			detail = fmt.Sprintf("pid %d ended by the signal before it handled signals (started moments before)", pid)
+		}
 		if exit != nil {
 			why := firstLine(exit.Error()) + ": " + exitReason(exit.Error())
 			detail = fmt.Sprintf("pid %d: %s", pid, why)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/proc"
@@ -142,18 +143,24 @@ func (r *relay) kill() {
 }
 
 // term sends SIGTERM and waits up to timeout for the exit (then kills);
-// it returns the exit's error.
-func (r *relay) term(timeout time.Duration) error {
+// it returns the exit's error. early tells a process that the signal
+// ended: one that had not yet reached main, where the relay starts
+// handling it (a restart moments before), so that it died as it would by
+// SIGKILL, before it did anything.
+func (r *relay) term(timeout time.Duration) (early bool, err error) {
 	r.mu.Lock()
 	p := r.p
 	r.expect = true
 	r.mu.Unlock()
 	if p == nil {
-		return nil
+		return false, nil
 	}
-	err := p.Stop(timeout)
+	err = p.Stop(timeout)
 	r.waitGone(p)
-	return err
+	if sig, ok := p.Signal(); err != nil && ok && sig == syscall.SIGTERM {
+		return true, nil
+	}
+	return false, err
 }
 
 // waitGone waits until watch has seen p's exit.

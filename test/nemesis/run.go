@@ -289,7 +289,7 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		res.Samples = append(res.Samples, sampler.sample(ctx, time.Now()))
 	}
 	for _, r := range relays {
-		if err := r.term(30 * time.Second); err != nil {
+		if _, err := r.term(30 * time.Second); err != nil {
 			h.Add(Event{Type: EventNote, Msg: "final stop", Detail: firstLine(err.Error())})
 		}
 	}
