@@ -40,8 +40,10 @@ type relay struct {
 	pair       bool // another relay runs the same pipeline
 }
 
-// fencedExit is what a relay fenced under exactly-once exits with.
-const fencedExit = "pgoutbox: kafka: fenced by a newer producer with the same transactional id"
+// fencedExit is what a relay fenced under exactly-once exits with, at
+// whichever step the fence met it (a record, the position record, the
+// commit).
+const fencedExit = "fenced by a newer producer with the same transactional id"
 
 func newRelay(index int, bin string, args []string, dir string, h *History) (*relay, error) {
 	port, err := freePort()
