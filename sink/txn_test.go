@@ -30,17 +30,9 @@ func TestFencedByNewerProducer(t *testing.T) {
 	defer cancel()
 	topic := "fence-" + time.Now().Format("150405.000000")
 	cfg := Config{Brokers: b.Brokers, CreateTopics: true, TransactionalID: topic + ".txn", TransactionTimeout: 30 * time.Second}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newProducer := func() *Kafka {
 		t.Helper()
-		k, err := New(cfg, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Close)
-		if err := k.Fence(ctx); err != nil {
-			t.Fatalf("fence: %v", err)
-		}
+		k := fencedProducer(ctx, t, cfg)
 		if err := k.Begin(); err != nil {
 			t.Fatal(err)
 		}
@@ -108,20 +100,7 @@ func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
 	defer cancel()
 	const topic, txnID = "position", "pipeline.txn"
 	cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	fenced := func() *Kafka {
-		t.Helper()
-		k, err := New(cfg, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(k.Close)
-		if err := k.Fence(ctx); err != nil {
-			t.Fatalf("fence: %v", err)
-		}
-		return k
-	}
-	first := fenced()
+	first := fencedProducer(ctx, t, cfg)
 	if err := first.EnsureCompactedTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +150,7 @@ func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
 	hang(txnID)
 
 	// The relay's next producer: Fence finds nothing open to abort.
-	k := fenced()
+	k := fencedProducer(ctx, t, cfg)
 	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
 	if err != nil {
 		t.Fatalf("last committed behind a hanging transaction of our own id: %v", err)
@@ -188,6 +167,21 @@ func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not one this relay's transactional id left") || !strings.Contains(err.Error(), "kafka-transactions.sh") {
 		t.Fatalf("last committed behind another producer's open transaction: %v", err)
 	}
+}
+
+// fencedProducer is a transactional producer of cfg that initialised its
+// transactional id, closed when the test ends.
+func fencedProducer(ctx context.Context, t *testing.T, cfg Config) *Kafka {
+	t.Helper()
+	k, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	if err := k.Fence(ctx); err != nil {
+		t.Fatalf("fence: %v", err)
+	}
+	return k
 }
 
 // produceUnadded writes one transactional record for producer id and epoch

@@ -184,18 +184,7 @@ func TestFailedSessionDuringBrokerOutageSendsOnce(t *testing.T) {
 func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
-		t.Fatal(err)
-	}
-	e.setup(e.config())
-	args := []string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms", "--poll-interval", "50ms"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
-		t.Fatal(err)
-	}
-	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	p, args := pollingWithoutReplication(t, e)
 	polled := func(n int, from int) []string {
 		var ids []string
 		for i := from; i < from+n; i++ {
@@ -238,21 +227,9 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 func TestKilledBackOnTheWALAfterPolling(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
-		t.Fatal(err)
-	}
-	e.setup(e.config())
 	// No status update for 30 s: the slot's confirmed position stays
 	// where it was when the session began.
-	args := []string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms",
-		"--poll-interval", "50ms", "--status-interval", "30s"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
-		t.Fatal(err)
-	}
-	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	p, args := pollingWithoutReplication(t, e, "--status-interval", "30s")
 	var ids []string
 	for i := 0; i < 200; i++ {
 		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
@@ -288,6 +265,29 @@ func TestKilledBackOnTheWALAfterPolling(t *testing.T) {
 	if again > 0 {
 		t.Fatalf("%d of the %d rows polling published were sent again by the WAL session after the kill", again, len(ids))
 	}
+}
+
+// pollingWithoutReplication sets the pipeline up and starts a relay in auto
+// mode as role app, which may replicate, with extra arguments; once it
+// streams, it takes REPLICATION from app and ends the relay's replication
+// connection, and returns once the relay polls, with the relay's
+// arguments for the processes after it.
+func pollingWithoutReplication(t *testing.T, e *env, extra ...string) (*proc, []string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
+		t.Fatal(err)
+	}
+	e.setup(e.config())
+	args := append([]string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms", "--poll-interval", "50ms"}, extra...)
+	p := e.runProcess(t, args...)
+	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	return p, args
 }
 
 // stopAndCount inserts one more event and waits for it, so that what came
