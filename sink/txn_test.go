@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -87,14 +88,16 @@ func TestFencedByNewerProducer(t *testing.T) {
 
 // A transaction that an earlier producer of the relay's transactional id
 // left open on the position topic, and that the transaction coordinator
-// does not track, would never end: every read_committed read of the
-// partition waits behind it (seen in the nemesis after a broker kill
-// during a transaction: two relays waited for good). Here one is made as
+// does not track, never ends by itself: every read_committed read of the
+// partition waits behind it (seen in the nemesis after broker kills
+// during a commit: two relays waited for good). Here one is made as
 // KIP-664 describes them: a transactional record written without the
-// partition being added to the transaction (the broker's verification off).
-// LastCommitted, after Fence, aborts it and returns the last committed
-// position; a transaction of another producer is left open and named.
-func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
+// partition being added to the transaction (the broker's verification
+// off). LastCommitted's error names it, whose it is, and the command that
+// ends it; once an administrator aborted it (here as kafka-transactions.sh
+// does: an abort marker for the producer the broker describes), the read
+// goes on. Another producer's open transaction is named as another's.
+func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -147,26 +150,52 @@ func TestLastCommittedAbortsHangingTransaction(t *testing.T) {
 		}
 		produceUnadded(ctx, t, raw, txnID, topic, resp.ProducerID, resp.ProducerEpoch, "hanging")
 	}
+	waitBehind := func(k *Kafka, want ...string) {
+		t.Helper()
+		short, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		_, err := k.LastCommitted(short, topic, []byte("p"))
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Fatalf("last committed behind an open transaction: %v; want it to say %q", err, w)
+			}
+		}
+	}
+
 	hang(txnID)
-
-	// The relay's next producer: Fence finds nothing open to abort.
-	k := fencedProducer(ctx, t, cfg)
+	k := fencedProducer(ctx, t, cfg) // the relay's next producer: Fence finds nothing open to abort
+	waitBehind(k, "a transaction stays open", "an earlier producer of this transactional id's transaction",
+		"kafka-transactions.sh --bootstrap-server "+strings.Join(b.Brokers, ",")+" abort --topic position --partition 0 --start-offset 2")
+	abortOpen(ctx, t, raw, topic)
 	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
-	if err != nil {
-		t.Fatalf("last committed behind a hanging transaction of our own id: %v", err)
-	}
-	if string(rec.Value) != "committed" {
-		t.Fatalf("last committed %q, want the committed record", rec.Value)
+	if err != nil || string(rec.Value) != "committed" {
+		t.Fatalf("last committed once the open transaction was aborted: %v, %v; want the committed record", rec, err)
 	}
 
-	// Another transactional id's: named, with how to abort it, not aborted.
 	hang("another.txn")
-	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
-	defer cancelShort()
-	_, err = k.LastCommitted(short, topic, []byte("p"))
-	if err == nil || !strings.Contains(err.Error(), "not one this relay's transactional id left") || !strings.Contains(err.Error(), "kafka-transactions.sh") {
-		t.Fatalf("last committed behind another producer's open transaction: %v", err)
+	waitBehind(k, "another producer's transaction", "kafka-transactions.sh")
+}
+
+// abortOpen writes an abort marker for every transaction open on partition
+// 0 of topic, as kafka-transactions.sh abort does.
+func abortOpen(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.CurrentTxnStartOffset < 0 {
+			return
+		}
+		resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+			CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{topic: {0: {}}}})
+		resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
+		if err != nil {
+			t.Fatalf("abort marker: %v", err)
+		}
+	})
 }
 
 // fencedProducer is a transactional producer of cfg that initialised its
