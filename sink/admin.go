@@ -113,7 +113,8 @@ func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string
 			whose = "an earlier producer of this transactional id's"
 		}
 		errs = append(errs, fmt.Errorf("open: %s transaction (producer id %d, epoch %d) from offset %d; "+
-			"if it stays open past the transaction timeout, its coordinator no longer tracks it, and an administrator ends it with "+
+			"one still open past its timeout is one Kafka's coordinator no longer tracks, which an administrator ends "+
+			"(docs/operations.md, \"A transaction stays open on the position topic\"): "+
 			"kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition 0 --start-offset %d",
 			whose, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset, strings.Join(k.brokers, ","), topic, p.CurrentTxnStartOffset))
 	})
