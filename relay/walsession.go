@@ -131,8 +131,9 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var saved pglogrepl.LSN // polled_until of an earlier session this stream replays past
 	if prev != ModePoll {
-		if replays, err := s.replaysPolled(ctx); err != nil || !replays {
+		if saved, err = s.replaysPolled(ctx); err != nil || saved == 0 {
 			return err
 		}
 	}
@@ -143,27 +144,34 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 	for seq := range seqs {
 		s.polled.add(seq)
 	}
+	if saved != 0 {
+		// Every row polling published committed before the saved
+		// position: nothing to save again.
+		s.polled.until = max(s.polled.until, saved)
+		return nil
+	}
 	s.polled.until = max(s.polled.until, until)
 	return first.own.SavePolledUntil(ctx, conn, s.polled.until.String())
 }
 
-// replaysPolled tells whether the slot's stream starts below the saved
-// polled_until: a WAL session after a poll phase ended before it confirmed
-// every row that phase published, and this stream replays them.
-func (s *walSession) replaysPolled(ctx context.Context) (bool, error) {
+// replaysPolled returns the saved polled_until when the slot's stream
+// starts below it (0 otherwise): a WAL session after a poll phase ended
+// before it confirmed every row that phase published, and this stream
+// replays them.
+func (s *walSession) replaysPolled(ctx context.Context) (pglogrepl.LSN, error) {
 	saved, err := s.p.tables[0].own.PolledUntil(ctx, s.h.conn)
 	if err != nil || saved == "" {
-		return false, err
+		return 0, err
 	}
 	until, err := pglogrepl.ParseLSN(saved)
 	if err != nil {
-		return false, fmt.Errorf("read state: polled_until %q: %w", saved, err)
+		return 0, fmt.Errorf("read state: polled_until %q: %w", saved, err)
 	}
 	slot, err := replication.SlotStatus(ctx, s.h.conn, s.p.cfg.Replication.Slot)
-	if err != nil {
-		return false, err
+	if err != nil || slot.ConfirmedLSN >= until {
+		return 0, err
 	}
-	return slot.ConfirmedLSN < until, nil
+	return until, nil
 }
 
 // openDelivery opens the WAL session's delivery, the configured one.

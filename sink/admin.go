@@ -91,8 +91,8 @@ const describeOpenAfter = 2 * time.Second
 // it. Fence has aborted every transaction of this transactional id that
 // its coordinator tracks, and the coordinator times out every other one it
 // tracks; one that stays open past that is one it no longer tracks (a
-// hanging transaction, KIP-664; seen once, after the broker was killed
-// three times during a relay's commit). Nothing here ends it: which
+// hanging transaction, KIP-664; seen twice, after the broker was killed
+// and restarted during a relay's last commit). Nothing here ends it: which
 // marker is right, commit or abort, is the coordinator's decision, which
 // can no longer be read back (an abort written by a relay for a
 // transaction whose commit the coordinator was still writing showed a
