@@ -33,23 +33,34 @@ func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
 // reader sees in partition 0 of topic, or nil when there is none. It waits
 // until no transaction is open on the partition (the last stable offset
 // reached the high watermark), so that a transaction a fenced producer was
-// committing is settled first.
+// committing is settled first. One of this transactional id's that its
+// coordinator no longer tracks is ended as the coordinator decided, where
+// that can be read (orphan.go); otherwise the error names it.
 func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
 	adm := kadm.NewClient(k.client.Load())
 	var (
 		end     int64
 		since   = time.Now()
-		open    error // what the open transaction is, once looked up
+		open    error  // what the open transaction is, once looked up
+		waited  string // that one is open, once seen
 		checked bool
 	)
+	// behind says what the read waits behind, for an error once the
+	// context ends.
+	behind := func(err error) error {
+		if waited == "" || ctx.Err() == nil {
+			return err
+		}
+		return errors.Join(fmt.Errorf("%s: %w", waited, ctx.Err()), open)
+	}
 	for {
 		stable, err := adm.ListCommittedOffsets(ctx, topic)
 		if err != nil {
-			return nil, fmt.Errorf("kafka: %s: last stable offset: %w", topic, err)
+			return nil, behind(fmt.Errorf("kafka: %s: last stable offset: %w", topic, err))
 		}
 		newest, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
-			return nil, fmt.Errorf("kafka: %s: end offset: %w", topic, err)
+			return nil, behind(fmt.Errorf("kafka: %s: end offset: %w", topic, err))
 		}
 		s, ok1 := stable.Lookup(topic, 0)
 		n, ok2 := newest.Lookup(topic, 0)
@@ -63,11 +74,21 @@ func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*k
 		if !checked && time.Since(since) >= describeOpenAfter {
 			checked = true
 			open = k.describeOpen(ctx, adm, topic)
+			settled, err := k.settleOrphan(ctx, adm, topic)
+			if settled != "" {
+				k.log.Warn("kafka: a transaction stayed open on the position topic after its producer was fenced; it is ended as its coordinator decided",
+					"topic", topic, "done", settled)
+				open = nil
+				continue
+			}
+			if err != nil {
+				open = errors.Join(open, fmt.Errorf("kafka: %s: looking for how the open transaction ended: %w", topic, err))
+			}
 		}
+		waited = fmt.Sprintf("kafka: %s: a transaction stays open (last stable offset %d, end %d)", topic, s.Offset, n.Offset)
 		select {
 		case <-ctx.Done():
-			err := fmt.Errorf("kafka: %s: a transaction stays open (last stable offset %d, end %d): %w", topic, s.Offset, n.Offset, ctx.Err())
-			return nil, errors.Join(err, open)
+			return nil, behind(ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -92,9 +113,10 @@ const describeOpenAfter = 2 * time.Second
 // its coordinator tracks, and the coordinator times out every other one it
 // tracks; one that stays open past that is one it no longer tracks (a
 // hanging transaction, KIP-664; seen twice, after the broker was killed
-// and restarted during a relay's last commit). Nothing here ends it: which
-// marker is right, commit or abort, is the coordinator's decision, which
-// can no longer be read back (an abort written by a relay for a
+// and restarted during a relay's last commit). Which marker ends it,
+// commit or abort, is the coordinator's decision: settleOrphan writes it
+// where the coordinator's marker on another partition tells it; where
+// nothing tells it, an administrator decides (an abort written for a
 // transaction whose commit the coordinator was still writing showed a
 // read_committed consumer its events twice).
 func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string) error {
@@ -131,58 +153,69 @@ func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string
 // transaction as aborted after its restart but writes no marker for it,
 // so the partition can end with its record.
 func (k *Kafka) lastIn(ctx context.Context, topic string, key []byte, from, end int64) (*kgo.Record, error) {
+	var last *kgo.Record
+	// open is, per producer, the last record with key of its transaction
+	// not yet ended: a producer has at most one open on a partition.
+	open := map[int64]*kgo.Record{}
+	err := k.scan(ctx, topic, 0, from, end, func(r *kgo.Record) bool {
+		switch {
+		case r.Attrs.IsControl():
+			if commit, ok := commitMarker(r); ok {
+				if rec := open[r.ProducerID]; rec != nil && commit {
+					last = rec
+				}
+				delete(open, r.ProducerID)
+			}
+		case string(r.Key) != string(key):
+		case r.Attrs.IsTransactional():
+			open[r.ProducerID] = r
+		default:
+			last = r
+		}
+		return true
+	})
+	return last, err
+}
+
+// scan reads partition of topic from offset from to end (exclusive), every
+// record and transaction marker (read_uncommitted), and hands each to fn
+// until fn returns false.
+func (k *Kafka) scan(ctx context.Context, topic string, partition int32, from, end int64, fn func(*kgo.Record) bool) error {
 	if from >= end {
-		return nil, nil
+		return nil
 	}
 	opts := []kgo.Opt{
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
 	}
 	cl, err := kgo.NewClient(append(k.readOpts(), opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
+		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	var last *kgo.Record
-	// open is, per producer, the last record with key of its transaction
-	// not yet ended: a producer has at most one open on a partition.
-	open := map[int64]*kgo.Record{}
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("kafka: reading %s: %w", topic, err)
+			return fmt.Errorf("kafka: reading %s: %w", topic, err)
 		}
-		var done bool
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
-			return nil, fmt.Errorf("kafka: reading %s: %w", topic, ferr)
+			return fmt.Errorf("kafka: reading %s: %w", topic, ferr)
 		}
+		done := false
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end-1 {
+			if done || r.Offset >= end {
 				done = true
-			}
-			if r.Offset >= end {
 				return
 			}
-			switch {
-			case r.Attrs.IsControl():
-				if commit, ok := commitMarker(r); ok {
-					if rec := open[r.ProducerID]; rec != nil && commit {
-						last = rec
-					}
-					delete(open, r.ProducerID)
-				}
-			case string(r.Key) != string(key):
-			case r.Attrs.IsTransactional():
-				open[r.ProducerID] = r
-			default:
-				last = r
+			if !fn(r) || r.Offset >= end-1 {
+				done = true
 			}
 		})
 		if done {
-			return last, nil
+			return nil
 		}
 	}
 }

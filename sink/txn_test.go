@@ -93,8 +93,9 @@ func TestFencedByNewerProducer(t *testing.T) {
 // during a commit: two relays waited for good). Here one is made as
 // KIP-664 describes them: a transactional record written without the
 // partition being added to the transaction (the broker's verification
-// off). LastCommitted's error names it, whose it is, and the command that
-// ends it; once an administrator aborted it (here as kafka-transactions.sh
+// off), by a transaction that wrote nowhere else. LastCommitted's error
+// names it, whose it is, that its outcome cannot be read from Kafka, and
+// the command that ends it; once an administrator aborted it (here as kafka-transactions.sh
 // does: an abort marker for the producer the broker describes), the read
 // goes on. Another producer's open transaction is named as another's.
 func TestLastCommittedNamesHangingTransaction(t *testing.T) {
@@ -107,29 +108,12 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 	if err := first.EnsureCompactedTopic(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	if err := first.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("p"), Value: []byte("committed")}, func(_ *kgo.Record, err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	begin(t, first)
+	produced(ctx, t, first, topic, "committed")
 	if err := first.Commit(ctx, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-
-	// Produce before version 12, before transaction version 2, where the
-	// broker adds the partition to the transaction itself.
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(0, 11)
-	raw, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...), kgo.MaxVersions(versions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := unaddingClient(t, b)
 	hang := func(txnID string) {
 		t.Helper()
 		init := kmsg.NewPtrInitProducerIDRequest()
@@ -165,6 +149,7 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 	hang(txnID)
 	k := fencedProducer(ctx, t, cfg) // the relay's next producer: Fence finds nothing open to abort
 	waitBehind(k, "a transaction stays open", "an earlier producer of this transactional id's transaction",
+		"no other partition holds its coordinator's marker",
 		"kafka-transactions.sh --bootstrap-server "+strings.Join(b.Brokers, ",")+" abort --topic position --partition 0 --start-offset 2")
 	abortOpen(ctx, t, raw, topic)
 	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
@@ -174,6 +159,102 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 
 	hang("another.txn")
 	waitBehind(k, "another producer's transaction", "kafka-transactions.sh")
+}
+
+// An orphan's outcome is read where its coordinator did write it: a
+// transaction of the relay's producer wrote an event, which the
+// coordinator tracked, and its position record, which it did not (as in
+// the test above). The coordinator's marker on the event's partition
+// decides: LastCommitted ends the orphan with the same marker, and reads
+// the orphan's position when the transaction committed, the one before
+// when it aborted. Either other marker would be wrong: a commit where the
+// coordinator aborted skips the transaction's events for good, an abort
+// where it committed sends them again.
+func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
+	raw := unaddingClient(t, b)
+	for _, commit := range []bool{true, false} {
+		name, want := "abort", "committed"
+		if commit {
+			name, want = "commit", "orphan"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			topic, events, txnID := "position."+name, "events."+name, "pipeline."+name
+			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
+			first := fencedProducer(ctx, t, cfg)
+			for _, tp := range []string{topic, events} {
+				if err := first.EnsureCompactedTopic(ctx, tp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			begin(t, first)
+			produced(ctx, t, first, topic, "committed")
+			if err := first.Commit(ctx, func() error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+
+			begin(t, first)
+			produced(ctx, t, first, events, "event")
+			id, epoch, err := first.client.Load().ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
+			if commit {
+				err = first.Commit(ctx, func() error { return nil })
+			} else {
+				err = first.Abort(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			k := fencedProducer(ctx, t, cfg)
+			rec, err := k.LastCommitted(ctx, topic, []byte("p"))
+			if err != nil || rec == nil || string(rec.Value) != want {
+				var got string
+				if rec != nil {
+					got = string(rec.Value)
+				}
+				t.Fatalf("last committed after the orphan: %q, %v; want %q", got, err, want)
+			}
+		})
+	}
+}
+
+// unaddingClient produces before version 12, before transaction version
+// 2, where the broker adds the partition to the transaction itself.
+func unaddingClient(t *testing.T, b *kafkatest.Broker) *kgo.Client {
+	t.Helper()
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(0, 11)
+	raw, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	return raw
+}
+
+func begin(t *testing.T, k *Kafka) {
+	t.Helper()
+	if err := k.Begin(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produced produces value with key "p" to topic and waits for its ack.
+func produced(ctx context.Context, t *testing.T, k *Kafka, topic, value string) {
+	t.Helper()
+	done := make(chan error, 1)
+	if err := k.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("p"), Value: []byte(value)}, func(_ *kgo.Record, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // abortOpen writes an abort marker for every transaction open on partition

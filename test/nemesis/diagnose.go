@@ -15,7 +15,9 @@ import (
 // the end of partition 0 of topic: its start, last stable and end offsets,
 // and the last records as a read_uncommitted and a read_committed consumer
 // get them (with the transaction markers), to tell an open or unended
-// transaction from a reader that stops short.
+// transaction from a reader that stops short; and what the coordinators
+// and the partitions say of every transaction, to tell how an open one
+// came to be left open.
 func dumpTopic(ctx context.Context, brokers []string, topic, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -43,6 +45,7 @@ func dumpTopic(ctx context.Context, brokers []string, topic, path string) error 
 			}
 		}
 	}
+	describeTransactions(ctx, adm, &b)
 	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
 		name := "read_uncommitted"
 		if iso == kgo.ReadCommitted() {
@@ -75,4 +78,37 @@ func dumpTopic(ctx context.Context, brokers []string, topic, path string) error 
 		c.Close()
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// describeTransactions writes every transactional id's state as its
+// coordinator has it, and every producer every partition knows of (last
+// epoch, open transaction).
+func describeTransactions(ctx context.Context, adm *kadm.Client, b *strings.Builder) {
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	if err != nil {
+		fmt.Fprintf(b, "\ntransactions: %v\n", err)
+	} else if ds, err := adm.DescribeTransactions(ctx, listed.TransactionalIDs()...); err != nil {
+		fmt.Fprintf(b, "\ntransactions: %v\n", err)
+	} else {
+		fmt.Fprintf(b, "\ntransactions (coordinator's state):\n")
+		for _, d := range ds.Sorted() {
+			fmt.Fprintf(b, "  %s: %s producer id %d epoch %d started %d partitions %v err %v\n",
+				d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, d.StartTimestamp, d.Topics, d.Err)
+		}
+	}
+	topics, err := adm.ListTopicsWithInternal(ctx)
+	if err != nil {
+		fmt.Fprintf(b, "\nproducers: %v\n", err)
+		return
+	}
+	ps, err := adm.DescribeProducers(ctx, topics.TopicsSet())
+	if err != nil {
+		fmt.Fprintf(b, "\nproducers: %v\n", err)
+		return
+	}
+	fmt.Fprintf(b, "\nproducers (per partition):\n")
+	for _, p := range ps.SortedProducers() {
+		fmt.Fprintf(b, "  %s/%d: producer id %d epoch %d last sequence %d coordinator epoch %d open from %d\n",
+			p.Topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.LastSequence, p.CoordinatorEpoch, p.CurrentTxnStartOffset)
+	}
 }

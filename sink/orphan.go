@@ -1,0 +1,164 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// An orphan is a transaction of an earlier producer of this transactional
+// id that is still open on the position topic after Fence: the
+// coordinator no longer tracks it there, so no marker will ever end it,
+// and every read_committed read of the partition waits behind it (seen in
+// the nemesis after broker kills during a relay's commit).
+//
+// Which marker ends it is the coordinator's decision, and that decision
+// can still be read where the coordinator did write it: on the other
+// partitions of the same transaction. Since transaction version 2
+// (KIP-890) the coordinator bumps the producer's epoch at every
+// transaction's end and writes its markers with the bumped epoch, so a
+// marker of this producer id with the orphan's epoch plus one ends the
+// orphan's transaction and no other (a later transaction of that epoch
+// writes a record before its marker, which the search below refuses; and
+// none can commit while every producer of this id waits behind the
+// orphan). With such a marker found, the same marker is written wherever
+// the transaction is still open; without one, nothing is written: an
+// abort where the coordinator committed shows a read_committed consumer
+// the transaction's events twice once they are sent again, and a commit
+// where it aborted loses them.
+
+// orphanSearch bounds how far before the orphan's first record the search
+// for its marker starts reading, beyond the transaction timeout: for the
+// producer's clock against the broker's.
+const orphanSearch = time.Minute
+
+// maxOrphanPartitions bounds how many partitions the search reads.
+const maxOrphanPartitions = 256
+
+// settleOrphan ends an orphan open on partition 0 of topic as its
+// coordinator decided, when that decision can be found. It returns what
+// it did; "" and no error when there is no orphan of this transactional
+// id, an error when its decision cannot be found or written.
+func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	owner := k.owner.Load()
+	if owner == nil || k.txnID == "" {
+		return "", nil
+	}
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		return "", fmt.Errorf("describing the producers of %s: %w", topic, err)
+	}
+	var orphan *kadm.DescribedProducer
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.Partition == 0 && p.CurrentTxnStartOffset >= 0 && p.ProducerID == owner.id && p.ProducerEpoch < owner.epoch {
+			orphan = &p
+		}
+	})
+	if orphan == nil {
+		return "", nil
+	}
+	var first *kgo.Record
+	if err := k.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
+		first = r
+		return false
+	}); err != nil || first == nil {
+		return "", errors.Join(fmt.Errorf("reading the open transaction's first record"), err)
+	}
+
+	// Where else the producer wrote: partitions still open at the same
+	// epoch end the same way; those it last wrote at the next epoch may
+	// hold the coordinator's marker.
+	all, err := adm.ListTopics(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing topics: %w", err)
+	}
+	producers, err := adm.DescribeProducers(ctx, all.TopicsSet())
+	if err != nil {
+		return "", fmt.Errorf("describing producers: %w", err)
+	}
+	open := []kadm.DescribedProducer{*orphan}
+	var candidates []kadm.DescribedProducer
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		switch {
+		case p.ProducerID != orphan.ProducerID || (p.Topic == topic && p.Partition == 0):
+		case p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch == orphan.ProducerEpoch:
+			open = append(open, p)
+		case p.CurrentTxnStartOffset < 0 && (p.ProducerEpoch == orphan.ProducerEpoch || p.ProducerEpoch == orphan.ProducerEpoch+1):
+			candidates = append(candidates, p)
+		}
+	})
+	if len(candidates) > maxOrphanPartitions {
+		candidates = candidates[:maxOrphanPartitions]
+	}
+	from := first.Timestamp.Add(-k.txnTimeout - orphanSearch).UnixMilli()
+	var (
+		commit   bool
+		found    bool
+		evidence string
+	)
+	for _, c := range candidates {
+		commit, found, err = k.findMarker(ctx, adm, c.Topic, c.Partition, from, orphan.ProducerID, orphan.ProducerEpoch+1)
+		if err != nil {
+			return "", fmt.Errorf("looking for the transaction's marker on %s/%d: %w", c.Topic, c.Partition, err)
+		}
+		if found {
+			evidence = fmt.Sprintf("%s/%d", c.Topic, c.Partition)
+			break
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("no other partition holds its coordinator's marker (%d read): whether it committed cannot be read from Kafka", len(candidates))
+	}
+	verdict := "aborted"
+	if commit {
+		verdict = "committed"
+	}
+	for _, p := range open {
+		resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+			Commit: commit, CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{p.Topic: {p.Partition: {}}}})
+		resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
+		if err != nil {
+			// Writing markers takes ALTER (Kafka 3.8 and later, KIP-1037)
+			// or CLUSTER_ACTION on the cluster.
+			return "", fmt.Errorf("its coordinator %s it (marker on %s), but writing that marker on %s/%d failed "+
+				"(it takes ALTER on the cluster resource): %w", verdict, evidence, p.Topic, p.Partition, err)
+		}
+	}
+	return fmt.Sprintf("%s the transaction (producer id %d, epoch %d) left open from offset %d of %s and on %d other partitions, "+
+		"as its coordinator's marker on %s says",
+		verdict, orphan.ProducerID, orphan.ProducerEpoch, orphan.CurrentTxnStartOffset, topic, len(open)-1, evidence), nil
+}
+
+// findMarker reads partition of topic from the first record at or after
+// the millisecond from, up to its current end, for the first record or
+// marker of producer id with an epoch of at least epoch. found is whether
+// that is a marker of exactly epoch, commit which marker it is.
+func (k *Kafka) findMarker(ctx context.Context, adm *kadm.Client, topic string, partition int32, from int64, id int64, epoch int16) (commit, found bool, err error) {
+	starts, err := adm.ListOffsetsAfterMilli(ctx, from, topic)
+	if err != nil {
+		return false, false, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false, false, err
+	}
+	s, ok1 := starts.Lookup(topic, partition)
+	e, ok2 := ends.Lookup(topic, partition)
+	if !ok1 || !ok2 || s.Err != nil || e.Err != nil {
+		return false, false, fmt.Errorf("no offsets: %w", errors.Join(s.Err, e.Err))
+	}
+	err = k.scan(ctx, topic, partition, s.Offset, e.Offset, func(r *kgo.Record) bool {
+		if r.ProducerID != id || r.ProducerEpoch < epoch {
+			return true
+		}
+		if r.Attrs.IsControl() && r.ProducerEpoch == epoch {
+			commit, found = commitMarker(r)
+		}
+		return false
+	})
+	return commit, found, err
+}
