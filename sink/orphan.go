@@ -31,9 +31,9 @@ import (
 // the transaction's events twice once they are sent again, and a commit
 // where it aborted loses them.
 
-// orphanSearch bounds how far before the orphan's first record the search
-// for its marker starts reading, beyond the transaction timeout: for the
-// producer's clock against the broker's.
+// orphanSearch is how far before the orphan's first record the search for
+// its marker starts reading: the marker comes after every record of the
+// transaction, so only for the producer's clock against the broker's.
 const orphanSearch = time.Minute
 
 // maxOrphanPartitions bounds how many partitions the search reads.
@@ -94,7 +94,7 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 	if len(candidates) > maxOrphanPartitions {
 		candidates = candidates[:maxOrphanPartitions]
 	}
-	from := first.Timestamp.Add(-k.txnTimeout - orphanSearch).UnixMilli()
+	from := first.Timestamp.Add(-orphanSearch).UnixMilli()
 	var (
 		commit   bool
 		found    bool
