@@ -104,15 +104,7 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 	defer cancel()
 	const topic, txnID = "position", "pipeline.txn"
 	cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
-	first := fencedProducer(ctx, t, cfg)
-	if err := first.EnsureCompactedTopic(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	begin(t, first)
-	produced(ctx, t, first, topic, "committed")
-	if err := first.Commit(ctx, func() error { return nil }); err != nil {
-		t.Fatal(err)
-	}
+	committedPosition(ctx, t, cfg, topic)
 	raw := unaddingClient(t, b)
 	hang := func(txnID string) {
 		t.Helper()
@@ -183,17 +175,7 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 			defer cancel()
 			topic, events, txnID := "position."+name, "events."+name, "pipeline."+name
 			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
-			first := fencedProducer(ctx, t, cfg)
-			for _, tp := range []string{topic, events} {
-				if err := first.EnsureCompactedTopic(ctx, tp); err != nil {
-					t.Fatal(err)
-				}
-			}
-			begin(t, first)
-			produced(ctx, t, first, topic, "committed")
-			if err := first.Commit(ctx, func() error { return nil }); err != nil {
-				t.Fatal(err)
-			}
+			first := committedPosition(ctx, t, cfg, topic, events)
 
 			begin(t, first)
 			produced(ctx, t, first, events, "event")
@@ -222,6 +204,25 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 			}
 		})
 	}
+}
+
+// committedPosition creates topics, the first the position topic, and
+// commits the record "committed" with key "p" to it, by a producer of
+// cfg that it returns.
+func committedPosition(ctx context.Context, t *testing.T, cfg Config, topics ...string) *Kafka {
+	t.Helper()
+	k := fencedProducer(ctx, t, cfg)
+	for _, tp := range topics {
+		if err := k.EnsureCompactedTopic(ctx, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	begin(t, k)
+	produced(ctx, t, k, topics[0], "committed")
+	if err := k.Commit(ctx, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // unaddingClient produces before version 12, before transaction version
