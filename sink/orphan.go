@@ -16,8 +16,13 @@ import (
 // and every read_committed read of the partition waits behind it (seen in
 // the nemesis after broker kills during a relay's commit).
 //
-// Which marker ends it is the coordinator's decision, and that decision
-// can still be read where the coordinator did write it: on the other
+// Which marker ends it is the coordinator's decision, and there are two
+// ways to know it. A transaction this process left open when it replaced
+// its client (Renew), with records in it and no EndTxn sent, was
+// committed by nobody: only the producer's EndTxn commits (nemesis seed
+// 11: the broker was killed during the transaction, and the restarted
+// coordinator knew none of its partitions). Otherwise the decision can
+// still be read where the coordinator did write it: on the other
 // partitions of the same transaction. Since transaction version 2
 // (KIP-890) the coordinator bumps the producer's epoch at every
 // transaction's end and writes its markers with the bumped epoch, so a
@@ -40,7 +45,7 @@ const orphanSearch = time.Minute
 const maxOrphanPartitions = 256
 
 // settleOrphan ends an orphan open on partition 0 of topic as its
-// coordinator decided, when that decision can be found. It returns what
+// coordinator decided, when that decision is known. It returns what
 // it did; "" and no error when there is no orphan of this transactional
 // id, an error when its decision cannot be found or written.
 func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
@@ -61,14 +66,6 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 	if orphan == nil {
 		return "", nil
 	}
-	var first *kgo.Record
-	if err := k.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
-		first = r
-		return false
-	}); err != nil || first == nil {
-		return "", errors.Join(fmt.Errorf("reading the open transaction's first record"), err)
-	}
-
 	// Where else the producer wrote: partitions still open at the same
 	// epoch end the same way; those it last wrote at the next epoch may
 	// hold the coordinator's marker.
@@ -91,28 +88,39 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 			candidates = append(candidates, p)
 		}
 	})
+
+	if u := k.unended.Load(); u != nil && u.id == orphan.ProducerID && u.epoch == orphan.ProducerEpoch {
+		// This process left it open and never asked to commit it: only
+		// the producer's EndTxn commits, so nobody did.
+		return endOrphan(ctx, adm, topic, open, false, "this process never sent its commit")
+	}
+	var first *kgo.Record
+	if err := k.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
+		first = r
+		return false
+	}); err != nil || first == nil {
+		return "", errors.Join(fmt.Errorf("reading the open transaction's first record"), err)
+	}
 	if len(candidates) > maxOrphanPartitions {
 		candidates = candidates[:maxOrphanPartitions]
 	}
 	from := first.Timestamp.Add(-orphanSearch).UnixMilli()
-	var (
-		commit   bool
-		found    bool
-		evidence string
-	)
 	for _, c := range candidates {
-		commit, found, err = k.findMarker(ctx, adm, c.Topic, c.Partition, from, orphan.ProducerID, orphan.ProducerEpoch+1)
+		commit, found, err := k.findMarker(ctx, adm, c.Topic, c.Partition, from, orphan.ProducerID, orphan.ProducerEpoch+1)
 		if err != nil {
 			return "", fmt.Errorf("looking for the transaction's marker on %s/%d: %w", c.Topic, c.Partition, err)
 		}
 		if found {
-			evidence = fmt.Sprintf("%s/%d", c.Topic, c.Partition)
-			break
+			return endOrphan(ctx, adm, topic, open, commit, fmt.Sprintf("its coordinator's marker on %s/%d says so", c.Topic, c.Partition))
 		}
 	}
-	if !found {
-		return "", fmt.Errorf("no other partition holds its coordinator's marker (%d read): whether it committed cannot be read from Kafka", len(candidates))
-	}
+	return "", fmt.Errorf("no other partition holds its coordinator's marker (%d read): whether it committed cannot be read from Kafka", len(candidates))
+}
+
+// endOrphan writes the orphan's marker, commit or abort, on every
+// partition where its transaction is open (open, the position topic's
+// first), and says what it did and why.
+func endOrphan(ctx context.Context, adm *kadm.Client, topic string, open []kadm.DescribedProducer, commit bool, why string) (string, error) {
 	verdict := "aborted"
 	if commit {
 		verdict = "committed"
@@ -124,13 +132,13 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 		if err != nil {
 			// Writing markers takes ALTER (Kafka 3.8 and later, KIP-1037)
 			// or CLUSTER_ACTION on the cluster.
-			return "", fmt.Errorf("its coordinator %s it (marker on %s), but writing that marker on %s/%d failed "+
-				"(it takes ALTER on the cluster resource): %w", verdict, evidence, p.Topic, p.Partition, err)
+			return "", fmt.Errorf("it is to be %s (%s), but writing that marker on %s/%d failed "+
+				"(it takes ALTER on the cluster resource): %w", verdict, why, p.Topic, p.Partition, err)
 		}
 	}
-	return fmt.Sprintf("%s the transaction (producer id %d, epoch %d) left open from offset %d of %s and on %d other partitions, "+
-		"as its coordinator's marker on %s says",
-		verdict, orphan.ProducerID, orphan.ProducerEpoch, orphan.CurrentTxnStartOffset, topic, len(open)-1, evidence), nil
+	o := open[0]
+	return fmt.Sprintf("%s the transaction (producer id %d, epoch %d) left open from offset %d of %s and on %d other partitions: %s",
+		verdict, o.ProducerID, o.ProducerEpoch, o.CurrentTxnStartOffset, topic, len(open)-1, why), nil
 }
 
 // findMarker reads partition of topic from the first record at or after

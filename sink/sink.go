@@ -213,6 +213,10 @@ type Kafka struct {
 	// EndTxn was sent; for ProbeFailed.
 	owner   atomic.Pointer[producerEpoch]
 	endSent atomic.Bool
+	// unended is the producer id and epoch of a transaction that a
+	// replaced client left open with records in it and never sent its
+	// EndTxn for: nobody committed it (orphan.go).
+	unended atomic.Pointer[producerEpoch]
 }
 
 // newTopicLookups is how many metadata lookups may find a topic that is
@@ -333,9 +337,14 @@ func (k *Kafka) waitAborts() {
 // Renew replaces the client with a new one and forgets the learned
 // limits, so that they are read again from the broker: franz-go keeps a
 // partition's batch limit for the life of its client. Call it only while
-// nothing is produced; what the old client still buffered is failed.
+// nothing is produced; what the old client still buffered is failed. A
+// transaction the old client left open without sending its EndTxn is
+// remembered as one nobody committed.
 func (k *Kafka) Renew() error {
 	k.waitAborts()
+	if owner := k.owner.Load(); owner != nil && k.txnBegan.Load() != 0 && !k.endSent.Load() {
+		k.unended.Store(owner)
+	}
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)

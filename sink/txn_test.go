@@ -206,6 +206,64 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 	}
 }
 
+// An orphan this process left, whose transaction it never asked to
+// commit, is aborted: only the producer's EndTxn commits. Seen in nemesis
+// seed 11: the broker was killed while a relay's transaction had records
+// on an event partition and the position topic; the restarted coordinator
+// knew neither, and the relay's next session waited behind both for good.
+// Here the coordinator never learns of them (written without the
+// partitions added), the transaction's flush "fails" before its commit,
+// and the session renews its producer: LastCommitted aborts the orphan on
+// both partitions and reads the position before it. Another process,
+// which cannot know that, only names the orphan.
+func TestLastCommittedAbortsOrphanItNeverCommitted(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
+	raw := unaddingClient(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const topic, events, txnID = "position", "events", "pipeline.txn"
+	cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
+	k := committedPosition(ctx, t, cfg, topic, events)
+
+	begin(t, k)
+	id, epoch, err := k.client.Load().ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceUnadded(ctx, t, raw, txnID, events, id, epoch, "event")
+	produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
+	k.txnBegan.Store(time.Now().UnixNano()) // what Produce records for the transaction's first record
+
+	other := fencedProducer(ctx, t, cfg) // another process: cannot tell
+	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
+	_, err = other.LastCommitted(short, topic, []byte("p"))
+	cancelShort()
+	if err == nil || !strings.Contains(err.Error(), "whether it committed cannot be read from Kafka") {
+		t.Fatalf("another process behind the orphan: %v; want it to say the outcome cannot be read", err)
+	}
+
+	if err := k.Renew(); err != nil { // the session that failed ends; the next one starts
+		t.Fatal(err)
+	}
+	if err := k.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
+	if err != nil || rec == nil || string(rec.Value) != "committed" {
+		t.Fatalf("last committed after the orphan it never committed: %v, %v; want the record before it", rec, err)
+	}
+	adm := kadm.NewClient(k.client.Load())
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{events: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.CurrentTxnStartOffset >= 0 {
+			t.Errorf("%s/%d: the orphan is still open there (producer id %d, epoch %d, from %d)", p.Topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset)
+		}
+	})
+}
+
 // committedPosition creates topics, the first the position topic, and
 // commits the record "committed" with key "p" to it, by a producer of
 // cfg that it returns.
@@ -222,7 +280,24 @@ func committedPosition(ctx context.Context, t *testing.T, cfg Config, topics ...
 	if err := k.Commit(ctx, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	return k
+	// The commit's markers are written after it returns; a record of the
+	// next transaction written without the broker's checks must come
+	// after them.
+	adm := kadm.NewClient(k.client.Load())
+	for {
+		ds, err := adm.DescribeTransactions(ctx, cfg.TransactionalID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := ds.On(cfg.TransactionalID, nil); err == nil && d.State == "CompleteCommit" {
+			return k
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the commit's markers: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // unaddingClient produces before version 12, before transaction version
