@@ -100,6 +100,10 @@ type transactions interface {
 	// Classify names a transactional failure (sink.ErrFenced,
 	// sink.ErrTxnTimedOut).
 	Classify(error) error
+	// Unsent names the open transaction when it holds records and was
+	// never asked to commit; Unended records such a one, of any process.
+	Unsent() (id int64, epoch int16, ok bool)
+	Unended(id int64, epoch int16)
 }
 
 // positionLog is the position topic, where exactly-once delivery's

@@ -17,6 +17,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // Exactly-once delivery: a consumer with isolation.level=read_committed
@@ -180,6 +181,41 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 		}
 		t.log.Debug("probing the transactional id failed", "err", err)
 	}
+	return nil
+}
+
+// Transactions left open. A session whose Kafka transaction holds records
+// and was never asked to commit (a failure, a stop while Kafka is
+// unreachable) records it in the pipeline's state, and every exactly-once
+// session reads that back before it reads the position topic: if Kafka's
+// coordinator lost track of that transaction, LastCommitted aborts it
+// rather than wait behind it for good (sink/orphan.go), in whichever
+// process, the other relay of a pair's included.
+
+// rememberUnended records in the pipeline's state the transaction k's
+// producer leaves open, if it was never asked to commit. It runs as a
+// session ends, whatever ended it.
+func (p *pipeline) rememberUnended(conn store.Querier, k kafka) {
+	id, epoch, ok := k.Unsent()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.own().SaveUnended(ctx, conn, id, epoch); err != nil {
+		p.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next session waits behind it",
+			"producer_id", id, "epoch", epoch, "err", err)
+	}
+}
+
+// learnUnended tells k the transaction the pipeline's state records as
+// left open.
+func (p *pipeline) learnUnended(ctx context.Context, conn store.Querier, k kafka) error {
+	id, epoch, ok, err := p.own().Unended(ctx, conn)
+	if err != nil || !ok {
+		return err
+	}
+	k.Unended(id, epoch)
 	return nil
 }
 

@@ -136,6 +136,8 @@ type fakeKafka struct {
 	open                                    bool        // TxnOpen's answer
 	renewed, fenced, begun, commits, aborts int
 	probedFailed                            int
+	unsent                                  *[2]int64  // Unsent's answer
+	unended                                 [][2]int64 // what Unended was told
 }
 
 var _ kafka = (*fakeKafka)(nil)
@@ -147,6 +149,15 @@ func (f *fakeKafka) Abort(context.Context) error { f.aborts++; return nil }
 func (f *fakeKafka) TxnOpen() bool               { return f.open }
 func (f *fakeKafka) Probe(context.Context) error { return nil }
 func (f *fakeKafka) Classify(err error) error    { return err }
+func (f *fakeKafka) Unsent() (int64, int16, bool) {
+	if f.unsent == nil {
+		return 0, 0, false
+	}
+	return f.unsent[0], int16(f.unsent[1]), true
+}
+func (f *fakeKafka) Unended(id int64, epoch int16) {
+	f.unended = append(f.unended, [2]int64{id, int64(epoch)})
+}
 func (f *fakeKafka) ProbeFailed(context.Context) error {
 	f.probedFailed++
 	return nil
@@ -462,5 +473,27 @@ func TestExactlyOnceTransactionSettle(t *testing.T) {
 	}
 	if w.k.commits != 3 || !slices.Equal(w.to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
 		t.Fatalf("%d commits, confirmed %v", w.k.commits, w.to.confirmed)
+	}
+}
+
+// A session that ends with its Kafka transaction open and never asked to
+// commit records it in the pipeline's state, and the next session, in any
+// process, tells its producer before it reads the position topic
+// (sink/orphan.go). A session with nothing unsent leaves the record alone.
+func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
+	ctx := context.Background()
+	url, conn := deadLetterDB(t)
+	p := testPipeline(t, url, PoisonHalt)
+	if err := p.own().SaveSetup(ctx, conn, "public.outbox", nil); err != nil {
+		t.Fatal(err)
+	}
+	next := &fakeKafka{fakeSink: newFakeSink()}
+	if err := p.learnUnended(ctx, conn, next); err != nil || next.unended != nil {
+		t.Fatalf("before any: told %v, %v", next.unended, err)
+	}
+	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 4}})
+	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink()})
+	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
+		t.Fatalf("the next session was told %v, %v; want producer 9, epoch 4", next.unended, err)
 	}
 }

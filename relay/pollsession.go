@@ -100,6 +100,9 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.d, err = s.openDelivery(ctx); err != nil { // delivery.go
 		return transition{}, err
 	}
+	if cfg.Delivery == ExactlyOnce {
+		defer p.rememberUnended(conn, s.k)
+	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			if ferr := s.d.end(context.WithoutCancel(ctx), err); ferr != nil {
@@ -151,6 +154,9 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	p := s.p
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
+	}
+	if err := p.learnUnended(ctx, s.h.conn, s.k); err != nil {
+		return nil, err
 	}
 	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
 }

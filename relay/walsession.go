@@ -100,6 +100,9 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if err != nil {
 		return transition{}, err
 	}
+	if cfg.Delivery == ExactlyOnce {
+		defer p.rememberUnended(s.h.conn, s.k)
+	}
 	stream, err := replication.Open(ctx, cfg.Replication, p.log)
 	if err != nil {
 		return transition{}, err
@@ -183,6 +186,9 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 			return nil, err
 		}
 		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID)}, nil
+	}
+	if err := p.learnUnended(ctx, s.h.conn, s.k); err != nil {
+		return nil, err
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
 		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats,

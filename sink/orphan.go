@@ -17,11 +17,13 @@ import (
 // the nemesis after broker kills during a relay's commit).
 //
 // Which marker ends it is the coordinator's decision, and there are two
-// ways to know it. A transaction this process left open when it replaced
-// its client (Renew), with records in it and no EndTxn sent, was
-// committed by nobody: only the producer's EndTxn commits (nemesis seed
-// 11: the broker was killed during the transaction, and the restarted
-// coordinator knew none of its partitions). Otherwise the decision can
+// ways to know it. A transaction left open with records in it and no
+// EndTxn sent (Unsent), which this process recorded when it replaced its
+// client (Renew) or learned of from the caller (Unended: the relay keeps
+// it in PostgreSQL for the next process), was committed by nobody: only
+// the producer's EndTxn commits (nemesis seeds 11 and 33: the broker was
+// killed during the transaction, and the restarted coordinator knew none
+// of its partitions). Otherwise the decision can
 // still be read where the coordinator did write it: on the other
 // partitions of the same transaction. Since transaction version 2
 // (KIP-890) the coordinator bumps the producer's epoch at every
@@ -89,10 +91,10 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 		}
 	})
 
-	if u := k.unended.Load(); u != nil && u.id == orphan.ProducerID && u.epoch == orphan.ProducerEpoch {
-		// This process left it open and never asked to commit it: only
+	if k.neverCommitted(orphan.ProducerID, orphan.ProducerEpoch) {
+		// Its producer left it open and never asked to commit it: only
 		// the producer's EndTxn commits, so nobody did.
-		return endOrphan(ctx, adm, topic, open, false, "this process never sent its commit")
+		return endOrphan(ctx, adm, topic, open, false, "its producer never sent its commit")
 	}
 	var first *kgo.Record
 	if err := k.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {

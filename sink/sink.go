@@ -213,10 +213,12 @@ type Kafka struct {
 	// EndTxn was sent; for ProbeFailed.
 	owner   atomic.Pointer[producerEpoch]
 	endSent atomic.Bool
-	// unended is the producer id and epoch of a transaction that a
-	// replaced client left open with records in it and never sent its
-	// EndTxn for: nobody committed it (orphan.go).
-	unended atomic.Pointer[producerEpoch]
+	// unended are the producer ids and epochs of transactions left open
+	// with records in them and no EndTxn sent, by this process's replaced
+	// clients or, as the caller learned, by another process: nobody
+	// committed them (orphan.go).
+	unendedMu sync.Mutex
+	unended   []producerEpoch
 }
 
 // newTopicLookups is how many metadata lookups may find a topic that is
@@ -342,8 +344,8 @@ func (k *Kafka) waitAborts() {
 // remembered as one nobody committed.
 func (k *Kafka) Renew() error {
 	k.waitAborts()
-	if owner := k.owner.Load(); owner != nil && k.txnBegan.Load() != 0 && !k.endSent.Load() {
-		k.unended.Store(owner)
+	if id, epoch, ok := k.Unsent(); ok {
+		k.Unended(id, epoch)
 	}
 	client, err := kgo.NewClient(k.opts...)
 	if err != nil {

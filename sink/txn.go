@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -145,6 +146,46 @@ func (k *Kafka) Abort(ctx context.Context) error {
 // TxnOpen tells whether the current transaction holds records that were
 // neither committed nor aborted by this producer.
 func (k *Kafka) TxnOpen() bool { return k.txnBegan.Load() != 0 }
+
+// Unsent returns the producer id and epoch of the current transaction
+// when it holds records and its EndTxn was never sent: nobody can commit
+// it but this producer, which is not used again after a failure (see
+// above). ok is false otherwise.
+func (k *Kafka) Unsent() (id int64, epoch int16, ok bool) {
+	owner := k.owner.Load()
+	if owner == nil || k.txnBegan.Load() == 0 || k.endSent.Load() {
+		return 0, 0, false
+	}
+	return owner.id, owner.epoch, true
+}
+
+// maxUnended bounds the transactions Unended remembers; the last one left
+// open is the one that can be an orphan (orphan.go).
+const maxUnended = 8
+
+// Unended records that the transaction of producer id and epoch was left
+// open with no EndTxn sent (Unsent), by this process or another: if it
+// stays open after a fence, LastCommitted aborts it.
+func (k *Kafka) Unended(id int64, epoch int16) {
+	k.unendedMu.Lock()
+	defer k.unendedMu.Unlock()
+	pe := producerEpoch{id, epoch}
+	if slices.Contains(k.unended, pe) {
+		return
+	}
+	k.unended = append(k.unended, pe)
+	if len(k.unended) > maxUnended {
+		k.unended = k.unended[1:]
+	}
+}
+
+// neverCommitted tells whether the transaction of producer id and epoch
+// was recorded as left open with no EndTxn sent.
+func (k *Kafka) neverCommitted(id int64, epoch int16) bool {
+	k.unendedMu.Lock()
+	defer k.unendedMu.Unlock()
+	return slices.Contains(k.unended, producerEpoch{id, epoch})
+}
 
 // Probe asks the transaction coordinator whether this producer still owns
 // its transactional id. It adds a consumer group of the id's own

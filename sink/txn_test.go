@@ -206,62 +206,74 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 	}
 }
 
-// An orphan this process left, whose transaction it never asked to
-// commit, is aborted: only the producer's EndTxn commits. Seen in nemesis
-// seed 11: the broker was killed while a relay's transaction had records
-// on an event partition and the position topic; the restarted coordinator
-// knew neither, and the relay's next session waited behind both for good.
-// Here the coordinator never learns of them (written without the
-// partitions added), the transaction's flush "fails" before its commit,
-// and the session renews its producer: LastCommitted aborts the orphan on
-// both partitions and reads the position before it. Another process,
-// which cannot know that, only names the orphan.
-func TestLastCommittedAbortsOrphanItNeverCommitted(t *testing.T) {
+// An orphan whose transaction its producer never asked to commit is
+// aborted: only the producer's EndTxn commits. Seen in nemesis seed 11:
+// the broker was killed while a relay's transaction had records on an
+// event partition and the position topic; the restarted coordinator knew
+// neither, and the relay's next session waited behind both for good. Here
+// the coordinator never learns of them (written without the partitions
+// added), and the transaction "fails" before its commit. The process that
+// left it knows that once it renews its producer; another process knows
+// it when told (Unended: the relay keeps it in PostgreSQL), and without
+// that only names the orphan. Either aborts it on both partitions and
+// reads the position before it.
+func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
 	raw := unaddingClient(t, b)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	const topic, events, txnID = "position", "events", "pipeline.txn"
-	cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
-	k := committedPosition(ctx, t, cfg, topic, events)
+	for _, name := range []string{"this process", "another process"} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			suffix := strings.ReplaceAll(name, " ", "-")
+			topic, events, txnID := "position."+suffix, "events."+suffix, "pipeline."+suffix
+			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
+			k := committedPosition(ctx, t, cfg, topic, events)
+			begin(t, k)
+			id, epoch, err := k.client.Load().ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produceUnadded(ctx, t, raw, txnID, events, id, epoch, "event")
+			produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
+			k.txnBegan.Store(time.Now().UnixNano()) // what Produce records for the transaction's first record
+			if uid, uepoch, ok := k.Unsent(); !ok || uid != id || uepoch != epoch {
+				t.Fatalf("Unsent = %d, %d, %t; want %d, %d", uid, uepoch, ok, id, epoch)
+			}
 
-	begin(t, k)
-	id, epoch, err := k.client.Load().ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
+			reader := k
+			if name == "another process" {
+				reader = fencedProducer(ctx, t, cfg)
+				short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
+				_, err = reader.LastCommitted(short, topic, []byte("p"))
+				cancelShort()
+				if err == nil || !strings.Contains(err.Error(), "whether it committed cannot be read from Kafka") {
+					t.Fatalf("another process behind the orphan: %v; want it to say the outcome cannot be read", err)
+				}
+				reader.Unended(id, epoch)
+			} else {
+				if err := k.Renew(); err != nil { // the session that failed ends; the next one starts
+					t.Fatal(err)
+				}
+				if err := k.Fence(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec, err := reader.LastCommitted(ctx, topic, []byte("p"))
+			if err != nil || rec == nil || string(rec.Value) != "committed" {
+				t.Fatalf("last committed after the orphan nobody committed: %v, %v; want the record before it", rec, err)
+			}
+			adm := kadm.NewClient(reader.client.Load())
+			described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{events: {0: {}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			described.EachProducer(func(p kadm.DescribedProducer) {
+				if p.CurrentTxnStartOffset >= 0 {
+					t.Errorf("%s/%d: the orphan is still open there (producer id %d, epoch %d, from %d)", p.Topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset)
+				}
+			})
+		})
 	}
-	produceUnadded(ctx, t, raw, txnID, events, id, epoch, "event")
-	produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
-	k.txnBegan.Store(time.Now().UnixNano()) // what Produce records for the transaction's first record
-
-	other := fencedProducer(ctx, t, cfg) // another process: cannot tell
-	short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
-	_, err = other.LastCommitted(short, topic, []byte("p"))
-	cancelShort()
-	if err == nil || !strings.Contains(err.Error(), "whether it committed cannot be read from Kafka") {
-		t.Fatalf("another process behind the orphan: %v; want it to say the outcome cannot be read", err)
-	}
-
-	if err := k.Renew(); err != nil { // the session that failed ends; the next one starts
-		t.Fatal(err)
-	}
-	if err := k.Fence(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
-	if err != nil || rec == nil || string(rec.Value) != "committed" {
-		t.Fatalf("last committed after the orphan it never committed: %v, %v; want the record before it", rec, err)
-	}
-	adm := kadm.NewClient(k.client.Load())
-	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{events: {0: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	described.EachProducer(func(p kadm.DescribedProducer) {
-		if p.CurrentTxnStartOffset >= 0 {
-			t.Errorf("%s/%d: the orphan is still open there (producer id %d, epoch %d, from %d)", p.Topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset)
-		}
-	})
 }
 
 // committedPosition creates topics, the first the position topic, and

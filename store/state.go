@@ -233,6 +233,34 @@ WHERE pipeline = $1`, p.Name, lsn)
 	return nil
 }
 
+// Unended reads the last Kafka transaction a relay of the pipeline left
+// open with no commit asked for (ok is false when none was recorded, or
+// before migration 017).
+func (p Pipeline) Unended(ctx context.Context, q Querier) (id int64, epoch int16, ok bool, err error) {
+	var pid *int64
+	var pe *int16
+	err = q.QueryRow(ctx, "SELECT unended_producer_id, unended_epoch FROM pgoutbox_state WHERE pipeline = $1", p.Name).Scan(&pid, &pe)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), IsMissing(err):
+		return 0, 0, false, nil
+	case err != nil:
+		return 0, 0, false, fmt.Errorf("read state: %w", err)
+	case pid == nil || pe == nil:
+		return 0, 0, false, nil
+	}
+	return *pid, *pe, true, nil
+}
+
+// SaveUnended records a Kafka transaction left open with no commit asked
+// for. Before migration 017 there is nothing to record.
+func (p Pipeline) SaveUnended(ctx context.Context, q Querier, id int64, epoch int16) error {
+	_, err := q.Exec(ctx, "UPDATE pgoutbox_state SET unended_producer_id = $2, unended_epoch = $3 WHERE pipeline = $1", p.Name, id, epoch)
+	if err != nil && !IsMissing(err) {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}
+
 // SaveConfirmed records the confirmed position; it never moves back.
 func (p Pipeline) SaveConfirmed(ctx context.Context, q Querier, lsn string) error {
 	_, err := q.Exec(ctx, `

@@ -391,3 +391,35 @@ VALUES ('order', 'a', 'Placed', '{}', now() - interval '`+age+`', `+pub+`)`); er
 		t.Fatalf("unpublished %d, %v", count, err)
 	}
 }
+
+// The Kafka transaction a relay left open without asking to commit it is
+// kept per pipeline, the last one recorded; a database before migration
+// 017 has none and takes the write as nothing to record.
+func TestUnended(t *testing.T) {
+	ctx := context.Background()
+	conn := migrated(t)
+	p := Pipeline{Name: "p"}
+	if err := p.SaveSetup(ctx, conn, "public.outbox", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := p.Unended(ctx, conn); ok || err != nil {
+		t.Fatalf("Unended before any: %t, %v", ok, err)
+	}
+	for _, epoch := range []int16{3, 5} {
+		if err := p.SaveUnended(ctx, conn, 7, epoch); err != nil {
+			t.Fatal(err)
+		}
+		if id, e, ok, err := p.Unended(ctx, conn); !ok || err != nil || id != 7 || e != epoch {
+			t.Fatalf("Unended = %d, %d, %t, %v; want 7, %d", id, e, ok, err, epoch)
+		}
+	}
+	if _, err := conn.Exec(ctx, "ALTER TABLE pgoutbox_state DROP COLUMN unended_epoch"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SaveUnended(ctx, conn, 7, 6); err != nil {
+		t.Fatalf("SaveUnended before migration 017: %v", err)
+	}
+	if _, _, ok, err := p.Unended(ctx, conn); ok || err != nil {
+		t.Fatalf("Unended before migration 017: %t, %v", ok, err)
+	}
+}
