@@ -64,6 +64,16 @@ func handoffDone() transition {
 		Detail: "everything committed before the new slot is published"}}
 }
 
+// handoffMoved goes back to the WAL session's setup when the handoff's
+// bounds changed while it polled: the slot was replaced again (by another
+// relay of the pipeline, say), and the setup reads the new bounds, which
+// cover what committed before the new slot. Ending the handoff on the old
+// ones would stream the new slot past what committed in between.
+func handoffMoved() transition {
+	return transition{to: ModeWAL, reason: store.Reason{Code: store.ReasonHandoff,
+		Detail: "the slot was replaced again while polling: the handoff goes on to the new slot"}}
+}
+
 const (
 	// replicationAvailable is why a poll session's probe switches.
 	replicationAvailable = "replication is available again"

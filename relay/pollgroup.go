@@ -118,10 +118,7 @@ func (g *pollGroup) run(ctx context.Context) (transition, error) {
 		return probed, nil
 	}
 	if g.handoff != nil && done == len(p.tables) {
-		if err := guard.fenced(ctx, func(q store.Querier) error { return p.own().EndHandoff(ctx, q) }); err != nil {
-			return transition{}, err
-		}
-		return handoffDone(), nil
+		return endHandoff(ctx, guard.fenced, p.own(), g.handoff)
 	}
 	return transition{}, nil
 }

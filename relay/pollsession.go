@@ -216,9 +216,7 @@ func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
 			// One table of several: the group ends the handoff once
 			// every table is done.
 			if s.group == nil {
-				if err := s.h.fenced(ctx, func(q store.Querier) error { return t.own.EndHandoff(ctx, q) }); err != nil {
-					return transition{}, err
-				}
+				return endHandoff(ctx, s.h.fenced, t.own, s.handoff)
 			}
 			return handoffDone(), nil
 		}
@@ -314,6 +312,23 @@ func awaitBatch(sess context.Context, settled <-chan struct{}, cfg Config, tick 
 			return false
 		}
 	}
+}
+
+// endHandoff records the end of handoff h, whose polling is done, and
+// switches to the WAL; when the handoff's bounds changed meanwhile, it
+// goes back to the WAL session's setup instead (handoffMoved).
+func endHandoff(ctx context.Context, fenced func(context.Context, func(store.Querier) error) error, own store.Pipeline, h *handoff) (transition, error) {
+	var ended bool
+	if err := fenced(ctx, func(q store.Querier) (err error) {
+		ended, err = own.EndHandoff(ctx, q, h.xmax, h.maxSeq)
+		return err
+	}); err != nil {
+		return transition{}, err
+	}
+	if !ended {
+		return handoffMoved(), nil
+	}
+	return handoffDone(), nil
 }
 
 // handoffDone tells whether every transaction below the handoff's xmax has

@@ -164,13 +164,17 @@ func (p Pipeline) SaveHandoffBounds(ctx context.Context, q Querier, xmax uint64,
 	return nil
 }
 
-// EndHandoff records that the handoff's polling is done.
-func (p Pipeline) EndHandoff(ctx context.Context, q Querier) error {
-	if _, err := q.Exec(ctx, "UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = $1",
-		p.Name); err != nil {
-		return fmt.Errorf("save state: %w", err)
+// EndHandoff records that the handoff's polling is done, if its bounds
+// are still xmax and seq: a slot replaced again since (by another relay of
+// the pipeline, say) cleared them or saved later ones, and ended is false.
+func (p Pipeline) EndHandoff(ctx context.Context, q Querier, xmax uint64, seq int64) (ended bool, err error) {
+	tag, err := q.Exec(ctx, `UPDATE pgoutbox_state SET handoff_pending = false, handoff_xmax = NULL, handoff_seq = NULL
+WHERE pipeline = $1 AND handoff_pending AND handoff_xmax = $2::text::xid8 AND handoff_seq = $3`,
+		p.Name, strconv.FormatUint(xmax, 10), seq)
+	if err != nil {
+		return false, fmt.Errorf("save state: %w", err)
 	}
-	return nil
+	return tag.RowsAffected() == 1, nil
 }
 
 // SetMode records the mode and why, counting switches, and the tables the

@@ -207,8 +207,17 @@ func TestPositions(t *testing.T) {
 	if h, err = p.Handoff(ctx, conn); err != nil || !h.Pending || *h.XMax != 1000 || *h.Seq != 55 {
 		t.Fatalf("handoff %+v, %v", h, err)
 	}
-	if err := p.EndHandoff(ctx, conn); err != nil {
-		t.Fatal(err)
+	// Bounds that changed since (the slot replaced again) do not end it.
+	for _, b := range []struct {
+		xmax uint64
+		seq  int64
+	}{{999, 55}, {1000, 54}} {
+		if ended, err := p.EndHandoff(ctx, conn, b.xmax, b.seq); err != nil || ended {
+			t.Fatalf("EndHandoff(%d, %d) with bounds 1000, 55: %t, %v", b.xmax, b.seq, ended, err)
+		}
+	}
+	if ended, err := p.EndHandoff(ctx, conn, 1000, 55); err != nil || !ended {
+		t.Fatalf("EndHandoff: %t, %v", ended, err)
 	}
 	if h, err = p.Handoff(ctx, conn); err != nil || h.Pending || h.XMax != nil {
 		t.Fatalf("handoff after its end %+v, %v", h, err)

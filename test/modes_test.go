@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -425,23 +426,7 @@ func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
 func TestHandoffResumesAfterRestart(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	var before []string
-	rows, err := e.conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 3000) g RETURNING id::text`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		before = append(before, id)
-	}
-	rows.Close()
-	cfg := e.config()
-	cfg.Poll.BatchSize = 1 // a slow handoff, to stop it in the middle
-	cfg.PollInterval = time.Millisecond
-	r := e.start(cfg)
-	eventually(t, 15*time.Second, "the handoff under way", func() bool { return r.Stats.Published.Load() > 50 })
+	cfg, r, before := e.slowHandoff()
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -461,4 +446,60 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 	if pending {
 		t.Fatal("the handoff is still marked pending after it finished")
 	}
+}
+
+// slowHandoff inserts 3,000 rows and starts a relay that creates the slot
+// and polls them one at a time; it returns once the handoff is under way.
+func (e *env) slowHandoff() (relay.Config, *running, []string) {
+	e.t.Helper()
+	var before []string
+	rows, err := e.conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 3000) g RETURNING id::text`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		before = append(before, id)
+	}
+	rows.Close()
+	cfg := e.config()
+	cfg.Poll.BatchSize = 1 // a slow handoff, to act in the middle of it
+	cfg.PollInterval = time.Millisecond
+	r := e.start(cfg)
+	eventually(e.t, 15*time.Second, "the handoff under way", func() bool { return r.Stats.Published.Load() > 50 })
+	return cfg, r, before
+}
+
+// A handoff whose slot is replaced again while it polls (by the other
+// relay of a pair, in nemesis seed 8) goes on to the new slot's bounds:
+// what committed between the two slots is polled, not streamed past. The
+// relay used to end the handoff on the bounds it had read first and then
+// stream the new slot: in seed 8 the 809 events committed between the two
+// slots never reached Kafka.
+func TestHandoffFollowsTheSlotReplacedAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, r, before := e.slowHandoff()
+	// What another relay's setup does when it finds the slot lost: pend
+	// the handoff again, create a slot, save the bounds read after it.
+	between := e.insertN("order", 20)
+	for _, q := range []string{
+		"SELECT pg_drop_replication_slot('pgoutbox')",
+		"UPDATE pgoutbox_state SET handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = 'pgoutbox'",
+		"SELECT pg_create_logical_replication_slot('pgoutbox', 'pgoutput')",
+		`UPDATE pgoutbox_state SET handoff_xmax = pg_snapshot_xmax(pg_current_snapshot()), handoff_seq = (SELECT max(seq) FROM outbox)
+WHERE pipeline = 'pgoutbox'`,
+	} {
+		if _, err := e.conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if r.Mode() != relay.ModePoll {
+		t.Fatal("the handoff ended before the slot was replaced again; the test needs it under way")
+	}
+	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
+	awaitIDs(t, e.brokers, "outbox.event.order", slices.Concat(before, between, after), 60*time.Second)
+	eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r.Mode() == relay.ModeWAL })
 }
