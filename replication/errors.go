@@ -70,13 +70,16 @@ func (e *unavailableError) Unwrap() error     { return e.err }
 func (e *unavailableError) Unavailable() bool { return true }
 
 // refusedReplication marks the errors of opening a replication connection
-// that say the server does not give this role one there: 28000, which up
-// to PostgreSQL 15 is a role without REPLICATION and on every version a
-// pg_hba.conf without a replication line (a regular connection got in
-// before with the same credentials).
+// that say the server does not give this role one there: 28000 (a
+// pg_hba.conf without a replication line, where a regular connection got
+// in before with the same credentials, and a role without REPLICATION on
+// older servers) and 42501 ("must be superuser or replication role to
+// start walsender": REPLICATION revoked between the setup's check and the
+// stream's connection, seen in nemesis seeds 5 and 16 on PostgreSQL 15),
+// as TryReplication reads them.
 func refusedReplication(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "28000" {
+	if errors.As(err, &pgErr) && (pgErr.Code == "28000" || pgErr.Code == "42501") {
 		return &unavailableError{err}
 	}
 	return err

@@ -38,6 +38,10 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	var u interface{ Unavailable() bool }
+	walsender := refusedReplication(&pgconn.PgError{Code: "42501", Message: "must be superuser or replication role to start walsender"})
+	if !errors.As(walsender, &u) || !u.Unavailable() {
+		t.Errorf("42501 on a replication connection: %v, want it unavailable", walsender)
+	}
 	refused := refusedReplication(&pgconn.PgError{Code: "28000", Message: "no pg_hba.conf entry"})
 	if !errors.As(refused, &u) || !u.Unavailable() {
 		t.Errorf("28000 on a replication connection: %v, want it unavailable", refused)
