@@ -57,16 +57,21 @@ FROM pg_sequence s WHERE s.seqrelid = pg_get_serial_sequence($1, $2)::regclass`,
 }
 
 // Positions is one reading of where insertion stands, taken in one
-// statement: the last seq handed out, the snapshot's xmin and xmax, the
-// table's delete counter, and the lowest unpublished visible seq above a
-// given position.
+// statement: the last seq handed out, the snapshot's xmin, the next
+// transaction id, the table's delete counter, and the lowest unpublished
+// visible seq above a given position.
 type Positions struct {
 	// Last is the last value the sequence handed out (Start-1 before the
 	// first).
 	Last int64
-	// XMin and XMax are the statement's snapshot: once xmin reaches this
-	// xmax, every transaction that drew a value up to Last has finished.
-	XMin, XMax uint64
+	// XMin is the statement's snapshot's xmin: every transaction below it
+	// has finished. Next is the next transaction id to be assigned, read
+	// after Last: once a later reading's XMin reaches it, every
+	// transaction that drew a value up to Last with an id has finished.
+	// (The snapshot's xmax is not that bound: it is one past the latest
+	// transaction to finish, and a transaction that took its id later and
+	// is still running lies at or above it.)
+	XMin, Next uint64
 	// Deletes is the table's n_tup_del statistic: deletes attempted on the
 	// table, committed or not, as flushed to the statistics so far (each
 	// backend flushes about once a second, up to 10 s late when idle). A
@@ -116,6 +121,15 @@ const filesSQL = `(WITH RECURSIVE tree AS (
     array_agg(pg_stat_get_tuples_deleted(c.oid) ORDER BY c.oid) AS dels
   FROM tree JOIN pg_class c ON c.oid = tree.relid WHERE c.relkind <> 'p') AS f`
 
+// nextXIDSQL is the next transaction id to be assigned, as a full (xid8)
+// number, for a statement with the snapshot s that runs outside a
+// transaction block and takes no id: age() measures from the next id,
+// read once per transaction, and the snapshot's xmax gives the epoch.
+// The xid age() is given is a normal one (3 or above) even where xmax's
+// low 32 bits wrapped to 0, 1 or 2; the sum is the same.
+const nextXIDSQL = `pg_snapshot_xmax(s)::text::bigint + age(greatest(mod(pg_snapshot_xmax(s)::text::bigint, 4294967296), 3)::text::xid)
+  + greatest(mod(pg_snapshot_xmax(s)::text::bigint, 4294967296), 3) - mod(pg_snapshot_xmax(s)::text::bigint, 4294967296)`
+
 func filesOf(oids, nodes, dels []int64) (Files, int64) {
 	files := make(Files, len(oids))
 	var sum int64
@@ -133,15 +147,17 @@ func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Posi
 	var (
 		pos               Positions
 		last              *int64
-		xmin, xmax        string
+		xmin, next        string
 		minUnpub          *int64
 		oids, nodes, dels []int64
 	)
-	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, pg_snapshot_xmax(s)::text,
+	// The target list is evaluated in order: the next transaction id is
+	// read after the sequence.
+	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, (%[5]s)::text,
   f.oids, f.nodes, f.dels,
   (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s AND %[2]s > $3)
-FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL)
-	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &xmax, &oids, &nodes, &dels, &minUnpub); err != nil {
+FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL, nextXIDSQL)
+	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &next, &oids, &nodes, &dels, &minUnpub); err != nil {
 		return pos, fmt.Errorf("read insertion positions: %w", err)
 	}
 	pos.Files, pos.Deletes = filesOf(oids, nodes, dels)
@@ -153,7 +169,7 @@ FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.
 	if pos.XMin, err = strconv.ParseUint(xmin, 10, 64); err != nil {
 		return pos, err
 	}
-	if pos.XMax, err = strconv.ParseUint(xmax, 10, 64); err != nil {
+	if pos.Next, err = strconv.ParseUint(next, 10, 64); err != nil {
 		return pos, err
 	}
 	if minUnpub != nil {

@@ -194,8 +194,11 @@ END $$`)
 	if n := e.lostNow(t, 10, "--slot", "pp"); n != 10 {
 		t.Errorf("10 rows deleted from a partition before a poll: status reports %d rows lost", n)
 	}
-	e.execAll("BEGIN", "INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) SELECT 'order', 'o', 'Placed', '{}', "+nextMonth+" FROM generate_series(1, 10)",
-		"DROP TABLE outbox_next_month", "COMMIT")
+	// The transaction waits between its INSERT and its DROP, so that polls
+	// read the positions its rows drew while it runs.
+	e.execAll("BEGIN", "INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) SELECT 'order', 'o', 'Placed', '{}', "+nextMonth+" FROM generate_series(1, 10)")
+	time.Sleep(300 * time.Millisecond)
+	e.execAll("DROP TABLE outbox_next_month", "COMMIT")
 	if n := e.lostNow(t, 20, "--slot", "pp"); n != 20 {
 		t.Errorf("and 10 rows dropped with their partition before a poll: status reports %d rows lost in all, want 20", n)
 	}

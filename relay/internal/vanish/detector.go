@@ -54,10 +54,10 @@ const (
 //
 //   - a position of the seq sequence that no visible row holds. Once every
 //     transaction that drew positions up to b has finished (the snapshot's
-//     xmin has passed the xmax read together with b) and no unpublished row
-//     is left below b, each position up to b was either published by this
-//     phase or never seen: a rolled-back insert, a value the sequence
-//     skipped, or a deleted row. unseen counts those.
+//     xmin has reached the next transaction id read together with b) and
+//     no unpublished row is left below b, each position up to b was either
+//     published by this phase or never seen: a rolled-back insert, a
+//     value the sequence skipped, or a deleted row. unseen counts those.
 //   - the table's delete counter (n_tup_del), which counts every attempted
 //     delete. Less the deletes of rows this phase knew of (present when it
 //     started, or published by it, counted from the table), what is left
@@ -91,8 +91,9 @@ type Detector struct {
 	// start is the last position drawn when the phase started; settled the
 	// position up to which every position is accounted for.
 	start, settled int64
-	// candidates are (last position, snapshot xmax) readings waiting for
-	// xmin to pass their xmax; ready is the highest settled reading.
+	// candidates are (last position, next transaction id) readings
+	// waiting for xmin to reach their id; ready is the highest settled
+	// reading.
 	candidates []candidate
 	ready      int64
 	// published are the positions above settled this phase published;
@@ -138,11 +139,11 @@ type Detector struct {
 	began     time.Time
 	gapUnseen int64
 	// gap is the checkpoint whose gap waits to be judged (judgeGap), until
-	// xmin reaches gapXMax; pubGapEarly counts the rows of the gap this
+	// xmin reaches gapNext; pubGapEarly counts the rows of the gap this
 	// phase published meanwhile. savedKnownSeq is the saved checkpoint's
 	// known position.
 	gap           *checkpoint
-	gapXMax       uint64
+	gapNext       uint64
 	pubGapEarly   int64
 	savedKnownSeq int64
 	// bumped rows were added to the saved known rows before a batch was
@@ -153,11 +154,14 @@ type Detector struct {
 	// gapDropped, the gap it will not judge.
 	rebased    string
 	gapDropped *checkpoint
+	// lostFrom and lostTo bound the positions the last change may have
+	// taken rows of, for its warning (settle clears truncFrom and truncTo).
+	lostFrom, lostTo int64
 }
 
 type candidate struct {
 	last int64
-	xmax uint64
+	next uint64
 }
 
 // Source is what the detector reads of the table: poll.Poller's
@@ -200,7 +204,7 @@ func Start(ctx context.Context, src Source, acct Account, seq poll.Sequence, cfg
 	if cp != nil {
 		switch why := cp.unjudgeable(pos); why {
 		case "":
-			d.gap, d.gapXMax, d.savedKnownSeq = cp, pos.XMax, cp.knownSeq
+			d.gap, d.gapNext, d.savedKnownSeq = cp, pos.Next, cp.knownSeq
 			d.unseen, d.reported, d.deletes = cp.unseen, cp.reported, pos.Deletes-cp.deletes
 			d.gapFrom = cp.seq + 1
 			return d, nil
@@ -265,14 +269,14 @@ func (d *Detector) saveAccount(ctx context.Context) {
 
 // judgeGap adds the positions drawn between the checkpoint and the phase's
 // start to the account, once every transaction running at the start has
-// finished (xmin reached the start's xmax): a row such a transaction
+// finished (xmin reached the next transaction id read at the start): a row such a transaction
 // inserted is then present or deleted, not counted as missing while it
 // was only invisible. Unseen are the positions of the gap no row holds;
 // known are the checkpoint's rows, the rows of the gap present now, and
 // those of it this phase published meanwhile (deleted since or not).
 func (d *Detector) judgeGap(ctx context.Context, xmin uint64) error {
 	cp := d.gap
-	if xmin < d.gapXMax && time.Since(d.began) < gapMaxWait {
+	if xmin < d.gapNext && time.Since(d.began) < gapMaxWait {
 		return nil
 	}
 	c, err := d.src.CountGap(ctx, d.start, cp.seq, cp.knownSeq, cp.batchFrom, cp.batchTo)
@@ -285,9 +289,9 @@ func (d *Detector) judgeGap(ctx context.Context, xmin uint64) error {
 	// Rows of the account deleted since; a negative figure means rows
 	// appeared that it did not count (another relay marking rows of this
 	// table published, values written into seq by hand).
-	if vk := known0 + d.pubHigh - c.Known; vk < 0 || xmin < d.gapXMax {
+	if vk := known0 + d.pubHigh - c.Known; vk < 0 || xmin < d.gapNext {
 		why := "more rows are known now than the account counted"
-		if xmin < d.gapXMax {
+		if xmin < d.gapNext {
 			why = "a transaction open since the phase started holds the snapshot back"
 		}
 		// A new account from now: the counter as it reads now, the
@@ -366,7 +370,7 @@ func (d *Detector) Seen(seq int64) {
 		}
 	case seq > d.start && d.unseen > 0:
 		// Counted unseen, then published: its transaction drew the
-		// position before it took an xid, so the xmax read with the
+		// position before it took an xid, so the next id read with the
 		// position did not cover it.
 		d.unseen--
 	}
@@ -392,10 +396,10 @@ func (d *Detector) round(ctx context.Context) (*report, error) {
 		}
 	}
 	if n := len(d.candidates); pos.Last > d.ready && (n == 0 || pos.Last > d.candidates[n-1].last) {
-		d.candidates = append(d.candidates, candidate{pos.Last, pos.XMax})
+		d.candidates = append(d.candidates, candidate{pos.Last, pos.Next})
 	}
 	i := 0
-	for i < len(d.candidates) && d.candidates[i].xmax <= pos.XMin {
+	for i < len(d.candidates) && d.candidates[i].next <= pos.XMin {
 		d.ready = d.candidates[i].last
 		i++
 	}
@@ -502,6 +506,7 @@ func (d *Detector) rebase(ctx context.Context, pos poll.Positions, changed bool)
 		}
 		d.truncTo = pos.Last
 	}
+	d.lostFrom, d.lostTo = d.truncFrom, d.truncTo
 	d.rebased = map[bool]string{true: "changed", false: "added"}[changed]
 	return nil
 }

@@ -36,7 +36,7 @@ func (d *Detector) Round(ctx context.Context, handoff bool) int64 {
 	switch d.rebased {
 	case "changed":
 		d.log.Warn("the outbox table was truncated or rewritten, or one of its partitions dropped or detached: rows it held that polling had not published yet are lost; they are counted as deleted, up to the positions drawn since the last poll that no row holds",
-			"table", d.table, "seq_from", d.truncFrom, "seq_to", d.truncTo)
+			"table", d.table, "seq_from", d.lostFrom, "seq_to", d.lostTo)
 	case "added":
 		d.log.Info("a partition was added to the outbox table: the account of deleted rows counts its rows from here", "table", d.table)
 	}

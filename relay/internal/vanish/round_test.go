@@ -52,7 +52,7 @@ func reading(last int64, files ...poll.File) poll.Positions {
 	for _, f := range files {
 		sum += f.Deletes
 	}
-	return poll.Positions{Last: last, XMin: 100, XMax: 100, Files: files, Deletes: sum}
+	return poll.Positions{Last: last, XMin: 100, Next: 100, Files: files, Deletes: sum}
 }
 
 // start starts a detector at position 10, with 10 rows known and the

@@ -28,7 +28,7 @@ const (
 
 // WAL moves the checkpoint forward while the WAL is streamed: the WAL
 // publishes every insert, deleted since or not. A position L is read with
-// the snapshot's xmax; once xmin passes it, every transaction that may have
+// the next transaction id; once xmin reaches it, every transaction that may have
 // drawn a position up to L has finished, so the rows up to L are present or
 // deleted for good: they are counted then, with the delete counter, and the
 // WAL position is read. Once the confirmed position passes that, the WAL
@@ -46,10 +46,10 @@ type WAL struct {
 	poller *poll.Poller
 	seq    poll.Sequence
 	off    bool
-	// last and xmax are the reading waiting for xmin; counted is set once
+	// last and nextXID are the reading waiting for xmin; counted is set once
 	// known and deletes are counted and lsn read.
 	last           int64
-	xmax           uint64
+	nextXID        uint64
 	counted        bool
 	known, deletes int64
 	files          string
@@ -100,10 +100,10 @@ func (g *WAL) step(ctx context.Context, confirmed func() pglogrepl.LSN) error {
 		if err != nil {
 			return err
 		}
-		g.last, g.xmax, g.counted, g.waiting = pos.Last, pos.XMax, false, true
+		g.last, g.nextXID, g.counted, g.waiting = pos.Last, pos.Next, false, true
 	case !g.counted:
 		xmin, _, lsn, err := poll.Snapshot(ctx, g.conn)
-		if err != nil || xmin < g.xmax {
+		if err != nil || xmin < g.nextXID {
 			return err
 		}
 		if g.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
