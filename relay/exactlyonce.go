@@ -192,18 +192,29 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 // rather than wait behind it for good (sink/orphan.go), in whichever
 // process, the other relay of a pair's included.
 
-// rememberUnended records in the pipeline's state the transaction k's
-// producer leaves open, if it was never asked to commit. It runs as a
-// session ends, whatever ended it.
+// rememberUnended records the transaction k's producer leaves open, if it
+// was never asked to commit: in k, for this process's next session, and in
+// the pipeline's state, for any process's. It runs as a session ends,
+// whatever ended it. The session's connection may be gone by then (a
+// SIGTERM cancels the query in flight, which closes it; the server went
+// away), so a save that fails is tried again on a new connection.
 func (p *pipeline) rememberUnended(conn store.Querier, k kafka) {
 	id, epoch, ok := k.Unsent()
 	if !ok {
 		return
 	}
+	k.Unended(id, epoch)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.own().SaveUnended(ctx, conn, id, epoch); err != nil {
-		p.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next session waits behind it",
+	err := p.own().SaveUnended(ctx, conn, id, epoch)
+	if err != nil {
+		if fresh, cerr := replication.Connect(ctx, p.cfg.Replication.DatabaseURL); cerr == nil {
+			err = p.own().SaveUnended(ctx, fresh, id, epoch)
+			fresh.Close(context.Background())
+		}
+	}
+	if err != nil {
+		p.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next relay waits behind it",
 			"producer_id", id, "epoch", epoch, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -477,9 +478,12 @@ func TestExactlyOnceTransactionSettle(t *testing.T) {
 }
 
 // A session that ends with its Kafka transaction open and never asked to
-// commit records it in the pipeline's state, and the next session, in any
-// process, tells its producer before it reads the position topic
-// (sink/orphan.go). A session with nothing unsent leaves the record alone.
+// commit records it in its producer, for this process's next session, and
+// in the pipeline's state, and the next session, in any process, tells its
+// producer before it reads the position topic (sink/orphan.go). A session
+// with nothing unsent leaves the record alone. A session whose connection
+// was closed under it (a SIGTERM cancels the query in flight, which
+// closes it) records it all the same.
 func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 	ctx := context.Background()
 	url, conn := deadLetterDB(t)
@@ -491,9 +495,24 @@ func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 	if err := p.learnUnended(ctx, conn, next); err != nil || next.unended != nil {
 		t.Fatalf("before any: told %v, %v", next.unended, err)
 	}
-	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 4}})
+	left := &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 4}}
+	p.rememberUnended(conn, left)
 	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink()})
 	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
 		t.Fatalf("the next session was told %v, %v; want producer 9, epoch 4", next.unended, err)
+	}
+	if !reflect.DeepEqual(left.unended, [][2]int64{{9, 4}}) {
+		t.Fatalf("the producer that left it was told %v; want producer 9, epoch 4", left.unended)
+	}
+
+	closed, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close(ctx)
+	p.rememberUnended(closed, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 6}})
+	next.unended = nil
+	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 6}}) {
+		t.Fatalf("after a session whose connection was closed, the next was told %v, %v; want producer 9, epoch 6", next.unended, err)
 	}
 }

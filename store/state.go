@@ -256,9 +256,15 @@ func (p Pipeline) Unended(ctx context.Context, q Querier) (id int64, epoch int16
 }
 
 // SaveUnended records a Kafka transaction left open with no commit asked
-// for. Before migration 017 there is nothing to record.
+// for. It never replaces a later epoch of the same producer id: a relay
+// that saves late (a stopped one, on a new connection) does not overwrite
+// what the relay that took over recorded since. An earlier transaction
+// still open would have kept that relay from starting one, so the record
+// kept is the one that can be open. Before migration 017 there is nothing
+// to record.
 func (p Pipeline) SaveUnended(ctx context.Context, q Querier, id int64, epoch int16) error {
-	_, err := q.Exec(ctx, "UPDATE pgoutbox_state SET unended_producer_id = $2, unended_epoch = $3 WHERE pipeline = $1", p.Name, id, epoch)
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET unended_producer_id = $2, unended_epoch = $3
+WHERE pipeline = $1 AND (unended_producer_id IS DISTINCT FROM $2 OR unended_epoch IS NULL OR unended_epoch < $3)`, p.Name, id, epoch)
 	if err != nil && !IsMissing(err) {
 		return fmt.Errorf("save state: %w", err)
 	}

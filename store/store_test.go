@@ -414,12 +414,18 @@ func TestUnended(t *testing.T) {
 	if _, _, ok, err := p.Unended(ctx, conn); ok || err != nil {
 		t.Fatalf("Unended before any: %t, %v", ok, err)
 	}
-	for _, epoch := range []int16{3, 5} {
-		if err := p.SaveUnended(ctx, conn, 7, epoch); err != nil {
+	// A later epoch of the same producer id replaces an earlier one, never
+	// the other way round (a stopped relay saving late); another producer
+	// id replaces it.
+	for _, c := range []struct {
+		id            int64
+		epoch, wantEp int16
+	}{{7, 3, 3}, {7, 5, 5}, {7, 4, 5}, {8, 1, 1}} {
+		if err := p.SaveUnended(ctx, conn, c.id, c.epoch); err != nil {
 			t.Fatal(err)
 		}
-		if id, e, ok, err := p.Unended(ctx, conn); !ok || err != nil || id != 7 || e != epoch {
-			t.Fatalf("Unended = %d, %d, %t, %v; want 7, %d", id, e, ok, err, epoch)
+		if id, e, ok, err := p.Unended(ctx, conn); !ok || err != nil || id != c.id || e != c.wantEp {
+			t.Fatalf("after saving %d, %d: Unended = %d, %d, %t, %v; want %d, %d", c.id, c.epoch, id, e, ok, err, c.id, c.wantEp)
 		}
 	}
 	if _, err := conn.Exec(ctx, "ALTER TABLE pgoutbox_state DROP COLUMN unended_epoch"); err != nil {
