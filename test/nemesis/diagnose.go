@@ -12,14 +12,15 @@ import (
 )
 
 // dumpTopic writes, for a stuck exactly-once run, what the broker holds at
-// the end of partition 0 of topic: its start, last stable and end offsets,
-// and the last records as a read_uncommitted and a read_committed consumer
-// get them (with the transaction markers), to tell an open or unended
+// the end of every partition of topic: its start, last stable and end
+// offsets, and the last records as a read_uncommitted and a
+// read_committed consumer get them (with the transaction markers: key
+// 0000 0000 aborts, 0000 0001 commits), to tell an open or unended
 // transaction from a reader that stops short; and what the coordinators
 // and the partitions say of every transaction, to tell how an open one
-// came to be left open.
-func dumpTopic(ctx context.Context, brokers []string, topic, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+// came to be left open. Values longer than width are cut.
+func dumpTopic(ctx context.Context, brokers []string, topic, path string, width int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -31,51 +32,57 @@ func dumpTopic(ctx context.Context, brokers []string, topic, path string) error 
 	offsets := map[string]func(context.Context, ...string) (kadm.ListedOffsets, error){
 		"start": adm.ListStartOffsets, "last stable": adm.ListCommittedOffsets, "end": adm.ListEndOffsets,
 	}
-	var end int64
+	ends := map[int32]int64{}
 	for _, name := range []string{"start", "last stable", "end"} {
 		o, err := offsets[name](ctx, topic)
 		if err != nil {
 			fmt.Fprintf(&b, "%s offsets: %v\n", name, err)
 			continue
 		}
-		if l, ok := o.Lookup(topic, 0); ok {
-			fmt.Fprintf(&b, "%s offset: %d (err %v)\n", name, l.Offset, l.Err)
+		o.Each(func(l kadm.ListedOffset) {
+			fmt.Fprintf(&b, "%s offset of %s/%d: %d (err %v)\n", name, topic, l.Partition, l.Offset, l.Err)
 			if name == "end" {
-				end = l.Offset
+				ends[l.Partition] = l.Offset
 			}
-		}
+		})
 	}
 	describeTransactions(ctx, adm, &b)
-	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
-		name := "read_uncommitted"
-		if iso == kgo.ReadCommitted() {
-			name = "read_committed"
+	for partition := int32(0); partition < int32(len(ends)); partition++ {
+		end := ends[partition]
+		for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+			name := "read_uncommitted"
+			if iso == kgo.ReadCommitted() {
+				name = "read_committed"
+			}
+			fmt.Fprintf(&b, "\n%s/%d, %s from %d:\n", topic, partition, name, max(0, end-100))
+			c, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(),
+				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(max(0, end-100))}}))
+			if err != nil {
+				return err
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+			for pctx.Err() == nil {
+				fs := c.PollFetches(pctx)
+				fs.EachError(func(_ string, _ int32, err error) {
+					if pctx.Err() == nil {
+						fmt.Fprintf(&b, "  fetch error: %v\n", err)
+					}
+				})
+				fs.EachRecord(func(r *kgo.Record) {
+					v := string(r.Value)
+					if r.Attrs.IsControl() {
+						v = ""
+					}
+					if len(v) > width {
+						v = v[:width] + "..."
+					}
+					fmt.Fprintf(&b, "  %d control=%t txn=%t pid=%d epoch=%d key=%q %s\n", r.Offset, r.Attrs.IsControl(), r.Attrs.IsTransactional(),
+						r.ProducerID, r.ProducerEpoch, r.Key, v)
+				})
+			}
+			pcancel()
+			c.Close()
 		}
-		fmt.Fprintf(&b, "\n%s from %d:\n", name, max(0, end-100))
-		c, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(max(0, end-100))}}))
-		if err != nil {
-			return err
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
-		for pctx.Err() == nil {
-			fs := c.PollFetches(pctx)
-			fs.EachError(func(_ string, _ int32, err error) {
-				if pctx.Err() == nil {
-					fmt.Fprintf(&b, "  fetch error: %v\n", err)
-				}
-			})
-			fs.EachRecord(func(r *kgo.Record) {
-				v := string(r.Value)
-				if len(v) > 120 {
-					v = v[:120] + "..."
-				}
-				fmt.Fprintf(&b, "  %d control=%t txn=%t pid=%d epoch=%d key=%q %s\n", r.Offset, r.Attrs.IsControl(), r.Attrs.IsTransactional(),
-					r.ProducerID, r.ProducerEpoch, r.Key, v)
-			})
-		}
-		pcancel()
-		c.Close()
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

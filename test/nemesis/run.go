@@ -348,15 +348,19 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 }
 
 // dumpStuck writes every running relay's goroutines to dir, and what the
-// broker holds at the end of the position topic.
+// broker holds at the end of the position topic (whole records: the rows
+// each transaction carried) and of the events' topics.
 func dumpStuck(ctx context.Context, env Env, relays []*relay, dir, when string, h *History) {
 	for _, r := range relays {
 		if err := r.dumpGoroutines(ctx, dir, when); err != nil {
 			h.Add(Event{Type: EventNote, Msg: "goroutine dump", Detail: err.Error()})
 		}
 	}
-	if err := dumpTopic(ctx, env.Kafka.ReadBrokers(), slot+".position", filepath.Join(dir, "position-topic-"+when+".txt")); err != nil {
+	if err := dumpTopic(ctx, env.Kafka.ReadBrokers(), slot+".position", filepath.Join(dir, "position-topic-"+when+".txt"), 1<<16); err != nil {
 		h.Add(Event{Type: EventNote, Msg: "position topic dump", Detail: err.Error()})
+	}
+	if err := dumpTopic(ctx, env.Kafka.ReadBrokers(), eventTopic, filepath.Join(dir, "event-topic-"+when+".txt"), 400); err != nil {
+		h.Add(Event{Type: EventNote, Msg: "event topic dump", Detail: err.Error()})
 	}
 }
 
