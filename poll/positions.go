@@ -124,11 +124,11 @@ const filesSQL = `(WITH RECURSIVE tree AS (
 // nextXIDSQL is the next transaction id to be assigned, as a full (xid8)
 // number, for a statement with the snapshot s that runs outside a
 // transaction block and takes no id: age() measures from the next id,
-// read once per transaction, and the snapshot's xmax gives the epoch.
-// The xid age() is given is a normal one (3 or above) even where xmax's
-// low 32 bits wrapped to 0, 1 or 2; the sum is the same.
-const nextXIDSQL = `pg_snapshot_xmax(s)::text::bigint + age(greatest(mod(pg_snapshot_xmax(s)::text::bigint, 4294967296), 3)::text::xid)
-  + greatest(mod(pg_snapshot_xmax(s)::text::bigint, 4294967296), 3) - mod(pg_snapshot_xmax(s)::text::bigint, 4294967296)`
+// read once per transaction, and the snapshot's xmax (x, its low 32 bits
+// lo) gives the epoch. age() is given a normal xid (3 or above) even where
+// lo wrapped to 0, 1 or 2; the sum is the same.
+const nextXIDSQL = `SELECT x + age(greatest(lo, 3)::text::xid) + greatest(lo, 3) - lo
+  FROM (SELECT pg_snapshot_xmax(s)::text::bigint AS x, mod(pg_snapshot_xmax(s)::text::bigint, 4294967296) AS lo) AS v`
 
 func filesOf(oids, nodes, dels []int64) (Files, int64) {
 	files := make(Files, len(oids))

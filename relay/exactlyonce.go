@@ -204,14 +204,19 @@ func (p *pipeline) rememberUnended(conn store.Querier, k kafka) {
 		return
 	}
 	k.Unended(id, epoch)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := p.own().SaveUnended(ctx, conn, id, epoch)
+	save := func(conn store.Querier) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.own().SaveUnended(ctx, conn, id, epoch)
+	}
+	err := save(conn)
 	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if fresh, cerr := replication.Connect(ctx, p.cfg.Replication.DatabaseURL); cerr == nil {
-			err = p.own().SaveUnended(ctx, fresh, id, epoch)
+			err = save(fresh)
 			fresh.Close(context.Background())
 		}
+		cancel()
 	}
 	if err != nil {
 		p.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next relay waits behind it",

@@ -59,10 +59,10 @@ func TryReplication(ctx context.Context, conn *pgx.Conn, databaseURL string) err
 			return nil
 		}
 	}
-	var pgErr *pgconn.PgError
 	// 28000 (up to PostgreSQL 15) and 42501 (16 and later): the role may
 	// not start a WAL sender.
-	if !errors.As(err, &pgErr) || (pgErr.Code != "28000" && pgErr.Code != "42501") {
+	pgErr, refused := walSenderRefused(err)
+	if !refused {
 		return fmt.Errorf("replication connection: %w", err)
 	}
 	return &RefusedError{Advice: replicationAdvice(ctx, conn, pgErr)}

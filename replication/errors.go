@@ -78,11 +78,19 @@ func (e *unavailableError) Unavailable() bool { return true }
 // stream's connection, seen in nemesis seeds 5 and 16 on PostgreSQL 15),
 // as TryReplication reads them.
 func refusedReplication(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "28000" || pgErr.Code == "42501") {
+	if _, ok := walSenderRefused(err); ok {
 		return &unavailableError{err}
 	}
 	return err
+}
+
+// walSenderRefused returns the server's error when err refuses this role a
+// WAL sender: 28000 or 42501 (which code depends on the version and on
+// why).
+func walSenderRefused(err error) (*pgconn.PgError, bool) {
+	var pgErr *pgconn.PgError
+	ok := errors.As(err, &pgErr) && (pgErr.Code == "28000" || pgErr.Code == "42501")
+	return pgErr, ok
 }
 
 // classify maps the server's errors about the slot and the publication to

@@ -269,9 +269,9 @@ func (d *Detector) saveAccount(ctx context.Context) {
 
 // judgeGap adds the positions drawn between the checkpoint and the phase's
 // start to the account, once every transaction running at the start has
-// finished (xmin reached the next transaction id read at the start): a row such a transaction
-// inserted is then present or deleted, not counted as missing while it
-// was only invisible. Unseen are the positions of the gap no row holds;
+// finished (xmin reached the next transaction id read at the start): a
+// row such a transaction inserted is then present or deleted, not counted
+// as missing while it was only invisible. Unseen are the positions of the gap no row holds;
 // known are the checkpoint's rows, the rows of the gap present now, and
 // those of it this phase published meanwhile (deleted since or not).
 func (d *Detector) judgeGap(ctx context.Context, xmin uint64) error {

@@ -28,11 +28,12 @@ const (
 
 // WAL moves the checkpoint forward while the WAL is streamed: the WAL
 // publishes every insert, deleted since or not. A position L is read with
-// the next transaction id; once xmin reaches it, every transaction that may have
-// drawn a position up to L has finished, so the rows up to L are present or
-// deleted for good: they are counted then, with the delete counter, and the
-// WAL position is read. Once the confirmed position passes that, the WAL
-// has published every row up to L, and the reading becomes the new account.
+// the next transaction id; once xmin reaches it, every transaction that
+// may have drawn a position up to L has finished, so the rows up to L are
+// present or deleted for good: they are counted then, with the delete
+// counter, and the WAL position is read. Once the confirmed position
+// passes that, the WAL has published every row up to L, and the reading
+// becomes the new account.
 // Only the WAL session's state saver uses it.
 type WAL struct {
 	// What it is handed: the state saver's connection, the polled
