@@ -98,9 +98,11 @@ chaos: chaos-suite nemesis soak
 # outage, a one-million-event transaction, network faults, restarts,
 # switches, two relays through PgBouncer for about a minute, schema changes
 # under 15 s of load. The short versions of the same tests run in make test.
-# Then the corpus cases make test leaves out (COMPAT_CI).
+# Then the broker killed after commits until one is left open
+# (sink/hanging.go), and the corpus cases make test leaves out (COMPAT_CI).
 chaos-suite: pg18 kafka debezium
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
+	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 # The nemesis campaign: faults drawn at random from each seed, alone and

@@ -106,7 +106,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	p, cfg := r.p, r.p.cfg
 	scfg := cfg.Sink
 	if cfg.Delivery == ExactlyOnce {
-		scfg.TransactionalID = cfg.transactionalID()
+		scfg.TransactionalID, scfg.PositionTopic = cfg.transactionalID(), cfg.PositionTopic
 	}
 	k, err := sink.New(scfg, p.log)
 	if err != nil {

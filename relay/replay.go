@@ -53,7 +53,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	scfg := p.cfg.Sink
 	txn := p.cfg.Delivery == ExactlyOnce
 	if txn {
-		scfg.TransactionalID = replayTransactionalID(p.cfg.Replication.Slot)
+		scfg.TransactionalID, scfg.PositionTopic = replayTransactionalID(p.cfg.Replication.Slot), p.cfg.PositionTopic
 	}
 	k, err := sink.New(scfg, log)
 	if err != nil {

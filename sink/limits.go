@@ -56,6 +56,7 @@ func (k *Kafka) Limit(ctx context.Context, topic string) int {
 	if l, ok := (*k.limits.Load())[topic]; ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
 		return l.max
 	}
+	k.rememberTopic(topic)
 	l = topicLimit{max: k.max}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	broker, err := k.brokerLimit(lctx, topic)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,11 @@ type Config struct {
 	// isolation.level=read_committed may wait behind a relay that died
 	// with a transaction open and is not restarted.
 	TransactionTimeout time.Duration
+	// PositionTopic is where a transaction's record of what it published
+	// goes (exactly-once). A transaction left open there after its
+	// coordinator moved on is committed only when it is known to have
+	// committed (hanging.go).
+	PositionTopic string
 }
 
 // SASL mechanisms.
@@ -219,6 +225,17 @@ type Kafka struct {
 	// committed them (orphan.go).
 	unendedMu sync.Mutex
 	unended   []producerEpoch
+	// committed and aborted are the transactions this process ended, by
+	// producer id and epoch (hanging.go).
+	committed, aborted []producerEpoch
+	// failures counts failed broker reads, writes and dials; swept is its
+	// value when hanging transactions were last looked for (hanging.go).
+	failures, swept atomic.Uint64
+	// topics are those this producer wrote to, positionTopic the one
+	// position records go to.
+	topicsMu      sync.Mutex
+	topics        map[string]struct{}
+	positionTopic string
 }
 
 // newTopicLookups is how many metadata lookups may find a topic that is
@@ -261,20 +278,30 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		k.opts = append(k.opts, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(newTopicLookups))
 	}
 	if cfg.TransactionalID != "" {
-		k.txnID, k.txnTimeout = cfg.TransactionalID, cfg.TransactionTimeout
+		k.txnID, k.txnTimeout, k.positionTopic = cfg.TransactionalID, cfg.TransactionTimeout, cfg.PositionTopic
 		k.opts = append(k.opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
 	if m, _ := cfg.SASL.mechanism(); m != nil {
 		k.opts = append(k.opts, kgo.SASL(m))
 	}
 	k.opts = append(k.opts, kgo.Dialer(k.dial))
-	client, err := kgo.NewClient(k.opts...)
+	client, err := k.newClient()
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	k.client.Store(client)
 	k.gate.Store(newGate())
 	return k, nil
+}
+
+// newClient is the producer's client: k.opts and, for a transactional
+// producer, the hook that counts broker failures (hanging.go), which the
+// readers built from k.opts do not share.
+func (k *Kafka) newClient() (*kgo.Client, error) {
+	if k.txnID == "" {
+		return kgo.NewClient(k.opts...)
+	}
+	return kgo.NewClient(append(slices.Clone(k.opts), kgo.WithHooks(failureHook{&k.failures}))...)
 }
 
 type gate struct {
@@ -347,7 +374,7 @@ func (k *Kafka) Renew() error {
 	if id, epoch, ok := k.Unsent(); ok {
 		k.Unended(id, epoch)
 	}
-	client, err := kgo.NewClient(k.opts...)
+	client, err := k.newClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -390,6 +417,11 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 		r.Context = g.ctx
 	}
 	if k.txnID != "" && k.txnBegan.Load() == 0 {
+		// The transaction's first record: none may join a range a
+		// failed broker left open.
+		if err := k.settleAfterFailure(ctx); err != nil {
+			return err
+		}
 		k.txnBegan.Store(time.Now().UnixNano()) // one goroutine produces
 	}
 	k.client.Load().Produce(ctx, r, promise)

@@ -81,7 +81,16 @@ func (k *Kafka) Transactional() bool { return k.txnID != "" }
 // what an earlier producer with the same transactional id left open and
 // refuses that producer from now on. Call it once per client (after New
 // or Renew), before anything reads what earlier producers committed.
+//
+// Before that, ranges of this id left open on partitions whose coordinator
+// moved on are ended (hanging.go): the fence's abort would otherwise take
+// committed records with it.
 func (k *Kafka) Fence(ctx context.Context) error {
+	f := k.failures.Load()
+	if err := k.settleHanging(ctx, true); err != nil {
+		return err
+	}
+	k.swept.Store(f)
 	id, epoch, err := k.client.Load().ProducerID(ctx)
 	if err != nil {
 		return k.txnErr("init producer id", err)
@@ -117,10 +126,14 @@ func (k *Kafka) Commit(ctx context.Context, check func() error) error {
 	if err := check(); err != nil {
 		return err
 	}
+	k.settleBeforeEnd(ctx)
 	k.endSent.Store(true)
 	cl := k.client.Load()
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return k.txnErr("commit", err)
+	}
+	if owner := k.owner.Load(); owner != nil {
+		k.ended(owner.id, owner.epoch, true)
 	}
 	k.txnBegan.Store(0) // nothing open until the next transaction's first record
 	// Sound after a commit: no request, the epoch the commit left.
@@ -136,8 +149,12 @@ func (k *Kafka) Commit(ctx context.Context, check func() error) error {
 // or answers that this producer was fenced (ErrFenced), without
 // re-initialising anything.
 func (k *Kafka) Abort(ctx context.Context) error {
+	k.settleBeforeEnd(ctx)
 	if err := k.client.Load().EndTransaction(ctx, kgo.TryAbort); err != nil {
 		return k.txnErr("abort", err)
+	}
+	if owner := k.owner.Load(); owner != nil {
+		k.ended(owner.id, owner.epoch, false)
 	}
 	k.txnBegan.Store(0)
 	return nil

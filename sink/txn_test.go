@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,13 +139,24 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 		}
 	}
 
+	// With the position topic known, a new producer's fence ends it: how
+	// it ended cannot be known, and a position record is committed only
+	// when its transaction is known committed.
 	hang(txnID)
-	k := fencedProducer(ctx, t, cfg) // the relay's next producer: Fence finds nothing open to abort
+	withPosition := cfg
+	withPosition.PositionTopic = topic
+	rec, err := fencedProducer(ctx, t, withPosition).LastCommitted(ctx, topic, []byte("p"))
+	if err != nil || string(rec.Value) != "committed" {
+		t.Fatalf("last committed after a new producer's fence: %v, %v; want the committed record", rec, err)
+	}
+
+	hang(txnID)
+	k := fencedProducer(ctx, t, cfg) // without the position topic known, nothing is ended
 	waitBehind(k, "a transaction stays open", "an earlier producer of this transactional id's transaction",
 		"no other partition holds its coordinator's marker",
-		"kafka-transactions.sh --bootstrap-server "+strings.Join(b.Brokers, ",")+" abort --topic position --partition 0 --start-offset 2")
+		"kafka-transactions.sh --bootstrap-server "+strings.Join(b.Brokers, ",")+" abort --topic position --partition 0 --start-offset 4")
 	abortOpen(ctx, t, raw, topic)
-	rec, err := k.LastCommitted(ctx, topic, []byte("p"))
+	rec, err = k.LastCommitted(ctx, topic, []byte("p"))
 	if err != nil || string(rec.Value) != "committed" {
 		t.Fatalf("last committed once the open transaction was aborted: %v, %v; want the committed record", rec, err)
 	}
@@ -214,19 +226,22 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 // the coordinator never learns of them (written without the partitions
 // added), and the transaction "fails" before its commit. The process that
 // left it knows that once it renews its producer; another process knows
-// it when told (Unended: the relay keeps it in PostgreSQL), and without
-// that only names the orphan. Either aborts it on both partitions and
-// reads the position before it.
+// it when told before it fences (Unended: the relay keeps it in
+// PostgreSQL). Either aborts it on both partitions and reads the position
+// before it. A process that was not told cannot know how it ended: it
+// commits the event (shown, and perhaps sent again: a duplicate, never a
+// loss) and aborts the position record (a position is committed only when
+// its whole transaction is known to have committed).
 func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
 	raw := unaddingClient(t, b)
-	for _, name := range []string{"this process", "another process"} {
+	for _, name := range []string{"this process", "another process", "nobody told"} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			suffix := strings.ReplaceAll(name, " ", "-")
 			topic, events, txnID := "position."+suffix, "events."+suffix, "pipeline."+suffix
-			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second}
+			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second, PositionTopic: topic}
 			k := committedPosition(ctx, t, cfg, topic, events)
 			begin(t, k)
 			id, epoch, err := k.client.Load().ProducerID(ctx)
@@ -241,22 +256,22 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 			}
 
 			reader := k
-			if name == "another process" {
-				reader = fencedProducer(ctx, t, cfg)
-				short, cancelShort := context.WithTimeout(ctx, 4*time.Second)
-				_, err = reader.LastCommitted(short, topic, []byte("p"))
-				cancelShort()
-				if err == nil || !strings.Contains(err.Error(), "whether it committed cannot be read from Kafka") {
-					t.Fatalf("another process behind the orphan: %v; want it to say the outcome cannot be read", err)
-				}
-				reader.Unended(id, epoch)
-			} else {
+			switch name {
+			case "this process":
 				if err := k.Renew(); err != nil { // the session that failed ends; the next one starts
 					t.Fatal(err)
 				}
-				if err := k.Fence(ctx); err != nil {
+			default:
+				if reader, err = New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(reader.Close)
+				if name == "another process" {
+					reader.Unended(id, epoch)
+				}
+			}
+			if err := reader.Fence(ctx); err != nil {
+				t.Fatal(err)
 			}
 			rec, err := reader.LastCommitted(ctx, topic, []byte("p"))
 			if err != nil || rec == nil || string(rec.Value) != "committed" {
@@ -272,6 +287,21 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 					t.Errorf("%s/%d: the orphan is still open there (producer id %d, epoch %d, from %d)", p.Topic, p.Partition, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset)
 				}
 			})
+			// A record after it tells a read_committed reader's end.
+			if err := raw.ProduceSync(ctx, &kgo.Record{Topic: events, Key: []byte("p"), Value: []byte("after")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"after"}
+			if name == "nobody told" {
+				want = []string{"event", "after"}
+			}
+			var got []string
+			for _, r := range kafkatest.Consume(t, b.Brokers, []string{events}, len(want), 20*time.Second) {
+				got = append(got, string(r.Value))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: a read_committed reader sees %q, want %q", events, got, want)
+			}
 		})
 	}
 }

@@ -1,0 +1,381 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A hanging transaction is one of this transactional id whose records are
+// still open on a partition while its coordinator has moved past it: no
+// marker will ever end it there. Apache Kafka 4.4 leaves one when the
+// broker is killed between a transaction's EndTxn and its markers and
+// comes back on its data: the restarted coordinator finds no leader for
+// the transaction's partitions while the broker registers again, takes
+// them for deleted, skips their markers and records the transaction as
+// complete (TestCommitSurvivesBrokerKill kills a real broker until it does).
+//
+// What follows it on the same partition joins it: the next transaction's
+// records extend the open range, and that transaction's abort marker then
+// aborts the committed records beneath too. In the nemesis (seed 37,
+// exactly-once, polling) 25 committed events were lost that way: their
+// transaction's markers reached one partition of three, and the next
+// transaction, cut off by the broker's restart, was aborted when another
+// relay fenced it.
+//
+// So before a new producer fences the id, and before a transaction's first
+// record after a broker connection failed, every range of this id left
+// open is ended as its transaction ended, where that is known: this
+// process committed it or never sent its EndTxn, or the coordinator's
+// marker on another partition says. Where it is not known, the events are
+// committed and the position record aborted: an event shown that was also
+// sent again is a duplicate, an event aborted that PostgreSQL counts as
+// published is lost, and a position record is committed only when its
+// whole transaction is known committed (committing one whose events did
+// not all arrive would count them published).
+
+// failureHook counts failed broker reads, writes and dials: a broker that
+// went away, for a while or for good.
+type failureHook struct{ n *atomic.Uint64 }
+
+func (h failureHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		h.n.Add(1)
+	}
+}
+
+func (h failureHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		h.n.Add(1)
+	}
+}
+
+func (h failureHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.n.Add(1)
+	}
+}
+
+// maxEnded bounds the transactions this process remembers ending.
+const maxEnded = 64
+
+// ended records that this process ended the transaction of producer id
+// and epoch, committed or aborted.
+func (k *Kafka) ended(id int64, epoch int16, commit bool) {
+	k.unendedMu.Lock()
+	defer k.unendedMu.Unlock()
+	l := &k.aborted
+	if commit {
+		l = &k.committed
+	}
+	*l = append(*l, producerEpoch{id, epoch})
+	if len(*l) > maxEnded {
+		*l = (*l)[1:]
+	}
+}
+
+// verdict is how a hanging transaction ended, as far as anyone can tell.
+type verdict int
+
+const (
+	unknown verdict = iota
+	committed
+	aborted
+)
+
+// knownEnd is what this process knows of how the transaction of producer
+// id and epoch ended. Before transaction version 2 a producer's
+// transactions share its epoch; one it both committed and aborted at an
+// epoch is unknown.
+func (k *Kafka) knownEnd(id int64, epoch int16) verdict {
+	k.unendedMu.Lock()
+	defer k.unendedMu.Unlock()
+	pe := producerEpoch{id, epoch}
+	c, a := slices.Contains(k.committed, pe), slices.Contains(k.aborted, pe) || slices.Contains(k.unended, pe)
+	switch {
+	case c && !a:
+		return committed
+	case a && !c:
+		return aborted
+	}
+	return unknown
+}
+
+// rememberTopic adds topic to those this producer wrote to.
+func (k *Kafka) rememberTopic(topic string) {
+	k.topicsMu.Lock()
+	defer k.topicsMu.Unlock()
+	if k.topics == nil {
+		k.topics = map[string]struct{}{}
+	}
+	k.topics[topic] = struct{}{}
+}
+
+// writtenTopics are the topics this producer wrote to, and the position
+// topic.
+func (k *Kafka) writtenTopics() []string {
+	k.topicsMu.Lock()
+	defer k.topicsMu.Unlock()
+	out := make([]string, 0, len(k.topics)+1)
+	for t := range k.topics {
+		out = append(out, t)
+	}
+	if k.positionTopic != "" && !slices.Contains(out, k.positionTopic) {
+		out = append(out, k.positionTopic)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// settleAfterFailure runs settleHanging when a broker connection failed
+// since it last ran; before a transaction's first record, so that record
+// does not join a range left open.
+func (k *Kafka) settleAfterFailure(ctx context.Context) error {
+	f := k.failures.Load()
+	if f == k.swept.Load() {
+		return nil
+	}
+	if err := k.settleHanging(ctx, false); err != nil {
+		return err
+	}
+	k.swept.Store(f)
+	return nil
+}
+
+// settleBeforeEnd runs settleHanging before a transaction's EndTxn when a
+// broker connection failed since it last ran: this transaction's records
+// may have joined a range left open (a broker that restarted while the
+// producer was idle fails its first request, which franz-go sends again),
+// and its end marker would end that range with it. When it cannot, the
+// transaction ends anyway: its commit also commits what lies beneath, and
+// holding it back would leave the coordinator to abort it.
+func (k *Kafka) settleBeforeEnd(ctx context.Context) {
+	if err := k.settleAfterFailure(ctx); err != nil {
+		k.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
+	}
+}
+
+// hangingWait bounds how long settleHanging waits for a coordinator that
+// is writing a transaction's markers.
+const hangingWait = 10 * time.Second
+
+// hanging is a partition where a transaction of this id stays open.
+type hanging struct {
+	p     kadm.DescribedProducer
+	epoch int16 // the epoch of its first open record: whose transaction it is
+	first *kgo.Record
+}
+
+// settleHanging ends every range of this transactional id left open, that
+// its coordinator no longer tracks (see above), on the partitions of the
+// coordinator's open transaction and of every topic (everywhere: a new
+// producer, which may be another process's, knows none) or of the topics
+// this producer wrote to and the position topic. It returns an error when one cannot be ended; the caller
+// must not fence the id or add records then.
+func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
+	if k.txnID == "" {
+		return nil
+	}
+	adm := kadm.NewClient(k.client.Load())
+	var (
+		txn   kadm.DescribedTransaction
+		found bool
+	)
+	for deadline := time.Now().Add(hangingWait); ; {
+		described, err := adm.DescribeTransactions(ctx, k.txnID)
+		var t kadm.DescribedTransaction
+		if err == nil {
+			if t, err = described.On(k.txnID, nil); err == nil {
+				err = t.Err
+			}
+		}
+		switch {
+		case errors.Is(err, kerr.TransactionalIDNotFound):
+			return nil // never used
+		case err != nil && (final(err) || time.Now().After(deadline)):
+			return unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", k.txnID, err))
+		case err == nil && !strings.HasPrefix(t.State, "Prepare"):
+			txn, found = t, true
+		case err == nil && time.Now().After(deadline):
+			// Its coordinator is still writing the markers: what is
+			// open may be about to end; a later look settles it.
+			return nil
+		}
+		if found {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	set := kadm.TopicsSet{}
+	if topics := k.writtenTopics(); everywhere || len(topics) > 0 {
+		if everywhere {
+			topics = nil // every topic
+		}
+		listed, err := adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("kafka: listing topics: %w", err)
+		}
+		for t, d := range listed {
+			if d.Err == nil {
+				for p := range d.Partitions {
+					set.Add(t, p)
+				}
+			}
+		}
+	}
+	ongoing := txn.State == "Ongoing"
+	if ongoing {
+		set.Merge(txn.Topics)
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	described, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return unlessUnsupported(fmt.Errorf("kafka: describing producers: %w", err))
+	}
+	var (
+		open []hanging
+		mine []kadm.DescribedProducer // every partition the producer wrote to
+		errs []error
+	)
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.ProducerID != txn.ProducerID {
+			return
+		}
+		mine = append(mine, p)
+		if p.CurrentTxnStartOffset < 0 {
+			return
+		}
+		var first *kgo.Record
+		err := k.scan(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset, p.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
+			first = r
+			return false
+		})
+		if err != nil || first == nil {
+			errs = append(errs, errors.Join(fmt.Errorf("kafka: reading the first open record of %s/%d", p.Topic, p.Partition), err))
+			return
+		}
+		if ongoing && first.ProducerEpoch == txn.ProducerEpoch {
+			return // the coordinator's open transaction: it ends that one
+		}
+		open = append(open, hanging{p, first.ProducerEpoch, first})
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, h := range open {
+		v, why := k.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"
+		if v == unknown {
+			if v, why, err = k.markerElsewhere(ctx, adm, h, open, mine); err != nil {
+				return err
+			}
+		}
+		if err := k.endHanging(ctx, adm, h, v, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markerElsewhere looks for the marker the coordinator wrote for h's
+// transaction on another partition the producer wrote to (mine), one where
+// that transaction is not left open: since transaction version 2 the
+// marker carries the transaction's epoch plus one, and no other marker
+// does. A later transaction's records may follow it there.
+func (k *Kafka) markerElsewhere(ctx context.Context, adm *kadm.Client, h hanging, open []hanging, mine []kadm.DescribedProducer) (verdict, string, error) {
+	from := h.first.Timestamp.Add(-orphanSearch).UnixMilli()
+	n := 0
+	for _, c := range mine {
+		if c.ProducerEpoch <= h.epoch || slices.ContainsFunc(open, func(o hanging) bool {
+			return o.epoch == h.epoch && o.p.Topic == c.Topic && o.p.Partition == c.Partition
+		}) {
+			continue // nothing of the producer after that transaction there, or it is open there too
+		}
+		if n++; n > maxOrphanPartitions {
+			break
+		}
+		commit, found, err := k.findMarker(ctx, adm, c.Topic, c.Partition, from, h.p.ProducerID, h.epoch+1)
+		if err != nil {
+			return unknown, "", fmt.Errorf("kafka: looking for the marker of a transaction left open on %s/%d: %w", c.Topic, c.Partition, err)
+		}
+		if found {
+			v := aborted
+			if commit {
+				v = committed
+			}
+			return v, fmt.Sprintf("its coordinator's marker on %s/%d says so", c.Topic, c.Partition), nil
+		}
+	}
+	return unknown, "nothing says how it ended", nil
+}
+
+// endHanging writes the marker that ends h: the transaction's own end
+// where known; otherwise commit for events and abort for the position
+// topic (see above), and nothing without a position topic. A position
+// record is committed only when nothing of a later transaction joined the
+// open range.
+func (k *Kafka) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v verdict, why string) error {
+	p := h.p
+	var commit bool
+	switch v {
+	case committed:
+		commit = p.Topic != k.positionTopic || p.ProducerEpoch == h.epoch
+	case unknown:
+		if k.positionTopic == "" {
+			return nil // which records say what was published is not known: LastCommitted names it
+		}
+		commit = p.Topic != k.positionTopic
+	}
+	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+		Commit: commit, CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{p.Topic: {p.Partition: {}}}})
+	resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
+	did := "aborted"
+	if commit {
+		did = "committed"
+	}
+	if err != nil {
+		// Writing markers takes ALTER (Kafka 3.8 and later, KIP-1037)
+		// or CLUSTER_ACTION on the cluster.
+		return fmt.Errorf("kafka: a transaction (producer id %d, epoch %d) stays open on %s/%d from offset %d after its coordinator "+
+			"moved on, and it is to be %s (%s), but writing that marker failed (it takes ALTER on the cluster resource): %w",
+			p.ProducerID, h.epoch, p.Topic, p.Partition, p.CurrentTxnStartOffset, did, why, err)
+	}
+	k.log.Warn("kafka: a transaction stayed open on a partition after its coordinator moved on (a broker restarted between its end and its markers); it is ended",
+		"topic", p.Topic, "partition", p.Partition, "from_offset", p.CurrentTxnStartOffset,
+		"producer_id", p.ProducerID, "epoch", h.epoch, "later_epoch", p.ProducerEpoch, "done", did, "why", why)
+	return nil
+}
+
+// final tells an error the broker will answer again: a refusal that is not
+// retriable. A cluster's first transactional id waits for the
+// coordinator's topic to be created, a restarted broker for its listener:
+// those pass.
+func final(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && !ke.Retriable
+}
+
+// unlessUnsupported drops an error that says the broker does not know the
+// request (Kafka before 3.0 describes neither producers nor
+// transactions): there is nothing to look at then.
+func unlessUnsupported(err error) error {
+	if errors.Is(err, kerr.UnsupportedVersion) {
+		return nil
+	}
+	return err
+}

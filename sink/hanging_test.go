@@ -1,0 +1,277 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// A transaction its coordinator committed but whose marker never reached
+// one of its partitions (what a broker killed between the two leaves,
+// below) is committed there before anything of this transactional id
+// could end it otherwise: before the next transaction's first record once
+// a broker connection failed, before that transaction's end when the
+// failure came after its first record (the record joined the open range),
+// and before another process's producer fences the id (which would abort
+// the open range with the next transaction), as the coordinator's marker
+// on the transaction's other partition says. Here the marker is missing
+// because the record was written without the partition added to the
+// transaction (the broker's verification off): the coordinator never
+// learned of it. In each case the next transaction is aborted, and a
+// read_committed reader must still see the committed event: before the
+// fix, the abort took it (25 events lost in nemesis seed 37).
+func TestCommitLeftOpenIsCommitted(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
+	raw := unaddingClient(t, b)
+	for _, name := range []string{"before the next transaction", "joined by the next transaction", "another process fences"} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			suffix := strings.ReplaceAll(name, " ", "-")
+			position, events, txnID := "position."+suffix, "events."+suffix, "pipeline."+suffix
+			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second, PositionTopic: position}
+			k := committedPosition(ctx, t, cfg, position, events)
+
+			// The transaction whose commit misses the events partition.
+			begin(t, k)
+			produced(ctx, t, k, position, "position")
+			id, epoch, err := k.client.Load().ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			produceUnadded(ctx, t, raw, txnID, events, id, epoch, "committed")
+			if err := k.Commit(ctx, func() error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if n := openRanges(ctx, t, kadm.NewClient(raw), events); n != 1 {
+				t.Fatalf("the committed transaction is open on %d partitions of %s, want 1", n, events)
+			}
+
+			// The next transaction, aborted.
+			if name == "before the next transaction" {
+				k.failures.Add(1) // a broker connection failed
+			}
+			begin(t, k)
+			produced(ctx, t, k, events, "aborted")
+			switch name {
+			case "another process fences":
+				fencedProducer(ctx, t, cfg)
+			default:
+				k.failures.Add(1)
+				if err := k.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := k.Abort(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if n := openRanges(ctx, t, kadm.NewClient(raw), events, position); n != 0 {
+				t.Errorf("%d partitions still hold an open transaction", n)
+			}
+			if err := raw.ProduceSync(ctx, &kgo.Record{Topic: events, Key: []byte("p"), Value: []byte("after")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range kafkatest.Consume(t, b.Brokers, []string{events}, 2, 20*time.Second) {
+				got = append(got, string(r.Value))
+			}
+			// The aborted transaction's record joined the committed one's
+			// range unless the failure was seen before it: committed with
+			// it, it is a duplicate once sent again, never a loss.
+			want := []string{"committed", "aborted", "after"}
+			if name == "before the next transaction" {
+				want = []string{"committed", "after"}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("a read_committed reader of %s sees %q, want %q", events, got, want)
+			}
+		})
+	}
+}
+
+// killsEnv is how many kills TestCommitSurvivesBrokerKill may try before
+// one leaves a committed transaction open (make chaos sets it). Each takes
+// five to ten seconds; against Kafka 4.4 on 2 cores, between one kill in
+// six and four in five did.
+const killsEnv = "PGOUTBOX_KAFKA_KILLS"
+
+// A broker killed right after a commit and started again on its data can
+// leave the committed transaction open on its partitions while its
+// coordinator records it complete (hanging.go). The next transaction's
+// records join that range, and its abort would take the committed records
+// with it: 25 events lost in nemesis seed 37. The producer ends the range
+// as committed first, so every committed record stays visible, whether the
+// next transaction commits or aborts. The test kills the broker until a
+// commit is left open (it fails when none is: then it proves nothing), and
+// checks every committed record with a read_committed reader.
+func TestCommitSurvivesBrokerKill(t *testing.T) {
+	maxKills, _ := strconv.Atoi(os.Getenv(killsEnv))
+	if maxKills <= 0 {
+		t.Skipf("kills the broker until a commit is left open, a minute or more: make chaos sets %s (TestCommitLeftOpenIsCommitted makes the same state at once)", killsEnv)
+	}
+	b := kafkatest.Start(t, kafkatest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const events, position = "events", "position"
+	adm := kadm.NewClient(rawClient(t, b))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, events); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Brokers: b.Brokers, TransactionalID: "pipeline", TransactionTimeout: 30 * time.Second, PositionTopic: position}
+	k, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	// The kill follows the commit's answer as closely as it can: the
+	// markers are written within milliseconds of it.
+	ended := make(chan struct{}, 1)
+	k.opts = append(k.opts, kgo.WithHooks(endTxnHook(func() {
+		select {
+		case ended <- struct{}{}:
+		default:
+		}
+	})))
+	if err := k.Renew(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.EnsureCompactedTopic(ctx, position); err != nil {
+		t.Fatal(err)
+	}
+	txn := func(tag string, commit bool) {
+		t.Helper()
+		begin(t, k)
+		acked := make(chan error, 10)
+		for p := range int32(3) {
+			for i := range 3 {
+				r := &kgo.Record{Topic: events, Key: fmt.Appendf(nil, "%s-%d-%d", tag, p, i), Value: []byte(tag)}
+				SetPartition(r, p)
+				if err := k.Produce(ctx, r, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := k.Produce(ctx, &kgo.Record{Topic: position, Key: []byte("p"), Value: []byte(tag)}, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = k.Commit(ctx, func() error { return nil })
+		} else {
+			if err = k.Flush(ctx); err == nil {
+				err = k.Abort(ctx)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tag, err)
+		}
+		for range 10 {
+			if err := <-acked; err != nil {
+				t.Fatalf("%s: a record failed: %v", tag, err)
+			}
+		}
+	}
+
+	committed, left := 0, 0
+	for i := 0; i < maxKills && left == 0; i++ {
+		tag := fmt.Sprint("committed-", i)
+		select {
+		case <-ended: // the last abort's
+		default:
+		}
+		killed := make(chan struct{})
+		go func() {
+			defer close(killed)
+			<-ended
+			b.Kill()
+		}()
+		txn(tag, true)
+		<-killed
+		committed += 9
+		b.Start()
+		open := openRanges(ctx, t, adm, events, position)
+		t.Logf("kill %d: the committed transaction is open on %d partitions after the restart", i+1, open)
+		if open > 0 {
+			left++
+		}
+		// The next transaction: aborted, as a relay's is when the
+		// broker cut it off and the next session fences it.
+		txn(fmt.Sprint("aborted-", i), false)
+	}
+	if left == 0 {
+		t.Fatalf("no kill of %d left a committed transaction open: the test proves nothing (has Kafka changed? see sink/hanging.go)", maxKills)
+	}
+	if n := openRanges(ctx, t, adm, events, position); n > 0 {
+		t.Errorf("%d partitions still hold an open transaction", n)
+	}
+	seen := map[string]int{}
+	for _, r := range kafkatest.Consume(t, b.Brokers, []string{events}, committed, time.Minute) {
+		seen[string(r.Value)]++
+	}
+	for i := range maxKills {
+		if n := seen[fmt.Sprint("committed-", i)]; n != 9 && i < committed/9 {
+			t.Errorf("transaction %d: a read_committed reader sees %d of its 9 committed events", i, n)
+		}
+	}
+}
+
+// endTxnHook is called when an EndTxn's answer was read, before the
+// client goes on.
+type endTxnHook func()
+
+func (h endTxnHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 26 && err == nil { // EndTxn
+		h()
+	}
+}
+
+// openRanges counts the partitions of topics where a transaction is open.
+func openRanges(ctx context.Context, t *testing.T, adm *kadm.Client, topics ...string) int {
+	t.Helper()
+	listed, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	described, err := adm.DescribeProducers(ctx, listed.TopicsSet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	described.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if p.Err != nil {
+			t.Logf("describing %s/%d: %v", p.Topic, p.Partition, p.Err)
+		}
+	})
+	described.EachProducer(func(p kadm.DescribedProducer) {
+		if p.CurrentTxnStartOffset >= 0 {
+			n++
+		}
+	})
+	return n
+}
+
+// rawClient is a plain client of b, closed when the test ends.
+func rawClient(t *testing.T, b *kafkatest.Broker) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
