@@ -201,3 +201,40 @@ func TestEpisodes(t *testing.T) {
 		t.Fatalf("%+v", rep.Episodes)
 	}
 }
+
+// After a slot rewind the relay sends again, from its floor, what the slot
+// had confirmed before it: a poll phase cut short by later faults does so
+// in their episodes too (nemesis seeds 7 and 39). Rows committed before the
+// last rewind are in flight for a later episode unless the floor or a
+// published mark confirms them; the slot's position no longer does.
+func TestCheckInFlightAfterRewind(t *testing.T) {
+	a := events("a", 100, 0)
+	conf := []Confirmation{{Time: at(0.1), SlotLSN: 1010, FloorXID: 110}, {Time: at(0.45), SlotLSN: 1039, FloorXID: 110},
+		{Time: at(0.75), SlotLSN: 1075, FloorXID: 110}, {Time: at(0.95), SlotLSN: 1099, FloorXID: 110}}
+	// 20..39 delivered, confirmed by the slot at 0.45 s; the slot is
+	// dropped at 0.5 s (the new one confirms up to 75 by 0.75 s), and a
+	// broker kill at 0.8 s cuts the handoff's polling, which sends 20..39
+	// again from the floor at 0.9 s.
+	recs := deliver(a, 0, 0)
+	again := deliver(a[20:40], 0, 100)
+	for i := range again {
+		again[i].Time = at(0.9)
+	}
+	in := Input{Delivery: AtLeastOnce, Start: t0, Committed: a, Records: append(recs, again...), Confirmations: conf, Spans: []Span{
+		{Fault: Fault{Kind: DropSlot}, Start: at(0.5), End: at(0.5)},
+		{Fault: Fault{Kind: KafkaKill}, Start: at(0.8), End: at(0.85)},
+	}}
+	rep := Check(in)
+	if len(rep.Episodes) != 2 {
+		t.Fatalf("episodes %+v", rep.Episodes)
+	}
+	if e := rep.Episodes[1]; e.Resent != 20 || e.Outside != 0 || rep.OverBound != 0 || !rep.Valid(AtLeastOnce) {
+		t.Fatalf("after the drop: %+v; %v", e, rep)
+	}
+	// Without the drop, the slot's position confirms them: a re-send at
+	// the kill is more than was in flight (76..89).
+	in.Spans = in.Spans[1:]
+	if rep := Check(in); rep.OverBound != 1 || rep.Episodes[0].Outside != 20 || rep.Episodes[0].InFlight != 14 {
+		t.Fatalf("without the drop: %+v; %v", rep.Episodes, rep)
+	}
+}
