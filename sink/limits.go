@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -12,6 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// limitLookup bounds asking the broker for a topic's limit. The first
+// record of each topic waits for it, and a relay renews its lease between
+// records: a lookup as long as the lease's time to live let the lease lapse
+// while the broker was away (nemesis seed 39: 5 s against a 5 s lease, and
+// the other relay took over and sent the batch again).
+const limitLookup = time.Second
 
 // limitRetry is how long a topic whose limit could not be read uses the
 // configured limit before the broker is asked again.
@@ -58,9 +66,7 @@ func (k *Kafka) Limit(ctx context.Context, topic string) int {
 	}
 	k.rememberTopic(topic)
 	l = topicLimit{max: k.max}
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	broker, err := k.brokerLimit(lctx, topic)
-	cancel()
+	broker, err := k.lookupLimit(ctx, topic)
 	switch {
 	case err != nil:
 		l.retryAt = time.Now().Add(limitRetry)
@@ -78,6 +84,32 @@ func (k *Kafka) Limit(ctx context.Context, topic string) int {
 	next[topic] = l
 	k.limits.Store(&next)
 	return l.max
+}
+
+// lookupLimit is brokerLimit within limitLookup: franz-go waits out a
+// broker that takes the connection and never answers (10 s, its request
+// overhead), whatever the request's context says. The lookup finishes in
+// the background then; Close waits for it.
+func (k *Kafka) lookupLimit(ctx context.Context, topic string) (int, error) {
+	lctx, cancel := context.WithTimeout(ctx, limitLookup)
+	defer cancel()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	k.lookups.Add(1)
+	go func() {
+		defer k.lookups.Done()
+		n, err := k.brokerLimit(lctx, topic)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-lctx.Done():
+		return 0, fmt.Errorf("no answer within %v: %w", limitLookup, lctx.Err())
+	}
 }
 
 // brokerLimit reads the topic's max.message.bytes, or the broker's

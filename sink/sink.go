@@ -197,7 +197,8 @@ type Kafka struct {
 	// limits are the topics' maximum message sizes: read on every
 	// record, written once per topic (copy on write).
 	limits   atomic.Pointer[map[string]topicLimit]
-	lookupMu sync.Mutex // one lookup at a time; serializes writers
+	lookupMu sync.Mutex     // one lookup at a time; serializes writers
+	lookups  sync.WaitGroup // lookups that outlived their wait (limits.go)
 	// parts are the partition counts of topics that records name a
 	// partition of (partition.go).
 	parts partitionCounts
@@ -439,6 +440,7 @@ func (k *Kafka) Flush(ctx context.Context) error {
 func (k *Kafka) Close() {
 	k.waitAborts()
 	k.client.Load().Close()
+	k.lookups.Wait()
 }
 
 // logger passes franz-go's warnings and errors to slog; its info and debug

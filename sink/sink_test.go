@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -152,6 +153,50 @@ func TestLimitLearnedFromBroker(t *testing.T) {
 	}
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d of 20,000 small records failed", n)
+	}
+}
+
+// A topic's first record waits at most limitLookup for its limit when the
+// broker does not answer (here: it takes connections and never answers,
+// as a broker starting or cut off by a partition does), and uses the
+// configured limit until it can be read.
+func TestLimitWhileBrokerAway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	k, err := New(Config{Brokers: []string{ln.Addr().String()}, MaxMessageBytes: 123_456}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	start := time.Now()
+	if got := k.Limit(context.Background(), "events"); got != 123_456 {
+		t.Fatalf("limit %d, want the configured 123456", got)
+	}
+	if took := time.Since(start); took > limitLookup+time.Second {
+		t.Fatalf("the lookup took %v, more than %v and a second's margin", took, limitLookup)
+	}
+	start = time.Now()
+	k.Limit(context.Background(), "events")
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Fatalf("asked again at once: %v", took)
 	}
 }
 
