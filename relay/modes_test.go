@@ -104,6 +104,19 @@ func TestModeMachine(t *testing.T) {
 			{"and again", ended{err: store.ErrLeaseLost},
 				want{do: waitLease, wait: time.Second, mode: ModeWAL, say: "another relay took over this pipeline; this one stopped publishing and waits"}},
 		}},
+		{"auto: polling, another relay takes over, this one tries the WAL first when it takes over again", ModeAuto, []turn{
+			{"replication refused", ended{err: unavailable}, want{mode: ModePoll, code: store.ReasonWALUnavailable}},
+			{"the lease lost", ended{err: store.ErrLeaseLost}, want{do: waitLease, mode: ModeWAL, code: store.ReasonStarted}},
+			{"refused again", ended{err: unavailable}, want{mode: ModePoll, code: store.ReasonWALUnavailable}},
+			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModeWAL, code: store.ReasonStarted}},
+		}},
+		{"auto: a handoff is kept while another relay holds the pipeline", ModeAuto, []turn{
+			{"the slot replaced", ended{t: toHandoff(replaced)}, want{mode: ModePoll, handoff: replaced}},
+			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModePoll, handoff: replaced}},
+		}},
+		{"poll mode stays polling while another relay holds the pipeline", ModePoll, []turn{
+			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModePoll}},
+		}},
 		{"a lost slot without auto mode stops", ModeWAL, []turn{
 			{"lost", ended{err: fmt.Errorf("%w: slot pgoutbox", ErrSlotLost)}, want{do: stop, mode: ModeWAL}},
 		}},
