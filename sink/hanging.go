@@ -201,6 +201,9 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		switch {
 		case errors.Is(err, kerr.TransactionalIDNotFound):
 			return nil // never used
+		case refusedToDescribe(err):
+			k.warnUndescribed(err)
+			return nil
 		case err != nil && (final(err) || time.Now().After(deadline)):
 			return unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", k.txnID, err))
 		case err == nil && !strings.HasPrefix(t.State, "Prepare"):
@@ -245,9 +248,18 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		return nil
 	}
 	described, err := adm.DescribeProducers(ctx, set)
+	if refusedToDescribe(err) {
+		k.warnUndescribed(err)
+		return nil
+	}
 	if err != nil {
 		return unlessUnsupported(fmt.Errorf("kafka: describing producers: %w", err))
 	}
+	described.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if refusedToDescribe(p.Err) {
+			k.warnUndescribed(fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err))
+		}
+	})
 	var (
 		open []hanging
 		mine []kadm.DescribedProducer // every partition the producer wrote to
@@ -359,6 +371,23 @@ func (k *Kafka) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v v
 		"topic", p.Topic, "partition", p.Partition, "from_offset", p.CurrentTxnStartOffset,
 		"producer_id", p.ProducerID, "epoch", h.epoch, "later_epoch", p.ProducerEpoch, "done", did, "why", why)
 	return nil
+}
+
+// refusedToDescribe tells an authorization failure: describing producers
+// takes READ on the topic, describing a transaction DESCRIBE on the
+// transactional id (WRITE implies it).
+func refusedToDescribe(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// warnUndescribed says, once per producer, that transactions left open
+// cannot be looked for: without that a committed transaction Kafka left
+// open can be aborted with the next one (see above).
+func (k *Kafka) warnUndescribed(err error) {
+	if k.undescribed.CompareAndSwap(false, true) {
+		k.log.Warn("kafka: cannot look for transactions left open after a broker restart (grant the relay's user READ on its topics)", "err", err)
+	}
 }
 
 // final tells an error the broker will answer again: a refusal that is not

@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -274,4 +276,58 @@ func rawClient(t *testing.T, b *kafkatest.Broker) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// A relay's user that may write its topics and transactional id but not
+// read the topics cannot describe their producers: the look for
+// transactions left open is skipped with one warning, and exactly-once
+// delivery goes on (fence, transactions, commits) as before it existed.
+func TestHangingLookRefused(t *testing.T) {
+	b := kafkatest.SharedLocal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const prefix, txnID = "limited-hanging.", "limited-hanging.pipeline"
+	adm := kadm.NewClient(rawClient(t, b))
+	acls := []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:"+kafkatest.LimitedUser).AllowHosts("*").Topics(prefix).
+			ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite, kadm.OpDescribe, kadm.OpCreate, kadm.OpDescribeConfigs),
+		kadm.NewACLs().Allow("User:"+kafkatest.LimitedUser).AllowHosts("*").TransactionalIDs(txnID).
+			Operations(kadm.OpWrite, kadm.OpDescribe),
+	}
+	for _, acl := range acls {
+		results, err := adm.CreateACLs(ctx, acl)
+		for _, r := range results {
+			err = errors.Join(err, r.Err)
+		}
+		if err != nil {
+			t.Fatalf("granting: %v", err)
+		}
+		t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), acl) })
+	}
+	var logs bytes.Buffer
+	cfg := Config{Brokers: b.SASLPlaintext, CreateTopics: true, TransactionalID: txnID, TransactionTimeout: 30 * time.Second,
+		PositionTopic: prefix + "position",
+		SASL:          SASL{Mechanism: MechanismScramSHA256, Username: kafkatest.LimitedUser, Password: kafkatest.LimitedPassword}}
+	k, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	for i := range 2 {
+		if err := k.Fence(ctx); err != nil {
+			t.Fatalf("fence %d: %v", i, err)
+		}
+		k.failures.Add(1) // a broker connection failed: the first record looks too
+		begin(t, k)
+		produced(ctx, t, k, prefix+"events", "event")
+		if err := k.Commit(ctx, func() error { return nil }); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		if err := k.Renew(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "cannot look for transactions left open"); n != 1 {
+		t.Fatalf("the refusal was said %d times, want once:\n%s", n, logs.String())
+	}
 }

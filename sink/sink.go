@@ -232,6 +232,7 @@ type Kafka struct {
 	// failures counts failed broker reads, writes and dials; swept is its
 	// value when hanging transactions were last looked for (hanging.go).
 	failures, swept atomic.Uint64
+	undescribed     atomic.Bool // warnUndescribed said it
 	// topics are those this producer wrote to, positionTopic the one
 	// position records go to.
 	topicsMu      sync.Mutex
