@@ -39,12 +39,8 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 	raw := unaddingClient(t, b)
 	for _, name := range []string{"before the next transaction", "joined by the next transaction", "another process fences"} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			suffix := strings.ReplaceAll(name, " ", "-")
-			position, events, txnID := "position."+suffix, "events."+suffix, "pipeline."+suffix
-			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second, PositionTopic: position}
-			k := committedPosition(ctx, t, cfg, position, events)
+			ctx, cfg, position, events, k := orphanCase(t, b, name)
+			txnID := cfg.TransactionalID
 
 			// The transaction whose commit misses the events partition.
 			begin(t, k)

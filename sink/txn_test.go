@@ -237,12 +237,8 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 	raw := unaddingClient(t, b)
 	for _, name := range []string{"this process", "another process", "nobody told"} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			suffix := strings.ReplaceAll(name, " ", "-")
-			topic, events, txnID := "position."+suffix, "events."+suffix, "pipeline."+suffix
-			cfg := Config{Brokers: b.Brokers, TransactionalID: txnID, TransactionTimeout: 30 * time.Second, PositionTopic: topic}
-			k := committedPosition(ctx, t, cfg, topic, events)
+			ctx, cfg, topic, events, k := orphanCase(t, b, name)
+			txnID := cfg.TransactionalID
 			begin(t, k)
 			id, epoch, err := k.client.Load().ProducerID(ctx)
 			if err != nil {
@@ -304,6 +300,19 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orphanCase is a subtest's own: its position and events topics and
+// transactional id named after it, and a producer of cfg that committed
+// the record "committed" to the position topic; ctx ends with the test.
+func orphanCase(t *testing.T, b *kafkatest.Broker, name string) (ctx context.Context, cfg Config, position, events string, k *Kafka) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	suffix := strings.ReplaceAll(name, " ", "-")
+	position, events = "position."+suffix, "events."+suffix
+	cfg = Config{Brokers: b.Brokers, TransactionalID: "pipeline." + suffix, TransactionTimeout: 30 * time.Second, PositionTopic: position}
+	return ctx, cfg, position, events, committedPosition(ctx, t, cfg, position, events)
 }
 
 // committedPosition creates topics, the first the position topic, and
