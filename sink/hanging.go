@@ -35,8 +35,9 @@ import (
 // So before a new producer fences the id, and before a transaction's first
 // record after a broker connection failed, every range of this id left
 // open is ended as its transaction ended, where that is known: this
-// process committed it or never sent its EndTxn, or the coordinator's
-// marker on another partition says. Where it is not known, the events are
+// process committed it or never sent its EndTxn, the coordinator's state
+// is the one that transaction's end left, or the coordinator's marker on
+// another partition says. Where it is not known, the events are
 // committed and the position record aborted: an event shown that was also
 // sent again is a duplicate, an event aborted that PostgreSQL counts as
 // published is lost, and a position record is committed only when its
@@ -293,6 +294,9 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	for _, h := range open {
 		v, why := k.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"
 		if v == unknown {
+			v, why = coordinatorSays(txn, h.epoch)
+		}
+		if v == unknown {
 			if v, why, err = k.markerElsewhere(ctx, adm, h, open, mine); err != nil {
 				return err
 			}
@@ -302,6 +306,25 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 	}
 	return nil
+}
+
+// coordinatorSays reads how the transaction of epoch ended from its
+// coordinator's state, when that is the state it left: since transaction
+// version 2 a transaction's end bumps the epoch, so CompleteCommit or
+// CompleteAbort at epoch plus one is that transaction's end and no other's
+// (nemesis seed 14: a commit whose answer the broker's kill cut off, its
+// markers skipped after the restart).
+func coordinatorSays(txn kadm.DescribedTransaction, epoch int16) (verdict, string) {
+	if txn.ProducerEpoch != epoch+1 {
+		return unknown, ""
+	}
+	switch txn.State {
+	case "CompleteCommit":
+		return committed, "its coordinator's state says so (CompleteCommit)"
+	case "CompleteAbort":
+		return aborted, "its coordinator's state says so (CompleteAbort)"
+	}
+	return unknown, ""
 }
 
 // markerElsewhere looks for the marker the coordinator wrote for h's

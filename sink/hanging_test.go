@@ -327,3 +327,53 @@ func TestHangingLookRefused(t *testing.T) {
 		t.Fatalf("the refusal was said %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// With no marker of a transaction left anywhere, its coordinator's own
+// state still tells how the producer's last transaction ended: nemesis
+// seed 14, where a relay's commit reached the coordinator but its answer
+// did not reach the relay (the broker was killed), the markers were
+// skipped after the restart, and the relay was killed too. Its events and
+// its position record are both committed, so the next producer reads that
+// position and sends nothing again; before, its position record was
+// aborted and 8 events came twice. Here the transaction's only partition
+// the coordinator knew is deleted after the commit, with its marker.
+func TestCoordinatorStateEndsTransactionLeftOpen(t *testing.T) {
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
+	raw := unaddingClient(t, b)
+	ctx, cfg, position, events, k := orphanCase(t, b, "coordinator state")
+	const other = "other.coordinator-state"
+	adm := kadm.NewClient(raw)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, other); err != nil {
+		t.Fatal(err)
+	}
+	begin(t, k)
+	produced(ctx, t, k, other, "known to the coordinator")
+	id, epoch, err := k.client.Load().ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceUnadded(ctx, t, raw, cfg.TransactionalID, events, id, epoch, "event")
+	produceUnadded(ctx, t, raw, cfg.TransactionalID, position, id, epoch, "its position")
+	if err := k.Commit(ctx, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.DeleteTopics(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+
+	next := fencedProducer(ctx, t, cfg) // another process: it knows nothing of that transaction
+	rec, err := next.LastCommitted(ctx, position, []byte("p"))
+	if err != nil || rec == nil || string(rec.Value) != "its position" {
+		t.Fatalf("last committed: %v, %v; want the transaction's own position record", rec, err)
+	}
+	if err := raw.ProduceSync(ctx, &kgo.Record{Topic: events, Key: []byte("p"), Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range kafkatest.Consume(t, b.Brokers, []string{events}, 2, 20*time.Second) {
+		got = append(got, string(r.Value))
+	}
+	if want := []string{"event", "after"}; !slices.Equal(got, want) {
+		t.Errorf("a read_committed reader of %s sees %q, want %q", events, got, want)
+	}
+}
