@@ -180,8 +180,9 @@ type hanging struct {
 // its coordinator no longer tracks (see above), on the partitions of the
 // coordinator's open transaction and of every topic (everywhere: a new
 // producer, which may be another process's, knows none) or of the topics
-// this producer wrote to and the position topic. It returns an error when one cannot be ended; the caller
-// must not fence the id or add records then.
+// this producer wrote to and the position topic. It returns an error when
+// one cannot be ended; the caller must not fence the id or add records
+// then.
 func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	if k.txnID == "" {
 		return nil
