@@ -292,17 +292,27 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// How a transaction ended is decided once, for all its partitions.
+	type decision struct {
+		v   verdict
+		why string
+	}
+	decided := map[int16]decision{}
 	for _, h := range open {
-		v, why := k.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"
-		if v == unknown {
-			v, why = coordinatorSays(txn, h.epoch)
-		}
-		if v == unknown {
-			if v, why, err = k.markerElsewhere(ctx, adm, h, open, mine); err != nil {
-				return err
+		d, ok := decided[h.epoch]
+		if !ok {
+			d = decision{k.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"}
+			if d.v == unknown {
+				d.v, d.why = coordinatorSays(txn, h.epoch)
 			}
+			if d.v == unknown {
+				if d.v, d.why, err = k.markerElsewhere(ctx, adm, h, open, mine); err != nil {
+					return err
+				}
+			}
+			decided[h.epoch] = d
 		}
-		if err := k.endHanging(ctx, adm, h, v, why); err != nil {
+		if err := k.endHanging(ctx, adm, h, d.v, d.why); err != nil {
 			return err
 		}
 	}
@@ -377,16 +387,11 @@ func (k *Kafka) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v v
 		}
 		commit = p.Topic != k.positionTopic
 	}
-	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
-		Commit: commit, CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{p.Topic: {p.Partition: {}}}})
-	resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
 	did := "aborted"
 	if commit {
 		did = "committed"
 	}
-	if err != nil {
-		// Writing markers takes ALTER (Kafka 3.8 and later, KIP-1037)
-		// or CLUSTER_ACTION on the cluster.
+	if err := writeMarker(ctx, adm, p, commit); err != nil {
 		return fmt.Errorf("kafka: a transaction (producer id %d, epoch %d) stays open on %s/%d from offset %d after its coordinator "+
 			"moved on, and it is to be %s (%s), but writing that marker failed (it takes ALTER on the cluster resource): %w",
 			p.ProducerID, h.epoch, p.Topic, p.Partition, p.CurrentTxnStartOffset, did, why, err)

@@ -128,12 +128,7 @@ func endOrphan(ctx context.Context, adm *kadm.Client, topic string, open []kadm.
 		verdict = "committed"
 	}
 	for _, p := range open {
-		resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
-			Commit: commit, CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{p.Topic: {p.Partition: {}}}})
-		resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
-		if err != nil {
-			// Writing markers takes ALTER (Kafka 3.8 and later, KIP-1037)
-			// or CLUSTER_ACTION on the cluster.
+		if err := writeMarker(ctx, adm, p, commit); err != nil {
 			return "", fmt.Errorf("it is to be %s (%s), but writing that marker on %s/%d failed "+
 				"(it takes ALTER on the cluster resource): %w", verdict, why, p.Topic, p.Partition, err)
 		}
@@ -141,6 +136,16 @@ func endOrphan(ctx context.Context, adm *kadm.Client, topic string, open []kadm.
 	o := open[0]
 	return fmt.Sprintf("%s the transaction (producer id %d, epoch %d) left open from offset %d of %s and on %d other partitions: %s",
 		verdict, o.ProducerID, o.ProducerEpoch, o.CurrentTxnStartOffset, topic, len(open)-1, why), nil
+}
+
+// writeMarker writes a commit or abort marker for p's open transaction on
+// its partition, as the coordinator would. It takes ALTER (Kafka 3.8 and
+// later, KIP-1037) or CLUSTER_ACTION on the cluster.
+func writeMarker(ctx context.Context, adm *kadm.Client, p kadm.DescribedProducer, commit bool) error {
+	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+		Commit: commit, CoordinatorEpoch: p.CoordinatorEpoch, Topics: kadm.TopicsSet{p.Topic: {p.Partition: {}}}})
+	resp.EachPartition(func(r kadm.TxnMarkersPartitionResponse) { err = errors.Join(err, r.Err) })
+	return err
 }
 
 // findMarker reads partition of topic from the first record at or after
