@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -45,24 +44,59 @@ import (
 // not all arrive would count them published).
 
 // failureHook counts failed broker reads, writes and dials: a broker that
-// went away, for a while or for good.
-type failureHook struct{ n *atomic.Uint64 }
+// went away, for a while or for good. A connection made after one settles
+// hanging transactions before the connection carries anything (see
+// settleOnConnect).
+type failureHook struct {
+	k    *Kafka
+	life context.Context // the client's
+}
 
 func (h failureHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err != nil {
-		h.n.Add(1)
+		h.k.failures.Add(1)
 	}
 }
 
 func (h failureHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err != nil {
-		h.n.Add(1)
+		h.k.failures.Add(1)
 	}
 }
 
 func (h failureHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil {
-		h.n.Add(1)
+		h.k.failures.Add(1)
+		return
+	}
+	h.k.settleOnConnect(h.life)
+}
+
+// connectSettleWait bounds how long a new connection waits for
+// settleOnConnect.
+const connectSettleWait = 15 * time.Second
+
+// settleOnConnect runs settleHanging on a new broker connection when a
+// connection failed since it last ran, before the connection is used: a
+// transaction's records handed to franz-go before the failure was noticed
+// (the broker killed just after answering the last commit, and restarted)
+// go out on a new connection, and must not join a range the restarted
+// broker left open; their transaction could not abort then without
+// taking the committed records beneath with it (nemesis seed 25: 53
+// duplicates, from a range of a committed and a failed transaction that
+// another relay had to commit whole). franz-go calls the hook in the
+// connection's broker goroutine, before the connection's first request,
+// and every request to that broker waits meanwhile: settleHanging uses a
+// client of its own. When it fails the request goes out anyway, and
+// settleBeforeEnd looks again before the transaction's end.
+func (k *Kafka) settleOnConnect(life context.Context) {
+	if k.failures.Load() == k.swept.Load() || life.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(life, connectSettleWait)
+	defer cancel()
+	if err := k.settleAfterFailure(ctx); err != nil && life.Err() == nil {
+		k.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
 	}
 }
 
@@ -138,9 +172,12 @@ func (k *Kafka) writtenTopics() []string {
 }
 
 // settleAfterFailure runs settleHanging when a broker connection failed
-// since it last ran; before a transaction's first record, so that record
-// does not join a range left open.
+// since it last ran: on the next new connection, and before a
+// transaction's first record and its end, so that no record joins a range
+// left open. One runs at a time.
 func (k *Kafka) settleAfterFailure(ctx context.Context) error {
+	k.settleMu.Lock()
+	defer k.settleMu.Unlock()
 	f := k.failures.Load()
 	if f == k.swept.Load() {
 		return nil
@@ -187,7 +224,13 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	if k.txnID == "" {
 		return nil
 	}
-	adm := kadm.NewClient(k.client.Load())
+	// Not the producer's client: settleOnConnect runs inside it.
+	cl, err := kgo.NewClient(k.readOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	var (
 		txn   kadm.DescribedTransaction
 		found bool
@@ -225,43 +268,29 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 	}
 
-	set := kadm.TopicsSet{}
-	if topics := k.writtenTopics(); everywhere || len(topics) > 0 {
-		if everywhere {
-			topics = nil // every topic
+	// A restarted broker answers for its partitions a moment after it
+	// accepts connections: what it cannot answer yet is asked again.
+	deadline := time.Now().Add(hangingWait)
+	var described kadm.DescribedProducersTopics
+	for {
+		described, err = k.describeProducers(ctx, adm, txn, everywhere)
+		if err == nil || refusedToDescribe(err) || final(err) || time.Now().After(deadline) {
+			break
 		}
-		listed, err := adm.ListTopics(ctx, topics...)
-		if err != nil {
-			return fmt.Errorf("kafka: listing topics: %w", err)
-		}
-		for t, d := range listed {
-			if d.Err == nil {
-				for p := range d.Partitions {
-					set.Add(t, p)
-				}
-			}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	ongoing := txn.State == "Ongoing"
-	if ongoing {
-		set.Merge(txn.Topics)
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	described, err := adm.DescribeProducers(ctx, set)
 	if refusedToDescribe(err) {
 		k.warnUndescribed(err)
 		return nil
 	}
 	if err != nil {
-		return unlessUnsupported(fmt.Errorf("kafka: describing producers: %w", err))
+		return unlessUnsupported(err)
 	}
-	described.EachPartition(func(p kadm.DescribedProducersPartition) {
-		if refusedToDescribe(p.Err) {
-			k.warnUndescribed(fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err))
-		}
-	})
+	ongoing := txn.State == "Ongoing"
 	var (
 		open []hanging
 		mine []kadm.DescribedProducer // every partition the producer wrote to
@@ -317,6 +346,51 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 	}
 	return nil
+}
+
+// describeProducers describes the producers of the partitions of the
+// coordinator's open transaction and of every topic (everywhere) or of the
+// topics this producer wrote to and the position topic. A partition it
+// could not describe is an error: a range left open there would go
+// unseen. One the broker refused to describe is warned of and skipped.
+func (k *Kafka) describeProducers(ctx context.Context, adm *kadm.Client, txn kadm.DescribedTransaction, everywhere bool) (kadm.DescribedProducersTopics, error) {
+	set := kadm.TopicsSet{}
+	if topics := k.writtenTopics(); everywhere || len(topics) > 0 {
+		if everywhere {
+			topics = nil // every topic
+		}
+		listed, err := adm.ListTopics(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: listing topics: %w", err)
+		}
+		for t, d := range listed {
+			if d.Err == nil {
+				for p := range d.Partitions {
+					set.Add(t, p)
+				}
+			}
+		}
+	}
+	if txn.State == "Ongoing" {
+		set.Merge(txn.Topics)
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	described, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: describing producers: %w", err)
+	}
+	var errs []error
+	described.EachPartition(func(p kadm.DescribedProducersPartition) {
+		switch {
+		case refusedToDescribe(p.Err):
+			k.warnUndescribed(fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err))
+		case p.Err != nil:
+			errs = append(errs, fmt.Errorf("kafka: describing producers of %s/%d: %w", p.Topic, p.Partition, p.Err))
+		}
+	})
+	return described, errors.Join(errs...)
 }
 
 // coordinatorSays reads how the transaction of epoch ended from its

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,23 +26,32 @@ import (
 // one of its partitions (what a broker killed between the two leaves,
 // below) is committed there before anything of this transactional id
 // could end it otherwise: before the next transaction's first record once
-// a broker connection failed, before that transaction's end when the
-// failure came after its first record (the record joined the open range),
-// and before another process's producer fences the id (which would abort
-// the open range with the next transaction), as the coordinator's marker
-// on the transaction's other partition says. Here the marker is missing
-// because the record was written without the partition added to the
-// transaction (the broker's verification off): the coordinator never
-// learned of it. In each case the next transaction is aborted, and a
-// read_committed reader must still see the committed event: before the
-// fix, the abort took it (25 events lost in nemesis seed 37).
+// a broker connection failed; before that transaction's end when the
+// failure came after its first record (the record joined the open range);
+// on the new connection the record goes out on when the failure came
+// between its Produce and its request (nemesis seed 25: the record joined
+// the range and was committed with it, 53 duplicates); and before another
+// process's producer fences the id (which would abort the open range with
+// the next transaction), as the coordinator's marker on the transaction's
+// other partition says. Here the marker is missing because the record was
+// written without the partition added to the transaction (the broker's
+// verification off): the coordinator never learned of it. In each case
+// the next transaction is aborted, and a read_committed reader must still
+// see the committed event (before the fix the abort took it: 25 events
+// lost in nemesis seed 37) and, unless the record joined the range, not
+// the aborted one.
 func TestCommitLeftOpenIsCommitted(t *testing.T) {
 	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"transaction.partition.verification.enable": "false"}})
 	raw := unaddingClient(t, b)
-	for _, name := range []string{"before the next transaction", "joined by the next transaction", "another process fences"} {
+	const reconnected = "failure seen on a new connection"
+	for _, name := range []string{"before the next transaction", "joined by the next transaction", "another process fences", reconnected} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cfg, position, events, k := orphanCase(t, b, name)
 			txnID := cfg.TransactionalID
+			var failed *failOnConnect
+			if name == reconnected {
+				failed = reconnecting(ctx, t, k)
+			}
 
 			// The transaction whose commit misses the events partition.
 			begin(t, k)
@@ -58,12 +69,33 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 			}
 
 			// The next transaction, aborted.
-			if name == "before the next transaction" {
+			switch name {
+			case "before the next transaction":
 				k.failures.Add(1) // a broker connection failed
+			case reconnected:
+				// The producer's connections idle out: its next record
+				// goes out on a new one, made after a failure the
+				// record's Produce did not see (a broker killed after
+				// answering the commit, and restarted).
+				if err := k.Fits(ctx, &kgo.Record{Topic: events}); err != nil {
+					t.Fatal(err) // the topic's limit is known: Produce asks nothing first
+				}
+				time.Sleep(500 * time.Millisecond)
+				failed.armed.Store(true)
 			}
 			begin(t, k)
 			produced(ctx, t, k, events, "aborted")
 			switch name {
+			case reconnected:
+				if failed.armed.Load() {
+					t.Fatal("the next transaction's record went out on a connection made before it")
+				}
+				if err := k.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := k.Abort(ctx); err != nil {
+					t.Fatal(err)
+				}
 			case "another process fences":
 				fencedProducer(ctx, t, cfg)
 			default:
@@ -88,7 +120,7 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 			// range unless the failure was seen before it: committed with
 			// it, it is a duplicate once sent again, never a loss.
 			want := []string{"committed", "aborted", "after"}
-			if name == "before the next transaction" {
+			if name == "before the next transaction" || name == reconnected {
 				want = []string{"committed", "after"}
 			}
 			if !slices.Equal(got, want) {
@@ -96,6 +128,35 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failOnConnect, once armed, counts a broker failure as the next
+// connection is made, before the producer's own hook sees the connection:
+// what a dial refused while the broker restarted does.
+type failOnConnect struct {
+	k     *Kafka
+	armed atomic.Bool
+}
+
+func (h *failOnConnect) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil && h.armed.CompareAndSwap(true, false) {
+		h.k.failures.Add(1)
+	}
+}
+
+// reconnecting gives k a client whose idle connections close after 100 ms
+// and that runs a failOnConnect before k's own hook, and fences with it.
+func reconnecting(ctx context.Context, t *testing.T, k *Kafka) *failOnConnect {
+	t.Helper()
+	h := &failOnConnect{k: k}
+	k.opts = append(k.opts, kgo.ConnIdleTimeout(100*time.Millisecond), kgo.WithHooks(h))
+	if err := k.Renew(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // killsEnv is how many kills TestCommitSurvivesBrokerKill may try before

@@ -232,7 +232,14 @@ type Kafka struct {
 	// failures counts failed broker reads, writes and dials; swept is its
 	// value when hanging transactions were last looked for (hanging.go).
 	failures, swept atomic.Uint64
+	settleMu        sync.Mutex  // one settleHanging at a time
 	undescribed     atomic.Bool // warnUndescribed said it
+	// life ends when Close begins, stopClient when the client is
+	// replaced: what franz-go's hooks start (settleOnConnect) stops then.
+	// stopClient is used where the client is replaced, by one goroutine.
+	life       context.Context
+	stop       context.CancelFunc
+	stopClient context.CancelFunc
 	// topics are those this producer wrote to, positionTopic the one
 	// position records go to.
 	topicsMu      sync.Mutex
@@ -253,6 +260,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	}
 	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log,
 		brokers: cfg.Brokers, dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
+	k.life, k.stop = context.WithCancel(context.Background())
 	k.limits.Store(&map[string]topicLimit{})
 	k.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -298,12 +306,23 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 
 // newClient is the producer's client: k.opts and, for a transactional
 // producer, the hook that counts broker failures (hanging.go), which the
-// readers built from k.opts do not share.
+// readers built from k.opts do not share. What the hook starts stops when
+// the next client replaces this one (Renew) or Close begins.
 func (k *Kafka) newClient() (*kgo.Client, error) {
 	if k.txnID == "" {
 		return kgo.NewClient(k.opts...)
 	}
-	return kgo.NewClient(append(slices.Clone(k.opts), kgo.WithHooks(failureHook{&k.failures}))...)
+	life, stop := context.WithCancel(k.life)
+	cl, err := kgo.NewClient(append(slices.Clone(k.opts), kgo.WithHooks(failureHook{k, life}))...)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if k.stopClient != nil {
+		k.stopClient()
+	}
+	k.stopClient = stop
+	return cl, nil
 }
 
 type gate struct {
@@ -439,6 +458,7 @@ func (k *Kafka) Flush(ctx context.Context) error {
 
 // Close fails what is still buffered and closes the connections.
 func (k *Kafka) Close() {
+	k.stop()
 	k.waitAborts()
 	k.client.Load().Close()
 	k.lookups.Wait()

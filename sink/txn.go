@@ -86,11 +86,16 @@ func (k *Kafka) Transactional() bool { return k.txnID != "" }
 // moved on are ended (hanging.go): the fence's abort would otherwise take
 // committed records with it.
 func (k *Kafka) Fence(ctx context.Context) error {
+	k.settleMu.Lock()
 	f := k.failures.Load()
-	if err := k.settleHanging(ctx, true); err != nil {
+	err := k.settleHanging(ctx, true)
+	if err == nil {
+		k.swept.Store(f)
+	}
+	k.settleMu.Unlock()
+	if err != nil {
 		return err
 	}
-	k.swept.Store(f)
 	id, epoch, err := k.client.Load().ProducerID(ctx)
 	if err != nil {
 		return k.txnErr("init producer id", err)
