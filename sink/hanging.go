@@ -31,9 +31,9 @@ import (
 // transaction, cut off by the broker's restart, was aborted when another
 // relay fenced it.
 //
-// So before a new producer fences the id, and before a transaction's first
-// record after a broker connection failed, every range of this id left
-// open is ended as its transaction ended, where that is known: this
+// So before a new producer fences the id, and after a broker connection
+// failed (on the next new connection, before a transaction's first record
+// and before its end), every range of this id left open is ended as its transaction ended, where that is known: this
 // process committed it or never sent its EndTxn, the coordinator's state
 // is the one that transaction's end left, or the coordinator's marker on
 // another partition says. Where it is not known, the events are
@@ -174,15 +174,22 @@ func (k *Kafka) writtenTopics() []string {
 // settleAfterFailure runs settleHanging when a broker connection failed
 // since it last ran: on the next new connection, and before a
 // transaction's first record and its end, so that no record joins a range
-// left open. One runs at a time.
+// left open.
 func (k *Kafka) settleAfterFailure(ctx context.Context) error {
+	return k.sweep(ctx, false, false)
+}
+
+// sweep runs settleHanging (everywhere, as it says), only when a broker
+// connection failed since the last sweep unless always, and records the
+// failures it covered when it succeeds. One runs at a time.
+func (k *Kafka) sweep(ctx context.Context, everywhere, always bool) error {
 	k.settleMu.Lock()
 	defer k.settleMu.Unlock()
 	f := k.failures.Load()
-	if f == k.swept.Load() {
+	if !always && f == k.swept.Load() {
 		return nil
 	}
-	if err := k.settleHanging(ctx, false); err != nil {
+	if err := k.settleHanging(ctx, everywhere); err != nil {
 		return err
 	}
 	k.swept.Store(f)

@@ -297,6 +297,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	k.opts = append(k.opts, kgo.Dialer(k.dial))
 	client, err := k.newClient()
 	if err != nil {
+		k.stop()
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	k.client.Store(client)

@@ -86,14 +86,7 @@ func (k *Kafka) Transactional() bool { return k.txnID != "" }
 // moved on are ended (hanging.go): the fence's abort would otherwise take
 // committed records with it.
 func (k *Kafka) Fence(ctx context.Context) error {
-	k.settleMu.Lock()
-	f := k.failures.Load()
-	err := k.settleHanging(ctx, true)
-	if err == nil {
-		k.swept.Store(f)
-	}
-	k.settleMu.Unlock()
-	if err != nil {
+	if err := k.sweep(ctx, true, true); err != nil {
 		return err
 	}
 	id, epoch, err := k.client.Load().ProducerID(ctx)
