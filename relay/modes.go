@@ -74,6 +74,16 @@ func handoffMoved() transition {
 		Detail: "the slot was replaced again while polling: the handoff goes on to the new slot"}}
 }
 
+// handoffGone goes back to the WAL session's setup when a poll session is
+// to finish a handoff that is no longer pending with its bounds: another
+// relay of the pipeline finished it, or replaced the slot again, while
+// this one did not hold the pipeline. Polling it again from the floor
+// would send again what that relay streamed since.
+func handoffGone() transition {
+	return transition{to: ModeWAL, reason: store.Reason{Code: store.ReasonHandoff,
+		Detail: "the handoff this relay began was finished or moved by another relay of the pipeline"}}
+}
+
 const (
 	// replicationAvailable is why a poll session's probe switches.
 	replicationAvailable = "replication is available again"
@@ -218,13 +228,17 @@ func (m machine) next(e ended, cfg Config) (machine, step) {
 		m.fromProbe = false
 		return m, step{say: line{slog.LevelWarn, "switching to polling", attrs}}
 	case errors.Is(err, errLocked), errors.Is(err, store.ErrLeaseLost):
-		if cfg.Mode == ModeAuto && m.mode == ModePoll && m.handoff == nil {
+		if cfg.Mode == ModeAuto && m.mode == ModePoll {
 			// The relay that holds the pipeline meanwhile may have gone
 			// back to the WAL: taking over, this one tries the WAL first,
 			// as a relay that starts does. Polling from the floor would
 			// send again what that relay streamed since (nemesis seed
-			// 13: 319 events after a 5 s partition from PostgreSQL).
-			m.mode, m.reason, m.probeWait, m.fromProbe = ModeWAL, store.Started(cfg.Mode), 0, false
+			// 13: 319 events after a 5 s partition from PostgreSQL). A
+			// handoff it had begun is dropped too: the WAL session's
+			// setup resumes it from the pipeline's state if it is still
+			// pending, and the other relay may have finished it (seed 8:
+			// 92 events polled again).
+			m.mode, m.handoff, m.reason, m.probeWait, m.fromProbe = ModeWAL, nil, store.Started(cfg.Mode), 0, false
 		}
 		var say line
 		if errors.Is(err, store.ErrLeaseLost) {

@@ -110,9 +110,19 @@ func TestModeMachine(t *testing.T) {
 			{"refused again", ended{err: unavailable}, want{mode: ModePoll, code: store.ReasonWALUnavailable}},
 			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModeWAL, code: store.ReasonStarted}},
 		}},
-		{"auto: a handoff is kept while another relay holds the pipeline", ModeAuto, []turn{
+		// The WAL session's setup resumes it from the pipeline's state if
+		// it is still pending; the other relay may have finished it.
+		{"auto: a handoff is dropped while another relay holds the pipeline", ModeAuto, []turn{
 			{"the slot replaced", ended{t: toHandoff(replaced)}, want{mode: ModePoll, handoff: replaced}},
-			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModePoll, handoff: replaced}},
+			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModeWAL, code: store.ReasonStarted}},
+		}},
+		{"auto: a handoff is dropped when the lease is lost", ModeAuto, []turn{
+			{"the slot replaced", ended{t: toHandoff(replaced)}, want{mode: ModePoll, handoff: replaced}},
+			{"the lease lost", ended{err: store.ErrLeaseLost}, want{do: waitLease, mode: ModeWAL, code: store.ReasonStarted}},
+		}},
+		{"auto: a handoff is kept through a failure", ModeAuto, []turn{
+			{"the slot replaced", ended{t: toHandoff(replaced)}, want{mode: ModePoll, handoff: replaced}},
+			{"the connection lost", ended{err: connLost}, want{do: retry, mode: ModePoll, handoff: replaced}},
 		}},
 		{"poll mode stays polling while another relay holds the pipeline", ModePoll, []turn{
 			{"held by the other", ended{err: held}, want{do: waitLease, mode: ModePoll}},

@@ -43,6 +43,11 @@ func (g *pollGroup) run(ctx context.Context) (transition, error) {
 	defer guard.close()
 	handoffs := make([]*handoff, len(p.tables))
 	if g.handoff != nil {
+		if current, err := handoffCurrent(ctx, guard.conn, p.own(), g.handoff); err != nil {
+			return transition{}, err
+		} else if !current {
+			return handoffGone(), nil
+		}
 		// The transaction bound holds for every table; the bound on seq is
 		// each table's own, read now: later than the slot's creation, it
 		// only covers more.

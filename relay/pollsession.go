@@ -75,6 +75,13 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	defer h.close()
 	s.h = h
 	conn := h.conn
+	if s.handoff != nil && s.group == nil {
+		if current, err := handoffCurrent(ctx, conn, t.own, s.handoff); err != nil {
+			return transition{}, err
+		} else if !current {
+			return handoffGone(), nil
+		}
+	}
 	if s.poller, err = poll.New(ctx, conn, t.poll); err != nil {
 		return transition{}, err
 	}
@@ -329,6 +336,17 @@ func endHandoff(ctx context.Context, fenced func(context.Context, func(store.Que
 		return handoffMoved(), nil
 	}
 	return handoffDone(), nil
+}
+
+// handoffCurrent tells whether h is still the pipeline's pending handoff,
+// read once the session holds the pipeline: while it did not, another
+// relay may have finished h or replaced the slot again.
+func handoffCurrent(ctx context.Context, q store.Querier, own store.Pipeline, h *handoff) (bool, error) {
+	st, err := own.Handoff(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	return st.Pending && st.XMax != nil && *st.XMax == h.xmax && st.Seq != nil && *st.Seq == h.maxSeq, nil
 }
 
 // handoffDone tells whether every transaction below the handoff's xmax has

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -502,4 +503,87 @@ WHERE pipeline = 'pgoutbox'`,
 	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", slices.Concat(before, between, after), 60*time.Second)
 	eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r.Mode() == relay.ModeWAL })
+}
+
+// A relay whose handoff another relay finished streams when it takes the
+// pipeline back; it does not poll again with the handoff it had begun.
+// Nemesis seed 8 (at-least-once, two relays): relay 1 created a slot and
+// polled the rows from before it, lost the lease; relay 0 resumed that
+// handoff, finished it and streamed; when relay 0 was killed, relay 1 took
+// over and polled from the floor with its old handoff, sending again the
+// 92 events relay 0 had streamed in its last second.
+func TestTakeoverAfterAnotherRelayFinishedTheHandoff(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var before []string
+	rows, err := e.conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 2000) g RETURNING id::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		before = append(before, id)
+	}
+	rows.Close()
+	common := []string{"--mode", "auto", "--lease-ttl", "3s", "--lease-renew", "200ms"}
+	// A polls the rows from before the slot it creates one at a time: its
+	// handoff is under way when it loses the lease.
+	a := e.runProcess(t, append(common, "--batch-size", "1", "--poll-interval", "1ms")...)
+	eventually(t, 15*time.Second, "the first relay's handoff under way", func() bool {
+		return e.stateMode() == "poll" && len(e.unpublished(before...)) < len(before)
+	})
+	holder := func() string {
+		var h string
+		e.conn.QueryRow(ctx, "SELECT holder FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&h)
+		return h
+	}
+	first := holder()
+	b := e.runProcess(t, append(common, "--batch-size", "100", "--poll-interval", "10ms")...)
+	// The first relay's lease lapses (as when it is cut off from the
+	// database for longer than --lease-ttl); the second takes it over.
+	eventually(t, 15*time.Second, "the second relay holding the lease", func() bool {
+		e.conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now() WHERE pipeline = 'pgoutbox' AND holder = $1", first)
+		return holder() != first
+	})
+	if n := len(e.unpublished(before...)); n == 0 {
+		t.Fatal("the first relay finished the handoff before it lost the lease; the test needs it under way")
+	}
+	// Paused while it waits, so that it cannot take the pipeline back
+	// between two sessions of the second relay before that one is killed.
+	eventually(t, 10*time.Second, "the first relay waiting", func() bool {
+		return len(a.logged("another relay took over this pipeline; this one stopped publishing and waits")) > 0
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
+	awaitIDs(t, e.brokers, "outbox.event.order", before, 30*time.Second)
+	eventually(t, 15*time.Second, "the second relay streaming after the handoff", func() bool {
+		return e.stateMode() == "wal" && e.slot("pgoutbox").Active
+	})
+	if len(b.logged("resuming an unfinished handoff")) == 0 {
+		t.Fatalf("the second relay did not resume the first one's handoff:\n%s", b.out.String())
+	}
+	streamed := e.insertN("order", 50)
+	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 15*time.Second)
+	switches := func() int {
+		var n int
+		e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&n)
+		return n
+	}
+	was := switches()
+	b.signal(t, syscall.SIGKILL)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the first relay holding the lease again", func() bool { return holder() == first })
+	after := e.insertN("order", 50)
+	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
+	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	if n := switches(); n != was || e.stateMode() != "wal" {
+		t.Fatalf("the first relay switched modes %d times after taking the pipeline back (state: %s), want none: it polled with the handoff the other relay had finished:\n%s",
+			n-was, e.stateMode(), a.out.String())
+	}
 }
