@@ -35,7 +35,12 @@ type housekeeper struct {
 	kafkaOnce     bool  // kafkaSaved is set
 	lastKafka     time.Time
 	noRetention   bool // the table cannot be cleaned (no polling columns, odd time column)
+	connClosed    bool // the session's connection was found closed, and it was said
 }
+
+// connClosedMsg says a session's connection to PostgreSQL is gone while
+// the session still runs.
+const connClosedMsg = "the session's connection to PostgreSQL is closed; the session ends at its next statement, or once Kafka has answered for what it sent"
 
 // housekeeping runs inside a session, on the connection that holds the
 // pipeline's lock, between the session's own statements: every few seconds
@@ -48,6 +53,17 @@ func (p *pipeline) housekeeping(ctx context.Context, conn *pgx.Conn, t *outboxTa
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
 	defer cancel()
 	hk, now := t.hk, time.Now()
+	if conn.IsClosed() {
+		// Nothing can be saved on it. The session ends at its next
+		// statement, or, while it waits for Kafka to answer for what it
+		// sent, once Kafka does: said once, not at every tick.
+		if !hk.connClosed {
+			hk.connClosed = true
+			p.log.Warn(connClosedMsg, "table", t.name.String())
+		}
+		return
+	}
+	hk.connClosed = false
 	if !hk.noColumns && now.Sub(hk.lastAlive) >= aliveEvery {
 		hk.lastAlive = now
 		var last *time.Time

@@ -303,3 +303,38 @@ func TestKafkaAuthorization(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
+
+// A poll session waiting for a broker that is down, whose connection to
+// PostgreSQL is then lost, says so once, not at every tick: the session cannot end
+// before Kafka answers for what it sent, and its housekeeping used to
+// log "saving the Kafka health failed: conn closed" ten times a second
+// meanwhile (nemesis seed 11: 750 lines in two minutes).
+func TestLostConnectionWhileKafkaIsDownSaidOnce(t *testing.T) {
+	e := newEnv(t)
+	broker := kafkatest.StartDevbroker(t, t.TempDir())
+	e.brokers = broker.Brokers
+	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms")
+	awaitIDs(t, e.brokers, "outbox.event.order", e.insert(row{"order", "o-1", "Placed", `{}`}), 30*time.Second)
+
+	broker.Kill()
+	ids := e.insertN("order", 20)
+	time.Sleep(500 * time.Millisecond) // the poll has read the rows and waits for their acks
+	if _, err := e.conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`); err != nil {
+		t.Fatal(err)
+	}
+	// Kafka's health changes after the connection is gone: housekeeping
+	// has something to save and cannot.
+	eventually(t, 30*time.Second, "kafka unreachable", func() bool {
+		return len(p.logged("kafka is not reachable; records wait for it")) > 0
+	})
+	time.Sleep(3 * time.Second)
+	spam := len(p.logged("saving the Kafka health failed")) + len(p.logged("saving liveness failed"))
+	said := len(p.logged("the session's connection to PostgreSQL is closed; the session ends at its next statement, or once Kafka has answered for what it sent"))
+	broker.Start()
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
+	if spam > 0 || said != 1 {
+		t.Fatalf("on a closed connection housekeeping logged its failures %d times in 3 s and said the connection was closed %d times, want 0 and 1:\n%s",
+			spam, said, p.out.String())
+	}
+}
