@@ -33,10 +33,11 @@ import (
 //
 // So before a new producer fences the id, and after a broker connection
 // failed (on the next new connection, before a transaction's first record
-// and before its end), every range of this id left open is ended as its transaction ended, where that is known: this
-// process committed it or never sent its EndTxn, the coordinator's state
-// is the one that transaction's end left, or the coordinator's marker on
-// another partition says. Where it is not known, the events are
+// and before its end), every range of this id left open is ended as its
+// transaction ended, where that is known: this process committed it or
+// never sent its EndTxn, the coordinator's state is the one that
+// transaction's end left, or the coordinator's marker on another
+// partition says. Where it is not known, the events are
 // committed and the position record aborted: an event shown that was also
 // sent again is a duplicate, an event aborted that PostgreSQL counts as
 // published is lost, and a position record is committed only when its

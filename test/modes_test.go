@@ -511,8 +511,46 @@ WHERE pipeline = 'pgoutbox'`,
 // polled the rows from before it, lost the lease; relay 0 resumed that
 // handoff, finished it and streamed; when relay 0 was killed, relay 1 took
 // over and polled from the floor with its old handoff, sending again the
-// 92 events relay 0 had streamed in its last second.
+// 92 events relay 0 had streamed in its last second. The first relay
+// learns it lost the pipeline (a lease wait), or does not: its connections
+// died while it was paused, and it takes the pipeline back after a
+// failure and a backoff without ever finding it held (nemesis seed 35).
 func TestTakeoverAfterAnotherRelayFinishedTheHandoff(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// lose makes relay a, holder first, lose the pipeline to another
+		// relay and leaves it paused (SIGSTOP).
+		lose func(t *testing.T, e *env, a *proc, first string)
+	}{
+		{"the lease lost", func(t *testing.T, e *env, a *proc, first string) {
+			// Its lease lapses (as when it is cut off from the database
+			// for longer than --lease-ttl); the other takes it over.
+			e.awaitHolderChange(t, first, func() {
+				e.conn.Exec(context.Background(), "UPDATE pgoutbox_lease SET expires_at = now() WHERE pipeline = 'pgoutbox' AND holder = $1", first)
+			})
+			// Paused while it waits, so that it cannot take the pipeline
+			// back between two sessions of the other before that one is
+			// killed.
+			eventually(t, 10*time.Second, "the first relay waiting", func() bool {
+				return len(a.logged("another relay took over this pipeline; this one stopped publishing and waits")) > 0
+			})
+			a.pause(t)
+		}},
+		{"the connections lost while paused", func(t *testing.T, e *env, a *proc, first string) {
+			// Every session but the test's: the other relay, waiting,
+			// tries again.
+			a.pause(t)
+			e.awaitHolderChange(t, first, func() {
+				e.conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`)
+			})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { takeoverAfterHandoff(t, tt.lose) })
+	}
+}
+
+func takeoverAfterHandoff(t *testing.T, lose func(t *testing.T, e *env, a *proc, first string)) {
 	e := newEnv(t)
 	ctx := context.Background()
 	var before []string
@@ -529,36 +567,17 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 	rows.Close()
 	common := []string{"--mode", "auto", "--lease-ttl", "3s", "--lease-renew", "200ms"}
 	// A polls the rows from before the slot it creates one at a time: its
-	// handoff is under way when it loses the lease.
+	// handoff is under way when it loses the pipeline.
 	a := e.runProcess(t, append(common, "--batch-size", "1", "--poll-interval", "1ms")...)
 	eventually(t, 15*time.Second, "the first relay's handoff under way", func() bool {
 		return e.stateMode() == "poll" && len(e.unpublished(before...)) < len(before)
 	})
-	holder := func() string {
-		var h string
-		e.conn.QueryRow(ctx, "SELECT holder FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&h)
-		return h
-	}
-	first := holder()
+	first := e.leaseHolder()
 	b := e.runProcess(t, append(common, "--batch-size", "100", "--poll-interval", "10ms")...)
-	// The first relay's lease lapses (as when it is cut off from the
-	// database for longer than --lease-ttl); the second takes it over.
-	eventually(t, 15*time.Second, "the second relay holding the lease", func() bool {
-		e.conn.Exec(ctx, "UPDATE pgoutbox_lease SET expires_at = now() WHERE pipeline = 'pgoutbox' AND holder = $1", first)
-		return holder() != first
-	})
+	lose(t, e, a, first)
 	if n := len(e.unpublished(before...)); n == 0 {
-		t.Fatal("the first relay finished the handoff before it lost the lease; the test needs it under way")
+		t.Fatal("the first relay finished the handoff before it lost the pipeline; the test needs it under way")
 	}
-	// Paused while it waits, so that it cannot take the pipeline back
-	// between two sessions of the second relay before that one is killed.
-	eventually(t, 10*time.Second, "the first relay waiting", func() bool {
-		return len(a.logged("another relay took over this pipeline; this one stopped publishing and waits")) > 0
-	})
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 	awaitIDs(t, e.brokers, "outbox.event.order", before, 30*time.Second)
 	eventually(t, 15*time.Second, "the second relay streaming after the handoff", func() bool {
 		return e.stateMode() == "wal" && e.slot("pgoutbox").Active
@@ -578,7 +597,7 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the first relay holding the lease again", func() bool { return holder() == first })
+	eventually(t, 15*time.Second, "the first relay holding the lease again", func() bool { return e.leaseHolder() == first })
 	after := e.insertN("order", 50)
 	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
 	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
@@ -586,4 +605,30 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 		t.Fatalf("the first relay switched modes %d times after taking the pipeline back (state: %s), want none: it polled with the handoff the other relay had finished:\n%s",
 			n-was, e.stateMode(), a.out.String())
 	}
+}
+
+// leaseHolder is who holds the pipeline's lease.
+func (e *env) leaseHolder() string {
+	var h string
+	e.conn.QueryRow(context.Background(), "SELECT holder FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&h)
+	return h
+}
+
+// awaitHolderChange runs do until another relay than first holds the
+// lease.
+func (e *env) awaitHolderChange(t *testing.T, first string, do func()) {
+	t.Helper()
+	eventually(t, 15*time.Second, "another relay holding the lease", func() bool {
+		do()
+		return e.leaseHolder() != first
+	})
+}
+
+// pause stops p (SIGSTOP) until the test continues it or ends.
+func (p *proc) pause(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 }
