@@ -154,9 +154,9 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for w := 0; w < writers; w++ {
 		g.Go(func() error { return demoWriter(gctx, pool, tr, w, interval, perTx) })
 	}
-	writeErr := g.Wait()
-	if writeErr != nil && !errors.Is(writeErr, context.Canceled) && !errors.Is(writeErr, context.DeadlineExceeded) {
-		return writeErr
+	// Writers stop between transactions, so an error is a real one.
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 
 	// Wait until everything written arrived, or give up after a while.
@@ -198,34 +198,39 @@ func demoWriter(ctx context.Context, pool *pgxpool.Pool, tr *tracker, w int, int
 		next = next.Add(interval)
 		agg := demoAggregates[rng.IntN(len(demoAggregates))]
 		key := fmt.Sprintf("%s-%d", agg.typ, rng.IntN(50))
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			return ignoreDone(ctx, err)
+		if err := demoTx(ctx, pool, tr, w, rng, agg.typ, key, agg.event, perTx); err != nil {
+			return err
 		}
-		ids := make([]string, 0, perTx)
-		for i := 0; i < perTx; i++ {
-			var id string
-			err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-VALUES ($1, $2, $3, jsonb_build_object('amount', $4::int, 'currency', 'KRW', 'writer', $5::int)) RETURNING id::text`,
-				agg.typ, key, agg.event, rng.IntN(100000), w).Scan(&id)
-			if err != nil {
-				tx.Rollback(context.Background())
-				return ignoreDone(ctx, err)
-			}
-			ids = append(ids, id)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return ignoreDone(ctx, err)
-		}
-		tr.committed(ids, time.Now())
 	}
 }
 
-func ignoreDone(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
+// demoTx writes one transaction of perTx events. The end of the writing
+// time does not interrupt it: a COMMIT cancelled on its way can still
+// commit, and its events would arrive without being counted as written.
+func demoTx(ctx context.Context, pool *pgxpool.Pool, tr *tracker, w int, rng *rand.Rand, typ, key, event string, perTx int) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
 	}
-	return err
+	ids := make([]string, 0, perTx)
+	for i := 0; i < perTx; i++ {
+		var id string
+		err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+VALUES ($1, $2, $3, jsonb_build_object('amount', $4::int, 'currency', 'KRW', 'writer', $5::int)) RETURNING id::text`,
+			typ, key, event, rng.IntN(100000), w).Scan(&id)
+		if err != nil {
+			tx.Rollback(context.Background())
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	tr.committed(ids, time.Now())
+	return nil
 }
 
 // tracker pairs each event's commit time with its consume time.
