@@ -35,8 +35,11 @@ import (
 // pipeline's advisory lock, as before the lease; the lease records the
 // server process that holds it. The lock only shortens a takeover: once
 // that process no longer holds it (the holder's connection is gone: a
-// kill -9, a crash), a relay holding the lock itself takes the lease at
-// once instead of waiting for it to expire. Through a pooler no lock is
+// kill -9, a crash) and the lease has gone two renewal intervals without a
+// renewal, a relay holding the lock itself takes the lease then instead of
+// waiting for it to expire. A holder that renewed more recently is
+// between two of its sessions (a session closes its connection before
+// the next one takes the lock again), and keeps the pipeline. Through a pooler no lock is
 // taken: a session there is not the relay's own (a transaction pooler
 // hands the server connection, and the lock with it, to other clients),
 // and the lease alone decides. A process that holds the lock without the
@@ -128,7 +131,9 @@ func takeLease(ctx context.Context, conn *pgx.Conn, cfg Config, holder string, p
 	ctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	defer cancel()
 	slot := cfg.Replication.Slot
-	lock := store.AdvisoryLock{Class: lockKey, Name: slot}
+	// A holder renews every LeaseRenew; one that renewed within two of
+	// them and whose lock is gone is between two of its sessions.
+	lock := store.AdvisoryLock{Class: lockKey, Name: slot, Quiet: 2 * cfg.LeaseRenew}
 	if !pooled {
 		var ok bool
 		var pid int32

@@ -53,13 +53,21 @@ type AdvisoryLock struct {
 	Class int32
 	Name  string
 	PID   int32
+	// Quiet is how long the lease must have gone without a renewal
+	// before a holder whose lock is gone counts as gone. A relay closes
+	// a session's connection, and the lock with it, before its next
+	// session takes both again: a holder that renewed within Quiet is
+	// taken to be between two sessions, and keeps the lease until it
+	// expires.
+	Quiet time.Duration
 }
 
 // AcquireLease takes the pipeline's lease for holder, for ttl, when no
 // relay holds it, when it has expired, when holder itself held it (a new
 // session of the same relay), or when its holder's session is gone: it
 // held the pipeline's advisory lock and no longer does, while the taker
-// does. Each acquisition draws a new token. A lease another relay holds is
+// does, and it has not renewed the lease for lock.Quiet. Each acquisition
+// draws a new token. A lease another relay holds is
 // returned as such, with a nil Lease.
 //
 // Whoever holds the pipeline's advisory lock without holding the lease (a
@@ -80,9 +88,10 @@ WHERE NOT EXISTS (SELECT 1 FROM lock WHERE pid IS DISTINCT FROM $4::int
 ON CONFLICT (pipeline) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1,
   expires_at = EXCLUDED.expires_at, lock_pid = EXCLUDED.lock_pid, acquired_at = now(), renewed_at = now()
 WHERE (l.expires_at <= now() OR l.holder = EXCLUDED.holder
-    OR ($4::int IS NOT NULL AND l.lock_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lock WHERE pid = l.lock_pid)))
+    OR ($4::int IS NOT NULL AND l.lock_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lock WHERE pid = l.lock_pid)
+      AND l.renewed_at <= now() - $7::float8 * interval '1 millisecond'))
   AND NOT EXISTS (SELECT 1 FROM lock WHERE pid IS DISTINCT FROM $4::int AND pid IS DISTINCT FROM l.lock_pid)
-RETURNING token`, p.Name, holder, ttl.Milliseconds(), pid, int64(lock.Class), lock.Name).Scan(&token)
+RETURNING token`, p.Name, holder, ttl.Milliseconds(), pid, int64(lock.Class), lock.Name, lock.Quiet.Milliseconds()).Scan(&token)
 	switch {
 	case err == nil:
 		return &Lease{Pipeline: p.Name, Holder: holder, Token: token}, nil, nil

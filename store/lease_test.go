@@ -61,8 +61,9 @@ func TestLeaseTakeAndExpire(t *testing.T) {
 
 // A holder on a direct connection records the server process that holds
 // the pipeline's advisory lock for it: once that process no longer holds
-// it, a taker that holds it may take the lease before it expires; while it
-// does, or without the lock, nobody may.
+// it and the lease went Quiet without a renewal, a taker that holds it may
+// take the lease before it expires; while it does, before Quiet, or
+// without the lock, nobody may.
 func TestLeaseTakenOverFromAGoneSession(t *testing.T) {
 	ctx := context.Background()
 	conn := migrated(t)
@@ -114,8 +115,16 @@ func TestLeaseTakenOverFromAGoneSession(t *testing.T) {
 	if l, _, err := p.AcquireLease(ctx, conn, "c", time.Hour, AdvisoryLock{Class: 7, Name: "p"}); err != nil || l != nil {
 		t.Fatalf("taking without holding the lock: %+v, %v", l, err)
 	}
-	if l, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, lock); err != nil || l == nil || l.Token != 2 {
-		t.Fatalf("taking from a gone session while holding the lock: %+v, %v", l, err)
+	// A holder that renewed within Quiet is between two of its sessions.
+	quiet := lock
+	quiet.Quiet = time.Hour
+	if l, held, err := p.AcquireLease(ctx, conn, "b", time.Hour, quiet); err != nil || l != nil || held == nil || held.Holder != "a" {
+		t.Fatalf("taking from a gone session renewed within Quiet: %+v, %+v, %v", l, held, err)
+	}
+	quiet.Quiet = 200 * time.Millisecond
+	time.Sleep(300 * time.Millisecond)
+	if l, _, err := p.AcquireLease(ctx, conn, "b", time.Hour, quiet); err != nil || l == nil || l.Token != 2 {
+		t.Fatalf("taking from a gone session not renewed for Quiet while holding the lock: %+v, %v", l, err)
 	}
 }
 

@@ -219,3 +219,55 @@ func requiredColumnDropped(t *testing.T, policy string) {
 		t.Fatalf("confirmed %s, past the insert into the altered table (%s)", got, commits[len(commits)-1])
 	}
 }
+
+// A relay between two of its sessions keeps the pipeline: its connections,
+// and the advisory lock with them, are gone for a moment, but it renewed
+// its lease recently, and the relay waiting beside it does not take the
+// pipeline over. The holder is paused while its connections are ended, for
+// longer than the other relay's retry interval; without the rule (a gone
+// lock holder that renewed within two renewal intervals is between
+// sessions) the waiting relay took the pipeline at its next try.
+func TestHolderKeepsThePipelineBetweenSessions(t *testing.T) {
+	e := newEnv(t)
+	e.setup(e.config())
+	common := []string{"--mode", "wal", "--lease-renew", "2s", "--lease-ttl", "10s"}
+	a := e.runProcess(t, common...)
+	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	first := e.leaseHolder()
+	b := e.runProcess(t, common...)
+	eventually(t, 15*time.Second, "the second relay waiting", func() bool {
+		return len(b.logged("another relay holds this pipeline; waiting to take over")) > 0
+	})
+	ctx := context.Background()
+	// Just after a renewal: the pause and the reconnection's backoff stay
+	// well within two renewal intervals of it.
+	eventually(t, 10*time.Second, "a renewal", func() bool {
+		var age float64
+		e.conn.QueryRow(ctx, "SELECT extract(epoch FROM now() - renewed_at) FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&age)
+		return age < 0.1
+	})
+	a.pause(t)
+	var ended int
+	if err := e.conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE pid = (SELECT lock_pid FROM pgoutbox_lease WHERE pipeline = 'pgoutbox')
+   OR pid = (SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'pgoutbox')`).Scan(&ended); err != nil || ended != 2 {
+		t.Fatalf("ended %d of the first relay's connections (the lock's and the walsender), want 2: %v", ended, err)
+	}
+	// The other relay tries every 2s.
+	time.Sleep(2200 * time.Millisecond)
+	if h := e.leaseHolder(); h != first {
+		t.Fatalf("the second relay (%s) took the pipeline while the first was between sessions", h)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the first relay streaming again", func() bool { return e.slot("pgoutbox").Active })
+	ids := e.insertN("order", 20)
+	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	if h := e.leaseHolder(); h != first {
+		t.Fatalf("the second relay (%s) holds the pipeline, want the first (%s)", h, first)
+	}
+	if n := len(b.logged("another relay holds this pipeline; waiting to take over")); n == 0 {
+		t.Fatal("the second relay never waited")
+	}
+}
