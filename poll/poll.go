@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -178,12 +179,12 @@ func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	table, _ := outbox.ParseTable(cfg.Table)
-	ok, err := cfg.HasColumns(ctx, conn)
+	missing, err := cfg.missingColumns(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %s needs %s", ErrNoPollingColumns, table, strings.Join(cfg.columns(), ", "))
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s lacks %s", ErrNoPollingColumns, table, strings.Join(missing, ", "))
 	}
 	p := &Poller{conn: conn, cfg: cfg, table: table}
 	p.SetHistory(false)
@@ -239,31 +240,34 @@ func (p *Poller) Unordered(ctx context.Context) (int64, error) {
 // HasColumns tells whether the table has the columns polling needs: the
 // order column, txid, and published_at or the status column.
 func (c Config) HasColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	missing, err := c.missingColumns(ctx, conn)
+	return len(missing) == 0, err
+}
+
+// missingColumns are the columns polling needs that the table lacks.
+func (c Config) missingColumns(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 	c.Defaults()
 	t, err := outbox.ParseTable(c.Table)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	// pg_attribute, not information_schema, which hides the columns a
 	// role has no privilege on and would blame the table's shape.
-	want := c.columns()
-	var n int
+	var missing []string
 	err = conn.QueryRow(ctx, `
-SELECT count(DISTINCT attname) FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = ANY($2) AND attnum > 0 AND NOT attisdropped`,
-		t.Quoted(), want).Scan(&n)
+SELECT coalesce(array_agg(w ORDER BY o), '{}') FROM unnest($2::text[]) WITH ORDINALITY AS want(w, o)
+WHERE NOT EXISTS (SELECT 1 FROM pg_attribute
+  WHERE attrelid = to_regclass($1) AND attname = w AND attnum > 0 AND NOT attisdropped)`,
+		t.Quoted(), c.columns()).Scan(&missing)
 	if err != nil {
-		return false, fmt.Errorf("look up polling columns: %w", err)
+		return nil, fmt.Errorf("look up polling columns: %w", err)
 	}
-	return n == len(uniq(want)), nil
-}
-
-func uniq(s []string) map[string]bool {
-	m := make(map[string]bool, len(s))
-	for _, v := range s {
-		m[v] = true
-	}
-	return m
+	seen := map[string]bool{}
+	return slices.DeleteFunc(missing, func(c string) bool {
+		dup := seen[c]
+		seen[c] = true
+		return dup
+	}), nil
 }
 
 // HasColumns tells whether the table has seq, txid and published_at.

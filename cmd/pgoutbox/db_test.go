@@ -191,3 +191,20 @@ func TestSlotWithoutReplicationRole(t *testing.T) {
 		{args: []string{"slot", "status"}, code: 1, stdout: []string{"problem: role \"app\" lacks", "ALTER ROLE"}},
 	})
 }
+
+// A team's own outbox polled by its status column before migrate added
+// txid: the error names the one column missing, and what adds it.
+func TestPollingColumnsMissingNamed(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	exec(t, dbURL, `CREATE TABLE outbox_event (id bigserial PRIMARY KEY, aggregate_type text NOT NULL,
+  aggregate_id text NOT NULL, event_type text NOT NULL, payload text NOT NULL,
+  status varchar(20) NOT NULL DEFAULT 'PENDING')`,
+		`INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{}')`)
+	broker := kafkatest.New(t)
+	poll := []string{"run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--table", "outbox_event",
+		"--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id", "--column-type", "event_type",
+		"--column-order", "id", "--column-status", "status", "--status-pending", "PENDING", "--status-published", "SENT"}
+	runSteps(t, dbURL, []step{
+		{args: poll, code: 1, stderr: []string{"public.outbox_event lacks txid\n", "pgoutbox migrate adds them"}},
+	})
+}
