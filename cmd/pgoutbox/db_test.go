@@ -159,6 +159,17 @@ func checkStatusJSON(t *testing.T, stdout string) {
 	}
 }
 
+// status and dlq on a database pgoutbox never ran against say what to run.
+func TestStatusBeforeMigrate(t *testing.T) {
+	runSteps(t, pgcluster.NewDatabase(t), []step{
+		{args: []string{"status"}, code: 1, stderr: []string{"pgoutbox's own tables are missing", "run pgoutbox migrate"}},
+		{args: []string{"status", "--json"}, code: 1, stderr: []string{"run pgoutbox migrate"}},
+		{args: []string{"dlq", "list"}, code: 1, stderr: []string{"run pgoutbox migrate"}},
+		{args: []string{"migrate"}},
+		{args: []string{"status"}, code: 1, stderr: []string{`no pipeline "pgoutbox": pgoutbox run has not started it yet`}},
+	})
+}
+
 func TestSlotLifecycle(t *testing.T) {
 	runSteps(t, pgcluster.NewDatabase(t), []step{
 		{args: []string{"migrate"}},
