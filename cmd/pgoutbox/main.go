@@ -18,11 +18,46 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."; a
+// plain go build or go install takes it from the module or the commit.
 var version = "dev"
+
+func init() {
+	if version == "dev" {
+		version = builtVersion()
+	}
+}
+
+// builtVersion is the module's version (go install ...@v1.2.3), else the
+// commit the binary was built from, else "dev".
+func builtVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev-" + rev + dirty
+}
 
 const usage = `pgoutbox relays transactional-outbox rows from PostgreSQL to Kafka.
 
