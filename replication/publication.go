@@ -274,8 +274,10 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 		for i, t := range extra {
 			names[i], drops[i] = t.String(), t.Quoted()
 		}
-		return res, fmt.Errorf("%w: publication %s also publishes %s, which the pipeline (%s) does not relay: their rows would reach pgoutbox and stop it. If they hold events, add them to the pipeline (--table); if not, run ALTER PUBLICATION %s DROP TABLE %s;",
-			ErrPublication, name, strings.Join(names, ", "), tablesString(tables), name, strings.Join(drops, ", "))
+		return res, fmt.Errorf("%w: publication %s also publishes %s, which the pipeline (%s) does not relay: their rows would reach pgoutbox and stop it. "+
+			"If they hold this pipeline's events, add them to it (--table); if another pipeline relays them through %s, give this one a publication of its own (--publication); "+
+			"if neither, run ALTER PUBLICATION %s DROP TABLE %s;",
+			ErrPublication, name, strings.Join(names, ", "), tablesString(tables), name, name, strings.Join(drops, ", "))
 	}
 	if len(fixes) == 0 {
 		return res, nil

@@ -219,3 +219,34 @@ func TestPollingColumnsMissingNamed(t *testing.T) {
 		{args: poll, code: 1, stderr: []string{"public.outbox_event lacks txid\n", "pgoutbox migrate adds them"}},
 	})
 }
+
+// A second pipeline on the same database, started with the default
+// publication, is refused without touching the first one's: the error
+// offers a publication of its own, and with one it starts.
+func TestSecondPipelineOwnPublication(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	for _, tbl := range []string{"orders_outbox", "payments_outbox"} {
+		exec(t, dbURL, `CREATE TABLE `+tbl+` (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+  aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL)`)
+	}
+	runSteps(t, dbURL, []step{
+		{args: []string{"migrate", "--table", "orders_outbox"}},
+		{args: []string{"slot", "create", "--table", "orders_outbox", "--slot", "orders"}, stdout: []string{"publication pgoutbox created for public.orders_outbox"}},
+		{args: []string{"slot", "create", "--table", "payments_outbox", "--slot", "payments"}, code: 1,
+			stderr: []string{"publication pgoutbox also publishes public.orders_outbox", "give this one a publication of its own (--publication)"}},
+		{args: []string{"slot", "create", "--table", "payments_outbox", "--slot", "payments", "--publication", "payments"},
+			stdout: []string{"publication payments created for public.payments_outbox", "slot payments created at "}},
+	})
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var tables string
+	if err := conn.QueryRow(context.Background(), `SELECT string_agg(pubname || ':' || tablename, ' ' ORDER BY pubname) FROM pg_publication_tables`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != "payments:payments_outbox pgoutbox:orders_outbox" {
+		t.Fatalf("publications: %s", tables)
+	}
+}
