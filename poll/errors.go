@@ -9,7 +9,7 @@ var (
 	// ErrNoPollingColumns means the outbox table lacks a column polling
 	// needs (by default seq, txid and published_at); pgoutbox migrate
 	// adds them.
-	ErrNoPollingColumns error = &sentinel{"the outbox table lacks columns polling needs; pgoutbox migrate adds them without rewriting the table", true}
+	ErrNoPollingColumns error = &sentinel{"the outbox table lacks polling columns; pgoutbox migrate adds them without rewriting the table", true}
 	// ErrNoSequence means seq draws from no sequence this role may read, so
 	// positions that never became visible cannot be counted.
 	ErrNoSequence error = &sentinel{"seq draws from no readable sequence", false}

@@ -388,7 +388,7 @@ func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "poll", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
-		if code != 1 || !strings.Contains(out, "polling columns") || !strings.Contains(out, "pgoutbox migrate") {
+		if code != 1 || !strings.Contains(out, "polling columns") || !strings.Contains(out, "public.outbox lacks published_at\n") || !strings.Contains(out, "pgoutbox migrate") {
 			t.Fatalf("exit %d, output:\n%s", code, out)
 		}
 		var slots int
