@@ -17,8 +17,12 @@ import (
 func produce(t *testing.T, brokers []string, recs ...*kgo.Record) {
 	t.Helper()
 	// Apache Kafka answers a topic it is creating with LEADER_NOT_AVAILABLE
-	// at first; kgo asks again after MetadataMinAge (default 5 s).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.MetadataMinAge(100*time.Millisecond))
+	// at first; kgo asks again after MetadataMinAge (default 5 s). A broker
+	// just started on a busy machine may not know the new topic for longer
+	// than kgo's four lookups (UNKNOWN_TOPIC_OR_PARTITION in a CI run):
+	// the context bounds the wait instead.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
