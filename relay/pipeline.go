@@ -204,9 +204,10 @@ func (p *pipeline) unrecognised(e *replication.UnrecognisedError) error {
 	pub, names := p.cfg.Replication.Publication, p.names()
 	return fmt.Errorf("pgoutbox stopped: %w, and it came through publication %s, which should publish only the pipeline's tables (%s). "+
 		"Nothing from this row on was confirmed. If %s holds events, add it to the pipeline (--table %s,%s); "+
-		"if it does not, take it out of the publication: ALTER PUBLICATION %s DROP TABLE %s; then start pgoutbox again, "+
+		"if another pipeline relays it through %s, give each pipeline a publication of its own (--publication); "+
+		"if neither, take it out of the publication: ALTER PUBLICATION %s DROP TABLE %s; then start pgoutbox again, "+
 		"which skips its rows still in the slot (and says so)",
-		e, pub, names, e.Relation, names, e.Relation, pub, e.Relation.Quoted())
+		e, pub, names, e.Relation, names, e.Relation, pub, pub, e.Relation.Quoted())
 }
 
 // record encodes and routes one row.
