@@ -37,14 +37,14 @@ import (
 // that process no longer holds it (the holder's connection is gone: a
 // kill -9, a crash) and the lease has gone two renewal intervals without a
 // renewal, a relay holding the lock itself takes the lease then instead of
-// waiting for it to expire. A holder that renewed more recently is
-// between two of its sessions (a session closes its connection before
-// the next one takes the lock again), and keeps the pipeline. Through a pooler no lock is
-// taken: a session there is not the relay's own (a transaction pooler
-// hands the server connection, and the lock with it, to other clients),
-// and the lease alone decides. A process that holds the lock without the
-// lease (a relay of a pgoutbox from before the lease) keeps everyone from
-// taking it.
+// waiting for it to expire. A holder that renewed more recently is between
+// two of its sessions (a session closes its connection before the next one
+// takes the lock again), and keeps the pipeline. Through a pooler no lock
+// is taken: a session there is not the relay's own (a transaction pooler
+// hands the server connection, and the lock with it, to other clients), and
+// the lease alone decides. A process that holds the lock without the lease
+// (a relay of a pgoutbox from before the lease) keeps everyone from taking
+// it.
 
 // Lease defaults: a takeover after a holder died without giving the lease
 // up takes LeaseTTL at most, plus one LeaseRenew.

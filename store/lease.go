@@ -64,11 +64,11 @@ type AdvisoryLock struct {
 
 // AcquireLease takes the pipeline's lease for holder, for ttl, when no
 // relay holds it, when it has expired, when holder itself held it (a new
-// session of the same relay), or when its holder's session is gone: it
-// held the pipeline's advisory lock and no longer does, while the taker
-// does, and it has not renewed the lease for lock.Quiet. Each acquisition
-// draws a new token. A lease another relay holds is
-// returned as such, with a nil Lease.
+// session of the same relay), or when its holder's session is gone: it held
+// the pipeline's advisory lock and no longer does, while the taker does,
+// and it has not renewed the lease for lock.Quiet. Each acquisition draws a
+// new token. A lease another relay holds is returned as such, with a nil
+// Lease.
 //
 // Whoever holds the pipeline's advisory lock without holding the lease (a
 // relay of a pgoutbox older than the lease, which knows only the lock)
