@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,19 +254,15 @@ func (c Config) missingColumns(ctx context.Context, conn *pgx.Conn) ([]string, e
 	// role has no privilege on and would blame the table's shape.
 	var missing []string
 	err = conn.QueryRow(ctx, `
-SELECT coalesce(array_agg(w ORDER BY o), '{}') FROM unnest($2::text[]) WITH ORDINALITY AS want(w, o)
+SELECT coalesce(array_agg(w ORDER BY o), '{}')
+FROM (SELECT w, min(o) AS o FROM unnest($2::text[]) WITH ORDINALITY AS want(w, o) GROUP BY w) want
 WHERE NOT EXISTS (SELECT 1 FROM pg_attribute
   WHERE attrelid = to_regclass($1) AND attname = w AND attnum > 0 AND NOT attisdropped)`,
 		t.Quoted(), c.columns()).Scan(&missing)
 	if err != nil {
 		return nil, fmt.Errorf("look up polling columns: %w", err)
 	}
-	seen := map[string]bool{}
-	return slices.DeleteFunc(missing, func(c string) bool {
-		dup := seen[c]
-		seen[c] = true
-		return dup
-	}), nil
+	return missing, nil
 }
 
 // HasColumns tells whether the table has seq, txid and published_at.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -102,6 +103,8 @@ func (p Pipeline) Status(ctx context.Context, q Querier, lostWithin time.Duratio
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ErrNoPipeline
+	case IsMissing(err):
+		return nil, fmt.Errorf("%w: run pgoutbox migrate", ErrNoState)
 	case err != nil:
 		return nil, err
 	}

@@ -331,7 +331,7 @@ func TestUnrecognisedRelations(t *testing.T) {
 	after := append([]string{held}, e.insert(row{"order", "o-1", "Delivered", `{}`})...)
 	fix := "ALTER PUBLICATION pgoutbox DROP TABLE \"public\".\"notes\";"
 	out, err := p.exited(t, 30*time.Second)
-	if err == nil || !strings.Contains(out, "public.notes") || !strings.Contains(out, fix) {
+	if err == nil || !strings.Contains(out, "public.notes") || !strings.Contains(out, fix) || !strings.Contains(out, "give each pipeline a publication of its own (--publication)") {
 		t.Fatalf("the relay did not stop at a row of a table it does not relay, naming it and the fix %q: exit %v", fix, err)
 	}
 	if commits := probe.commits(); len(commits) == 0 || e.slot("pgoutbox").ConfirmedLSN >= commits[0] {

@@ -215,10 +215,10 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case errors.Is(err, store.ErrNoPipeline):
 		return fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", c.slot)
-	case store.IsMissing(err):
-		return fmt.Errorf("%w: run pgoutbox migrate, then pgoutbox run", store.ErrNoState)
+	case errors.Is(err, store.ErrNoState):
+		return err
 	case err != nil:
-		return fmt.Errorf("read state (has pgoutbox migrate run?): %w", err)
+		return fmt.Errorf("read state: %w", err)
 	}
 	st.fromStore(saved)
 
