@@ -10,9 +10,16 @@ var (
 	// needs (by default seq, txid and published_at); pgoutbox migrate
 	// adds them.
 	ErrNoPollingColumns error = &sentinel{"the outbox table lacks polling columns; pgoutbox migrate adds them without rewriting the table", true}
-	// ErrNoSequence means seq draws from no sequence this role may read, so
-	// positions that never became visible cannot be counted.
-	ErrNoSequence error = &sentinel{"seq draws from no readable sequence", false}
+	// ErrColumnsUnfit means the table's columns, as configured, cannot be
+	// polled: the order column is not an integer, or marking a row
+	// published would fail (a column's type, a status value, a privilege).
+	// Poller.Check finds it before anything is published: a mark that
+	// fails after Kafka acked leaves the rows pending, to be sent again.
+	ErrColumnsUnfit error = &sentinel{"polling cannot use the outbox table as configured", true}
+	// ErrNoSequence means the order column draws from no sequence this
+	// role may read, so positions that never became visible cannot be
+	// counted.
+	ErrNoSequence error = &sentinel{"the order column draws from no sequence this role may read", false}
 	// ErrNoSnapshotOrder means a snapshot cannot read the table in
 	// insertion order: no column gives it to every row.
 	ErrNoSnapshotOrder error = &sentinel{"no insertion order to read the table's existing rows in", true}

@@ -190,6 +190,63 @@ func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 	return p, nil
 }
 
+// Check checks what a poll session needs beyond the columns New checked,
+// before it publishes anything: that the order column holds integers, and
+// that the statement marking rows published can run. A mark that fails
+// after Kafka acked would send the same rows again at every start.
+func (p *Poller) Check(ctx context.Context) error {
+	if err := p.checkOrder(ctx); err != nil {
+		return err
+	}
+	return p.checkMark(ctx)
+}
+
+// checkOrder checks that the order column holds integers: polling compares
+// and marks rows by their order values as int64.
+func (p *Poller) checkOrder(ctx context.Context) error {
+	var (
+		typ     string
+		integer bool
+	)
+	err := p.conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
+FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped`,
+		p.table.Quoted(), p.cfg.Order).Scan(&typ, &integer)
+	if err != nil {
+		return fmt.Errorf("look up the type of %s.%s: %w", p.table, p.cfg.Order, err)
+	}
+	if !integer {
+		return fmt.Errorf("%w: its order column %s is %s; polling orders and marks rows by an integer that only grows: seq (the default), or the table's own bigserial or identity id (--column-order)",
+			ErrColumnsUnfit, p.cfg.Order, typ)
+	}
+	return nil
+}
+
+// checkMark plans, without running it, the statement that marks rows
+// published: a column type the mark cannot set, a status value the column
+// does not take, or a role that may not update the table fails here, and
+// not after Kafka acked. (A CHECK constraint or a trigger is only met on
+// a row.)
+func (p *Poller) checkMark(ctx context.Context) error {
+	q := fmt.Sprintf("EXPLAIN UPDATE %s SET %s WHERE %s = ANY('{}'::bigint[]) AND %s",
+		p.table.Quoted(), p.markSet(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
+	_, err := p.conn.Exec(ctx, q)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &pgErr):
+		return fmt.Errorf("check marking rows of %s published: %w", p.table, err)
+	case pgErr.Code == "42501": // insufficient_privilege
+		return fmt.Errorf("%w: this role may not update %s, and polling marks the rows it published (GRANT UPDATE ON %s TO the role): %s",
+			ErrColumnsUnfit, p.table, p.table.Quoted(), pgErr.Message)
+	case p.cfg.Status != "":
+		return fmt.Errorf("%w: marking a row published would fail: %s (check --column-status, --status-pending, --status-published and --column-processed-at against the table)",
+			ErrColumnsUnfit, pgErr.Message)
+	default:
+		return fmt.Errorf("%w: marking a row published would fail: %s", ErrColumnsUnfit, pgErr.Message)
+	}
+}
+
 // history is the condition of the rows that were in the table before its
 // polling columns were added (no txid) and that polling has not marked:
 // the table's history, which polling leaves alone unless a snapshot
@@ -577,42 +634,58 @@ func (p *Poller) Published(ctx context.Context, floor outbox.Floor, limit int) (
 // pgoutbox migrate added seq to a table whose own status column says they
 // are pending. It says what to run.
 type UnorderedError struct {
-	Table  outbox.Table
-	Order  string // the order column
-	Rows   int64  // how many rows lack it
-	Where  string // the SQL condition of those rows
-	ByHint string // a column giving the table's insertion order, "" when none was found
+	Table outbox.Table
+	Order string // the order column
+	Rows  int64  // how many rows lack it
+	Where string // the SQL condition of those rows
+	// OrderBy is an integer column that gives the table's insertion
+	// order (identity or serial), which polling can order by instead;
+	// NumberBy is a column to number the rows by (OrderBy, or else
+	// created_at). "" when none was found.
+	OrderBy, NumberBy string
 }
 
 func (e *UnorderedError) Error() string {
-	by := e.ByHint
+	by := e.NumberBy
 	if by == "" {
 		by = "<a column in insertion order>"
 	}
 	t := e.Table.Quoted()
 	order := pgx.Identifier{e.Order}.Sanitize()
+	instead := "Number them before every other row, in their insertion order: "
+	if e.OrderBy != "" {
+		instead = fmt.Sprintf("Poll in the table's own insertion order instead (--column-order %s), or number them before every other row, in their insertion order: ", e.OrderBy)
+	}
 	return fmt.Sprintf("poll: %d rows of %s that polling must publish have no %s (%s): they were written before %s was added, and polling can neither order nor mark them. "+
-		"Poll in the table's own insertion order instead (--column-order %s), or number them before every other row, in their insertion order: "+
+		instead+
 		"UPDATE %s AS o SET %s = m.lo - n.rn FROM (SELECT ctid, row_number() OVER (ORDER BY %s DESC) AS rn FROM %s WHERE %s) AS n, (SELECT coalesce(min(%s), 0) AS lo FROM %s) AS m WHERE o.ctid = n.ctid",
-		e.Rows, e.Table, e.Order, e.Where, e.Order, strings.Trim(by, "<>"),
-		t, order, pgx.Identifier{by}.Sanitize(), t, e.Where, order, t)
+		e.Rows, e.Table, e.Order, e.Where, e.Order,
+		t, order, pgx.Identifier{strings.Trim(by, "<>")}.Sanitize(), t, e.Where, order, t)
 }
 
 // Permanent: the rows stay as they are until someone numbers them.
 func (e *UnorderedError) Permanent() bool { return true }
 
 // unordered counts the rows to publish that lack an order value and finds
-// a column that may give their insertion order: an identity or serial
-// column, or else created_at.
+// the columns that may give their insertion order: an integer identity or
+// serial column, to order by or number by; or else created_at, to number
+// by.
 func (p *Poller) unordered(ctx context.Context) error {
 	where := fmt.Sprintf("%s IS NULL AND %s", pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
 	e := &UnorderedError{Table: p.table, Order: p.cfg.Order, Where: where}
 	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", p.table.Quoted(), where)).Scan(&e.Rows); err != nil {
 		return fmt.Errorf("poll %s: count the rows without %s: %w", p.table, p.cfg.Order, err)
 	}
-	_ = p.conn.QueryRow(ctx, `SELECT attname::text FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	var sequenced bool
+	_ = p.conn.QueryRow(ctx, `SELECT attname::text, (a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false))
+  AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
+FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> $2
-ORDER BY coalesce(a.attidentity <> '' OR pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false) DESC, a.attname = 'created_at' DESC, a.attnum
-LIMIT 1`, p.table.Quoted(), p.cfg.Order).Scan(&e.ByHint)
+  AND (a.attidentity <> '' OR pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%' OR a.attname = 'created_at')
+ORDER BY 2 DESC, a.attnum
+LIMIT 1`, p.table.Quoted(), p.cfg.Order).Scan(&e.NumberBy, &sequenced)
+	if sequenced {
+		e.OrderBy = e.NumberBy
+	}
 	return e
 }

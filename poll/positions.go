@@ -44,12 +44,12 @@ SELECT s.seqrelid::regclass::text, s.seqstart, s.seqincrement,
 FROM pg_sequence s WHERE s.seqrelid = pg_get_serial_sequence($1, $2)::regclass`,
 		p.table.Quoted(), p.cfg.Order).Scan(&name, &start, &increment, &readable)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return Sequence{}, ErrNoSequence
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && name == nil:
+		return Sequence{}, fmt.Errorf("%w: %s.%s is not an identity or serial column", ErrNoSequence, p.table, p.cfg.Order)
 	case err != nil:
 		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", p.table, p.cfg.Order, err)
-	case name == nil || !readable:
-		return Sequence{}, ErrNoSequence
+	case !readable:
+		return Sequence{}, fmt.Errorf("%w: grant SELECT on %s", ErrNoSequence, *name)
 	case increment != 1:
 		return Sequence{}, fmt.Errorf("%w: its increment is %d, not 1", ErrNoSequence, increment)
 	}

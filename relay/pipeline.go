@@ -97,6 +97,11 @@ type outboxTable struct {
 	// session that holds the table uses it.
 	hk        *housekeeper
 	seqWarned atomic.Bool // the detector's missing sequence was said
+	// unmarked are the order values of rows a poll session published
+	// but could not mark (the table refused the mark, the connection
+	// was lost): the next session marks them before it polls, so they
+	// are not sent again while this process runs.
+	unmarked []int64
 }
 
 // warnSeqOnce tells whether the detector's missing sequence is to be said:

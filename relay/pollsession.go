@@ -85,8 +85,20 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.poller, err = poll.New(ctx, conn, t.poll); err != nil {
 		return transition{}, err
 	}
+	if err := s.poller.Check(ctx); err != nil {
+		return transition{}, err
+	}
 	// Its marks carry the lease's token.
 	h.fence(s.poller)
+	if len(t.unmarked) > 0 {
+		mctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
+		err := s.poller.MarkPublished(mctx, t.unmarked)
+		cancel()
+		if err != nil {
+			return transition{}, fmt.Errorf("%d rows published before are not marked yet, and nothing more is polled until they are: %w", len(t.unmarked), err)
+		}
+		t.unmarked = nil
+	}
 	if s.cluster, err = p.clusterCheck(t).run(ctx, conn, true); err != nil { // cluster.go
 		return transition{}, err
 	}
@@ -175,7 +187,7 @@ func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 	seq, err := s.poller.Sequence(ctx)
 	if err != nil {
 		if t.warnSeqOnce() {
-			p.log.Warn("cannot tell whether rows are deleted before polling publishes them: seq draws from no sequence this role may read (grant SELECT on it)",
+			p.log.Warn("cannot tell whether rows are deleted before polling publishes them",
 				"table", t.name.String(), "err", err)
 		}
 		return nil
@@ -276,6 +288,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), cfg.queryTimeout())
 	defer cancelMark()
 	if err := s.poller.MarkPublished(mctx, seqs); err != nil {
+		s.t.unmarked = seqs
 		return err
 	}
 	return led.failed()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
@@ -249,4 +252,192 @@ func TestSecondPipelineOwnPublication(t *testing.T) {
 	if tables != "payments:payments_outbox pgoutbox:orders_outbox" {
 		t.Fatalf("publications: %s", tables)
 	}
+}
+
+// Polling's use of a team's own table is checked before anything is
+// published: a mark that fails after Kafka acked would send the same rows
+// again at every start. Each configuration below stops with what is wrong,
+// nothing reaches Kafka, and the pending rows stay pending.
+func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
+	broker := kafkatest.New(t)
+	const event = `aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload text NOT NULL`
+	mapping := []string{"run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--table", "ev",
+		"--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id", "--column-type", "event_type"}
+	tests := []struct {
+		name    string
+		ddl     []string // ev's table and what it needs; two rows are inserted before migrate
+		pending string   // the status of a pending row
+		flags   []string
+		role    bool // run as a role that may read ev but not update it
+		want    []string
+		notWant string
+		// published is how many records reach Kafka: none where the
+		// check before publishing sees the problem; one per row, once,
+		// where only the mark itself can. The relay then keeps trying to
+		// mark them, without polling, for runFor, and is stopped.
+		published int64
+		runFor    time.Duration
+		// fix, run halfway through runFor, puts the table right: the
+		// rows published before are then marked, and not sent again.
+		fix string
+	}{
+		{
+			name: "timestamp order column",
+			ddl: []string{`CREATE TABLE ev (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), ` + event + `,
+  status varchar(50) NOT NULL DEFAULT 'NEW', created_at timestamp NOT NULL DEFAULT now(), sent_at timestamp)`},
+			pending: "NEW",
+			flags:   []string{"--column-status", "status", "--status-pending", "NEW", "--status-published", "SENT", "--column-processed-at", "sent_at", "--column-order", "created_at"},
+			want:    []string{"polling cannot use the outbox table as configured: its order column created_at is timestamp without time zone", "bigserial or identity id (--column-order)"},
+		},
+		{
+			// The hint for rows without seq offers only what --column-order
+			// can take; created_at can still number them.
+			name: "rows without seq and no integer id",
+			ddl: []string{`CREATE TABLE ev (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), ` + event + `,
+  status varchar(50) NOT NULL DEFAULT 'NEW', created_at timestamp NOT NULL DEFAULT now(), sent_at timestamp)`},
+			pending: "NEW",
+			flags:   []string{"--column-status", "status", "--status-pending", "NEW", "--status-published", "SENT", "--column-processed-at", "sent_at"},
+			want:    []string{`2 rows of public.ev that polling must publish have no seq`, `Number them before every other row`, `ORDER BY "created_at" DESC`},
+			notWant: "--column-order created_at",
+		},
+		{
+			name: "processed-at column of another type",
+			ddl: []string{`CREATE TABLE ev (id bigserial PRIMARY KEY, ` + event + `,
+  status text NOT NULL DEFAULT 'PENDING', processed_at bigint)`},
+			pending: "PENDING",
+			flags:   []string{"--column-order", "id", "--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED", "--column-processed-at", "processed_at"},
+			want:    []string{`marking a row published would fail: column "processed_at" is of type bigint but expression is of type timestamp with time zone`, "--column-processed-at"},
+		},
+		{
+			name: "published value the enum lacks",
+			ddl: []string{`CREATE TYPE ev_status AS ENUM ('PENDING', 'PUBLISHED')`, `CREATE TABLE ev (id bigserial PRIMARY KEY, ` + event + `,
+  status ev_status NOT NULL DEFAULT 'PENDING')`},
+			pending: "PENDING",
+			flags:   []string{"--column-order", "id", "--column-status", "status", "--status-pending", "PENDING", "--status-published", "SENT"},
+			want:    []string{`invalid input value for enum ev_status: "SENT"`, "--status-published"},
+		},
+		{
+			name: "published value longer than the column",
+			ddl: []string{`CREATE TABLE ev (id bigserial PRIMARY KEY, ` + event + `,
+  status varchar(4) NOT NULL DEFAULT 'NEW')`},
+			pending: "NEW",
+			flags:   []string{"--column-order", "id", "--column-status", "status", "--status-pending", "NEW", "--status-published", "PUBLISHED"},
+			want:    []string{"value too long for type character varying(4)"},
+		},
+		{
+			// A CHECK constraint is only evaluated on a row: the two rows
+			// are published, the mark is refused, and the relay keeps
+			// trying to mark them instead of publishing them again at
+			// every poll.
+			name: "published value a CHECK constraint refuses",
+			ddl: []string{`CREATE TABLE ev (id bigserial PRIMARY KEY, ` + event + `,
+  status text NOT NULL DEFAULT 'NEW' CHECK (status IN ('NEW', 'SENT', 'FAILED')))`},
+			pending:   "NEW",
+			flags:     []string{"--column-order", "id", "--column-status", "status", "--status-pending", "NEW", "--status-published", "PUBLISHED"},
+			want:      []string{"2 rows published before are not marked yet, and nothing more is polled until they are", "violates check constraint", "ev_status_check"},
+			published: 2,
+			runFor:    10 * time.Second,
+			fix:       `ALTER TABLE ev DROP CONSTRAINT ev_status_check`,
+		},
+		{
+			name:    "role without UPDATE on the table",
+			ddl:     []string{`CREATE TABLE ev (id bigserial PRIMARY KEY, ` + event + `, status text NOT NULL DEFAULT 'NEW')`},
+			pending: "NEW",
+			flags:   []string{"--column-order", "id", "--column-status", "status", "--status-pending", "NEW", "--status-published", "SENT"},
+			role:    true,
+			want:    []string{"this role may not update public.ev, and polling marks the rows it published", `GRANT UPDATE ON "public"."ev"`},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("unfit%d", i)
+			exec(t, dbURL, tt.ddl...)
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO ev (aggregate_type, aggregate_id, event_type, payload) VALUES ('%s', 'a-1', 'Created', '{}'), ('%[1]s', 'a-2', 'Created', '{}')`, typ))
+			runSteps(t, dbURL, []step{{args: []string{"migrate", "--table", "ev"}}})
+			runURL := dbURL
+			if tt.role {
+				role := fmt.Sprintf("reader_%d_%d", i, time.Now().UnixNano())
+				exec(t, dbURL, `CREATE ROLE `+role+` LOGIN`,
+					`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO `+role,
+					`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO `+role,
+					`REVOKE UPDATE ON ev FROM `+role)
+				t.Cleanup(func() {
+					exec(t, dbURL, `DROP OWNED BY `+role)
+					exec(t, dbURL, `DROP ROLE `+role)
+				})
+				runURL = withUser(t, dbURL, role, "")
+			}
+			runFor, wantCode := time.Minute, 1
+			if tt.runFor != 0 {
+				runFor, wantCode = tt.runFor, 0
+			}
+			if tt.fix != "" {
+				fixed := make(chan struct{})
+				defer func() { <-fixed }()
+				go func() {
+					defer close(fixed)
+					time.Sleep(runFor / 2)
+					conn, err := pgx.Connect(context.Background(), dbURL)
+					if err == nil {
+						_, err = conn.Exec(context.Background(), tt.fix)
+						conn.Close(context.Background())
+					}
+					if err != nil {
+						t.Errorf("%s: %v", tt.fix, err)
+					}
+				}()
+			}
+			code, _, stderr := runCLI(t, runFor, append(append(append([]string{}, mapping...), tt.flags...), "--database-url", runURL)...)
+			if code != wantCode {
+				t.Errorf("run: exit code %d, want %d\n%s", code, wantCode, stderr)
+			}
+			contains(t, "run stderr", stderr, tt.want...)
+			if tt.notWant != "" && strings.Contains(stderr, tt.notWant) {
+				t.Errorf("run stderr offers %q:\n%s", tt.notWant, stderr)
+			}
+			if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != tt.published {
+				t.Errorf("%d records reached Kafka before the relay stopped, want %d", n, tt.published)
+			}
+			var pending int
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM ev WHERE status::text = $1`, tt.pending).Scan(&pending); err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if tt.fix != "" {
+				want = 0
+			}
+			if pending != want {
+				t.Errorf("%d rows still %s, want %d", pending, tt.pending, want)
+			}
+		})
+	}
+}
+
+// topicRecords is how many records topic holds; 0 when it does not exist.
+func topicRecords(t *testing.T, brokers []string, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			n += o.Offset
+		}
+	})
+	return n
 }
