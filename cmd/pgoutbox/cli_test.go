@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -286,6 +287,29 @@ func TestRedactor(t *testing.T) {
 		if _, err := newLogger(io.Discard, bad[0], bad[1], nil); err == nil {
 			t.Errorf("newLogger(%q, %q) accepted", bad[0], bad[1])
 		}
+	}
+}
+
+// A duration in a JSON log line reads as one ("1.5s"), not as
+// nanoseconds; in a group too.
+func TestLogDurations(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := newLogger(&buf, "json", "info", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("reconnecting", "in", 1500*time.Millisecond, slog.Group("poll", "interval", 500*time.Millisecond))
+	var line struct {
+		In   string `json:"in"`
+		Poll struct {
+			Interval string `json:"interval"`
+		} `json:"poll"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	if line.In != "1.5s" || line.Poll.Interval != "500ms" {
+		t.Errorf("durations: %s", buf.String())
 	}
 }
 

@@ -33,13 +33,22 @@ func newLogger(w io.Writer, format, level string, secrets []string) (*slog.Logge
 	case "pretty":
 		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
 	case "json":
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText})
 	case "text":
 		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})
 	default:
 		return nil, fmt.Errorf("--log-format %q: use auto, pretty, json or text", format)
 	}
 	return slog.New(redactor{h, secrets}), nil
+}
+
+// durationText writes a duration as Go writes it ("1.5s"), not as
+// nanoseconds, which is how slog's JSON handler writes one otherwise.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(f *os.File) bool {
