@@ -33,6 +33,10 @@ var (
 	// (max_slot_wal_keep_size, idle timeout): changes since its confirmed
 	// position can no longer be read from the WAL.
 	ErrSlotInvalidated error = &sentinel{"replication slot is invalidated", true, true}
+	// ErrSlotElsewhere means a slot of that name exists in another
+	// database: another pipeline's, since slot names are the cluster's.
+	// It is neither this pipeline's to stream nor to drop.
+	ErrSlotElsewhere error = &sentinel{"the replication slot belongs to another database", true, false}
 	// ErrSlotActive means another process is streaming from the slot.
 	ErrSlotActive error = &sentinel{"replication slot is in use by another process", false, false}
 	// ErrNoFailoverSlots means a failover slot was asked of a server

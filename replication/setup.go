@@ -131,7 +131,8 @@ type SlotInfo struct {
 	LagBytes int64
 }
 
-// SlotStatus reads a slot's state; ErrSlotMissing if there is none.
+// SlotStatus reads a slot's state; ErrSlotMissing if there is none,
+// ErrSlotElsewhere if it is another database's.
 func SlotStatus(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, error) {
 	if err := ValidateName("slot", name); err != nil {
 		return SlotInfo{}, err
@@ -142,14 +143,16 @@ func SlotStatus(ctx context.Context, conn *pgx.Conn, name string) (SlotInfo, err
 		pid                 *int
 		restart, confirmed  *string
 		retained, lag       *int64
+		here                string
 	)
 	err := conn.QueryRow(ctx, `
 SELECT slot_name::text, plugin::text, database::text, active, active_pid,
        restart_lsn::text, confirmed_flush_lsn::text, wal_status,
        CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint END,
-       CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint END
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint END,
+       current_database()::text
 FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(
-		&s.Name, &plugin, &db, &s.Active, &pid, &restart, &confirmed, &walStat, &retained, &lag)
+		&s.Name, &plugin, &db, &s.Active, &pid, &restart, &confirmed, &walStat, &retained, &lag, &here)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("%w: %s", ErrSlotMissing, name)
 	}
@@ -157,6 +160,9 @@ FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(
 		return s, fmt.Errorf("read slot %s: %w", name, err)
 	}
 	s.Plugin, s.Database, s.WALStatus = deref(plugin), deref(db), deref(walStat)
+	if s.Database != "" && s.Database != here {
+		return s, elsewhere(name, s.Database)
+	}
 	if pid != nil {
 		s.ActivePID = *pid
 	}
@@ -186,11 +192,26 @@ func deref(s *string) string {
 	return *s
 }
 
-// DropSlot drops a slot. A slot whose connection just closed stays active
-// for a moment (SQLSTATE 55006), so that error is retried for a few seconds.
+// elsewhere is ErrSlotElsewhere for slot name, which is database db's.
+func elsewhere(name, db string) error {
+	return fmt.Errorf("%w: slot %s is database %s's, another pipeline's (slot names are the cluster's); give this pipeline a slot of its own (--slot)", ErrSlotElsewhere, name, db)
+}
+
+// DropSlot drops a slot of this database; another database's is
+// ErrSlotElsewhere (PostgreSQL would drop it from here). A slot whose
+// connection just closed stays active for a moment (SQLSTATE 55006), so
+// that error is retried for a few seconds.
 func DropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 	if err := ValidateName("slot", name); err != nil {
 		return err
+	}
+	var db *string
+	err := conn.QueryRow(ctx, `SELECT database::text FROM pg_replication_slots WHERE slot_name = $1 AND database <> current_database()`, name).Scan(&db)
+	switch {
+	case err == nil && db != nil:
+		return elsewhere(name, *db)
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("read slot %s: %w", name, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -441,3 +441,42 @@ func topicRecords(t *testing.T, brokers []string, topic string) int64 {
 	})
 	return n
 }
+
+// Two databases of one cluster, each with a pipeline of the same slot
+// name (slot names are the cluster's): the second is told whose slot it
+// is and to take its own, by every command, and nothing it runs streams
+// or drops the first one's slot. PostgreSQL itself would drop it from
+// there, and auto mode used to poll forever.
+func TestSlotOfAnotherDatabase(t *testing.T) {
+	first, second := pgcluster.NewDatabase(t), pgcluster.NewDatabase(t)
+	u, err := url.Parse(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstDB := strings.TrimPrefix(u.Path, "/")
+	slot := fmt.Sprintf("shared_%d", time.Now().UnixNano()%1e9)
+	broker := kafkatest.New(t)
+	runSteps(t, first, []step{
+		{args: []string{"migrate"}},
+		{args: []string{"slot", "create", "--slot", slot}, stdout: []string{"slot " + slot + " created at "}},
+	})
+	elsewhere := "slot " + slot + " is database " + firstDB + "'s, another pipeline's (slot names are the cluster's); give this pipeline a slot of its own (--slot)"
+	runSteps(t, second, []step{
+		{args: []string{"migrate"}},
+		{args: []string{"slot", "create", "--slot", slot}, code: 1, stderr: []string{elsewhere}},
+		{args: []string{"slot", "status", "--slot", slot}, code: 1, stderr: []string{elsewhere}},
+		{args: []string{"slot", "drop", "--slot", slot}, code: 1, stderr: []string{elsewhere}},
+		{args: []string{"run", "--slot", slot, "--kafka-brokers", strings.Join(broker.Brokers, ",")}, code: 1, stderr: []string{elsewhere}},
+		{args: []string{"status", "--slot", slot}, code: 1, stderr: []string{`no pipeline "` + slot + `" here: the replication slot belongs to another database: ` + elsewhere}},
+		{args: []string{"slot", "create", "--slot", slot + "_b", "--publication", "pgoutbox_b"}, stdout: []string{"slot " + slot + "_b created at "}},
+	})
+	conn, err := pgx.Connect(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var db string
+	if err := conn.QueryRow(context.Background(), `SELECT database::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&db); err != nil || db != firstDB {
+		t.Fatalf("the first pipeline's slot: database %q, %v", db, err)
+	}
+}

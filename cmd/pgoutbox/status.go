@@ -214,6 +214,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	saved, err := own.Status(ctx, conn, th.lostFor)
 	switch {
 	case errors.Is(err, store.ErrNoPipeline):
+		if _, serr := replication.SlotStatus(ctx, conn, c.slot); errors.Is(serr, replication.ErrSlotElsewhere) {
+			return fmt.Errorf("no pipeline %q here: %w", c.slot, serr)
+		}
 		return fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", c.slot)
 	case errors.Is(err, store.ErrNoState):
 		return err
@@ -238,6 +241,8 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if saved.Mode == store.ModeWAL {
 			st.Problems = append(st.Problems, "the pipeline's slot does not exist")
 		}
+	} else if errors.Is(err, replication.ErrSlotElsewhere) {
+		st.Problems = append(st.Problems, err.Error())
 	} else {
 		return err
 	}
