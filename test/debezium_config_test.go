@@ -96,12 +96,22 @@ debezium.format.value.schemas.enable=false
 }
 
 // A Kafka Connect connector JSON with the Outbox Event Router, an expanded
-// payload, a string key and a custom route.topic.replacement drives a real
-// run.
+// payload, a string key, a custom route.topic.replacement and its
+// credentials behind config provider placeholders drives a real run.
 func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 	e := newEnv(t)
 	host, port, user, db := e.debeziumDB(t)
-	path := filepath.Join(t.TempDir(), "outbox-connector.json")
+	// The user and the database come from the worker's config providers,
+	// as a deployment keeps its credentials out of the connector's JSON.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "outbox-connector.json")
+	secrets := filepath.Join(dir, "secrets.properties")
+	if err := os.WriteFile(secrets, []byte("# the relay's role\ndb.user = "+user+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dbname"), []byte(db), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	conf := `{
   "name": "outbox-connector",
   "config": {
@@ -109,8 +119,8 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
     "tasks.max": "1",
     "database.hostname": "` + host + `",
     "database.port": "` + port + `",
-    "database.user": "` + user + `",
-    "database.dbname": "` + db + `",
+    "database.user": "${file:` + secrets + `:db.user}",
+    "database.dbname": "${directory:` + dir + `:dbname}",
     "topic.prefix": "dbserver1",
     "plugin.name": "pgoutput",
     "slot.name": "outbox_slot",

@@ -42,6 +42,9 @@ func readAnyConfig(path string, fs *flag.FlagSet, stderr io.Writer) ([]setting, 
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		if err := resolveConnect(props); err != nil { // placeholders.go
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 		conf = fromConnect(props)
 	default:
 		props, err := schema.ParseProperties(data)
@@ -52,6 +55,9 @@ func readAnyConfig(path string, fs *flag.FlagSet, stderr io.Writer) ([]setting, 
 			return readConfigFile(path)
 		}
 		kind = "Debezium Server configuration"
+		if err := resolveServer(props); err != nil { // placeholders.go
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 		conf = fromServer(props)
 	}
 	settings, ignored, err := conf.settings()
