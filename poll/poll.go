@@ -191,32 +191,47 @@ func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 }
 
 // Check checks what a poll session needs beyond the columns New checked,
-// before it publishes anything: that the order column holds integers, and
-// that the statement marking rows published can run. A mark that fails
-// after Kafka acked would send the same rows again at every start.
+// before it publishes anything: that the order column holds unique
+// integers, that txid is the writing transaction, and that the statement
+// marking rows published can run. A mark that fails after Kafka acked
+// leaves the rows pending, to be sent again; a mark by an order value
+// that is not unique marks rows that were never sent.
 func (p *Poller) Check(ctx context.Context) error {
-	if err := p.checkOrder(ctx); err != nil {
+	if err := p.checkColumns(ctx); err != nil {
 		return err
 	}
 	return p.checkMark(ctx)
 }
 
-// checkOrder checks that the order column holds integers: polling compares
-// and marks rows by their order values as int64.
-func (p *Poller) checkOrder(ctx context.Context) error {
+// checkColumns checks the order column and txid, which may be a table's
+// own columns of those names, not the ones pgoutbox migrate adds.
+func (p *Poller) checkColumns(ctx context.Context) error {
 	var (
-		typ     string
-		integer bool
+		orderType, txidType string
+		integer, unique     bool
 	)
-	err := p.conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
-FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped`,
-		p.table.Quoted(), p.cfg.Order).Scan(&typ, &integer)
+	err := p.conn.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod), a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype),
+  a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false)
+    OR EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisunique AND i.indnkeyatts = 1
+      AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
+  (SELECT format_type(t.atttypid, t.atttypmod) FROM pg_attribute t WHERE t.attrelid = a.attrelid AND t.attname = $3 AND NOT t.attisdropped)
+FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
+		p.table.Quoted(), p.cfg.Order, outbox.TxIDColumn).Scan(&orderType, &integer, &unique, &txidType)
 	if err != nil {
-		return fmt.Errorf("look up the type of %s.%s: %w", p.table, p.cfg.Order, err)
+		return fmt.Errorf("look up the columns of %s: %w", p.table, err)
 	}
-	if !integer {
+	switch {
+	case !integer:
 		return fmt.Errorf("%w: its order column %s is %s; polling orders and marks rows by an integer that only grows: seq (the default), or the table's own bigserial or identity id (--column-order)",
-			ErrColumnsUnfit, p.cfg.Order, typ)
+			ErrColumnsUnfit, p.cfg.Order, orderType)
+	case !unique:
+		return fmt.Errorf("%w: its order column %s is neither an identity or serial column nor unique by an index of its own, and polling marks the rows it published by it: it would mark rows it never sent. "+
+			"Poll by the table's own bigserial or identity id (--column-order), or, if %s is the table's own column and not the one pgoutbox migrate adds, rename it and run pgoutbox migrate",
+			ErrColumnsUnfit, p.cfg.Order, p.cfg.Order)
+	case txidType != "xid8":
+		return fmt.Errorf("%w: its column %s is %s, not the writing transaction (xid8) pgoutbox migrate adds: the table's own %s must be renamed, then pgoutbox migrate run",
+			ErrColumnsUnfit, outbox.TxIDColumn, txidType, outbox.TxIDColumn)
 	}
 	return nil
 }

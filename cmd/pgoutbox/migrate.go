@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -54,14 +55,33 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 		}
+		// A column of the table's own that bears a polling column's name
+		// was kept, not added: say now whether polling can use it.
+		cerr := checkPolling(ctx, conn, mc.cfg.Poll, table)
 		switch {
 		case res.Created:
 			fmt.Fprintf(stdout, "%s created\n", table)
 		case len(res.Added) > 0 || res.IndexBuilt || len(res.Defaults) > 0:
 			fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
-		default:
+		case cerr == nil:
 			fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
 		}
+		if cerr != nil {
+			return errors.New(redact(cerr.Error(), secretsOf(c.databaseURL)))
+		}
+	}
+	return nil
+}
+
+// checkPolling checks table as a poll session would before it publishes.
+func checkPolling(ctx context.Context, conn *pgx.Conn, cfg poll.Config, table outbox.Table) error {
+	cfg.Table = table.String()
+	p, err := poll.New(ctx, conn, cfg)
+	if err == nil {
+		err = p.Check(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", table, err)
 	}
 	return nil
 }
