@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -69,6 +70,33 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if cerr != nil {
 			return errors.New(redact(cerr.Error(), secretsOf(c.databaseURL)))
 		}
+		if err := notePending(ctx, conn, stdout, mc.cfg.Poll, table, res); err != nil {
+			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+		}
+	}
+	return nil
+}
+
+// notePending says how many rows of a table that had a published_at of its
+// own before pgoutbox are unpublished by that mark: rows written before
+// the polling columns are the table's history, which a first start leaves
+// alone unless given --snapshot-mode initial, and a team that marked its
+// rows with published_at would otherwise find its pending ones unsent.
+func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll.Config, table outbox.Table, res migrations.OutboxResult) error {
+	if res.Created || cfg.Status != "" || slices.Contains(res.Added, outbox.PublishedColumn) {
+		return nil
+	}
+	var pending, marked int64
+	err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE %[2]s IS NULL), count(*) FILTER (WHERE %[2]s IS NOT NULL) FROM %[1]s WHERE %[3]s IS NULL`,
+		table.Quoted(), pgx.Identifier{outbox.PublishedColumn}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())).Scan(&pending, &marked)
+	if err != nil {
+		return fmt.Errorf("%s: count the rows written before pgoutbox: %w", table, err)
+	}
+	if pending > 0 && marked > 0 {
+		fmt.Fprintf(stdout, "%s: %d rows written before pgoutbox have no published_at, which the table already had (%d have one): "+
+			"a first start publishes what commits from then on, and these only when it polls them: run --mode poll --snapshot-mode initial --column-order <the table's identity or serial id> (they have no seq) until it logs \"published the rows already in the table\", then as you will "+
+			"(a first start streaming the WAL with --snapshot-mode initial publishes every row of the table, the marked ones too)\n",
+			table, pending, marked)
 	}
 	return nil
 }
