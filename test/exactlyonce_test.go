@@ -32,7 +32,14 @@ func killUnderLoad(t *testing.T, kills int, args ...string) report {
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	for i := 0; i < kills; i++ {
 		p := e.runProcess(t, args...)
-		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		// Killed while it publishes: once its session runs, within the
+		// status interval that confirms what it sent, however long a
+		// loaded machine takes to start it.
+		eventually(t, 30*time.Second, "the relay's session", func() bool {
+			out := p.out.String()
+			return strings.Contains(out, `"msg":"streaming"`) || strings.Contains(out, `"msg":"polling"`)
+		})
+		time.Sleep(time.Duration(100+rng.IntN(800)) * time.Millisecond)
 		p.signal(t, syscall.SIGKILL)
 	}
 	p := e.runProcess(t, args...)
