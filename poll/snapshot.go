@@ -73,9 +73,10 @@ type SnapshotReader struct {
 const snapshotCursor = "pgoutbox_snapshot"
 
 // OpenSnapshot imports snapshot on conn, which it uses for one transaction
-// and does not own, and opens a cursor over the table in order (rows
+// and does not own, and opens a cursor over the table's rows where the SQL
+// condition where holds ("": all of them; see Unmarked), in order (rows
 // without an order value first). Close ends the transaction.
-func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t outbox.Table, order string, batch int) (*SnapshotReader, error) {
+func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t outbox.Table, order, where string, batch int) (*SnapshotReader, error) {
 	if batch < 1 {
 		batch = 500
 	}
@@ -87,8 +88,11 @@ func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t outbox
 		tx.Rollback(context.Background())
 		return nil, fmt.Errorf("snapshot of %s: import snapshot: %w", t, err)
 	}
-	if _, err := tx.Exec(ctx, fmt.Sprintf("DECLARE %s NO SCROLL CURSOR FOR SELECT * FROM %s ORDER BY %s NULLS FIRST",
-		snapshotCursor, t.Quoted(), pgx.Identifier{order}.Sanitize())); err != nil {
+	if where == "" {
+		where = "true"
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("DECLARE %s NO SCROLL CURSOR FOR SELECT * FROM %s WHERE %s ORDER BY %s NULLS FIRST",
+		snapshotCursor, t.Quoted(), where, pgx.Identifier{order}.Sanitize())); err != nil {
 		tx.Rollback(context.Background())
 		return nil, fmt.Errorf("snapshot of %s: %w", t, err)
 	}
@@ -143,4 +147,26 @@ func (s *SnapshotReader) Read() int64 { return s.n }
 // Close ends the snapshot's transaction.
 func (s *SnapshotReader) Close(ctx context.Context) error {
 	return s.tx.Rollback(ctx)
+}
+
+// Unmarked is the condition of the rows a snapshot publishes: those
+// without published_at, so that a table that had a published_at of its
+// own, set by a team's poller, does not have its published rows sent
+// again; "" (every row) for a table without the column. (A snapshot with a
+// status column is refused: the status says which rows go out.)
+func Unmarked(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
+	cfg.Defaults()
+	t, err := outbox.ParseTable(cfg.Table)
+	if err != nil {
+		return "", err
+	}
+	var has bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`,
+		t.Quoted(), outbox.PublishedColumn).Scan(&has); err != nil {
+		return "", fmt.Errorf("look up the columns of %s: %w", t, err)
+	}
+	if !has {
+		return "", nil
+	}
+	return pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NULL", nil
 }

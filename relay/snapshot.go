@@ -98,6 +98,7 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 	}
 	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
 	orders := make([]string, len(p.tables))
+	unmarked := make([]string, len(p.tables))
 	for i, t := range p.tables {
 		order, unordered, err := poll.SnapshotOrder(ctx, conn, t.name, p.cfg.Poll.Order)
 		if err != nil {
@@ -107,6 +108,9 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 			p.log.Warn("rows without "+order+" are read first, in no particular order among themselves; name the table's own insertion order with --column-order", "table", t.name.String())
 		}
 		orders[i] = order
+		if unmarked[i], err = poll.Unmarked(ctx, conn, t.poll); err != nil {
+			return err
+		}
 	}
 	if err := p.own().PendSnapshot(ctx, conn, p.names()); err != nil {
 		return err
@@ -150,7 +154,7 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
 		// other, each in its insertion order.
-		if err := p.snapshotTable(ctx, h, sconn, pub, exp.Snapshot, t.name, orders[i]); err != nil || ctx.Err() != nil {
+		if err := p.snapshotTable(ctx, h, sconn, pub, exp.Snapshot, t.name, orders[i], unmarked[i]); err != nil || ctx.Err() != nil {
 			return err // stopped: the snapshot stays pending
 		}
 	}
@@ -161,9 +165,10 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 }
 
 // snapshotTable publishes one table's rows as the exported snapshot sees
-// them, in order, and waits for their acks.
-func (p *pipeline) snapshotTable(ctx context.Context, h *hold, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order string) error {
-	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, p.cfg.Poll.BatchSize)
+// them, those where unmarked holds (poll.Unmarked), in order, and waits for
+// their acks.
+func (p *pipeline) snapshotTable(ctx context.Context, h *hold, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order, unmarked string) error {
+	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, unmarked, p.cfg.Poll.BatchSize)
 	if err != nil {
 		return err
 	}

@@ -82,13 +82,15 @@ func (p Pipeline) Published(ctx context.Context, q Querier) (Published, error) {
 
 // DeletePublished deletes up to limit rows of table older than olderThan
 // (by timeColumn) that are known to be published: marked by polling
-// (published_at set), or in b. Rows are picked by ctid in one short
+// (published_at set on a row written since the polling columns: a row
+// without txid is the table's history, whose published_at may be a
+// team's own mark), or in b. Rows are picked by ctid in one short
 // statement. It returns how many it deleted; the error is the server's.
 func DeletePublished(ctx context.Context, q Querier, table outbox.Table, timeColumn string, olderThan time.Duration, b Published, limit int) (int64, error) {
 	stmt := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
   SELECT ctid FROM %[1]s
   WHERE %[2]s < now() - make_interval(secs => $1)
-    AND (%[3]s IS NOT NULL OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
+    AND ((%[3]s IS NOT NULL AND %[4]s IS NOT NULL) OR (%[4]s >= $2::text::xid8 AND %[4]s < $3::text::xid8))
   LIMIT %[5]d))`, table.Quoted(), pgx.Identifier{timeColumn}.Sanitize(),
 		outbox.PublishedColumn, outbox.TxIDColumn, limit)
 	tag, err := q.Exec(ctx, stmt, olderThan.Seconds(), b.Start, b.Floor)

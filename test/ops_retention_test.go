@@ -93,19 +93,31 @@ func retentionCase(t *testing.T, e *env, broker *kafkatest.Devbroker, cfg relay.
 	}
 }
 
-// Polling: a row is known published once published_at is set.
+// Polling: a row is known published once published_at is set on it, if
+// it was written since the polling columns.
 func TestOpsRetentionPolling(t *testing.T) {
 	e := newEnv(t)
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
 	e.brokers = broker.Brokers
 	cfg := pollConfig(e)
+	// Rows from before the polling columns (no txid) that a team's own
+	// poller marked with the table's published_at: not pgoutbox's to know
+	// published, so they stay.
+	history := insertEach(e, 2, "h-")
+	e.backdate(history...)
+	if _, err := e.conn.Exec(context.Background(), `ALTER TABLE outbox ALTER COLUMN txid DROP NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET txid = NULL, published_at = now() - interval '29 days' WHERE id::text = ANY($1)`, history); err != nil {
+		t.Fatal(err)
+	}
 	retentionCase(t, e, broker, cfg, func(ids []string) {
 		eventually(t, 10*time.Second, "rows marked published", func() bool {
 			var n int
 			e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL AND id::text = ANY($1)", ids).Scan(&n)
 			return n == 0
 		})
-	}, nil)
+	}, history)
 }
 
 // WAL mode: a row is known published once its transaction is below the

@@ -522,37 +522,44 @@ func TestSlotOfAnotherDatabase(t *testing.T) {
 
 // A team's table that marked its rows with a published_at of its own:
 // migrate says how many rows that mark leaves unpublished and how to send
-// them, and that way sends exactly those, then what commits later, each
-// once.
+// them; a first start with --snapshot-mode initial, polling or streaming
+// the WAL, sends exactly those, then what commits later, each once.
 func TestTableWithItsOwnPublishedAt(t *testing.T) {
-	dbURL := pgcluster.NewDatabase(t)
-	typ := fmt.Sprintf("ownmark%d", time.Now().UnixNano()%1e6)
-	exec(t, dbURL, `CREATE TABLE outbox (id bigserial PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
+	for _, first := range [][]string{
+		{"--mode", "poll", "--snapshot-mode", "initial", "--column-order", "id"},
+		{"--snapshot-mode", "initial"},
+	} {
+		t.Run(strings.Join(first, " "), func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("ownmark%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `CREATE TABLE outbox (id bigserial PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
   type text NOT NULL, payload jsonb NOT NULL, published_at timestamptz)`,
-		fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload, published_at)
+				fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload, published_at)
   SELECT '%s', 'a-' || g, 'Created', '{}', CASE WHEN g <= 2 THEN now() END FROM generate_series(1, 5) g`, typ))
-	broker := kafkatest.New(t)
-	brokers := strings.Join(broker.Brokers, ",")
-	runSteps(t, dbURL, []step{{args: []string{"migrate"}, stdout: []string{
-		"public.outbox: 3 rows written before pgoutbox have no published_at, which the table already had (2 have one)",
-		"run --mode poll --snapshot-mode initial --column-order <the table's identity or serial id>"}}})
-	args := []string{"run", "--kafka-brokers", brokers, "--database-url", dbURL}
-	if code, _, stderr := runCLI(t, 6*time.Second, append(args, "--mode", "poll", "--snapshot-mode", "initial", "--column-order", "id")...); code != 0 || !strings.Contains(stderr, "published the rows already in the table") {
-		t.Fatalf("first start: exit %d\n%s", code, stderr)
-	}
-	exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('%s', 'a-6', 'Created', '{}')`, typ))
-	if code, _, stderr := runCLI(t, 8*time.Second, args...); code != 0 {
-		t.Fatalf("second start: exit %d\n%s", code, stderr)
-	}
-	recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 4, 20*time.Second)
-	keys := map[string]int{}
-	for _, r := range recs {
-		keys[string(r.Key)]++
-	}
-	if len(recs) != 4 || keys["a-3"] != 1 || keys["a-4"] != 1 || keys["a-5"] != 1 || keys["a-6"] != 1 {
-		t.Errorf("records by key %v, want a-3 to a-6 once each", keys)
-	}
-	if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 4 {
-		t.Errorf("%d records in the topic, want 4", n)
+			broker := kafkatest.New(t)
+			slot := fmt.Sprintf("ownmark_%d", time.Now().UnixNano()%1e9)
+			runSteps(t, dbURL, []step{{args: []string{"migrate"}, stdout: []string{
+				"public.outbox: 3 rows written before pgoutbox have no published_at, which the table already had (2 have one)",
+				"--snapshot-mode initial", "--column-order <the table's identity or serial id>"}}})
+			args := []string{"run", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL, "--slot", slot}
+			if code, _, stderr := runCLI(t, 6*time.Second, append(args, first...)...); code != 0 || !strings.Contains(stderr, "published the rows already in the table") {
+				t.Fatalf("first start: exit %d\n%s", code, stderr)
+			}
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('%s', 'a-6', 'Created', '{}')`, typ))
+			if code, _, stderr := runCLI(t, 8*time.Second, args...); code != 0 {
+				t.Fatalf("second start: exit %d\n%s", code, stderr)
+			}
+			recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 4, 20*time.Second)
+			keys := map[string]int{}
+			for _, r := range recs {
+				keys[string(r.Key)]++
+			}
+			if len(recs) != 4 || keys["a-3"] != 1 || keys["a-4"] != 1 || keys["a-5"] != 1 || keys["a-6"] != 1 {
+				t.Errorf("records by key %v, want a-3 to a-6 once each", keys)
+			}
+			if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 4 {
+				t.Errorf("%d records in the topic, want 4", n)
+			}
+		})
 	}
 }

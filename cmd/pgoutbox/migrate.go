@@ -94,8 +94,8 @@ func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll
 	}
 	if pending > 0 && marked > 0 {
 		fmt.Fprintf(stdout, "%s: %d rows written before pgoutbox have no published_at, which the table already had (%d have one): "+
-			"a first start publishes what commits from then on, and these only when it polls them: run --mode poll --snapshot-mode initial --column-order <the table's identity or serial id> (they have no seq) until it logs \"published the rows already in the table\", then as you will "+
-			"(a first start streaming the WAL with --snapshot-mode initial publishes every row of the table, the marked ones too)\n",
+			"a first start publishes what commits from then on, and these only when given --snapshot-mode initial "+
+			"(polling them, --mode poll, needs --column-order <the table's identity or serial id>, as they have no seq)\n",
 			table, pending, marked)
 	}
 	return nil
