@@ -222,14 +222,16 @@ type Binding struct {
 // Bind maps a table's columns (in table order) to the record fields. Missing
 // required columns (id, aggregatetype, aggregateid, type, payload; without
 // type under PassThrough) give an error wrapping [ErrMissingColumn] naming
-// them; the headers, time and trace columns are optional. A column name that
-// appears twice, or a column whose type cannot serve its role (a schema
-// version or partition that is not an integer, a Kafka timestamp that is not
-// a timestamp), is an error wrapping [ErrColumnType].
+// them; the headers, time and trace columns are optional, and a time column
+// left to its default name is read only when it is a timestamp. A column
+// name that appears twice, or a column whose type cannot serve its role (a
+// schema version or partition that is not an integer, a time that is not a
+// timestamp), is an error wrapping [ErrColumnType].
 func (c Columns) Bind(cols []Column) (*Binding, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	timeDefaulted := c.Time == ""
 	c = c.withDefaults()
 	names := c.fields()
 	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, versionI: -1, traceI: -1}
@@ -285,6 +287,17 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	}
 	if c.PassThrough && b.idx[fTime] >= 0 && b.oid[fTime] != oidTimestamp && b.oid[fTime] != oidTimestamptz {
 		return nil, fmt.Errorf("%w: %s: the Kafka timestamp column (table.field.event.timestamp) must be a timestamp or timestamptz column", ErrColumnType, names[fTime])
+	}
+	if !c.PassThrough && b.idx[fTime] >= 0 && b.oid[fTime] != oidTimestamp && b.oid[fTime] != oidTimestamptz {
+		switch {
+		case timeDefaulted:
+			// A created_at of the table's own of another type (epoch
+			// milliseconds, say) is not an event time: the commit
+			// time is.
+			b.idx[fTime] = -1
+		case b.oid[fTime] != oidText && b.oid[fTime] != oidVarchar:
+			return nil, fmt.Errorf("%w: %s: the event time column must be a timestamp or timestamptz column (or text in ISO form)", ErrColumnType, names[fTime])
+		}
 	}
 	return b, nil
 }

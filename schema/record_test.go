@@ -98,6 +98,12 @@ func TestBind(t *testing.T) {
 		{name: "case-sensitive", cols: []Column{{"ID", 2950, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1}, {"payload", oidJSONB, -1}}, missing: "id"},
 		{name: "duplicate column", cols: append(append([]Column{}, defaultTable...), Column{"type", oidText, -1}), err: true},
 		{name: "invalid columns", c: Columns{ID: strings.Repeat("x", 64)}, cols: defaultTable, err: true},
+		// A created_at of the table's own that is not a timestamp is not
+		// the event time unless named; named, it must be one.
+		{name: "default time of another type", cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", 20, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, -1}},
+		{name: "default time without zone", cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", oidTimestamp, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
+		{name: "named time of another type", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", 20, -1}), err: true},
+		{name: "named time as text", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", oidText, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.c.Bind(tc.cols)

@@ -563,3 +563,30 @@ func TestTableWithItsOwnPublishedAt(t *testing.T) {
 		})
 	}
 }
+
+// A created_at of the table's own that holds epoch milliseconds is not
+// the event time: left to the default, the events go out with the commit
+// time instead of every one being dead-lettered; named with --column-time,
+// run refuses it before it starts.
+func TestEpochCreatedAt(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	typ := fmt.Sprintf("epoch%d", time.Now().UnixNano()%1e6)
+	exec(t, dbURL, `CREATE TABLE outbox (id bigserial PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
+  type text NOT NULL, payload jsonb NOT NULL, created_at bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint)`)
+	broker := kafkatest.New(t)
+	runSteps(t, dbURL, []step{{args: []string{"migrate"}}})
+	exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('%s', 'a-1', 'Created', '{}')`, typ))
+	args := []string{"run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL}
+	if code, _, stderr := runCLI(t, 5*time.Second, args...); code != 0 || strings.Contains(stderr, "dead-lettered") {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	r := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 1, 20*time.Second)[0]
+	var ce struct{ Time time.Time }
+	if err := json.Unmarshal(r.Value, &ce); err != nil || time.Since(ce.Time) > time.Minute || time.Since(ce.Time) < 0 {
+		t.Errorf("time %v (%v), want the commit time: %s", ce.Time, err, r.Value)
+	}
+	code, _, stderr := runCLI(t, time.Minute, append(args, "--column-time", "created_at")...)
+	if code != 1 || !strings.Contains(stderr, "created_at: the event time column must be a timestamp or timestamptz column") {
+		t.Errorf("run --column-time created_at: exit %d\n%s", code, stderr)
+	}
+}

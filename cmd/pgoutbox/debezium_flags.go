@@ -152,6 +152,10 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 			cfg.Columns.Time = ""
 		}
 	}
+	if (format == schema.CloudEvents || format == schema.CloudEventsBinary) && !given["column-time"] {
+		// The default: created_at when it is a timestamp (schema.Columns).
+		cfg.Columns.Time = ""
+	}
 	if format == schema.Debezium && !topicSet && m.routeReplaced == "" {
 		cfg.Router.Topic = m.topicPrefix + ".{schema}.{table}"
 	}
