@@ -27,9 +27,10 @@ type Config struct {
 	// or identity id.
 	Order string
 	// Status, when set, is the table's own status column, as a team's
-	// poller keeps it: rows whose Status is StatusPending are unpublished,
-	// and publishing sets it to StatusPublished (and ProcessedAt, when
-	// set, to now()) instead of published_at.
+	// poller keeps it: rows whose Status is StatusPending (one value, or
+	// several comma-separated: PENDING,FAILED) are unpublished, and
+	// publishing sets it to StatusPublished (and ProcessedAt, when set, to
+	// now()) instead of published_at.
 	Status, StatusPending, StatusPublished string
 	ProcessedAt                            string
 }
@@ -64,10 +65,38 @@ func (c Config) Validate() error {
 	if c.StatusPending == "" || c.StatusPublished == "" {
 		return errors.New("a status column needs its pending and published values (--status-pending, --status-published)")
 	}
-	if c.StatusPending == c.StatusPublished {
-		return fmt.Errorf("status values: pending and published are both %q", c.StatusPending)
+	for _, v := range c.pendingValues() {
+		if v == "" {
+			return fmt.Errorf("status values: an empty pending value in %q", c.StatusPending)
+		}
+		if v == c.StatusPublished {
+			return fmt.Errorf("status values: pending and published are both %q", v)
+		}
 	}
 	return nil
+}
+
+// pendingValues are the status values of a row not yet published.
+func (c Config) pendingValues() []string {
+	vs := strings.Split(c.StatusPending, ",")
+	for i := range vs {
+		vs[i] = strings.TrimSpace(vs[i])
+	}
+	return vs
+}
+
+// isPending is the SQL condition of a status column holding a pending
+// value.
+func (c Config) isPending() string {
+	vs := c.pendingValues()
+	if len(vs) == 1 {
+		return pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(vs[0])
+	}
+	lits := make([]string, len(vs))
+	for i, v := range vs {
+		lits[i] = quoteLiteral(v)
+	}
+	return pgx.Identifier{c.Status}.Sanitize() + " IN (" + strings.Join(lits, ", ") + ")"
 }
 
 // columns are the columns polling reads or writes besides the event's.
@@ -99,8 +128,7 @@ func (c Config) Unpublished(f outbox.FloorSQL) string {
 	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
 		txid, order, f.XID, f.ForeignSeq, f.ForeignXID)
 	if c.Status != "" {
-		return fmt.Sprintf("%s = %s AND (%s IS NULL OR (%s))",
-			pgx.Identifier{c.Status}.Sanitize(), quoteLiteral(c.StatusPending), txid, uncovered)
+		return fmt.Sprintf("%s AND (%s IS NULL OR (%s))", c.isPending(), txid, uncovered)
 	}
 	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s",
 		pgx.Identifier{outbox.PublishedColumn}.Sanitize(), order, uncovered)
@@ -470,7 +498,7 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	// published rows, for every batch.
 	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND "
 	if c := p.cfg; c.Status != "" {
-		where += pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPending)
+		where += c.isPending()
 	} else {
 		where += pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NULL"
 	}

@@ -20,10 +20,10 @@ type Sequence struct {
 }
 
 // pending is the condition of a row not marked published, whatever its
-// transaction: published_at unset, or the status column's pending value.
+// transaction: published_at unset, or the status column's pending values.
 func (p *Poller) pending() string {
 	if p.cfg.Status != "" {
-		return fmt.Sprintf("(%s = %s)", pgx.Identifier{p.cfg.Status}.Sanitize(), quoteLiteral(p.cfg.StatusPending))
+		return "(" + p.cfg.isPending() + ")"
 	}
 	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{outbox.PublishedColumn}.Sanitize())
 }

@@ -590,3 +590,41 @@ func TestEpochCreatedAt(t *testing.T) {
 		t.Errorf("run --column-time created_at: exit %d\n%s", code, stderr)
 	}
 }
+
+// A team's poller that retries FAILED rows keeps two states that mean
+// "not sent yet": --status-pending takes both, and the takeover publishes
+// the rows in either, once, leaving a state it was not given alone.
+func TestStatusPendingValues(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	typ := fmt.Sprintf("retry%d", time.Now().UnixNano()%1e6)
+	exec(t, dbURL, `CREATE TABLE transfer_events (id bigserial PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+  event_type text NOT NULL, payload text NOT NULL, status varchar(20) NOT NULL DEFAULT 'PENDING', published_at timestamp)`,
+		fmt.Sprintf(`INSERT INTO transfer_events (aggregate_type, aggregate_id, event_type, payload, status, published_at) VALUES
+  ('%s', 't-1', 'TransferRequested', '{}', 'PUBLISHED', now()), ('%[1]s', 't-2', 'TransferRequested', '{}', 'FAILED', NULL),
+  ('%[1]s', 't-3', 'TransferRequested', '{}', 'PENDING', NULL), ('%[1]s', 't-4', 'TransferRequested', '{}', 'PROCESSING', NULL)`, typ))
+	broker := kafkatest.New(t)
+	runSteps(t, dbURL, []step{{args: []string{"migrate", "--table", "transfer_events"}}})
+	code, _, stderr := runCLI(t, 6*time.Second, "run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL,
+		"--table", "transfer_events", "--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id", "--column-type", "event_type",
+		"--column-order", "id", "--column-status", "status", "--status-pending", "PENDING, FAILED", "--status-published", "PUBLISHED",
+		"--column-processed-at", "published_at")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 2, 20*time.Second)
+	if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 2 || string(recs[0].Key) != "t-2" || string(recs[1].Key) != "t-3" {
+		t.Errorf("%d records, first keys %q %q; want t-2 and t-3 once each", n, recs[0].Key, recs[1].Key)
+	}
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var states string
+	if err := conn.QueryRow(context.Background(), `SELECT string_agg(status || ':' || (published_at IS NOT NULL)::text, ' ' ORDER BY id) FROM transfer_events`).Scan(&states); err != nil {
+		t.Fatal(err)
+	}
+	if want := "PUBLISHED:true PUBLISHED:true PUBLISHED:true PROCESSING:false"; states != want {
+		t.Errorf("states %s, want %s", states, want)
+	}
+}

@@ -66,7 +66,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 func registerPollFlags(fs *flag.FlagSet, c *poll.Config) {
 	fs.StringVar(&c.Order, "column-order", outbox.SeqColumn, "polling: the column giving insertion order, an integer set at insert that only grows (seq, or the table's own bigserial or identity id)")
 	fs.StringVar(&c.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
-	fs.StringVar(&c.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING")
+	fs.StringVar(&c.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING, or several, comma-separated: PENDING,FAILED")
 	fs.StringVar(&c.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
 	fs.StringVar(&c.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
 }

@@ -95,7 +95,8 @@ func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll
 	if pending > 0 && marked > 0 {
 		fmt.Fprintf(stdout, "%s: %d rows written before pgoutbox have no published_at, which the table already had (%d have one): "+
 			"a first start publishes what commits from then on, and these only when given --snapshot-mode initial "+
-			"(polling them, --mode poll, needs --column-order <the table's identity or serial id>, as they have no seq)\n",
+			"(polling them, --mode poll, needs --column-order <the table's identity or serial id>, as they have no seq), "+
+			"or, if your poller kept a status column, when run is given it (--column-status, docs/modes.md)\n",
 			table, pending, marked)
 	}
 	return nil
