@@ -33,6 +33,14 @@ type Config struct {
 	// now()) instead of published_at.
 	Status, StatusPending, StatusPublished string
 	ProcessedAt                            string
+	// Published, without a status column, is the column that marks a row
+	// published: null until then, set to now() by polling. published_at
+	// (default) is the one pgoutbox migrate adds; another, or published_at
+	// with OwnPublished, is the table's own (a team's poller's
+	// processed_at), and then, as with a status column, the rows written
+	// before the polling columns are polled while it is null.
+	Published    string
+	OwnPublished bool
 }
 
 // Defaults fills unset fields.
@@ -46,6 +54,16 @@ func (c *Config) Defaults() {
 	if c.Order == "" {
 		c.Order = outbox.SeqColumn
 	}
+	if c.Published == "" {
+		c.Published = outbox.PublishedColumn
+	}
+}
+
+// OwnMark tells that the table's own column marks published rows (a
+// status column, or a published column other than published_at): its
+// rows from before the polling columns are polled while it says pending.
+func (c Config) OwnMark() bool {
+	return c.Status != "" || c.OwnPublished || c.Published != "" && c.Published != outbox.PublishedColumn
 }
 
 // Validate reports the first invalid field.
@@ -58,9 +76,12 @@ func (c Config) Validate() error {
 	}
 	if c.Status == "" {
 		if c.StatusPending != "" || c.StatusPublished != "" || c.ProcessedAt != "" {
-			return errors.New("status values and the processed-at column need a status column (--column-status)")
+			return errors.New("status values and the processed-at column need a status column (--column-status); a timestamp column that alone marks rows published, null until then, is --column-published")
 		}
 		return nil
+	}
+	if c.OwnPublished || c.Published != "" && c.Published != outbox.PublishedColumn {
+		return errors.New("--column-published is for a table without a status column; with one, --column-processed-at names the timestamp set with the published status")
 	}
 	if c.StatusPending == "" || c.StatusPublished == "" {
 		return errors.New("a status column needs its pending and published values (--status-pending, --status-published)")
@@ -108,7 +129,7 @@ func (c Config) columns() []string {
 			cols = append(cols, c.ProcessedAt)
 		}
 	} else {
-		cols = append(cols, outbox.PublishedColumn)
+		cols = append(cols, c.Published)
 	}
 	return cols
 }
@@ -127,11 +148,14 @@ func (c Config) Unpublished(f outbox.FloorSQL) string {
 	order := pgx.Identifier{c.Order}.Sanitize()
 	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
 		txid, order, f.XID, f.ForeignSeq, f.ForeignXID)
-	if c.Status != "" {
+	switch {
+	case c.Status != "":
 		return fmt.Sprintf("%s AND (%s IS NULL OR (%s))", c.isPending(), txid, uncovered)
+	case c.OwnMark():
+		return fmt.Sprintf("%s IS NULL AND (%s IS NULL OR (%s))", pgx.Identifier{c.Published}.Sanitize(), txid, uncovered)
 	}
 	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s",
-		pgx.Identifier{outbox.PublishedColumn}.Sanitize(), order, uncovered)
+		pgx.Identifier{c.Published}.Sanitize(), order, uncovered)
 }
 
 // quoteLiteral quotes s as an SQL string literal whatever
@@ -285,6 +309,8 @@ func (p *Poller) checkMark(ctx context.Context) error {
 	case p.cfg.Status != "":
 		return fmt.Errorf("%w: marking a row published would fail: %s (check --column-status, --status-pending, --status-published and --column-processed-at against the table)",
 			ErrColumnsUnfit, pgErr.Message)
+	case p.cfg.OwnMark():
+		return fmt.Errorf("%w: marking a row published would fail: %s (check --column-published against the table)", ErrColumnsUnfit, pgErr.Message)
 	default:
 		return fmt.Errorf("%w: marking a row published would fail: %s", ErrColumnsUnfit, pgErr.Message)
 	}
@@ -296,7 +322,7 @@ func (p *Poller) checkMark(ctx context.Context) error {
 // (--snapshot-mode initial) asks for it. Rows without an order value are
 // not among them: they could not be published in order, or marked.
 func (c Config) history() string {
-	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{outbox.PublishedColumn}.Sanitize(),
+	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{c.Published}.Sanitize(),
 		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())
 }
 
@@ -306,7 +332,7 @@ func (c Config) history() string {
 // changes nothing.
 func (p *Poller) SetHistory(on bool) {
 	where := p.cfg.Unpublished(floorParams)
-	if on && p.cfg.Status == "" {
+	if on && !p.cfg.OwnMark() {
 		where = "(" + where + ") OR (" + p.cfg.history() + ")"
 	}
 	p.query = fmt.Sprintf(`SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d`,
@@ -330,7 +356,7 @@ func (p *Poller) HistoryLeft(ctx context.Context) (bool, error) {
 func (p *Poller) Unordered(ctx context.Context) (int64, error) {
 	var n int64
 	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL AND %s IS NULL", p.table.Quoted(),
-		pgx.Identifier{outbox.PublishedColumn}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
+		pgx.Identifier{p.cfg.Published}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
 		return 0, fmt.Errorf("look for rows without %s in %s: %w", p.cfg.Order, p.table, err)
 	}
 	return n, nil
@@ -500,7 +526,7 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	if c := p.cfg; c.Status != "" {
 		where += c.isPending()
 	} else {
-		where += pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NULL"
+		where += pgx.Identifier{c.Published}.Sanitize() + " IS NULL"
 	}
 	if _, err := p.mark(ctx, where, []any{seqs}); err != nil {
 		return fmt.Errorf("mark published: %w", err)
@@ -554,8 +580,8 @@ func ReadFloorCandidate(ctx context.Context, conn *pgx.Conn, cfg Config) (FloorC
 		return pos, err
 	}
 	order := pgx.Identifier{cfg.Order}.Sanitize()
-	highest := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s IS NULL", order, table.Quoted(), pgx.Identifier{outbox.PublishedColumn}.Sanitize())
-	if cfg.Status != "" {
+	highest := fmt.Sprintf("SELECT max(%s) FROM %s WHERE %s IS NULL", order, table.Quoted(), pgx.Identifier{cfg.Published}.Sanitize())
+	if cfg.OwnMark() {
 		highest = fmt.Sprintf("SELECT max(%s) FROM %s", order, table.Quoted())
 	}
 	var smin, smax, lsn string
@@ -607,7 +633,7 @@ func (p *Poller) markSet() string {
 		}
 		return set
 	}
-	return pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " = now()"
+	return pgx.Identifier{p.cfg.Published}.Sanitize() + " = now()"
 }
 
 // MarkTransactions marks published the rows polling would read (floor
@@ -654,7 +680,7 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor outbox.Floor, below
 // whose transaction is at or above floor's XID, newest first: rows polling
 // may have published that a WAL session can still replay.
 func (p *Poller) Published(ctx context.Context, floor outbox.Floor, limit int) ([]int64, error) {
-	cond := pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NOT NULL"
+	cond := pgx.Identifier{p.cfg.Published}.Sanitize() + " IS NOT NULL"
 	if c := p.cfg; c.Status != "" {
 		cond = pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Sequence is the sequence behind the seq column (identity or serial).
@@ -25,7 +23,7 @@ func (p *Poller) pending() string {
 	if p.cfg.Status != "" {
 		return "(" + p.cfg.isPending() + ")"
 	}
-	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{outbox.PublishedColumn}.Sanitize())
+	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{p.cfg.Published}.Sanitize())
 }
 
 // Sequence finds the sequence the order column (seq) draws from. Only an increment

@@ -162,11 +162,11 @@ func Unmarked(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
 	}
 	var has bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`,
-		t.Quoted(), outbox.PublishedColumn).Scan(&has); err != nil {
+		t.Quoted(), cfg.Published).Scan(&has); err != nil {
 		return "", fmt.Errorf("look up the columns of %s: %w", t, err)
 	}
 	if !has {
 		return "", nil
 	}
-	return pgx.Identifier{outbox.PublishedColumn}.Sanitize() + " IS NULL", nil
+	return pgx.Identifier{cfg.Published}.Sanitize() + " IS NULL", nil
 }

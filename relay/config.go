@@ -230,8 +230,8 @@ func (c Config) Validate() error {
 	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
 		return err
 	}
-	if c.Snapshot == SnapshotInitial && c.Poll.Status != "" {
-		return errors.New("snapshot mode initial with a status column: the status column already says which rows to publish (the pending ones, on the first start too)")
+	if c.Snapshot == SnapshotInitial && c.Poll.OwnMark() {
+		return errors.New("snapshot mode initial with a status or published column of the table's own: that column already says which rows to publish (the pending ones, on the first start too)")
 	}
 	switch c.OnUpdate {
 	case "", UpdateWarn, UpdateError, UpdateFatal:

@@ -157,11 +157,11 @@ func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created 
 // Any other row stays, however old.
 func (p *pipeline) retain(ctx context.Context, conn *pgx.Conn, t *outboxTable) (int64, error) {
 	cfg := p.cfg
-	if t.poll.Status != "" {
-		// Published rows are the team's own status; their own job keeps
-		// the table.
+	if t.poll.OwnMark() {
+		// Published rows are marked by the team's own column; their own
+		// job keeps the table.
 		t.hk.noRetention = true
-		p.log.Warn("retention is off: the table's own status column marks published rows, and pgoutbox deletes none of them", "table", t.name.String())
+		p.log.Warn("retention is off: the table's own column marks published rows, and pgoutbox deletes none of them", "table", t.name.String())
 		return 0, nil
 	}
 	ok, err := poll.HasColumns(ctx, conn, t.name)

@@ -526,6 +526,7 @@ func TestSlotOfAnotherDatabase(t *testing.T) {
 // the WAL, sends exactly those, then what commits later, each once.
 func TestTableWithItsOwnPublishedAt(t *testing.T) {
 	for _, first := range [][]string{
+		{"--column-published", "published_at", "--column-order", "id"},
 		{"--mode", "poll", "--snapshot-mode", "initial", "--column-order", "id"},
 		{"--snapshot-mode", "initial"},
 	} {
@@ -540,9 +541,10 @@ func TestTableWithItsOwnPublishedAt(t *testing.T) {
 			slot := fmt.Sprintf("ownmark_%d", time.Now().UnixNano()%1e9)
 			runSteps(t, dbURL, []step{{args: []string{"migrate"}, stdout: []string{
 				"public.outbox: 3 rows written before pgoutbox have no published_at, which the table already had (2 have one)",
-				"--snapshot-mode initial", "--column-order <the table's identity or serial id>"}}})
+				"--column-published published_at", "--column-order <the table's identity or serial id>"}}})
 			args := []string{"run", "--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL, "--slot", slot}
-			if code, _, stderr := runCLI(t, 6*time.Second, append(args, first...)...); code != 0 || !strings.Contains(stderr, "published the rows already in the table") {
+			code, _, stderr := runCLI(t, 6*time.Second, append(args, first...)...)
+			if code != 0 || first[0] != "--column-published" && !strings.Contains(stderr, "published the rows already in the table") {
 				t.Fatalf("first start: exit %d\n%s", code, stderr)
 			}
 			exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('%s', 'a-6', 'Created', '{}')`, typ))
@@ -626,5 +628,54 @@ func TestStatusPendingValues(t *testing.T) {
 	}
 	if want := "PUBLISHED:true PUBLISHED:true PUBLISHED:true PROCESSING:false"; states != want {
 		t.Errorf("states %s, want %s", states, want)
+	}
+}
+
+// A team's poller that marked rows only with a processed_at of its own
+// (null while pending), taken over with --column-published: its pending
+// rows from before pgoutbox are published once and marked, its processed
+// ones not again, then what commits later, in poll and in auto mode.
+func TestTakeOverProcessedAtPoller(t *testing.T) {
+	for _, mode := range []string{"poll", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("processed%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `CREATE TABLE outbox_event (id bigserial PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+  event_type text NOT NULL, payload jsonb NOT NULL, processed_at timestamptz)`,
+				fmt.Sprintf(`INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload, processed_at)
+  SELECT '%s', 'o-' || g, 'OrderPlaced', '{}', CASE WHEN g <= 2 THEN now() END FROM generate_series(1, 4) g`, typ))
+			broker := kafkatest.New(t)
+			mapping := []string{"--table", "outbox_event", "--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id",
+				"--column-type", "event_type", "--column-order", "id", "--column-published", "processed_at"}
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, mapping...)}})
+			args := append([]string{"run", "--mode", mode, "--slot", "p" + typ, "--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL}, mapping...)
+			if code, _, stderr := runCLI(t, 6*time.Second, args...); code != 0 {
+				t.Fatalf("first start: exit %d\n%s", code, stderr)
+			}
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('%s', 'o-5', 'OrderPlaced', '{}')`, typ))
+			if code, _, stderr := runCLI(t, 6*time.Second, args...); code != 0 {
+				t.Fatalf("second start: exit %d\n%s", code, stderr)
+			}
+			recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 3, 20*time.Second)
+			keys := map[string]int{}
+			for _, r := range recs {
+				keys[string(r.Key)]++
+			}
+			if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 3 || keys["o-3"] != 1 || keys["o-4"] != 1 || keys["o-5"] != 1 {
+				t.Errorf("%d records, by key %v; want o-3, o-4 and o-5 once each", n, keys)
+			}
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			var unmarked int
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE processed_at IS NULL AND id <= 4`).Scan(&unmarked); err != nil {
+				t.Fatal(err)
+			}
+			if unmarked != 0 {
+				t.Errorf("%d rows from before pgoutbox still pending", unmarked)
+			}
+		})
 	}
 }

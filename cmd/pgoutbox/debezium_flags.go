@@ -68,7 +68,19 @@ func registerPollFlags(fs *flag.FlagSet, c *poll.Config) {
 	fs.StringVar(&c.Status, "column-status", "", "polling: the table's own status column; rows with --status-pending are published and set to --status-published (instead of published_at)")
 	fs.StringVar(&c.StatusPending, "status-pending", "", "polling: the status value of a row not yet published, e.g. PENDING, or several, comma-separated: PENDING,FAILED")
 	fs.StringVar(&c.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
+	fs.StringVar(&c.Published, "column-published", outbox.PublishedColumn, "polling, without a status column: the timestamp column that marks a row published, null until then (a team's own processed_at); rows from before the polling columns are polled while it is null")
 	fs.StringVar(&c.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
+}
+
+// ownPublished notes a --column-published that was given (on the command
+// line, in the environment or in a file): the column is the table's own,
+// under pgoutbox's name too.
+func ownPublished(fs *flag.FlagSet, c *poll.Config) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "column-published" {
+			c.OwnPublished = true
+		}
+	})
 }
 
 // apply completes cfg once flags are parsed and cfg.Encoder.Format is set.
@@ -140,6 +152,7 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	ownPublished(fs, &cfg.Poll)
 	topicSet := given["topic"]
 	format := cfg.Encoder.Format
 	if format == schema.Debezium || format == schema.DebeziumOutbox {

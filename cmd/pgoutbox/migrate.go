@@ -31,6 +31,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := c.requireURL(); err != nil {
 		return err
 	}
+	ownPublished(fs, &mc.cfg.Poll)
 	tables, _, err := c.resolveTables(ctx)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // alone unless given --snapshot-mode initial, and a team that marked its
 // rows with published_at would otherwise find its pending ones unsent.
 func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll.Config, table outbox.Table, res migrations.OutboxResult) error {
-	if res.Created || cfg.Status != "" || slices.Contains(res.Added, outbox.PublishedColumn) {
+	if res.Created || cfg.OwnMark() || slices.Contains(res.Added, outbox.PublishedColumn) {
 		return nil
 	}
 	var pending, marked int64
@@ -94,9 +95,9 @@ func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll
 	}
 	if pending > 0 && marked > 0 {
 		fmt.Fprintf(stdout, "%s: %d rows written before pgoutbox have no published_at, which the table already had (%d have one): "+
-			"a first start publishes what commits from then on, and these only when given --snapshot-mode initial "+
-			"(polling them, --mode poll, needs --column-order <the table's identity or serial id>, as they have no seq), "+
-			"or, if your poller kept a status column, when run is given it (--column-status, docs/modes.md)\n",
+			"run publishes them when told the column is your poller's mark, --column-published published_at "+
+			"(with --column-order <the table's identity or serial id>, as they have no seq), or your status column (--column-status); "+
+			"otherwise it publishes what commits from then on (docs/modes.md)\n",
 			table, pending, marked)
 	}
 	return nil

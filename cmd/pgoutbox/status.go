@@ -203,6 +203,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
+	ownPublished(fs, &pc)
 	conn, err := c.open(ctx)
 	if err != nil {
 		return err
