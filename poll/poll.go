@@ -62,8 +62,11 @@ func (c *Config) Defaults() {
 // OwnMark tells that the table's own column marks published rows (a
 // status column, or a published column other than published_at): its
 // rows from before the polling columns are polled while it says pending.
-func (c Config) OwnMark() bool {
-	return c.Status != "" || c.OwnPublished || c.Published != "" && c.Published != outbox.PublishedColumn
+func (c Config) OwnMark() bool { return c.Status != "" || c.ownPublished() }
+
+// ownPublished tells that Published is the table's own column.
+func (c Config) ownPublished() bool {
+	return c.OwnPublished || c.Published != "" && c.Published != outbox.PublishedColumn
 }
 
 // Validate reports the first invalid field.
@@ -80,7 +83,7 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
-	if c.OwnPublished || c.Published != "" && c.Published != outbox.PublishedColumn {
+	if c.ownPublished() {
 		return errors.New("--column-published is for a table without a status column; with one, --column-processed-at names the timestamp set with the published status")
 	}
 	if c.StatusPending == "" || c.StatusPublished == "" {
@@ -104,6 +107,15 @@ func (c Config) pendingValues() []string {
 		vs[i] = strings.TrimSpace(vs[i])
 	}
 	return vs
+}
+
+// pending is the SQL condition of a row not marked published, whatever
+// its transaction. c has its defaults.
+func (c Config) pending() string {
+	if c.Status == "" {
+		return "(" + pgx.Identifier{c.Published}.Sanitize() + " IS NULL)"
+	}
+	return "(" + c.isPending() + ")"
 }
 
 // isPending is the SQL condition of a status column holding a pending
@@ -148,11 +160,8 @@ func (c Config) Unpublished(f outbox.FloorSQL) string {
 	order := pgx.Identifier{c.Order}.Sanitize()
 	uncovered := fmt.Sprintf("%[1]s >= %[3]s AND (%[4]s IS NULL OR %[2]s > %[4]s OR %[1]s >= %[5]s)",
 		txid, order, f.XID, f.ForeignSeq, f.ForeignXID)
-	switch {
-	case c.Status != "":
-		return fmt.Sprintf("%s AND (%s IS NULL OR (%s))", c.isPending(), txid, uncovered)
-	case c.OwnMark():
-		return fmt.Sprintf("%s IS NULL AND (%s IS NULL OR (%s))", pgx.Identifier{c.Published}.Sanitize(), txid, uncovered)
+	if c.OwnMark() {
+		return fmt.Sprintf("%s AND (%s IS NULL OR (%s))", c.pending(), txid, uncovered)
 	}
 	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s",
 		pgx.Identifier{c.Published}.Sanitize(), order, uncovered)
@@ -522,12 +531,7 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	// Only rows not marked yet: the index of unpublished rows finds them,
 	// where the order values alone would read the whole table, years of
 	// published rows, for every batch.
-	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND "
-	if c := p.cfg; c.Status != "" {
-		where += c.isPending()
-	} else {
-		where += pgx.Identifier{c.Published}.Sanitize() + " IS NULL"
-	}
+	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND " + p.pending()
 	if _, err := p.mark(ctx, where, []any{seqs}); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}

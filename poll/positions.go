@@ -18,13 +18,9 @@ type Sequence struct {
 }
 
 // pending is the condition of a row not marked published, whatever its
-// transaction: published_at unset, or the status column's pending values.
-func (p *Poller) pending() string {
-	if p.cfg.Status != "" {
-		return "(" + p.cfg.isPending() + ")"
-	}
-	return fmt.Sprintf("(%s IS NULL)", pgx.Identifier{p.cfg.Published}.Sanitize())
-}
+// transaction: the published column unset, or the status column's pending
+// values.
+func (p *Poller) pending() string { return p.cfg.pending() }
 
 // Sequence finds the sequence the order column (seq) draws from. Only an increment
 // of 1 is supported: every position between two values is then a row that

@@ -205,13 +205,8 @@ func DropSlot(ctx context.Context, conn *pgx.Conn, name string) error {
 	if err := ValidateName("slot", name); err != nil {
 		return err
 	}
-	var db *string
-	err := conn.QueryRow(ctx, `SELECT database::text FROM pg_replication_slots WHERE slot_name = $1 AND database <> current_database()`, name).Scan(&db)
-	switch {
-	case err == nil && db != nil:
-		return elsewhere(name, *db)
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("read slot %s: %w", name, err)
+	if _, err := SlotStatus(ctx, conn, name); errors.Is(err, ErrSlotElsewhere) {
+		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -458,6 +458,25 @@ func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
 	}
 }
 
+// onceEach checks that topic holds one record of each key and no other.
+func onceEach(t *testing.T, brokers []string, topic string, keys ...string) {
+	t.Helper()
+	got := map[string]int{}
+	for _, r := range kafkatest.Consume(t, brokers, []string{topic}, len(keys), 20*time.Second) {
+		got[string(r.Key)]++
+	}
+	n := topicRecords(t, brokers, topic)
+	for _, k := range keys {
+		if got[k] != 1 {
+			t.Errorf("%d records in %s, by key %v; want %v once each", n, topic, got, keys)
+			return
+		}
+	}
+	if n != int64(len(keys)) {
+		t.Errorf("%d records in %s, by key %v; want %v once each", n, topic, got, keys)
+	}
+}
+
 // topicRecords is how many records topic holds; 0 when it does not exist.
 func topicRecords(t *testing.T, brokers []string, topic string) int64 {
 	t.Helper()
@@ -551,17 +570,7 @@ func TestTableWithItsOwnPublishedAt(t *testing.T) {
 			if code, _, stderr := runCLI(t, 8*time.Second, args...); code != 0 {
 				t.Fatalf("second start: exit %d\n%s", code, stderr)
 			}
-			recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 4, 20*time.Second)
-			keys := map[string]int{}
-			for _, r := range recs {
-				keys[string(r.Key)]++
-			}
-			if len(recs) != 4 || keys["a-3"] != 1 || keys["a-4"] != 1 || keys["a-5"] != 1 || keys["a-6"] != 1 {
-				t.Errorf("records by key %v, want a-3 to a-6 once each", keys)
-			}
-			if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 4 {
-				t.Errorf("%d records in the topic, want 4", n)
-			}
+			onceEach(t, broker.Brokers, "outbox.event."+typ, "a-3", "a-4", "a-5", "a-6")
 		})
 	}
 }
@@ -656,14 +665,7 @@ func TestTakeOverProcessedAtPoller(t *testing.T) {
 			if code, _, stderr := runCLI(t, 6*time.Second, args...); code != 0 {
 				t.Fatalf("second start: exit %d\n%s", code, stderr)
 			}
-			recs := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 3, 20*time.Second)
-			keys := map[string]int{}
-			for _, r := range recs {
-				keys[string(r.Key)]++
-			}
-			if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 3 || keys["o-3"] != 1 || keys["o-4"] != 1 || keys["o-5"] != 1 {
-				t.Errorf("%d records, by key %v; want o-3, o-4 and o-5 once each", n, keys)
-			}
+			onceEach(t, broker.Brokers, "outbox.event."+typ, "o-3", "o-4", "o-5")
 			conn, err := pgx.Connect(context.Background(), dbURL)
 			if err != nil {
 				t.Fatal(err)
