@@ -470,15 +470,15 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 					s.received = end
 				}
 				c, ok, err := dec.decode(xld.WALStart, xld.WALData)
-				if stop := (stopAt{}); errors.As(err, &stop) {
-					// What came before the update goes on, as Debezium
-					// publishes what it read before it fails.
-					if ferr := flush(); ferr != nil {
-						return ferr
-					}
-					return stop.err
-				}
 				if err != nil {
+					if stop := (stopAt{}); errors.As(err, &stop) {
+						// What came before the update goes on, as Debezium
+						// publishes what it read before it fails.
+						if ferr := flush(); ferr != nil {
+							return ferr
+						}
+						return stop.err
+					}
 					return err
 				}
 				if len(dec.truncated)+len(dec.gone)+len(dec.renamed) > 0 {
