@@ -629,15 +629,42 @@ FROM pg_current_snapshot() AS s`).Scan(&smin, &smax, &lsn)
 }
 
 // markSet is the SET clause that marks a row published.
-func (p *Poller) markSet() string {
-	if c := p.cfg; c.Status != "" {
+func (p *Poller) markSet() string { return p.cfg.markSet() }
+
+func (c Config) markSet() string {
+	if c.Status != "" {
 		set := pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
 		if c.ProcessedAt != "" {
 			set += ", " + pgx.Identifier{c.ProcessedAt}.Sanitize() + " = now()"
 		}
 		return set
 	}
-	return pgx.Identifier{p.cfg.Published}.Sanitize() + " = now()"
+	return pgx.Identifier{c.Published}.Sanitize() + " = now()"
+}
+
+// MarkStreamed marks published up to limit rows that the table's own
+// column (OwnMark) still says are pending and that transactions at or
+// above start and below floor wrote (xid8 values as text): rows a WAL
+// session published, which the stream does not mark. Rows are picked by
+// ctid in one short statement, and a row whose mark changed meanwhile is
+// left as it is. It returns how many rows it marked.
+func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, start, floor string, limit int) (int64, error) {
+	c.Defaults()
+	if !c.OwnMark() {
+		return 0, errors.New("poll: only a table's own column is marked for what the WAL published")
+	}
+	table, err := outbox.ParseTable(c.Table)
+	if err != nil {
+		return 0, err
+	}
+	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
+	tag, err := conn.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s SET %[2]s WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM %[1]s WHERE %[3]s AND %[4]s >= $1::text::xid8 AND %[4]s < $2::text::xid8 LIMIT %[5]d)) AND %[3]s`,
+		table.Quoted(), c.markSet(), c.pending(), txid, limit), start, floor)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
 
 // MarkTransactions marks published the rows polling would read (floor

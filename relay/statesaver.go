@@ -66,6 +66,9 @@ func (s *stateSaver) run(ctx context.Context, done <-chan struct{}) error {
 			return err
 		}
 		p.housekeeping(ctx, conn, first) // housekeeping.go
+		for _, t := range p.tables {
+			p.markStreamed(ctx, conn, t)
+		}
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())

@@ -449,16 +449,21 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 					return fmt.Errorf("%w: %v", ErrProtocol, err)
 				}
 				s.Counters.Keepalives.Add(1)
+				// A keepalive follows what the server sent before it, and
+				// its WAL end is how far the server has read: when
+				// nothing is in flight, everything committed before that
+				// end was sent and acked (or was not the outbox's), so it
+				// may be confirmed. A commit still in the batch counts as
+				// in flight. The slot then advances past the WAL of other
+				// tables, the published floor with it, while the outbox is
+				// idle, and a fast shutdown, which waits until the
+				// reported flush reaches the server's WAL end, ends.
+				if !dec.inTx && s.Confirmed() >= s.delivered {
+					s.Confirm(ka.ServerWALEnd)
+				}
 				if ka.ReplyRequested {
 					// The server asks when it is about to time out or is
-					// shutting down; a fast shutdown waits until the
-					// reported flush reaches its WAL end. When nothing is
-					// in flight, everything committed before that end was
-					// sent and acked, so it may be confirmed. A commit
-					// still in the batch counts as in flight.
-					if !dec.inTx && s.Confirmed() >= s.delivered {
-						s.Confirm(ka.ServerWALEnd)
-					}
+					// shutting down.
 					nextStatus = time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:

@@ -76,18 +76,20 @@ func TestConfirmedLSNWaitsForKafkaAcks(t *testing.T) {
 	})
 }
 
-// An idle outbox next to a busy table: heartbeats let the slot's confirmed
-// position follow the WAL. Without them it stays where it was, which is
-// what makes the heartbeat necessary (the publication covers only the
-// outbox, so the busy table's transactions produce nothing to confirm).
-func TestHeartbeatsAdvanceIdleSlot(t *testing.T) {
+// An idle outbox next to a busy table: the slot's confirmed position
+// follows the WAL, with heartbeats and without. The publication covers
+// only the outbox, so the busy table's transactions produce nothing to
+// confirm; the server's keepalives carry how far it has read, which the
+// relay confirms when nothing is in flight (as PostgreSQL's own
+// subscriber does). Before, without heartbeats the slot stayed where it
+// was, retaining the busy table's WAL, and the published floor with it.
+func TestIdleSlotAdvances(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		heartbeat time.Duration
-		advances  bool
 	}{
-		{"heartbeats", 200 * time.Millisecond, true},
-		{"no heartbeats", -1, false},
+		{"heartbeats", 200 * time.Millisecond},
+		{"no heartbeats", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -110,13 +112,6 @@ func TestHeartbeatsAdvanceIdleSlot(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			mid := e.currentLSN()
-			if !tc.advances {
-				time.Sleep(time.Second)
-				if got := e.slot("pgoutbox").ConfirmedLSN; got != start {
-					t.Fatalf("confirmed_flush_lsn moved from %s to %s without heartbeats", start, got)
-				}
-				return
-			}
 			eventually(t, 10*time.Second, "confirmed_flush_lsn past the busy table's WAL", func() bool {
 				return e.slot("pgoutbox").ConfirmedLSN > mid
 			})

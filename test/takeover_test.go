@@ -385,6 +385,10 @@ func TestTakeOverFromOwnPoller(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := filenode(t, e.conn, "outbox_event")
+			var started time.Time
+			if err := e.conn.QueryRow(ctx, "SELECT now()").Scan(&started); err != nil {
+				t.Fatal(err)
+			}
 			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
@@ -403,6 +407,31 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			want := append(append([]string{}, pendingBefore...), fresh...)
 			topic := "outbox.event.TRANSACTION"
 			awaitIDs(t, e.brokers, topic, want, 60*time.Second)
+			// Every published row is marked as the team's poller marked
+			// it, whether polling or the WAL published it: their poller,
+			// started again, finds nothing to send again.
+			var unmarked int
+			arrived := time.Now()
+			for deadline := arrived.Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)", want).Scan(&unmarked); err != nil {
+					t.Fatal(err)
+				}
+				if unmarked == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if unmarked != 0 {
+				t.Errorf("%d of the %d published rows (%d pending before, %d new) not marked PUBLISHED with processed_at 20 s after they reached Kafka", unmarked, len(want), len(pendingBefore), len(fresh))
+			} else {
+				t.Logf("every published row marked %s after the last reached Kafka", time.Since(arrived).Round(10*time.Millisecond))
+			}
+			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE status = 'PENDING'").Scan(&unmarked); err != nil || unmarked != 0 {
+				t.Errorf("%d rows still PENDING after pgoutbox published them (err %v)", unmarked, err)
+			}
+			var touched int
+			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE NOT (id::text = ANY($1)) AND processed_at >= $2", want, started).Scan(&touched); err != nil || touched != 0 {
+				t.Errorf("%d rows of the team's history marked again (err %v)", touched, err)
+			}
 			if err := p.signal(t, syscall.SIGTERM); err != nil {
 				t.Fatalf("pgoutbox run: %v", err)
 			}
@@ -425,28 +454,14 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			if len(seen) != len(want) {
 				t.Errorf("%d distinct events in %s, want %d (%d pending before, %d new)", len(seen), topic, len(want), len(pendingBefore), len(fresh))
 			}
-			// What polling published is marked as the team's poller marked
-			// it; the WAL leaves the rows as they are.
-			var unmarked int
-			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)", pendingBefore).Scan(&unmarked); err != nil {
-				t.Fatal(err)
+			// status counts by the same mapping: nothing is left.
+			bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+			out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.url}, statusFlags...)...).Output()
+			var st struct {
+				Unpublished *int64 `json:"unpublished_rows"`
 			}
-			if unmarked != 0 {
-				t.Errorf("%d of the %d rows pending before were published but not marked PUBLISHED with processed_at", unmarked, len(pendingBefore))
-			}
-			if wal == "replica" {
-				if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE status = 'PENDING'").Scan(&unmarked); err != nil || unmarked != 0 {
-					t.Errorf("%d rows still PENDING after polling published them (err %v)", unmarked, err)
-				}
-				// status counts by the same mapping: nothing is left.
-				bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-				out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.url}, statusFlags...)...).Output()
-				var st struct {
-					Unpublished *int64 `json:"unpublished_rows"`
-				}
-				if err := json.Unmarshal([]byte(out), &st); err != nil || st.Unpublished == nil || *st.Unpublished != 0 {
-					t.Errorf("status with the mapping: unpublished %v, err %v\n%s", st.Unpublished, err, out)
-				}
+			if err := json.Unmarshal([]byte(out), &st); err != nil || st.Unpublished == nil || *st.Unpublished != 0 {
+				t.Errorf("status with the mapping: unpublished %v, err %v\n%s", st.Unpublished, err, out)
 			}
 			if after := filenode(t, e.conn, "outbox_event"); after != before {
 				t.Errorf("the table was rewritten: filenode %d -> %d", before, after)

@@ -671,13 +671,82 @@ func TestTakeOverProcessedAtPoller(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close(context.Background())
+			// Every row is marked, whether polling or the WAL (the second
+			// start in auto mode) published it.
 			var unmarked int
-			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE processed_at IS NULL AND id <= 4`).Scan(&unmarked); err != nil {
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE processed_at IS NULL`).Scan(&unmarked); err != nil {
 				t.Fatal(err)
 			}
 			if unmarked != 0 {
-				t.Errorf("%d rows from before pgoutbox still pending", unmarked)
+				t.Errorf("%d published rows still pending", unmarked)
 			}
 		})
 	}
+}
+
+// A WAL session marks the rows it streamed with the table's own status;
+// a role that may not update the table still streams them, says once why
+// they stay pending, and a later session with the right marks them.
+func TestWALMarkRefusedThenMarked(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	typ := fmt.Sprintf("walmark%d", time.Now().UnixNano()%1e6)
+	exec(t, dbURL, `CREATE TABLE outbox_event (id bigserial PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+  event_type text NOT NULL, payload jsonb NOT NULL, status text NOT NULL DEFAULT 'PENDING', processed_at timestamptz)`)
+	broker := kafkatest.New(t)
+	mapping := []string{"--table", "outbox_event", "--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id",
+		"--column-type", "event_type", "--column-order", "id", "--column-status", "status", "--status-pending", "PENDING",
+		"--status-published", "PUBLISHED", "--column-processed-at", "processed_at"}
+	runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, mapping...)}})
+	role := fmt.Sprintf("nomark_%d", time.Now().UnixNano())
+	exec(t, dbURL, `CREATE ROLE `+role+` LOGIN REPLICATION`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO `+role,
+		`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO `+role,
+		`REVOKE UPDATE ON outbox_event FROM `+role,
+		// A publication needs the table's owner; the DBA makes it.
+		`CREATE PUBLICATION pgoutbox FOR TABLE outbox_event WITH (publish = 'insert')`)
+	t.Cleanup(func() {
+		exec(t, dbURL, `DROP OWNED BY `+role)
+		exec(t, dbURL, `DROP ROLE `+role)
+	})
+	args := append([]string{"run", "--mode", "wal", "--slot", "p" + typ, "--kafka-brokers", strings.Join(broker.Brokers, ",")}, mapping...)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		time.Sleep(2 * time.Second) // the first start creates the slot; rows come after it
+		exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+  SELECT '%s', 'o-' || g, 'OrderPlaced', '{}' FROM generate_series(1, 3) g`, typ))
+	}()
+	code, _, stderr := runCLI(t, 8*time.Second, append(args, "--database-url", withUser(t, dbURL, role, ""))...)
+	<-written
+	if code != 0 {
+		t.Fatalf("run without UPDATE: exit %d\n%s", code, stderr)
+	}
+	onceEach(t, broker.Brokers, "outbox.event."+typ, "o-1", "o-2", "o-3")
+	if n := strings.Count(stderr, "marking the rows the WAL published failed"); n != 1 {
+		t.Errorf("the refused marking said %d times, want once:\n%s", n, stderr)
+	}
+	contains(t, "run stderr", stderr, "permission denied")
+	pending := func() int {
+		t.Helper()
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED' OR processed_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := pending(); n != 3 {
+		t.Errorf("%d rows pending after a session that may not mark them, want 3", n)
+	}
+	if code, _, stderr := runCLI(t, 6*time.Second, append(args, "--database-url", dbURL)...); code != 0 {
+		t.Fatalf("run as the owner: exit %d\n%s", code, stderr)
+	}
+	if n := pending(); n != 0 {
+		t.Errorf("%d rows still pending after a session that may mark them", n)
+	}
+	onceEach(t, broker.Brokers, "outbox.event."+typ, "o-1", "o-2", "o-3")
 }
