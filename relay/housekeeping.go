@@ -42,7 +42,7 @@ type housekeeper struct {
 	noRetention   bool // the table cannot be cleaned (no polling columns, odd time column)
 	lastMark      time.Time
 	markFailed    string // the last marking failure said, so that it is said once
-	connClosed    bool // the session's connection was found closed, and it was said
+	connClosed    bool   // the session's connection was found closed, and it was said
 }
 
 // connClosedMsg says a session's connection to PostgreSQL is gone while
