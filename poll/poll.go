@@ -41,6 +41,11 @@ type Config struct {
 	// before the polling columns are polled while it is null.
 	Published    string
 	OwnPublished bool
+	// HistoryAfter, when set, bounds what a snapshot reads of the rows
+	// that were in the table before its polling columns: those whose Order
+	// value is above it. A poller that kept a cursor (WHERE id > last)
+	// sent the rows up to its last value.
+	HistoryAfter *int64
 }
 
 // Defaults fills unset fields.
@@ -331,8 +336,12 @@ func (p *Poller) checkMark(ctx context.Context) error {
 // (--snapshot-mode initial) asks for it. Rows without an order value are
 // not among them: they could not be published in order, or marked.
 func (c Config) history() string {
-	return fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{c.Published}.Sanitize(),
+	h := fmt.Sprintf("%s IS NULL AND %s IS NOT NULL AND %s IS NULL", pgx.Identifier{c.Published}.Sanitize(),
 		pgx.Identifier{c.Order}.Sanitize(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())
+	if c.HistoryAfter != nil {
+		h += fmt.Sprintf(" AND %s > %d", pgx.Identifier{c.Order}.Sanitize(), *c.HistoryAfter)
+	}
+	return h
 }
 
 // SetHistory makes Poll read the table's history too (on), in insertion

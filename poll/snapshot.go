@@ -152,8 +152,10 @@ func (s *SnapshotReader) Close(ctx context.Context) error {
 // Unmarked is the condition of the rows a snapshot publishes: those
 // without published_at, so that a table that had a published_at of its
 // own, set by a team's poller, does not have its published rows sent
-// again; "" (every row) for a table without the column. (A snapshot with a
-// status column is refused: the status says which rows go out.)
+// again; "" (every row) for a table without the column. With HistoryAfter,
+// only the rows above it of those written before the polling columns.
+// (A snapshot with a status column is refused: the status says which rows
+// go out.)
 func Unmarked(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
 	cfg.Defaults()
 	t, err := outbox.ParseTable(cfg.Table)
@@ -165,8 +167,18 @@ func Unmarked(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
 		t.Quoted(), cfg.Published).Scan(&has); err != nil {
 		return "", fmt.Errorf("look up the columns of %s: %w", t, err)
 	}
-	if !has {
-		return "", nil
+	after := ""
+	if cfg.HistoryAfter != nil {
+		after = fmt.Sprintf("%s > %d", pgx.Identifier{cfg.Order}.Sanitize(), *cfg.HistoryAfter)
 	}
-	return pgx.Identifier{cfg.Published}.Sanitize() + " IS NULL", nil
+	if !has {
+		return after, nil
+	}
+	cond := pgx.Identifier{cfg.Published}.Sanitize() + " IS NULL"
+	if after != "" {
+		// Only the history is bounded: rows written since the polling
+		// columns (a txid) were sent by no one.
+		cond += fmt.Sprintf(" AND (%s IS NOT NULL OR %s)", pgx.Identifier{outbox.TxIDColumn}.Sanitize(), after)
+	}
+	return cond, nil
 }

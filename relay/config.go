@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
@@ -229,6 +230,14 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
 		return err
+	}
+	if c.Poll.HistoryAfter != nil {
+		if c.Snapshot != SnapshotInitial {
+			return errors.New("--snapshot-after bounds the rows already in the table that --snapshot-mode initial publishes; without it they are not published at all")
+		}
+		if c.Poll.Order == "" || c.Poll.Order == outbox.SeqColumn {
+			return errors.New("--snapshot-after is a value of the table's own insertion order, named with --column-order (a bigserial or identity id): the rows already in the table have no seq")
+		}
 	}
 	if c.Snapshot == SnapshotInitial && c.Poll.OwnMark() {
 		return errors.New("snapshot mode initial with a status or published column of the table's own: that column already says which rows to publish (the pending ones, on the first start too)")

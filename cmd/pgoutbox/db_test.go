@@ -750,3 +750,73 @@ func TestWALMarkRefusedThenMarked(t *testing.T) {
 	}
 	onceEach(t, broker.Brokers, "outbox.event."+typ, "o-1", "o-2", "o-3")
 }
+
+// Seed 001's poller keeps a cursor (outbox_cursor.last_processed_id) and
+// no mark on the rows: the rows above the cursor are the ones it has not
+// sent. A first start with --snapshot-mode initial --snapshot-after
+// <cursor>, polling or streaming the WAL, sends exactly those, then what
+// commits later, each once, and none up to the cursor.
+func TestTakeOverCursorPoller(t *testing.T) {
+	for _, mode := range []string{"poll", "wal", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("cursor%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `CREATE TABLE outbox (id bigserial PRIMARY KEY, event_id varchar(36) NOT NULL, event_type varchar(100) NOT NULL,
+  source varchar(100) NOT NULL, aggregate_type varchar(100) NOT NULL, aggregate_id varchar(255) NOT NULL, payload jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now())`,
+				`CREATE TABLE outbox_cursor (id bigserial PRIMARY KEY, last_processed_id bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+				fmt.Sprintf(`INSERT INTO outbox (event_id, event_type, source, aggregate_type, aggregate_id, payload)
+  SELECT gen_random_uuid(), 'loopers.order.created.v1', 'commerce-api', '%s', 'o-' || g, '{}' FROM generate_series(1, 5) g`, typ),
+				`INSERT INTO outbox_cursor (last_processed_id) VALUES (0), (3)`)
+			conn, err := pgx.Connect(context.Background(), dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			var cursor string
+			if err := conn.QueryRow(context.Background(), `SELECT last_processed_id::text FROM outbox_cursor ORDER BY id DESC LIMIT 1`).Scan(&cursor); err != nil {
+				t.Fatal(err)
+			}
+			broker := kafkatest.New(t)
+			mapping := []string{"--table", "outbox", "--column-id", "event_id", "--column-type", "event_type",
+				"--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id", "--column-order", "id"}
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, mapping...), stdout: []string{
+				"public.outbox: the rows already in the table are its history", "--snapshot-after <id>"}}})
+			args := append([]string{"run", "--mode", mode, "--slot", "p" + typ, "--kafka-brokers", strings.Join(broker.Brokers, ","),
+				"--database-url", dbURL, "--snapshot-mode", "initial", "--snapshot-after", cursor}, mapping...)
+			code, _, stderr := runCLI(t, 6*time.Second, args...)
+			if code != 0 || !strings.Contains(stderr, "published the rows already in the table") {
+				t.Fatalf("first start: exit %d\n%s", code, stderr)
+			}
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox (event_id, event_type, source, aggregate_type, aggregate_id, payload)
+  VALUES (gen_random_uuid(), 'loopers.order.created.v1', 'commerce-api', '%s', 'o-6', '{}')`, typ))
+			if code, _, stderr := runCLI(t, 6*time.Second, args...); code != 0 {
+				t.Fatalf("second start: exit %d\n%s", code, stderr)
+			}
+			onceEach(t, broker.Brokers, "outbox.event."+typ, "o-4", "o-5", "o-6")
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		dbURL := pgcluster.NewDatabase(t)
+		exec(t, dbURL, `CREATE TABLE outbox (id bigserial PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb NOT NULL)`)
+		base := []string{"run", "--kafka-brokers", "127.0.0.1:1", "--database-url", dbURL, "--snapshot-after", "3"}
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--column-order", "id"}, "--snapshot-after bounds the rows already in the table that --snapshot-mode initial publishes"},
+			{[]string{"--snapshot-mode", "initial"}, "--snapshot-after is a value of the table's own insertion order, named with --column-order"},
+		} {
+			code, _, stderr := runCLI(t, 30*time.Second, append(append([]string{}, base...), tt.args...)...)
+			if code != 1 {
+				t.Errorf("%v: exit %d, want 1\n%s", tt.args, code, stderr)
+			}
+			contains(t, "stderr", stderr, tt.want)
+		}
+		code, _, stderr := runCLI(t, 30*time.Second, "run", "--kafka-brokers", "127.0.0.1:1", "--database-url", dbURL, "--snapshot-after", "last")
+		if code != 2 {
+			t.Errorf("--snapshot-after last: exit %d, want 2\n%s", code, stderr)
+		}
+		contains(t, "stderr", stderr, `"last" is not an integer`)
+	})
+}

@@ -305,6 +305,16 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			ignore(src(k))
 		}
 	}
+	// A snapshot SELECT of the table's own (often WHERE id > the last id a
+	// poller sent) restricts what the snapshot sends; run without it, the
+	// snapshot would send every row again.
+	if strings.TrimSpace(c.connector["snapshot.mode"]) == "initial" {
+		for _, k := range sortedKeys(c.connector) {
+			if strings.HasPrefix(k, "snapshot.select.statement.overrides") {
+				refuse(src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")
+			}
+		}
+	}
 	// Debezium's connectors add context headers to every record unless
 	// told not to.
 	set("debezium-context-headers", strconv.FormatBool(!strings.EqualFold(strings.TrimSpace(c.connector["extended.headers.enabled"]), "false")))

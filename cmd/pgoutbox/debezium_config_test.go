@@ -354,3 +354,27 @@ func TestDebeziumServerHeaderFormats(t *testing.T) {
 		t.Fatalf("simplestring headers: %v", err)
 	}
 }
+
+// A snapshot SELECT of the configuration's own restricts what Debezium's
+// snapshot sends; pgoutbox cannot run it, and a snapshot without it would
+// send every row again, so it is refused when the snapshot runs.
+func TestDebeziumSnapshotSelectOverrides(t *testing.T) {
+	conf := func(mode string) string {
+		return `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p",
+  "table.include.list": "public.outbox", "snapshot.mode": "` + mode + `",
+  "snapshot.select.statement.overrides": "public.outbox",
+  "snapshot.select.statement.overrides.public.outbox": "SELECT * FROM public.outbox WHERE id > 1000"}`
+	}
+	_, _, err := loadConfig(t, "c.json", conf("initial"))
+	if err == nil {
+		t.Fatal("a snapshot with a SELECT of its own accepted")
+	}
+	for _, want := range []string{"snapshot.select.statement.overrides.public.outbox:", "--snapshot-after"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	if _, _, err := loadConfig(t, "c.json", conf("no_data")); err != nil {
+		t.Errorf("without a snapshot the SELECT does not matter: %v", err)
+	}
+}

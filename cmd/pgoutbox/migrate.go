@@ -84,8 +84,11 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // alone unless given --snapshot-mode initial, and a team that marked its
 // rows with published_at would otherwise find its pending ones unsent.
 func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll.Config, table outbox.Table, res migrations.OutboxResult) error {
-	if res.Created || cfg.OwnMark() || slices.Contains(res.Added, outbox.PublishedColumn) {
+	if res.Created || cfg.OwnMark() {
 		return nil
+	}
+	if slices.Contains(res.Added, outbox.PublishedColumn) {
+		return noteHistory(ctx, conn, stdout, table)
 	}
 	var pending, marked int64
 	err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE %[2]s IS NULL), count(*) FILTER (WHERE %[2]s IS NOT NULL) FROM %[1]s WHERE %[3]s IS NULL`,
@@ -99,6 +102,24 @@ func notePending(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll
 			"(with --column-order <the table's identity or serial id>, as they have no seq), or your status column (--column-status); "+
 			"otherwise it publishes what commits from then on (docs/modes.md)\n",
 			table, pending, marked)
+	}
+	return nil
+}
+
+// noteHistory says, for a table that had no mark of published rows, what a
+// first start does with the rows already in it: a poller that kept a
+// cursor over them (seed 001) has sent those up to its last id.
+func noteHistory(ctx context.Context, conn *pgx.Conn, stdout io.Writer, table outbox.Table) error {
+	var has bool
+	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE %s IS NULL)`,
+		table.Quoted(), pgx.Identifier{outbox.TxIDColumn}.Sanitize())).Scan(&has); err != nil {
+		return fmt.Errorf("%s: look for rows written before pgoutbox: %w", table, err)
+	}
+	if has {
+		fmt.Fprintf(stdout, "%s: the rows already in the table are its history: a first start publishes what commits from then on. "+
+			"To publish them first, start it once with --snapshot-mode initial (every one), "+
+			"or with --snapshot-mode initial --snapshot-after <id> --column-order <the table's identity or serial id> "+
+			"(those above the last id a poller that keeps a cursor sent) (docs/outbox-table.md)\n", table)
 	}
 	return nil
 }
