@@ -193,6 +193,12 @@ func (p *pipeline) clusterCheck(t *outboxTable) clusterCheck {
 // onUpdate handles an UPDATE of an outbox table in the stream, as
 // Debezium's router handles one (EventRouterDelegate.handleUnexpectedOperation).
 func (p *pipeline) onUpdate(t outbox.Table, lsn pglogrepl.LSN) error {
+	if p.cfg.Poll.OwnMark() {
+		// The table's own column marks published rows: polling and the
+		// WAL sessions update it, as the team's poller did, and a
+		// publication of every operation carries those updates back.
+		return nil
+	}
 	switch p.cfg.OnUpdate {
 	case UpdateFatal:
 		return &UpdateStopError{Table: t.String(), LSN: lsn.String()}

@@ -820,3 +820,51 @@ func TestTakeOverCursorPoller(t *testing.T) {
 		contains(t, "stderr", stderr, `"last" is not an integer`)
 	})
 }
+
+// A publication of every operation (Debezium's default) carries the
+// marks a WAL session sets back into the stream as UPDATEs of the outbox
+// table; with a mark column of the table's own they are its life, not an
+// unexpected operation, even under --on-update fatal.
+func TestWALMarksThroughPublicationOfUpdates(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	typ := fmt.Sprintf("walupd%d", time.Now().UnixNano()%1e6)
+	exec(t, dbURL, `CREATE TABLE outbox_event (id bigserial PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+  event_type text NOT NULL, payload jsonb NOT NULL, status text NOT NULL DEFAULT 'PENDING', processed_at timestamptz)`,
+		`CREATE PUBLICATION everything FOR TABLE outbox_event`)
+	broker := kafkatest.New(t)
+	mapping := []string{"--table", "outbox_event", "--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id",
+		"--column-type", "event_type", "--column-order", "id", "--column-status", "status", "--status-pending", "PENDING",
+		"--status-published", "PUBLISHED", "--column-processed-at", "processed_at"}
+	runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, mapping...)}})
+	args := append([]string{"run", "--mode", "wal", "--slot", "p" + typ, "--publication", "everything", "--on-update", "fatal",
+		"--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL}, mapping...)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 1; i <= 3; i++ {
+			time.Sleep(time.Second)
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('%s', 'o-%d', 'OrderPlaced', '{}')`, typ, i))
+		}
+	}()
+	code, _, stderr := runCLI(t, 8*time.Second, args...)
+	<-written
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "UPDATE of the outbox table") {
+		t.Errorf("the marks were reported as unexpected updates:\n%s", stderr)
+	}
+	onceEach(t, broker.Brokers, "outbox.event."+typ, "o-1", "o-2", "o-3")
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var pending int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED'`).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 {
+		t.Errorf("%d rows still pending", pending)
+	}
+}
