@@ -186,24 +186,36 @@ func (p *pipeline) retain(ctx context.Context, conn *pgx.Conn, t *outboxTable) (
 	if err != nil {
 		return 0, err
 	}
-	var total int64
-	budget := time.Now().Add(cfg.queryTimeout() / 3)
-	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
+	total, err := p.inBatches(ctx, retentionBatch, func() (int64, error) {
 		n, err := store.DeletePublished(ctx, conn, t.name, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
-		if err != nil {
-			if store.IsMissing(err) || isTypeError(err) {
-				t.hk.noRetention = true
-			}
-			return total, fmt.Errorf("delete published rows: %w", err)
-		}
-		total += n
 		p.obs.retainedDeleted(n)
-		if n < retentionBatch {
-			break
+		return n, err
+	})
+	if err != nil {
+		if store.IsMissing(err) || isTypeError(err) {
+			t.hk.noRetention = true
 		}
+		return total, fmt.Errorf("delete published rows: %w", err)
 	}
 	if total > 0 {
 		p.log.Info("retention deleted published rows", "table", t.name.String(), "rows", total, "older_than", cfg.Retention)
+	}
+	return total, nil
+}
+
+// inBatches runs one, a statement that handles up to batch rows and says
+// how many it did, until one does fewer, at most retentionMaxBatches times
+// and for a third of the query timeout, so that housekeeping leaves the
+// session's connection to the session soon. It returns the rows handled.
+func (p *pipeline) inBatches(ctx context.Context, batch int64, one func() (int64, error)) (int64, error) {
+	var total int64
+	budget := time.Now().Add(p.cfg.queryTimeout() / 3)
+	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
+		n, err := one()
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
 	}
 	return total, nil
 }
@@ -231,21 +243,12 @@ func (p *pipeline) markStreamed(ctx context.Context, conn *pgx.Conn, t *outboxTa
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
 	defer cancel()
 	var total int64
-	err := func() error {
-		b, err := t.own.Published(ctx, conn)
-		if err != nil || b.Start == nil || b.Floor == nil {
-			return err
-		}
-		budget := time.Now().Add(p.cfg.queryTimeout() / 3)
-		for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
-			n, err := t.poll.MarkStreamed(ctx, conn, *b.Start, *b.Floor, markBatch)
-			total += n
-			if err != nil || n < markBatch {
-				return err
-			}
-		}
-		return nil
-	}()
+	b, err := t.own.Published(ctx, conn)
+	if err == nil && b.Start != nil && b.Floor != nil {
+		total, err = p.inBatches(ctx, markBatch, func() (int64, error) {
+			return t.poll.MarkStreamed(ctx, conn, *b.Start, *b.Floor, markBatch)
+		})
+	}
 	switch {
 	case err != nil && ctx.Err() == nil:
 		if msg := err.Error(); msg != hk.markFailed {

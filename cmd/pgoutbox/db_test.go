@@ -240,15 +240,8 @@ func TestSecondPipelineOwnPublication(t *testing.T) {
 		{args: []string{"slot", "create", "--table", "payments_outbox", "--slot", "payments", "--publication", "payments"},
 			stdout: []string{"publication payments created for public.payments_outbox", "slot payments created at "}},
 	})
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var tables string
-	if err := conn.QueryRow(context.Background(), `SELECT string_agg(pubname || ':' || tablename, ' ' ORDER BY pubname) FROM pg_publication_tables`).Scan(&tables); err != nil {
-		t.Fatal(err)
-	}
+	scalar(t, dbURL, &tables, `SELECT string_agg(pubname || ':' || tablename, ' ' ORDER BY pubname) FROM pg_publication_tables`)
 	if tables != "payments:payments_outbox pgoutbox:orders_outbox" {
 		t.Fatalf("publications: %s", tables)
 	}
@@ -439,14 +432,7 @@ func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
 				t.Errorf("%d records reached Kafka before the relay stopped, want %d", n, tt.published)
 			}
 			var pending int
-			conn, err := pgx.Connect(context.Background(), dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM ev WHERE status::text = $1`, tt.pending).Scan(&pending); err != nil {
-				t.Fatal(err)
-			}
+			scalar(t, dbURL, &pending, `SELECT count(*) FROM ev WHERE status::text = $1`, tt.pending)
 			want := rows
 			if tt.fix != "" {
 				want = 0
@@ -474,6 +460,19 @@ func onceEach(t *testing.T, brokers []string, topic string, keys ...string) {
 	}
 	if n != int64(len(keys)) {
 		t.Errorf("%d records in %s, by key %v; want %v once each", n, topic, got, keys)
+	}
+}
+
+// scalar runs query on dbURL and scans its one value into dest.
+func scalar(t *testing.T, dbURL string, dest any, query string, args ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), query, args...).Scan(dest); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
 }
 
@@ -626,15 +625,8 @@ func TestStatusPendingValues(t *testing.T) {
 	if n := topicRecords(t, broker.Brokers, "outbox.event."+typ); n != 2 || string(recs[0].Key) != "t-2" || string(recs[1].Key) != "t-3" {
 		t.Errorf("%d records, first keys %q %q; want t-2 and t-3 once each", n, recs[0].Key, recs[1].Key)
 	}
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var states string
-	if err := conn.QueryRow(context.Background(), `SELECT string_agg(status || ':' || (published_at IS NOT NULL)::text, ' ' ORDER BY id) FROM transfer_events`).Scan(&states); err != nil {
-		t.Fatal(err)
-	}
+	scalar(t, dbURL, &states, `SELECT string_agg(status || ':' || (published_at IS NOT NULL)::text, ' ' ORDER BY id) FROM transfer_events`)
 	if want := "PUBLISHED:true PUBLISHED:true PUBLISHED:true PROCESSING:false"; states != want {
 		t.Errorf("states %s, want %s", states, want)
 	}
@@ -666,17 +658,10 @@ func TestTakeOverProcessedAtPoller(t *testing.T) {
 				t.Fatalf("second start: exit %d\n%s", code, stderr)
 			}
 			onceEach(t, broker.Brokers, "outbox.event."+typ, "o-3", "o-4", "o-5")
-			conn, err := pgx.Connect(context.Background(), dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
 			// Every row is marked, whether polling or the WAL (the second
 			// start in auto mode) published it.
 			var unmarked int
-			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE processed_at IS NULL`).Scan(&unmarked); err != nil {
-				t.Fatal(err)
-			}
+			scalar(t, dbURL, &unmarked, `SELECT count(*) FROM outbox_event WHERE processed_at IS NULL`)
 			if unmarked != 0 {
 				t.Errorf("%d published rows still pending", unmarked)
 			}
@@ -728,15 +713,8 @@ func TestWALMarkRefusedThenMarked(t *testing.T) {
 	contains(t, "run stderr", stderr, "permission denied")
 	pending := func() int {
 		t.Helper()
-		conn, err := pgx.Connect(context.Background(), dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
 		var n int
-		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED' OR processed_at IS NULL`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
+		scalar(t, dbURL, &n, `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED' OR processed_at IS NULL`)
 		return n
 	}
 	if n := pending(); n != 3 {
@@ -768,15 +746,8 @@ func TestTakeOverCursorPoller(t *testing.T) {
 				fmt.Sprintf(`INSERT INTO outbox (event_id, event_type, source, aggregate_type, aggregate_id, payload)
   SELECT gen_random_uuid(), 'loopers.order.created.v1', 'commerce-api', '%s', 'o-' || g, '{}' FROM generate_series(1, 5) g`, typ),
 				`INSERT INTO outbox_cursor (last_processed_id) VALUES (0), (3)`)
-			conn, err := pgx.Connect(context.Background(), dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
 			var cursor string
-			if err := conn.QueryRow(context.Background(), `SELECT last_processed_id::text FROM outbox_cursor ORDER BY id DESC LIMIT 1`).Scan(&cursor); err != nil {
-				t.Fatal(err)
-			}
+			scalar(t, dbURL, &cursor, `SELECT last_processed_id::text FROM outbox_cursor ORDER BY id DESC LIMIT 1`)
 			broker := kafkatest.New(t)
 			mapping := []string{"--table", "outbox", "--column-id", "event_id", "--column-type", "event_type",
 				"--column-aggregate-type", "aggregate_type", "--column-aggregate-id", "aggregate_id", "--column-order", "id"}
@@ -855,15 +826,8 @@ func TestWALMarksThroughPublicationOfUpdates(t *testing.T) {
 		t.Errorf("the marks were reported as unexpected updates:\n%s", stderr)
 	}
 	onceEach(t, broker.Brokers, "outbox.event."+typ, "o-1", "o-2", "o-3")
-	conn, err := pgx.Connect(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var pending int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED'`).Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
+	scalar(t, dbURL, &pending, `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED'`)
 	if pending != 0 {
 		t.Errorf("%d rows still pending", pending)
 	}

@@ -310,7 +310,7 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 	// snapshot would send every row again.
 	if strings.TrimSpace(c.connector["snapshot.mode"]) == "initial" {
 		for _, k := range sortedKeys(c.connector) {
-			if strings.HasPrefix(k, "snapshot.select.statement.overrides") {
+			if strings.HasPrefix(k, "snapshot.select.statement.overrides.") {
 				refuse(src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")
 			}
 		}
