@@ -651,13 +651,22 @@ func (c Config) markSet() string {
 	return pgx.Identifier{c.Published}.Sanitize() + " = now()"
 }
 
+// Streamed names the rows a WAL session published by the transaction
+// that wrote them (the txid column): those at or above Start and below
+// Floor (xid8 values as text, both or neither), and those of the
+// transactions in XIDs, named as the WAL names them (the low 32 bits of
+// their id).
+type Streamed struct {
+	Start, Floor *string
+	XIDs         []uint32
+}
+
 // MarkStreamed marks published up to limit rows that the table's own
-// column (OwnMark) still says are pending and that transactions at or
-// above start and below floor wrote (xid8 values as text): rows a WAL
+// column (OwnMark) still says are pending and that s names: rows a WAL
 // session published, which the stream does not mark. Rows are picked by
 // ctid in one short statement, and a row whose mark changed meanwhile is
 // left as it is. It returns how many rows it marked.
-func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, start, floor string, limit int) (int64, error) {
+func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, s Streamed, limit int) (int64, error) {
 	c.Defaults()
 	if !c.OwnMark() {
 		return 0, errors.New("poll: only a table's own column is marked for what the WAL published")
@@ -667,9 +676,33 @@ func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, start, floor s
 		return 0, err
 	}
 	txid := pgx.Identifier{outbox.TxIDColumn}.Sanitize()
+	var (
+		arms []string
+		args []any
+	)
+	if s.Start != nil && s.Floor != nil {
+		args = append(args, *s.Start, *s.Floor)
+		arms = append(arms, fmt.Sprintf("(%[1]s >= $%[2]d::text::xid8 AND %[1]s < $%[3]d::text::xid8)", txid, len(args)-1, len(args)))
+	}
+	if len(s.XIDs) > 0 {
+		list := make([]int64, len(s.XIDs))
+		for i, x := range s.XIDs {
+			list[i] = int64(x)
+		}
+		args = append(args, list)
+		// A transaction the WAL names by its low 32 bits is the one id
+		// with those bits among the last 2^31 (no older one can still be
+		// running or have just committed); a row of a year-old transaction
+		// with the same low bits is not it.
+		arms = append(arms, fmt.Sprintf(`(%[1]s::text::bigint > (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint) - 2147483648
+    AND (%[1]s::text::bigint %% 4294967296) IN (SELECT unnest($%[2]d::bigint[])))`, txid, len(args)))
+	}
+	if len(arms) == 0 {
+		return 0, nil
+	}
 	tag, err := conn.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s SET %[2]s WHERE ctid = ANY(ARRAY(
-  SELECT ctid FROM %[1]s WHERE %[3]s AND %[4]s >= $1::text::xid8 AND %[4]s < $2::text::xid8 LIMIT %[5]d)) AND %[3]s`,
-		table.Quoted(), c.markSet(), c.pending(), txid, limit), start, floor)
+  SELECT ctid FROM %[1]s WHERE %[3]s AND (%[4]s) LIMIT %[5]d)) AND %[3]s`,
+		table.Quoted(), c.markSet(), c.pending(), strings.Join(arms, " OR "), limit), args...)
 	if err != nil {
 		return 0, err
 	}

@@ -28,10 +28,15 @@ type atLeastOnceWAL struct {
 	// opened (0: none); see walLedger.
 	floor uint32
 	wm    *watermark
+	// streamed gets each transaction once Kafka acked all its records.
+	streamed *streamedTxns
 }
 
 func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {
 	d.wm = newWatermark(to.Start(), to.Confirm)
+	if d.streamed != nil {
+		d.wm.done = func(xid uint32) { d.streamed.add(xid) }
+	}
 	return &walLedger{wm: d.wm, polled: d.polled, order: d.order, stats: d.stats, floor: d.floor}
 }
 
@@ -112,9 +117,9 @@ func (l *walLedger) skip(c *outbox.Change) bool {
 	return false
 }
 
-func (l *walLedger) produce(int, *outbox.Change) entry {
+func (l *walLedger) produce(_ int, c *outbox.Change) entry {
 	if l.tx == nil {
-		l.tx = l.wm.begin()
+		l.tx = l.wm.begin(c.XID)
 	}
 	l.wm.add(l.tx)
 	return entry{tx: l.tx}

@@ -67,7 +67,7 @@ func BenchmarkWatermark(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		tx := w.begin()
+		tx := w.begin(0)
 		w.add(tx)
 		w.commit(tx, pglogrepl.LSN(i))
 		w.ack(tx, nil)

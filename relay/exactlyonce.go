@@ -314,8 +314,9 @@ func (d *exactlyOncePoll) settle(ctx context.Context, led *pollLedger) error {
 // confirmed only then (txnLedger).
 type exactlyOnceWAL struct {
 	*txnSession
-	ledger *txnLedger
-	to     confirmer
+	ledger   *txnLedger
+	streamed *streamedTxns
+	to       confirmer
 	// recordCtx is what records are produced with (publisher.recordCtx).
 	recordCtx context.Context
 	// maxRecords and maxAge bound a Kafka transaction; shutdown bounds a
@@ -342,6 +343,9 @@ type walOpening struct {
 	hasSeq bool
 	order  string
 	stats  *Stats
+	// streamed gets the Postgres transactions of each committed Kafka
+	// transaction.
+	streamed *streamedTxns
 	// readPolled marks last published and reads the rows polling marked
 	// that the stream may replay (polledSince).
 	readPolled func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error)
@@ -378,7 +382,7 @@ func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpe
 		"rows_published_by_polling", len(l.polled),
 		"position_topic", t.topic, "transactional_id", transactionalID(t.pipeline))
 	t.failed = l.failed
-	return &exactlyOnceWAL{txnSession: t, ledger: l, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
+	return &exactlyOnceWAL{txnSession: t, ledger: l, streamed: o.streamed, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
 		shutdown: cfg.ShutdownTimeout, interval: cfg.TransactionInterval, settleFor: cfg.TransactionSettle}, nil
 }
 
@@ -524,7 +528,8 @@ func (d *exactlyOnceWAL) commitOpen(ctx context.Context) error {
 	d.committed = time.Now()
 	d.obs.txnEvents(l.records)
 	l.confirm(max(l.last.end, l.later))
-	l.after, l.records, l.later = pos, 0, 0
+	d.streamed.add(l.fresh...)
+	l.after, l.records, l.later, l.fresh = pos, 0, 0, l.fresh[:0]
 	return nil
 }
 
@@ -572,6 +577,7 @@ type txnLedger struct {
 
 	// The publisher's goroutine only.
 	records int       // produced into the open Kafka transaction
+	fresh   []uint32  // the Postgres transactions in it
 	began   time.Time // when its first record was produced
 	inTx    bool      // between a Postgres transaction's first row and its commit
 	last    position  // the last Postgres transaction in the Kafka transaction
@@ -601,6 +607,9 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	}
 	l.records++
 	l.inTx = true
+	if n := len(l.fresh); n == 0 || l.fresh[n-1] != c.XID {
+		l.fresh = append(l.fresh, c.XID)
+	}
 	if !l.xids.has(c.XID) {
 		if len(l.xids) < maxListedXIDs {
 			l.xids.add(c.XID)

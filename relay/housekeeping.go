@@ -21,11 +21,6 @@ const (
 	// transaction, at most retentionMaxBatches times per run.
 	retentionBatch      = 1000
 	retentionMaxBatches = 100
-	// markEvery is how often a WAL session marks, in a table whose own
-	// column marks published rows, the rows the floor says it published;
-	// markBatch rows per statement, as retention deletes them.
-	markEvery = time.Second
-	markBatch = 1000
 )
 
 // housekeeper is what housekeeping remembers of a table between calls,
@@ -224,44 +219,4 @@ func (p *pipeline) inBatches(ctx context.Context, batch int64, one func() (int64
 func isTypeError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "42883" || pgErr.Code == "42804")
-}
-
-// markStreamed sets, in a table whose own column marks published rows (a
-// status column, --column-published), that mark on the rows a WAL session
-// published: below the published floor, at or above wal_start_xid, as
-// retention tells them. The stream does not mark rows, and the team's
-// table would otherwise keep them pending: their own poller, started
-// again, would send them again, and their cleanup keyed on the mark would
-// keep them. In batches of markBatch, each a short statement, every
-// markEvery. A failure is logged, once while it lasts, and retried.
-func (p *pipeline) markStreamed(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
-	hk, now := t.hk, time.Now()
-	if !t.poll.OwnMark() || now.Sub(hk.lastMark) < markEvery || conn.IsClosed() {
-		return
-	}
-	hk.lastMark = now
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
-	defer cancel()
-	var total int64
-	b, err := t.own.Published(ctx, conn)
-	if err == nil && b.Start != nil && b.Floor != nil {
-		total, err = p.inBatches(ctx, markBatch, func() (int64, error) {
-			return t.poll.MarkStreamed(ctx, conn, *b.Start, *b.Floor, markBatch)
-		})
-	}
-	switch {
-	case err != nil && ctx.Err() == nil:
-		if msg := err.Error(); msg != hk.markFailed {
-			hk.markFailed = msg
-			p.log.Warn("marking the rows the WAL published failed; they stay pending in the table (they are in Kafka), and marking is retried", "table", t.name.String(), "err", err)
-		}
-	case err == nil:
-		if hk.markFailed != "" {
-			hk.markFailed = ""
-			p.log.Info("marking the rows the WAL published works again", "table", t.name.String())
-		}
-	}
-	if total > 0 {
-		p.log.Debug("marked the rows the WAL published", "table", t.name.String(), "rows", total)
-	}
 }

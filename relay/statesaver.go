@@ -32,6 +32,8 @@ type stateSaver struct {
 	cluster int64
 	floor   *atomic.Uint64
 	fs      floorSaver
+	// streamed are the transactions published, whose rows it marks.
+	streamed *streamedTxns
 }
 
 // run records the confirmed position every few seconds, and it advances
@@ -65,10 +67,8 @@ func (s *stateSaver) run(ctx context.Context, done <-chan struct{}) error {
 			}
 			return err
 		}
-		p.housekeeping(ctx, conn, first) // housekeeping.go
-		for _, t := range p.tables {
-			p.markStreamed(ctx, conn, t)
-		}
+		p.housekeeping(ctx, conn, first)             // housekeeping.go
+		p.markStreamed(ctx, conn, s.streamed, false) // marks.go
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())

@@ -38,6 +38,10 @@ type walSession struct {
 	// Kafka, as the state saver last found it (0: none yet; exactly-once
 	// delivery lists the transactions above it).
 	floor atomic.Uint64
+	// streamed are the transactions the session published, until their
+	// rows are marked in the tables that have a mark column of their own
+	// (nil: none has).
+	streamed *streamedTxns
 }
 
 // run streams. It ends with a transition to polling when a slot it
@@ -50,6 +54,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	}
 	defer h.close()
 	s.h = h
+	s.streamed = newStreamedTxns(p.tables)
 	conn := h.conn
 	if h.pooled {
 		// Before anything else: PgBouncer before 1.23 refuses replication
@@ -185,13 +190,13 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID)}, nil
+		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
 	}
 	if err := p.learnUnended(ctx, s.h.conn, s.k); err != nil {
 		return nil, err
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
-		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats,
+		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats, streamed: s.streamed,
 		readPolled: func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
 			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
 		},
@@ -239,7 +244,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	})
 	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
-	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor}
+	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor, streamed: s.streamed}
 	g.Go(func() error { return saver.run(gctx, readDone) })
 	runErr := g.Wait()
 	if runErr == nil {
@@ -269,6 +274,9 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		}
 		cancelEnsure()
 	}
+	// What Kafka acknowledged is marked now, not at the next session: the
+	// team's own poller, started after this stop, must not send it again.
+	p.markStreamed(closeCtx, conn, s.streamed, true) // marks.go
 	if err := saver.writeState(closeCtx, stream.Confirmed()); err != nil && runErr == nil {
 		p.log.Warn("saving state failed", "err", err)
 	}

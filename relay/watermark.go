@@ -9,6 +9,7 @@ import (
 // txn is one transaction in flight: its records not yet acked, and its
 // commit end LSN once the commit was read.
 type txn struct {
+	xid       uint32 // as the WAL names it; 0 for a position alone
 	pending   int
 	end       pglogrepl.LSN
 	committed bool
@@ -24,15 +25,19 @@ type watermark struct {
 	acked     pglogrepl.LSN
 	err       error
 	onAdvance func(pglogrepl.LSN)
+	// done, if set, gets each transaction's id once all its records are
+	// acked, in commit order.
+	done func(xid uint32)
 }
 
 func newWatermark(start pglogrepl.LSN, onAdvance func(pglogrepl.LSN)) *watermark {
 	return &watermark{acked: start, onAdvance: onAdvance}
 }
 
-// begin opens a transaction; records are added to it as they are produced.
-func (w *watermark) begin() *txn {
-	t := &txn{}
+// begin opens transaction xid; records are added to it as they are
+// produced.
+func (w *watermark) begin(xid uint32) *txn {
+	t := &txn{xid: xid}
 	w.mu.Lock()
 	w.queue = append(w.queue, t)
 	w.mu.Unlock()
@@ -98,6 +103,9 @@ func (w *watermark) advance() {
 	for n < len(w.queue) && w.queue[n].committed && w.queue[n].pending == 0 {
 		if w.queue[n].end > w.acked {
 			w.acked = w.queue[n].end
+		}
+		if x := w.queue[n].xid; x != 0 && w.done != nil {
+			w.done(x)
 		}
 		n++
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
@@ -10,19 +11,26 @@ import (
 func TestWatermark(t *testing.T) {
 	var confirmed []pglogrepl.LSN
 	w := newWatermark(100, func(l pglogrepl.LSN) { confirmed = append(confirmed, l) })
-	at := func(want pglogrepl.LSN) {
+	// done names the transactions whose rows may be marked published: only
+	// those confirmed, in commit order.
+	var done []uint32
+	w.done = func(x uint32) { done = append(done, x) }
+	at := func(want pglogrepl.LSN, xids ...uint32) {
 		t.Helper()
 		if got, _ := w.position(); got != want {
 			t.Fatalf("position %s, want %s", got, want)
 		}
+		if !slices.Equal(done, xids) {
+			t.Fatalf("done %v, want %v", done, xids)
+		}
 	}
 
 	// T1 (two records, partition A) and T2 (one record, partition B).
-	t1 := w.begin()
+	t1 := w.begin(11)
 	w.add(t1)
 	w.add(t1)
 	w.commit(t1, 200)
-	t2 := w.begin()
+	t2 := w.begin(12)
 	w.add(t2)
 	w.commit(t2, 300)
 	at(100)
@@ -33,21 +41,21 @@ func TestWatermark(t *testing.T) {
 	w.ack(t1, nil)
 	at(100) // one of T1's records is still out
 	w.ack(t1, nil)
-	at(300) // T1 and T2 complete together
+	at(300, 11, 12) // T1 and T2 complete together
 
 	// A transaction that is read but not committed yet holds the position.
-	t3 := w.begin()
+	t3 := w.begin(13)
 	w.add(t3)
 	w.ack(t3, nil)
-	at(300)
+	at(300, 11, 12)
 	w.mark(350) // a heartbeat behind it waits too
-	at(300)
+	at(300, 11, 12)
 	w.commit(t3, 340)
-	at(350)
+	at(350, 11, 12, 13)
 
 	// An empty transaction or a heartbeat alone advances at once.
 	w.mark(400)
-	at(400)
+	at(400, 11, 12, 13)
 	if len(confirmed) != 3 || confirmed[2] != 400 {
 		t.Fatalf("advances reported %v", confirmed)
 	}
@@ -56,10 +64,12 @@ func TestWatermark(t *testing.T) {
 // After a failed record nothing moves again, not even for later acks.
 func TestWatermarkStopsAtFailure(t *testing.T) {
 	w := newWatermark(10, nil)
-	t1 := w.begin()
+	var done []uint32
+	w.done = func(x uint32) { done = append(done, x) }
+	t1 := w.begin(21)
 	w.add(t1)
 	w.commit(t1, 20)
-	t2 := w.begin()
+	t2 := w.begin(22)
 	w.add(t2)
 	w.commit(t2, 30)
 	boom := errors.New("boom")
@@ -72,6 +82,9 @@ func TestWatermarkStopsAtFailure(t *testing.T) {
 	if !errors.Is(w.failed(), boom) {
 		t.Fatalf("failed() = %v", w.failed())
 	}
+	if len(done) != 0 {
+		t.Fatalf("transactions %v given to be marked after a failure", done)
+	}
 }
 
 // The queue holds only unconfirmed transactions: memory follows what is in
@@ -79,7 +92,7 @@ func TestWatermarkStopsAtFailure(t *testing.T) {
 func TestWatermarkQueueShrinks(t *testing.T) {
 	w := newWatermark(0, nil)
 	for i := 1; i <= 100000; i++ {
-		tx := w.begin()
+		tx := w.begin(0)
 		w.add(tx)
 		w.commit(tx, pglogrepl.LSN(i))
 		w.ack(tx, nil)

@@ -469,3 +469,96 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 		})
 	}
 }
+
+// A WAL session marks the rows it published by the transactions Kafka
+// acknowledged, with the team's own status: a long transaction elsewhere
+// (which holds the published floor back) does not hold the marks back,
+// and a clean stop marks everything acknowledged before the process
+// exits, so that the team's poller, started right after, sends nothing
+// again. Through the binary, on seed 000's ledger, in both deliveries;
+// at-least-once with a second table in the pipeline, whose rows only the
+// session's transactions tell (exactly-once takes one table).
+func TestWALMarksWhatKafkaAcked(t *testing.T) {
+	for _, delivery := range []string{"at-least-once", "exactly-once"} {
+		t.Run(delivery, func(t *testing.T) {
+			e := existingLedger(t, 100, pgcluster.Options{WALLevel: "logical"})
+			if delivery == "exactly-once" {
+				b := kafkatest.Shared(t)
+				e.kafka, e.apache, e.brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
+			}
+			ctx := context.Background()
+			// Its ids come from the same sequence: one id, one event.
+			if _, err := e.conn.Exec(ctx, "CREATE TABLE public.outbox_event_b (LIKE public.outbox_event INCLUDING ALL)"); err != nil {
+				t.Fatal(err)
+			}
+			names := []string{"outbox_event", "outbox_event_b"}
+			if delivery == "exactly-once" {
+				names = names[:1]
+			}
+			tables := "public." + strings.Join(names, ",public.")
+			if out, err := e.pgoutboxCmd(t, "migrate", "--table", tables); err != nil {
+				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+			}
+			// Names of their own: the exactly-once run shares its broker.
+			slot := "marks_" + strings.ReplaceAll(delivery, "-", "_")
+			topic := "ledger." + slot
+			args := append(append(append([]string{"--mode", "auto", "--delivery", delivery, "--slot", slot, "--topic", topic}, ledgerFlags...), statusFlags...), "--table", tables)
+			p := e.runProcess(t, args...)
+			e.awaitSlotActive(t, slot)
+			insert := func(n int) []string {
+				t.Helper()
+				var ids []string
+				for i := 0; i < n; i++ {
+					table := names[i%len(names)]
+					var id string
+					if err := e.conn.QueryRow(ctx, `INSERT INTO `+table+` (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 7000+i%5).Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, id)
+				}
+				return ids
+			}
+			pending := func(ids []string) int {
+				t.Helper()
+				var n int
+				if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT id, status, processed_at FROM outbox_event UNION ALL SELECT id, status, processed_at FROM outbox_event_b) r
+WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)`, ids).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+
+			// A report runs for the whole test: the floor cannot pass it.
+			long := e.connect()
+			if _, err := long.Exec(ctx, "BEGIN; SELECT pg_current_xact_id()"); err != nil {
+				t.Fatal(err)
+			}
+			first := insert(20)
+			awaitIDs(t, e.brokers, topic, first, 60*time.Second)
+			eventually(t, 10*time.Second, "the rows Kafka acked marked PUBLISHED while a transaction older than them runs", func() bool {
+				return pending(first) == 0
+			})
+
+			// Stopped the moment the last rows reached Kafka: the process
+			// exits with every row it published marked.
+			second := insert(20)
+			awaitIDs(t, e.brokers, topic, second, 60*time.Second)
+			if err := p.signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+			}
+			if n := pending(second); n != 0 {
+				t.Errorf("%d of the %d rows in Kafka still pending after pgoutbox stopped; the team's poller would send them again", n, len(second))
+			}
+			if _, err := long.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+			// The history's pending rows went out polling, and nothing
+			// else is pending.
+			var left int
+			if err := e.conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM outbox_event WHERE status = 'PENDING') + (SELECT count(*) FROM outbox_event_b WHERE status = 'PENDING')").Scan(&left); err != nil || left != 0 {
+				t.Errorf("%d rows PENDING after pgoutbox stopped (err %v)", left, err)
+			}
+		})
+	}
+}
