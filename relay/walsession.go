@@ -274,12 +274,14 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		}
 		cancelEnsure()
 	}
-	// What Kafka acknowledged is marked now, not at the next session: the
-	// team's own poller, started after this stop, must not send it again.
-	p.markStreamed(closeCtx, conn, s.streamed, true) // marks.go
 	if err := saver.writeState(closeCtx, stream.Confirmed()); err != nil && runErr == nil {
 		p.log.Warn("saving state failed", "err", err)
 	}
+	cancel()
+	// What Kafka acknowledged is marked now, not at the next session: the
+	// team's own poller, started after this stop, must not send it again.
+	markCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	p.markStreamed(markCtx, conn, s.streamed, true) // marks.go
 	cancel()
 	acked, waiting, failed := d.position()
 	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
