@@ -91,7 +91,12 @@ func (g *gate) enter(ctx context.Context) (*hold, error) {
 	if !g.stateReady {
 		// Before anything is created: a mapping that cannot work stops
 		// here, not at the first row after the slot exists.
-		if err := CheckMapping(ctx, conn, cfg); err != nil {
+		unread, err := CheckMapping(ctx, conn, cfg)
+		for _, t := range unread {
+			g.p.log.Info("the table's headers column is not json or jsonb, so it is left out of the events: --column-headers headers reads it as CloudEvents extensions (a JSON object of lower-case names), and a row whose value is not one goes to the dead-letter topic",
+				"table", t.String())
+		}
+		if err != nil {
 			// On a read-only server (a standby) the missing table is not
 			// the problem to report: the server is. ensureState says so,
 			// and creates nothing there.

@@ -16,23 +16,28 @@ import (
 // its column mapping, format and converters, from the tables' columns in
 // the catalog: run checks it before it creates anything (its own tables,
 // the publication, the slot), and so do migrate and slot create. A table
-// that does not exist is replication.ErrNoTable.
-func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+// that does not exist is replication.ErrNoTable. It returns the tables
+// whose column of the default headers name the mapping leaves unread (it
+// is not json or jsonb), to be said.
+func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) (unreadHeaders []outbox.Table, err error) {
 	cfg.Defaults()
 	tables, err := cfg.Replication.AllTables()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, t := range tables {
 		cols, err := replication.TableColumns(ctx, conn, t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := CheckColumns(t, cols, cfg); err != nil {
-			return err
+			return nil, err
+		}
+		if b, err := cfg.Columns.Bind(cols); err == nil && b.UnreadHeaders() != "" {
+			unreadHeaders = append(unreadHeaders, t)
 		}
 	}
-	return nil
+	return unreadHeaders, nil
 }
 
 // CheckColumns is CheckMapping for one table whose columns are known.

@@ -217,13 +217,22 @@ type Binding struct {
 	envelope bool
 	versionI int // the schema version column's index, -1 for none
 	traceI   int // the trace context column's index, -1 for none
+	// unreadHeaders is a column of the default headers name left unread
+	// because it is not JSON typed; "" for none.
+	unreadHeaders string
 }
+
+// UnreadHeaders names a column of the default headers name that the
+// binding does not read because it is not of a JSON type (text holding
+// metadata in a format of the table's own), or "" when there is none.
+func (b *Binding) UnreadHeaders() string { return b.unreadHeaders }
 
 // Bind maps a table's columns (in table order) to the record fields. Missing
 // required columns (id, aggregatetype, aggregateid, type, payload; without
 // type under PassThrough) give an error wrapping [ErrMissingColumn] naming
-// them; the headers, time and trace columns are optional, and a time column
-// left to its default name is read only when it is a timestamp. A column
+// them; the headers, time and trace columns are optional, a headers column
+// left to its default name is read only when it is json or jsonb, and a
+// time column left to its default name only when it is a timestamp. A column
 // name that appears twice, or a column whose type cannot serve its role (a
 // schema version or partition that is not an integer, a time that is not a
 // timestamp), is an error wrapping [ErrColumnType].
@@ -231,7 +240,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	timeDefaulted := c.Time == ""
+	timeDefaulted, headersDefaulted := c.Time == "", c.Headers == "" && !c.PassThrough
 	c = c.withDefaults()
 	names := c.fields()
 	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, versionI: -1, traceI: -1}
@@ -298,6 +307,14 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 		case b.oid[fTime] != oidText && b.oid[fTime] != oidVarchar:
 			return nil, fmt.Errorf("%w: %s: the event time column must be a timestamp or timestamptz column (or text in ISO form)", ErrColumnType, names[fTime])
 		}
+	}
+	if headersDefaulted && b.idx[fHeaders] >= 0 && b.oid[fHeaders] != oidJSON && b.oid[fHeaders] != oidJSONB {
+		// A text column of the table's own under that name (seed 004's
+		// transfer_events) holds metadata in its own format: read as
+		// extensions, every row whose value is not a flat object of
+		// lower-case names would go to the dead-letter topic instead of
+		// its own. It is read when named.
+		b.unreadHeaders, b.idx[fHeaders] = names[fHeaders], -1
 	}
 	return b, nil
 }

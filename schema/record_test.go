@@ -81,7 +81,9 @@ func TestBind(t *testing.T) {
 		want    [numFields]int
 	}{
 		{name: "default table", cols: defaultTable, want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
-		{name: "custom names", c: transferColumns, cols: transferEvents, want: [numFields]int{0, 1, 2, 3, 4, 5, 7}},
+		// Its headers column is text of its own: read only when named.
+		{name: "custom names", c: transferColumns, cols: transferEvents, want: [numFields]int{0, 1, 2, 3, 4, -1, 7}},
+		{name: "custom names, headers named", c: func() Columns { c := transferColumns; c.Headers = "headers"; return c }(), cols: transferEvents, want: [numFields]int{0, 1, 2, 3, 4, 5, 7}},
 		{
 			name: "order independent",
 			cols: []Column{{"created_at", oidTimestamptz, -1}, {"payload", oidJSONB, -1}, {"type", oidText, -1}, {"x", 23, -1}, {"aggregateid", oidText, -1}, {"id", 2950, -1}, {"aggregatetype", oidText, -1}},
@@ -195,7 +197,16 @@ func TestRecord(t *testing.T) {
 	textBinding := mustBind(t, Columns{}, textTable)
 	varcharTable := append([]Column{}, defaultTable...)
 	varcharTable[4].TypeOID, varcharTable[5].TypeOID = oidVarchar, oidVarchar
-	varcharBinding := mustBind(t, Columns{}, varcharTable)
+	varcharBinding := mustBind(t, Columns{Headers: "headers"}, varcharTable)
+	// Left to its default name, a headers column that is not json or
+	// jsonb is the table's own metadata: not read.
+	varcharDefault := mustBind(t, Columns{}, varcharTable)
+	if got := varcharDefault.UnreadHeaders(); got != "headers" {
+		t.Errorf("UnreadHeaders() = %q for a varchar headers column left to its default name, want headers", got)
+	}
+	if got := varcharBinding.UnreadHeaders(); got != "" {
+		t.Errorf("UnreadHeaders() = %q for a varchar headers column named, want none", got)
+	}
 	noOptional := mustBind(t, Columns{}, defaultTable[:5])
 
 	for _, tc := range []struct {
@@ -243,6 +254,7 @@ func TestRecord(t *testing.T) {
 		{"jsonb array headers", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, `[1]`, created), Record{}, "headers", "headers is not a JSON object"},
 		{"JSON null headers", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, `null`, created), Record{}, "headers", "headers is not a JSON object"},
 		{"string headers", varcharBinding, row(id, "Order", "42", "OrderCreated", payload, `"x"`, created), Record{}, "headers", "headers is not a JSON object"},
+		{"varchar headers by default name", varcharDefault, row(id, "Order", "42", "OrderCreated", payload, `{"traceId":"x"}`, created), base, "", ""},
 		{"infinity", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, "<null>", "infinity"), Record{}, "created_at", "infinite timestamp infinity"},
 		{"-infinity", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, "<null>", "-infinity"), Record{}, "created_at", "infinite timestamp -infinity"},
 		{"garbage time", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, "<null>", "yesterday"), Record{}, "created_at", "malformed timestamp (ISO DateStyle expected)"},

@@ -103,8 +103,10 @@ RETURNING event_id, aggregate_id, payload::text`,
   updated_at TIMESTAMP NOT NULL DEFAULT NOW(),
   published_at TIMESTAMP,
   last_error TEXT)`,
-		table:   "public.transfer_events",
-		columns: schema.Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type"},
+		table: "public.transfer_events",
+		// A text headers column is the table's own metadata: read as
+		// extensions only when named.
+		columns: schema.Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type", Headers: "headers"},
 		insert: `INSERT INTO public.transfer_events (aggregate_type, aggregate_id, event_type, payload, headers, created_at)
 VALUES ('Transfer', 'tx-0001', 'TransferCompleted', '{"from": "acct-1", "to": "acct-2", "amount": 5000}', '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}', '2026-02-01 12:00:00')
 RETURNING event_id::text, aggregate_id, payload`,

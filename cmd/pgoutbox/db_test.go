@@ -632,6 +632,59 @@ func TestStatusPendingValues(t *testing.T) {
 	}
 }
 
+// Seed 004's transfer_events keeps its own metadata in a text headers
+// column. Left to the default name it is not read as CloudEvents
+// extensions: its rows (camelCase keys, a "source" that is a context
+// attribute) reach their topic, none the dead-letter topic, and the log
+// says how to read it. Named, it is read, and those rows are dead-lettered
+// with the reason.
+func TestTransferEventsTextHeaders(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "named"}[named], func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("hdr%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `CREATE TABLE transfer_events (event_id bigserial PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL, headers text,
+  status varchar(20) NOT NULL DEFAULT 'PENDING', published_at timestamp)`,
+				fmt.Sprintf(`INSERT INTO transfer_events (aggregate_type, aggregate_id, event_type, payload, headers) VALUES
+  ('%s', 't-1', 'TransferCompleted', '{"amount": 1}', '{"traceId": "abc-1"}'),
+  ('%[1]s', 't-2', 'TransferCompleted', '{"amount": 2}', NULL),
+  ('%[1]s', 't-3', 'TransferCompleted', '{"amount": 3}', '{"source": "transfer-service"}')`, typ))
+			broker := kafkatest.New(t)
+			args := []string{"--table", "transfer_events", "--column-id", "event_id", "--column-aggregate-type", "aggregate_type",
+				"--column-aggregate-id", "aggregate_id", "--column-type", "event_type", "--column-order", "event_id",
+				"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED", "--column-processed-at", "published_at"}
+			if named {
+				args = append(args, "--column-headers", "headers")
+			}
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, args...)}})
+			code, _, stderr := runCLI(t, 6*time.Second, append([]string{"run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","),
+				"--database-url", dbURL}, args...)...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			topic := "outbox.event." + typ
+			var wantTopic, wantDLQ int64 = 3, 0
+			if named {
+				wantTopic, wantDLQ = 1, 2
+			}
+			if n := topicRecords(t, broker.Brokers, topic); n != wantTopic {
+				t.Errorf("%d records on %s, want %d", n, topic, wantTopic)
+			}
+			if n := topicRecords(t, broker.Brokers, "pgoutbox.dlq"); n != wantDLQ {
+				t.Errorf("%d dead letters, want %d\n%s", n, wantDLQ, stderr)
+			}
+			said := strings.Contains(stderr, "headers column is not json or jsonb")
+			if said == named {
+				t.Errorf("the log says the headers column is left out: %v, want %v\n%s", said, !named, stderr)
+			}
+			if named && !strings.Contains(stderr, `extension name \"traceId\" must consist of lower-case letters`) {
+				t.Errorf("the dead letter's reason is not logged:\n%s", stderr)
+			}
+		})
+	}
+}
+
 // A team's poller that marked rows only with a processed_at of its own
 // (null while pending), taken over with --column-published: its pending
 // rows from before pgoutbox are published once and marked, its processed

@@ -40,7 +40,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.AggregateID, "column-aggregate-id", d.AggregateID, "column holding the aggregate id, the Kafka key; Debezium table.field.event.key")
 	fs.StringVar(&cfg.Columns.Type, "column-type", d.Type, "column holding the event type (CloudEvents type; the Debezium formats need none)")
 	fs.StringVar(&cfg.Columns.Payload, "column-payload", d.Payload, "column holding the JSON payload; Debezium table.field.event.payload")
-	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions")
+	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions (by default headers, read only when it is json or jsonb)")
 	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time); debezium-outbox: the Kafka timestamp, a timestamp column, none by default (Debezium table.field.event.timestamp)")
 	fs.StringVar(&cfg.Columns.SchemaVersion, "column-schema-version", "", "debezium-outbox: an integer column, the value schema's version (Debezium table.field.event.schema.version)")
 	fs.StringVar(&cfg.Columns.Trace, "column-trace", schema.DefaultTraceColumn, "optional column holding the writer's trace context, a W3C traceparent or Properties text with traceparent=... (Debezium tracing.span.context.field); sent as traceparent and tracestate headers")
@@ -168,6 +168,10 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	if (format == schema.CloudEvents || format == schema.CloudEventsBinary) && !given["column-time"] {
 		// The default: created_at when it is a timestamp (schema.Columns).
 		cfg.Columns.Time = ""
+	}
+	if (format == schema.CloudEvents || format == schema.CloudEventsBinary) && !given["column-headers"] {
+		// The default: headers when it is json or jsonb (schema.Columns).
+		cfg.Columns.Headers = ""
 	}
 	if format == schema.Debezium && !topicSet && m.routeReplaced == "" {
 		cfg.Router.Topic = m.topicPrefix + ".{schema}.{table}"
