@@ -72,7 +72,8 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{"no command", nil, 2, nil, []string{"Usage:"}, false},
 		{"unknown command", []string{"bogus"}, 2, nil, []string{`unknown command "bogus"`, "Usage:"}, false},
-		{"unknown flag", []string{"migrate", "--nope"}, 2, nil, []string{"flag provided but not defined: -nope"}, false},
+		{"unknown flag", []string{"migrate", "--nope"}, 2, nil, []string{"flag provided but not defined: -nope", "pgoutbox migrate -h lists its flags"}, false},
+		{"run's flag to migrate", append([]string{"migrate", "--topic", "t"}, url...), 2, nil, []string{"flag provided but not defined: -topic", "--topic is a flag of pgoutbox run, not of pgoutbox migrate"}, false},
 		{"stray argument", append([]string{"migrate", "extra"}, url...), 2, nil, []string{`unexpected argument "extra"`}, false},
 		{"slot without subcommand", []string{"slot"}, 2, nil, []string{"slot create"}, false},
 		{"unknown slot subcommand", []string{"slot", "bogus"}, 2, nil, []string{`unknown slot command "bogus"`}, false},

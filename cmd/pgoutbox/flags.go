@@ -23,8 +23,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 		return errHelp
 	}
 	fs.SetOutput(stderr)
+	// The reason, then where the flags are: the whole list would push the
+	// reason off the screen.
+	fs.Usage = func() { usageHint(fs, args, stderr) }
 	if err := fs.Parse(args); err != nil {
-		return errUsage // flag already printed the reason and the usage
+		return errUsage // flag already printed the reason and the hint
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
@@ -154,4 +157,25 @@ func anyCommandHas(name string) bool {
 		fs.Bool(b, false, "")
 	}
 	return fs.Lookup(name) != nil
+}
+
+// usageHint follows a flag error: a flag of run given to another command
+// (the same command line, another verb) is named as run's, and -h is
+// offered for the rest.
+func usageHint(fs *flag.FlagSet, args []string, w io.Writer) {
+	if fs.Name() != "pgoutbox run" {
+		runFlags := flag.NewFlagSet("", flag.ContinueOnError)
+		(&relayFlags{}).register(runFlags)
+		for _, a := range args {
+			if a == "--" || !strings.HasPrefix(a, "-") {
+				continue
+			}
+			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if fs.Lookup(name) == nil && runFlags.Lookup(name) != nil {
+				fmt.Fprintf(w, "--%s is a flag of pgoutbox run, not of %s\n", name, fs.Name())
+				break
+			}
+		}
+	}
+	fmt.Fprintf(w, "%s -h lists its flags\n", fs.Name())
 }

@@ -64,7 +64,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		case res.Created:
 			fmt.Fprintf(stdout, "%s created\n", table)
 		case len(res.Added) > 0 || res.IndexBuilt || len(res.Defaults) > 0:
-			fmt.Fprintf(stdout, "%s: added %s without rewriting the table; rows already there are not polled\n", table, describeAdded(res))
+			fmt.Fprintf(stdout, "%s: added %s without rewriting the table; %s\n", table, describeAdded(res), alreadyThere(mc.cfg.Poll))
 		case cerr == nil:
 			fmt.Fprintf(stdout, "%s already has the polling columns\n", table)
 		}
@@ -76,6 +76,20 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	return nil
+}
+
+// alreadyThere says what run does with the rows a table held before
+// migrate: those its own mark says are pending are polled; without such a
+// mark they are its history.
+func alreadyThere(cfg poll.Config) string {
+	switch {
+	case cfg.Status != "":
+		return fmt.Sprintf("rows already there whose %s is %s are published by run, the others not", cfg.Status, strings.Join(strings.Split(cfg.StatusPending, ","), " or "))
+	case cfg.OwnMark():
+		return fmt.Sprintf("rows already there whose %s is null are published by run, the others not", cfg.Published)
+	default:
+		return "rows already there are not polled"
+	}
 }
 
 // notePending says how many rows of a table that had a published_at of its
