@@ -683,6 +683,14 @@ func TestTransferEventsTextHeaders(t *testing.T) {
 			if named && !strings.Contains(stderr, `extension name \"traceId\" must consist of lower-case letters`) {
 				t.Errorf("the dead letter's reason is not logged:\n%s", stderr)
 			}
+			// status takes run's flags as they are and counts by the
+			// table's status: nothing is left, and the dead letters are
+			// a problem it names.
+			st := step{args: append([]string{"status"}, args...), stdout: []string{"unpublished  0 rows"}}
+			if named {
+				st.code, st.stdout = 1, append(st.stdout, "problem: 2 events are dead-lettered")
+			}
+			runSteps(t, dbURL, []step{st})
 		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -195,15 +194,18 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		asJSON bool
 		th     thresholds
 	)
-	var pc poll.Config
+	// run's mapping flags, so that the same flags count by the same
+	// mark; of them status reads only the polling columns.
+	var mc mappingCheck
 	c.register(fs)
 	th.register(fs)
-	registerPollFlags(fs, &pc)
+	mc.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	ownPublished(fs, &pc)
+	ownPublished(fs, &mc.cfg.Poll)
+	pc := mc.cfg.Poll
 	conn, err := c.open(ctx)
 	if err != nil {
 		return err
