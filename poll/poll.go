@@ -808,6 +808,18 @@ func (e *UnorderedError) Error() string {
 // Permanent: the rows stay as they are until someone numbers them.
 func (e *UnorderedError) Permanent() bool { return true }
 
+// CheckOrdered returns an *UnorderedError when rows polling must publish
+// have no order value (rows written before migrate added seq that the
+// table's own mark says are pending), and nil when there are none:
+// polling stops on them, and migrate says so first.
+func (p *Poller) CheckOrdered(ctx context.Context) error {
+	err := p.unordered(ctx)
+	if e := (*UnorderedError)(nil); errors.As(err, &e) && e.Rows == 0 {
+		return nil
+	}
+	return err
+}
+
 // unordered counts the rows to publish that lack an order value and finds
 // the columns that may give their insertion order: an integer identity or
 // serial column, to order by or number by; or else created_at, to number

@@ -278,6 +278,9 @@ func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
 		seq bool
 		// migrate is what migrate says of the table; nil: it succeeds.
 		migrate []string
+		// migrateNote is what migrate, given the mapping too, says on
+		// stdout of the rows run will stop on.
+		migrateNote []string
 	}{
 		{
 			name: "timestamp order column",
@@ -297,6 +300,8 @@ func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
 			flags:   []string{"--column-status", "status", "--status-pending", "NEW", "--status-published", "SENT", "--column-processed-at", "sent_at"},
 			want:    []string{`2 rows of public.ev that polling must publish have no seq`, `Number them before every other row`, `ORDER BY "created_at" DESC`},
 			notWant: "--column-order created_at",
+			migrateNote: []string{`public.ev: run will stop before it publishes anything: 2 rows of public.ev that polling must publish have no seq`,
+				`ORDER BY "created_at" DESC`},
 		},
 		{
 			name: "processed-at column of another type",
@@ -387,6 +392,9 @@ func TestPollingColumnsUnfitRefusedBeforePublishing(t *testing.T) {
 				migrate.code, migrate.stderr = 1, tt.migrate
 			}
 			runSteps(t, dbURL, []step{migrate})
+			if tt.migrateNote != nil {
+				runSteps(t, dbURL, []step{{args: append([]string{"migrate", "--table", "ev"}, tt.flags...), stdout: tt.migrateNote}})
+			}
 			runURL := dbURL
 			if tt.role {
 				role := fmt.Sprintf("reader_%d_%d", i, time.Now().UnixNano())

@@ -71,6 +71,9 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if cerr != nil {
 			return errors.New(redact(cerr.Error(), secretsOf(c.databaseURL)))
 		}
+		if err := noteUnordered(ctx, conn, stdout, mc.cfg.Poll, table); err != nil {
+			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+		}
 		if err := notePending(ctx, conn, stdout, mc.cfg.Poll, table, res); err != nil {
 			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 		}
@@ -136,6 +139,26 @@ func noteHistory(ctx context.Context, conn *pgx.Conn, stdout io.Writer, table ou
 			"(those above the last id a poller that keeps a cursor sent) (docs/outbox-table.md)\n", table)
 	}
 	return nil
+}
+
+// noteUnordered says, for a table whose own mark says which rows are
+// pending, that pending rows written before seq have no order value: run
+// stops on them until they have one, and the note says how to give it.
+func noteUnordered(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg poll.Config, table outbox.Table) error {
+	if !cfg.OwnMark() {
+		return nil
+	}
+	cfg.Table = table.String()
+	p, err := poll.New(ctx, conn, cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", table, err)
+	}
+	err = p.CheckOrdered(ctx)
+	if ue := (*poll.UnorderedError)(nil); errors.As(err, &ue) {
+		fmt.Fprintf(stdout, "%s: run will stop before it publishes anything: %s\n", table, strings.TrimPrefix(ue.Error(), "poll: "))
+		return nil
+	}
+	return err
 }
 
 // checkPolling checks table as a poll session would before it publishes.
