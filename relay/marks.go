@@ -16,6 +16,10 @@ const (
 	// per statement, as retention deletes them.
 	markEvery = time.Second
 	markBatch = 1000
+	// markRetry is how long marking waits after a failure (a role without
+	// UPDATE, a value the column refuses) before it tries again, with
+	// every transaction published meanwhile.
+	markRetry = 10 * time.Second
 	// maxMarkXIDs bounds the transactions waiting for their rows to be
 	// marked (while marking fails); past it, newer ones wait for the
 	// floor instead.
@@ -75,7 +79,7 @@ func (s *streamedTxns) take() []uint32 {
 // on the mark would keep them. In batches of markBatch, each a short
 // statement, every markEvery unless now; transactions whose rows were not
 // all marked are kept for the next time. A failure is logged, once while
-// it lasts, and retried.
+// it lasts, and retried after markRetry.
 func (p *pipeline) markStreamed(ctx context.Context, conn *pgx.Conn, streamed *streamedTxns, now bool) {
 	first := p.tables[0].hk
 	if streamed == nil || conn.IsClosed() || !now && time.Since(first.lastMark) < markEvery {
@@ -85,13 +89,14 @@ func (p *pipeline) markStreamed(ctx context.Context, conn *pgx.Conn, streamed *s
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
 	defer cancel()
 	xids := streamed.take()
-	complete := true
+	complete, failed := true, false
 	for _, t := range p.tables {
 		if !t.poll.OwnMark() {
 			continue
 		}
 		total, done, err := p.markTable(ctx, conn, t, xids)
 		complete = complete && done && err == nil
+		failed = failed || err != nil
 		hk := t.hk
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -111,6 +116,9 @@ func (p *pipeline) markStreamed(ctx context.Context, conn *pgx.Conn, streamed *s
 	}
 	if !complete {
 		streamed.add(xids...)
+	}
+	if failed {
+		first.lastMark = time.Now().Add(markRetry - markEvery)
 	}
 }
 
