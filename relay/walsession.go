@@ -54,7 +54,6 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	}
 	defer h.close()
 	s.h = h
-	s.streamed = newStreamedTxns(p.tables)
 	conn := h.conn
 	if h.pooled {
 		// Before anything else: PgBouncer before 1.23 refuses replication
@@ -66,6 +65,10 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	}
 	if s.hasSeq, err = p.hasPollingColumns(ctx, conn); err != nil {
 		return transition{}, err
+	}
+	if s.hasSeq {
+		// Rows are marked by their txid, a polling column.
+		s.streamed = newStreamedTxns(p.tables)
 	}
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
