@@ -431,10 +431,13 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
 	addr := metricsAddr(t)
-	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s", "--metrics-addr", addr)...)
+	// A commit at most every 100 ms (--transaction-interval, up to the
+	// longest a transaction stays open): under the load a Kafka
+	// transaction with records is open most of the time, and a pause
+	// catches one.
+	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s", "--transaction-interval", "100ms", "--metrics-addr", addr)...)
 	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
-	// A pause catches a transaction with records open often, not always:
-	// the relay commits whenever nothing more waits to be read.
+	// Even so a pause may fall between a commit and the next record.
 	for i := 0; i < 10 && !strings.Contains(p.out.String(), "past the transaction timeout"); i++ {
 		time.Sleep(700 * time.Millisecond)
 		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
