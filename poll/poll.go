@@ -94,7 +94,7 @@ func (c Config) Validate() error {
 	if c.StatusPending == "" || c.StatusPublished == "" {
 		return errors.New("a status column needs its pending and published values (--status-pending, --status-published)")
 	}
-	for _, v := range c.pendingValues() {
+	for _, v := range c.PendingValues() {
 		if v == "" {
 			return fmt.Errorf("status values: an empty pending value in %q", c.StatusPending)
 		}
@@ -105,8 +105,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// pendingValues are the status values of a row not yet published.
-func (c Config) pendingValues() []string {
+// PendingValues are the status values of a row not yet published.
+func (c Config) PendingValues() []string {
 	vs := strings.Split(c.StatusPending, ",")
 	for i := range vs {
 		vs[i] = strings.TrimSpace(vs[i])
@@ -126,7 +126,7 @@ func (c Config) pending() string {
 // isPending is the SQL condition of a status column holding a pending
 // value.
 func (c Config) isPending() string {
-	vs := c.pendingValues()
+	vs := c.PendingValues()
 	if len(vs) == 1 {
 		return pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(vs[0])
 	}
@@ -695,7 +695,7 @@ func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, s Streamed, li
 		// running or have just committed); a row of a year-old transaction
 		// with the same low bits is not it.
 		arms = append(arms, fmt.Sprintf(`(%[1]s::text::bigint > (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint) - 2147483648
-    AND (%[1]s::text::bigint %% 4294967296) IN (SELECT unnest($%[2]d::bigint[])))`, txid, len(args)))
+    AND %[2]s)`, txid, lowXIDIn(txid, fmt.Sprintf("$%d::bigint[]", len(args)))))
 	}
 	if len(arms) == 0 {
 		return 0, nil
@@ -707,6 +707,13 @@ func (c Config) MarkStreamed(ctx context.Context, conn *pgx.Conn, s Streamed, li
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// lowXIDIn is the SQL condition of a row whose transaction (the xid8
+// column txid) the WAL names among list, an array of bigints: the WAL
+// names a transaction by the low 32 bits of its id.
+func lowXIDIn(txid, list string) string {
+	return fmt.Sprintf("(%s::text::bigint %% 4294967296) IN (SELECT unnest(%s))", txid, list)
 }
 
 // MarkTransactions marks published the rows polling would read (floor
@@ -732,8 +739,8 @@ func (p *Poller) MarkTransactions(ctx context.Context, floor outbox.Floor, below
 	// list of a subquery, while ANY of a parameter is searched element by
 	// element for every row; with thousands of listed transactions over
 	// tens of thousands of rows the WAL left unmarked, that took minutes.
-	where := fmt.Sprintf(`%s AND (%s < $4::text::xid8 OR (%s::text::bigint %% 4294967296) IN (SELECT unnest($5::text::bigint[])))`,
-		p.cfg.Unpublished(floorParams), txid, txid)
+	where := fmt.Sprintf(`%s AND (%s < $4::text::xid8 OR %s)`,
+		p.cfg.Unpublished(floorParams), txid, lowXIDIn(txid, "$5::text::bigint[]"))
 	var args []any
 	for _, a := range append(floorArgs(floor), []byte(strconv.FormatUint(below, 10)), []byte(list.String())) {
 		if a == nil {

@@ -371,6 +371,7 @@ func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpe
 			"position_cluster", pos.cluster, "cluster", o.cluster)
 	}
 	l := newTxnLedger(res.after, o.cluster, o.order, o.stats, t.k.Classify, o.floor)
+	l.collect = o.streamed != nil
 	if res.readPolled {
 		var until pglogrepl.LSN
 		if l.polled, until, err = o.readPolled(ctx, res.mark); err != nil {
@@ -577,7 +578,8 @@ type txnLedger struct {
 
 	// The publisher's goroutine only.
 	records int       // produced into the open Kafka transaction
-	fresh   []uint32  // the Postgres transactions in it
+	fresh   []uint32  // the Postgres transactions in it, when collect
+	collect bool      // someone marks rows by them (walOpening.streamed)
 	began   time.Time // when its first record was produced
 	inTx    bool      // between a Postgres transaction's first row and its commit
 	last    position  // the last Postgres transaction in the Kafka transaction
@@ -607,7 +609,7 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	}
 	l.records++
 	l.inTx = true
-	if n := len(l.fresh); n == 0 || l.fresh[n-1] != c.XID {
+	if n := len(l.fresh); l.collect && (n == 0 || l.fresh[n-1] != c.XID) {
 		l.fresh = append(l.fresh, c.XID)
 	}
 	if !l.xids.has(c.XID) {

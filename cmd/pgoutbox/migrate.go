@@ -87,7 +87,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func alreadyThere(cfg poll.Config) string {
 	switch {
 	case cfg.Status != "":
-		return fmt.Sprintf("rows already there whose %s is %s are published by run, the others not", cfg.Status, strings.Join(strings.Split(cfg.StatusPending, ","), " or "))
+		return fmt.Sprintf("rows already there whose %s is %s are published by run, the others not", cfg.Status, strings.Join(cfg.PendingValues(), " or "))
 	case cfg.OwnMark():
 		return fmt.Sprintf("rows already there whose %s is null are published by run, the others not", cfg.Published)
 	default:
