@@ -116,6 +116,12 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *out
 	if c.LSN != 0 {
 		dl.LSN = c.LSN.String()
 	}
+	var re *schema.RowError
+	if col := b.DefaultHeaders(); col != "" && errors.As(reason, &re) && re.Column == col {
+		// The column was read for its name alone: the table's own
+		// headers may be something else.
+		dl.Reason += "; a json column named " + col + " is read as CloudEvents extensions unless --column-headers '' is given"
+	}
 	for i, col := range c.Relation.Columns {
 		if i < len(c.Values) && c.Values[i] != nil {
 			v := string(c.Values[i])

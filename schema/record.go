@@ -57,6 +57,10 @@ type Columns struct {
 	// value schema's version (Debezium's table.field.event.schema.version);
 	// "" for none.
 	SchemaVersion string
+	// NoHeaders reads no headers column, even a json one of the default
+	// name (a column of the table's own that holds something else).
+	NoHeaders bool
+
 	// Trace is the column carrying the writer's trace context: a W3C
 	// traceparent, or java.util.Properties text holding traceparent (and
 	// tracestate) as Debezium's tracing.span.context.field reads it.
@@ -100,7 +104,10 @@ func (c Columns) withDefaults() Columns {
 		{&c.Type, &d.Type}, {&c.Payload, &d.Payload},
 	}
 	if !c.PassThrough {
-		defs = append(defs, struct{ dst, def *string }{&c.Headers, &d.Headers}, struct{ dst, def *string }{&c.Time, &d.Time})
+		defs = append(defs, struct{ dst, def *string }{&c.Time, &d.Time})
+		if !c.NoHeaders {
+			defs = append(defs, struct{ dst, def *string }{&c.Headers, &d.Headers})
+		}
 	}
 	for _, f := range defs {
 		if *f.dst == "" {
@@ -121,10 +128,13 @@ func (c Columns) fields() [numFields]string {
 // Validate reports whether every column name (after defaults) is one
 // pgoutbox accepts (see [IdentifierProblem]).
 func (c Columns) Validate() error {
+	if c.NoHeaders && c.Headers != "" {
+		return fmt.Errorf("schema: headers column %q given with none to be read", c.Headers)
+	}
 	c = c.withDefaults()
 	for i, name := range c.fields() {
 		if name == "" && (i == fHeaders || i == fTime) {
-			continue // none, under PassThrough
+			continue // none: under PassThrough, or NoHeaders
 		}
 		if p := IdentifierProblem(name); p != "" {
 			return fmt.Errorf("schema: %s column %q: %s", fieldNames[i], name, p)
@@ -218,14 +228,20 @@ type Binding struct {
 	versionI int // the schema version column's index, -1 for none
 	traceI   int // the trace context column's index, -1 for none
 	// unreadHeaders is a column of the default headers name left unread
-	// because it is not JSON typed; "" for none.
-	unreadHeaders string
+	// because it is not JSON typed; defaultHeaders one read because of
+	// its name alone; "" for none.
+	unreadHeaders, defaultHeaders string
 }
 
 // UnreadHeaders names a column of the default headers name that the
 // binding does not read because it is not of a JSON type (text holding
 // metadata in a format of the table's own), or "" when there is none.
 func (b *Binding) UnreadHeaders() string { return b.unreadHeaders }
+
+// DefaultHeaders names the headers column the binding reads as CloudEvents
+// extensions because it has the default name and a JSON type, not because
+// it was named, or "" when there is none.
+func (b *Binding) DefaultHeaders() string { return b.defaultHeaders }
 
 // Bind maps a table's columns (in table order) to the record fields. Missing
 // required columns (id, aggregatetype, aggregateid, type, payload; without
@@ -240,7 +256,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	timeDefaulted, headersDefaulted := c.Time == "", c.Headers == "" && !c.PassThrough
+	timeDefaulted, headersDefaulted := c.Time == "", c.Headers == "" && !c.PassThrough && !c.NoHeaders
 	c = c.withDefaults()
 	names := c.fields()
 	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, versionI: -1, traceI: -1}
@@ -315,6 +331,9 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 		// lower-case names would go to the dead-letter topic instead of
 		// its own. It is read when named.
 		b.unreadHeaders, b.idx[fHeaders] = names[fHeaders], -1
+	}
+	if headersDefaulted && b.idx[fHeaders] >= 0 {
+		b.defaultHeaders = names[fHeaders]
 	}
 	return b, nil
 }

@@ -207,6 +207,21 @@ func TestRecord(t *testing.T) {
 	if got := varcharBinding.UnreadHeaders(); got != "" {
 		t.Errorf("UnreadHeaders() = %q for a varchar headers column named, want none", got)
 	}
+	// A json headers column is read for its name alone unless no
+	// headers column is to be read.
+	if got := defaultBinding.DefaultHeaders(); got != "headers" {
+		t.Errorf("DefaultHeaders() = %q for a jsonb headers column left to its default name, want headers", got)
+	}
+	if got := mustBind(t, Columns{Headers: "headers"}, defaultTable).DefaultHeaders(); got != "" {
+		t.Errorf("DefaultHeaders() = %q for a headers column named, want none", got)
+	}
+	noHeaders := mustBind(t, Columns{NoHeaders: true}, defaultTable)
+	if got := noHeaders.DefaultHeaders() + noHeaders.UnreadHeaders(); got != "" {
+		t.Errorf("DefaultHeaders() + UnreadHeaders() = %q with NoHeaders, want none", got)
+	}
+	if _, err := (Columns{NoHeaders: true, Headers: "meta"}).Bind(defaultTable); err == nil {
+		t.Error("NoHeaders with a headers column named bound, want an error")
+	}
 	noOptional := mustBind(t, Columns{}, defaultTable[:5])
 
 	for _, tc := range []struct {
@@ -254,6 +269,7 @@ func TestRecord(t *testing.T) {
 		{"jsonb array headers", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, `[1]`, created), Record{}, "headers", "headers is not a JSON object"},
 		{"JSON null headers", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, `null`, created), Record{}, "headers", "headers is not a JSON object"},
 		{"string headers", varcharBinding, row(id, "Order", "42", "OrderCreated", payload, `"x"`, created), Record{}, "headers", "headers is not a JSON object"},
+		{"jsonb headers left out", noHeaders, row(id, "Order", "42", "OrderCreated", payload, `{"Content-Type":"text/plain"}`, created), base, "", ""},
 		{"varchar headers by default name", varcharDefault, row(id, "Order", "42", "OrderCreated", payload, `{"traceId":"x"}`, created), base, "", ""},
 		{"infinity", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, "<null>", "infinity"), Record{}, "created_at", "infinite timestamp infinity"},
 		{"-infinity", defaultBinding, row(id, "Order", "42", "OrderCreated", payload, "<null>", "-infinity"), Record{}, "created_at", "infinite timestamp -infinity"},

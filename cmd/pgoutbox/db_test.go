@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -699,6 +700,57 @@ func TestTransferEventsTextHeaders(t *testing.T) {
 				st.code, st.stdout = 1, append(st.stdout, "problem: 2 events are dead-lettered")
 			}
 			runSteps(t, dbURL, []step{st})
+		})
+	}
+}
+
+// A jsonb column named headers that holds a team's own metadata (HTTP
+// headers, nested objects), not CloudEvents extensions: read by default,
+// its rows go to the dead-letter topic with a reason that says how to
+// leave it out; --column-headers ” leaves it out, and they are published.
+func TestJSONHeadersOfOwnLeftOut(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "off"}[off], func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("jhdr%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `CREATE TABLE events (id bigserial PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
+  type text NOT NULL, payload jsonb NOT NULL, headers jsonb, created_at timestamptz NOT NULL DEFAULT now())`)
+			broker := kafkatest.New(t)
+			args := []string{"--table", "events", "--column-order", "id"}
+			if off {
+				args = append(args, "--column-headers", "")
+			}
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, args...)}})
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO events (aggregatetype, aggregateid, type, payload, headers) VALUES
+  ('%s', 'e-1', 'Sent', '{}', '{"Content-Type": "application/json", "X-Request-Id": "r-1"}'),
+  ('%[1]s', 'e-2', 'Sent', '{}', '{"http": {"status": 200}}')`, typ))
+			code, _, stderr := runCLI(t, 6*time.Second, append([]string{"run", "--mode", "poll", "--kafka-brokers", strings.Join(broker.Brokers, ","),
+				"--database-url", dbURL}, args...)...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			topic := "outbox.event." + typ
+			if off {
+				onceEach(t, broker.Brokers, topic, "e-1", "e-2")
+				for _, r := range kafkatest.Consume(t, broker.Brokers, []string{topic}, 2, 20*time.Second) {
+					if bytes.Contains(r.Value, []byte("r-1")) || bytes.Contains(r.Value, []byte("200")) {
+						t.Errorf("the headers column was read: %s", r.Value)
+					}
+				}
+			} else if n := topicRecords(t, broker.Brokers, topic); n != 0 {
+				t.Errorf("%d records on %s, want none: every row's headers are not extensions", n, topic)
+			}
+			var wantDLQ int64
+			if !off {
+				wantDLQ = 2
+			}
+			if n := topicRecords(t, broker.Brokers, "pgoutbox.dlq"); n != wantDLQ {
+				t.Errorf("%d dead letters, want %d\n%s", n, wantDLQ, stderr)
+			}
+			hinted := strings.Contains(stderr, `is read as CloudEvents extensions unless --column-headers '' is given`)
+			if hinted == off {
+				t.Errorf("the dead letters' reason says how to leave the column out: %v, want %v\n%s", hinted, !off, stderr)
+			}
 		})
 	}
 }

@@ -40,7 +40,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.AggregateID, "column-aggregate-id", d.AggregateID, "column holding the aggregate id, the Kafka key; Debezium table.field.event.key")
 	fs.StringVar(&cfg.Columns.Type, "column-type", d.Type, "column holding the event type (CloudEvents type; the Debezium formats need none)")
 	fs.StringVar(&cfg.Columns.Payload, "column-payload", d.Payload, "column holding the JSON payload; Debezium table.field.event.payload")
-	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions (by default headers, read only when it is json or jsonb)")
+	fs.StringVar(&cfg.Columns.Headers, "column-headers", d.Headers, "optional column holding a JSON object of CloudEvents extensions (by default headers, read only when it is json or jsonb; '' reads none)")
 	fs.StringVar(&cfg.Columns.Time, "column-time", d.Time, "optional column holding the event time (else the commit time); debezium-outbox: the Kafka timestamp, a timestamp column, none by default (Debezium table.field.event.timestamp)")
 	fs.StringVar(&cfg.Columns.SchemaVersion, "column-schema-version", "", "debezium-outbox: an integer column, the value schema's version (Debezium table.field.event.schema.version)")
 	fs.StringVar(&cfg.Columns.Trace, "column-trace", schema.DefaultTraceColumn, "optional column holding the writer's trace context, a W3C traceparent or Properties text with traceparent=... (Debezium tracing.span.context.field); sent as traceparent and tracestate headers")
@@ -153,6 +153,9 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	ownPublished(fs, &cfg.Poll)
+	// Given empty, no headers column is read, not even one of the default
+	// name: a team's own headers column may hold something else.
+	cfg.Columns.NoHeaders = given["column-headers"] && cfg.Columns.Headers == ""
 	topicSet := given["topic"]
 	format := cfg.Encoder.Format
 	if format == schema.Debezium || format == schema.DebeziumOutbox {
