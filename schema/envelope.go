@@ -174,19 +174,19 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 	fields := [...]string{fID: r.ID, fAggregateType: r.AggregateType, fAggregateID: r.AggregateID, fType: r.Type}
 	for f, s := range fields {
 		if s == "" {
-			return Message{}, &RowError{Column: fieldNames[f], Reason: "empty " + fieldLabels[f]}
+			return Message{}, &RowError{Column: r.columnName(f), Reason: "empty " + fieldLabels[f]}
 		}
 	}
 	// The SDKs trim white space before checking that id and type are
 	// non-empty (sdk-go does): a blank one would be rejected downstream.
 	for _, f := range [...]int{fID, fType} {
 		if strings.TrimSpace(fields[f]) == "" {
-			return Message{}, &RowError{Column: fieldNames[f], Reason: "blank " + fieldLabels[f] + " (only white space)"}
+			return Message{}, &RowError{Column: r.columnName(f), Reason: "blank " + fieldLabels[f] + " (only white space)"}
 		}
 	}
 	sec := r.Time.Unix()
 	if sec < minRFC3339Unix || sec > maxRFC3339Unix {
-		return Message{}, &RowError{Column: fieldNames[fTime], Reason: "time " + r.Time.UTC().String() + " is out of range for RFC 3339 (years 0001-9999)"}
+		return Message{}, &RowError{Column: r.columnName(fTime), Reason: "time " + r.Time.UTC().String() + " is out of range for RFC 3339 (years 0001-9999)"}
 	}
 	var (
 		extBuf [4]extension
@@ -195,7 +195,7 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 	if r.Headers != nil {
 		var reason string
 		if exts, reason = parseExtensions(exts, r.Headers); reason != "" {
-			return Message{}, &RowError{Column: fieldNames[fHeaders], Reason: reason}
+			return Message{}, &RowError{Column: r.columnName(fHeaders), Reason: reason}
 		}
 	}
 	var err error
@@ -206,7 +206,7 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 	if e.format == CloudEventsBinary {
 		for f, s := range fields {
 			if reason := ceStringReason(s); reason != "" {
-				return Message{}, fieldError(f, reason)
+				return Message{}, r.fieldError(f, reason)
 			}
 		}
 		msg = e.encodeBinary(r, exts)
@@ -263,8 +263,9 @@ func additionalHeaders(msg Message, r *Record) Message {
 	return msg
 }
 
-func fieldError(f int, reason string) error {
-	return &RowError{Column: fieldNames[f], Reason: fieldLabels[f] + ": " + reason}
+// fieldError is a RowError of field f, named by the table's column.
+func (r *Record) fieldError(f int, reason string) error {
+	return &RowError{Column: r.columnName(f), Reason: fieldLabels[f] + ": " + reason}
 }
 
 // encodeStructured writes the JSON event format. It checks the four text
@@ -285,21 +286,21 @@ func (e *Encoder) encodeStructured(r *Record, exts []extension) (Message, error)
 	var reason string
 	buf = append(buf, `{"specversion":"1.0","id":`...)
 	if buf, reason = appendCEString(buf, r.ID); reason != "" {
-		return Message{}, fieldError(fID, reason)
+		return Message{}, r.fieldError(fID, reason)
 	}
 	buf = append(buf, e.sourceAndType...)
 	if buf, reason = appendCEString(buf, r.Type); reason != "" {
-		return Message{}, fieldError(fType, reason)
+		return Message{}, r.fieldError(fType, reason)
 	}
 	buf = append(buf, `,"time":"`...)
 	buf = appendTime(buf, r.Time)
 	buf = append(buf, `","datacontenttype":"application/json","partitionkey":`...)
 	if buf, reason = appendCEString(buf, r.AggregateID); reason != "" {
-		return Message{}, fieldError(fAggregateID, reason)
+		return Message{}, r.fieldError(fAggregateID, reason)
 	}
 	buf = append(buf, `,"aggregatetype":`...)
 	if buf, reason = appendCEString(buf, r.AggregateType); reason != "" {
-		return Message{}, fieldError(fAggregateType, reason)
+		return Message{}, r.fieldError(fAggregateType, reason)
 	}
 	for i := range exts {
 		x := &exts[i]

@@ -161,6 +161,18 @@ func TestBindRecordCustomTable(t *testing.T) {
 	if !errors.As(err, &re) || re.Column != "aggregate_id" || re.Error() != "column aggregate_id: empty aggregate id" {
 		t.Fatalf("err = %v, want column aggregate_id: empty aggregate id", err)
 	}
+
+	// So does a value the CloudEvents encoding refuses.
+	rec, err = b.Record([][]byte{nil, nil, []byte("{}"), []byte(" "), []byte("tx-9"), []byte("Transfer"), []byte("1")}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []Format{CloudEvents, CloudEventsBinary} {
+		_, err = mustEncoder(t, format, testSource).Encode(&rec)
+		if !errors.As(err, &re) || re.Error() != "column event_type: blank type (only white space)" {
+			t.Fatalf("%s: err = %v, want column event_type: blank type (only white space)", format, err)
+		}
+	}
 }
 
 func assertRecord(t *testing.T, got, want Record) {
