@@ -99,6 +99,8 @@ func TestCommandLine(t *testing.T) {
 		{"version", []string{"version"}, 0, []string{"pgoutbox "}, nil, false},
 		{"help", []string{"help"}, 0, []string{"Usage:"}, nil, false},
 		{"--help", []string{"--help"}, 0, []string{"Usage:"}, nil, false},
+		{"help run", []string{"help", "run"}, 0, []string{"-database-url", "-kafka-brokers"}, nil, false},
+		{"help with an unknown command", []string{"help", "nope"}, 2, nil, []string{`unknown command "nope"`}, false},
 		{"run -h", []string{"run", "-h"}, 0, []string{"-database-url", "-kafka-brokers"}, nil, false},
 		{"run --help after flags", runArgs("--help"), 0, []string{"-kafka-brokers"}, nil, false},
 		{"migrate --help", []string{"migrate", "--help"}, 0, []string{"-database-url"}, nil, false},

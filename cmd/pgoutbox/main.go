@@ -113,6 +113,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version", "--version":
 		fmt.Fprintln(stdout, "pgoutbox", version)
 	case "help", "-h", "--help":
+		if cmd == "help" && len(rest) == 1 && rest[0] != "help" && rest[0] != "-h" && rest[0] != "--help" {
+			// help COMMAND is COMMAND -h, as in git and go.
+			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 	default:
 		fmt.Fprintf(stderr, "pgoutbox: unknown command %q\n\n%s", cmd, usage)
