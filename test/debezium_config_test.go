@@ -138,8 +138,12 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.runProcess(t, "--config", path)
+	p := e.runProcess(t, "--config", path)
 	e.awaitSlotActive(t, "outbox_slot")
+	// The start names the routing in force, not the unused template.
+	if out := p.out.String(); !strings.Contains(out, `"topic":"${routedByValue}.events"`) {
+		t.Errorf("the start does not name the route.topic.replacement in force:\n%s", out)
+	}
 	ids := e.insert(row{"order", "order-1", "OrderCreated", `{"id": 1, "lines": [{"sku": "a", "qty": 2, "price": 9.5}], "note": null}`})
 
 	r := kafkatest.Consume(t, e.brokers, []string{"order.events"}, 1, 20*time.Second)[0]

@@ -219,7 +219,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", cfg.Router.Topic, "format", format)
+	topic := cfg.Router.Topic
+	if cfg.Router.RouteReplacement != "" {
+		// Debezium's route.topic.replacement routes instead of the template.
+		topic = cfg.Router.RouteReplacement
+		if cfg.Router.RouteRegex != "" {
+			topic += " (regex " + cfg.Router.RouteRegex + ")"
+		}
+	}
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {
