@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/freeport"
 )
 
 // BinDirEnv names the environment variable that chooses the PostgreSQL
@@ -269,15 +270,13 @@ func (c *Cluster) startOnFreePort(ctx context.Context) error {
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// outside the range the kernel gives outgoing connections, so that a
+// restart on it finds it free (package freeport).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Port()
 	if err != nil {
-		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		return 0, fmt.Errorf("pgcluster: finding a free port: %w", err)
+		return 0, fmt.Errorf("pgcluster: %w", err)
 	}
 	return port, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
@@ -717,7 +718,9 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		// Outside the kernel's range for outgoing connections: a broker
+		// restarted on its address finds the port free.
+		ln, err := freeport.Listen()
 		if err != nil {
 			return nil, err
 		}

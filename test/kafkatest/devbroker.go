@@ -2,10 +2,13 @@ package kafkatest
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
@@ -67,10 +70,20 @@ func (d *Devbroker) Start() {
 	}
 	args = append(args, d.extra...)
 	// Something else may take the port in the moment it is free; that is
-	// rare, so a short retry is enough. The first start picks the port
-	// (d.addr is "") and the broker names it in its ready line.
+	// rare, so a short retry is enough. The first start picks a port
+	// outside the range the kernel gives outgoing connections (package
+	// freeport), a new one at each try, so that no client's connection
+	// holds it when the broker is started again.
+	first := d.addr == ""
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
+		if first {
+			port, perr := freeport.Port()
+			if perr != nil {
+				d.t.Fatalf("kafkatest: %v", perr)
+			}
+			d.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		}
 		var p *proc.Devbroker
 		p, err = proc.StartDevbroker(context.Background(), d.bin, d.addr, args...)
 		if err == nil {
