@@ -222,10 +222,15 @@ func TestFlagErrors(t *testing.T) {
 		env    map[string]string
 		config string
 		want   []string // in the error; "FILE" stands for the config path
+		not    string   // not in the error
 	}{
 		{name: "unknown key", config: "slot = a\n# note\nno-such-flag = 1\n", want: []string{"FILE:3:", `"no-such-flag"`}},
 		{name: "bad value in file", config: "\ncreate-slot = maybe\n", want: []string{"FILE:2:", "create-slot"}},
 		{name: "line without =", config: "slot\n", want: []string{"FILE:1:"}},
+		{name: "a YAML line", config: "kafka-brokers: k:9092\n", want: []string{"FILE:1:", "expected flag = value, not kafka-brokers: value"}},
+		{name: "a YAML line holding a secret", config: "database-url: postgres://u:hunter2@db/shop\n", want: []string{"not database-url: value"}, not: "hunter2"},
+		{name: "an environment variable's name", config: "PGOUTBOX_KAFKA_BROKERS = k:9092\n", want: []string{`"PGOUTBOX_KAFKA_BROKERS": write it kafka-brokers`}},
+		{name: "underscores", config: "kafka_brokers = k:9092\n", want: []string{`"kafka_brokers": write it kafka-brokers`}},
 		{name: "bad value in env", env: map[string]string{"PGOUTBOX_CREATE_SLOT": "maybe"}, want: []string{"PGOUTBOX_CREATE_SLOT"}},
 		{name: "missing file", config: "-", want: []string{"config"}},
 	}
@@ -252,6 +257,9 @@ func TestFlagErrors(t *testing.T) {
 			}
 			for _, w := range tt.want {
 				contains(t, "error", err.Error(), strings.ReplaceAll(w, "FILE", path))
+			}
+			if tt.not != "" && strings.Contains(err.Error(), tt.not) {
+				t.Errorf("the error shows %q: %v", tt.not, err)
 			}
 		})
 	}

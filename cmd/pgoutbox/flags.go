@@ -67,7 +67,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 			if anyCommandHas(kv.key) {
 				continue
 			}
-			return fmt.Errorf("%s:%d: unknown setting %q", cfg.Value.String(), kv.line, kv.key)
+			err := fmt.Errorf("%s:%d: unknown setting %q", cfg.Value.String(), kv.line, kv.key)
+			if name := settingName(kv.key); name != kv.key && (fs.Lookup(name) != nil || anyCommandHas(name)) {
+				err = fmt.Errorf("%w: write it %s, the flag's name without its dashes", err, name)
+			}
+			return err
 		}
 		if set[kv.key] {
 			continue
@@ -81,6 +85,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 
 // envName maps a flag name to its environment variable: kafka-brokers ->
 // PGOUTBOX_KAFKA_BROKERS.
+// settingName is key as a flag's name, where key was written as its
+// environment variable (PGOUTBOX_KAFKA_BROKERS), with underscores, capitals
+// or the command line's dashes.
+func settingName(key string) string {
+	key = strings.TrimLeft(key, "-")
+	if upper := strings.ToUpper(key); strings.HasPrefix(upper, "PGOUTBOX_") {
+		key = key[len("PGOUTBOX_"):]
+	}
+	return strings.ToLower(strings.ReplaceAll(key, "_", "-"))
+}
+
 func envName(flagName string) string {
 	return "PGOUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
@@ -106,6 +121,10 @@ func readConfigFile(path string) ([]setting, error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
+			if k, _, yaml := strings.Cut(line, ":"); yaml && anyCommandHas(settingName(strings.TrimSpace(k))) {
+				// The line itself is not shown: its value may be a secret.
+				return nil, fmt.Errorf("%s:%d: expected flag = value, not %s: value", path, n, k)
+			}
 			return nil, fmt.Errorf("%s:%d: expected flag = value", path, n)
 		}
 		k = strings.TrimPrefix(strings.TrimSpace(k), "--")
