@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -56,4 +58,34 @@ func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	default:
 		return fmt.Errorf("the outbox table %s cannot be relayed with this mapping: %w", t, err)
 	}
+}
+
+// zone is the server's TimeZone setting as a location.
+type zone struct {
+	name    string
+	loc     *time.Location
+	loadErr error // the name is not one Go can load; loc is its offset now
+}
+
+// serverZone reads the TimeZone of the session (the server's, or the
+// database's or role's where set), the zone in which DEFAULT now() writes
+// a timestamp without time zone and PostgreSQL casts one to timestamptz.
+func serverZone(ctx context.Context, conn *pgx.Conn) (zone, error) {
+	var (
+		z      zone
+		offset float64
+	)
+	if err := conn.QueryRow(ctx, "SELECT current_setting('TimeZone'), EXTRACT(TIMEZONE FROM now())").Scan(&z.name, &offset); err != nil {
+		return zone{}, fmt.Errorf("read the server's TimeZone: %w", err)
+	}
+	switch strings.TrimPrefix(strings.ToUpper(z.name), "ETC/") {
+	case "UTC", "UCT", "GMT", "ZULU", "UNIVERSAL", "GREENWICH":
+		z.loc = time.UTC // the timestamps are read as they are
+		return z, nil
+	}
+	if z.loc, z.loadErr = time.LoadLocation(z.name); z.loadErr != nil {
+		// A POSIX zone ("<+05>-05", "EST5EDT,M3.2.0,M11.1.0") Go cannot read.
+		z.loc = time.FixedZone(z.name, int(offset))
+	}
+	return z, nil
 }

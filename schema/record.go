@@ -61,6 +61,12 @@ type Columns struct {
 	// name (a column of the table's own that holds something else).
 	NoHeaders bool
 
+	// Zone is the zone a time column of type timestamp (without time zone)
+	// is read in: the server's TimeZone, in which DEFAULT now() wrote it
+	// and in which PostgreSQL casts it to timestamptz. nil is UTC. Under
+	// PassThrough it is not used: Debezium reads such a column as UTC.
+	Zone *time.Location
+
 	// Trace is the column carrying the writer's trace context: a W3C
 	// traceparent, or java.util.Properties text holding traceparent (and
 	// tracestate) as Debezium's tracing.span.context.field reads it.
@@ -227,6 +233,9 @@ type Binding struct {
 	envelope bool
 	versionI int // the schema version column's index, -1 for none
 	traceI   int // the trace context column's index, -1 for none
+	// zone is Columns.Zone where the time column is a timestamp without
+	// time zone; nil otherwise.
+	zone *time.Location
 	// unreadHeaders is a column of the default headers name left unread
 	// because it is not JSON typed; defaultHeaders one read because of
 	// its name alone; "" for none.
@@ -334,6 +343,9 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	}
 	if headersDefaulted && b.idx[fHeaders] >= 0 {
 		b.defaultHeaders = names[fHeaders]
+	}
+	if !c.PassThrough && b.idx[fTime] >= 0 && b.oid[fTime] == oidTimestamp && c.Zone != nil && c.Zone != time.UTC {
+		b.zone = c.Zone
 	}
 	return b, nil
 }
@@ -509,6 +521,10 @@ func (b *Binding) Record(values [][]byte, commitTime time.Time) (Record, error) 
 		t, reason = parseTimestamp(values[i])
 		if reason != "" {
 			return Record{}, &RowError{Column: b.name[fTime], Reason: reason}
+		}
+		if b.zone != nil {
+			// The wall time parsed as UTC, read in the server's zone.
+			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), b.zone).UTC()
 		}
 	}
 

@@ -486,3 +486,50 @@ func TestBindAny(t *testing.T) {
 		t.Errorf("Record of a partial binding: %v", err)
 	}
 }
+
+// A timestamp without time zone is wall time in Columns.Zone (the
+// server's TimeZone, in which DEFAULT now() wrote it); a timestamptz, a
+// table without Zone, and the Debezium rules (which read it as UTC, as
+// Debezium does) are unchanged.
+func TestBindTimestampZone(t *testing.T) {
+	seoul, err := time.LoadLocation("Asia/Seoul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newYork, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := append([]Column{}, defaultTable...)
+	plain[6].TypeOID = oidTimestamp
+	values := func(created string) [][]byte {
+		return row("0b7e4c1e-6c3f-4a53-9f0e-2b8c2f1d9a10", "Order", "42", "OrderCreated", `{}`, "", created)
+	}
+	for _, tc := range []struct {
+		name    string
+		cols    Columns
+		table   []Column
+		created string
+		want    time.Time
+	}{
+		{"timestamp, no zone", Columns{}, plain, "2026-11-21 18:37:59.5", time.Date(2026, 11, 21, 18, 37, 59, 5e8, time.UTC)},
+		{"timestamp in Seoul", Columns{Zone: seoul}, plain, "2026-11-21 18:37:59.5", time.Date(2026, 11, 21, 9, 37, 59, 5e8, time.UTC)},
+		{"timestamp in New York, summer", Columns{Zone: newYork}, plain, "2026-07-01 12:00:00", time.Date(2026, 7, 1, 16, 0, 0, 0, time.UTC)},
+		{"timestamp in New York, winter", Columns{Zone: newYork}, plain, "2026-12-01 12:00:00", time.Date(2026, 12, 1, 17, 0, 0, 0, time.UTC)},
+		{"timestamptz in Seoul", Columns{Zone: seoul}, defaultTable, "2026-11-21 18:37:59.5+00", time.Date(2026, 11, 21, 18, 37, 59, 5e8, time.UTC)},
+		{"timestamp in Seoul under Debezium's rules", Columns{Zone: seoul, PassThrough: true, Time: "created_at"}, plain, "2026-11-21 18:37:59.5", time.Date(2026, 11, 21, 18, 37, 59, 5e8, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mustBind(t, tc.cols, tc.table)
+			v := values(tc.created)
+			v[5] = nil // no headers
+			rec, err := b.Record(v, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.Time.Equal(tc.want) {
+				t.Errorf("Time = %s, want %s", rec.Time.UTC(), tc.want)
+			}
+		})
+	}
+}

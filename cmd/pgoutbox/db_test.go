@@ -755,6 +755,52 @@ func TestJSONHeadersOfOwnLeftOut(t *testing.T) {
 	}
 }
 
+// Seed 004's created_at is a timestamp without time zone, DEFAULT NOW(),
+// on a server whose TimeZone is Asia/Seoul: the wall time it holds is
+// Seoul's, and the CloudEvent's time is the instant the row was written,
+// whether the WAL or polling publishes it (before: nine hours ahead).
+func TestTimestampWithoutZoneInServerZone(t *testing.T) {
+	for _, mode := range []string{"wal", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("seoul%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone = %L', current_database(), 'Asia/Seoul'); END $$`)
+			exec(t, dbURL, `CREATE TABLE transfer_events (event_id bigserial PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL,
+  status varchar(20) NOT NULL DEFAULT 'PENDING', created_at timestamp NOT NULL DEFAULT NOW(), published_at timestamp)`)
+			broker := kafkatest.New(t)
+			args := []string{"--table", "transfer_events", "--column-id", "event_id", "--column-aggregate-type", "aggregate_type",
+				"--column-aggregate-id", "aggregate_id", "--column-type", "event_type", "--column-order", "event_id",
+				"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED", "--column-processed-at", "published_at"}
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, args...)}})
+			slot := []string{"--slot", "s" + typ, "--publication", "p" + typ}
+			if mode == "wal" {
+				runSteps(t, dbURL, []step{{args: append(append([]string{"slot", "create"}, args...), slot...)}})
+			}
+			before := time.Now()
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO transfer_events (aggregate_type, aggregate_id, event_type, payload) VALUES ('%s', 't-1', 'TransferCompleted', '{"amount": 1}')`, typ))
+			after := time.Now()
+			var wall string
+			scalar(t, dbURL, &wall, `SELECT created_at::text FROM transfer_events`)
+			code, _, stderr := runCLI(t, 6*time.Second, append(append([]string{"run", "--mode", mode, "--kafka-brokers", strings.Join(broker.Brokers, ","),
+				"--database-url", dbURL}, args...), slot...)...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			r := kafkatest.Consume(t, broker.Brokers, []string{"outbox.event." + typ}, 1, 20*time.Second)[0]
+			var ev struct {
+				Time time.Time `json:"time"`
+			}
+			if err := json.Unmarshal(r.Value, &ev); err != nil {
+				t.Fatalf("%v: %s", err, r.Value)
+			}
+			if ev.Time.Before(before.Add(-time.Second)) || ev.Time.After(after.Add(time.Second)) {
+				t.Errorf("time %s for a row written between %s and %s (created_at %s in Seoul)", ev.Time.UTC(), before.UTC(), after.UTC(), wall)
+			}
+		})
+	}
+}
+
 // A team's poller that marked rows only with a processed_at of its own
 // (null while pending), taken over with --column-published: its pending
 // rows from before pgoutbox are published once and marked, its processed

@@ -20,6 +20,9 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	// The server's TimeZone is read where the system has no zone files
+	// (a scratch image): a timestamp without time zone is wall time in it.
+	_ "time/tzdata"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; a
