@@ -70,7 +70,11 @@ func Migrate(ctx context.Context, conn *pgx.Conn, opts Options) (int32, error) {
 	if opts.StateOnly {
 		return v, nil
 	}
-	if _, err := EnsureOutbox(ctx, conn, opts.Schema, opts.Table, !opts.SkipPollingColumns); err != nil {
+	var x *PollIndex
+	if !opts.SkipPollingColumns {
+		x = &PollIndex{}
+	}
+	if _, err := EnsureOutbox(ctx, conn, opts.Schema, opts.Table, x); err != nil {
 		return v, err
 	}
 	return v, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,42 @@ type OutboxResult struct {
 	Defaults []string
 }
 
+// PollIndex is the partial index polling reads a table through: on the
+// column it orders by, over the rows it has yet to read, so that a poll,
+// and the marking of what the WAL published, reads those rows and not the
+// table's history. The zero value is pgoutbox's own mapping: seq, and
+// published_at unset. Order and Where are SQL, identifiers quoted
+// (poll.Config.Index).
+type PollIndex struct {
+	Order, Where string
+}
+
+func (x PollIndex) orDefault() PollIndex {
+	if x == (PollIndex{}) {
+		return PollIndex{Order: "seq", Where: "published_at IS NULL AND seq IS NOT NULL"}
+	}
+	return x
+}
+
+// definition is the index's column and predicate, after ON table.
+func (x PollIndex) definition() string {
+	x = x.orDefault()
+	return " (" + x.Order + ") WHERE " + x.Where
+}
+
+// suffix ends the index's name: _unpublished for pgoutbox's own mapping,
+// and for another one a hash of its definition too, so that a mapping
+// changed later (other pending values) gets an index of its own instead of
+// keeping one it cannot read through.
+func (x PollIndex) suffix() string {
+	if x == (PollIndex{}) {
+		return "_unpublished"
+	}
+	h := fnv.New32a()
+	h.Write([]byte(x.definition()))
+	return fmt.Sprintf("_unpublished_%08x", h.Sum32())
+}
+
 // OutboxColumns are the columns of the outbox table EnsureOutbox creates,
 // in order, with their type OIDs: what a mapping is checked against before
 // the table exists.
@@ -62,10 +99,10 @@ func OutboxColumns() []schema.Column {
 // defaults apply to new rows only (seq from a sequence of its own, txid
 // from pg_current_xact_id(), published_at), each added under a lock held
 // for milliseconds, and the partial index over unpublished rows is built
-// concurrently. Rows that were in the table before have no seq and no
-// txid: polling never publishes them, so a takeover does not send a
-// team's history again. Idempotent.
-func EnsureOutbox(ctx context.Context, conn *pgx.Conn, schema, table string, polling bool) (OutboxResult, error) {
+// concurrently (polling's, x: nil adds no polling columns). Rows that were
+// in the table before have no seq and no txid: polling never publishes
+// them, so a takeover does not send a team's history again. Idempotent.
+func EnsureOutbox(ctx context.Context, conn *pgx.Conn, schema, table string, x *PollIndex) (OutboxResult, error) {
 	var res OutboxResult
 	t := pgx.Identifier{schema, table}.Sanitize()
 	index := sanitizeIndexPrefix(table) + "_unpublished"
@@ -98,7 +135,7 @@ CREATE INDEX IF NOT EXISTS `+index+` ON `+t+` (seq) WHERE published_at IS NULL`)
 		// Another migration created it at the same time (IF NOT
 		// EXISTS does not keep two from colliding): go on with it.
 	}
-	if !polling {
+	if x == nil {
 		return res, nil
 	}
 	var err error
@@ -108,7 +145,7 @@ CREATE INDEX IF NOT EXISTS `+index+` ON `+t+` (seq) WHERE published_at IS NULL`)
 	if res.Defaults, err = childDefaults(ctx, conn, t); err != nil {
 		return res, err
 	}
-	if res.IndexBuilt, err = ensureUnpublishedIndex(ctx, conn, schema, index, t); err != nil {
+	if res.IndexBuilt, err = ensureUnpublishedIndex(ctx, conn, schema, sanitizeIndexPrefix(table)+x.suffix(), t, *x); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -161,7 +198,7 @@ func AddPollingColumns(ctx context.Context, conn *pgx.Conn, schema, table string
 	if _, err := addPollingColumns(ctx, conn, schema, table); err != nil {
 		return err
 	}
-	_, err := ensureUnpublishedIndex(ctx, conn, schema, sanitizeIndexPrefix(table)+"_unpublished", t)
+	_, err := ensureUnpublishedIndex(ctx, conn, schema, sanitizeIndexPrefix(table)+"_unpublished", t, PollIndex{})
 	return err
 }
 
@@ -286,21 +323,19 @@ WHERE c.oid = to_regclass($1) AND a.privilege_type = 'INSERT'`, t)
 // unpublishedIndex is the definition of the partial index polling reads
 // through. Rows from before the polling columns have no seq; they are never
 // polled, and the index leaves them out.
-const unpublishedIndex = " (seq) WHERE published_at IS NULL AND seq IS NOT NULL"
-
 // ensureUnpublishedIndex builds the partial index polling reads through,
 // concurrently, so inserts go on while it is built. A build that failed
 // earlier leaves an invalid index behind; it is dropped and built again. On
 // a partitioned table, which cannot be indexed concurrently, it builds the
 // index the way PostgreSQL allows without a long lock (see
 // partitionedIndex).
-func ensureUnpublishedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string) (bool, error) {
+func ensureUnpublishedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string, x PollIndex) (bool, error) {
 	var kind string
 	if err := conn.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", t).Scan(&kind); err != nil {
 		return false, fmt.Errorf("look up %s: %w", t, err)
 	}
 	if kind == "p" {
-		return partitionedIndex(ctx, conn, schema, index, t)
+		return partitionedIndex(ctx, conn, schema, index, t, x)
 	}
 	var valid *bool
 	err := conn.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -317,7 +352,7 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname
 			return false, fmt.Errorf("drop invalid index %s: %w", index, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY IF NOT EXISTS "+pgx.Identifier{index}.Sanitize()+" ON "+t+unpublishedIndex); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE INDEX CONCURRENTLY IF NOT EXISTS "+pgx.Identifier{index}.Sanitize()+" ON "+t+x.definition()); err != nil {
 		return false, fmt.Errorf("build index %s on %s: %w", index, t, err)
 	}
 	return true, nil
@@ -332,7 +367,7 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname
 // run cut short leaves t's index invalid, with some partitions attached:
 // the next run builds and attaches the rest. Partitions created later
 // (CREATE TABLE ... PARTITION OF) get the index from PostgreSQL.
-func partitionedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string) (bool, error) {
+func partitionedIndex(ctx context.Context, conn *pgx.Conn, schema, index, t string, x PollIndex) (bool, error) {
 	var (
 		oid   uint32
 		valid bool
@@ -343,7 +378,7 @@ JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = $1 AND c.relname = $2`
 	case err == nil && valid:
 		return false, nil
 	case errors.Is(err, pgx.ErrNoRows):
-		if err := briefly(ctx, conn, t, []string{"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{index}.Sanitize() + " ON ONLY " + t + unpublishedIndex}); err != nil {
+		if err := briefly(ctx, conn, t, []string{"CREATE INDEX IF NOT EXISTS " + pgx.Identifier{index}.Sanitize() + " ON ONLY " + t + x.definition()}); err != nil {
 			return false, fmt.Errorf("build index %s on %s: %w", index, t, err)
 		}
 	case err != nil:
@@ -374,14 +409,14 @@ ORDER BY c.oid`, t, qualified)
 	}
 	for _, p := range parts {
 		pt := pgx.Identifier{p.schema, p.name}.Sanitize()
-		name, err := partitionIndexName(ctx, conn, p.schema, p.name, p.oid)
+		name, err := partitionIndexName(ctx, conn, p.schema, p.name, p.oid, x.suffix())
 		if err != nil {
 			return false, err
 		}
 		if p.kind == "p" {
-			_, err = partitionedIndex(ctx, conn, p.schema, name, pt)
+			_, err = partitionedIndex(ctx, conn, p.schema, name, pt, x)
 		} else {
-			_, err = ensureUnpublishedIndex(ctx, conn, p.schema, name, pt)
+			_, err = ensureUnpublishedIndex(ctx, conn, p.schema, name, pt, x)
 		}
 		if err != nil {
 			return false, err
@@ -396,8 +431,8 @@ ORDER BY c.oid`, t, qualified)
 // partitionIndexName names a partition's index over unpublished rows after
 // the partition, or after its OID too where that name is another
 // relation's (a long name cut short, or a name taken).
-func partitionIndexName(ctx context.Context, conn *pgx.Conn, schema, table string, oid uint32) (string, error) {
-	name := sanitizeIndexPrefix(table) + "_unpublished"
+func partitionIndexName(ctx context.Context, conn *pgx.Conn, schema, table string, oid uint32, suffix string) (string, error) {
+	name := sanitizeIndexPrefix(table) + suffix
 	var other bool
 	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relname = $2 AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = c.oid AND i.indrelid = $3))`,
@@ -406,7 +441,7 @@ WHERE n.nspname = $1 AND c.relname = $2 AND NOT EXISTS (SELECT 1 FROM pg_index i
 		return "", fmt.Errorf("name the index of %s: %w", table, err)
 	}
 	if other {
-		name = fmt.Sprintf("%s_%d_unpublished", sanitizeIndexPrefix(table)[:min(len(table), 30)], oid)
+		name = fmt.Sprintf("%s_%d%s", sanitizeIndexPrefix(table)[:min(len(table), 30)], oid, suffix)
 	}
 	return name, nil
 }

@@ -123,6 +123,24 @@ func (c Config) pending() string {
 	return "(" + c.isPending() + ")"
 }
 
+// Index is the partial index a poll and the marking of what the WAL
+// published read through: on the order column, over the rows pending
+// reads (a status column's pending values, or the published mark unset),
+// whose conditions every such query carries word for word, so that the
+// planner proves the index serves it. ok is false for pgoutbox's own
+// mapping (seq, published_at), whose index migrate always builds.
+func (c Config) Index() (order, where string, ok bool) {
+	c.Defaults()
+	if !c.OwnMark() && c.Order == outbox.SeqColumn {
+		return "", "", false
+	}
+	order = pgx.Identifier{c.Order}.Sanitize()
+	if c.OwnMark() {
+		return order, c.pending(), true
+	}
+	return order, pgx.Identifier{c.Published}.Sanitize() + " IS NULL AND " + order + " IS NOT NULL", true
+}
+
 // isPending is the SQL condition of a status column holding a pending
 // value.
 func (c Config) isPending() string {

@@ -801,6 +801,68 @@ func TestTimestampWithoutZoneInServerZone(t *testing.T) {
 	}
 }
 
+// A team's table holds its history: rows its poller sent long ago. Mapped
+// with its own status column, or ordered by its own id, polling reads the
+// few pending rows through an index migrate builds for that mapping, not
+// by reading the whole table at every poll (before: a sequential scan of
+// every row twice a second, the index migrate built being over seq and
+// pgoutbox's published_at, which such a mapping never reads).
+func TestPollingReadsThroughTheMappingsIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name, table string
+		mapping     []string
+	}{
+		{"status", `CREATE TABLE transfer_events (event_id bigserial PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL,
+  status varchar(20) NOT NULL DEFAULT 'PENDING', published_at timestamp)`, []string{"--column-status", "status",
+			"--status-pending", "PENDING,FAILED", "--status-published", "PUBLISHED", "--column-processed-at", "published_at"}},
+		{"own order", `CREATE TABLE transfer_events (event_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL)`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dbURL := pgcluster.NewDatabase(t)
+			typ := fmt.Sprintf("idx%d", time.Now().UnixNano()%1e6)
+			exec(t, dbURL, tc.table)
+			args := append([]string{"--table", "transfer_events", "--column-id", "event_id", "--column-aggregate-type", "aggregate_type",
+				"--column-aggregate-id", "aggregate_id", "--column-type", "event_type", "--column-order", "event_id"}, tc.mapping...)
+			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, args...)}})
+			// The history, sent and marked by the team's poller (by its
+			// status, or by published_at, which migrate added).
+			mark := "published_at"
+			if tc.mapping != nil {
+				mark = "status"
+			}
+			exec(t, dbURL, fmt.Sprintf(`INSERT INTO transfer_events (aggregate_type, aggregate_id, event_type, payload, %s)
+  SELECT '%s', 't-' || (g %% 50), 'TransferCompleted', '{}', %s FROM generate_series(1, 100000) g`,
+				mark, typ, map[string]string{"status": "'PUBLISHED'", "published_at": "now()"}[mark]),
+				fmt.Sprintf(`INSERT INTO transfer_events (aggregate_type, aggregate_id, event_type, payload)
+  SELECT '%s', 'p-' || g, 'TransferCompleted', '{}' FROM generate_series(1, 3) g`, typ),
+				`ANALYZE transfer_events`)
+			scans := func() int64 {
+				var n int64
+				scalar(t, dbURL, &n, `SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'transfer_events'`)
+				return n
+			}
+			before := scans()
+			broker := kafkatest.New(t)
+			code, _, stderr := runCLI(t, 6*time.Second, append([]string{"run", "--mode", "poll", "--poll-interval", "100ms",
+				"--kafka-brokers", strings.Join(broker.Brokers, ","), "--database-url", dbURL}, args...)...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			onceEach(t, broker.Brokers, "outbox.event."+typ, "p-1", "p-2", "p-3")
+			// About 50 polls in those seconds, each a scan of the table
+			// without the index; a start's own checks read it a few times.
+			time.Sleep(600 * time.Millisecond) // the statistics collector's delay
+			n := scans() - before
+			if n > 6 {
+				t.Errorf("%d sequential scans of the table in one run polling every 100 ms", n)
+			}
+			t.Logf("%d sequential scans of the table", n)
+		})
+	}
+}
+
 // A team's poller that marked rows only with a processed_at of its own
 // (null while pending), taken over with --column-published: its pending
 // rows from before pgoutbox are published once and marked, its processed

@@ -53,7 +53,13 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
 	for _, name := range tables {
 		table, _ := outbox.ParseTable(name)
-		res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, true)
+		pc := mc.cfg.Poll
+		pc.Table = name
+		var x migrations.PollIndex
+		if order, where, ok := pc.Index(); ok {
+			x = migrations.PollIndex{Order: order, Where: where}
+		}
+		res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, &x)
 		if err != nil {
 			return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 		}
