@@ -449,6 +449,34 @@ func floorArgs(f outbox.Floor) [][]byte {
 	return p
 }
 
+// ScanRows is the size from which ScansWholeTable counts a poll that
+// reads the whole table as a cost: below it, a sequential scan is the
+// planner's cheaper choice.
+const ScanRows = 50_000
+
+// ScansWholeTable tells whether a poll reads the whole table (the plan
+// the server makes for it has a sequential scan) and the table holds
+// ScanRows rows or more by its statistics: it has no index fit for the
+// mapping (migrations.PollIndex, built by migrate given run's mapping).
+func (p *Poller) ScansWholeTable(ctx context.Context, floor outbox.Floor) (rows int64, scans bool, err error) {
+	err = p.conn.QueryRow(ctx, `SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint FROM pg_class c
+WHERE c.oid = to_regclass($1) OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($1))`, p.table.Quoted()).Scan(&rows)
+	if err != nil {
+		return 0, false, fmt.Errorf("read the size of %s: %w", p.table, err)
+	}
+	if rows < ScanRows {
+		return rows, false, nil
+	}
+	res := p.conn.PgConn().ExecParams(ctx, "EXPLAIN "+p.query, floorArgs(floor), nil, nil, nil)
+	for res.NextRow() {
+		scans = scans || strings.Contains(string(res.Values()[0]), "Seq Scan")
+	}
+	if _, err := res.Close(); err != nil {
+		return rows, false, fmt.Errorf("explain the poll of %s: %w", p.table, err)
+	}
+	return rows, scans, nil
+}
+
 // Poll reads up to BatchSize visible, unpublished rows that floor does not
 // cover, in insertion order. Values are copied: they stay valid after the
 // next Poll.

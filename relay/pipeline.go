@@ -95,8 +95,9 @@ type outboxTable struct {
 	mode Mode
 	// What lasts from one session of the table to the next; only the
 	// session that holds the table uses it.
-	hk        *housekeeper
-	seqWarned atomic.Bool // the detector's missing sequence was said
+	hk         *housekeeper
+	seqWarned  atomic.Bool // the detector's missing sequence was said
+	scanWarned atomic.Bool // that every poll reads the whole table was said
 	// unmarked are the order values of rows a poll session published
 	// but could not mark (the table refused the mark, the connection
 	// was lost): the next session marks them before it polls, so they

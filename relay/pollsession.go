@@ -142,6 +142,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	p.log.Info("polling", append(attrs, "interval", cfg.PollInterval, "batch", t.poll.BatchSize,
 		"deleted_rows_checked_from_seq", s.vanish.From())...)
 
+	s.warnScans(ctx)
 	s.pub = p.newPublisher(s.k, dl, ModePoll)
 	s.nextProbe = time.Now().Add(s.probeEvery)
 	for ctx.Err() == nil {
@@ -432,4 +433,23 @@ func (p *pipeline) recordMode(ctx context.Context, h *hold, t *outboxTable, mode
 	}
 	now.set(mode)
 	return nil
+}
+
+// warnScans says, once per table while the process runs, that every poll
+// reads the whole table: a table of a team's own, mapped by its status or
+// order column, migrated without that mapping.
+func (s *pollSession) warnScans(ctx context.Context) {
+	t := s.t
+	if t.scanWarned.Load() {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.p.cfg.queryTimeout())
+	defer cancel()
+	rows, scans, err := s.poller.ScansWholeTable(qctx, s.floor)
+	if err != nil || !scans {
+		return // a check; the polls say what is wrong with the table
+	}
+	t.scanWarned.Store(true)
+	s.p.log.Warn("every poll reads the whole outbox table: it has no index fit for the column mapping; run pgoutbox migrate with the same --table, --column-* and --status-* flags as run, which builds one concurrently",
+		"table", t.name.String(), "rows", rows)
 }

@@ -808,16 +808,22 @@ func TestTimestampWithoutZoneInServerZone(t *testing.T) {
 // every row twice a second, the index migrate built being over seq and
 // pgoutbox's published_at, which such a mapping never reads).
 func TestPollingReadsThroughTheMappingsIndex(t *testing.T) {
+	statusTable := `CREATE TABLE transfer_events (event_id bigserial PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL,
+  status varchar(20) NOT NULL DEFAULT 'PENDING', published_at timestamp)`
+	statusMapping := []string{"--column-status", "status",
+		"--status-pending", "PENDING,FAILED", "--status-published", "PUBLISHED", "--column-processed-at", "published_at"}
 	for _, tc := range []struct {
 		name, table string
 		mapping     []string
+		// unmapped runs migrate without the mapping, as before: run
+		// says that every poll reads the whole table.
+		unmapped bool
 	}{
-		{"status", `CREATE TABLE transfer_events (event_id bigserial PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
-  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL,
-  status varchar(20) NOT NULL DEFAULT 'PENDING', published_at timestamp)`, []string{"--column-status", "status",
-			"--status-pending", "PENDING,FAILED", "--status-published", "PUBLISHED", "--column-processed-at", "published_at"}},
+		{"migrated without the mapping", statusTable, statusMapping, true},
+		{"status", statusTable, statusMapping, false},
 		{"own order", `CREATE TABLE transfer_events (event_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, aggregate_type varchar(50) NOT NULL,
-  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL)`, nil},
+  aggregate_id varchar(100) NOT NULL, event_type varchar(50) NOT NULL, payload text NOT NULL)`, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dbURL := pgcluster.NewDatabase(t)
@@ -825,7 +831,11 @@ func TestPollingReadsThroughTheMappingsIndex(t *testing.T) {
 			exec(t, dbURL, tc.table)
 			args := append([]string{"--table", "transfer_events", "--column-id", "event_id", "--column-aggregate-type", "aggregate_type",
 				"--column-aggregate-id", "aggregate_id", "--column-type", "event_type", "--column-order", "event_id"}, tc.mapping...)
-			runSteps(t, dbURL, []step{{args: append([]string{"migrate"}, args...)}})
+			migrate := append([]string{"migrate"}, args...)
+			if tc.unmapped {
+				migrate = []string{"migrate", "--table", "transfer_events"}
+			}
+			runSteps(t, dbURL, []step{{args: migrate}})
 			// The history, sent and marked by the team's poller (by its
 			// status, or by published_at, which migrate added).
 			mark := "published_at"
@@ -855,10 +865,14 @@ func TestPollingReadsThroughTheMappingsIndex(t *testing.T) {
 			// without the index; a start's own checks read it a few times.
 			time.Sleep(600 * time.Millisecond) // the statistics collector's delay
 			n := scans() - before
-			if n > 6 {
+			t.Logf("%d sequential scans of the table", n)
+			warned := strings.Contains(stderr, "every poll reads the whole outbox table")
+			if warned != tc.unmapped {
+				t.Errorf("run says every poll reads the whole table: %v, want %v\n%s", warned, tc.unmapped, stderr)
+			}
+			if !tc.unmapped && n > 6 {
 				t.Errorf("%d sequential scans of the table in one run polling every 100 ms", n)
 			}
-			t.Logf("%d sequential scans of the table", n)
 		})
 	}
 }
