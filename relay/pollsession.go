@@ -437,10 +437,11 @@ func (p *pipeline) recordMode(ctx context.Context, h *hold, t *outboxTable, mode
 
 // warnScans says, once per table while the process runs, that every poll
 // reads the whole table: a table of a team's own, mapped by its status or
-// order column, migrated without that mapping.
+// order column, migrated without that mapping. Not while a snapshot reads
+// the table's history, which is read whole by design.
 func (s *pollSession) warnScans(ctx context.Context) {
 	t := s.t
-	if t.scanWarned.Load() {
+	if t.scanWarned.Load() || s.history {
 		return
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.p.cfg.queryTimeout())
