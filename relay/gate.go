@@ -112,17 +112,10 @@ func (g *gate) enter(ctx context.Context) (*hold, error) {
 		if err := ensureState(ctx, conn, g.p.log); err != nil {
 			return fail(err)
 		}
-		// Before any session binds a table: the zone of a timestamp
-		// without time zone (mapping.go).
-		zone, err := serverZone(qctx, conn)
-		if err != nil {
+		// Before any session binds a table (mapping.go).
+		if err := g.p.readZone(qctx, conn); err != nil {
 			return fail(err)
 		}
-		if zone.loadErr != nil {
-			g.p.log.Warn("the server's TimeZone is not one Go knows: a timestamp without time zone is read at its offset now, without daylight saving changes",
-				"timezone", zone.name, "offset", zone.loc.String(), "err", zone.loadErr)
-		}
-		g.p.cfg.Columns.Zone = zone.loc
 		g.stateReady = true
 	}
 	lease, err := takeLease(ctx, conn, cfg, g.p.holder, pooled)

@@ -60,6 +60,21 @@ func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	}
 }
 
+// readZone sets the zone a timestamp without time zone is read in
+// (schema.Columns.Zone) to the server's, before any table is bound.
+func (p *pipeline) readZone(ctx context.Context, conn *pgx.Conn) error {
+	z, err := serverZone(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if z.loadErr != nil {
+		p.log.Warn("the server's TimeZone is not one Go knows: a timestamp without time zone is read at its offset now, without daylight saving changes",
+			"timezone", z.name, "offset", z.loc.String(), "err", z.loadErr)
+	}
+	p.cfg.Columns.Zone = z.loc
+	return nil
+}
+
 // zone is the server's TimeZone setting as a location.
 type zone struct {
 	name    string

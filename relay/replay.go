@@ -46,11 +46,9 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	zone, err := serverZone(ctx, conn) // as run reads the time column
-	if err != nil {
+	if err := p.readZone(ctx, conn); err != nil { // as run reads the time column
 		return 0, err
 	}
-	p.cfg.Columns.Zone = zone.loc
 	open, err := p.own().DeadLetters(ctx, conn, false)
 	if err != nil || len(open) == 0 {
 		return 0, err

@@ -83,8 +83,6 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// envName maps a flag name to its environment variable: kafka-brokers ->
-// PGOUTBOX_KAFKA_BROKERS.
 // settingName is key as a flag's name, where key was written as its
 // environment variable (PGOUTBOX_KAFKA_BROKERS), with underscores, capitals
 // or the command line's dashes.
@@ -96,6 +94,8 @@ func settingName(key string) string {
 	return strings.ToLower(strings.ReplaceAll(key, "_", "-"))
 }
 
+// envName maps a flag name to its environment variable: kafka-brokers ->
+// PGOUTBOX_KAFKA_BROKERS.
 func envName(flagName string) string {
 	return "PGOUTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }

@@ -53,10 +53,8 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
 	for _, name := range tables {
 		table, _ := outbox.ParseTable(name)
-		pc := mc.cfg.Poll
-		pc.Table = name
 		var x migrations.PollIndex
-		if order, where, ok := pc.Index(); ok {
+		if order, where, ok := mc.cfg.Poll.Index(); ok {
 			x = migrations.PollIndex{Order: order, Where: where}
 		}
 		res, err := migrations.EnsureOutbox(ctx, conn, table.Schema, table.Name, &x)
