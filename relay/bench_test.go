@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -52,7 +53,7 @@ func BenchmarkRecord(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(values[4])))
 			for b.Loop() {
-				if _, err := r.record(bind, &c); err != nil {
+				if _, err := r.record(context.Background(), bind, &c); err != nil {
 					b.Fatal(err)
 				}
 			}

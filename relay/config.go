@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/registry"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -31,6 +32,10 @@ type Config struct {
 	Router        router.Config
 	Encoder       schema.EncoderConfig
 	Columns       schema.Columns
+	// KeyRegistry and ValueRegistry are the schema registries of the
+	// avro key and value converters (Encoder.Debezium.Key, .Value):
+	// required for an avro part, nil otherwise.
+	KeyRegistry, ValueRegistry *registry.Config
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may. Off in the zero value, so that a
 	// program using the package creates nothing it did not ask for; pgoutbox
@@ -228,6 +233,9 @@ func (c Config) Validate() error {
 				"in --mode wal or auto run it in a pipeline of one table")
 		}
 	}
+	if err := c.registriesValidate(); err != nil {
+		return err
+	}
 	if _, err := ParseSnapshotMode(string(c.Snapshot)); err != nil {
 		return err
 	}
@@ -329,4 +337,33 @@ func (c Config) timeColumn() string {
 		return c.Columns.Time
 	}
 	return "created_at"
+}
+
+// registriesValidate checks that each avro part has a registry, and each
+// registry an avro part.
+func (c Config) registriesValidate() error {
+	d := c.Encoder.Debezium
+	for _, p := range []struct {
+		name string
+		conv schema.Converter
+		reg  *registry.Config
+	}{{"key", d.Key, c.KeyRegistry}, {"value", d.Value, c.ValueRegistry}} {
+		avro := strings.HasSuffix(string(p.conv), string(schema.ConvAvro))
+		switch {
+		case avro && p.reg == nil:
+			return fmt.Errorf("the %s converter is avro: it needs a schema registry", p.name)
+		case !avro && p.reg != nil:
+			return fmt.Errorf("a schema registry for the %s converter, which is not avro", p.name)
+		case p.reg != nil:
+			r := *p.reg
+			r.Defaults()
+			if err := r.Validate(); err != nil {
+				return fmt.Errorf("%s converter: %w", p.name, err)
+			}
+		}
+	}
+	if d.Header == schema.ConvAvro {
+		return errors.New("the header converter cannot be avro")
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/registry"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -35,6 +36,9 @@ type pipeline struct {
 	tables []*outboxTable
 	enc    *schema.Encoder
 	router *router.Router
+	// keySerde and valueSerde frame avro parts with their schemas'
+	// registry ids; nil without a registry.
+	keySerde, valueSerde *registry.Serde
 	// database is the database name, for envelopes that carry it.
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
@@ -128,11 +132,22 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 	if err != nil {
 		return nil, err
 	}
+	var keySerde, valueSerde *registry.Serde
+	if cfg.KeyRegistry != nil {
+		if keySerde, err = registry.New(*cfg.KeyRegistry, true); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ValueRegistry != nil {
+		if valueSerde, err = registry.New(*cfg.ValueRegistry, false); err != nil {
+			return nil, err
+		}
+	}
 	var database string
 	if pc, err := pgconn.ParseConfig(cfg.Replication.DatabaseURL); err == nil {
 		database = pc.Database
 	}
-	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, database: database, holder: leaseHolder(),
+	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, keySerde: keySerde, valueSerde: valueSerde, database: database, holder: leaseHolder(),
 		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
 	p.cfg.Replication.OnUpdate = p.onUpdate
 	all := tablesOf(tables)
@@ -222,8 +237,9 @@ func (p *pipeline) unrecognised(e *replication.UnrecognisedError) error {
 		e, pub, names, e.Relation, names, e.Relation, pub, pub, e.Relation.Quoted())
 }
 
-// record encodes and routes one row.
-func (p *pipeline) record(b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
+// record encodes and routes one row; an avro part is framed with its
+// schema's registry id, which may ask the registry (once per schema).
+func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
 	rec, err := b.Record(c.Values, c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
@@ -250,7 +266,36 @@ func (p *pipeline) record(b *schema.Binding, c *outbox.Change) (*kgo.Record, err
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
+	if msg.KeySchema != "" || msg.ValueSchema != "" {
+		if err := p.frame(ctx, kr, &msg); err != nil {
+			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+		}
+	}
 	return kr, nil
+}
+
+// frame puts the registry's framing on a record's avro parts: the id
+// before the datum, or headers after the record's own (Apicurio's
+// converter adds them as Kafka Connect converts the key, then the value).
+func (p *pipeline) frame(ctx context.Context, kr *kgo.Record, msg *schema.Message) error {
+	for _, part := range []struct {
+		serde  *registry.Serde
+		schema string
+		data   *[]byte
+	}{{p.keySerde, msg.KeySchema, &kr.Key}, {p.valueSerde, msg.ValueSchema, &kr.Value}} {
+		if part.schema == "" || part.serde == nil {
+			continue
+		}
+		framed, hs, err := part.serde.Frame(ctx, kr.Topic, part.schema, *part.data)
+		if err != nil {
+			return err
+		}
+		*part.data = framed
+		for _, h := range hs {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+	}
+	return nil
 }
 
 // seqOf reads a row's order column (seq, or the table's own id), the

@@ -227,7 +227,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.pipe.record(b, c); err == nil {
+		if rec, err = p.pipe.record(ctx, b, c); err == nil {
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)
 			}

@@ -167,7 +167,7 @@ func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.Dea
 		return nil, err
 	}
 	c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
-	return p.record(b, &c)
+	return p.record(ctx, b, &c)
 }
 
 // replayTransactionalID is dlq replay's transactional id under exactly-once

@@ -33,6 +33,13 @@ const (
 	// (delegate.converter.type), written "binary:json" and so on; without
 	// a delegate, anything else is refused.
 	ConvBinary Converter = "binary"
+	// ConvAvro is a schema registry's Avro converter (Apicurio's
+	// io.apicurio.registry.utils.converter.AvroConverter, Confluent's
+	// io.confluent.connect.avro.AvroConverter): the value's Avro binary
+	// datum, with its Avro schema in the Message (KeySchema,
+	// ValueSchema) for the registry to register and frame; a NULL is
+	// Kafka's null. Header parts cannot be avro.
+	ConvAvro Converter = "avro"
 )
 
 // ParseConverter returns the converter named s; "" gives "" (the format's
@@ -40,7 +47,7 @@ const (
 func ParseConverter(s string) (Converter, error) {
 	c := Converter(s)
 	switch c.base() {
-	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray:
+	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro:
 		if c.base() == c {
 			return c, nil
 		}
@@ -50,12 +57,12 @@ func ParseConverter(s string) (Converter, error) {
 			if c == ConvBinary {
 				return c, nil
 			}
-		case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray:
+		case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro:
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q or %q+a delegate such as %q)",
-		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvBinary, ConvBinary, ConvBinary+":"+ConvJSON)
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q+a delegate such as %q)",
+		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvBinary, ConvBinary+":"+ConvJSON)
 }
 
 // base is the converter without its delegate.
@@ -100,7 +107,7 @@ func (c Converter) ForStruct() (Converter, bool) {
 	if c.base() == ConvBinary {
 		c = c.delegate()
 	}
-	return c, c == ConvJSON || c == ConvJSONSchemas
+	return c, c == ConvJSON || c == ConvJSONSchemas || c == ConvAvro
 }
 
 // DebeziumConfig configures the [DebeziumOutbox] and [Debezium] formats.
@@ -280,6 +287,15 @@ func appendConverted(dst []byte, conv Converter, t pgType, text []byte, optional
 	case ConvJSON:
 		out, reason = appendConnectValue(dst, t, text)
 		return out, false, reason
+	case ConvAvro:
+		if isNullValue(t, text) {
+			return dst, true, ""
+		}
+		if optional {
+			dst = append(dst, 2) // the union's second branch
+		}
+		out, reason = appendAvroValue(dst, t, text)
+		return out, false, reason
 	}
 	ct, _ := connectTypeOf(t)
 	if ct.typ == "" {
@@ -369,6 +385,11 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	if buf, msg.Key, reason = appendConvertedPart(buf, c.Key, r.columnType(fAggregateID), keyText, c.optional(r.columnName(fAggregateID))); reason != "" {
 		return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
 	}
+	if msg.Key != nil {
+		if msg.KeySchema, reason = avroSchemaOf(c.Key, r.columnType(fAggregateID), c.optional(r.columnName(fAggregateID))); reason != "" {
+			return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
+		}
+	}
 
 	// The payload as a Connect value: a Json string, or expanded.
 	payloadType := r.columnType(fPayload)
@@ -413,13 +434,25 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	}
 	valueStart := len(buf)
 	valueNull := false
+	avro := false
+	if conv, ok := c.Value.ForStruct(); ok && conv == ConvAvro && (isStruct || expSchema != nil) {
+		avro = true
+	}
 	switch {
 	case c.TombstoneOnEmpty && blankPayload(r):
 		valueNull = true
+	case avro:
+		var err error
+		if buf, msg.ValueSchema, err = c.appendAvroOutboxValue(buf, r, envelope, isStruct); err != nil {
+			return Message{}, err
+		}
 	case !isStruct && expSchema == nil:
 		var v []byte
 		buf, v, reason = appendConvertedPart(buf, c.Value, payloadType, r.Payload, c.optional(r.columnName(fPayload)))
 		valueNull = v == nil
+		if !valueNull && reason == "" {
+			msg.ValueSchema, reason = avroSchemaOf(c.Value, payloadType, c.optional(r.columnName(fPayload)))
+		}
 	default:
 		conv, ok := c.Value.ForStruct()
 		if !ok {

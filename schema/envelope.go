@@ -53,7 +53,11 @@ type Header struct {
 // [Encoder], and in binary mode Value is the Record's Payload itself.
 type Message struct {
 	Key, Value []byte
-	Headers    []Header
+	// KeySchema and ValueSchema are the Avro schemas of a key and value
+	// written by the avro converter ("" otherwise, and for a null): the
+	// registry registers them and frames the datum.
+	KeySchema, ValueSchema string
+	Headers                []Header
 	// Timestamp is the record's timestamp; zero lets the producer set it.
 	Timestamp time.Time
 	// Partition is the record's partition when HasPartition is set;

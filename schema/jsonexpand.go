@@ -376,23 +376,30 @@ func appendCSchema(dst []byte, s *cschema, field string) []byte {
 // payload as a string. key is the payload field's name (the struct's
 // schema name).
 func expandPayload(key string, payload []byte) (*cschema, []byte, error) {
+	s, v, _, err := expandPayloadNode(key, payload)
+	return s, v, err
+}
+
+// expandPayloadNode is expandPayload that also returns the parsed
+// document, for converters that write it their own way (avro).
+func expandPayloadNode(key string, payload []byte) (*cschema, []byte, *jnode, error) {
 	if len(payload) == 0 || (payload[0] != '{' && payload[0] != '[') {
-		return nil, nil, errExpand
+		return nil, nil, nil, errExpand
 	}
 	n, err := parseJNode(payload)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s, err := inferSchema(key, n)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if s == nil || s.typ != "struct" {
-		return nil, nil, errExpand // toConnectData builds a Struct: only objects expand
+		return nil, nil, nil, errExpand // toConnectData builds a Struct: only objects expand
 	}
 	v, err := appendConnectData(nil, n, s)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, v, nil
+	return s, v, n, nil
 }

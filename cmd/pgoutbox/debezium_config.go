@@ -464,6 +464,8 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 				refuse("debezium.format."+part, why)
 			}
 			set(part+"-converter", conv)
+			regSet, regIgnored, regRefused := registryOptions(part, class, o, func(k string) string { return "debezium.format." + part + "." + k })
+			out, ignored, refused = append(out, regSet...), append(ignored, regIgnored...), append(refused, regRefused...)
 		}
 	} else {
 		for _, part := range []string{"key", "value", "header"} {
@@ -480,6 +482,8 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 				refuse(part+".converter", why)
 			}
 			set(part+"-converter", conv)
+			regSet, regIgnored, regRefused := registryOptions(part, c.other[part+".converter"], opts, func(k string) string { return prefix + k })
+			out, ignored, refused = append(out, regSet...), append(ignored, regIgnored...), append(refused, regRefused...)
 			delete(c.other, part+".converter")
 		}
 	}
@@ -542,6 +546,11 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		return "json-schemas", true, ""
 	case "org.apache.kafka.connect.converters.ByteArrayConverter":
 		return "bytearray", true, ""
+	case apicurioAvroConverter, confluentAvroConverter:
+		if part == "header" {
+			return "", false, fmt.Sprintf("%q writes keys and values only", class)
+		}
+		return "avro", true, ""
 	case "io.debezium.converters.BinaryDataConverter":
 		d := opts["delegate.converter.type"]
 		if d == "" || part == "header" {
@@ -563,7 +572,7 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		}
 		return "binary:" + conv, ok, why
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter or io.debezium.converters.BinaryDataConverter)", class)
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s or io.debezium.converters.BinaryDataConverter)", class, apicurioAvroConverter, confluentAvroConverter)
 }
 
 // serverFormat maps debezium.format.key/value/header to the converter

@@ -217,7 +217,7 @@ func TestDebeziumConfigRefusals(t *testing.T) {
   "transforms.outbox.table.op.invalid.behavior": "invalidOption",
   "transforms.outbox.table.field.additional.missing": "maybe",
   "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-  "value.converter": "io.confluent.connect.avro.AvroConverter"}}`)
+  "value.converter": "io.confluent.connect.protobuf.ProtobufConverter"}}`)
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -326,6 +326,12 @@ func TestCompatCasesAccepted(t *testing.T) {
 			conf := map[string]string{"database.hostname": "db", "database.dbname": "shop", "topic.prefix": "dbz"}
 			for k, v := range c.Connect {
 				conf[k] = v
+			}
+			// The registry's URL is the harness's to set.
+			for _, part := range []string{"key", "value"} {
+				if conf[part+".converter"] == apicurioAvroConverter {
+					conf[part+".converter.apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
+				}
 			}
 			data, err := json.Marshal(map[string]any{"name": c.Name, "config": conf})
 			if err != nil {

@@ -20,14 +20,15 @@ import (
 
 // mappingFlags are run's column-mapping and Debezium-format flags.
 type mappingFlags struct {
-	additional                string
-	additionalMissing         string
-	key, value, header        string
-	expand                    bool
-	tombstone                 bool
-	contextHeaders            bool
-	topicPrefix               string
-	routeRegex, routeReplaced string
+	additional                 string
+	additionalMissing          string
+	key, value, header         string
+	expand                     bool
+	tombstone                  bool
+	contextHeaders             bool
+	topicPrefix                string
+	routeRegex, routeReplaced  string
+	keyRegistry, valueRegistry *registryFlags
 }
 
 // registerMappingFlags registers the column-mapping flags into
@@ -48,10 +49,12 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	registerPollFlags(fs, &cfg.Poll)
 	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope|partition[:alias],... (Debezium table.fields.additional.placement)")
 	fs.StringVar(&m.additionalMissing, "column-additional-missing", "error", "an additional column the table lacks: error, or ignore it (Debezium table.field.additional.missing)")
-	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter) or binary[:DELEGATE] (Debezium's BinaryDataConverter)"
+	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter), avro (a schema registry's AvroConverter: --key-registry-*, --value-registry-*) or binary[:DELEGATE] (Debezium's BinaryDataConverter)"
 	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as "+convs+"; default string for debezium-outbox, json for debezium")
 	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+"; default json")
 	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
+	m.keyRegistry = registerRegistryFlags(fs, "key")
+	m.valueRegistry = registerRegistryFlags(fs, "value")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
 	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
 	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
@@ -141,6 +144,13 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 			return fmt.Errorf("--%s: %w", f.name, err)
 		}
 		*f.dst = c
+	}
+	var err error
+	if cfg.KeyRegistry, err = m.keyRegistry.config(); err != nil {
+		return err
+	}
+	if cfg.ValueRegistry, err = m.valueRegistry.config(); err != nil {
+		return err
 	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone

@@ -15,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/connecttest"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/registrytest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -63,10 +64,23 @@ func TestCorpus(t *testing.T) {
 	// broker's time-based retention would delete them before they are
 	// read back (seen as end offsets with nothing to fetch).
 	kafka := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{"log.retention.ms": "-1"}})
-	connect := connecttest.Start(t, connecttest.Options{Brokers: kafka.Brokers})
+	// Apicurio Registry, and its converters in the worker, when a case
+	// uses them.
+	var registryAPI string
+	var plugins []string
+	if slices.ContainsFunc(cases, Case.UsesRegistry) {
+		reg := registrytest.Start(t, registrytest.Options{})
+		registryAPI = reg.URL + "/apis/registry/v2"
+		dir, err := registrytest.PluginDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plugins = append(plugins, dir)
+	}
+	connect := connecttest.Start(t, connecttest.Options{Brokers: kafka.Brokers, Plugins: plugins})
 	t.Logf("Kafka Connect answered %.1fs after its JVM started; servers ready %.1fs after the test began",
 		connect.Started.Seconds(), time.Since(begin).Seconds())
-	env := &Env{AdminURL: pg.URL, Brokers: kafka.Brokers, Connect: connect,
+	env := &Env{AdminURL: pg.URL, Brokers: kafka.Brokers, Connect: connect, RegistryAPI: registryAPI,
 		Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")}
 
 	parallel := 8

@@ -35,6 +35,9 @@ type Env struct {
 	Brokers  []string
 	Connect  *connecttest.Worker
 	Bin      string
+	// RegistryAPI is Apicurio Registry's API (…/apis/registry/v2) for
+	// the cases that use a schema registry; "" when none runs.
+	RegistryAPI string
 	// Dir holds each case's configuration files, in a directory per case.
 	Dir string
 }
@@ -245,7 +248,7 @@ func (r *run) sides() []string {
 // run, in Kafka Connect's names.
 func (r *run) harness(side string) map[string]string {
 	u, _ := url.Parse(r.env.AdminURL)
-	return map[string]string{
+	h := map[string]string{
 		"database.hostname": u.Hostname(),
 		"database.port":     u.Port(),
 		"database.user":     u.User.Username(),
@@ -255,6 +258,10 @@ func (r *run) harness(side string) map[string]string {
 		"publication.name":  r.id + "_" + side,
 		"snapshot.mode":     "no_data",
 	}
+	for _, part := range registryParts(r.c.DebeziumConfig()) {
+		h[part+".converter.apicurio.registry.url"] = r.env.RegistryAPI
+	}
+	return h
 }
 
 // debeziumConfig is the case's configuration with the harness's settings,
@@ -578,6 +585,21 @@ func (r *run) compare(ctx context.Context) error {
 	if d.Records, err = readPrefix(ctx, r.env.Brokers, d.Prefix, d.Prefix+r.fenceTopic()); err != nil {
 		return err
 	}
+	conf := r.c.DebeziumConfig()
+	reg := registryClient{api: r.env.RegistryAPI}
+	var dbzSchemas map[string][]string
+	if len(registryParts(conf)) > 0 {
+		reg.resolveIDs(ctx, d.Records, conf)
+		if dbzSchemas, err = reg.registered(ctx, d.Prefix); err != nil {
+			return err
+		}
+		// The fence's own schemas (it passes the converter too).
+		for s := range dbzSchemas {
+			if strings.HasPrefix(s, r.fenceTopic()+"-") {
+				delete(dbzSchemas, s)
+			}
+		}
+	}
 	if len(d.Records) != r.c.Records {
 		r.problem("debezium wrote %d records, the case says %d", len(d.Records), r.c.Records)
 	}
@@ -599,6 +621,16 @@ func (r *run) compare(ctx context.Context) error {
 			return err
 		}
 		p.DeadLetters = len(dlq)
+		if len(registryParts(conf)) > 0 {
+			reg.resolveIDs(ctx, p.Records, conf)
+			schemas, err := reg.registered(ctx, p.Prefix)
+			if err != nil {
+				return err
+			}
+			for _, df := range compareRegistered(dbzSchemas, schemas) {
+				r.problem("%s: %s", p.Name, df)
+			}
+		}
 		if p.DeadLetters != deadLetters {
 			r.problem("%s dead-lettered %d rows, the case says %d", p.Name, p.DeadLetters, deadLetters)
 		}

@@ -1,0 +1,366 @@
+package schema
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+)
+
+// This file writes Avro for the avro converter: a part's schema as Kafka
+// Connect's AvroData (Apicurio's io.apicurio.registry.utils.converter.avro,
+// a fork of Confluent's, with connect.meta.data on) derives it from
+// Debezium's Connect schema, printed as Avro's Java Schema.toString does,
+// and its value in Avro's binary encoding. The registry's framing (an id
+// before the datum, or headers) is the registry package's.
+
+// avroNames tracks the enclosing namespace while a schema is written:
+// Avro writes a named type's namespace only where it differs from it.
+type avroNames struct{ space string }
+
+// appendAvroConnect appends the Avro schema of a Connect type: a primitive
+// alone, or an object with the Connect metadata AvroData keeps
+// (connect.type for int8 and int16, then connect.doc, connect.version,
+// connect.parameters and connect.name). ok is false for types the avro
+// converter does not write yet (Decimal, VariableScaleDecimal).
+func appendAvroConnect(dst []byte, ct connectType, optional bool) ([]byte, bool) {
+	var base, connectTyp string
+	switch ct.typ {
+	case "boolean", "float", "double", "string", "bytes":
+		base = ct.typ
+	case "int8", "int16":
+		base, connectTyp = "int", ct.typ
+	case "int32":
+		base = "int"
+	case "int64":
+		base = "long"
+	default:
+		return dst, false
+	}
+	if ct.params != "" {
+		return dst, false // Decimal: a logical type of its own
+	}
+	if optional {
+		dst = append(dst, `["null",`...)
+	}
+	if connectTyp == "" && ct.name == "" && ct.version == 0 && ct.doc == "" {
+		dst = append(dst, '"')
+		dst = append(dst, base...)
+		dst = append(dst, '"')
+	} else {
+		dst = append(dst, `{"type":"`...)
+		dst = append(dst, base...)
+		dst = append(dst, '"')
+		if connectTyp != "" {
+			dst = append(dst, `,"connect.type":"`...)
+			dst = append(dst, connectTyp...)
+			dst = append(dst, '"')
+		}
+		if ct.doc != "" {
+			dst = append(dst, `,"connect.doc":`...)
+			dst = appendJavaString(dst, ct.doc)
+		}
+		if ct.version != 0 {
+			dst = append(dst, `,"connect.version":`...)
+			dst = strconv.AppendInt(dst, int64(ct.version), 10)
+		}
+		if ct.name != "" {
+			dst = append(dst, `,"connect.name":`...)
+			dst = appendJavaString(dst, ct.name)
+		}
+		dst = append(dst, '}')
+	}
+	if optional {
+		dst = append(dst, ']')
+	}
+	return dst, true
+}
+
+// appendAvroRecordStart appends a record's schema up to its fields'
+// opening bracket, and enters its namespace; name is the Connect schema's
+// name, split at its last dot.
+func (n *avroNames) appendRecordStart(dst []byte, name string) ([]byte, string) {
+	space, local := "", name
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			space, local = name[:i], name[i+1:]
+			break
+		}
+	}
+	dst = append(dst, `{"type":"record","name":`...)
+	dst = appendJavaString(dst, local)
+	if space != n.space {
+		dst = append(dst, `,"namespace":`...)
+		dst = appendJavaString(dst, space)
+	}
+	outer := n.space
+	n.space = space
+	return append(dst, `,"fields":[`...), outer
+}
+
+// appendRecordEnd closes a record's schema: its Connect version and name,
+// and leaves its namespace.
+func (n *avroNames) appendRecordEnd(dst []byte, outer, name string, version *int32) []byte {
+	n.space = outer
+	dst = append(dst, ']')
+	if version != nil {
+		dst = append(dst, `,"connect.version":`...)
+		dst = strconv.AppendInt(dst, int64(*version), 10)
+	}
+	dst = append(dst, `,"connect.name":`...)
+	dst = appendJavaString(dst, name)
+	return append(dst, '}')
+}
+
+// appendAvroField appends a record field's name and opening, "type":.
+func appendAvroField(dst []byte, name string) []byte {
+	dst = append(dst, `{"name":`...)
+	dst = appendJavaString(dst, name)
+	return append(dst, `,"type":`...)
+}
+
+// appendAvroFieldEnd closes a field: an optional one defaults to null.
+func appendAvroFieldEnd(dst []byte, optional bool) []byte {
+	if optional {
+		dst = append(dst, `,"default":null`...)
+	}
+	return append(dst, '}')
+}
+
+// appendCSchemaAvro appends an inferred (expanded JSON) schema, which is
+// always optional.
+func (n *avroNames) appendCSchema(dst []byte, s *cschema) []byte {
+	dst = append(dst, `["null",`...)
+	switch s.typ {
+	case "struct":
+		var outer string
+		dst, outer = n.appendRecordStart(dst, s.name)
+		for i, f := range s.fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendAvroField(dst, f.name)
+			dst = n.appendCSchema(dst, f.s)
+			dst = appendAvroFieldEnd(dst, true)
+		}
+		dst = n.appendRecordEnd(dst, outer, s.name, nil)
+	case "array":
+		dst = append(dst, `{"type":"array","items":`...)
+		dst = n.appendCSchema(dst, s.items)
+		dst = append(dst, '}')
+	case "int32":
+		dst = append(dst, `"int"`...)
+	case "int64":
+		dst = append(dst, `"long"`...)
+	default: // string, boolean, double
+		dst = append(dst, '"')
+		dst = append(dst, s.typ...)
+		dst = append(dst, '"')
+	}
+	return append(dst, ']')
+}
+
+// appendAvroLong appends v in Avro's zig-zag variable-length encoding.
+func appendAvroLong(dst []byte, v int64) []byte {
+	return binary.AppendUvarint(dst, uint64(v<<1)^uint64(v>>63))
+}
+
+func appendAvroBytes[T ~string | ~[]byte](dst []byte, b T) []byte {
+	dst = appendAvroLong(dst, int64(len(b)))
+	return append(dst, b...)
+}
+
+// appendAvroValue appends a column's text value in Avro's binary encoding
+// of its Connect type (not null: the caller writes a union's branch).
+// reason is set when the text is not a value of the type.
+func appendAvroValue(dst []byte, t pgType, text []byte) ([]byte, string) {
+	switch t.oid {
+	case oidBool:
+		switch string(text) {
+		case "t", "true":
+			return append(dst, 1), ""
+		case "f", "false":
+			return append(dst, 0), ""
+		}
+		return dst, "malformed boolean"
+	case oidInt2, oidInt4, oidInt8:
+		v, err := strconv.ParseInt(string(text), 10, 64)
+		if err != nil {
+			return dst, "malformed integer"
+		}
+		return appendAvroLong(dst, v), ""
+	case oidFloat4:
+		f, err := strconv.ParseFloat(string(text), 32)
+		if err != nil && !math.IsInf(f, 0) {
+			return dst, "malformed float"
+		}
+		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), ""
+	case oidFloat8:
+		f, err := strconv.ParseFloat(string(text), 64)
+		if err != nil && !math.IsInf(f, 0) {
+			return dst, "malformed float"
+		}
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), ""
+	case oidTimestamp, oidDate, oidTime, oidIntvl:
+		v, reason := appendConnectValue(nil, t, text) // a JSON number
+		if reason != "" {
+			return dst, reason
+		}
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return dst, "malformed value"
+		}
+		return appendAvroLong(dst, n), ""
+	case oidBytea:
+		b, ok := decodeByteaHex(text)
+		if !ok {
+			return dst, "malformed bytea (hex output expected)"
+		}
+		return appendAvroBytes(dst, b), ""
+	case oidNumeric, oidMoney:
+		return dst, "the avro converter does not write numeric or money columns yet"
+	case oidTimestamptz, oidTimetz:
+		s, reason := appendStringValue(nil, t, text)
+		if reason != "" {
+			return dst, reason
+		}
+		return appendAvroBytes(dst, s), ""
+	}
+	return appendAvroBytes(dst, text), ""
+}
+
+// appendAvroData appends an expanded JSON value against its inferred
+// schema: every one optional, so a union's branch first.
+func appendAvroData(dst []byte, n *jnode, s *cschema) []byte {
+	if n == nil || n.kind == 'z' {
+		return append(dst, 0)
+	}
+	dst = append(dst, 2)
+	switch s.typ {
+	case "struct":
+		for _, f := range s.fields {
+			v, _ := n.get(f.name)
+			dst = appendAvroData(dst, v, f.s)
+		}
+	case "array":
+		if len(n.elems) > 0 {
+			dst = appendAvroLong(dst, int64(len(n.elems)))
+			for _, e := range n.elems {
+				dst = appendAvroData(dst, e, s.items)
+			}
+		}
+		dst = append(dst, 0)
+	case "string":
+		dst = appendAvroBytes(dst, n.str)
+	case "boolean":
+		if n.b {
+			return append(dst, 1)
+		}
+		return append(dst, 0)
+	case "int32", "int64":
+		dst = appendAvroLong(dst, n.num.i)
+	case "double":
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(n.num.f))
+	}
+	return dst
+}
+
+// avroSchemaOf is the Avro schema of a column's value written by conv, ""
+// when conv (or a binary converter's delegate for the type) is not avro;
+// reason is set for a type the avro converter does not write.
+func avroSchemaOf(conv Converter, t pgType, optional bool) (string, string) {
+	if c, ok := conv.For(t.oid); !ok || c != ConvAvro {
+		return "", ""
+	}
+	ct, _ := connectTypeOf(t)
+	if ct.typ == "" {
+		ct = connectType{typ: "string"}
+	}
+	s, ok := appendAvroConnect(nil, ct, optional)
+	if !ok {
+		return "", "the avro converter does not write this column's type yet"
+	}
+	return string(s), ""
+}
+
+// appendAvroOutboxValue appends the outbox router's struct value (the
+// payload with the envelope placements) or its expanded payload alone,
+// in Avro, and returns its schema: a record named as EventRouterDelegate
+// names the struct, <topic.prefix>.<schema>.<table>.<routed value>.Value,
+// with the payload field first, expanded or as its column's type, then
+// each placement; a nullable column is an optional field.
+func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope []FieldValue, isStruct bool) ([]byte, string, error) {
+	var (
+		names avroNames
+		sch   []byte
+		exp   *cschema
+		node  *jnode
+	)
+	payloadType := r.columnType(fPayload)
+	payloadCT, _ := connectTypeOf(payloadType)
+	if payloadCT.typ == "" {
+		payloadCT = connectType{typ: "string"}
+	}
+	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
+		if s, _, n, err := expandPayloadNode(r.columnName(fPayload), r.Payload); err == nil {
+			exp, node = s, n
+		}
+	}
+	if !isStruct {
+		// An expanded payload alone: an optional record.
+		return appendAvroData(buf, node, exp), string(names.appendCSchema(nil, exp)), nil
+	}
+	name := c.TopicPrefix + "." + r.Origin.Schema + "." + r.Origin.Table + "." + r.AggregateType + ".Value"
+	sch, outer := names.appendRecordStart(sch, name)
+	sch = appendAvroField(sch, "payload")
+	payloadOptional := c.optional(r.columnName(fPayload))
+	if exp != nil {
+		sch = names.appendCSchema(sch, exp)
+		sch = appendAvroFieldEnd(sch, true)
+		buf = appendAvroData(buf, node, exp)
+	} else {
+		var ok bool
+		if sch, ok = appendAvroConnect(sch, payloadCT, payloadOptional); !ok {
+			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: "the avro converter does not write this column's type yet"}
+		}
+		sch = appendAvroFieldEnd(sch, payloadOptional)
+		var reason string
+		if buf, reason = appendAvroFieldValue(buf, payloadType, r.Payload, payloadOptional); reason != "" {
+			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: reason}
+		}
+	}
+	for _, a := range envelope {
+		ct, _ := connectTypeOf(a.typ())
+		if ct.typ == "" {
+			ct = connectType{typ: "string"}
+		}
+		optional := c.optional(a.Column)
+		sch = append(sch, ',')
+		sch = appendAvroField(sch, a.Alias)
+		var ok bool
+		if sch, ok = appendAvroConnect(sch, ct, optional); !ok {
+			return buf, "", &RowError{Column: a.Column, Reason: "the avro converter does not write this column's type yet"}
+		}
+		sch = appendAvroFieldEnd(sch, optional)
+		var reason string
+		if buf, reason = appendAvroFieldValue(buf, a.typ(), a.Value, optional); reason != "" {
+			return buf, "", &RowError{Column: a.Column, Reason: reason}
+		}
+	}
+	sch = names.appendRecordEnd(sch, outer, name, r.Version)
+	return buf, string(sch), nil
+}
+
+// appendAvroFieldValue appends a field's value: an optional field's
+// union branch first (null, or the value).
+func appendAvroFieldValue(dst []byte, t pgType, text []byte, optional bool) ([]byte, string) {
+	if isNullValue(t, text) {
+		if !optional {
+			return dst, "NULL in a column that is NOT NULL"
+		}
+		return append(dst, 0), ""
+	}
+	if optional {
+		dst = append(dst, 2)
+	}
+	return appendAvroValue(dst, t, text)
+}

@@ -1,0 +1,200 @@
+package compat
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The schema registry's part of a case: a case whose key or value
+// converter is Apicurio's AvroConverter runs both sides against the
+// corpus's registry (the harness sets apicurio.registry.url), and its
+// records are compared with each schema id replaced by the schema it
+// names (ids are the registry's counters, different for the two sides);
+// then the schemas each side registered, subject by subject (without the
+// sides' topic prefixes), version by version.
+
+const apicurioAvro = "io.apicurio.registry.utils.converter.AvroConverter"
+
+// registryParts are the parts (key, value) of conf that Apicurio's
+// converter writes.
+func registryParts(conf map[string]string) []string {
+	var parts []string
+	for _, p := range []string{"key", "value"} {
+		if conf[p+".converter"] == apicurioAvro {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+// UsesRegistry tells whether the case needs the schema registry.
+func (c Case) UsesRegistry() bool { return len(registryParts(c.DebeziumConfig())) > 0 }
+
+// framing is how a part's converter places the schema id.
+type framing struct {
+	headers bool
+	idSize  int
+	content bool
+}
+
+func framingOf(conf map[string]string, part string) framing {
+	opt := func(k string) string {
+		return strings.ToLower(strings.TrimSpace(conf[part+".converter.apicurio.registry."+k]))
+	}
+	f := framing{headers: opt("headers.enabled") != "false", idSize: 8, content: opt("use-id") == "contentid"}
+	if opt("as-confluent") == "true" || opt("id-handler") == "io.apicurio.registry.serde.legacy4byteidhandler" {
+		f.idSize = 4
+	}
+	return f
+}
+
+// registryClient reads the corpus registry's API.
+type registryClient struct{ api string }
+
+func (rc registryClient) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rc.api+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, data)
+	}
+	return data, nil
+}
+
+// schemaOf is the content of a global or content id.
+func (rc registryClient) schemaOf(ctx context.Context, content bool, id int64) string {
+	kind := "globalIds"
+	if content {
+		kind = "contentIds"
+	}
+	data, err := rc.get(ctx, "/ids/"+kind+"/"+strconv.FormatInt(id, 10))
+	if err != nil {
+		return "unknown id " + strconv.FormatInt(id, 10) + ": " + err.Error()
+	}
+	return string(data)
+}
+
+// resolveIDs replaces, in each record, the schema id of each registry part
+// by "schema:" and the schema's content: in the id header, or in place of
+// the magic byte and id before the datum.
+func (rc registryClient) resolveIDs(ctx context.Context, recs []Record, conf map[string]string) {
+	for _, part := range registryParts(conf) {
+		f := framingOf(conf, part)
+		for i := range recs {
+			r := &recs[i]
+			if f.headers {
+				for j, h := range r.Headers {
+					if h.Key == "apicurio."+part+".globalId" || h.Key == "apicurio."+part+".contentId" {
+						if len(h.Value) == 8 {
+							id := int64(binary.BigEndian.Uint64(h.Value))
+							r.Headers[j].Value = Bytes("schema:" + rc.schemaOf(ctx, h.Key == "apicurio."+part+".contentId", id))
+						}
+					}
+				}
+				continue
+			}
+			data := &r.Value
+			if part == "key" {
+				data = &r.Key
+			}
+			if len(*data) < 1+f.idSize || (*data)[0] != 0 {
+				continue
+			}
+			var id int64
+			if f.idSize == 4 {
+				id = int64(binary.BigEndian.Uint32((*data)[1:5]))
+			} else {
+				id = int64(binary.BigEndian.Uint64((*data)[1:9]))
+			}
+			rest := (*data)[1+f.idSize:]
+			*data = append(Bytes("schema:"+rc.schemaOf(ctx, f.content, id)+"|datum:"), rest...)
+		}
+	}
+}
+
+// registered is every version's content of every artifact of the default
+// group whose id starts with prefix, by the id without it.
+func (rc registryClient) registered(ctx context.Context, prefix string) (map[string][]string, error) {
+	data, err := rc.get(ctx, "/groups/default/artifacts?limit=1000")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Artifacts []struct {
+			ID string `json:"id"`
+		} `json:"artifacts"`
+	}
+	if err := json.Unmarshal(data, &list); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, a := range list.Artifacts {
+		subject, ok := strings.CutPrefix(a.ID, prefix)
+		if !ok {
+			continue
+		}
+		data, err := rc.get(ctx, "/groups/default/artifacts/"+url.PathEscape(a.ID)+"/versions")
+		if err != nil {
+			return nil, err
+		}
+		var vs struct {
+			Versions []struct {
+				Version string `json:"version"`
+			} `json:"versions"`
+		}
+		if err := json.Unmarshal(data, &vs); err != nil {
+			return nil, err
+		}
+		for _, v := range vs.Versions {
+			content, err := rc.get(ctx, "/groups/default/artifacts/"+url.PathEscape(a.ID)+"/versions/"+url.PathEscape(v.Version))
+			if err != nil {
+				return nil, err
+			}
+			out[subject] = append(out[subject], string(content))
+		}
+	}
+	return out, nil
+}
+
+// compareRegistered lists how the schemas registered under one side's
+// subjects differ from the other's.
+func compareRegistered(want, got map[string][]string) []string {
+	var diffs []string
+	subjects := map[string]bool{}
+	for s := range want {
+		subjects[s] = true
+	}
+	for s := range got {
+		subjects[s] = true
+	}
+	for _, s := range slices.Sorted(func(yield func(string) bool) {
+		for k := range subjects {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		if !slices.Equal(want[s], got[s]) {
+			diffs = append(diffs, fmt.Sprintf("registered schemas of subject %s: Debezium %q, pgoutbox %q", s, want[s], got[s]))
+		}
+	}
+	return diffs
+}
