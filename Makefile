@@ -23,7 +23,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
+.PHONY: build test test-unit test-pg15 test-pg18 pg18 debezium apicurio kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -70,6 +70,14 @@ export PGOUTBOX_DEBEZIUM_DIR ?= $(DEBEZIUM_DIR)
 debezium:
 	.ci/install-debezium $(DEBEZIUM_DIR)
 
+# Apicurio Registry 2.1.5.Final (built with Quarkus's Maven plugin) and
+# Apicurio's Kafka Connect converters 2.6.13.Final, for the corpus's Avro
+# cases (test/compat) and test/registrytest; outside git, reused.
+APICURIO_DIR ?= $(CURDIR)/.cache/apicurio
+export PGOUTBOX_APICURIO_DIR ?= $(APICURIO_DIR)
+apicurio:
+	.ci/install-apicurio $(APICURIO_DIR)
+
 # The differential corpus (test/compat/testdata/cases): each case's rows
 # through Debezium 3.6.1 in Kafka Connect and through pgoutbox, into one
 # Apache Kafka, record for record. make test runs the cases COMPAT_CI
@@ -78,7 +86,7 @@ debezium:
 # COMPAT_CASES picks others. Installs what it needs into the caches.
 COMPAT_CI ?= ^(doc-table-json|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key)$$
 COMPAT_CASES ?=
-compat: pg18 kafka debezium
+compat: pg18 kafka debezium apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
 	[ $$rc = 0 ] || echo "compat: each failed case's differences and both sides' records are in compat.log"; exit $$rc
@@ -102,7 +110,7 @@ chaos: chaos-suite nemesis soak
 # under 15 s of load. The short versions of the same tests run in make test.
 # Then the broker killed after commits until one is left open
 # (sink/hanging.go), and the corpus cases make test leaves out (COMPAT_CI).
-chaos-suite: pg18 kafka debezium
+chaos-suite: pg18 kafka debezium apicurio
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
