@@ -48,7 +48,7 @@ test-unit: kafka apicurio
 # (PG15_SKIP= runs them).
 PG15_SKIP ?= TestCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
-test-pg15: kafka
+test-pg15: kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -268,6 +269,13 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 	}
 	if msg.KeySchema != "" || msg.ValueSchema != "" {
 		if err := p.frame(ctx, kr, &msg); err != nil {
+			var ue *registry.UnreachableError
+			if errors.As(err, &ue) {
+				// The records wait for the registry as they would for
+				// Kafka: readiness, the kafka problem metric and status
+				// say so until a record to the topic is acknowledged.
+				return nil, p.health.recordFailed(p.log, topic, rec.ID, err)
+			}
 			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 		}
 	}

@@ -76,6 +76,9 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if s.cluster, err = p.clusterCheck(p.tables[0]).run(ctx, conn, canPoll); err != nil { // cluster.go
 		return transition{}, err
 	}
+	// A snapshot that failed on a record (Kafka, the schema registry)
+	// ended the last session before its housekeeping saved the problem.
+	p.saveKafkaChange(ctx, conn, p.tables[0])
 	if err := p.walSnapshot(ctx, h, s.k); err != nil { // snapshot.go
 		return transition{}, err
 	}

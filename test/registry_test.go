@@ -1,0 +1,132 @@
+package test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/registrytest"
+)
+
+// A Kafka Connect configuration with Apicurio's AvroConverter for keys and
+// values, given to pgoutbox run --config, against a table that already
+// holds rows (snapshot.mode initial), with the registry down at first: the
+// relay publishes nothing and confirms nothing, and readiness, the
+// kafka_problem metric and status name the registry; once the registry is
+// back, the rows already there and one written after the start go out in
+// Avro after a magic byte and the schema's global id, the schemas
+// registered under <topic>-key and <topic>-value, and the problem clears.
+func TestDebeziumAvroRegistry(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.exec(`CREATE TABLE public.outbox_avro (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+  aggregateid text NOT NULL, type text NOT NULL, payload jsonb, seq bigint GENERATED ALWAYS AS IDENTITY)`)
+	payloads := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`}
+	for i, p := range payloads[:2] {
+		e.exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-` + strconv.Itoa(i) + `', 'OrderCreated', '` + p + `')`)
+	}
+	reg := registrytest.Start(t, registrytest.Options{})
+	reg.Stop()
+	api := reg.URL + "/apis/registry/v2"
+	host, port, user, db := e.debeziumDB(t)
+	conf := map[string]any{"name": "orders", "config": map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "plugin.name": "pgoutput",
+		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
+		"topic.prefix": "shop", "table.include.list": "public.outbox_avro", "snapshot.mode": "initial",
+		"extended.headers.enabled": "false",
+		"transforms":               "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"key.converter": "io.apicurio.registry.utils.converter.AvroConverter", "key.converter.apicurio.registry.url": api,
+		"key.converter.apicurio.registry.auto-register": "true", "key.converter.apicurio.registry.headers.enabled": "false",
+		"value.converter": "io.apicurio.registry.utils.converter.AvroConverter", "value.converter.apicurio.registry.url": api,
+		"value.converter.apicurio.registry.auto-register": "true", "value.converter.apicurio.registry.headers.enabled": "false",
+	}}
+	data, _ := json.Marshal(conf)
+	path := filepath.Join(t.TempDir(), "connector.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := metricsAddr(t)
+	p := e.runProcess(t, "--config", path, "--metrics-addr", addr)
+	const topic = "outbox.event.Order"
+
+	// Down: nothing published, the problem named everywhere.
+	eventually(t, 30*time.Second, "the pipeline's state", func() bool {
+		var n int
+		return e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&n) == nil && n == 1
+	})
+	eventually(t, 60*time.Second, "status naming the registry", func() bool {
+		st, _ := e.status(t, "--slot", "debezium")
+		return strings.Contains(st.KafkaProblem, "schema registry") && strings.Contains(st.KafkaProblem, reg.URL)
+	})
+	if m := scrape(t, "http://"+addr); m["pgoutbox_kafka_problem"] != 1 {
+		t.Errorf("pgoutbox_kafka_problem = %v while the registry is down", m["pgoutbox_kafka_problem"])
+	}
+	if code := httpStatus("http://" + addr + "/readyz"); code == http.StatusOK {
+		t.Error("/readyz is 200 while the registry is down")
+	}
+	if recs := drain(t, e.brokers, topic, 0); len(recs) != 0 {
+		t.Fatalf("%d records published while the registry was down", len(recs))
+	}
+	var pending bool
+	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending); err != nil || !pending {
+		t.Fatalf("the snapshot is recorded done while none of it was published (pending %v, %v)", pending, err)
+	}
+
+	// Back: everything goes out.
+	reg.Restart(t)
+	e.awaitSlotActive(t, "debezium")
+	e.exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-2', 'OrderCreated', '` + payloads[2] + `')`)
+	recs := kafkatest.Consume(t, e.brokers, []string{topic}, 3, 90*time.Second)
+	got := map[string]bool{}
+	for _, r := range recs {
+		for _, part := range []struct {
+			name, schema string
+			data         []byte
+		}{{"key", `"string"`, r.Key}, {"value", `["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Json"}]`, r.Value}} {
+			if len(part.data) < 9 || part.data[0] != 0 {
+				t.Fatalf("%s %x: no magic byte and id", part.name, part.data)
+			}
+			id := binary.BigEndian.Uint64(part.data[1:9])
+			if s := registryGet(t, api+"/ids/globalIds/"+strconv.FormatUint(id, 10)); s != part.schema {
+				t.Errorf("%s schema %d = %s, want %s", part.name, id, s, part.schema)
+			}
+		}
+		// The value: union branch 1, then the string's length and text.
+		v := r.Value[9:]
+		n, size := binary.Uvarint(v[1:])
+		got[string(v[1+size:1+size+int(n/2)])] = true
+	}
+	for _, p := range payloads {
+		if !got[p] {
+			t.Errorf("payload %s not published; got %v", p, got)
+		}
+	}
+	if s := registryGet(t, api+"/groups/default/artifacts/"+topic+"-value"); !strings.Contains(s, "io.debezium.data.Json") {
+		t.Errorf("subject %s-value: %s", topic, s)
+	}
+	eventually(t, 30*time.Second, "the problem cleared in status", func() bool {
+		st, _ := e.status(t, "--slot", "debezium")
+		return st.KafkaKnown && st.KafkaProblem == ""
+	})
+	p.stop(t)
+}
+
+func registryGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
