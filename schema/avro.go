@@ -126,10 +126,13 @@ func appendAvroFieldEnd(dst []byte, optional bool) []byte {
 	return append(dst, '}')
 }
 
-// appendCSchemaAvro appends an inferred (expanded JSON) schema, which is
-// always optional.
-func (n *avroNames) appendCSchema(dst []byte, s *cschema) []byte {
-	dst = append(dst, `["null",`...)
+// appendCSchema appends an inferred (expanded JSON) schema: optional
+// (a union with null) as every field of it is, or, for the expanded
+// payload as the whole value, not.
+func (n *avroNames) appendCSchema(dst []byte, s *cschema, optional bool) []byte {
+	if optional {
+		dst = append(dst, `["null",`...)
+	}
 	switch s.typ {
 	case "struct":
 		var outer string
@@ -139,13 +142,13 @@ func (n *avroNames) appendCSchema(dst []byte, s *cschema) []byte {
 				dst = append(dst, ',')
 			}
 			dst = appendAvroField(dst, f.name)
-			dst = n.appendCSchema(dst, f.s)
+			dst = n.appendCSchema(dst, f.s, true)
 			dst = appendAvroFieldEnd(dst, true)
 		}
 		dst = n.appendRecordEnd(dst, outer, s.name, nil)
 	case "array":
 		dst = append(dst, `{"type":"array","items":`...)
-		dst = n.appendCSchema(dst, s.items)
+		dst = n.appendCSchema(dst, s.items, true)
 		dst = append(dst, '}')
 	case "int32":
 		dst = append(dst, `"int"`...)
@@ -156,7 +159,10 @@ func (n *avroNames) appendCSchema(dst []byte, s *cschema) []byte {
 		dst = append(dst, s.typ...)
 		dst = append(dst, '"')
 	}
-	return append(dst, ']')
+	if optional {
+		dst = append(dst, ']')
+	}
+	return dst
 }
 
 // appendAvroLong appends v in Avro's zig-zag variable-length encoding.
@@ -306,15 +312,19 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		}
 	}
 	if !isStruct {
-		// An expanded payload alone: an optional record.
-		return appendAvroData(buf, node, exp), string(names.appendCSchema(nil, exp)), nil
+		// An expanded payload alone: a record, not optional (the
+		// router's value schema), so without a union's branch.
+		start := len(buf)
+		buf = appendAvroData(buf, node, exp)
+		buf = append(buf[:start], buf[start+1:]...)
+		return buf, string(names.appendCSchema(nil, exp, false)), nil
 	}
 	name := c.TopicPrefix + "." + r.Origin.Schema + "." + r.Origin.Table + "." + r.AggregateType + ".Value"
 	sch, outer := names.appendRecordStart(sch, name)
 	sch = appendAvroField(sch, "payload")
 	payloadOptional := c.optional(r.columnName(fPayload))
 	if exp != nil {
-		sch = names.appendCSchema(sch, exp)
+		sch = names.appendCSchema(sch, exp, true)
 		sch = appendAvroFieldEnd(sch, true)
 		buf = appendAvroData(buf, node, exp)
 	} else {

@@ -41,6 +41,11 @@ func TestDebeziumOutboxAvro(t *testing.T) {
 		{name: "envelope expanded", cfg: DebeziumConfig{Key: ConvString, Value: ConvAvro, ExpandJSONPayload: true}, add: envelope,
 			aggregateID: []byte("o-1"), pl: []byte(payload), n: []byte("5"), key: hex.EncodeToString([]byte("o-1")),
 			value: "020202020202" + "78" + "18" + hex.EncodeToString([]byte("OrderCreated")) + "020a", valueSchema: expandedSchema},
+		// The expanded payload alone (avro-evolution's first row): a
+		// record, not a union.
+		{name: "expanded", cfg: DebeziumConfig{Key: ConvString, Value: ConvAvro, ExpandJSONPayload: true},
+			aggregateID: []byte("o-1"), pl: []byte(`{"a": 1}`), key: hex.EncodeToString([]byte("o-1")),
+			value: "0202", valueSchema: `{"type":"record","name":"payload","fields":[{"name":"a","type":["null","int"],"default":null}],"connect.name":"payload"}`},
 		{name: "envelope null payload", cfg: DebeziumConfig{Key: ConvString, Value: ConvAvro, ExpandJSONPayload: true}, add: envelope,
 			aggregateID: []byte("o-2"), key: hex.EncodeToString([]byte("o-2")),
 			value: "00" + "18" + hex.EncodeToString([]byte("OrderCreated")) + "00", valueSchema: stringSchema},

@@ -37,6 +37,10 @@ import (
 //	             table of docs/debezium.md
 //	differences: deliberate differences the case shows (see Deliberate);
 //	             empty when the streams must be equal
+//	registry:    settings of a schema registry of the case's own
+//	             (registry.rules.global.compatibility: BACKWARD, say), for
+//	             a case whose converters use one; unset, the corpus's
+//	             shared registry
 //
 // A case gives connect, server or both. Debezium runs as Kafka Connect
 // with connect, or with the Connect form of server (ConnectForm) when
@@ -61,6 +65,7 @@ type Case struct {
 	Normalize   []Normalization   `yaml:"normalize"`
 	Covers      []string          `yaml:"covers"`
 	Differences []Deliberate      `yaml:"differences"`
+	Registry    map[string]string `yaml:"registry"`
 }
 
 // Deliberate is a difference between Debezium and pgoutbox that pgoutbox
@@ -154,6 +159,14 @@ func (c Case) Validate() error {
 		if d.Option == "" || strings.TrimSpace(d.Reason) == "" {
 			return fmt.Errorf("difference %d: an option and a reason are needed", i+1)
 		}
+	}
+	for k := range c.Registry {
+		if !strings.HasPrefix(k, "registry.") {
+			return fmt.Errorf("registry: %q is not an Apicurio Registry setting (registry.*)", k)
+		}
+	}
+	if len(c.Registry) > 0 && !c.UsesRegistry() {
+		return errors.New("registry settings for a case whose converters use no registry")
 	}
 	keys := slices.Collect(maps.Keys(c.Connect))
 	if c.Server != "" {

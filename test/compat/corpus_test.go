@@ -68,6 +68,12 @@ func TestCorpus(t *testing.T) {
 	// uses them.
 	var registryAPI string
 	var plugins []string
+	registries := map[string]string{}
+	for _, c := range cases {
+		if k := c.RegistryKey(); k != "" && registries[k] == "" {
+			registries[k] = registrytest.Start(t, registrytest.Options{Properties: c.Registry}).URL + "/apis/registry/v2"
+		}
+	}
 	if slices.ContainsFunc(cases, Case.UsesRegistry) {
 		reg := registrytest.Start(t, registrytest.Options{})
 		registryAPI = reg.URL + "/apis/registry/v2"
@@ -80,7 +86,7 @@ func TestCorpus(t *testing.T) {
 	connect := connecttest.Start(t, connecttest.Options{Brokers: kafka.Brokers, Plugins: plugins})
 	t.Logf("Kafka Connect answered %.1fs after its JVM started; servers ready %.1fs after the test began",
 		connect.Started.Seconds(), time.Since(begin).Seconds())
-	env := &Env{AdminURL: pg.URL, Brokers: kafka.Brokers, Connect: connect, RegistryAPI: registryAPI,
+	env := &Env{AdminURL: pg.URL, Brokers: kafka.Brokers, Connect: connect, RegistryAPI: registryAPI, Registries: registries,
 		Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")}
 
 	parallel := 8

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -197,4 +198,21 @@ func compareRegistered(want, got map[string][]string) []string {
 		}
 	}
 	return diffs
+}
+
+// RegistryKey names a case's own registry settings, "" for none.
+func (c Case) RegistryKey() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.Registry)) {
+		parts = append(parts, k+"="+c.Registry[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// registryAPI is the API of the registry the case runs against.
+func (r *run) registryAPI() string {
+	if k := r.c.RegistryKey(); k != "" {
+		return r.env.Registries[k]
+	}
+	return r.env.RegistryAPI
 }

@@ -38,6 +38,9 @@ type Env struct {
 	// RegistryAPI is Apicurio Registry's API (…/apis/registry/v2) for
 	// the cases that use a schema registry; "" when none runs.
 	RegistryAPI string
+	// Registries are the APIs of the registries started for cases with
+	// settings of their own, by RegistryKey.
+	Registries map[string]string
 	// Dir holds each case's configuration files, in a directory per case.
 	Dir string
 }
@@ -259,7 +262,7 @@ func (r *run) harness(side string) map[string]string {
 		"snapshot.mode":     "no_data",
 	}
 	for _, part := range registryParts(r.c.DebeziumConfig()) {
-		h[part+".converter.apicurio.registry.url"] = r.env.RegistryAPI
+		h[part+".converter.apicurio.registry.url"] = r.registryAPI()
 	}
 	return h
 }
@@ -586,7 +589,7 @@ func (r *run) compare(ctx context.Context) error {
 		return err
 	}
 	conf := r.c.DebeziumConfig()
-	reg := registryClient{api: r.env.RegistryAPI}
+	reg := registryClient{api: r.registryAPI()}
 	var dbzSchemas map[string][]string
 	if len(registryParts(conf)) > 0 {
 		reg.resolveIDs(ctx, d.Records, conf)
