@@ -329,7 +329,7 @@ func TestCompatCasesAccepted(t *testing.T) {
 			}
 			// The registry's URL is the harness's to set.
 			for _, part := range []string{"key", "value"} {
-				if conf[part+".converter"] == apicurioAvroConverter {
+				if conf[part+".converter"] == "io.apicurio.registry.utils.converter.AvroConverter" {
 					conf[part+".converter.apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
 				}
 			}
