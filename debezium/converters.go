@@ -150,6 +150,12 @@ func serverFormat(part, format string) (string, string) {
 		return binaryDataConverter, ""
 	case part == "header":
 		return "", fmt.Sprintf("%q is not a header format of Debezium Server (json or jsonbytearray), which does not start with it", format)
+	case format == "avro":
+		// ConverterBuilder takes Apicurio's AvroConverter when
+		// apicurio.registry.url is set, else Confluent's; Debezium
+		// Server 3.6 ships Apicurio's 3.x converter (registry API v3).
+		return "", "Debezium Server's avro format writes with Apicurio's 3.x converter (registry API v3), which pgoutbox does not implement yet; " +
+			"the Kafka Connect form with io.apicurio.registry.utils.converter.AvroConverter (2.x) is implemented"
 	}
 	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring or binary)", format)
 }
