@@ -77,8 +77,10 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 			case "apicurio.auth.password":
 				set("password", v)
 			case "apicurio.registry.artifact-resolver-strategy":
-				if v != "io.apicurio.registry.serde.strategy.TopicIdStrategy" {
-					refuse(k, fmt.Sprintf("%q: pgoutbox implements the default, TopicIdStrategy (<topic>-key, <topic>-value)", v))
+				if s, ok := apicurioStrategies[v]; ok {
+					set("strategy", s)
+				} else {
+					refuse(k, fmt.Sprintf("%q: pgoutbox implements TopicIdStrategy, SimpleTopicIdStrategy, RecordIdStrategy, TopicRecordIdStrategy and QualifiedRecordIdStrategy", v))
 				}
 			case "apicurio.registry.avro.encoding":
 				if !strings.EqualFold(v, "BINARY") {
@@ -112,8 +114,12 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 				set("user", user)
 				set("password", pass)
 			case "key.subject.name.strategy", "value.subject.name.strategy":
-				if !strings.HasSuffix(v, ".TopicNameStrategy") {
-					refuse(k, fmt.Sprintf("%q: pgoutbox implements the default, TopicNameStrategy", v))
+				if !strings.HasPrefix(k, part+".") {
+					r.ignore(name(k))
+				} else if s, ok := confluentStrategies[v]; ok {
+					set("strategy", s)
+				} else {
+					refuse(k, fmt.Sprintf("%q: pgoutbox implements TopicNameStrategy, RecordNameStrategy and TopicRecordNameStrategy", v))
 				}
 			default:
 				r.ignore(name(k))
@@ -122,3 +128,19 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 		set("api", "confluent")
 	}
 }
+
+// The subject strategies by class, as the registry flags name them.
+var (
+	apicurioStrategies = map[string]string{
+		"io.apicurio.registry.serde.strategy.TopicIdStrategy":                "topic",
+		"io.apicurio.registry.serde.strategy.SimpleTopicIdStrategy":          "simple-topic",
+		"io.apicurio.registry.serde.avro.strategy.RecordIdStrategy":          "record",
+		"io.apicurio.registry.serde.avro.strategy.TopicRecordIdStrategy":     "topic-record",
+		"io.apicurio.registry.serde.avro.strategy.QualifiedRecordIdStrategy": "qualified-record",
+	}
+	confluentStrategies = map[string]string{
+		"io.confluent.kafka.serializers.subject.TopicNameStrategy":       "topic",
+		"io.confluent.kafka.serializers.subject.RecordNameStrategy":      "record",
+		"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy": "topic-record",
+	}
+)

@@ -14,6 +14,9 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
+	if e.Status == 0 { // refused before asking the registry
+		return fmt.Sprintf("schema of %s: %s", e.Subject, e.Answer)
+	}
 	return fmt.Sprintf("schema registry refused the schema of subject %s: %d %s", e.Subject, e.Status, e.Answer)
 }
 

@@ -31,6 +31,29 @@ const (
 	Confluent API = "confluent"
 )
 
+// Strategy is a subject naming strategy: Apicurio's
+// ArtifactReferenceResolverStrategy, Confluent's subject.name.strategy.
+type Strategy string
+
+const (
+	// TopicStrategy: <topic>-key, <topic>-value (TopicIdStrategy,
+	// TopicNameStrategy).
+	TopicStrategy Strategy = "topic"
+	// SimpleTopicStrategy: <topic> (Apicurio's SimpleTopicIdStrategy).
+	SimpleTopicStrategy Strategy = "simple-topic"
+	// RecordStrategy: the record's name, in the group of its namespace
+	// under Apicurio (RecordIdStrategy), its full name under Confluent
+	// (RecordNameStrategy).
+	RecordStrategy Strategy = "record"
+	// TopicRecordStrategy: <topic>-<record name> in the group of its
+	// namespace under Apicurio (TopicRecordIdStrategy),
+	// <topic>-<full name> under Confluent (TopicRecordNameStrategy).
+	TopicRecordStrategy Strategy = "topic-record"
+	// QualifiedRecordStrategy: the record's full name (Apicurio's
+	// QualifiedRecordIdStrategy).
+	QualifiedRecordStrategy Strategy = "qualified-record"
+)
+
 // Config configures one part's converter (a key's or a value's).
 type Config struct {
 	// URL is the API's base: Apicurio's ends in /apis/registry/v2, the
@@ -58,7 +81,12 @@ type Config struct {
 	// ContentID (Apicurio's use-id=contentId) writes the content id
 	// instead of the global id.
 	ContentID bool
-	// Group is the Apicurio artifact group; default "default".
+	// Strategy names the subject (Apicurio's artifact) of a schema:
+	// TopicStrategy (default), SimpleTopicStrategy, RecordStrategy,
+	// TopicRecordStrategy or QualifiedRecordStrategy.
+	Strategy Strategy
+	// Group is the Apicurio artifact group of the topic strategies;
+	// default "default".
 	Group string
 	// Username and Password authenticate with HTTP basic auth.
 	Username, Password string
@@ -83,6 +111,9 @@ func (c *Config) Defaults() {
 	if c.Group == "" {
 		c.Group = "default"
 	}
+	if c.Strategy == "" {
+		c.Strategy = TopicStrategy
+	}
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
@@ -104,6 +135,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("registry: id size %d: want 4 or 8", c.IDSize)
 	case c.API == Confluent && (c.Headers || c.IDSize != 4 || c.ContentID):
 		return errors.New("registry: Confluent's framing is a magic byte and a 4-byte schema id")
+	case c.API == Confluent && (c.Strategy == SimpleTopicStrategy || c.Strategy == QualifiedRecordStrategy):
+		return fmt.Errorf("registry: strategy %q is Apicurio's", c.Strategy)
+	}
+	switch c.Strategy {
+	case TopicStrategy, SimpleTopicStrategy, RecordStrategy, TopicRecordStrategy, QualifiedRecordStrategy:
+	default:
+		return fmt.Errorf("registry: strategy %q: want topic, simple-topic, record, topic-record or qualified-record", c.Strategy)
 	}
 	return nil
 }
@@ -181,13 +219,47 @@ func (s *Serde) Frame(ctx context.Context, topic, schema string, datum []byte) (
 	return append(out, datum...), nil, nil
 }
 
-// Subject is the subject (artifact id) of topic's part: TopicIdStrategy,
-// <topic>-key or <topic>-value.
-func (s *Serde) Subject(topic string) string {
-	if s.isKey {
-		return topic + "-key"
+// Subject is the group (Apicurio's; "" for the configured one) and the
+// subject (artifact id) of schema in topic's part, by the strategy; a
+// record strategy refuses a schema that is not an Avro record, as
+// Apicurio's and Confluent's do.
+func (s *Serde) Subject(topic, schema string) (group, subject string, err error) {
+	switch s.cfg.Strategy {
+	case SimpleTopicStrategy:
+		return "", topic, nil
+	case RecordStrategy, TopicRecordStrategy, QualifiedRecordStrategy:
+	default:
+		if s.isKey {
+			return "", topic + "-key", nil
+		}
+		return "", topic + "-value", nil
 	}
-	return topic + "-value"
+	var rec struct {
+		Type, Name, Namespace string
+	}
+	if json.Unmarshal([]byte(schema), &rec) != nil || rec.Type != "record" {
+		return "", "", &RefusedError{Subject: topic, Answer: "the " + string(s.cfg.Strategy) + " strategy names subjects after an Avro record, and this schema is none: " + truncate([]byte(schema))}
+	}
+	full := rec.Name
+	if rec.Namespace != "" {
+		full = rec.Namespace + "." + rec.Name
+	}
+	switch {
+	case s.cfg.Strategy == QualifiedRecordStrategy:
+		return "", full, nil
+	case s.cfg.API == Confluent && s.cfg.Strategy == RecordStrategy:
+		return "", full, nil
+	case s.cfg.API == Confluent:
+		return "", topic + "-" + full, nil
+	}
+	group = rec.Namespace
+	if group == "" {
+		group = "default"
+	}
+	if s.cfg.Strategy == TopicRecordStrategy {
+		return group, topic + "-" + rec.Name, nil
+	}
+	return group, rec.Name, nil
 }
 
 func (s *Serde) id(ctx context.Context, topic, schema string) (ids, error) {
@@ -197,12 +269,14 @@ func (s *Serde) id(ctx context.Context, topic, schema string) (ids, error) {
 	if ok {
 		return id, nil
 	}
-	subject := s.Subject(topic)
-	var err error
+	group, subject, err := s.Subject(topic, schema)
+	if err != nil {
+		return ids{}, err
+	}
 	if s.cfg.API == Confluent {
 		id, err = s.confluent(ctx, subject, schema)
 	} else {
-		id, err = s.apicurio(ctx, subject, schema)
+		id, err = s.apicurio(ctx, group, subject, schema)
 	}
 	if err != nil {
 		return ids{}, err
@@ -216,8 +290,11 @@ func (s *Serde) id(ctx context.Context, topic, schema string) (ids, error) {
 // apicurio registers schema under subject (ifExists=RETURN_OR_UPDATE, as
 // the converter's auto-register does), or looks it up: the subject's
 // latest version (FindLatest) or the version of this content.
-func (s *Serde) apicurio(ctx context.Context, subject, schema string) (ids, error) {
-	base := strings.TrimRight(s.cfg.URL, "/") + "/groups/" + url.PathEscape(s.cfg.Group) + "/artifacts"
+func (s *Serde) apicurio(ctx context.Context, group, subject, schema string) (ids, error) {
+	if group == "" {
+		group = s.cfg.Group
+	}
+	base := strings.TrimRight(s.cfg.URL, "/") + "/groups/" + url.PathEscape(group) + "/artifacts"
 	var (
 		method = http.MethodPost
 		path   string

@@ -164,6 +164,33 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 			t.Fatalf("latest version: %d %s", code, body)
 		}
 	})
+	t.Run("strategies", func(t *testing.T) {
+		for _, tc := range []struct {
+			cfg  Config
+			path string // where the schema is then
+		}{
+			{Config{URL: api, Strategy: SimpleTopicStrategy}, api + "/groups/default/artifacts/t8"},
+			{Config{URL: api, Strategy: RecordStrategy}, api + "/groups/t/artifacts/V"},
+			{Config{URL: api, Strategy: TopicRecordStrategy}, api + "/groups/t/artifacts/t8-V"},
+			{Config{URL: api, Strategy: QualifiedRecordStrategy}, api + "/groups/default/artifacts/t.V"},
+			{Config{URL: reg.URL + "/apis/ccompat/v6", API: Confluent, Strategy: RecordStrategy}, reg.URL + "/apis/ccompat/v6/subjects/t.V/versions/latest"},
+			{Config{URL: reg.URL + "/apis/ccompat/v6", API: Confluent, Strategy: TopicRecordStrategy}, reg.URL + "/apis/ccompat/v6/subjects/t8-t.V/versions/latest"},
+		} {
+			s, _ := newSerde(t, tc.cfg, false)
+			if _, _, err := s.Frame(ctx, "t8", schemaV1, datum); err != nil {
+				t.Fatalf("%s: %v", tc.cfg.Strategy, err)
+			}
+			if code, body := get(t, tc.path); code != 200 || !strings.Contains(body, `"name":`) && !strings.Contains(body, `\"name\"`) {
+				t.Errorf("%s %s: %s: %d %s", tc.cfg.API, tc.cfg.Strategy, tc.path, code, body)
+			}
+		}
+		s, _ := newSerde(t, Config{URL: api, Strategy: RecordStrategy}, false)
+		_, _, err := s.Frame(ctx, "t8", `"string"`, datum)
+		var re *RefusedError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "Avro record") {
+			t.Fatalf("a record strategy given a string schema: %v", err)
+		}
+	})
 	t.Run("down", func(t *testing.T) {
 		reg.Stop()
 		s, _ := newSerde(t, Config{URL: api, Username: "u", Password: "secret-pass"}, false)

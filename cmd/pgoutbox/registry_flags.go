@@ -12,6 +12,7 @@ import (
 type registryFlags struct {
 	part               string
 	url, api, useID    string
+	strategy           string
 	headers, autoReg   bool
 	findLatest         bool
 	idSize             int
@@ -28,6 +29,7 @@ func registerRegistryFlags(fs *flag.FlagSet, part string) *registryFlags {
 	fs.StringVar(&r.useID, p+"use-id", "globalId", part+" converter avro, apicurio: the id written, globalId or contentId (apicurio.registry.use-id)")
 	fs.BoolVar(&r.autoReg, p+"auto-register", true, part+" converter avro: register a new schema; false looks it up and dead-letters a record whose schema is not registered (auto-register, auto.register.schemas)")
 	fs.BoolVar(&r.findLatest, p+"find-latest", false, part+" converter avro, apicurio, auto-register false: the subject's latest version (apicurio.registry.find-latest)")
+	fs.StringVar(&r.strategy, p+"strategy", string(registry.TopicStrategy), part+" converter avro: the subject of a schema, topic (<topic>-"+part+"), simple-topic (<topic>), record (the record's name; apicurio: in its namespace's group), topic-record (<topic>-<record>) or qualified-record (apicurio: the record's full name)")
 	fs.StringVar(&r.user, p+"user", "", part+" converter avro: the registry's basic auth user")
 	fs.StringVar(&r.password, p+"password", "", part+" converter avro: the registry's basic auth password")
 	fs.StringVar(&r.ca, p+"ca-file", "", part+" converter avro: PEM file of the CAs of the registry's https certificate")
@@ -40,7 +42,8 @@ func (r *registryFlags) config() (*registry.Config, error) {
 		return nil, nil
 	}
 	c := &registry.Config{URL: r.url, API: registry.API(r.api), Headers: r.headers, IDSize: r.idSize,
-		NoAutoRegister: !r.autoReg, FindLatest: r.findLatest, Username: r.user, Password: r.password, CAFile: r.ca}
+		NoAutoRegister: !r.autoReg, FindLatest: r.findLatest, Username: r.user, Password: r.password, CAFile: r.ca,
+		Strategy: registry.Strategy(r.strategy)}
 	switch r.useID {
 	case "globalId":
 	case "contentId":

@@ -131,16 +131,17 @@ func (rc registryClient) resolveIDs(ctx context.Context, recs []Record, conf map
 	}
 }
 
-// registered is every version's content of every artifact of the default
-// group whose id starts with prefix, by the id without it.
+// registered is every version's content of every artifact, in any group,
+// whose id starts with prefix, by its group and the id without it.
 func (rc registryClient) registered(ctx context.Context, prefix string) (map[string][]string, error) {
-	data, err := rc.get(ctx, "/groups/default/artifacts?limit=1000")
+	data, err := rc.get(ctx, "/search/artifacts?limit=1000")
 	if err != nil {
 		return nil, err
 	}
 	var list struct {
 		Artifacts []struct {
-			ID string `json:"id"`
+			ID      string `json:"id"`
+			GroupID string `json:"groupId"`
 		} `json:"artifacts"`
 	}
 	if err := json.Unmarshal(data, &list); err != nil {
@@ -152,7 +153,13 @@ func (rc registryClient) registered(ctx context.Context, prefix string) (map[str
 		if !ok {
 			continue
 		}
-		data, err := rc.get(ctx, "/groups/default/artifacts/"+url.PathEscape(a.ID)+"/versions")
+		group := a.GroupID
+		if group == "" {
+			group = "default"
+		}
+		subject = group + "/" + subject
+		base := "/groups/" + url.PathEscape(group) + "/artifacts/" + url.PathEscape(a.ID)
+		data, err := rc.get(ctx, base+"/versions")
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +172,7 @@ func (rc registryClient) registered(ctx context.Context, prefix string) (map[str
 			return nil, err
 		}
 		for _, v := range vs.Versions {
-			content, err := rc.get(ctx, "/groups/default/artifacts/"+url.PathEscape(a.ID)+"/versions/"+url.PathEscape(v.Version))
+			content, err := rc.get(ctx, base+"/versions/"+url.PathEscape(v.Version))
 			if err != nil {
 				return nil, err
 			}
@@ -215,4 +222,10 @@ func (r *run) registryAPI() string {
 		return r.env.Registries[k]
 	}
 	return r.env.RegistryAPI
+}
+
+// recordStrategy tells whether conf's part names its subjects after
+// records (Apicurio's record strategies), which only records can pass.
+func recordStrategy(conf map[string]string, part string) bool {
+	return strings.Contains(conf[part+".converter.apicurio.registry.artifact-resolver-strategy"], "Record")
 }

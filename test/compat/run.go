@@ -287,12 +287,21 @@ func (r *run) debeziumConfig() map[string]string {
 	if list := strings.TrimSpace(conf["transforms"]); list != "" {
 		chain = append(chain, list)
 	}
-	for i, t := range [][3]string{
+	steps := [][3]string{
 		{"ExtractField$Value", "field", "message"},
 		{"ValueToKey", "fields", "content"},
 		{"ExtractField$Key", "field", "content"},
 		{"ExtractField$Value", "field", "content"},
-	} {
+	}
+	// A registry converter that names subjects after records writes
+	// records only: its part stays a struct.
+	if recordStrategy(conf, "key") {
+		steps = slices.DeleteFunc(steps, func(s [3]string) bool { return s[0] == "ExtractField$Key" })
+	}
+	if recordStrategy(conf, "value") {
+		steps = steps[:len(steps)-1]
+	}
+	for i, t := range steps {
 		name := fmt.Sprintf("%s%d", fence, i)
 		chain = append(chain, name)
 		conf["transforms."+name+".type"] = "org.apache.kafka.connect.transforms." + t[0]
@@ -598,7 +607,7 @@ func (r *run) compare(ctx context.Context) error {
 		}
 		// The fence's own schemas (it passes the converter too).
 		for s := range dbzSchemas {
-			if strings.HasPrefix(s, r.fenceTopic()+"-") {
+			if _, name, _ := strings.Cut(s, "/"); strings.HasPrefix(name, r.fenceTopic()+"-") {
 				delete(dbzSchemas, s)
 			}
 		}
