@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/test/registrytest"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 // countingTransport counts the requests a serde makes.
@@ -189,6 +190,21 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 		var re *RefusedError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), "Avro record") {
 			t.Fatalf("a record strategy given a string schema: %v", err)
+		}
+	})
+	t.Run("tls", func(t *testing.T) {
+		// A registry of its own, over https with a CA's certificate.
+		ca := tlstest.New(t)
+		sec := registrytest.Start(t, registrytest.Options{TLS: ca})
+		s, _ := newSerde(t, Config{URL: sec.TLSURL + "/apis/registry/v2", CAFile: ca.WritePEM(t, t.TempDir())}, false)
+		if _, _, err := s.Frame(ctx, "t9", schemaV1, datum); err != nil {
+			t.Fatalf("https with the CA: %v", err)
+		}
+		s, _ = newSerde(t, Config{URL: sec.TLSURL + "/apis/registry/v2"}, false)
+		_, _, err := s.Frame(ctx, "t9", schemaV1, datum)
+		var ue *UnreachableError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("https without the CA: %v", err)
 		}
 	})
 	t.Run("down", func(t *testing.T) {

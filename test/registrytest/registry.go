@@ -10,6 +10,8 @@ package registrytest
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 const (
@@ -46,6 +49,9 @@ type Options struct {
 	// Properties are Quarkus or registry settings, passed as -Dkey=value
 	// (quarkus.http.port is the harness's).
 	Properties map[string]string
+	// TLS also serves both APIs over https with a certificate for
+	// 127.0.0.1 that this CA signed (TLSURL).
+	TLS *tlstest.CA
 }
 
 // Registry is a running Apicurio Registry.
@@ -53,12 +59,15 @@ type Registry struct {
 	// URL is the server's base, http://127.0.0.1:PORT: Apicurio's API is
 	// URL+"/apis/registry/v2", the Confluent-compatible one
 	// URL+"/apis/ccompat/v6".
-	URL  string
-	port int
-	java string
-	jar  string
-	opts Options
-	p    *proc.Process
+	URL string
+	// TLSURL is the https base with Options.TLS, "" without.
+	TLSURL string
+	tlsDir string
+	port   int
+	java   string
+	jar    string
+	opts   Options
+	p      *proc.Process
 }
 
 // readyTimeout bounds a start; seen: about 4 s on 2 idle cores.
@@ -93,6 +102,11 @@ func Launch(opts Options) (*Registry, error) {
 	}
 	r := &Registry{URL: "http://127.0.0.1:" + strconv.Itoa(port), port: port, java: java,
 		jar: filepath.Join(dir, "registry", "apicurio-registry-runner.jar"), opts: opts}
+	if opts.TLS != nil {
+		if err := r.tls(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.start(); err != nil {
 		return nil, err
 	}
@@ -225,8 +239,13 @@ func (r *Registry) Restart(t testing.TB) {
 	}
 }
 
-// Close stops the registry.
-func (r *Registry) Close() { r.Stop() }
+// Close stops the registry and removes its files.
+func (r *Registry) Close() {
+	r.Stop()
+	if r.tlsDir != "" {
+		os.RemoveAll(r.tlsDir)
+	}
+}
 
 // install finds java and the installed registry, installing it with
 // .ci/install-apicurio (Maven) into the module's .cache/apicurio on first
@@ -239,4 +258,36 @@ func install() (java, dir string, err error) {
 		}
 	}
 	return in.Java, in.Dir, err
+}
+
+// tls writes the server's certificate and key for Quarkus (PEM) and
+// adds the https port to the properties.
+func (r *Registry) tls() error {
+	sslPort, err := freeport.Port()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pgoutbox-registry-tls-")
+	if err != nil {
+		return err
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(r.opts.TLS.Server.PrivateKey)
+	if err != nil {
+		return err
+	}
+	cert, keyFile := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.opts.TLS.Server.Certificate[0]}), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		return err
+	}
+	props := map[string]string{"quarkus.http.ssl-port": strconv.Itoa(sslPort),
+		"quarkus.http.ssl.certificate.file": cert, "quarkus.http.ssl.certificate.key-file": keyFile}
+	for k, v := range r.opts.Properties {
+		props[k] = v
+	}
+	r.opts.Properties = props
+	r.TLSURL, r.tlsDir = "https://127.0.0.1:"+strconv.Itoa(sslPort), dir
+	return nil
 }
