@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"strconv"
 )
@@ -13,16 +14,70 @@ import (
 // and its value in Avro's binary encoding. The registry's framing (an id
 // before the datum, or headers) is the registry package's.
 
-// avroNames tracks the enclosing namespace while a schema is written:
-// Avro writes a named type's namespace only where it differs from it.
-type avroNames struct{ space string }
+// avroNames tracks the enclosing namespace while a schema is written
+// (Avro writes a named type's namespace only where it differs from it),
+// and the named types already defined in it.
+type avroNames struct {
+	space   string
+	defined map[string]bool
+}
+
+func (n *avroNames) define(full string) {
+	if n.defined == nil {
+		n.defined = map[string]bool{}
+	}
+	n.defined[full] = true
+}
+
+// decimalName is Kafka Connect's Decimal logical type.
+const decimalName = "org.apache.kafka.connect.data.Decimal"
+
+// appendAvroDecimalProps appends Avro's decimal scale and precision from
+// a Decimal's Connect parameters ({"scale":"2","connect.decimal.precision":"10"});
+// AvroData takes 64 for a precision Connect does not give.
+func appendAvroDecimalProps(dst []byte, params string) []byte {
+	var p struct {
+		Scale     string `json:"scale"`
+		Precision string `json:"connect.decimal.precision"`
+	}
+	_ = json.Unmarshal([]byte(params), &p) // written by connectTypeOf
+	if p.Precision == "" {
+		p.Precision = "64"
+	}
+	dst = append(dst, `,"scale":`...)
+	dst = append(dst, p.Scale...)
+	dst = append(dst, `,"precision":`...)
+	return append(dst, p.Precision...)
+}
 
 // appendAvroConnect appends the Avro schema of a Connect type: a primitive
 // alone, or an object with the Connect metadata AvroData keeps
 // (connect.type for int8 and int16, then connect.doc, connect.version,
-// connect.parameters and connect.name). ok is false for types the avro
-// converter does not write yet (Decimal, VariableScaleDecimal).
-func appendAvroConnect(dst []byte, ct connectType, optional bool) ([]byte, bool) {
+// connect.parameters and connect.name); Kafka Connect's Decimal is Avro's
+// decimal logical type on bytes (scale, precision, 64 when Connect names
+// none), Debezium's VariableScaleDecimal a record. n tracks the names
+// already defined (a record named twice is written by name the second
+// time); nil for a schema of its own.
+func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) ([]byte, bool) {
+	if ct.name == variableScaleDecimal.name {
+		if optional {
+			dst = append(dst, `["null",`...)
+		}
+		if n != nil && n.defined[ct.name] {
+			dst = appendJavaString(dst, ct.name)
+		} else {
+			if n != nil {
+				n.define(ct.name)
+			}
+			dst = append(dst, `{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data",`+
+				`"fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],`+
+				`"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}`...)
+		}
+		if optional {
+			dst = append(dst, ']')
+		}
+		return dst, true
+	}
 	var base, connectTyp string
 	switch ct.typ {
 	case "boolean", "float", "double", "string", "bytes":
@@ -36,8 +91,8 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool) ([]byte, bool)
 	default:
 		return dst, false
 	}
-	if ct.params != "" {
-		return dst, false // Decimal: a logical type of its own
+	if ct.params != "" && ct.name != decimalName {
+		return dst, false
 	}
 	if optional {
 		dst = append(dst, `["null",`...)
@@ -55,6 +110,9 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool) ([]byte, bool)
 			dst = append(dst, connectTyp...)
 			dst = append(dst, '"')
 		}
+		if ct.name == decimalName {
+			dst = appendAvroDecimalProps(dst, ct.params)
+		}
 		if ct.doc != "" {
 			dst = append(dst, `,"connect.doc":`...)
 			dst = appendJavaString(dst, ct.doc)
@@ -63,9 +121,16 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool) ([]byte, bool)
 			dst = append(dst, `,"connect.version":`...)
 			dst = strconv.AppendInt(dst, int64(ct.version), 10)
 		}
+		if ct.params != "" {
+			dst = append(dst, `,"connect.parameters":`...)
+			dst = append(dst, ct.params...)
+		}
 		if ct.name != "" {
 			dst = append(dst, `,"connect.name":`...)
 			dst = appendJavaString(dst, ct.name)
+		}
+		if ct.name == decimalName {
+			dst = append(dst, `,"logicalType":"decimal"`...)
 		}
 		dst = append(dst, '}')
 	}
@@ -223,7 +288,15 @@ func appendAvroValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 		}
 		return appendAvroBytes(dst, b), ""
 	case oidNumeric, oidMoney:
-		return dst, "the avro converter does not write numeric or money columns yet"
+		d, reason := parseDecimal(t, text)
+		if reason != "" || d.special {
+			return dst, "not a number Avro can hold (NaN, Infinity) in a NOT NULL column"
+		}
+		if _, _, ok := t.numericScale(); !ok && t.oid == oidNumeric {
+			// VariableScaleDecimal: {scale int, value bytes}.
+			dst = appendAvroLong(dst, int64(d.scale))
+		}
+		return appendAvroBytes(dst, d.bytes()), ""
 	case oidTimestamptz, oidTimetz:
 		s, reason := appendStringValue(nil, t, text)
 		if reason != "" {
@@ -281,7 +354,7 @@ func avroSchemaOf(conv Converter, t pgType, optional bool) (string, string) {
 	if ct.typ == "" {
 		ct = connectType{typ: "string"}
 	}
-	s, ok := appendAvroConnect(nil, ct, optional)
+	s, ok := appendAvroConnect(nil, ct, optional, nil)
 	if !ok {
 		return "", "the avro converter does not write this column's type yet"
 	}
@@ -329,7 +402,7 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		buf = appendAvroData(buf, node, exp)
 	} else {
 		var ok bool
-		if sch, ok = appendAvroConnect(sch, payloadCT, payloadOptional); !ok {
+		if sch, ok = appendAvroConnect(sch, payloadCT, payloadOptional, &names); !ok {
 			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: "the avro converter does not write this column's type yet"}
 		}
 		sch = appendAvroFieldEnd(sch, payloadOptional)
@@ -347,7 +420,7 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		sch = append(sch, ',')
 		sch = appendAvroField(sch, a.Alias)
 		var ok bool
-		if sch, ok = appendAvroConnect(sch, ct, optional); !ok {
+		if sch, ok = appendAvroConnect(sch, ct, optional, &names); !ok {
 			return buf, "", &RowError{Column: a.Column, Reason: "the avro converter does not write this column's type yet"}
 		}
 		sch = appendAvroFieldEnd(sch, optional)

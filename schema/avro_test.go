@@ -101,3 +101,30 @@ func mustHex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// Kafka Connect's Decimal and Debezium's VariableScaleDecimal as
+// Debezium 3.6.1 wrote them through Apicurio's AvroConverter (corpus case
+// avro-decimal): numeric(10,2) -12345678.91, money 12.34, numeric 3.14159.
+func TestAvroDecimal(t *testing.T) {
+	for _, tc := range []struct {
+		t             pgType
+		text          string
+		schema, datum string
+	}{
+		{pgType{oidNumeric, (10<<16 | 2) + 4}, "-12345678.91",
+			`{"type":"bytes","scale":2,"precision":10,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"10"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}`,
+			"08b669fd2d"},
+		{pgType{oidMoney, -1}, "$12.34",
+			`{"type":"bytes","scale":2,"precision":64,"connect.version":1,"connect.parameters":{"scale":"2"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}`,
+			"0404d2"},
+		{pgType{oidNumeric, -1}, "3.14159",
+			`{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}`,
+			"0a0604cb2f"},
+	} {
+		s, reason := avroSchemaOf(ConvAvro, tc.t, false)
+		d, reason2 := appendAvroValue(nil, tc.t, []byte(tc.text))
+		if reason != "" || reason2 != "" || s != tc.schema || hex.EncodeToString(d) != tc.datum {
+			t.Errorf("%s: schema %s, datum %x (%s %s)\nwant %s, %s", tc.text, s, d, reason, reason2, tc.schema, tc.datum)
+		}
+	}
+}
