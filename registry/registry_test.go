@@ -164,6 +164,22 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 		if code, body := get(t, api+"/groups/default/artifacts/t6-value"); body != schemaV2 {
 			t.Fatalf("latest version: %d %s", code, body)
 		}
+		// Looked up without registering: the subject's latest version
+		// (find-latest) whatever the record's schema, or this schema's.
+		latest, _ := newSerde(t, Config{URL: api, NoAutoRegister: true, FindLatest: true, Headers: true}, false)
+		byContent, _ := newSerde(t, Config{URL: api, NoAutoRegister: true, Headers: true}, false)
+		_, h1, err1 := latest.Frame(ctx, "t6", schemaV1, datum)
+		_, h2, err2 := byContent.Frame(ctx, "t6", schemaV1, datum)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("lookups: %v, %v", err1, err2)
+		}
+		id1, id2 := binary.BigEndian.Uint64(h1[0].Value), binary.BigEndian.Uint64(h2[0].Value)
+		if _, body := get(t, api+"/ids/globalIds/"+itoa(id1)); body != schemaV2 {
+			t.Errorf("find-latest: global id %d is %s, want the latest version", id1, body)
+		}
+		if _, body := get(t, api+"/ids/globalIds/"+itoa(id2)); body != schemaV1 {
+			t.Errorf("by content: global id %d is %s, want the first version", id2, body)
+		}
 	})
 	t.Run("strategies", func(t *testing.T) {
 		for _, tc := range []struct {
