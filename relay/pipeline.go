@@ -270,6 +270,9 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 	if msg.KeySchema != "" || msg.ValueSchema != "" {
 		if err := p.frame(ctx, kr, &msg); err != nil {
 			var ue *registry.UnreachableError
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // a stop, not the registry's problem
+			}
 			if errors.As(err, &ue) {
 				// The records wait for the registry as they would for
 				// Kafka: readiness, the kafka problem metric and status

@@ -228,6 +228,11 @@ func (c DebeziumConfig) validate(f Format) error {
 		if c.Key == ConvJSONSchemas || c.Value == ConvJSONSchemas {
 			return errors.New("schema: the debezium change event with schemas (json-schemas) is not supported yet: use json")
 		}
+		kconv, _ := c.Key.ForStruct()
+		vconv, _ := c.Value.ForStruct()
+		if kconv == ConvAvro || vconv == ConvAvro {
+			return errors.New("schema: the debezium change event in Avro (avro) is not supported yet: use json")
+		}
 	}
 	return nil
 }
