@@ -382,18 +382,9 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		msg    Message
 	)
 	msg.Timestamp = r.Timestamp
-	// Key.
-	var keyText []byte
-	if !r.null(fAggregateID) {
-		keyText = []byte(r.AggregateID)
-	}
-	if buf, msg.Key, reason = appendConvertedPart(buf, c.Key, r.columnType(fAggregateID), keyText, c.optional(r.columnName(fAggregateID))); reason != "" {
-		return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
-	}
-	if msg.Key != nil {
-		if msg.KeySchema, reason = avroSchemaOf(c.Key, r.columnType(fAggregateID), c.optional(r.columnName(fAggregateID))); reason != "" {
-			return Message{}, &RowError{Column: r.columnName(fAggregateID), Reason: reason}
-		}
+	var err error
+	if buf, msg.Key, msg.KeySchema, err = c.appendOutboxKey(buf, r); err != nil {
+		return Message{}, err
 	}
 
 	// The payload as a Connect value: a Json string, or expanded.
@@ -447,7 +438,6 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	case c.TombstoneOnEmpty && blankPayload(r):
 		valueNull = true
 	case avro:
-		var err error
 		if buf, msg.ValueSchema, err = c.appendAvroOutboxValue(buf, r, envelope, isStruct); err != nil {
 			return Message{}, err
 		}
@@ -520,11 +510,40 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		msg.Value = buf[valueStart:len(buf):len(buf)]
 	}
 
-	// Headers: the connector's context, the trace context, id, then the
-	// header placements.
-	hs := make([]Header, 0, 7+len(r.Additional)-len(envelope))
+	if _, msg.Headers, err = c.appendOutboxHeaders(buf, r, len(envelope)); err != nil {
+		return Message{}, err
+	}
+	return msg, nil
+}
+
+// appendOutboxKey appends the outbox record's key, the aggregate id
+// column's value (nil for a null), and returns its Avro schema for the
+// avro converter.
+func (c *DebeziumConfig) appendOutboxKey(buf []byte, r *Record) ([]byte, []byte, string, error) {
+	var keyText []byte
+	if !r.null(fAggregateID) {
+		keyText = []byte(r.AggregateID)
+	}
+	t, optional := r.columnType(fAggregateID), c.optional(r.columnName(fAggregateID))
+	buf, key, reason := appendConvertedPart(buf, c.Key, t, keyText, optional)
+	var sch string
+	if key != nil && reason == "" {
+		sch, reason = avroSchemaOf(c.Key, t, optional)
+	}
+	if reason != "" {
+		return buf, nil, "", &RowError{Column: r.columnName(fAggregateID), Reason: reason}
+	}
+	return buf, key, sch, nil
+}
+
+// appendOutboxHeaders appends the outbox record's headers: the
+// connector's context, the trace context, id, then the header placements
+// (envelope is how many placements are not headers).
+func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelope int) ([]byte, []Header, error) {
+	var reason string
+	hs := make([]Header, 0, 7+len(r.Additional)-envelope)
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
-		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
+		return buf, nil, errors.New("schema: the header converter cannot write the context headers: " + reason)
 	}
 	for _, h := range [...]struct{ key, v string }{{"traceparent", r.TraceParent}, {"tracestate", r.TraceState}} {
 		if h.v == "" {
@@ -534,7 +553,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
 		if buf, v, reason = appendConvertedPart(buf, c.Header, pgType{oidText, -1}, []byte(h.v), false); reason != "" {
-			return Message{}, &RowError{Column: DefaultTraceColumn, Reason: reason}
+			return buf, nil, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
 	}
@@ -544,7 +563,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	}
 	var v []byte
 	if buf, v, reason = appendConvertedPart(buf, c.Header, r.columnType(fID), idText, c.optional(r.columnName(fID))); reason != "" {
-		return Message{}, &RowError{Column: r.columnName(fID), Reason: reason}
+		return buf, nil, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
 	hs = append(hs, Header{Key: "id", Value: v})
 	for _, a := range r.Additional {
@@ -552,12 +571,11 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			continue
 		}
 		if buf, v, reason = appendConvertedPart(buf, c.Header, a.typ(), a.Value, c.optional(a.Column)); reason != "" {
-			return Message{}, &RowError{Column: a.Column, Reason: reason}
+			return buf, nil, &RowError{Column: a.Column, Reason: reason}
 		}
 		hs = append(hs, Header{Key: a.Alias, Value: v})
 	}
-	msg.Headers = hs
-	return msg, nil
+	return buf, hs, nil
 }
 
 // encodeDebeziumChange writes Debezium's change event for an insert of the
