@@ -329,8 +329,10 @@ func TestCompatCasesAccepted(t *testing.T) {
 			}
 			// The registry's URL is the harness's to set.
 			for _, part := range []string{"key", "value"} {
-				if conf[part+".converter"] == "io.apicurio.registry.utils.converter.AvroConverter" {
-					conf[part+".converter.apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
+				for _, p := range []string{part + ".converter", part + ".converter.delegate.converter.type"} {
+					if conf[p] == "io.apicurio.registry.utils.converter.AvroConverter" {
+						conf[p+".apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
+					}
 				}
 			}
 			data, err := json.Marshal(map[string]any{"name": c.Name, "config": conf})

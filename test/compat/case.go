@@ -97,6 +97,7 @@ type Deliberate struct {
 // harnessKeys are the options a case may not set: the harness sets them.
 var harnessKeys = []string{"database.", "topic.prefix", "slot.name", "publication.name", "snapshot.mode", "bootstrap.servers",
 	"key.converter.apicurio.registry.url", "value.converter.apicurio.registry.url",
+	"key.converter.delegate.converter.type.apicurio.registry.url", "value.converter.delegate.converter.type.apicurio.registry.url",
 	"debezium.sink.kafka.producer.bootstrap.servers", "debezium.source.offset.storage"}
 
 // LoadCases reads every *.yaml case of dir, in name order, and checks

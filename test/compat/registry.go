@@ -25,15 +25,28 @@ import (
 const apicurioAvro = "io.apicurio.registry.utils.converter.AvroConverter"
 
 // registryParts are the parts (key, value) of conf that Apicurio's
-// converter writes.
+// converter writes, itself or as BinaryDataConverter's delegate.
 func registryParts(conf map[string]string) []string {
 	var parts []string
 	for _, p := range []string{"key", "value"} {
-		if conf[p+".converter"] == apicurioAvro {
+		if registryPrefix(conf, p) != "" {
 			parts = append(parts, p)
 		}
 	}
 	return parts
+}
+
+// registryPrefix is where the options of part's Apicurio converter are:
+// key.converter. or, for BinaryDataConverter's delegate,
+// key.converter.delegate.converter.type.; "" for another converter.
+func registryPrefix(conf map[string]string, part string) string {
+	switch {
+	case conf[part+".converter"] == apicurioAvro:
+		return part + ".converter."
+	case conf[part+".converter.delegate.converter.type"] == apicurioAvro:
+		return part + ".converter.delegate.converter.type."
+	}
+	return ""
 }
 
 // UsesRegistry tells whether the case needs the schema registry.
@@ -48,7 +61,7 @@ type framing struct {
 
 func framingOf(conf map[string]string, part string) framing {
 	opt := func(k string) string {
-		return strings.ToLower(strings.TrimSpace(conf[part+".converter.apicurio.registry."+k]))
+		return strings.ToLower(strings.TrimSpace(conf[registryPrefix(conf, part)+"apicurio.registry."+k]))
 	}
 	f := framing{headers: opt("headers.enabled") != "false", idSize: 8, content: opt("use-id") == "contentid"}
 	if opt("as-confluent") == "true" || opt("id-handler") == "io.apicurio.registry.serde.legacy4byteidhandler" {
@@ -227,5 +240,5 @@ func (r *run) registryAPI() string {
 // recordStrategy tells whether conf's part names its subjects after
 // records (Apicurio's record strategies), which only records can pass.
 func recordStrategy(conf map[string]string, part string) bool {
-	return strings.Contains(conf[part+".converter.apicurio.registry.artifact-resolver-strategy"], "Record")
+	return strings.Contains(conf[registryPrefix(conf, part)+"apicurio.registry.artifact-resolver-strategy"], "Record")
 }

@@ -262,7 +262,7 @@ func (r *run) harness(side string) map[string]string {
 		"snapshot.mode":     "no_data",
 	}
 	for _, part := range registryParts(r.c.DebeziumConfig()) {
-		h[part+".converter.apicurio.registry.url"] = r.registryAPI()
+		h[registryPrefix(r.c.DebeziumConfig(), part)+"apicurio.registry.url"] = r.registryAPI()
 	}
 	return h
 }
