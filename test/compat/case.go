@@ -88,6 +88,8 @@ type Deliberate struct {
 	PgoutboxStops string `yaml:"pgoutbox-stops"`
 	// DeadLetters is how many rows pgoutbox dead-letters (to <slot>.dlq).
 	DeadLetters int `yaml:"dead-letters"`
+	// DeadLetterReason is text every dead letter's reason contains.
+	DeadLetterReason string `yaml:"dead-letter-reason"`
 	// Records are texts of the differences Compare reports that this one
 	// explains: each must match one, and every difference must be
 	// matched by one of the case's.

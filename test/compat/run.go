@@ -633,6 +633,16 @@ func (r *run) compare(ctx context.Context) error {
 			return err
 		}
 		p.DeadLetters = len(dlq)
+		if want := r.expect(func(d Deliberate) string { return d.DeadLetterReason }); want != "" {
+			for _, d := range dlq {
+				var v struct {
+					Reason string `json:"reason"`
+				}
+				if err := json.Unmarshal(d.Value, &v); err != nil || !strings.Contains(v.Reason, want) {
+					r.problem("%s: a dead letter's reason lacks %q: %s", p.Name, want, d.Value)
+				}
+			}
+		}
 		if len(registryParts(conf)) > 0 {
 			reg.resolveIDs(ctx, p.Records, conf)
 			schemas, err := reg.registered(ctx, p.Prefix)
