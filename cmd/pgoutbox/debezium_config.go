@@ -281,10 +281,10 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			switch v {
 			case "no_data", "never":
 				set("snapshot-mode", "no_data")
-			case "initial":
-				set("snapshot-mode", "initial")
+			case "initial", "when_needed":
+				set("snapshot-mode", v)
 			default:
-				refuse(src(k), fmt.Sprintf("%q: pgoutbox snapshots on the first start only; use initial or no_data", v))
+				refuse(src(k), fmt.Sprintf("%q: pgoutbox snapshots on the first start only; use initial, when_needed or no_data", v))
 			}
 		case "slot.drop.on.stop":
 			if v == "true" {
@@ -305,10 +305,13 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 			ignore(src(k))
 		}
 	}
+	if _, ok := c.connector["snapshot.mode"]; !ok {
+		set("snapshot-mode", "initial") // Debezium's default
+	}
 	// A snapshot SELECT of the table's own (often WHERE id > the last id a
 	// poller sent) restricts what the snapshot sends; run without it, the
 	// snapshot would send every row again.
-	if strings.TrimSpace(c.connector["snapshot.mode"]) == "initial" {
+	if mode := c.connector["snapshot.mode"]; mode == "" || mode == "initial" || mode == "when_needed" {
 		for _, k := range sortedKeys(c.connector) {
 			if strings.HasPrefix(k, "snapshot.select.statement.overrides.") {
 				refuse(src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")

@@ -1,0 +1,235 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+)
+
+// The topics of Debezium's documented table under docConnector: its rows
+// are of two aggregate types.
+var docTopics = []string{"outbox.event.Order", "outbox.event.Customer"}
+
+// docConnector writes Debezium's documented Kafka Connect configuration
+// of the outbox router for e's database, snapshot.mode unset (Debezium's
+// default, initial), and returns its path.
+func docConnector(t *testing.T, e *env) string {
+	t.Helper()
+	host, port, user, db := e.debeziumDB(t)
+	conf := map[string]any{"name": "outbox-connector", "config": map[string]string{
+		"connector.class":                "io.debezium.connector.postgresql.PostgresConnector",
+		"tasks.max":                      "1",
+		"database.hostname":              host,
+		"database.port":                  port,
+		"database.user":                  user,
+		"database.dbname":                db,
+		"topic.prefix":                   "dbserver1",
+		"plugin.name":                    "pgoutput",
+		"table.include.list":             "public.outboxevent",
+		"transforms":                     "outbox",
+		"transforms.outbox.type":         "io.debezium.transforms.outbox.EventRouter",
+		"key.converter":                  "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable": "false",
+	}}
+	data, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "outbox-connector.json", string(data))
+}
+
+// docRows inserts n rows into Debezium's documented table, in one
+// statement, numbered from..from+n-1 (from > 0) in their payload ({"n": i}), for
+// aggregates agg-0..agg-19 of types Order (even) and Customer (odd): an
+// aggregate's events in the order of their numbers.
+func docRows(t *testing.T, e *env, from, n int) []string {
+	t.Helper()
+	rows, err := e.conn.Query(context.Background(), `INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload)
+SELECT gen_random_uuid(), CASE WHEN g % 2 = 0 THEN 'Order' ELSE 'Customer' END, 'agg-' || g % 20, jsonb_build_object('n', g)
+FROM generate_series($1::int, $2::int) g ORDER BY g RETURNING id::text`, from, from+n-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// docWriter inserts n rows, one per transaction, numbered from on, while
+// the relay starts: rows committed before, during and after its snapshot.
+func docWriter(t *testing.T, e *env, from, n int) <-chan []string {
+	t.Helper()
+	done := make(chan []string, 1)
+	conn := e.connect()
+	go func() {
+		var ids []string
+		for i := from; i < from+n; i++ {
+			var id string
+			if err := conn.QueryRow(context.Background(), `INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload)
+VALUES (gen_random_uuid(), CASE WHEN $1 % 2 = 0 THEN 'Order' ELSE 'Customer' END, 'agg-' || $1 % 20, jsonb_build_object('n', $1::int)) RETURNING id::text`, i).Scan(&id); err != nil {
+				t.Error(err)
+				break
+			}
+			ids = append(ids, id)
+			time.Sleep(2 * time.Millisecond)
+		}
+		done <- ids
+	}()
+	return done
+}
+
+// docID is a record's event id: the header id, a plain string under the
+// connector's default header converter.
+func docID(r *kgo.Record) string {
+	h, _ := headerOf(r, "id")
+	return h
+}
+
+// docNumber is the number in a record's payload: under JsonConverter
+// without schemas the value is the jsonb column as a JSON string.
+func docNumber(t *testing.T, r *kgo.Record) string {
+	t.Helper()
+	var text string
+	var p struct{ N json.Number }
+	if err := json.Unmarshal(r.Value, &text); err != nil || json.Unmarshal([]byte(text), &p) != nil {
+		t.Fatalf("record value %s is not the payload as a JSON string", r.Value)
+	}
+	return p.N.String()
+}
+
+// awaitDocIDs reads both topics until every id in want has arrived.
+func awaitDocIDs(t *testing.T, brokers []string, want []string, timeout time.Duration) {
+	t.Helper()
+	left := make(map[string]bool, len(want))
+	for _, id := range want {
+		left[id] = true
+	}
+	c := kafkatest.NewConsumer(t, brokers, docTopics...)
+	deadline := time.Now().Add(timeout)
+	for len(left) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events never arrived within %s", len(left), len(want), timeout)
+		}
+		c.PollRecords(pollCtx(t, time.Second), 10000).EachRecord(func(r *kgo.Record) { delete(left, docID(r)) })
+	}
+}
+
+// drainDoc is every record of both topics.
+func drainDoc(t *testing.T, brokers []string) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	for _, topic := range docTopics {
+		out = append(out, drain(t, brokers, topic, 0)...)
+	}
+	return out
+}
+
+// Debezium's documented outbox table (uuid id, no insertion-order column,
+// no timestamp) with rows of several aggregates, and Debezium's documented
+// Kafka Connect configuration with its defaults (snapshot.mode unset:
+// initial): the binary publishes every row already in the table once, then
+// the rows written while it starts and after, each once, every aggregate's
+// events in order. The rows were written by one session and never updated
+// or deleted, so their physical order is their insertion order; the log
+// says, once, that the existing rows go out in physical order and that
+// this is no promise of per-aggregate order in general.
+func TestSnapshotDebeziumDocumentationTable(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable)
+	const old = 3000
+	history := docRows(t, e, 1, old)
+	conf := docConnector(t, e)
+	pgoutboxBin(t) // built before the writer starts
+	w := docWriter(t, e, 1+old, 300)
+	p := e.runProcess(t, "--config", conf)
+	fresh := <-w
+	want := append(append([]string{}, history...), fresh...)
+	awaitDocIDs(t, e.brokers, want, 60*time.Second)
+	e.awaitSlotActive(t, "debezium")
+	p.stop(t)
+	recs := drainDoc(t, e.brokers)
+	checkOnce(t, recs, want, docID)
+	checkAggregateOrder(t, recs, func(r *kgo.Record) string { return docNumber(t, r) })
+	out := p.out.String()
+	for _, line := range []string{
+		`"snapshot":"initial: the rows already in the tables on the pipeline's first start`,
+		`"msg":"the rows already in the table go out first, then what commits after the slot, in commit order","table":"public.outboxevent","order":"physical","per_aggregate":"not promised`,
+		`"msg":"published the rows already in the table","table":"public.outboxevent","rows":`,
+	} {
+		if strings.Count(out, line) != 1 {
+			t.Errorf("the log has %d lines with %s, want 1:\n%s", strings.Count(out, line), line, out)
+		}
+	}
+}
+
+// A relay killed with SIGKILL while it publishes the snapshot of
+// Debezium's documented table leaves it pending; the next start takes it
+// again from a new slot: every row goes out, those of the first attempt
+// twice, the rows written while no relay ran and after once.
+func TestSnapshotDebeziumDocumentationTableKilled(t *testing.T) {
+	rows := chaos(100_000, 300_000)
+	e := bareEnv(t, debeziumDocTable)
+	history := docRows(t, e, 1, rows)
+	conf := docConnector(t, e)
+	p := e.runProcess(t, "--config", conf, "--batch-size", "50")
+	kafkatest.Consume(t, e.brokers, docTopics, 1, 60*time.Second)
+	if err := p.signal(t, syscall.SIGKILL); err == nil {
+		t.Fatal("pgoutbox exited 0 on SIGKILL")
+	}
+	ctx := context.Background()
+	var pending bool
+	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(drainDoc(t, e.brokers))
+	if !pending || sent >= rows {
+		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
+	}
+	t.Logf("killed after %d of %d rows of the snapshot", sent, rows)
+	stopped := docRows(t, e, 1+rows, 20) // while no relay runs
+	p = e.runProcess(t, "--config", conf, "--batch-size", "500")
+	after := <-docWriter(t, e, 1+rows+20, 20)
+	fresh := append(stopped, after...)
+	awaitDocIDs(t, e.brokers, append(append([]string{}, history...), fresh...), 120*time.Second)
+	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
+		err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending)
+		return err == nil && !pending
+	})
+	p.stop(t)
+	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
+		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
+	}
+	recs := drainDoc(t, e.brokers)
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[docID(r)]++
+	}
+	for _, id := range history {
+		if seen[id] == 0 {
+			t.Fatalf("row %s of the table's history was never published", id)
+		}
+	}
+	for _, id := range fresh {
+		if seen[id] != 1 {
+			t.Errorf("row %s written beside the restart published %d times, want once", id, seen[id])
+		}
+	}
+	t.Logf("%d records for %d rows", len(recs), rows+len(fresh))
+}
