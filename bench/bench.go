@@ -82,6 +82,15 @@ type Config struct {
 	NoFloor bool
 	// RelayArgs are extra arguments for every `pgoutbox run`.
 	RelayArgs []string
+	// Repeat is how many rounds of the steady-load runs each rate gets
+	// (default 1); each round runs every system once, starting one step
+	// later than the round before (Report.Summary has the median and
+	// spread).
+	Repeat int
+	// BeforeRun, when set, is called before each run and drain with what
+	// is about to run: "pgoutbox", a System's name, or "floor". A harness
+	// uses it to keep the others quiet (pause a JVM that is not measured).
+	BeforeRun func(system string)
 	// Progress receives a line every ProgressEvery (default 2s) while a
 	// run lasts; nil discards.
 	Progress      io.Writer
@@ -121,6 +130,9 @@ func (c *Config) defaults() {
 	}
 	if c.DrainEventsPerTx == 0 {
 		c.DrainEventsPerTx = 10
+	}
+	if c.Repeat <= 0 {
+		c.Repeat = 1
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -253,6 +265,7 @@ type bencher struct {
 	slots     []string
 	createdPb bool
 	aggTable  string // quoted; empty without Aggregates
+	round     int    // the steady-load round running now (Config.Repeat)
 }
 
 // Run measures what cfg asks for and returns the report. A run that fails
@@ -283,68 +296,64 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return label
 	}
 	for _, rate := range cfg.rates() {
-		for _, mode := range cfg.Modes {
-			if cfg.NoRelay {
-				break
-			}
-			intervals := []time.Duration{0}
-			if mode == "poll" {
-				intervals = cfg.PollIntervals
-			}
-			for _, pi := range intervals {
-				for _, delivery := range cfg.Deliveries {
-					for _, rl := range cfg.relays() {
-						run, lat, err := b.loadRun(ctx, rl, mode, pi, rate, delivery)
-						if ctx.Err() != nil {
-							return rep, ctx.Err()
-						}
-						if err != nil {
-							fail(seriesName(withRelay(runLabel(mode, pi, delivery), rl.Name), rate), err)
-							continue
-						}
-						rep.Runs = append(rep.Runs, run)
-						rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
+		steps := b.steps()
+		for round := range cfg.Repeat {
+			b.round = round
+			// Each round starts one step later than the one before, so
+			// that a machine that drifts (warms up, gets busier) weighs
+			// on every system alike.
+			for i := range steps {
+				st := steps[(i+round)%len(steps)]
+				if cfg.BeforeRun != nil {
+					cfg.BeforeRun(st.system)
+				}
+				if st.floor {
+					fl, lat, err := b.floorRun(ctx, rate)
+					if ctx.Err() != nil {
+						return rep, ctx.Err()
 					}
+					if err != nil {
+						fail(seriesName("floor", rate), err)
+						continue
+					}
+					fl.Round = round
+					rep.Floors = append(rep.Floors, *fl)
+					if round == 0 {
+						rep.Series = append(rep.Series, Series{Name: seriesName("floor (bare reader)", rate), Latencies: lat})
+					}
+					continue
+				}
+				run, lat, err := b.loadRun(ctx, st.relay, st.mode, st.poll, rate, st.delivery)
+				if ctx.Err() != nil {
+					return rep, ctx.Err()
+				}
+				if err != nil {
+					fail(seriesName(st.label, rate), err)
+					continue
+				}
+				run.Round = round
+				rep.Runs = append(rep.Runs, run)
+				if round == 0 {
+					rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
 				}
 			}
 		}
-		for _, sys := range cfg.Systems {
-			rl := Relay{Name: sys.Name, system: &sys}
-			run, lat, err := b.loadRun(ctx, rl, "wal", 0, rate, "")
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				fail(seriesName(sys.Name, rate), err)
-				continue
-			}
-			rep.Runs = append(rep.Runs, run)
-			rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
-		}
-		if !cfg.NoFloor {
-			fl, lat, err := b.floorRun(ctx, rate)
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				fail(seriesName("floor", rate), err)
-			} else {
-				rep.Floors = append(rep.Floors, *fl)
-				rep.Series = append(rep.Series, Series{Name: seriesName("floor (bare reader)", rate), Latencies: lat})
-			}
-		}
 	}
+	rep.Summary = summarize(rep.Runs, rep.Floors)
 	if len(rep.Floors) > 0 {
 		rep.Floor = &rep.Floors[0]
 	}
 	if sweep {
-		rep.Sweep = buildSweep(rep.Runs, rep.Floors)
+		rep.Sweep = buildSweep(rep.Summary)
 	}
 	for i, delivery := range cfg.Deliveries {
 		if cfg.DrainEvents <= 0 || cfg.NoRelay {
 			break
 		}
 		for j, rl := range cfg.relays() {
+			if cfg.BeforeRun != nil {
+				cfg.BeforeRun("pgoutbox")
+			}
 			// The floor drains once, beside the first delivery's drain.
 			d, floorEPS, err := b.drainRun(ctx, rl, delivery, i == 0 && j == 0 && !cfg.NoFloor)
 			if ctx.Err() != nil {
@@ -364,6 +373,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.DrainEvents <= 0 {
 			break
 		}
+		if cfg.BeforeRun != nil {
+			cfg.BeforeRun(sys.Name)
+		}
 		d, _, err := b.drainRun(ctx, Relay{Name: sys.Name, system: &sys}, "", false)
 		if ctx.Err() != nil {
 			return rep, ctx.Err()
@@ -381,6 +393,49 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, fmt.Errorf("nothing could be measured: %s", strings.Join(rep.Failed, "; "))
 	}
 	return rep, nil
+}
+
+// step is one steady-load run of a round: a pgoutbox relay in a mode and
+// delivery, another system, or the floor.
+type step struct {
+	relay    Relay
+	mode     string
+	poll     time.Duration
+	delivery string
+	floor    bool
+	label    string // the run's label, for a failure
+	system   string // what runs: "pgoutbox", a System's name, or "floor"
+}
+
+// steps lists one round's runs at a rate, in the order the first round
+// takes them: pgoutbox's, the other systems', the floor.
+func (b *bencher) steps() []step {
+	cfg := b.cfg
+	var out []step
+	for _, mode := range cfg.Modes {
+		if cfg.NoRelay {
+			break
+		}
+		intervals := []time.Duration{0}
+		if mode == "poll" {
+			intervals = cfg.PollIntervals
+		}
+		for _, pi := range intervals {
+			for _, delivery := range cfg.Deliveries {
+				for _, rl := range cfg.relays() {
+					out = append(out, step{relay: rl, mode: mode, poll: pi, delivery: delivery,
+						label: withRelay(runLabel(mode, pi, delivery), rl.Name), system: "pgoutbox"})
+				}
+			}
+		}
+	}
+	for _, sys := range cfg.Systems {
+		out = append(out, step{relay: Relay{Name: sys.Name, system: &sys}, mode: "wal", label: sys.Name, system: sys.Name})
+	}
+	if !cfg.NoFloor {
+		out = append(out, step{floor: true, label: "floor", system: "floor"})
+	}
+	return out
 }
 
 func (b *bencher) setup(ctx context.Context) error {
@@ -630,6 +685,11 @@ func waitAll(ctx context.Context, tr *tracker, relay Running, timeout time.Durat
 func (b *bencher) runName(label string, rate float64) string {
 	if len(b.cfg.rates()) > 1 {
 		label += " " + strconv.FormatFloat(rate, 'f', -1, 64)
+	}
+	if b.round > 0 {
+		// A round's run is a pipeline of its own: the slot of the round
+		// before is dropped, and its state and offsets would find it lost.
+		label += " round " + strconv.Itoa(b.round)
 	}
 	return b.name(label)
 }

@@ -54,6 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.Rate, "rate", 2000, "offered load, events per second (open loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long each steady-load run writes")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer connections")
+	fs.IntVar(&cfg.Repeat, "repeat", 1, "rounds of every steady-load run, interleaved (each round starts one run later); more than one adds each run's median and range")
 	fs.StringVar(&rates, "rates", "", "a sweep: measure every steady-load run, the floor's included, at each of these rates (events/s, comma-separated) instead of --rate, for --duration each")
 	fs.Var(&cfg.EventsPerTx, "events-per-tx", "events per transaction: N, or MIN-MAX for each value in turn")
 	fs.IntVar(&cfg.Aggregates, "aggregates", 0, "an application's load: create this many aggregate rows, and have each transaction lock one (UPDATE ... WHERE id = $1) before it inserts its events; 0: one INSERT per transaction")
