@@ -409,3 +409,81 @@ func TestSnapshotInitialFailoverSlot(t *testing.T) {
 		t.Errorf("slot failover %v (err %v)", failover, err)
 	}
 }
+
+// --snapshot-mode when_needed is initial on the first start. Where
+// Debezium's when_needed finds its slot gone and sends the whole table
+// again, pgoutbox fills the gap as after any lost slot: auto mode polls
+// from the published floor, so the rows written while the slot was gone
+// arrive once and the table's history is not sent again. The start line
+// says so.
+func TestSnapshotWhenNeededSlotLost(t *testing.T) {
+	e := newEnv(t)
+	history := e.insertN("order", 200)
+	args := []string{"--mode", "auto", "--poll-interval", "100ms", "--snapshot-mode", "when_needed"}
+	p := e.runProcess(t, args...)
+	awaitIDs(t, e.brokers, "outbox.event.order", history, 30*time.Second)
+	e.awaitSlotActive(t, "pgoutbox")
+	streamed := e.insertN("order", 20)
+	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 30*time.Second)
+	var next string
+	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_xact_id()::text").Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the published floor past the streamed rows", func() bool {
+		var past bool
+		err := e.conn.QueryRow(context.Background(), "SELECT floor_xid > $1::xid8 FROM pgoutbox_state WHERE pipeline = 'pgoutbox'", next).Scan(&past)
+		return err == nil && past
+	})
+	p.stop(t)
+	if !strings.Contains(p.out.String(), `"snapshot":"when_needed: initial on the pipeline's first start; a lost slot is filled by polling from the published floor, never by sending the tables again"`) {
+		t.Errorf("the start line does not say what when_needed does:\n%s", p.out)
+	}
+	e.exec("SELECT pg_drop_replication_slot('pgoutbox')")
+	gap := e.insertN("order", 30)
+	p = e.runProcess(t, args...)
+	awaitIDs(t, e.brokers, "outbox.event.order", gap, 30*time.Second)
+	eventually(t, 30*time.Second, "streaming the new slot", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
+	p.stop(t)
+	if !strings.Contains(p.out.String(), "slot was lost and has been replaced; polling publishes what committed in between") {
+		t.Errorf("the restart does not say it polls the gap:\n%s", p.out)
+	}
+	if strings.Contains(p.out.String(), "publishing the rows already in the tables") {
+		t.Errorf("the restart took a snapshot:\n%s", p.out)
+	}
+	n := countIDs(t, e.brokers, "outbox.event.order")
+	for _, id := range append(append(append([]string{}, history...), streamed...), gap...) {
+		if n[id] != 1 {
+			t.Errorf("event %s published %d times, want once", id, n[id])
+		}
+	}
+}
+
+// Debezium's documented table has no polling columns: with when_needed,
+// a lost slot cannot be filled by polling, and pgoutbox does not send the
+// table again either: it stops, naming the slot's last position and what
+// polling needs.
+func TestSnapshotWhenNeededSlotLostWithoutPollingColumns(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable)
+	history := docRows(t, e, 1, 50)
+	conf := docConnector(t, e)
+	text, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf = writeFile(t, "when-needed.json", strings.Replace(string(text), `"plugin.name"`, `"snapshot.mode":"when_needed","plugin.name"`, 1))
+	p := e.runProcess(t, "--config", conf)
+	awaitDocIDs(t, e.brokers, history, 30*time.Second)
+	e.awaitSlotActive(t, "debezium")
+	p.stop(t)
+	e.exec("SELECT pg_drop_replication_slot('debezium')")
+	docRows(t, e, 51, 5)
+	out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.brokers, ","), "--probe-interval", "1s")
+	for _, want := range []string{"last confirmed", "rows committed since are not in any slot", "lacks polling columns"} {
+		if ok || !strings.Contains(out, want) {
+			t.Errorf("run after the slot was lost: exit 0 %v, want it to stop saying %q:\n%s", ok, want, out)
+		}
+	}
+	if strings.Contains(out, "publishing the rows already in the tables") {
+		t.Errorf("the table was sent again:\n%s", out)
+	}
+}
