@@ -182,13 +182,17 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 		return err
 	}
 	defer dl.close()
-	pub := p.newPublisher(k, dl, ModeWAL)
+	run := &snapshotRun{h: h, sconn: sconn, pub: p.newPublisher(k, dl, ModeWAL), snapshot: exp.Snapshot,
+		marks: newSnapshotMarker(exp.LSN, time.Now())}
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
-		// other, each in its insertion order.
-		if err := p.snapshotTable(ctx, h, sconn, pub, exp.Snapshot, t.name, orders[i], unmarked[i]); err != nil || ctx.Err() != nil {
+		// other, each in its order.
+		if err := p.snapshotTable(ctx, run, t.name, orders[i], unmarked[i]); err != nil || ctx.Err() != nil {
 			return err // stopped: the snapshot stays pending
 		}
+	}
+	if err := p.publishSnapshot(ctx, run, p.tables[len(p.tables)-1].name, run.marks.finish()); err != nil || ctx.Err() != nil {
+		return err
 	}
 	if err := p.own().EndSnapshot(ctx, conn, true); err != nil {
 		return err
@@ -196,11 +200,22 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 	return nil
 }
 
+// snapshotRun is one snapshot's reading: the exported snapshot, the
+// connection that reads it, the publisher, and the marks of its rows.
+type snapshotRun struct {
+	h        *hold
+	sconn    *pgx.Conn
+	pub      *publisher
+	snapshot string
+	marks    *snapshotMarker
+}
+
 // snapshotTable publishes one table's rows as the exported snapshot sees
 // them, those where unmarked holds (poll.Unmarked), in order, and waits for
-// their acks.
-func (p *pipeline) snapshotTable(ctx context.Context, h *hold, sconn *pgx.Conn, pub *publisher, snapshot string, t outbox.Table, order poll.Order, unmarked string) error {
-	rd, err := poll.OpenSnapshot(ctx, sconn, snapshot, t, order, unmarked, p.cfg.Poll.BatchSize)
+// their acks; the last row read waits for the next table's, or the end's
+// (snapshotMarker).
+func (p *pipeline) snapshotTable(ctx context.Context, run *snapshotRun, t outbox.Table, order poll.Order, unmarked string) error {
+	rd, err := poll.OpenSnapshot(ctx, run.sconn, run.snapshot, t, order, unmarked, p.cfg.Poll.BatchSize)
 	if err != nil {
 		return err
 	}
@@ -214,30 +229,39 @@ func (p *pipeline) snapshotTable(ctx context.Context, h *hold, sconn *pgx.Conn, 
 		if len(rows) == 0 {
 			break
 		}
-		// As a polled batch: produced in order, every ack awaited before
-		// the next is read, so memory holds one batch.
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
-		led := pub.batch(ctx, recordCtx, rows)
-		ok := awaitBatch(ctx, led.settled(), p.cfg, func() {
-			_ = h.keep(ctx)
-			p.housekeeping(ctx, h.conn, p.tables[0])
-		})
-		cancel()
-		if !ok {
-			return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
-		}
-		if err := led.failed(); err != nil {
-			return fmt.Errorf("snapshot of %s: %w", t, err)
-		}
-		if ctx.Err() != nil {
-			return nil
+		if err := p.publishSnapshot(ctx, run, t, run.marks.take(rows)); err != nil || ctx.Err() != nil {
+			return err
 		}
 	}
+	run.marks.tableDone()
 	if err := rd.Close(ctx); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
 	p.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order.String(),
 		"took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// publishSnapshot publishes rows of the snapshot as a polled batch:
+// produced in order, every ack awaited before the next batch is read, so
+// memory holds one batch. A stop leaves it unfinished (nil, ctx done).
+func (p *pipeline) publishSnapshot(ctx context.Context, run *snapshotRun, t outbox.Table, rows []poll.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	defer cancel()
+	led := run.pub.batch(ctx, recordCtx, rows)
+	ok := awaitBatch(ctx, led.settled(), p.cfg, func() {
+		_ = run.h.keep(ctx)
+		p.housekeeping(ctx, run.h.conn, p.tables[0])
+	})
+	if !ok {
+		return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
+	}
+	if err := led.failed(); err != nil {
+		return fmt.Errorf("snapshot of %s: %w", t, err)
+	}
 	return nil
 }
 

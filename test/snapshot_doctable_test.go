@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
@@ -284,4 +285,39 @@ func TestSnapshotExactlyOnce(t *testing.T) {
 		recs = append(recs, fs.Records()...)
 	}
 	checkOnce(t, recs, append(append([]string{}, history...), fresh...), docID)
+}
+
+// Debezium's documented table, migrated (its rows have no seq, and no
+// identity column orders them): polling cannot publish its history, as it
+// orders and marks rows by that value. In poll mode, and in auto mode on a
+// server without logical replication, run stops before it publishes
+// anything and says to publish them from the WAL; the snapshot stays to
+// be taken, and a start in WAL mode then publishes every row.
+func TestSnapshotPollWithoutOrder(t *testing.T) {
+	for _, tc := range []struct{ mode, wal string }{{"poll", "logical"}, {"auto", "replica"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := bareEnv(t, debeziumDocTable, pgcluster.Options{WALLevel: tc.wal})
+			history := docRows(t, e, 1, 50)
+			conf := docConnector(t, e)
+			if out, ok := run1(t, "migrate", "--config", conf); !ok {
+				t.Fatalf("migrate: %s", out)
+			}
+			out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.brokers, ","), "--mode", tc.mode)
+			for _, want := range []string{"50 rows of public.outboxevent have no seq", "public.outboxevent has no identity or serial column to poll them in; publish them from the WAL"} {
+				if ok || !strings.Contains(out, want) {
+					t.Errorf("run --mode %s: exit 0 %v, want it to stop saying %q:\n%s", tc.mode, ok, want, out)
+				}
+			}
+			if n := len(drainDoc(t, e.brokers)); n != 0 {
+				t.Errorf("%d records published before the stop", n)
+			}
+			if tc.wal != "logical" {
+				return
+			}
+			p := e.runProcess(t, "--config", conf, "--mode", "wal")
+			awaitDocIDs(t, e.brokers, history, 30*time.Second)
+			p.stop(t)
+			checkOnce(t, drainDoc(t, e.brokers), history, docID)
+		})
+	}
 }
