@@ -157,7 +157,7 @@ func buildSweep(sum []Summary) []SweepPoint {
 			pts = append(pts, SweepPoint{Rate: r.Rate})
 		}
 		p := &pts[len(pts)-1]
-		p.Runs = append(p.Runs, SweepRun{Run: r.Run, Events: r.Events, Latency: Latency{P50: r.P50.Median, P99: r.P99.Median},
+		p.Runs = append(p.Runs, SweepRun{Run: r.Run, Events: r.Events, Latency: r.Latency,
 			CPUUSPerEvent: r.CPUUSPerEvent.Median, IdleCPUPct: r.IdleCPUPct.Median})
 	}
 	return pts

@@ -43,12 +43,14 @@ func (s Spread) String() string {
 // Summary is one run's figures at one rate over its rounds (Config.Repeat):
 // the median and the range of each.
 type Summary struct {
-	Rate          float64 `json:"rate"`
-	Run           string  `json:"run"` // a Result's Label, or "floor"
-	Rounds        int     `json:"rounds"`
-	Events        int     `json:"events"` // the fewest of a round
-	P50           Spread  `json:"p50_ms"`
-	P99           Spread  `json:"p99_ms"`
+	Rate   float64 `json:"rate"`
+	Run    string  `json:"run"` // a Result's Label, or "floor"
+	Rounds int     `json:"rounds"`
+	Events int     `json:"events"` // the fewest of a round
+	P50    Spread  `json:"p50_ms"`
+	P99    Spread  `json:"p99_ms"`
+	// Latency is the median of each quantile over the rounds.
+	Latency       Latency `json:"latency_ms"`
 	CPUUSPerEvent Spread  `json:"cpu_us_per_event"`
 	IdleCPUPct    Spread  `json:"idle_cpu_pct"`
 }
@@ -60,11 +62,11 @@ func summarize(runs []Result, floors []Floor) []Summary {
 		rate float64
 		run  string
 	}
-	type figures struct{ p50, p99, cpu, idle []float64 }
+	type figures struct{ p50, p90, p99, p999, max, cpu, idle []float64 }
 	var order []key
 	byKey := map[key]*figures{}
 	events := map[key]int{}
-	add := func(k key, events_ int, p50, p99, cpu, idle float64) {
+	add := func(k key, events_ int, l Latency, cpu, idle float64) {
 		f, ok := byKey[k]
 		if !ok {
 			f = &figures{}
@@ -73,14 +75,15 @@ func summarize(runs []Result, floors []Floor) []Summary {
 			events[k] = events_
 		}
 		events[k] = min(events[k], events_)
-		f.p50, f.p99 = append(f.p50, p50), append(f.p99, p99)
+		f.p50, f.p90, f.p99 = append(f.p50, l.P50), append(f.p90, l.P90), append(f.p99, l.P99)
+		f.p999, f.max = append(f.p999, l.P999), append(f.max, l.Max)
 		f.cpu, f.idle = append(f.cpu, cpu), append(f.idle, idle)
 	}
 	for _, r := range runs {
-		add(key{r.Rate, r.Label()}, r.Events, r.Latency.P50, r.Latency.P99, r.RelayCPUUSPerEvent, r.IdleCPUPct)
+		add(key{r.Rate, r.Label()}, r.Events, r.Latency, r.RelayCPUUSPerEvent, r.IdleCPUPct)
 	}
 	for _, f := range floors {
-		add(key{f.Rate, "floor"}, f.Events, f.Latency.P50, f.Latency.P99, f.CPUUSPerEvent, f.IdleCPUPct)
+		add(key{f.Rate, "floor"}, f.Events, f.Latency, f.CPUUSPerEvent, f.IdleCPUPct)
 	}
 	// Each rate's runs together, rates in the order they first appear.
 	var rates []float64
@@ -97,7 +100,9 @@ func summarize(runs []Result, floors []Floor) []Summary {
 			}
 			f := byKey[k]
 			out = append(out, Summary{Rate: k.rate, Run: k.run, Rounds: len(f.p50), Events: events[k],
-				P50: spreadOf(f.p50), P99: spreadOf(f.p99), CPUUSPerEvent: spreadOf(f.cpu), IdleCPUPct: spreadOf(f.idle)})
+				P50: spreadOf(f.p50), P99: spreadOf(f.p99), CPUUSPerEvent: spreadOf(f.cpu), IdleCPUPct: spreadOf(f.idle),
+				Latency: Latency{P50: spreadOf(f.p50).Median, P90: spreadOf(f.p90).Median, P99: spreadOf(f.p99).Median,
+					P999: spreadOf(f.p999).Median, Max: spreadOf(f.max).Median}})
 		}
 	}
 	return out
