@@ -321,3 +321,44 @@ func TestSnapshotPollWithoutOrder(t *testing.T) {
 		})
 	}
 }
+
+// A partitioned outbox by month, no insertion order, rows in three
+// partitions, each batch written in one transaction, later times first
+// (this month's partition holds rows of now, then rows of the month's
+// start, which lie after them): the first start with initial publishes
+// every row once, by created_at (the time the CloudEvents read), so each
+// aggregate's events go out in the order of their times, and the start
+// says so.
+func TestSnapshotPartitionedByTime(t *testing.T) {
+	e := partitionedOutbox(t, 0)
+	var ids []string
+	for _, at := range []string{farFuture, thisMonth, "date_trunc('month', now())", lastMonth} {
+		ids = append(ids, e.insertInto(t, "outbox", "history", at, 30)...)
+	}
+	p := e.runProcess(t, "--mode", "wal", "--snapshot-mode", "initial", "--batch-size", "7")
+	awaitIDs(t, e.brokers, "outbox.event.history", ids, 30*time.Second)
+	p.stop(t)
+	recs := drain(t, e.brokers, "outbox.event.history", 0)
+	checkOnce(t, recs, ids, cloudEventID(t))
+	// Per aggregate: the time first, then the order of insertion (n).
+	when := map[string]int{}
+	for i, id := range ids {
+		when[id] = 3 - i/30
+	}
+	last := map[string][2]int{}
+	for _, r := range recs {
+		ev := decodeEvent(t, r)
+		var d struct{ N int }
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		at := [2]int{when[ev.ID], d.N}
+		if prev, ok := last[string(r.Key)]; ok && (at[0] < prev[0] || at[0] == prev[0] && at[1] <= prev[1]) {
+			t.Errorf("aggregate %s: event %v after %v", r.Key, at, prev)
+		}
+		last[string(r.Key)] = at
+	}
+	if !strings.Contains(p.out.String(), `"order":"created_at, then physical","per_aggregate":"the order of their created_at values`) {
+		t.Errorf("the start does not say the rows go out by created_at:\n%s", p.out)
+	}
+}
