@@ -157,8 +157,8 @@ func OpenSnapshot(ctx context.Context, conn *pgx.Conn, snapshot string, t outbox
 // order of their bounds.
 var physicalScan = []string{"synchronize_seqscans", "enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan", "enable_tidscan"}
 
-// declare imports the snapshot and declares the cursors: the rows
-// without an insertion order first, then those with one. The ordered
+// declare imports the snapshot and declares the cursors, read in turn:
+// the rows without an insertion order, then those with one. The ordered
 // cursor is declared first, so that it is planned with the server's
 // settings.
 func (s *SnapshotReader) declare(ctx context.Context, snapshot string, o Order, where string, batch int) error {
@@ -168,48 +168,49 @@ func (s *SnapshotReader) declare(ctx context.Context, snapshot string, o Order, 
 	if where == "" {
 		where = "true"
 	}
-	type cursor struct{ name, query string }
-	var unordered, ordered *cursor
+	rows := fmt.Sprintf("SELECT * FROM %s WHERE (%s)", s.table.Quoted(), where)
+	col := pgx.Identifier{o.Column}.Sanitize()
 	if o.Column != "" {
-		col := pgx.Identifier{o.Column}.Sanitize()
-		cond := where
+		q := rows
 		if o.Partial {
-			cond = "(" + where + ") AND " + col + " IS NOT NULL"
+			q += " AND " + col + " IS NOT NULL"
 		}
-		ordered = &cursor{"pgoutbox_snapshot", fmt.Sprintf("SELECT * FROM %s WHERE %s ORDER BY %s", s.table.Quoted(), cond, col)}
+		fetch, err := s.cursor(ctx, "pgoutbox_snapshot", q+" ORDER BY "+col, batch)
+		if err != nil {
+			return err
+		}
+		s.fetches = append(s.fetches, fetch)
 	}
-	if o.Column == "" || o.Partial {
-		cond := where
-		if o.Partial {
-			cond = "(" + where + ") AND " + pgx.Identifier{o.Column}.Sanitize() + " IS NULL"
-		}
-		q := fmt.Sprintf("SELECT * FROM %s WHERE %s", s.table.Quoted(), cond)
-		if o.Time != "" {
-			q += fmt.Sprintf(" ORDER BY %s NULLS FIRST, ctid", pgx.Identifier{o.Time}.Sanitize())
-		}
-		unordered = &cursor{"pgoutbox_snapshot_first", q}
+	if o.Column != "" && !o.Partial {
+		return nil
 	}
-	for _, c := range []*cursor{ordered, unordered} {
-		if c == nil {
-			continue
-		}
-		if c == unordered {
-			for _, name := range physicalScan {
-				if _, err := s.tx.Exec(ctx, "SELECT set_config($1, 'off', true)", name); err != nil {
-					return err
-				}
-			}
-		}
-		if _, err := s.tx.Exec(ctx, "DECLARE "+c.name+" NO SCROLL CURSOR FOR "+c.query); err != nil {
+	q := rows
+	if o.Partial {
+		q += " AND " + col + " IS NULL"
+	}
+	if o.Time != "" {
+		q += fmt.Sprintf(" ORDER BY %s NULLS FIRST, ctid", pgx.Identifier{o.Time}.Sanitize())
+	}
+	for _, name := range physicalScan {
+		if _, err := s.tx.Exec(ctx, "SELECT set_config($1, 'off', true)", name); err != nil {
 			return err
 		}
 	}
-	for _, c := range []*cursor{unordered, ordered} {
-		if c != nil {
-			s.fetches = append(s.fetches, fmt.Sprintf("FETCH FORWARD %d FROM %s", batch, c.name))
-		}
+	fetch, err := s.cursor(ctx, "pgoutbox_snapshot_first", q, batch)
+	if err != nil {
+		return err
 	}
+	s.fetches = append([]string{fetch}, s.fetches...)
 	return nil
+}
+
+// cursor declares the cursor name over query and returns the statement
+// that reads its next batch rows.
+func (s *SnapshotReader) cursor(ctx context.Context, name, query string, batch int) (string, error) {
+	if _, err := s.tx.Exec(ctx, "DECLARE "+name+" NO SCROLL CURSOR FOR "+query); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("FETCH FORWARD %d FROM %s", batch, name), nil
 }
 
 // Next returns the next batch of rows; none at the end. A row's Seq is its
