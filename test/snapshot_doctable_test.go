@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
@@ -59,16 +60,8 @@ FROM generate_series($1::int, $2::int) g ORDER BY g RETURNING id::text`, from, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -194,11 +187,7 @@ func TestSnapshotDebeziumDocumentationTableKilled(t *testing.T) {
 	if err := p.signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox exited 0 on SIGKILL")
 	}
-	ctx := context.Background()
-	var pending bool
-	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
+	pending := e.snapshotPending(t, "debezium")
 	sent := len(drainDoc(t, e.brokers))
 	if !pending || sent >= rows {
 		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
@@ -209,19 +198,9 @@ func TestSnapshotDebeziumDocumentationTableKilled(t *testing.T) {
 	after := <-docWriter(t, e, 1+rows+20, 20)
 	fresh := append(stopped, after...)
 	awaitDocIDs(t, e.brokers, append(append([]string{}, history...), fresh...), 120*time.Second)
-	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
-		err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "debezium")
 	p.stop(t)
-	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
-		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
-	}
-	for _, line := range strings.Split(p.out.String(), "\n") {
-		if strings.Contains(line, "published the rows already in the table") {
-			t.Logf("the snapshot again, with writes beside it: %s", line)
-		}
-	}
+	checkTakenAgain(t, p)
 	recs := drainDoc(t, e.brokers)
 	seen := map[string]int{}
 	for _, r := range recs {
@@ -262,11 +241,7 @@ func TestSnapshotExactlyOnce(t *testing.T) {
 	}
 	p := e.runProcess(t, "--config", conf)
 	awaitDocIDs(t, e.brokers, history, 60*time.Second)
-	eventually(t, 30*time.Second, "the snapshot recorded done", func() bool {
-		var pending bool
-		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "debezium")
 	p.stop(t)
 	p = e.runProcess(t, "--config", conf, "--delivery", "exactly-once")
 	e.awaitSlotActive(t, "debezium")

@@ -218,11 +218,7 @@ func TestSnapshotKilledMidway(t *testing.T) {
 	if err := p.signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox exited 0 on SIGKILL")
 	}
-	ctx := context.Background()
-	var pending bool
-	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
+	pending := e.snapshotPending(t, "pgoutbox")
 	sent := len(drain(t, e.brokers, topic, 0))
 	if !pending || sent >= rows {
 		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
@@ -234,22 +230,9 @@ func TestSnapshotKilledMidway(t *testing.T) {
 	fresh = append(fresh, <-snapshotWriter(t, e, 20)...)
 	all := ledgerIDs(t, e.conn)
 	awaitIDs(t, e.brokers, topic, all, 120*time.Second)
-	// Every row can be consumed before the relay records the snapshot
-	// done (the rows written beside the restart may all be in it): a stop
-	// in between leaves it pending, rightly. Wait for the record.
-	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
-		err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "pgoutbox")
 	p.stop(t)
-	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
-		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
-	}
-	for _, line := range strings.Split(p.out.String(), "\n") {
-		if strings.Contains(line, "published the rows already in the table") {
-			t.Logf("the snapshot again, with writes beside it: %s", line)
-		}
-	}
+	checkTakenAgain(t, p)
 	// Once done, a restart publishes nothing again.
 	before := len(drain(t, e.brokers, topic, 0))
 	p = e.runProcess(t, args...)
@@ -286,11 +269,7 @@ func TestSnapshotInitialPoll(t *testing.T) {
 	want := append(append([]string{}, history...), fresh...)
 	topic := "outbox.event.TRANSACTION"
 	awaitIDs(t, e.brokers, topic, want, 60*time.Second)
-	eventually(t, 30*time.Second, "the snapshot recorded done", func() bool {
-		var pending bool
-		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "pgoutbox")
 	p.stop(t)
 	recs := drain(t, e.brokers, topic, 0)
 	checkOnce(t, recs, want, cloudEventID(t))
@@ -311,6 +290,44 @@ func TestSnapshotInitialPoll(t *testing.T) {
 	}
 	if st.LostDeleted != nil || len(st.Problems) > 0 {
 		t.Errorf("status after the snapshot: lost %+v, problems %q", st.LostDeleted, st.Problems)
+	}
+}
+
+// snapshotPending reads whether the pipeline's snapshot is recorded
+// unfinished.
+func (e *env) snapshotPending(t *testing.T, pipeline string) bool {
+	t.Helper()
+	var pending bool
+	if err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	return pending
+}
+
+// awaitSnapshotDone waits until the pipeline's snapshot is recorded done.
+// Every row can be consumed before the relay records it (the rows written
+// beside a restart may all be in the snapshot): a stop in between leaves
+// it pending, rightly.
+func (e *env) awaitSnapshotDone(t *testing.T, pipeline string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
+		var pending bool
+		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending)
+		return err == nil && !pending
+	})
+}
+
+// checkTakenAgain fails unless a restart said it takes the unfinished
+// snapshot again, and logs how long publishing it took.
+func checkTakenAgain(t *testing.T, p *proc) {
+	t.Helper()
+	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
+		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
+	}
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if strings.Contains(line, "published the rows already in the table") {
+			t.Logf("the snapshot again, with writes beside it: %s", line)
+		}
 	}
 }
 
