@@ -37,8 +37,8 @@ type Config struct {
 	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
 	// Snapshot is what the pipeline's first start does with the rows
-	// already in the table: SnapshotNoData (default) or SnapshotInitial
-	// (snapshot.go).
+	// already in the table: SnapshotNoData (default), SnapshotInitial or
+	// SnapshotWhenNeeded (snapshot.go).
 	Snapshot SnapshotMode
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
