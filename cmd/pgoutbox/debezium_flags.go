@@ -267,7 +267,8 @@ func isMappingFlag(name string) bool {
 }
 
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
-// key order).
+// key order). indkey is an int2vector, whose subscripts start at 0: the
+// key's first column is at array_lower.
 func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
@@ -280,7 +281,7 @@ func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool,
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
-       coalesce(array_position(i.indkey::int2[], a.attnum), 0) AS keypos
+       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0) AS keypos
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
