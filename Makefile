@@ -172,6 +172,8 @@ fuzz:
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./outbox -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzDebeziumValue -fuzztime 30s
+	$(GO) test ./debezium -run '^$$' -fuzz FuzzRead -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
 
 # Per-event cost, with allocations.

@@ -24,6 +24,8 @@ var converterClasses = []ConverterClass{
 	{Class: jsonConverter, Value: "json-schemas", Takes: "`json-schemas`, or `json` with `schemas.enable=false`"},
 	{Class: kafkaByteArray, Value: "bytearray", Takes: "`bytea` columns only"},
 	{Class: binaryDataConverter, Value: "binary", Takes: "`bytea` as it is, the rest through `delegate.converter.type` (`binary:DELEGATE`)"},
+	{Class: byteBufferConverter, Value: "binary", Takes: "Debezium 1.x's name of BinaryDataConverter, which 3.6 no longer ships: written as BinaryDataConverter, with a warning at start"},
+	{Class: debeziumByteArray, Value: "debezium-bytearray", Takes: "Debezium 3's: a `byte[]` as it is, anything else through `delegate.converter.type` (`debezium-bytearray:DELEGATE`); the connector's `bytea` values are not `byte[]`, so all go through the delegate but a NULL `bytea`, a null; without a delegate (always for headers) refused at start, as Debezium's task fails at the first record"},
 }
 
 // Markers around the part of docs/debezium.md written from the table.

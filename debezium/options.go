@@ -2,6 +2,7 @@ package debezium
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -181,20 +182,35 @@ var options = []Option{
 		Refuses: "with `snapshot.mode=initial`: pgoutbox runs no SELECT of a configuration's own; `--snapshot-after <id>` with `--column-order` publishes only the rows above an id",
 		read:    accept}, // checked with snapshot.mode (translate.go)
 	{Part: Connector, Key: "snapshot.select.statement.overrides", Setting: Ignored, Takes: "the list of the tables above", read: ignore("")},
-	{Part: Connector, Key: "slot.drop.on.stop", Default: "false", Takes: "`false`",
-		Refuses: "`true`: dropping the slot on stop loses events; `pgoutbox slot drop` drops it",
-		read:    refuseValue("true", "pgoutbox never drops its slot on stop (that loses events); use `pgoutbox slot drop`")},
+	{Part: Connector, Key: "slot.drop.on.stop", Default: "false",
+		Takes:   "`false`; `true`, a development setting, is read as `false` with a warning: pgoutbox keeps the slot when it stops (a slot dropped at a stop loses what is written until the next start); `pgoutbox slot drop` drops it",
+		Refuses: "anything but a boolean, as Debezium does",
+		read: func(r *reading, k, v string) {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				r.dropSlot = k
+			case "false":
+			default:
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+			}
+		}},
 	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Takes: "`false`",
 		Refuses: "`true`: transaction metadata topics are not written",
 		read:    refuseValue("true", "transaction metadata topics are not supported")},
 	{Part: Connector, Key: "extended.headers.enabled", Default: "true", Setting: "debezium-context-headers",
 		Takes: "`__debezium.context.*` headers first, unless `false`", read: accept}, // read in translate.go
-	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Takes: "`precise`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("precise")},
-	{Part: Connector, Key: "time.precision.mode", Default: "adaptive", Takes: "`adaptive`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("adaptive")},
-	{Part: Connector, Key: "binary.handling.mode", Default: "bytes", Takes: "`bytes`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("bytes")},
+	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Setting: "decimal-handling-mode",
+		Takes:   "`precise`, `string`, `double`, in any case: numeric and money columns as Debezium types them, wherever they reach a record",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("decimal-handling-mode", schema.ParseDecimalHandling, nil)},
+	{Part: Connector, Key: "time.precision.mode", Default: "adaptive", Setting: "time-precision-mode",
+		Takes:   "`adaptive`, `adaptive_time_microseconds`, `connect`, in any case: date, time and timestamp columns as Debezium types them",
+		Refuses: "`isostring`, `microseconds`, `nanoseconds`: not rendered yet; other values, as Debezium does",
+		read:    valueMode("time-precision-mode", schema.ParseTimePrecision, []string{"isostring", "microseconds", "nanoseconds"})},
+	{Part: Connector, Key: "binary.handling.mode", Default: "bytes", Setting: "binary-handling-mode",
+		Takes:   "`bytes`, `base64`, `base64-url-safe`, `hex`, in any case: bytea columns as Debezium types them",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling, nil)},
 	{Part: Connector, Key: "transforms", Setting: "format",
 		Takes:   "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`; none: `--format debezium`, the change events",
 		Refuses: "other transforms (for example `ExtractNewRecordState`), two routers",
@@ -288,11 +304,19 @@ var options = []Option{
 	{Part: Server, Key: "debezium.sink.kafka.producer.value.serializer", Takes: "any: the converter makes the bytes", read: accept},
 }
 
-// onlyDefault refuses a value other than def.
-func onlyDefault(def string) func(*reading, string, string) {
+// valueMode reads one of Debezium's value options with parse, into
+// flag; the values Debezium takes and pgoutbox does not render yet are
+// named apart from those Debezium refuses as well.
+func valueMode[T ~string](flag string, parse func(string) (T, error), notYet []string) func(*reading, string, string) {
 	return func(r *reading, k, v string) {
-		if v != def {
-			r.refuse(k, fmt.Sprintf("%q: pgoutbox renders Debezium's default (%s) only", v, def))
+		mode, err := parse(v)
+		switch {
+		case err == nil:
+			r.set(flag, string(mode))
+		case slices.Contains(notYet, strings.ToLower(strings.TrimSpace(v))):
+			r.refuse(k, fmt.Sprintf("%q is not rendered yet (%v)", v, err))
+		default:
+			r.refuse(k, fmt.Sprintf("%q is not a value Debezium takes either (%v)", v, err))
 		}
 	}
 }

@@ -28,6 +28,7 @@ type reading struct {
 	db       dbOptions
 	tables   []outbox.Table // table.include.list, when it names tables
 	router   string         // the Outbox Event Router's name in transforms
+	dropSlot string         // slot.drop.on.stop's key, as written, when true
 }
 
 func (r *reading) set(flag, value string) { r.out = append(r.out, Setting{Flag: flag, Value: value}) }
@@ -138,6 +139,13 @@ func (c config) connectorOptions(r *reading) {
 	}
 	if _, ok := c.connector["publication.name"]; !ok {
 		r.set("publication", "dbz_publication")
+	}
+	if r.dropSlot != "" {
+		slot := c.connector["slot.name"]
+		if slot == "" {
+			slot = "debezium"
+		}
+		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
 	}
 	if s, ok := c.connector["schema.include.list"]; ok {
 		for _, table := range r.tables {

@@ -209,7 +209,7 @@ func TestDebeziumConfigWithoutRouterIsChangeEvents(t *testing.T) {
 func TestDebeziumConfigRefusals(t *testing.T) {
 	_, _, err := loadConfig(t, "c.json", `{"config": {
   "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-  "snapshot.mode": "always", "slot.drop.on.stop": "true",
+  "snapshot.mode": "always", "slot.drop.on.stop": "yes",
   "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
   "transforms": "outbox,unwrap",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",

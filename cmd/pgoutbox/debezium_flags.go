@@ -28,6 +28,9 @@ type mappingFlags struct {
 	contextHeaders            bool
 	topicPrefix               string
 	routeRegex, routeReplaced string
+	timePrecision             string
+	decimalHandling           string
+	binaryHandling            string
 }
 
 // registerMappingFlags registers the column-mapping flags into
@@ -58,6 +61,9 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
+	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds or connect")
+	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
+	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
 	return m
 }
 
@@ -141,6 +147,17 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 			return fmt.Errorf("--%s: %w", f.name, err)
 		}
 		*f.dst = c
+	}
+	var err error
+	d := &cfg.Encoder.Debezium
+	if d.TimePrecision, err = schema.ParseTimePrecision(m.timePrecision); err != nil {
+		return fmt.Errorf("--time-precision-mode: %w", err)
+	}
+	if d.DecimalHandling, err = schema.ParseDecimalHandling(m.decimalHandling); err != nil {
+		return fmt.Errorf("--decimal-handling-mode: %w", err)
+	}
+	if d.BinaryHandling, err = schema.ParseBinaryHandling(m.binaryHandling); err != nil {
+		return fmt.Errorf("--binary-handling-mode: %w", err)
 	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/pgoutbox/pgoutbox/debezium"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -185,14 +186,22 @@ func (c Case) Validate() error {
 }
 
 // DebeziumConfig is the configuration Debezium runs the case with, as
-// Kafka Connect takes it: connect, or server's Connect form.
+// Kafka Connect takes it: connect, or server's Connect form. A converter
+// class Debezium 3.6 no longer ships is named by its successor
+// (debezium.Successor), which pgoutbox writes as: Kafka Connect refuses a
+// class it cannot load.
 func (c Case) DebeziumConfig() map[string]string {
-	if c.Connect != nil {
-		return maps.Clone(c.Connect)
+	conf := maps.Clone(c.Connect)
+	if conf == nil {
+		props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
+		conf, _ = ConnectForm(props)
 	}
-	props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
-	conn, _ := ConnectForm(props)
-	return conn
+	for k, v := range conf {
+		if s, ok := debezium.Successor(v); ok {
+			conf[k] = s
+		}
+	}
+	return conf
 }
 
 // ConnectForm maps a Debezium Server configuration to the Kafka Connect

@@ -161,7 +161,10 @@ func OptionTable(cases []Case, debezium string) string {
 // shortValue is a value as the table shows it: a class by its simple
 // name, a long value cut.
 func shortValue(key, v string) string {
-	if strings.HasPrefix(v, "io.debezium.") || strings.HasPrefix(v, "org.apache.kafka.") {
+	switch {
+	case v == "io.debezium.converters.ByteArrayConverter":
+		v = "Debezium's ByteArrayConverter" // Kafka has one of that name too
+	case strings.HasPrefix(v, "io.debezium.") || strings.HasPrefix(v, "org.apache.kafka."):
 		v = v[strings.LastIndexByte(v, '.')+1:]
 	}
 	if strings.HasSuffix(key, "password") {
