@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -629,6 +630,21 @@ func (r *run) compare(ctx context.Context) error {
 
 // readPrefix reads every record of the topics whose names start with
 // prefix (but exclude), from their start to their end.
+// retriable tells a Kafka error that asking again can clear, alone or in
+// one of kadm's shard errors.
+func retriable(err error) bool {
+	var shards *kadm.ShardErrors
+	if errors.As(err, &shards) {
+		for _, e := range shards.Errs {
+			if !kerr.IsRetriable(e.Err) {
+				return false
+			}
+		}
+		return len(shards.Errs) > 0
+	}
+	return err != nil && kerr.IsRetriable(err)
+}
+
 func readPrefix(ctx context.Context, brokers []string, prefix, exclude string) ([]Record, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -652,6 +668,14 @@ func readPrefix(ctx context.Context, brokers []string, prefix, exclude string) (
 	ends, err := adm.ListEndOffsets(ctx, names...)
 	if err == nil {
 		err = ends.Error()
+	}
+	// A topic created on first use answers LEADER_NOT_AVAILABLE while its
+	// leader is elected, which takes longer on a loaded machine.
+	for retriable(err) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		if ends, err = adm.ListEndOffsets(ctx, names...); err == nil {
+			err = ends.Error()
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the end offsets of %v: %w", names, err)
