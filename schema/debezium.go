@@ -488,24 +488,8 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		}
 		if conv == ConvJSONSchemas {
 			buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
-			buf = appendPayloadSchema(buf, "payload")
-			for _, a := range envelope {
-				ct, _ := connectTypeOf(a.typ(), c.vm)
-				if ct.typ == "" {
-					ct = connectType{typ: "string"}
-				}
-				buf = append(buf, ',')
-				buf = appendConnectSchema(buf, ct, c.optional(a.Column), a.Alias)
-			}
-			// EventRouterDelegate.getSchemaName: the after struct's name
-			// with the routed value inserted before ".Value".
-			buf = append(buf, `],"optional":false,"name":`...)
-			buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
-			if r.Version != nil {
-				buf = append(buf, `,"version":`...)
-				buf = strconv.AppendInt(buf, int64(*r.Version), 10)
-			}
-			buf = append(buf, `},"payload":`...)
+			buf = c.appendEnvelopeSchema(appendPayloadSchema(buf, "payload"), r, envelope)
+			buf = append(buf, `,"payload":`...)
 		}
 		buf = append(buf, `{"payload":`...)
 		if buf, reason = appendPayloadValue(buf); reason != "" {
@@ -531,11 +515,43 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		msg.Value = buf[valueStart:len(buf):len(buf)]
 	}
 
-	// Headers: the connector's context, the trace context, id, then the
-	// header placements.
-	hs := make([]Header, 0, 7+len(r.Additional)-len(envelope))
+	var err error
+	if buf, msg.Headers, err = c.appendOutboxHeaders(buf, r, len(envelope)); err != nil {
+		return Message{}, err
+	}
+	return msg, nil
+}
+
+// appendEnvelopeSchema writes the rest of the schema of a value with
+// envelope placements, after its payload field: the placed columns' fields
+// and the struct's name (EventRouterDelegate.getSchemaName: the after
+// struct's name with the routed value inserted before ".Value") and
+// version.
+func (c *DebeziumConfig) appendEnvelopeSchema(buf []byte, r *Record, envelope []FieldValue) []byte {
+	for _, a := range envelope {
+		ct, _ := connectTypeOf(a.typ(), c.vm)
+		if ct.typ == "" {
+			ct = connectType{typ: "string"}
+		}
+		buf = append(buf, ',')
+		buf = appendConnectSchema(buf, ct, c.optional(a.Column), a.Alias)
+	}
+	buf = append(buf, `],"optional":false,"name":`...)
+	buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
+	if r.Version != nil {
+		buf = append(buf, `,"version":`...)
+		buf = strconv.AppendInt(buf, int64(*r.Version), 10)
+	}
+	return append(buf, '}')
+}
+
+// appendOutboxHeaders writes the router's headers: the connector's
+// context, the trace context, id, then the header placements.
+func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFields int) ([]byte, []Header, error) {
+	var reason string
+	hs := make([]Header, 0, 7+len(r.Additional)-envelopeFields)
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
-		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
+		return buf, nil, errors.New("schema: the header converter cannot write the context headers: " + reason)
 	}
 	for _, h := range [...]struct{ key, v string }{{"traceparent", r.TraceParent}, {"tracestate", r.TraceState}} {
 		if h.v == "" {
@@ -545,7 +561,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
 		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
-			return Message{}, &RowError{Column: DefaultTraceColumn, Reason: reason}
+			return buf, nil, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
 	}
@@ -555,7 +571,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	}
 	var v []byte
 	if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, r.columnType(fID), c.vm, idText, c.optional(r.columnName(fID))); reason != "" {
-		return Message{}, &RowError{Column: r.columnName(fID), Reason: reason}
+		return buf, nil, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
 	hs = append(hs, Header{Key: "id", Value: v})
 	for _, a := range r.Additional {
@@ -563,12 +579,11 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			continue
 		}
 		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, a.typ(), c.vm, a.Value, c.optional(a.Column)); reason != "" {
-			return Message{}, &RowError{Column: a.Column, Reason: reason}
+			return buf, nil, &RowError{Column: a.Column, Reason: reason}
 		}
 		hs = append(hs, Header{Key: a.Alias, Value: v})
 	}
-	msg.Headers = hs
-	return msg, nil
+	return buf, hs, nil
 }
 
 // encodeDebeziumChange writes Debezium's change event for an insert of the
