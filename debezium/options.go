@@ -2,7 +2,6 @@ package debezium
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -202,15 +201,15 @@ var options = []Option{
 	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Setting: "decimal-handling-mode",
 		Takes:   "`precise`, `string`, `double`, in any case: numeric and money columns as Debezium types them, wherever they reach a record",
 		Refuses: "other values, as Debezium does",
-		read:    valueMode("decimal-handling-mode", schema.ParseDecimalHandling, nil)},
+		read:    valueMode("decimal-handling-mode", schema.ParseDecimalHandling)},
 	{Part: Connector, Key: "time.precision.mode", Default: "adaptive", Setting: "time-precision-mode",
-		Takes:   "`adaptive`, `adaptive_time_microseconds`, `connect`, in any case: date, time and timestamp columns as Debezium types them",
-		Refuses: "`isostring`, `microseconds`, `nanoseconds`: not rendered yet; other values, as Debezium does",
-		read:    valueMode("time-precision-mode", schema.ParseTimePrecision, []string{"isostring", "microseconds", "nanoseconds"})},
+		Takes:   "`adaptive`, `adaptive_time_microseconds`, `connect`, `isostring`, `microseconds`, `nanoseconds`, in any case: date, time and timestamp columns as Debezium types them",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("time-precision-mode", schema.ParseTimePrecision)},
 	{Part: Connector, Key: "binary.handling.mode", Default: "bytes", Setting: "binary-handling-mode",
 		Takes:   "`bytes`, `base64`, `base64-url-safe`, `hex`, in any case: bytea columns as Debezium types them",
 		Refuses: "other values, as Debezium does",
-		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling, nil)},
+		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling)},
 	{Part: Connector, Key: "transforms", Setting: "format",
 		Takes:   "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`; none: `--format debezium`, the change events",
 		Refuses: "other transforms (for example `ExtractNewRecordState`), two routers",
@@ -304,20 +303,16 @@ var options = []Option{
 	{Part: Server, Key: "debezium.sink.kafka.producer.value.serializer", Takes: "any: the converter makes the bytes", read: accept},
 }
 
-// valueMode reads one of Debezium's value options with parse, into
-// flag; the values Debezium takes and pgoutbox does not render yet are
-// named apart from those Debezium refuses as well.
-func valueMode[T ~string](flag string, parse func(string) (T, error), notYet []string) func(*reading, string, string) {
+// valueMode reads one of Debezium's value options with parse, into flag;
+// a value parse refuses, Debezium refuses too (its EnumRecommender).
+func valueMode[T ~string](flag string, parse func(string) (T, error)) func(*reading, string, string) {
 	return func(r *reading, k, v string) {
 		mode, err := parse(v)
-		switch {
-		case err == nil:
-			r.set(flag, string(mode))
-		case slices.Contains(notYet, strings.ToLower(strings.TrimSpace(v))):
-			r.refuse(k, fmt.Sprintf("%q is not rendered yet (%v)", v, err))
-		default:
+		if err != nil {
 			r.refuse(k, fmt.Sprintf("%q is not a value Debezium takes either (%v)", v, err))
+			return
 		}
+		r.set(flag, string(mode))
 	}
 }
 

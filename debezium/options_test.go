@@ -115,7 +115,6 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"provide.transaction.metadata", "true"},
 		{"decimal.handling.mode", "fancy"},
 		{"time.precision.mode", "fancy"},
-		{"time.precision.mode", "isostring"},
 		{"binary.handling.mode", "base32"},
 		{"transforms.outbox.table.fields.additional.placement", ""},
 		{"transforms.outbox.table.field.additional.missing", "maybe"},
@@ -152,15 +151,15 @@ func TestReadOwnConfigFile(t *testing.T) {
 }
 
 // The value options are read as Debezium reads them, trimmed and in any
-// case; a value Debezium takes but pgoutbox does not render yet is told
-// apart from one Debezium refuses too.
+// case; a value Debezium refuses is refused naming the option.
 func TestValueModes(t *testing.T) {
 	for _, tt := range []struct {
 		key, value, flag, want, refusal string
 	}{
 		{"time.precision.mode", "connect", "time-precision-mode", "connect", ""},
 		{"time.precision.mode", " Adaptive_Time_Microseconds ", "time-precision-mode", "adaptive_time_microseconds", ""},
-		{"time.precision.mode", "nanoseconds", "", "", "not rendered yet"},
+		{"time.precision.mode", "NanoSeconds", "time-precision-mode", "nanoseconds", ""},
+		{"time.precision.mode", "isostring", "time-precision-mode", "isostring", ""},
 		{"time.precision.mode", "millis", "", "", "not a value Debezium takes either"},
 		{"decimal.handling.mode", "STRING", "decimal-handling-mode", "string", ""},
 		{"decimal.handling.mode", "double", "decimal-handling-mode", "double", ""},

@@ -118,6 +118,7 @@ func connectTypeOf(t pgType, m valueModes) (ct connectType, ok bool) {
 // (TemporalPrecisionMode's builders).
 func temporalType(t pgType, m valueModes) connectType {
 	millis := t.mod >= 0 && t.mod <= 3 // time(0-3), timestamp(0-3)
+	adaptive := m.time == timeAdaptive || m.time == timeAdaptiveMicros
 	switch {
 	case m.time == timeConnect && t.oid == oidDate:
 		return connectType{typ: "int32", name: "org.apache.kafka.connect.data.Date", version: 1}
@@ -125,14 +126,21 @@ func temporalType(t pgType, m valueModes) connectType {
 		return connectType{typ: "int32", name: "org.apache.kafka.connect.data.Time", version: 1}
 	case m.time == timeConnect:
 		return connectType{typ: "int64", name: "org.apache.kafka.connect.data.Timestamp", version: 1}
+	case m.time == timeISO:
+		return connectType{typ: "string", name: map[uint32]string{oidDate: "io.debezium.time.IsoDate", oidTime: "io.debezium.time.IsoTime",
+			oidTimestamp: "io.debezium.time.IsoTimestamp"}[t.oid], version: 1}
 	case t.oid == oidDate:
 		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}
 	case t.oid == oidTime && millis && m.time == timeAdaptive:
 		return connectType{typ: "int32", name: "io.debezium.time.Time", version: 1}
+	case t.oid == oidTime && m.time == timeNanos:
+		return connectType{typ: "int64", name: "io.debezium.time.NanoTime", version: 1}
 	case t.oid == oidTime:
 		return connectType{typ: "int64", name: "io.debezium.time.MicroTime", version: 1}
-	case millis:
+	case millis && adaptive:
 		return connectType{typ: "int64", name: "io.debezium.time.Timestamp", version: 1}
+	case m.time == timeNanos:
+		return connectType{typ: "int64", name: "io.debezium.time.NanoTimestamp", version: 1}
 	}
 	return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}
 }
@@ -236,6 +244,9 @@ func appendConnectValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte
 		dst = appendZonedTimestamp(dst, ts, digits)
 		return append(dst, '"'), ""
 	case oidTimestamp, oidDate, oidTime:
+		if m.time == timeISO {
+			return appendISOTemporal(dst, t, text)
+		}
 		n, reason := temporalValue(t, m, text)
 		if reason != "" {
 			return dst, reason
@@ -273,16 +284,21 @@ func appendConnectValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte
 }
 
 // temporalValue is a date, time or timestamp column's number: days,
-// milliseconds or microseconds, after its type (temporalType). Under
-// time.precision.mode=connect it is the java.util.Date's milliseconds (a
-// date's at its start, a time's on the epoch's day), which Kafka's Date
-// and Time write as days and int32 milliseconds.
+// milliseconds, microseconds or nanoseconds, after its type
+// (temporalType). Under time.precision.mode=connect it is the
+// java.util.Date's milliseconds (a date's at its start, a time's on the
+// epoch's day), which Kafka's Date and Time write as days and int32
+// milliseconds.
 func temporalValue(t pgType, m valueModes, text []byte) (int64, string) {
 	millis := t.mod >= 0 && t.mod <= 3
+	adaptive := m.time == timeAdaptive || m.time == timeAdaptiveMicros
 	if t.oid == oidTime {
 		us, reason := parseTimeOfDay(text)
-		if m.time == timeConnect || millis && m.time == timeAdaptive {
+		switch {
+		case m.time == timeConnect, millis && m.time == timeAdaptive:
 			us /= 1000
+		case m.time == timeNanos:
+			us *= 1000
 		}
 		return us, reason
 	}
@@ -292,10 +308,75 @@ func temporalValue(t pgType, m valueModes, text []byte) (int64, string) {
 		return 0, reason
 	case t.oid == oidDate:
 		return ts.Unix() / 86400, ""
-	case millis, m.time == timeConnect:
+	case millis && adaptive, m.time == timeConnect:
 		return ts.UnixMilli(), "" // floored, as Instant.toEpochMilli
+	case m.time == timeNanos:
+		return epochNanos(ts)
 	}
 	return ts.UnixMicro(), ""
+}
+
+// epochNanos is NanoTimestamp.toEpochNanos: the day's start in
+// nanoseconds (Math.multiplyExact), plus the nanoseconds into the day
+// (Math.addExact); either overflowing int64 is no value.
+func epochNanos(ts time.Time) (int64, string) {
+	const dayNanos int64 = 86400e9
+	const maxDay = math.MaxInt64 / dayNanos
+	sec := ts.Unix()
+	day := sec / 86400
+	if sec%86400 < 0 {
+		day--
+	}
+	into := (sec-day*86400)*1e9 + int64(ts.Nanosecond())
+	if day < -maxDay || day > maxDay || day > 0 && into > math.MaxInt64-day*dayNanos {
+		return 0, "timestamp outside the range of nanoseconds since the epoch (about 1677-09-21 to 2262-04-11)"
+	}
+	return day*dayNanos + into, ""
+}
+
+// appendISOTemporal appends a date, time or timestamp as
+// time.precision.mode=isostring's JSON string: Java's ISO_OFFSET_DATE,
+// ISO_OFFSET_TIME and ISO_OFFSET_DATE_TIME in UTC (IsoDate, IsoTime,
+// IsoTimestamp): seconds always, the fraction without its trailing zeros,
+// none when zero. A time of 24:00:00 is the next day's 00:00:00.
+func appendISOTemporal(dst []byte, t pgType, text []byte) ([]byte, string) {
+	if t.oid == oidTime {
+		us, reason := parseTimeOfDay(text)
+		if reason != "" {
+			return dst, reason
+		}
+		dst = appendISOClock(append(dst, '"'), us%86400e6)
+		return append(dst, `Z"`...), ""
+	}
+	ts, reason := parseTimestamp(text)
+	if reason != "" {
+		return dst, reason
+	}
+	ts = ts.UTC()
+	dst = ts.AppendFormat(append(dst, '"'), "2006-01-02")
+	if t.oid == oidTimestamp {
+		dst = appendISOClock(append(dst, 'T'), int64(ts.Hour()*3600+ts.Minute()*60+ts.Second())*1e6+int64(ts.Nanosecond()/1000))
+	}
+	return append(dst, `Z"`...), ""
+}
+
+// appendISOClock appends a time of day, in microseconds, as Java's
+// ISO_LOCAL_TIME writes it: HH:mm:ss, then the fraction without its
+// trailing zeros, none when zero.
+func appendISOClock(dst []byte, us int64) []byte {
+	sec := us / 1e6
+	for i, v := range [...]int64{sec / 3600, sec / 60 % 60, sec % 60} {
+		if i > 0 {
+			dst = append(dst, ':')
+		}
+		dst = append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
+	if f := us % 1e6; f != 0 {
+		fs := strconv.FormatInt(f+1e6, 10)[1:]
+		dst = append(dst, '.')
+		dst = append(dst, strings.TrimRight(fs, "0")...)
+	}
+	return dst
 }
 
 // appendBinaryString appends bytes as binary.handling.mode's string

@@ -290,6 +290,7 @@ type part struct {
 // NULL, Debezium's ByteArrayConverter for a NULL bytea; JsonConverter
 // writes null as JSON.
 func appendConverted(dst []byte, p part, t pgType, m valueModes, text []byte, optional bool) (out []byte, isNull bool, reason string) {
+	text = m.valueOf(t, text, optional)
 	k := m.kind(t)
 	if text == nil && k == javaBytes && p.conv.base() == ConvDebeziumByteArray {
 		return dst, true, ""
@@ -499,7 +500,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			buf = append(buf, ',')
 			buf = appendJavaString(buf, a.Alias)
 			buf = append(buf, ':')
-			if buf, reason = appendConnectValue(buf, a.typ(), c.vm, a.Value); reason != "" {
+			if buf, reason = appendConnectValue(buf, a.typ(), c.vm, c.vm.valueOf(a.typ(), a.Value, c.optional(a.Column))); reason != "" {
 				return Message{}, &RowError{Column: a.Column, Reason: reason}
 			}
 		}
@@ -632,7 +633,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		first = false
 		buf = appendJavaString(buf, col.Name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, r.Values[i]); reason != "" {
+		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), r.Values[i], c.optional(col.Name))); reason != "" {
 			return Message{}, &RowError{Column: col.Name, Reason: reason}
 		}
 	}

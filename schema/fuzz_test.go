@@ -98,13 +98,13 @@ func FuzzDebeziumValue(f *testing.F) {
 		{"24:00:00", 5<<3 | 2<<6}, {`\x00ff41`, 6<<3 | 1<<5}, {`\x`, 6<<3 | 3<<5}, {"1969-12-31", 4<<3 | 2<<6},
 		{"Infinity", 2}, {"2020-01-02 03:04:05+02", 7 << 3},
 	} {
-		f.Add(s.text, s.flags, int32(-1))
+		f.Add(s.text, s.flags, s.flags%6, int32(-1))
 	}
 	types := [...]uint32{oidNumeric, oidMoney, oidNumeric, oidTimestamp, oidDate, oidTime, oidBytea, oidTimestamptz}
-	f.Fuzz(func(t *testing.T, text string, flags byte, mod int32) {
+	f.Fuzz(func(t *testing.T, text string, flags, tmode byte, mod int32) {
 		// flags: bits 0-1 decimal mode, 3-5 type, 5-6 binary mode (shares
-		// bit 5), 6-7 time mode.
-		m := valueModes{decimal: decimalMode(flags & 3 % 3), binary: binaryMode(flags >> 5 & 3), time: timeMode(flags >> 6 % 3)}
+		// bit 5); tmode the time mode.
+		m := valueModes{decimal: decimalMode(flags & 3 % 3), binary: binaryMode(flags >> 5 & 3), time: timeMode(tmode % 6)}
 		typ := pgType{types[flags>>3&7], mod}
 		v, reason := appendConnectValue(nil, typ, m, []byte(text))
 		if reason == "" && !json.Valid(v) {

@@ -25,6 +25,15 @@ const (
 	// TimeConnect: Kafka Connect's own Date (days), Time (ms, int32) and
 	// Timestamp (ms), java.util.Date values in Debezium's records.
 	TimeConnect TimePrecision = "connect"
+	// TimeISOString: ISO-8601 strings in UTC, IsoDate ("2020-01-02Z"),
+	// IsoTime ("03:04:05.678Z") and IsoTimestamp.
+	TimeISOString TimePrecision = "isostring"
+	// TimeMicroseconds: Date, MicroTime and MicroTimestamp at any
+	// precision.
+	TimeMicroseconds TimePrecision = "microseconds"
+	// TimeNanoseconds: Date, NanoTime and NanoTimestamp at any precision;
+	// a timestamp outside 1677-09-21 to 2262-04-11 has no value.
+	TimeNanoseconds TimePrecision = "nanoseconds"
 )
 
 // DecimalHandling is Debezium's decimal.handling.mode, for numeric and
@@ -61,7 +70,7 @@ const (
 
 // ParseTimePrecision reads a time.precision.mode.
 func ParseTimePrecision(s string) (TimePrecision, error) {
-	return parseMode(s, TimeAdaptive, TimeAdaptiveMicroseconds, TimeConnect)
+	return parseMode(s, TimeAdaptive, TimeAdaptiveMicroseconds, TimeConnect, TimeISOString, TimeMicroseconds, TimeNanoseconds)
 }
 
 // ParseDecimalHandling reads a decimal.handling.mode.
@@ -109,8 +118,11 @@ type (
 
 const (
 	timeAdaptive timeMode = iota
-	timeMicros
+	timeAdaptiveMicros
 	timeConnect
+	timeISO
+	timeMicros
+	timeNanos
 )
 
 const (
@@ -141,7 +153,8 @@ func (c DebeziumConfig) modes() (valueModes, error) {
 	if err != nil {
 		return m, fmt.Errorf("binary handling: %w", err)
 	}
-	m.time = map[TimePrecision]timeMode{TimeAdaptive: timeAdaptive, TimeAdaptiveMicroseconds: timeMicros, TimeConnect: timeConnect}[t]
+	m.time = map[TimePrecision]timeMode{TimeAdaptive: timeAdaptive, TimeAdaptiveMicroseconds: timeAdaptiveMicros, TimeConnect: timeConnect,
+		TimeISOString: timeISO, TimeMicroseconds: timeMicros, TimeNanoseconds: timeNanos}[t]
 	m.decimal = map[DecimalHandling]decimalMode{DecimalPrecise: decimalPrecise, DecimalString: decimalString, DecimalDouble: decimalDouble}[d]
 	m.binary = map[BinaryHandling]binaryMode{BinaryBytes: binaryBytes, BinaryBase64: binaryBase64, BinaryBase64URLSafe: binaryBase64URL, BinaryHex: binaryHex}[b]
 	return m, nil
@@ -173,4 +186,19 @@ func (m valueModes) kind(t pgType) javaKind {
 		}
 	}
 	return javaOther
+}
+
+// valueOf is a column's text as Debezium's converter takes it: nil (a
+// NULL) where the converter gives up on a value of a nullable column
+// (JdbcValueConverters.convertValue: a timestamp outside an int64 of
+// nanoseconds under time.precision.mode=nanoseconds). A NOT NULL column's
+// such value stays, and is a poison row, where Debezium's task fails.
+func (m valueModes) valueOf(t pgType, text []byte, optional bool) []byte {
+	if m.time != timeNanos || t.oid != oidTimestamp || !optional || text == nil {
+		return text
+	}
+	if _, reason := temporalValue(t, m, text); reason != "" {
+		return nil
+	}
+	return text
 }

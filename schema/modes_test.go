@@ -13,8 +13,9 @@ import (
 // (StringConverter for keys and values, SimpleHeaderConverter for
 // headers; "-" for a null) and the schema's type and logical name.
 func TestValueModesRendering(t *testing.T) {
-	micros := valueModes{time: timeMicros}
+	micros := valueModes{time: timeAdaptiveMicros}
 	connect := valueModes{time: timeConnect}
+	iso, us, ns := valueModes{time: timeISO}, valueModes{time: timeMicros}, valueModes{time: timeNanos}
 	str := valueModes{decimal: decimalString}
 	dbl := valueModes{decimal: decimalDouble}
 	b64 := valueModes{binary: binaryBase64}
@@ -51,6 +52,20 @@ func TestValueModesRendering(t *testing.T) {
 		{ts6, connect, "1970-01-02 00:00:00.5", `86400500`, "1970-01-02T00:00:00.500Z", "int64", "org.apache.kafka.connect.data.Timestamp"},
 		{ts6, connect, "9999-12-31 23:59:59.999999", `253402300799999`, "9999-12-31T23:59:59.999Z", "int64", "org.apache.kafka.connect.data.Timestamp"},
 		{pgType{oidTimestamptz, -1}, connect, "2020-01-02 03:04:05.678912+02", `"2020-01-02T01:04:05.678912Z"`, "2020-01-02T01:04:05.678912Z", "string", "io.debezium.time.ZonedTimestamp"},
+		// isostring: ISO-8601 in UTC, seconds always, the fraction without
+		// its trailing zeros; microseconds and nanoseconds at any
+		// precision.
+		{date, iso, "1969-12-31", `"1969-12-31Z"`, "1969-12-31Z", "string", "io.debezium.time.IsoDate"},
+		{t0, iso, "24:00:00", `"00:00:00Z"`, "00:00:00Z", "string", "io.debezium.time.IsoTime"},
+		{t3, iso, "12:00:00.5", `"12:00:00.5Z"`, "12:00:00.5Z", "string", "io.debezium.time.IsoTime"},
+		{ts6, iso, "1969-12-31 23:59:59.9999", `"1969-12-31T23:59:59.9999Z"`, "1969-12-31T23:59:59.9999Z", "string", "io.debezium.time.IsoTimestamp"},
+		{ts0, iso, "2020-01-02 03:04:05", `"2020-01-02T03:04:05Z"`, "2020-01-02T03:04:05Z", "string", "io.debezium.time.IsoTimestamp"},
+		{t0, us, "03:04:05", `11045000000`, "11045000000", "int64", "io.debezium.time.MicroTime"},
+		{ts3, us, "1969-12-31 23:59:59.999", `-1000`, "-1000", "int64", "io.debezium.time.MicroTimestamp"},
+		{t6, ns, "00:00:00.000001", `1000`, "1000", "int64", "io.debezium.time.NanoTime"},
+		{ts0, ns, "1969-12-31 23:59:59", `-1000000000`, "-1000000000", "int64", "io.debezium.time.NanoTimestamp"},
+		{ts6, ns, "2262-04-11 23:47:16.854775", `9223372036854775000`, "9223372036854775000", "int64", "io.debezium.time.NanoTimestamp"},
+		{ts0, ns, "1677-09-22 00:00:00", `-9223286400000000000`, "-9223286400000000000", "int64", "io.debezium.time.NanoTimestamp"},
 		// decimal.handling.mode=string: the plain text; NaN and the
 		// infinities by SpecialValueDecimal's names.
 		{n10x2, str, "12345678.91", `"12345678.91"`, "12345678.91", "string", ""},
@@ -99,7 +114,8 @@ func TestValueModesRendering(t *testing.T) {
 // The modes are read as Debezium reads them: trimmed, in any case, ""
 // for the default; another value is an error.
 func TestParseValueModes(t *testing.T) {
-	for in, want := range map[string]TimePrecision{"": TimeAdaptive, " CONNECT ": TimeConnect, "adaptive_time_microseconds": TimeAdaptiveMicroseconds} {
+	for in, want := range map[string]TimePrecision{"": TimeAdaptive, " CONNECT ": TimeConnect, "adaptive_time_microseconds": TimeAdaptiveMicroseconds,
+		"IsoString": TimeISOString, "microseconds": TimeMicroseconds, "nanoseconds": TimeNanoseconds} {
 		if got, err := ParseTimePrecision(in); err != nil || got != want {
 			t.Errorf("ParseTimePrecision(%q) = %q, %v", in, got, err)
 		}
@@ -111,7 +127,7 @@ func TestParseValueModes(t *testing.T) {
 		t.Errorf("ParseBinaryHandling: %q, %v", got, err)
 	}
 	for _, bad := range []func() error{
-		func() error { _, err := ParseTimePrecision("isostring"); return err },
+		func() error { _, err := ParseTimePrecision("millis"); return err },
 		func() error { _, err := ParseDecimalHandling("exact"); return err },
 		func() error { _, err := ParseBinaryHandling("base32"); return err },
 	} {
@@ -197,5 +213,26 @@ func TestTombstoneOfEmptyBytea(t *testing.T) {
 		if (m.Value == nil) != tc.null {
 			t.Errorf("%s: value %q, want a tombstone: %v", tc.binary, m.Value, tc.null)
 		}
+	}
+}
+
+// Under nanoseconds a timestamp an int64 of nanoseconds cannot hold has no
+// value: null in a nullable column, as Debezium's converter gives up on
+// it, and a poison row in a NOT NULL one, where Debezium's task fails.
+func TestNanosecondsOutOfRange(t *testing.T) {
+	ns, ts := valueModes{time: timeNanos}, pgType{oidTimestamp, -1}
+	for _, text := range []string{"9999-12-31 23:59:59", "1677-09-21 00:12:44", "2262-04-11 23:47:16.854776"} {
+		if v := ns.valueOf(ts, []byte(text), true); v != nil {
+			t.Errorf("%s, nullable: %q, want NULL", text, v)
+		}
+		if v := ns.valueOf(ts, []byte(text), false); string(v) != text {
+			t.Errorf("%s, NOT NULL: %q, want the value", text, v)
+		}
+		if _, reason := appendConnectValue(nil, ts, ns, []byte(text)); reason == "" {
+			t.Errorf("%s: rendered", text)
+		}
+	}
+	if v := ns.valueOf(ts, []byte("2262-04-11 23:47:16.854775"), true); v == nil {
+		t.Error("the last representable timestamp is NULL")
 	}
 }

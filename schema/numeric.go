@@ -259,23 +259,7 @@ func zonedTime(text []byte) (string, string) {
 	}
 	const day = 86400e6
 	us = ((us+offSec*1e6)%day + day) % day
-	sec := us / 1e6
-	out := []byte{}
-	for _, v := range []int64{sec / 3600, sec / 60 % 60, sec % 60} {
-		if len(out) > 0 {
-			out = append(out, ':')
-		}
-		if v < 10 {
-			out = append(out, '0')
-		}
-		out = strconv.AppendInt(out, v, 10)
-	}
-	if f := us % 1e6; f != 0 {
-		fs := strconv.FormatInt(f+1e6, 10)[1:]
-		out = append(out, '.')
-		out = append(out, strings.TrimRight(fs, "0")...)
-	}
-	return string(append(out, 'Z')), ""
+	return string(append(appendISOClock(nil, us), 'Z')), ""
 }
 
 // parseInterval reads an interval in Postgres's default output style

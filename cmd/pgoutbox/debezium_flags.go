@@ -61,7 +61,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
-	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds or connect")
+	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds, connect, isostring, microseconds or nanoseconds")
 	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
 	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
 	return m
