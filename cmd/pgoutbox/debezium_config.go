@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // readAnyConfig reads a --config file: pgoutbox's own "flag = value" lines,
@@ -154,9 +155,6 @@ func fromServer(props map[string]string) debeziumConf {
 	return c
 }
 
-// The transform class pgoutbox implements.
-const eventRouterClass = "io.debezium.transforms.outbox.EventRouter"
-
 // settings maps the configuration to pgoutbox flags. ignored lists the
 // options pgoutbox does not use (sorted); err names every option it
 // cannot honour.
@@ -166,36 +164,45 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 	ignore := func(k string) { ignored = append(ignored, k) }
 	refuse := func(k, why string) { refused = append(refused, k+": "+why) }
 
-	// The transforms: only the Outbox Event Router.
+	// The transforms: the Outbox Event Router's options are read below;
+	// the chain after it, and the predicates, are package transform's
+	// (--transforms), which names what it refuses and what it leaves
+	// unused.
 	router := ""
 	routerOpts := map[string]string{}
-	transformOf := map[string]string{} // option key -> transform name
-	if list := strings.TrimSpace(c.connector["transforms"]); list != "" {
-		for _, name := range strings.Split(list, ",") {
-			name = strings.TrimSpace(name)
-			typ := c.connector["transforms."+name+".type"]
-			switch {
-			case typ == eventRouterClass && router == "":
-				router = name
-			case typ == eventRouterClass:
-				refuse("transforms", "more than one Outbox Event Router")
-			default:
-				refuse("transforms."+name+".type", fmt.Sprintf("transform %q is not supported (pgoutbox implements only %s)", typ, eventRouterClass))
-			}
-			transformOf["transforms."+name+"."] = name
+	for _, name := range strings.Split(c.connector["transforms"], ",") {
+		if name = strings.TrimSpace(name); c.connector["transforms."+name+".type"] == transform.RouterClass {
+			router = name
+			break
 		}
 	}
+	chain := map[string]string{}
 	for k, v := range c.connector {
-		for prefix, name := range transformOf {
-			if strings.HasPrefix(k, prefix) {
-				if name == router && k != prefix+"type" {
-					routerOpts[strings.TrimPrefix(k, prefix)] = v
-				}
-				delete(c.connector, k)
-			}
+		if k != "transforms" && k != "predicates" && !strings.HasPrefix(k, "transforms.") && !strings.HasPrefix(k, "predicates.") {
+			continue
+		}
+		if opt, ok := strings.CutPrefix(k, "transforms."+router+"."); ok && router != "" && opt != "type" {
+			routerOpts[opt] = v
+		}
+		if c.server {
+			chain["debezium."+k] = v
+		} else {
+			chain[k] = v
+		}
+		delete(c.connector, k)
+	}
+	if len(chain) > 0 {
+		ch, unused, err := transform.Parse(transform.Config{Props: chain})
+		var ce *transform.ConfigError
+		if errors.As(err, &ce) {
+			refused = append(refused, ce.Problems...)
+		}
+		ignored = append(ignored, unused...)
+		if ch != nil {
+			js, _ := json.Marshal(chain)
+			set("transforms", string(js))
 		}
 	}
-	delete(c.connector, "transforms")
 	full := func(opt string) string {
 		if c.server {
 			return "debezium.transforms." + router + "." + opt

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ type mappingFlags struct {
 	contextHeaders            bool
 	topicPrefix               string
 	routeRegex, routeReplaced string
+	transforms                string
 }
 
 // registerMappingFlags registers the column-mapping flags into
@@ -58,6 +60,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
+	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router, as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
 	return m
 }
 
@@ -149,6 +152,14 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
 	cfg.Router.RouteRegex = m.routeRegex
 	cfg.Router.RouteReplacement = m.routeReplaced
+	if m.transforms != "" {
+		if err := json.Unmarshal([]byte(m.transforms), &cfg.Transforms.Props); err != nil {
+			return fmt.Errorf("--transforms: not a JSON object of strings: %w", err)
+		}
+		if err := cfg.Transforms.Validate(); err != nil {
+			return fmt.Errorf("--transforms: %w", err)
+		}
+	}
 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

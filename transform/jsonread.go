@@ -1,0 +1,468 @@
+package transform
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file reads what JsonConverter with schemas.enable=true writes,
+// {"schema":…,"payload":…}, back into Kafka Connect data, as
+// JsonConverter.toConnectData does: the router's record is rendered so
+// (schema.ConvJSONSchemas) and read here, which loses nothing of it.
+
+// jnode is a parsed JSON value; objects keep their members' order.
+type jnode struct {
+	kind byte   // 'o' object, 'a' array, 's' string, 'n' number, 't' true, 'f' false, 'z' null
+	text string // a string's value, a number's text
+	keys []string
+	vals []*jnode // an object's values, an array's elements
+}
+
+func (n *jnode) member(key string) *jnode {
+	for i, k := range n.keys {
+		if k == key {
+			return n.vals[i]
+		}
+	}
+	return nil
+}
+
+// decodeEnvelope reads JsonConverter's {"schema":…,"payload":…}; nil data
+// is a null schema and value (a tombstone).
+func decodeEnvelope(data []byte) (*Schema, any, error) {
+	if data == nil {
+		return nil, nil, nil
+	}
+	p := jparser{b: data}
+	n, err := p.value()
+	if err == nil {
+		p.space()
+		if p.i != len(p.b) {
+			err = errors.New("trailing data")
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record: %w", err)
+	}
+	if n.kind != 'o' || len(n.keys) != 2 || n.member("schema") == nil || n.member("payload") == nil {
+		return nil, nil, errors.New("transform: reading the record: not a JsonConverter envelope")
+	}
+	s, err := readSchema(n.member("schema"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record's schema: %w", err)
+	}
+	v, err := readValue(s, n.member("payload"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record's value: %w", err)
+	}
+	return s, v, nil
+}
+
+// readSchema reads a schema as JsonConverter.asConnectSchema does.
+func readSchema(n *jnode) (*Schema, error) {
+	if n.kind == 'z' {
+		return nil, nil
+	}
+	if n.kind != 'o' {
+		return nil, errors.New("a schema is an object")
+	}
+	s := &Schema{}
+	str := func(key string) (string, bool, error) {
+		m := n.member(key)
+		if m == nil || m.kind == 'z' {
+			return "", false, nil
+		}
+		if m.kind != 's' {
+			return "", false, fmt.Errorf("schema %q is not a string", key)
+		}
+		return m.text, true, nil
+	}
+	t, ok, err := str("type")
+	if err != nil || !ok {
+		return nil, errors.New("schema without a type")
+	}
+	s.Type = Type(t)
+	if m := n.member("optional"); m != nil {
+		s.Optional = m.kind == 't'
+	}
+	if s.Name, _, err = str("name"); err != nil {
+		return nil, err
+	}
+	if m := n.member("version"); m != nil && m.kind == 'n' {
+		v, err := strconv.ParseInt(m.text, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("schema version %s", m.text)
+		}
+		v32 := int32(v)
+		s.Version = &v32
+	}
+	if doc, ok, err := str("doc"); err != nil {
+		return nil, err
+	} else if ok {
+		s.Doc = &doc
+	}
+	if m := n.member("parameters"); m != nil && m.kind == 'o' {
+		s.Params = make([]Param, 0, len(m.keys))
+		for i, k := range m.keys {
+			s.Params = append(s.Params, Param{Key: k, Value: m.vals[i].text})
+		}
+	}
+	switch s.Type {
+	case Int8, Int16, Int32, Int64, Float32, Float64, Boolean, String, Bytes:
+	case StructT:
+		fs := n.member("fields")
+		if fs == nil || fs.kind != 'a' {
+			return nil, errors.New("struct schema without fields")
+		}
+		for _, f := range fs.vals {
+			fsch, err := readSchema(f)
+			if err != nil || fsch == nil {
+				return nil, fmt.Errorf("struct field: %v", err)
+			}
+			name := f.member("field")
+			if name == nil || name.kind != 's' {
+				return nil, errors.New("struct field without a name")
+			}
+			s.Fields = append(s.Fields, Field{Name: name.text, Schema: fsch})
+		}
+	case Array:
+		if s.Items, err = subSchema(n, "items"); err != nil {
+			return nil, err
+		}
+	case Map:
+		if s.Keys, err = subSchema(n, "keys"); err != nil {
+			return nil, err
+		}
+		if s.Values, err = subSchema(n, "values"); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown schema type %q", s.Type)
+	}
+	if m := n.member("default"); m != nil && m.kind != 'z' {
+		if s.Default, err = readValue(s, m); err != nil {
+			return nil, fmt.Errorf("default: %w", err)
+		}
+		s.HasDefault = true
+	}
+	return s, nil
+}
+
+func subSchema(n *jnode, key string) (*Schema, error) {
+	m := n.member(key)
+	if m == nil {
+		return nil, fmt.Errorf("schema without %s", key)
+	}
+	s, err := readSchema(m)
+	if err == nil && s == nil {
+		err = fmt.Errorf("schema without %s", key)
+	}
+	return s, err
+}
+
+// readValue reads a value of schema s (JsonConverter.convertToConnect).
+func readValue(s *Schema, n *jnode) (any, error) {
+	if n.kind == 'z' {
+		return nil, nil
+	}
+	bad := func() (any, error) { return nil, fmt.Errorf("a %s value cannot be %q", s.Type, n.text) }
+	switch s.Type {
+	case Int8, Int16, Int32, Int64:
+		if n.kind != 'n' {
+			return bad()
+		}
+		v, err := strconv.ParseInt(n.text, 10, 64)
+		if err != nil {
+			return bad()
+		}
+		return v, nil
+	case Float32, Float64:
+		bits := 64
+		if s.Type == Float32 {
+			bits = 32
+		}
+		switch {
+		case n.kind == 's' && n.text == "NaN":
+			return math.NaN(), nil
+		case n.kind == 's' && n.text == "Infinity":
+			return math.Inf(1), nil
+		case n.kind == 's' && n.text == "-Infinity":
+			return math.Inf(-1), nil
+		case n.kind != 'n':
+			return bad()
+		}
+		f, err := strconv.ParseFloat(n.text, bits)
+		if err != nil {
+			return bad()
+		}
+		return f, nil
+	case Boolean:
+		if n.kind != 't' && n.kind != 'f' {
+			return bad()
+		}
+		return n.kind == 't', nil
+	case String:
+		if n.kind != 's' {
+			return bad()
+		}
+		return n.text, nil
+	case Bytes:
+		if n.kind != 's' {
+			return bad()
+		}
+		b, err := base64.StdEncoding.DecodeString(n.text)
+		if err != nil {
+			return bad()
+		}
+		return b, nil
+	case Array:
+		if n.kind != 'a' {
+			return bad()
+		}
+		out := make([]any, len(n.vals))
+		for i, e := range n.vals {
+			v, err := readValue(s.Items, e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	case Map:
+		return readMap(s, n)
+	case StructT:
+		if n.kind != 'o' {
+			return bad()
+		}
+		st := &Struct{Schema: s, Values: make([]any, len(s.Fields))}
+		for i, f := range s.Fields {
+			m := n.member(f.Name)
+			if m == nil {
+				continue
+			}
+			v, err := readValue(f.Schema, m)
+			if err != nil {
+				return nil, err
+			}
+			st.Values[i] = v
+		}
+		return st, nil
+	}
+	return bad()
+}
+
+// readMap reads a map: an object when its keys are strings, an array of
+// [key, value] pairs otherwise.
+func readMap(s *Schema, n *jnode) (any, error) {
+	var out []MapEntry
+	switch {
+	case s.Keys.Type == String && n.kind == 'o':
+		for i, k := range n.keys {
+			v, err := readValue(s.Values, n.vals[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, MapEntry{Key: k, Value: v})
+		}
+	case n.kind == 'a':
+		for _, pair := range n.vals {
+			if pair.kind != 'a' || len(pair.vals) != 2 {
+				return nil, errors.New("a map entry is a [key, value] pair")
+			}
+			k, err := readValue(s.Keys, pair.vals[0])
+			if err != nil {
+				return nil, err
+			}
+			v, err := readValue(s.Values, pair.vals[1])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, MapEntry{Key: k, Value: v})
+		}
+	default:
+		return nil, errors.New("a map is an object or an array of pairs")
+	}
+	if out == nil {
+		out = []MapEntry{}
+	}
+	return out, nil
+}
+
+// jparser is a strict JSON reader that keeps objects' member order.
+type jparser struct {
+	b []byte
+	i int
+}
+
+func (p *jparser) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *jparser) value() (*jnode, error) {
+	p.space()
+	if p.i >= len(p.b) {
+		return nil, errors.New("unexpected end")
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		p.i++
+		n := &jnode{kind: 'o'}
+		p.space()
+		if p.i < len(p.b) && p.b[p.i] == '}' {
+			p.i++
+			return n, nil
+		}
+		for {
+			p.space()
+			if p.i >= len(p.b) || p.b[p.i] != '"' {
+				return nil, errors.New("object member without a name")
+			}
+			k, err := p.str()
+			if err != nil {
+				return nil, err
+			}
+			p.space()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return nil, errors.New("missing ':'")
+			}
+			p.i++
+			v, err := p.value()
+			if err != nil {
+				return nil, err
+			}
+			n.keys, n.vals = append(n.keys, k), append(n.vals, v)
+			if done, err := p.next('}'); err != nil || done {
+				return n, err
+			}
+		}
+	case c == '[':
+		p.i++
+		n := &jnode{kind: 'a'}
+		p.space()
+		if p.i < len(p.b) && p.b[p.i] == ']' {
+			p.i++
+			return n, nil
+		}
+		for {
+			v, err := p.value()
+			if err != nil {
+				return nil, err
+			}
+			n.vals = append(n.vals, v)
+			if done, err := p.next(']'); err != nil || done {
+				return n, err
+			}
+		}
+	case c == '"':
+		s, err := p.str()
+		return &jnode{kind: 's', text: s}, err
+	case c == '-' || c >= '0' && c <= '9':
+		start := p.i
+		for p.i < len(p.b) && (p.b[p.i] >= '0' && p.b[p.i] <= '9' || p.b[p.i] == '-' || p.b[p.i] == '+' || p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+			p.i++
+		}
+		return &jnode{kind: 'n', text: string(p.b[start:p.i])}, nil
+	}
+	for _, lit := range [...]struct {
+		s    string
+		kind byte
+	}{{"true", 't'}, {"false", 'f'}, {"null", 'z'}} {
+		if len(p.b)-p.i >= len(lit.s) && string(p.b[p.i:p.i+len(lit.s)]) == lit.s {
+			p.i += len(lit.s)
+			return &jnode{kind: lit.kind}, nil
+		}
+	}
+	return nil, fmt.Errorf("unexpected %q", p.b[p.i])
+}
+
+// next consumes a ',' (false) or the closing byte (true).
+func (p *jparser) next(closing byte) (bool, error) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, errors.New("unexpected end")
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case closing:
+		p.i++
+		return true, nil
+	}
+	return false, fmt.Errorf("unexpected %q", p.b[p.i])
+}
+
+// str reads a JSON string at p.i (its opening quote).
+func (p *jparser) str() (string, error) {
+	p.i++
+	var out []byte
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(out), nil
+		case c == '\\':
+			if p.i+1 >= len(p.b) {
+				return "", errors.New("unexpected end")
+			}
+			e := p.b[p.i+1]
+			p.i += 2
+			switch e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r, ok := p.hex4()
+				if !ok {
+					return "", errors.New("bad \\u escape")
+				}
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+						p.i += 2
+						if r2, ok = p.hex4(); !ok {
+							return "", errors.New("bad \\u escape")
+						}
+					}
+					r = utf16.DecodeRune(r, r2)
+				}
+				out = utf8.AppendRune(out, r)
+			default:
+				return "", fmt.Errorf("bad escape \\%c", e)
+			}
+		default:
+			out = append(out, c)
+			p.i++
+		}
+	}
+	return "", errors.New("unterminated string")
+}
+
+func (p *jparser) hex4() (rune, bool) {
+	if p.i+4 > len(p.b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.i += 4
+	return rune(v), true
+}
