@@ -18,6 +18,9 @@ func newSetSchemaMetadata(o *options, key bool) transformation {
 	if !t.hasName && t.version == nil && !o.failed {
 		o.refuse("type", "neither schema.name nor schema.version configured (Kafka Connect refuses it)")
 	}
+	if key {
+		o.refuse("type", "the Outbox Event Router's key is the aggregate id column, never a struct, and Kafka Connect 4.3's SetSchemaMetadata fails on any other schema (Cannot list fields on non-struct type): its task fails at the first record")
+	}
 	if o.failed {
 		return nil
 	}
@@ -32,18 +35,17 @@ func (t *setSchemaMetadata) apply(r *Record) (bool, error) {
 	if s == nil {
 		return false, dataErrorf("Schema required for [updating schema metadata]")
 	}
+	if s.Type != StructT {
+		// Kafka Connect 4.3 copies the schema's fields whatever its type,
+		// and a schema of another type has none to list.
+		return false, dataErrorf("Cannot list fields on non-struct type (SetSchemaMetadata of a %s schema)", s.Type)
+	}
 	ns := *s
 	if t.hasName {
 		ns.Name = t.name
 	}
 	if t.version != nil {
 		ns.Version = t.version
-	}
-	if l := s.logical(); l != "" && ns.Name != s.Name && v != nil {
-		// The value stays Connect's Java object for the logical type
-		// (a BigDecimal, a Date), which the renamed schema's converter
-		// cannot write.
-		return false, dataErrorf("a %s value under the schema name %q: JsonConverter cannot write it", l, ns.Name)
 	}
 	var nv any = v
 	if st, ok := v.(*Struct); ok {
