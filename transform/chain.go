@@ -47,8 +47,13 @@ func (c *Chain) Apply(r *Record) (keep bool, err error) {
 	return true, nil
 }
 
-// Len is how many transforms the chain has.
-func (c *Chain) Len() int { return len(c.stages) }
+// Len is how many transforms the chain has; none for a nil chain.
+func (c *Chain) Len() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.stages)
+}
 
 // The transforms and predicates by class name, each built from its
 // options; a nil result (or options.failed) means refused.
