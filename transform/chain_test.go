@@ -101,7 +101,9 @@ func TestTransforms(t *testing.T) {
 		{"InsertHeader", map[string]string{"transforms": "h", "transforms.h.type": kt + "InsertHeader",
 			"transforms.h.header": "n", "transforms.h.value.literal": "300"}, nil, "x=5=>x=5\nn=300"},
 		{"DropHeaders", map[string]string{"transforms": "h", "transforms.h.type": kt + "DropHeaders", "transforms.h.headers": "x,none"},
-			func(r *Record) { r.Headers = append(r.Headers, Header{Key: "x", Value: "again", Schema: &Schema{Type: String}}) },
+			func(r *Record) {
+				r.Headers = append(r.Headers, Header{Key: "x", Value: "again", Schema: &Schema{Type: String}})
+			},
 			"x=5\n=>|||x=\"again\"\n=>"},
 		{"HeaderFrom move", map[string]string{"transforms": "h", "transforms.h.type": kt + "HeaderFrom$Value",
 			"transforms.h.fields": "eventType,tenant", "transforms.h.headers": "type,tenant", "transforms.h.operation": "move"}, nil,

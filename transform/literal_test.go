@@ -174,7 +174,7 @@ func FuzzParse(f *testing.F) {
 				"transforms": list, "transforms.outbox.type": RouterClass,
 				"transforms." + alias + ".type": kt + typ, "transforms." + alias + "." + opt: val,
 				"transforms." + alias + ".predicate": pred,
-				"predicates": pred, "predicates." + pred + ".type": "TopicNameMatches", "predicates." + pred + "." + popt: pval,
+				"predicates":                         pred, "predicates." + pred + ".type": "TopicNameMatches", "predicates." + pred + "." + popt: pval,
 			}
 			ch, _, err := Parse(Config{Props: props})
 			if err == nil && ch != nil {
