@@ -170,12 +170,12 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, list, alias, opt, val, pred, popt, pval string) {
 		for _, typ := range []string{"RegexRouter", "InsertHeader", "HeaderFrom$Value", "InsertField$Value", "ReplaceField$Value",
 			"SetSchemaMetadata$Value", "TimestampRouter", "DropHeaders", "Filter"} {
-			props := map[string]string{
-				"transforms": list, "transforms.outbox.type": RouterClass,
-				"transforms." + alias + ".type": kt + typ, "transforms." + alias + "." + opt: val,
-				"transforms." + alias + ".predicate": pred,
-				"predicates":                         pred, "predicates." + pred + ".type": "TopicNameMatches", "predicates." + pred + "." + popt: pval,
-			}
+			props := map[string]string{"transforms": list, "transforms.outbox.type": RouterClass, "predicates": pred}
+			props["transforms."+alias+".type"] = kt + typ
+			props["transforms."+alias+"."+opt] = val
+			props["transforms."+alias+".predicate"] = pred
+			props["predicates."+pred+".type"] = "TopicNameMatches"
+			props["predicates."+pred+"."+popt] = pval
 			ch, _, err := Parse(Config{Props: props})
 			if err == nil && ch != nil {
 				r := testRecord()
