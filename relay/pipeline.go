@@ -281,7 +281,7 @@ func (p *pipeline) transformed(rec *schema.Record) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 	}
-	r, err := transform.FromMessage(topic, &msg, time.Now())
+	r, err := p.chain.Read(topic, &msg, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: err.Error()})
 	}

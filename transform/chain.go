@@ -4,7 +4,8 @@ package transform
 // their order, each behind its predicate (TransformationStage). It is
 // immutable and safe for concurrent use.
 type Chain struct {
-	stages []stage
+	stages  []stage
+	schemas schemaCache // the router's schemas, read once (Read)
 }
 
 type stage struct {

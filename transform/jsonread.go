@@ -1,11 +1,14 @@
 package transform
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -33,12 +36,60 @@ func (n *jnode) member(key string) *jnode {
 }
 
 // decodeEnvelope reads JsonConverter's {"schema":…,"payload":…}; nil data
-// is a null schema and value (a tombstone).
-func decodeEnvelope(data []byte) (*Schema, any, error) {
+// is a null schema and value (a tombstone). Schemas are looked up in
+// cache by their text first: the router writes the same few again and
+// again.
+func decodeEnvelope(data []byte, cache *schemaCache) (*Schema, any, error) {
 	if data == nil {
 		return nil, nil, nil
 	}
-	p := jparser{b: data}
+	const head, mid = `{"schema":`, `,"payload":`
+	if bytes.HasPrefix(data, []byte(head)) && data[len(data)-1] == '}' {
+		if end := skipValue(data, len(head)); end > 0 && bytes.HasPrefix(data[end:], []byte(mid)) {
+			raw := data[len(head):end]
+			sch, ok := cache.get(raw)
+			if !ok {
+				n, err := parseJSON(raw)
+				if err == nil {
+					sch, err = readSchema(n)
+				}
+				if err != nil {
+					return nil, nil, fmt.Errorf("transform: reading the record's schema: %w", err)
+				}
+				cache.put(raw, sch)
+			}
+			n, err := parseJSON(data[end+len(mid) : len(data)-1])
+			if err != nil {
+				return nil, nil, fmt.Errorf("transform: reading the record: %w", err)
+			}
+			v, err := readValue(sch, n)
+			if err != nil {
+				return nil, nil, fmt.Errorf("transform: reading the record's value: %w", err)
+			}
+			return sch, v, nil
+		}
+	}
+	n, err := parseJSON(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record: %w", err)
+	}
+	if n.kind != 'o' || len(n.keys) != 2 || n.member("schema") == nil || n.member("payload") == nil {
+		return nil, nil, errors.New("transform: reading the record: not a JsonConverter envelope")
+	}
+	sch, err := readSchema(n.member("schema"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record's schema: %w", err)
+	}
+	v, err := readValue(sch, n.member("payload"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("transform: reading the record's value: %w", err)
+	}
+	return sch, v, nil
+}
+
+// parseJSON reads one JSON value, and nothing after it.
+func parseJSON(b []byte) (*jnode, error) {
+	p := jparser{b: b}
 	n, err := p.value()
 	if err == nil {
 		p.space()
@@ -46,21 +97,84 @@ func decodeEnvelope(data []byte) (*Schema, any, error) {
 			err = errors.New("trailing data")
 		}
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("transform: reading the record: %w", err)
+	return n, err
+}
+
+// skipValue returns the end of the JSON value at b[i:] (where the writer
+// put no white space), 0 when it has none.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(b) {
+				return 0
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth < 0 {
+				return 0
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		if depth == 0 && (b[i] == '"' || b[i] == '}' || b[i] == ']') {
+			return i + 1
+		}
 	}
-	if n.kind != 'o' || len(n.keys) != 2 || n.member("schema") == nil || n.member("payload") == nil {
-		return nil, nil, errors.New("transform: reading the record: not a JsonConverter envelope")
+	return 0
+}
+
+// maxSchemas bounds the schema cache: past it, schemas are read every time
+// (an expanded payload's schema may differ from row to row).
+const maxSchemas = 256
+
+// schemaCache holds read schemas by their JSON text, copy-on-write: a hit
+// is a lock-free map read. Schemas are never changed once read, so one is
+// shared by every record of its text.
+type schemaCache struct {
+	m  atomic.Pointer[map[string]*Schema]
+	mu sync.Mutex
+}
+
+func (c *schemaCache) get(raw []byte) (*Schema, bool) {
+	if c == nil {
+		return nil, false
 	}
-	s, err := readSchema(n.member("schema"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("transform: reading the record's schema: %w", err)
+	if m := c.m.Load(); m != nil {
+		s, ok := (*m)[string(raw)]
+		return s, ok
 	}
-	v, err := readValue(s, n.member("payload"))
-	if err != nil {
-		return nil, nil, fmt.Errorf("transform: reading the record's value: %w", err)
+	return nil, false
+}
+
+func (c *schemaCache) put(raw []byte, s *Schema) {
+	if c == nil {
+		return
 	}
-	return s, v, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]*Schema
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if _, ok := old[string(raw)]; ok || len(old) >= maxSchemas {
+		return
+	}
+	m := make(map[string]*Schema, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[string(raw)] = s
+	c.m.Store(&m)
 }
 
 // readSchema reads a schema as JsonConverter.asConnectSchema does.
@@ -169,6 +283,9 @@ func subSchema(n *jnode, key string) (*Schema, error) {
 func readValue(s *Schema, n *jnode) (any, error) {
 	if n.kind == 'z' {
 		return nil, nil
+	}
+	if s == nil {
+		return nil, errors.New("a value without a schema")
 	}
 	bad := func() (any, error) { return nil, fmt.Errorf("a %s value cannot be %q", s.Type, n.text) }
 	switch s.Type {

@@ -195,7 +195,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add([]byte(`{"schema":{"type":"map","keys":{"type":"int8","optional":false},"values":{"type":"bytes","optional":true},"optional":false},"payload":[[1,"AA=="],[2,null]]}`))
 	f.Add([]byte(`{"schema":{"type":"array","items":{"type":"double","optional":false},"optional":false},"payload":["NaN",1.5E300,"\ud83c\udf89"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, v, err := decodeEnvelope(data)
+		s, v, err := decodeEnvelope(data, &schemaCache{})
 		if err != nil {
 			return
 		}

@@ -37,11 +37,15 @@ type Converters struct {
 	Key, Value, Header schema.Converter
 }
 
-// FromMessage reads the router's record: msg written with every converter
-// schema.ConvJSONSchemas, which carries each part's schema, its topic, and
-// its timestamp (now when msg has none: Connect's source records always
-// carry one, the router's).
-func FromMessage(topic string, msg *schema.Message, now time.Time) (Record, error) {
+// Read reads the router's record for the chain: msg written with every
+// converter schema.ConvJSONSchemas, which carries each part's schema, its
+// topic, and its timestamp (now when msg has none: Connect's source
+// records always carry one, the router's). A nil chain reads too.
+func (c *Chain) Read(topic string, msg *schema.Message, now time.Time) (Record, error) {
+	var cache *schemaCache
+	if c != nil {
+		cache = &c.schemas
+	}
 	r := Record{Topic: topic, Partition: msg.Partition, HasPartition: msg.HasPartition}
 	ts := msg.Timestamp
 	if ts.IsZero() {
@@ -49,15 +53,15 @@ func FromMessage(topic string, msg *schema.Message, now time.Time) (Record, erro
 	}
 	r.Timestamp = ts.UnixMilli()
 	var err error
-	if r.KeySchema, r.Key, err = decodeEnvelope(msg.Key); err != nil {
+	if r.KeySchema, r.Key, err = decodeEnvelope(msg.Key, cache); err != nil {
 		return Record{}, fmt.Errorf("key: %w", err)
 	}
-	if r.ValueSchema, r.Value, err = decodeEnvelope(msg.Value); err != nil {
+	if r.ValueSchema, r.Value, err = decodeEnvelope(msg.Value, cache); err != nil {
 		return Record{}, fmt.Errorf("value: %w", err)
 	}
 	r.Headers = make([]Header, len(msg.Headers))
 	for i, h := range msg.Headers {
-		s, v, err := decodeEnvelope(h.Value)
+		s, v, err := decodeEnvelope(h.Value, cache)
 		if err != nil {
 			return Record{}, fmt.Errorf("header %s: %w", h.Key, err)
 		}
