@@ -187,7 +187,7 @@ fuzz:
 
 # Per-event cost, with allocations.
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./replication ./schema ./router ./relay ./transform
+	$(GO) test -run '^$$' -bench . -benchmem ./replication ./schema ./router ./relay
 
 clean:
 	rm -rf bin
