@@ -84,7 +84,7 @@ debezium:
 # names (on PostgreSQL 18; two rounds of 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key)$$
 COMPAT_CASES ?=
 compat: pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \

@@ -36,28 +36,34 @@ func BenchmarkRecord(b *testing.B) {
 	for _, format := range []schema.Format{schema.CloudEvents, schema.CloudEventsBinary} {
 		b.Run(string(format), func(b *testing.B) {
 			var cfg Config
-			cfg.Replication.DatabaseURL = "postgres://bench"
-			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 			cfg.Encoder.Format = format
-			rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			r := rl.p
-			rel, values := benchRow()
-			bind, err := r.cfg.Columns.Bind(rel.Columns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(values[4])))
-			for b.Loop() {
-				if _, err := r.record(bind, &c); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchRecord(b, cfg)
 		})
+	}
+}
+
+// benchRecord runs pipeline.record on benchRow under cfg.
+func benchRecord(b *testing.B, cfg Config) {
+	b.Helper()
+	cfg.Replication.DatabaseURL = "postgres://bench"
+	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rl.p
+	rel, values := benchRow()
+	bind, err := r.cfg.Columns.Bind(rel.Columns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(values[4])))
+	for b.Loop() {
+		if _, err := r.record(bind, &c); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -82,30 +88,11 @@ func BenchmarkRecordDebezium(b *testing.B) {
 	}{{"debezium-outbox", nil}, {"debezium-outbox+transforms", chain}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var cfg Config
-			cfg.Replication.DatabaseURL = "postgres://bench"
-			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 			cfg.Encoder.Format = schema.DebeziumOutbox
 			cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
 			cfg.Columns.Additional, _ = schema.ParseAdditionalFields("type:envelope:eventType")
 			cfg.Transforms.Props = tc.chain
-			rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			r := rl.p
-			rel, values := benchRow()
-			bind, err := r.cfg.Columns.Bind(rel.Columns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(values[4])))
-			for b.Loop() {
-				if _, err := r.record(bind, &c); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchRecord(b, cfg)
 		})
 	}
 }

@@ -3,14 +3,13 @@ package transform
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // This file reads what JsonConverter with schemas.enable=true writes,
@@ -516,70 +515,28 @@ func (p *jparser) next(closing byte) (bool, error) {
 	return false, fmt.Errorf("unexpected %q", p.b[p.i])
 }
 
-// str reads a JSON string at p.i (its opening quote).
+// str reads a JSON string at p.i (its opening quote); one with escapes is
+// unescaped by encoding/json.
 func (p *jparser) str() (string, error) {
-	p.i++
-	var out []byte
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
+	start := p.i
+	escaped := false
+	for p.i++; p.i < len(p.b); p.i++ {
+		switch p.b[p.i] {
+		case '\\':
+			escaped = true
 			p.i++
-			return string(out), nil
-		case c == '\\':
-			if p.i+1 >= len(p.b) {
-				return "", errors.New("unexpected end")
-			}
-			e := p.b[p.i+1]
-			p.i += 2
-			switch e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r, ok := p.hex4()
-				if !ok {
-					return "", errors.New("bad \\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
-						p.i += 2
-						if r2, ok = p.hex4(); !ok {
-							return "", errors.New("bad \\u escape")
-						}
-					}
-					r = utf16.DecodeRune(r, r2)
-				}
-				out = utf8.AppendRune(out, r)
-			default:
-				return "", fmt.Errorf("bad escape \\%c", e)
-			}
-		default:
-			out = append(out, c)
+		case '"':
 			p.i++
+			raw := p.b[start:p.i]
+			if !escaped {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", err
+			}
+			return s, nil
 		}
 	}
 	return "", errors.New("unterminated string")
-}
-
-func (p *jparser) hex4() (rune, bool) {
-	if p.i+4 > len(p.b) {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	p.i += 4
-	return rune(v), true
 }
