@@ -201,7 +201,7 @@ var options = []Option{
 		Refuses: "other transforms (for example `ExtractNewRecordState`), a transform before the router or without one, two routers",
 		read:    accept}, // read first (translate.go)
 	{Part: Connector, Key: "predicates", Setting: "transforms",
-		Takes: "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
+		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
 		Refuses: "other predicates", read: accept}, // read with transforms (translate.go)
 	{Part: Connector, Key: "key.converter.schemas.enable", Takes: "any: read with the converters", read: accept},
 
