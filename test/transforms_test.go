@@ -139,7 +139,13 @@ debezium.format.key=simplestring
 			if topics.Has("audit.v1") || topics.Has("outbox.event.audit") {
 				t.Errorf("the audit events were published: topics %v", topics.Names())
 			}
-			if out := p.out.String(); strings.Contains(out, `"level":"ERROR"`) {
+			out := p.out.String()
+			for _, want := range []string{`"transforms":"meta,rename,tag,drop"`, `"msg":"pgoutbox stopped","published":2,"filtered":2`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("no %s in what pgoutbox printed:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, `"level":"ERROR"`) {
 				t.Errorf("pgoutbox printed:\n%s", out)
 			}
 		})

@@ -48,6 +48,18 @@ func (c *Chain) Apply(r *Record) (keep bool, err error) {
 	return true, nil
 }
 
+// Aliases are the chain's transforms by their aliases, in order.
+func (c *Chain) Aliases() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, len(c.stages))
+	for i, s := range c.stages {
+		out[i] = s.alias
+	}
+	return out
+}
+
 // Len is how many transforms the chain has; none for a nil chain.
 func (c *Chain) Len() int {
 	if c == nil {
