@@ -550,3 +550,30 @@ func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
 		t.Errorf("marked seqs %v, want [1 2 3]", got)
 	}
 }
+
+// Transforms run after the Outbox Event Router: with another format, or a
+// chain Kafka Connect refuses, the relay is not built.
+func TestTransformsConfig(t *testing.T) {
+	props := map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass,
+		"transforms.f.type": "org.apache.kafka.connect.transforms.Filter"}
+	for _, tc := range []struct {
+		format schema.Format
+		props  map[string]string
+		err    string
+	}{
+		{schema.DebeziumOutbox, props, ""},
+		{schema.CloudEvents, props, "after the Outbox Event Router, format debezium-outbox"},
+		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass}, "transforms.f.type"},
+	} {
+		var cfg Config
+		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
+		cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+		cfg.Encoder.Format = tc.format
+		cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
+		cfg.Transforms.Props = tc.props
+		_, err := New(cfg, slog.New(slog.DiscardHandler))
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s %v: err %v, want %q", tc.format, tc.props, err, tc.err)
+		}
+	}
+}
