@@ -489,23 +489,7 @@ func benchRelay(b *testing.B) *Relay {
 // without waiting for anything, one with others once they are acked, and
 // a polled batch marks it published with the acked rows.
 func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
-	var cfg Config
-	cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
-	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
-	cfg.Encoder.Format = schema.DebeziumOutbox
-	cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
-	cfg.OnPoison = PoisonHalt
-	cfg.Transforms.Props = map[string]string{
-		"transforms": "outbox,audit", "transforms.outbox.type": transform.RouterClass,
-		"transforms.audit.type": "org.apache.kafka.connect.transforms.Filter", "transforms.audit.predicate": "audit",
-		"predicates": "audit", "predicates.audit.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-		"predicates.audit.pattern": `outbox\.event\.audit`,
-	}
-	rl, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rl.p
+	r := filterPipeline(t)
 
 	k := newFakeSink()
 	var c confirms
@@ -549,6 +533,29 @@ func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
 	if got := led.ackedSeqs(); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Errorf("marked seqs %v, want [1 2 3]", got)
 	}
+}
+
+// filterPipeline is a pipeline of Debezium's outbox format whose chain
+// drops the events of aggregate type "audit" (Kafka Connect's Filter).
+func filterPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	var cfg Config
+	cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
+	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+	cfg.Encoder.Format = schema.DebeziumOutbox
+	cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
+	cfg.OnPoison = PoisonHalt
+	cfg.Transforms.Props = map[string]string{
+		"transforms": "outbox,audit", "transforms.outbox.type": transform.RouterClass,
+		"transforms.audit.type": "org.apache.kafka.connect.transforms.Filter", "transforms.audit.predicate": "audit",
+		"predicates": "audit", "predicates.audit.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+		"predicates.audit.pattern": `outbox\.event\.audit`,
+	}
+	rl, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl.p
 }
 
 // Transforms run after the Outbox Event Router: with another format, or a
