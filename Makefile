@@ -56,7 +56,7 @@ test-pg15: deps kafka
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
 # PG15_SKIP; those about the Kafka side, the event formats, PgBouncer and
 # the bench run once, on 15 (PG18_SKIP= runs them all).
-PG18_SKIP ?= TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
@@ -81,10 +81,10 @@ debezium:
 # The differential corpus (test/compat/testdata/cases): each case's rows
 # through Debezium 3.6.1 in Kafka Connect and through pgoutbox, into one
 # Apache Kafka, record for record. make test runs the cases COMPAT_CI
-# names (on PostgreSQL 18; two rounds of 8 at a time), make chaos the
+# names (on PostgreSQL 18, 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table)$$
 COMPAT_CASES ?=
 compat: pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \

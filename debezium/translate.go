@@ -132,10 +132,13 @@ func (c config) connectorOptions(r *reading) {
 			r.ignore(r.src(k))
 		}
 	}
+	if _, ok := c.connector["snapshot.mode"]; !ok {
+		r.set("snapshot-mode", "initial") // Debezium's default
+	}
 	// A snapshot SELECT of the table's own (often WHERE id > the last id a
 	// poller sent) restricts what the snapshot sends; run without it, the
 	// snapshot would send every row again.
-	if strings.TrimSpace(c.connector["snapshot.mode"]) == "initial" {
+	if mode := strings.TrimSpace(c.connector["snapshot.mode"]); mode == "" || mode == "initial" || mode == "when_needed" {
 		for _, k := range sortedKeys(c.connector) {
 			if strings.HasPrefix(k, "snapshot.select.statement.overrides.") {
 				r.refuse(r.src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")
