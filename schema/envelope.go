@@ -150,6 +150,11 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 // Format returns the encoder's format.
 func (e *Encoder) Format() Format { return e.format }
 
+// Debezium returns the Debezium formats' configuration as the encoder
+// runs it: its converters with their defaults, and the run id of its
+// context headers.
+func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
+
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in
 // UTC, RFC 3339 with 6 fractional digits, or 9 when the time has
 // sub-microsecond precision), datacontenttype application/json, and the

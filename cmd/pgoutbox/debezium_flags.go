@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ type mappingFlags struct {
 	timePrecision             string
 	decimalHandling           string
 	binaryHandling            string
+	transforms                string
 }
 
 // registerMappingFlags registers the column-mapping flags into
@@ -64,6 +66,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds, connect, isostring, microseconds or nanoseconds")
 	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
 	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
+	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router, as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
 	return m
 }
 
@@ -166,6 +169,14 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
 	cfg.Router.RouteRegex = m.routeRegex
 	cfg.Router.RouteReplacement = m.routeReplaced
+	if m.transforms != "" {
+		if err := json.Unmarshal([]byte(m.transforms), &cfg.Transforms.Props); err != nil {
+			return fmt.Errorf("--transforms: not a JSON object of strings: %w", err)
+		}
+		if err := cfg.Transforms.Validate(); err != nil {
+			return fmt.Errorf("--transforms: %w", err)
+		}
+	}
 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

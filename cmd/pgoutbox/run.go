@@ -18,6 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // common are the flags every command that talks to Postgres shares.
@@ -227,7 +228,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			topic += " (regex " + cfg.Router.RouteRegex + ")"
 		}
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning())
+	attrs := []any{"version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning()}
+	if chain, _ := transform.New(cfg.Transforms); chain != nil {
+		// The topics are the transforms' too.
+		attrs = append(attrs, "transforms", strings.Join(chain.Aliases(), ","))
+	}
+	log.Info("pgoutbox starting", attrs...)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {
@@ -236,7 +242,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stopOps()
 	}
 	err = r.Run(ctx)
-	log.Info("pgoutbox stopped", "published", r.Stats.Published.Load())
+	stopped := []any{"published", r.Stats.Published.Load()}
+	if n := r.Stats.Filtered.Load(); n > 0 {
+		stopped = append(stopped, "filtered", n)
+	}
+	log.Info("pgoutbox stopped", stopped...)
 	if err != nil {
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}

@@ -54,8 +54,10 @@ import (
 // the sides apart, and sets it on every form: database.*, topic.prefix,
 // slot.name, publication.name, snapshot.mode (no_data: only the rows
 // written; left to the case when it has existing rows), the Kafka
-// bootstrap servers, and a topic prefix per side
-// (Debezium's by a RegexRouter after the case's transforms, pgoutbox's
+// bootstrap servers, and a topic prefix per side (Debezium's by a
+// RegexRouter after the case's transforms; pgoutbox's by the same
+// RegexRouter after its transforms when the case has transforms after the
+// router or predicates, so that they see the topics Debezium's see, else
 // prepended to route.topic.replacement, or --topic for change events),
 // which Compare strips.
 type Case struct {

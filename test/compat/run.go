@@ -343,10 +343,16 @@ func (r *run) startPgoutbox(form string) error {
 	var path string
 	var args []string
 	var conf map[string]string // Connect names, for the topic
+	// With transforms after the router (or predicates), the prefix comes
+	// last, by the RegexRouter Debezium's side has: the case's transforms
+	// see the topics Debezium's see.
+	chained := hasChain(r.c.DebeziumConfig())
 	if form == "connect" {
 		conf = maps.Clone(r.c.Connect)
 		maps.Copy(conf, h)
-		if rt := router(conf); rt != "" {
+		if chained {
+			maps.Copy(conf, prefixRouter(conf["transforms"], prefix))
+		} else if rt := router(conf); rt != "" {
 			k := "transforms." + rt + ".route.topic.replacement"
 			conf[k] = prefix + cmp(conf[k], "outbox.event.${routedByValue}")
 		}
@@ -369,7 +375,12 @@ func (r *run) startPgoutbox(form string) error {
 			text += "debezium.source." + k + "=" + h[k] + "\n"
 		}
 		text += "debezium.sink.kafka.producer.bootstrap.servers=" + strings.Join(r.env.Brokers, ",") + "\n"
-		if rt := router(conf); rt != "" {
+		if chained {
+			pr := prefixRouter(conf["transforms"], prefix)
+			for _, k := range slices.Sorted(maps.Keys(pr)) {
+				text += "debezium." + k + "=" + pr[k] + "\n"
+			}
+		} else if rt := router(conf); rt != "" {
 			k := "transforms." + rt + ".route.topic.replacement"
 			text += "debezium." + k + "=" + prefix + cmp(conf[k], "outbox.event.${routedByValue}") + "\n"
 		}
@@ -396,6 +407,30 @@ func (r *run) startPgoutbox(form string) error {
 	r.pgo = append(r.pgo, p)
 	r.result.Pgoutbox = append(r.result.Pgoutbox, Side{Name: "pgoutbox (" + short + ")", Prefix: prefix})
 	return nil
+}
+
+// hasChain tells a configuration with transforms after its outbox router,
+// or predicates.
+func hasChain(conf map[string]string) bool {
+	rt := router(conf)
+	for _, name := range strings.Split(conf["transforms"], ",") {
+		if name = strings.TrimSpace(name); name != "" && name != rt {
+			return true
+		}
+	}
+	return strings.TrimSpace(conf["predicates"]) != ""
+}
+
+// prefixRouter is the transforms list with a RegexRouter appended that
+// puts every topic under prefix, and that router's options.
+func prefixRouter(list, prefix string) map[string]string {
+	const name = "compatprefix"
+	return map[string]string{
+		"transforms":                          strings.TrimSpace(list) + "," + name,
+		"transforms." + name + ".type":        "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms." + name + ".regex":       "(.*)",
+		"transforms." + name + ".replacement": prefix + "$1",
+	}
 }
 
 func cmp(v, def string) string {
