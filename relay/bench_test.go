@@ -36,7 +36,7 @@ func BenchmarkRecord(b *testing.B) {
 		b.Run(string(format), func(b *testing.B) {
 			var cfg Config
 			cfg.Replication.DatabaseURL = "postgres://bench"
-			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+			cfg.Sink = fakeOpener{}
 			cfg.Encoder.Format = format
 			rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {

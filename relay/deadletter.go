@@ -107,7 +107,7 @@ type deadLetter struct {
 // add records a poison row and returns its record for the dead-letter
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
-func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
+func (d *deadLetters) add(ctx context.Context, k producer, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
 	dl := deadLetter{
 		Pipeline: d.owner.Name, Table: outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),

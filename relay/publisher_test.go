@@ -36,7 +36,7 @@ func testPipeline(t *testing.T, databaseURL, onPoison string) *pipeline {
 	if databaseURL == "" {
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
 	}
-	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sink = fakeOpener{}
 	cfg.Router.Topic = "{aggregatetype}"
 	cfg.OnPoison = onPoison
 	cfg.DLQTopic = "dlq"
@@ -473,7 +473,7 @@ func benchRelay(b *testing.B) *Relay {
 	b.Helper()
 	var cfg Config
 	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.Sink = fakeOpener{}
 	cfg.OnPoison = PoisonHalt
 	rl, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

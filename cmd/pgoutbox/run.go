@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
@@ -66,6 +67,7 @@ const formatUsage = "envelope: cloudevents (structured), cloudevents-binary, deb
 type relayFlags struct {
 	c        common
 	cfg      relay.Config
+	kafka    sink.Config
 	auth     kafkaAuth
 	brokers  string
 	mode     string
@@ -99,11 +101,11 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
-	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
-	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
-	fs.IntVar(&cfg.Sink.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
-	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
-	fs.BoolVar(&cfg.Sink.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
+	fs.DurationVar(&f.kafka.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
+	fs.IntVar(&f.kafka.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
+	fs.IntVar(&f.kafka.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
+	fs.IntVar(&f.kafka.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
+	fs.BoolVar(&f.kafka.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
@@ -112,7 +114,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
-	fs.DurationVar(&cfg.Sink.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
+	fs.DurationVar(&f.kafka.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.DurationVar(&cfg.TransactionInterval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
 	fs.DurationVar(&cfg.TransactionSettle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
 	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
@@ -159,10 +161,12 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	cfg.Sink.Brokers = strings.Split(f.brokers, ",")
-	if err := f.auth.apply(&cfg.Sink); err != nil {
+	kc := f.kafka
+	kc.Brokers = strings.Split(f.brokers, ",")
+	if err := f.auth.apply(&kc); err != nil {
 		return cfg, nil, err
 	}
+	cfg.Sink = &broker.Kafka{Config: kc}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	tables, matched, err := c.resolveTables(ctx)
 	if err != nil {
