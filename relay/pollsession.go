@@ -144,6 +144,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 
 	s.warnScans(ctx)
 	s.pub = p.newPublisher(s.k, dl, ModePoll)
+	s.pub.eventIDs = s.k.EventIDs
 	s.nextProbe = time.Now().Add(s.probeEvery)
 	for ctx.Err() == nil {
 		// Every round is bounded: a black-holed connection fails it

@@ -47,6 +47,8 @@ type publisher struct {
 	// Produce context ends.
 	recordCtx context.Context
 	bindings  map[*outbox.Relation]binding
+	// eventIDs: the sink reads each record's event id (Broker.EventIDs).
+	eventIDs bool
 	// historic: rows come with the shape their relation had when they
 	// were written (the WAL's Relation messages), which no later change
 	// of the table alters; a row that shape cannot be bound for is poison.
@@ -208,6 +210,9 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
 		if rec, err = p.pipe.record(b, c); err == nil {
+			if p.eventIDs {
+				rec.Context = outbox.WithEventID(rec.Context, b.RawID(c.Values))
+			}
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)
 			}
@@ -224,7 +229,11 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	if p.dl == nil || !isPoison(err) {
 		return nil, err
 	}
-	return p.dl.add(ctx, p.sink, b, c, err)
+	rec, err = p.dl.add(ctx, p.sink, b, c, err)
+	if err == nil && p.eventIDs {
+		rec.Context = outbox.WithEventID(rec.Context, DeadLetterIDPrefix+b.RawID(c.Values))
+	}
+	return rec, err
 }
 
 // acked is a record's promise: it counts the ack or the failure, clears or

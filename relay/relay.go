@@ -162,7 +162,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			if err := k.Renew(); err != nil {
 				return err
 			}
-		} else if refused {
+		} else {
+			// After a refusal, or any failed record: a broker that stops
+			// producing after a failure (NATS JetStream's chain of ids)
+			// starts afresh with the next session, which sends again what
+			// was not acknowledged.
 			k.Resume()
 		}
 		var s step

@@ -82,6 +82,9 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		if err != nil {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
 		}
+		if k.EventIDs {
+			rec.Context = outbox.WithEventID(rec.Context, d.EventID)
+		}
 		if txn {
 			if err := p.replayTxn(ctx, k, rec, d.ID); err != nil {
 				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)

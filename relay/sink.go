@@ -36,8 +36,8 @@ type producer interface {
 // and the session's own use of it.
 type Sink interface {
 	producer
-	// Resume lets records through again after AbortBuffered; call it only
-	// while nothing is produced.
+	// Resume lets records through again after AbortBuffered or a failed
+	// record; Run calls it between sessions, while nothing is produced.
 	Resume()
 	// Renew replaces the connection and forgets what was learned of the
 	// broker's limits; what was still buffered is failed. Call it only
@@ -83,7 +83,17 @@ type Broker struct {
 	Sink
 	Txn       Transactions // nil: no transactions (exactly-once is refused)
 	Positions PositionLog  // nil with Txn
+	// EventIDs: the sink reads each record's event id from its Context
+	// (outbox.EventID), to deduplicate by it; a dead letter's is its
+	// event's with DeadLetterIDPrefix before it.
+	EventIDs bool
 }
+
+// DeadLetterIDPrefix starts the event id a dead letter carries
+// (Broker.EventIDs): the event itself may be published under its own id
+// later (dlq replay), which a broker that deduplicates by id must not take
+// for a copy of the dead letter.
+const DeadLetterIDPrefix = "dlq:"
 
 // SinkUse is what a Run or a dlq replay asks of the broker it opens.
 type SinkUse struct {

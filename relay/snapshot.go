@@ -55,7 +55,7 @@ func ParseSnapshotMode(s string) (SnapshotMode, error) {
 // again: rows sent twice, none lost.
 //
 // It runs in a WAL session that holds h, producing to k.
-func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
+func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
 	conn := h.conn
 	if p.cfg.Snapshot != SnapshotInitial {
 		return nil
@@ -151,6 +151,7 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 	}
 	defer dl.close()
 	pub := p.newPublisher(k, dl, ModeWAL)
+	pub.eventIDs = k.EventIDs
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
 		// other, each in its insertion order.

@@ -246,6 +246,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		return err
 	})
 	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
+	pub.eventIDs = s.k.EventIDs
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
 	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor, streamed: s.streamed}
 	g.Go(func() error { return saver.run(gctx, readDone) })

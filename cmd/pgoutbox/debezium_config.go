@@ -487,9 +487,15 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 		v := c.other[k]
 		switch {
 		case k == "debezium.sink.type":
-			if v != "kafka" {
-				refuse(k, fmt.Sprintf("%q: pgoutbox produces to Kafka only", v))
+			switch v {
+			case sinkKafka:
+			case sinkNATS:
+				set("sink", sinkNATS)
+			default:
+				refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka) and NATS JetStream (nats-jetstream)", v))
 			}
+		case strings.HasPrefix(k, natsPrefix):
+			natsOption(k, v, set, ignore, refuse)
 		case k == "debezium.sink.kafka.producer.bootstrap.servers":
 			set("kafka-brokers", v)
 		case k == "debezium.sink.kafka.producer.key.serializer", k == "debezium.sink.kafka.producer.value.serializer":
@@ -503,6 +509,50 @@ func (c debeziumConf) settings() (out []setting, ignored []string, err error) {
 		return nil, nil, fmt.Errorf("options pgoutbox cannot honour:\n  %s", strings.Join(refused, "\n  "))
 	}
 	return out, ignored, nil
+}
+
+// natsPrefix starts Debezium Server's NATS JetStream sink options.
+const natsPrefix = "debezium.sink.nats-jetstream."
+
+// natsOption maps one of Debezium Server's NATS JetStream sink options
+// (NatsJetStreamChangeConsumerConfig) to its --nats-* flag.
+func natsOption(k, v string, set func(flag, value string), ignore func(string), refuse func(k, why string)) {
+	flags := map[string]string{
+		"url": "nats-url", "create-stream": "nats-create-stream", "stream-name": "nats-stream-name", "subjects": "nats-subjects",
+		"auth.jwt": "nats-jwt", "auth.seed": "nats-seed", "auth.user": "nats-user", "auth.password": "nats-password",
+	}
+	opt := strings.TrimPrefix(k, natsPrefix)
+	switch {
+	case flags[opt] != "":
+		set(flags[opt], v)
+	case opt == "storage":
+		// Debezium Server: file gives file storage, anything else memory.
+		if strings.TrimSpace(v) == "file" {
+			set("nats-storage", "file")
+		} else {
+			set("nats-storage", "memory")
+		}
+	case opt == "async.enabled":
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			refuse(k, fmt.Sprintf("%q: want true or false", v))
+			return
+		}
+		set("nats-sync", strconv.FormatBool(!b))
+	case opt == "async.timeout.ms":
+		ms, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || ms <= 0 {
+			refuse(k, "not a positive number of milliseconds")
+			return
+		}
+		set("nats-ack-timeout", strconv.Itoa(ms)+"ms")
+	case strings.HasPrefix(opt, "sync.retr"):
+		ignore(k + " (pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff)")
+	case strings.HasPrefix(opt, "auth.tls."):
+		refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
+	default:
+		ignore(k)
+	}
 }
 
 // plainTables reads a table.include.list that names tables, each a

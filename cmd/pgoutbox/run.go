@@ -69,6 +69,8 @@ type relayFlags struct {
 	cfg      relay.Config
 	kafka    sink.Config
 	auth     kafkaAuth
+	sink     string
+	nats     natsFlags
 	brokers  string
 	mode     string
 	delivery string
@@ -82,7 +84,9 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, or nats-jetstream (NATS JetStream, as Debezium Server's sink of that name)")
+	f.nats.register(fs)
+	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first (Debezium snapshot.mode)")
 	fs.Func("snapshot-after", "with --snapshot-mode initial: publish only the rows already in the table whose --column-order value is above this one (a cursor poller's last processed id)", func(s string) error {
@@ -133,7 +137,10 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if _, err := pgx.ParseConfig(c.databaseURL); err != nil {
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
-	if f.brokers == "" {
+	switch {
+	case f.sink != sinkKafka && f.sink != sinkNATS:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s or %s", f.sink, sinkKafka, sinkNATS)
+	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
 	if *f.ops.pprof && *f.ops.addr == "" {
@@ -156,17 +163,17 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, f.auth.secrets()...)
+	log, err := c.logger(stderr, append(f.auth.secrets(), f.nats.secrets()...)...)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	kc := f.kafka
-	kc.Brokers = strings.Split(f.brokers, ",")
-	if err := f.auth.apply(&kc); err != nil {
+	if cfg.Sink, err = f.opener(c.slot); err != nil {
 		return cfg, nil, err
 	}
-	cfg.Sink = &broker.Kafka{Config: kc}
+	if f.sink == sinkNATS {
+		cfg.Encoder.Protocol = schema.ProtocolNATS
+	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	tables, matched, err := c.resolveTables(ctx)
 	if err != nil {
@@ -188,6 +195,25 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
 	return cfg, log, nil
+}
+
+// opener is the sink --sink names, from its flags.
+func (f *relayFlags) opener(slot string) (relay.Opener, error) {
+	if f.sink == sinkNATS {
+		dlq := ""
+		if f.cfg.OnPoison != relay.PoisonHalt {
+			if dlq = f.cfg.DLQTopic; dlq == "" {
+				dlq = slot + ".dlq" // relay.Config's default
+			}
+		}
+		return f.nats.opener(dlq, f.kafka.MaxMessageBytes, f.kafka.MaxBufferedRecords)
+	}
+	kc := f.kafka
+	kc.Brokers = strings.Split(f.brokers, ",")
+	if err := f.auth.apply(&kc); err != nil {
+		return nil, err
+	}
+	return &broker.Kafka{Config: kc}, nil
 }
 
 // open checks the flags every database command shares and connects.
@@ -231,7 +257,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			topic += " (regex " + cfg.Router.RouteRegex + ")"
 		}
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "sink", f.sink, "delivery", guarantee(f.sink, cfg.Delivery),
+		"tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {
