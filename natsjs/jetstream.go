@@ -18,6 +18,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
+// inboxPrefix starts the subjects replies come to.
+const inboxPrefix = "_INBOX.pgoutbox"
+
 // The headers JetStream reads on a published message.
 const (
 	headerMsgID        = "Nats-Msg-Id"
@@ -47,6 +50,8 @@ type conn struct {
 	// ahead of it when it is sent again, so nothing is published until
 	// Resume or Renew, between the relay's sessions.
 	broken atomic.Bool
+	// checked is set once JetStream answered on this connection (Ping).
+	checked atomic.Bool
 	// last is, per stream, the id of the message published last: the next
 	// one expects it to be the stream's last (producer goroutine only).
 	last map[string]string
@@ -98,6 +103,11 @@ func (j *JetStream) connect(ctx context.Context) (*conn, error) {
 func (j *JetStream) options() []nats.Option {
 	opts := []nats.Option{
 		nats.Name("pgoutbox"),
+		// Replies (acks, API answers) on four tokens: a stream over
+		// *.*.* (Debezium Server's default subjects) would store
+		// _INBOX.<id>.<token> replies, and every message stored between
+		// two of pgoutbox's breaks its chain of ids.
+		nats.CustomInboxPrefix(inboxPrefix),
 		nats.Timeout(j.cfg.ConnectTimeout),
 		// A server that restarts is reconnected to: the messages waiting
 		// for their ack fail (jetstream fails them at the reconnect), the
@@ -353,6 +363,14 @@ func (j *JetStream) Ping(ctx context.Context) error {
 		}
 		return fmt.Errorf("nats: not connected (%s)", c.nc.Status())
 	}
+	if c.checked.Load() {
+		// A round trip only: $JS.API.INFO is three tokens, which a
+		// stream over *.*.* would store between two events.
+		if _, ok := ctx.Deadline(); !ok {
+			return c.nc.FlushTimeout(j.cfg.ConnectTimeout)
+		}
+		return c.nc.FlushWithContext(ctx)
+	}
 	if _, err := c.js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("nats: JetStream does not answer (is the server started with JetStream, -js?): %w", err)
 	}
@@ -364,5 +382,6 @@ func (j *JetStream) Ping(ctx context.Context) error {
 			return err
 		}
 	}
+	c.checked.Store(true)
 	return nil
 }

@@ -6,6 +6,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,7 @@ type Server struct {
 	port    int
 	extra   []string
 	process *proc.Process // nil when not running
+	logs    []string      // the output of the processes that ended
 }
 
 // Binary is the nats-server to run: PGOUTBOX_NATS_SERVER, else the one on
@@ -140,13 +142,24 @@ func (s *Server) Kill() {
 		s.t.Fatalf("natstest: cannot kill the server on %s: not running", s.URL)
 	}
 	s.process.Kill()
+	s.logs = append(s.logs, s.process.Output())
 	s.process = nil
+}
+
+// Log is what the server printed, across its restarts.
+func (s *Server) Log() string {
+	out := strings.Join(s.logs, "\n--- restarted ---\n")
+	if s.process != nil {
+		out += "\n--- running ---\n" + s.process.Output()
+	}
+	return out
 }
 
 // Connect is a client connection, closed when the test ends.
 func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
-	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	// Replies on four tokens, which a stream over *.*.* does not store.
+	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.CustomInboxPrefix("_INBOX.natstest"))
 	if err != nil {
 		s.t.Fatalf("natstest: connect: %v", err)
 	}
@@ -180,13 +193,17 @@ type Message struct {
 	Header  nats.Header
 }
 
-// Messages reads every message of stream in order, from its first.
+// Messages reads every message of stream in order, from its first; none
+// while there is no such stream.
 func (s *Server) Messages(name string) []Message {
 	s.t.Helper()
 	_, js := s.Connect()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
 	if err != nil {
 		s.t.Fatalf("natstest: stream %s: %v", name, err)
 	}
