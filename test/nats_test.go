@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/pgoutbox/pgoutbox/test/natstest"
 )
 
@@ -102,39 +104,50 @@ RETURNING id::text, (payload->>'seq')::int`, n)
 }
 
 // The NATS server killed (SIGKILL) under load and started again on its
-// store: the relay binary publishes with many messages in flight, loses
-// nothing, keeps each aggregate's order, and what it sends again is
-// dropped by the stream's duplicate window.
+// store, streaming and polling: the relay binary publishes with many
+// messages in flight, loses nothing, keeps each aggregate's order, and
+// what it sends again is dropped by the stream's duplicate window.
 func TestNATSServerKilledUnderLoad(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config()) // the slot, before the first event
-	s := natstest.Start(t)
-	s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
-	p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--nats-ack-timeout", "2s", "--mode", "wal")
-	load := e.startLoad(t, 4)
-	time.Sleep(2 * time.Second)
-	// A large transaction, so that the kill finds many messages in flight.
-	bulk := e.insertBulk(t, 20000)
-	time.Sleep(150 * time.Millisecond)
-	s.Kill()
-	time.Sleep(time.Second)
-	s.Start()
-	time.Sleep(3 * time.Second)
-	committed := load.finish()
-	for id, seq := range bulk {
-		committed[id] = seq
-	}
-	rep := checkNATS(t, s, "outbox", committed)
-	t.Log(rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
-		t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\nnats-server:\n%s", rep, s.Log())
-	}
-	if !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
-		t.Errorf("the kill failed no message in flight (no reconnecting line): it tested nothing\n%s", p.out.String())
-	}
-	if !strings.Contains(p.out.String(), `"sink":"nats-jetstream"`) ||
-		!strings.Contains(p.out.String(), `"delivery":"at-least-once, deduplicated by event id within the stream's duplicate window"`) {
-		t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.out.String())
+	for _, mode := range []string{"wal", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.setup(e.config()) // the slot, before the first event
+			s := natstest.Start(t)
+			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
+			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--nats-ack-timeout", "2s", "--mode", mode,
+				"--poll-interval", "50ms")
+			load := e.startLoad(t, 4)
+			time.Sleep(2 * time.Second)
+			// A large transaction, and the kill once part of it is
+			// stored: many messages are in flight then.
+			before := s.Count("outbox")
+			bulk := e.insertBulk(t, 20000)
+			eventually(t, 30*time.Second, "a part of the large transaction stored", func() bool { return s.Count("outbox") > before+3000 })
+			s.Kill()
+			time.Sleep(time.Second)
+			s.Start()
+			time.Sleep(3 * time.Second)
+			committed := load.finish()
+			for id, seq := range bulk {
+				committed[id] = seq
+			}
+			rep := checkNATS(t, s, "outbox", committed)
+			t.Log(rep)
+			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+				t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\nnats-server:\n%s", rep, s.Log())
+			}
+			// Streaming, messages are always in flight, and the kill
+			// fails some; polling waits for each batch's acks, and a kill
+			// between two batches fails none (the next batch waits in the
+			// client's reconnect buffer).
+			if mode == "wal" && !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
+				t.Errorf("the kill failed no message in flight (no reconnecting line): it tested nothing\n%s", p.out.String())
+			}
+			if !strings.Contains(p.out.String(), `"sink":"nats-jetstream"`) ||
+				!strings.Contains(p.out.String(), `"delivery":"at-least-once, deduplicated by event id within the stream's duplicate window"`) {
+				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.out.String())
+			}
+		})
 	}
 }
 
@@ -211,5 +224,53 @@ debezium.format.key=simplestring
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.out.String())
+	}
+}
+
+// A row too large for its stream is dead-lettered to the dead-letter
+// subject on the same server, its aggregate's later event held behind it,
+// other aggregates go on; once the row is fixed, dlq replay publishes both
+// in order, each under its event id.
+func TestNATSPoisonRowDeadLettered(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.setup(e.config())
+	s := natstest.Start(t)
+	_, js := s.Connect()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "outbox", Subjects: []string{"outbox.event.>"}, MaxMsgSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "dlq", Subjects: []string{"pgoutbox.dlq"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal")
+	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
+	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 4000) + `"}`})
+	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
+	other := e.insert(row{"order", "o-3", "Placed", `{"n":4}`})
+	ids := func(stream string) []string {
+		var out []string
+		for _, m := range s.Messages(stream) {
+			out = append(out, m.Header.Get("Nats-Msg-Id"))
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox")) >= 2 })
+	eventually(t, 30*time.Second, "two dead letters", func() bool { return len(ids("dlq")) >= 2 })
+	if got, want := ids("outbox"), []string{ok[0], other[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.out.String())
+	}
+	if got, want := ids("dlq"), []string{"dlq:" + big[0], "dlq:" + held[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("dead letters: %v, want %v", got, want)
+	}
+	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, okExit := cli(t, "dlq", "replay", "--database-url", e.url, "--sink", "nats-jetstream", "--nats-url", s.URL)
+	if !okExit {
+		t.Fatalf("dlq replay: %s%s", out, stderr)
+	}
+	if got, want := ids("outbox"), []string{ok[0], other[0], big[0], held[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after the replay: %v, want %v", got, want)
 	}
 }

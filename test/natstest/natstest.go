@@ -185,6 +185,20 @@ func (s *Server) CreateStream(name string, subjects ...string) jetstream.Stream 
 	return st
 }
 
+// Count is how many messages stream holds; 0 while there is no such
+// stream.
+func (s *Server) Count(name string) uint64 {
+	s.t.Helper()
+	_, js := s.Connect()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return 0
+	}
+	return st.CachedInfo().State.Msgs
+}
+
 // Message is a stored message as a consumer reads it.
 type Message struct {
 	Seq     uint64
