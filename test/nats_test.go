@@ -274,3 +274,43 @@ func TestNATSPoisonRowDeadLettered(t *testing.T) {
 		t.Errorf("after the replay: %v, want %v", got, want)
 	}
 }
+
+// CloudEvents through NATS follow its protocol binding: the structured
+// mode's content-type says application/cloudevents, the binary mode's
+// attributes are ce- headers, percent-encoded, datacontenttype among them.
+func TestNATSCloudEventsBinding(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		check  func(m natstest.Message) string
+	}{
+		{"cloudevents", func(m natstest.Message) string {
+			var ev struct{ Type, Datacontenttype string }
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Type != "Order Placed" || ev.Datacontenttype != "application/json" ||
+				!strings.HasPrefix(m.Header.Get("content-type"), "application/cloudevents+json") {
+				return fmt.Sprintf("structured: %s %v (%v)", m.Data, m.Header, err)
+			}
+			return ""
+		}},
+		{"cloudevents-binary", func(m natstest.Message) string {
+			if string(m.Data) != `{"n": 1}` || m.Header.Get("ce-type") != "Order%20Placed" || m.Header.Get("ce-specversion") != "1.0" ||
+				m.Header.Get("ce-datacontenttype") != "application/json" || m.Header.Get("ce-partitionkey") != "o-1" ||
+				m.Header.Get("content-type") != "" || m.Header.Get("ce_type") != "" {
+				return fmt.Sprintf("binary: %s %v", m.Data, m.Header)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			e := newEnv(t)
+			e.setup(e.config())
+			s := natstest.Start(t)
+			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
+			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal", "--format", tc.format)
+			e.insert(row{"order", "o-1", "Order Placed", `{"n": 1}`})
+			eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox") >= 1 })
+			if why := tc.check(s.Messages("outbox")[0]); why != "" {
+				t.Errorf("%s\n%s", why, p.out.String())
+			}
+		})
+	}
+}
