@@ -1,8 +1,6 @@
 package schema
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,20 +32,7 @@ func TestEncodeNATSBinaryGolden(t *testing.T) {
 					}
 				}
 			}
-			got := renderMessage(m)
-			path := filepath.Join("testdata", g.name+".cloudevents-binary-nats.golden")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./schema -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("message differs from %s (go test ./schema -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-			}
+			checkGolden(t, filepath.Join("testdata", g.name+".cloudevents-binary-nats.golden"), renderMessage(m))
 		})
 	}
 }
