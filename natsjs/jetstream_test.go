@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -264,5 +265,41 @@ func TestCovered(t *testing.T) {
 		if got := covered(tc.filters, tc.subject); got != tc.want {
 			t.Errorf("covered(%v, %q) = %v", tc.filters, tc.subject, got)
 		}
+	}
+}
+
+// A server that refuses the password is a permanent failure at start,
+// whose error does not show the password; the right one connects.
+func TestAuth(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.StartWithUser(t, "relay", "s3cret-pw")
+	j := newJetStream(t, s, Config{User: "relay", Password: "wrong-pw"})
+	err := j.Ping(ctx)
+	var auth *AuthError
+	if !errors.As(err, &auth) || !auth.Permanent() || strings.Contains(err.Error(), "wrong-pw") {
+		t.Fatalf("a wrong password: %v, want a permanent AuthError without the password", err)
+	}
+	if err := newJetStream(t, s, Config{User: "relay", Password: "s3cret-pw"}).Ping(ctx); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+}
+
+// Sync publishes one message at a time: Produce returns once it is acked.
+func TestSync(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.Start(t)
+	s.CreateStream("events", "outbox.event.>")
+	j := newJetStream(t, s, Config{Sync: true})
+	var o outcomes
+	for _, id := range []string{"e1", "e2"} {
+		if err := j.Produce(ctx, record("outbox.event.order", id, `{}`), o.promise); err != nil {
+			t.Fatal(err)
+		}
+		if n := j.Buffered(); n != 0 {
+			t.Fatalf("after Produce of %s: %d waiting for their ack", id, n)
+		}
+	}
+	if fmt.Sprint(o.got) != "[e1 e2]" || o.errs != nil {
+		t.Fatalf("promises %v, failures %v", o.got, o.errs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,7 @@ type Server struct {
 	dir     string // the JetStream store
 	port    int
 	extra   []string
+	user    *url.Userinfo // the user it requires, if any
 	process *proc.Process // nil when not running
 	logs    []string      // the output of the processes that ended
 }
@@ -73,6 +75,21 @@ func Start(t testing.TB, extra ...string) *Server {
 	return s
 }
 
+// StartWithUser is Start for a server that requires user and password.
+func StartWithUser(t testing.TB, user, password string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), dir: filepath.Join(t.TempDir(), "jetstream"),
+		extra: []string{"--user", user, "--pass", password}, user: url.UserPassword(user, password)}
+	t.Cleanup(func() {
+		if s.process != nil {
+			s.process.Kill()
+			s.process = nil
+		}
+	})
+	s.Start()
+	return s
+}
+
 // StoreDir is where the server keeps its streams.
 func (s *Server) StoreDir() string { return s.dir }
 
@@ -95,7 +112,7 @@ func (s *Server) Start() {
 		if p, err = proc.Start("nats-server", s.bin, args, nil, nil); err != nil {
 			break
 		}
-		if err = waitReady(p, s.port); err == nil {
+		if err = waitReady(p, s.port, s.options()...); err == nil {
 			s.process, s.URL = p, fmt.Sprintf("nats://127.0.0.1:%d", s.port)
 			return
 		}
@@ -111,12 +128,12 @@ func (s *Server) Start() {
 
 // waitReady waits until the server accepts connections with JetStream
 // ready, or exits.
-func waitReady(p *proc.Process, port int) error {
+func waitReady(p *proc.Process, port int, opts ...nats.Option) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	for {
-		if nc, err := nats.Connect(url, nats.Timeout(time.Second)); err == nil {
+		if nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Second))...); err == nil {
 			js, _ := jetstream.New(nc)
 			_, err = js.AccountInfo(ctx)
 			nc.Close()
@@ -159,7 +176,7 @@ func (s *Server) Log() string {
 func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
 	// Replies on four tokens, which a stream over *.*.* does not store.
-	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.CustomInboxPrefix("_INBOX.natstest"))
+	nc, err := nats.Connect(s.URL, append(s.options(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.CustomInboxPrefix("_INBOX.natstest"))...)
 	if err != nil {
 		s.t.Fatalf("natstest: connect: %v", err)
 	}
@@ -237,6 +254,15 @@ func (s *Server) Messages(name string) []Message {
 		out = append(out, Message{Seq: m.Sequence, Subject: m.Subject, Data: m.Data, Header: m.Header})
 	}
 	return out
+}
+
+// options are the client options the server requires: its user.
+func (s *Server) options() []nats.Option {
+	if s.user == nil {
+		return nil
+	}
+	pass, _ := s.user.Password()
+	return []nats.Option{nats.UserInfo(s.user.Username(), pass)}
 }
 
 // Addr is the server's host:port.
