@@ -135,6 +135,7 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, database: database, holder: leaseHolder(),
 		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
 	p.cfg.Replication.OnUpdate = p.onUpdate
+	p.health.named(cfg.Sink.Name())
 	all := tablesOf(tables)
 	for i, t := range tables {
 		pc := cfg.Poll

@@ -124,7 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	case err != nil && ctx.Err() == nil:
 		r.Metrics.readiness().kafkaPing(err)
-		p.log.Warn("the broker is not reachable yet; records wait for it", "sink", cfg.Sink.Name(), "err", err)
+		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
 	defer monitor{p: p, m: r.Metrics, k: k}.start(ctx)() // monitor.go
 
