@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/test/natstest"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 func newJetStream(t *testing.T, s *natstest.Server, cfg Config) *JetStream {
@@ -301,5 +303,27 @@ func TestSync(t *testing.T) {
 	}
 	if fmt.Sprint(o.got) != "[e1 e2]" || o.errs != nil {
 		t.Fatalf("promises %v, failures %v", o.got, o.errs)
+	}
+}
+
+// TLS: a client that trusts the server's CA connects; one that does not
+// stops at start (a permanent error), as does one that asks a plaintext
+// server for TLS.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	ca := tlstest.New(t)
+	s := natstest.StartTLS(t, ca)
+	trusted := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
+	if err := newJetStream(t, s, Config{TLS: trusted}).Ping(ctx); err != nil {
+		t.Fatalf("trusted: %v", err)
+	}
+	var auth *AuthError
+	err := newJetStream(t, s, Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}}).Ping(ctx)
+	if !errors.As(err, &auth) || !auth.Permanent() {
+		t.Errorf("an untrusted certificate: %v, want a permanent AuthError", err)
+	}
+	plain := natstest.Start(t)
+	if err := newJetStream(t, plain, Config{TLS: trusted}).Ping(ctx); !errors.As(err, &auth) {
+		t.Errorf("TLS to a plaintext server: %v, want a permanent AuthError", err)
 	}
 }

@@ -6,13 +6,16 @@ package natstest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +26,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 // Server is a nats-server process with JetStream. Its methods fail the
@@ -36,7 +40,7 @@ type Server struct {
 	dir     string // the JetStream store
 	port    int
 	extra   []string
-	user    *url.Userinfo // the user it requires, if any
+	opts    []nats.Option // what a client needs: the server's user, its CA
 	process *proc.Process // nil when not running
 	logs    []string      // the output of the processes that ended
 }
@@ -64,22 +68,37 @@ func Binary(t testing.TB) string {
 // every start. It is killed when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: filepath.Join(t.TempDir(), "jetstream"), extra: extra}
-	t.Cleanup(func() {
-		if s.process != nil {
-			s.process.Kill()
-			s.process = nil
-		}
-	})
-	s.Start()
-	return s
+	return start(t, extra)
 }
 
 // StartWithUser is Start for a server that requires user and password.
 func StartWithUser(t testing.TB, user, password string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: filepath.Join(t.TempDir(), "jetstream"),
-		extra: []string{"--user", user, "--pass", password}, user: url.UserPassword(user, password)}
+	return start(t, []string{"--user", user, "--pass", password}, nats.UserInfo(user, password))
+}
+
+// StartTLS is Start for a server that requires TLS, with the certificate
+// ca signed for 127.0.0.1.
+func StartTLS(t testing.TB, ca *tlstest.CA) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Server.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, []string{"--tls", "--tlscert", cert, "--tlskey", key},
+		nats.Secure(&tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}))
+}
+
+func start(t testing.TB, extra []string, opts ...nats.Option) *Server {
+	s := &Server{t: t, bin: Binary(t), dir: filepath.Join(t.TempDir(), "jetstream"), extra: extra, opts: opts}
 	t.Cleanup(func() {
 		if s.process != nil {
 			s.process.Kill()
@@ -112,7 +131,7 @@ func (s *Server) Start() {
 		if p, err = proc.Start("nats-server", s.bin, args, nil, nil); err != nil {
 			break
 		}
-		if err = waitReady(p, s.port, s.options()...); err == nil {
+		if err = waitReady(p, s.port, s.opts...); err == nil {
 			s.process, s.URL = p, fmt.Sprintf("nats://127.0.0.1:%d", s.port)
 			return
 		}
@@ -176,7 +195,7 @@ func (s *Server) Log() string {
 func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
 	// Replies on four tokens, which a stream over *.*.* does not store.
-	nc, err := nats.Connect(s.URL, append(s.options(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.CustomInboxPrefix("_INBOX.natstest"))...)
+	nc, err := nats.Connect(s.URL, append(slices.Clone(s.opts), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.CustomInboxPrefix("_INBOX.natstest"))...)
 	if err != nil {
 		s.t.Fatalf("natstest: connect: %v", err)
 	}
@@ -254,15 +273,6 @@ func (s *Server) Messages(name string) []Message {
 		out = append(out, Message{Seq: m.Sequence, Subject: m.Subject, Data: m.Data, Header: m.Header})
 	}
 	return out
-}
-
-// options are the client options the server requires: its user.
-func (s *Server) options() []nats.Option {
-	if s.user == nil {
-		return nil
-	}
-	pass, _ := s.user.Password()
-	return []nats.Option{nats.UserInfo(s.user.Username(), pass)}
 }
 
 // Addr is the server's host:port.
