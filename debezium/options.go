@@ -286,10 +286,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`", Refuses: "another sink: pgoutbox produces to Kafka only",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`)",
+		Refuses: "another sink (`rabbitmq`, `redis`, …): pgoutbox publishes to Kafka and NATS JetStream",
 		read: func(r *reading, k, v string) {
-			if v != "kafka" {
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox produces to Kafka only", v))
+			switch v {
+			case "kafka":
+			case "nats-jetstream":
+				r.set("sink", v)
+			default:
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka) and NATS JetStream (nats-jetstream)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
@@ -305,7 +310,59 @@ var options = []Option{
 	{Part: Server, Key: "debezium.format.", Takes: "every part's converter options (`debezium.format.schemas.enable`)", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.key.serializer", Takes: "any: the converter makes the bytes", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.value.serializer", Takes: "any: the converter makes the bytes", read: accept},
+
+	// Debezium Server's NATS JetStream sink (NatsJetStreamChangeConsumerConfig).
+	{Part: Server, Key: natsSink + "url", Setting: "nats-url", Takes: "any", read: toFlag("nats-url")},
+	{Part: Server, Key: natsSink + "create-stream", Default: "false", Setting: "nats-create-stream",
+		Takes: "`true`, `false`; the stream created takes the dead-letter subject too", read: toFlag("nats-create-stream")},
+	{Part: Server, Key: natsSink + "stream-name", Default: "DebeziumStream", Setting: "nats-stream-name", Takes: "any",
+		read: toFlag("nats-stream-name")},
+	{Part: Server, Key: natsSink + "subjects", Default: "*.*.*", Setting: "nats-subjects", Takes: "any",
+		read: toFlag("nats-subjects")},
+	{Part: Server, Key: natsSink + "storage", Default: "memory", Setting: "nats-storage",
+		Takes: "`file`; anything else is `memory`, as Debezium Server reads it",
+		read: func(r *reading, _, v string) {
+			if strings.TrimSpace(v) == "file" {
+				r.set("nats-storage", "file")
+			} else {
+				r.set("nats-storage", "memory")
+			}
+		}},
+	{Part: Server, Key: natsSink + "auth.jwt", Setting: "nats-jwt", Takes: "any, with `auth.seed`", read: toFlag("nats-jwt")},
+	{Part: Server, Key: natsSink + "auth.seed", Setting: "nats-seed", Takes: "any, with `auth.jwt`", read: toFlag("nats-seed")},
+	{Part: Server, Key: natsSink + "auth.user", Setting: "nats-user", Takes: "any; used without a JWT", read: toFlag("nats-user")},
+	{Part: Server, Key: natsSink + "auth.password", Setting: "nats-password", Takes: "any", read: toFlag("nats-password")},
+	{Part: Server, Key: natsSink + "async.enabled", Default: "true", Setting: "nats-sync", Takes: "`true`, `false` (`--nats-sync`, its opposite)",
+		Refuses: "another value",
+		read: func(r *reading, k, v string) {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+				return
+			}
+			r.set("nats-sync", strconv.FormatBool(!b))
+		}},
+	{Part: Server, Key: natsSink + "async.timeout.ms", Default: "5000", Setting: "nats-ack-timeout", Takes: "milliseconds",
+		Refuses: "a value that is not a positive number",
+		read: func(r *reading, k, v string) {
+			ms, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || ms <= 0 {
+				r.refuse(k, "not a positive number of milliseconds")
+				return
+			}
+			r.set("nats-ack-timeout", strconv.Itoa(ms)+"ms")
+		}},
+	{Part: Server, Key: natsSink + "sync.", Setting: Ignored,
+		Takes: "ignored: pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff",
+		read:  ignore("pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff")},
+	{Part: Server, Key: natsSink + "auth.tls.", Refuses: "a Java keystore: pgoutbox reads PEM files (`--nats-tls-ca`, `--nats-tls-cert`, `--nats-tls-key`)",
+		read: func(r *reading, k, _ string) {
+			r.refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
+		}},
 }
+
+// natsSink starts the NATS JetStream sink's options.
+const natsSink = "debezium.sink.nats-jetstream."
 
 // valueMode reads one of Debezium's value options with parse, into flag;
 // a value parse refuses, Debezium refuses too (its EnumRecommender).

@@ -46,7 +46,7 @@ func BenchmarkRecord(b *testing.B) {
 func benchRecord(b *testing.B, cfg Config) {
 	b.Helper()
 	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.Sink = fakeOpener{}
 	rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)

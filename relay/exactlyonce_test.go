@@ -49,7 +49,7 @@ func TestDeliveryValidation(t *testing.T) {
 		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic, Snapshot: tt.snapshot}
 		cfg.Replication.Tables = tt.tables
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
-		cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+		cfg.Sink = fakeOpener{}
 		cfg.Defaults()
 		err := cfg.Validate()
 		if (err == nil) != tt.ok {
@@ -145,13 +145,19 @@ type fakeKafka struct {
 	unended                                 [][2]int64 // what Unended was told
 }
 
-var _ kafka = (*fakeKafka)(nil)
+var (
+	_ Transactions = (*fakeKafka)(nil)
+	_ PositionLog  = (*fakeKafka)(nil)
+)
+
+// broker is f as the session's broker, with transactions.
+func (f *fakeKafka) broker() Broker { return Broker{Sink: f, Txn: f, Positions: f} }
 
 func (f *fakeKafka) Renew() error                { f.renewed++; return nil }
 func (f *fakeKafka) Fence(context.Context) error { f.fenced++; return nil }
 func (f *fakeKafka) Begin() error                { f.begun++; return nil }
 func (f *fakeKafka) Abort(context.Context) error { f.aborts++; return nil }
-func (f *fakeKafka) TxnOpen() bool               { return f.open }
+func (f *fakeKafka) HoldsRecords() bool          { return f.open }
 func (f *fakeKafka) Probe(context.Context) error { return nil }
 func (f *fakeKafka) Classify(err error) error    { return err }
 func (f *fakeKafka) Unsent() (int64, int16, bool) {
@@ -232,7 +238,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := &marks{}
-	d, err := openExactlyOncePoll(ctx, newTxnSession(k, p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
+	d, err := openExactlyOncePoll(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +310,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 	var marked []int64
 	floor := new(atomic.Uint64)
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, m, p.log), p.cfg, walOpening{
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), p.cfg, walOpening{
 		cluster: 7, floor: floor, hasSeq: true, order: "seq", stats: p.stats,
 		readPolled: func(_ context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
 			marked = last
@@ -355,7 +361,7 @@ func TestExactlyOnceFilteredTransaction(t *testing.T) {
 	ctx := context.Background()
 	p := filterPipeline(t)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +396,7 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 	p, ctx := rl.p, context.Background()
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	k.fakeSink.autoAck = true
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -430,7 +436,7 @@ func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
 	p := testPipeline(t, "", PoisonHalt)
 	cfg(&p.cfg)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,6 +158,7 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 		}
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
+	p.health.named(cfg.Sink.Name())
 	all := tablesOf(tables)
 	for i, t := range tables {
 		pc := cfg.Poll

@@ -38,7 +38,7 @@ func testPipeline(t *testing.T, databaseURL, onPoison string) *pipeline {
 	if databaseURL == "" {
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
 	}
-	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sink = fakeOpener{}
 	cfg.Router.Topic = "{aggregatetype}"
 	cfg.OnPoison = onPoison
 	cfg.DLQTopic = "dlq"
@@ -475,7 +475,7 @@ func benchRelay(b *testing.B) *Relay {
 	b.Helper()
 	var cfg Config
 	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.Sink = fakeOpener{}
 	cfg.OnPoison = PoisonHalt
 	rl, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -541,7 +541,7 @@ func filterPipeline(t *testing.T) *pipeline {
 	t.Helper()
 	var cfg Config
 	cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
-	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sink = fakeOpener{}
 	cfg.Encoder.Format = schema.DebeziumOutbox
 	cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
 	cfg.OnPoison = PoisonHalt
@@ -574,7 +574,7 @@ func TestTransformsConfig(t *testing.T) {
 	} {
 		var cfg Config
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
-		cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+		cfg.Sink = fakeOpener{}
 		cfg.Encoder.Format = tc.format
 		cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
 		cfg.Transforms.Props = tc.props

@@ -422,3 +422,60 @@ func TestDebeziumSnapshotMode(t *testing.T) {
 		t.Errorf("a snapshot SELECT under the default snapshot.mode: %v", err)
 	}
 }
+
+// Debezium Server's NATS JetStream sink: its keys become the --nats-*
+// flags, sync.* is ignored, a keystore is refused.
+func TestDebeziumServerNATS(t *testing.T) {
+	base := `
+debezium.sink.type=nats-jetstream
+debezium.sink.nats-jetstream.url=nats://n1:4222,nats://n2:4222
+debezium.sink.nats-jetstream.create-stream=true
+debezium.sink.nats-jetstream.stream-name=Outbox
+debezium.sink.nats-jetstream.subjects=outbox.>
+debezium.sink.nats-jetstream.storage=disk
+debezium.sink.nats-jetstream.auth.user=relay
+debezium.sink.nats-jetstream.auth.password=pa55
+debezium.sink.nats-jetstream.async.enabled=false
+debezium.sink.nats-jetstream.async.timeout.ms=1500
+debezium.sink.nats-jetstream.sync.retries=3
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.table.include.list=public.outbox
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+`
+	load := func(text string) (*flag.FlagSet, string, error) {
+		path := filepath.Join(t.TempDir(), "application.properties")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		(&relayFlags{}).register(fs)
+		var stderr bytes.Buffer
+		err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
+		return fs, stderr.String(), err
+	}
+	fs, warn, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flagName, want := range map[string]string{
+		"sink": "nats-jetstream", "nats-url": "nats://n1:4222,nats://n2:4222", "nats-create-stream": "true",
+		"nats-stream-name": "Outbox", "nats-subjects": "outbox.>", "nats-storage": "memory", // Debezium Server: only "file" is file
+		"nats-user": "relay", "nats-password": "pa55", "nats-sync": "true", "nats-ack-timeout": "1.5s",
+	} {
+		if got := flagValue(fs, flagName); got != want {
+			t.Errorf("--%s = %q, want %q", flagName, got, want)
+		}
+	}
+	if !strings.Contains(warn, "debezium.sink.nats-jetstream.sync.retries (pgoutbox sends again") || strings.Contains(warn, "pa55") {
+		t.Errorf("warning:\n%s\nwant sync.retries named, no password", warn)
+	}
+	_, _, err = load(base + "debezium.sink.nats-jetstream.auth.tls.keystore=/etc/ks.jks\n")
+	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.keystore: a Java keystore") {
+		t.Errorf("a keystore: %v, want it refused by name", err)
+	}
+	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=rabbitmq", 1))
+	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "rabbitmq"`) {
+		t.Errorf("rabbitmq: %v, want it refused by name", err)
+	}
+}
