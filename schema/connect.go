@@ -454,7 +454,7 @@ func appendStringValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte,
 			if t.oid == oidDate {
 				ms *= 86400000
 			}
-			return appendValuesDate(dst, ms), reason
+			return AppendValuesDate(dst, ms), reason
 		}
 	case oidBytea:
 		if m.binary != binaryBytes {
@@ -482,12 +482,12 @@ func appendStringValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte,
 	return append(dst, text...), ""
 }
 
-// appendValuesDate writes a java.util.Date of ms milliseconds as Kafka
+// AppendValuesDate writes a java.util.Date of ms milliseconds as Kafka
 // Connect's Values.convertToString does (dateFormatFor): HH:mm:ss.SSS'Z'
 // below one day after the epoch (every earlier instant too), yyyy-MM-dd at
 // a day's start, else yyyy-MM-dd'T'HH:mm:ss.SSS'Z'. Its SimpleDateFormat
 // takes the JVM's zone, with a literal Z: this is a worker in UTC.
-func appendValuesDate(dst []byte, ms int64) []byte {
+func AppendValuesDate(dst []byte, ms int64) []byte {
 	const day = 86400000
 	t := time.UnixMilli(ms).UTC()
 	switch {

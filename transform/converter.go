@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pgoutbox/pgoutbox/schema"
 )
@@ -235,21 +234,11 @@ func items(s *Schema) *Schema {
 	return s.Items
 }
 
-// appendISODate writes a Connect Date, Time or Timestamp as
-// Values.dateFormatFor does: a time of day before the epoch's first day
-// ends, a date at midnight, a timestamp otherwise.
+// appendISODate writes a Connect Date (days), Time or Timestamp
+// (milliseconds) as Values.dateFormatFor does.
 func appendISODate(dst []byte, logical string, v int64) []byte {
-	const day = 24 * 60 * 60 * 1000
-	ms := v
 	if logical == dateName {
-		ms = v * day
+		v *= 24 * 60 * 60 * 1000
 	}
-	t := time.UnixMilli(ms).UTC()
-	switch {
-	case ms < day:
-		return t.AppendFormat(dst, "15:04:05.000Z")
-	case ms%day == 0:
-		return t.AppendFormat(dst, "2006-01-02")
-	}
-	return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+	return schema.AppendValuesDate(dst, v)
 }
