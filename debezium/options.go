@@ -181,24 +181,43 @@ var options = []Option{
 		Refuses: "with a snapshot (`snapshot.mode` `initial`, `when_needed` or unset): pgoutbox runs no SELECT of a configuration's own; `--snapshot-after <id>` with `--column-order` publishes only the rows above an id",
 		read:    accept}, // checked with snapshot.mode (translate.go)
 	{Part: Connector, Key: "snapshot.select.statement.overrides", Setting: Ignored, Takes: "the list of the tables above", read: ignore("")},
-	{Part: Connector, Key: "slot.drop.on.stop", Default: "false", Takes: "`false`",
-		Refuses: "`true`: dropping the slot on stop loses events; `pgoutbox slot drop` drops it",
-		read:    refuseValue("true", "pgoutbox never drops its slot on stop (that loses events); use `pgoutbox slot drop`")},
+	{Part: Connector, Key: "slot.drop.on.stop", Default: "false",
+		Takes:   "`false`; `true`, a development setting, is read as `false` with a warning: pgoutbox keeps the slot when it stops (a slot dropped at a stop loses what is written until the next start); `pgoutbox slot drop` drops it",
+		Refuses: "anything but a boolean, as Debezium does",
+		read: func(r *reading, k, v string) {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				r.dropSlot = k
+			case "false":
+			default:
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+			}
+		}},
 	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Takes: "`false`",
 		Refuses: "`true`: transaction metadata topics are not written",
 		read:    refuseValue("true", "transaction metadata topics are not supported")},
 	{Part: Connector, Key: "extended.headers.enabled", Default: "true", Setting: "debezium-context-headers",
 		Takes: "`__debezium.context.*` headers first, unless `false`", read: accept}, // read in translate.go
-	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Takes: "`precise`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("precise")},
-	{Part: Connector, Key: "time.precision.mode", Default: "adaptive", Takes: "`adaptive`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("adaptive")},
-	{Part: Connector, Key: "binary.handling.mode", Default: "bytes", Takes: "`bytes`",
-		Refuses: "the others: not rendered yet", read: onlyDefault("bytes")},
+	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Setting: "decimal-handling-mode",
+		Takes:   "`precise`, `string`, `double`, in any case: numeric and money columns as Debezium types them, wherever they reach a record",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("decimal-handling-mode", schema.ParseDecimalHandling)},
+	{Part: Connector, Key: "time.precision.mode", Default: "adaptive", Setting: "time-precision-mode",
+		Takes:   "`adaptive`, `adaptive_time_microseconds`, `connect`, `isostring`, `microseconds`, `nanoseconds`, in any case: date, time and timestamp columns as Debezium types them",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("time-precision-mode", schema.ParseTimePrecision)},
+	{Part: Connector, Key: "binary.handling.mode", Default: "bytes", Setting: "binary-handling-mode",
+		Takes:   "`bytes`, `base64`, `base64-url-safe`, `hex`, in any case: bytea columns as Debezium types them",
+		Refuses: "other values, as Debezium does",
+		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling)},
 	{Part: Connector, Key: "transforms", Setting: "format",
-		Takes:   "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`; none: `--format debezium`, the change events",
-		Refuses: "other transforms (for example `ExtractNewRecordState`), two routers",
+		Takes: "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`, then Kafka Connect's transforms after it: `--transforms` " +
+			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events",
+		Refuses: "other transforms (for example `ExtractNewRecordState`), a transform before the router or without one, two routers",
 		read:    accept}, // read first (translate.go)
+	{Part: Connector, Key: "predicates", Setting: "transforms",
+		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
+		Refuses: "other predicates", read: accept}, // read with transforms (translate.go)
 	{Part: Connector, Key: "key.converter.schemas.enable", Takes: "any: read with the converters", read: accept},
 
 	// The Outbox Event Router.
@@ -295,10 +314,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`", Refuses: "another sink: pgoutbox produces to Kafka only",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`)",
+		Refuses: "another sink (`rabbitmq`, `redis`, …): pgoutbox publishes to Kafka and NATS JetStream",
 		read: func(r *reading, k, v string) {
-			if v != "kafka" {
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox produces to Kafka only", v))
+			switch v {
+			case "kafka":
+			case "nats-jetstream":
+				r.set("sink", v)
+			default:
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka) and NATS JetStream (nats-jetstream)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
@@ -314,14 +338,70 @@ var options = []Option{
 	{Part: Server, Key: "debezium.format.", Takes: "every part's converter options (`debezium.format.schemas.enable`)", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.key.serializer", Takes: "any: the converter makes the bytes", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.value.serializer", Takes: "any: the converter makes the bytes", read: accept},
+
+	// Debezium Server's NATS JetStream sink (NatsJetStreamChangeConsumerConfig).
+	{Part: Server, Key: natsSink + "url", Setting: "nats-url", Takes: "any", read: toFlag("nats-url")},
+	{Part: Server, Key: natsSink + "create-stream", Default: "false", Setting: "nats-create-stream",
+		Takes: "`true`, `false`; the stream created takes the dead-letter subject too", read: toFlag("nats-create-stream")},
+	{Part: Server, Key: natsSink + "stream-name", Default: "DebeziumStream", Setting: "nats-stream-name", Takes: "any",
+		read: toFlag("nats-stream-name")},
+	{Part: Server, Key: natsSink + "subjects", Default: "*.*.*", Setting: "nats-subjects", Takes: "any",
+		read: toFlag("nats-subjects")},
+	{Part: Server, Key: natsSink + "storage", Default: "memory", Setting: "nats-storage",
+		Takes: "`file`; anything else is `memory`, as Debezium Server reads it",
+		read: func(r *reading, _, v string) {
+			if strings.TrimSpace(v) == "file" {
+				r.set("nats-storage", "file")
+			} else {
+				r.set("nats-storage", "memory")
+			}
+		}},
+	{Part: Server, Key: natsSink + "auth.jwt", Setting: "nats-jwt", Takes: "any, with `auth.seed`", read: toFlag("nats-jwt")},
+	{Part: Server, Key: natsSink + "auth.seed", Setting: "nats-seed", Takes: "any, with `auth.jwt`", read: toFlag("nats-seed")},
+	{Part: Server, Key: natsSink + "auth.user", Setting: "nats-user", Takes: "any; used without a JWT", read: toFlag("nats-user")},
+	{Part: Server, Key: natsSink + "auth.password", Setting: "nats-password", Takes: "any", read: toFlag("nats-password")},
+	{Part: Server, Key: natsSink + "async.enabled", Default: "true", Setting: "nats-sync", Takes: "`true`, `false` (`--nats-sync`, its opposite)",
+		Refuses: "another value",
+		read: func(r *reading, k, v string) {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+				return
+			}
+			r.set("nats-sync", strconv.FormatBool(!b))
+		}},
+	{Part: Server, Key: natsSink + "async.timeout.ms", Default: "5000", Setting: "nats-ack-timeout", Takes: "milliseconds",
+		Refuses: "a value that is not a positive number",
+		read: func(r *reading, k, v string) {
+			ms, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || ms <= 0 {
+				r.refuse(k, "not a positive number of milliseconds")
+				return
+			}
+			r.set("nats-ack-timeout", strconv.Itoa(ms)+"ms")
+		}},
+	{Part: Server, Key: natsSink + "sync.", Setting: Ignored,
+		Takes: "ignored: pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff",
+		read:  ignore("pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff")},
+	{Part: Server, Key: natsSink + "auth.tls.", Refuses: "a Java keystore: pgoutbox reads PEM files (`--nats-tls-ca`, `--nats-tls-cert`, `--nats-tls-key`)",
+		read: func(r *reading, k, _ string) {
+			r.refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
+		}},
 }
 
-// onlyDefault refuses a value other than def.
-func onlyDefault(def string) func(*reading, string, string) {
+// natsSink starts the NATS JetStream sink's options.
+const natsSink = "debezium.sink.nats-jetstream."
+
+// valueMode reads one of Debezium's value options with parse, into flag;
+// a value parse refuses, Debezium refuses too (its EnumRecommender).
+func valueMode[T ~string](flag string, parse func(string) (T, error)) func(*reading, string, string) {
 	return func(r *reading, k, v string) {
-		if v != def {
-			r.refuse(k, fmt.Sprintf("%q: pgoutbox renders Debezium's default (%s) only", v, def))
+		mode, err := parse(v)
+		if err != nil {
+			r.refuse(k, fmt.Sprintf("%q is not a value Debezium takes either (%v)", v, err))
+			return
 		}
+		r.set(flag, string(mode))
 	}
 }
 

@@ -69,7 +69,7 @@ func TestEveryRowIsRead(t *testing.T) {
 		"table.op.invalid.behavior": "warn", "route.tombstone.on.empty.payload": "true", "table.expand.json.payload": "true",
 	}
 	for _, o := range Options() {
-		if o.Part != Connector && o.Part != Router || strings.HasSuffix(o.Key, ".") || o.Key == "transforms" {
+		if o.Part != Connector && o.Part != Router || strings.HasSuffix(o.Key, ".") || o.Key == "transforms" || o.Key == "predicates" {
 			continue
 		}
 		t.Run(o.Key, func(t *testing.T) {
@@ -111,11 +111,11 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"publication.autocreate.mode", "no_tables"},
 		{"heartbeat.interval.ms", "-1"},
 		{"snapshot.mode", "always"},
-		{"slot.drop.on.stop", "true"},
+		{"slot.drop.on.stop", "maybe"},
 		{"provide.transaction.metadata", "true"},
 		{"decimal.handling.mode", "fancy"},
 		{"time.precision.mode", "fancy"},
-		{"binary.handling.mode", "fancy"},
+		{"binary.handling.mode", "base32"},
 		{"transforms.outbox.table.fields.additional.placement", ""},
 		{"transforms.outbox.table.field.additional.missing", "maybe"},
 		{"transforms.outbox.table.op.invalid.behavior", "sometimes"},
@@ -147,5 +147,98 @@ func TestConverterClasses(t *testing.T) {
 func TestReadOwnConfigFile(t *testing.T) {
 	if _, ok, err := Read([]byte("kafka-brokers = k:9092\ntable = public.outbox\n")); ok || err != nil {
 		t.Errorf("read as Debezium's: %v %v", ok, err)
+	}
+}
+
+// The value options are read as Debezium reads them, trimmed and in any
+// case; a value Debezium refuses is refused naming the option.
+func TestValueModes(t *testing.T) {
+	for _, tt := range []struct {
+		key, value, flag, want, refusal string
+	}{
+		{"time.precision.mode", "connect", "time-precision-mode", "connect", ""},
+		{"time.precision.mode", " Adaptive_Time_Microseconds ", "time-precision-mode", "adaptive_time_microseconds", ""},
+		{"time.precision.mode", "NanoSeconds", "time-precision-mode", "nanoseconds", ""},
+		{"time.precision.mode", "isostring", "time-precision-mode", "isostring", ""},
+		{"time.precision.mode", "millis", "", "", "not a value Debezium takes either"},
+		{"decimal.handling.mode", "STRING", "decimal-handling-mode", "string", ""},
+		{"decimal.handling.mode", "double", "decimal-handling-mode", "double", ""},
+		{"binary.handling.mode", "base64-url-safe", "binary-handling-mode", "base64-url-safe", ""},
+		{"binary.handling.mode", "hex", "binary-handling-mode", "hex", ""},
+		{"binary.handling.mode", "base64url", "", "", "not a value Debezium takes either"},
+	} {
+		tr, err := translateConnect(t, `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "`+tt.key+`": "`+tt.value+`"}`)
+		if tt.refusal != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.key+": ") || !strings.Contains(err.Error(), tt.refusal) {
+				t.Errorf("%s=%q: %v, want a refusal saying %q", tt.key, tt.value, err, tt.refusal)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s=%q: %v", tt.key, tt.value, err)
+			continue
+		}
+		if got, _ := settingOf(tr, tt.flag); got != tt.want {
+			t.Errorf("%s=%q: --%s %q, want %q", tt.key, tt.value, tt.flag, got, tt.want)
+		}
+	}
+}
+
+// slot.drop.on.stop=true, a development setting, is read as false: one
+// warning says the slot is kept and how to drop it, naming the key as the
+// file writes it.
+func TestSlotDropOnStop(t *testing.T) {
+	for _, tt := range []struct {
+		conf, warning string
+	}{
+		{`{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "slot.drop.on.stop": "TRUE", "slot.name": "orders"}`,
+			"slot.drop.on.stop=true: pgoutbox keeps the slot orders when it stops"},
+		{"debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\ndebezium.source.slot.drop.on.stop=true\n",
+			"debezium.source.slot.drop.on.stop=true: pgoutbox keeps the slot debezium when it stops"},
+	} {
+		tr, ok, err := Read([]byte(tt.conf))
+		if !ok || err != nil {
+			t.Fatalf("%s: %v %v", tt.conf, ok, err)
+		}
+		if len(tr.Warnings) != 1 || !strings.HasPrefix(tr.Warnings[0], tt.warning) || !strings.Contains(tr.Warnings[0], "pgoutbox slot drop") {
+			t.Errorf("warnings %q, want one starting %q", tr.Warnings, tt.warning)
+		}
+	}
+	tr, _, _ := Read([]byte(`{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "slot.drop.on.stop": "false"}`))
+	if len(tr.Warnings) != 0 {
+		t.Errorf("false warns: %q", tr.Warnings)
+	}
+}
+
+// Debezium's converter classes: ByteBufferConverter, which 3.6 no longer
+// ships, is written as its successor with one warning naming it; 3.x's
+// ByteArrayConverter goes through its delegate (none for headers).
+func TestDebeziumConverterNames(t *testing.T) {
+	tr, err := translateConnect(t, `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "key.converter": "io.debezium.converters.ByteBufferConverter",
+  "key.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter",
+  "value.converter": "io.debezium.converters.ByteArrayConverter",
+  "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+  "value.converter.delegate.converter.type.schemas.enable": "false",
+  "header.converter": "io.debezium.converters.ByteArrayConverter",
+  "header.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"key-converter": "binary:string", "value-converter": "debezium-bytearray:json", "header-converter": "debezium-bytearray"} {
+		if got, _ := settingOf(tr, flag); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+	if len(tr.Warnings) != 1 || !strings.Contains(tr.Warnings[0], "key.converter=io.debezium.converters.ByteBufferConverter") ||
+		!strings.Contains(tr.Warnings[0], "io.debezium.converters.BinaryDataConverter") {
+		t.Errorf("warnings %q, want one naming the successor", tr.Warnings)
+	}
+	if s, ok := Successor("io.debezium.converters.ByteBufferConverter"); !ok || s != "io.debezium.converters.BinaryDataConverter" {
+		t.Errorf("Successor: %q %v", s, ok)
+	}
+	if _, err := translateConnect(t, `{"value.converter": "io.debezium.converters.BinaryDataConverter",
+  "value.converter.delegate.converter.type": "io.debezium.converters.ByteBufferConverter"}`); err == nil {
+		t.Error("a binary delegate accepted")
 	}
 }

@@ -13,11 +13,12 @@ const (
 
 // registryOptions maps an avro converter's options (opts, its
 // key.converter.* without the prefix) to --<part>-registry-* settings; a
-// BinaryDataConverter's are its delegate's. name spells an option as the
+// BinaryDataConverter's or Debezium's ByteArrayConverter's are its
+// delegate's. name spells an option as the
 // configuration does, for ignored and refused. It returns nothing for
 // other converters.
 func registryOptions(r *reading, part, class string, opts map[string]string, name func(string) string) {
-	if class == binaryDataConverter {
+	if class == binaryDataConverter || class == debeziumByteArray {
 		class = opts["delegate.converter.type"]
 		sub := map[string]string{}
 		for k, v := range opts {

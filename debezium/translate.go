@@ -1,6 +1,8 @@
 package debezium
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -9,11 +11,12 @@ import (
 	"strings"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
-// EventRouterClass is the transform pgoutbox implements: Debezium's
-// Outbox Event Router.
-const EventRouterClass = "io.debezium.transforms.outbox.EventRouter"
+// EventRouterClass is Debezium's Outbox Event Router, after which
+// pgoutbox runs Kafka Connect's transforms.
+const EventRouterClass = transform.RouterClass
 
 // dbOptions are the database.* options, which make one --database-url.
 type dbOptions struct{ host, port, user, password, name, sslmode string }
@@ -28,6 +31,7 @@ type reading struct {
 	db       dbOptions
 	tables   []outbox.Table // table.include.list, when it names tables
 	router   string         // the Outbox Event Router's name in transforms
+	dropSlot string         // slot.drop.on.stop's key, as written, when true
 }
 
 func (r *reading) set(flag, value string) { r.out = append(r.out, Setting{Flag: flag, Value: value}) }
@@ -72,39 +76,50 @@ func (c config) translate() *reading {
 	return r
 }
 
-// transforms reads the transforms chain: the Outbox Event Router, whose
-// options it returns (without their transforms.<name>. prefix), and no
-// other transform. It removes the chain's keys from the connector
-// options.
+// transforms reads the transforms and predicates. It returns the Outbox
+// Event Router's options (without their transforms.<name>. prefix); the
+// transforms after the router and the predicates are package transform's,
+// which refuses what Kafka Connect refuses and names what it leaves
+// unused, and reach run as --transforms. It removes these keys from the
+// connector options.
 func (c config) transforms(r *reading) map[string]string {
+	for _, name := range strings.Split(c.connector["transforms"], ",") {
+		if name = strings.TrimSpace(name); c.connector["transforms."+name+".type"] == EventRouterClass {
+			r.router = name
+			break
+		}
+	}
 	routerOpts := map[string]string{}
-	transformOf := map[string]string{} // option key prefix -> transform name
-	if list := strings.TrimSpace(c.connector["transforms"]); list != "" {
-		for _, name := range strings.Split(list, ",") {
-			name = strings.TrimSpace(name)
-			typ := c.connector["transforms."+name+".type"]
-			switch {
-			case typ == EventRouterClass && r.router == "":
-				r.router = name
-			case typ == EventRouterClass:
-				r.refuse("transforms", "more than one Outbox Event Router")
-			default:
-				r.refuse("transforms."+name+".type", fmt.Sprintf("transform %q is not supported (pgoutbox implements only %s)", typ, EventRouterClass))
-			}
-			transformOf["transforms."+name+"."] = name
-		}
-	}
+	chain := map[string]string{} // as the file writes them
 	for k, v := range c.connector {
-		for prefix, name := range transformOf {
-			if strings.HasPrefix(k, prefix) {
-				if name == r.router && k != prefix+"type" {
-					routerOpts[strings.TrimPrefix(k, prefix)] = v
-				}
-				delete(c.connector, k)
-			}
+		if k != "transforms" && k != "predicates" && !strings.HasPrefix(k, "transforms.") && !strings.HasPrefix(k, "predicates.") {
+			continue
 		}
+		if opt, ok := strings.CutPrefix(k, "transforms."+r.router+"."); ok && r.router != "" && opt != "type" {
+			routerOpts[opt] = v
+		}
+		if c.server {
+			chain["debezium."+k] = v
+		} else {
+			chain[k] = v
+		}
+		delete(c.connector, k)
 	}
-	delete(c.connector, "transforms")
+	if len(chain) == 0 {
+		return routerOpts
+	}
+	ch, unused, err := transform.Parse(transform.Config{Props: chain})
+	var ce *transform.ConfigError
+	if errors.As(err, &ce) {
+		r.refused = append(r.refused, ce.Problems...)
+	} else if err != nil {
+		r.refuse(r.src("transforms"), err.Error())
+	}
+	r.ignored = append(r.ignored, unused...)
+	if ch != nil {
+		js, _ := json.Marshal(chain) // a map of strings
+		r.set("transforms", string(js))
+	}
 	return routerOpts
 }
 
@@ -141,6 +156,13 @@ func (c config) connectorOptions(r *reading) {
 	}
 	if _, ok := c.connector["publication.name"]; !ok {
 		r.set("publication", "dbz_publication")
+	}
+	if r.dropSlot != "" {
+		slot := c.connector["slot.name"]
+		if slot == "" {
+			slot = "debezium"
+		}
+		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
 	}
 	if s, ok := c.connector["schema.include.list"]; ok {
 		for _, table := range r.tables {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // benchRow is a decoded insert into the default outbox table, as the
@@ -36,27 +37,63 @@ func BenchmarkRecord(b *testing.B) {
 	for _, format := range []schema.Format{schema.CloudEvents, schema.CloudEventsBinary} {
 		b.Run(string(format), func(b *testing.B) {
 			var cfg Config
-			cfg.Replication.DatabaseURL = "postgres://bench"
-			cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
 			cfg.Encoder.Format = format
-			rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			r := rl.p
-			rel, values := benchRow()
-			bind, err := r.cfg.Columns.Bind(rel.Columns)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(values[4])))
-			for b.Loop() {
-				if _, err := r.record(context.Background(), bind, &c); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchRecord(b, cfg)
+		})
+	}
+}
+
+// benchRecord runs pipeline.record on benchRow under cfg.
+func benchRecord(b *testing.B, cfg Config) {
+	b.Helper()
+	cfg.Replication.DatabaseURL = "postgres://bench"
+	cfg.Sink = fakeOpener{}
+	rl, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rl.p
+	rel, values := benchRow()
+	bind, err := r.cfg.Columns.Bind(rel.Columns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := outbox.Change{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(values[4])))
+	for b.Loop() {
+		if _, err := r.record(context.Background(), bind, &c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecordDebezium is the per-event path of Debezium's outbox
+// format (string key, JSON value, string headers), without transforms and
+// with a chain of Kafka Connect's after the router: the router's record
+// written with JsonConverter and schemas, read back, transformed and
+// written again.
+func BenchmarkRecordDebezium(b *testing.B) {
+	chain := map[string]string{
+		"transforms": "outbox,meta,rename,tag", "transforms.outbox.type": transform.RouterClass,
+		"transforms.meta.type": "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value", "transforms.meta.schema.name": "com.example.Event",
+		"transforms.meta.predicate": "orders", "predicates": "orders",
+		"predicates.orders.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches", "predicates.orders.pattern": `outbox\.event\..*`,
+		"transforms.rename.type":  "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.rename.regex": `outbox\.event\.(.*)`, "transforms.rename.replacement": "$1.events",
+		"transforms.tag.type": "org.apache.kafka.connect.transforms.InsertHeader", "transforms.tag.header": "source", "transforms.tag.value.literal": "orders",
+	}
+	for _, tc := range []struct {
+		name  string
+		chain map[string]string
+	}{{"debezium-outbox", nil}, {"debezium-outbox+transforms", chain}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var cfg Config
+			cfg.Encoder.Format = schema.DebeziumOutbox
+			cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
+			cfg.Columns.Additional, _ = schema.ParseAdditionalFields("type:envelope:eventType")
+			cfg.Transforms.Props = tc.chain
+			benchRecord(b, cfg)
 		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // Config configures the relay and, through its parts, every component.
@@ -28,10 +28,16 @@ type Config struct {
 	// ProbeInterval is how often auto mode, while polling, checks whether
 	// it can return to the WAL (default 30s).
 	ProbeInterval time.Duration
-	Sink          sink.Config
-	Router        router.Config
-	Encoder       schema.EncoderConfig
-	Columns       schema.Columns
+	// Sink opens the broker the relay publishes to (relay/sink.go): cmd/
+	// chooses Kafka's or another's.
+	Sink    Opener
+	Router  router.Config
+	Encoder schema.EncoderConfig
+	Columns schema.Columns
+	// Transforms are Kafka Connect's transforms after the Outbox Event
+	// Router (format debezium-outbox), from a configuration's
+	// transforms.* and predicates.* keys; none by default.
+	Transforms transform.Config
 	// KeyRegistry and ValueRegistry are the schema registries of the
 	// avro key and value converters (Encoder.Debezium.Key, .Value):
 	// required for an avro part, nil otherwise.
@@ -126,7 +132,6 @@ func (c *Config) Defaults() {
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = 30 * time.Second
 	}
-	c.Sink.Defaults()
 	if c.Router.Topic == "" {
 		c.Router.Topic = router.DefaultTopic
 	}
@@ -218,7 +223,7 @@ func (c Config) Validate() error {
 			c.LeaseTTL, c.LeaseRenew)
 	}
 	for _, err := range []error{
-		c.Replication.Validate(), c.Poll.Validate(), c.Sink.Validate(), c.Router.Validate(),
+		c.Replication.Validate(), c.Poll.Validate(), c.sinkValidate(), c.Router.Validate(),
 		c.Encoder.Validate(), c.Columns.Validate(), c.opsValidate(),
 	} {
 		if err != nil {
@@ -255,6 +260,11 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("on-update %q: use warn, error or fatal", c.OnUpdate)
 	}
+	if chain, err := transform.New(c.Transforms); err != nil {
+		return err
+	} else if chain != nil && c.Encoder.Format != schema.DebeziumOutbox {
+		return fmt.Errorf("Kafka Connect's transforms run after the Outbox Event Router, format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
+	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
 	}
@@ -290,13 +300,17 @@ func (c Config) Validate() error {
 		if c.TransactionSettle < 0 || c.TransactionSettle > c.TransactionMaxAge {
 			return fmt.Errorf("transaction settle %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionSettle, c.TransactionMaxAge)
 		}
-		s := c.Sink
-		s.TransactionalID = transactionalID(c.Replication.Slot)
-		if err := s.Validate(); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// sinkValidate checks that there is a broker and that it can give the
+// delivery asked for.
+func (c Config) sinkValidate() error {
+	if c.Sink == nil {
+		return errors.New("no sink: set Config.Sink")
+	}
+	return c.Sink.Validate(c.Delivery)
 }
 
 // opsDefaults fills the operations settings of Config.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -104,10 +105,13 @@ type deadLetter struct {
 	Omitted     []string           `json:"omitted,omitempty"`
 }
 
+// oneLine puts a reason on one line.
+var oneLine = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
 // add records a poison row and returns its record for the dead-letter
 // topic. The table write is synchronous: once it returns, the row is
 // durably accounted for, and its aggregate is held.
-func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
+func (d *deadLetters) add(ctx context.Context, k producer, b *schema.Binding, c *outbox.Change, reason error) (*kgo.Record, error) {
 	dl := deadLetter{
 		Pipeline: d.owner.Name, Table: outbox.Table{Schema: c.Relation.Schema, Name: c.Relation.Name}.String(),
 		EventID: b.RawID(c.Values), AggregateID: b.RawAggregateID(c.Values),
@@ -158,7 +162,8 @@ func (d *deadLetters) add(ctx context.Context, k Sink, b *schema.Binding, c *out
 	}
 
 	rec := &kgo.Record{Topic: d.topic, Key: []byte(dl.AggregateID),
-		Headers: []kgo.RecordHeader{{Key: "pgoutbox-reason", Value: []byte(dl.Reason)}, {Key: "id", Value: []byte(dl.EventID)}}}
+		// One line: a header of a NATS message cannot hold a line break.
+		Headers: []kgo.RecordHeader{{Key: "pgoutbox-reason", Value: []byte(oneLine.Replace(dl.Reason))}, {Key: "id", Value: []byte(dl.EventID)}}}
 	if rec.Value, err = json.Marshal(dl); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/replication"
 )
@@ -76,39 +75,4 @@ type confirmer interface {
 	Start() pglogrepl.LSN
 	Confirm(pglogrepl.LSN)
 	Confirmed() pglogrepl.LSN
-}
-
-// kafka is what a session needs of Kafka (*sink.Kafka): the producer, and,
-// under exactly-once delivery, its transactions and the position topic.
-type kafka interface {
-	Sink
-	transactions
-	positionLog
-}
-
-// transactions is the producer's transactional side (sink/txn.go).
-type transactions interface {
-	// Renew replaces the producer: a new one fences the ones before.
-	Renew() error
-	Fence(ctx context.Context) error
-	Begin() error
-	Commit(ctx context.Context, check func() error) error
-	Abort(ctx context.Context) error
-	TxnOpen() bool
-	Probe(ctx context.Context) error
-	ProbeFailed(ctx context.Context) error
-	// Classify names a transactional failure (sink.ErrFenced,
-	// sink.ErrTxnTimedOut).
-	Classify(error) error
-	// Unsent names the open transaction when it holds records and was
-	// never asked to commit; Unended records such a one, of any process.
-	Unsent() (id int64, epoch int16, ok bool)
-	Unended(id int64, epoch int16)
-}
-
-// positionLog is the position topic, where exactly-once delivery's
-// position records are read back (sink/admin.go).
-type positionLog interface {
-	EnsureCompactedTopic(ctx context.Context, topic string) error
-	LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error)
 }

@@ -39,7 +39,7 @@ type txnObserver interface {
 // transactional producer, the open transaction's state, and where its
 // position records go.
 type txnSession struct {
-	k        kafka
+	k        Broker
 	pipeline string // keys the position records
 	topic    string // the position topic
 	obs      txnObserver
@@ -52,7 +52,7 @@ type txnSession struct {
 	broken error
 }
 
-func newTxnSession(k kafka, cfg Config, obs txnObserver, log *slog.Logger) *txnSession {
+func newTxnSession(k Broker, cfg Config, obs txnObserver, log *slog.Logger) *txnSession {
 	return &txnSession{k: k, pipeline: cfg.Replication.Slot, topic: cfg.PositionTopic, obs: obs, log: log,
 		timeout: cfg.queryTimeout(), failed: func() error { return nil }}
 }
@@ -68,13 +68,13 @@ func (t *txnSession) open(ctx context.Context) (position, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	if err := k.Fence(ctx); err != nil {
+	if err := k.Txn.Fence(ctx); err != nil {
 		return position{}, err
 	}
-	if err := k.EnsureCompactedTopic(ctx, t.topic); err != nil {
+	if err := k.Positions.EnsureCompactedTopic(ctx, t.topic); err != nil {
 		return position{}, err
 	}
-	rec, err := k.LastCommitted(ctx, t.topic, []byte(t.pipeline))
+	rec, err := k.Positions.LastCommitted(ctx, t.topic, []byte(t.pipeline))
 	if err != nil {
 		return position{}, err
 	}
@@ -84,7 +84,7 @@ func (t *txnSession) open(ctx context.Context) (position, error) {
 			return position{}, err
 		}
 	}
-	return pos, k.Begin()
+	return pos, k.Txn.Begin()
 }
 
 // commit ends the open Kafka transaction with pos as its position record,
@@ -97,7 +97,7 @@ func (t *txnSession) commit(ctx context.Context, recordCtx context.Context, pos 
 	}
 	var posErr error
 	done := make(chan struct{})
-	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = t.k.Classify(err); close(done) }); err != nil {
+	if err := t.k.Produce(recordCtx, rec, func(_ *kgo.Record, err error) { posErr = t.k.Txn.Classify(err); close(done) }); err != nil {
 		return fmt.Errorf("kafka: position record: %w", err)
 	}
 	check := func() error {
@@ -108,7 +108,7 @@ func (t *txnSession) commit(ctx context.Context, recordCtx context.Context, pos 
 		return t.failed()
 	}
 	start := time.Now()
-	if err := t.k.Commit(ctx, check); err != nil {
+	if err := t.k.Txn.Commit(ctx, check); err != nil {
 		if !sink.Fenced(err) && !errors.Is(err, sink.ErrTxnTimedOut) {
 			err = fmt.Errorf("kafka: transaction up to %s: %w", pos, err)
 		}
@@ -116,7 +116,7 @@ func (t *txnSession) commit(ctx context.Context, recordCtx context.Context, pos 
 		return err
 	}
 	t.obs.txnCommitted(time.Since(start))
-	if err := t.k.Begin(); err != nil {
+	if err := t.k.Txn.Begin(); err != nil {
 		t.broken = err
 		return err
 	}
@@ -132,11 +132,11 @@ func (t *txnSession) commit(ctx context.Context, recordCtx context.Context, pos 
 // transaction timeout), and the coordinator is asked, without the
 // producer, whether another relay took the pipeline over.
 func (t *txnSession) end(ctx context.Context, _ error) error {
-	cause := t.k.Classify(t.failed())
+	cause := t.k.Txn.Classify(t.failed())
 	if cause == nil {
 		cause = t.broken
 	}
-	open := t.k.TxnOpen()
+	open := t.k.Txn.HoldsRecords()
 	err := t.close(ctx, cause)
 	if open {
 		// The transaction's records never become visible: aborted here,
@@ -159,14 +159,14 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 		// taken over while this one was cut off: ask without it.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if perr := t.k.ProbeFailed(pctx); sink.Fenced(perr) {
+		if perr := t.k.Txn.ProbeFailed(pctx); sink.Fenced(perr) {
 			return perr
 		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := t.k.Abort(ctx); err != nil {
+	if err := t.k.Txn.Abort(ctx); err != nil {
 		if sink.Fenced(err) {
 			return err
 		}
@@ -175,7 +175,7 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 	}
 	// Nothing was open, or the abort went through: ask whether another
 	// relay took the pipeline over meanwhile.
-	if err := t.k.Probe(ctx); err != nil {
+	if err := t.k.Txn.Probe(ctx); err != nil {
 		if sink.Fenced(err) {
 			return err
 		}
@@ -198,7 +198,7 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 // whatever ended it. The session's connection may be gone by then (a
 // SIGTERM cancels the query in flight, which closes it; the server went
 // away), so a save that fails is tried again on a new connection.
-func (p *pipeline) rememberUnended(conn store.Querier, k kafka) {
+func (p *pipeline) rememberUnended(conn store.Querier, k Transactions) {
 	id, epoch, ok := k.Unsent()
 	if !ok {
 		return
@@ -226,7 +226,7 @@ func (p *pipeline) rememberUnended(conn store.Querier, k kafka) {
 
 // learnUnended tells k the transaction the pipeline's state records as
 // left open.
-func (p *pipeline) learnUnended(ctx context.Context, conn store.Querier, k kafka) error {
+func (p *pipeline) learnUnended(ctx context.Context, conn store.Querier, k Transactions) error {
 	id, epoch, ok, err := p.own().Unended(ctx, conn)
 	if err != nil || !ok {
 		return err
@@ -295,7 +295,7 @@ func openExactlyOncePoll(ctx context.Context, t *txnSession, cluster int64, rows
 func (d *exactlyOncePoll) settle(ctx context.Context, led *pollLedger) error {
 	d.failed = led.failed
 	if err := led.failed(); err != nil {
-		return d.k.Classify(err)
+		return d.k.Txn.Classify(err)
 	}
 	pos := d.wal // the WAL's position it carries
 	pos.mode, pos.seqs = ModePoll, led.ackedSeqs()
@@ -370,7 +370,7 @@ func openExactlyOnceWAL(ctx context.Context, t *txnSession, cfg Config, o walOpe
 		t.log.Warn("exactly-once delivery: the last kafka transaction was written on another cluster; its position means nothing here and the stream may send again what it carried",
 			"position_cluster", pos.cluster, "cluster", o.cluster)
 	}
-	l := newTxnLedger(res.after, o.cluster, o.order, o.stats, t.k.Classify, o.floor)
+	l := newTxnLedger(res.after, o.cluster, o.order, o.stats, t.k.Txn.Classify, o.floor)
 	l.collect = o.streamed != nil
 	if res.readPolled {
 		var until pglogrepl.LSN
@@ -557,7 +557,7 @@ type txnLedger struct {
 	after    position // its mode is wal
 	confirm  func(pglogrepl.LSN)
 	stats    *Stats
-	classify func(error) error // sink.Kafka.Classify
+	classify func(error) error // sink.Txn.Classify
 	// floor is the transaction id below which every transaction is in
 	// Kafka, as the state saver finds it (walSession.floor).
 	floor   *atomic.Uint64

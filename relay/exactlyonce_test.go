@@ -49,7 +49,7 @@ func TestDeliveryValidation(t *testing.T) {
 		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic, Snapshot: tt.snapshot}
 		cfg.Replication.Tables = tt.tables
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
-		cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+		cfg.Sink = fakeOpener{}
 		cfg.Defaults()
 		err := cfg.Validate()
 		if (err == nil) != tt.ok {
@@ -145,13 +145,19 @@ type fakeKafka struct {
 	unended                                 [][2]int64 // what Unended was told
 }
 
-var _ kafka = (*fakeKafka)(nil)
+var (
+	_ Transactions = (*fakeKafka)(nil)
+	_ PositionLog  = (*fakeKafka)(nil)
+)
+
+// broker is f as the session's broker, with transactions.
+func (f *fakeKafka) broker() Broker { return Broker{Sink: f, Txn: f, Positions: f} }
 
 func (f *fakeKafka) Renew() error                { f.renewed++; return nil }
 func (f *fakeKafka) Fence(context.Context) error { f.fenced++; return nil }
 func (f *fakeKafka) Begin() error                { f.begun++; return nil }
 func (f *fakeKafka) Abort(context.Context) error { f.aborts++; return nil }
-func (f *fakeKafka) TxnOpen() bool               { return f.open }
+func (f *fakeKafka) HoldsRecords() bool          { return f.open }
 func (f *fakeKafka) Probe(context.Context) error { return nil }
 func (f *fakeKafka) Classify(err error) error    { return err }
 func (f *fakeKafka) Unsent() (int64, int16, bool) {
@@ -232,7 +238,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := &marks{}
-	d, err := openExactlyOncePoll(ctx, newTxnSession(k, p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
+	d, err := openExactlyOncePoll(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +310,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 	var marked []int64
 	floor := new(atomic.Uint64)
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, m, p.log), p.cfg, walOpening{
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), p.cfg, walOpening{
 		cluster: 7, floor: floor, hasSeq: true, order: "seq", stats: p.stats,
 		readPolled: func(_ context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
 			marked = last
@@ -348,6 +354,38 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 }
 
+// Under exactly-once delivery, a Postgres transaction whose rows a
+// transform all dropped is committed as a Kafka transaction of its
+// position record alone, and then confirmed: the stream moves past it.
+func TestExactlyOnceFilteredTransaction(t *testing.T) {
+	ctx := context.Background()
+	p := filterPipeline(t)
+	k := &fakeKafka{fakeSink: newFakeSink()}
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := new(fakeStream)
+	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)
+	r := row(100, "x1", "audit", "X", "Seen", `{}`)
+	r.FinalLSN = 105
+	if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: 110, FinalLSN: 105}}, make(chan *replication.Batch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.commitOpen(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.acked(); !slices.Equal(got, []string{"pgoutbox.position/pgoutbox"}) {
+		t.Fatalf("delivered %v, want the position record alone", got)
+	}
+	if pos := k.positions(t); len(pos) != 1 || pos[0].end != 110 {
+		t.Fatalf("position records %+v, want one ending at 110", pos)
+	}
+	if !slices.Contains(to.confirmed, 110) {
+		t.Fatalf("confirmed %v, want 110", to.confirmed)
+	}
+}
+
 // BenchmarkPublishExactlyOnce is BenchmarkPublish under exactly-once
 // delivery: one row's way through the publisher into the transaction
 // ledger, a one-row Postgres transaction each, committed in a Kafka
@@ -358,7 +396,7 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 	p, ctx := rl.p, context.Background()
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	k.fakeSink.autoAck = true
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -398,7 +436,7 @@ func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
 	p := testPipeline(t, "", PoisonHalt)
 	cfg(&p.cfg)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k, p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
 	if err != nil {
 		t.Fatal(err)
 	}

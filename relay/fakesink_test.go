@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -145,3 +146,20 @@ func (f *fakeSink) acked() []string {
 	}
 	return out
 }
+
+// The rest of a broker's Sink, which the row path does not use.
+func (f *fakeSink) Resume()                    {}
+func (f *fakeSink) Renew() error               { return nil }
+func (f *fakeSink) Buffered() int64            { return int64(f.pending()) }
+func (f *fakeSink) Ping(context.Context) error { return nil }
+func (f *fakeSink) Close()                     {}
+
+// fakeOpener passes Config.Validate; the unit tests build their sessions
+// on a fake sink instead of opening one.
+type fakeOpener struct{}
+
+func (fakeOpener) Open(SinkUse, *slog.Logger) (Broker, error) {
+	return Broker{Sink: newFakeSink()}, nil
+}
+func (fakeOpener) Validate(Delivery) error { return nil }
+func (fakeOpener) Name() string            { return "fake" }

@@ -19,13 +19,22 @@ type health struct {
 	session atomic.Value // Mode of the running session, "" between sessions
 	dbErr   atomic.Pointer[error]
 	kafka   kafkaHealth
+	// broker names the broker in log lines and readiness ("kafka",
+	// "nats-jetstream"; Opener.Name); set before the first session.
+	broker atomic.Pointer[string]
 }
 
 func newHealth() *health {
 	h := &health{}
 	h.session.Store(Mode(""))
+	h.named("kafka")
 	return h
 }
+
+// named names the broker the health is of.
+func (h *health) named(broker string) { h.broker.Store(&broker) }
+
+func (h *health) name() string { return *h.broker.Load() }
 
 // up marks a session of mode holding the pipeline; the returned function
 // marks it gone.
@@ -46,7 +55,7 @@ func (h *health) ready() error {
 		return fmt.Errorf("postgres: %w", *e)
 	}
 	if err := h.kafka.err(); err != nil {
-		return fmt.Errorf("kafka: %w", err)
+		return fmt.Errorf("%s: %w", h.name(), err)
 	}
 	return nil
 }
@@ -57,9 +66,9 @@ func (h *health) pinged(log *slog.Logger, err error) {
 		return
 	}
 	if err != nil {
-		log.Warn("kafka is not reachable; records wait for it", "err", err)
+		log.Warn(h.name()+" is not reachable; records wait for it", "err", err)
 	} else {
-		log.Info("kafka is reachable again")
+		log.Info(h.name() + " is reachable again")
 	}
 }
 
@@ -71,7 +80,7 @@ func (h *health) recordFailed(log *slog.Logger, topic, eventID string, err error
 		return de // a stop abandoned the record: not Kafka's problem
 	}
 	if h.kafka.failed(de) {
-		log.Error("kafka does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
+		log.Error(h.name()+" does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
 	}
 	return de
 }
@@ -80,7 +89,7 @@ func (h *health) recordFailed(log *slog.Logger, topic, eventID string, err error
 // acked.
 func (h *health) recordAcked(log *slog.Logger, topic string) {
 	if h.kafka.acked(topic) {
-		log.Info("kafka acknowledges records again", "topic", topic)
+		log.Info(h.name()+" acknowledges records again", "topic", topic)
 	}
 }
 

@@ -109,7 +109,7 @@ func (h *kafkaHealth) problem() (string, time.Time) {
 	switch {
 	case h.pingErr != nil:
 		var what string
-		if errors.Is(h.pingErr, sink.ErrAuth) {
+		if permanent(h.pingErr) {
 			what = h.pingErr.Error()
 		} else {
 			what = "unreachable: " + h.pingErr.Error()

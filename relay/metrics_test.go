@@ -211,7 +211,7 @@ func TestReadyAndHandler(t *testing.T) {
 func TestOpsConfigValidate(t *testing.T) {
 	var c Config
 	c.Replication.DatabaseURL = "postgres://x"
-	c.Sink.Brokers = []string{"k:9092"}
+	c.Sink = fakeOpener{}
 	c.Retention = -time.Second
 	c.Defaults()
 	if err := c.Validate(); err == nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // pipeline is what every session of a relay shares: the configuration,
@@ -40,6 +42,12 @@ type pipeline struct {
 	// keySerde and valueSerde frame avro parts with their schemas'
 	// registry ids; nil without a registry.
 	keySerde, valueSerde *registry.Serde
+	// chain are Kafka Connect's transforms after the router, nil for
+	// none; encConnect then writes each record with JsonConverter and
+	// schemas, which the chain reads, and convs write its result.
+	chain      *transform.Chain
+	encConnect *schema.Encoder
+	convs      transform.Converters
 	// database is the database name, for envelopes that carry it.
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
@@ -77,6 +85,9 @@ type Stats struct {
 	// the stream replayed from transactions below the saved floor, which
 	// Kafka has, and were not sent again.
 	SkippedBelowFloor atomic.Int64
+	// Filtered counts events a transform dropped (Kafka Connect's
+	// Filter), which were not produced and count as done.
+	Filtered atomic.Int64
 }
 
 // outboxTable is one outbox table of the pipeline. A pipeline of several
@@ -150,7 +161,20 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 	}
 	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, keySerde: keySerde, valueSerde: valueSerde, database: database, holder: leaseHolder(),
 		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
+	if p.chain, err = transform.New(cfg.Transforms); err != nil {
+		return nil, err
+	}
+	if p.chain != nil {
+		ec := cfg.Encoder
+		d := &ec.Debezium
+		p.convs = transform.Converters{Key: enc.Debezium().Key, Value: enc.Debezium().Value, Header: enc.Debezium().Header}
+		d.Key, d.Value, d.Header, d.RunID = schema.ConvJSONSchemas, schema.ConvJSONSchemas, schema.ConvJSONSchemas, enc.Debezium().RunID
+		if p.encConnect, err = schema.NewEncoder(ec); err != nil {
+			return nil, err
+		}
+	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
+	p.health.named(cfg.Sink.Name())
 	all := tablesOf(tables)
 	for i, t := range tables {
 		pc := cfg.Poll
@@ -238,8 +262,9 @@ func (p *pipeline) unrecognised(e *replication.UnrecognisedError) error {
 		e, pub, names, e.Relation, names, e.Relation, pub, pub, e.Relation.Quoted())
 }
 
-// record encodes and routes one row; an avro part is framed with its
-// schema's registry id, which may ask the registry (once per schema).
+// record encodes and routes one row; nil (and no error) when a transform
+// dropped it. An avro part is framed with its schema's registry id, which
+// may ask the registry (once per schema).
 func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
 	rec, err := b.Record(c.Values, c.CommitTime)
 	if err != nil {
@@ -250,6 +275,9 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 		LSN: uint64(c.LSN), LastCommitLSN: uint64(c.PrevEnd), TxID: uint64(c.XID), CommitTime: c.CommitTime,
 		Snapshot: c.Snapshot,
 	}
+	if p.chain != nil {
+		return p.transformed(&rec)
+	}
 	msg, err := p.enc.Encode(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
@@ -258,16 +286,7 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 	}
-	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value, Timestamp: msg.Timestamp}
-	if msg.HasPartition {
-		sink.SetPartition(kr, msg.Partition)
-	}
-	if len(msg.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
-		for i, h := range msg.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-	}
+	kr := kafkaRecord(topic, msg)
 	if msg.KeySchema != "" || msg.ValueSchema != "" {
 		if err := p.frame(ctx, kr, &msg); err != nil {
 			var ue *registry.UnreachableError
@@ -284,6 +303,53 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 		}
 	}
 	return kr, nil
+}
+
+// transformed is record's way through Kafka Connect's transforms: the
+// router's record as Connect holds it, the chain, then the converters.
+func (p *pipeline) transformed(rec *schema.Record) (*kgo.Record, error) {
+	msg, err := p.encConnect.Encode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	topic, err := p.router.Routed(rec)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	r, err := p.chain.Read(topic, &msg, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: err.Error()})
+	}
+	keep, err := p.chain.Apply(&r)
+	if err != nil || !keep {
+		if err != nil {
+			err = fmt.Errorf("event %s: %w", rec.ID, err)
+		}
+		return nil, err
+	}
+	if err := router.CheckTopic(r.Topic); err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: "after the transforms, " + err.Error()})
+	}
+	out, err := r.Message(p.convs)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	return kafkaRecord(r.Topic, out), nil
+}
+
+// kafkaRecord is the Kafka record of msg, produced to topic.
+func kafkaRecord(topic string, msg schema.Message) *kgo.Record {
+	kr := &kgo.Record{Topic: topic, Key: msg.Key, Value: msg.Value, Timestamp: msg.Timestamp}
+	if msg.HasPartition {
+		sink.SetPartition(kr, msg.Partition)
+	}
+	if len(msg.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(msg.Headers))
+		for i, h := range msg.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return kr
 }
 
 // frame puts the registry's framing on a record's avro parts: the id

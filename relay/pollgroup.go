@@ -25,7 +25,7 @@ import (
 // polled, by table, so that the slot's replay does not send them again.
 type pollGroup struct {
 	p          *pipeline
-	k          kafka
+	k          Broker
 	gate       *gate
 	now        *modeNow
 	reason     store.Reason

@@ -22,7 +22,7 @@ import (
 type pollSession struct {
 	p      *pipeline
 	t      *outboxTable
-	k      kafka
+	k      Broker
 	gate   *gate
 	now    *modeNow
 	reason store.Reason
@@ -120,7 +120,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(conn, s.k)
+		defer p.rememberUnended(conn, s.k.Txn)
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -144,6 +144,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 
 	s.warnScans(ctx)
 	s.pub = p.newPublisher(s.k, dl, ModePoll)
+	s.pub.eventIDs = s.k.EventIDs
 	s.nextProbe = time.Now().Add(s.probeEvery)
 	for ctx.Err() == nil {
 		// Every round is bounded: a black-holed connection fails it
@@ -175,7 +176,7 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k); err != nil {
+	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
 	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)

@@ -11,27 +11,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
 )
-
-// Sink is what the row path needs of Kafka; *sink.Kafka is the one the
-// relay runs with, the unit tests have a fake.
-type Sink interface {
-	// Fits returns an error (*sink.TooLargeError) when rec is larger than
-	// its topic accepts.
-	Fits(ctx context.Context, rec *kgo.Record) error
-	// Produce hands rec over; promise is called once, from any goroutine,
-	// with its ack or its failure, and in produce order per partition.
-	// When Produce returns an error, promise is not called.
-	Produce(ctx context.Context, rec *kgo.Record, promise func(*kgo.Record, error)) error
-	// AbortBuffered fails what is not sent yet, without blocking: for a
-	// refusal seen in a promise.
-	AbortBuffered()
-	// Flush waits until every record handed over is acked or failed.
-	Flush(ctx context.Context) error
-}
-
-var _ Sink = (*sink.Kafka)(nil)
 
 // publisher carries a session's rows to Kafka, in order, each through the
 // same steps, whichever mode read it:
@@ -56,7 +36,7 @@ var _ Sink = (*sink.Kafka)(nil)
 type publisher struct {
 	pipe   *pipeline
 	health *health
-	sink   Sink
+	sink   producer
 	dl     *deadLetters // nil under the halt policy
 	// ledger is the mode's: the WAL session's for the session, the poll
 	// session's for one batch.
@@ -67,6 +47,8 @@ type publisher struct {
 	// Produce context ends.
 	recordCtx context.Context
 	bindings  map[*outbox.Relation]binding
+	// eventIDs: the sink reads each record's event id (Broker.EventIDs).
+	eventIDs bool
 	// historic: rows come with the shape their relation had when they
 	// were written (the WAL's Relation messages), which no later change
 	// of the table alters; a row that shape cannot be bound for is poison.
@@ -84,7 +66,7 @@ type binding struct {
 }
 
 // newPublisher is a session's publisher of mode, producing to k.
-func (pp *pipeline) newPublisher(k Sink, dl *deadLetters, mode Mode) *publisher {
+func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode) *publisher {
 	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode),
 		bindings: make(map[*outbox.Relation]binding)}
 }
@@ -177,6 +159,13 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		return p.ledger.where(i, c, err)
 	}
 	e := p.ledger.produce(i, c)
+	if rec == nil {
+		// A transform dropped it (Kafka Connect's Filter): there is
+		// nothing to produce, and it is done.
+		p.pipe.stats.Filtered.Add(1)
+		p.ledger.ack(e, nil)
+		return nil
+	}
 	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
 	values := c.Values
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
@@ -208,7 +197,7 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 
 // prepare turns a row into the record to produce: its event, or, under
 // the dead-letter policy, the dead letter that replaces a poison row or an
-// event held behind one. unbound is why the row's relation has no binding
+// event held behind one; nil when a transform dropped the event. unbound is why the row's relation has no binding
 // (b reads only the id and the aggregate id then): the row is poison.
 func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Change, unbound error) (*kgo.Record, error) {
 	var (
@@ -227,7 +216,10 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.pipe.record(ctx, b, c); err == nil {
+		if rec, err = p.pipe.record(ctx, b, c); err == nil && rec != nil {
+			if p.eventIDs {
+				rec.Context = outbox.WithEventID(rec.Context, b.RawID(c.Values))
+			}
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)
 			}
@@ -244,7 +236,11 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	if p.dl == nil || !isPoison(err) {
 		return nil, err
 	}
-	return p.dl.add(ctx, p.sink, b, c, err)
+	rec, err = p.dl.add(ctx, p.sink, b, c, err)
+	if err == nil && p.eventIDs {
+		rec.Context = outbox.WithEventID(rec.Context, DeadLetterIDPrefix+b.RawID(c.Values))
+	}
+	return rec, err
 }
 
 // acked is a record's promise: it counts the ack or the failure, clears or

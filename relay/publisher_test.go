@@ -20,7 +20,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // The dead-letter tests run on a real PostgreSQL; only Kafka is faked.
@@ -36,7 +38,7 @@ func testPipeline(t *testing.T, databaseURL, onPoison string) *pipeline {
 	if databaseURL == "" {
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
 	}
-	cfg.Sink.Brokers = []string{"127.0.0.1:1"}
+	cfg.Sink = fakeOpener{}
 	cfg.Router.Topic = "{aggregatetype}"
 	cfg.OnPoison = onPoison
 	cfg.DLQTopic = "dlq"
@@ -473,11 +475,112 @@ func benchRelay(b *testing.B) *Relay {
 	b.Helper()
 	var cfg Config
 	cfg.Replication.DatabaseURL = "postgres://bench"
-	cfg.Sink.Brokers = []string{"127.0.0.1:9092"}
+	cfg.Sink = fakeOpener{}
 	cfg.OnPoison = PoisonHalt
 	rl, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
 	return rl
+}
+
+// A row a transform drops (Kafka Connect's Filter) is produced nowhere and
+// counts as done at once: a transaction of only such rows is confirmed
+// without waiting for anything, one with others once they are acked, and
+// a polled batch marks it published with the acked rows.
+func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
+	r := filterPipeline(t)
+
+	k := newFakeSink()
+	var c confirms
+	p, _ := walPublisher(t, r, k, &c)
+	batch := []outbox.Change{
+		row(10, "a1", "order", "A", "Placed", `{}`), row(20, "x1", "audit", "X", "Seen", `{}`), commit(100),
+		row(110, "x2", "audit", "X", "Seen", `{}`), commit(200),
+		row(210, "a2", "order", "A", "Paid", `{}`), commit(300),
+	}
+	if err := p.publish(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.pending(); n != 2 {
+		t.Fatalf("%d records produced, want the 2 order events", n)
+	}
+	k.ack(0)
+	if got := c.last(); got != 200 {
+		t.Fatalf("confirmed %s after the first order event, want 200 (the audit transaction needs nothing)", got)
+	}
+	k.ack(0)
+	if got := c.last(); got != 300 {
+		t.Fatalf("confirmed %s, want 300", got)
+	}
+	if got := k.acked(); !slices.Equal(got, []string{"outbox.event.order/A", "outbox.event.order/A"}) {
+		t.Errorf("delivered %v", got)
+	}
+	if got := r.stats.Filtered.Load(); got != 2 {
+		t.Errorf("filtered %d, want 2", got)
+	}
+
+	k = newFakeSink()
+	pp := r.newPublisher(k, nil, ModePoll)
+	var rows []poll.Row
+	for i, agg := range []string{"order", "audit", "order"} {
+		rows = append(rows, poll.Row{Change: row(0, fmt.Sprint(i+1), agg, "K", "T", `{}`), Seq: int64(i + 1)})
+	}
+	led := pp.batch(context.Background(), context.Background(), rows)
+	k.ack(0)
+	k.ack(0)
+	led.wg.Wait()
+	if got := led.ackedSeqs(); !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("marked seqs %v, want [1 2 3]", got)
+	}
+}
+
+// filterPipeline is a pipeline of Debezium's outbox format whose chain
+// drops the events of aggregate type "audit" (Kafka Connect's Filter).
+func filterPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	var cfg Config
+	cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
+	cfg.Sink = fakeOpener{}
+	cfg.Encoder.Format = schema.DebeziumOutbox
+	cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
+	cfg.OnPoison = PoisonHalt
+	cfg.Transforms.Props = map[string]string{
+		"transforms": "outbox,audit", "transforms.outbox.type": transform.RouterClass,
+		"transforms.audit.type": "org.apache.kafka.connect.transforms.Filter", "transforms.audit.predicate": "audit",
+		"predicates": "audit", "predicates.audit.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+		"predicates.audit.pattern": `outbox\.event\.audit`,
+	}
+	rl, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rl.p
+}
+
+// Transforms run after the Outbox Event Router: with another format, or a
+// chain Kafka Connect refuses, the relay is not built.
+func TestTransformsConfig(t *testing.T) {
+	props := map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass,
+		"transforms.f.type": "org.apache.kafka.connect.transforms.Filter"}
+	for _, tc := range []struct {
+		format schema.Format
+		props  map[string]string
+		err    string
+	}{
+		{schema.DebeziumOutbox, props, ""},
+		{schema.CloudEvents, props, "after the Outbox Event Router, format debezium-outbox"},
+		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass}, "transforms.f.type"},
+	} {
+		var cfg Config
+		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
+		cfg.Sink = fakeOpener{}
+		cfg.Encoder.Format = tc.format
+		cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
+		cfg.Transforms.Props = tc.props
+		_, err := New(cfg, slog.New(slog.DiscardHandler))
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s %v: err %v, want %q", tc.format, tc.props, err, tc.err)
+		}
+	}
 }

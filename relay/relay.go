@@ -27,14 +27,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/pgoutbox/pgoutbox/replication"
-	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -104,11 +102,11 @@ type session interface {
 // It returns an error only for what retrying cannot fix.
 func (r *Relay) Run(ctx context.Context) error {
 	p, cfg := r.p, r.p.cfg
-	scfg := cfg.Sink
+	var use SinkUse
 	if cfg.Delivery == ExactlyOnce {
-		scfg.TransactionalID, scfg.PositionTopic = cfg.transactionalID(), cfg.PositionTopic
+		use = SinkUse{TransactionalID: cfg.transactionalID(), PositionTopic: cfg.PositionTopic}
 	}
-	k, err := sink.New(scfg, p.log)
+	k, err := p.open(use)
 	if err != nil {
 		return err
 	}
@@ -122,11 +120,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	err = k.Ping(pctx)
 	cancel()
 	switch {
-	case errors.Is(err, sink.ErrAuth):
+	case err != nil && permanent(err):
 		return err
 	case err != nil && ctx.Err() == nil:
 		r.Metrics.readiness().kafkaPing(err)
-		p.log.Warn("kafka is not reachable yet; records wait for it", "brokers", strings.Join(cfg.Sink.Brokers, ","), "err", err)
+		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
 	defer monitor{p: p, m: r.Metrics, k: k}.start(ctx)() // monitor.go
 
@@ -159,12 +157,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		// or after the records of another relay that took the pipeline
 		// over. At-least-once replaces the client, which fails them;
 		// exactly-once's abort of the session's transaction already did.
-		stale := !k.Transactional() && k.Buffered() > 0
+		stale := k.Txn == nil && k.Buffered() > 0
 		if renew || stale {
 			if err := k.Renew(); err != nil {
 				return err
 			}
-		} else if refused {
+		} else {
+			// After a refusal, or any failed record: a broker that stops
+			// producing after a failure (NATS JetStream's chain of ids)
+			// starts afresh with the next session, which sends again what
+			// was not acknowledged.
 			k.Resume()
 		}
 		var s step
@@ -194,7 +196,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // session is the next session m asks for.
-func (r *Relay) session(m machine, k kafka, g *gate, polled *polledRows) session {
+func (r *Relay) session(m machine, k Broker, g *gate, polled *polledRows) session {
 	p := r.p
 	switch {
 	case m.mode == ModeWAL:

@@ -16,7 +16,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
-	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -53,12 +52,12 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	if err != nil || len(open) == 0 {
 		return 0, err
 	}
-	scfg := p.cfg.Sink
 	txn := p.cfg.Delivery == ExactlyOnce
+	var use SinkUse
 	if txn {
-		scfg.TransactionalID, scfg.PositionTopic = replayTransactionalID(p.cfg.Replication.Slot), p.cfg.PositionTopic
+		use = SinkUse{TransactionalID: replayTransactionalID(p.cfg.Replication.Slot), PositionTopic: p.cfg.PositionTopic}
 	}
-	k, err := sink.New(scfg, log)
+	k, err := p.open(use)
 	if err != nil {
 		return 0, err
 	}
@@ -77,23 +76,29 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	done := 0
 	for _, d := range open {
 		rec, err := p.replayRecord(ctx, conn, d)
-		if err == nil {
+		if err == nil && rec != nil {
 			err = k.Fits(ctx, rec)
 		}
 		if err != nil {
 			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
 		}
-		if txn {
+		if rec != nil && k.EventIDs {
+			rec.Context = outbox.WithEventID(rec.Context, d.EventID)
+		}
+		switch {
+		case rec == nil:
+			// A transform drops the event: there is nothing to publish.
+		case txn:
 			if err := p.replayTxn(ctx, k, rec, d.ID); err != nil {
 				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
 			}
-		} else {
+		default:
 			acked := make(chan error, 1)
 			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
 				return done, err
 			}
 			if err := <-acked; err != nil {
-				return done, fmt.Errorf("dead letter %d: kafka: %w", d.ID, err)
+				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
 			}
 		}
 		if err := p.own().MarkReplayed(ctx, conn, d.ID); err != nil {
@@ -105,7 +110,8 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 }
 
 // replayRecord builds the record for a dead letter from the row as it is
-// now in the outbox table, or from the copy kept with the dead letter.
+// now in the outbox table, or from the copy kept with the dead letter;
+// nil when a transform drops it.
 func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
 	idCol := p.cfg.Columns.ID
 	if idCol == "" {
@@ -187,14 +193,14 @@ type replayPosition struct {
 // replayRecover fences an earlier replay of the pipeline (aborting what it
 // left open) and marks replayed the dead letter its last committed Kafka
 // transaction carried, if it is still open.
-func (p *pipeline) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.Conn, open []store.DeadLetter) error {
-	if err := k.Fence(ctx); err != nil {
+func (p *pipeline) replayRecover(ctx context.Context, k Broker, conn *pgx.Conn, open []store.DeadLetter) error {
+	if err := k.Txn.Fence(ctx); err != nil {
 		return err
 	}
-	if err := k.EnsureCompactedTopic(ctx, p.cfg.PositionTopic); err != nil {
+	if err := k.Positions.EnsureCompactedTopic(ctx, p.cfg.PositionTopic); err != nil {
 		return err
 	}
-	rec, err := k.LastCommitted(ctx, p.cfg.PositionTopic, p.replayKey())
+	rec, err := k.Positions.LastCommitted(ctx, p.cfg.PositionTopic, p.replayKey())
 	if err != nil || rec == nil {
 		return err
 	}
@@ -213,13 +219,13 @@ func (p *pipeline) replayRecover(ctx context.Context, k *sink.Kafka, conn *pgx.C
 
 // replayTxn publishes one replayed event and the position record that
 // names its dead letter in one Kafka transaction.
-func (p *pipeline) replayTxn(ctx context.Context, k *sink.Kafka, rec *kgo.Record, id int64) error {
+func (p *pipeline) replayTxn(ctx context.Context, k Broker, rec *kgo.Record, id int64) error {
 	b, err := json.Marshal(replayPosition{Pipeline: p.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
 	pos := &kgo.Record{Topic: p.cfg.PositionTopic, Key: p.replayKey(), Value: b}
-	if err := k.Begin(); err != nil {
+	if err := k.Txn.Begin(); err != nil {
 		return err
 	}
 	var (
@@ -233,10 +239,10 @@ func (p *pipeline) replayTxn(ctx context.Context, k *sink.Kafka, rec *kgo.Record
 			return fmt.Errorf("kafka: %w", err)
 		}
 	}
-	return k.Commit(ctx, func() error {
+	return k.Txn.Commit(ctx, func() error {
 		wg.Wait()
 		if err := errors.Join(errs[0], errs[1]); err != nil {
-			return fmt.Errorf("kafka: %w", k.Classify(err))
+			return fmt.Errorf("kafka: %w", k.Txn.Classify(err))
 		}
 		return nil
 	})

@@ -88,7 +88,7 @@ var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish th
 // again: rows sent twice, none lost.
 //
 // It runs in a WAL session that holds h, producing to k.
-func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
+func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
 	conn := h.conn
 	if !p.cfg.Snapshot.ReadsTable() {
 		return nil
@@ -184,6 +184,7 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Sink) error {
 	defer dl.close()
 	run := &snapshotRun{h: h, sconn: sconn, pub: p.newPublisher(k, dl, ModeWAL), snapshot: exp.Snapshot,
 		marks: newSnapshotMarker(exp.LSN, time.Now())}
+	run.pub.eventIDs = k.EventIDs
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
 		// other, each in its order.

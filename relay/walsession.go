@@ -22,7 +22,7 @@ import (
 // the poll phase before it published (polled) it takes over from Run.
 type walSession struct {
 	p      *pipeline
-	k      kafka
+	k      Broker
 	gate   *gate
 	now    *modeNow
 	reason store.Reason
@@ -112,7 +112,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(s.h.conn, s.k)
+		defer p.rememberUnended(s.h.conn, s.k.Txn)
 	}
 	stream, err := replication.Open(ctx, cfg.Replication, p.log)
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		}
 		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k); err != nil {
+	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
@@ -249,6 +249,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		return err
 	})
 	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
+	pub.eventIDs = s.k.EventIDs
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
 	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor, streamed: s.streamed}
 	g.Go(func() error { return saver.run(gctx, readDone) })

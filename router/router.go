@@ -5,6 +5,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -51,29 +52,66 @@ const DefaultRouteRegex = "(?<routedByValue>.*)"
 // characters. A template without placeholders must itself be a legal topic.
 func (c Config) Validate() error {
 	if c.RouteReplacement != "" {
-		_, _, err := c.regexRoute()
+		_, err := c.regexRoute()
 		return err
 	}
 	_, err := parseTemplate(c.topic())
 	return err
 }
 
-// regexRoute compiles RouteRegex, anchored as Java's Matcher.matches, and
-// turns the Java replacement into regexp.Expand's template.
-func (c Config) regexRoute() (*regexp.Regexp, string, error) {
+// regexRoute compiles RouteRegex and RouteReplacement.
+func (c Config) regexRoute() (*Rename, error) {
 	src := c.RouteRegex
 	if src == "" {
 		src = DefaultRouteRegex
 	}
-	re, err := regexp.Compile(`^(?:` + src + `)$`)
+	rn, err := NewRename(src, c.RouteReplacement)
 	if err != nil {
-		return nil, "", fmt.Errorf("router: route.topic.regex %q: %w", src, err)
+		return nil, fmt.Errorf("router: route.topic.%w", err)
 	}
-	tmpl, err := javaReplacement(c.RouteReplacement, re)
+	return rn, nil
+}
+
+// Rename is Kafka Connect's RegexRouter: a topic that a Java regular
+// expression matches in full is replaced (Matcher.replaceFirst) by a
+// replacement in Java's syntax ($1, ${name}, \$ for a literal $); another
+// topic is left as it is. The expression is RE2's: no lookaround or
+// backreferences.
+type Rename struct {
+	full *regexp.Regexp // anchored, as Matcher.matches
+	re   *regexp.Regexp // unanchored, as replaceFirst's find
+	tmpl string
+}
+
+// NewRename compiles regex and replacement. Its error begins with the
+// part that is wrong: "regex" or "replacement".
+func NewRename(regex, replacement string) (*Rename, error) {
+	full, err := regexp.Compile(`^(?:` + regex + `)$`)
 	if err != nil {
-		return nil, "", err
+		return nil, fmt.Errorf("regex %q: %w", regex, err)
 	}
-	return re, tmpl, nil
+	re := regexp.MustCompile(regex) // compiles, as its anchored form did
+	tmpl, err := javaReplacement(replacement, re)
+	if err != nil {
+		return nil, fmt.Errorf("replacement %q: %w", replacement, err)
+	}
+	return &Rename{full: full, re: re, tmpl: tmpl}, nil
+}
+
+// Topic returns the topic renamed; ok is false when the regex does not
+// match it in full, and topic is returned as it is.
+func (r *Rename) Topic(topic string) (string, bool) {
+	if !r.full.MatchString(topic) {
+		return topic, false
+	}
+	// replaceFirst replaces the first match find() finds, which need not
+	// be the whole topic (a|ab on "ab" replaces "a").
+	m := r.re.FindStringSubmatchIndex(topic)
+	out := make([]byte, 0, len(topic)+len(r.tmpl))
+	out = append(out, topic[:m[0]]...)
+	out = r.re.ExpandString(out, r.tmpl, topic, m)
+	out = append(out, topic[m[1]:]...)
+	return string(out), true
 }
 
 // javaReplacement converts a java.util.regex replacement ($n, ${name},
@@ -85,7 +123,7 @@ func javaReplacement(r string, re *regexp.Regexp) (string, error) {
 		case '\\':
 			i++
 			if i == len(r) {
-				return "", fmt.Errorf("router: route.topic.replacement %q: trailing backslash", r)
+				return "", errors.New("trailing backslash")
 			}
 			if r[i] == '$' {
 				b.WriteString("$$")
@@ -95,23 +133,23 @@ func javaReplacement(r string, re *regexp.Regexp) (string, error) {
 		case '$':
 			i++
 			if i == len(r) {
-				return "", fmt.Errorf("router: route.topic.replacement %q: trailing $", r)
+				return "", errors.New("trailing $")
 			}
 			if r[i] == '{' {
 				end := strings.IndexByte(r[i:], '}')
 				if end < 0 {
-					return "", fmt.Errorf("router: route.topic.replacement %q: unclosed ${", r)
+					return "", errors.New("unclosed ${")
 				}
 				name := r[i+1 : i+end]
 				if re.SubexpIndex(name) < 0 {
-					return "", fmt.Errorf("router: route.topic.replacement %q: no group named %q in route.topic.regex", r, name)
+					return "", fmt.Errorf("no group named %q in the regex", name)
 				}
 				b.WriteString("${" + name + "}")
 				i += end
 				continue
 			}
 			if r[i] < '0' || r[i] > '9' {
-				return "", fmt.Errorf("router: route.topic.replacement %q: illegal group reference", r)
+				return "", errors.New("illegal group reference")
 			}
 			// Java takes as many digits as form a valid group number.
 			n := int(r[i] - '0')
@@ -120,7 +158,7 @@ func javaReplacement(r string, re *regexp.Regexp) (string, error) {
 				n = n*10 + int(r[i]-'0')
 			}
 			if n > re.NumSubexp() {
-				return "", fmt.Errorf("router: route.topic.replacement %q: no group %d in route.topic.regex", r, n)
+				return "", fmt.Errorf("no group %d in the regex", n)
 			}
 			b.WriteString("${" + strconv.Itoa(n) + "}")
 		default:
@@ -277,8 +315,7 @@ const maxCached = 1024
 
 // Router renders topic names. It is safe for concurrent use.
 type Router struct {
-	re       *regexp.Regexp // RouteReplacement routing
-	reTmpl   string
+	rename   *Rename // RouteReplacement routing
 	tmpl     *template
 	constant string // the topic when the template has no placeholder
 
@@ -292,11 +329,11 @@ type Router struct {
 // New returns a router for cfg.
 func New(cfg Config) (*Router, error) {
 	if cfg.RouteReplacement != "" {
-		re, tmpl, err := cfg.regexRoute()
+		rn, err := cfg.regexRoute()
 		if err != nil {
 			return nil, err
 		}
-		r := &Router{re: re, reTmpl: tmpl}
+		r := &Router{rename: rn}
 		empty := map[string]string{}
 		r.cache.Store(&empty)
 		return r, nil
@@ -323,15 +360,12 @@ func (r *Router) Topic(rec *schema.Record) (string, error) {
 	if r.constant != "" {
 		return r.constant, nil
 	}
-	if r.re != nil {
+	if r.rename != nil {
 		v := rec.AggregateType
 		if topic, ok := (*r.cache.Load())[v]; ok {
 			return topic, nil
 		}
-		topic := v
-		if m := r.re.FindStringSubmatchIndex(v); m != nil {
-			topic = string(r.re.ExpandString(nil, r.reTmpl, v, m))
-		}
+		topic, _ := r.rename.Topic(v)
 		if reason := topicReason(topic); reason != "" {
 			return "", rowError(fieldAggregateType, fmt.Sprintf("routed topic %q: %s", topic, reason))
 		}
@@ -351,6 +385,27 @@ func (r *Router) Topic(rec *schema.Record) (string, error) {
 		r.remember(v, topic)
 	}
 	return topic, err
+}
+
+// Routed is the topic rec is routed to before Kafka Connect's transforms
+// after the router run: under RouteReplacement, whether or not Kafka
+// would take it, as a transform may still rename it (CheckTopic checks
+// the topic produced to).
+func (r *Router) Routed(rec *schema.Record) (string, error) {
+	if r.rename != nil {
+		topic, _ := r.rename.Topic(rec.AggregateType)
+		return topic, nil
+	}
+	return r.Topic(rec)
+}
+
+// CheckTopic returns an error when topic is not a legal Kafka topic name:
+// 1 to 249 characters of [a-zA-Z0-9._-], not "." or "..".
+func CheckTopic(topic string) error {
+	if reason := topicReason(topic); reason != "" {
+		return fmt.Errorf("topic %q: %s", topic, reason)
+	}
+	return nil
 }
 
 func (r *Router) remember(v, topic string) {

@@ -241,11 +241,14 @@ func appendAvroBytes[T ~string | ~[]byte](dst []byte, b T) []byte {
 }
 
 // appendAvroValue appends a column's text value in Avro's binary encoding
-// of its Connect type (not null: the caller writes a union's branch).
-// reason is set when the text is not a value of the type.
-func appendAvroValue(dst []byte, t pgType, text []byte) ([]byte, string) {
-	switch t.oid {
-	case oidBool:
+// of its Connect type under the value options m (not null: the caller
+// writes a union's branch): AvroData's value of what Debezium's converter
+// makes of the column. reason is set when the text is not a value of the
+// type.
+func appendAvroValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, string) {
+	ct, _ := connectTypeOf(t, m)
+	switch ct.typ {
+	case "boolean":
 		switch string(text) {
 		case "t", "true":
 			return append(dst, 1), ""
@@ -253,58 +256,81 @@ func appendAvroValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 			return append(dst, 0), ""
 		}
 		return dst, "malformed boolean"
-	case oidInt2, oidInt4, oidInt8:
-		v, err := strconv.ParseInt(string(text), 10, 64)
-		if err != nil {
-			return dst, "malformed integer"
-		}
-		return appendAvroLong(dst, v), ""
-	case oidFloat4:
+	case "float":
 		f, err := strconv.ParseFloat(string(text), 32)
 		if err != nil && !math.IsInf(f, 0) {
 			return dst, "malformed float"
 		}
 		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), ""
-	case oidFloat8:
-		f, err := strconv.ParseFloat(string(text), 64)
-		if err != nil && !math.IsInf(f, 0) {
-			return dst, "malformed float"
+	case "double":
+		var f float64
+		if t.oid == oidNumeric || t.oid == oidMoney { // decimal.handling.mode=double
+			if _, reason := parseDecimal(t, text); reason != "" {
+				return dst, reason
+			}
+			f = decimalFloat(t, text)
+		} else {
+			var err error
+			if f, err = strconv.ParseFloat(string(text), 64); err != nil && !math.IsInf(f, 0) {
+				return dst, "malformed float"
+			}
 		}
 		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), ""
-	case oidTimestamp, oidDate, oidTime, oidIntvl:
-		v, reason := appendConnectValue(nil, t, text) // a JSON number
+	case "int16", "int32", "int64":
+		// Integers as Postgres prints them; the temporal types and
+		// intervals as JsonConverter's number of them.
+		v, reason := appendConnectValue(nil, t, m, text)
 		if reason != "" {
 			return dst, reason
 		}
 		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
-			return dst, "malformed value"
+			return dst, "malformed integer"
 		}
 		return appendAvroLong(dst, n), ""
-	case oidBytea:
-		b, ok := decodeByteaHex(text)
-		if !ok {
-			return dst, "malformed bytea (hex output expected)"
+	case "bytes":
+		if t.oid == oidBytea {
+			b, ok := decodeByteaHex(text)
+			if !ok {
+				return dst, "malformed bytea (hex output expected)"
+			}
+			return appendAvroBytes(dst, b), ""
 		}
-		return appendAvroBytes(dst, b), ""
-	case oidNumeric, oidMoney:
-		d, reason := parseDecimal(t, text)
-		if reason != "" || d.special {
-			return dst, "not a number Avro can hold (NaN, Infinity) in a NOT NULL column"
-		}
-		if _, _, ok := t.numericScale(); !ok && t.oid == oidNumeric {
-			// VariableScaleDecimal: {scale int, value bytes}.
-			dst = appendAvroLong(dst, int64(d.scale))
-		}
-		return appendAvroBytes(dst, d.bytes()), ""
-	case oidTimestamptz, oidTimetz:
-		s, reason := appendStringValue(nil, t, text)
-		if reason != "" {
-			return dst, reason
-		}
-		return appendAvroBytes(dst, s), ""
+		return appendAvroDecimal(dst, t, text)
+	case "struct": // VariableScaleDecimal
+		return appendAvroDecimal(dst, t, text)
 	}
-	return appendAvroBytes(dst, text), ""
+	// A string: the Connect value's text, which StringConverter writes,
+	// then moved behind its length.
+	start := len(dst)
+	dst, reason := appendStringValue(dst, t, m, text)
+	if reason != "" {
+		return dst[:start], reason
+	}
+	n := len(dst) - start
+	var lb [binary.MaxVarintLen64]byte
+	l := appendAvroLong(lb[:0], int64(n))
+	dst = append(dst, l...)
+	copy(dst[start+len(l):], dst[start:start+n])
+	copy(dst[start:], l)
+	return dst, ""
+}
+
+// appendAvroDecimal appends a numeric or money under
+// decimal.handling.mode=precise: Decimal's unscaled bytes, or a
+// VariableScaleDecimal's {scale int, value bytes}.
+func appendAvroDecimal(dst []byte, t pgType, text []byte) ([]byte, string) {
+	d, reason := parseDecimal(t, text)
+	if reason != "" {
+		return dst, reason
+	}
+	if d.special {
+		return dst, "not a number Avro can hold (NaN, Infinity) in a NOT NULL column"
+	}
+	if _, _, ok := t.numericScale(); !ok && t.oid == oidNumeric {
+		dst = appendAvroLong(dst, int64(d.scale))
+	}
+	return appendAvroBytes(dst, d.bytes()), ""
 }
 
 // appendAvroData appends an expanded JSON value against its inferred
@@ -343,14 +369,15 @@ func appendAvroData(dst []byte, n *jnode, s *cschema) []byte {
 	return dst
 }
 
-// avroSchemaOf is the Avro schema of a column's value written by conv, ""
-// when conv (or a binary converter's delegate for the type) is not avro;
+// avroSchemaOf is the Avro schema of a column's value written by conv
+// under the value options m, "" when conv (or a binary converter's
+// delegate for the value) is not avro;
 // reason is set for a type the avro converter does not write.
-func avroSchemaOf(conv Converter, t pgType, optional bool) (string, string) {
-	if c, ok := conv.For(t.oid); !ok || c != ConvAvro {
+func avroSchemaOf(conv Converter, t pgType, m valueModes, optional bool) (string, string) {
+	if c, ok := conv.writer(m.kind(t), false); !ok || c != ConvAvro {
 		return "", ""
 	}
-	ct, _ := connectTypeOf(t)
+	ct, _ := connectTypeOf(t, m)
 	if ct.typ == "" {
 		ct = connectType{typ: "string"}
 	}
@@ -375,12 +402,12 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		node  *jnode
 	)
 	payloadType := r.columnType(fPayload)
-	payloadCT, _ := connectTypeOf(payloadType)
+	payloadCT, _ := connectTypeOf(payloadType, c.vm)
 	if payloadCT.typ == "" {
 		payloadCT = connectType{typ: "string"}
 	}
 	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
-		if s, _, n, err := expandPayloadNode(r.columnName(fPayload), r.Payload); err == nil {
+		if s, _, n, err := expandPayloadNode(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
 			exp, node = s, n
 		}
 	}
@@ -407,12 +434,12 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		}
 		sch = appendAvroFieldEnd(sch, payloadOptional)
 		var reason string
-		if buf, reason = appendAvroFieldValue(buf, payloadType, r.Payload, payloadOptional); reason != "" {
+		if buf, reason = appendAvroFieldValue(buf, payloadType, c.vm, r.Payload, payloadOptional); reason != "" {
 			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: reason}
 		}
 	}
 	for _, a := range envelope {
-		ct, _ := connectTypeOf(a.typ())
+		ct, _ := connectTypeOf(a.typ(), c.vm)
 		if ct.typ == "" {
 			ct = connectType{typ: "string"}
 		}
@@ -425,7 +452,7 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		}
 		sch = appendAvroFieldEnd(sch, optional)
 		var reason string
-		if buf, reason = appendAvroFieldValue(buf, a.typ(), a.Value, optional); reason != "" {
+		if buf, reason = appendAvroFieldValue(buf, a.typ(), c.vm, a.Value, optional); reason != "" {
 			return buf, "", &RowError{Column: a.Column, Reason: reason}
 		}
 	}
@@ -435,8 +462,9 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 
 // appendAvroFieldValue appends a field's value: an optional field's
 // union branch first (null, or the value).
-func appendAvroFieldValue(dst []byte, t pgType, text []byte, optional bool) ([]byte, string) {
-	if isNullValue(t, text) {
+func appendAvroFieldValue(dst []byte, t pgType, m valueModes, text []byte, optional bool) ([]byte, string) {
+	text = m.valueOf(t, text, optional)
+	if isNullValue(t, m, text) {
 		if !optional {
 			return dst, "NULL in a column that is NOT NULL"
 		}
@@ -445,5 +473,5 @@ func appendAvroFieldValue(dst []byte, t pgType, text []byte, optional bool) ([]b
 	if optional {
 		dst = append(dst, 2)
 	}
-	return appendAvroValue(dst, t, text)
+	return appendAvroValue(dst, t, m, text)
 }

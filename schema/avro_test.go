@@ -122,8 +122,8 @@ func TestAvroDecimal(t *testing.T) {
 			`{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}`,
 			"0a0604cb2f"},
 	} {
-		s, reason := avroSchemaOf(ConvAvro, tc.t, false)
-		d, reason2 := appendAvroValue(nil, tc.t, []byte(tc.text))
+		s, reason := avroSchemaOf(ConvAvro, tc.t, valueModes{}, false)
+		d, reason2 := appendAvroValue(nil, tc.t, valueModes{}, []byte(tc.text))
 		if reason != "" || reason2 != "" || s != tc.schema || hex.EncodeToString(d) != tc.datum {
 			t.Errorf("%s: schema %s, datum %x (%s %s)\nwant %s, %s", tc.text, s, d, reason, reason2, tc.schema, tc.datum)
 		}

@@ -28,15 +28,17 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		}
 	case DebeziumOutbox:
 		d := enc.Debezium.withDefaults(f)
-		if ct, _ := connectTypeOf(b.typ(fAggregateType)); ct.typ != "string" {
+		// The routed value is the column's text: a column Debezium types
+		// as a string under its default options.
+		if ct, _ := connectTypeOf(b.typ(fAggregateType), valueModes{}); ct.typ != "string" {
 			bad(b.name[fAggregateType], "Debezium's router reads route.by.field as a string: use a text column")
 		}
 		converts := func(part string, conv Converter, name string, t pgType) {
-			if _, ok := conv.For(t.oid); !ok {
-				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)", part, conv, t.oid))
+			if _, ok := conv.writer(d.vm.kind(t), part == "header"); !ok {
+				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)%s", part, conv, t.oid, cannotWrite(conv, d.vm.kind(t))))
 			}
 		}
-		if _, ok := d.Header.For(oidText); d.ContextHeaders && !ok {
+		if _, ok := d.Header.writer(javaOther, true); d.ContextHeaders && !ok {
 			bad("__debezium.context.*", fmt.Sprintf("the header converter %s cannot write these headers of text (extended.headers.enabled)", d.Header))
 		}
 		converts("key", d.Key, b.name[fAggregateID], b.typ(fAggregateID))
@@ -54,7 +56,7 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 				envelope = true
 			}
 		}
-		payloadCT, _ := connectTypeOf(b.typ(fPayload))
+		payloadCT, _ := connectTypeOf(b.typ(fPayload), d.vm)
 		expandable := d.ExpandJSONPayload && (payloadCT.typ == "string" || payloadCT.typ == "")
 		if envelope || expandable {
 			if _, ok := d.Value.ForStruct(); !ok {
@@ -72,4 +74,16 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		return fmt.Errorf("%w: %s", ErrColumnType, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// cannotWrite says why a converter cannot write a value of kind k, where
+// the type alone does not say it.
+func cannotWrite(conv Converter, k javaKind) string {
+	switch {
+	case conv.base() == ConvDebeziumByteArray && conv.delegate() == "":
+		return ": Debezium's ByteArrayConverter passes only a byte[], which the connector's values are not (a bytea is a ByteBuffer), and without delegate.converter.type its task fails"
+	case conv == ConvString && k == javaDate:
+		return ": under time.precision.mode=connect the value is a java.util.Date, which StringConverter writes as its toString in the worker's time zone"
+	}
+	return ""
 }

@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"math"
 	"strconv"
 	"strings"
@@ -69,12 +71,11 @@ var variableScaleDecimal = connectType{typ: "struct",
 	fields: `[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}]`,
 	name:   "io.debezium.data.VariableScaleDecimal", version: 1, doc: "Variable scaled decimal"}
 
-// connectTypeOf maps a Postgres type to Debezium's default mapping
-// (decimal.handling.mode=precise, time.precision.mode=adaptive,
-// binary.handling.mode=bytes, interval.handling.mode=numeric). ok is false
-// for types Debezium does not map either (it drops such columns,
-// include.unknown.datatypes=false).
-func connectTypeOf(t pgType) (ct connectType, ok bool) {
+// connectTypeOf maps a Postgres type as Debezium's PostgreSQL connector
+// types it (PostgresValueConverter.schemaBuilder) under the value options m
+// (interval.handling.mode=numeric). ok is false for types Debezium does
+// not map either (it drops such columns, include.unknown.datatypes=false).
+func connectTypeOf(t pgType, m valueModes) (ct connectType, ok bool) {
 	switch oid := t.oid; oid {
 	case oidBool:
 		return connectType{typ: "boolean"}, true
@@ -96,36 +97,72 @@ func connectTypeOf(t pgType) (ct connectType, ok bool) {
 		return connectType{typ: "string", name: "io.debezium.data.Json", version: 1}, true
 	case oidTimestamptz:
 		return connectType{typ: "string", name: "io.debezium.time.ZonedTimestamp", version: 1}, true
-	case oidTimestamp:
-		if t.mod >= 0 && t.mod <= 3 {
-			return connectType{typ: "int64", name: "io.debezium.time.Timestamp", version: 1}, true
-		}
-		return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}, true
-	case oidDate:
-		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}, true
-	case oidBytea:
-		return connectType{typ: "bytes"}, true
-	case oidNumeric:
-		p, s, ok := t.numericScale()
-		if !ok {
-			return variableScaleDecimal, true
-		}
-		return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1,
-			params: `{"scale":"` + strconv.Itoa(s) + `","connect.decimal.precision":"` + strconv.Itoa(p) + `"}`}, true
-	case oidMoney:
-		// money.fraction.digits=2
-		return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1, params: `{"scale":"2"}`}, true
-	case oidTime:
-		if t.mod >= 0 && t.mod <= 3 {
-			return connectType{typ: "int32", name: "io.debezium.time.Time", version: 1}, true
-		}
-		return connectType{typ: "int64", name: "io.debezium.time.MicroTime", version: 1}, true
 	case oidTimetz:
 		return connectType{typ: "string", name: "io.debezium.time.ZonedTime", version: 1}, true
 	case oidIntvl:
 		return connectType{typ: "int64", name: "io.debezium.time.MicroDuration", version: 1}, true
+	case oidTimestamp, oidDate, oidTime:
+		return temporalType(t, m), true
+	case oidBytea:
+		if m.binary != binaryBytes {
+			return connectType{typ: "string"}, true
+		}
+		return connectType{typ: "bytes"}, true
+	case oidNumeric, oidMoney:
+		return decimalType(t, m), true
 	}
 	return connectType{}, false
+}
+
+// temporalType is a date, time or timestamp column's type
+// (TemporalPrecisionMode's builders).
+func temporalType(t pgType, m valueModes) connectType {
+	millis := t.mod >= 0 && t.mod <= 3 // time(0-3), timestamp(0-3)
+	adaptive := m.time == timeAdaptive || m.time == timeAdaptiveMicros
+	switch {
+	case m.time == timeConnect && t.oid == oidDate:
+		return connectType{typ: "int32", name: "org.apache.kafka.connect.data.Date", version: 1}
+	case m.time == timeConnect && t.oid == oidTime:
+		return connectType{typ: "int32", name: "org.apache.kafka.connect.data.Time", version: 1}
+	case m.time == timeConnect:
+		return connectType{typ: "int64", name: "org.apache.kafka.connect.data.Timestamp", version: 1}
+	case m.time == timeISO:
+		return connectType{typ: "string", name: map[uint32]string{oidDate: "io.debezium.time.IsoDate", oidTime: "io.debezium.time.IsoTime",
+			oidTimestamp: "io.debezium.time.IsoTimestamp"}[t.oid], version: 1}
+	case t.oid == oidDate:
+		return connectType{typ: "int32", name: "io.debezium.time.Date", version: 1}
+	case t.oid == oidTime && millis && m.time == timeAdaptive:
+		return connectType{typ: "int32", name: "io.debezium.time.Time", version: 1}
+	case t.oid == oidTime && m.time == timeNanos:
+		return connectType{typ: "int64", name: "io.debezium.time.NanoTime", version: 1}
+	case t.oid == oidTime:
+		return connectType{typ: "int64", name: "io.debezium.time.MicroTime", version: 1}
+	case millis && adaptive:
+		return connectType{typ: "int64", name: "io.debezium.time.Timestamp", version: 1}
+	case m.time == timeNanos:
+		return connectType{typ: "int64", name: "io.debezium.time.NanoTimestamp", version: 1}
+	}
+	return connectType{typ: "int64", name: "io.debezium.time.MicroTimestamp", version: 1}
+}
+
+// decimalType is a numeric or money column's type (numericSchema,
+// moneySchema; money.fraction.digits=2).
+func decimalType(t pgType, m valueModes) connectType {
+	switch m.decimal {
+	case decimalString:
+		return connectType{typ: "string"}
+	case decimalDouble:
+		return connectType{typ: "double"}
+	}
+	if t.oid == oidMoney {
+		return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1, params: `{"scale":"2"}`}
+	}
+	p, s, ok := t.numericScale()
+	if !ok {
+		return variableScaleDecimal
+	}
+	return connectType{typ: "bytes", name: "org.apache.kafka.connect.data.Decimal", version: 1,
+		params: `{"scale":"` + strconv.Itoa(s) + `","connect.decimal.precision":"` + strconv.Itoa(p) + `"}`}
 }
 
 // appendConnectSchema appends a JsonConverter field schema:
@@ -164,9 +201,9 @@ func appendConnectSchema(dst []byte, ct connectType, optional bool, field string
 }
 
 // appendConnectValue appends a column's text value as JsonConverter writes
-// Debezium's value for it; nil text is null. reason is set when the text is
-// not a value of the type (a poison row).
-func appendConnectValue(dst []byte, t pgType, text []byte) ([]byte, string) {
+// Debezium's value for it under the value options m; nil text is null.
+// reason is set when the text is not a value of the type (a poison row).
+func appendConnectValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, string) {
 	if text == nil {
 		return append(dst, "null"...), ""
 	}
@@ -206,54 +243,30 @@ func appendConnectValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 		}
 		dst = appendZonedTimestamp(dst, ts, digits)
 		return append(dst, '"'), ""
-	case oidTimestamp:
-		ts, reason := parseTimestamp(text)
+	case oidTimestamp, oidDate, oidTime:
+		if m.time == timeISO {
+			return appendISOTemporal(dst, t, text)
+		}
+		n, reason := temporalValue(t, m, text)
 		if reason != "" {
 			return dst, reason
 		}
-		if t.mod >= 0 && t.mod <= 3 {
-			return strconv.AppendInt(dst, ts.UnixMilli(), 10), ""
-		}
-		return strconv.AppendInt(dst, ts.UnixMicro(), 10), ""
-	case oidDate:
-		t, reason := parseTimestamp(text)
-		if reason != "" {
-			return dst, reason
-		}
-		return strconv.AppendInt(dst, t.Unix()/86400, 10), ""
+		return strconv.AppendInt(dst, n, 10), ""
 	case oidBytea:
 		b, ok := decodeByteaHex(text)
 		if !ok {
 			return dst, "malformed bytea (hex output expected)"
 		}
 		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, b)
+		if m.binary == binaryBytes {
+			// JsonConverter writes bytes in base64.
+			dst = base64.StdEncoding.AppendEncode(dst, b)
+		} else {
+			dst = appendBinaryString(dst, m, b)
+		}
 		return append(dst, '"'), ""
 	case oidNumeric, oidMoney:
-		d, reason := parseDecimal(t, text)
-		if reason != "" || d.special {
-			// NaN and ±Infinity have no BigDecimal: Debezium writes null.
-			return append(dst, "null"...), reason
-		}
-		if _, _, ok := t.numericScale(); !ok && oid == oidNumeric {
-			dst = append(dst, `{"scale":`...)
-			dst = strconv.AppendInt(dst, int64(d.scale), 10)
-			dst = append(dst, `,"value":"`...)
-			dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
-			return append(dst, `"}`...), ""
-		}
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
-		return append(dst, '"'), ""
-	case oidTime:
-		us, reason := parseTimeOfDay(text)
-		if reason != "" {
-			return dst, reason
-		}
-		if t.mod >= 0 && t.mod <= 3 {
-			return strconv.AppendInt(dst, us/1000, 10), ""
-		}
-		return strconv.AppendInt(dst, us, 10), ""
+		return appendDecimalValue(dst, t, m, text)
 	case oidTimetz:
 		s, reason := zonedTime(text)
 		if reason != "" {
@@ -270,24 +283,191 @@ func appendConnectValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 	return appendJavaString(dst, text), ""
 }
 
+// temporalValue is a date, time or timestamp column's number: days,
+// milliseconds, microseconds or nanoseconds, after its type
+// (temporalType). Under time.precision.mode=connect it is the
+// java.util.Date's milliseconds (a date's at its start, a time's on the
+// epoch's day), which Kafka's Date and Time write as days and int32
+// milliseconds.
+func temporalValue(t pgType, m valueModes, text []byte) (int64, string) {
+	millis := t.mod >= 0 && t.mod <= 3
+	adaptive := m.time == timeAdaptive || m.time == timeAdaptiveMicros
+	if t.oid == oidTime {
+		us, reason := parseTimeOfDay(text)
+		switch {
+		case m.time == timeConnect, millis && m.time == timeAdaptive:
+			us /= 1000
+		case m.time == timeNanos:
+			us *= 1000
+		}
+		return us, reason
+	}
+	ts, reason := parseTimestamp(text)
+	switch {
+	case reason != "":
+		return 0, reason
+	case t.oid == oidDate:
+		return ts.Unix() / 86400, ""
+	case millis && adaptive, m.time == timeConnect:
+		return ts.UnixMilli(), "" // floored, as Instant.toEpochMilli
+	case m.time == timeNanos:
+		return epochNanos(ts)
+	}
+	return ts.UnixMicro(), ""
+}
+
+// epochNanos is NanoTimestamp.toEpochNanos: the day's start in
+// nanoseconds (Math.multiplyExact), plus the nanoseconds into the day
+// (Math.addExact); either overflowing int64 is no value.
+func epochNanos(ts time.Time) (int64, string) {
+	const dayNanos int64 = 86400e9
+	const maxDay = math.MaxInt64 / dayNanos
+	sec := ts.Unix()
+	day := sec / 86400
+	if sec%86400 < 0 {
+		day--
+	}
+	into := (sec-day*86400)*1e9 + int64(ts.Nanosecond())
+	if day < -maxDay || day > maxDay || day > 0 && into > math.MaxInt64-day*dayNanos {
+		return 0, "timestamp outside the range of nanoseconds since the epoch (about 1677-09-21 to 2262-04-11)"
+	}
+	return day*dayNanos + into, ""
+}
+
+// appendISOTemporal appends a date, time or timestamp as
+// time.precision.mode=isostring's JSON string: Java's ISO_OFFSET_DATE,
+// ISO_OFFSET_TIME and ISO_OFFSET_DATE_TIME in UTC (IsoDate, IsoTime,
+// IsoTimestamp): seconds always, the fraction without its trailing zeros,
+// none when zero. A time of 24:00:00 is the next day's 00:00:00.
+func appendISOTemporal(dst []byte, t pgType, text []byte) ([]byte, string) {
+	if t.oid == oidTime {
+		us, reason := parseTimeOfDay(text)
+		if reason != "" {
+			return dst, reason
+		}
+		dst = appendISOClock(append(dst, '"'), us%86400e6)
+		return append(dst, `Z"`...), ""
+	}
+	ts, reason := parseTimestamp(text)
+	if reason != "" {
+		return dst, reason
+	}
+	ts = ts.UTC()
+	dst = ts.AppendFormat(append(dst, '"'), "2006-01-02")
+	if t.oid == oidTimestamp {
+		dst = appendISOClock(append(dst, 'T'), int64(ts.Hour()*3600+ts.Minute()*60+ts.Second())*1e6+int64(ts.Nanosecond()/1000))
+	}
+	return append(dst, `Z"`...), ""
+}
+
+// appendISOClock appends a time of day, in microseconds, as Java's
+// ISO_LOCAL_TIME writes it: HH:mm:ss, then the fraction without its
+// trailing zeros, none when zero.
+func appendISOClock(dst []byte, us int64) []byte {
+	sec := us / 1e6
+	for i, v := range [...]int64{sec / 3600, sec / 60 % 60, sec % 60} {
+		if i > 0 {
+			dst = append(dst, ':')
+		}
+		dst = append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
+	if f := us % 1e6; f != 0 {
+		fs := strconv.FormatInt(f+1e6, 10)[1:]
+		dst = append(dst, '.')
+		dst = append(dst, strings.TrimRight(fs, "0")...)
+	}
+	return dst
+}
+
+// appendBinaryString appends bytes as binary.handling.mode's string
+// (JdbcValueConverters.convertBinaryTo*): java.util.Base64's encoders,
+// padded, or Debezium's HexConverter, lower case.
+func appendBinaryString(dst []byte, m valueModes, b []byte) []byte {
+	switch m.binary {
+	case binaryBase64URL:
+		return base64.URLEncoding.AppendEncode(dst, b)
+	case binaryHex:
+		return hex.AppendEncode(dst, b)
+	}
+	return base64.StdEncoding.AppendEncode(dst, b)
+}
+
+// appendDecimalValue appends a numeric or money value as JsonConverter
+// writes it under decimal.handling.mode: Decimal's bytes in base64 (a
+// VariableScaleDecimal's {scale, value}), the plain text as a string, or
+// a double. NaN and the infinities have no BigDecimal: null when precise,
+// else SpecialValueDecimal's name or Double's.
+func appendDecimalValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, string) {
+	d, reason := parseDecimal(t, text)
+	switch {
+	case reason != "":
+		return append(dst, "null"...), reason
+	case m.decimal == decimalString:
+		return appendJavaString(dst, plainString(t, text)), ""
+	case m.decimal == decimalDouble:
+		return appendJavaDouble(dst, decimalFloat(t, text), 64), ""
+	case d.special:
+		return append(dst, "null"...), ""
+	}
+	if _, _, ok := t.numericScale(); !ok && t.oid == oidNumeric {
+		dst = append(dst, `{"scale":`...)
+		dst = strconv.AppendInt(dst, int64(d.scale), 10)
+		dst = append(dst, `,"value":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
+		return append(dst, `"}`...), ""
+	}
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, d.bytes())
+	return append(dst, '"'), ""
+}
+
 // appendStringValue appends a column's value as StringConverter or
 // SimpleHeaderConverter write it: the Connect value's text. Debezium's
 // values of strings, integers and booleans print as Postgres prints them,
-// except booleans (t/f) and the logical types.
-func appendStringValue(dst []byte, t pgType, text []byte) ([]byte, string) {
+// except booleans (t/f) and the logical types. A java.util.Date (time
+// precision connect) is SimpleHeaderConverter's text of it (Values); a
+// StringConverter's, Date.toString in the worker's zone, is refused
+// before (Converter.For).
+func appendStringValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, string) {
 	switch t.oid {
 	case oidNumeric, oidMoney:
+		d, reason := parseDecimal(t, text)
+		switch {
+		case reason != "":
+			return dst, reason
+		case m.decimal == decimalString:
+			return append(dst, plainString(t, text)...), ""
+		case m.decimal == decimalDouble:
+			v := appendJavaDouble(nil, decimalFloat(t, text), 64)
+			return append(dst, bytes.Trim(v, `"`)...), "" // Double.toString: NaN unquoted
+		case d.special:
+			return dst, "" // Kafka Connect's text of a null header: none
+		}
 		if _, _, ok := t.numericScale(); ok || t.oid == oidMoney {
-			d, reason := parseDecimal(t, text)
-			if reason != "" || d.special {
-				return dst, reason // Kafka Connect's text of a null header: none
-			}
 			return append(dst, d.javaString()...), ""
 		}
 		// A VariableScaleDecimal is a struct: its JSON text.
-		return appendConnectValue(dst, t, text)
+		return appendConnectValue(dst, t, m, text)
+	case oidDate, oidTime, oidTimestamp:
+		if m.time == timeConnect {
+			ms, reason := temporalValue(t, m, text)
+			if t.oid == oidDate {
+				ms *= 86400000
+			}
+			return AppendValuesDate(dst, ms), reason
+		}
+	case oidBytea:
+		if m.binary != binaryBytes {
+			b, ok := decodeByteaHex(text)
+			if !ok {
+				return dst, "malformed bytea (hex output expected)"
+			}
+			return appendBinaryString(dst, m, b), ""
+		}
+	}
+	switch t.oid {
 	case oidBool, oidFloat4, oidFloat8, oidTimestamptz, oidTimestamp, oidDate, oidBytea, oidTime, oidTimetz, oidIntvl:
-		v, reason := appendConnectValue(nil, t, text)
+		v, reason := appendConnectValue(nil, t, m, text)
 		if reason != "" {
 			return dst, reason
 		}
@@ -300,6 +480,23 @@ func appendStringValue(dst []byte, t pgType, text []byte) ([]byte, string) {
 		return append(dst, v...), ""
 	}
 	return append(dst, text...), ""
+}
+
+// AppendValuesDate writes a java.util.Date of ms milliseconds as Kafka
+// Connect's Values.convertToString does (dateFormatFor): HH:mm:ss.SSS'Z'
+// below one day after the epoch (every earlier instant too), yyyy-MM-dd at
+// a day's start, else yyyy-MM-dd'T'HH:mm:ss.SSS'Z'. Its SimpleDateFormat
+// takes the JVM's zone, with a literal Z: this is a worker in UTC.
+func AppendValuesDate(dst []byte, ms int64) []byte {
+	const day = 86400000
+	t := time.UnixMilli(ms).UTC()
+	switch {
+	case ms < day:
+		return t.AppendFormat(dst, "15:04:05.000Z")
+	case ms%day == 0:
+		return t.AppendFormat(dst, "2006-01-02")
+	}
+	return t.AppendFormat(dst, "2006-01-02T15:04:05.000Z")
 }
 
 // appendZonedTimestamp writes t as Debezium's ZonedTimestamp for a

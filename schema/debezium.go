@@ -40,6 +40,14 @@ const (
 	// ValueSchema) for the registry to register and frame; a NULL is
 	// Kafka's null. Header parts cannot be avro.
 	ConvAvro Converter = "avro"
+	// ConvDebeziumByteArray is Debezium 3's own ByteArrayConverter: a
+	// byte[] as it is, anything else through its delegate, written
+	// "debezium-bytearray:json" and so on. The connector's bytea values
+	// are ByteBuffers, not byte[], so every value goes through the
+	// delegate, but a NULL of a bytea column is a null. Without a
+	// delegate (a header converter is never given one) it writes
+	// nothing: Debezium's task fails.
+	ConvDebeziumByteArray Converter = "debezium-bytearray"
 )
 
 // ParseConverter returns the converter named s; "" gives "" (the format's
@@ -51,18 +59,18 @@ func ParseConverter(s string) (Converter, error) {
 		if c.base() == c {
 			return c, nil
 		}
-	case ConvBinary:
+	case ConvBinary, ConvDebeziumByteArray:
 		switch c.delegate() {
 		case "":
-			if c == ConvBinary {
+			if c == c.base() {
 				return c, nil
 			}
 		case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro:
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q+a delegate such as %q)",
-		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvBinary, ConvBinary+":"+ConvJSON)
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q)",
+		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON)
 }
 
 // base is the converter without its delegate.
@@ -77,25 +85,27 @@ func (c Converter) delegate() Converter {
 	return Converter(d)
 }
 
-// For returns the converter that writes a value of the given Postgres type:
-// c itself, or a binary converter's delegate for a type other than bytea.
-// ok is false when nothing can write it: a bytearray or a binary converter
-// without a delegate given anything but bytes, or a string converter given
-// bytes (StringConverter prints a Java object's name, such as
-// "java.nio.HeapByteBuffer[pos=0 lim=3 cap=3]", for them).
-func (c Converter) For(oid uint32) (Converter, bool) {
-	switch {
-	case c.base() == ConvBinary && oid != oidBytea:
+// writer returns the converter that writes a value of kind k (in a
+// header when header is set): c itself, or a delegate. ok is false when
+// nothing can write it: a bytearray or a binary converter without a
+// delegate given anything but bytes, Debezium's bytearray converter
+// without a delegate, or a string converter given bytes or a key or value
+// given a java.util.Date (StringConverter prints a Java object's
+// toString, such as "java.nio.HeapByteBuffer[pos=0 lim=3 cap=3]", or a
+// date in the worker's time zone).
+func (c Converter) writer(k javaKind, header bool) (Converter, bool) {
+	switch b := c.base(); {
+	case b == ConvBinary && k != javaBytes, b == ConvDebeziumByteArray:
 		if c.delegate() == "" {
 			return "", false
 		}
-		return c.delegate().For(oid)
-	case c.base() == ConvBinary, c == ConvByteArray:
-		if oid != oidBytea {
+		return c.delegate().writer(k, header)
+	case b == ConvBinary, c == ConvByteArray:
+		if k != javaBytes {
 			return "", false
 		}
 		return ConvByteArray, true
-	case c == ConvString && oid == oidBytea:
+	case c == ConvString && k == javaBytes, c == ConvString && k == javaDate && !header:
 		return "", false
 	}
 	return c, true
@@ -104,7 +114,7 @@ func (c Converter) For(oid uint32) (Converter, bool) {
 // ForStruct returns the converter that writes a struct value (envelope
 // placements, an expanded payload); ok is false when none can.
 func (c Converter) ForStruct() (Converter, bool) {
-	if c.base() == ConvBinary {
+	if b := c.base(); b == ConvBinary || b == ConvDebeziumByteArray {
 		c = c.delegate()
 	}
 	return c, c == ConvJSON || c == ConvJSONSchemas || c == ConvAvro
@@ -146,6 +156,15 @@ type DebeziumConfig struct {
 	// of only white space, gives a null value (a tombstone), key and
 	// headers kept.
 	TombstoneOnEmpty bool
+	// TimePrecision, DecimalHandling and BinaryHandling are the
+	// connector's value options: how a column is typed wherever it
+	// reaches a record (key, value, envelope fields, headers, the change
+	// event's before and after). Defaults: adaptive, precise, bytes.
+	TimePrecision   TimePrecision
+	DecimalHandling DecimalHandling
+	BinaryHandling  BinaryHandling
+
+	vm valueModes // the value options, compacted by withDefaults
 }
 
 func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
@@ -173,6 +192,7 @@ func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
 	if c.ContextHeaders && c.RunID == "" {
 		c.RunID = newRunID(c.Now())
 	}
+	c.vm, _ = c.modes() // validate reports a bad one
 	return c
 }
 
@@ -204,7 +224,7 @@ func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, 
 			v      []byte
 			reason string
 		)
-		if buf, v, reason = appendConvertedPart(buf, c.Header, pgType{oidText, -1}, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, hs, reason
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -217,6 +237,9 @@ func (c DebeziumConfig) validate(f Format) error {
 		if _, err := ParseConverter(string(v)); err != nil {
 			return err
 		}
+	}
+	if _, err := c.modes(); err != nil {
+		return err
 	}
 	c = c.withDefaults(f)
 	if f == Debezium {
@@ -263,25 +286,40 @@ func (r *Record) columnName(f int) string {
 	return r.bind.name[f]
 }
 
-// appendConverted writes a column value through a converter. For
-// ConvJSONSchemas it wraps it as {"schema":…,"payload":…}. isNull is set
-// when the converter writes no bytes at all but a null (Kafka's null key,
-// value or header value): StringConverter, ByteArrayConverter and
-// BinaryDataConverter do for a NULL; JsonConverter writes null as JSON.
-func appendConverted(dst []byte, conv Converter, t pgType, text []byte, optional bool) (out []byte, isNull bool, reason string) {
-	conv, ok := conv.For(t.oid)
+// A part of a message: its converter, and whether it is a header (a
+// header converter is SimpleHeaderConverter where a key or value's is
+// StringConverter).
+type part struct {
+	conv   Converter
+	header bool
+}
+
+// appendConverted writes a column value through a part's converter under
+// the value options m. For ConvJSONSchemas it wraps it as
+// {"schema":…,"payload":…}. isNull is set when the converter writes no
+// bytes at all but a null (Kafka's null key, value or header value):
+// StringConverter, ByteArrayConverter and BinaryDataConverter do for a
+// NULL, Debezium's ByteArrayConverter for a NULL bytea; JsonConverter
+// writes null as JSON.
+func appendConverted(dst []byte, p part, t pgType, m valueModes, text []byte, optional bool) (out []byte, isNull bool, reason string) {
+	text = m.valueOf(t, text, optional)
+	k := m.kind(t)
+	if text == nil && k == javaBytes && p.conv.base() == ConvDebeziumByteArray {
+		return dst, true, ""
+	}
+	conv, ok := p.conv.writer(k, p.header)
 	if !ok {
 		return dst, false, "the converter cannot write a value of this column's type"
 	}
 	switch conv {
 	case ConvString:
-		if isNullValue(t, text) {
+		if isNullValue(t, m, text) {
 			return dst, true, ""
 		}
-		out, reason = appendStringValue(dst, t, text)
+		out, reason = appendStringValue(dst, t, m, text)
 		return out, false, reason
 	case ConvByteArray:
-		if isNullValue(t, text) {
+		if isNullValue(t, m, text) {
 			return dst, true, ""
 		}
 		b, ok := decodeByteaHex(text)
@@ -290,34 +328,34 @@ func appendConverted(dst []byte, conv Converter, t pgType, text []byte, optional
 		}
 		return append(dst, b...), false, ""
 	case ConvJSON:
-		out, reason = appendConnectValue(dst, t, text)
+		out, reason = appendConnectValue(dst, t, m, text)
 		return out, false, reason
 	case ConvAvro:
-		if isNullValue(t, text) {
+		if isNullValue(t, m, text) {
 			return dst, true, ""
 		}
 		if optional {
 			dst = append(dst, 2) // the union's second branch
 		}
-		out, reason = appendAvroValue(dst, t, text)
+		out, reason = appendAvroValue(dst, t, m, text)
 		return out, false, reason
 	}
-	ct, _ := connectTypeOf(t)
+	ct, _ := connectTypeOf(t, m)
 	if ct.typ == "" {
 		ct = connectType{typ: "string"}
 	}
 	dst = append(dst, `{"schema":`...)
 	dst = appendConnectSchema(dst, ct, optional, "")
 	dst = append(dst, `,"payload":`...)
-	dst, reason = appendConnectValue(dst, t, text)
+	dst, reason = appendConnectValue(dst, t, m, text)
 	return append(dst, '}'), false, reason
 }
 
 // appendConvertedPart appends one converted part and returns its slice of dst; nil
 // for a null.
-func appendConvertedPart(dst []byte, conv Converter, t pgType, text []byte, optional bool) ([]byte, []byte, string) {
+func appendConvertedPart(dst []byte, p part, t pgType, m valueModes, text []byte, optional bool) ([]byte, []byte, string) {
 	start := len(dst)
-	dst, isNull, reason := appendConverted(dst, conv, t, text, optional)
+	dst, isNull, reason := appendConverted(dst, p, t, m, text, optional)
 	if isNull {
 		return dst, nil, reason
 	}
@@ -342,14 +380,15 @@ func setPartition(msg *Message, r *Record) error {
 
 // blankPayload reports whether Debezium's router takes the payload for
 // empty: null, or text whose Java trim() is empty (every character at or
-// below U+0020). A bytea payload is never blank: Debezium tests the
-// toString of its ByteBuffer.
-func blankPayload(r *Record) bool {
+// below U+0020). A bytea payload is never blank under
+// binary.handling.mode=bytes (Debezium tests the toString of its
+// ByteBuffer), and blank when empty under the others (its string is "").
+func blankPayload(r *Record, m valueModes) bool {
 	if r.null(fPayload) {
 		return true
 	}
 	if r.columnOID(fPayload) == oidBytea {
-		return false
+		return m.binary != binaryBytes && string(r.Payload) == `\x`
 	}
 	for _, c := range r.Payload {
 		if c > ' ' {
@@ -357,6 +396,17 @@ func blankPayload(r *Record) bool {
 		}
 	}
 	return true
+}
+
+// payloadString is the payload as the router's JSON expansion reads it:
+// the column's text, or a bytea's string under binary.handling.mode.
+func payloadString(r *Record, m valueModes) []byte {
+	if r.columnOID(fPayload) == oidBytea {
+		if b, ok := decodeByteaHex(r.Payload); ok {
+			return appendBinaryString(nil, m, b)
+		}
+	}
+	return r.Payload
 }
 
 // encodeDebeziumOutbox writes what Debezium's Outbox Event Router
@@ -389,7 +439,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 
 	// The payload as a Connect value: a Json string, or expanded.
 	payloadType := r.columnType(fPayload)
-	payloadCT, _ := connectTypeOf(payloadType)
+	payloadCT, _ := connectTypeOf(payloadType, c.vm)
 	if payloadCT.typ == "" {
 		payloadCT = connectType{typ: "string"}
 	}
@@ -398,7 +448,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		expValue  []byte
 	)
 	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
-		if s, v, err := expandPayload(r.columnName(fPayload), r.Payload); err == nil {
+		if s, v, err := expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
 			expSchema, expValue = s, v
 		}
 	}
@@ -412,7 +462,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		if expSchema != nil {
 			return append(dst, expValue...), ""
 		}
-		return appendConnectValue(dst, payloadType, r.Payload)
+		return appendConnectValue(dst, payloadType, c.vm, r.Payload)
 	}
 
 	var envelope []FieldValue
@@ -435,7 +485,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		avro = true
 	}
 	switch {
-	case c.TombstoneOnEmpty && blankPayload(r):
+	case c.TombstoneOnEmpty && blankPayload(r, c.vm):
 		valueNull = true
 	case avro:
 		if buf, msg.ValueSchema, err = c.appendAvroOutboxValue(buf, r, envelope, isStruct); err != nil {
@@ -443,10 +493,10 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		}
 	case !isStruct && expSchema == nil:
 		var v []byte
-		buf, v, reason = appendConvertedPart(buf, c.Value, payloadType, r.Payload, c.optional(r.columnName(fPayload)))
+		buf, v, reason = appendConvertedPart(buf, part{c.Value, false}, payloadType, c.vm, r.Payload, c.optional(r.columnName(fPayload)))
 		valueNull = v == nil
 		if !valueNull && reason == "" {
-			msg.ValueSchema, reason = avroSchemaOf(c.Value, payloadType, c.optional(r.columnName(fPayload)))
+			msg.ValueSchema, reason = avroSchemaOf(c.Value, payloadType, c.vm, c.optional(r.columnName(fPayload)))
 		}
 	default:
 		conv, ok := c.Value.ForStruct()
@@ -467,24 +517,8 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 		}
 		if conv == ConvJSONSchemas {
 			buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
-			buf = appendPayloadSchema(buf, "payload")
-			for _, a := range envelope {
-				ct, _ := connectTypeOf(a.typ())
-				if ct.typ == "" {
-					ct = connectType{typ: "string"}
-				}
-				buf = append(buf, ',')
-				buf = appendConnectSchema(buf, ct, c.optional(a.Column), a.Alias)
-			}
-			// EventRouterDelegate.getSchemaName: the after struct's name
-			// with the routed value inserted before ".Value".
-			buf = append(buf, `],"optional":false,"name":`...)
-			buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
-			if r.Version != nil {
-				buf = append(buf, `,"version":`...)
-				buf = strconv.AppendInt(buf, int64(*r.Version), 10)
-			}
-			buf = append(buf, `},"payload":`...)
+			buf = c.appendEnvelopeSchema(appendPayloadSchema(buf, "payload"), r, envelope)
+			buf = append(buf, `,"payload":`...)
 		}
 		buf = append(buf, `{"payload":`...)
 		if buf, reason = appendPayloadValue(buf); reason != "" {
@@ -494,7 +528,7 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 			buf = append(buf, ',')
 			buf = appendJavaString(buf, a.Alias)
 			buf = append(buf, ':')
-			if buf, reason = appendConnectValue(buf, a.typ(), a.Value); reason != "" {
+			if buf, reason = appendConnectValue(buf, a.typ(), c.vm, c.vm.valueOf(a.typ(), a.Value, c.optional(a.Column))); reason != "" {
 				return Message{}, &RowError{Column: a.Column, Reason: reason}
 			}
 		}
@@ -525,10 +559,10 @@ func (c *DebeziumConfig) appendOutboxKey(buf []byte, r *Record) ([]byte, []byte,
 		keyText = []byte(r.AggregateID)
 	}
 	t, optional := r.columnType(fAggregateID), c.optional(r.columnName(fAggregateID))
-	buf, key, reason := appendConvertedPart(buf, c.Key, t, keyText, optional)
+	buf, key, reason := appendConvertedPart(buf, part{c.Key, false}, t, c.vm, keyText, optional)
 	var sch string
 	if key != nil && reason == "" {
-		sch, reason = avroSchemaOf(c.Key, t, optional)
+		sch, reason = avroSchemaOf(c.Key, t, c.vm, optional)
 	}
 	if reason != "" {
 		return buf, nil, "", &RowError{Column: r.columnName(fAggregateID), Reason: reason}
@@ -536,12 +570,34 @@ func (c *DebeziumConfig) appendOutboxKey(buf []byte, r *Record) ([]byte, []byte,
 	return buf, key, sch, nil
 }
 
-// appendOutboxHeaders appends the outbox record's headers: the
-// connector's context, the trace context, id, then the header placements
-// (envelope is how many placements are not headers).
-func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelope int) ([]byte, []Header, error) {
+// appendEnvelopeSchema writes the rest of the schema of a value with
+// envelope placements, after its payload field: the placed columns' fields
+// and the struct's name (EventRouterDelegate.getSchemaName: the after
+// struct's name with the routed value inserted before ".Value") and
+// version.
+func (c *DebeziumConfig) appendEnvelopeSchema(buf []byte, r *Record, envelope []FieldValue) []byte {
+	for _, a := range envelope {
+		ct, _ := connectTypeOf(a.typ(), c.vm)
+		if ct.typ == "" {
+			ct = connectType{typ: "string"}
+		}
+		buf = append(buf, ',')
+		buf = appendConnectSchema(buf, ct, c.optional(a.Column), a.Alias)
+	}
+	buf = append(buf, `],"optional":false,"name":`...)
+	buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
+	if r.Version != nil {
+		buf = append(buf, `,"version":`...)
+		buf = strconv.AppendInt(buf, int64(*r.Version), 10)
+	}
+	return append(buf, '}')
+}
+
+// appendOutboxHeaders writes the router's headers: the connector's
+// context, the trace context, id, then the header placements.
+func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFields int) ([]byte, []Header, error) {
 	var reason string
-	hs := make([]Header, 0, 7+len(r.Additional)-envelope)
+	hs := make([]Header, 0, 7+len(r.Additional)-envelopeFields)
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
 		return buf, nil, errors.New("schema: the header converter cannot write the context headers: " + reason)
 	}
@@ -552,7 +608,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelope int
 		var v []byte
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
-		if buf, v, reason = appendConvertedPart(buf, c.Header, pgType{oidText, -1}, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, nil, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -562,7 +618,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelope int
 		idText = []byte(r.ID)
 	}
 	var v []byte
-	if buf, v, reason = appendConvertedPart(buf, c.Header, r.columnType(fID), idText, c.optional(r.columnName(fID))); reason != "" {
+	if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, r.columnType(fID), c.vm, idText, c.optional(r.columnName(fID))); reason != "" {
 		return buf, nil, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
 	hs = append(hs, Header{Key: "id", Value: v})
@@ -570,7 +626,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelope int
 		if a.Placement != PlaceHeader {
 			continue
 		}
-		if buf, v, reason = appendConvertedPart(buf, c.Header, a.typ(), a.Value, c.optional(a.Column)); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, a.typ(), c.vm, a.Value, c.optional(a.Column)); reason != "" {
 			return buf, nil, &RowError{Column: a.Column, Reason: reason}
 		}
 		hs = append(hs, Header{Key: a.Alias, Value: v})
@@ -605,7 +661,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		}
 		buf = appendJavaString(buf, name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), r.Values[j]); reason != "" {
+		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
 			return Message{}, &RowError{Column: name, Reason: reason}
 		}
 	}
@@ -615,7 +671,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, `{"before":null,"after":{`...)
 	first := true
 	for i, col := range r.Columns {
-		if _, ok := connectTypeOf(col.typ()); !ok {
+		if _, ok := connectTypeOf(col.typ(), c.vm); !ok {
 			continue
 		}
 		if !first {
@@ -624,7 +680,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		first = false
 		buf = appendJavaString(buf, col.Name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.typ(), r.Values[i]); reason != "" {
+		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), r.Values[i], c.optional(col.Name))); reason != "" {
 			return Message{}, &RowError{Column: col.Name, Reason: reason}
 		}
 	}

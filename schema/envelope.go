@@ -76,6 +76,10 @@ type EncoderConfig struct {
 	Source string
 	// Debezium configures the debezium-outbox and debezium formats.
 	Debezium DebeziumConfig
+	// Protocol is the CloudEvents protocol binding the messages follow:
+	// ProtocolKafka (the default) or ProtocolNATS. It changes the binary
+	// content mode's headers only (natsbinding.go).
+	Protocol Protocol
 }
 
 // Validate reports whether the configuration is usable.
@@ -83,6 +87,11 @@ func (c EncoderConfig) Validate() error {
 	f, err := ParseFormat(string(c.Format))
 	if err != nil {
 		return err
+	}
+	switch c.Protocol {
+	case "", ProtocolKafka, ProtocolNATS:
+	default:
+		return fmt.Errorf("schema: unknown CloudEvents protocol binding %q (want %q or %q)", c.Protocol, ProtocolKafka, ProtocolNATS)
 	}
 	if f == DebeziumOutbox || f == Debezium {
 		return c.Debezium.validate(f)
@@ -130,6 +139,8 @@ type Encoder struct {
 	specVersion, source, contentType []byte
 
 	dbz DebeziumConfig // the Debezium formats, defaults applied
+
+	nats bool // the NATS binding's binary mode
 }
 
 // NewEncoder returns an encoder for cfg.
@@ -145,6 +156,7 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 		source:        []byte(cfg.Source),
 		contentType:   []byte(dataContentType),
 		dbz:           cfg.Debezium.withDefaults(f),
+		nats:          cfg.Protocol == ProtocolNATS,
 	}
 	e.headers = []Header{{Key: "content-type", Value: []byte(structuredContentType)}}
 	e.headers = e.headers[:1:1]
@@ -153,6 +165,11 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 
 // Format returns the encoder's format.
 func (e *Encoder) Format() Format { return e.format }
+
+// Debezium returns the Debezium formats' configuration as the encoder
+// runs it: its converters with their defaults, and the run id of its
+// context headers.
+func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in
 // UTC, RFC 3339 with 6 fractional digits, or 9 when the time has
@@ -214,6 +231,9 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 			}
 		}
 		msg = e.encodeBinary(r, exts)
+		if e.nats {
+			natsBinary(msg.Headers)
+		}
 	} else if msg, err = e.encodeStructured(r, exts); err != nil {
 		return Message{}, err
 	}

@@ -84,3 +84,34 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDebeziumValue renders random text as a column of each type Debezium's
+// value options change, under random options: nothing may panic, a value
+// accepted as JSON must be valid JSON, and the text form is written for
+// any value the JSON form accepts.
+func FuzzDebeziumValue(f *testing.F) {
+	for _, s := range []struct {
+		text  string
+		flags byte
+	}{
+		{"12345678.91", 0}, {"NaN", 1<<3 | 1}, {"-$1,000.00", 1<<3 | 2}, {"2020-01-02 03:04:05.678912", 3<<3 | 2<<6},
+		{"24:00:00", 5<<3 | 2<<6}, {`\x00ff41`, 6<<3 | 1<<5}, {`\x`, 6<<3 | 3<<5}, {"1969-12-31", 4<<3 | 2<<6},
+		{"Infinity", 2}, {"2020-01-02 03:04:05+02", 7 << 3},
+	} {
+		f.Add(s.text, s.flags, s.flags%6, int32(-1))
+	}
+	types := [...]uint32{oidNumeric, oidMoney, oidNumeric, oidTimestamp, oidDate, oidTime, oidBytea, oidTimestamptz}
+	f.Fuzz(func(t *testing.T, text string, flags, tmode byte, mod int32) {
+		// flags: bits 0-1 decimal mode, 3-5 type, 5-6 binary mode (shares
+		// bit 5); tmode the time mode.
+		m := valueModes{decimal: decimalMode(flags & 3 % 3), binary: binaryMode(flags >> 5 & 3), time: timeMode(tmode % 6)}
+		typ := pgType{types[flags>>3&7], mod}
+		v, reason := appendConnectValue(nil, typ, m, []byte(text))
+		if reason == "" && !json.Valid(v) {
+			t.Fatalf("%v %+v %q: invalid JSON %s", typ, m, text, v)
+		}
+		if _, r := appendStringValue(nil, typ, m, []byte(text)); reason == "" && r != "" {
+			t.Fatalf("%v %+v %q: JSON accepted, text refused: %s", typ, m, text, r)
+		}
+	})
+}

@@ -24,12 +24,12 @@ type decimal struct {
 }
 
 // isNullValue tells a value Debezium writes as null: SQL NULL, and a
-// numeric's NaN or ±Infinity.
-func isNullValue(t pgType, text []byte) bool {
+// numeric's NaN or ±Infinity under decimal.handling.mode=precise.
+func isNullValue(t pgType, m valueModes, text []byte) bool {
 	if text == nil {
 		return true
 	}
-	if t.oid != oidNumeric {
+	if t.oid != oidNumeric || m.decimal != decimalPrecise {
 		return false
 	}
 	switch string(text) {
@@ -81,6 +81,48 @@ func parseDecimal(t pgType, text []byte) (decimal, string) {
 		d.unscaled.Neg(&d.unscaled)
 	}
 	return d, ""
+}
+
+// decimalText is a numeric's or a money's text as BigDecimal reads it
+// (PostgresMoney.parse): Postgres's text, a money's without its currency
+// sign and group separators ("-$1,234.56" is -1234.56). The text is
+// checked by parseDecimal first.
+func decimalText(t pgType, text []byte) string {
+	s := string(text)
+	if t.oid != oidMoney {
+		return s
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.ReplaceAll(strings.TrimPrefix(strings.TrimPrefix(s, "-"), "$"), ",", "")
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// plainString is the value as decimal.handling.mode=string has it:
+// BigDecimal.toPlainString of Postgres's text, which is that text (a
+// numeric(p,s) is printed with its scale, and never with an exponent); NaN
+// and the infinities by SpecialValueDecimal's names.
+func plainString(t pgType, text []byte) string {
+	switch s := decimalText(t, text); s {
+	case "NaN":
+		return "NAN"
+	case "Infinity":
+		return "POSITIVE_INFINITY"
+	case "-Infinity":
+		return "NEGATIVE_INFINITY"
+	default:
+		return s
+	}
+}
+
+// decimalFloat is the value as decimal.handling.mode=double has it,
+// BigDecimal.doubleValue (correctly rounded, as ParseFloat; ±Infinity
+// beyond a double's range), or SpecialValueDecimal.toDouble.
+func decimalFloat(t pgType, text []byte) float64 {
+	f, _ := strconv.ParseFloat(decimalText(t, text), 64) // NaN and Infinity spelt as ParseFloat reads them
+	return f
 }
 
 func digitsOnly(s string) bool {
@@ -217,23 +259,7 @@ func zonedTime(text []byte) (string, string) {
 	}
 	const day = 86400e6
 	us = ((us+offSec*1e6)%day + day) % day
-	sec := us / 1e6
-	out := []byte{}
-	for _, v := range []int64{sec / 3600, sec / 60 % 60, sec % 60} {
-		if len(out) > 0 {
-			out = append(out, ':')
-		}
-		if v < 10 {
-			out = append(out, '0')
-		}
-		out = strconv.AppendInt(out, v, 10)
-	}
-	if f := us % 1e6; f != 0 {
-		fs := strconv.FormatInt(f+1e6, 10)[1:]
-		out = append(out, '.')
-		out = append(out, strings.TrimRight(fs, "0")...)
-	}
-	return string(append(out, 'Z')), ""
+	return string(append(appendISOClock(nil, us), 'Z')), ""
 }
 
 // parseInterval reads an interval in Postgres's default output style

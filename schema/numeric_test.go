@@ -56,17 +56,17 @@ func TestNumericAndTimeValues(t *testing.T) {
 		{pgType{oidTimestamptz, 3}, "2020-01-02 01:04:05.5+00", `"2020-01-02T01:04:05.500Z"`, "2020-01-02T01:04:05.500Z"},
 		{pgType{oidTimestamptz, -1}, "2020-01-02 03:04:05.5+02", `"2020-01-02T01:04:05.500000Z"`, "2020-01-02T01:04:05.500000Z"},
 	} {
-		got, reason := appendConnectValue(nil, tc.t, []byte(tc.text))
+		got, reason := appendConnectValue(nil, tc.t, valueModes{}, []byte(tc.text))
 		if reason != "" || string(got) != tc.json {
 			t.Errorf("%v %q as JSON: %s (%s), want %s", tc.t, tc.text, got, reason, tc.json)
 		}
-		if isNullValue(tc.t, []byte(tc.text)) != (tc.string == "-") {
+		if isNullValue(tc.t, valueModes{}, []byte(tc.text)) != (tc.string == "-") {
 			t.Errorf("%v %q: null %v", tc.t, tc.text, !(tc.string == "-"))
 		}
 		if tc.string == "-" {
 			continue
 		}
-		got, reason = appendStringValue(nil, tc.t, []byte(tc.text))
+		got, reason = appendStringValue(nil, tc.t, valueModes{}, []byte(tc.text))
 		if reason != "" || string(got) != tc.string {
 			t.Errorf("%v %q as a string: %s (%s), want %s", tc.t, tc.text, got, reason, tc.string)
 		}
@@ -75,7 +75,7 @@ func TestNumericAndTimeValues(t *testing.T) {
 		t    pgType
 		text string
 	}{{n10x2, "1.234"}, {n10x2, "1e5"}, {tm, "25:00:00"}, {tm, "3:4"}, {tmtz, "03:04:05"}, {intvl, "P1D"}, {intvl, "1 fortnight"}} {
-		if _, reason := appendConnectValue(nil, bad.t, []byte(bad.text)); reason == "" {
+		if _, reason := appendConnectValue(nil, bad.t, valueModes{}, []byte(bad.text)); reason == "" {
 			t.Errorf("%v %q accepted", bad.t, bad.text)
 		}
 	}
@@ -95,7 +95,7 @@ func TestNumericAndTimeSchemas(t *testing.T) {
 		{pgType{oidTimetz, -1}, `{"type":"string","optional":true,"name":"io.debezium.time.ZonedTime","version":1}`},
 		{pgType{oidIntvl, -1}, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1}`},
 	} {
-		ct, ok := connectTypeOf(tc.t)
+		ct, ok := connectTypeOf(tc.t, valueModes{})
 		if got := string(appendConnectSchema(nil, ct, true, "")); !ok || got != tc.want {
 			t.Errorf("%v: %s, want %s", tc.t, got, tc.want)
 		}

@@ -269,29 +269,48 @@ func TestPassThroughRecord(t *testing.T) {
 
 // The converters that cannot write a column's type, which pgoutbox run
 // refuses at start: Debezium would fail the record or print a Java object.
-func TestConverterFor(t *testing.T) {
+// The value options decide what a column's value is: a bytea is bytes only
+// under binary.handling.mode=bytes, a date, time or timestamp a
+// java.util.Date under time.precision.mode=connect.
+func TestConverterWriter(t *testing.T) {
+	base64 := valueModes{binary: binaryBase64}
+	connect := valueModes{time: timeConnect}
 	for _, tc := range []struct {
-		c    Converter
-		oid  uint32
-		want Converter
-		ok   bool
+		c      Converter
+		oid    uint32
+		m      valueModes
+		header bool
+		want   Converter
+		ok     bool
 	}{
-		{ConvString, oidText, ConvString, true},
-		{ConvString, oidBytea, "", false},
-		{ConvJSON, oidBytea, ConvJSON, true},
-		{ConvByteArray, oidBytea, ConvByteArray, true},
-		{ConvByteArray, oidText, "", false},
-		{ConvBinary, oidBytea, ConvByteArray, true},
-		{ConvBinary, oidJSONB, "", false},
-		{"binary:json", oidJSONB, ConvJSON, true},
-		{"binary:json-schemas", oidBytea, ConvByteArray, true},
+		{ConvString, oidText, valueModes{}, false, ConvString, true},
+		{ConvString, oidBytea, valueModes{}, false, "", false},
+		{ConvString, oidBytea, base64, false, ConvString, true},
+		{ConvJSON, oidBytea, valueModes{}, false, ConvJSON, true},
+		{ConvByteArray, oidBytea, valueModes{}, false, ConvByteArray, true},
+		{ConvByteArray, oidBytea, base64, false, "", false}, // a string: not BYTES
+		{ConvByteArray, oidText, valueModes{}, false, "", false},
+		{ConvBinary, oidBytea, valueModes{}, false, ConvByteArray, true},
+		{ConvBinary, oidBytea, base64, false, "", false},
+		{ConvBinary, oidJSONB, valueModes{}, false, "", false},
+		{"binary:json", oidJSONB, valueModes{}, false, ConvJSON, true},
+		{"binary:json-schemas", oidBytea, valueModes{}, false, ConvByteArray, true},
+		{"binary:string", oidBytea, base64, false, ConvString, true},
+		{ConvDebeziumByteArray, oidBytea, valueModes{}, false, "", false},
+		{ConvDebeziumByteArray, oidText, valueModes{}, true, "", false},
+		{"debezium-bytearray:json", oidBytea, valueModes{}, false, ConvJSON, true},
+		{"debezium-bytearray:string", oidText, valueModes{}, false, ConvString, true},
+		{ConvString, oidTimestamp, connect, false, "", false},  // Date.toString, in the worker's zone
+		{ConvString, oidDate, connect, true, ConvString, true}, // SimpleHeaderConverter: Values' text
+		{ConvString, oidTimestamp, valueModes{}, false, ConvString, true},
+		{ConvString, oidTimestamptz, connect, false, ConvString, true},
 	} {
-		got, ok := tc.c.For(tc.oid)
+		got, ok := tc.c.writer(tc.m.kind(pgType{tc.oid, -1}), tc.header)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s.For(%d) = %q, %v; want %q, %v", tc.c, tc.oid, got, ok, tc.want, tc.ok)
+			t.Errorf("%s.writer(%d, %+v, header %v) = %q, %v; want %q, %v", tc.c, tc.oid, tc.m, tc.header, got, ok, tc.want, tc.ok)
 		}
 	}
-	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x"} {
+	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x", "debezium-bytearray:binary"} {
 		if _, err := ParseConverter(s); err == nil {
 			t.Errorf("ParseConverter(%q) accepted", s)
 		}

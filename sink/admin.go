@@ -13,11 +13,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Topics is what a Kafka sink reads and creates of its topics: the
+// position topic of exactly-once delivery, and the last record committed
+// there.
+type Topics struct {
+	c       *client
+	brokers []string
+	book    *txnBook // this transactional id's transactions; nil for an idempotent producer
+	settle  *settler // nil for an idempotent producer
+}
+
 // EnsureCompactedTopic creates topic with one partition and
 // cleanup.policy=compact when it does not exist. A topic that exists is
 // left as it is.
-func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
-	adm := kadm.NewClient(k.client.Load())
+func (t *Topics) EnsureCompactedTopic(ctx context.Context, topic string) error {
+	adm := kadm.NewClient(t.c.load())
 	compact := "compact"
 	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"cleanup.policy": &compact}, topic)
 	if err == nil {
@@ -36,8 +46,8 @@ func (k *Kafka) EnsureCompactedTopic(ctx context.Context, topic string) error {
 // committing is settled first. One of this transactional id's that its
 // coordinator no longer tracks is ended as the coordinator decided, where
 // that can be read (orphan.go); otherwise the error names it.
-func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
-	adm := kadm.NewClient(k.client.Load())
+func (t *Topics) LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error) {
+	adm := kadm.NewClient(t.c.load())
 	var (
 		end     int64
 		since   = time.Now()
@@ -73,10 +83,10 @@ func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*k
 		}
 		if !checked && time.Since(since) >= describeOpenAfter {
 			checked = true
-			open = k.describeOpen(ctx, adm, topic)
-			settled, err := k.settleOrphan(ctx, adm, topic)
+			open = t.describeOpen(ctx, adm, topic)
+			settled, err := t.settleOrphan(ctx, adm, topic)
 			if settled != "" {
-				k.log.Warn("kafka: a transaction stayed open on the position topic after its producer was fenced; it is ended as its coordinator decided",
+				t.c.log.Warn("kafka: a transaction stayed open on the position topic after its producer was fenced; it is ended as its coordinator decided",
 					"topic", topic, "done", settled)
 				open = nil
 				continue
@@ -96,7 +106,7 @@ func (k *Kafka) LastCommitted(ctx context.Context, topic string, key []byte) (*k
 	// record is normally the one before the last commit marker.
 	for window := int64(64); ; window *= 8 {
 		from := max(0, end-window)
-		rec, err := k.lastIn(ctx, topic, key, from, end)
+		rec, err := t.lastIn(ctx, topic, key, from, end)
 		if err != nil || rec != nil || from == 0 {
 			return rec, err
 		}
@@ -119,12 +129,12 @@ const describeOpenAfter = 2 * time.Second
 // nothing tells it, an administrator decides (an abort written for a
 // transaction whose commit the coordinator was still writing showed a
 // read_committed consumer its events twice).
-func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string) error {
+func (t *Topics) describeOpen(ctx context.Context, adm *kadm.Client, topic string) error {
 	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
 	if err != nil {
 		return fmt.Errorf("kafka: %s: describing its producers: %w", topic, err)
 	}
-	owner := k.owner.Load()
+	owner := t.book.current()
 	var errs []error
 	described.EachProducer(func(p kadm.DescribedProducer) {
 		if p.Partition != 0 || p.CurrentTxnStartOffset < 0 {
@@ -138,7 +148,7 @@ func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string
 			"one still open past its timeout is one Kafka's coordinator no longer tracks, which an administrator ends "+
 			"(docs/operations.md, \"A transaction stays open on the position topic\"): "+
 			"kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition 0 --start-offset %d",
-			whose, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset, strings.Join(k.brokers, ","), topic, p.CurrentTxnStartOffset))
+			whose, p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset, strings.Join(t.brokers, ","), topic, p.CurrentTxnStartOffset))
 	})
 	return errors.Join(errs...)
 }
@@ -152,12 +162,12 @@ func (k *Kafka) describeOpen(ctx context.Context, adm *kadm.Client, topic string
 // the devbroker (kfake), killed while a transaction was open, counts that
 // transaction as aborted after its restart but writes no marker for it,
 // so the partition can end with its record.
-func (k *Kafka) lastIn(ctx context.Context, topic string, key []byte, from, end int64) (*kgo.Record, error) {
+func (t *Topics) lastIn(ctx context.Context, topic string, key []byte, from, end int64) (*kgo.Record, error) {
 	var last *kgo.Record
 	// open is, per producer, the last record with key of its transaction
 	// not yet ended: a producer has at most one open on a partition.
 	open := map[int64]*kgo.Record{}
-	err := k.scan(ctx, topic, 0, from, end, func(r *kgo.Record) bool {
+	err := t.c.scan(ctx, topic, 0, from, end, func(r *kgo.Record) bool {
 		switch {
 		case r.Attrs.IsControl():
 			if commit, ok := commitMarker(r); ok {
@@ -177,49 +187,6 @@ func (k *Kafka) lastIn(ctx context.Context, topic string, key []byte, from, end 
 	return last, err
 }
 
-// scan reads partition of topic from offset from to end (exclusive), every
-// record and transaction marker (read_uncommitted), and hands each to fn
-// until fn returns false.
-func (k *Kafka) scan(ctx context.Context, topic string, partition int32, from, end int64, fn func(*kgo.Record) bool) error {
-	if from >= end {
-		return nil
-	}
-	opts := []kgo.Opt{
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-		kgo.KeepControlRecords(),
-	}
-	cl, err := kgo.NewClient(append(k.readOpts(), opts...)...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("kafka: reading %s: %w", topic, err)
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return fmt.Errorf("kafka: reading %s: %w", topic, ferr)
-		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if done || r.Offset >= end {
-				done = true
-				return
-			}
-			if !fn(r) || r.Offset >= end-1 {
-				done = true
-			}
-		})
-		if done {
-			return nil
-		}
-	}
-}
-
 // commitMarker reads a transaction marker's key (version, then type: 0
 // abort, 1 commit); ok is false for any other control record.
 func commitMarker(r *kgo.Record) (commit, ok bool) {
@@ -235,16 +202,11 @@ func commitMarker(r *kgo.Record) (commit, ok bool) {
 	return false, false
 }
 
-// readOpts are the client options a reader needs: the brokers and how to
-// reach them, nothing of the producer's.
-func (k *Kafka) readOpts() []kgo.Opt {
-	var out []kgo.Opt
-	for _, o := range k.opts {
-		switch o.(type) {
-		case kgo.ProducerOpt:
-			continue
-		}
-		out = append(out, o)
+// settleOrphan is settler.settleOrphan for a transactional producer's
+// topics; an idempotent producer's have none.
+func (t *Topics) settleOrphan(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	if t.settle == nil {
+		return "", nil
 	}
-	return out
+	return t.settle.settleOrphan(ctx, adm, topic)
 }

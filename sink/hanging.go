@@ -7,6 +7,8 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -49,28 +51,44 @@ import (
 // hanging transactions before the connection carries anything (see
 // settleOnConnect).
 type failureHook struct {
-	k    *Kafka
+	s    *settler
 	life context.Context // the client's
 }
 
 func (h failureHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err != nil {
-		h.k.failures.Add(1)
+		h.s.failures.Add(1)
 	}
 }
 
 func (h failureHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err != nil {
-		h.k.failures.Add(1)
+		h.s.failures.Add(1)
 	}
 }
 
 func (h failureHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil {
-		h.k.failures.Add(1)
+		h.s.failures.Add(1)
 		return
 	}
-	h.k.settleOnConnect(h.life)
+	h.s.settleOnConnect(h.life)
+}
+
+// settler ends the ranges of a transactional id that Kafka left open
+// (see above): before a fence, after a broker failure, before a
+// transaction's end, and an orphan on the position topic (orphan.go).
+type settler struct {
+	c             *client
+	txnID         string
+	positionTopic string
+	book          *txnBook
+	written       *writtenTopics
+	// failures counts failed broker reads, writes and dials; swept is its
+	// value when hanging transactions were last looked for.
+	failures, swept atomic.Uint64
+	mu              sync.Mutex  // one settleHanging at a time
+	undescribed     atomic.Bool // warnUndescribed said it
 }
 
 // connectSettleWait bounds how long a new connection waits for
@@ -90,32 +108,14 @@ const connectSettleWait = 15 * time.Second
 // and every request to that broker waits meanwhile: settleHanging uses a
 // client of its own. When it fails the request goes out anyway, and
 // settleBeforeEnd looks again before the transaction's end.
-func (k *Kafka) settleOnConnect(life context.Context) {
-	if k.failures.Load() == k.swept.Load() || life.Err() != nil {
+func (s *settler) settleOnConnect(life context.Context) {
+	if s.failures.Load() == s.swept.Load() || life.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(life, connectSettleWait)
 	defer cancel()
-	if err := k.settleAfterFailure(ctx); err != nil && life.Err() == nil {
-		k.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
-	}
-}
-
-// maxEnded bounds the transactions this process remembers ending.
-const maxEnded = 64
-
-// ended records that this process ended the transaction of producer id
-// and epoch, committed or aborted.
-func (k *Kafka) ended(id int64, epoch int16, commit bool) {
-	k.unendedMu.Lock()
-	defer k.unendedMu.Unlock()
-	l := &k.aborted
-	if commit {
-		l = &k.committed
-	}
-	*l = append(*l, producerEpoch{id, epoch})
-	if len(*l) > maxEnded {
-		*l = (*l)[1:]
+	if err := s.settleAfterFailure(ctx); err != nil && life.Err() == nil {
+		s.c.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
 	}
 }
 
@@ -132,11 +132,11 @@ const (
 // id and epoch ended. Before transaction version 2 a producer's
 // transactions share its epoch; one it both committed and aborted at an
 // epoch is unknown.
-func (k *Kafka) knownEnd(id int64, epoch int16) verdict {
-	k.unendedMu.Lock()
-	defer k.unendedMu.Unlock()
+func (b *txnBook) knownEnd(id int64, epoch int16) verdict {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	pe := producerEpoch{id, epoch}
-	c, a := slices.Contains(k.committed, pe), slices.Contains(k.aborted, pe) || slices.Contains(k.unended, pe)
+	c, a := slices.Contains(b.committed, pe), slices.Contains(b.aborted, pe) || slices.Contains(b.unended, pe)
 	switch {
 	case c && !a:
 		return committed
@@ -146,54 +146,129 @@ func (k *Kafka) knownEnd(id int64, epoch int16) verdict {
 	return unknown
 }
 
-// rememberTopic adds topic to those this producer wrote to.
-func (k *Kafka) rememberTopic(topic string) {
-	k.topicsMu.Lock()
-	defer k.topicsMu.Unlock()
-	if k.topics == nil {
-		k.topics = map[string]struct{}{}
-	}
-	k.topics[topic] = struct{}{}
+// writtenTopics are the topics a producer wrote to.
+type writtenTopics struct {
+	mu     sync.Mutex
+	topics map[string]struct{}
 }
 
-// writtenTopics are the topics this producer wrote to, and the position
-// topic.
-func (k *Kafka) writtenTopics() []string {
-	k.topicsMu.Lock()
-	defer k.topicsMu.Unlock()
-	out := make([]string, 0, len(k.topics)+1)
-	for t := range k.topics {
+// add adds topic to those written to.
+func (w *writtenTopics) add(topic string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.topics == nil {
+		w.topics = map[string]struct{}{}
+	}
+	w.topics[topic] = struct{}{}
+}
+
+// list is the topics written to, and also, when not empty, the position
+// topic, sorted.
+func (w *writtenTopics) list(position string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.topics)+1)
+	for t := range w.topics {
 		out = append(out, t)
 	}
-	if k.positionTopic != "" && !slices.Contains(out, k.positionTopic) {
-		out = append(out, k.positionTopic)
+	if position != "" && !slices.Contains(out, position) {
+		out = append(out, position)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// txnBook is what this process knows of its transactional id's
+// transactions: the producer id and epoch that owns it, and the
+// transactions that ended, or were left open, by producer id and epoch.
+type txnBook struct {
+	// owner is the producer id and epoch last known to own the id (after
+	// Fence and each commit).
+	owner atomic.Pointer[producerEpoch]
+	mu    sync.Mutex
+	// unended were left open with records in them and no EndTxn sent, by
+	// this process's replaced clients or, as the caller learned, by
+	// another process: nobody committed them (orphan.go). committed and
+	// aborted are those this process ended.
+	unended, committed, aborted []producerEpoch
+}
+
+// current is the owner; nil before a fence, or for an idempotent
+// producer (a nil book).
+func (b *txnBook) current() *producerEpoch {
+	if b == nil {
+		return nil
+	}
+	return b.owner.Load()
+}
+
+// maxEnded bounds the transactions this process remembers ending.
+const maxEnded = 64
+
+// ended records that this process ended the transaction of producer id
+// and epoch, committed or aborted.
+func (b *txnBook) ended(id int64, epoch int16, commit bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := &b.aborted
+	if commit {
+		l = &b.committed
+	}
+	*l = append(*l, producerEpoch{id, epoch})
+	if len(*l) > maxEnded {
+		*l = (*l)[1:]
+	}
+}
+
+// maxUnended bounds the transactions unended remembers; the last one left
+// open is the one that can be an orphan (orphan.go).
+const maxUnended = 8
+
+// leftOpen records that the transaction of producer id and epoch was left
+// open with no EndTxn sent.
+func (b *txnBook) leftOpen(id int64, epoch int16) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pe := producerEpoch{id, epoch}
+	if slices.Contains(b.unended, pe) {
+		return
+	}
+	b.unended = append(b.unended, pe)
+	if len(b.unended) > maxUnended {
+		b.unended = b.unended[1:]
+	}
+}
+
+// neverCommitted tells whether the transaction of producer id and epoch
+// was recorded as left open with no EndTxn sent.
+func (b *txnBook) neverCommitted(id int64, epoch int16) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.unended, producerEpoch{id, epoch})
 }
 
 // settleAfterFailure runs settleHanging when a broker connection failed
 // since it last ran: on the next new connection, and before a
 // transaction's first record and its end, so that no record joins a range
 // left open.
-func (k *Kafka) settleAfterFailure(ctx context.Context) error {
-	return k.sweep(ctx, false, false)
+func (s *settler) settleAfterFailure(ctx context.Context) error {
+	return s.sweep(ctx, false, false)
 }
 
 // sweep runs settleHanging (everywhere, as it says), only when a broker
 // connection failed since the last sweep unless always, and records the
 // failures it covered when it succeeds. One runs at a time.
-func (k *Kafka) sweep(ctx context.Context, everywhere, always bool) error {
-	k.settleMu.Lock()
-	defer k.settleMu.Unlock()
-	f := k.failures.Load()
-	if !always && f == k.swept.Load() {
+func (s *settler) sweep(ctx context.Context, everywhere, always bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.failures.Load()
+	if !always && f == s.swept.Load() {
 		return nil
 	}
-	if err := k.settleHanging(ctx, everywhere); err != nil {
+	if err := s.settleHanging(ctx, everywhere); err != nil {
 		return err
 	}
-	k.swept.Store(f)
+	s.swept.Store(f)
 	return nil
 }
 
@@ -204,9 +279,9 @@ func (k *Kafka) sweep(ctx context.Context, everywhere, always bool) error {
 // and its end marker would end that range with it. When it cannot, the
 // transaction ends anyway: its commit also commits what lies beneath, and
 // holding it back would leave the coordinator to abort it.
-func (k *Kafka) settleBeforeEnd(ctx context.Context) {
-	if err := k.settleAfterFailure(ctx); err != nil {
-		k.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
+func (s *settler) settleBeforeEnd(ctx context.Context) {
+	if err := s.settleAfterFailure(ctx); err != nil {
+		s.c.log.Warn("kafka: looking for transactions left open after a broker failure", "err", err)
 	}
 }
 
@@ -228,12 +303,12 @@ type hanging struct {
 // this producer wrote to and the position topic. It returns an error when
 // one cannot be ended; the caller must not fence the id or add records
 // then.
-func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
-	if k.txnID == "" {
+func (s *settler) settleHanging(ctx context.Context, everywhere bool) error {
+	if s.txnID == "" {
 		return nil
 	}
 	// Not the producer's client: settleOnConnect runs inside it.
-	cl, err := kgo.NewClient(k.readOpts()...)
+	cl, err := kgo.NewClient(s.c.readOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -244,10 +319,10 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		found bool
 	)
 	for deadline := time.Now().Add(hangingWait); ; {
-		described, err := adm.DescribeTransactions(ctx, k.txnID)
+		described, err := adm.DescribeTransactions(ctx, s.txnID)
 		var t kadm.DescribedTransaction
 		if err == nil {
-			if t, err = described.On(k.txnID, nil); err == nil {
+			if t, err = described.On(s.txnID, nil); err == nil {
 				err = t.Err
 			}
 		}
@@ -255,10 +330,10 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		case errors.Is(err, kerr.TransactionalIDNotFound):
 			return nil // never used
 		case refusedToDescribe(err):
-			k.warnUndescribed(err)
+			s.warnUndescribed(err)
 			return nil
 		case err != nil && (final(err) || time.Now().After(deadline)):
-			return unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", k.txnID, err))
+			return unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", s.txnID, err))
 		case err == nil && !strings.HasPrefix(t.State, "Prepare"):
 			txn, found = t, true
 		case err == nil && time.Now().After(deadline):
@@ -281,7 +356,7 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	deadline := time.Now().Add(hangingWait)
 	var described kadm.DescribedProducersTopics
 	for {
-		described, err = k.describeProducers(ctx, adm, txn, everywhere)
+		described, err = s.describeProducers(ctx, adm, txn, everywhere)
 		if err == nil || refusedToDescribe(err) || final(err) || time.Now().After(deadline) {
 			break
 		}
@@ -292,7 +367,7 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 	}
 	if refusedToDescribe(err) {
-		k.warnUndescribed(err)
+		s.warnUndescribed(err)
 		return nil
 	}
 	if err != nil {
@@ -313,7 +388,7 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 			return
 		}
 		var first *kgo.Record
-		err := k.scan(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset, p.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
+		err := s.c.scan(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset, p.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
 			first = r
 			return false
 		})
@@ -338,18 +413,18 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 	for _, h := range open {
 		d, ok := decided[h.epoch]
 		if !ok {
-			d = decision{k.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"}
+			d = decision{s.book.knownEnd(h.p.ProducerID, h.epoch), "this process ended it so"}
 			if d.v == unknown {
 				d.v, d.why = coordinatorSays(txn, h.epoch)
 			}
 			if d.v == unknown {
-				if d.v, d.why, err = k.markerElsewhere(ctx, adm, h, open, mine); err != nil {
+				if d.v, d.why, err = s.markerElsewhere(ctx, adm, h, open, mine); err != nil {
 					return err
 				}
 			}
 			decided[h.epoch] = d
 		}
-		if err := k.endHanging(ctx, adm, h, d.v, d.why); err != nil {
+		if err := s.endHanging(ctx, adm, h, d.v, d.why); err != nil {
 			return err
 		}
 	}
@@ -361,9 +436,9 @@ func (k *Kafka) settleHanging(ctx context.Context, everywhere bool) error {
 // topics this producer wrote to and the position topic. A partition it
 // could not describe is an error: a range left open there would go
 // unseen. One the broker refused to describe is warned of and skipped.
-func (k *Kafka) describeProducers(ctx context.Context, adm *kadm.Client, txn kadm.DescribedTransaction, everywhere bool) (kadm.DescribedProducersTopics, error) {
+func (s *settler) describeProducers(ctx context.Context, adm *kadm.Client, txn kadm.DescribedTransaction, everywhere bool) (kadm.DescribedProducersTopics, error) {
 	set := kadm.TopicsSet{}
-	if topics := k.writtenTopics(); everywhere || len(topics) > 0 {
+	if topics := s.written.list(s.positionTopic); everywhere || len(topics) > 0 {
 		if everywhere {
 			topics = nil // every topic
 		}
@@ -393,7 +468,7 @@ func (k *Kafka) describeProducers(ctx context.Context, adm *kadm.Client, txn kad
 	described.EachPartition(func(p kadm.DescribedProducersPartition) {
 		switch {
 		case refusedToDescribe(p.Err):
-			k.warnUndescribed(fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err))
+			s.warnUndescribed(fmt.Errorf("%s/%d: %w", p.Topic, p.Partition, p.Err))
 		case p.Err != nil:
 			errs = append(errs, fmt.Errorf("kafka: describing producers of %s/%d: %w", p.Topic, p.Partition, p.Err))
 		}
@@ -425,7 +500,7 @@ func coordinatorSays(txn kadm.DescribedTransaction, epoch int16) (verdict, strin
 // that transaction is not left open: since transaction version 2 the
 // marker carries the transaction's epoch plus one, and no other marker
 // does. A later transaction's records may follow it there.
-func (k *Kafka) markerElsewhere(ctx context.Context, adm *kadm.Client, h hanging, open []hanging, mine []kadm.DescribedProducer) (verdict, string, error) {
+func (s *settler) markerElsewhere(ctx context.Context, adm *kadm.Client, h hanging, open []hanging, mine []kadm.DescribedProducer) (verdict, string, error) {
 	from := h.first.Timestamp.Add(-orphanSearch).UnixMilli()
 	n := 0
 	for _, c := range mine {
@@ -437,7 +512,7 @@ func (k *Kafka) markerElsewhere(ctx context.Context, adm *kadm.Client, h hanging
 		if n++; n > maxOrphanPartitions {
 			break
 		}
-		commit, found, err := k.findMarker(ctx, adm, c.Topic, c.Partition, from, h.p.ProducerID, h.epoch+1)
+		commit, found, err := s.findMarker(ctx, adm, c.Topic, c.Partition, from, h.p.ProducerID, h.epoch+1)
 		if err != nil {
 			return unknown, "", fmt.Errorf("kafka: looking for the marker of a transaction left open on %s/%d: %w", c.Topic, c.Partition, err)
 		}
@@ -457,17 +532,17 @@ func (k *Kafka) markerElsewhere(ctx context.Context, adm *kadm.Client, h hanging
 // topic (see above), and nothing without a position topic. A position
 // record is committed only when nothing of a later transaction joined the
 // open range.
-func (k *Kafka) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v verdict, why string) error {
+func (s *settler) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v verdict, why string) error {
 	p := h.p
 	var commit bool
 	switch v {
 	case committed:
-		commit = p.Topic != k.positionTopic || p.ProducerEpoch == h.epoch
+		commit = p.Topic != s.positionTopic || p.ProducerEpoch == h.epoch
 	case unknown:
-		if k.positionTopic == "" {
+		if s.positionTopic == "" {
 			return nil // which records say what was published is not known: LastCommitted names it
 		}
-		commit = p.Topic != k.positionTopic
+		commit = p.Topic != s.positionTopic
 	}
 	did := "aborted"
 	if commit {
@@ -478,7 +553,7 @@ func (k *Kafka) endHanging(ctx context.Context, adm *kadm.Client, h hanging, v v
 			"moved on, and it is to be %s (%s), but writing that marker failed (it takes ALTER on the cluster resource): %w",
 			p.ProducerID, h.epoch, p.Topic, p.Partition, p.CurrentTxnStartOffset, did, why, err)
 	}
-	k.log.Warn("kafka: a transaction stayed open on a partition after its coordinator moved on (a broker restarted between its end and its markers); it is ended",
+	s.c.log.Warn("kafka: a transaction stayed open on a partition after its coordinator moved on (a broker restarted between its end and its markers); it is ended",
 		"topic", p.Topic, "partition", p.Partition, "from_offset", p.CurrentTxnStartOffset,
 		"producer_id", p.ProducerID, "epoch", h.epoch, "later_epoch", p.ProducerEpoch, "done", did, "why", why)
 	return nil
@@ -495,9 +570,9 @@ func refusedToDescribe(err error) bool {
 // warnUndescribed says, once per producer, that transactions left open
 // cannot be looked for: without that a committed transaction Kafka left
 // open can be aborted with the next one (see above).
-func (k *Kafka) warnUndescribed(err error) {
-	if k.undescribed.CompareAndSwap(false, true) {
-		k.log.Warn("kafka: cannot look for transactions left open after a broker restart (grant the relay's user READ on its topics)", "err", err)
+func (s *settler) warnUndescribed(err error) {
+	if s.undescribed.CompareAndSwap(false, true) {
+		s.c.log.Warn("kafka: cannot look for transactions left open after a broker restart (grant the relay's user READ on its topics)", "err", err)
 	}
 }
 

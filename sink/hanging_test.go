@@ -56,12 +56,12 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 			// The transaction whose commit misses the events partition.
 			begin(t, k)
 			produced(ctx, t, k, position, "position")
-			id, epoch, err := k.client.Load().ProducerID(ctx)
+			id, epoch, err := k.c.load().ProducerID(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			produceUnadded(ctx, t, raw, txnID, events, id, epoch, "committed")
-			if err := k.Commit(ctx, func() error { return nil }); err != nil {
+			if err := k.Txn().Commit(ctx, func() error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if n := openRanges(ctx, t, kadm.NewClient(raw), events); n != 1 {
@@ -71,7 +71,7 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 			// The next transaction, aborted.
 			switch name {
 			case "before the next transaction":
-				k.failures.Add(1) // a broker connection failed
+				k.txn.settle.failures.Add(1) // a broker connection failed
 			case reconnected:
 				// The producer's connections idle out: its next record
 				// goes out on a new one, made after a failure the
@@ -93,17 +93,17 @@ func TestCommitLeftOpenIsCommitted(t *testing.T) {
 				if err := k.Flush(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := k.Abort(ctx); err != nil {
+				if err := k.Txn().Abort(ctx); err != nil {
 					t.Fatal(err)
 				}
 			case "another process fences":
 				fencedProducer(ctx, t, cfg)
 			default:
-				k.failures.Add(1)
+				k.txn.settle.failures.Add(1)
 				if err := k.Flush(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if err := k.Abort(ctx); err != nil {
+				if err := k.Txn().Abort(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -140,7 +140,7 @@ type failOnConnect struct {
 
 func (h *failOnConnect) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err == nil && h.armed.CompareAndSwap(true, false) {
-		h.k.failures.Add(1)
+		h.k.txn.settle.failures.Add(1)
 	}
 }
 
@@ -149,11 +149,11 @@ func (h *failOnConnect) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _
 func reconnecting(ctx context.Context, t *testing.T, k *Kafka) *failOnConnect {
 	t.Helper()
 	h := &failOnConnect{k: k}
-	k.opts = append(k.opts, kgo.ConnIdleTimeout(100*time.Millisecond), kgo.WithHooks(h))
+	k.c.opts = append(k.c.opts, kgo.ConnIdleTimeout(100*time.Millisecond), kgo.WithHooks(h))
 	if err := k.Renew(); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Fence(ctx); err != nil {
+	if err := k.Txn().Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -196,7 +196,7 @@ func TestCommitSurvivesBrokerKill(t *testing.T) {
 	// The kill follows the commit's answer as closely as it can: the
 	// markers are written within milliseconds of it.
 	ended := make(chan struct{}, 1)
-	k.opts = append(k.opts, kgo.WithHooks(endTxnHook(func() {
+	k.c.opts = append(k.c.opts, kgo.WithHooks(endTxnHook(func() {
 		select {
 		case ended <- struct{}{}:
 		default:
@@ -205,10 +205,10 @@ func TestCommitSurvivesBrokerKill(t *testing.T) {
 	if err := k.Renew(); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Fence(ctx); err != nil {
+	if err := k.Txn().Fence(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.EnsureCompactedTopic(ctx, position); err != nil {
+	if err := k.Topics().EnsureCompactedTopic(ctx, position); err != nil {
 		t.Fatal(err)
 	}
 	txn := func(tag string, commit bool) {
@@ -228,10 +228,10 @@ func TestCommitSurvivesBrokerKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		if commit {
-			err = k.Commit(ctx, func() error { return nil })
+			err = k.Txn().Commit(ctx, func() error { return nil })
 		} else {
 			if err = k.Flush(ctx); err == nil {
-				err = k.Abort(ctx)
+				err = k.Txn().Abort(ctx)
 			}
 		}
 		if err != nil {
@@ -383,13 +383,13 @@ func TestHangingLookRefused(t *testing.T) {
 	}
 	defer k.Close()
 	for i := range 2 {
-		if err := k.Fence(ctx); err != nil {
+		if err := k.Txn().Fence(ctx); err != nil {
 			t.Fatalf("fence %d: %v", i, err)
 		}
-		k.failures.Add(1) // a broker connection failed: the first record looks too
+		k.txn.settle.failures.Add(1) // a broker connection failed: the first record looks too
 		begin(t, k)
 		produced(ctx, t, k, prefix+"events", "event")
-		if err := k.Commit(ctx, func() error { return nil }); err != nil {
+		if err := k.Txn().Commit(ctx, func() error { return nil }); err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
 		if err := k.Renew(); err != nil {
@@ -421,13 +421,13 @@ func TestCoordinatorStateEndsTransactionLeftOpen(t *testing.T) {
 	}
 	begin(t, k)
 	produced(ctx, t, k, other, "known to the coordinator")
-	id, epoch, err := k.client.Load().ProducerID(ctx)
+	id, epoch, err := k.c.load().ProducerID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	produceUnadded(ctx, t, raw, cfg.TransactionalID, events, id, epoch, "event")
 	produceUnadded(ctx, t, raw, cfg.TransactionalID, position, id, epoch, "its position")
-	if err := k.Commit(ctx, func() error { return nil }); err != nil {
+	if err := k.Txn().Commit(ctx, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := adm.DeleteTopics(ctx, other); err != nil {
@@ -435,7 +435,7 @@ func TestCoordinatorStateEndsTransactionLeftOpen(t *testing.T) {
 	}
 
 	next := fencedProducer(ctx, t, cfg) // another process: it knows nothing of that transaction
-	rec, err := next.LastCommitted(ctx, position, []byte("p"))
+	rec, err := next.Topics().LastCommitted(ctx, position, []byte("p"))
 	if err != nil || rec == nil || string(rec.Value) != "its position" {
 		t.Fatalf("last committed: %v, %v; want the transaction's own position record", rec, err)
 	}

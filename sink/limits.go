@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,6 +33,30 @@ type topicLimit struct {
 	retryAt time.Time // zero once the broker answered
 }
 
+// limits are the topics' maximum message sizes, as learned from the
+// broker: read on every record, written once per topic (copy on write).
+type limits struct {
+	c       *client
+	max     int // the configured maximum
+	learned atomic.Pointer[map[string]topicLimit]
+	mu      sync.Mutex     // one lookup at a time; serializes writers
+	lookups sync.WaitGroup // lookups that outlived their wait
+	written *writtenTopics // each topic looked up is one written to (hanging.go)
+}
+
+func newLimits(c *client, max int, written *writtenTopics) *limits {
+	l := &limits{c: c, max: max, written: written}
+	l.learned.Store(&map[string]topicLimit{})
+	return l
+}
+
+// forget drops what was learned, so that it is read again.
+func (l *limits) forget() {
+	l.mu.Lock()
+	l.learned.Store(&map[string]topicLimit{})
+	l.mu.Unlock()
+}
+
 // Size is an upper bound of a record's encoded size in a batch of its own,
 // which is what the broker compares with its message.max.bytes.
 func Size(r *kgo.Record) int {
@@ -42,55 +68,55 @@ func Size(r *kgo.Record) int {
 	return n
 }
 
-// cachedLimit is a topic's limit as known now, without asking anyone.
-func (k *Kafka) cachedLimit(topic string) int {
-	if l, ok := (*k.limits.Load())[topic]; ok {
-		return l.max
+// cached is a topic's limit as known now, without asking anyone.
+func (l *limits) cached(topic string) int {
+	if t, ok := (*l.learned.Load())[topic]; ok {
+		return t.max
 	}
-	return k.max
-}
-
-// Limit is the largest record topic accepts: the configured maximum, or
-// the broker's limit for the topic when that is lower. The broker is asked
-// when the topic is first used (and again a minute after it could not
-// answer); every other call is a map read.
-func (k *Kafka) Limit(ctx context.Context, topic string) int {
-	l, ok := (*k.limits.Load())[topic]
-	if ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
-		return l.max
-	}
-	k.lookupMu.Lock()
-	defer k.lookupMu.Unlock()
-	if l, ok := (*k.limits.Load())[topic]; ok && (l.retryAt.IsZero() || time.Now().Before(l.retryAt)) {
-		return l.max
-	}
-	k.rememberTopic(topic)
-	l = topicLimit{max: k.max}
-	broker, err := k.lookupLimit(ctx, topic)
-	switch {
-	case err != nil:
-		l.retryAt = time.Now().Add(limitRetry)
-		k.log.Warn("kafka: cannot read the topic's maximum message size; using --max-message-bytes until it can be read",
-			"topic", topic, "max_message_bytes", k.max, "err", err)
-	case broker > 0 && broker < k.max:
-		l.max = broker
-		k.log.Info("kafka: the topic accepts smaller records than --max-message-bytes; larger ones are dead-lettered",
-			"topic", topic, "max_message_bytes", broker)
-	}
-	next := make(map[string]topicLimit, len(*k.limits.Load())+1)
-	for t, v := range *k.limits.Load() {
-		next[t] = v
-	}
-	next[topic] = l
-	k.limits.Store(&next)
 	return l.max
 }
 
-// lookupLimit is brokerLimit within limitLookup: franz-go waits out a
+// get is the largest record topic accepts: the configured maximum, or
+// the broker's limit for the topic when that is lower. The broker is asked
+// when the topic is first used (and again a minute after it could not
+// answer); every other call is a map read.
+func (l *limits) get(ctx context.Context, topic string) int {
+	t, ok := (*l.learned.Load())[topic]
+	if ok && (t.retryAt.IsZero() || time.Now().Before(t.retryAt)) {
+		return t.max
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := (*l.learned.Load())[topic]; ok && (t.retryAt.IsZero() || time.Now().Before(t.retryAt)) {
+		return t.max
+	}
+	l.written.add(topic)
+	t = topicLimit{max: l.max}
+	broker, err := l.lookup(ctx, topic)
+	switch {
+	case err != nil:
+		t.retryAt = time.Now().Add(limitRetry)
+		l.c.log.Warn("kafka: cannot read the topic's maximum message size; using --max-message-bytes until it can be read",
+			"topic", topic, "max_message_bytes", l.max, "err", err)
+	case broker > 0 && broker < l.max:
+		t.max = broker
+		l.c.log.Info("kafka: the topic accepts smaller records than --max-message-bytes; larger ones are dead-lettered",
+			"topic", topic, "max_message_bytes", broker)
+	}
+	next := make(map[string]topicLimit, len(*l.learned.Load())+1)
+	for name, v := range *l.learned.Load() {
+		next[name] = v
+	}
+	next[topic] = t
+	l.learned.Store(&next)
+	return t.max
+}
+
+// lookup is brokerLimit within limitLookup: franz-go waits out a
 // broker that takes the connection and never answers (10 s, its request
 // overhead), whatever the request's context says. The lookup finishes in
 // the background then; Close waits for it.
-func (k *Kafka) lookupLimit(ctx context.Context, topic string) (int, error) {
+func (l *limits) lookup(ctx context.Context, topic string) (int, error) {
 	lctx, cancel := context.WithTimeout(ctx, limitLookup)
 	defer cancel()
 	type result struct {
@@ -98,10 +124,10 @@ func (k *Kafka) lookupLimit(ctx context.Context, topic string) (int, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	k.lookups.Add(1)
+	l.lookups.Add(1)
 	go func() {
-		defer k.lookups.Done()
-		n, err := k.brokerLimit(lctx, topic)
+		defer l.lookups.Done()
+		n, err := l.brokerLimit(lctx, topic)
 		done <- result{n, err}
 	}()
 	select {
@@ -115,8 +141,8 @@ func (k *Kafka) lookupLimit(ctx context.Context, topic string) (int, error) {
 // brokerLimit reads the topic's max.message.bytes, or the broker's
 // message.max.bytes for a topic that does not exist yet (it is created
 // with that default); 0 when neither is reported.
-func (k *Kafka) brokerLimit(ctx context.Context, topic string) (int, error) {
-	adm := kadm.NewClient(k.client.Load())
+func (l *limits) brokerLimit(ctx context.Context, topic string) (int, error) {
+	adm := kadm.NewClient(l.c.load())
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return 0, err

@@ -50,9 +50,9 @@ const maxOrphanPartitions = 256
 // coordinator decided, when that decision is known. It returns what
 // it did; "" and no error when there is no orphan of this transactional
 // id, an error when its decision cannot be found or written.
-func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
-	owner := k.owner.Load()
-	if owner == nil || k.txnID == "" {
+func (s *settler) settleOrphan(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	owner := s.book.current()
+	if owner == nil || s.txnID == "" {
 		return "", nil
 	}
 	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
@@ -91,13 +91,13 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 		}
 	})
 
-	if k.neverCommitted(orphan.ProducerID, orphan.ProducerEpoch) {
+	if s.book.neverCommitted(orphan.ProducerID, orphan.ProducerEpoch) {
 		// Its producer left it open and never asked to commit it: only
 		// the producer's EndTxn commits, so nobody did.
 		return endOrphan(ctx, adm, topic, open, false, "its producer never sent its commit")
 	}
 	var first *kgo.Record
-	if err := k.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
+	if err := s.c.scan(ctx, topic, 0, orphan.CurrentTxnStartOffset, orphan.CurrentTxnStartOffset+1, func(r *kgo.Record) bool {
 		first = r
 		return false
 	}); err != nil || first == nil {
@@ -108,7 +108,7 @@ func (k *Kafka) settleOrphan(ctx context.Context, adm *kadm.Client, topic string
 	}
 	from := first.Timestamp.Add(-orphanSearch).UnixMilli()
 	for _, c := range candidates {
-		commit, found, err := k.findMarker(ctx, adm, c.Topic, c.Partition, from, orphan.ProducerID, orphan.ProducerEpoch+1)
+		commit, found, err := s.findMarker(ctx, adm, c.Topic, c.Partition, from, orphan.ProducerID, orphan.ProducerEpoch+1)
 		if err != nil {
 			return "", fmt.Errorf("looking for the transaction's marker on %s/%d: %w", c.Topic, c.Partition, err)
 		}
@@ -152,7 +152,7 @@ func writeMarker(ctx context.Context, adm *kadm.Client, p kadm.DescribedProducer
 // the millisecond from, up to its current end, for the first record or
 // marker of producer id with an epoch of at least epoch. found is whether
 // that is a marker of exactly epoch, commit which marker it is.
-func (k *Kafka) findMarker(ctx context.Context, adm *kadm.Client, topic string, partition int32, from int64, id int64, epoch int16) (commit, found bool, err error) {
+func (s *settler) findMarker(ctx context.Context, adm *kadm.Client, topic string, partition int32, from int64, id int64, epoch int16) (commit, found bool, err error) {
 	starts, err := adm.ListOffsetsAfterMilli(ctx, from, topic)
 	if err != nil {
 		return false, false, err
@@ -161,12 +161,12 @@ func (k *Kafka) findMarker(ctx context.Context, adm *kadm.Client, topic string, 
 	if err != nil {
 		return false, false, err
 	}
-	s, ok1 := starts.Lookup(topic, partition)
+	b, ok1 := starts.Lookup(topic, partition)
 	e, ok2 := ends.Lookup(topic, partition)
-	if !ok1 || !ok2 || s.Err != nil || e.Err != nil {
-		return false, false, fmt.Errorf("no offsets: %w", errors.Join(s.Err, e.Err))
+	if !ok1 || !ok2 || b.Err != nil || e.Err != nil {
+		return false, false, fmt.Errorf("no offsets: %w", errors.Join(b.Err, e.Err))
 	}
-	err = k.scan(ctx, topic, partition, s.Offset, e.Offset, func(r *kgo.Record) bool {
+	err = s.c.scan(ctx, topic, partition, b.Offset, e.Offset, func(r *kgo.Record) bool {
 		if r.ProducerID != id || r.ProducerEpoch < epoch {
 			return true
 		}

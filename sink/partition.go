@@ -104,7 +104,7 @@ func (k *Kafka) checkPartition(ctx context.Context, r *kgo.Record) error {
 	n, ok := k.parts.n[r.Topic]
 	if !ok {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		topics, err := kadm.NewClient(k.client.Load()).ListTopics(lctx, r.Topic)
+		topics, err := kadm.NewClient(k.c.load()).ListTopics(lctx, r.Topic)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("kafka: read the partitions of %s: %w", r.Topic, err)

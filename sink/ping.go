@@ -22,6 +22,17 @@ import (
 // rest, so the handshake only ends at the dial timeout.
 const plaintextAfter = time.Second
 
+// Health tells whether a Kafka sink's brokers answer, and if not, why.
+type Health struct {
+	c           *client
+	brokers     []string
+	sasl, tls   bool
+	dialTimeout time.Duration
+	// dial connects as the client does, TLS handshake included (Ping's
+	// probes).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
 // Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth
 // and says which. A broker that only closes the connection is taken to
 // refuse what was sent only when a fresh connection shows it up: a broker
@@ -30,22 +41,22 @@ const plaintextAfter = time.Second
 // is a plaintext listener: ErrAuth at once, without waiting for the dial
 // timeout. Without TLS, a seed broker that answers one with a TLS alert
 // is a TLS listener (Apache Kafka answers so; kfake closes): ErrAuth too.
-func (k *Kafka) Ping(ctx context.Context) error {
-	probe := k.probeTimeout()
-	if !k.tls {
-		err := k.ping(ctx)
+func (h *Health) Ping(ctx context.Context) error {
+	probe := h.probeTimeout()
+	if !h.tls {
+		err := h.ping(ctx)
 		if err == nil || ctx.Err() != nil {
-			return k.explain(ctx, err)
+			return h.explain(ctx, err)
 		}
-		if addr, ok := askSeeds(ctx, k.brokers, probe, tlsAlert); ok {
+		if addr, ok := askSeeds(ctx, h.brokers, probe, tlsAlert); ok {
 			return fmt.Errorf("%w: the broker at %s requires TLS: it answered with a TLS alert (add --kafka-tls, and --kafka-tls-ca if its certificate is not signed by a public CA)", ErrAuth, addr)
 		}
-		return k.explain(ctx, err)
+		return h.explain(ctx, err)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- k.ping(pctx) }()
+	go func() { done <- h.ping(pctx) }()
 	var (
 		err      error
 		finished bool
@@ -59,7 +70,7 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	case <-time.After(plaintextAfter):
 	case <-ctx.Done():
 	}
-	if addr, ok := askSeeds(ctx, k.brokers, probe, kafkaAnswer); ok {
+	if addr, ok := askSeeds(ctx, h.brokers, probe, kafkaAnswer); ok {
 		cancel()
 		if !finished {
 			<-done
@@ -69,19 +80,19 @@ func (k *Kafka) Ping(ctx context.Context) error {
 	if !finished {
 		err = <-done
 	}
-	return k.explain(ctx, err)
+	return h.explain(ctx, err)
 }
 
 // ping pings, again after a connection closed at once (up to 3 tries);
 // a timeout is not tried again.
-func (k *Kafka) ping(ctx context.Context) error {
+func (h *Health) ping(ctx context.Context) error {
 	var (
 		err     error
 		closed  error // the first close right after a request: it says the most
 		firstRd *kgo.ErrFirstReadEOF
 	)
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = k.client.Load().Ping(ctx); err == nil {
+		if err = h.c.load().Ping(ctx); err == nil {
 			return nil
 		}
 		// A later try may find the client's broker already dead from the
@@ -107,7 +118,7 @@ func (k *Kafka) ping(ctx context.Context) error {
 
 // explain turns a ping's error into one that says what to change. Callers
 // say that it is Kafka's.
-func (k *Kafka) explain(ctx context.Context, err error) error {
+func (h *Health) explain(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -118,14 +129,14 @@ func (k *Kafka) explain(ctx context.Context, err error) error {
 	var netErr net.Error
 	var firstEOF *kgo.ErrFirstReadEOF
 	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-	probe := k.probeTimeout()
+	probe := h.probeTimeout()
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
-	case k.sasl && eof:
+	case h.sasl && eof:
 		// kfake, and some proxies, close instead of answering
 		// SASL_AUTHENTICATION_FAILED; so does a broker going down.
-		if _, up := seeds(ctx, k.brokers, probe, k.dial, answers); !up {
+		if _, up := seeds(ctx, h.brokers, probe, h.dial, answers); !up {
 			return fmt.Errorf("the broker closed the connection, and does not answer now (restarting, or cut off?): %w", err)
 		}
 		return fmt.Errorf("%w: the broker closed the connection during SASL authentication (check the mechanism, --kafka-username and --kafka-password)", ErrAuth)
@@ -136,20 +147,20 @@ func (k *Kafka) explain(ctx context.Context, err error) error {
 	case errors.As(err, &firstEOF):
 		// Closed right after a request: a listener that wants SASL does
 		// so, and so does a broker going down.
-		if addr, ok := seeds(ctx, k.brokers, probe, k.dial, wantsSASL); ok {
+		if addr, ok := seeds(ctx, h.brokers, probe, h.dial, wantsSASL); ok {
 			return fmt.Errorf("%w: the broker at %s requires SASL: it answers ApiVersions and closes the connection on the next request (set --kafka-sasl-mechanism, --kafka-username and --kafka-password)", ErrAuth, addr)
 		}
 		return fmt.Errorf("the broker closed the connection right after a request (restarting, or cut off?): %w", err)
-	case k.tls && errors.As(err, &netErr) && netErr.Timeout():
+	case h.tls && errors.As(err, &netErr) && netErr.Timeout():
 		return fmt.Errorf("no TLS handshake within the dial timeout: is this the broker's TLS listener? (%v)", err)
-	case !k.tls && eof:
+	case !h.tls && eof:
 		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
 	}
 	return err
 }
 
 // probeTimeout bounds each of Ping's own connections to a seed broker.
-func (k *Kafka) probeTimeout() time.Duration { return min(k.dialTimeout, 3*time.Second) }
+func (h *Health) probeTimeout() time.Duration { return min(h.dialTimeout, 3*time.Second) }
 
 // correlation is the id of the requests Ping's probes send.
 const correlation = 0x70676f78

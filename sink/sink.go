@@ -2,15 +2,16 @@
 // replicas, an acknowledgement per record, bounded buffering, and a size
 // check before a record is handed to the client.
 //
-// One Kafka value holds one franz-go client and offers three things, each
-// in its own file, which the relay uses through small interfaces of its
-// own so that each can be faked:
-//   - sink.go, limits.go, partition.go: the producer (Produce, Fits,
-//     Flush, AbortBuffered), with the topics' size limits;
-//   - txn.go: transactions (Fence, Begin, Commit, Abort, Probe);
-//   - admin.go: topics and what they hold (EnsureCompactedTopic,
+// One franz-go client (client.go) serves four types, one per concern,
+// which the relay uses through small interfaces of its own so that each
+// can be faked:
+//   - Kafka (sink.go, limits.go, partition.go): the producer (Produce,
+//     Fits, Flush, AbortBuffered, Renew), with the topics' size limits;
+//   - Txn (txn.go, hanging.go, orphan.go): transactions (Fence, Begin,
+//     Commit, Abort, Probe), and the ranges Kafka left open;
+//   - Topics (admin.go): topics and what they hold (EnsureCompactedTopic,
 //     LastCommitted);
-//   - ping.go: whether a broker answers, and why not.
+//   - Health (ping.go): whether a broker answers, and why not.
 package sink
 
 import (
@@ -20,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,24 +181,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Kafka produces records to Kafka.
+// Kafka produces records to Kafka. Its transactions (Txn), its topics
+// (Topics) and its health (Health) are types of their own, over the same
+// client.
 type Kafka struct {
-	client      atomic.Pointer[kgo.Client]
-	opts        []kgo.Opt
-	max         int
-	sasl, tls   bool
-	brokers     []string
-	dialTimeout time.Duration
-	// dial connects as the client does, TLS handshake included (Ping's
-	// probes).
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	log  *slog.Logger
-
-	// limits are the topics' maximum message sizes: read on every
-	// record, written once per topic (copy on write).
-	limits   atomic.Pointer[map[string]topicLimit]
-	lookupMu sync.Mutex     // one lookup at a time; serializes writers
-	lookups  sync.WaitGroup // lookups that outlived their wait (limits.go)
+	c      *client
+	limits *limits
 	// parts are the partition counts of topics that records name a
 	// partition of (partition.go).
 	parts partitionCounts
@@ -211,40 +199,9 @@ type Kafka struct {
 	abortMu sync.Mutex
 	aborts  []chan struct{} // AbortBuffered's goroutines, closed when done
 
-	// txnID is the transactional id; empty for an idempotent producer.
-	txnID      string
-	txnTimeout time.Duration
-	txnBegan   atomic.Int64 // unix nanoseconds of the open transaction's first Produce; 0 before it
-	// owner is the producer id and epoch last known to own txnID (after
-	// Fence and each commit), endSent whether the open transaction's
-	// EndTxn was sent; for ProbeFailed.
-	owner   atomic.Pointer[producerEpoch]
-	endSent atomic.Bool
-	// unended are the producer ids and epochs of transactions left open
-	// with records in them and no EndTxn sent, by this process's replaced
-	// clients or, as the caller learned, by another process: nobody
-	// committed them (orphan.go).
-	unendedMu sync.Mutex
-	unended   []producerEpoch
-	// committed and aborted are the transactions this process ended, by
-	// producer id and epoch (hanging.go).
-	committed, aborted []producerEpoch
-	// failures counts failed broker reads, writes and dials; swept is its
-	// value when hanging transactions were last looked for (hanging.go).
-	failures, swept atomic.Uint64
-	settleMu        sync.Mutex  // one settleHanging at a time
-	undescribed     atomic.Bool // warnUndescribed said it
-	// life ends when Close begins, stopClient when the client is
-	// replaced: what franz-go's hooks start (settleOnConnect) stops then.
-	// stopClient is used where the client is replaced, by one goroutine.
-	life       context.Context
-	stop       context.CancelFunc
-	stopClient context.CancelFunc
-	// topics are those this producer wrote to, positionTopic the one
-	// position records go to.
-	topicsMu      sync.Mutex
-	topics        map[string]struct{}
-	positionTopic string
+	txn    *Txn // nil for an idempotent producer
+	topics *Topics
+	health *Health
 }
 
 // newTopicLookups is how many metadata lookups may find a topic that is
@@ -258,11 +215,14 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	k := &Kafka{max: cfg.MaxMessageBytes, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil, log: log,
-		brokers: cfg.Brokers, dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
-	k.life, k.stop = context.WithCancel(context.Background())
-	k.limits.Store(&map[string]topicLimit{})
-	k.opts = []kgo.Opt{
+	c := &client{log: log}
+	c.life, c.stop = context.WithCancel(context.Background())
+	written := new(writtenTopics)
+	k := &Kafka{c: c, limits: newLimits(c, cfg.MaxMessageBytes, written)}
+	k.health = &Health{c: c, brokers: cfg.Brokers, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil,
+		dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
+	k.topics = &Topics{c: c, brokers: cfg.Brokers}
+	c.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -271,7 +231,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		// Batches never exceed what the topic accepts: franz-go asks
 		// once per partition, after Fits learned the topic's limit.
-		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.cachedLimit(topic)) }),
+		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.limits.cached(topic)) }),
 		kgo.WithLogger(logger{log}),
 		// Latency-first batches are small; compressing them costs CPU
 		// on every record and saves nothing.
@@ -285,46 +245,40 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		// 2 busy cores, many topics created at once), and the relay
 		// sent its batch again: duplicates, and a reconnection's delay.
 		// The Java producer waits for it up to max.block.ms, a minute.
-		k.opts = append(k.opts, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(newTopicLookups))
+		c.opts = append(c.opts, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(newTopicLookups))
 	}
 	if cfg.TransactionalID != "" {
-		k.txnID, k.txnTimeout, k.positionTopic = cfg.TransactionalID, cfg.TransactionTimeout, cfg.PositionTopic
-		k.opts = append(k.opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
+		book := new(txnBook)
+		settle := &settler{c: c, txnID: cfg.TransactionalID, positionTopic: cfg.PositionTopic, book: book, written: written}
+		k.txn = &Txn{c: c, producer: k, id: cfg.TransactionalID, timeout: cfg.TransactionTimeout, book: book, settle: settle}
+		k.topics.book, k.topics.settle = book, settle
+		// The producer's client counts broker failures (hanging.go);
+		// the readers built from c.opts do not.
+		c.hook = func(life context.Context) kgo.Hook { return failureHook{settle, life} }
+		c.opts = append(c.opts, kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(cfg.TransactionTimeout))
 	}
 	if m, _ := cfg.SASL.mechanism(); m != nil {
-		k.opts = append(k.opts, kgo.SASL(m))
+		c.opts = append(c.opts, kgo.SASL(m))
 	}
-	k.opts = append(k.opts, kgo.Dialer(k.dial))
-	client, err := k.newClient()
+	c.opts = append(c.opts, kgo.Dialer(k.health.dial))
+	cl, err := c.next()
 	if err != nil {
-		k.stop()
+		c.stop()
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	k.client.Store(client)
+	c.cur.Store(cl)
 	k.gate.Store(newGate())
 	return k, nil
 }
 
-// newClient is the producer's client: k.opts and, for a transactional
-// producer, the hook that counts broker failures (hanging.go), which the
-// readers built from k.opts do not share. What the hook starts stops when
-// the next client replaces this one (Renew) or Close begins.
-func (k *Kafka) newClient() (*kgo.Client, error) {
-	if k.txnID == "" {
-		return kgo.NewClient(k.opts...)
-	}
-	life, stop := context.WithCancel(k.life)
-	cl, err := kgo.NewClient(append(slices.Clone(k.opts), kgo.WithHooks(failureHook{k, life}))...)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	if k.stopClient != nil {
-		k.stopClient()
-	}
-	k.stopClient = stop
-	return cl, nil
-}
+// Txn is the producer's transactions; nil for an idempotent producer.
+func (k *Kafka) Txn() *Txn { return k.txn }
+
+// Topics is what the producer reads and creates of its topics.
+func (k *Kafka) Topics() *Topics { return k.topics }
+
+// Ping checks that a broker answers (Health.Ping).
+func (k *Kafka) Ping(ctx context.Context) error { return k.health.Ping(ctx) }
 
 type gate struct {
 	ctx    context.Context
@@ -359,7 +313,7 @@ func (k *Kafka) AbortBuffered() {
 	// window in which the client, already on a new producer epoch, could
 	// send a later record before the abort below takes hold.
 	k.gate.Load().cancel()
-	client := k.client.Load()
+	client := k.c.load()
 	done := make(chan struct{})
 	k.abortMu.Lock()
 	k.aborts = append(k.aborts, done)
@@ -369,7 +323,7 @@ func (k *Kafka) AbortBuffered() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := client.AbortBufferedRecords(ctx); err != nil {
-			k.log.Warn("kafka: aborting buffered records", "err", err)
+			k.c.log.Warn("kafka: aborting buffered records", "err", err)
 		}
 	}()
 }
@@ -393,29 +347,29 @@ func (k *Kafka) waitAborts() {
 // remembered as one nobody committed.
 func (k *Kafka) Renew() error {
 	k.waitAborts()
-	if id, epoch, ok := k.Unsent(); ok {
-		k.Unended(id, epoch)
+	if k.txn != nil {
+		if id, epoch, ok := k.txn.Unsent(); ok {
+			k.txn.Unended(id, epoch)
+		}
 	}
-	client, err := k.newClient()
+	client, err := k.c.next()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	k.lookupMu.Lock()
-	k.limits.Store(&map[string]topicLimit{})
-	k.lookupMu.Unlock()
-	k.client.Swap(client).Close()
+	k.limits.forget()
+	k.c.cur.Swap(client).Close()
 	k.gate.Store(newGate())
 	return nil
 }
 
 // Buffered is how many records the client holds that Kafka has not
 // acknowledged yet.
-func (k *Kafka) Buffered() int64 { return k.client.Load().BufferedProduceRecords() }
+func (k *Kafka) Buffered() int64 { return k.c.load().BufferedProduceRecords() }
 
 // Fits returns *TooLargeError when r exceeds what its topic accepts, and
 // *PartitionError when it names a partition the topic does not have.
 func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
-	if n, max := Size(r), k.Limit(ctx, r.Topic); n > max {
+	if n, max := Size(r), k.limits.get(ctx, r.Topic); n > max {
 		return &TooLargeError{Topic: r.Topic, Size: n, Max: max}
 	}
 	return k.checkPartition(ctx, r)
@@ -438,32 +392,33 @@ func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Re
 	} else {
 		r.Context = g.ctx
 	}
-	if k.txnID != "" && k.txnBegan.Load() == 0 {
-		// The transaction's first record: none may join a range a
-		// failed broker left open.
-		if err := k.settleAfterFailure(ctx); err != nil {
+	if k.txn != nil {
+		if err := k.txn.firstRecord(ctx); err != nil {
 			return err
 		}
-		k.txnBegan.Store(time.Now().UnixNano()) // one goroutine produces
 	}
-	k.client.Load().Produce(ctx, r, promise)
+	k.c.load().Produce(ctx, r, promise)
 	return nil
 }
 
 // Flush waits until every buffered record is acked or failed.
 func (k *Kafka) Flush(ctx context.Context) error {
-	err := k.client.Load().Flush(ctx)
+	err := k.c.load().Flush(ctx)
 	k.waitAborts()
 	return err
 }
 
 // Close fails what is still buffered and closes the connections.
 func (k *Kafka) Close() {
-	k.stop()
+	k.c.stop()
 	k.waitAborts()
-	k.client.Load().Close()
-	k.lookups.Wait()
+	k.c.load().Close()
+	k.limits.lookups.Wait()
 }
+
+// Limit is the largest record topic accepts: the configured maximum, or
+// the broker's limit for the topic when that is lower (limits.go).
+func (k *Kafka) Limit(ctx context.Context, topic string) int { return k.limits.get(ctx, topic) }
 
 // logger passes franz-go's warnings and errors to slog; its info and debug
 // lines describe every request and would drown the relay's own.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +33,20 @@ var ErrFenced error = &sentinel{"kafka: fenced by a newer producer with the same
 // the transaction held is not visible; a new session sends it again.
 var ErrTxnTimedOut error = &sentinel{"kafka: the transaction stayed open past the transaction timeout and the broker aborted it", false}
 
+// Txn is a transactional producer's transactions (Config.TransactionalID).
+type Txn struct {
+	c        *client
+	producer *Kafka // its Flush
+	id       string
+	timeout  time.Duration
+	began    atomic.Int64 // unix nanoseconds of the open transaction's first Produce; 0 before it
+	// endSent is whether the open transaction's EndTxn was sent; for
+	// ProbeFailed.
+	endSent atomic.Bool
+	book    *txnBook
+	settle  *settler
+}
+
 // fenced tells the broker's answers that mean the producer's epoch is
 // stale: another producer took the transactional id over, or the broker
 // aborted a transaction that outlived its timeout.
@@ -50,12 +64,12 @@ func Fenced(err error) bool { return errors.Is(err, ErrFenced) }
 // answers both the same way; a transaction younger than nine tenths of the
 // timeout cannot have timed out, nor can one that produced nothing yet).
 // Other errors are returned as they are.
-func (k *Kafka) Classify(err error) error {
+func (t *Txn) Classify(err error) error {
 	if err == nil || errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnTimedOut) {
 		return err
 	}
-	began := k.txnBegan.Load()
-	old := began != 0 && time.Since(time.Unix(0, began)) >= k.txnTimeout*9/10
+	began := t.began.Load()
+	old := began != 0 && time.Since(time.Unix(0, began)) >= t.timeout*9/10
 	switch {
 	case old && (fenced(err) || errors.Is(err, kerr.InvalidTxnState)):
 		// A commit after the broker's abort is also told it is in the
@@ -67,15 +81,12 @@ func (k *Kafka) Classify(err error) error {
 	return err
 }
 
-func (k *Kafka) txnErr(op string, err error) error {
-	if c := k.Classify(err); c != err {
+func (t *Txn) txnErr(op string, err error) error {
+	if c := t.Classify(err); c != err {
 		return fmt.Errorf("%w (%s)", c, op)
 	}
 	return fmt.Errorf("kafka transaction: %s: %w", op, err)
 }
-
-// Transactional tells whether the producer is.
-func (k *Kafka) Transactional() bool { return k.txnID != "" }
 
 // Fence initialises the producer's id with the broker. The broker aborts
 // what an earlier producer with the same transactional id left open and
@@ -85,15 +96,15 @@ func (k *Kafka) Transactional() bool { return k.txnID != "" }
 // Before that, ranges of this id left open on partitions whose coordinator
 // moved on are ended (hanging.go): the fence's abort would otherwise take
 // committed records with it.
-func (k *Kafka) Fence(ctx context.Context) error {
-	if err := k.sweep(ctx, true, true); err != nil {
+func (t *Txn) Fence(ctx context.Context) error {
+	if err := t.settle.sweep(ctx, true, true); err != nil {
 		return err
 	}
-	id, epoch, err := k.client.Load().ProducerID(ctx)
+	id, epoch, err := t.c.load().ProducerID(ctx)
 	if err != nil {
-		return k.txnErr("init producer id", err)
+		return t.txnErr("init producer id", err)
 	}
-	k.owner.Store(&producerEpoch{id, epoch})
+	t.book.owner.Store(&producerEpoch{id, epoch})
 	return nil
 }
 
@@ -104,12 +115,12 @@ type producerEpoch struct {
 }
 
 // Begin starts a transaction.
-func (k *Kafka) Begin() error {
-	if err := k.client.Load().BeginTransaction(); err != nil {
-		return k.txnErr("begin", err)
+func (t *Txn) Begin() error {
+	if err := t.c.load().BeginTransaction(); err != nil {
+		return t.txnErr("begin", err)
 	}
-	k.txnBegan.Store(0) // set by the transaction's first Produce
-	k.endSent.Store(false)
+	t.began.Store(0) // set by the transaction's first Produce
+	t.endSent.Store(false)
 	return nil
 }
 
@@ -117,26 +128,26 @@ func (k *Kafka) Begin() error {
 // check whether all of them were (franz-go would commit what succeeded),
 // and commits. On any error the outcome may be unknown; the producer must
 // not be used again (see above).
-func (k *Kafka) Commit(ctx context.Context, check func() error) error {
-	if err := k.Flush(ctx); err != nil {
-		return k.txnErr("flush", err)
+func (t *Txn) Commit(ctx context.Context, check func() error) error {
+	if err := t.producer.Flush(ctx); err != nil {
+		return t.txnErr("flush", err)
 	}
 	if err := check(); err != nil {
 		return err
 	}
-	k.settleBeforeEnd(ctx)
-	k.endSent.Store(true)
-	cl := k.client.Load()
+	t.settle.settleBeforeEnd(ctx)
+	t.endSent.Store(true)
+	cl := t.c.load()
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return k.txnErr("commit", err)
+		return t.txnErr("commit", err)
 	}
-	if owner := k.owner.Load(); owner != nil {
-		k.ended(owner.id, owner.epoch, true)
+	if owner := t.book.owner.Load(); owner != nil {
+		t.book.ended(owner.id, owner.epoch, true)
 	}
-	k.txnBegan.Store(0) // nothing open until the next transaction's first record
+	t.began.Store(0) // nothing open until the next transaction's first record
 	// Sound after a commit: no request, the epoch the commit left.
 	if id, epoch, err := cl.ProducerID(ctx); err == nil {
-		k.owner.Store(&producerEpoch{id, epoch})
+		t.book.owner.Store(&producerEpoch{id, epoch})
 	}
 	return nil
 }
@@ -146,61 +157,38 @@ func (k *Kafka) Commit(ctx context.Context, check func() error) error {
 // the producer's id is sound, and the abort either ends the transaction
 // or answers that this producer was fenced (ErrFenced), without
 // re-initialising anything.
-func (k *Kafka) Abort(ctx context.Context) error {
-	k.settleBeforeEnd(ctx)
-	if err := k.client.Load().EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return k.txnErr("abort", err)
+func (t *Txn) Abort(ctx context.Context) error {
+	t.settle.settleBeforeEnd(ctx)
+	if err := t.c.load().EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return t.txnErr("abort", err)
 	}
-	if owner := k.owner.Load(); owner != nil {
-		k.ended(owner.id, owner.epoch, false)
+	if owner := t.book.owner.Load(); owner != nil {
+		t.book.ended(owner.id, owner.epoch, false)
 	}
-	k.txnBegan.Store(0)
+	t.began.Store(0)
 	return nil
 }
 
-// TxnOpen tells whether the current transaction holds records that were
+// HoldsRecords tells whether the current transaction holds records that were
 // neither committed nor aborted by this producer.
-func (k *Kafka) TxnOpen() bool { return k.txnBegan.Load() != 0 }
+func (t *Txn) HoldsRecords() bool { return t.began.Load() != 0 }
 
 // Unsent returns the producer id and epoch of the current transaction
 // when it holds records and its EndTxn was never sent: nobody can commit
 // it but this producer, which is not used again after a failure (see
 // above). ok is false otherwise.
-func (k *Kafka) Unsent() (id int64, epoch int16, ok bool) {
-	owner := k.owner.Load()
-	if owner == nil || k.txnBegan.Load() == 0 || k.endSent.Load() {
+func (t *Txn) Unsent() (id int64, epoch int16, ok bool) {
+	owner := t.book.owner.Load()
+	if owner == nil || t.began.Load() == 0 || t.endSent.Load() {
 		return 0, 0, false
 	}
 	return owner.id, owner.epoch, true
 }
 
-// maxUnended bounds the transactions Unended remembers; the last one left
-// open is the one that can be an orphan (orphan.go).
-const maxUnended = 8
-
 // Unended records that the transaction of producer id and epoch was left
 // open with no EndTxn sent (Unsent), by this process or another: if it
 // stays open after a fence, LastCommitted aborts it.
-func (k *Kafka) Unended(id int64, epoch int16) {
-	k.unendedMu.Lock()
-	defer k.unendedMu.Unlock()
-	pe := producerEpoch{id, epoch}
-	if slices.Contains(k.unended, pe) {
-		return
-	}
-	k.unended = append(k.unended, pe)
-	if len(k.unended) > maxUnended {
-		k.unended = k.unended[1:]
-	}
-}
-
-// neverCommitted tells whether the transaction of producer id and epoch
-// was recorded as left open with no EndTxn sent.
-func (k *Kafka) neverCommitted(id int64, epoch int16) bool {
-	k.unendedMu.Lock()
-	defer k.unendedMu.Unlock()
-	return slices.Contains(k.unended, producerEpoch{id, epoch})
-}
+func (t *Txn) Unended(id int64, epoch int16) { t.book.leftOpen(id, epoch) }
 
 // Probe asks the transaction coordinator whether this producer still owns
 // its transactional id. It adds a consumer group of the id's own
@@ -216,29 +204,29 @@ func (k *Kafka) neverCommitted(id int64, epoch int16) bool {
 // client must not be used for transactions afterwards (the abort bumps
 // the epoch behind its back): call Renew first. Same precondition as
 // Abort.
-func (k *Kafka) Probe(ctx context.Context) error {
-	cl := k.client.Load()
+func (t *Txn) Probe(ctx context.Context) error {
+	cl := t.c.load()
 	id, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
-		return k.txnErr("producer id", err)
+		return t.txnErr("producer id", err)
 	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, id, epoch, k.txnID+".probe"
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = t.id, id, epoch, t.id+".probe"
 	resp, err := add.RequestWith(ctx, cl)
 	if err != nil {
-		return k.txnErr("probe", err)
+		return t.txnErr("probe", err)
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return k.txnErr("probe", err)
+		return t.txnErr("probe", err)
 	}
 	end := kmsg.NewPtrEndTxnRequest()
-	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = k.txnID, id, epoch, false
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = t.id, id, epoch, false
 	eresp, err := end.RequestWith(ctx, cl)
 	if err != nil {
-		return k.txnErr("probe: abort", err)
+		return t.txnErr("probe: abort", err)
 	}
 	if err := kerr.ErrorForCode(eresp.ErrorCode); err != nil {
-		return k.txnErr("probe: abort", err)
+		return t.txnErr("probe: abort", err)
 	}
 	return nil
 }
@@ -251,19 +239,33 @@ func (k *Kafka) Probe(ctx context.Context) error {
 // over, nil when it cannot tell or the id is still this producer's (the
 // transaction this opened is then left to the next Fence, or to the
 // broker's timeout).
-func (k *Kafka) ProbeFailed(ctx context.Context) error {
-	owner := k.owner.Load()
-	if owner == nil || k.endSent.Load() {
+func (t *Txn) ProbeFailed(ctx context.Context) error {
+	owner := t.book.owner.Load()
+	if owner == nil || t.endSent.Load() {
 		return nil // the EndTxn may have moved the epoch: cannot tell
 	}
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = k.txnID, owner.id, owner.epoch, k.txnID+".probe"
-	resp, err := add.RequestWith(ctx, k.client.Load())
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = t.id, owner.id, owner.epoch, t.id+".probe"
+	resp, err := add.RequestWith(ctx, t.c.load())
 	if err != nil {
 		return nil
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); fenced(err) {
-		return k.txnErr("probe", err)
+		return t.txnErr("probe", err)
 	}
+	return nil
+}
+
+// firstRecord is called before each record is produced: at a
+// transaction's first, no record may join a range a failed broker left
+// open. One goroutine produces.
+func (t *Txn) firstRecord(ctx context.Context) error {
+	if t.began.Load() != 0 {
+		return nil
+	}
+	if err := t.settle.settleAfterFailure(ctx); err != nil {
+		return err
+	}
+	t.began.Store(time.Now().UnixNano())
 	return nil
 }

@@ -35,7 +35,7 @@ func TestFencedByNewerProducer(t *testing.T) {
 	newProducer := func() *Kafka {
 		t.Helper()
 		k := fencedProducer(ctx, t, cfg)
-		if err := k.Begin(); err != nil {
+		if err := k.Txn().Begin(); err != nil {
 			t.Fatal(err)
 		}
 		return k
@@ -58,11 +58,11 @@ func TestFencedByNewerProducer(t *testing.T) {
 		t.Fatalf("the newer producer's record: %v", err)
 	}
 
-	err := stale.Commit(ctx, func() error { return nil })
+	err := stale.Txn().Commit(ctx, func() error { return nil })
 	if !Fenced(err) {
 		t.Fatalf("the stale producer's commit: %v, want ErrFenced", err)
 	}
-	if err := fresh.Commit(ctx, func() error { return nil }); err != nil {
+	if err := fresh.Txn().Commit(ctx, func() error { return nil }); err != nil {
 		t.Fatalf("the newer producer's commit: %v", err)
 	}
 
@@ -131,7 +131,7 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 		t.Helper()
 		short, cancel := context.WithTimeout(ctx, 4*time.Second)
 		defer cancel()
-		_, err := k.LastCommitted(short, topic, []byte("p"))
+		_, err := k.Topics().LastCommitted(short, topic, []byte("p"))
 		for _, w := range want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Fatalf("last committed behind an open transaction: %v; want it to say %q", err, w)
@@ -145,7 +145,7 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 	hang(txnID)
 	withPosition := cfg
 	withPosition.PositionTopic = topic
-	rec, err := fencedProducer(ctx, t, withPosition).LastCommitted(ctx, topic, []byte("p"))
+	rec, err := fencedProducer(ctx, t, withPosition).Topics().LastCommitted(ctx, topic, []byte("p"))
 	if err != nil || string(rec.Value) != "committed" {
 		t.Fatalf("last committed after a new producer's fence: %v, %v; want the committed record", rec, err)
 	}
@@ -156,7 +156,7 @@ func TestLastCommittedNamesHangingTransaction(t *testing.T) {
 		"no other partition holds its coordinator's marker",
 		"kafka-transactions.sh --bootstrap-server "+strings.Join(b.Brokers, ",")+" abort --topic position --partition 0 --start-offset 4")
 	abortOpen(ctx, t, raw, topic)
-	rec, err = k.LastCommitted(ctx, topic, []byte("p"))
+	rec, err = k.Topics().LastCommitted(ctx, topic, []byte("p"))
 	if err != nil || string(rec.Value) != "committed" {
 		t.Fatalf("last committed once the open transaction was aborted: %v, %v; want the committed record", rec, err)
 	}
@@ -191,22 +191,22 @@ func TestLastCommittedEndsOrphanAsItsCoordinatorDecided(t *testing.T) {
 
 			begin(t, first)
 			produced(ctx, t, first, events, "event")
-			id, epoch, err := first.client.Load().ProducerID(ctx)
+			id, epoch, err := first.c.load().ProducerID(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
 			if commit {
-				err = first.Commit(ctx, func() error { return nil })
+				err = first.Txn().Commit(ctx, func() error { return nil })
 			} else {
-				err = first.Abort(ctx)
+				err = first.Txn().Abort(ctx)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			k := fencedProducer(ctx, t, cfg)
-			rec, err := k.LastCommitted(ctx, topic, []byte("p"))
+			rec, err := k.Topics().LastCommitted(ctx, topic, []byte("p"))
 			if err != nil || rec == nil || string(rec.Value) != want {
 				var got string
 				if rec != nil {
@@ -240,14 +240,14 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 			ctx, cfg, topic, events, k := orphanCase(t, b, name)
 			txnID := cfg.TransactionalID
 			begin(t, k)
-			id, epoch, err := k.client.Load().ProducerID(ctx)
+			id, epoch, err := k.c.load().ProducerID(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			produceUnadded(ctx, t, raw, txnID, events, id, epoch, "event")
 			produceUnadded(ctx, t, raw, txnID, topic, id, epoch, "orphan")
-			k.txnBegan.Store(time.Now().UnixNano()) // what Produce records for the transaction's first record
-			if uid, uepoch, ok := k.Unsent(); !ok || uid != id || uepoch != epoch {
+			k.txn.began.Store(time.Now().UnixNano()) // what Produce records for the transaction's first record
+			if uid, uepoch, ok := k.Txn().Unsent(); !ok || uid != id || uepoch != epoch {
 				t.Fatalf("Unsent = %d, %d, %t; want %d, %d", uid, uepoch, ok, id, epoch)
 			}
 
@@ -263,17 +263,17 @@ func TestLastCommittedAbortsOrphanNeverCommitted(t *testing.T) {
 				}
 				t.Cleanup(reader.Close)
 				if name == "another process" {
-					reader.Unended(id, epoch)
+					reader.Txn().Unended(id, epoch)
 				}
 			}
-			if err := reader.Fence(ctx); err != nil {
+			if err := reader.Txn().Fence(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rec, err := reader.LastCommitted(ctx, topic, []byte("p"))
+			rec, err := reader.Topics().LastCommitted(ctx, topic, []byte("p"))
 			if err != nil || rec == nil || string(rec.Value) != "committed" {
 				t.Fatalf("last committed after the orphan nobody committed: %v, %v; want the record before it", rec, err)
 			}
-			adm := kadm.NewClient(reader.client.Load())
+			adm := kadm.NewClient(reader.c.load())
 			described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{events: {0: {}}})
 			if err != nil {
 				t.Fatal(err)
@@ -322,19 +322,19 @@ func committedPosition(ctx context.Context, t *testing.T, cfg Config, topics ...
 	t.Helper()
 	k := fencedProducer(ctx, t, cfg)
 	for _, tp := range topics {
-		if err := k.EnsureCompactedTopic(ctx, tp); err != nil {
+		if err := k.Topics().EnsureCompactedTopic(ctx, tp); err != nil {
 			t.Fatal(err)
 		}
 	}
 	begin(t, k)
 	produced(ctx, t, k, topics[0], "committed")
-	if err := k.Commit(ctx, func() error { return nil }); err != nil {
+	if err := k.Txn().Commit(ctx, func() error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	// The commit's markers are written after it returns; a record of the
 	// next transaction written without the broker's checks must come
 	// after them.
-	adm := kadm.NewClient(k.client.Load())
+	adm := kadm.NewClient(k.c.load())
 	for {
 		ds, err := adm.DescribeTransactions(ctx, cfg.TransactionalID)
 		if err != nil {
@@ -367,7 +367,7 @@ func unaddingClient(t *testing.T, b *kafkatest.Broker) *kgo.Client {
 
 func begin(t *testing.T, k *Kafka) {
 	t.Helper()
-	if err := k.Begin(); err != nil {
+	if err := k.Txn().Begin(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -415,7 +415,7 @@ func fencedProducer(ctx context.Context, t *testing.T, cfg Config) *Kafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	if err := k.Fence(ctx); err != nil {
+	if err := k.Txn().Fence(ctx); err != nil {
 		t.Fatalf("fence: %v", err)
 	}
 	return k

@@ -1,11 +1,13 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,5 +160,105 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 	}
 	if got, _ := headerOf(r, "id"); got != ids[0] {
 		t.Errorf("header id %q, want %q", got, ids[0])
+	}
+}
+
+// A Kafka Connect configuration pgoutbox used to refuse although Debezium
+// runs it: Debezium 1.x's ByteBufferConverter for the bytea payload a team
+// serialises itself, time.precision.mode=connect,
+// decimal.handling.mode=string and slot.drop.on.stop=true. Against a
+// database that already holds the table and rows (the snapshot publishes
+// them) and one written afterwards (the stream), run --config starts,
+// warns once for the converter and once for the slot, and publishes what
+// Debezium 3.6.1 wrote in the corpus cases converter-bytebuffer,
+// decimal-string and time-connect-string-headers: the payload's bytes as
+// they are, the numeric as its plain text and the timestamp and date as
+// SimpleHeaderConverter's text of a java.util.Date. Stopped, it keeps its
+// slot, which the command the warning names then drops.
+func TestDebeziumValueOptionsEndToEnd(t *testing.T) {
+	e := bareEnv(t, `CREATE TABLE public.ledger_outbox (
+  id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
+  payload bytea, amount numeric(12,2), booked_at timestamp(6), value_date date, seq bigserial);
+INSERT INTO public.ledger_outbox VALUES
+  ('406c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', '\x0a0b0c', 129.90, '2026-11-21 18:37:59.123456', '2026-11-21'),
+  ('506c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', NULL, -0.05, '1969-12-31 23:59:59.9999', '2020-01-02')`)
+	host, port, user, db := e.debeziumDB(t)
+	conf := `{"name": "ledger-outbox", "config": {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "database.hostname": "` + host + `", "database.port": "` + port + `",
+    "database.user": "` + user + `", "database.dbname": "` + db + `",
+    "topic.prefix": "ledger", "plugin.name": "pgoutput", "slot.name": "ledger_slot",
+    "table.include.list": "public.ledger_outbox", "snapshot.mode": "initial",
+    "time.precision.mode": "connect", "decimal.handling.mode": "string", "slot.drop.on.stop": "true",
+    "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+    "transforms.outbox.table.fields.additional.placement": "amount:header,booked_at:header,value_date:header",
+    "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+    "value.converter": "io.debezium.converters.ByteBufferConverter"}}`
+	path := writeFile(t, "ledger-outbox.json", conf)
+	p := startBinary(t, "run", "--config", path, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+	e.awaitSlotActive(t, "ledger_slot")
+	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.ledger_outbox VALUES
+  ('606c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', '', 0, '2020-01-02 00:00:00', '1969-12-31')`); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		value                           []byte
+		amount, bookedAt, valueDate, id string
+	}
+	wants := map[string]want{
+		"406c07f3-26f0-4eea-a50c-109940064b8f": {[]byte{0x0a, 0x0b, 0x0c}, "129.90", "2026-11-21T18:37:59.123Z", "2026-11-21", ""},
+		"506c07f3-26f0-4eea-a50c-109940064b8f": {nil, "-0.05", "23:59:59.999Z", "2020-01-02", ""},
+		"606c07f3-26f0-4eea-a50c-109940064b8f": {[]byte{}, "0.00", "2020-01-02", "00:00:00.000Z", ""},
+	}
+	for _, r := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.ledger"}, 3, 30*time.Second) {
+		id, _ := headerOf(r, "id")
+		w, ok := wants[id]
+		if !ok {
+			t.Errorf("record of id %q", id)
+			continue
+		}
+		delete(wants, id)
+		if string(r.Key) != "acct-1" || !bytes.Equal(r.Value, w.value) || (r.Value == nil) != (w.value == nil) {
+			t.Errorf("%s: key %q value %x, want acct-1 and %x", id, r.Key, r.Value, w.value)
+		}
+		for k, v := range map[string]string{"amount": w.amount, "booked_at": w.bookedAt, "value_date": w.valueDate} {
+			if got, _ := headerOf(r, k); got != v {
+				t.Errorf("%s: header %s %q, want %q", id, k, got, v)
+			}
+		}
+	}
+	if len(wants) > 0 {
+		t.Errorf("not published: %v", wants)
+	}
+	if err := p.signal(t, syscall.SIGTERM); err != nil {
+		t.Errorf("run: %v", err)
+	}
+	out := p.out.String()
+	for _, w := range []string{
+		"value.converter=io.debezium.converters.ByteBufferConverter: Debezium 2.0 renamed it io.debezium.converters.BinaryDataConverter",
+		"slot.drop.on.stop=true: pgoutbox keeps the slot ledger_slot when it stops",
+	} {
+		if strings.Count(out, w) != 1 {
+			t.Errorf("the output does not say once %q:\n%s", w, out)
+		}
+	}
+	slotExists := func() bool {
+		var n int
+		if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ledger_slot'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !slotExists() {
+		t.Fatal("the slot was dropped at the stop")
+	}
+	drop := startBinary(t, "slot", "drop", "--config", path, "--keep-publication")
+	if err := <-drop.waited; err != nil {
+		drop.waited <- err
+		t.Fatalf("slot drop: %v\n%s", err, drop.out.String())
+	}
+	drop.waited <- nil
+	if slotExists() {
+		t.Error("pgoutbox slot drop --config FILE --keep-publication kept the slot")
 	}
 }

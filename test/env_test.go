@@ -19,10 +19,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
@@ -92,8 +94,7 @@ func (e *env) config() relay.Config {
 	cfg.Replication.DatabaseURL = e.url
 	cfg.Replication.StatusInterval = 100 * time.Millisecond
 	cfg.Replication.HeartbeatInterval = 200 * time.Millisecond
-	cfg.Sink.Brokers = e.brokers
-	cfg.Sink.CreateTopics = true
+	cfg.Sink = &broker.Kafka{Config: sink.Config{Brokers: e.brokers, CreateTopics: true}}
 	cfg.MaxBackoff = time.Second
 	return cfg
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
@@ -39,8 +40,8 @@ func TestPoisonRowHalts(t *testing.T) {
 			e := newKafkaEnv(t)
 			cfg := e.config()
 			cfg.OnPoison = relay.PoisonHalt
-			cfg.Sink.MaxMessageBytes = 2048
-			cfg.Sink.MaxBufferedBytes = 1 << 20
+			kc := &cfg.Sink.(*broker.Kafka).Config
+			kc.MaxMessageBytes, kc.MaxBufferedBytes = 2048, 1<<20
 			e.setup(cfg)
 			good := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
 			before := e.currentLSN()
@@ -95,8 +96,8 @@ func TestPoisonRowsDeadLettered(t *testing.T) {
 			cfg := e.config()
 			cfg.Mode = mode
 			cfg.PollInterval = 50 * time.Millisecond
-			cfg.Sink.MaxMessageBytes = 2048
-			cfg.Sink.MaxBufferedBytes = 1 << 20
+			kc := &cfg.Sink.(*broker.Kafka).Config
+			kc.MaxMessageBytes, kc.MaxBufferedBytes = 2048, 1<<20
 			if mode == relay.ModeWAL {
 				e.setup(cfg)
 			}

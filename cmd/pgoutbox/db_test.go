@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1075,5 +1076,26 @@ func TestWALMarksThroughPublicationOfUpdates(t *testing.T) {
 	scalar(t, dbURL, &pending, `SELECT count(*) FROM outbox_event WHERE status <> 'PUBLISHED'`)
 	if pending != 0 {
 		t.Errorf("%d rows still pending", pending)
+	}
+}
+
+// The change event's key is the table's primary key in key order, its
+// first column included (pg_index.indkey's subscripts start at 0), and
+// not the id column when the key is another.
+func TestTableInfoPrimaryKey(t *testing.T) {
+	dbURL := pgcluster.NewDatabase(t)
+	exec(t, dbURL, `CREATE TABLE composite (id uuid NOT NULL, booked timestamp NOT NULL, note text, PRIMARY KEY (booked, id))`,
+		`CREATE TABLE bykey (id uuid, seq bigint PRIMARY KEY)`)
+	for table, want := range map[string][]string{"public.composite": {"booked", "id"}, "public.bykey": {"seq"}} {
+		notNull, key, err := tableInfo(context.Background(), dbURL, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(key, want) {
+			t.Errorf("%s: key %v, want %v", table, key, want)
+		}
+		if table == "public.composite" && (!notNull["booked"] || notNull["note"]) {
+			t.Errorf("%s: NOT NULL %v", table, notNull)
+		}
 	}
 }

@@ -210,7 +210,7 @@ func TestDebeziumConfigWithoutRouterIsChangeEvents(t *testing.T) {
 func TestDebeziumConfigRefusals(t *testing.T) {
 	_, _, err := loadConfig(t, "c.json", `{"config": {
   "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-  "snapshot.mode": "always", "slot.drop.on.stop": "true",
+  "snapshot.mode": "always", "slot.drop.on.stop": "yes",
   "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
   "transforms": "outbox,unwrap",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
@@ -309,13 +309,19 @@ func TestAdditionalEnvelopeExtensionName(t *testing.T) {
 }
 
 // Every case of the differential corpus is a configuration pgoutbox
-// takes, in each form the case gives: none of its options is refused.
+// takes, in each form the case gives: none of its options is refused,
+// unless the case says pgoutbox refuses it (and then with its words).
 func TestCompatCasesAccepted(t *testing.T) {
 	cases, err := compat.LoadCases(filepath.Join("..", "..", "test", "compat", "testdata", "cases"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
+		refuses := ""
+		for _, d := range c.Differences {
+			refuses += d.PgoutboxRefuses
+		}
+		refused := func(err error) bool { return err != nil && refuses != "" && strings.Contains(err.Error(), refuses) }
 		// Without the router, the connector's change events.
 		format := "debezium"
 		for _, v := range c.DebeziumConfig() {
@@ -340,12 +346,12 @@ func TestCompatCasesAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fs, warn, err := loadConfig(t, "c.json", string(data)); err != nil || flagValue(fs, "format") != format {
+			if fs, warn, err := loadConfig(t, "c.json", string(data)); !refused(err) && (err != nil || flagValue(fs, "format") != format) {
 				t.Errorf("%s (connect): %v %s", c.Name, err, warn)
 			}
 		}
 		if c.Server != "" {
-			if fs, warn, err := loadConfig(t, "application.properties", c.Server+"debezium.source.topic.prefix=dbz\n"); err != nil || flagValue(fs, "format") != format {
+			if fs, warn, err := loadConfig(t, "application.properties", c.Server+"debezium.source.topic.prefix=dbz\n"); !refused(err) && (err != nil || flagValue(fs, "format") != format) {
 				t.Errorf("%s (server): %v %s", c.Name, err, warn)
 			}
 		}
@@ -422,5 +428,62 @@ func TestDebeziumSnapshotMode(t *testing.T) {
   "table.include.list": "public.outbox", "snapshot.select.statement.overrides.public.outbox": "SELECT 1"}`)
 	if err == nil || !strings.Contains(err.Error(), "snapshot.select.statement.overrides.public.outbox:") {
 		t.Errorf("a snapshot SELECT under the default snapshot.mode: %v", err)
+	}
+}
+
+// Debezium Server's NATS JetStream sink: its keys become the --nats-*
+// flags, sync.* is ignored, a keystore is refused.
+func TestDebeziumServerNATS(t *testing.T) {
+	base := `
+debezium.sink.type=nats-jetstream
+debezium.sink.nats-jetstream.url=nats://n1:4222,nats://n2:4222
+debezium.sink.nats-jetstream.create-stream=true
+debezium.sink.nats-jetstream.stream-name=Outbox
+debezium.sink.nats-jetstream.subjects=outbox.>
+debezium.sink.nats-jetstream.storage=disk
+debezium.sink.nats-jetstream.auth.user=relay
+debezium.sink.nats-jetstream.auth.password=pa55
+debezium.sink.nats-jetstream.async.enabled=false
+debezium.sink.nats-jetstream.async.timeout.ms=1500
+debezium.sink.nats-jetstream.sync.retries=3
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.table.include.list=public.outbox
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+`
+	load := func(text string) (*flag.FlagSet, string, error) {
+		path := filepath.Join(t.TempDir(), "application.properties")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		(&relayFlags{}).register(fs)
+		var stderr bytes.Buffer
+		err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
+		return fs, stderr.String(), err
+	}
+	fs, warn, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flagName, want := range map[string]string{
+		"sink": "nats-jetstream", "nats-url": "nats://n1:4222,nats://n2:4222", "nats-create-stream": "true",
+		"nats-stream-name": "Outbox", "nats-subjects": "outbox.>", "nats-storage": "memory", // Debezium Server: only "file" is file
+		"nats-user": "relay", "nats-password": "pa55", "nats-sync": "true", "nats-ack-timeout": "1.5s",
+	} {
+		if got := flagValue(fs, flagName); got != want {
+			t.Errorf("--%s = %q, want %q", flagName, got, want)
+		}
+	}
+	if !strings.Contains(warn, "debezium.sink.nats-jetstream.sync.retries (pgoutbox sends again") || strings.Contains(warn, "pa55") {
+		t.Errorf("warning:\n%s\nwant sync.retries named, no password", warn)
+	}
+	_, _, err = load(base + "debezium.sink.nats-jetstream.auth.tls.keystore=/etc/ks.jks\n")
+	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.keystore: a Java keystore") {
+		t.Errorf("a keystore: %v, want it refused by name", err)
+	}
+	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=rabbitmq", 1))
+	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "rabbitmq"`) {
+		t.Errorf("rabbitmq: %v, want it refused by name", err)
 	}
 }

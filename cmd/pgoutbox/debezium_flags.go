@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,10 @@ type mappingFlags struct {
 	contextHeaders             bool
 	topicPrefix                string
 	routeRegex, routeReplaced  string
+	timePrecision              string
+	decimalHandling            string
+	binaryHandling             string
+	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
 }
 
@@ -61,6 +66,10 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
+	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds, connect, isostring, microseconds or nanoseconds")
+	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
+	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
+	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router, as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
 	return m
 }
 
@@ -152,6 +161,16 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	if cfg.ValueRegistry, err = m.valueRegistry.config(); err != nil {
 		return err
 	}
+	d := &cfg.Encoder.Debezium
+	if d.TimePrecision, err = schema.ParseTimePrecision(m.timePrecision); err != nil {
+		return fmt.Errorf("--time-precision-mode: %w", err)
+	}
+	if d.DecimalHandling, err = schema.ParseDecimalHandling(m.decimalHandling); err != nil {
+		return fmt.Errorf("--decimal-handling-mode: %w", err)
+	}
+	if d.BinaryHandling, err = schema.ParseBinaryHandling(m.binaryHandling); err != nil {
+		return fmt.Errorf("--binary-handling-mode: %w", err)
+	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
 	cfg.Encoder.Debezium.ContextHeaders = m.contextHeaders
@@ -159,6 +178,14 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
 	cfg.Router.RouteRegex = m.routeRegex
 	cfg.Router.RouteReplacement = m.routeReplaced
+	if m.transforms != "" {
+		if err := json.Unmarshal([]byte(m.transforms), &cfg.Transforms.Props); err != nil {
+			return fmt.Errorf("--transforms: not a JSON object of strings: %w", err)
+		}
+		if err := cfg.Transforms.Validate(); err != nil {
+			return fmt.Errorf("--transforms: %w", err)
+		}
+	}
 
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -277,7 +304,8 @@ func isMappingFlag(name string) bool {
 }
 
 // tableInfo reads the table's NOT NULL columns and primary key columns (in
-// key order).
+// key order). indkey is an int2vector, whose subscripts start at 0: the
+// key's first column is at array_lower.
 func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
@@ -290,7 +318,7 @@ func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool,
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
-       coalesce(array_position(i.indkey::int2[], a.attnum), 0) AS keypos
+       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0) AS keypos
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace

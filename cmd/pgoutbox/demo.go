@@ -19,9 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	brokers "github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/sink"
 )
 
 // demoCmd runs the whole pipeline on a throwaway Postgres and an
@@ -74,8 +76,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	cfg := relay.Config{CreateSlot: true}
 	cfg.Replication.DatabaseURL = pg.URL
-	cfg.Sink.Brokers = broker.ListenAddrs()
-	cfg.Sink.CreateTopics = true
+	cfg.Sink = &brokers.Kafka{Config: sink.Config{Brokers: broker.ListenAddrs(), CreateTopics: true}}
 	cfg.Replication.HeartbeatInterval = 2 * time.Second
 	cfg.Defaults()
 

@@ -13,11 +13,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // common are the flags every command that talks to Postgres shares.
@@ -66,7 +68,10 @@ const formatUsage = "envelope: cloudevents (structured), cloudevents-binary, deb
 type relayFlags struct {
 	c        common
 	cfg      relay.Config
+	kafka    sink.Config
 	auth     kafkaAuth
+	sink     string
+	nats     natsFlags
 	brokers  string
 	mode     string
 	delivery string
@@ -80,7 +85,9 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, or nats-jetstream (NATS JetStream, as Debezium Server's sink of that name)")
+	f.nats.register(fs)
+	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
 	fs.Func("snapshot-after", "with --snapshot-mode initial: publish only the rows already in the table whose --column-order value is above this one (a cursor poller's last processed id)", func(s string) error {
@@ -99,11 +106,11 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
 	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
-	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
-	fs.IntVar(&cfg.Sink.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
-	fs.IntVar(&cfg.Sink.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
-	fs.IntVar(&cfg.Sink.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
-	fs.BoolVar(&cfg.Sink.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
+	fs.DurationVar(&f.kafka.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
+	fs.IntVar(&f.kafka.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
+	fs.IntVar(&f.kafka.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
+	fs.IntVar(&f.kafka.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
+	fs.BoolVar(&f.kafka.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
@@ -112,7 +119,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
-	fs.DurationVar(&cfg.Sink.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
+	fs.DurationVar(&f.kafka.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.DurationVar(&cfg.TransactionInterval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
 	fs.DurationVar(&cfg.TransactionSettle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
 	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
@@ -131,7 +138,10 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if _, err := pgx.ParseConfig(c.databaseURL); err != nil {
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
-	if f.brokers == "" {
+	switch {
+	case f.sink != sinkKafka && f.sink != sinkNATS:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s or %s", f.sink, sinkKafka, sinkNATS)
+	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
 	if *f.ops.pprof && *f.ops.addr == "" {
@@ -154,14 +164,16 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, f.auth.secrets()...)
+	log, err := c.logger(stderr, append(f.auth.secrets(), f.nats.secrets()...)...)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	cfg.Sink.Brokers = strings.Split(f.brokers, ",")
-	if err := f.auth.apply(&cfg.Sink); err != nil {
+	if cfg.Sink, err = f.opener(c.slot); err != nil {
 		return cfg, nil, err
+	}
+	if f.sink == sinkNATS {
+		cfg.Encoder.Protocol = schema.ProtocolNATS
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	tables, matched, err := c.resolveTables(ctx)
@@ -184,6 +196,25 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
 	return cfg, log, nil
+}
+
+// opener is the sink --sink names, from its flags.
+func (f *relayFlags) opener(slot string) (relay.Opener, error) {
+	if f.sink == sinkNATS {
+		dlq := ""
+		if f.cfg.OnPoison != relay.PoisonHalt {
+			if dlq = f.cfg.DLQTopic; dlq == "" {
+				dlq = slot + ".dlq" // relay.Config's default
+			}
+		}
+		return f.nats.opener(dlq, f.kafka.MaxMessageBytes, f.kafka.MaxBufferedRecords)
+	}
+	kc := f.kafka
+	kc.Brokers = strings.Split(f.brokers, ",")
+	if err := f.auth.apply(&kc); err != nil {
+		return nil, err
+	}
+	return &broker.Kafka{Config: kc}, nil
 }
 
 // open checks the flags every database command shares and connects.
@@ -227,7 +258,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			topic += " (regex " + cfg.Router.RouteRegex + ")"
 		}
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning())
+	attrs := []any{"version", version, "mode", mode, "sink", f.sink, "delivery", guarantee(f.sink, cfg.Delivery),
+		"tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning()}
+	if chain, _ := transform.New(cfg.Transforms); chain != nil {
+		// The topics are the transforms' too.
+		attrs = append(attrs, "transforms", strings.Join(chain.Aliases(), ","))
+	}
+	log.Info("pgoutbox starting", attrs...)
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {
@@ -236,7 +273,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer stopOps()
 	}
 	err = r.Run(ctx)
-	log.Info("pgoutbox stopped", "published", r.Stats.Published.Load())
+	stopped := []any{"published", r.Stats.Published.Load()}
+	if n := r.Stats.Filtered.Load(); n > 0 {
+		stopped = append(stopped, "filtered", n)
+	}
+	log.Info("pgoutbox stopped", stopped...)
 	if err != nil {
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/pgoutbox/pgoutbox/debezium"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -57,8 +58,10 @@ import (
 // the sides apart, and sets it on every form: database.*, topic.prefix,
 // slot.name, publication.name, snapshot.mode (no_data: only the rows
 // written; left to the case when it has existing rows), the Kafka
-// bootstrap servers, and a topic prefix per side
-// (Debezium's by a RegexRouter after the case's transforms, pgoutbox's
+// bootstrap servers, and a topic prefix per side (Debezium's by a
+// RegexRouter after the case's transforms; pgoutbox's by the same
+// RegexRouter after its transforms when the case has transforms after the
+// router or predicates, so that they see the topics Debezium's see, else
 // prepended to route.topic.replacement, or --topic for change events),
 // which Compare strips.
 type Case struct {
@@ -221,14 +224,22 @@ func (c Case) harnessSnapshot() (string, bool) {
 }
 
 // DebeziumConfig is the configuration Debezium runs the case with, as
-// Kafka Connect takes it: connect, or server's Connect form.
+// Kafka Connect takes it: connect, or server's Connect form. A converter
+// class Debezium 3.6 no longer ships is named by its successor
+// (debezium.Successor), which pgoutbox writes as: Kafka Connect refuses a
+// class it cannot load.
 func (c Case) DebeziumConfig() map[string]string {
-	if c.Connect != nil {
-		return maps.Clone(c.Connect)
+	conf := maps.Clone(c.Connect)
+	if conf == nil {
+		props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
+		conf, _ = ConnectForm(props)
 	}
-	props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
-	conn, _ := ConnectForm(props)
-	return conn
+	for k, v := range conf {
+		if s, ok := debezium.Successor(v); ok {
+			conf[k] = s
+		}
+	}
+	return conf
 }
 
 // ConnectForm maps a Debezium Server configuration to the Kafka Connect

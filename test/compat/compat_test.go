@@ -2,12 +2,16 @@ package compat
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/pgoutbox/pgoutbox/test/connecttest"
 )
@@ -248,5 +252,26 @@ func TestOptionTableRows(t *testing.T) {
 	}
 	if strings.Contains(got, "transforms.o.route.by.field") || strings.Contains(got, "debezium.source.") {
 		t.Errorf("an option under its prefix:\n%s", got)
+	}
+}
+
+// Reading a side's records asks again while Kafka answers with an error
+// that asking again clears (a new topic's leader being elected), alone or
+// in kadm's shard errors, and not otherwise.
+func TestRetriable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{kerr.LeaderNotAvailable, true},
+		{&kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: kerr.LeaderNotAvailable}}}, true},
+		{&kadm.ShardErrors{Name: "ListOffsets", Errs: []kadm.ShardError{{Err: kerr.LeaderNotAvailable}, {Err: kerr.TopicAuthorizationFailed}}}, false},
+		{kerr.TopicAuthorizationFailed, false},
+		{errors.New("other"), false},
+	} {
+		if got := retriable(tt.err); got != tt.want {
+			t.Errorf("retriable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }

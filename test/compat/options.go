@@ -32,6 +32,9 @@ type option struct {
 // section is where an option's row goes.
 func section(name string) int {
 	switch {
+	case name == "predicates", strings.HasPrefix(name, "predicates.<name>"), name == "transforms.<name>.predicate", name == "transforms.<name>.negate",
+		name != "" && name[0] >= 'A' && name[0] <= 'Z':
+		return 4 // Kafka Connect's transforms and predicates
 	case strings.HasPrefix(name, "debezium."):
 		return 3 // Debezium Server's own
 	case strings.HasPrefix(name, "key.converter"), strings.HasPrefix(name, "value.converter"), strings.HasPrefix(name, "header.converter"):
@@ -48,37 +51,59 @@ var sectionTitles = []string{
 	"Converters",
 	"Connector and worker options",
 	"Debezium Server's own options",
+	"Kafka Connect's transforms and predicates after the router (an option of `transforms.<name>.` by the transform's class, of `predicates.<name>.` by the predicate's)",
 }
 
 // caseOptions are the options a case sets, as a user writes them, with
 // their values: the Connect form's keys, the router's without its
 // transforms.<name>. prefix, and Debezium Server's debezium.source.* and
 // debezium.transforms.<name>.* as the same options, its debezium.format.*
-// and debezium.sink.* as they are.
-func caseOptions(c Case) map[string]string {
-	out := map[string]string{}
-	add := func(conf map[string]string, router string) {
-		for k, v := range conf {
-			switch name, ok := strings.CutPrefix(k, router); {
-			case !ok || router == "":
-				out[k] = v
-			case name == "type":
-				out["transforms.<name>.type"] = v
-			default:
-				out[name] = v
-			}
+// and debezium.sink.* as they are. The other transforms' and the
+// predicates' options are named by their class (RegexRouter.regex), their
+// type, predicate and negate by the alias's place
+// (transforms.<name>.predicate, with the predicate's class).
+func caseOptions(c Case) map[string][]string {
+	out := map[string][]string{}
+	put := func(k, v string) {
+		if !slices.Contains(out[k], v) {
+			out[k] = append(out[k], v)
 		}
 	}
-	routerPrefix := func(conf map[string]string, prefix string) string {
+	add := func(conf map[string]string, prefix string) {
+		class := func(kind, alias string) string {
+			v := conf[prefix+kind+"."+alias+".type"]
+			return v[strings.LastIndexByte(v, '.')+1:]
+		}
 		for k, v := range conf {
-			if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, ".type") && v == "io.debezium.transforms.outbox.EventRouter" {
-				return strings.TrimSuffix(k, "type")
+			rest, ok := strings.CutPrefix(k, prefix)
+			if !ok {
+				put(k, v)
+				continue
+			}
+			kind, aliasOpt, _ := strings.Cut(rest, ".")
+			alias, opt, _ := strings.Cut(aliasOpt, ".")
+			switch {
+			case kind != "transforms" && kind != "predicates" || aliasOpt == "":
+				put(k, v)
+			case kind == "transforms" && conf[prefix+"transforms."+alias+".type"] == "io.debezium.transforms.outbox.EventRouter":
+				if opt == "type" {
+					put("transforms.<name>.type", v)
+				} else {
+					put(opt, v)
+				}
+			case opt == "type":
+				put(kind+".<name>.type", v)
+			case kind == "transforms" && opt == "predicate":
+				put("transforms.<name>.predicate", class("predicates", v))
+			case kind == "transforms" && opt == "negate":
+				put("transforms.<name>.negate", v)
+			default:
+				put(class(kind, alias)+"."+opt, v)
 			}
 		}
-		return ""
 	}
 	if c.Connect != nil {
-		add(c.Connect, routerPrefix(c.Connect, "transforms."))
+		add(c.Connect, "")
 	}
 	if c.Server != "" {
 		props, _ := schema.ParseProperties([]byte(c.Server)) // checked by Validate
@@ -90,7 +115,7 @@ func caseOptions(c Case) map[string]string {
 				conf[k] = v
 			}
 		}
-		add(conf, routerPrefix(conf, "debezium.transforms."))
+		add(conf, "debezium.")
 	}
 	return out
 }
@@ -108,10 +133,12 @@ func OptionTable(cases []Case, debezium string) string {
 		return o
 	}
 	for _, c := range cases {
-		for k, v := range caseOptions(c) {
+		for k, vs := range caseOptions(c) {
 			o := get(k)
 			o.cases[c.Name] = true
-			o.values[shortValue(k, v)] = true
+			for _, v := range vs {
+				o.values[shortValue(k, v)] = true
+			}
 		}
 		for _, k := range c.Covers {
 			o := get(k)
@@ -161,7 +188,10 @@ func OptionTable(cases []Case, debezium string) string {
 // shortValue is a value as the table shows it: a class by its simple
 // name, a long value cut.
 func shortValue(key, v string) string {
-	if strings.HasPrefix(v, "io.debezium.") || strings.HasPrefix(v, "org.apache.kafka.") {
+	switch {
+	case v == "io.debezium.converters.ByteArrayConverter":
+		v = "Debezium's ByteArrayConverter" // Kafka has one of that name too
+	case strings.HasPrefix(v, "io.debezium.") || strings.HasPrefix(v, "org.apache.kafka."):
 		v = v[strings.LastIndexByte(v, '.')+1:]
 	}
 	if strings.HasSuffix(key, "password") {

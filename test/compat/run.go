@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -360,10 +361,16 @@ func (r *run) startPgoutbox(form string) error {
 	var path string
 	var args []string
 	var conf map[string]string // Connect names, for the topic
+	// With transforms after the router (or predicates), the prefix comes
+	// last, by the RegexRouter Debezium's side has: the case's transforms
+	// see the topics Debezium's see.
+	chained := hasChain(r.c.DebeziumConfig())
 	if form == "connect" {
 		conf = maps.Clone(r.c.Connect)
 		maps.Copy(conf, h)
-		if rt := router(conf); rt != "" {
+		if chained {
+			maps.Copy(conf, prefixRouter(conf["transforms"], prefix))
+		} else if rt := router(conf); rt != "" {
 			k := "transforms." + rt + ".route.topic.replacement"
 			conf[k] = prefix + cmp(conf[k], "outbox.event.${routedByValue}")
 		}
@@ -386,7 +393,12 @@ func (r *run) startPgoutbox(form string) error {
 			text += "debezium.source." + k + "=" + h[k] + "\n"
 		}
 		text += "debezium.sink.kafka.producer.bootstrap.servers=" + strings.Join(r.env.Brokers, ",") + "\n"
-		if rt := router(conf); rt != "" {
+		if chained {
+			pr := prefixRouter(conf["transforms"], prefix)
+			for _, k := range slices.Sorted(maps.Keys(pr)) {
+				text += "debezium." + k + "=" + pr[k] + "\n"
+			}
+		} else if rt := router(conf); rt != "" {
 			k := "transforms." + rt + ".route.topic.replacement"
 			text += "debezium." + k + "=" + prefix + cmp(conf[k], "outbox.event.${routedByValue}") + "\n"
 		}
@@ -413,6 +425,30 @@ func (r *run) startPgoutbox(form string) error {
 	r.pgo = append(r.pgo, p)
 	r.result.Pgoutbox = append(r.result.Pgoutbox, Side{Name: "pgoutbox (" + short + ")", Prefix: prefix})
 	return nil
+}
+
+// hasChain tells a configuration with transforms after its outbox router,
+// or predicates.
+func hasChain(conf map[string]string) bool {
+	rt := router(conf)
+	for _, name := range strings.Split(conf["transforms"], ",") {
+		if name = strings.TrimSpace(name); name != "" && name != rt {
+			return true
+		}
+	}
+	return strings.TrimSpace(conf["predicates"]) != ""
+}
+
+// prefixRouter is the transforms list with a RegexRouter appended that
+// puts every topic under prefix, and that router's options.
+func prefixRouter(list, prefix string) map[string]string {
+	const name = "compatprefix"
+	return map[string]string{
+		"transforms":                          strings.TrimSpace(list) + "," + name,
+		"transforms." + name + ".type":        "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms." + name + ".regex":       "(.*)",
+		"transforms." + name + ".replacement": prefix + "$1",
+	}
 }
 
 func cmp(v, def string) string {
@@ -691,6 +727,21 @@ func (r *run) compare(ctx context.Context) error {
 
 // readPrefix reads every record of the topics whose names start with
 // prefix (but exclude), from their start to their end.
+// retriable tells a Kafka error that asking again can clear, alone or in
+// one of kadm's shard errors.
+func retriable(err error) bool {
+	var shards *kadm.ShardErrors
+	if errors.As(err, &shards) {
+		for _, e := range shards.Errs {
+			if !kerr.IsRetriable(e.Err) {
+				return false
+			}
+		}
+		return len(shards.Errs) > 0
+	}
+	return err != nil && kerr.IsRetriable(err)
+}
+
 func readPrefix(ctx context.Context, brokers []string, prefix, exclude string) ([]Record, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -714,6 +765,14 @@ func readPrefix(ctx context.Context, brokers []string, prefix, exclude string) (
 	ends, err := adm.ListEndOffsets(ctx, names...)
 	if err == nil {
 		err = ends.Error()
+	}
+	// A topic created on first use answers LEADER_NOT_AVAILABLE while its
+	// leader is elected, which takes longer on a loaded machine.
+	for retriable(err) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		if ends, err = adm.ListEndOffsets(ctx, names...); err == nil {
+			err = ends.Error()
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the end offsets of %v: %w", names, err)

@@ -1,0 +1,62 @@
+package schema
+
+import (
+	"testing"
+	"time"
+)
+
+// A ledger's outbox row with columns whose rendering Debezium's value
+// options change: numeric, money, timestamp, date, time, bytea.
+var benchLedgerTable = []Column{
+	{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1},
+	{"payload", oidJSONB, -1}, {"amount", oidNumeric, (12<<16 | 2) + 4}, {"fee", oidMoney, -1},
+	{"booked_at", oidTimestamp, -1}, {"value_date", oidDate, -1}, {"cutoff", oidTime, -1}, {"digest", oidBytea, -1},
+	{"created_at", oidTimestamptz, -1},
+}
+
+func benchLedgerRow() [][]byte {
+	return [][]byte{[]byte("0b7e4c1e-6c3f-4a53-9f0e-2b8c2f1d9a10"), []byte("Ledger"), []byte("acct-918273"), []byte("EntryPosted"),
+		[]byte(benchPayload), []byte("129.90"), []byte("$1.25"), []byte("2026-11-21 18:37:59.123456"), []byte("2026-11-21"),
+		[]byte("17:00:00"), []byte(`\x9f86d081884c7d659a2feaa0c55ad015`), []byte("2026-11-21 18:37:59.123456+00")}
+}
+
+func benchDebezium(b *testing.B, f Format, cfg DebeziumConfig, add []AdditionalField) {
+	bind := mustBind(b, Columns{Additional: add}, benchLedgerTable)
+	rec, err := bind.Record(benchLedgerRow(), time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec.Origin = Origin{Database: "ledger", Schema: "public", Table: "outbox", LSN: 24064704, LastCommitLSN: 24064592, TxID: 584}
+	cfg.Now = func() time.Time { return time.Unix(1700000000, 0) }
+	e, err := NewEncoder(EncoderConfig{Format: f, Debezium: cfg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchPayload)))
+	for b.Loop() {
+		if _, err := e.Encode(&rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var benchPlacements = []AdditionalField{
+	{Column: "type", Placement: PlaceHeader, Alias: "eventType"}, {Column: "amount", Placement: PlaceHeader},
+	{Column: "booked_at", Placement: PlaceEnvelope}, {Column: "amount", Placement: PlaceEnvelope}, {Column: "fee", Placement: PlaceEnvelope},
+	{Column: "value_date", Placement: PlaceEnvelope}, {Column: "cutoff", Placement: PlaceEnvelope}, {Column: "digest", Placement: PlaceEnvelope},
+}
+
+func BenchmarkEncodeDebeziumOutbox(b *testing.B) {
+	b.Run("defaults", func(b *testing.B) { benchDebezium(b, DebeziumOutbox, DebeziumConfig{}, nil) })
+	b.Run("placements", func(b *testing.B) {
+		benchDebezium(b, DebeziumOutbox, DebeziumConfig{Header: ConvJSON}, benchPlacements)
+	})
+	b.Run("placements-schemas", func(b *testing.B) {
+		benchDebezium(b, DebeziumOutbox, DebeziumConfig{Key: ConvJSONSchemas, Value: ConvJSONSchemas, Header: ConvJSONSchemas}, benchPlacements)
+	})
+}
+
+func BenchmarkEncodeDebeziumChange(b *testing.B) {
+	benchDebezium(b, Debezium, DebeziumConfig{}, nil)
+}

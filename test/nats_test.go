@@ -1,0 +1,316 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pgoutbox/pgoutbox/test/natstest"
+)
+
+// natsEvent is what a consumer of the NATS stream reads of a structured
+// CloudEvent.
+type natsEvent struct {
+	ID           string `json:"id"`
+	PartitionKey string `json:"partitionkey"`
+	Data         struct {
+		Seq int `json:"seq"`
+	} `json:"data"`
+}
+
+// checkNATS reads the stream and compares it with what committed: nothing
+// lost, no event twice (the duplicate window drops copies), and per
+// aggregate the events in commit order.
+func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[string]int) report {
+	t.Helper()
+	rep := report{committed: len(committed)}
+	var msgs []natstest.Message
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		msgs = s.Messages(stream)
+		if len(msgs) >= len(committed) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	seen := map[string]bool{}
+	last := map[string]int{}
+	for _, m := range msgs {
+		var ev natsEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("message %d: %v: %s", m.Seq, err, m.Data)
+		}
+		if got := m.Header.Get("Nats-Msg-Id"); got != ev.ID {
+			t.Errorf("message %d: Nats-Msg-Id %q, event id %q", m.Seq, got, ev.ID)
+		}
+		if seen[ev.ID] {
+			rep.duplicates++
+			continue
+		}
+		seen[ev.ID] = true
+		seq, ok := committed[ev.ID]
+		if !ok {
+			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
+			continue
+		}
+		rep.delivered++
+		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
+			rep.orderViolations++
+			t.Errorf("aggregate %s: seq %d stored after %d", ev.PartitionKey, seq, prev)
+		}
+		last[ev.PartitionKey] = seq
+	}
+	rep.lost = len(committed) - rep.delivered
+	if rep.lost > 0 {
+		byAgg := map[string][]int{}
+		for id, seq := range committed {
+			if !seen[id] {
+				byAgg[fmt.Sprint(seq/10)] = append(byAgg[fmt.Sprint(seq/10)], seq)
+			}
+		}
+		t.Logf("lost events (seq): %v; last stored per aggregate: %v; stream holds %d messages", byAgg, last, len(msgs))
+	}
+	return rep
+}
+
+// insertBulk commits n events of ten aggregates (bulk-0 ... bulk-9) in one
+// transaction and returns their ids with their place in their aggregate.
+func (e *env) insertBulk(t *testing.T, n int) map[string]int {
+	t.Helper()
+	rows, err := e.conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+SELECT 'account', 'bulk-' || (g % 10), 'Posted', jsonb_build_object('seq', g) FROM generate_series(1, $1) g
+RETURNING id::text, (payload->>'seq')::int`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var seq int
+		if err := rows.Scan(&id, &seq); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = seq
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The NATS server killed (SIGKILL) under load and started again on its
+// store, streaming and polling: the relay binary publishes with many
+// messages in flight, loses nothing, keeps each aggregate's order, and
+// what it sends again is dropped by the stream's duplicate window.
+func TestNATSServerKilledUnderLoad(t *testing.T) {
+	for _, mode := range []string{"wal", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t)
+			e.setup(e.config()) // the slot, before the first event
+			s := natstest.Start(t)
+			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
+			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--nats-ack-timeout", "2s", "--mode", mode,
+				"--poll-interval", "50ms")
+			load := e.startLoad(t, 4)
+			time.Sleep(2 * time.Second)
+			// A large transaction, and the kill once part of it is
+			// stored: many messages are in flight then.
+			before := s.Count("outbox")
+			bulk := e.insertBulk(t, 20000)
+			eventually(t, 30*time.Second, "a part of the large transaction stored", func() bool { return s.Count("outbox") > before+3000 })
+			s.Kill()
+			time.Sleep(time.Second)
+			s.Start()
+			time.Sleep(3 * time.Second)
+			committed := load.finish()
+			for id, seq := range bulk {
+				committed[id] = seq
+			}
+			rep := checkNATS(t, s, "outbox", committed)
+			t.Log(rep)
+			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+				t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\nnats-server:\n%s", rep, s.Log())
+			}
+			// Streaming, messages are always in flight, and the kill
+			// fails some; polling waits for each batch's acks, and a kill
+			// between two batches fails none (the next batch waits in the
+			// client's reconnect buffer).
+			if mode == "wal" && !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
+				t.Errorf("the kill failed no message in flight (no reconnecting line): it tested nothing\n%s", p.out.String())
+			}
+			if !strings.Contains(p.out.String(), `"sink":"nats-jetstream"`) ||
+				!strings.Contains(p.out.String(), `"delivery":"at-least-once, deduplicated by event id within the stream's duplicate window"`) {
+				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.out.String())
+			}
+		})
+	}
+}
+
+// A Debezium Server file whose sink is nats-jetstream runs through the
+// binary against a database that already holds the table and rows: the
+// stream is created, the rows already there (snapshot.mode initial) and
+// those written later are published with Debezium's routing,
+// value and id header, each with its id as Nats-Msg-Id. Exactly-once is
+// refused at start.
+func TestNATSFromDebeziumServerFile(t *testing.T) {
+	e := bareEnv(t, `CREATE TABLE public.outbox (
+  id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
+  seq bigint GENERATED ALWAYS AS IDENTITY);
+INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+  ('11111111-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}'),
+  ('11111111-0000-0000-0000-000000000002', 'Order', 'o-1', 'Paid', '{"n": 2}')`)
+	s := natstest.Start(t)
+	host, port, user, db := e.debeziumDB(t)
+	conf := writeFile(t, "application.properties", `debezium.sink.type=nats-jetstream
+debezium.sink.nats-jetstream.url=`+s.URL+`
+debezium.sink.nats-jetstream.create-stream=true
+debezium.sink.nats-jetstream.storage=file
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.database.hostname=`+host+`
+debezium.source.database.port=`+port+`
+debezium.source.database.user=`+user+`
+debezium.source.database.dbname=`+db+`
+debezium.source.topic.prefix=dbserver1
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox
+debezium.source.snapshot.mode=initial
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.value.schemas.enable=false
+debezium.format.key=simplestring
+`)
+	out, ok := run1(t, "run", "--config", conf, "--delivery", "exactly-once")
+	if ok || !strings.Contains(out, "exactly-once delivery needs Kafka transactions; NATS JetStream has none") {
+		t.Errorf("exactly-once with NATS: exit 0 %v, want it refused with the reason:\n%s", ok, out)
+	}
+	p := startBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
+	// Debezium Server's default subjects (*.*.*) also take other
+	// clients' three-token subjects: the events are those under outbox.
+	events := func() []natstest.Message {
+		var out []natstest.Message
+		for _, m := range s.Messages("DebeziumStream") {
+			if strings.HasPrefix(m.Subject, "outbox.") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	eventually(t, 60*time.Second, "the rows already in the table", func() bool { return len(events()) >= 2 })
+	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+  ('11111111-0000-0000-0000-000000000003', 'Payment', 'p-9', 'Captured', '{"n": 3}')`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the row written later", func() bool { return len(events()) >= 3 })
+	var got []string
+	for _, m := range events() {
+		got = append(got, fmt.Sprintf("%s %s id=%s msgid=%s", m.Subject, m.Data, m.Header.Get("id"), m.Header.Get("Nats-Msg-Id")))
+	}
+	// Debezium's rendering (the corpus checks it against Debezium): a jsonb
+	// payload is a JSON string without value schemas, the id header a uuid
+	// with its schema (header schemas stay on).
+	idHeader := func(id string) string {
+		return `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"` + id + `"}`
+	}
+	want := []string{
+		`outbox.event.Order "{\"n\": 1}" id=` + idHeader("11111111-0000-0000-0000-000000000001") + ` msgid=11111111-0000-0000-0000-000000000001`,
+		`outbox.event.Order "{\"n\": 2}" id=` + idHeader("11111111-0000-0000-0000-000000000002") + ` msgid=11111111-0000-0000-0000-000000000002`,
+		`outbox.event.Payment "{\"n\": 3}" id=` + idHeader("11111111-0000-0000-0000-000000000003") + ` msgid=11111111-0000-0000-0000-000000000003`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.out.String())
+	}
+}
+
+// A row too large for its stream is dead-lettered to the dead-letter
+// subject on the same server, its aggregate's later event held behind it,
+// other aggregates go on; once the row is fixed, dlq replay publishes both
+// in order, each under its event id.
+func TestNATSPoisonRowDeadLettered(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.setup(e.config())
+	s := natstest.Start(t)
+	_, js := s.Connect()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "outbox", Subjects: []string{"outbox.event.>"}, MaxMsgSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "dlq", Subjects: []string{"pgoutbox.dlq"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal")
+	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
+	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 4000) + `"}`})
+	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
+	other := e.insert(row{"order", "o-3", "Placed", `{"n":4}`})
+	ids := func(stream string) []string {
+		var out []string
+		for _, m := range s.Messages(stream) {
+			out = append(out, m.Header.Get("Nats-Msg-Id"))
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox")) >= 2 })
+	eventually(t, 30*time.Second, "two dead letters", func() bool { return len(ids("dlq")) >= 2 })
+	if got, want := ids("outbox"), []string{ok[0], other[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.out.String())
+	}
+	if got, want := ids("dlq"), []string{"dlq:" + big[0], "dlq:" + held[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("dead letters: %v, want %v", got, want)
+	}
+	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, okExit := cli(t, "dlq", "replay", "--database-url", e.url, "--sink", "nats-jetstream", "--nats-url", s.URL)
+	if !okExit {
+		t.Fatalf("dlq replay: %s%s", out, stderr)
+	}
+	if got, want := ids("outbox"), []string{ok[0], other[0], big[0], held[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after the replay: %v, want %v", got, want)
+	}
+}
+
+// CloudEvents through NATS follow its protocol binding: the structured
+// mode's content-type says application/cloudevents, the binary mode's
+// attributes are ce- headers, percent-encoded, datacontenttype among them.
+func TestNATSCloudEventsBinding(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		check  func(m natstest.Message) string
+	}{
+		{"cloudevents", func(m natstest.Message) string {
+			var ev struct{ Type, Datacontenttype string }
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Type != "Order Placed" || ev.Datacontenttype != "application/json" ||
+				!strings.HasPrefix(m.Header.Get("content-type"), "application/cloudevents+json") {
+				return fmt.Sprintf("structured: %s %v (%v)", m.Data, m.Header, err)
+			}
+			return ""
+		}},
+		{"cloudevents-binary", func(m natstest.Message) string {
+			if string(m.Data) != `{"n": 1}` || m.Header.Get("ce-type") != "Order%20Placed" || m.Header.Get("ce-specversion") != "1.0" ||
+				m.Header.Get("ce-datacontenttype") != "application/json" || m.Header.Get("ce-partitionkey") != "o-1" ||
+				m.Header.Get("content-type") != "" || m.Header.Get("ce_type") != "" {
+				return fmt.Sprintf("binary: %s %v", m.Data, m.Header)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			e := newEnv(t)
+			e.setup(e.config())
+			s := natstest.Start(t)
+			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
+			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal", "--format", tc.format)
+			e.insert(row{"order", "o-1", "Order Placed", `{"n": 1}`})
+			eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox") >= 1 })
+			if why := tc.check(s.Messages("outbox")[0]); why != "" {
+				t.Errorf("%s\n%s", why, p.out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package transform
+
+// Chain is the transforms that run after the Outbox Event Router, in
+// their order, each behind its predicate (TransformationStage). It is
+// immutable and safe for concurrent use.
+type Chain struct {
+	stages  []stage
+	schemas schemaCache // the router's schemas, read once (Read)
+}
+
+type stage struct {
+	alias  string
+	t      transformation
+	pred   predicate // nil: every record
+	negate bool
+}
+
+// transformation is one of Kafka Connect's transforms: it changes r in
+// place, or drops it (keep false, as a transform that returns null).
+type transformation interface {
+	apply(r *Record) (keep bool, err error)
+}
+
+// predicate is one of Kafka Connect's predicates.
+type predicate interface {
+	test(r *Record) bool
+}
+
+// Apply runs the chain on r. keep is false when a transform dropped the
+// record, which then goes nowhere; err is a *DataError, the record's own
+// problem, where Kafka Connect's task would fail.
+func (c *Chain) Apply(r *Record) (keep bool, err error) {
+	for _, s := range c.stages {
+		if s.pred != nil && s.pred.test(r) == s.negate {
+			continue
+		}
+		keep, err := s.t.apply(r)
+		if err != nil {
+			if de, ok := err.(*DataError); ok && de.Transform == "" {
+				de.Transform = s.alias
+			}
+			return false, err
+		}
+		if !keep {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Aliases are the chain's transforms by their aliases, in order.
+func (c *Chain) Aliases() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, len(c.stages))
+	for i, s := range c.stages {
+		out[i] = s.alias
+	}
+	return out
+}
+
+// Len is how many transforms the chain has; none for a nil chain.
+func (c *Chain) Len() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.stages)
+}
+
+// The transforms and predicates by class name, each built from its
+// options; a nil result (or options.failed) means refused.
+var (
+	transformTypes = map[string]func(*options) transformation{
+		"org.apache.kafka.connect.transforms.RegexRouter":             newRegexRouter,
+		"org.apache.kafka.connect.transforms.TimestampRouter":         newTimestampRouter,
+		"org.apache.kafka.connect.transforms.InsertHeader":            newInsertHeader,
+		"org.apache.kafka.connect.transforms.DropHeaders":             newDropHeaders,
+		"org.apache.kafka.connect.transforms.HeaderFrom$Key":          func(o *options) transformation { return newHeaderFrom(o, true) },
+		"org.apache.kafka.connect.transforms.HeaderFrom$Value":        func(o *options) transformation { return newHeaderFrom(o, false) },
+		"org.apache.kafka.connect.transforms.InsertField$Key":         func(o *options) transformation { return newInsertField(o, true) },
+		"org.apache.kafka.connect.transforms.InsertField$Value":       func(o *options) transformation { return newInsertField(o, false) },
+		"org.apache.kafka.connect.transforms.ReplaceField$Key":        func(o *options) transformation { return newReplaceField(o, true) },
+		"org.apache.kafka.connect.transforms.ReplaceField$Value":      func(o *options) transformation { return newReplaceField(o, false) },
+		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Key":   func(o *options) transformation { return newSetSchemaMetadata(o, true) },
+		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Value": func(o *options) transformation { return newSetSchemaMetadata(o, false) },
+		"org.apache.kafka.connect.transforms.Filter":                  func(*options) transformation { return filter{} },
+	}
+	predicateTypes = map[string]func(*options) predicate{
+		"org.apache.kafka.connect.transforms.predicates.TopicNameMatches":  newTopicNameMatches,
+		"org.apache.kafka.connect.transforms.predicates.HasHeaderKey":      newHasHeaderKey,
+		"org.apache.kafka.connect.transforms.predicates.RecordIsTombstone": func(*options) predicate { return recordIsTombstone{} },
+	}
+)
+
+// filter is Filter: it drops every record it is applied to.
+type filter struct{}
+
+func (filter) apply(*Record) (bool, error) { return false, nil }

@@ -1,0 +1,95 @@
+package transform
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// Record is a Kafka Connect record (ConnectRecord) as the transforms see
+// it after the router.
+type Record struct {
+	Topic string
+	// Partition is the record's partition when HasPartition is set (the
+	// router's partition placement), Connect's null otherwise.
+	Partition    int32
+	HasPartition bool
+	KeySchema    *Schema
+	Key          any
+	ValueSchema  *Schema
+	Value        any
+	// Timestamp is the record's timestamp in milliseconds.
+	Timestamp int64
+	Headers   []Header
+}
+
+// Header is a Connect header: a name and a value with its schema.
+type Header struct {
+	Key    string
+	Schema *Schema
+	Value  any
+}
+
+// Converters name how a record is written: its key, value and header
+// converters.
+type Converters struct {
+	Key, Value, Header schema.Converter
+}
+
+// Read reads the router's record for the chain: msg written with every
+// converter schema.ConvJSONSchemas, which carries each part's schema, its
+// topic, and its timestamp (now when msg has none: Connect's source
+// records always carry one, the router's). A nil chain reads too.
+func (c *Chain) Read(topic string, msg *schema.Message, now time.Time) (Record, error) {
+	var cache *schemaCache
+	if c != nil {
+		cache = &c.schemas
+	}
+	r := Record{Topic: topic, Partition: msg.Partition, HasPartition: msg.HasPartition}
+	ts := msg.Timestamp
+	if ts.IsZero() {
+		ts = now
+	}
+	r.Timestamp = ts.UnixMilli()
+	var err error
+	if r.KeySchema, r.Key, err = decodeEnvelope(msg.Key, cache); err != nil {
+		return Record{}, fmt.Errorf("key: %w", err)
+	}
+	if r.ValueSchema, r.Value, err = decodeEnvelope(msg.Value, cache); err != nil {
+		return Record{}, fmt.Errorf("value: %w", err)
+	}
+	r.Headers = make([]Header, len(msg.Headers))
+	for i, h := range msg.Headers {
+		s, v, err := decodeEnvelope(h.Value, cache)
+		if err != nil {
+			return Record{}, fmt.Errorf("header %s: %w", h.Key, err)
+		}
+		r.Headers[i] = Header{Key: h.Key, Schema: s, Value: v}
+	}
+	return r, nil
+}
+
+// Message writes r through the converters c: the Kafka record without its
+// topic.
+func (r *Record) Message(c Converters) (schema.Message, error) {
+	msg := schema.Message{Partition: r.Partition, HasPartition: r.HasPartition, Timestamp: time.UnixMilli(r.Timestamp)}
+	var err error
+	if msg.Key, err = encodePart(c.Key, false, r.KeySchema, r.Key); err != nil {
+		return schema.Message{}, fmt.Errorf("key: %w", err)
+	}
+	if msg.Value, err = encodePart(c.Value, false, r.ValueSchema, r.Value); err != nil {
+		return schema.Message{}, fmt.Errorf("value: %w", err)
+	}
+	if len(r.Headers) > 0 {
+		msg.Headers = make([]schema.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			v, err := encodePart(c.Header, true, h.Schema, h.Value)
+			if err != nil {
+				return schema.Message{}, fmt.Errorf("header %s: %w", h.Key, err)
+			}
+			msg.Headers[i] = schema.Header{Key: h.Key, Value: v}
+		}
+	}
+	return msg, nil
+}
