@@ -32,6 +32,17 @@ func (n *avroNames) define(full string) {
 // decimalName is Kafka Connect's Decimal logical type.
 const decimalName = "org.apache.kafka.connect.data.Decimal"
 
+// avroLogicalTypes are the Avro logical types AvroData gives Kafka
+// Connect's logical types (its logicalType property, written after the
+// Connect metadata): Debezium's time.precision.mode=connect makes dates,
+// times and timestamps Connect's Date, Time and Timestamp.
+var avroLogicalTypes = map[string]string{
+	decimalName:                               "decimal",
+	"org.apache.kafka.connect.data.Date":      "date",
+	"org.apache.kafka.connect.data.Time":      "time-millis",
+	"org.apache.kafka.connect.data.Timestamp": "timestamp-millis",
+}
+
 // appendAvroDecimalProps appends Avro's decimal scale and precision from
 // a Decimal's Connect parameters ({"scale":"2","connect.decimal.precision":"10"});
 // AvroData takes 64 for a precision Connect does not give.
@@ -129,8 +140,10 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) 
 			dst = append(dst, `,"connect.name":`...)
 			dst = appendJavaString(dst, ct.name)
 		}
-		if ct.name == decimalName {
-			dst = append(dst, `,"logicalType":"decimal"`...)
+		if lt := avroLogicalTypes[ct.name]; lt != "" {
+			dst = append(dst, `,"logicalType":"`...)
+			dst = append(dst, lt...)
+			dst = append(dst, '"')
 		}
 		dst = append(dst, '}')
 	}
@@ -261,7 +274,7 @@ func appendAvroValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, s
 		if err != nil && !math.IsInf(f, 0) {
 			return dst, "malformed float"
 		}
-		return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), ""
+		return appendAvroFloat(dst, f), ""
 	case "double":
 		var f float64
 		if t.oid == oidNumeric || t.oid == oidMoney { // decimal.handling.mode=double
@@ -275,7 +288,7 @@ func appendAvroValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, s
 				return dst, "malformed float"
 			}
 		}
-		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), ""
+		return appendAvroDouble(dst, f), ""
 	case "int16", "int32", "int64":
 		// Integers as Postgres prints them; the temporal types and
 		// intervals as JsonConverter's number of them.
@@ -314,6 +327,24 @@ func appendAvroValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte, s
 	copy(dst[start+len(l):], dst[start:start+n])
 	copy(dst[start:], l)
 	return dst, ""
+}
+
+// appendAvroFloat and appendAvroDouble append an Avro float and double:
+// little-endian IEEE 754, a NaN as Java's Float.floatToIntBits and
+// Double.doubleToLongBits give it (the canonical quiet NaN; Go's NaN has
+// another payload).
+func appendAvroFloat(dst []byte, f float64) []byte {
+	if math.IsNaN(f) {
+		return binary.LittleEndian.AppendUint32(dst, 0x7fc00000)
+	}
+	return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f)))
+}
+
+func appendAvroDouble(dst []byte, f float64) []byte {
+	if math.IsNaN(f) {
+		return binary.LittleEndian.AppendUint64(dst, 0x7ff8000000000000)
+	}
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f))
 }
 
 // appendAvroDecimal appends a numeric or money under
@@ -364,7 +395,7 @@ func appendAvroData(dst []byte, n *jnode, s *cschema) []byte {
 	case "int32", "int64":
 		dst = appendAvroLong(dst, n.num.i)
 	case "double":
-		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(n.num.f))
+		dst = appendAvroDouble(dst, n.num.f)
 	}
 	return dst
 }

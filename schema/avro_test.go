@@ -142,3 +142,41 @@ func TestAvroChangeEventRefused(t *testing.T) {
 		t.Errorf("the outbox format in Avro: %v", err)
 	}
 }
+
+// Columns under Debezium's value options as Debezium 3.6.1 wrote them
+// through Apicurio's AvroConverter (corpus cases avro-time-connect,
+// avro-time-isostring, avro-decimal-string-base64, avro-decimal-double-hex):
+// time.precision.mode=connect gives Kafka Connect's Date, Time and
+// Timestamp, which AvroData writes with Avro's logical types; the other
+// modes give strings and doubles; a NaN is Java's canonical one.
+func TestAvroValueModes(t *testing.T) {
+	connect := valueModes{time: timeConnect}
+	for _, tc := range []struct {
+		t             pgType
+		m             valueModes
+		text          string
+		schema, datum string
+	}{
+		{pgType{oidDate, -1}, connect, "2020-01-02",
+			`{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Date","logicalType":"date"}`, "ae9d02"},
+		{pgType{oidTime, 0}, connect, "03:04:05",
+			`{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Time","logicalType":"time-millis"}`, "90a2c40a"},
+		{pgType{oidTimestamp, -1}, connect, "1969-12-31 23:59:59.9999",
+			`{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp","logicalType":"timestamp-millis"}`, "01"},
+		{pgType{oidTimestamp, -1}, valueModes{time: timeISO}, "2020-01-02 03:04:05.6789",
+			`{"type":"string","connect.version":1,"connect.name":"io.debezium.time.IsoTimestamp"}`, "32" + hex.EncodeToString([]byte("2020-01-02T03:04:05.6789Z"))},
+		{pgType{oidNumeric, -1}, valueModes{decimal: decimalString}, "NaN", `"string"`, "06" + hex.EncodeToString([]byte("NAN"))},
+		{pgType{oidMoney, -1}, valueModes{decimal: decimalString}, "-$1,000.00", `"string"`, "10" + hex.EncodeToString([]byte("-1000.00"))},
+		{pgType{oidNumeric, (10<<16 | 2) + 4}, valueModes{decimal: decimalDouble}, "NaN", `"double"`, "000000000000f87f"},
+		{pgType{oidFloat8, -1}, valueModes{}, "NaN", `"double"`, "000000000000f87f"},
+		{pgType{oidFloat4, -1}, valueModes{}, "NaN", `"float"`, "0000c07f"},
+		{pgType{oidBytea, -1}, valueModes{binary: binaryBase64}, `\x00ff41fbff`, `"string"`, "10" + hex.EncodeToString([]byte("AP9B+/8="))},
+		{pgType{oidBytea, -1}, valueModes{binary: binaryHex}, `\xfbffbf`, `"string"`, "0c" + hex.EncodeToString([]byte("fbffbf"))},
+	} {
+		s, reason := avroSchemaOf(ConvAvro, tc.t, tc.m, false)
+		d, reason2 := appendAvroValue(nil, tc.t, tc.m, []byte(tc.text))
+		if reason != "" || reason2 != "" || s != tc.schema || hex.EncodeToString(d) != tc.datum {
+			t.Errorf("%v %s: schema %s, datum %x (%s %s)\nwant %s, %s", tc.t, tc.text, s, d, reason, reason2, tc.schema, tc.datum)
+		}
+	}
+}
