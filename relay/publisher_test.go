@@ -20,6 +20,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/registry"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/transform"
@@ -558,19 +559,24 @@ func filterPipeline(t *testing.T) *pipeline {
 	return rl.p
 }
 
-// Transforms run after the Outbox Event Router: with another format, or a
-// chain Kafka Connect refuses, the relay is not built.
+// Transforms run after the Outbox Event Router: with another format, a
+// chain Kafka Connect refuses, or an avro key or value (the transformed
+// path writes no Avro yet), the relay is not built.
 func TestTransformsConfig(t *testing.T) {
 	props := map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass,
 		"transforms.f.type": "org.apache.kafka.connect.transforms.Filter"}
+	reg := &registry.Config{URL: "http://127.0.0.1:1/apis/registry/v2"}
 	for _, tc := range []struct {
 		format schema.Format
 		props  map[string]string
+		key    schema.Converter
 		err    string
 	}{
-		{schema.DebeziumOutbox, props, ""},
-		{schema.CloudEvents, props, "after the Outbox Event Router, format debezium-outbox"},
-		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass}, "transforms.f.type"},
+		{schema.DebeziumOutbox, props, "", ""},
+		{schema.CloudEvents, props, "", "after the Outbox Event Router, format debezium-outbox"},
+		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass}, "", "transforms.f.type"},
+		{schema.DebeziumOutbox, props, schema.ConvAvro, "with the avro key converter (key.converter, --key-converter avro)"},
+		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox", "transforms.outbox.type": transform.RouterClass}, schema.ConvAvro, ""},
 	} {
 		var cfg Config
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
@@ -578,6 +584,9 @@ func TestTransformsConfig(t *testing.T) {
 		cfg.Encoder.Format = tc.format
 		cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
 		cfg.Transforms.Props = tc.props
+		if tc.key != "" {
+			cfg.Encoder.Debezium.Key, cfg.KeyRegistry = tc.key, reg
+		}
 		_, err := New(cfg, slog.New(slog.DiscardHandler))
 		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s %v: err %v, want %q", tc.format, tc.props, err, tc.err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/registrytest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 // A Kafka Connect configuration with Apicurio's AvroConverter for keys and
@@ -129,4 +132,76 @@ func registryGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// Avro is refused at start where pgoutbox does not write it yet: after
+// Kafka Connect's transforms (a connector configuration with a RegexRouter
+// after the router and Apicurio's AvroConverter, given to run --config),
+// and to NATS JetStream (--sink nats-jetstream with an avro value
+// converter). Each refusal names both settings, and nothing is created in
+// a database that already holds the table and its rows.
+func TestDebeziumAvroRefusedWithTransformsOrNATS(t *testing.T) {
+	e := bareEnv(t, `CREATE TABLE public.outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+  aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{"n": 1}')`)
+	const api = "http://127.0.0.1:1/apis/registry/v2" // never reached
+	host, port, user, db := e.debeziumDB(t)
+	conf := map[string]any{"name": "orders", "config": map[string]string{
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "plugin.name": "pgoutput",
+		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
+		"topic.prefix": "shop", "table.include.list": "public.outbox",
+		"transforms": "outbox,rename", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.rename.regex": `outbox\.event\.(.*)`, "transforms.rename.replacement": "$1.events",
+		"value.converter": "io.apicurio.registry.utils.converter.AvroConverter", "value.converter.apicurio.registry.url": api,
+	}}
+	data, _ := json.Marshal(conf)
+	path := filepath.Join(t.TempDir(), "connector.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"transforms", []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.brokers, ",")},
+			[]string{"transforms", "value.converter", "does not write Avro after transforms"}},
+		{"nats", []string{"run", "--database-url", e.url, "--sink", "nats-jetstream", "--nats-url", "nats://127.0.0.1:1",
+			"--format", "debezium-outbox", "--value-converter", "avro", "--value-registry-url", api},
+			[]string{"--sink nats-jetstream", "--value-converter avro", "written for Kafka only"}},
+	} {
+		out, err := refusedAtStart(t, tc.args...)
+		for _, w := range tc.want {
+			if err != nil || !strings.Contains(out, w) {
+				t.Errorf("%s: %v, want a message containing %q:\n%s", tc.name, err, w, out)
+			}
+		}
+		e.nothingCreated(t, "public.outbox")
+	}
+	var n int
+	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM public.outbox").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the outbox holds %d rows (%v), want its 1", n, err)
+	}
+}
+
+// refusedAtStart runs the binary, which should stop at once with an
+// error; err says how it did not (exit 0, or still running after 30s:
+// killed).
+func refusedAtStart(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return string(out), errors.New("still running after 30s")
+	case err == nil:
+		return string(out), errors.New("exit 0")
+	case !errors.As(err, &exit):
+		t.Fatalf("pgoutbox %s: %v", args[0], err)
+	}
+	return string(out), nil
 }

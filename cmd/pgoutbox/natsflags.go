@@ -10,6 +10,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/natsjs"
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // The sinks run can publish to (--sink), by Debezium Server's names.
@@ -86,4 +87,23 @@ func guarantee(sink string, d relay.Delivery) string {
 		return "at-least-once, deduplicated by event id within the stream's duplicate window"
 	}
 	return string(d)
+}
+
+// natsAvro refuses an avro key or value converter for the NATS sink: its
+// framing is made for Kafka (a NATS message has no key, and Apicurio's id
+// headers are binary, which NATS header values cannot always carry), and
+// Debezium Server, the reference for NATS, has no avro format pgoutbox
+// takes either.
+func natsAvro(d schema.DebeziumConfig) error {
+	for _, p := range []struct {
+		part string
+		conv schema.Converter
+	}{{"key", d.Key}, {"value", d.Value}} {
+		if strings.HasSuffix(string(p.conv), string(schema.ConvAvro)) {
+			return fmt.Errorf("--sink %s with the avro %s converter (--%s-converter %s, %s.converter): Avro through a schema registry is written for Kafka only "+
+				"(a NATS message has no key, and the registry's id headers are binary); use --sink %s, or another %s converter",
+				sinkNATS, p.part, p.part, p.conv, p.part, sinkKafka, p.part)
+		}
+	}
+	return nil
 }

@@ -192,6 +192,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, tables); err != nil {
 		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
+	if f.sink == sinkNATS {
+		if err := natsAvro(cfg.Encoder.Debezium); err != nil {
+			return cfg, nil, err
+		}
+	}
 	if *f.ops.addr == "" {
 		cfg.MonitorInterval = 0 // nothing would read what it samples
 	}
