@@ -151,7 +151,7 @@ INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('O
 		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
 		"topic.prefix": "shop", "table.include.list": "public.outbox",
 		"transforms": "outbox,rename", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-		"transforms.rename.type": "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.rename.type":  "org.apache.kafka.connect.transforms.RegexRouter",
 		"transforms.rename.regex": `outbox\.event\.(.*)`, "transforms.rename.replacement": "$1.events",
 		"value.converter": "io.apicurio.registry.utils.converter.AvroConverter", "value.converter.apicurio.registry.url": api,
 	}}
