@@ -291,4 +291,3 @@ func newIDs(k int) []string {
 	}
 	return ids
 }
-
