@@ -29,7 +29,7 @@ type atLeastOnceWAL struct {
 	floor uint32
 	wm    *watermark
 	// streamed gets each transaction once Kafka acked all its records.
-	streamed *streamedTxns
+	streamed *streamMarks
 }
 
 func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {

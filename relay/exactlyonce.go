@@ -192,13 +192,22 @@ func (t *txnSession) close(ctx context.Context, cause error) error {
 // rather than wait behind it for good (sink/orphan.go), in whichever
 // process, the other relay of a pair's included.
 
-// rememberUnended records the transaction k's producer leaves open, if it
-// was never asked to commit: in k, for this process's next session, and in
+// unended is where the transactions left open are recorded: the
+// pipeline's state row, reached on a new connection to databaseURL where
+// the session's is gone.
+type unended struct {
+	own         store.Pipeline
+	databaseURL string
+	log         *slog.Logger
+}
+
+// remember records the transaction k's producer leaves open, if it was
+// never asked to commit: in k, for this process's next session, and in
 // the pipeline's state, for any process's. It runs as a session ends,
 // whatever ended it. The session's connection may be gone by then (a
 // SIGTERM cancels the query in flight, which closes it; the server went
 // away), so a save that fails is tried again on a new connection.
-func (p *pipeline) rememberUnended(conn store.Querier, k Transactions) {
+func (u unended) remember(conn store.Querier, k Transactions) {
 	id, epoch, ok := k.Unsent()
 	if !ok {
 		return
@@ -207,27 +216,27 @@ func (p *pipeline) rememberUnended(conn store.Querier, k Transactions) {
 	save := func(conn store.Querier) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return p.own().SaveUnended(ctx, conn, id, epoch)
+		return u.own.SaveUnended(ctx, conn, id, epoch)
 	}
 	err := save(conn)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if fresh, cerr := replication.Connect(ctx, p.cfg.Replication.DatabaseURL); cerr == nil {
+		if fresh, cerr := replication.Connect(ctx, u.databaseURL); cerr == nil {
 			err = save(fresh)
 			fresh.Close(context.Background())
 		}
 		cancel()
 	}
 	if err != nil {
-		p.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next relay waits behind it",
+		u.log.Warn("recording the kafka transaction left open failed: if Kafka's coordinator loses track of it, the next relay waits behind it",
 			"producer_id", id, "epoch", epoch, "err", err)
 	}
 }
 
-// learnUnended tells k the transaction the pipeline's state records as
-// left open.
-func (p *pipeline) learnUnended(ctx context.Context, conn store.Querier, k Transactions) error {
-	id, epoch, ok, err := p.own().Unended(ctx, conn)
+// learn tells k the transaction the pipeline's state records as left
+// open.
+func (u unended) learn(ctx context.Context, conn store.Querier, k Transactions) error {
+	id, epoch, ok, err := u.own.Unended(ctx, conn)
 	if err != nil || !ok {
 		return err
 	}
@@ -315,7 +324,7 @@ func (d *exactlyOncePoll) settle(ctx context.Context, led *pollLedger) error {
 type exactlyOnceWAL struct {
 	*txnSession
 	ledger   *txnLedger
-	streamed *streamedTxns
+	streamed *streamMarks
 	to       confirmer
 	// recordCtx is what records are produced with (publisher.recordCtx).
 	recordCtx context.Context
@@ -345,7 +354,7 @@ type walOpening struct {
 	stats  *Stats
 	// streamed gets the Postgres transactions of each committed Kafka
 	// transaction.
-	streamed *streamedTxns
+	streamed *streamMarks
 	// readPolled marks last published and reads the rows polling marked
 	// that the stream may replay (polledSince).
 	readPolled func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error)

@@ -252,7 +252,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 		}
 		return out
 	}
-	pub := p.newPublisher(k, nil, ModePoll)
+	pub := p.newPublisher(k, nil, ModePoll, p.cfg.Columns)
 	led := pub.batch(ctx, ctx, batch(1, 2))
 	k.Flush(ctx)
 	<-led.settled()
@@ -326,7 +326,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 		t.Fatalf("marked %v before reading the polled rows, want the last poll transaction's", marked)
 	}
 	var to fakeStream
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(&to, ctx), ctx)
 	withSeq := func(c outbox.Change, seq string, final pglogrepl.LSN) outbox.Change {
 		c.Values[7], c.FinalLSN = []byte(seq), final
 		return c
@@ -366,7 +366,7 @@ func TestExactlyOnceFilteredTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := new(fakeStream)
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(to, ctx), ctx)
 	r := row(100, "x1", "audit", "X", "Seen", `{}`)
 	r.FinalLSN = 105
 	if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: 110, FinalLSN: 105}}, make(chan *replication.Batch)); err != nil {
@@ -401,7 +401,7 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 		b.Fatal(err)
 	}
 	var to fakeStream
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(&to, ctx), ctx)
 	rel, values := benchRow()
 	batch := []outbox.Change{
 		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now(), XID: 7},
@@ -441,7 +441,7 @@ func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
 		t.Fatal(err)
 	}
 	to := new(fakeStream)
-	return &walTxns{d: d, k: k, to: to, pub: p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)}
+	return &walTxns{d: d, k: k, to: to, pub: p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(to, ctx), ctx)}
 }
 
 func (w *walTxns) tx(t *testing.T, lsn pglogrepl.LSN, id string) {
@@ -534,13 +534,13 @@ func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &fakeKafka{fakeSink: newFakeSink()}
-	if err := p.learnUnended(ctx, conn, next); err != nil || next.unended != nil {
+	if err := p.unended().learn(ctx, conn, next); err != nil || next.unended != nil {
 		t.Fatalf("before any: told %v, %v", next.unended, err)
 	}
 	left := &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 4}}
-	p.rememberUnended(conn, left)
-	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink()})
-	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
+	p.unended().remember(conn, left)
+	p.unended().remember(conn, &fakeKafka{fakeSink: newFakeSink()})
+	if err := p.unended().learn(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
 		t.Fatalf("the next session was told %v, %v; want producer 9, epoch 4", next.unended, err)
 	}
 	if !reflect.DeepEqual(left.unended, [][2]int64{{9, 4}}) {
@@ -552,9 +552,9 @@ func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close(ctx)
-	p.rememberUnended(closed, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 6}})
+	p.unended().remember(closed, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 6}})
 	next.unended = nil
-	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 6}}) {
+	if err := p.unended().learn(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 6}}) {
 		t.Fatalf("after a session whose connection was closed, the next was told %v, %v; want producer 9, epoch 6", next.unended, err)
 	}
 }

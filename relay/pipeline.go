@@ -1,21 +1,17 @@
 package relay
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -85,41 +81,6 @@ type Stats struct {
 	Filtered atomic.Int64
 }
 
-// outboxTable is one outbox table of the pipeline. A pipeline of several
-// tables streams them all through one slot; polling keeps positions per
-// table instead, each in a state row:
-//   - the first table's in the pipeline's row, named by the slot, so that
-//     a pipeline of one table that later lists more reads its state as
-//     before;
-//   - every other table's in a row of its own (store.TablePipeline,
-//     slot/schema.table).
-type outboxTable struct {
-	name outbox.Table
-	own  store.Pipeline
-	// names is what its state row says the pipeline's tables are: all of
-	// them in the pipeline's row, the table alone in its own.
-	names string
-	poll  poll.Config
-	// mode is the mode the table is polled in: the pipeline's for the
-	// first table, whose poller probes the WAL for all of them in auto
-	// mode; poll for the others.
-	mode Mode
-	// What lasts from one session of the table to the next; only the
-	// session that holds the table uses it.
-	hk         *housekeeper
-	seqWarned  atomic.Bool // the detector's missing sequence was said
-	scanWarned atomic.Bool // that every poll reads the whole table was said
-	// unmarked are the order values of rows a poll session published
-	// but could not mark (the table refused the mark, the connection
-	// was lost): the next session marks them before it polls, so they
-	// are not sent again while this process runs.
-	unmarked []int64
-}
-
-// warnSeqOnce tells whether the detector's missing sequence is to be said:
-// the first time only.
-func (t *outboxTable) warnSeqOnce() bool { return !t.seqWarned.Swap(true) }
-
 // newPipeline validates cfg and builds the pipeline, whose sessions report
 // to m and count in stats.
 func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipeline, error) {
@@ -159,17 +120,8 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
 	p.health.named(cfg.Sink.Name())
-	all := tablesOf(tables)
-	for i, t := range tables {
-		pc := cfg.Poll
-		pc.Table = t.String()
-		ot := &outboxTable{name: t, own: store.Pipeline{Name: cfg.Replication.Slot}, names: all, poll: pc, mode: cfg.Mode,
-			hk: &housekeeper{}}
-		if i > 0 {
-			ot.own, ot.names, ot.mode = store.TablePipeline(cfg.Replication.Slot, t.String()), t.String(), ModePoll
-		}
-		p.tables = append(p.tables, ot)
-	}
+	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, health: p.health, obs: m}
+	p.tables = newOutboxTables(p.cfg, tables, up)
 	return p, nil
 }
 
@@ -189,25 +141,10 @@ func (p *pipeline) tableList() []outbox.Table {
 	return out
 }
 
-// hasPollingColumns tells whether every table of the pipeline has the
-// polling columns, which auto mode needs to poll any of them.
-func (p *pipeline) hasPollingColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	for _, t := range p.tables {
-		ok, err := t.poll.HasColumns(ctx, conn)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// tablesOf names tables, comma-separated.
-func tablesOf(tables []outbox.Table) string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.String()
-	}
-	return strings.Join(names, ",")
+// unended is where the pipeline records the Kafka transactions its
+// sessions leave open (exactlyonce.go).
+func (p *pipeline) unended() unended {
+	return unended{own: p.own(), databaseURL: p.cfg.Replication.DatabaseURL, log: p.log}
 }
 
 // clusterCheck is the cluster check of table t (cluster.go).

@@ -79,7 +79,7 @@ func (g *pollGroup) run(ctx context.Context) (transition, error) {
 		published = make([]polledRows, len(p.tables))
 	)
 	for i, t := range p.tables {
-		s := &pollSession{p: p, t: t, k: g.k, reason: g.reason, handoff: handoffs[i], polled: &published[i],
+		s := &pollSession{p: p, t: t, k: g.k, gate: g.gate, reason: g.reason, handoff: handoffs[i], polled: &published[i],
 			probeEvery: g.probeEvery, group: guard.lease}
 		wg.Add(1)
 		go func() {

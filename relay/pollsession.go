@@ -90,24 +90,23 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	}
 	// Its marks carry the lease's token.
 	h.fence(s.poller)
-	if len(t.unmarked) > 0 {
-		mctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
-		err := s.poller.MarkPublished(mctx, t.unmarked)
-		cancel()
-		if err != nil {
-			return transition{}, fmt.Errorf("%d rows published before are not marked yet, and nothing more is polled until they are: %w", len(t.unmarked), err)
-		}
-		t.unmarked = nil
+	mctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
+	err = t.unmarked.mark(mctx, s.poller)
+	cancel()
+	if err != nil {
+		return transition{}, err
 	}
 	if s.cluster, err = p.clusterCheck(t).run(ctx, conn, true); err != nil { // cluster.go
 		return transition{}, err
 	}
-	if s.history, err = p.pollSnapshot(ctx, conn, t, s.poller); err != nil { // snapshot.go
+	history := pollHistory{cfg: cfg, log: p.log, t: t, poller: s.poller}
+	if s.history, err = history.start(ctx, conn); err != nil { // snapshot.go
 		return transition{}, err
 	}
-	if err := p.recordMode(ctx, h, t, ModePoll, s.reason, s.now); err != nil {
+	if err := t.recordMode(ctx, h, ModePoll, s.reason); err != nil {
 		return transition{}, err
 	}
+	s.now.set(ModePoll)
 	if s.floor, err = t.own.Floor(ctx, conn); err != nil {
 		return transition{}, err
 	}
@@ -120,7 +119,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(conn, s.k.Txn)
+		defer p.unended().remember(conn, s.k.Txn)
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -143,7 +142,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		"deleted_rows_checked_from_seq", s.vanish.From())...)
 
 	s.warnScans(ctx)
-	s.pub = p.newPublisher(s.k, dl, ModePoll)
+	s.pub = p.newPublisher(s.k, dl, ModePoll, s.gate.columns())
 	s.pub.eventIDs = s.k.EventIDs
 	s.nextProbe = time.Now().Add(s.probeEvery)
 	for ctx.Err() == nil {
@@ -153,7 +152,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		next, err := s.round(ctx, qctx)
 		if err == nil && next.to == "" && s.history {
 			var done bool
-			done, err = p.pollSnapshotDone(qctx, conn, t, s.poller)
+			done, err = history.done(qctx, conn)
 			s.history = !done
 		}
 		cancel()
@@ -176,7 +175,7 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
 	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
@@ -207,11 +206,11 @@ func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 // probe the WAL, then wait if the batch was not full. ctx bounds the
 // round's statements; sess is the session's, which only a stop ends.
 func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
-	p, t, conn := s.p, s.t, s.h.conn
+	p, t := s.p, s.t
 	if err := s.h.keep(ctx); err != nil {
 		return transition{}, err
 	}
-	p.housekeeping(ctx, conn, t) // housekeeping.go
+	t.hk.tick(ctx, s.h.conn) // housekeeping.go
 	rows, err := s.poller.Poll(ctx, s.floor)
 	if err != nil {
 		return transition{}, err
@@ -290,7 +289,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), cfg.queryTimeout())
 	defer cancelMark()
 	if err := s.poller.MarkPublished(mctx, seqs); err != nil {
-		s.t.unmarked = seqs
+		s.t.unmarked.keep(seqs)
 		return err
 	}
 	return led.failed()
@@ -302,7 +301,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 // and its mark will be refused.
 func (s *pollSession) tick(sess context.Context) {
 	_ = s.h.keep(sess)
-	s.p.housekeeping(sess, s.h.conn, s.t)
+	s.t.hk.tick(sess, s.h.conn)
 }
 
 // awaitBatch waits until every record of a polled batch is acked or failed
@@ -419,21 +418,6 @@ func (s *pollSession) walReady(ctx context.Context) error {
 		return err
 	}
 	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot)
-}
-
-// recordMode records the mode and why in t's state row, counting
-// switches, and reports the mode (Relay.Mode) through now, when given.
-func (p *pipeline) recordMode(ctx context.Context, h *hold, t *outboxTable, mode Mode, reason store.Reason, now *modeNow) error {
-	if err := h.fenced(ctx, func(q store.Querier) error {
-		return t.own.SetMode(ctx, q, t.names, mode, reason)
-	}); err != nil {
-		return err
-	}
-	if err := t.own.ClearStopped(ctx, h.conn); err != nil && !store.IsMissing(err) {
-		return fmt.Errorf("save state: %w", err)
-	}
-	now.set(mode)
-	return nil
 }
 
 // warnScans says, once per table while the process runs, that every poll

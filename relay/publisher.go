@@ -46,7 +46,9 @@ type publisher struct {
 	// failure later in the stream: franz-go fails buffered records whose
 	// Produce context ends.
 	recordCtx context.Context
-	bindings  map[*outbox.Relation]binding
+	// cols bind each relation (gate.columns).
+	cols     schema.Columns
+	bindings map[*outbox.Relation]binding
 	// eventIDs: the sink reads each record's event id (Broker.EventIDs).
 	eventIDs bool
 	// historic: rows come with the shape their relation had when they
@@ -65,9 +67,10 @@ type binding struct {
 	err    error
 }
 
-// newPublisher is a session's publisher of mode, producing to k.
-func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode) *publisher {
-	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode),
+// newPublisher is a session's publisher of mode, producing to k, binding
+// with cols.
+func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode, cols schema.Columns) *publisher {
+	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode), cols: cols,
 		bindings: make(map[*outbox.Relation]binding)}
 }
 
@@ -183,11 +186,11 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 		return b
 	}
 	var bd binding
-	b, err := p.pipe.cfg.Columns.Bind(rel.Columns)
+	b, err := p.cols.Bind(rel.Columns)
 	if err != nil {
 		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
 		if p.historic {
-			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.pipe.cfg.Columns.BindAny(rel.Columns)
+			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.cols.BindAny(rel.Columns)
 		}
 	}
 	bd.b = b

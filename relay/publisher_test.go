@@ -95,7 +95,7 @@ func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *
 	}
 	t.Cleanup(dl.close)
 	wm := newWatermark(0, c.confirm)
-	p := r.newPublisher(k, dl, ModeWAL)
+	p := r.newPublisher(k, dl, ModeWAL, r.cfg.Columns)
 	p.recordCtx = context.Background()
 	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
 	return p, wm
@@ -227,7 +227,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestPublisherPollBatchMarksTheAcked(t *testing.T) {
 	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
-	p := r.newPublisher(k, nil, ModePoll)
+	p := r.newPublisher(k, nil, ModePoll, r.cfg.Columns)
 	var rows []poll.Row
 	for i, typ := range []string{"x", "y", "x", "y"} {
 		c := row(0, fmt.Sprint(i+1), typ, "K"+fmt.Sprint(i), "T", `{}`)
@@ -414,7 +414,7 @@ func BenchmarkPublish(b *testing.B) {
 	r := rl.p
 	rel, values := benchRow()
 	wm := newWatermark(0, func(pglogrepl.LSN) {})
-	p := r.newPublisher(ackSink{}, nil, ModeWAL)
+	p := r.newPublisher(ackSink{}, nil, ModeWAL, r.cfg.Columns)
 	p.recordCtx = context.Background()
 	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
 	batch := []outbox.Change{
@@ -521,7 +521,7 @@ func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
 	}
 
 	k = newFakeSink()
-	pp := r.newPublisher(k, nil, ModePoll)
+	pp := r.newPublisher(k, nil, ModePoll, r.cfg.Columns)
 	var rows []poll.Row
 	for i, agg := range []string{"order", "audit", "order"} {
 		rows = append(rows, poll.Row{Change: row(0, fmt.Sprint(i+1), agg, "K", "T", `{}`), Seq: int64(i + 1)})

@@ -41,7 +41,7 @@ type walSession struct {
 	// streamed are the transactions the session published, until their
 	// rows are marked in the tables that have a mark column of their own
 	// (nil: none has).
-	streamed *streamedTxns
+	streamed *streamMarks
 }
 
 // run streams. It ends with a transition to polling when a slot it
@@ -63,12 +63,12 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 			return transition{}, replication.PoolerRefusedReplication(err)
 		}
 	}
-	if s.hasSeq, err = p.hasPollingColumns(ctx, conn); err != nil {
+	if s.hasSeq, err = hasPollingColumns(ctx, conn, p.tables); err != nil {
 		return transition{}, err
 	}
 	if s.hasSeq {
 		// Rows are marked by their txid, a polling column.
-		s.streamed = newStreamedTxns(p.tables)
+		s.streamed = newStreamMarks(p.tables)
 	}
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
@@ -76,13 +76,14 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if s.cluster, err = p.clusterCheck(p.tables[0]).run(ctx, conn, canPoll); err != nil { // cluster.go
 		return transition{}, err
 	}
-	if err := p.walSnapshot(ctx, h, s.k); err != nil { // snapshot.go
+	snap := &walSnapshot{p: p, h: h, k: s.k, cols: s.gate.columns()}
+	if err := snap.run(ctx); err != nil { // snapshot.go
 		return transition{}, err
 	}
 	if ctx.Err() != nil {
 		return transition{}, nil
 	}
-	hand, err := p.prepare(ctx, conn, canPoll) // setup.go
+	hand, err := s.setup(ctx, canPoll) // setup.go
 	if err != nil {
 		return transition{}, err
 	}
@@ -92,11 +93,13 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if err := s.polledBefore(ctx); err != nil {
 		return transition{}, err
 	}
-	if err := p.recordMode(ctx, h, p.tables[0], ModeWAL, s.reason, s.now); err != nil {
+	first := p.tables[0]
+	if err := first.recordMode(ctx, h, ModeWAL, s.reason); err != nil {
 		return transition{}, err
 	}
-	p.markWALStart(ctx, conn) // housekeeping.go
-	p.saveKafkaChange(ctx, conn, p.tables[0])
+	s.now.set(ModeWAL)
+	first.hk.markWALStart(ctx, conn) // housekeeping.go
+	first.hk.saveBrokerChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
 	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
@@ -109,7 +112,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(s.h.conn, s.k.Txn)
+		defer p.unended().remember(s.h.conn, s.k.Txn)
 	}
 	stream, err := replication.Open(ctx, cfg.Replication, p.log)
 	if err != nil {
@@ -195,7 +198,7 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		}
 		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
@@ -245,7 +248,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		}
 		return err
 	})
-	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
+	pub := p.newPublisher(s.k, dl, ModeWAL, s.gate.columns()).streaming(d.begin(stream, hard), hard)
 	pub.eventIDs = s.k.EventIDs
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
 	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor, streamed: s.streamed}
@@ -285,7 +288,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	// What Kafka acknowledged is marked now, not at the next session: the
 	// team's own poller, started after this stop, must not send it again.
 	markCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	p.markStreamed(markCtx, conn, s.streamed, true) // marks.go
+	s.streamed.mark(markCtx, conn, true) // marks.go
 	cancel()
 	acked, waiting, failed := d.position()
 	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}
