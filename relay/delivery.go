@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -65,7 +66,7 @@ type pollDelivery interface {
 	// settle is called once every record of a batch is acked or failed,
 	// before the acked rows are marked published; an error leaves all of
 	// the batch unmarked.
-	settle(ctx context.Context, led *pollLedger) error
+	settle(ctx context.Context, led *flow.PollLedger) error
 	// end is walDelivery.end for a poll session.
 	end(ctx context.Context, failed error) error
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -301,13 +302,13 @@ func openExactlyOncePoll(ctx context.Context, t *txnSession, cluster int64, rows
 // settle commits the batch's Kafka transaction, with the rows it carried
 // (exactly the acked ones) as its position; a batch with a failed record
 // is not committed.
-func (d *exactlyOncePoll) settle(ctx context.Context, led *pollLedger) error {
-	d.failed = led.failed
-	if err := led.failed(); err != nil {
+func (d *exactlyOncePoll) settle(ctx context.Context, led *flow.PollLedger) error {
+	d.failed = led.Failed
+	if err := led.Failed(); err != nil {
 		return d.k.Txn.Classify(err)
 	}
 	pos := d.wal // the WAL's position it carries
-	pos.mode, pos.seqs = ModePoll, led.ackedSeqs()
+	pos.mode, pos.seqs = ModePoll, led.AckedSeqs()
 	if err := d.commit(ctx, ctx, pos); err != nil {
 		return err
 	}
@@ -357,7 +358,7 @@ type walOpening struct {
 	streamed *streamMarks
 	// readPolled marks last published and reads the rows polling marked
 	// that the stream may replay (polledSince).
-	readPolled func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error)
+	readPolled func(ctx context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error)
 }
 
 // openExactlyOnceWAL starts a WAL session's exactly-once delivery: what
@@ -573,7 +574,7 @@ type txnLedger struct {
 	cluster int64
 	// polled are rows polling published, which the stream may replay
 	// until it passes polledUntil.
-	polled      polledSeqs
+	polled      flow.Seqs
 	polledUntil pglogrepl.LSN
 	order       string // the column polling marks rows by
 
@@ -598,13 +599,13 @@ type txnLedger struct {
 	err error // the first record that failed
 }
 
-func (l *txnLedger) skip(c *outbox.Change) bool {
+func (l *txnLedger) Skip(c *outbox.Change) bool {
 	if c.FinalLSN <= l.after.commit {
 		l.stats.SkippedCommitted.Add(1)
 		return true
 	}
 	if len(l.polled) > 0 {
-		if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && l.polled.take(seq) {
+		if seq, ok := flow.SeqOf(c.Relation, c.Values, l.order); ok && l.polled.Take(seq) {
 			l.stats.SkippedPolled.Add(1)
 			return true
 		}
@@ -612,7 +613,7 @@ func (l *txnLedger) skip(c *outbox.Change) bool {
 	return false
 }
 
-func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
+func (l *txnLedger) Produce(_ int, c *outbox.Change) flow.Entry {
 	if l.records == 0 {
 		l.began = time.Now()
 	}
@@ -624,11 +625,11 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 	if !l.xids.has(c.XID) {
 		if len(l.xids) < maxListedXIDs {
 			l.xids.add(c.XID)
-		} else if !l.incomplete || xidBefore(l.unlistedMax, c.XID) {
+		} else if !l.incomplete || flow.XIDBefore(l.unlistedMax, c.XID) {
 			l.incomplete, l.unlistedMax = true, c.XID
 		}
 	}
-	return entry{}
+	return flow.Entry{}
 }
 
 // position is the position record of the open Kafka transaction: the last
@@ -637,8 +638,8 @@ func (l *txnLedger) produce(_ int, c *outbox.Change) entry {
 func (l *txnLedger) position() position {
 	if f := l.floor.Load(); f > l.floorXID {
 		l.floorXID = f
-		l.xids = slices.DeleteFunc(l.xids, func(x uint32) bool { return xidBefore(x, uint32(f)) })
-		if l.incomplete && xidBefore(l.unlistedMax, uint32(f)) {
+		l.xids = slices.DeleteFunc(l.xids, func(x uint32) bool { return flow.XIDBefore(x, uint32(f)) })
+		if l.incomplete && flow.XIDBefore(l.unlistedMax, uint32(f)) {
 			l.incomplete = false
 		}
 	}
@@ -680,7 +681,7 @@ func (s *xidSet) add(x uint32) {
 	}
 }
 
-func (l *txnLedger) ack(_ entry, err error) {
+func (l *txnLedger) Ack(_ flow.Entry, err error) {
 	if err == nil {
 		return
 	}
@@ -700,7 +701,7 @@ func (l *txnLedger) failed() error {
 	return l.err
 }
 
-func (l *txnLedger) boundary(c *outbox.Change) {
+func (l *txnLedger) Boundary(c *outbox.Change) {
 	if c.Kind == outbox.KindCommit && l.polledUntil != 0 && c.LSN > l.polledUntil {
 		l.polled, l.polledUntil = nil, 0 // the stream is past what polling published
 	}
@@ -716,7 +717,7 @@ func (l *txnLedger) boundary(c *outbox.Change) {
 	}
 }
 
-func (l *txnLedger) where(_ int, c *outbox.Change, err error) error {
+func (l *txnLedger) Where(_ int, c *outbox.Change, err error) error {
 	return fmt.Errorf("row at %s: %w", c.LSN, err)
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -67,30 +68,30 @@ func TestTxnLedger(t *testing.T) {
 		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) },
 		floor:   new(atomic.Uint64)}
 	old := outbox.Change{Kind: outbox.KindRow, FinalLSN: 190}
-	if !l.skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
+	if !l.Skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
 		t.Fatal("a row of the last transaction Kafka has was not skipped")
 	}
-	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 200, FinalLSN: 190})
+	l.Boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 200, FinalLSN: 190})
 	if !slices.Equal(confirmed, []pglogrepl.LSN{200}) {
 		t.Fatalf("confirmed %v after a skipped transaction, want [0/C8]", confirmed)
 	}
 	next := outbox.Change{Kind: outbox.KindRow, FinalLSN: 300}
-	if l.skip(&next) {
+	if l.Skip(&next) {
 		t.Fatal("a row after what Kafka has was skipped")
 	}
-	l.produce(0, &next)
+	l.Produce(0, &next)
 	if l.due(true, 10, time.Hour) {
 		t.Fatal("due in the middle of a Postgres transaction")
 	}
-	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 310, FinalLSN: 300})
+	l.Boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 310, FinalLSN: 300})
 	if !l.due(true, 10, time.Hour) || l.due(false, 10, time.Hour) || !l.due(false, 1, time.Hour) {
 		t.Fatal("due: idle, size and age bounds")
 	}
-	l.boundary(&outbox.Change{Kind: outbox.KindHeartbeat, LSN: 320})
+	l.Boundary(&outbox.Change{Kind: outbox.KindHeartbeat, LSN: 320})
 	if len(confirmed) != 1 || l.later != 320 || l.last.end != 310 {
 		t.Fatalf("a heartbeat behind an open Kafka transaction: confirmed %v, later %s, last %s", confirmed, l.later, l.last.end)
 	}
-	l.ack(entry{}, errors.New("refused"))
+	l.Ack(flow.Entry{}, errors.New("refused"))
 	if l.failed() == nil {
 		t.Fatal("a failed record was not kept")
 	}
@@ -105,7 +106,7 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 	l := &txnLedger{floor: floor, cluster: 9,
 		last: position{mode: ModeWAL, end: 50, commit: 40}}
 	for _, x := range []uint32{100, 101, 105} {
-		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
+		l.Produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
 	}
 	p := l.position()
 	if !slices.Equal(p.xids, []uint32{100, 101, 105}) || p.floorXID != 0 || p.cluster != 9 || p.incomplete {
@@ -117,9 +118,9 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 		t.Fatalf("after the floor passed 101: %+v", p)
 	}
 	for x := uint32(200); len(l.xids) < maxListedXIDs; x++ {
-		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
+		l.Produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
 	}
-	l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: 1_000_000})
+	l.Produce(0, &outbox.Change{Kind: outbox.KindRow, XID: 1_000_000})
 	if p = l.position(); !p.incomplete || len(p.xids) != maxListedXIDs {
 		t.Fatalf("past the bound: incomplete %v, %d listed", p.incomplete, len(p.xids))
 	}
@@ -127,7 +128,7 @@ func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
 	if p = l.position(); p.incomplete || len(p.xids) != 0 {
 		t.Fatalf("once the floor passed every transaction: incomplete %v, %d listed", p.incomplete, len(p.xids))
 	}
-	if !xidBefore(0xFFFFFFF0, 5) || xidBefore(5, 0xFFFFFFF0) {
+	if !flow.XIDBefore(0xFFFFFFF0, 5) || flow.XIDBefore(5, 0xFFFFFFF0) {
 		t.Fatal("xid comparison across wraparound")
 	}
 }
@@ -255,7 +256,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 	pub := p.newPublisher(k, nil, ModePoll, p.cfg.Columns)
 	led := pub.batch(ctx, ctx, batch(1, 2))
 	k.Flush(ctx)
-	<-led.settled()
+	<-led.Settled()
 	if err := d.settle(ctx, led); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 
 	led = pub.batch(ctx, ctx, batch(3, 4))
 	k.fail(0, kerr.InvalidRecord)
-	<-led.settled()
+	<-led.Settled()
 	if err := d.settle(ctx, led); err == nil || k.commits != 1 {
 		t.Fatalf("a batch with a failed record: %v, %d commits", err, k.commits)
 	}
@@ -312,10 +313,10 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	floor := new(atomic.Uint64)
 	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), p.cfg, walOpening{
 		cluster: 7, floor: floor, hasSeq: true, order: "seq", stats: p.stats,
-		readPolled: func(_ context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+		readPolled: func(_ context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			marked = last
-			var s polledSeqs
-			s.add(9)
+			var s flow.Seqs
+			s.Add(9)
 			return s, 600, nil
 		},
 	})

@@ -3,7 +3,6 @@ package relay
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -79,6 +79,11 @@ type Stats struct {
 	// Filtered counts events a transform dropped (Kafka Connect's
 	// Filter), which were not produced and count as done.
 	Filtered atomic.Int64
+}
+
+// skipped are the counters a ledger counts the rows it skips in.
+func (s *Stats) skipped() flow.Skipped {
+	return flow.Skipped{Polled: &s.SkippedPolled, BelowFloor: &s.SkippedBelowFloor, Committed: &s.SkippedCommitted}
 }
 
 // newPipeline validates cfg and builds the pipeline, whose sessions report
@@ -254,16 +259,4 @@ func kafkaRecord(topic string, msg schema.Message) *kgo.Record {
 		}
 	}
 	return kr
-}
-
-// seqOf reads a row's order column (seq, or the table's own id), the
-// insertion order polling marks rows by.
-func seqOf(rel *outbox.Relation, values [][]byte, order string) (int64, bool) {
-	for i, col := range rel.Columns {
-		if col.Name == order && i < len(values) && values[i] != nil {
-			n, err := strconv.ParseInt(string(values[i]), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -30,7 +31,7 @@ type pollSession struct {
 	handoff *handoff
 	// polled collects the rows it published, for the WAL session after
 	// it.
-	polled *polledRows
+	polled *flow.Polled
 	// probeEvery is how often auto mode probes the WAL (machine.probeInterval).
 	probeEvery time.Duration
 	// group, for one table of several (pollgroup.go), is the lease the
@@ -157,7 +158,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		}
 		cancel()
 		if next.to != "" {
-			s.polled.ended(ctx, conn)
+			endPolled(ctx, conn, s.polled)
 		}
 		if ctx.Err() != nil {
 			return transition{}, nil
@@ -270,7 +271,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	led := s.pub.batch(ctx, recordCtx, rows)
-	if !awaitBatch(sess, led.settled(), cfg, func() { s.tick(sess) }) {
+	if !awaitBatch(sess, led.Settled(), cfg, func() { s.tick(sess) }) {
 		return fmt.Errorf("%w: Kafka had not acknowledged a polled batch", ErrShutdownIncomplete)
 	}
 	// Exactly-once commits the batch's Kafka transaction here, or fails
@@ -280,9 +281,9 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	}
 	// Exactly the acked rows are marked, after a failure too, so a retry
 	// sends only the rest.
-	seqs := led.ackedSeqs()
+	seqs := led.AckedSeqs()
 	for _, seq := range seqs {
-		s.polled.add(seq)
+		s.polled.Add(seq)
 		s.vanish.Seen(seq)
 	}
 	// The wait may have outlasted recordCtx: the mark has its own bound.
@@ -292,7 +293,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 		s.t.unmarked.keep(seqs)
 		return err
 	}
-	return led.failed()
+	return led.Failed()
 }
 
 // tick is what a session does while it waits for Kafka's acks: it still

@@ -154,10 +154,6 @@ func (p position) String() string {
 	return fmt.Sprintf("%s (transactions below %d and %d listed)", p.end, p.floorXID, len(p.xids))
 }
 
-// xidBefore compares 32-bit transaction ids as PostgreSQL does, modulo
-// 2^32: a comes before b.
-func xidBefore(a, b uint32) bool { return int32(a-b) < 0 }
-
 // walResume is what a WAL session under exactly-once delivery resumes
 // from, given the position Kafka last committed (resumeWAL).
 type walResume struct {

@@ -3,13 +3,13 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -98,28 +98,22 @@ func (e *shapeError) Unwrap() error   { return e.err }
 func (e *shapeError) Poison() bool    { return true }
 func (e *shapeError) Permanent() bool { return true }
 
-// ledger is a mode's bookkeeping of the rows in flight.
+// ledger is a mode's bookkeeping of the rows in flight: at-least-once's
+// (flow.WALLedger, flow.PollLedger) or exactly-once's (eos.Ledger).
 type ledger interface {
-	// skip tells a row that was published before and is not sent again.
-	skip(c *outbox.Change) bool
-	// produce is called for the i-th row of the batch before its record
-	// is handed to the sink; what it returns is passed to ack.
-	produce(i int, c *outbox.Change) entry
-	// ack takes a produced row's ack (err nil) or its failure, once; from
+	// Skip tells a row that was published before and is not sent again.
+	Skip(c *outbox.Change) bool
+	// Produce is called for the i-th row of the batch before its record
+	// is handed to the sink; what it returns is passed to Ack.
+	Produce(i int, c *outbox.Change) flow.Entry
+	// Ack takes a produced row's ack (err nil) or its failure, once; from
 	// the promise's goroutine.
-	ack(e entry, err error)
-	// boundary takes a commit or a heartbeat: a position with nothing
+	Ack(e flow.Entry, err error)
+	// Boundary takes a commit or a heartbeat: a position with nothing
 	// more to publish.
-	boundary(c *outbox.Change)
-	// where names the i-th row of the batch in an error.
-	where(i int, c *outbox.Change, err error) error
-}
-
-// entry is a row's place in its ledger: its transaction (WAL) or its index
-// in the batch (poll).
-type entry struct {
-	tx *txn
-	i  int
+	Boundary(c *outbox.Change)
+	// Where names the i-th row of the batch in an error.
+	Where(i int, c *outbox.Change, err error) error
 }
 
 // publish publishes a batch of changes in order: rows, and, from the WAL,
@@ -135,10 +129,10 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 			}
 		case outbox.KindCommit:
 			p.meter.commit()
-			p.ledger.boundary(c)
+			p.ledger.Boundary(c)
 		case outbox.KindHeartbeat:
 			p.meter.heartbeat()
-			p.ledger.boundary(c)
+			p.ledger.Boundary(c)
 		}
 	}
 	return nil
@@ -154,19 +148,19 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
-	if p.ledger.skip(c) {
+	if p.ledger.Skip(c) {
 		return nil
 	}
 	rec, err := p.prepare(ctx, b, c, bd.err)
 	if err != nil {
-		return p.ledger.where(i, c, err)
+		return p.ledger.Where(i, c, err)
 	}
-	e := p.ledger.produce(i, c)
+	e := p.ledger.Produce(i, c)
 	if rec == nil {
 		// A transform dropped it (Kafka Connect's Filter): there is
 		// nothing to produce, and it is done.
 		p.pipe.stats.Filtered.Add(1)
-		p.ledger.ack(e, nil)
+		p.ledger.Ack(e, nil)
 		return nil
 	}
 	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
@@ -174,8 +168,8 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
 		p.acked(b, values, a, e, rec, err)
 	}); err != nil {
-		err = p.ledger.where(i, c, err)
-		p.ledger.ack(e, err)
+		err = p.ledger.Where(i, c, err)
+		p.ledger.Ack(e, err)
 		return err
 	}
 	return nil
@@ -249,7 +243,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 // acked is a record's promise: it counts the ack or the failure, clears or
 // records a Kafka problem, notes refusals (stopping what is buffered after
 // the first), and hands the outcome to the ledger.
-func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, rec *kgo.Record, err error) {
+func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e flow.Entry, rec *kgo.Record, err error) {
 	a.done(err)
 	pp := p.pipe
 	if err == nil {
@@ -265,100 +259,21 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 		}
 		err = p.health.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
 	}
-	p.ledger.ack(e, err)
-}
-
-// The poll session.
-
-// pollLedger is one polled batch's: which rows were acked, and the first
-// failure. A batch is produced whole; its failures are reported once all
-// of it is acked or failed.
-type pollLedger struct {
-	rows  []poll.Row
-	wg    sync.WaitGroup
-	acked []bool // each promise writes its own slot
-	mu    sync.Mutex
-	err   error
-}
-
-func newPollLedger(rows []poll.Row) *pollLedger {
-	return &pollLedger{rows: rows, acked: make([]bool, len(rows))}
-}
-
-func (l *pollLedger) skip(*outbox.Change) bool { return false }
-
-func (l *pollLedger) produce(i int, _ *outbox.Change) entry {
-	l.wg.Add(1)
-	return entry{i: i}
-}
-
-func (l *pollLedger) ack(e entry, err error) {
-	if err != nil {
-		l.fail(err)
-	} else {
-		l.acked[e.i] = true
-	}
-	l.wg.Done()
-}
-
-func (l *pollLedger) boundary(*outbox.Change) {}
-
-func (l *pollLedger) where(i int, _ *outbox.Change, err error) error {
-	return fmt.Errorf("row seq %d: %w", l.rows[i].Seq, err)
-}
-
-func (l *pollLedger) fail(err error) {
-	l.mu.Lock()
-	if l.err == nil {
-		l.err = err
-	}
-	l.mu.Unlock()
-}
-
-// failed is the batch's first failure; call it after the wait.
-func (l *pollLedger) failed() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
-// settled is closed once every produced row is acked or failed: when the
-// last promise has run, by an ack, a failure, or the client's close after
-// an abandoned wait.
-func (l *pollLedger) settled() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		l.wg.Wait()
-		close(done)
-	}()
-	return done
-}
-
-// ackedSeqs are the seqs of exactly the acked rows, in batch order; call it
-// after the wait. A failed record fails the later records of its partition
-// with it, so no later event of its aggregate is among them.
-func (l *pollLedger) ackedSeqs() []int64 {
-	seqs := make([]int64, 0, len(l.rows))
-	for i, ok := range l.acked {
-		if ok {
-			seqs = append(seqs, l.rows[i].Seq)
-		}
-	}
-	return seqs
+	p.ledger.Ack(e, err)
 }
 
 // batch produces one poll's rows in order with its own ledger. It returns
 // the ledger, whose wait group ends when every produced row is acked or
 // failed; the caller waits, then marks the acked rows published.
-func (p *publisher) batch(ctx, recordCtx context.Context, rows []poll.Row) *pollLedger {
-	led := newPollLedger(rows)
+func (p *publisher) batch(ctx, recordCtx context.Context, rows []poll.Row) *flow.PollLedger {
+	led := flow.NewPollLedger(rows)
 	p.ledger, p.recordCtx = led, recordCtx
 	changes := make([]outbox.Change, len(rows))
 	for i := range rows {
 		changes[i] = rows[i].Change
 	}
 	if err := p.publish(ctx, changes); err != nil {
-		led.fail(err)
+		led.Fail(err)
 	}
 	p.meter.commit()
 	return led

@@ -32,6 +32,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -136,7 +137,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		m = start(cfg.Mode) // modes.go
 		// polled hands the rows a poll phase published to the WAL
 		// session after it.
-		polled polledRows
+		polled flow.Polled
 	)
 	for {
 		started := time.Now()
@@ -196,7 +197,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // session is the next session m asks for.
-func (r *Relay) session(m machine, k Broker, g *gate, polled *polledRows) session {
+func (r *Relay) session(m machine, k Broker, g *gate, polled *flow.Polled) session {
 	p := r.p
 	switch {
 	case m.mode == ModeWAL:

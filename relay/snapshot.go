@@ -277,14 +277,14 @@ func (s *walSnapshot) publish(ctx context.Context, t outbox.Table, rows []poll.R
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	led := s.pub.batch(ctx, recordCtx, rows)
-	ok := awaitBatch(ctx, led.settled(), cfg, func() {
+	ok := awaitBatch(ctx, led.Settled(), cfg, func() {
 		_ = s.h.keep(ctx)
 		s.p.tables[0].hk.tick(ctx, s.h.conn)
 	})
 	if !ok {
 		return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
 	}
-	if err := led.failed(); err != nil {
+	if err := led.Failed(); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -26,7 +27,7 @@ type walSession struct {
 	gate   *gate
 	now    *modeNow
 	reason store.Reason
-	polled *polledRows
+	polled *flow.Polled
 
 	h *hold
 	// hasSeq: every table has the polling columns.
@@ -156,16 +157,16 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 		return err
 	}
 	for seq := range seqs {
-		s.polled.add(seq)
+		s.polled.Add(seq)
 	}
 	if saved != 0 {
 		// Every row polling published committed before the saved
 		// position: nothing to save again.
-		s.polled.until = max(s.polled.until, saved)
+		s.polled.EndAt(max(s.polled.Until(), saved))
 		return nil
 	}
-	s.polled.until = max(s.polled.until, until)
-	return first.own.SavePolledUntil(ctx, conn, s.polled.until.String())
+	s.polled.EndAt(max(s.polled.Until(), until))
+	return first.own.SavePolledUntil(ctx, conn, s.polled.Until().String())
 }
 
 // replaysPolled returns the saved polled_until when the slot's stream
@@ -203,7 +204,7 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 	}
 	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
 		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats, streamed: s.streamed,
-		readPolled: func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+		readPolled: func(ctx context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
 		},
 	})
