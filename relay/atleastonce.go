@@ -42,8 +42,8 @@ func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {
 	return flow.NewWALLedger(d.wm, d.polled, d.order, d.floor, d.stats.skipped())
 }
 
-// end: nothing is open that a failure leaves behind.
-func (d *atLeastOnceWAL) end(context.Context, error) error { return nil }
+// End: nothing is open that a failure leaves behind.
+func (d *atLeastOnceWAL) End(context.Context, error) error { return nil }
 
 func (d *atLeastOnceWAL) position() (pglogrepl.LSN, int, error) {
 	lsn, waiting := d.wm.Position()
@@ -84,5 +84,5 @@ func (d *atLeastOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 // rows of a batch are marked published, and that is all.
 type atLeastOncePoll struct{}
 
-func (atLeastOncePoll) settle(context.Context, *flow.PollLedger) error { return nil }
-func (atLeastOncePoll) end(context.Context, error) error               { return nil }
+func (atLeastOncePoll) Settle(context.Context, *flow.PollLedger) error { return nil }
+func (atLeastOncePoll) End(context.Context, error) error               { return nil }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
 	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
@@ -58,7 +59,10 @@ type observer interface {
 	DeadLettered(n int)
 	lost(table string, n int64)
 	retainedDeleted(n int64)
-	txnObserver // exactlyonce.go
+	// How each Kafka transaction ended, under exactly-once delivery.
+	txnCommitted(took time.Duration)
+	txnEvents(n int)
+	txnAborted(cause error)
 }
 
 // Stats are the relay's running totals.
@@ -147,9 +151,9 @@ func (p *pipeline) tableList() []outbox.Table {
 }
 
 // unended is where the pipeline records the Kafka transactions its
-// sessions leave open (exactlyonce.go).
-func (p *pipeline) unended() unended {
-	return unended{own: p.own(), databaseURL: p.cfg.Replication.DatabaseURL, log: p.log}
+// sessions leave open (internal/eos).
+func (p *pipeline) unended() eos.Unended {
+	return eos.Unended{Own: p.own(), DatabaseURL: p.cfg.Replication.DatabaseURL, Log: p.log}
 }
 
 // clusterCheck is the cluster check of table t (cluster.go).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
 	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
@@ -120,11 +121,11 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.unended().remember(conn, s.k.Txn)
+		defer p.unended().Remember(conn, s.k.Txn)
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
-			if ferr := s.d.end(context.WithoutCancel(ctx), err); ferr != nil {
+			if ferr := s.d.End(context.WithoutCancel(ctx), err); ferr != nil {
 				err = ferr
 			}
 		}
@@ -176,10 +177,10 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
 	}
-	if err := p.unended().learn(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
-	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
+	return eos.OpenPoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
 }
 
 // startVanish starts the session's deleted-row detector (internal/vanish);
@@ -276,7 +277,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	}
 	// Exactly-once commits the batch's Kafka transaction here, or fails
 	// it whole (delivery.go).
-	if err := s.d.settle(recordCtx, led); err != nil {
+	if err := s.d.Settle(recordCtx, led); err != nil {
 		return err
 	}
 	// Exactly the acked rows are marked, after a failure too, so a retry

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
 	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -113,7 +114,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.unended().remember(s.h.conn, s.k.Txn)
+		defer p.unended().Remember(s.h.conn, s.k.Txn)
 	}
 	stream, err := replication.Open(ctx, cfg.Replication, p.log)
 	if err != nil {
@@ -199,15 +200,18 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		}
 		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
 	}
-	if err := p.unended().learn(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
-	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
-		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats, streamed: s.streamed,
-		readPolled: func(ctx context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
+	o := eos.WALOpening{Cluster: s.cluster, Floor: &s.floor, HasSeq: s.hasSeq, Order: first.poll.Order, Skipped: p.stats.skipped(),
+		ReadPolled: func(ctx context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
 		},
-	})
+	}
+	if s.streamed != nil {
+		o.Streamed = s.streamed.add
+	}
+	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, o)
 }
 
 // stream runs the open stream: the reader, the publisher and the state
@@ -265,7 +269,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	flushErr := s.k.Flush(flushCtx)
 	cancel()
 	if runErr != nil {
-		if err := d.end(hard, runErr); err != nil {
+		if err := d.End(hard, runErr); err != nil {
 			runErr = err
 		}
 	}
