@@ -31,6 +31,8 @@ type atLeastOnceWAL struct {
 	wm    *flow.Watermark
 	// streamed gets each transaction once Kafka acked all its records.
 	streamed *streamMarks
+	// broker names the broker in a failed record's error.
+	broker string
 }
 
 func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {
@@ -71,7 +73,7 @@ func (d *atLeastOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 			return err
 		}
 		if err := d.wm.Failed(); err != nil {
-			return fmt.Errorf("kafka: %w", err)
+			return fmt.Errorf("%s: %w", d.broker, err)
 		}
 		if err := pub.publish(ctx, changes[i:i+1]); err != nil {
 			return err

@@ -25,22 +25,13 @@ import (
 // session's delivery (eos.Poll); here is the WAL session's publishing
 // loop, which commits as the stream goes.
 
-// newTxnSession is a session's exactly-once delivery over k.
-func newTxnSession(k Broker, cfg Config, obs observer, log *slog.Logger) *eos.Session {
+// newTxnSession is a session's exactly-once delivery over k, which tells
+// the hooks how each Kafka transaction ended.
+func newTxnSession(k Broker, cfg Config, hs hooks, log *slog.Logger) *eos.Session {
 	return eos.NewSession(eos.Broker{Producer: k.Sink, Txn: k.Txn, Positions: k.Positions},
 		eos.SessionConfig{Pipeline: cfg.Replication.Slot, TransactionalID: cfg.transactionalID(), Topic: cfg.PositionTopic,
-			Timeout: cfg.queryTimeout()}, txnHooks{obs}, log)
+			Timeout: cfg.queryTimeout()}, hs, log)
 }
-
-// txnHooks tells the observer how each Kafka transaction ended.
-type txnHooks struct{ obs observer }
-
-func (h txnHooks) Committed(took time.Duration, records int) {
-	h.obs.txnCommitted(took)
-	h.obs.txnEvents(records)
-}
-
-func (h txnHooks) Aborted(cause error) { h.obs.txnAborted(cause) }
 
 // The WAL session.
 

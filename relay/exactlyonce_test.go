@@ -158,7 +158,7 @@ func (m *marks) MarkTransactions(_ context.Context, _ outbox.Floor, below uint64
 func TestExactlyOncePollDelivery(t *testing.T) {
 	ctx := context.Background()
 	p := testPipeline(t, "", PoisonHalt)
-	m := p.obs.(*Metrics)
+	m := p.hooks[0].(*Metrics)
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	var err error
 	k.last, err = eos.Position{Mode: ModeWAL, End: 500, Commit: 490, Cluster: 7, FloorXID: 30, XIDs: []uint32{31}}.Record("pgoutbox", "pgoutbox.position", time.Now())
@@ -166,7 +166,7 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := &marks{}
-	d, err := eos.OpenPoll(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
+	d, err := eos.OpenPoll(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), 7, rows, outbox.Floor{XID: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,6 @@ func (f *fakeStream) Confirmed() pglogrepl.LSN  { return f.confirmed[len(f.confi
 func TestExactlyOnceWALDelivery(t *testing.T) {
 	ctx := context.Background()
 	p := testPipeline(t, "", PoisonHalt)
-	m := p.obs.(*Metrics)
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	var err error
 	k.last, err = eos.Position{Mode: ModePoll, End: 500, Commit: 490, Cluster: 7, Seqs: []int64{4, 5}}.Record("pgoutbox", "pgoutbox.position", time.Now())
@@ -238,7 +237,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 	}
 	var marked []int64
 	floor := new(atomic.Uint64)
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), p.cfg, eos.WALOpening{
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{
 		Cluster: 7, Floor: floor, HasSeq: true, Order: "seq", Skipped: p.stats.skipped(),
 		ReadPolled: func(_ context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			marked = last
@@ -289,7 +288,7 @@ func TestExactlyOnceFilteredTransaction(t *testing.T) {
 	ctx := context.Background()
 	p := filterPipeline(t)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +323,7 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 	p, ctx := rl.p, context.Background()
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	k.fakeSink.autoAck = true
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -364,7 +363,7 @@ func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
 	p := testPipeline(t, "", PoisonHalt)
 	cfg(&p.cfg)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		t.Fatal(err)
 	}

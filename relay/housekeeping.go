@@ -34,9 +34,9 @@ type upkeep struct {
 	// lastPublish is the last ack's time (Stats.LastPublish), saved as
 	// last_publish_at.
 	lastPublish *atomic.Int64
-	// health is the broker's health, saved for status.
-	health *health
-	obs    observer
+	// broker is the broker's health, saved for status.
+	broker *brokerHealth
+	hooks  hooks
 }
 
 // housekeeper keeps one outbox table's house, from one session of the
@@ -96,7 +96,7 @@ func (hk *housekeeper) tick(ctx context.Context, conn *pgx.Conn) {
 		hk.saveAlive(ctx, conn)
 	}
 	if !hk.noColumns && !hk.noBroker && (now.Sub(hk.lastBroker) >= aliveEvery || !hk.brokerOnce ||
-		hk.brokerSaved != up.health.kafkaChanges()) {
+		hk.brokerSaved != up.broker.changeCount()) {
 		hk.saveBrokerHealth(ctx, conn)
 	}
 	if up.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= up.cfg.RetentionInterval {
@@ -126,8 +126,10 @@ func (hk *housekeeper) saveAlive(ctx context.Context, conn *pgx.Conn) {
 // saveBrokerHealth writes the broker's current problem, its name and
 // since when to pgoutbox_state, or clears them, for status to read.
 func (hk *housekeeper) saveBrokerHealth(ctx context.Context, conn *pgx.Conn) {
-	problem, since, changes := hk.up.health.kafkaProblem()
-	err := hk.own.SaveKafkaHealth(ctx, conn, problem, since)
+	b := hk.up.broker
+	changes := b.changeCount()
+	problem, since := b.problem()
+	err := hk.own.SaveBrokerHealth(ctx, conn, b.name, problem, since)
 	switch {
 	case store.IsMissing(err):
 		hk.noBroker = true
@@ -145,7 +147,7 @@ func (hk *housekeeper) saveBrokerHealth(ctx context.Context, conn *pgx.Conn) {
 // changed since it was last saved: a session that failed on a record may
 // have ended before its housekeeping ran.
 func (hk *housekeeper) saveBrokerChange(ctx context.Context, conn *pgx.Conn) {
-	if hk.noColumns || hk.noBroker || (hk.brokerOnce && hk.brokerSaved == hk.up.health.kafkaChanges()) {
+	if hk.noColumns || hk.noBroker || (hk.brokerOnce && hk.brokerSaved == hk.up.broker.changeCount()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, hk.up.cfg.queryTimeout())
@@ -211,7 +213,7 @@ func (hk *housekeeper) retain(ctx context.Context, conn *pgx.Conn) (int64, error
 	}
 	total, err := inBatches(ctx, cfg.queryTimeout()/3, retentionBatch, func() (int64, error) {
 		n, err := store.DeletePublished(ctx, conn, hk.table, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
-		hk.up.obs.retainedDeleted(n)
+		hk.up.hooks.retentionDeleted(n)
 		return n, err
 	})
 	if err != nil {

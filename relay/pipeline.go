@@ -23,8 +23,8 @@ import (
 
 // pipeline is what every session of a relay shares: the configuration,
 // the outbox tables, the encoder and the router, where sessions report
-// (the observer, readiness, stats) and what Kafka refused. New builds it
-// once; its fields never change. Of what it holds, refusals, the observer,
+// (the hooks, readiness, stats) and what Kafka refused. New builds it
+// once; its fields never change. Of what it holds, refusals, the hooks,
 // readiness and stats guard themselves, and a table's housekeeping is
 // used only by the session that holds the table.
 type pipeline struct {
@@ -44,25 +44,10 @@ type pipeline struct {
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
 	holder  string
-	obs     observer
-	health  *health
+	hooks   hooks
+	ready   *Readiness
 	stats   *Stats
 	refused *refusals
-}
-
-// observer is what sessions report to (Metrics). The row path's part is
-// the meter it hands each session, which costs an atomic add and a
-// histogram observation per event.
-type observer interface {
-	meter(Mode) meter
-	sessionUp(Mode) (down func())
-	DeadLettered(n int)
-	lost(table string, n int64)
-	retainedDeleted(n int64)
-	// How each Kafka transaction ended, under exactly-once delivery.
-	txnCommitted(took time.Duration)
-	txnEvents(n int)
-	txnAborted(cause error)
 }
 
 // Stats are the relay's running totals.
@@ -92,7 +77,7 @@ func (s *Stats) skipped() flow.Skipped {
 
 // newPipeline validates cfg and builds the pipeline, whose sessions report
 // to m and count in stats.
-func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipeline, error) {
+func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats *Stats) (*pipeline, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -114,7 +99,7 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 		database = pc.Database
 	}
 	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, database: database, holder: leaseHolder(),
-		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
+		hooks: hs, ready: ready, stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
 	if p.chain, err = transform.New(cfg.Transforms); err != nil {
 		return nil, err
 	}
@@ -128,10 +113,17 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 		}
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
-	p.health.named(cfg.Sink.Name())
-	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, health: p.health, obs: m}
+	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, broker: ready.broker, hooks: hs}
 	p.tables = newOutboxTables(p.cfg, tables, up)
 	return p, nil
+}
+
+// sessionUp marks a session of mode holding the pipeline, for readiness
+// and the hooks; the returned function marks it gone.
+func (p *pipeline) sessionUp(mode Mode) (down func()) {
+	down = p.ready.up(mode)
+	p.hooks.sessionStart(mode)
+	return down
 }
 
 // own is the pipeline's state row, named by the slot: its first table's.

@@ -87,7 +87,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.poller, err = poll.New(ctx, conn, t.poll); err != nil {
 		return transition{}, err
 	}
-	if err := s.poller.Check(ctx); err != nil {
+	if err := s.poller.Shape().Check(ctx); err != nil {
 		return transition{}, err
 	}
 	// Its marks carry the lease's token.
@@ -112,7 +112,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.floor, err = t.own.Floor(ctx, conn); err != nil {
 		return transition{}, err
 	}
-	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.hooks, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -131,7 +131,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		}
 	}()
 	p.stats.Sessions.Add(1)
-	defer p.obs.sessionUp(ModePoll)()
+	defer p.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (internal/vanish).
 	vctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	s.vanish = s.startVanish(vctx)
@@ -180,14 +180,15 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
-	return eos.OpenPoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
+	return eos.OpenPoll(ctx, newTxnSession(s.k, p.cfg, p.hooks, p.log), s.cluster, s.poller, s.floor)
 }
 
 // startVanish starts the session's deleted-row detector (internal/vanish);
 // nil, after saying why, where the table's positions cannot be read.
 func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 	p, t, conn := s.p, s.t, s.h.conn
-	seq, err := s.poller.Sequence(ctx)
+	census := s.poller.Census()
+	seq, err := census.Sequence(ctx)
 	if err != nil {
 		if t.warnSeqOnce() {
 			p.log.Warn("cannot tell whether rows are deleted before polling publishes them",
@@ -195,7 +196,7 @@ func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 		}
 		return nil
 	}
-	d, err := vanish.Start(ctx, vanish.PollSource(s.poller, conn), vanish.StoreAccount(t.own, conn), seq,
+	d, err := vanish.Start(ctx, vanish.PollSource(census, conn), vanish.StoreAccount(t.own, conn), seq,
 		vanish.Config{Table: t.name.String(), Mode: t.mode, Log: p.log})
 	if err != nil {
 		p.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", t.name.String(), "err", err)
@@ -227,7 +228,7 @@ func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
 		}
 	}
 	if lost := s.vanish.Round(ctx, s.handoff != nil); lost > 0 {
-		p.obs.lost(t.name.String(), lost)
+		p.hooks.rowsLost(t.name.String(), lost)
 	}
 	if s.handoff != nil {
 		done, err := s.handoffDone(ctx)

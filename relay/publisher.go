@@ -23,7 +23,7 @@ import (
 //	check    a refusal that stands for the event or its topic; the size limit
 //	replace  under the dead-letter policy, a poison row by its dead letter
 //	produce  to the sink, with the row's place in the ledger
-//	ack      in the promise: metrics, Kafka health, refusals, then the ledger
+//	ack      in the promise: hooks, the broker's health, refusals, then the ledger
 //
 // The modes differ only in where rows come from and in their ledger, which
 // says what an ack lets them confirm: a WAL session's is its delivery's
@@ -35,7 +35,7 @@ import (
 // One goroutine publishes; promises run on the sink's.
 type publisher struct {
 	pipe   *pipeline
-	health *health
+	broker *brokerHealth
 	sink   producer
 	dl     *deadLetters // nil under the halt policy
 	// ledger is the mode's: the WAL session's for the session, the poll
@@ -70,7 +70,7 @@ type binding struct {
 // newPublisher is a session's publisher of mode, producing to k, binding
 // with cols.
 func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode, cols schema.Columns) *publisher {
-	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode), cols: cols,
+	return &publisher{pipe: pp, broker: pp.ready.broker, sink: k, dl: dl, meter: pp.hooks.meter(mode), cols: cols,
 		bindings: make(map[*outbox.Relation]binding)}
 }
 
@@ -249,7 +249,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e flow.Entr
 	if err == nil {
 		pp.stats.Published.Add(1)
 		pp.stats.LastPublish.Store(time.Now().UnixNano())
-		p.health.recordAcked(pp.log, rec.Topic)
+		p.broker.recordAcked(pp.log, rec.Topic)
 		if pp.refused.active() {
 			pp.refused.acked(b.RawID(values), rec)
 		}
@@ -257,7 +257,7 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e flow.Entr
 		if pp.refused.failed(b.RawID(values), rec, err) {
 			p.sink.AbortBuffered()
 		}
-		err = p.health.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
+		err = p.broker.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
 	}
 	p.ledger.Ack(e, err)
 }

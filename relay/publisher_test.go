@@ -90,7 +90,7 @@ func (c *confirms) last() pglogrepl.LSN {
 // walPublisher is a WAL session's publisher on k, confirming into c.
 func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *flow.Watermark) {
 	t.Helper()
-	dl, err := openDeadLetters(context.Background(), r.cfg, r.obs, r.log)
+	dl, err := openDeadLetters(context.Background(), r.cfg, r.hooks, r.log)
 	if err != nil {
 		t.Fatal(err)
 	}

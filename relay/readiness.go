@@ -3,107 +3,68 @@ package relay
 import (
 	"errors"
 	"fmt"
-	"log/slog"
+	"net/http"
 	"sync/atomic"
-	"time"
-
-	"github.com/pgoutbox/pgoutbox/sink"
 )
 
-// health is what readiness is judged on: a session holds the pipeline,
-// the last check of Postgres succeeded (or has not run), and Kafka has no
-// problem (kafkahealth.go). Metrics serves it (Ready, /readyz, the
-// pgoutbox_ready gauge); sessions, the monitor and the row path report to
-// it.
-type health struct {
+// Readiness is whether the relay is connected to both ends and
+// publishing, or ready to: a session holds the pipeline, the last check
+// of Postgres succeeded (or has not run), and the broker has no problem
+// (brokerhealth.go). /readyz and the pgoutbox_ready gauge answer from it;
+// sessions, the monitor and the row path report to it.
+type Readiness struct {
 	session atomic.Value // Mode of the running session, "" between sessions
 	dbErr   atomic.Pointer[error]
-	kafka   kafkaHealth
-	// broker names the broker in log lines and readiness ("kafka",
-	// "nats-jetstream"; Opener.Name); set before the first session.
-	broker atomic.Pointer[string]
+	broker  *brokerHealth
 }
 
-func newHealth() *health {
-	h := &health{}
-	h.session.Store(Mode(""))
-	h.named("kafka")
-	return h
+// newReadiness is the readiness of a relay that publishes to broker
+// (Opener.Name: "kafka", "nats-jetstream").
+func newReadiness(broker string) *Readiness {
+	r := &Readiness{broker: newBrokerHealth(broker)}
+	r.session.Store(Mode(""))
+	return r
 }
 
-// named names the broker the health is of.
-func (h *health) named(broker string) { h.broker.Store(&broker) }
-
-func (h *health) name() string { return *h.broker.Load() }
-
-// up marks a session of mode holding the pipeline; the returned function
-// marks it gone.
-func (h *health) up(mode Mode) (down func()) {
-	h.session.Store(mode)
-	return func() { h.session.Store(Mode("")) }
-}
-
-// checked records the last check of Postgres (nil: it answered).
-func (h *health) checked(err error) { h.dbErr.Store(&err) }
-
-// ready is Metrics.Ready.
-func (h *health) ready() error {
-	if mode, _ := h.session.Load().(Mode); mode == "" {
+// Ready tells whether the relay is connected to both ends and publishing,
+// or ready to. The error says what is missing, with the topic and event
+// where a record fails, named by the broker it is the problem of.
+func (r *Readiness) Ready() error {
+	if mode, _ := r.session.Load().(Mode); mode == "" {
 		return errors.New("no session: connecting, backing off, or waiting for the pipeline lock")
 	}
-	if e := h.dbErr.Load(); e != nil && *e != nil {
+	if e := r.dbErr.Load(); e != nil && *e != nil {
 		return fmt.Errorf("postgres: %w", *e)
 	}
-	if err := h.kafka.err(); err != nil {
-		return fmt.Errorf("%s: %w", h.name(), err)
+	if err := r.broker.err(); err != nil {
+		return fmt.Errorf("%s: %w", r.broker.name, err)
 	}
 	return nil
 }
 
-// pinged records a ping's result and logs a change.
-func (h *health) pinged(log *slog.Logger, err error) {
-	if !h.kafkaPing(err) {
-		return
-	}
-	if err != nil {
-		log.Warn(h.name()+" is not reachable; records wait for it", "err", err)
-	} else {
-		log.Info(h.name() + " is reachable again")
-	}
+// up marks a session of mode holding the pipeline; the returned function
+// marks it gone.
+func (r *Readiness) up(mode Mode) (down func()) {
+	r.session.Store(mode)
+	return func() { r.session.Store(Mode("")) }
 }
 
-// recordFailed records a record's failure, logs a new problem, and
-// returns the error that names the topic and the event.
-func (h *health) recordFailed(log *slog.Logger, topic, eventID string, err error) error {
-	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
-	if sink.Abandoned(err) {
-		return de // a stop abandoned the record: not Kafka's problem
-	}
-	if h.kafka.failed(de) {
-		log.Error(h.name()+" does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
-	}
-	return de
+// checked records the last check of Postgres (nil: it answered).
+func (r *Readiness) checked(err error) { r.dbErr.Store(&err) }
+
+// Handler serves /healthz (200 while the process serves) and /readyz (200
+// when Ready, 503 with the reason otherwise).
+func (r *Readiness) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := r.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
 }
-
-// recordAcked clears a record problem of topic once a record to it is
-// acked.
-func (h *health) recordAcked(log *slog.Logger, topic string) {
-	if h.kafka.acked(topic) {
-		log.Info(h.name()+" acknowledges records again", "topic", topic)
-	}
-}
-
-// kafkaPing records a ping's result and reports whether Kafka's problem
-// changed.
-func (h *health) kafkaPing(err error) (changed bool) { return h.kafka.pinged(err) }
-
-// kafkaProblem is Kafka's current problem ("" for none) and since when,
-// and how often it changed, for whoever saves it.
-func (h *health) kafkaProblem() (problem string, since time.Time, changes int64) {
-	changes = h.kafka.changeCount()
-	problem, since = h.kafka.problem()
-	return problem, since, changes
-}
-
-// kafkaChanges counts every change of Kafka's problem.
-func (h *health) kafkaChanges() int64 { return h.kafka.changeCount() }

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,12 @@ var ErrShutdownIncomplete = errors.New("shutdown incomplete")
 // mode machine says, until it is stopped.
 type Relay struct {
 	p *pipeline
-	// Metrics are the Prometheus metrics and readiness (metrics.go).
+	// Metrics are the Prometheus metrics (metrics.go), one of the relay's
+	// hooks.
 	Metrics *Metrics
+	// Readiness is whether the relay is connected to both ends and
+	// publishing (readiness.go).
+	Readiness *Readiness
 	// Stats are updated as the relay runs.
 	Stats *Stats
 	// mode is the mode of the current (or last) session.
@@ -63,14 +68,18 @@ type Relay struct {
 // New validates cfg and builds a relay.
 func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	stats := new(Stats)
-	m := NewMetrics(&stats.LastPublish)
-	p, err := newPipeline(cfg, log, m, stats)
+	ready := newReadiness(sinkName(cfg.Sink))
+	m := NewMetrics(&stats.LastPublish, ready)
+	p, err := newPipeline(cfg, log, append(hooks{m}, cfg.Hooks...), ready, stats)
 	if err != nil {
 		return nil, err
 	}
 	m.tables(p.tableList())
-	return &Relay{p: p, Metrics: m, Stats: stats}, nil
+	return &Relay{p: p, Metrics: m, Readiness: ready, Stats: stats}, nil
 }
+
+// Handler serves the relay's /metrics, /healthz and /readyz (OpsHandler).
+func (r *Relay) Handler() http.Handler { return OpsHandler(r.Metrics, r.Readiness) }
 
 // Mode returns the mode the relay is in now: wal or poll.
 func (r *Relay) Mode() Mode { return r.mode.get() }
@@ -124,10 +133,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	case err != nil && permanent(err):
 		return err
 	case err != nil && ctx.Err() == nil:
-		r.Metrics.readiness().kafkaPing(err)
+		r.Readiness.broker.ping(err)
 		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
-	defer monitor{p: p, m: r.Metrics, k: k}.start(ctx)() // monitor.go
+	defer monitor{p: p, k: k, to: p.hooks.samples()}.start(ctx)() // monitor.go
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
@@ -185,7 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				bo.Reset()
 			}
 			wait = bo.NextBackOff()
-			r.Metrics.reconnected()
+			p.hooks.reconnect()
 			p.log.Warn("reconnecting", "reason", err, "in", wait.Round(time.Millisecond))
 		}
 		select {

@@ -36,7 +36,7 @@ import (
 // replayed before anything is read, so a crash between a commit and its
 // mark does not publish it again.
 func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
-	p, err := newPipeline(cfg, log, NewMetrics(nil), new(Stats))
+	p, err := newPipeline(cfg, log, hooks(cfg.Hooks), newReadiness(sinkName(cfg.Sink)), new(Stats))
 	if err != nil {
 		return 0, err
 	}

@@ -100,6 +100,15 @@ type Opener interface {
 	Name() string
 }
 
+// sinkName is o's name, "kafka" while none is chosen (Validate refuses
+// that).
+func sinkName(o Opener) string {
+	if o == nil {
+		return "kafka"
+	}
+	return o.Name()
+}
+
 // ErrNoTransactions is a broker without transactions opened for
 // exactly-once delivery.
 var ErrNoTransactions = errors.New("exactly-once delivery needs Kafka transactions, which this broker does not have")

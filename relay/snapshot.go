@@ -214,7 +214,7 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer s.sconn.Close(context.Background())
-	dl, err := openDeadLetters(ctx, p.cfg, p.obs, p.log)
+	dl, err := openDeadLetters(ctx, p.cfg, p.hooks, p.log)
 	if err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func (s pollHistory) start(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	if cfg.Delivery == ExactlyOnce {
 		return false, ErrSnapshotExactlyOnce
 	}
-	n, err := s.poller.Unordered(ctx)
+	n, err := s.poller.Shape().Unordered(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -104,7 +104,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	first.hk.saveBrokerChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
-	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.hooks, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -121,7 +121,7 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	p.stats.Sessions.Add(1)
-	defer p.obs.sessionUp(ModeWAL)()
+	defer p.sessionUp(ModeWAL)()
 	p.log.Info("streaming", "slot", cfg.Replication.Slot, "tables", p.names(), "start_lsn", stream.Start().String())
 	return transition{}, s.stream(ctx, stream, dl, d)
 }
@@ -198,7 +198,8 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
+		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed,
+			broker: p.ready.broker.name}, nil
 	}
 	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 	if s.streamed != nil {
 		o.Streamed = s.streamed.add
 	}
-	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, o)
+	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.hooks, p.log), p.cfg, o)
 }
 
 // stream runs the open stream: the reader, the publisher and the state
