@@ -25,7 +25,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare fuzz bench-go clean
+.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare bench-compare-server fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -193,7 +193,15 @@ bench: build
 # (results.txt, results.json, latency.svg, rates.svg). COMPARE_FLAGS adds
 # flags: -rates, -duration, -drain-events, -systems, -out.
 bench-compare: kafka debezium
-	$(GO) test -count=1 -timeout 120m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args $(COMPARE_FLAGS)
+	$(GO) test -count=1 -timeout 180m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args $(COMPARE_FLAGS)
+
+# The same beside Debezium Server on another broker (SINK: nats-jetstream),
+# one nats-server: pgoutbox --sink SINK and Debezium Server's sink of that
+# type, a Debezium Server per run, warmed up (-warmup) before it is
+# measured. Output in bench-compare-out/ as above.
+SINK ?= nats-jetstream
+bench-compare-server: debezium-server
+	$(GO) test -count=1 -timeout 180m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args -sink $(SINK) $(COMPARE_FLAGS)
 
 # A short run of every fuzz target.
 fuzz:

@@ -22,6 +22,8 @@ type Config struct {
 	// them between runs; use a database of its own.
 	DatabaseURL string
 	Brokers     []string
+	// Target is where the relays publish, when not Kafka on Brokers.
+	Target Target
 	// RelayBin is the pgoutbox binary, run as `pgoutbox run` per run.
 	RelayBin string
 	// Relays, when set, are several pgoutbox binaries to measure side by
@@ -129,6 +131,9 @@ func (c *Config) defaults() {
 	if c.Repeat <= 0 {
 		c.Repeat = 1
 	}
+	if c.Target == nil && len(c.Brokers) > 0 {
+		c.Target = Kafka{Brokers: c.Brokers}
+	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
@@ -141,8 +146,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.DatabaseURL == "":
 		return errors.New("database URL is required")
-	case len(c.Brokers) == 0:
-		return errors.New("kafka brokers are required")
+	case c.Target == nil:
+		return errors.New("kafka brokers or another target are required")
 	case c.RelayBin == "":
 		return errors.New("the pgoutbox binary is required")
 	case c.Rate <= 0 || c.Duration <= 0 || c.Writers < 1 || c.PayloadBytes < 0 || c.DrainEventsPerTx < 1 || c.Aggregates < 0:
@@ -205,6 +210,11 @@ type Relay struct {
 type System struct {
 	Name  string
 	Start func(ctx context.Context, run SystemRun) (Running, error)
+	// Warmup, when set, is how long each run puts load through the
+	// system, unmeasured, before it is measured: a process that starts
+	// for each run (a JVM) compiles its hot code meanwhile, as a
+	// long-running one has done.
+	Warmup time.Duration
 }
 
 // SystemRun is what a System is started for.
@@ -464,7 +474,6 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 	}
 	args := []string{"run",
 		"--database-url", b.cfg.DatabaseURL,
-		"--kafka-brokers", strings.Join(b.cfg.Brokers, ","),
 		"--table", b.cfg.Table,
 		"--slot", name,
 		"--publication", publication,
@@ -480,6 +489,7 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 	if delivery == exactlyOnce {
 		args = append(args, "--delivery", exactlyOnce)
 	}
+	args = append(args, b.cfg.Target.RelayArgs()...)
 	args = append(args, b.cfg.RelayArgs...)
 	b.db.track(name)
 	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, nil, nil)
@@ -563,6 +573,32 @@ func (b *bencher) load(ctx context.Context, label string, rate float64, ws []*wr
 		return s, nil, gone(relay)
 	}
 	return s, lags, err
+}
+
+// warmLoad puts load at rate through relay for d, of warm-up events the
+// run does not measure, then gives it a second to catch up.
+func warmLoad(ctx context.Context, progress io.Writer, label string, rate float64, d time.Duration, ws []*writer, relay Running) error {
+	fmt.Fprintf(progress, "%s: warming up for %s at %.0f events/s, not measured\n", label, d, rate)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-relay.Exited():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s := NewSchedule(time.Now(), rate, d)
+	_, err := RunOpenLoop(ctx, s, len(ws), func(ctx context.Context, worker int, slot Slot) error {
+		_, err := ws[worker].tx(ctx, "warmup-"+strconv.Itoa(slot.Index%64), 1, true)
+		return err
+	})
+	select {
+	case <-relay.Exited():
+		return gone(relay)
+	case <-time.After(time.Second):
+	}
+	return err
 }
 
 // progress prints a line every ProgressEvery until the returned func is called.
@@ -692,15 +728,15 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 		return run, nil, err
 	}
 	topic := "outbox.event." + name
-	if err := createTopic(ctx, b.cfg.Brokers, topic); err != nil {
+	if err := b.cfg.Target.Prepare(ctx, topic, name+".dlq"); err != nil {
 		return run, nil, err
 	}
 	tr := newTracker()
-	cons, err := startConsumer(b.cfg.Brokers, topic, tr)
+	stop, err := b.cfg.Target.Consume(topic, tr.consumedFrom)
 	if err != nil {
 		return run, nil, err
 	}
-	defer cons.close()
+	defer stop()
 	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.db.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return run, nil, err
@@ -714,8 +750,13 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 	// A finished run's slot would hold back WAL for the runs after it.
 	defer b.db.dropSlot(context.WithoutCancel(ctx), name)
 	defer relay.Stop(30 * time.Second)
-	if err := b.warmup(ctx, ws[0], tr, relay, topicPartitions, 30*time.Second+4*poll); err != nil {
+	if err := b.warmup(ctx, ws[0], tr, relay, b.cfg.Target.Partitions(), 30*time.Second+4*poll); err != nil {
 		return run, nil, err
+	}
+	if rl.system != nil && rl.system.Warmup > 0 {
+		if err := warmLoad(ctx, b.cfg.Progress, label, rate, rl.system.Warmup, ws, relay); err != nil {
+			return run, nil, err
+		}
 	}
 	win, err := startWindow(relay.PID())
 	if err != nil {
@@ -821,15 +862,15 @@ func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withF
 		return nil, 0, err
 	}
 	topic := "outbox.event." + name
-	if err := createTopic(ctx, b.cfg.Brokers, topic); err != nil {
+	if err := b.cfg.Target.Prepare(ctx, topic, name+".dlq"); err != nil {
 		return nil, 0, err
 	}
 	tr := newTracker()
-	cons, err := startConsumer(b.cfg.Brokers, topic, tr)
+	stop, err := b.cfg.Target.Consume(topic, tr.consumedFrom)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer cons.close()
+	defer stop()
 	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, "", name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, 0, err
@@ -841,7 +882,7 @@ func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withF
 	if err != nil {
 		return nil, 0, err
 	}
-	err = b.warmup(ctx, ws[0], tr, relay, topicPartitions, 30*time.Second)
+	err = b.warmup(ctx, ws[0], tr, relay, b.cfg.Target.Partitions(), 30*time.Second)
 	if stopErr := relay.Stop(30 * time.Second); err == nil {
 		err = stopErr
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/rawconn"
@@ -294,96 +290,4 @@ func newIDs(k int) []string {
 		ids[i] = newUUID()
 	}
 	return ids
-}
-
-// topicPartitions is how many partitions the bench's topics have.
-const topicPartitions = 3
-
-// createTopic creates topic with topicPartitions partitions unless it exists.
-func createTopic(ctx context.Context, brokers []string, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	res, err := kadm.NewClient(cl).CreateTopic(ctx, topicPartitions, -1, nil, topic)
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	return nil
-}
-
-// consumer reads a topic from its start and hands each event id to a
-// tracker, stamped with the time its fetch returned.
-type consumer struct {
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startConsumer(brokers []string, topic string, tr *tracker) (*consumer, error) {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		// The load generator shares the machine with what it measures:
-		// see package rawconn.
-		kgo.Dialer(rawconn.Dial(&net.Dialer{Timeout: 10 * time.Second})),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.MetadataMinAge(100*time.Millisecond),
-		kgo.FetchMaxWait(time.Second),
-		// What exactly-once promises: a read_committed consumer sees
-		// each event once, when its Kafka transaction commits. For a
-		// relay that does not use transactions it changes nothing.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{cl: cl, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for ctx.Err() == nil {
-			fetches := cl.PollFetches(ctx)
-			now := time.Now()
-			fetches.EachRecord(func(r *kgo.Record) {
-				if id := eventID(r); id != "" {
-					tr.consumedFrom(id, r.Partition, now)
-				}
-			})
-		}
-	}()
-	return c, nil
-}
-
-func (c *consumer) close() {
-	c.cancel()
-	<-c.done
-	c.cl.Close()
-}
-
-var idField = []byte(`"id":"`)
-
-// eventID is the event id of a record: the ce_id header of a binary
-// CloudEvent, the id header of Debezium's outbox router, else the first
-// "id" of a structured CloudEvent, which comes before its data.
-func eventID(r *kgo.Record) string {
-	for _, h := range r.Headers {
-		if h.Key == "ce_id" || h.Key == "id" {
-			return string(h.Value)
-		}
-	}
-	i := bytes.Index(r.Value, idField)
-	if i < 0 {
-		return ""
-	}
-	v := r.Value[i+len(idField):]
-	j := bytes.IndexByte(v, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(v[:j])
 }

@@ -354,20 +354,24 @@ func TestTrackerOrder(t *testing.T) {
 }
 
 func TestEventID(t *testing.T) {
-	structured := &kgo.Record{Value: []byte(`{"specversion":"1.0","id":"5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a","data":{"id":"x"}}`)}
-	if got := eventID(structured); got != "5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a" {
-		t.Errorf("structured: %q", got)
-	}
-	binary := &kgo.Record{Value: []byte(`{"id":"payload"}`), Headers: []kgo.RecordHeader{{Key: "ce_id", Value: []byte("abc")}}}
-	if got := eventID(binary); got != "abc" {
-		t.Errorf("binary: %q", got)
-	}
-	debezium := &kgo.Record{Value: []byte(`"{\"id\": 1}"`), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("def")}}}
-	if got := eventID(debezium); got != "def" {
-		t.Errorf("debezium's outbox router: %q", got)
-	}
-	if got := eventID(&kgo.Record{Value: []byte(`{}`)}); got != "" {
-		t.Errorf("none: %q", got)
+	h := func(k, v string) []kgo.RecordHeader { return []kgo.RecordHeader{{Key: k, Value: []byte(v)}} }
+	for _, tc := range []struct {
+		name    string
+		headers []kgo.RecordHeader
+		value   string
+		want    string
+	}{
+		{"structured", nil, `{"specversion":"1.0","id":"5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a","data":{"id":"x"}}`, "5f0c6a4e-8a53-4a5e-9d7b-6c1f2e3d4b5a"},
+		{"binary, Kafka", h("ce_id", "abc"), `{"id":"payload"}`, "abc"},
+		{"binary, NATS", h("ce-id", "abc"), `{"id":"payload"}`, "abc"},
+		{"Debezium's outbox router", h("id", "def"), `"{\"id\": 1}"`, "def"},
+		{"the router's id header as JsonConverter writes it", h("id", `"def"`), `{}`, "def"},
+		{"the same with its schema", h("id", `{"schema":{"type":"string","optional":false},"payload":"def"}`), `{}`, "def"},
+		{"none", nil, `{}`, ""},
+	} {
+		if got := eventID(tc.headers, []byte(tc.value)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

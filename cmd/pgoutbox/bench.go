@@ -34,6 +34,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg       bench.Config
 		url       string
 		brokers   string
+		natsURL   string
 		modes     string
 		delivery  string
 		polls     string
@@ -48,6 +49,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.EventsPerTx = bench.Range{Min: 1, Max: 1}
 	fs.StringVar(&url, "database-url", "", "PostgreSQL to measure, a database of its own (default: a throwaway cluster, fsync on)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka to measure, host:port[,...] (default: a devbroker process)")
+	fs.StringVar(&natsURL, "nats-url", "", "measure the relay publishing to this NATS JetStream instead of Kafka (--sink nats-jetstream); each run gets a stream of its own")
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table; the bench writes and deletes rows of aggregate types bench_*")
 	fs.StringVar(&modes, "modes", "wal,poll", "relay modes to measure under steady load: wal, poll")
 	fs.StringVar(&delivery, "delivery", "at-least-once", "the relay's --delivery values to measure each mode and the drain with, comma-separated: at-least-once, exactly-once")
@@ -86,19 +88,25 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.RelayBin = exe
 	cfg.Progress = stderr
+	if natsURL != "" {
+		cfg.Target = bench.NATS{URL: natsURL}
+	}
 	stop, err := benchServers(ctx, &cfg, url, brokers, exe, stderr)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if cfg.Target == nil {
+		cfg.Target = bench.Kafka{Brokers: cfg.Brokers}
+	}
 
 	rep, err := bench.Run(ctx, cfg)
 	if rep == nil {
 		return err
 	}
 	var table bytes.Buffer
-	fmt.Fprintf(&table, "pgoutbox bench: %s events/s for %s, %d writers, %s events per transaction%s, %d-byte payloads; %d CPUs\n\n",
-		ratesText(cfg), cfg.Duration, cfg.Writers, cfg.EventsPerTx, aggregatesText(cfg.Aggregates), cfg.PayloadBytes, runtime.NumCPU())
+	fmt.Fprintf(&table, "pgoutbox bench: %s events/s for %s, %d writers, %s events per transaction%s, %d-byte payloads, into %s; %d CPUs\n\n",
+		ratesText(cfg), cfg.Duration, cfg.Writers, cfg.EventsPerTx, aggregatesText(cfg.Aggregates), cfg.PayloadBytes, cfg.Target.Name(), runtime.NumCPU())
 	rep.WriteTable(&table)
 	stdout.Write(table.Bytes())
 	if jsonPath != "" {
@@ -183,7 +191,10 @@ func benchServers(ctx context.Context, cfg *bench.Config, url, brokers, exe stri
 		url = pg.URL
 	}
 	cfg.DatabaseURL = url
-	if brokers != "" {
+	switch {
+	case cfg.Target != nil:
+		return stop, nil
+	case brokers != "":
 		cfg.Brokers = strings.Split(brokers, ",")
 		return stop, nil
 	}

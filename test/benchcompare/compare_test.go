@@ -31,7 +31,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/bench"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/connecttest"
+	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/natstest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -43,6 +45,7 @@ var (
 	warmup   = flag.Duration("warmup", 30*time.Second, "load put through Debezium before the measured runs, to let the JVM compile its hot code; 0 skips it")
 	systems  = flag.String("systems", "pgoutbox,poll,debezium", "what to run: pgoutbox (both deliveries), poll (500ms), debezium (defaults and tuned), comma-separated")
 	repeat   = flag.Int("repeat", 3, "rounds of every steady-load run at each rate, interleaved; the tables give the median and range")
+	sinkFlag = flag.String("sink", "kafka", "where both sides publish: kafka (pgoutbox beside Debezium on Kafka Connect, one Apache Kafka broker) or nats-jetstream (pgoutbox --sink nats-jetstream beside Debezium Server's NATS JetStream sink, one nats-server)")
 )
 
 // Debezium's PostgreSQL connector as a user configures it for an outbox:
@@ -132,9 +135,8 @@ func BenchmarkCompare(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pg.Close()
-	kafka := kafkatest.Start(b, kafkatest.Options{})
 	cfg := bench.Config{
-		DatabaseURL: pg.URL, Brokers: kafka.Brokers, RelayBin: bin,
+		DatabaseURL: pg.URL, RelayBin: bin,
 		Rates: rs, Duration: *duration, Writers: 4, Aggregates: 200, EventsPerTx: bench.Range{Min: 1, Max: 3},
 		PayloadBytes: 200, DrainEvents: *drain, DrainEventsPerTx: 10,
 		PollIntervals: []time.Duration{500 * time.Millisecond},
@@ -154,66 +156,42 @@ func BenchmarkCompare(b *testing.B) {
 	default:
 		cfg.NoRelay = true
 	}
-	var worker *connecttest.Worker
-	if want["debezium"] {
-		worker = connecttest.Start(b, connecttest.Options{Brokers: kafka.Brokers, JVMOptions: connectJVM,
-			// Kafka's connect-standalone.properties.
-			Worker: map[string]string{"offset.flush.interval.ms": "10000"}})
-		fmt.Fprintf(os.Stderr, "Kafka Connect standalone up in %s\n", worker.Started.Round(time.Millisecond))
-		cfg.Systems = []bench.System{
-			debezium(worker, pg.URL, "debezium", nil),
-			debezium(worker, pg.URL, "debezium tuned", tunedForLatency),
+	var where string
+	switch *sinkFlag {
+	case "kafka":
+		kafka := kafkatest.Start(b, kafkatest.Options{})
+		cfg.Brokers = kafka.Brokers
+		where = fmt.Sprintf("Apache Kafka %s (one broker), Kafka Connect standalone with Debezium %s", kafkatest.Version, connecttest.DebeziumVersion)
+		if want["debezium"] {
+			stop := connectSystems(b, ctx, &cfg, kafka.Brokers, pg.URL, rs[0])
+			defer stop()
 		}
-		// The worker's JVM, idle, still takes CPU (its threads, the
-		// garbage collector) from the system measured beside it: it is
-		// stopped while anything but Debezium runs, and keeps what it
-		// compiled.
-		pid, err := workerPID(worker)
-		if err != nil {
-			b.Fatal(err)
-		}
-		paused := false
-		cfg.BeforeRun = func(sys string) {
-			deb := strings.HasPrefix(sys, "debezium")
-			if deb == paused {
-				sig := syscall.SIGSTOP
-				if deb {
-					sig = syscall.SIGCONT
-				}
-				if err := syscall.Kill(pid, sig); err != nil {
-					b.Fatalf("kafka connect's JVM: %v", err)
-				}
-				paused = !deb
+	case "nats-jetstream":
+		nats := natstest.Start(b)
+		cfg.Target = bench.NATS{URL: nats.URL}
+		// The sink has no transactions: exactly-once is refused.
+		cfg.Deliveries = []string{"at-least-once"}
+		where = fmt.Sprintf("nats-server %s (JetStream, file storage, a stream per run), Debezium Server %s", natsVersion(natstest.Binary(b)), dbzserver.Version)
+		if want["debezium"] {
+			cfg.Systems = []bench.System{
+				debeziumServer(pg.URL, nats.URL, "debezium", nil),
+				debeziumServer(pg.URL, nats.URL, "debezium tuned", tunedServer),
 			}
 		}
-		defer func() {
-			if paused {
-				syscall.Kill(pid, syscall.SIGCONT)
-			}
-		}()
+	default:
+		b.Fatalf("-sink %q: kafka or nats-jetstream", *sinkFlag)
 	}
 	if cfg.NoRelay && len(cfg.Systems) == 0 {
 		b.Fatalf("-systems %q: nothing to run", *systems)
 	}
 
-	if worker != nil && *warmup > 0 {
-		// The JVM compiles Debezium's and Connect's hot code during its
-		// first minute of load; a production worker has long done so.
-		fmt.Fprintf(os.Stderr, "warming Kafka Connect up: %s of the load at %.0f events/s, not measured\n", *warmup, rs[0])
-		w := cfg
-		w.Rates, w.Duration, w.DrainEvents, w.NoFloor, w.NoRelay = []float64{rs[0]}, *warmup, -1, true, true
-		w.Systems = cfg.Systems[:1]
-		if _, err := bench.Run(ctx, w); err != nil {
-			b.Fatalf("warm-up: %v", err)
-		}
-	}
 	rep, err := bench.Run(ctx, cfg)
 	if rep == nil {
 		b.Fatal(err)
 	}
 	var text bytes.Buffer
-	fmt.Fprintf(&text, "pgoutbox and Debezium side by side: %s events/s for %s each, %d rounds interleaved, 4 writers, 1-3 events per transaction, each locking one of 200 aggregates first, 200-byte payloads; PostgreSQL %s (fsync on), Apache Kafka %s (one broker), Kafka Connect standalone with Debezium %s; %d CPUs\n\n",
-		*rates, *duration, cfg.Repeat, serverVersion(ctx, pg.URL), kafkatest.Version, connecttest.DebeziumVersion, runtime.NumCPU())
+	fmt.Fprintf(&text, "pgoutbox and Debezium side by side: %s events/s for %s each, %d rounds interleaved, 4 writers, 1-3 events per transaction, each locking one of 200 aggregates first, 200-byte payloads; PostgreSQL %s (fsync on), %s; %d CPUs\n\n",
+		*rates, *duration, cfg.Repeat, serverVersion(ctx, pg.URL), where, runtime.NumCPU())
 	writeSummary(&text, rep)
 	fmt.Fprintln(&text, "\nevery run:")
 	rep.WriteTable(&text)
@@ -227,6 +205,57 @@ func BenchmarkCompare(b *testing.B) {
 	}
 	if len(rep.Failed) > 0 {
 		b.Errorf("%d runs failed", len(rep.Failed))
+	}
+}
+
+// connectSystems starts a Kafka Connect worker, puts Debezium's connector
+// on it at its defaults and tuned for latency into cfg's systems, stops
+// the worker's JVM while the others run, and warms it up; stop ends it.
+func connectSystems(b *testing.B, ctx context.Context, cfg *bench.Config, brokers []string, dbURL string, rate float64) (stop func()) {
+	worker := connecttest.Start(b, connecttest.Options{Brokers: brokers, JVMOptions: connectJVM,
+		// Kafka's connect-standalone.properties.
+		Worker: map[string]string{"offset.flush.interval.ms": "10000"}})
+	fmt.Fprintf(os.Stderr, "Kafka Connect standalone up in %s\n", worker.Started.Round(time.Millisecond))
+	cfg.Systems = []bench.System{
+		debezium(worker, dbURL, "debezium", nil),
+		debezium(worker, dbURL, "debezium tuned", tunedForLatency),
+	}
+	if *warmup > 0 {
+		// The JVM compiles Debezium's and Connect's hot code during its
+		// first minute of load; a production worker has long done so.
+		fmt.Fprintf(os.Stderr, "warming Kafka Connect up: %s of the load at %.0f events/s, not measured\n", *warmup, rate)
+		w := *cfg
+		w.Rates, w.Duration, w.DrainEvents, w.NoFloor, w.NoRelay = []float64{rate}, *warmup, -1, true, true
+		w.Systems = cfg.Systems[:1]
+		if _, err := bench.Run(ctx, w); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+	}
+	// The worker's JVM, idle, still takes CPU (its threads, the garbage
+	// collector) from the system measured beside it: it is stopped while
+	// anything but Debezium runs, and keeps what it compiled.
+	pid, err := workerPID(worker)
+	if err != nil {
+		b.Fatal(err)
+	}
+	paused := false
+	cfg.BeforeRun = func(sys string) {
+		deb := strings.HasPrefix(sys, "debezium")
+		if deb == paused {
+			sig := syscall.SIGSTOP
+			if deb {
+				sig = syscall.SIGCONT
+			}
+			if err := syscall.Kill(pid, sig); err != nil {
+				b.Fatalf("kafka connect's JVM: %v", err)
+			}
+			paused = !deb
+		}
+	}
+	return func() {
+		if paused {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
 	}
 }
 

@@ -72,7 +72,14 @@ func Start(t testing.TB, props string) *Server {
 	return s
 }
 
-func start(props string) (*Server, error) {
+// Launch runs Debezium Server with props, as Start does, with javaOpts
+// as its JVM's options instead of the tests' (empty: the tests'); the
+// caller stops it and removes Dir.
+func Launch(props, javaOpts string) (*Server, error) { return startWith(props, javaOpts) }
+
+func start(props string) (*Server, error) { return startWith(props, "") }
+
+func startWith(props, javaOpts string) (*Server, error) {
 	in, err := testbin.Install("Debezium Server "+Version, "debezium-server", "install-debezium-server", "PGOUTBOX_JAVA", DirEnv, "debezium-server")
 	if err != nil {
 		return nil, err
@@ -99,8 +106,10 @@ func start(props string) (*Server, error) {
 	begin := time.Now()
 	// --add-opens: Quarkus's thread-local reset wants it from Java 24 on,
 	// and says so with a stack trace.
-	env := []string{"JAVA_HOME=" + javaHome,
-		"JAVA_OPTS=-Xms128m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC --add-opens=java.base/java.lang=ALL-UNNAMED"}
+	if javaOpts == "" {
+		javaOpts = "-Xms128m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+	}
+	env := []string{"JAVA_HOME=" + javaHome, "JAVA_OPTS=" + javaOpts + " --add-opens=java.base/java.lang=ALL-UNNAMED"}
 	// run.sh reads lib/ and config/ from the directory it runs in.
 	s.p, err = proc.Start("debezium-server", "/bin/bash", []string{"-c", `cd "$1" && exec ./run.sh`, "run", dir}, env, log)
 	if err != nil {
@@ -173,6 +182,12 @@ func (s *Server) waitReady() error {
 // Exited is closed when the process ends: Debezium Server stops when its
 // sink fails a batch.
 func (s *Server) Exited() <-chan struct{} { return s.p.Exited() }
+
+// PID is its JVM's process id (run.sh execs java).
+func (s *Server) PID() int { return s.p.PID() }
+
+// Err says why it exited.
+func (s *Server) Err() error { return s.p.Err() }
 
 // Stop stops the server (SIGTERM, then SIGKILL after 30 s).
 func (s *Server) Stop() {
