@@ -10,15 +10,17 @@
 //     switching modes as the mode machine (modes.go, a pure function)
 //     says, until it stops.
 //   - pipeline (pipeline.go) is built once and shared by every session:
-//     the configuration, the outbox tables, encoder and router, metrics,
-//     refusals.
+//     the configuration, the outbox tables, encoder and router, the hooks
+//     the relay reports to (hooks.go; Prometheus's in metrics.go),
+//     readiness (readiness.go), refusals.
 //   - A session lives as long as its connection and owns what does: the
 //     lease, the cluster it is on, the floor, the deleted-row detector.
 //     walsession.go streams the WAL (with statesaver.go beside it);
 //     pollsession.go polls one table; pollgroup.go polls several.
 //   - A session's delivery (delivery.go) is chosen once when it opens:
-//     atleastonce.go or exactlyonce.go; the row path (publisher.go) is the
-//     same for both and for both modes.
+//     atleastonce.go (over internal/flow) or exactlyonce.go (over
+//     internal/eos); the row path (publisher.go) is the same for both and
+//     for both modes.
 //
 // docs/architecture.md follows one row through these files.
 package relay
