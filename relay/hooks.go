@@ -197,9 +197,14 @@ type meter struct {
 	rec    []RecordHooks
 	topic  string
 	rel    *outbox.Relation
-	last   TopicHooks
+	last   *topicRef
 	txRows int
 }
+
+// topicRef holds a topic's hooks for the acks of its records: a pointer
+// keeps an ack, which every record's promise captures, as small as a
+// concrete series would.
+type topicRef struct{ hooks TopicHooks }
 
 func (hs hooks) meter(mode Mode) meter { return meter{rec: hs.sessionRecords(mode)} }
 
@@ -207,7 +212,7 @@ func (hs hooks) meter(mode Mode) meter { return meter{rec: hs.sessionRecords(mod
 // returns what its ack updates; since is the time its latency counts from.
 func (p *meter) row(topic string, rel *outbox.Relation, since time.Time) ack {
 	if p.last == nil || topic != p.topic || rel != p.rel {
-		p.last, p.topic, p.rel = p.topicHooks(topic, rel), topic, rel
+		p.last, p.topic, p.rel = &topicRef{p.topicHooks(topic, rel)}, topic, rel
 	}
 	p.txRows++
 	return ack{p.last, since}
@@ -247,17 +252,17 @@ func (p *meter) heartbeat() {
 
 // ack is a record's handle, captured by its produce callback.
 type ack struct {
-	t     TopicHooks
+	t     *topicRef
 	since time.Time
 }
 
 // done records the record's ack, or its delivery failure.
 func (a ack) done(err error) {
 	if err != nil {
-		a.t.Failed()
+		a.t.hooks.Failed()
 		return
 	}
-	a.t.Acked(time.Since(a.since))
+	a.t.hooks.Acked(time.Since(a.since))
 }
 
 // topicFanOut are the topic hooks of several record hooks.
