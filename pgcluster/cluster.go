@@ -21,18 +21,13 @@
 package pgcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -76,17 +71,11 @@ type Cluster struct {
 	// Dir is the data directory; empty with an external server.
 	Dir string
 
-	root    string // holds Dir, the socket directory and the server log
-	sockDir string
-	logFile string
-	binDir  string
-	opts    Options
-	cred    *syscall.Credential // the postgres user's, when running as root
-	logger  *slog.Logger
+	srv    *server // nil with an external server
+	logger *slog.Logger
 
-	mu       sync.Mutex // serializes Stop, Restart and Close
-	closed   bool
-	watchdog *watchdog
+	mu     sync.Mutex // serializes Stop, Restart and Close
+	closed bool
 
 	// With an external server: the URL of the server as given, and the
 	// database created for this Cluster, dropped by Close.
@@ -120,16 +109,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: creating the cluster directory: %w", err)
 	}
-	c := &Cluster{
-		Dir:     filepath.Join(root, "data"),
-		root:    root,
-		sockDir: filepath.Join(root, "sock"),
-		logFile: filepath.Join(root, "server.log"),
-		binDir:  binDir,
-		opts:    opts,
-		cred:    cred,
-		logger:  opts.Logger,
-	}
+	srv := newServer(root, binDir, opts, cred)
+	c := &Cluster{Dir: srv.dir, srv: srv, logger: opts.Logger}
 	if err := c.init(ctx); err != nil {
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -141,28 +122,39 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) init(ctx context.Context) error {
+	srv := c.srv
 	// Checked first: a bad setting should not cost an initdb.
-	config, err := c.config()
+	config, err := srv.config()
 	if err != nil {
 		return err
 	}
-	if err := c.prepareDirs(); err != nil {
+	if err := srv.prepareDirs(); err != nil {
 		return err
 	}
 	// The watchdog comes first so that even a server left half-started by
 	// a failure below is stopped if this process dies before Close.
-	w, err := startWatchdog(c)
+	if srv.watchdog, err = startWatchdog(srv); err != nil {
+		return err
+	}
+	if err := srv.initdb(ctx); err != nil {
+		return err
+	}
+	if err := srv.writeConfig(config); err != nil {
+		return err
+	}
+	return c.started(srv.startOnFreePort(ctx))
+}
+
+// started takes the port the server started on, or its failure.
+func (c *Cluster) started(port int, err error) error {
 	if err != nil {
 		return err
 	}
-	c.watchdog = w
-	if err := c.initdb(ctx); err != nil {
-		return err
-	}
-	if err := c.writeConfig(config); err != nil {
-		return err
-	}
-	return c.startOnFreePort(ctx)
+	// Set once: Restart reuses them, and tests read them from other
+	// goroutines.
+	c.Port = port
+	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	return nil
 }
 
 // DatabaseURL returns the URL of database db on the same server, as the same
@@ -219,7 +211,7 @@ func (c *Cluster) Stop(ctx context.Context, mode string) error {
 	if c.closed {
 		return errors.New("pgcluster: Stop on a closed cluster")
 	}
-	if err := c.pgctlStop(ctx, mode); err != nil {
+	if err := c.srv.pgctlStop(ctx, mode); err != nil {
 		return err
 	}
 	c.logger.Info("postgres cluster stopped", "port", c.Port, "mode", mode)
@@ -237,16 +229,16 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	if c.closed {
 		return errors.New("pgcluster: Restart on a closed cluster")
 	}
-	running, err := c.running(ctx)
+	running, err := c.srv.running(ctx)
 	if err != nil {
 		return err
 	}
 	if running {
-		if err := c.pgctlStop(ctx, "fast"); err != nil {
+		if err := c.srv.pgctlStop(ctx, "fast"); err != nil {
 			return err
 		}
 	}
-	if err := c.pgctlStart(ctx, c.Port); err != nil {
+	if err := c.srv.pgctlStart(ctx, c.Port); err != nil {
 		return err
 	}
 	c.logger.Info("postgres cluster restarted", "port", c.Port)
@@ -273,99 +265,20 @@ func (c *Cluster) Close() error {
 	// The watchdog goes first: once the directory is removed, its name
 	// could be reused by another cluster, which the watchdog must not
 	// remove when this process exits.
-	if c.watchdog != nil {
-		if err := c.watchdog.stop(); err != nil {
+	srv := c.srv
+	if srv.watchdog != nil {
+		if err := srv.watchdog.stop(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.stopForGood(ctx); err != nil {
+	if err := srv.stopForGood(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.RemoveAll(c.root); err != nil {
-		errs = append(errs, fmt.Errorf("pgcluster: removing %s: %w", c.root, err))
+	if err := os.RemoveAll(srv.root); err != nil {
+		errs = append(errs, fmt.Errorf("pgcluster: removing %s: %w", srv.root, err))
 	}
 	if len(errs) == 0 {
 		c.logger.Info("postgres cluster closed", "port", c.Port)
 	}
 	return errors.Join(errs...)
-}
-
-// stopForGood stops the server if it runs, falling back to SIGKILL of the
-// postmaster if pg_ctl fails, so that Close never leaves a server behind.
-func (c *Cluster) stopForGood(ctx context.Context) error {
-	pid, err := c.postmasterPID()
-	if err != nil || pid == 0 {
-		return err // not started, or stopped already
-	}
-	stopErr := c.pgctlStop(ctx, "immediate")
-	if stopErr == nil {
-		// pg_ctl returns once postmaster.pid is gone, which the
-		// postmaster removes just before it exits; wait for the exit so
-		// that Close leaves no process behind.
-		waitExit(ctx, pid)
-		return nil
-	}
-	if alive(pid) {
-		// Backends exit on their own once the postmaster is gone.
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return errors.Join(stopErr, fmt.Errorf("pgcluster: killing postmaster %d: %w", pid, err))
-		}
-	}
-	return nil
-}
-
-// postmasterPID reads the first line of postmaster.pid; 0 if there is none.
-func (c *Cluster) postmasterPID() (int, error) {
-	b, err := os.ReadFile(filepath.Join(c.Dir, "postmaster.pid"))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("pgcluster: reading postmaster.pid: %w", err)
-	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	pid, err := strconv.Atoi(string(line))
-	if err != nil {
-		return 0, fmt.Errorf("pgcluster: postmaster.pid starts with %q: %w", line, err)
-	}
-	return pid, nil
-}
-
-// alive reports whether process pid exists and has not exited: a zombie
-// waiting for init to reap it counts as gone.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return !errors.Is(err, os.ErrNotExist) // no /proc: trust kill
-	}
-	// The state follows the command name, which is in parentheses and
-	// may itself contain them.
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
-// waitExit waits, briefly, until process pid has exited.
-func waitExit(ctx context.Context, pid int) {
-	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// running asks pg_ctl whether the server runs: it also answers correctly
-// after the postmaster was killed and left a stale postmaster.pid.
-func (c *Cluster) running(ctx context.Context) (bool, error) {
-	cmd := c.command(ctx, "pg_ctl", "status", "-D", c.Dir)
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		return true, nil
-	}
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) && exitErr.ExitCode() == 3 { // documented: not running
-		return false, nil
-	}
-	return false, fmt.Errorf("pgcluster: pg_ctl status: %w\n%s", err, out)
 }

@@ -165,7 +165,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := c.postmasterPID()
+	pid, err := c.srv.postmasterPID()
 	if err != nil || pid == 0 {
 		t.Fatalf("postmaster pid %d, %v", pid, err)
 	}
@@ -175,7 +175,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 	if _, err := os.Stat(c.Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("data directory after Close: %v, want it gone", err)
 	}
-	if _, err := os.Stat(c.root); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(c.srv.root); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cluster directory after Close: %v, want it gone", err)
 	}
 	if alive(pid) {
@@ -297,8 +297,8 @@ func helperProcess() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pid, _ := c.postmasterPID()
-	fmt.Printf("%s %d\n", c.root, pid)
+	pid, _ := c.srv.postmasterPID()
+	fmt.Printf("%s %d\n", c.srv.root, pid)
 	os.Exit(0)
 }
 

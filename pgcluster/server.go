@@ -1,9 +1,11 @@
 package pgcluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -113,25 +115,48 @@ func Credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+// server is a cluster's server on disk: its directory (the data directory,
+// the socket directory and the log), the binaries it runs, the user it
+// runs as, and the watchdog that stops it when this process dies. Its
+// methods run initdb and pg_ctl; Cluster is the API over it.
+type server struct {
+	dir     string // the data directory
+	root    string // holds dir, the socket directory and the server log
+	sockDir string
+	logFile string
+	binDir  string
+	opts    Options
+	cred    *syscall.Credential // the postgres user's, when running as root
+	logger  *slog.Logger
+
+	watchdog *watchdog
+}
+
+// newServer is the server of a cluster in root, run from binDir as cred.
+func newServer(root, binDir string, opts Options, cred *syscall.Credential) *server {
+	return &server{dir: filepath.Join(root, "data"), root: root, sockDir: filepath.Join(root, "sock"),
+		logFile: filepath.Join(root, "server.log"), binDir: binDir, opts: opts, cred: cred, logger: opts.Logger}
+}
+
 // prepareDirs creates the socket directory and, when the server runs as
 // another user, hands the cluster directory to it: initdb must create the
 // data directory inside, and the server writes its log and socket there.
-func (c *Cluster) prepareDirs() error {
-	if err := os.Chmod(c.root, 0o755); err != nil {
+func (s *server) prepareDirs() error {
+	if err := os.Chmod(s.root, 0o755); err != nil {
 		return fmt.Errorf("pgcluster: %w", err)
 	}
-	if err := os.Mkdir(c.sockDir, 0o755); err != nil {
+	if err := os.Mkdir(s.sockDir, 0o755); err != nil {
 		return fmt.Errorf("pgcluster: creating the socket directory: %w", err)
 	}
-	if c.cred == nil {
+	if s.cred == nil {
 		return nil
 	}
-	for _, dir := range []string{c.root, c.sockDir} {
-		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+	for _, dir := range []string{s.root, s.sockDir} {
+		if err := os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
 			return fmt.Errorf("pgcluster: giving %s to the postgres user: %w", dir, err)
 		}
 	}
-	return checkTraversable(filepath.Dir(c.root), c.cred)
+	return checkTraversable(filepath.Dir(s.root), s.cred)
 }
 
 // checkTraversable makes sure the postgres user can reach dir, to fail with
@@ -158,13 +183,13 @@ func checkTraversable(dir string, cred *syscall.Credential) error {
 }
 
 // command prepares a PostgreSQL program to run as the server's user.
-func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
+func (s *server) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
 	// A working directory the postgres user can read; root's home is not.
-	cmd.Dir = c.root
+	cmd.Dir = s.root
 	cmd.Env = serverEnv()
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	}
 	// pg_ctl's output is captured through a pipe; should a child ever
 	// keep it open, give up on it rather than hang.
@@ -178,10 +203,10 @@ func serverEnv() []string {
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
 }
 
-func (c *Cluster) initdb(ctx context.Context) error {
+func (s *server) initdb(ctx context.Context) error {
 	// --no-sync: a throwaway cluster need not survive an OS crash, and
 	// it saves most of initdb's time.
-	cmd := c.command(ctx, "initdb", "-D", c.Dir, "-U", "postgres", "-A", "trust",
+	cmd := s.command(ctx, "initdb", "-D", s.dir, "-U", "postgres", "-A", "trust",
 		"-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgcluster: initdb: %w\n%s", err, out)
@@ -195,19 +220,19 @@ var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 // wins over an earlier one. Settings go in the file rather than on the
 // command line because pg_ctl hands -o to a shell, and quoting arbitrary
 // values for it is fragile; the file also keeps them across Restart.
-func (c *Cluster) config() (string, error) {
+func (s *server) config() (string, error) {
 	settings := map[string]string{
 		"listen_addresses":        "127.0.0.1",
-		"unix_socket_directories": c.sockDir,
-		"wal_level":               c.opts.WALLevel,
+		"unix_socket_directories": s.sockDir,
+		"wal_level":               s.opts.WALLevel,
 		"max_replication_slots":   "20",
 		"max_wal_senders":         "20",
 	}
-	if !c.opts.Fsync {
+	if !s.opts.Fsync {
 		settings["fsync"] = "off"
 		settings["full_page_writes"] = "off"
 	}
-	for name, value := range c.opts.Settings {
+	for name, value := range s.opts.Settings {
 		if !settingName.MatchString(name) {
 			return "", fmt.Errorf("pgcluster: invalid setting name %q", name)
 		}
@@ -232,8 +257,8 @@ func (c *Cluster) config() (string, error) {
 }
 
 // writeConfig appends config to postgresql.conf.
-func (c *Cluster) writeConfig(config string) error {
-	f, err := os.OpenFile(filepath.Join(c.Dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+func (s *server) writeConfig(config string) error {
+	f, err := os.OpenFile(filepath.Join(s.dir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("pgcluster: opening postgresql.conf: %w", err)
 	}
@@ -248,25 +273,22 @@ func (c *Cluster) writeConfig(config string) error {
 }
 
 // startOnFreePort starts the server on a free port, choosing another if
-// something takes the chosen one before the server binds it.
-func (c *Cluster) startOnFreePort(ctx context.Context) error {
+// something takes the chosen one before the server binds it, and returns
+// the port.
+func (s *server) startOnFreePort(ctx context.Context) (int, error) {
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		err = c.pgctlStart(ctx, port)
+		err = s.pgctlStart(ctx, port)
 		if err == nil {
-			// Set once: Restart reuses them, and tests read them
-			// from other goroutines.
-			c.Port = port
-			c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-			return nil
+			return port, nil
 		}
 		if attempt == startAttempts || !errors.Is(err, errPortInUse) {
-			return err
+			return 0, err
 		}
-		c.logger.Debug("port taken before postgres bound it; retrying", "port", port, "attempt", attempt)
+		s.logger.Debug("port taken before postgres bound it; retrying", "port", port, "attempt", attempt)
 	}
 }
 
@@ -283,15 +305,15 @@ func freePort() (int, error) {
 
 // pgctlStart starts the server on port and waits until it accepts
 // connections.
-func (c *Cluster) pgctlStart(ctx context.Context, port int) error {
-	offset := c.logSize()
-	cmd := c.command(ctx, "pg_ctl", "start", "-D", c.Dir, "-l", c.logFile, "-w", "-t", pgctlWaitSeconds,
+func (s *server) pgctlStart(ctx context.Context, port int) error {
+	offset := s.logSize()
+	cmd := s.command(ctx, "pg_ctl", "start", "-D", s.dir, "-l", s.logFile, "-w", "-t", pgctlWaitSeconds,
 		"-o", "-p "+strconv.Itoa(port))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		log := c.logSince(offset)
+		log := s.logSince(offset)
 		err = fmt.Errorf("pgcluster: pg_ctl start on port %d: %w\n%s\nserver log (%s):\n%s",
-			port, err, strings.TrimSpace(string(out)), c.logFile, log)
+			port, err, strings.TrimSpace(string(out)), s.logFile, log)
 		if strings.Contains(log, "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
@@ -300,18 +322,18 @@ func (c *Cluster) pgctlStart(ctx context.Context, port int) error {
 	return nil
 }
 
-func (c *Cluster) pgctlStop(ctx context.Context, mode string) error {
-	offset := c.logSize()
-	cmd := c.command(ctx, "pg_ctl", "stop", "-D", c.Dir, "-m", mode, "-w", "-t", pgctlWaitSeconds)
+func (s *server) pgctlStop(ctx context.Context, mode string) error {
+	offset := s.logSize()
+	cmd := s.command(ctx, "pg_ctl", "stop", "-D", s.dir, "-m", mode, "-w", "-t", pgctlWaitSeconds)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgcluster: pg_ctl stop -m %s: %w\n%s\nserver log (%s):\n%s",
-			mode, err, strings.TrimSpace(string(out)), c.logFile, c.logSince(offset))
+			mode, err, strings.TrimSpace(string(out)), s.logFile, s.logSince(offset))
 	}
 	return nil
 }
 
-func (c *Cluster) logSize() int64 {
-	fi, err := os.Stat(c.logFile)
+func (s *server) logSize() int64 {
+	fi, err := os.Stat(s.logFile)
 	if err != nil {
 		return 0
 	}
@@ -320,8 +342,8 @@ func (c *Cluster) logSize() int64 {
 
 // logSince returns the last lines the server logged after offset, to explain
 // a failure without repeating earlier runs.
-func (c *Cluster) logSince(offset int64) string {
-	b, err := os.ReadFile(c.logFile)
+func (s *server) logSince(offset int64) string {
+	b, err := os.ReadFile(s.logFile)
 	if err != nil {
 		return fmt.Sprintf("(cannot read the server log: %v)", err)
 	}
@@ -349,13 +371,13 @@ const watchdogScript = `read -r line
 if [ -f "$2/postmaster.pid" ]; then "$1" stop -D "$2" -m immediate -w -t 60 >/dev/null 2>&1; fi
 rm -rf "$3"`
 
-func startWatchdog(c *Cluster) (*watchdog, error) {
+func startWatchdog(c *server) (*watchdog, error) {
 	r, w, err := os.Pipe() // close-on-exec: no other child inherits w
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: starting the watchdog: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "pgtest-watchdog",
-		filepath.Join(c.binDir, "pg_ctl"), c.Dir, c.root)
+		filepath.Join(c.binDir, "pg_ctl"), c.dir, c.root)
 	cmd.Stdin = r
 	cmd.Dir = "/"
 	cmd.Env = serverEnv()
@@ -388,4 +410,84 @@ func (w *watchdog) stop() error {
 	_ = w.cmd.Wait() // "signal: killed", as intended
 	watchdogs.Delete(w)
 	return w.pipe.Close()
+}
+
+// stopForGood stops the server if it runs, falling back to SIGKILL of the
+// postmaster if pg_ctl fails, so that Close never leaves a server behind.
+func (s *server) stopForGood(ctx context.Context) error {
+	pid, err := s.postmasterPID()
+	if err != nil || pid == 0 {
+		return err // not started, or stopped already
+	}
+	stopErr := s.pgctlStop(ctx, "immediate")
+	if stopErr == nil {
+		// pg_ctl returns once postmaster.pid is gone, which the
+		// postmaster removes just before it exits; wait for the exit so
+		// that Close leaves no process behind.
+		waitExit(ctx, pid)
+		return nil
+	}
+	if alive(pid) {
+		// Backends exit on their own once the postmaster is gone.
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return errors.Join(stopErr, fmt.Errorf("pgcluster: killing postmaster %d: %w", pid, err))
+		}
+	}
+	return nil
+}
+
+// postmasterPID reads the first line of postmaster.pid; 0 if there is none.
+func (s *server) postmasterPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "postmaster.pid"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: reading postmaster.pid: %w", err)
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, err := strconv.Atoi(string(line))
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: postmaster.pid starts with %q: %w", line, err)
+	}
+	return pid, nil
+}
+
+// running asks pg_ctl whether the server runs: it also answers correctly
+// after the postmaster was killed and left a stale postmaster.pid.
+func (s *server) running(ctx context.Context) (bool, error) {
+	cmd := s.command(ctx, "pg_ctl", "status", "-D", s.dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return true, nil
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) && exitErr.ExitCode() == 3 { // documented: not running
+		return false, nil
+	}
+	return false, fmt.Errorf("pgcluster: pg_ctl status: %w\n%s", err, out)
+}
+
+// alive reports whether process pid exists and has not exited: a zombie
+// waiting for init to reap it counts as gone.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) // no /proc: trust kill
+	}
+	// The state follows the command name, which is in parentheses and
+	// may itself contain them.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// waitExit waits, briefly, until process pid has exited.
+func waitExit(ctx context.Context, pid int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 }

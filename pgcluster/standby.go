@@ -58,16 +58,9 @@ func (c *Cluster) StartStandby(ctx context.Context, opts StandbyOptions) (*Clust
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: creating the standby directory: %w", err)
 	}
-	s := &Cluster{
-		Dir:     filepath.Join(root, "data"),
-		root:    root,
-		sockDir: filepath.Join(root, "sock"),
-		logFile: filepath.Join(root, "server.log"),
-		binDir:  c.binDir,
-		opts:    Options{WALLevel: c.opts.WALLevel, Settings: opts.Settings, Fsync: c.opts.Fsync, Logger: c.logger},
-		cred:    c.cred,
-		logger:  c.logger,
-	}
+	srv := newServer(root, c.srv.binDir, Options{WALLevel: c.srv.opts.WALLevel, Settings: opts.Settings, Fsync: c.srv.opts.Fsync, Logger: c.logger},
+		c.srv.cred)
+	s := &Cluster{Dir: srv.dir, srv: srv, logger: c.logger}
 	if err := s.initStandby(ctx, c, opts); err != nil {
 		if cerr := s.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -78,9 +71,10 @@ func (c *Cluster) StartStandby(ctx context.Context, opts StandbyOptions) (*Clust
 	return s, nil
 }
 
-func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts StandbyOptions) error {
+func (c *Cluster) initStandby(ctx context.Context, primary *Cluster, opts StandbyOptions) error {
+	s := c.srv
 	// The primary's settings first, then the standby's own on top of them.
-	s.opts.Settings = mergeSettings(primary.opts.Settings, opts.Settings)
+	s.opts.Settings = mergeSettings(primary.srv.opts.Settings, opts.Settings)
 	config, err := s.config()
 	if err != nil {
 		return err
@@ -88,11 +82,9 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 	if err := s.prepareDirs(); err != nil {
 		return err
 	}
-	w, err := startWatchdog(s)
-	if err != nil {
+	if s.watchdog, err = startWatchdog(s); err != nil {
 		return err
 	}
-	s.watchdog = w
 
 	conn, err := pgx.Connect(ctx, primary.URL)
 	if err != nil {
@@ -105,14 +97,14 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 		}
 	}
 	if _, err := os.Stat(filepath.Join(s.binDir, "pg_basebackup")); err == nil {
-		cmd := s.command(ctx, "pg_basebackup", "-D", s.Dir, "-h", "127.0.0.1", "-p", fmt.Sprint(primary.Port),
+		cmd := s.command(ctx, "pg_basebackup", "-D", s.dir, "-h", "127.0.0.1", "-p", fmt.Sprint(primary.Port),
 			"-U", "postgres", "-X", "stream", "--checkpoint=fast", "--no-sync")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("pgcluster: pg_basebackup: %w\n%s", err, out)
 		}
 	} else {
 		conn.Close(ctx)
-		if err := primary.coldCopy(ctx, s.Dir); err != nil {
+		if err := primary.coldCopy(ctx, s.dir); err != nil {
 			return err
 		}
 		if conn, err = pgx.Connect(ctx, primary.URL); err != nil {
@@ -135,7 +127,7 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 	if err := s.writeConfig(config + extra); err != nil {
 		return err
 	}
-	signal := filepath.Join(s.Dir, "standby.signal")
+	signal := filepath.Join(s.dir, "standby.signal")
 	if err := os.WriteFile(signal, nil, 0o600); err != nil {
 		return fmt.Errorf("pgcluster: writing standby.signal: %w", err)
 	}
@@ -144,7 +136,7 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 			return fmt.Errorf("pgcluster: %w", err)
 		}
 	}
-	if err := s.startOnFreePort(ctx); err != nil {
+	if err := c.started(s.startOnFreePort(ctx)); err != nil {
 		return err
 	}
 	if opts.Synchronous {
@@ -163,12 +155,12 @@ func (s *Cluster) initStandby(ctx context.Context, primary *Cluster, opts Standb
 func (c *Cluster) coldCopy(ctx context.Context, dst string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.pgctlStop(ctx, "fast"); err != nil {
+	if err := c.srv.pgctlStop(ctx, "fast"); err != nil {
 		return err
 	}
 	// cp -a keeps the owner (the postgres user, when root) and modes.
 	out, cpErr := exec.CommandContext(ctx, "cp", "-a", c.Dir, dst).CombinedOutput()
-	if err := c.pgctlStart(ctx, c.Port); err != nil {
+	if err := c.srv.pgctlStart(ctx, c.Port); err != nil {
 		return err
 	}
 	if cpErr != nil {
@@ -241,7 +233,7 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cmd := c.command(ctx, "pg_ctl", "promote", "-D", c.Dir, "-w", "-t", pgctlWaitSeconds)
+	cmd := c.srv.command(ctx, "pg_ctl", "promote", "-D", c.Dir, "-w", "-t", pgctlWaitSeconds)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgcluster: pg_ctl promote: %w\n%s", err, out)
 	}

@@ -200,20 +200,41 @@ func quoteLiteral(s string) string {
 	return q
 }
 
+// source is the outbox table a Poller, its Shape and its Census read, on
+// a connection they use but do not own.
+type source struct {
+	conn  *pgx.Conn
+	cfg   Config
+	table outbox.Table
+}
+
 // Poller reads unpublished outbox rows in insertion order and marks them
 // published. It never keeps a cursor: a row that is not visible yet (its
 // transaction has not committed) simply stays unpublished and is read by a
-// later poll, so nothing is skipped however transactions interleave.
+// later poll, so nothing is skipped however transactions interleave. What
+// the table must be for it is its Shape's to check; what the deleted-row
+// detector counts, its Census's.
 type Poller struct {
-	conn     *pgx.Conn
-	cfg      Config
-	table    outbox.Table
+	source
 	relation *outbox.Relation
 	seqIdx   int
 	txidIdx  int
 	query    string
 	fence    Fence
 }
+
+// Shape checks that the table fits polling as configured.
+type Shape struct{ source }
+
+// Shape is the poller's table's Shape.
+func (p *Poller) Shape() *Shape { return &Shape{p.source} }
+
+// Census reads the positions the deleted-row detector counts
+// (positions.go).
+type Census struct{ source }
+
+// Census is the poller's table's Census.
+func (p *Poller) Census() *Census { return &Census{p.source} }
 
 // Fence guards the statements that mark rows published: Guard is a query
 // that yields a row while the poller may write, with its arguments
@@ -234,7 +255,7 @@ func (p *Poller) SetFence(f Fence) { p.fence = f }
 // takeover waits for a mark under way. It returns how many rows it
 // marked, or ErrFenced.
 func (p *Poller) mark(ctx context.Context, where string, args []any) (int64, error) {
-	update := fmt.Sprintf("UPDATE %s SET %s WHERE (%s)", p.table.Quoted(), p.markSet(), where)
+	update := fmt.Sprintf("UPDATE %s SET %s WHERE (%s)", p.table.Quoted(), p.cfg.markSet(), where)
 	if p.fence == nil {
 		tag, err := p.conn.Exec(ctx, update, args...)
 		return tag.RowsAffected(), err
@@ -269,7 +290,7 @@ func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s lacks %s", ErrNoPollingColumns, table, strings.Join(missing, ", "))
 	}
-	p := &Poller{conn: conn, cfg: cfg, table: table}
+	p := &Poller{source: source{conn: conn, cfg: cfg, table: table}}
 	p.SetHistory(false)
 	return p, nil
 }
@@ -280,39 +301,39 @@ func New(ctx context.Context, conn *pgx.Conn, cfg Config) (*Poller, error) {
 // marking rows published can run. A mark that fails after Kafka acked
 // leaves the rows pending, to be sent again; a mark by an order value
 // that is not unique marks rows that were never sent.
-func (p *Poller) Check(ctx context.Context) error {
-	if err := p.checkColumns(ctx); err != nil {
+func (s *Shape) Check(ctx context.Context) error {
+	if err := s.checkColumns(ctx); err != nil {
 		return err
 	}
-	return p.checkMark(ctx)
+	return s.checkMark(ctx)
 }
 
 // checkColumns checks the order column and txid, which may be a table's
 // own columns of those names, not the ones pgoutbox migrate adds.
-func (p *Poller) checkColumns(ctx context.Context) error {
+func (s *Shape) checkColumns(ctx context.Context) error {
 	var (
 		orderType, txidType string
 		integer, unique     bool
 	)
-	err := p.conn.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod), a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype),
+	err := s.conn.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod), a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype),
   a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false)
     OR EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisunique AND i.indnkeyatts = 1
       AND i.indkey[0] = a.attnum AND i.indpred IS NULL),
   (SELECT format_type(t.atttypid, t.atttypmod) FROM pg_attribute t WHERE t.attrelid = a.attrelid AND t.attname = $3 AND NOT t.attisdropped)
 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
-		p.table.Quoted(), p.cfg.Order, outbox.TxIDColumn).Scan(&orderType, &integer, &unique, &txidType)
+		s.table.Quoted(), s.cfg.Order, outbox.TxIDColumn).Scan(&orderType, &integer, &unique, &txidType)
 	if err != nil {
-		return fmt.Errorf("look up the columns of %s: %w", p.table, err)
+		return fmt.Errorf("look up the columns of %s: %w", s.table, err)
 	}
 	switch {
 	case !integer:
 		return fmt.Errorf("%w: its order column %s is %s; polling orders and marks rows by an integer that only grows: seq (the default), or the table's own bigserial or identity id (--column-order)",
-			ErrColumnsUnfit, p.cfg.Order, orderType)
+			ErrColumnsUnfit, s.cfg.Order, orderType)
 	case !unique:
 		return fmt.Errorf("%w: its order column %s is neither an identity or serial column nor unique by an index of its own, and polling marks the rows it published by it: it would mark rows it never sent. "+
 			"Poll by the table's own bigserial or identity id (--column-order), or, if %s is the table's own column and not the one pgoutbox migrate adds, rename it and run pgoutbox migrate",
-			ErrColumnsUnfit, p.cfg.Order, p.cfg.Order)
+			ErrColumnsUnfit, s.cfg.Order, s.cfg.Order)
 	case txidType != "xid8":
 		return fmt.Errorf("%w: its column %s is %s, not the writing transaction (xid8) pgoutbox migrate adds: the table's own %s must be renamed, then pgoutbox migrate run",
 			ErrColumnsUnfit, outbox.TxIDColumn, txidType, outbox.TxIDColumn)
@@ -325,23 +346,23 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a
 // does not take, or a role that may not update the table fails here, and
 // not after Kafka acked. (A CHECK constraint or a trigger is only met on
 // a row.)
-func (p *Poller) checkMark(ctx context.Context) error {
+func (s *Shape) checkMark(ctx context.Context) error {
 	q := fmt.Sprintf("EXPLAIN UPDATE %s SET %s WHERE %s = ANY('{}'::bigint[]) AND %s",
-		p.table.Quoted(), p.markSet(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
-	_, err := p.conn.Exec(ctx, q)
+		s.table.Quoted(), s.cfg.markSet(), pgx.Identifier{s.cfg.Order}.Sanitize(), s.cfg.pending())
+	_, err := s.conn.Exec(ctx, q)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
 		return nil
 	case !errors.As(err, &pgErr):
-		return fmt.Errorf("check marking rows of %s published: %w", p.table, err)
+		return fmt.Errorf("check marking rows of %s published: %w", s.table, err)
 	case pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Errorf("%w: this role may not update %s, and polling marks the rows it published (GRANT UPDATE ON %s TO the role): %s",
-			ErrColumnsUnfit, p.table, p.table.Quoted(), pgErr.Message)
-	case p.cfg.Status != "":
+			ErrColumnsUnfit, s.table, s.table.Quoted(), pgErr.Message)
+	case s.cfg.Status != "":
 		return fmt.Errorf("%w: marking a row published would fail: %s (check --column-status, --status-pending, --status-published and --column-processed-at against the table)",
 			ErrColumnsUnfit, pgErr.Message)
-	case p.cfg.OwnMark():
+	case s.cfg.OwnMark():
 		return fmt.Errorf("%w: marking a row published would fail: %s (check --column-published against the table)", ErrColumnsUnfit, pgErr.Message)
 	default:
 		return fmt.Errorf("%w: marking a row published would fail: %s", ErrColumnsUnfit, pgErr.Message)
@@ -389,11 +410,11 @@ func (p *Poller) HistoryLeft(ctx context.Context) (bool, error) {
 // neither order nor mark them. Rows that were in the table before its
 // polling columns have no seq; the table's own bigserial or identity id
 // (--column-order) orders them.
-func (p *Poller) Unordered(ctx context.Context) (int64, error) {
+func (s *Shape) Unordered(ctx context.Context) (int64, error) {
 	var n int64
-	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL AND %s IS NULL", p.table.Quoted(),
-		pgx.Identifier{p.cfg.Published}.Sanitize(), pgx.Identifier{p.cfg.Order}.Sanitize())).Scan(&n); err != nil {
-		return 0, fmt.Errorf("look for rows without %s in %s: %w", p.cfg.Order, p.table, err)
+	if err := s.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL AND %s IS NULL", s.table.Quoted(),
+		pgx.Identifier{s.cfg.Published}.Sanitize(), pgx.Identifier{s.cfg.Order}.Sanitize())).Scan(&n); err != nil {
+		return 0, fmt.Errorf("look for rows without %s in %s: %w", s.cfg.Order, s.table, err)
 	}
 	return n, nil
 }
@@ -505,7 +526,7 @@ func (p *Poller) Poll(ctx context.Context, floor outbox.Floor) ([]Row, error) {
 			// A row to publish without an order value: polling can
 			// neither order nor mark it, now or at any later poll.
 			res.Close()
-			return nil, p.unordered(ctx)
+			return nil, p.Shape().unordered(ctx)
 		}
 		seq, err := strconv.ParseInt(string(values[p.seqIdx]), 10, 64)
 		if err != nil {
@@ -586,7 +607,7 @@ func (p *Poller) MarkPublished(ctx context.Context, seqs []int64) error {
 	// Only rows not marked yet: the index of unpublished rows finds them,
 	// where the order values alone would read the whole table, years of
 	// published rows, for every batch.
-	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND " + p.pending()
+	where := pgx.Identifier{p.cfg.Order}.Sanitize() + " = ANY($1) AND " + p.cfg.pending()
 	if _, err := p.mark(ctx, where, []any{seqs}); err != nil {
 		return fmt.Errorf("mark published: %w", err)
 	}
@@ -684,8 +705,6 @@ FROM pg_current_snapshot() AS s`).Scan(&smin, &smax, &lsn)
 }
 
 // markSet is the SET clause that marks a row published.
-func (p *Poller) markSet() string { return p.cfg.markSet() }
-
 func (c Config) markSet() string {
 	if c.Status != "" {
 		set := pgx.Identifier{c.Status}.Sanitize() + " = " + quoteLiteral(c.StatusPublished)
@@ -865,8 +884,8 @@ func (e *UnorderedError) Permanent() bool { return true }
 // have no order value (rows written before migrate added seq that the
 // table's own mark says are pending), and nil when there are none:
 // polling stops on them, and migrate says so first.
-func (p *Poller) CheckOrdered(ctx context.Context) error {
-	err := p.unordered(ctx)
+func (s *Shape) CheckOrdered(ctx context.Context) error {
+	err := s.unordered(ctx)
 	if e := (*UnorderedError)(nil); errors.As(err, &e) && e.Rows == 0 {
 		return nil
 	}
@@ -877,20 +896,20 @@ func (p *Poller) CheckOrdered(ctx context.Context) error {
 // the columns that may give their insertion order: an integer identity or
 // serial column, to order by or number by; or else created_at, to number
 // by.
-func (p *Poller) unordered(ctx context.Context) error {
-	where := fmt.Sprintf("%s IS NULL AND %s", pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending())
-	e := &UnorderedError{Table: p.table, Order: p.cfg.Order, Where: where}
-	if err := p.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", p.table.Quoted(), where)).Scan(&e.Rows); err != nil {
-		return fmt.Errorf("poll %s: count the rows without %s: %w", p.table, p.cfg.Order, err)
+func (s *Shape) unordered(ctx context.Context) error {
+	where := fmt.Sprintf("%s IS NULL AND %s", pgx.Identifier{s.cfg.Order}.Sanitize(), s.cfg.pending())
+	e := &UnorderedError{Table: s.table, Order: s.cfg.Order, Where: where}
+	if err := s.conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", s.table.Quoted(), where)).Scan(&e.Rows); err != nil {
+		return fmt.Errorf("poll %s: count the rows without %s: %w", s.table, s.cfg.Order, err)
 	}
 	var sequenced bool
-	_ = p.conn.QueryRow(ctx, `SELECT attname::text, (a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false))
+	_ = s.conn.QueryRow(ctx, `SELECT attname::text, (a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%', false))
   AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)
 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> $2
   AND (a.attidentity <> '' OR pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%' OR a.attname = 'created_at')
 ORDER BY 2 DESC, a.attnum
-LIMIT 1`, p.table.Quoted(), p.cfg.Order).Scan(&e.NumberBy, &sequenced)
+LIMIT 1`, s.table.Quoted(), s.cfg.Order).Scan(&e.NumberBy, &sequenced)
 	if sequenced {
 		e.OrderBy = e.NumberBy
 	}

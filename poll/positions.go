@@ -17,31 +17,26 @@ type Sequence struct {
 	Start int64
 }
 
-// pending is the condition of a row not marked published, whatever its
-// transaction: the published column unset, or the status column's pending
-// values.
-func (p *Poller) pending() string { return p.cfg.pending() }
-
 // Sequence finds the sequence the order column (seq) draws from. Only an increment
 // of 1 is supported: every position between two values is then a row that
 // was inserted, rolled back, or never used.
-func (p *Poller) Sequence(ctx context.Context) (Sequence, error) {
+func (c *Census) Sequence(ctx context.Context) (Sequence, error) {
 	var (
 		name      *string
 		start     int64
 		increment int64
 		readable  bool
 	)
-	err := p.conn.QueryRow(ctx, `
+	err := c.conn.QueryRow(ctx, `
 SELECT s.seqrelid::regclass::text, s.seqstart, s.seqincrement,
        has_sequence_privilege(s.seqrelid, 'SELECT') OR has_sequence_privilege(s.seqrelid, 'USAGE')
 FROM pg_sequence s WHERE s.seqrelid = pg_get_serial_sequence($1, $2)::regclass`,
-		p.table.Quoted(), p.cfg.Order).Scan(&name, &start, &increment, &readable)
+		c.table.Quoted(), c.cfg.Order).Scan(&name, &start, &increment, &readable)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || err == nil && name == nil:
-		return Sequence{}, fmt.Errorf("%w: %s.%s is not an identity or serial column", ErrNoSequence, p.table, p.cfg.Order)
+		return Sequence{}, fmt.Errorf("%w: %s.%s is not an identity or serial column", ErrNoSequence, c.table, c.cfg.Order)
 	case err != nil:
-		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", p.table, p.cfg.Order, err)
+		return Sequence{}, fmt.Errorf("look up the sequence of %s.%s: %w", c.table, c.cfg.Order, err)
 	case !readable:
 		return Sequence{}, fmt.Errorf("%w: grant SELECT on %s", ErrNoSequence, *name)
 	case increment != 1:
@@ -137,7 +132,7 @@ func filesOf(oids, nodes, dels []int64) (Files, int64) {
 // Positions reads insertion's progress in one cheap statement: the
 // sequence, the snapshot, a statistics row, and one probe of the partial
 // index on unpublished rows.
-func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Positions, error) {
+func (c *Census) Positions(ctx context.Context, seq Sequence, above int64) (Positions, error) {
 	var (
 		pos               Positions
 		last              *int64
@@ -150,8 +145,8 @@ func (p *Poller) Positions(ctx context.Context, seq Sequence, above int64) (Posi
 	q := fmt.Sprintf(`SELECT pg_sequence_last_value($1::regclass), pg_snapshot_xmin(s)::text, (%[5]s)::text,
   f.oids, f.nodes, f.dels,
   (SELECT min(%[2]s) FROM %[1]s WHERE %[3]s AND %[2]s > $3)
-FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL, nextXIDSQL)
-	if err := p.conn.QueryRow(ctx, q, seq.Name, p.table.Quoted(), above).Scan(&last, &xmin, &next, &oids, &nodes, &dels, &minUnpub); err != nil {
+FROM pg_current_snapshot() AS s, %[4]s`, c.table.Quoted(), pgx.Identifier{c.cfg.Order}.Sanitize(), c.cfg.pending(), filesSQL, nextXIDSQL)
+	if err := c.conn.QueryRow(ctx, q, seq.Name, c.table.Quoted(), above).Scan(&last, &xmin, &next, &oids, &nodes, &dels, &minUnpub); err != nil {
 		return pos, fmt.Errorf("read insertion positions: %w", err)
 	}
 	pos.Files, pos.Deletes = filesOf(oids, nodes, dels)
@@ -176,13 +171,13 @@ FROM pg_current_snapshot() AS s, %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.
 // the rows not pending: the rows a poll phase started with or published, less
 // those deleted since. It reads the whole table, so callers run it rarely: once when a
 // poll phase starts, and when a loss is suspected.
-func (p *Poller) CountKnown(ctx context.Context, upTo int64) (int64, error) {
+func (c *Census) CountKnown(ctx context.Context, upTo int64) (int64, error) {
 	var n int64
 	// Rows from before the polling columns were added have no seq.
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)`,
-		p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending()), upTo).Scan(&n)
+	err := c.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)`,
+		c.table.Quoted(), pgx.Identifier{c.cfg.Order}.Sanitize(), c.cfg.pending()), upTo).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("count rows of %s: %w", p.table, err)
+		return 0, fmt.Errorf("count rows of %s: %w", c.table, err)
 	}
 	return n, nil
 }
@@ -205,19 +200,19 @@ type GapCount struct {
 // counts, the rows present with a seq in (from, upTo], and those of
 // (knownFrom, upTo] not yet published, in all and in [batchFrom, batchTo]. Like CountKnown it reads the whole
 // table; a poll phase runs it once, at its start, instead of CountKnown.
-func (p *Poller) CountGap(ctx context.Context, upTo, from, knownFrom, batchFrom, batchTo int64) (GapCount, error) {
-	var c GapCount
-	order := pgx.Identifier{p.cfg.Order}.Sanitize()
-	err := p.conn.QueryRow(ctx, fmt.Sprintf(`SELECT
+func (c *Census) CountGap(ctx context.Context, upTo, from, knownFrom, batchFrom, batchTo int64) (GapCount, error) {
+	var g GapCount
+	order := pgx.Identifier{c.cfg.Order}.Sanitize()
+	err := c.conn.QueryRow(ctx, fmt.Sprintf(`SELECT
   count(*) FILTER (WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
   count(*) FILTER (WHERE %[2]s > $2 AND %[2]s <= $1),
   count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND coalesce(%[3]s, true)),
   count(*) FILTER (WHERE %[2]s > $3 AND %[2]s <= $1 AND %[2]s BETWEEN $4 AND $5 AND coalesce(%[3]s, true))
-FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom, batchFrom, batchTo).Scan(&c.Known, &c.Present, &c.PresentPending, &c.BatchPending)
+FROM %[1]s`, c.table.Quoted(), order, c.cfg.pending()), upTo, from, knownFrom, batchFrom, batchTo).Scan(&g.Known, &g.Present, &g.PresentPending, &g.BatchPending)
 	if err != nil {
-		return c, fmt.Errorf("count rows of %s: %w", p.table, err)
+		return g, fmt.Errorf("count rows of %s: %w", c.table, err)
 	}
-	return c, nil
+	return g, nil
 }
 
 // ReadKnown counts the rows CountKnown(upTo) counts and then reads the
@@ -228,20 +223,20 @@ FROM %[1]s`, p.table.Quoted(), order, p.pending()), upTo, from, knownFrom, batch
 // rarely). The server ends it after limit (statement_timeout), so that a
 // slow count fails alone instead of a cancelled context closing the
 // connection.
-func (p *Poller) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, files Files, err error) {
-	tx, err := p.conn.Begin(ctx)
+func (c *Census) ReadKnown(ctx context.Context, upTo int64, limit time.Duration) (known, deletes int64, files Files, err error) {
+	tx, err := c.conn.Begin(ctx)
 	if err != nil {
-		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", c.table, err)
 	}
 	defer tx.Rollback(context.Background()) // read only: nothing to keep
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", max(1, limit.Milliseconds()))); err != nil {
-		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", c.table, err)
 	}
 	var oids, nodes, dels []int64
 	q := fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s WHERE %[2]s IS NULL OR %[2]s <= $1 OR NOT coalesce(%[3]s, false)),
-  f.oids, f.nodes, f.dels FROM %[4]s`, p.table.Quoted(), pgx.Identifier{p.cfg.Order}.Sanitize(), p.pending(), filesSQL)
-	if err := tx.QueryRow(ctx, q, upTo, p.table.Quoted()).Scan(&known, &oids, &nodes, &dels); err != nil {
-		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", p.table, err)
+  f.oids, f.nodes, f.dels FROM %[4]s`, c.table.Quoted(), pgx.Identifier{c.cfg.Order}.Sanitize(), c.cfg.pending(), filesSQL)
+	if err := tx.QueryRow(ctx, q, upTo, c.table.Quoted()).Scan(&known, &oids, &nodes, &dels); err != nil {
+		return 0, 0, nil, fmt.Errorf("read known rows of %s: %w", c.table, err)
 	}
 	files, deletes = filesOf(oids, nodes, dels)
 	return known, deletes, files, nil

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -21,31 +22,34 @@ type atLeastOnceWAL struct {
 	// polled are the rows the poll phase before the session published;
 	// order the column polling marks rows by; stats counts the rows not
 	// sent again.
-	polled *polledRows
+	polled *flow.Polled
 	order  string
 	stats  *Stats
 	// floor is the saved floor's transaction id, read when the session
-	// opened (0: none); see walLedger.
+	// opened (0: none); see flow.WALLedger.
 	floor uint32
-	wm    *watermark
+	wm    *flow.Watermark
 	// streamed gets each transaction once Kafka acked all its records.
-	streamed *streamedTxns
+	streamed *streamMarks
+	// broker names the broker in a failed record's error.
+	broker string
 }
 
 func (d *atLeastOnceWAL) begin(to confirmer, _ context.Context) ledger {
-	d.wm = newWatermark(to.Start(), to.Confirm)
+	var done func(xid uint32)
 	if d.streamed != nil {
-		d.wm.done = func(xid uint32) { d.streamed.add(xid) }
+		done = func(xid uint32) { d.streamed.add(xid) }
 	}
-	return &walLedger{wm: d.wm, polled: d.polled, order: d.order, stats: d.stats, floor: d.floor}
+	d.wm = flow.NewWatermark(to.Start(), to.Confirm, done)
+	return flow.NewWALLedger(d.wm, d.polled, d.order, d.floor, d.stats.skipped())
 }
 
-// end: nothing is open that a failure leaves behind.
-func (d *atLeastOnceWAL) end(context.Context, error) error { return nil }
+// End: nothing is open that a failure leaves behind.
+func (d *atLeastOnceWAL) End(context.Context, error) error { return nil }
 
 func (d *atLeastOnceWAL) position() (pglogrepl.LSN, int, error) {
-	lsn, waiting := d.wm.position()
-	return lsn, waiting, d.wm.failed()
+	lsn, waiting := d.wm.Position()
+	return lsn, waiting, d.wm.Failed()
 }
 
 // publish publishes the changes of a replication stream as they come, a
@@ -68,8 +72,8 @@ func (d *atLeastOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := d.wm.failed(); err != nil {
-			return fmt.Errorf("kafka: %w", err)
+		if err := d.wm.Failed(); err != nil {
+			return fmt.Errorf("%s: %w", d.broker, err)
 		}
 		if err := pub.publish(ctx, changes[i:i+1]); err != nil {
 			return err
@@ -78,74 +82,9 @@ func (d *atLeastOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 	return nil
 }
 
-// walLedger confirms through the watermark: a transaction's records are
-// counted as they are produced, its commit closes it, and the watermark
-// confirms its commit LSN once it and every transaction before it are
-// acked. A failure stops the watermark for good.
-type walLedger struct {
-	wm *watermark
-	tx *txn // the transaction being read; nil between transactions
-	// polled are the rows the poll phase before this session published;
-	// the stream replays them until it passes polled.until.
-	polled *polledRows
-	order  string // the column polling marks rows by
-	stats  *Stats // counts the rows not sent again
-	// floor is the saved floor's transaction id, read at the session's
-	// start (0: none). Every transaction below it is in Kafka: the floor
-	// is saved once the confirmed position passed it. The stream replays
-	// from the slot's confirmed position, which can be older: PostgreSQL
-	// 15 and 16 write it to disk only when other fields of the slot
-	// change (a crash replays from there), and the server learns it a
-	// status interval after the floor was saved. Those rows are not sent
-	// again.
-	floor uint32
-}
-
-func (l *walLedger) skip(c *outbox.Change) bool {
-	if l.floor != 0 && xidBefore(c.XID, l.floor) {
-		l.stats.SkippedBelowFloor.Add(1)
-		return true
-	}
-	set := l.polled.of(c)
-	if len(set) == 0 {
-		return false
-	}
-	if seq, ok := seqOf(c.Relation, c.Values, l.order); ok && set.take(seq) {
-		l.stats.SkippedPolled.Add(1)
-		return true
-	}
-	return false
-}
-
-func (l *walLedger) produce(_ int, c *outbox.Change) entry {
-	if l.tx == nil {
-		l.tx = l.wm.begin(c.XID)
-	}
-	l.wm.add(l.tx)
-	return entry{tx: l.tx}
-}
-
-func (l *walLedger) ack(e entry, err error) { l.wm.ack(e.tx, err) }
-
-func (l *walLedger) boundary(c *outbox.Change) {
-	if c.Kind == outbox.KindCommit && l.polled.passed(c.LSN) {
-		l.polled.forget() // the stream is past what polling published
-	}
-	if c.Kind != outbox.KindCommit || l.tx == nil {
-		l.wm.mark(c.LSN)
-		return
-	}
-	l.wm.commit(l.tx, c.LSN)
-	l.tx = nil
-}
-
-func (l *walLedger) where(_ int, c *outbox.Change, err error) error {
-	return fmt.Errorf("row at %s: %w", c.LSN, err)
-}
-
 // atLeastOncePoll is a poll session's at-least-once delivery: the acked
 // rows of a batch are marked published, and that is all.
 type atLeastOncePoll struct{}
 
-func (atLeastOncePoll) settle(context.Context, *pollLedger) error { return nil }
-func (atLeastOncePoll) end(context.Context, error) error          { return nil }
+func (atLeastOncePoll) Settle(context.Context, *flow.PollLedger) error { return nil }
+func (atLeastOncePoll) End(context.Context, error) error               { return nil }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/transform"
 )
@@ -100,14 +101,14 @@ func BenchmarkRecordDebezium(b *testing.B) {
 
 // BenchmarkWatermark is the bookkeeping per event: add, ack, commit.
 func BenchmarkWatermark(b *testing.B) {
-	w := newWatermark(0, func(pglogrepl.LSN) {})
+	w := flow.NewWatermark(0, func(pglogrepl.LSN) {}, nil)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
-		tx := w.begin(0)
-		w.add(tx)
-		w.commit(tx, pglogrepl.LSN(i))
-		w.ack(tx, nil)
+		tx := w.Begin(0)
+		w.Add(tx)
+		w.Commit(tx, pglogrepl.LSN(i))
+		w.Ack(tx, nil)
 	}
 }

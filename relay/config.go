@@ -109,11 +109,15 @@ type Config struct {
 
 	// Operations (monitor.go, housekeeping.go).
 	// MonitorInterval is how often slot lag and unpublished rows are read
-	// into Metrics and both ends are checked for readiness (0: never).
+	// for the hooks (HookSample) and both ends are checked for readiness
+	// (0: never).
 	MonitorInterval time.Duration
 	// Retention deletes published rows older than this (0: never);
 	// RetentionInterval is how often it runs (default 5m).
 	Retention, RetentionInterval time.Duration
+	// Hooks are told what the relay does (hooks.go), besides its
+	// Prometheus metrics (Relay.Metrics), which always are.
+	Hooks []Hook
 }
 
 // Defaults fills unset fields, in the components too.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -35,7 +36,7 @@ func ParseDelivery(s string) (Delivery, error) {
 
 // A session's delivery is chosen once, when the session opens it, as
 // franz-go's transactional session wraps its client: at-least-once
-// (atleastonce.go) or exactly-once (exactlyonce.go). The row path
+// (atleastonce.go) or exactly-once (exactlyonce.go, internal/eos). The row path
 // (publisher.go) and the sessions never ask which: the delivery gives the
 // ledger a WAL session's rows go into and runs its publishing loop, and
 // settles a poll session's batches.
@@ -50,10 +51,10 @@ type walDelivery interface {
 	// publish runs pub over the stream's batches until they end (a stop
 	// at a transaction boundary) or something fails.
 	publish(ctx context.Context, pub *publisher, batches <-chan *replication.Batch) error
-	// end closes the delivery after the session failed (failed, its
+	// End closes the delivery after the session failed (failed, its
 	// error), once its records were flushed; an error it returns is the
 	// session's instead.
-	end(ctx context.Context, failed error) error
+	End(ctx context.Context, failed error) error
 	// position is what the session confirmed, how many transactions wait
 	// for their acks, and the first record that failed, for its last log
 	// line.
@@ -62,12 +63,12 @@ type walDelivery interface {
 
 // pollDelivery settles a poll session's batches.
 type pollDelivery interface {
-	// settle is called once every record of a batch is acked or failed,
+	// Settle is called once every record of a batch is acked or failed,
 	// before the acked rows are marked published; an error leaves all of
 	// the batch unmarked.
-	settle(ctx context.Context, led *pollLedger) error
-	// end is walDelivery.end for a poll session.
-	end(ctx context.Context, failed error) error
+	Settle(ctx context.Context, led *flow.PollLedger) error
+	// End is walDelivery.End for a poll session.
+	End(ctx context.Context, failed error) error
 }
 
 // confirmer is where a WAL session confirms (replication.Stream).

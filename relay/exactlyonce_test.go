@@ -17,6 +17,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -55,80 +57,6 @@ func TestDeliveryValidation(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("mode %s, delivery %q, position topic %q, tables %v, snapshot %q: %v", tt.mode, tt.delivery, tt.topic, tt.tables, tt.snapshot, err)
 		}
-	}
-}
-
-// The ledger skips what Kafka has, confirms positions with nothing to
-// publish at once only while no Kafka transaction has records, and a
-// transaction is due only at a Postgres commit.
-func TestTxnLedger(t *testing.T) {
-	var confirmed []pglogrepl.LSN
-	l := &txnLedger{after: position{mode: ModeWAL, end: 200, commit: 190}, stats: &Stats{},
-		confirm: func(lsn pglogrepl.LSN) { confirmed = append(confirmed, lsn) },
-		floor:   new(atomic.Uint64)}
-	old := outbox.Change{Kind: outbox.KindRow, FinalLSN: 190}
-	if !l.skip(&old) || l.stats.SkippedCommitted.Load() != 1 {
-		t.Fatal("a row of the last transaction Kafka has was not skipped")
-	}
-	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 200, FinalLSN: 190})
-	if !slices.Equal(confirmed, []pglogrepl.LSN{200}) {
-		t.Fatalf("confirmed %v after a skipped transaction, want [0/C8]", confirmed)
-	}
-	next := outbox.Change{Kind: outbox.KindRow, FinalLSN: 300}
-	if l.skip(&next) {
-		t.Fatal("a row after what Kafka has was skipped")
-	}
-	l.produce(0, &next)
-	if l.due(true, 10, time.Hour) {
-		t.Fatal("due in the middle of a Postgres transaction")
-	}
-	l.boundary(&outbox.Change{Kind: outbox.KindCommit, LSN: 310, FinalLSN: 300})
-	if !l.due(true, 10, time.Hour) || l.due(false, 10, time.Hour) || !l.due(false, 1, time.Hour) {
-		t.Fatal("due: idle, size and age bounds")
-	}
-	l.boundary(&outbox.Change{Kind: outbox.KindHeartbeat, LSN: 320})
-	if len(confirmed) != 1 || l.later != 320 || l.last.end != 310 {
-		t.Fatalf("a heartbeat behind an open Kafka transaction: confirmed %v, later %s, last %s", confirmed, l.later, l.last.end)
-	}
-	l.ack(entry{}, errors.New("refused"))
-	if l.failed() == nil {
-		t.Fatal("a failed record was not kept")
-	}
-}
-
-// A WAL position record lists the transactions Kafka has at or above the
-// floor saveState found, so that polling after it can mark their rows: the
-// list keeps every transaction produced until the floor passes it, and
-// says when it had to leave some out.
-func TestTxnLedgerListsTransactionsAboveTheFloor(t *testing.T) {
-	floor := new(atomic.Uint64)
-	l := &txnLedger{floor: floor, cluster: 9,
-		last: position{mode: ModeWAL, end: 50, commit: 40}}
-	for _, x := range []uint32{100, 101, 105} {
-		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
-	}
-	p := l.position()
-	if !slices.Equal(p.xids, []uint32{100, 101, 105}) || p.floorXID != 0 || p.cluster != 9 || p.incomplete {
-		t.Fatalf("before a floor: %+v", p)
-	}
-	floor.Store(1<<32 + 102) // an xid8: its low 32 bits are what the WAL names
-	p = l.position()
-	if !slices.Equal(p.xids, []uint32{105}) || p.floorXID != 1<<32+102 {
-		t.Fatalf("after the floor passed 101: %+v", p)
-	}
-	for x := uint32(200); len(l.xids) < maxListedXIDs; x++ {
-		l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: x})
-	}
-	l.produce(0, &outbox.Change{Kind: outbox.KindRow, XID: 1_000_000})
-	if p = l.position(); !p.incomplete || len(p.xids) != maxListedXIDs {
-		t.Fatalf("past the bound: incomplete %v, %d listed", p.incomplete, len(p.xids))
-	}
-	floor.Store(1<<32 + 1_000_001)
-	if p = l.position(); p.incomplete || len(p.xids) != 0 {
-		t.Fatalf("once the floor passed every transaction: incomplete %v, %d listed", p.incomplete, len(p.xids))
-	}
-	if !xidBefore(0xFFFFFFF0, 5) || xidBefore(5, 0xFFFFFFF0) {
-		t.Fatal("xid comparison across wraparound")
 	}
 }
 
@@ -189,14 +117,14 @@ func (f *fakeKafka) LastCommitted(context.Context, string, []byte) (*kgo.Record,
 }
 
 // positions are the position records f delivered, read back.
-func (f *fakeKafka) positions(t *testing.T) []position {
+func (f *fakeKafka) positions(t *testing.T) []eos.Position {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []position
+	var out []eos.Position
 	for _, rec := range f.delivered {
 		if rec.Topic == "pgoutbox.position" {
-			p, err := parsePosition(rec)
+			p, err := eos.ParsePosition(rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,15 +158,15 @@ func (m *marks) MarkTransactions(_ context.Context, _ outbox.Floor, below uint64
 func TestExactlyOncePollDelivery(t *testing.T) {
 	ctx := context.Background()
 	p := testPipeline(t, "", PoisonHalt)
-	m := p.obs.(*Metrics)
+	m := p.hooks[0].(*Metrics)
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	var err error
-	k.last, err = position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31}}.record("pgoutbox", "pgoutbox.position", time.Now())
+	k.last, err = eos.Position{Mode: ModeWAL, End: 500, Commit: 490, Cluster: 7, FloorXID: 30, XIDs: []uint32{31}}.Record("pgoutbox", "pgoutbox.position", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := &marks{}
-	d, err := openExactlyOncePoll(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), 7, rows, outbox.Floor{XID: 20})
+	d, err := eos.OpenPoll(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), 7, rows, outbox.Floor{XID: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,18 +180,18 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 		}
 		return out
 	}
-	pub := p.newPublisher(k, nil, ModePoll)
+	pub := p.newPublisher(k, nil, ModePoll, p.cfg.Columns)
 	led := pub.batch(ctx, ctx, batch(1, 2))
 	k.Flush(ctx)
-	<-led.settled()
-	if err := d.settle(ctx, led); err != nil {
+	<-led.Settled()
+	if err := d.Settle(ctx, led); err != nil {
 		t.Fatal(err)
 	}
 	pos := k.positions(t)
 	if k.commits != 1 || k.begun != 2 || len(pos) != 1 {
 		t.Fatalf("%d commits, %d begun, position records %v", k.commits, k.begun, pos)
 	}
-	if want := (position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{1, 2}}); !reflect.DeepEqual(pos[0], want) {
+	if want := (eos.Position{Mode: ModePoll, End: 500, Commit: 490, Cluster: 7, Seqs: []int64{1, 2}}); !reflect.DeepEqual(pos[0], want) {
 		t.Fatalf("position record %+v, want %+v", pos[0], want)
 	}
 	if got := value(t, m.Registry, "pgoutbox_kafka_transactions_total"); got != 1 {
@@ -272,12 +200,12 @@ func TestExactlyOncePollDelivery(t *testing.T) {
 
 	led = pub.batch(ctx, ctx, batch(3, 4))
 	k.fail(0, kerr.InvalidRecord)
-	<-led.settled()
-	if err := d.settle(ctx, led); err == nil || k.commits != 1 {
+	<-led.Settled()
+	if err := d.Settle(ctx, led); err == nil || k.commits != 1 {
 		t.Fatalf("a batch with a failed record: %v, %d commits", err, k.commits)
 	}
 	k.open = true
-	if err := d.end(ctx, errors.New("the session failed")); err != nil {
+	if err := d.End(ctx, errors.New("the session failed")); err != nil {
 		t.Fatalf("end: %v", err)
 	}
 	if k.probedFailed != 1 || k.aborts != 0 || value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason=error") != 1 {
@@ -301,21 +229,20 @@ func (f *fakeStream) Confirmed() pglogrepl.LSN  { return f.confirmed[len(f.confi
 func TestExactlyOnceWALDelivery(t *testing.T) {
 	ctx := context.Background()
 	p := testPipeline(t, "", PoisonHalt)
-	m := p.obs.(*Metrics)
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	var err error
-	k.last, err = position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4, 5}}.record("pgoutbox", "pgoutbox.position", time.Now())
+	k.last, err = eos.Position{Mode: ModePoll, End: 500, Commit: 490, Cluster: 7, Seqs: []int64{4, 5}}.Record("pgoutbox", "pgoutbox.position", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var marked []int64
 	floor := new(atomic.Uint64)
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, m, p.log), p.cfg, walOpening{
-		cluster: 7, floor: floor, hasSeq: true, order: "seq", stats: p.stats,
-		readPolled: func(_ context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{
+		Cluster: 7, Floor: floor, HasSeq: true, Order: "seq", Skipped: p.stats.skipped(),
+		ReadPolled: func(_ context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			marked = last
-			var s polledSeqs
-			s.add(9)
+			var s flow.Seqs
+			s.Add(9)
 			return s, 600, nil
 		},
 	})
@@ -326,7 +253,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 		t.Fatalf("marked %v before reading the polled rows, want the last poll transaction's", marked)
 	}
 	var to fakeStream
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(&to, ctx), ctx)
 	withSeq := func(c outbox.Change, seq string, final pglogrepl.LSN) outbox.Change {
 		c.Values[7], c.FinalLSN = []byte(seq), final
 		return c
@@ -343,7 +270,7 @@ func TestExactlyOnceWALDelivery(t *testing.T) {
 		t.Fatalf("delivered %v, want a2 alone and its position record", got)
 	}
 	pos := k.positions(t)
-	if k.commits != 1 || len(pos) != 1 || pos[0].mode != ModeWAL || pos[0].end != 590 || pos[0].commit != 580 || pos[0].polledUntil != 600 {
+	if k.commits != 1 || len(pos) != 1 || pos[0].Mode != ModeWAL || pos[0].End != 590 || pos[0].Commit != 580 || pos[0].PolledUntil != 600 {
 		t.Fatalf("%d commits, position records %+v", k.commits, pos)
 	}
 	if !slices.Equal(to.confirmed, []pglogrepl.LSN{500, 590}) {
@@ -361,12 +288,12 @@ func TestExactlyOnceFilteredTransaction(t *testing.T) {
 	ctx := context.Background()
 	p := filterPipeline(t)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := new(fakeStream)
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(to, ctx), ctx)
 	r := row(100, "x1", "audit", "X", "Seen", `{}`)
 	r.FinalLSN = 105
 	if err := d.walk(ctx, pub, []outbox.Change{r, {Kind: outbox.KindCommit, LSN: 110, FinalLSN: 105}}, make(chan *replication.Batch)); err != nil {
@@ -378,7 +305,7 @@ func TestExactlyOnceFilteredTransaction(t *testing.T) {
 	if got := k.acked(); !slices.Equal(got, []string{"pgoutbox.position/pgoutbox"}) {
 		t.Fatalf("delivered %v, want the position record alone", got)
 	}
-	if pos := k.positions(t); len(pos) != 1 || pos[0].end != 110 {
+	if pos := k.positions(t); len(pos) != 1 || pos[0].End != 110 {
 		t.Fatalf("position records %+v, want one ending at 110", pos)
 	}
 	if !slices.Contains(to.confirmed, 110) {
@@ -396,12 +323,12 @@ func BenchmarkPublishExactlyOnce(b *testing.B) {
 	p, ctx := rl.p, context.Background()
 	k := &fakeKafka{fakeSink: newFakeSink()}
 	k.fakeSink.autoAck = true
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var to fakeStream
-	pub := p.newPublisher(k, nil, ModeWAL).streaming(d.begin(&to, ctx), ctx)
+	pub := p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(&to, ctx), ctx)
 	rel, values := benchRow()
 	batch := []outbox.Change{
 		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now(), XID: 7},
@@ -436,12 +363,12 @@ func newWALTxns(t *testing.T, cfg func(*Config)) *walTxns {
 	p := testPipeline(t, "", PoisonHalt)
 	cfg(&p.cfg)
 	k := &fakeKafka{fakeSink: newFakeSink()}
-	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.obs, p.log), p.cfg, walOpening{floor: new(atomic.Uint64), order: "seq", stats: p.stats})
+	d, err := openExactlyOnceWAL(ctx, newTxnSession(k.broker(), p.cfg, p.hooks, p.log), p.cfg, eos.WALOpening{Floor: new(atomic.Uint64), Order: "seq", Skipped: p.stats.skipped()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := new(fakeStream)
-	return &walTxns{d: d, k: k, to: to, pub: p.newPublisher(k, nil, ModeWAL).streaming(d.begin(to, ctx), ctx)}
+	return &walTxns{d: d, k: k, to: to, pub: p.newPublisher(k, nil, ModeWAL, p.cfg.Columns).streaming(d.begin(to, ctx), ctx)}
 }
 
 func (w *walTxns) tx(t *testing.T, lsn pglogrepl.LSN, id string) {
@@ -483,7 +410,7 @@ func TestExactlyOnceTransactionInterval(t *testing.T) {
 		}
 		tx(400, "a4") // nothing more to read, the interval passed: committed with the two before it
 		pos := k.positions(t)
-		if k.commits != 2 || len(pos) != 2 || pos[1].end != 410 || !slices.Equal(pos[1].xids, []uint32{100, 200, 300, 400}) {
+		if k.commits != 2 || len(pos) != 2 || pos[1].End != 410 || !slices.Equal(pos[1].XIDs, []uint32{100, 200, 300, 400}) {
 			t.Fatalf("%d commits, positions %+v; want a2, a3 and a4 in the second", k.commits, pos)
 		}
 		if !slices.Equal(to.confirmed, []pglogrepl.LSN{110, 410}) {
@@ -534,13 +461,13 @@ func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &fakeKafka{fakeSink: newFakeSink()}
-	if err := p.learnUnended(ctx, conn, next); err != nil || next.unended != nil {
+	if err := p.unended().Learn(ctx, conn, next); err != nil || next.unended != nil {
 		t.Fatalf("before any: told %v, %v", next.unended, err)
 	}
 	left := &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 4}}
-	p.rememberUnended(conn, left)
-	p.rememberUnended(conn, &fakeKafka{fakeSink: newFakeSink()})
-	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
+	p.unended().Remember(conn, left)
+	p.unended().Remember(conn, &fakeKafka{fakeSink: newFakeSink()})
+	if err := p.unended().Learn(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 4}}) {
 		t.Fatalf("the next session was told %v, %v; want producer 9, epoch 4", next.unended, err)
 	}
 	if !reflect.DeepEqual(left.unended, [][2]int64{{9, 4}}) {
@@ -552,9 +479,9 @@ func TestUnendedTransactionKeptForTheNextSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close(ctx)
-	p.rememberUnended(closed, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 6}})
+	p.unended().Remember(closed, &fakeKafka{fakeSink: newFakeSink(), unsent: &[2]int64{9, 6}})
 	next.unended = nil
-	if err := p.learnUnended(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 6}}) {
+	if err := p.unended().Learn(ctx, conn, next); err != nil || !reflect.DeepEqual(next.unended, [][2]int64{{9, 6}}) {
 		t.Fatalf("after a session whose connection was closed, the next was told %v, %v; want producer 9, epoch 6", next.unended, err)
 	}
 }

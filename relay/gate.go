@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -26,7 +27,14 @@ type gate struct {
 	pooledLogged bool
 	// last is the lease the last session took.
 	last *leaseKeeper
+	// cols are the configured columns as the sessions bind them, read in
+	// the server's zone once the tables are known (inServerZone).
+	cols schema.Columns
 }
+
+// columns are the columns the sessions bind their tables with; read by
+// the first enter, before any session binds a table.
+func (g *gate) columns() schema.Columns { return g.cols }
 
 // hold is a session's hold on the pipeline: its connection, the lease it
 // holds, and whether the connection goes through a pooler.
@@ -113,7 +121,7 @@ func (g *gate) enter(ctx context.Context) (*hold, error) {
 			return fail(err)
 		}
 		// Before any session binds a table (mapping.go).
-		if err := g.p.readZone(qctx, conn); err != nil {
+		if g.cols, err = inServerZone(qctx, conn, cfg.Columns, g.p.log); err != nil {
 			return fail(err)
 		}
 		g.stateReady = true

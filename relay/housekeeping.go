@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -23,17 +26,38 @@ const (
 	retentionMaxBatches = 100
 )
 
-// housekeeper is what housekeeping remembers of a table between calls,
-// from one session of the table to the next. Only the session that holds
-// the table uses it, so it needs no lock.
+// upkeep is what every table's housekeeper is handed: the settings it
+// keeps the house by, where it says what it did, and what it saves.
+type upkeep struct {
+	cfg Config
+	log *slog.Logger
+	// lastPublish is the last ack's time (Stats.LastPublish), saved as
+	// last_publish_at.
+	lastPublish *atomic.Int64
+	// broker is the broker's health, saved for status.
+	broker *brokerHealth
+	hooks  hooks
+}
+
+// housekeeper keeps one outbox table's house, from one session of the
+// table to the next: it records that the relay is alive and the broker's
+// health in the table's state row, deletes published rows past their
+// retention, and marks, in a table whose own column marks published rows,
+// the rows the WAL published (marks.go). Only the session that holds the
+// table uses it, so it needs no lock.
 type housekeeper struct {
+	up    *upkeep
+	table outbox.Table
+	own   store.Pipeline
+	poll  poll.Config
+
 	lastAlive     time.Time
 	lastRetention time.Time
 	noColumns     bool  // migration 004 has not run: alive_at and friends are missing
-	noKafka       bool  // migration 009 has not run: kafka_problem is missing
-	kafkaSaved    int64 // the Kafka health's change count last saved
-	kafkaOnce     bool  // kafkaSaved is set
-	lastKafka     time.Time
+	noBroker      bool  // migration 009 has not run: kafka_problem is missing
+	brokerSaved   int64 // the broker health's change count last saved
+	brokerOnce    bool  // brokerSaved is set
+	lastBroker    time.Time
 	noRetention   bool // the table cannot be cleaned (no polling columns, odd time column)
 	lastMark      time.Time
 	markFailed    string // the last marking failure said, so that it is said once
@@ -44,98 +68,104 @@ type housekeeper struct {
 // the session still runs.
 const connClosedMsg = "the session's connection to PostgreSQL is closed; the session ends at its next statement, or once Kafka has answered for what it sent"
 
-// housekeeping runs inside a session, on the connection that holds the
+// tick runs inside a session, on the connection that holds the
 // pipeline's lock, between the session's own statements: every few seconds
 // it records that the relay is alive and when it last published, and every
 // RetentionInterval it deletes published rows older than Retention. It logs
 // its failures and never fails the session.
-func (p *pipeline) housekeeping(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
+func (hk *housekeeper) tick(ctx context.Context, conn *pgx.Conn) {
+	up := hk.up
 	// Bounded like the session's own statements: a dead connection fails
 	// here and then ends the session.
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
+	ctx, cancel := context.WithTimeout(ctx, up.cfg.queryTimeout())
 	defer cancel()
-	hk, now := t.hk, time.Now()
+	now := time.Now()
 	if conn.IsClosed() {
 		// Nothing can be saved on it. The session ends at its next
 		// statement, or, while it waits for Kafka to answer for what it
 		// sent, once Kafka does: said once, not at every tick.
 		if !hk.connClosed {
 			hk.connClosed = true
-			p.log.Warn(connClosedMsg, "table", t.name.String())
+			up.log.Warn(connClosedMsg, "table", hk.table.String())
 		}
 		return
 	}
 	hk.connClosed = false
 	if !hk.noColumns && now.Sub(hk.lastAlive) >= aliveEvery {
 		hk.lastAlive = now
-		var last *time.Time
-		if ns := p.stats.LastPublish.Load(); ns != 0 {
-			at := time.Unix(0, ns)
-			last = &at
-		}
-		err := t.own.SaveAlive(ctx, conn, last)
-		if store.IsMissing(err) {
-			hk.noColumns = true
-			p.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
-		} else if err != nil && ctx.Err() == nil {
-			p.log.Warn("saving liveness failed", "err", err)
-		}
+		hk.saveAlive(ctx, conn)
 	}
-	if !hk.noColumns && !hk.noKafka && (now.Sub(hk.lastKafka) >= aliveEvery || !hk.kafkaOnce ||
-		hk.kafkaSaved != p.health.kafkaChanges()) {
-		p.saveKafkaHealth(ctx, conn, t)
+	if !hk.noColumns && !hk.noBroker && (now.Sub(hk.lastBroker) >= aliveEvery || !hk.brokerOnce ||
+		hk.brokerSaved != up.broker.changeCount()) {
+		hk.saveBrokerHealth(ctx, conn)
 	}
-	if p.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= p.cfg.RetentionInterval {
+	if up.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= up.cfg.RetentionInterval {
 		hk.lastRetention = now
-		if _, err := p.retain(ctx, conn, t); err != nil && ctx.Err() == nil {
-			p.log.Warn("retention failed", "err", err)
+		if _, err := hk.retain(ctx, conn); err != nil && ctx.Err() == nil {
+			up.log.Warn("retention failed", "err", err)
 		}
 	}
 }
 
-// saveKafkaHealth writes the current Kafka problem and since when to
-// pgoutbox_state, or clears them, for status to read.
-func (p *pipeline) saveKafkaHealth(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
-	hk := t.hk
-	problem, since, changes := p.health.kafkaProblem()
-	err := t.own.SaveKafkaHealth(ctx, conn, problem, since)
+// saveAlive records alive_at and last_publish_at.
+func (hk *housekeeper) saveAlive(ctx context.Context, conn *pgx.Conn) {
+	var last *time.Time
+	if ns := hk.up.lastPublish.Load(); ns != 0 {
+		at := time.Unix(0, ns)
+		last = &at
+	}
+	err := hk.own.SaveAlive(ctx, conn, last)
+	if store.IsMissing(err) {
+		hk.noColumns = true
+		hk.up.log.Warn("pgoutbox_state lacks alive_at and last_publish_at: run pgoutbox migrate; status and retention in WAL mode need them")
+	} else if err != nil && ctx.Err() == nil {
+		hk.up.log.Warn("saving liveness failed", "err", err)
+	}
+}
+
+// saveBrokerHealth writes the broker's current problem, its name and
+// since when to pgoutbox_state, or clears them, for status to read.
+func (hk *housekeeper) saveBrokerHealth(ctx context.Context, conn *pgx.Conn) {
+	b := hk.up.broker
+	changes := b.changeCount()
+	problem, since := b.problem()
+	err := hk.own.SaveBrokerHealth(ctx, conn, b.name, problem, since)
 	switch {
 	case store.IsMissing(err):
-		hk.noKafka = true
-		p.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show Kafka problems")
+		hk.noBroker = true
+		hk.up.log.Warn("pgoutbox_state lacks kafka_problem: run pgoutbox migrate; status needs it to show the broker's problems")
 	case err != nil:
 		if ctx.Err() == nil {
-			p.log.Warn("saving the Kafka health failed", "err", err)
+			hk.up.log.Warn("saving the broker's health failed", "err", err)
 		}
 	default:
-		hk.kafkaSaved, hk.kafkaOnce, hk.lastKafka = changes, true, time.Now()
+		hk.brokerSaved, hk.brokerOnce, hk.lastBroker = changes, true, time.Now()
 	}
 }
 
-// saveKafkaChange saves the Kafka health at a session's start when it
+// saveBrokerChange saves the broker's health at a session's start when it
 // changed since it was last saved: a session that failed on a record may
 // have ended before its housekeeping ran.
-func (p *pipeline) saveKafkaChange(ctx context.Context, conn *pgx.Conn, t *outboxTable) {
-	hk := t.hk
-	if hk.noColumns || hk.noKafka || (hk.kafkaOnce && hk.kafkaSaved == p.health.kafkaChanges()) {
+func (hk *housekeeper) saveBrokerChange(ctx context.Context, conn *pgx.Conn) {
+	if hk.noColumns || hk.noBroker || (hk.brokerOnce && hk.brokerSaved == hk.up.broker.changeCount()) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.queryTimeout())
+	ctx, cancel := context.WithTimeout(ctx, hk.up.cfg.queryTimeout())
 	defer cancel()
-	p.saveKafkaHealth(ctx, conn, t)
+	hk.saveBrokerHealth(ctx, conn)
 }
 
 // markWALStart records wal_start_xid once, for a pipeline whose slot
 // exists: transactions at or above the snapshot's xmax start after the
 // slot's consistent point, so the stream carries their rows.
 // Setup does the same as soon as it creates a slot (saveWALStart); this
-// covers slots created before migration 004.
-func (p *pipeline) markWALStart(ctx context.Context, conn *pgx.Conn) {
-	if p.tables[0].hk.noColumns {
+// covers slots created before migration 004. It is the first table's.
+func (hk *housekeeper) markWALStart(ctx context.Context, conn *pgx.Conn) {
+	if hk.noColumns {
 		return
 	}
-	if err := saveWALStart(ctx, conn, p.cfg.Replication.Slot, false); err != nil && ctx.Err() == nil {
-		p.log.Warn("saving the WAL start failed", "err", err)
+	if err := saveWALStart(ctx, conn, hk.up.cfg.Replication.Slot, false); err != nil && ctx.Err() == nil {
+		hk.up.log.Warn("saving the WAL start failed", "err", err)
 	}
 }
 
@@ -157,55 +187,56 @@ func saveWALStart(ctx context.Context, conn *pgx.Conn, pipeline string, created 
 // marked it (published_at set), or when its transaction is below the
 // published floor and at or above wal_start_xid (WAL mode published it).
 // Any other row stays, however old.
-func (p *pipeline) retain(ctx context.Context, conn *pgx.Conn, t *outboxTable) (int64, error) {
-	cfg := p.cfg
-	if t.poll.OwnMark() {
+func (hk *housekeeper) retain(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	cfg, log := hk.up.cfg, hk.up.log
+	if hk.poll.OwnMark() {
 		// Published rows are marked by the team's own column; their own
 		// job keeps the table.
-		t.hk.noRetention = true
-		p.log.Warn("retention is off: the table's own column marks published rows, and pgoutbox deletes none of them", "table", t.name.String())
+		hk.noRetention = true
+		log.Warn("retention is off: the table's own column marks published rows, and pgoutbox deletes none of them", "table", hk.table.String())
 		return 0, nil
 	}
-	ok, err := poll.HasColumns(ctx, conn, t.name)
+	ok, err := poll.HasColumns(ctx, conn, hk.table)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		t.hk.noRetention = true
-		p.log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", t.name.String())
+		hk.noRetention = true
+		log.Warn("retention is off: the outbox table lacks the polling columns (seq, txid, published_at) that tell published rows apart", "table", hk.table.String())
 		return 0, nil
 	}
 	// Without migration 004 the bounds are empty: WAL rows stay until the
 	// floor is known.
-	published, err := t.own.Published(ctx, conn)
+	published, err := hk.own.Published(ctx, conn)
 	if err != nil {
 		return 0, err
 	}
-	total, err := p.inBatches(ctx, retentionBatch, func() (int64, error) {
-		n, err := store.DeletePublished(ctx, conn, t.name, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
-		p.obs.retainedDeleted(n)
+	total, err := inBatches(ctx, cfg.queryTimeout()/3, retentionBatch, func() (int64, error) {
+		n, err := store.DeletePublished(ctx, conn, hk.table, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
+		hk.up.hooks.retentionDeleted(n)
 		return n, err
 	})
 	if err != nil {
 		if store.IsMissing(err) || isTypeError(err) {
-			t.hk.noRetention = true
+			hk.noRetention = true
 		}
 		return total, fmt.Errorf("delete published rows: %w", err)
 	}
 	if total > 0 {
-		p.log.Info("retention deleted published rows", "table", t.name.String(), "rows", total, "older_than", cfg.Retention)
+		log.Info("retention deleted published rows", "table", hk.table.String(), "rows", total, "older_than", cfg.Retention)
 	}
 	return total, nil
 }
 
 // inBatches runs one, a statement that handles up to batch rows and says
 // how many it did, until one does fewer, at most retentionMaxBatches times
-// and for a third of the query timeout, so that housekeeping leaves the
-// session's connection to the session soon. It returns the rows handled.
-func (p *pipeline) inBatches(ctx context.Context, batch int64, one func() (int64, error)) (int64, error) {
+// and for budget (a third of the query timeout), so that housekeeping
+// leaves the session's connection to the session soon. It returns the rows
+// handled.
+func inBatches(ctx context.Context, budget time.Duration, batch int64, one func() (int64, error)) (int64, error) {
 	var total int64
-	budget := time.Now().Add(p.cfg.queryTimeout() / 3)
-	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(budget); i++ {
+	until := time.Now().Add(budget)
+	for i := 0; i < retentionMaxBatches && ctx.Err() == nil && time.Now().Before(until); i++ {
 		n, err := one()
 		total += n
 		if err != nil || n < batch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -60,19 +61,21 @@ func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	}
 }
 
-// readZone sets the zone a timestamp without time zone is read in
-// (schema.Columns.Zone) to the server's, before any table is bound.
-func (p *pipeline) readZone(ctx context.Context, conn *pgx.Conn) error {
+// inServerZone is cols reading a timestamp without time zone in the
+// server's zone (schema.Columns.Zone), read on conn: a session binds its
+// tables with what the gate read once (gate.columns), dlq replay with its
+// own reading.
+func inServerZone(ctx context.Context, conn *pgx.Conn, cols schema.Columns, log *slog.Logger) (schema.Columns, error) {
 	z, err := serverZone(ctx, conn)
 	if err != nil {
-		return err
+		return cols, err
 	}
 	if z.loadErr != nil {
-		p.log.Warn("the server's TimeZone is not one Go knows: a timestamp without time zone is read at its offset now, without daylight saving changes",
+		log.Warn("the server's TimeZone is not one Go knows: a timestamp without time zone is read at its offset now, without daylight saving changes",
 			"timezone", z.name, "offset", z.loc.String(), "err", z.loadErr)
 	}
-	p.cfg.Columns.Zone = z.loc
-	return nil
+	cols.Zone = z.loc
+	return cols, nil
 }
 
 // zone is the server's TimeZone setting as a location.

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,68 +16,116 @@ import (
 )
 
 // Metrics are the relay's Prometheus metrics, on a registry of their own
-// (Registry), and its readiness (health.go). Every Relay has one; it
-// costs a few atomic adds per event and nothing else until it is served.
-// The relay reports to it through its methods (each session through the
-// observer it is handed); nothing else writes its fields.
+// (Registry): a Hook, which every Relay has. It costs a few atomic adds
+// per event and nothing else until it is served.
 //
-// On the per-event path a meter caches the counter of the last topic it
-// saw, so a record costs a string comparison, an atomic add and a histogram
-// observation; a topic change costs one lock-free map lookup.
+// On the per-event path a session's meter keeps the series of the last
+// topic it saw, so a record costs a string comparison, an atomic add and a
+// histogram observation; a topic change costs one lock-free map lookup.
 type Metrics struct {
 	// Registry holds the metrics below plus the Go and process collectors.
 	Registry *prometheus.Registry
 
-	published    *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
-	batch        *prometheus.HistogramVec
-	failed       prometheus.Counter
-	deadLettered prometheus.Counter
-	reconnects   prometheus.Counter
-	heartbeats   prometheus.Counter
-	retained     prometheus.Gauge
-	lag          prometheus.Gauge
-	oldest       *prometheus.GaugeVec
-	pending      *prometheus.GaugeVec
-	deleted      prometheus.Counter
-	lostDeleted  *prometheus.CounterVec
-	mode         *prometheus.GaugeVec
-	txns         prometheus.Counter
-	txnCommit    prometheus.Histogram
-	txnSize      prometheus.Histogram
-	txnAborts    *prometheus.CounterVec
-	openDLQ      prometheus.Gauge
-	held         prometheus.Gauge
-	pollingSince prometheus.Gauge
+	records  *recordMetrics
+	sessions sessionMetrics
+	txns     txnMetrics
+	state    stateMetrics
+}
+
+var (
+	_ HookRecords              = (*Metrics)(nil)
+	_ HookSessionStart         = (*Metrics)(nil)
+	_ HookReconnect            = (*Metrics)(nil)
+	_ HookDeadLettered         = (*Metrics)(nil)
+	_ HookRowsLost             = (*Metrics)(nil)
+	_ HookRetentionDeleted     = (*Metrics)(nil)
+	_ HookTransactionCommitted = (*Metrics)(nil)
+	_ HookTransactionAborted   = (*Metrics)(nil)
+	_ HookSample               = (*Metrics)(nil)
+)
+
+// NewMetrics creates the metrics on a new registry. lastPublish is read at
+// scrape time for pgoutbox_last_publish_timestamp_seconds (nil leaves it
+// out); ready, for pgoutbox_ready and pgoutbox_kafka_problem (nil: never
+// ready, no problem).
+func NewMetrics(lastPublish *atomic.Int64, ready *Readiness) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry(), records: newRecordMetrics(), sessions: newSessionMetrics(),
+		txns: newTxnMetrics(), state: newStateMetrics()}
+	m.Registry.MustRegister(m.records.collectors()...)
+	m.Registry.MustRegister(m.sessions.collectors()...)
+	m.Registry.MustRegister(m.txns.collectors()...)
+	m.Registry.MustRegister(m.state.collectors()...)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(readinessGauges(ready)...)
+	if lastPublish != nil {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pgoutbox_last_publish_timestamp_seconds",
+			Help: "Unix time of the last Kafka ack; 0 before the first.",
+		}, func() float64 { return float64(lastPublish.Load()) / 1e9 }))
+	}
+	return m
+}
+
+// readinessGauges are pgoutbox_ready and pgoutbox_kafka_problem, read from
+// ready at scrape time.
+func readinessGauges(ready *Readiness) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pgoutbox_ready",
+			Help: "1 when /readyz would answer ready: a session holds the pipeline and both ends answered the last check.",
+		}, func() float64 {
+			if ready == nil || ready.Ready() != nil {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pgoutbox_kafka_problem",
+			Help: "1 while Kafka has a problem (unreachable, a topic missing or not authorized, records failing), as /readyz and status name it; 0 otherwise.",
+		}, func() float64 {
+			if ready != nil {
+				if p, _ := ready.broker.problem(); p != "" {
+					return 1
+				}
+			}
+			return 0
+		}),
+	}
+}
+
+// Handler serves /metrics (Prometheus text exposition of Registry).
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// OpsHandler serves the relay's /metrics (m) and /healthz and /readyz
+// (ready).
+func OpsHandler(m *Metrics, ready *Readiness) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /healthz", ready.Handler())
+	mux.Handle("GET /readyz", ready.Handler())
+	return mux
+}
+
+// recordMetrics count the records sessions produce, and what they read.
+type recordMetrics struct {
+	published  *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	batch      *prometheus.HistogramVec
+	failed     prometheus.Counter
+	heartbeats prometheus.Counter
 
 	// series caches the children of published and latency per mode and
 	// topic; copy on write, read without a lock.
 	seriesMu sync.Mutex
 	series   atomic.Pointer[map[seriesKey]*series]
-
-	// health is what readiness is judged on (health.go); Ready and
-	// /readyz answer from it.
-	health *health
 }
 
-type seriesKey struct {
-	mode  Mode
-	topic string
-	table string
-}
-
-// series are the children one acked record updates.
-type series struct {
-	published prometheus.Counter
-	latency   prometheus.Observer
-	failed    prometheus.Counter
-}
-
-// NewMetrics creates the metrics on a new registry. lastPublish is read at
-// scrape time for pgoutbox_last_publish_timestamp_seconds (nil leaves it out).
-func NewMetrics(lastPublish *atomic.Int64) *Metrics {
-	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+func newRecordMetrics() *recordMetrics {
+	r := &recordMetrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgoutbox_events_published_total",
 			Help: "Events acknowledged by Kafka, by topic, mode (wal or poll) and outbox table.",
@@ -98,46 +145,138 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_events_failed_total",
 			Help: "Records Kafka did not acknowledge (delivery failures); they are sent again, never dropped.",
 		}),
-		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pgoutbox_events_dead_lettered_total",
-			Help: "Events that could not be published and went to the dead-letter destination.",
-		}),
-		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pgoutbox_reconnects_total",
-			Help: "Sessions that ended in an error and were retried after a backoff.",
-		}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgoutbox_heartbeats_total",
 			Help: "Heartbeat messages read back from the WAL.",
 		}),
-		retained: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgoutbox_slot_retained_wal_bytes",
-			Help: "WAL the replication slot keeps on the server (current LSN minus restart_lsn); 0 without a slot.",
-		}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgoutbox_slot_lag_bytes",
-			Help: "Distance from the slot's confirmed_flush_lsn to the server's current LSN; 0 without a slot.",
-		}),
-		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pgoutbox_oldest_unpublished_event_age_seconds",
-			Help: "Age (created_at) of the oldest row of the table above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
-		}, []string{"table"}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "pgoutbox_unpublished_events",
-			Help: "Rows of the table above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
-		}, []string{"table"}),
-		deleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pgoutbox_retention_deleted_events_total",
-			Help: "Published rows deleted by retention.",
-		}),
-		lostDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "pgoutbox_events_lost_deleted_total",
-			Help: "Outbox rows deleted before polling published them, whose events are lost: an upper bound (deletes of rows polling never saw, at most its positions never seen).",
-		}, []string{"table"}),
+	}
+	empty := map[seriesKey]*series{}
+	r.series.Store(&empty)
+	return r
+}
+
+func (r *recordMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.published, r.latency, r.batch, r.failed, r.heartbeats}
+}
+
+type seriesKey struct {
+	mode  Mode
+	topic string
+	table string
+}
+
+// series are the children one acked record updates: a topic's TopicHooks.
+type series struct {
+	published prometheus.Counter
+	latency   prometheus.Observer
+	failed    prometheus.Counter
+}
+
+func (s *series) Acked(latency time.Duration) {
+	s.published.Inc()
+	s.latency.Observe(latency.Seconds())
+}
+
+func (s *series) Failed() { s.failed.Inc() }
+
+// seriesFor is the series of records to topic from table in mode.
+func (m *Metrics) seriesFor(mode Mode, topic, table string) *series {
+	r := m.records
+	k := seriesKey{mode, topic, table}
+	if s, ok := (*r.series.Load())[k]; ok {
+		return s
+	}
+	r.seriesMu.Lock()
+	defer r.seriesMu.Unlock()
+	old := *r.series.Load()
+	if s, ok := old[k]; ok {
+		return s
+	}
+	s := &series{
+		published: r.published.WithLabelValues(topic, string(mode), table),
+		latency:   r.latency.WithLabelValues(string(mode)),
+		failed:    r.failed,
+	}
+	next := make(map[seriesKey]*series, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[k] = s
+	r.series.Store(&next)
+	return s
+}
+
+// modeRecords are the record metrics of one session of mode.
+type modeRecords struct {
+	m     *Metrics
+	mode  Mode
+	batch prometheus.Observer
+}
+
+// OnSessionRecords is the record metrics of a session of mode.
+func (m *Metrics) OnSessionRecords(mode Mode) RecordHooks {
+	return &modeRecords{m: m, mode: mode, batch: m.records.batch.WithLabelValues(string(mode))}
+}
+
+func (r *modeRecords) Topic(topic, table string) TopicHooks {
+	return r.m.seriesFor(r.mode, topic, table)
+}
+func (r *modeRecords) Batch(n int) { r.batch.Observe(float64(n)) }
+func (r *modeRecords) Heartbeat()  { r.m.records.heartbeats.Inc() }
+
+// sessionMetrics are the sessions' mode and reconnects.
+type sessionMetrics struct {
+	mode       *prometheus.GaugeVec
+	reconnects prometheus.Counter
+}
+
+func newSessionMetrics() sessionMetrics {
+	s := sessionMetrics{
 		mode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pgoutbox_mode",
 			Help: "1 for the mode of the current (or last) session, wal or poll; 0 for the other.",
 		}, []string{"mode"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_reconnects_total",
+			Help: "Sessions that ended in an error and were retried after a backoff.",
+		}),
+	}
+	s.mode.WithLabelValues(string(ModeWAL))
+	s.mode.WithLabelValues(string(ModePoll))
+	return s
+}
+
+func (s *sessionMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.mode, s.reconnects}
+}
+
+// OnSessionStart sets the mode gauge to mode.
+func (m *Metrics) OnSessionStart(mode Mode) {
+	for _, md := range []Mode{ModeWAL, ModePoll} {
+		v := 0.0
+		if md == mode {
+			v = 1
+		}
+		m.sessions.mode.WithLabelValues(string(md)).Set(v)
+	}
+}
+
+// OnReconnect counts a session that ended in an error and is retried.
+func (m *Metrics) OnReconnect() { m.sessions.reconnects.Inc() }
+
+// txnMetrics are exactly-once delivery's Kafka transactions.
+type txnMetrics struct {
+	txns      prometheus.Counter
+	txnCommit prometheus.Histogram
+	txnSize   prometheus.Histogram
+	txnAborts *prometheus.CounterVec
+}
+
+// abortReasons label pgoutbox_kafka_transactions_aborted_total.
+var abortReasons = []string{"fenced", "timeout", "error"}
+
+func newTxnMetrics() txnMetrics {
+	t := txnMetrics{
 		txns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgoutbox_kafka_transactions_total",
 			Help: "Kafka transactions committed under exactly-once delivery.",
@@ -156,246 +295,138 @@ func NewMetrics(lastPublish *atomic.Int64) *Metrics {
 			Name: "pgoutbox_kafka_transactions_aborted_total",
 			Help: "Exactly-once delivery: Kafka transactions holding records that a session ended without committing (aborted by the relay, by the next session's fence, or by the broker), by reason: fenced (another relay took the pipeline over), timeout (open past --transaction-timeout) or error.",
 		}, []string{"reason"}),
-		openDLQ: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgoutbox_open_dead_letters",
-			Help: "Dead letters of the pipeline neither replayed nor skipped (pgoutbox dlq list), read every --metrics-interval.",
-		}),
-		held: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgoutbox_held_aggregates",
-			Help: "Aggregates held behind an open dead letter: their later events join it in the dead letters until it is replayed or skipped.",
-		}),
-		pollingSince: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "pgoutbox_polling_since_timestamp_seconds",
-			Help: "Unix time since which the pipeline polls instead of streaming the WAL (auto mode's fallback, or the handoff to a new slot), from its saved state; 0 while it streams, and when it was started in poll mode.",
-		}),
 	}
-	empty := map[seriesKey]*series{}
-	m.series.Store(&empty)
-	m.health = newHealth()
-	m.mode.WithLabelValues(string(ModeWAL))
-	m.mode.WithLabelValues(string(ModePoll))
 	for _, reason := range abortReasons {
-		m.txnAborts.WithLabelValues(reason) // exported at 0, so that the first abort is an increase
+		t.txnAborts.WithLabelValues(reason) // exported at 0, so that the first abort is an increase
 	}
-	m.Registry.MustRegister(m.published, m.latency, m.batch, m.failed, m.deadLettered, m.reconnects,
-		m.heartbeats, m.retained, m.lag, m.oldest, m.pending, m.deleted, m.lostDeleted, m.mode,
-		m.txns, m.txnCommit, m.txnSize, m.txnAborts, m.openDLQ, m.held, m.pollingSince,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "pgoutbox_ready",
-		Help: "1 when /readyz would answer ready: a session holds the pipeline and both ends answered the last check.",
-	}, func() float64 {
-		if m.Ready() != nil {
-			return 0
-		}
-		return 1
-	}))
-	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "pgoutbox_kafka_problem",
-		Help: "1 while Kafka has a problem (unreachable, a topic missing or not authorized, records failing), as /readyz and status name it; 0 otherwise.",
-	}, func() float64 {
-		if p, _, _ := m.health.kafkaProblem(); p != "" {
-			return 1
-		}
-		return 0
-	}))
-	if lastPublish != nil {
-		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "pgoutbox_last_publish_timestamp_seconds",
-			Help: "Unix time of the last Kafka ack; 0 before the first.",
-		}, func() float64 { return float64(lastPublish.Load()) / 1e9 }))
-	}
-	return m
+	return t
 }
 
-// txnCommitted counts a committed Kafka transaction.
-func (m *Metrics) txnCommitted(took time.Duration) {
-	m.txns.Inc()
-	m.txnCommit.Observe(took.Seconds())
+func (t *txnMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{t.txns, t.txnCommit, t.txnSize, t.txnAborts}
 }
 
-// abortReasons label pgoutbox_kafka_transactions_aborted_total.
-var abortReasons = []string{"fenced", "timeout", "error"}
+// OnTransactionCommitted counts a committed Kafka transaction of records
+// records.
+func (m *Metrics) OnTransactionCommitted(took time.Duration, records int) {
+	m.txns.txns.Inc()
+	m.txns.txnCommit.Observe(took.Seconds())
+	m.txns.txnSize.Observe(float64(records))
+}
 
-// txnAborted counts a Kafka transaction with records that its session
-// ended without committing; err is why the session ended.
-func (m *Metrics) txnAborted(err error) {
+// OnTransactionAborted counts a Kafka transaction with records that its
+// session ended without committing, by why it ended.
+func (m *Metrics) OnTransactionAborted(cause error) {
 	reason := "error"
 	switch {
-	case sink.Fenced(err):
+	case sink.Fenced(cause):
 		reason = "fenced"
-	case errors.Is(err, sink.ErrTxnTimedOut):
+	case errors.Is(cause, sink.ErrTxnTimedOut):
 		reason = "timeout"
 	}
-	m.txnAborts.WithLabelValues(reason).Inc()
+	m.txns.txnAborts.WithLabelValues(reason).Inc()
 }
 
-// txnEvents observes the records of a committed Kafka transaction.
-func (m *Metrics) txnEvents(n int) { m.txnSize.Observe(float64(n)) }
-
-// DeadLettered counts n events sent to the dead-letter destination.
-func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }
-
-func (m *Metrics) seriesFor(mode Mode, topic, table string) *series {
-	k := seriesKey{mode, topic, table}
-	if s, ok := (*m.series.Load())[k]; ok {
-		return s
-	}
-	m.seriesMu.Lock()
-	defer m.seriesMu.Unlock()
-	old := *m.series.Load()
-	if s, ok := old[k]; ok {
-		return s
-	}
-	s := &series{
-		published: m.published.WithLabelValues(topic, string(mode), table),
-		latency:   m.latency.WithLabelValues(string(mode)),
-		failed:    m.failed,
-	}
-	next := make(map[seriesKey]*series, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[k] = s
-	m.series.Store(&next)
-	return s
+// stateMetrics are what the pipeline's rows, slot and state say.
+type stateMetrics struct {
+	deadLettered prometheus.Counter
+	retained     prometheus.Gauge
+	lag          prometheus.Gauge
+	oldest       *prometheus.GaugeVec
+	pending      *prometheus.GaugeVec
+	deleted      prometheus.Counter
+	lostDeleted  *prometheus.CounterVec
+	openDLQ      prometheus.Gauge
+	held         prometheus.Gauge
+	pollingSince prometheus.Gauge
 }
 
-// meter is one session's view of the metrics.
-// It is used by one goroutine; the ack handles it returns may be used from
-// any.
-type meter struct {
-	m      *Metrics
-	mode   Mode
-	batch  prometheus.Observer
-	topic  string
-	rel    *outbox.Relation
-	last   *series
-	txRows int
-}
-
-func (m *Metrics) meter(mode Mode) meter {
-	return meter{m: m, mode: mode, batch: m.batch.WithLabelValues(string(mode))}
-}
-
-// row counts a record of the current transaction produced to topic and
-// returns what its ack updates; since is the time its latency counts from.
-func (p *meter) row(topic string, rel *outbox.Relation, since time.Time) ack {
-	if p.last == nil || topic != p.topic || rel != p.rel {
-		p.last, p.topic, p.rel = p.m.seriesFor(p.mode, topic, outbox.Table{Schema: rel.Schema, Name: rel.Name}.String()), topic, rel
+func newStateMetrics() stateMetrics {
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	}
-	p.txRows++
-	return ack{p.last, since}
-}
-
-// commit closes a transaction (WAL) or a batch (poll) of the rows counted.
-func (p *meter) commit() {
-	if p.txRows > 0 {
-		p.batch.Observe(float64(p.txRows))
-		p.txRows = 0
+	return stateMetrics{
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_events_dead_lettered_total",
+			Help: "Events that could not be published and went to the dead-letter destination.",
+		}),
+		retained: gauge("pgoutbox_slot_retained_wal_bytes",
+			"WAL the replication slot keeps on the server (current LSN minus restart_lsn); 0 without a slot."),
+		lag: gauge("pgoutbox_slot_lag_bytes",
+			"Distance from the slot's confirmed_flush_lsn to the server's current LSN; 0 without a slot."),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pgoutbox_oldest_unpublished_event_age_seconds",
+			Help: "Age (created_at) of the oldest row of the table above the published floor not marked published; in WAL mode an upper bound, as the floor trails the confirmed position by seconds.",
+		}, []string{"table"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pgoutbox_unpublished_events",
+			Help: "Rows of the table above the published floor not marked published (in WAL mode, includes rows published since the floor last moved).",
+		}, []string{"table"}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgoutbox_retention_deleted_events_total",
+			Help: "Published rows deleted by retention.",
+		}),
+		lostDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgoutbox_events_lost_deleted_total",
+			Help: "Outbox rows deleted before polling published them, whose events are lost: an upper bound (deletes of rows polling never saw, at most its positions never seen).",
+		}, []string{"table"}),
+		openDLQ: gauge("pgoutbox_open_dead_letters",
+			"Dead letters of the pipeline neither replayed nor skipped (pgoutbox dlq list), read every --metrics-interval."),
+		held: gauge("pgoutbox_held_aggregates",
+			"Aggregates held behind an open dead letter: their later events join it in the dead letters until it is replayed or skipped."),
+		pollingSince: gauge("pgoutbox_polling_since_timestamp_seconds",
+			"Unix time since which the pipeline polls instead of streaming the WAL (auto mode's fallback, or the handoff to a new slot), from its saved state; 0 while it streams, and when it was started in poll mode."),
 	}
 }
 
-func (p *meter) heartbeat() { p.m.heartbeats.Inc() }
-
-// ack is a record's handle, captured by its produce callback.
-type ack struct {
-	s     *series
-	since time.Time
+func (s *stateMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.deadLettered, s.retained, s.lag, s.oldest, s.pending, s.deleted, s.lostDeleted,
+		s.openDLQ, s.held, s.pollingSince}
 }
-
-// done records the record's ack, or its delivery failure.
-func (a ack) done(err error) {
-	if err != nil {
-		a.s.failed.Inc()
-		return
-	}
-	a.s.published.Inc()
-	a.s.latency.Observe(time.Since(a.since).Seconds())
-}
-
-// sessionUp marks a session of mode holding the pipeline; the returned
-// function marks it gone.
-func (m *Metrics) sessionUp(mode Mode) func() {
-	down := m.health.up(mode)
-	m.setMode(mode)
-	return down
-}
-
-func (m *Metrics) setMode(mode Mode) {
-	for _, md := range []Mode{ModeWAL, ModePoll} {
-		v := 0.0
-		if md == mode {
-			v = 1
-		}
-		m.mode.WithLabelValues(string(md)).Set(v)
-	}
-}
-
-// readiness is what Ready answers from, for those who report to it.
-func (m *Metrics) readiness() *health { return m.health }
-
-// Ready tells whether the relay is connected to both ends and publishing,
-// or ready to: a session holds the pipeline, the last check of Postgres
-// succeeded, a broker answers and no record is failing. The error says
-// what is missing, with the topic and event where a record fails.
-func (m *Metrics) Ready() error { return m.health.ready() }
-
-// reconnected counts a session that ended in an error and is retried.
-func (m *Metrics) reconnected() { m.reconnects.Inc() }
 
 // tables exports each table's count of rows lost to deletes at 0 from the
 // start.
 func (m *Metrics) tables(tables []outbox.Table) {
 	for _, t := range tables {
-		m.lostDeleted.WithLabelValues(t.String())
+		m.state.lostDeleted.WithLabelValues(t.String())
 	}
 }
 
-// lost counts rows of table deleted before polling published them.
-func (m *Metrics) lost(table string, n int64) { m.lostDeleted.WithLabelValues(table).Add(float64(n)) }
+// OnDeadLettered counts n events sent to the dead-letter destination.
+func (m *Metrics) OnDeadLettered(n int) { m.state.deadLettered.Add(float64(n)) }
 
-// retained counts published rows retention deleted.
-func (m *Metrics) retainedDeleted(n int64) { m.deleted.Add(float64(n)) }
-
-// unpublished sets a table's unpublished rows and the age of the oldest.
-func (m *Metrics) unpublished(table string, count int64, oldest time.Duration) {
-	m.pending.WithLabelValues(table).Set(float64(count))
-	m.oldest.WithLabelValues(table).Set(oldest.Seconds())
+// OnRowsLost counts rows of table deleted before polling published them.
+func (m *Metrics) OnRowsLost(table string, n int64) {
+	m.state.lostDeleted.WithLabelValues(table).Add(float64(n))
 }
 
-// slot sets the WAL the slot retains and its lag (0 without a slot).
-func (m *Metrics) slot(retained, lag int64) {
-	m.retained.Set(float64(retained))
-	m.lag.Set(float64(lag))
+// OnRetentionDeleted counts published rows retention deleted.
+func (m *Metrics) OnRetentionDeleted(n int64) { m.state.deleted.Add(float64(n)) }
+
+// OnTableSample sets a table's unpublished rows and the age of the oldest.
+func (m *Metrics) OnTableSample(table string, count int64, oldest time.Duration) {
+	m.state.pending.WithLabelValues(table).Set(float64(count))
+	m.state.oldest.WithLabelValues(table).Set(oldest.Seconds())
 }
 
-// state sets what the pipeline's state says: since when it polls instead
-// of streaming (0: it does not), and its open dead letters and the
-// aggregates they hold (nil: unknown, left as they are).
-func (m *Metrics) state(pollingSince float64, openDLQ, held *int64) {
-	m.pollingSince.Set(pollingSince)
+// OnSlotSample sets the WAL the slot retains and its lag (0 without a
+// slot).
+func (m *Metrics) OnSlotSample(retained, lag int64) {
+	m.state.retained.Set(float64(retained))
+	m.state.lag.Set(float64(lag))
+}
+
+// OnStateSample sets what the pipeline's state says: since when it polls
+// instead of streaming (zero: it does not), and its open dead letters and
+// the aggregates they hold (nil: unknown, left as they are).
+func (m *Metrics) OnStateSample(pollingSince time.Time, openDLQ, held *int64) {
+	since := 0.0
+	if !pollingSince.IsZero() {
+		since = float64(pollingSince.UnixNano()) / 1e9
+	}
+	m.state.pollingSince.Set(since)
 	if openDLQ != nil && held != nil {
-		m.openDLQ.Set(float64(*openDLQ))
-		m.held.Set(float64(*held))
+		m.state.openDLQ.Set(float64(*openDLQ))
+		m.state.held.Set(float64(*held))
 	}
-}
-
-// Handler serves /metrics (Prometheus text exposition of Registry),
-// /healthz (200 while the process serves) and /readyz (200 when Ready,
-// 503 with the reason otherwise).
-func (m *Metrics) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := m.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
 }

@@ -53,8 +53,8 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 
 func TestMetricsNamesAndCounts(t *testing.T) {
 	var last atomic.Int64
-	m := NewMetrics(&last)
-	p := m.meter(ModeWAL)
+	m := NewMetrics(&last, nil)
+	p := hooks{m}.meter(ModeWAL)
 	public := &outbox.Relation{Schema: "public", Name: "outbox"}
 	other := &outbox.Relation{Schema: "billing", Name: "outbox"}
 	p.row("a", public, time.Now()).done(nil)
@@ -63,7 +63,7 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 	p.row("b", public, time.Now()).done(errors.New("broker gone"))
 	p.commit()
 	p.heartbeat()
-	m.DeadLettered(2)
+	hooks{m}.DeadLettered(2)
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -96,16 +96,16 @@ func TestMetricsNamesAndCounts(t *testing.T) {
 // Each Kafka transaction a session ended without committing is counted by
 // why the session ended; every reason is exported from the start.
 func TestMetricsTransactionsAborted(t *testing.T) {
-	m := NewMetrics(nil)
+	m := NewMetrics(nil, nil)
 	for _, reason := range abortReasons {
 		if got := value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason="+reason); got != 0 {
 			t.Errorf("%s at start: %v", reason, got)
 		}
 	}
-	m.txnAborted(fmt.Errorf("kafka transaction: commit: %w", sink.ErrFenced))
-	m.txnAborted(fmt.Errorf("%w: %w", sink.ErrTxnTimedOut, errors.New("INVALID_PRODUCER_EPOCH")))
-	m.txnAborted(errors.New("record failed"))
-	m.txnAborted(nil) // the session failed elsewhere: Postgres, the stream
+	hooks{m}.Aborted(fmt.Errorf("kafka transaction: commit: %w", sink.ErrFenced))
+	hooks{m}.Aborted(fmt.Errorf("%w: %w", sink.ErrTxnTimedOut, errors.New("INVALID_PRODUCER_EPOCH")))
+	hooks{m}.Aborted(errors.New("record failed"))
+	hooks{m}.Aborted(nil) // the session failed elsewhere: Postgres, the stream
 	for reason, want := range map[string]float64{"fenced": 1, "timeout": 1, "error": 2} {
 		if got := value(t, m.Registry, "pgoutbox_kafka_transactions_aborted_total", "reason="+reason); got != want {
 			t.Errorf("%s: %v, want %v", reason, got, want)
@@ -120,11 +120,11 @@ func TestSampleState(t *testing.T) {
 	url, conn := deadLetterDB(t)
 	ctx := context.Background()
 	r := testPipeline(t, url, PoisonDeadLetter)
-	m := r.obs.(*Metrics)
+	m := r.hooks[0].(*Metrics)
 	gauge := func(name string) float64 { return value(t, m.Registry, name) }
 	sample := func() {
 		t.Helper()
-		if err := (monitor{p: r, m: m}).sampleState(ctx, conn); err != nil {
+		if err := (monitor{p: r, to: r.hooks.samples()}).sampleState(ctx, conn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,8 +172,9 @@ VALUES ($1, 'public.outbox', $2, $3, 1, 'test', '{}')`, own.Name, dl.event, dl.a
 }
 
 func TestReadyAndHandler(t *testing.T) {
-	m := NewMetrics(nil)
-	srv := httptest.NewServer(m.Handler())
+	ready := newReadiness("kafka")
+	m := NewMetrics(nil, ready)
+	srv := httptest.NewServer(OpsHandler(m, ready))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
@@ -190,15 +191,16 @@ func TestReadyAndHandler(t *testing.T) {
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "no session") {
 		t.Errorf("/readyz without a session: %d %q", code, body)
 	}
-	done := m.sessionUp(ModePoll)
+	done := ready.up(ModePoll)
+	m.OnSessionStart(ModePoll)
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz with a session: %d", code)
 	}
-	m.readiness().kafkaPing(errors.New("dial refused"))
+	ready.broker.ping(errors.New("dial refused"))
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "kafka") {
 		t.Errorf("/readyz with kafka down: %d %q", code, body)
 	}
-	m.readiness().kafkaPing(nil)
+	ready.broker.ping(nil)
 	done()
 	if code, _ := get("/readyz"); code != 503 {
 		t.Errorf("/readyz after the session: %d", code)
@@ -222,8 +224,8 @@ func TestOpsConfigValidate(t *testing.T) {
 // BenchmarkPublishMetrics is what the metrics add to each event: the
 // topic's series, then the ack (counter and latency histogram).
 func BenchmarkPublishMetrics(b *testing.B) {
-	m := NewMetrics(nil)
-	p := m.meter(ModeWAL)
+	m := NewMetrics(nil, nil)
+	p := hooks{m}.meter(ModeWAL)
 	now := time.Now()
 	rel := &outbox.Relation{Schema: "public", Name: "outbox"}
 	b.ReportAllocs()

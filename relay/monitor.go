@@ -16,14 +16,16 @@ import (
 const kafkaCheckEvery = 5 * time.Second
 
 // monitor runs beside the sessions while Run runs: it pings a broker every
-// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and
-// with MonitorInterval set it also reads the slot's lag and the
-// unpublished rows from Postgres on a connection of its own and updates
-// readiness. Nothing of this is on the per-event path.
+// MonitorInterval (kafkaCheckEvery when unset) into the broker's health,
+// and with MonitorInterval set it also reads the slot's lag and the
+// unpublished rows from Postgres on a connection of its own, for the
+// hooks (HookSample), and updates readiness. Nothing of this is on the
+// per-event path.
 type monitor struct {
 	p *pipeline
-	m *Metrics
 	k pinger
+	// to are the hooks that take its samples.
+	to []HookSample
 }
 
 // pinger asks whether a broker answers (sink.Kafka).
@@ -43,8 +45,7 @@ func (mo monitor) run(ctx context.Context) {
 			conn.Close(context.Background())
 		}
 	}()
-	m := mo.m
-	h := m.readiness()
+	h := p.ready
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -55,7 +56,7 @@ func (mo monitor) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		h.pinged(p.log, kerr)
+		h.broker.pinged(p.log, kerr)
 
 		if p.cfg.MonitorInterval > 0 {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -89,15 +90,16 @@ func (mo monitor) run(ctx context.Context) {
 // sample reads the slot's lag, the unpublished rows and what the
 // pipeline's state says (its mode, its dead letters) into the gauges.
 func (mo monitor) sample(ctx context.Context, conn *pgx.Conn) error {
-	m := mo.m
+	var retained, lag int64
 	slot, err := replication.SlotStatus(ctx, conn, mo.p.cfg.Replication.Slot)
 	switch {
 	case err == nil:
-		m.slot(slot.RetainedBytes, slot.LagBytes)
-	case errors.Is(err, replication.ErrSlotMissing):
-		m.slot(0, 0)
-	default:
+		retained, lag = slot.RetainedBytes, slot.LagBytes
+	case !errors.Is(err, replication.ErrSlotMissing):
 		return err
+	}
+	for _, h := range mo.to {
+		h.OnSlotSample(retained, lag)
 	}
 	if err := mo.sampleState(ctx, conn); err != nil {
 		return err
@@ -109,21 +111,26 @@ func (mo monitor) sample(ctx context.Context, conn *pgx.Conn) error {
 // when it polls instead of streaming, and its open dead letters. Before
 // the first session saved the state there is nothing to report.
 func (mo monitor) sampleState(ctx context.Context, conn *pgx.Conn) error {
-	m := mo.m
 	st, err := mo.p.own().Status(ctx, conn, 0)
+	var (
+		since          time.Time
+		open, held     *int64
+		zero, zeroHeld int64
+	)
 	switch {
 	case errors.Is(err, store.ErrNoPipeline), store.IsMissing(err):
-		var zero int64
-		m.state(0, &zero, &zero)
-		return nil
+		open, held = &zero, &zeroHeld
 	case err != nil:
 		return err
+	default:
+		if st.PollingInsteadOfWAL() {
+			since = st.ModeSince
+		}
+		open, held = st.DeadLetters, st.HeldAggregates
 	}
-	since := 0.0
-	if st.PollingInsteadOfWAL() {
-		since = float64(st.ModeSince.UnixNano()) / 1e9
+	for _, h := range mo.to {
+		h.OnStateSample(since, open, held)
 	}
-	m.state(since, st.DeadLetters, st.HeldAggregates)
 	return nil
 }
 
@@ -147,7 +154,9 @@ func (mo monitor) sampleTables(ctx context.Context, conn *pgx.Conn) error {
 			}
 			return err
 		}
-		mo.m.unpublished(t.name.String(), count, oldest)
+		for _, h := range mo.to {
+			h.OnTableSample(t.name.String(), count, oldest)
+		}
 	}
 	return nil
 }

@@ -5,19 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/registry"
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -28,8 +26,8 @@ import (
 
 // pipeline is what every session of a relay shares: the configuration,
 // the outbox tables, the encoder and the router, where sessions report
-// (the observer, readiness, stats) and what Kafka refused. New builds it
-// once; its fields never change. Of what it holds, refusals, the observer,
+// (the hooks, readiness, stats) and what Kafka refused. New builds it
+// once; its fields never change. Of what it holds, refusals, the hooks,
 // readiness and stats guard themselves, and a table's housekeeping is
 // used only by the session that holds the table.
 type pipeline struct {
@@ -52,22 +50,10 @@ type pipeline struct {
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
 	holder  string
-	obs     observer
-	health  *health
+	hooks   hooks
+	ready   *Readiness
 	stats   *Stats
 	refused *refusals
-}
-
-// observer is what sessions report to (Metrics). The row path's part is
-// the meter it hands each session, which costs an atomic add and a
-// histogram observation per event.
-type observer interface {
-	meter(Mode) meter
-	sessionUp(Mode) (down func())
-	DeadLettered(n int)
-	lost(table string, n int64)
-	retainedDeleted(n int64)
-	txnObserver // exactlyonce.go
 }
 
 // Stats are the relay's running totals.
@@ -90,44 +76,14 @@ type Stats struct {
 	Filtered atomic.Int64
 }
 
-// outboxTable is one outbox table of the pipeline. A pipeline of several
-// tables streams them all through one slot; polling keeps positions per
-// table instead, each in a state row:
-//   - the first table's in the pipeline's row, named by the slot, so that
-//     a pipeline of one table that later lists more reads its state as
-//     before;
-//   - every other table's in a row of its own (store.TablePipeline,
-//     slot/schema.table).
-type outboxTable struct {
-	name outbox.Table
-	own  store.Pipeline
-	// names is what its state row says the pipeline's tables are: all of
-	// them in the pipeline's row, the table alone in its own.
-	names string
-	poll  poll.Config
-	// mode is the mode the table is polled in: the pipeline's for the
-	// first table, whose poller probes the WAL for all of them in auto
-	// mode; poll for the others.
-	mode Mode
-	// What lasts from one session of the table to the next; only the
-	// session that holds the table uses it.
-	hk         *housekeeper
-	seqWarned  atomic.Bool // the detector's missing sequence was said
-	scanWarned atomic.Bool // that every poll reads the whole table was said
-	// unmarked are the order values of rows a poll session published
-	// but could not mark (the table refused the mark, the connection
-	// was lost): the next session marks them before it polls, so they
-	// are not sent again while this process runs.
-	unmarked []int64
+// skipped are the counters a ledger counts the rows it skips in.
+func (s *Stats) skipped() flow.Skipped {
+	return flow.Skipped{Polled: &s.SkippedPolled, BelowFloor: &s.SkippedBelowFloor, Committed: &s.SkippedCommitted}
 }
-
-// warnSeqOnce tells whether the detector's missing sequence is to be said:
-// the first time only.
-func (t *outboxTable) warnSeqOnce() bool { return !t.seqWarned.Swap(true) }
 
 // newPipeline validates cfg and builds the pipeline, whose sessions report
 // to m and count in stats.
-func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipeline, error) {
+func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats *Stats) (*pipeline, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -160,7 +116,7 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 		database = pc.Database
 	}
 	p := &pipeline{cfg: cfg, log: log, enc: enc, router: rt, keySerde: keySerde, valueSerde: valueSerde, database: database, holder: leaseHolder(),
-		obs: m, health: m.readiness(), stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
+		hooks: hs, ready: ready, stats: stats, refused: newRefusals(log, cfg.DLQTopic)}
 	if p.chain, err = transform.New(cfg.Transforms); err != nil {
 		return nil, err
 	}
@@ -174,19 +130,17 @@ func newPipeline(cfg Config, log *slog.Logger, m *Metrics, stats *Stats) (*pipel
 		}
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
-	p.health.named(cfg.Sink.Name())
-	all := tablesOf(tables)
-	for i, t := range tables {
-		pc := cfg.Poll
-		pc.Table = t.String()
-		ot := &outboxTable{name: t, own: store.Pipeline{Name: cfg.Replication.Slot}, names: all, poll: pc, mode: cfg.Mode,
-			hk: &housekeeper{}}
-		if i > 0 {
-			ot.own, ot.names, ot.mode = store.TablePipeline(cfg.Replication.Slot, t.String()), t.String(), ModePoll
-		}
-		p.tables = append(p.tables, ot)
-	}
+	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, broker: ready.broker, hooks: hs}
+	p.tables = newOutboxTables(p.cfg, tables, up)
 	return p, nil
+}
+
+// sessionUp marks a session of mode holding the pipeline, for readiness
+// and the hooks; the returned function marks it gone.
+func (p *pipeline) sessionUp(mode Mode) (down func()) {
+	down = p.ready.up(mode)
+	p.hooks.sessionStart(mode)
+	return down
 }
 
 // own is the pipeline's state row, named by the slot: its first table's.
@@ -205,25 +159,10 @@ func (p *pipeline) tableList() []outbox.Table {
 	return out
 }
 
-// hasPollingColumns tells whether every table of the pipeline has the
-// polling columns, which auto mode needs to poll any of them.
-func (p *pipeline) hasPollingColumns(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	for _, t := range p.tables {
-		ok, err := t.poll.HasColumns(ctx, conn)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// tablesOf names tables, comma-separated.
-func tablesOf(tables []outbox.Table) string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.String()
-	}
-	return strings.Join(names, ",")
+// unended is where the pipeline records the Kafka transactions its
+// sessions leave open (internal/eos).
+func (p *pipeline) unended() eos.Unended {
+	return eos.Unended{Own: p.own(), DatabaseURL: p.cfg.Replication.DatabaseURL, Log: p.log}
 }
 
 // clusterCheck is the cluster check of table t (cluster.go).
@@ -297,7 +236,7 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 				// The records wait for the registry as they would for
 				// Kafka: readiness, the kafka problem metric and status
 				// say so until a record to the topic is acknowledged.
-				return nil, p.health.recordFailed(p.log, topic, rec.ID, err)
+				return nil, p.ready.broker.recordFailed(p.log, topic, rec.ID, err)
 			}
 			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 		}
@@ -374,16 +313,4 @@ func (p *pipeline) frame(ctx context.Context, kr *kgo.Record, msg *schema.Messag
 		}
 	}
 	return nil
-}
-
-// seqOf reads a row's order column (seq, or the table's own id), the
-// insertion order polling marks rows by.
-func seqOf(rel *outbox.Relation, values [][]byte, order string) (int64, bool) {
-	for i, col := range rel.Columns {
-		if col.Name == order && i < len(values) && values[i] != nil {
-			n, err := strconv.ParseInt(string(values[i]), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -30,7 +31,7 @@ type pollGroup struct {
 	now        *modeNow
 	reason     store.Reason
 	handoff    *handoff
-	polled     *polledRows
+	polled     *flow.Polled
 	probeEvery time.Duration
 }
 
@@ -76,10 +77,10 @@ func (g *pollGroup) run(ctx context.Context) (transition, error) {
 		first     error
 		probed    transition
 		done      int
-		published = make([]polledRows, len(p.tables))
+		published = make([]flow.Polled, len(p.tables))
 	)
 	for i, t := range p.tables {
-		s := &pollSession{p: p, t: t, k: g.k, reason: g.reason, handoff: handoffs[i], polled: &published[i],
+		s := &pollSession{p: p, t: t, k: g.k, gate: g.gate, reason: g.reason, handoff: handoffs[i], polled: &published[i],
 			probeEvery: g.probeEvery, group: guard.lease}
 		wg.Add(1)
 		go func() {
@@ -110,11 +111,11 @@ func (g *pollGroup) run(ctx context.Context) (transition, error) {
 	if probed.to != "" || (first == nil && g.handoff != nil) {
 		// Every table has stopped publishing: each row any of them
 		// published committed before this position.
-		byTable := make(map[string]polledSeqs, len(p.tables))
+		byTable := make(map[string]flow.Seqs, len(p.tables))
 		for i, t := range p.tables {
-			byTable[t.name.String()] = published[i].rows()
+			byTable[t.name.String()] = published[i].Rows()
 		}
-		g.polled.endedByTable(ctx, guard.conn, byTable)
+		endPolledByTable(ctx, guard.conn, g.polled, byTable)
 	}
 	if first != nil {
 		return transition{}, first

@@ -8,6 +8,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/relay/internal/vanish"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
@@ -30,7 +32,7 @@ type pollSession struct {
 	handoff *handoff
 	// polled collects the rows it published, for the WAL session after
 	// it.
-	polled *polledRows
+	polled *flow.Polled
 	// probeEvery is how often auto mode probes the WAL (machine.probeInterval).
 	probeEvery time.Duration
 	// group, for one table of several (pollgroup.go), is the lease the
@@ -85,33 +87,32 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.poller, err = poll.New(ctx, conn, t.poll); err != nil {
 		return transition{}, err
 	}
-	if err := s.poller.Check(ctx); err != nil {
+	if err := s.poller.Shape().Check(ctx); err != nil {
 		return transition{}, err
 	}
 	// Its marks carry the lease's token.
 	h.fence(s.poller)
-	if len(t.unmarked) > 0 {
-		mctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
-		err := s.poller.MarkPublished(mctx, t.unmarked)
-		cancel()
-		if err != nil {
-			return transition{}, fmt.Errorf("%d rows published before are not marked yet, and nothing more is polled until they are: %w", len(t.unmarked), err)
-		}
-		t.unmarked = nil
+	mctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
+	err = t.unmarked.mark(mctx, s.poller)
+	cancel()
+	if err != nil {
+		return transition{}, err
 	}
 	if s.cluster, err = p.clusterCheck(t).run(ctx, conn, true); err != nil { // cluster.go
 		return transition{}, err
 	}
-	if s.history, err = p.pollSnapshot(ctx, conn, t, s.poller); err != nil { // snapshot.go
+	history := pollHistory{cfg: cfg, log: p.log, t: t, poller: s.poller}
+	if s.history, err = history.start(ctx, conn); err != nil { // snapshot.go
 		return transition{}, err
 	}
-	if err := p.recordMode(ctx, h, t, ModePoll, s.reason, s.now); err != nil {
+	if err := t.recordMode(ctx, h, ModePoll, s.reason); err != nil {
 		return transition{}, err
 	}
+	s.now.set(ModePoll)
 	if s.floor, err = t.own.Floor(ctx, conn); err != nil {
 		return transition{}, err
 	}
-	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.hooks, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -120,17 +121,17 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(conn, s.k.Txn)
+		defer p.unended().Remember(conn, s.k.Txn)
 	}
 	defer func() {
 		if err != nil && ctx.Err() == nil {
-			if ferr := s.d.end(context.WithoutCancel(ctx), err); ferr != nil {
+			if ferr := s.d.End(context.WithoutCancel(ctx), err); ferr != nil {
 				err = ferr
 			}
 		}
 	}()
 	p.stats.Sessions.Add(1)
-	defer p.obs.sessionUp(ModePoll)()
+	defer p.sessionUp(ModePoll)()
 	// Positions drawn from here on are accounted for (internal/vanish).
 	vctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	s.vanish = s.startVanish(vctx)
@@ -143,7 +144,7 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		"deleted_rows_checked_from_seq", s.vanish.From())...)
 
 	s.warnScans(ctx)
-	s.pub = p.newPublisher(s.k, dl, ModePoll)
+	s.pub = p.newPublisher(s.k, dl, ModePoll, s.gate.columns())
 	s.pub.eventIDs = s.k.EventIDs
 	s.nextProbe = time.Now().Add(s.probeEvery)
 	for ctx.Err() == nil {
@@ -153,12 +154,12 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 		next, err := s.round(ctx, qctx)
 		if err == nil && next.to == "" && s.history {
 			var done bool
-			done, err = p.pollSnapshotDone(qctx, conn, t, s.poller)
+			done, err = history.done(qctx, conn)
 			s.history = !done
 		}
 		cancel()
 		if next.to != "" {
-			s.polled.ended(ctx, conn)
+			endPolled(ctx, conn, s.polled)
 		}
 		if ctx.Err() != nil {
 			return transition{}, nil
@@ -176,17 +177,18 @@ func (s *pollSession) openDelivery(ctx context.Context) (pollDelivery, error) {
 	if p.cfg.Delivery != ExactlyOnce {
 		return atLeastOncePoll{}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
-	return openExactlyOncePoll(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), s.cluster, s.poller, s.floor)
+	return eos.OpenPoll(ctx, newTxnSession(s.k, p.cfg, p.hooks, p.log), s.cluster, s.poller, s.floor)
 }
 
 // startVanish starts the session's deleted-row detector (internal/vanish);
 // nil, after saying why, where the table's positions cannot be read.
 func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 	p, t, conn := s.p, s.t, s.h.conn
-	seq, err := s.poller.Sequence(ctx)
+	census := s.poller.Census()
+	seq, err := census.Sequence(ctx)
 	if err != nil {
 		if t.warnSeqOnce() {
 			p.log.Warn("cannot tell whether rows are deleted before polling publishes them",
@@ -194,7 +196,7 @@ func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 		}
 		return nil
 	}
-	d, err := vanish.Start(ctx, vanish.PollSource(s.poller, conn), vanish.StoreAccount(t.own, conn), seq,
+	d, err := vanish.Start(ctx, vanish.PollSource(census, conn), vanish.StoreAccount(t.own, conn), seq,
 		vanish.Config{Table: t.name.String(), Mode: t.mode, Log: p.log})
 	if err != nil {
 		p.log.Warn("cannot tell whether rows are deleted before polling publishes them", "table", t.name.String(), "err", err)
@@ -207,11 +209,11 @@ func (s *pollSession) startVanish(ctx context.Context) *vanish.Detector {
 // probe the WAL, then wait if the batch was not full. ctx bounds the
 // round's statements; sess is the session's, which only a stop ends.
 func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
-	p, t, conn := s.p, s.t, s.h.conn
+	p, t := s.p, s.t
 	if err := s.h.keep(ctx); err != nil {
 		return transition{}, err
 	}
-	p.housekeeping(ctx, conn, t) // housekeeping.go
+	t.hk.tick(ctx, s.h.conn) // housekeeping.go
 	rows, err := s.poller.Poll(ctx, s.floor)
 	if err != nil {
 		return transition{}, err
@@ -226,7 +228,7 @@ func (s *pollSession) round(sess, ctx context.Context) (transition, error) {
 		}
 	}
 	if lost := s.vanish.Round(ctx, s.handoff != nil); lost > 0 {
-		p.obs.lost(t.name.String(), lost)
+		p.hooks.rowsLost(t.name.String(), lost)
 	}
 	if s.handoff != nil {
 		done, err := s.handoffDone(ctx)
@@ -271,29 +273,29 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	led := s.pub.batch(ctx, recordCtx, rows)
-	if !awaitBatch(sess, led.settled(), cfg, func() { s.tick(sess) }) {
+	if !awaitBatch(sess, led.Settled(), cfg, func() { s.tick(sess) }) {
 		return fmt.Errorf("%w: Kafka had not acknowledged a polled batch", ErrShutdownIncomplete)
 	}
 	// Exactly-once commits the batch's Kafka transaction here, or fails
 	// it whole (delivery.go).
-	if err := s.d.settle(recordCtx, led); err != nil {
+	if err := s.d.Settle(recordCtx, led); err != nil {
 		return err
 	}
 	// Exactly the acked rows are marked, after a failure too, so a retry
 	// sends only the rest.
-	seqs := led.ackedSeqs()
+	seqs := led.AckedSeqs()
 	for _, seq := range seqs {
-		s.polled.add(seq)
+		s.polled.Add(seq)
 		s.vanish.Seen(seq)
 	}
 	// The wait may have outlasted recordCtx: the mark has its own bound.
 	mctx, cancelMark := context.WithTimeout(context.WithoutCancel(ctx), cfg.queryTimeout())
 	defer cancelMark()
 	if err := s.poller.MarkPublished(mctx, seqs); err != nil {
-		s.t.unmarked = seqs
+		s.t.unmarked.keep(seqs)
 		return err
 	}
-	return led.failed()
+	return led.Failed()
 }
 
 // tick is what a session does while it waits for Kafka's acks: it still
@@ -302,7 +304,7 @@ func (s *pollSession) publishBatch(sess, ctx context.Context, rows []poll.Row) e
 // and its mark will be refused.
 func (s *pollSession) tick(sess context.Context) {
 	_ = s.h.keep(sess)
-	s.p.housekeeping(sess, s.h.conn, s.t)
+	s.t.hk.tick(sess, s.h.conn)
 }
 
 // awaitBatch waits until every record of a polled batch is acked or failed
@@ -419,21 +421,6 @@ func (s *pollSession) walReady(ctx context.Context) error {
 		return err
 	}
 	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot)
-}
-
-// recordMode records the mode and why in t's state row, counting
-// switches, and reports the mode (Relay.Mode) through now, when given.
-func (p *pipeline) recordMode(ctx context.Context, h *hold, t *outboxTable, mode Mode, reason store.Reason, now *modeNow) error {
-	if err := h.fenced(ctx, func(q store.Querier) error {
-		return t.own.SetMode(ctx, q, t.names, mode, reason)
-	}); err != nil {
-		return err
-	}
-	if err := t.own.ClearStopped(ctx, h.conn); err != nil && !store.IsMissing(err) {
-		return fmt.Errorf("save state: %w", err)
-	}
-	now.set(mode)
-	return nil
 }
 
 // warnScans says, once per table while the process runs, that every poll

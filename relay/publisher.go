@@ -3,13 +3,13 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
@@ -23,7 +23,7 @@ import (
 //	check    a refusal that stands for the event or its topic; the size limit
 //	replace  under the dead-letter policy, a poison row by its dead letter
 //	produce  to the sink, with the row's place in the ledger
-//	ack      in the promise: metrics, Kafka health, refusals, then the ledger
+//	ack      in the promise: hooks, the broker's health, refusals, then the ledger
 //
 // The modes differ only in where rows come from and in their ledger, which
 // says what an ack lets them confirm: a WAL session's is its delivery's
@@ -35,7 +35,7 @@ import (
 // One goroutine publishes; promises run on the sink's.
 type publisher struct {
 	pipe   *pipeline
-	health *health
+	broker *brokerHealth
 	sink   producer
 	dl     *deadLetters // nil under the halt policy
 	// ledger is the mode's: the WAL session's for the session, the poll
@@ -46,7 +46,9 @@ type publisher struct {
 	// failure later in the stream: franz-go fails buffered records whose
 	// Produce context ends.
 	recordCtx context.Context
-	bindings  map[*outbox.Relation]binding
+	// cols bind each relation (gate.columns).
+	cols     schema.Columns
+	bindings map[*outbox.Relation]binding
 	// eventIDs: the sink reads each record's event id (Broker.EventIDs).
 	eventIDs bool
 	// historic: rows come with the shape their relation had when they
@@ -65,9 +67,10 @@ type binding struct {
 	err    error
 }
 
-// newPublisher is a session's publisher of mode, producing to k.
-func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode) *publisher {
-	return &publisher{pipe: pp, health: pp.health, sink: k, dl: dl, meter: pp.obs.meter(mode),
+// newPublisher is a session's publisher of mode, producing to k, binding
+// with cols.
+func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode, cols schema.Columns) *publisher {
+	return &publisher{pipe: pp, broker: pp.ready.broker, sink: k, dl: dl, meter: pp.hooks.meter(mode), cols: cols,
 		bindings: make(map[*outbox.Relation]binding)}
 }
 
@@ -95,28 +98,22 @@ func (e *shapeError) Unwrap() error   { return e.err }
 func (e *shapeError) Poison() bool    { return true }
 func (e *shapeError) Permanent() bool { return true }
 
-// ledger is a mode's bookkeeping of the rows in flight.
+// ledger is a mode's bookkeeping of the rows in flight: at-least-once's
+// (flow.WALLedger, flow.PollLedger) or exactly-once's (eos.Ledger).
 type ledger interface {
-	// skip tells a row that was published before and is not sent again.
-	skip(c *outbox.Change) bool
-	// produce is called for the i-th row of the batch before its record
-	// is handed to the sink; what it returns is passed to ack.
-	produce(i int, c *outbox.Change) entry
-	// ack takes a produced row's ack (err nil) or its failure, once; from
+	// Skip tells a row that was published before and is not sent again.
+	Skip(c *outbox.Change) bool
+	// Produce is called for the i-th row of the batch before its record
+	// is handed to the sink; what it returns is passed to Ack.
+	Produce(i int, c *outbox.Change) flow.Entry
+	// Ack takes a produced row's ack (err nil) or its failure, once; from
 	// the promise's goroutine.
-	ack(e entry, err error)
-	// boundary takes a commit or a heartbeat: a position with nothing
+	Ack(e flow.Entry, err error)
+	// Boundary takes a commit or a heartbeat: a position with nothing
 	// more to publish.
-	boundary(c *outbox.Change)
-	// where names the i-th row of the batch in an error.
-	where(i int, c *outbox.Change, err error) error
-}
-
-// entry is a row's place in its ledger: its transaction (WAL) or its index
-// in the batch (poll).
-type entry struct {
-	tx *txn
-	i  int
+	Boundary(c *outbox.Change)
+	// Where names the i-th row of the batch in an error.
+	Where(i int, c *outbox.Change, err error) error
 }
 
 // publish publishes a batch of changes in order: rows, and, from the WAL,
@@ -132,10 +129,10 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 			}
 		case outbox.KindCommit:
 			p.meter.commit()
-			p.ledger.boundary(c)
+			p.ledger.Boundary(c)
 		case outbox.KindHeartbeat:
 			p.meter.heartbeat()
-			p.ledger.boundary(c)
+			p.ledger.Boundary(c)
 		}
 	}
 	return nil
@@ -151,19 +148,19 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
-	if p.ledger.skip(c) {
+	if p.ledger.Skip(c) {
 		return nil
 	}
 	rec, err := p.prepare(ctx, b, c, bd.err)
 	if err != nil {
-		return p.ledger.where(i, c, err)
+		return p.ledger.Where(i, c, err)
 	}
-	e := p.ledger.produce(i, c)
+	e := p.ledger.Produce(i, c)
 	if rec == nil {
 		// A transform dropped it (Kafka Connect's Filter): there is
 		// nothing to produce, and it is done.
 		p.pipe.stats.Filtered.Add(1)
-		p.ledger.ack(e, nil)
+		p.ledger.Ack(e, nil)
 		return nil
 	}
 	a := p.meter.row(rec.Topic, c.Relation, c.CommitTime)
@@ -171,8 +168,8 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
 		p.acked(b, values, a, e, rec, err)
 	}); err != nil {
-		err = p.ledger.where(i, c, err)
-		p.ledger.ack(e, err)
+		err = p.ledger.Where(i, c, err)
+		p.ledger.Ack(e, err)
 		return err
 	}
 	return nil
@@ -183,11 +180,11 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 		return b
 	}
 	var bd binding
-	b, err := p.pipe.cfg.Columns.Bind(rel.Columns)
+	b, err := p.cols.Bind(rel.Columns)
 	if err != nil {
 		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
 		if p.historic {
-			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.pipe.cfg.Columns.BindAny(rel.Columns)
+			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.cols.BindAny(rel.Columns)
 		}
 	}
 	bd.b = b
@@ -246,13 +243,13 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 // acked is a record's promise: it counts the ack or the failure, clears or
 // records a Kafka problem, notes refusals (stopping what is buffered after
 // the first), and hands the outcome to the ledger.
-func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, rec *kgo.Record, err error) {
+func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e flow.Entry, rec *kgo.Record, err error) {
 	a.done(err)
 	pp := p.pipe
 	if err == nil {
 		pp.stats.Published.Add(1)
 		pp.stats.LastPublish.Store(time.Now().UnixNano())
-		p.health.recordAcked(pp.log, rec.Topic)
+		p.broker.recordAcked(pp.log, rec.Topic)
 		if pp.refused.active() {
 			pp.refused.acked(b.RawID(values), rec)
 		}
@@ -260,102 +257,23 @@ func (p *publisher) acked(b *schema.Binding, values [][]byte, a ack, e entry, re
 		if pp.refused.failed(b.RawID(values), rec, err) {
 			p.sink.AbortBuffered()
 		}
-		err = p.health.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
+		err = p.broker.recordFailed(pp.log, rec.Topic, b.RawID(values), err)
 	}
-	p.ledger.ack(e, err)
-}
-
-// The poll session.
-
-// pollLedger is one polled batch's: which rows were acked, and the first
-// failure. A batch is produced whole; its failures are reported once all
-// of it is acked or failed.
-type pollLedger struct {
-	rows  []poll.Row
-	wg    sync.WaitGroup
-	acked []bool // each promise writes its own slot
-	mu    sync.Mutex
-	err   error
-}
-
-func newPollLedger(rows []poll.Row) *pollLedger {
-	return &pollLedger{rows: rows, acked: make([]bool, len(rows))}
-}
-
-func (l *pollLedger) skip(*outbox.Change) bool { return false }
-
-func (l *pollLedger) produce(i int, _ *outbox.Change) entry {
-	l.wg.Add(1)
-	return entry{i: i}
-}
-
-func (l *pollLedger) ack(e entry, err error) {
-	if err != nil {
-		l.fail(err)
-	} else {
-		l.acked[e.i] = true
-	}
-	l.wg.Done()
-}
-
-func (l *pollLedger) boundary(*outbox.Change) {}
-
-func (l *pollLedger) where(i int, _ *outbox.Change, err error) error {
-	return fmt.Errorf("row seq %d: %w", l.rows[i].Seq, err)
-}
-
-func (l *pollLedger) fail(err error) {
-	l.mu.Lock()
-	if l.err == nil {
-		l.err = err
-	}
-	l.mu.Unlock()
-}
-
-// failed is the batch's first failure; call it after the wait.
-func (l *pollLedger) failed() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
-
-// settled is closed once every produced row is acked or failed: when the
-// last promise has run, by an ack, a failure, or the client's close after
-// an abandoned wait.
-func (l *pollLedger) settled() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		l.wg.Wait()
-		close(done)
-	}()
-	return done
-}
-
-// ackedSeqs are the seqs of exactly the acked rows, in batch order; call it
-// after the wait. A failed record fails the later records of its partition
-// with it, so no later event of its aggregate is among them.
-func (l *pollLedger) ackedSeqs() []int64 {
-	seqs := make([]int64, 0, len(l.rows))
-	for i, ok := range l.acked {
-		if ok {
-			seqs = append(seqs, l.rows[i].Seq)
-		}
-	}
-	return seqs
+	p.ledger.Ack(e, err)
 }
 
 // batch produces one poll's rows in order with its own ledger. It returns
 // the ledger, whose wait group ends when every produced row is acked or
 // failed; the caller waits, then marks the acked rows published.
-func (p *publisher) batch(ctx, recordCtx context.Context, rows []poll.Row) *pollLedger {
-	led := newPollLedger(rows)
+func (p *publisher) batch(ctx, recordCtx context.Context, rows []poll.Row) *flow.PollLedger {
+	led := flow.NewPollLedger(rows)
 	p.ledger, p.recordCtx = led, recordCtx
 	changes := make([]outbox.Change, len(rows))
 	for i := range rows {
 		changes[i] = rows[i].Change
 	}
 	if err := p.publish(ctx, changes); err != nil {
-		led.fail(err)
+		led.Fail(err)
 	}
 	p.meter.commit()
 	return led

@@ -21,6 +21,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/registry"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/transform"
@@ -88,17 +89,17 @@ func (c *confirms) last() pglogrepl.LSN {
 }
 
 // walPublisher is a WAL session's publisher on k, confirming into c.
-func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *watermark) {
+func walPublisher(t *testing.T, r *pipeline, k Sink, c *confirms) (*publisher, *flow.Watermark) {
 	t.Helper()
-	dl, err := openDeadLetters(context.Background(), r.cfg, r.obs, r.log)
+	dl, err := openDeadLetters(context.Background(), r.cfg, r.hooks, r.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(dl.close)
-	wm := newWatermark(0, c.confirm)
-	p := r.newPublisher(k, dl, ModeWAL)
+	wm := flow.NewWatermark(0, c.confirm, nil)
+	p := r.newPublisher(k, dl, ModeWAL, r.cfg.Columns)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
+	p.ledger = flow.NewWALLedger(wm, &flow.Polled{}, r.cfg.Poll.Order, 0, r.stats.skipped())
 	return p, wm
 }
 
@@ -159,7 +160,7 @@ func TestPublisherFailureStopsTheConfirm(t *testing.T) {
 		t.Fatalf("confirmed %s after the first record failed", got)
 	}
 	var de *DeliveryError
-	if err := wm.failed(); !errors.As(err, &de) || de.Topic != "order" {
+	if err := wm.Failed(); !errors.As(err, &de) || de.Topic != "order" {
 		t.Fatalf("watermark failure %v, want the record's DeliveryError", err)
 	}
 }
@@ -187,7 +188,7 @@ func TestPublisherRefusedRecordHalts(t *testing.T) {
 		if got := k.acked(); len(got) != 0 {
 			t.Fatalf("session %d: delivered %v after the refusal", session, got)
 		}
-		if wm.failed() == nil || c.last() != 0 {
+		if wm.Failed() == nil || c.last() != 0 {
 			t.Fatalf("session %d: the refusal did not stop the confirm", session)
 		}
 		if err := k.Produce(context.Background(), &kgo.Record{Topic: "order"}, nil); !errors.Is(err, sink.ErrHalted) {
@@ -228,7 +229,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestPublisherPollBatchMarksTheAcked(t *testing.T) {
 	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
-	p := r.newPublisher(k, nil, ModePoll)
+	p := r.newPublisher(k, nil, ModePoll, r.cfg.Columns)
 	var rows []poll.Row
 	for i, typ := range []string{"x", "y", "x", "y"} {
 		c := row(0, fmt.Sprint(i+1), typ, "K"+fmt.Sprint(i), "T", `{}`)
@@ -238,12 +239,12 @@ func TestPublisherPollBatchMarksTheAcked(t *testing.T) {
 	k.ack(2)                        // seq 3
 	k.fail(1, kgo.ErrRecordTimeout) // seq 2, and seq 4 of its topic
 	k.ack(0)                        // seq 1
-	led.wg.Wait()
-	if got := led.ackedSeqs(); !slices.Equal(got, []int64{1, 3}) {
+	<-led.Settled()
+	if got := led.AckedSeqs(); !slices.Equal(got, []int64{1, 3}) {
 		t.Errorf("acked seqs %v, want [1 3]", got)
 	}
 	var de *DeliveryError
-	if err := led.failed(); !errors.As(err, &de) || de.Topic != "y" {
+	if err := led.Failed(); !errors.As(err, &de) || de.Topic != "y" {
 		t.Errorf("batch error %v, want the DeliveryError of topic y", err)
 	}
 }
@@ -414,10 +415,10 @@ func BenchmarkPublish(b *testing.B) {
 	rl := benchRelay(b)
 	r := rl.p
 	rel, values := benchRow()
-	wm := newWatermark(0, func(pglogrepl.LSN) {})
-	p := r.newPublisher(ackSink{}, nil, ModeWAL)
+	wm := flow.NewWatermark(0, func(pglogrepl.LSN) {}, nil)
+	p := r.newPublisher(ackSink{}, nil, ModeWAL, r.cfg.Columns)
 	p.recordCtx = context.Background()
-	p.ledger = &walLedger{wm: wm, polled: &polledRows{}, order: r.cfg.Poll.Order, stats: r.stats}
+	p.ledger = flow.NewWALLedger(wm, &flow.Polled{}, r.cfg.Poll.Order, 0, r.stats.skipped())
 	batch := []outbox.Change{
 		{Kind: outbox.KindRow, Relation: rel, Values: values, CommitTime: time.Now()},
 		{Kind: outbox.KindCommit},
@@ -441,11 +442,12 @@ func TestPublisherSkipsPolledRows(t *testing.T) {
 	r := testPipeline(t, "", PoisonHalt)
 	k := newFakeSink()
 	var c confirms
-	p, _ := walPublisher(t, r, k, &c)
-	polled := &polledRows{until: 150}
-	polled.seqs.add(1)
-	polled.seqs.add(3) // published by polling, but the stream never replays it
-	p.ledger.(*walLedger).polled = polled
+	p, wm := walPublisher(t, r, k, &c)
+	polled := &flow.Polled{}
+	polled.Add(1)
+	polled.Add(3) // published by polling, but the stream never replays it
+	polled.EndAt(150)
+	p.ledger = flow.NewWALLedger(wm, polled, r.cfg.Poll.Order, 0, r.stats.skipped())
 	withSeq := func(c outbox.Change, seq string) outbox.Change {
 		c.Values[7] = []byte(seq)
 		return c
@@ -465,7 +467,7 @@ func TestPublisherSkipsPolledRows(t *testing.T) {
 	if n := r.stats.SkippedPolled.Load(); n != 1 {
 		t.Errorf("skipped %d, want 1", n)
 	}
-	if polled.seqs != nil {
+	if polled.Rows() != nil {
 		t.Error("the polled rows are kept after the stream passed the poll phase's end")
 	}
 }
@@ -522,7 +524,7 @@ func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
 	}
 
 	k = newFakeSink()
-	pp := r.newPublisher(k, nil, ModePoll)
+	pp := r.newPublisher(k, nil, ModePoll, r.cfg.Columns)
 	var rows []poll.Row
 	for i, agg := range []string{"order", "audit", "order"} {
 		rows = append(rows, poll.Row{Change: row(0, fmt.Sprint(i+1), agg, "K", "T", `{}`), Seq: int64(i + 1)})
@@ -530,8 +532,8 @@ func TestPublisherFilteredRowsCountAsDone(t *testing.T) {
 	led := pp.batch(context.Background(), context.Background(), rows)
 	k.ack(0)
 	k.ack(0)
-	led.wg.Wait()
-	if got := led.ackedSeqs(); !slices.Equal(got, []int64{1, 2, 3}) {
+	<-led.Settled()
+	if got := led.AckedSeqs(); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Errorf("marked seqs %v, want [1 2 3]", got)
 	}
 }

@@ -10,15 +10,17 @@
 //     switching modes as the mode machine (modes.go, a pure function)
 //     says, until it stops.
 //   - pipeline (pipeline.go) is built once and shared by every session:
-//     the configuration, the outbox tables, encoder and router, metrics,
-//     refusals.
+//     the configuration, the outbox tables, encoder and router, the hooks
+//     the relay reports to (hooks.go; Prometheus's in metrics.go),
+//     readiness (readiness.go), refusals.
 //   - A session lives as long as its connection and owns what does: the
 //     lease, the cluster it is on, the floor, the deleted-row detector.
 //     walsession.go streams the WAL (with statesaver.go beside it);
 //     pollsession.go polls one table; pollgroup.go polls several.
 //   - A session's delivery (delivery.go) is chosen once when it opens:
-//     atleastonce.go or exactlyonce.go; the row path (publisher.go) is the
-//     same for both and for both modes.
+//     atleastonce.go (over internal/flow) or exactlyonce.go (over
+//     internal/eos); the row path (publisher.go) is the same for both and
+//     for both modes.
 //
 // docs/architecture.md follows one row through these files.
 package relay
@@ -27,11 +29,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -51,8 +55,12 @@ var ErrShutdownIncomplete = errors.New("shutdown incomplete")
 // mode machine says, until it is stopped.
 type Relay struct {
 	p *pipeline
-	// Metrics are the Prometheus metrics and readiness (metrics.go).
+	// Metrics are the Prometheus metrics (metrics.go), one of the relay's
+	// hooks.
 	Metrics *Metrics
+	// Readiness is whether the relay is connected to both ends and
+	// publishing (readiness.go).
+	Readiness *Readiness
 	// Stats are updated as the relay runs.
 	Stats *Stats
 	// mode is the mode of the current (or last) session.
@@ -62,14 +70,18 @@ type Relay struct {
 // New validates cfg and builds a relay.
 func New(cfg Config, log *slog.Logger) (*Relay, error) {
 	stats := new(Stats)
-	m := NewMetrics(&stats.LastPublish)
-	p, err := newPipeline(cfg, log, m, stats)
+	ready := newReadiness(sinkName(cfg.Sink))
+	m := NewMetrics(&stats.LastPublish, ready)
+	p, err := newPipeline(cfg, log, append(hooks{m}, cfg.Hooks...), ready, stats)
 	if err != nil {
 		return nil, err
 	}
 	m.tables(p.tableList())
-	return &Relay{p: p, Metrics: m, Stats: stats}, nil
+	return &Relay{p: p, Metrics: m, Readiness: ready, Stats: stats}, nil
 }
+
+// Handler serves the relay's /metrics, /healthz and /readyz (OpsHandler).
+func (r *Relay) Handler() http.Handler { return OpsHandler(r.Metrics, r.Readiness) }
 
 // Mode returns the mode the relay is in now: wal or poll.
 func (r *Relay) Mode() Mode { return r.mode.get() }
@@ -123,10 +135,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	case err != nil && permanent(err):
 		return err
 	case err != nil && ctx.Err() == nil:
-		r.Metrics.readiness().kafkaPing(err)
+		r.Readiness.broker.ping(err)
 		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
-	defer monitor{p: p, m: r.Metrics, k: k}.start(ctx)() // monitor.go
+	defer monitor{p: p, k: k, to: p.hooks.samples()}.start(ctx)() // monitor.go
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
@@ -136,7 +148,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		m = start(cfg.Mode) // modes.go
 		// polled hands the rows a poll phase published to the WAL
 		// session after it.
-		polled polledRows
+		polled flow.Polled
 	)
 	for {
 		started := time.Now()
@@ -184,7 +196,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				bo.Reset()
 			}
 			wait = bo.NextBackOff()
-			r.Metrics.reconnected()
+			p.hooks.reconnect()
 			p.log.Warn("reconnecting", "reason", err, "in", wait.Round(time.Millisecond))
 		}
 		select {
@@ -196,7 +208,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // session is the next session m asks for.
-func (r *Relay) session(m machine, k Broker, g *gate, polled *polledRows) session {
+func (r *Relay) session(m machine, k Broker, g *gate, polled *flow.Polled) session {
 	p := r.p
 	switch {
 	case m.mode == ModeWAL:

@@ -36,7 +36,7 @@ import (
 // replayed before anything is read, so a crash between a commit and its
 // mark does not publish it again.
 func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
-	p, err := newPipeline(cfg, log, NewMetrics(nil), new(Stats))
+	p, err := newPipeline(cfg, log, hooks(cfg.Hooks), newReadiness(sinkName(cfg.Sink)), new(Stats))
 	if err != nil {
 		return 0, err
 	}
@@ -45,7 +45,8 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 		return 0, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	if err := p.readZone(ctx, conn); err != nil { // as run reads the time column
+	cols, err := inServerZone(ctx, conn, p.cfg.Columns, log) // as run reads the time column
+	if err != nil {
 		return 0, err
 	}
 	open, err := p.own().DeadLetters(ctx, conn, false)
@@ -65,8 +66,9 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	if err := k.Ping(ctx); err != nil {
 		return 0, err
 	}
+	r := &replayer{p: p, k: k, conn: conn, cols: cols}
 	if txn {
-		if err := p.replayRecover(ctx, k, conn, open); err != nil {
+		if err := r.recover(ctx, open); err != nil {
 			return 0, err
 		}
 		if open, err = p.own().DeadLetters(ctx, conn, false); err != nil {
@@ -75,33 +77,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	}
 	done := 0
 	for _, d := range open {
-		rec, err := p.replayRecord(ctx, conn, d)
-		if err == nil && rec != nil {
-			err = k.Fits(ctx, rec)
-		}
-		if err != nil {
-			return done, fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
-		}
-		if rec != nil && k.EventIDs {
-			rec.Context = outbox.WithEventID(rec.Context, d.EventID)
-		}
-		switch {
-		case rec == nil:
-			// A transform drops the event: there is nothing to publish.
-		case txn:
-			if err := p.replayTxn(ctx, k, rec, d.ID); err != nil {
-				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
-			}
-		default:
-			acked := make(chan error, 1)
-			if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
-				return done, err
-			}
-			if err := <-acked; err != nil {
-				return done, fmt.Errorf("dead letter %d: %w", d.ID, err)
-			}
-		}
-		if err := p.own().MarkReplayed(ctx, conn, d.ID); err != nil {
+		if err := r.replay(ctx, d, txn); err != nil {
 			return done, err
 		}
 		done++
@@ -109,11 +85,54 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	return done, nil
 }
 
-// replayRecord builds the record for a dead letter from the row as it is
-// now in the outbox table, or from the copy kept with the dead letter;
-// nil when a transform drops it.
-func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.DeadLetter) (*kgo.Record, error) {
-	idCol := p.cfg.Columns.ID
+// replayer is one dlq replay: the pipeline's broker, the connection the
+// dead letters and the rows are read on, and the columns it binds.
+type replayer struct {
+	p    *pipeline
+	k    Broker
+	conn *pgx.Conn
+	cols schema.Columns
+}
+
+// replay publishes dead letter d (in a Kafka transaction of its own, with
+// txn) and marks it replayed.
+func (r *replayer) replay(ctx context.Context, d store.DeadLetter, txn bool) error {
+	k := r.k
+	rec, err := r.record(ctx, d)
+	if err == nil && rec != nil {
+		err = k.Fits(ctx, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("dead letter %d (event %s) still cannot be published: %w", d.ID, d.EventID, err)
+	}
+	if rec != nil && k.EventIDs {
+		rec.Context = outbox.WithEventID(rec.Context, d.EventID)
+	}
+	switch {
+	case rec == nil:
+		// A transform drops the event: there is nothing to publish.
+	case txn:
+		if err := r.txn(ctx, rec, d.ID); err != nil {
+			return fmt.Errorf("dead letter %d: %w", d.ID, err)
+		}
+	default:
+		acked := make(chan error, 1)
+		if err := k.Produce(ctx, rec, func(_ *kgo.Record, err error) { acked <- err }); err != nil {
+			return err
+		}
+		if err := <-acked; err != nil {
+			return fmt.Errorf("dead letter %d: %w", d.ID, err)
+		}
+	}
+	return r.p.own().MarkReplayed(ctx, r.conn, d.ID)
+}
+
+// record builds the record for a dead letter from the row as it is now in
+// the outbox table, or from the copy kept with the dead letter; nil when a
+// transform drops it.
+func (r *replayer) record(ctx context.Context, d store.DeadLetter) (*kgo.Record, error) {
+	p, conn := r.p, r.conn
+	idCol := r.cols.ID
 	if idCol == "" {
 		idCol = schema.DefaultColumns().ID
 	}
@@ -145,30 +164,12 @@ func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.Dea
 		return nil, fmt.Errorf("read event %s: %w", d.EventID, err)
 	}
 	if values == nil { // the row is gone: use the copy
-		var stored map[string]*string
-		raw, err := p.own().DeadLetterRow(ctx, conn, d.ID)
-		if err != nil {
+		var err error
+		if rel.Columns, values, err = r.kept(ctx, d); err != nil {
 			return nil, err
-		}
-		if err := json.Unmarshal(raw, &stored); err != nil {
-			return nil, err
-		}
-		names := make([]string, 0, len(stored))
-		for n := range stored {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		rel.Columns = rel.Columns[:0]
-		for _, n := range names {
-			rel.Columns = append(rel.Columns, schema.Column{Name: n, TypMod: -1}) // types unknown: text, checked as such
-			if v := stored[n]; v != nil {
-				values = append(values, []byte(*v))
-			} else {
-				values = append(values, nil)
-			}
 		}
 	}
-	b, err := p.cfg.Columns.Bind(rel.Columns)
+	b, err := r.cols.Bind(rel.Columns)
 	if err != nil {
 		return nil, err
 	}
@@ -176,12 +177,43 @@ func (p *pipeline) replayRecord(ctx context.Context, conn *pgx.Conn, d store.Dea
 	return p.record(ctx, b, &c)
 }
 
+// kept is the copy of the row kept with dead letter d: its columns, by
+// name, and their values, as text.
+func (r *replayer) kept(ctx context.Context, d store.DeadLetter) ([]schema.Column, [][]byte, error) {
+	var stored map[string]*string
+	raw, err := r.p.own().DeadLetterRow(ctx, r.conn, d.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(stored))
+	for n := range stored {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var (
+		cols   []schema.Column
+		values [][]byte
+	)
+	for _, n := range names {
+		cols = append(cols, schema.Column{Name: n, TypMod: -1}) // types unknown: text, checked as such
+		if v := stored[n]; v != nil {
+			values = append(values, []byte(*v))
+		} else {
+			values = append(values, nil)
+		}
+	}
+	return cols, values, nil
+}
+
 // replayTransactionalID is dlq replay's transactional id under exactly-once
 // delivery.
 func replayTransactionalID(slot string) string { return transactionalID(slot) + ".dlq-replay" }
 
-// replayKey keys dlq replay's position records; a slot name has no colon.
-func (p *pipeline) replayKey() []byte { return []byte(p.cfg.Replication.Slot + ":dlq-replay") }
+// key keys dlq replay's position records; a slot name has no colon.
+func (r *replayer) key() []byte { return []byte(r.p.cfg.Replication.Slot + ":dlq-replay") }
 
 // replayPosition is the value of a replay's position record.
 type replayPosition struct {
@@ -190,17 +222,18 @@ type replayPosition struct {
 	Time       time.Time `json:"time"`
 }
 
-// replayRecover fences an earlier replay of the pipeline (aborting what it
-// left open) and marks replayed the dead letter its last committed Kafka
+// recover fences an earlier replay of the pipeline (aborting what it left
+// open) and marks replayed the dead letter its last committed Kafka
 // transaction carried, if it is still open.
-func (p *pipeline) replayRecover(ctx context.Context, k Broker, conn *pgx.Conn, open []store.DeadLetter) error {
+func (r *replayer) recover(ctx context.Context, open []store.DeadLetter) error {
+	k, topic := r.k, r.p.cfg.PositionTopic
 	if err := k.Txn.Fence(ctx); err != nil {
 		return err
 	}
-	if err := k.Positions.EnsureCompactedTopic(ctx, p.cfg.PositionTopic); err != nil {
+	if err := k.Positions.EnsureCompactedTopic(ctx, topic); err != nil {
 		return err
 	}
-	rec, err := k.Positions.LastCommitted(ctx, p.cfg.PositionTopic, p.replayKey())
+	rec, err := k.Positions.LastCommitted(ctx, topic, r.key())
 	if err != nil || rec == nil {
 		return err
 	}
@@ -210,21 +243,22 @@ func (p *pipeline) replayRecover(ctx context.Context, k Broker, conn *pgx.Conn, 
 	}
 	for _, d := range open {
 		if d.ID == v.DeadLetter {
-			p.log.Info("exactly-once delivery: the dead letter the last replay committed to kafka is marked replayed", "dead_letter", d.ID, "event", d.EventID)
-			return p.own().MarkReplayed(ctx, conn, d.ID)
+			r.p.log.Info("exactly-once delivery: the dead letter the last replay committed to kafka is marked replayed", "dead_letter", d.ID, "event", d.EventID)
+			return r.p.own().MarkReplayed(ctx, r.conn, d.ID)
 		}
 	}
 	return nil
 }
 
-// replayTxn publishes one replayed event and the position record that
-// names its dead letter in one Kafka transaction.
-func (p *pipeline) replayTxn(ctx context.Context, k Broker, rec *kgo.Record, id int64) error {
-	b, err := json.Marshal(replayPosition{Pipeline: p.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
+// txn publishes one replayed event and the position record that names its
+// dead letter in one Kafka transaction.
+func (r *replayer) txn(ctx context.Context, rec *kgo.Record, id int64) error {
+	k := r.k
+	b, err := json.Marshal(replayPosition{Pipeline: r.p.cfg.Replication.Slot, DeadLetter: id, Time: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
-	pos := &kgo.Record{Topic: p.cfg.PositionTopic, Key: p.replayKey(), Value: b}
+	pos := &kgo.Record{Topic: r.p.cfg.PositionTopic, Key: r.key(), Value: b}
 	if err := k.Txn.Begin(); err != nil {
 		return err
 	}

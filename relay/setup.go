@@ -147,13 +147,13 @@ func lsnArg(lsns ...pglogrepl.LSN) *string {
 	return nil
 }
 
-// prepare runs Setup for a WAL session and logs what it created. In auto
+// setup runs Setup for the WAL session and logs what it created. In auto
 // mode with the polling columns (canPoll), a slot it creates (the first,
 // or one replacing a lost slot) is not streamed at once: the handoff it
 // returns first polls everything that committed before the slot's
 // consistent point.
-func (p *pipeline) prepare(ctx context.Context, conn *pgx.Conn, canPoll bool) (*handoff, error) {
-	cfg := p.cfg
+func (s *walSession) setup(ctx context.Context, canPoll bool) (*handoff, error) {
+	p, cfg, conn := s.p, s.p.cfg, s.h.conn
 	res, err := Setup(ctx, conn, cfg.Replication, cfg.CreateSlot, canPoll)
 	if err != nil {
 		return nil, err

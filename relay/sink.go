@@ -6,6 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
 )
 
 // The relay publishes through a broker that cmd/ chooses: Kafka
@@ -52,30 +54,13 @@ type Sink interface {
 	Close()
 }
 
-// Transactions is the producer's transactional side (sink/txn.go).
-type Transactions interface {
-	Fence(ctx context.Context) error
-	Begin() error
-	Commit(ctx context.Context, check func() error) error
-	Abort(ctx context.Context) error
-	HoldsRecords() bool
-	Probe(ctx context.Context) error
-	ProbeFailed(ctx context.Context) error
-	// Classify names a transactional failure (sink.ErrFenced,
-	// sink.ErrTxnTimedOut).
-	Classify(error) error
-	// Unsent names the open transaction when it holds records and was
-	// never asked to commit; Unended records such a one, of any process.
-	Unsent() (id int64, epoch int16, ok bool)
-	Unended(id int64, epoch int16)
-}
+// Transactions is the producer's transactional side (sink/txn.go), which
+// exactly-once delivery (internal/eos) and dlq replay use.
+type Transactions = eos.Transactions
 
 // PositionLog is the position topic, where exactly-once delivery's
 // position records are read back (sink/admin.go).
-type PositionLog interface {
-	EnsureCompactedTopic(ctx context.Context, topic string) error
-	LastCommitted(ctx context.Context, topic string, key []byte) (*kgo.Record, error)
-}
+type PositionLog = eos.PositionLog
 
 // Broker is what an Opener opens: the sink, and, where the broker has
 // them, its transactions and position log.
@@ -113,6 +98,15 @@ type Opener interface {
 	Validate(d Delivery) error
 	// Name names the broker ("kafka"), for log lines.
 	Name() string
+}
+
+// sinkName is o's name, "kafka" while none is chosen (Validate refuses
+// that).
+func sinkName(o Opener) string {
+	if o == nil {
+		return "kafka"
+	}
+	return o.Name()
 }
 
 // ErrNoTransactions is a broker without transactions opened for

@@ -12,6 +12,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // SnapshotMode is what a pipeline's first start does with the rows already
@@ -87,9 +88,32 @@ var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish th
 // unfinished snapshot made, which nothing has streamed from, and does it
 // again: rows sent twice, none lost.
 //
-// It runs in a WAL session that holds h, producing to k.
-func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
-	conn := h.conn
+// It runs in a WAL session that holds h, producing to k, binding with
+// cols; it lives as long as its run.
+type walSnapshot struct {
+	p    *pipeline
+	h    *hold
+	k    Broker
+	cols schema.Columns
+
+	// Once the slot exported its snapshot: the connection that reads it,
+	// the publisher, and the marks of its rows.
+	sconn    *pgx.Conn
+	pub      *publisher
+	snapshot string
+	marks    *snapshotMarker
+}
+
+// tableOrder is how the snapshot reads one table: in what order, and
+// which rows (poll.Unmarked).
+type tableOrder struct {
+	order    poll.Order
+	unmarked string
+}
+
+// run takes the snapshot, where one is due.
+func (s *walSnapshot) run(ctx context.Context) error {
+	p, conn := s.p, s.h.conn
 	if !p.cfg.Snapshot.ReadsTable() {
 		return nil
 	}
@@ -128,23 +152,8 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
 	if !p.cfg.CreateSlot {
 		return fmt.Errorf("%w: --snapshot-mode initial creates the slot with the snapshot it reads; it needs --create-slot", replication.ErrNotReady)
 	}
-	ps, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, p.tableList(), true)
+	orders, err := s.prepare(ctx)
 	if err != nil {
-		return err
-	}
-	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
-	orders := make([]poll.Order, len(p.tables))
-	unmarked := make([]string, len(p.tables))
-	for i, t := range p.tables {
-		if orders[i], err = poll.SnapshotOrder(ctx, conn, t.name, p.cfg.Poll.Order, p.cfg.snapshotTimeColumn()); err != nil {
-			return err
-		}
-		p.logSnapshotOrder(t.name, orders[i])
-		if unmarked[i], err = poll.Unmarked(ctx, conn, t.poll); err != nil {
-			return err
-		}
-	}
-	if err := p.own().PendSnapshot(ctx, conn, p.names()); err != nil {
 		return err
 	}
 	if slotExists {
@@ -158,7 +167,36 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
 			return err
 		}
 	}
+	return s.take(ctx, orders)
+}
 
+// prepare makes sure the publication covers the tables, reads how each
+// table is read, and records the snapshot pending.
+func (s *walSnapshot) prepare(ctx context.Context) ([]tableOrder, error) {
+	p, conn := s.p, s.h.conn
+	ps, err := replication.EnsurePublicationFor(ctx, conn, p.cfg.Replication.Publication, p.tableList(), true)
+	if err != nil {
+		return nil, err
+	}
+	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
+	orders := make([]tableOrder, len(p.tables))
+	for i, t := range p.tables {
+		if orders[i].order, err = poll.SnapshotOrder(ctx, conn, t.name, p.cfg.Poll.Order, p.cfg.snapshotTimeColumn()); err != nil {
+			return nil, err
+		}
+		logSnapshotOrder(p.log, t.name, orders[i].order)
+		if orders[i].unmarked, err = poll.Unmarked(ctx, conn, t.poll); err != nil {
+			return nil, err
+		}
+	}
+	return orders, p.own().PendSnapshot(ctx, conn, p.names())
+}
+
+// take creates the slot with its exported snapshot, publishes every
+// table's rows as it sees them, one table after the other, and records
+// the snapshot done.
+func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
+	p, conn, cfg := s.p, s.h.conn, s.p.cfg.Replication
 	exp, err := replication.CreateSlotExported(ctx, cfg)
 	if err != nil {
 		return err
@@ -172,51 +210,36 @@ func (p *pipeline) walSnapshot(ctx context.Context, h *hold, k Broker) error {
 		return err
 	}
 	p.log.Info("slot created; publishing the rows already in the tables", "tables", p.names(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
-	sconn, err := replication.Connect(ctx, cfg.DatabaseURL)
-	if err != nil {
+	if s.sconn, err = replication.Connect(ctx, cfg.DatabaseURL); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	defer sconn.Close(context.Background())
-	dl, err := openDeadLetters(ctx, p.cfg, p.obs, p.log)
+	defer s.sconn.Close(context.Background())
+	dl, err := openDeadLetters(ctx, p.cfg, p.hooks, p.log)
 	if err != nil {
 		return err
 	}
 	defer dl.close()
-	run := &snapshotRun{h: h, sconn: sconn, pub: p.newPublisher(k, dl, ModeWAL), snapshot: exp.Snapshot,
-		marks: newSnapshotMarker(exp.LSN, time.Now())}
-	run.pub.eventIDs = k.EventIDs
+	s.pub, s.snapshot, s.marks = p.newPublisher(s.k, dl, ModeWAL, s.cols), exp.Snapshot, newSnapshotMarker(exp.LSN, time.Now())
+	s.pub.eventIDs = s.k.EventIDs
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
 		// other, each in its order.
-		if err := p.snapshotTable(ctx, run, t.name, orders[i], unmarked[i]); err != nil || ctx.Err() != nil {
+		if err := s.table(ctx, t.name, orders[i]); err != nil || ctx.Err() != nil {
 			return err // stopped: the snapshot stays pending
 		}
 	}
-	if err := p.publishSnapshot(ctx, run, p.tables[len(p.tables)-1].name, run.marks.finish()); err != nil || ctx.Err() != nil {
+	if err := s.publish(ctx, p.tables[len(p.tables)-1].name, s.marks.finish()); err != nil || ctx.Err() != nil {
 		return err
 	}
-	if err := p.own().EndSnapshot(ctx, conn, true); err != nil {
-		return err
-	}
-	return nil
+	return p.own().EndSnapshot(ctx, conn, true)
 }
 
-// snapshotRun is one snapshot's reading: the exported snapshot, the
-// connection that reads it, the publisher, and the marks of its rows.
-type snapshotRun struct {
-	h        *hold
-	sconn    *pgx.Conn
-	pub      *publisher
-	snapshot string
-	marks    *snapshotMarker
-}
-
-// snapshotTable publishes one table's rows as the exported snapshot sees
-// them, those where unmarked holds (poll.Unmarked), in order, and waits for
+// table publishes one table's rows as the exported snapshot sees them,
+// those where o.unmarked holds (poll.Unmarked), in order, and waits for
 // their acks; the last row read waits for the next table's, or the end's
 // (snapshotMarker).
-func (p *pipeline) snapshotTable(ctx context.Context, run *snapshotRun, t outbox.Table, order poll.Order, unmarked string) error {
-	rd, err := poll.OpenSnapshot(ctx, run.sconn, run.snapshot, t, order, unmarked, p.cfg.Poll.BatchSize)
+func (s *walSnapshot) table(ctx context.Context, t outbox.Table, o tableOrder) error {
+	rd, err := poll.OpenSnapshot(ctx, s.sconn, s.snapshot, t, o.order, o.unmarked, s.p.cfg.Poll.BatchSize)
 	if err != nil {
 		return err
 	}
@@ -230,60 +253,72 @@ func (p *pipeline) snapshotTable(ctx context.Context, run *snapshotRun, t outbox
 		if len(rows) == 0 {
 			break
 		}
-		if err := p.publishSnapshot(ctx, run, t, run.marks.take(rows)); err != nil || ctx.Err() != nil {
+		if err := s.publish(ctx, t, s.marks.take(rows)); err != nil || ctx.Err() != nil {
 			return err
 		}
 	}
-	run.marks.tableDone()
+	s.marks.tableDone()
 	if err := rd.Close(ctx); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
-	p.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", order.String(),
+	s.p.log.Info("published the rows already in the table", "table", t.String(), "rows", rd.Read(), "order", o.order.String(),
 		"took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
 
-// publishSnapshot publishes rows of the snapshot as a polled batch:
-// produced in order, every ack awaited before the next batch is read, so
-// memory holds one batch. A stop leaves it unfinished (nil, ctx done).
-func (p *pipeline) publishSnapshot(ctx context.Context, run *snapshotRun, t outbox.Table, rows []poll.Row) error {
+// publish publishes rows of the snapshot as a polled batch: produced in
+// order, every ack awaited before the next batch is read, so memory holds
+// one batch. A stop leaves it unfinished (nil, ctx done).
+func (s *walSnapshot) publish(ctx context.Context, t outbox.Table, rows []poll.Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	cfg := s.p.cfg
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	led := run.pub.batch(ctx, recordCtx, rows)
-	ok := awaitBatch(ctx, led.settled(), p.cfg, func() {
-		_ = run.h.keep(ctx)
-		p.housekeeping(ctx, run.h.conn, p.tables[0])
+	led := s.pub.batch(ctx, recordCtx, rows)
+	ok := awaitBatch(ctx, led.Settled(), cfg, func() {
+		_ = s.h.keep(ctx)
+		s.p.tables[0].hk.tick(ctx, s.h.conn)
 	})
 	if !ok {
 		return fmt.Errorf("%w: Kafka had not acknowledged a batch of the snapshot; it is taken again at the next start", ErrShutdownIncomplete)
 	}
-	if err := led.failed(); err != nil {
+	if err := led.Failed(); err != nil {
 		return fmt.Errorf("snapshot of %s: %w", t, err)
 	}
 	return nil
 }
 
-// pollSnapshot decides, as a poll session starts, whether its polling
-// publishes the table's history too: on a pipeline's first start with
-// SnapshotInitial, or while a snapshot is unfinished. Rows that were in the
-// table before its polling columns have no txid and are otherwise never
-// polled; they need an order value every row has (the table's own id with
+// pollHistory is a poll session's snapshot: its polling publishes the
+// table's history too, on a pipeline's first start with SnapshotInitial,
+// or while a snapshot is unfinished (start), until no row of the history
+// is left (done).
+type pollHistory struct {
+	cfg    Config
+	log    *slog.Logger
+	t      *outboxTable
+	poller *poll.Poller
+}
+
+// start decides, as the poll session starts, whether its polling
+// publishes the table's history too. Rows that were in the table before
+// its polling columns have no txid and are otherwise never polled; they
+// need an order value every row has (the table's own id with
 // --column-order), or they could be neither ordered nor marked.
-func (p *pipeline) pollSnapshot(ctx context.Context, conn *pgx.Conn, t *outboxTable, poller *poll.Poller) (bool, error) {
-	if !p.cfg.Snapshot.ReadsTable() {
+func (s pollHistory) start(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	cfg, t := s.cfg, s.t
+	if !cfg.Snapshot.ReadsTable() {
 		return false, nil
 	}
 	st, err := t.own.Snapshot(ctx, conn)
 	if err != nil || (st.Known && !st.Pending) {
 		return false, err
 	}
-	if p.cfg.Delivery == ExactlyOnce {
+	if cfg.Delivery == ExactlyOnce {
 		return false, ErrSnapshotExactlyOnce
 	}
-	n, err := poller.Unordered(ctx)
+	n, err := s.poller.Shape().Unordered(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -301,39 +336,39 @@ func (p *pipeline) pollSnapshot(ctx context.Context, conn *pgx.Conn, t *outboxTa
 		}
 		return false, fmt.Errorf("%w: --snapshot-mode %s: %d rows of %s have no %s (they were there before the polling columns); "+
 			"%s (wal_level=logical, --mode wal or auto), whose snapshot reads them in the best order the table offers (docs/outbox-table.md)",
-			poll.ErrNoSnapshotOrder, p.cfg.Snapshot, n, t.name, t.poll.Order, how)
+			poll.ErrNoSnapshotOrder, cfg.Snapshot, n, t.name, t.poll.Order, how)
 	}
 	if err := t.own.PendSnapshot(ctx, conn, t.names); err != nil {
 		return false, err
 	}
-	poller.SetHistory(true)
-	p.log.Info("polling publishes the rows already in the table first", "table", t.name.String(), "order", t.poll.Order, "per_aggregate", "insertion order")
+	s.poller.SetHistory(true)
+	s.log.Info("polling publishes the rows already in the table first", "table", t.name.String(), "order", t.poll.Order, "per_aggregate", "insertion order")
 	return true, nil
 }
 
-// pollSnapshotDone ends the snapshot of a poll session once no row of the
-// table's history is left unpublished.
-func (p *pipeline) pollSnapshotDone(ctx context.Context, conn *pgx.Conn, t *outboxTable, poller *poll.Poller) (bool, error) {
-	left, err := poller.HistoryLeft(ctx)
+// done ends the snapshot of a poll session once no row of the table's
+// history is left unpublished.
+func (s pollHistory) done(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	left, err := s.poller.HistoryLeft(ctx)
 	if err != nil || left {
 		return false, err
 	}
-	if err := t.own.EndSnapshot(ctx, conn, false); err != nil {
+	if err := s.t.own.EndSnapshot(ctx, conn, false); err != nil {
 		return false, err
 	}
-	poller.SetHistory(false)
-	p.log.Info("published the rows already in the table", "table", t.name.String())
+	s.poller.SetHistory(false)
+	s.log.Info("published the rows already in the table", "table", s.t.name.String())
 	return true, nil
 }
 
 // logSnapshotOrder says, before a snapshot reads t, in what order the rows
 // already in it go out and what that keeps of an aggregate's order: a
 // warning where it is not the insertion order.
-func (p *pipeline) logSnapshotOrder(t outbox.Table, o poll.Order) {
+func logSnapshotOrder(log *slog.Logger, t outbox.Table, o poll.Order) {
 	level := slog.LevelInfo
 	if !o.Kept() {
 		level = slog.LevelWarn
 	}
-	p.log.Log(context.Background(), level, "the rows already in the table go out first, then what commits after the slot, in commit order",
+	log.Log(context.Background(), level, "the rows already in the table go out first, then what commits after the slot, in commit order",
 		"table", t.String(), "order", o.String(), "per_aggregate", o.Promise())
 }

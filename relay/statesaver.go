@@ -33,7 +33,7 @@ type stateSaver struct {
 	floor   *atomic.Uint64
 	fs      floorSaver
 	// streamed are the transactions published, whose rows it marks.
-	streamed *streamedTxns
+	streamed *streamMarks
 }
 
 // run records the confirmed position every few seconds, and it advances
@@ -67,8 +67,8 @@ func (s *stateSaver) run(ctx context.Context, done <-chan struct{}) error {
 			}
 			return err
 		}
-		p.housekeeping(ctx, conn, first)             // housekeeping.go
-		p.markStreamed(ctx, conn, s.streamed, false) // marks.go
+		first.hk.tick(ctx, conn)          // housekeeping.go
+		s.streamed.mark(ctx, conn, false) // marks.go
 		// Bounded, so that a dead connection ends the session instead of
 		// holding it open.
 		qctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())

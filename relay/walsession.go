@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/pgoutbox/pgoutbox/relay/internal/eos"
+	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -26,7 +28,7 @@ type walSession struct {
 	gate   *gate
 	now    *modeNow
 	reason store.Reason
-	polled *polledRows
+	polled *flow.Polled
 
 	h *hold
 	// hasSeq: every table has the polling columns.
@@ -41,7 +43,7 @@ type walSession struct {
 	// streamed are the transactions the session published, until their
 	// rows are marked in the tables that have a mark column of their own
 	// (nil: none has).
-	streamed *streamedTxns
+	streamed *streamMarks
 }
 
 // run streams. It ends with a transition to polling when a slot it
@@ -63,12 +65,12 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 			return transition{}, replication.PoolerRefusedReplication(err)
 		}
 	}
-	if s.hasSeq, err = p.hasPollingColumns(ctx, conn); err != nil {
+	if s.hasSeq, err = hasPollingColumns(ctx, conn, p.tables); err != nil {
 		return transition{}, err
 	}
 	if s.hasSeq {
 		// Rows are marked by their txid, a polling column.
-		s.streamed = newStreamedTxns(p.tables)
+		s.streamed = newStreamMarks(p.tables)
 	}
 	// Auto mode with the polling columns can poll what positions from
 	// another cluster leave unpublished; other modes stop there.
@@ -78,14 +80,15 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	}
 	// A snapshot that failed on a record (Kafka, the schema registry)
 	// ended the last session before its housekeeping saved the problem.
-	p.saveKafkaChange(ctx, conn, p.tables[0])
-	if err := p.walSnapshot(ctx, h, s.k); err != nil { // snapshot.go
+	p.tables[0].hk.saveBrokerChange(ctx, conn)
+	snap := &walSnapshot{p: p, h: h, k: s.k, cols: s.gate.columns()}
+	if err := snap.run(ctx); err != nil { // snapshot.go
 		return transition{}, err
 	}
 	if ctx.Err() != nil {
 		return transition{}, nil
 	}
-	hand, err := p.prepare(ctx, conn, canPoll) // setup.go
+	hand, err := s.setup(ctx, canPoll) // setup.go
 	if err != nil {
 		return transition{}, err
 	}
@@ -95,14 +98,16 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 	if err := s.polledBefore(ctx); err != nil {
 		return transition{}, err
 	}
-	if err := p.recordMode(ctx, h, p.tables[0], ModeWAL, s.reason, s.now); err != nil {
+	first := p.tables[0]
+	if err := first.recordMode(ctx, h, ModeWAL, s.reason); err != nil {
 		return transition{}, err
 	}
-	p.markWALStart(ctx, conn) // housekeeping.go
-	p.saveKafkaChange(ctx, conn, p.tables[0])
+	s.now.set(ModeWAL)
+	first.hk.markWALStart(ctx, conn) // housekeeping.go
+	first.hk.saveBrokerChange(ctx, conn)
 	// Everything that can fail comes before the stream is open, so that no
 	// early return leaves a replication connection holding the slot.
-	dl, err := openDeadLetters(ctx, cfg, p.obs, p.log)
+	dl, err := openDeadLetters(ctx, cfg, p.hooks, p.log)
 	if err != nil {
 		return transition{}, err
 	}
@@ -112,14 +117,14 @@ func (s *walSession) run(ctx context.Context) (transition, error) {
 		return transition{}, err
 	}
 	if cfg.Delivery == ExactlyOnce {
-		defer p.rememberUnended(s.h.conn, s.k.Txn)
+		defer p.unended().Remember(s.h.conn, s.k.Txn)
 	}
 	stream, err := replication.Open(ctx, cfg.Replication, p.log)
 	if err != nil {
 		return transition{}, err
 	}
 	p.stats.Sessions.Add(1)
-	defer p.obs.sessionUp(ModeWAL)()
+	defer p.sessionUp(ModeWAL)()
 	p.log.Info("streaming", "slot", cfg.Replication.Slot, "tables", p.names(), "start_lsn", stream.Start().String())
 	return transition{}, s.stream(ctx, stream, dl, d)
 }
@@ -156,16 +161,16 @@ func (s *walSession) polledBefore(ctx context.Context) error {
 		return err
 	}
 	for seq := range seqs {
-		s.polled.add(seq)
+		s.polled.Add(seq)
 	}
 	if saved != 0 {
 		// Every row polling published committed before the saved
 		// position: nothing to save again.
-		s.polled.until = max(s.polled.until, saved)
+		s.polled.EndAt(max(s.polled.Until(), saved))
 		return nil
 	}
-	s.polled.until = max(s.polled.until, until)
-	return first.own.SavePolledUntil(ctx, conn, s.polled.until.String())
+	s.polled.EndAt(max(s.polled.Until(), until))
+	return first.own.SavePolledUntil(ctx, conn, s.polled.Until().String())
 }
 
 // replaysPolled returns the saved polled_until when the slot's stream
@@ -196,17 +201,21 @@ func (s *walSession) openDelivery(ctx context.Context) (walDelivery, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed}, nil
+		return &atLeastOnceWAL{polled: s.polled, order: first.poll.Order, stats: p.stats, floor: uint32(floor.XID), streamed: s.streamed,
+			broker: p.ready.broker.name}, nil
 	}
-	if err := p.learnUnended(ctx, s.h.conn, s.k.Txn); err != nil {
+	if err := p.unended().Learn(ctx, s.h.conn, s.k.Txn); err != nil {
 		return nil, err
 	}
-	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.obs, p.log), p.cfg, walOpening{
-		cluster: s.cluster, floor: &s.floor, hasSeq: s.hasSeq, order: first.poll.Order, stats: p.stats, streamed: s.streamed,
-		readPolled: func(ctx context.Context, last []int64) (polledSeqs, pglogrepl.LSN, error) {
+	o := eos.WALOpening{Cluster: s.cluster, Floor: &s.floor, HasSeq: s.hasSeq, Order: first.poll.Order, Skipped: p.stats.skipped(),
+		ReadPolled: func(ctx context.Context, last []int64) (flow.Seqs, pglogrepl.LSN, error) {
 			return polledSince(ctx, s.h, first, p.cfg.queryTimeout(), last, p.log)
 		},
-	})
+	}
+	if s.streamed != nil {
+		o.Streamed = s.streamed.add
+	}
+	return openExactlyOnceWAL(ctx, newTxnSession(s.k, p.cfg, p.hooks, p.log), p.cfg, o)
 }
 
 // stream runs the open stream: the reader, the publisher and the state
@@ -248,7 +257,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 		}
 		return err
 	})
-	pub := p.newPublisher(s.k, dl, ModeWAL).streaming(d.begin(stream, hard), hard)
+	pub := p.newPublisher(s.k, dl, ModeWAL, s.gate.columns()).streaming(d.begin(stream, hard), hard)
 	pub.eventIDs = s.k.EventIDs
 	g.Go(func() error { return d.publish(gctx, pub, changes) })
 	saver := &stateSaver{p: p, h: s.h, stream: stream, hasSeq: s.hasSeq, cluster: s.cluster, floor: &s.floor, streamed: s.streamed}
@@ -264,7 +273,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	flushErr := s.k.Flush(flushCtx)
 	cancel()
 	if runErr != nil {
-		if err := d.end(hard, runErr); err != nil {
+		if err := d.End(hard, runErr); err != nil {
 			runErr = err
 		}
 	}
@@ -288,7 +297,7 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	// What Kafka acknowledged is marked now, not at the next session: the
 	// team's own poller, started after this stop, must not send it again.
 	markCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	p.markStreamed(markCtx, conn, s.streamed, true) // marks.go
+	s.streamed.mark(markCtx, conn, true) // marks.go
 	cancel()
 	acked, waiting, failed := d.position()
 	attrs := []any{"confirmed_lsn", acked.String(), "unconfirmed_transactions", waiting}

@@ -314,10 +314,30 @@ func (s *settler) settleHanging(ctx context.Context, everywhere bool) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	var (
-		txn   kadm.DescribedTransaction
-		found bool
-	)
+	txn, found, err := s.describeTxn(ctx, adm)
+	if err != nil || !found {
+		return err
+	}
+	described, err := s.describeProducersAnswered(ctx, adm, txn, everywhere)
+	if refusedToDescribe(err) {
+		s.warnUndescribed(err)
+		return nil
+	}
+	if err != nil {
+		return unlessUnsupported(err)
+	}
+	open, mine, err := s.openElsewhere(ctx, txn, described)
+	if err != nil {
+		return err
+	}
+	return s.endAll(ctx, adm, txn, open, mine)
+}
+
+// describeTxn describes the producer's transactional id once its
+// coordinator is not writing markers; found is false where there is
+// nothing to settle (the id was never used, it may not be described, or
+// its markers are still being written when hangingWait is up).
+func (s *settler) describeTxn(ctx context.Context, adm *kadm.Client) (kadm.DescribedTransaction, bool, error) {
 	for deadline := time.Now().Add(hangingWait); ; {
 		described, err := adm.DescribeTransactions(ctx, s.txnID)
 		var t kadm.DescribedTransaction
@@ -328,57 +348,52 @@ func (s *settler) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 		switch {
 		case errors.Is(err, kerr.TransactionalIDNotFound):
-			return nil // never used
+			return t, false, nil // never used
 		case refusedToDescribe(err):
 			s.warnUndescribed(err)
-			return nil
+			return t, false, nil
 		case err != nil && (final(err) || time.Now().After(deadline)):
-			return unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", s.txnID, err))
+			return t, false, unlessUnsupported(fmt.Errorf("kafka: describing transaction %s: %w", s.txnID, err))
 		case err == nil && !strings.HasPrefix(t.State, "Prepare"):
-			txn, found = t, true
+			return t, true, nil
 		case err == nil && time.Now().After(deadline):
 			// Its coordinator is still writing the markers: what is
 			// open may be about to end; a later look settles it.
-			return nil
-		}
-		if found {
-			break
+			return t, false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return t, false, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
 
-	// A restarted broker answers for its partitions a moment after it
-	// accepts connections: what it cannot answer yet is asked again.
+// describeProducersAnswered is describeProducers, asked again until every
+// partition answers or hangingWait is up: a restarted broker answers for
+// its partitions a moment after it accepts connections.
+func (s *settler) describeProducersAnswered(ctx context.Context, adm *kadm.Client, txn kadm.DescribedTransaction, everywhere bool) (kadm.DescribedProducersTopics, error) {
 	deadline := time.Now().Add(hangingWait)
-	var described kadm.DescribedProducersTopics
 	for {
-		described, err = s.describeProducers(ctx, adm, txn, everywhere)
+		described, err := s.describeProducers(ctx, adm, txn, everywhere)
 		if err == nil || refusedToDescribe(err) || final(err) || time.Now().After(deadline) {
-			break
+			return described, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return described, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if refusedToDescribe(err) {
-		s.warnUndescribed(err)
-		return nil
-	}
-	if err != nil {
-		return unlessUnsupported(err)
-	}
+}
+
+// openElsewhere reads, of described, the partitions the producer of txn
+// wrote to (mine) and those where it left a transaction open other than
+// the one its coordinator has open (open), each with its first open
+// record.
+func (s *settler) openElsewhere(ctx context.Context, txn kadm.DescribedTransaction, described kadm.DescribedProducersTopics) (open []hanging, mine []kadm.DescribedProducer, err error) {
 	ongoing := txn.State == "Ongoing"
-	var (
-		open []hanging
-		mine []kadm.DescribedProducer // every partition the producer wrote to
-		errs []error
-	)
+	var errs []error
 	described.EachProducer(func(p kadm.DescribedProducer) {
 		if p.ProducerID != txn.ProducerID {
 			return
@@ -401,10 +416,13 @@ func (s *settler) settleHanging(ctx context.Context, everywhere bool) error {
 		}
 		open = append(open, hanging{p, first.ProducerEpoch, first})
 	})
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	// How a transaction ended is decided once, for all its partitions.
+	return open, mine, errors.Join(errs...)
+}
+
+// endAll ends each transaction left open, how it ended decided once for
+// all its partitions: as this process ended it, as the coordinator says,
+// or by its marker elsewhere.
+func (s *settler) endAll(ctx context.Context, adm *kadm.Client, txn kadm.DescribedTransaction, open []hanging, mine []kadm.DescribedProducer) error {
 	type decision struct {
 		v   verdict
 		why string
@@ -418,6 +436,7 @@ func (s *settler) settleHanging(ctx context.Context, everywhere bool) error {
 				d.v, d.why = coordinatorSays(txn, h.epoch)
 			}
 			if d.v == unknown {
+				var err error
 				if d.v, d.why, err = s.markerElsewhere(ctx, adm, h, open, mine); err != nil {
 					return err
 				}

@@ -20,17 +20,18 @@ func (p Pipeline) SaveAlive(ctx context.Context, q Querier, lastPublish *time.Ti
 	return err
 }
 
-// SaveKafkaHealth records the Kafka-side problem and since when, or clears
-// it when problem is empty. Before migration 009 the error is one
-// IsMissing tells.
-func (p Pipeline) SaveKafkaHealth(ctx context.Context, q Querier, problem string, since time.Time) error {
+// SaveBrokerHealth records the problem on the side of the broker the
+// relay publishes to (broker: "kafka", "nats-jetstream") and since when,
+// or clears it when problem is empty. Before migrations 009 and 018 the
+// error is one IsMissing tells.
+func (p Pipeline) SaveBrokerHealth(ctx context.Context, q Querier, broker, problem string, since time.Time) error {
 	var pr *string
 	var s *time.Time
 	if problem != "" {
 		pr, s = &problem, &since
 	}
-	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET kafka_problem = $2, kafka_problem_since = $3 WHERE pipeline = $1`,
-		p.Name, pr, s)
+	_, err := q.Exec(ctx, `UPDATE pgoutbox_state SET kafka_problem = $2, kafka_problem_since = $3, broker = $4 WHERE pipeline = $1`,
+		p.Name, pr, s, broker)
 	return err
 }
 

@@ -43,6 +43,10 @@ type Status struct {
 	KafkaKnown   bool
 	KafkaProblem string
 	KafkaSince   *time.Time
+	// Broker is the broker KafkaProblem is the problem of, as the relay
+	// last saved it ("kafka", "nats-jetstream"); empty before migration
+	// 018 or before a relay saved it.
+	Broker string
 
 	// Migration 007: rows found deleted before polling published them.
 	Lost *Lost
@@ -141,12 +145,15 @@ FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&st.LastPublish, &st.Aliv
 		d := time.Duration(*silence * float64(time.Second))
 		st.Silence = &d
 	}
-	var kafkaProblem *string
+	var kafkaProblem, broker *string
 	if q.QueryRow(ctx, `SELECT kafka_problem, kafka_problem_since FROM pgoutbox_state WHERE pipeline = $1`,
 		p.Name).Scan(&kafkaProblem, &st.KafkaSince) == nil {
 		st.KafkaKnown, st.KafkaProblem = true, deref(kafkaProblem)
 	} else {
 		st.KafkaSince = nil
+	}
+	if q.QueryRow(ctx, `SELECT broker FROM pgoutbox_state WHERE pipeline = $1`, p.Name).Scan(&broker) == nil {
+		st.Broker = deref(broker)
 	}
 	var (
 		lost       int64

@@ -113,7 +113,7 @@ func TestModeAndStatus(t *testing.T) {
 	}
 
 	since := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
-	if err := p.SaveKafkaHealth(ctx, conn, "topic t: unknown topic", since); err != nil {
+	if err := p.SaveBrokerHealth(ctx, conn, "nats-jetstream", "topic t: unknown topic", since); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.SaveAlive(ctx, conn, &since); err != nil {
@@ -126,8 +126,8 @@ func TestModeAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.KafkaProblem != "topic t: unknown topic" || st.KafkaSince == nil || !st.KafkaSince.Equal(since) {
-		t.Errorf("kafka %q since %v", st.KafkaProblem, st.KafkaSince)
+	if st.KafkaProblem != "topic t: unknown topic" || st.KafkaSince == nil || !st.KafkaSince.Equal(since) || st.Broker != "nats-jetstream" {
+		t.Errorf("broker %q: %q since %v", st.Broker, st.KafkaProblem, st.KafkaSince)
 	}
 	if st.Alive == nil || st.Silence == nil || *st.Silence > time.Minute || st.LastPublish == nil || !st.LastPublish.Equal(since) {
 		t.Errorf("alive %v silence %v last publish %v", st.Alive, st.Silence, st.LastPublish)
@@ -135,7 +135,7 @@ func TestModeAndStatus(t *testing.T) {
 	if l := st.Lost; l == nil || l.Rows != 3 || l.FromSeq != 10 || l.ToSeq != 12 || !l.Recent {
 		t.Errorf("lost %+v", l)
 	}
-	if err := p.SaveKafkaHealth(ctx, conn, "", time.Time{}); err != nil {
+	if err := p.SaveBrokerHealth(ctx, conn, "nats-jetstream", "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := p.Status(ctx, conn, time.Hour); st.KafkaProblem != "" || st.KafkaSince != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +151,59 @@ func TestNATSServerKilledUnderLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A nats-server that goes away is named as what it is: status and
+// /readyz say nats-jetstream is unreachable, not Kafka; with it back the
+// problem clears and what waited is delivered.
+func TestNATSProblemNamedInStatus(t *testing.T) {
+	e := newEnv(t)
+	e.setup(e.config()) // the pipeline, before status reads it
+	s := natstest.Start(t)
+	s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
+	addr := metricsAddr(t)
+	e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--metrics-addr", addr, "--metrics-interval", "200ms")
+	e.insert(row{"order", "o-1", "Placed", `{}`})
+	eventually(t, 30*time.Second, "a healthy status naming the broker", func() bool {
+		st, ok := e.status(t)
+		return ok && st.KafkaKnown && st.KafkaProblem == "" && st.Broker == "nats-jetstream" && s.Count("outbox") == 1
+	})
+
+	s.Kill()
+	var st statusJSON
+	eventually(t, 30*time.Second, "status naming nats-jetstream unreachable", func() bool {
+		var ok bool
+		st, ok = e.status(t)
+		return !ok && strings.Contains(st.KafkaProblem, "unreachable") &&
+			strings.Contains(strings.Join(st.Problems, "\n"), "nats-jetstream: unreachable")
+	})
+	t.Logf("status problems: %q", st.Problems)
+	if code, body := readyz(t, addr); code != http.StatusServiceUnavailable || !strings.Contains(body, "nats-jetstream: unreachable") {
+		t.Errorf("/readyz with nats-server gone: %d %q", code, body)
+	}
+	out, _ := run1(t, "status", "--database-url", e.url)
+	if !strings.Contains(out, "nats-jetstream unreachable") || strings.Contains(out, "kafka") {
+		t.Errorf("status names another broker than nats-jetstream:\n%s", out)
+	}
+
+	s.Start()
+	e.insert(row{"order", "o-1", "Paid", `{}`})
+	eventually(t, 60*time.Second, "the problem cleared and the event delivered", func() bool {
+		st, ok := e.status(t)
+		return ok && st.KafkaProblem == "" && s.Count("outbox") == 2
+	})
+}
+
+// readyz is GET /readyz on the relay's metrics address.
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // A Debezium Server file whose sink is nats-jetstream runs through the

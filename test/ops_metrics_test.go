@@ -61,7 +61,7 @@ func TestOpsMetricsAndReadiness(t *testing.T) {
 	cfg.MonitorInterval = 200 * time.Millisecond
 	e.setup(cfg)
 	r := e.start(cfg)
-	srv := httptest.NewServer(r.Metrics.Handler())
+	srv := httptest.NewServer(r.Handler())
 	defer srv.Close()
 
 	if got := httpStatus(srv.URL + "/healthz"); got != http.StatusOK {

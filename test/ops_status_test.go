@@ -30,8 +30,10 @@ type statusJSON struct {
 	Oldest      *float64   `json:"oldest_unpublished_seconds"`
 	LastPublish *time.Time `json:"last_publish_at"`
 	Alive       *time.Time `json:"alive_at"`
-	// KafkaProblem is what the relay last saved about Kafka.
+	// KafkaProblem is what the relay last saved about the broker it
+	// publishes to, Broker its name.
 	KafkaProblem string      `json:"kafka_problem"`
+	Broker       string      `json:"broker"`
 	KafkaKnown   bool        `json:"kafka_known"`
 	LostDeleted  *lostStatus `json:"lost_deleted"`
 	// DeadLetters are the open ones, HeldAggregates their aggregates.
@@ -147,7 +149,7 @@ func TestStatusPollingReason(t *testing.T) {
 	// from the same state.
 	pollingSince := func(r *running) float64 {
 		t.Helper()
-		srv := httptest.NewServer(r.Metrics.Handler())
+		srv := httptest.NewServer(r.Handler())
 		defer srv.Close()
 		return scrape(t, srv.URL)["pgoutbox_polling_since_timestamp_seconds"]
 	}

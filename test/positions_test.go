@@ -24,7 +24,8 @@ func TestPositionsNextCoversRunningTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := p.Sequence(ctx)
+	c := p.Census()
+	seq, err := c.Sequence(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ SELECT 'order', 'o-1', 'Placed', '{}' FROM generate_series(1, 3) RETURNING pg_cu
 		t.Fatal(err)
 	}
 	xid, _ := strconv.ParseUint(xidText, 10, 64)
-	running, err := p.Positions(ctx, seq, 0)
+	running, err := c.Positions(ctx, seq, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +49,13 @@ SELECT 'order', 'o-1', 'Placed', '{}' FROM generate_series(1, 3) RETURNING pg_cu
 		t.Fatalf("positions read while transaction %d runs with seq 1-3: last %d, xmin %d, next %d; want last 3, xmin <= %d < next",
 			xid, running.Last, running.XMin, running.Next, xid)
 	}
-	if again, err := p.Positions(ctx, seq, 0); err != nil || again.XMin >= running.Next {
+	if again, err := c.Positions(ctx, seq, 0); err != nil || again.XMin >= running.Next {
 		t.Fatalf("the transaction runs on, yet a later reading's xmin %d reaches %d (err %v)", again.XMin, running.Next, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after, err := p.Positions(ctx, seq, 0); err != nil || after.XMin < running.Next {
+	if after, err := c.Positions(ctx, seq, 0); err != nil || after.XMin < running.Next {
 		t.Fatalf("after the commit, xmin %d, want at least %d (err %v)", after.XMin, running.Next, err)
 	}
 }

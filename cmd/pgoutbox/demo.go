@@ -32,29 +32,15 @@ import (
 // latency, and a summary closes the run. Everything it starts, it stops.
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("pgoutbox demo", flag.ContinueOnError)
-	var (
-		duration  time.Duration
-		writers   int
-		rate      float64
-		perTx     int
-		logFormat string
-		logLevel  string
-		config    string
-	)
-	fs.DurationVar(&duration, "duration", 30*time.Second, "how long events are written")
-	fs.IntVar(&writers, "writers", 4, "concurrent writers")
-	fs.Float64Var(&rate, "rate", 20, "transactions per second, all writers together")
-	fs.IntVar(&perTx, "events-per-tx", 2, "events per transaction")
-	fs.StringVar(&logFormat, "log-format", "auto", "relay log format: auto, pretty, json or text")
-	fs.StringVar(&logLevel, "log-level", "warn", "relay log level")
-	fs.StringVar(&config, "config", "", "file of 'flag = value' lines")
+	var f demoFlags
+	f.register(fs)
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if writers < 1 || rate <= 0 || perTx < 1 || duration <= 0 {
+	if f.writers < 1 || f.rate <= 0 || f.perTx < 1 || f.duration <= 0 {
 		return errors.New("--writers, --rate, --events-per-tx and --duration must be positive")
 	}
-	log, err := newLogger(stderr, logFormat, logLevel, nil)
+	log, err := newLogger(stderr, f.logFormat, f.logLevel, nil)
 	if err != nil {
 		return err
 	}
@@ -79,12 +65,46 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Sink = &brokers.Kafka{Config: sink.Config{Brokers: broker.ListenAddrs(), CreateTopics: true}}
 	cfg.Replication.HeartbeatInterval = 2 * time.Second
 	cfg.Defaults()
-
-	// The slot must exist before the first event is written: WAL mode
-	// publishes what commits after the slot's consistent point.
-	conn, err := pgx.Connect(ctx, pg.URL)
+	topics, err := prepareDemo(ctx, cfg, broker.ListenAddrs())
 	if err != nil {
 		return err
+	}
+	r, err := relay.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return f.run(ctx, stdout, r, pg.URL, broker.ListenAddrs(), topics)
+}
+
+// demoFlags are demo's flags.
+type demoFlags struct {
+	duration  time.Duration
+	writers   int
+	rate      float64
+	perTx     int
+	logFormat string
+	logLevel  string
+	config    string
+}
+
+func (f *demoFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&f.duration, "duration", 30*time.Second, "how long events are written")
+	fs.IntVar(&f.writers, "writers", 4, "concurrent writers")
+	fs.Float64Var(&f.rate, "rate", 20, "transactions per second, all writers together")
+	fs.IntVar(&f.perTx, "events-per-tx", 2, "events per transaction")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "relay log format: auto, pretty, json or text")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "relay log level")
+	fs.StringVar(&f.config, "config", "", "file of 'flag = value' lines")
+}
+
+// prepareDemo creates the outbox table, the slot and the demo's topics on
+// the broker at seeds, and returns the topics. The slot must exist before the first
+// event is written: WAL mode publishes what commits after the slot's
+// consistent point.
+func prepareDemo(ctx context.Context, cfg relay.Config, seeds []string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, cfg.Replication.DatabaseURL)
+	if err != nil {
+		return nil, err
 	}
 	_, err = migrations.Migrate(ctx, conn, migrations.Options{})
 	if err == nil {
@@ -92,26 +112,28 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	conn.Close(context.Background())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	topics := make([]string, len(demoAggregates))
 	for i, a := range demoAggregates {
 		topics[i] = "outbox.event." + a.typ
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = kadm.NewClient(admin).CreateTopics(ctx, 3, 1, nil, topics...)
 	admin.Close()
 	if err != nil {
-		return fmt.Errorf("create topics: %w", err)
+		return nil, fmt.Errorf("create topics: %w", err)
 	}
-	r, err := relay.New(cfg, log)
-	if err != nil {
-		return err
-	}
+	return topics, nil
+}
 
+// run runs the relay r, the writers on the database at url and a consumer
+// of topics on the broker at seeds, until the writers are done and what they wrote
+// arrived, then prints the summary.
+func (f *demoFlags) run(ctx context.Context, stdout io.Writer, r *relay.Relay, url string, seeds, topics []string) error {
 	// The relay outlives the writers by a short drain; the consumer
 	// outlives the relay's last publish.
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
@@ -119,13 +141,12 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	relayDone := make(chan error, 1)
 	go func() { relayDone <- r.Run(relayCtx) }()
 
-	pool, err := pgxpool.New(ctx, pg.URL)
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(broker.ListenAddrs()...),
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
 		kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err
@@ -133,11 +154,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer consumer.Close()
 
 	tr := newTracker(stdout)
-	fmt.Fprintf(stdout, "\nwriting %.0f transactions/s of %d events from %d writers for %s; Ctrl-C stops early\n\n", rate, perTx, writers, duration)
+	fmt.Fprintf(stdout, "\nwriting %.0f transactions/s of %d events from %d writers for %s; Ctrl-C stops early\n\n", f.rate, f.perTx, f.writers, f.duration)
 	fmt.Fprintf(stdout, "%-12s %-24s %-12s %-8s %-18s %9s\n", "consumed", "topic", "key", "event", "type", "latency")
-
-	writeCtx, stopWriting := context.WithTimeout(ctx, duration)
-	defer stopWriting()
 	consumeCtx, stopConsuming := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConsuming()
 	consumed := make(chan struct{})
@@ -149,15 +167,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fetches.EachRecord(func(rec *kgo.Record) { tr.consumed(rec, now) })
 		}
 	}()
-
-	g, gctx := errgroup.WithContext(writeCtx)
-	interval := time.Duration(float64(time.Second) * float64(writers) / rate)
-	for w := 0; w < writers; w++ {
-		g.Go(func() error { return demoWriter(gctx, pool, tr, w, interval, perTx) })
-	}
-	// Writers stop between transactions, so an error is a real one.
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("write: %w", err)
+	if err := f.write(ctx, pool, tr); err != nil {
+		return err
 	}
 
 	// Wait until everything written arrived, or give up after a while.
@@ -176,6 +187,22 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if !tr.complete() {
 		return errors.New("some events did not arrive")
+	}
+	return nil
+}
+
+// write runs the writers for the demo's duration.
+func (f *demoFlags) write(ctx context.Context, pool *pgxpool.Pool, tr *tracker) error {
+	writeCtx, stopWriting := context.WithTimeout(ctx, f.duration)
+	defer stopWriting()
+	g, gctx := errgroup.WithContext(writeCtx)
+	interval := time.Duration(float64(time.Second) * float64(f.writers) / f.rate)
+	for w := 0; w < f.writers; w++ {
+		g.Go(func() error { return demoWriter(gctx, pool, tr, w, interval, f.perTx) })
+	}
+	// Writers stop between transactions, so an error is a real one.
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }

@@ -157,7 +157,7 @@ func noteUnordered(ctx context.Context, conn *pgx.Conn, stdout io.Writer, cfg po
 	if err != nil {
 		return fmt.Errorf("%s: %w", table, err)
 	}
-	err = p.CheckOrdered(ctx)
+	err = p.Shape().CheckOrdered(ctx)
 	if ue := (*poll.UnorderedError)(nil); errors.As(err, &ue) {
 		fmt.Fprintf(stdout, "%s: run will stop before it publishes anything: %s\n", table, strings.TrimPrefix(ue.Error(), "poll: "))
 		return nil
@@ -170,7 +170,7 @@ func checkPolling(ctx context.Context, conn *pgx.Conn, cfg poll.Config, table ou
 	cfg.Table = table.String()
 	p, err := poll.New(ctx, conn, cfg)
 	if err == nil {
-		err = p.Check(ctx)
+		err = p.Shape().Check(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", table, err)

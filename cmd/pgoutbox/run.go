@@ -271,7 +271,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("pgoutbox starting", attrs...)
 	if *f.ops.addr != "" {
-		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
+		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Handler(), log)
 		if err != nil {
 			return err
 		}

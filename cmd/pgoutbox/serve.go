@@ -14,16 +14,16 @@ import (
 	"github.com/pgoutbox/pgoutbox/relay"
 )
 
-// serveOps serves the relay's /metrics, /healthz and /readyz on addr until
-// the returned function is called, and Go's profiles under /debug/pprof/
-// when withPprof. It listens before returning, so a bad or busy address
-// fails the start.
-func serveOps(addr string, withPprof bool, m *relay.Metrics, log *slog.Logger) (stop func(), err error) {
+// serveOps serves the relay's /metrics, /healthz and /readyz (ops, a
+// relay's Handler) on addr until the returned function is called, and Go's
+// profiles under /debug/pprof/ when withPprof. It listens before
+// returning, so a bad or busy address fails the start.
+func serveOps(addr string, withPprof bool, ops http.Handler, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
-	h, paths := m.Handler(), "/metrics /healthz /readyz"
+	h, paths := ops, "/metrics /healthz /readyz"
 	if withPprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)

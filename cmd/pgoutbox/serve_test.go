@@ -20,7 +20,7 @@ func TestServeOpsPprofOnlyWhenAsked(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		stop, err := serveOps(addr, withPprof, relay.NewMetrics(new(atomic.Int64)), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		stop, err := serveOps(addr, withPprof, relay.NewMetrics(new(atomic.Int64), nil).Handler(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,19 +14,30 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
 // pipelineStatus is what status reports; JSON field names are stable.
+// Its parts, embedded, are flat in the JSON, in this order.
 type pipelineStatus struct {
 	Pipeline string `json:"pipeline"`
 	Table    string `json:"table"`
 	// Tables are the pipeline's outbox tables: Table alone, or the
 	// several tables one slot streams (Table lists them, comma-separated).
-	Tables     []string `json:"tables"`
-	Mode       string   `json:"mode"`
-	ModeReason string   `json:"mode_reason"`
+	Tables []string `json:"tables"`
+	modeStatus
+	positionStatus
+	rowsStatus
+	opsStatus
+	Problems []string `json:"problems"`
+}
+
+// modeStatus is the pipeline's mode, why, and its switches.
+type modeStatus struct {
+	Mode       string `json:"mode"`
+	ModeReason string `json:"mode_reason"`
 	// ModeReasonCode is ModeReason's code (store.ReasonCode): started,
 	// handoff, handoff-done, wal-available, wal-unavailable; empty for a
 	// reason saved by an older pgoutbox.
@@ -33,23 +45,35 @@ type pipelineStatus struct {
 	ModeSince      time.Time `json:"mode_since"`
 	Switches       int64     `json:"switches"`
 	SlotLosses     int64     `json:"slot_losses"`
-	ConfirmedLSN   string    `json:"confirmed_lsn,omitempty"`
-	FloorXID       string    `json:"floor_xid,omitempty"`
-	FloorSeq       *int64    `json:"floor_seq,omitempty"`
+}
+
+// positionStatus is where the pipeline stands: its saved positions, the
+// cluster they were saved on, and its slot.
+type positionStatus struct {
+	ConfirmedLSN string `json:"confirmed_lsn,omitempty"`
+	FloorXID     string `json:"floor_xid,omitempty"`
+	FloorSeq     *int64 `json:"floor_seq,omitempty"`
 	// Cluster is the system identifier of the cluster the positions were
 	// saved on; ClusterChange is set once pgoutbox saw the pipeline's
 	// state move to another cluster (a dump and restore, an upgrade).
 	Cluster       *int64         `json:"system_identifier,omitempty"`
 	ClusterChange *clusterChange `json:"cluster_change,omitempty"`
 	Updated       time.Time      `json:"updated_at"`
-	Slot          *struct {
-		Active        bool   `json:"active"`
-		ConfirmedLSN  string `json:"confirmed_flush_lsn"`
-		RestartLSN    string `json:"restart_lsn"`
-		WALStatus     string `json:"wal_status"`
-		RetainedBytes int64  `json:"retained_wal_bytes"`
-		LagBytes      int64  `json:"lag_bytes"`
-	} `json:"slot"`
+	Slot          *slotView      `json:"slot"`
+}
+
+// slotView is the pipeline's slot.
+type slotView struct {
+	Active        bool   `json:"active"`
+	ConfirmedLSN  string `json:"confirmed_flush_lsn"`
+	RestartLSN    string `json:"restart_lsn"`
+	WALStatus     string `json:"wal_status"`
+	RetainedBytes int64  `json:"retained_wal_bytes"`
+	LagBytes      int64  `json:"lag_bytes"`
+}
+
+// rowsStatus are the rows not published yet.
+type rowsStatus struct {
 	// Unpublished counts rows above the floor that polling has not marked;
 	// in WAL mode these include rows the WAL already published.
 	Unpublished      int64    `json:"unpublished_rows"`
@@ -57,6 +81,10 @@ type pipelineStatus struct {
 	// UnpublishedByTable splits Unpublished by table, for a pipeline of
 	// several tables: each above its own state row's floor.
 	UnpublishedByTable map[string]int64 `json:"unpublished_rows_by_table,omitempty"`
+}
+
+// opsStatus is what the relay saves for operations.
+type opsStatus struct {
 	// LastPublish and Alive are saved by the relay every few seconds;
 	// DeadLetters is set when the dead-letter table exists.
 	LastPublish *time.Time `json:"last_publish_at,omitempty"`
@@ -66,13 +94,16 @@ type pipelineStatus struct {
 	HeldAggregates *int64 `json:"held_aggregates,omitempty"`
 	// Failover says whether the slot would survive a failover.
 	Failover *failover `json:"failover,omitempty"`
-	// KafkaProblem is the Kafka-side problem the relay last saved (an
-	// unreachable broker, a missing or unauthorized topic, records
-	// failing, with the topic named), and since when; empty when none.
-	// KafkaKnown is false before migration 009.
+	// KafkaProblem is the problem on the side of the broker the relay
+	// publishes to that it last saved (an unreachable broker, a missing or
+	// unauthorized topic, records failing, with the topic named), and
+	// since when; empty when none. KafkaKnown is false before migration
+	// 009. Broker names that broker ("kafka", "nats-jetstream"; empty where
+	// an older relay saved no name, which was Kafka).
 	KafkaProblem string     `json:"kafka_problem,omitempty"`
 	KafkaSince   *time.Time `json:"kafka_problem_since,omitempty"`
 	KafkaKnown   bool       `json:"kafka_known"`
+	Broker       string     `json:"broker,omitempty"`
 	// LostDeleted is set once polling found rows deleted before it
 	// published them (migration 007): an upper bound of events lost.
 	LostDeleted *lostDeleted `json:"lost_deleted,omitempty"`
@@ -83,8 +114,10 @@ type pipelineStatus struct {
 	// fix, until a session starts again (migration 014).
 	Stopped   string     `json:"stopped,omitempty"`
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
-	Problems  []string   `json:"problems"`
 }
+
+// broker names the broker the saved problem is of.
+func (o *opsStatus) broker() string { return cmp.Or(o.Broker, "kafka") }
 
 // leaseStatus is the pipeline's lease: its holder, the fencing token, and
 // how long until another relay may take it over (negative: expired).
@@ -139,7 +172,7 @@ func (st *pipelineStatus) fromStore(s *store.Status) {
 		st.ClusterChange = &clusterChange{At: c.At, Previous: c.Previous, What: c.What, OldFloorXID: c.OldFloorXID, OldFloorSeq: c.OldFloorSeq}
 	}
 	st.LastPublish, st.Alive, st.DeadLetters, st.HeldAggregates = s.LastPublish, s.Alive, s.DeadLetters, s.HeldAggregates
-	st.KafkaKnown, st.KafkaProblem, st.KafkaSince = s.KafkaKnown, s.KafkaProblem, s.KafkaSince
+	st.KafkaKnown, st.KafkaProblem, st.KafkaSince, st.Broker = s.KafkaKnown, s.KafkaProblem, s.KafkaSince, s.Broker
 	if l := s.Lost; l != nil {
 		st.LostDeleted = &lostDeleted{Rows: l.Rows, FromSeq: l.FromSeq, ToSeq: l.ToSeq, At: l.At}
 	}
@@ -159,7 +192,7 @@ func (st *pipelineStatus) operations(s *store.Status, th thresholds) {
 			s.Silence.Truncate(time.Second)))
 	}
 	if st.KafkaKnown && st.KafkaProblem != "" {
-		p := "kafka: " + st.KafkaProblem
+		p := st.broker() + ": " + st.KafkaProblem
 		if st.KafkaSince != nil {
 			p += fmt.Sprintf(" (for %s)", time.Since(*st.KafkaSince).Round(time.Second))
 		}
@@ -205,49 +238,50 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	ownPublished(fs, &mc.cfg.Poll)
-	pc := mc.cfg.Poll
 	conn, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	st, err := readStatus(ctx, conn, c.slot, mc.cfg.Poll, th)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		st.print(stdout)
+	}
+	if len(st.Problems) > 0 {
+		return errors.New("the pipeline needs attention")
+	}
+	return nil
+}
 
-	st := pipelineStatus{Pipeline: c.slot, Problems: []string{}}
-	own := store.Pipeline{Name: c.slot}
+// readStatus reads the status of pipeline slot on conn; pc says how its
+// tables are polled, th when something needs a person.
+func readStatus(ctx context.Context, conn *pgx.Conn, slot string, pc poll.Config, th thresholds) (*pipelineStatus, error) {
+	st := &pipelineStatus{Pipeline: slot, Problems: []string{}}
+	own := store.Pipeline{Name: slot}
 	saved, err := own.Status(ctx, conn, th.lostFor)
 	switch {
 	case errors.Is(err, store.ErrNoPipeline):
-		if _, serr := replication.SlotStatus(ctx, conn, c.slot); errors.Is(serr, replication.ErrSlotElsewhere) {
-			return fmt.Errorf("no pipeline %q here: %w", c.slot, serr)
+		if _, serr := replication.SlotStatus(ctx, conn, slot); errors.Is(serr, replication.ErrSlotElsewhere) {
+			return nil, fmt.Errorf("no pipeline %q here: %w", slot, serr)
 		}
-		return fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", c.slot)
+		return nil, fmt.Errorf("no pipeline %q: pgoutbox run has not started it yet", slot)
 	case errors.Is(err, store.ErrNoState):
-		return err
+		return nil, err
 	case err != nil:
-		return fmt.Errorf("read state: %w", err)
+		return nil, fmt.Errorf("read state: %w", err)
 	}
 	st.fromStore(saved)
-
-	if s, err := replication.SlotStatus(ctx, conn, c.slot); err == nil {
-		st.Slot = &struct {
-			Active        bool   `json:"active"`
-			ConfirmedLSN  string `json:"confirmed_flush_lsn"`
-			RestartLSN    string `json:"restart_lsn"`
-			WALStatus     string `json:"wal_status"`
-			RetainedBytes int64  `json:"retained_wal_bytes"`
-			LagBytes      int64  `json:"lag_bytes"`
-		}{s.Active, s.ConfirmedLSN.String(), s.RestartLSN.String(), s.WALStatus, s.RetainedBytes, s.LagBytes}
-		if s.WALStatus == "lost" {
-			st.Problems = append(st.Problems, "the slot is invalidated: WAL it needed was removed (auto mode replaces it and polls the gap)")
-		}
-	} else if errors.Is(err, replication.ErrSlotMissing) {
-		if saved.Mode == store.ModeWAL {
-			st.Problems = append(st.Problems, "the pipeline's slot does not exist")
-		}
-	} else if errors.Is(err, replication.ErrSlotElsewhere) {
-		st.Problems = append(st.Problems, err.Error())
-	} else {
-		return err
+	if err := st.readSlot(ctx, conn, saved.Mode); err != nil {
+		return nil, err
 	}
 	st.Tables = []string{st.Table}
 	if ts, err := outbox.ParseTables(st.Table); err == nil {
@@ -256,16 +290,55 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.Tables = append(st.Tables, t.String())
 		}
 	}
+	st.countUnpublished(ctx, conn, pc)
+	if saved.PollingInsteadOfWAL() {
+		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
+	}
+	if h, err := own.LeaseHolder(ctx, conn); err == nil && h != nil {
+		st.Lease = &leaseStatus{Holder: h.Holder, Token: h.Token, ExpiresInSeconds: h.ExpiresIn.Seconds()}
+	}
+	st.operations(saved, th)
+	if st.Failover, err = failoverView(ctx, conn, slot); err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
+	}
+	return st, nil
+}
+
+// readSlot reads the pipeline's slot, of a pipeline saved in mode.
+func (st *pipelineStatus) readSlot(ctx context.Context, conn *pgx.Conn, mode store.Mode) error {
+	s, err := replication.SlotStatus(ctx, conn, st.Pipeline)
+	switch {
+	case err == nil:
+		st.Slot = &slotView{s.Active, s.ConfirmedLSN.String(), s.RestartLSN.String(), s.WALStatus, s.RetainedBytes, s.LagBytes}
+		if s.WALStatus == "lost" {
+			st.Problems = append(st.Problems, "the slot is invalidated: WAL it needed was removed (auto mode replaces it and polls the gap)")
+		}
+	case errors.Is(err, replication.ErrSlotMissing):
+		if mode == store.ModeWAL {
+			st.Problems = append(st.Problems, "the pipeline's slot does not exist")
+		}
+	case errors.Is(err, replication.ErrSlotElsewhere):
+		st.Problems = append(st.Problems, err.Error())
+	default:
+		return err
+	}
+	return nil
+}
+
+// countUnpublished counts each table's unpublished rows, polled as pc
+// says.
+func (st *pipelineStatus) countUnpublished(ctx context.Context, conn *pgx.Conn, pc poll.Config) {
 	if len(st.Tables) > 1 {
 		st.UnpublishedByTable = map[string]int64{}
 	}
+	own := store.Pipeline{Name: st.Pipeline}
 	for i, table := range st.Tables {
 		// The first table's positions are in the pipeline's row; every
 		// other table's in a row of its own, once a relay wrote it (the
 		// pipeline's floor holds for every table until then).
 		rowOwn := own
 		if i > 0 {
-			if o := store.TablePipeline(c.slot, table); knownRow(ctx, conn, o) {
+			if o := store.TablePipeline(st.Pipeline, table); knownRow(ctx, conn, o) {
 				rowOwn = o
 			}
 		}
@@ -290,98 +363,83 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.OldestUnpublishd = &s
 		}
 	}
-	if saved.PollingInsteadOfWAL() {
-		st.Problems = append(st.Problems, "polling instead of streaming the WAL: "+st.ModeReason)
-	}
+}
 
-	if h, err := own.LeaseHolder(ctx, conn); err == nil && h != nil {
-		st.Lease = &leaseStatus{Holder: h.Holder, Token: h.Token, ExpiresInSeconds: h.ExpiresIn.Seconds()}
+// print writes the status as text.
+func (st *pipelineStatus) print(stdout io.Writer) {
+	fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, strings.Join(st.Tables, ", "))
+	fmt.Fprintf(stdout, "mode         %s since %s (%d switches)\n", st.Mode, st.ModeSince.Format(time.RFC3339), st.Switches)
+	fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
+	fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)
+	fmt.Fprintf(stdout, "floor xid    %s\n", st.FloorXID)
+	if st.Cluster != nil {
+		fmt.Fprintf(stdout, "cluster      %d\n", *st.Cluster)
 	}
-	st.operations(saved, th)
-	if st.Failover, err = failoverView(ctx, conn, c.slot); err != nil {
-		st.Problems = append(st.Problems, fmt.Sprintf("cannot tell whether the slot survives a failover: %v", err))
-	}
-
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
-			return err
+	if c := st.ClusterChange; c != nil {
+		from := "another cluster"
+		if c.Previous != nil {
+			from = fmt.Sprintf("cluster %d", *c.Previous)
 		}
+		fmt.Fprintf(stdout, "new cluster  seen %s, state came from %s: %s\n", c.At.Format(time.RFC3339), from, c.What)
+	}
+	if st.Slot != nil {
+		fmt.Fprintf(stdout, "slot         active=%t confirmed_flush_lsn=%s wal_status=%s retained=%d bytes lag=%d bytes\n",
+			st.Slot.Active, st.Slot.ConfirmedLSN, st.Slot.WALStatus, st.Slot.RetainedBytes, st.Slot.LagBytes)
 	} else {
-		fmt.Fprintf(stdout, "pipeline     %s (%s)\n", st.Pipeline, strings.Join(st.Tables, ", "))
-		fmt.Fprintf(stdout, "mode         %s since %s (%d switches)\n", st.Mode, st.ModeSince.Format(time.RFC3339), st.Switches)
-		fmt.Fprintf(stdout, "reason       %s\n", st.ModeReason)
-		fmt.Fprintf(stdout, "confirmed    %s\n", st.ConfirmedLSN)
-		fmt.Fprintf(stdout, "floor xid    %s\n", st.FloorXID)
-		if st.Cluster != nil {
-			fmt.Fprintf(stdout, "cluster      %d\n", *st.Cluster)
+		fmt.Fprintln(stdout, "slot         none")
+	}
+	fmt.Fprintf(stdout, "slot losses  %d\n", st.SlotLosses)
+	fmt.Fprintf(stdout, "unpublished  %d rows above the floor", st.Unpublished)
+	if st.OldestUnpublishd != nil {
+		fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
+	}
+	fmt.Fprintln(stdout)
+	if len(st.UnpublishedByTable) > 0 {
+		for _, table := range st.Tables {
+			fmt.Fprintf(stdout, "             %s: %d\n", table, st.UnpublishedByTable[table])
 		}
-		if c := st.ClusterChange; c != nil {
-			from := "another cluster"
-			if c.Previous != nil {
-				from = fmt.Sprintf("cluster %d", *c.Previous)
-			}
-			fmt.Fprintf(stdout, "new cluster  seen %s, state came from %s: %s\n", c.At.Format(time.RFC3339), from, c.What)
-		}
-		if st.Slot != nil {
-			fmt.Fprintf(stdout, "slot         active=%t confirmed_flush_lsn=%s wal_status=%s retained=%d bytes lag=%d bytes\n",
-				st.Slot.Active, st.Slot.ConfirmedLSN, st.Slot.WALStatus, st.Slot.RetainedBytes, st.Slot.LagBytes)
-		} else {
-			fmt.Fprintln(stdout, "slot         none")
-		}
-		fmt.Fprintf(stdout, "slot losses  %d\n", st.SlotLosses)
-		fmt.Fprintf(stdout, "unpublished  %d rows above the floor", st.Unpublished)
-		if st.OldestUnpublishd != nil {
-			fmt.Fprintf(stdout, ", oldest %.1fs", *st.OldestUnpublishd)
+	}
+	st.opsStatus.print(stdout)
+	for _, p := range st.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", p)
+	}
+}
+
+// print writes what the relay saved for operations as text.
+func (o *opsStatus) print(stdout io.Writer) {
+	if o.LastPublish != nil {
+		fmt.Fprintf(stdout, "published    last at %s\n", o.LastPublish.Format(time.RFC3339))
+	}
+	if o.Alive != nil {
+		fmt.Fprintf(stdout, "relay        last seen %s\n", o.Alive.Format(time.RFC3339))
+	}
+	if l := o.Lease; l != nil && l.ExpiresInSeconds > 0 {
+		fmt.Fprintf(stdout, "lease        held by %s (token %d), %.1fs left unless renewed\n", l.Holder, l.Token, l.ExpiresInSeconds)
+	} else if l != nil {
+		fmt.Fprintf(stdout, "lease        free: last held by %s (token %d), expired %.1fs ago\n", l.Holder, l.Token, -l.ExpiresInSeconds)
+	}
+	switch {
+	case !o.KafkaKnown:
+		fmt.Fprintf(stdout, "%-12s not recorded (run pgoutbox migrate)\n", o.broker())
+	case o.KafkaProblem == "":
+		fmt.Fprintf(stdout, "%-12s no problem seen by the relay\n", o.broker())
+	default:
+		fmt.Fprintf(stdout, "%-12s %s\n", o.broker(), o.KafkaProblem)
+	}
+	if o.DeadLetters != nil {
+		fmt.Fprintf(stdout, "dead letters %d", *o.DeadLetters)
+		if h := o.HeldAggregates; h != nil && *h > 0 {
+			fmt.Fprintf(stdout, " (%d aggregates held)", *h)
 		}
 		fmt.Fprintln(stdout)
-		if len(st.UnpublishedByTable) > 0 {
-			for _, table := range st.Tables {
-				fmt.Fprintf(stdout, "             %s: %d\n", table, st.UnpublishedByTable[table])
-			}
-		}
-		if st.LastPublish != nil {
-			fmt.Fprintf(stdout, "published    last at %s\n", st.LastPublish.Format(time.RFC3339))
-		}
-		if st.Alive != nil {
-			fmt.Fprintf(stdout, "relay        last seen %s\n", st.Alive.Format(time.RFC3339))
-		}
-		if l := st.Lease; l != nil && l.ExpiresInSeconds > 0 {
-			fmt.Fprintf(stdout, "lease        held by %s (token %d), %.1fs left unless renewed\n", l.Holder, l.Token, l.ExpiresInSeconds)
-		} else if l != nil {
-			fmt.Fprintf(stdout, "lease        free: last held by %s (token %d), expired %.1fs ago\n", l.Holder, l.Token, -l.ExpiresInSeconds)
-		}
-		switch {
-		case !st.KafkaKnown:
-			fmt.Fprintln(stdout, "kafka        not recorded (run pgoutbox migrate)")
-		case st.KafkaProblem == "":
-			fmt.Fprintln(stdout, "kafka        no problem seen by the relay")
-		default:
-			fmt.Fprintf(stdout, "kafka        %s\n", st.KafkaProblem)
-		}
-		if st.DeadLetters != nil {
-			fmt.Fprintf(stdout, "dead letters %d", *st.DeadLetters)
-			if h := st.HeldAggregates; h != nil && *h > 0 {
-				fmt.Fprintf(stdout, " (%d aggregates held)", *h)
-			}
-			fmt.Fprintln(stdout)
-		}
-		if st.Failover != nil {
-			st.Failover.print(stdout)
-		}
-		if l := st.LostDeleted; l != nil {
-			fmt.Fprintf(stdout, "lost         up to %d rows deleted before polling published them (seq %d-%d, last at %s)\n",
-				l.Rows, l.FromSeq, l.ToSeq, l.At.Format(time.RFC3339))
-		}
-		for _, p := range st.Problems {
-			fmt.Fprintf(stdout, "problem: %s\n", p)
-		}
 	}
-	if len(st.Problems) > 0 {
-		return errors.New("the pipeline needs attention")
+	if o.Failover != nil {
+		o.Failover.print(stdout)
 	}
-	return nil
+	if l := o.LostDeleted; l != nil {
+		fmt.Fprintf(stdout, "lost         up to %d rows deleted before polling published them (seq %d-%d, last at %s)\n",
+			l.Rows, l.FromSeq, l.ToSeq, l.At.Format(time.RFC3339))
+	}
 }
 
 func deref(s *string) string {

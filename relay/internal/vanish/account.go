@@ -41,12 +41,12 @@ func (s stored) SaveLost(ctx context.Context, lost, from, to int64) error {
 	return s.own.SaveLost(ctx, s.q, lost, from, to)
 }
 
-// PollSource reads the table through p, and the snapshot on conn, p's
+// PollSource reads the table through c, and the snapshot on conn, c's
 // connection.
-func PollSource(p *poll.Poller, conn *pgx.Conn) Source { return pollSource{p, conn} }
+func PollSource(c *poll.Census, conn *pgx.Conn) Source { return pollSource{c, conn} }
 
 type pollSource struct {
-	*poll.Poller
+	*poll.Census
 	conn *pgx.Conn
 }
 

@@ -81,13 +81,27 @@ const (
 type Detector struct {
 	// What the detector is handed: where it reads the table and keeps its
 	// account, and how it speaks.
-	src  Source
-	acct Account
-	mode store.Mode
-	log  *slog.Logger
-
+	src   Source
+	acct  Account
+	mode  store.Mode
+	log   *slog.Logger
 	table string
 	seq   poll.Sequence
+
+	pos   positions
+	del   deleteCount
+	count knownCount
+	rep   reports
+	gap   gapJudge
+	saved savedAccount
+	// rebased says the last round started the account again (rebase):
+	// "changed" or "added"; the session saves and reports it.
+	rebased string
+}
+
+// positions is the account of the sequence's positions: which this phase
+// published, and which no row holds.
+type positions struct {
 	// start is the last position drawn when the phase started; settled the
 	// position up to which every position is accounted for.
 	start, settled int64
@@ -104,59 +118,78 @@ type Detector struct {
 	// the rows present when the phase started.
 	pubHigh, known0 int64
 	// unseen positions in (start, settled]; lo and hi bound those found
-	// since the last report, lastFrom and lastTo those of the last report.
-	unseen, lo, hi   int64
-	lastFrom, lastTo int64
+	// since the last report.
+	unseen, lo, hi int64
+}
+
+// deleteCount is the account of the table's delete counter, and of what
+// truncates stand for.
+type deleteCount struct {
 	// deletes is the growth of n_tup_del since the reading the account
 	// starts from (the phase's start, or the checkpoint's), plus what
-	// truncates stand for (see rebase); lastDel the last reading, and
-	// files its relations (nil until the first).
-	deletes, lastDel int64
-	files            map[uint32]poll.File
+	// truncates stand for (see rebase); last the last reading, and files
+	// its relations (nil until the first).
+	deletes, last int64
+	files         map[uint32]poll.File
 	// truncFrom and truncTo bound the positions a TRUNCATE (or a
 	// partition dropped or detached, or a rewrite) may have taken rows of
 	// (0: none): once settled, those no row holds count as deleted, and
 	// truncSettled has the next round count and report without waiting.
 	truncFrom, truncTo int64
 	truncSettled       bool
+	// lostFrom and lostTo bound the positions the last change may have
+	// taken rows of, for its warning (settling clears truncFrom and
+	// truncTo).
+	lostFrom, lostTo int64
+}
+
+// knownCount is the last count of the rows known, and when to count again.
+type knownCount struct {
 	// vanishedKnown is the last count of known rows deleted; confirmed
 	// the rows lost as of that count.
 	vanishedKnown, confirmed int64
+	last                     time.Time
+	after                    time.Duration
+}
 
-	lastCount    time.Time
-	recountAfter time.Duration
-	// reported rows lost; pending is found but not yet reported.
-	reported    int64
-	lastReport  time.Time
-	firstReport bool
-	// gapFrom is the first position of the gap judged at the start (0:
-	// none); saved the settled position and unseen count last saved,
-	// gapOff set once the saved account cannot be trusted.
-	gapFrom, savedSettled, savedUnseen int64
-	gapOff                             bool
-	// began is when the phase started; gapUnseen the positions of the gap
-	// no row held.
-	began     time.Time
-	gapUnseen int64
-	// gap is the checkpoint whose gap waits to be judged (judgeGap), until
-	// xmin reaches gapNext; pubGapEarly counts the rows of the gap this
-	// phase published meanwhile. savedKnownSeq is the saved checkpoint's
-	// known position.
-	gap           *checkpoint
-	gapNext       uint64
-	pubGapEarly   int64
-	savedKnownSeq int64
+// reports is what was reported.
+type reports struct {
+	// reported rows lost, last when; lastFrom and lastTo bound the
+	// positions of the last report; first is set once the first was said.
+	reported         int64
+	last             time.Time
+	first            bool
+	lastFrom, lastTo int64
+}
+
+// gapJudge is the gap between the checkpoint the phase found and its
+// start: the positions drawn while no phase ran.
+type gapJudge struct {
+	// cp is the checkpoint whose gap waits to be judged (judgeGap), until
+	// xmin reaches next; pubEarly counts the rows of the gap this phase
+	// published meanwhile.
+	cp       *checkpoint
+	next     uint64
+	pubEarly int64
+	// from is the first position of the gap judged at the start (0:
+	// none); unseen the positions of the gap no row held.
+	from, unseen int64
+	// began is when the phase started.
+	began time.Time
+	// dropped is the gap the last rebase will not judge, to be said.
+	dropped *checkpoint
+}
+
+// savedAccount is what was last saved of the account.
+type savedAccount struct {
+	// knownSeq is the saved checkpoint's known position; settled and
+	// unseen the settled position and unseen count last saved; off is set
+	// once the saved account cannot be trusted.
+	knownSeq, settled, unseen int64
+	off                       bool
 	// bumped rows were added to the saved known rows before a batch was
 	// produced; bumpAcked of them were acked since.
 	bumped, bumpAcked int64
-	// rebased says the last round started the account again (rebase):
-	// "changed" or "added"; the session saves and reports it, and
-	// gapDropped, the gap it will not judge.
-	rebased    string
-	gapDropped *checkpoint
-	// lostFrom and lostTo bound the positions the last change may have
-	// taken rows of, for its warning (settle clears truncFrom and truncTo).
-	lostFrom, lostTo int64
 }
 
 type candidate struct {
@@ -195,8 +228,8 @@ func Start(ctx context.Context, src Source, acct Account, seq poll.Sequence, cfg
 		return nil, err
 	}
 	d := &Detector{src: src, acct: acct, mode: cfg.Mode, log: cfg.Log, table: cfg.Table, seq: seq,
-		start: pos.Last, settled: pos.Last, ready: pos.Last,
-		lastDel: pos.Deletes, files: filesByOID(pos.Files), began: time.Now()}
+		pos: positions{start: pos.Last, settled: pos.Last, ready: pos.Last},
+		del: deleteCount{last: pos.Deletes, files: filesByOID(pos.Files)}, gap: gapJudge{began: time.Now()}}
 	cp, err := loadCheckpoint(ctx, acct)
 	if err != nil && !store.IsMissing(err) {
 		d.log.Warn("cannot read where the account of deleted rows stands", "err", err)
@@ -204,9 +237,9 @@ func Start(ctx context.Context, src Source, acct Account, seq poll.Sequence, cfg
 	if cp != nil {
 		switch why := cp.unjudgeable(pos); why {
 		case "":
-			d.gap, d.gapNext, d.savedKnownSeq = cp, pos.Next, cp.knownSeq
-			d.unseen, d.reported, d.deletes = cp.unseen, cp.reported, pos.Deletes-cp.deletes
-			d.gapFrom = cp.seq + 1
+			d.gap.cp, d.gap.next, d.saved.knownSeq = cp, pos.Next, cp.knownSeq
+			d.pos.unseen, d.rep.reported, d.del.deletes = cp.unseen, cp.reported, pos.Deletes-cp.deletes
+			d.gap.from = cp.seq + 1
 			return d, nil
 		default:
 			d.cannotJudge(cp, pos.Last, why)
@@ -216,7 +249,7 @@ func Start(ctx context.Context, src Source, acct Account, seq poll.Sequence, cfg
 	if err != nil {
 		return nil, err
 	}
-	d.known0 = known
+	d.pos.known0 = known
 	d.saveAccount(ctx)
 	return d, nil
 }
@@ -257,14 +290,14 @@ func (d *Detector) cannotJudge(cp *checkpoint, to int64, why string) {
 // saveAccount saves the phase's account as the new checkpoint.
 func (d *Detector) saveAccount(ctx context.Context) {
 	if err := saveCheckpoint(ctx, d.acct, d.checkpoint()); err != nil {
-		d.gapOff = true
+		d.saved.off = true
 		if !store.IsMissing(err) && ctx.Err() == nil {
 			d.log.Warn("saving where the account of deleted rows stands failed", "err", err)
 		}
 		return
 	}
-	d.savedKnownSeq, d.savedSettled, d.savedUnseen = d.start, d.settled, d.unseen
-	d.bumped, d.bumpAcked = 0, 0
+	d.saved.knownSeq, d.saved.settled, d.saved.unseen = d.pos.start, d.pos.settled, d.pos.unseen
+	d.saved.bumped, d.saved.bumpAcked = 0, 0
 }
 
 // judgeGap adds the positions drawn between the checkpoint and the phase's
@@ -275,61 +308,61 @@ func (d *Detector) saveAccount(ctx context.Context) {
 // known are the checkpoint's rows, the rows of the gap present now, and
 // those of it this phase published meanwhile (deleted since or not).
 func (d *Detector) judgeGap(ctx context.Context, xmin uint64) error {
-	cp := d.gap
-	if xmin < d.gapNext && time.Since(d.began) < gapMaxWait {
+	cp := d.gap.cp
+	if xmin < d.gap.next && time.Since(d.gap.began) < gapMaxWait {
 		return nil
 	}
-	c, err := d.src.CountGap(ctx, d.start, cp.seq, cp.knownSeq, cp.batchFrom, cp.batchTo)
+	c, err := d.src.CountGap(ctx, d.pos.start, cp.seq, cp.knownSeq, cp.batchFrom, cp.batchTo)
 	if err != nil {
 		return err
 	}
 	// The rows of a batch added to known and never marked (a crash in
 	// between) are still pending: counted once, not twice.
-	known0 := cp.known - c.BatchPending + c.PresentPending + d.pubGapEarly
+	known0 := cp.known - c.BatchPending + c.PresentPending + d.gap.pubEarly
 	// Rows of the account deleted since; a negative figure means rows
 	// appeared that it did not count (another relay marking rows of this
 	// table published, values written into seq by hand).
-	if vk := known0 + d.pubHigh - c.Known; vk < 0 || xmin < d.gapNext {
+	if vk := known0 + d.pos.pubHigh - c.Known; vk < 0 || xmin < d.gap.next {
 		why := "more rows are known now than the account counted"
-		if xmin < d.gapNext {
+		if xmin < d.gap.next {
 			why = "a transaction open since the phase started holds the snapshot back"
 		}
 		// A new account from now: the counter as it reads now, the
 		// rows known now.
-		pos, err := d.src.Positions(ctx, d.seq, d.settled)
+		pos, err := d.src.Positions(ctx, d.seq, d.pos.settled)
 		if err != nil {
 			return err
 		}
-		d.cannotJudge(cp, d.start, why)
-		d.known0, d.vanishedKnown, d.confirmed = c.Known-d.pubHigh, 0, 0
-		d.lastDel, d.deletes, d.files = pos.Deletes, 0, filesByOID(pos.Files)
-		d.unseen, d.reported, d.gapFrom = d.unseen-cp.unseen, 0, 0
+		d.cannotJudge(cp, d.pos.start, why)
+		d.pos.known0, d.count.vanishedKnown, d.count.confirmed = c.Known-d.pos.pubHigh, 0, 0
+		d.del.last, d.del.deletes, d.del.files = pos.Deletes, 0, filesByOID(pos.Files)
+		d.pos.unseen, d.rep.reported, d.gap.from = d.pos.unseen-cp.unseen, 0, 0
 	} else {
-		d.known0, d.vanishedKnown = known0, vk
-		d.gapUnseen = max(0, d.start-cp.seq-c.Present)
-		d.unseen += d.gapUnseen
-		if d.gapUnseen > 0 && d.lo == 0 {
-			d.lo, d.hi = cp.seq+1, d.start
-		} else if d.gapUnseen > 0 {
-			d.lo = cp.seq + 1
+		d.pos.known0, d.count.vanishedKnown = known0, vk
+		d.gap.unseen = max(0, d.pos.start-cp.seq-c.Present)
+		d.pos.unseen += d.gap.unseen
+		if d.gap.unseen > 0 && d.pos.lo == 0 {
+			d.pos.lo, d.pos.hi = cp.seq+1, d.pos.start
+		} else if d.gap.unseen > 0 {
+			d.pos.lo = cp.seq + 1
 		}
 		d.log.Info("judging rows deleted before publication since the last accounted position",
-			"table", d.table, "seq_from", cp.seq+1, "seq_to", d.start, "unseen_positions", d.gapUnseen)
+			"table", d.table, "seq_from", cp.seq+1, "seq_to", d.pos.start, "unseen_positions", d.gap.unseen)
 	}
-	d.gap, d.lastCount = nil, time.Now()
+	d.gap.cp, d.count.last = nil, time.Now()
 	d.saveAccount(ctx)
 	return nil
 }
 
 // checkpoint is the account as pgoutbox_state keeps it.
 func (d *Detector) checkpoint() checkpoint {
-	return checkpoint{seq: d.settled, knownSeq: d.start, known: d.known0 + d.pubHigh,
-		deletes: d.lastDel - d.deletes, unseen: d.unseen, reported: d.reported, sameStats: true, files: d.filesKey()}
+	return checkpoint{seq: d.pos.settled, knownSeq: d.pos.start, known: d.pos.known0 + d.pos.pubHigh,
+		deletes: d.del.last - d.del.deletes, unseen: d.pos.unseen, reported: d.rep.reported, sameStats: true, files: d.del.filesKey()}
 }
 
-func (d *Detector) filesKey() string {
-	f := make(poll.Files, 0, len(d.files))
-	for _, x := range d.files {
+func (c *deleteCount) filesKey() string {
+	f := make(poll.Files, 0, len(c.files))
+	for _, x := range c.files {
 		f = append(f, x)
 	}
 	slices.SortFunc(f, func(a, b poll.File) int { return cmp.Compare(a.OID, b.OID) })
@@ -341,10 +374,10 @@ func (d *Detector) From() int64 {
 	switch {
 	case d == nil:
 		return 0
-	case d.gapFrom > 0:
-		return d.gapFrom
+	case d.gap.from > 0:
+		return d.gap.from
 	}
-	return d.start + 1
+	return d.pos.start + 1
 }
 
 // Seen records a position this phase published (Kafka acked it).
@@ -352,27 +385,27 @@ func (d *Detector) Seen(seq int64) {
 	if d == nil {
 		return
 	}
-	if seq > d.start {
-		d.pubHigh++
-	} else if g := d.gap; g != nil && seq > g.knownSeq && (seq < g.batchFrom || seq > g.batchTo) {
+	if seq > d.pos.start {
+		d.pos.pubHigh++
+	} else if g := d.gap.cp; g != nil && seq > g.knownSeq && (seq < g.batchFrom || seq > g.batchTo) {
 		// A row of the batch in doubt is in the account already.
-		d.pubGapEarly++
+		d.gap.pubEarly++
 	}
-	if d.bumped > 0 && seq > d.savedKnownSeq {
-		d.bumpAcked++
+	if d.saved.bumped > 0 && seq > d.saved.knownSeq {
+		d.saved.bumpAcked++
 	}
 	switch {
-	case seq > d.settled:
-		if len(d.published) < maxTracked {
-			d.published = append(d.published, seq)
+	case seq > d.pos.settled:
+		if len(d.pos.published) < maxTracked {
+			d.pos.published = append(d.pos.published, seq)
 		} else {
-			d.blind = true
+			d.pos.blind = true
 		}
-	case seq > d.start && d.unseen > 0:
+	case seq > d.pos.start && d.pos.unseen > 0:
 		// Counted unseen, then published: its transaction drew the
 		// position before it took an xid, so the next id read with the
 		// position did not cover it.
-		d.unseen--
+		d.pos.unseen--
 	}
 }
 
@@ -386,68 +419,68 @@ type report struct {
 // round reads the positions once and settles what it can. It returns a
 // report when more rows are known lost than were reported.
 func (d *Detector) round(ctx context.Context) (*report, error) {
-	pos, err := d.src.Positions(ctx, d.seq, d.settled)
+	pos, err := d.src.Positions(ctx, d.seq, d.pos.settled)
 	if err != nil {
 		return nil, err
 	}
-	if changed, added := d.advance(pos); changed || added {
+	if changed, added := d.del.advance(pos); changed || added {
 		if err := d.rebase(ctx, pos, changed); err != nil {
 			return nil, err
 		}
 	}
-	if n := len(d.candidates); pos.Last > d.ready && (n == 0 || pos.Last > d.candidates[n-1].last) {
-		d.candidates = append(d.candidates, candidate{pos.Last, pos.Next})
+	if n := len(d.pos.candidates); pos.Last > d.pos.ready && (n == 0 || pos.Last > d.pos.candidates[n-1].last) {
+		d.pos.candidates = append(d.pos.candidates, candidate{pos.Last, pos.Next})
 	}
 	i := 0
-	for i < len(d.candidates) && d.candidates[i].next <= pos.XMin {
-		d.ready = d.candidates[i].last
+	for i < len(d.pos.candidates) && d.pos.candidates[i].next <= pos.XMin {
+		d.pos.ready = d.pos.candidates[i].last
 		i++
 	}
-	d.candidates = d.candidates[i:]
-	upTo := d.ready
+	d.pos.candidates = d.pos.candidates[i:]
+	upTo := d.pos.ready
 	if pos.MinUnpublished > 0 {
 		upTo = min(upTo, pos.MinUnpublished-1)
 	}
-	if upTo > d.settled {
-		d.settle(upTo)
+	if upTo > d.pos.settled {
+		d.pos.settle(upTo, &d.del)
 	}
 
-	suspect := d.gap == nil && min(d.unseen, d.deletes-d.vanishedKnown) > d.reported
+	suspect := d.gap.cp == nil && min(d.pos.unseen, d.del.deletes-d.count.vanishedKnown) > d.rep.reported
 	if !suspect {
 		return nil, nil
 	}
-	if time.Since(d.lastCount) >= max(d.recountAfter, recount) || d.gapCountDue() || d.truncSettled {
-		d.truncSettled = false
+	if time.Since(d.count.last) >= max(d.count.after, recount) || d.gap.countDue(d.count.last) || d.del.truncSettled {
+		d.del.truncSettled = false
 		began := time.Now()
-		n, err := d.src.CountKnown(ctx, d.start)
+		n, err := d.src.CountKnown(ctx, d.pos.start)
 		if err != nil {
 			return nil, err
 		}
-		d.lastCount = time.Now()
-		d.vanishedKnown = d.known0 + d.pubHigh - n
-		d.confirmed = min(d.unseen, d.deletes-d.vanishedKnown)
-		if d.confirmed <= d.reported {
-			d.recountAfter = min(2*max(d.recountAfter, recount), recountMax)
+		d.count.last = time.Now()
+		d.count.vanishedKnown = d.pos.known0 + d.pos.pubHigh - n
+		d.count.confirmed = min(d.pos.unseen, d.del.deletes-d.count.vanishedKnown)
+		if d.count.confirmed <= d.rep.reported {
+			d.count.after = min(2*max(d.count.after, recount), recountMax)
 		} else {
-			d.recountAfter = recount
+			d.count.after = recount
 		}
-		d.recountAfter = max(d.recountAfter, recountFactor*d.lastCount.Sub(began))
+		d.count.after = max(d.count.after, recountFactor*d.count.last.Sub(began))
 	}
 	// What a count confirmed is reported once the last report is old
 	// enough, without counting again.
-	lost := d.confirmed
-	if lost <= d.reported || time.Since(d.lastReport) < reportEvery {
+	lost := d.count.confirmed
+	if lost <= d.rep.reported || time.Since(d.rep.last) < reportEvery {
 		return nil, nil
 	}
-	if d.lo == 0 {
+	if d.pos.lo == 0 {
 		// Only the delete counter caught up: the rows lie where the
 		// last report said.
-		d.lo, d.hi = d.lastFrom, d.lastTo
+		d.pos.lo, d.pos.hi = d.rep.lastFrom, d.rep.lastTo
 	}
-	rep := &report{lost: lost - d.reported, total: lost, from: d.lo, to: d.hi,
-		unseen: d.unseen, foreignDel: d.deletes - d.vanishedKnown}
-	d.reported, d.lastReport = lost, time.Now()
-	d.lastFrom, d.lastTo, d.lo, d.hi = d.lo, d.hi, 0, 0
+	rep := &report{lost: lost - d.rep.reported, total: lost, from: d.pos.lo, to: d.pos.hi,
+		unseen: d.pos.unseen, foreignDel: d.del.deletes - d.count.vanishedKnown}
+	d.rep.reported, d.rep.last = lost, time.Now()
+	d.rep.lastFrom, d.rep.lastTo, d.pos.lo, d.pos.hi = d.pos.lo, d.pos.hi, 0, 0
 	return rep, nil
 }
 
@@ -455,10 +488,10 @@ func (d *Detector) round(ctx context.Context) (*report, error) {
 // tells whether a relation got a new file or went (changed: a TRUNCATE, a
 // rewrite, a partition dropped or detached, all of which take rows without
 // counting deletes) or came (added: a partition attached or created).
-func (d *Detector) advance(pos poll.Positions) (changed, added bool) {
+func (c *deleteCount) advance(pos poll.Positions) (changed, added bool) {
 	common := 0
 	for _, f := range pos.Files {
-		old, ok := d.files[f.OID]
+		old, ok := c.files[f.OID]
 		switch {
 		case !ok:
 			added = true
@@ -469,11 +502,11 @@ func (d *Detector) advance(pos poll.Positions) (changed, added bool) {
 		common++
 		// A statistics reset starts the counter again.
 		if f.Deletes >= old.Deletes {
-			d.deletes += f.Deletes - old.Deletes
+			c.deletes += f.Deletes - old.Deletes
 		}
 	}
-	changed = changed || common < len(d.files)
-	d.lastDel, d.files = pos.Deletes, filesByOID(pos.Files)
+	changed = changed || common < len(c.files)
+	c.last, c.files = pos.Deletes, filesByOID(pos.Files)
 	return changed, added
 }
 
@@ -488,34 +521,35 @@ func (d *Detector) advance(pos poll.Positions) (changed, added bool) {
 // settled may have been one of them: once settled, those no row holds
 // count as deleted.
 func (d *Detector) rebase(ctx context.Context, pos poll.Positions, changed bool) error {
-	carry := max(0, d.deletes-d.vanishedKnown)
-	n, err := d.src.CountKnown(ctx, d.start)
+	carry := max(0, d.del.deletes-d.count.vanishedKnown)
+	n, err := d.src.CountKnown(ctx, d.pos.start)
 	if err != nil {
 		return err
 	}
-	d.known0, d.pubHigh, d.vanishedKnown, d.deletes = n, 0, 0, carry
-	d.lastCount, d.recountAfter = time.Now(), 0
-	if d.gap != nil {
+	d.pos.known0, d.pos.pubHigh, d.count.vanishedKnown, d.del.deletes = n, 0, 0, carry
+	d.count.last, d.count.after = time.Now(), 0
+	if d.gap.cp != nil {
 		// The gap's count would see the same change: it is not judged.
-		d.gapDropped = d.gap
-		d.gap, d.gapFrom, d.gapUnseen = nil, 0, 0
+		d.gap.dropped = d.gap.cp
+		d.gap.cp, d.gap.from, d.gap.unseen = nil, 0, 0
 	}
-	if changed && pos.Last > d.settled {
-		if d.truncTo == 0 {
-			d.truncFrom = d.settled + 1
+	if changed && pos.Last > d.pos.settled {
+		if d.del.truncTo == 0 {
+			d.del.truncFrom = d.pos.settled + 1
 		}
-		d.truncTo = pos.Last
+		d.del.truncTo = pos.Last
 	}
-	d.lostFrom, d.lostTo = d.truncFrom, d.truncTo
+	d.del.lostFrom, d.del.lostTo = d.del.truncFrom, d.del.truncTo
 	d.rebased = map[bool]string{true: "changed", false: "added"}[changed]
 	return nil
 }
 
-// gapCountDue tells that the gap's final count is due: every delete made
-// before the phase started is in the counter now.
-func (d *Detector) gapCountDue() bool {
-	wait := d.began.Add(gapWait)
-	return d.gapUnseen > 0 && time.Now().After(wait) && d.lastCount.Before(wait)
+// countDue tells that the gap's final count is due: every delete made
+// before the phase started is in the counter now, and the last count
+// (lastCount) came before.
+func (g *gapJudge) countDue(lastCount time.Time) bool {
+	wait := g.began.Add(gapWait)
+	return g.unseen > 0 && time.Now().After(wait) && lastCount.Before(wait)
 }
 
 // GapJudged tells whether the gap judged at the start is settled: nothing
@@ -526,62 +560,76 @@ func (d *Detector) GapJudged() bool {
 	switch {
 	case d == nil:
 		return true
-	case d.gap != nil:
+	case d.gap.cp != nil:
 		return false
-	case d.gapUnseen == 0 || d.reported >= d.unseen:
+	case d.gap.unseen == 0 || d.rep.reported >= d.pos.unseen:
 		return true
 	}
-	if time.Since(d.began) < gapWait {
+	if time.Since(d.gap.began) < gapWait {
 		return false
 	}
-	return d.lastCount.After(d.began.Add(gapWait)) || min(d.unseen, d.deletes-d.vanishedKnown) <= d.reported
+	return d.count.last.After(d.gap.began.Add(gapWait)) || min(d.pos.unseen, d.del.deletes-d.count.vanishedKnown) <= d.rep.reported
 }
 
-// settle accounts for the positions in (settled, upTo]: each was published
-// by this phase or is unseen.
-func (d *Detector) settle(upTo int64) {
-	slices.Sort(d.published)
+// settle accounts for the positions in (settled, upTo]: each was
+// published by this phase or is unseen. Where a truncate may have taken
+// rows, del counts those no row holds as deleted.
+func (p *positions) settle(upTo int64, del *deleteCount) {
+	slices.Sort(p.published)
 	k := 0
-	for k < len(d.published) && d.published[k] <= upTo {
+	for k < len(p.published) && p.published[k] <= upTo {
 		k++
 	}
-	if !d.blind {
-		in := slices.Compact(slices.Clone(d.published[:k]))
-		d.unseen += (upTo - d.settled) - int64(len(in))
-		if d.truncTo > 0 {
-			// Positions no row holds where a TRUNCATE may have taken
-			// rows: each may be one, as a delete would be.
-			from, to := max(d.settled+1, d.truncFrom), min(upTo, d.truncTo)
-			if to >= from {
-				lo, _ := slices.BinarySearch(in, from)
-				hi, _ := slices.BinarySearch(in, to+1)
-				d.deletes += (to - from + 1) - int64(hi-lo)
-			}
-			if upTo >= d.truncTo {
-				d.truncFrom, d.truncTo, d.truncSettled = 0, 0, true
-			}
-		}
+	if !p.blind {
+		in := slices.Compact(slices.Clone(p.published[:k]))
+		p.unseen += (upTo - p.settled) - int64(len(in))
+		del.window(p.settled, upTo, in)
 		// The lowest and highest unseen positions of the range.
-		prev := d.settled
+		prev := p.settled
 		for _, s := range append(in, upTo+1) {
 			if s > prev+1 {
-				if d.lo == 0 {
-					d.lo = prev + 1
+				if p.lo == 0 {
+					p.lo = prev + 1
 				}
-				d.hi = s - 1
+				p.hi = s - 1
 			}
 			prev = max(prev, s)
 		}
+	} else {
+		del.blindWindow(p.settled, upTo)
 	}
-	if d.blind && d.truncTo > 0 && upTo >= d.truncFrom {
-		// Which positions were published is not known: every one of
-		// the range may have been taken.
-		d.deletes += min(upTo, d.truncTo) - max(d.settled+1, d.truncFrom) + 1
-		if upTo >= d.truncTo {
-			d.truncFrom, d.truncTo, d.truncSettled = 0, 0, true
-		}
+	p.published = append(p.published[:0], p.published[k:]...)
+	p.blind = false
+	p.settled = upTo
+}
+
+// window counts, of the positions in (settled, upTo] where a TRUNCATE may
+// have taken rows, those no row holds (not among in, the positions
+// published, sorted) as deleted, as a delete would be; it closes the
+// window once settled past it.
+func (c *deleteCount) window(settled, upTo int64, in []int64) {
+	if c.truncTo == 0 {
+		return
 	}
-	d.published = append(d.published[:0], d.published[k:]...)
-	d.blind = false
-	d.settled = upTo
+	from, to := max(settled+1, c.truncFrom), min(upTo, c.truncTo)
+	if to >= from {
+		lo, _ := slices.BinarySearch(in, from)
+		hi, _ := slices.BinarySearch(in, to+1)
+		c.deletes += (to - from + 1) - int64(hi-lo)
+	}
+	if upTo >= c.truncTo {
+		c.truncFrom, c.truncTo, c.truncSettled = 0, 0, true
+	}
+}
+
+// blindWindow is window where which positions were published is not
+// known: every one of the range may have been taken.
+func (c *deleteCount) blindWindow(settled, upTo int64) {
+	if c.truncTo == 0 || upTo < c.truncFrom {
+		return
+	}
+	c.deletes += min(upTo, c.truncTo) - max(settled+1, c.truncFrom) + 1
+	if upTo >= c.truncTo {
+		c.truncFrom, c.truncTo, c.truncSettled = 0, 0, true
+	}
 }

@@ -23,14 +23,14 @@ func TestVanishSettle(t *testing.T) {
 		{name: "duplicate ack", start: 0, published: []int64{1, 1, 2}, upTo: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &Detector{start: tt.start, settled: tt.start}
+			d := &Detector{pos: positions{start: tt.start, settled: tt.start}}
 			for _, s := range tt.published {
 				d.Seen(s)
 			}
-			d.settle(tt.upTo)
-			if d.unseen != tt.unseen || d.lo != tt.lo || d.hi != tt.hi || len(d.published) != tt.left || d.settled != tt.upTo {
+			d.pos.settle(tt.upTo, &d.del)
+			if d.pos.unseen != tt.unseen || d.pos.lo != tt.lo || d.pos.hi != tt.hi || len(d.pos.published) != tt.left || d.pos.settled != tt.upTo {
 				t.Fatalf("unseen %d in [%d, %d], %d left, settled %d; want %d in [%d, %d], %d left, %d",
-					d.unseen, d.lo, d.hi, len(d.published), d.settled, tt.unseen, tt.lo, tt.hi, tt.left, tt.upTo)
+					d.pos.unseen, d.pos.lo, d.pos.hi, len(d.pos.published), d.pos.settled, tt.unseen, tt.lo, tt.hi, tt.left, tt.upTo)
 			}
 		})
 	}
@@ -40,13 +40,13 @@ func TestVanishSettle(t *testing.T) {
 // before taking an xid) is taken back; positions from before the phase
 // are not counted.
 func TestVanishLatePosition(t *testing.T) {
-	d := &Detector{start: 10, settled: 10}
+	d := &Detector{pos: positions{start: 10, settled: 10}}
 	d.Seen(12)
-	d.settle(13) // 11 and 13 unseen
+	d.pos.settle(13, &d.del) // 11 and 13 unseen
 	d.Seen(11)
 	d.Seen(9)
-	if d.unseen != 1 || d.pubHigh != 2 {
-		t.Fatalf("unseen %d, published above start %d; want 1 and 2", d.unseen, d.pubHigh)
+	if d.pos.unseen != 1 || d.pos.pubHigh != 2 {
+		t.Fatalf("unseen %d, published above start %d; want 1 and 2", d.pos.unseen, d.pos.pubHigh)
 	}
 }
 
@@ -55,15 +55,15 @@ func TestVanishLatePosition(t *testing.T) {
 // gap (above the account's known position) as rows of the gap this phase
 // published; at or below that position they are known already.
 func TestVanishSeenBeforeGapJudged(t *testing.T) {
-	d := &Detector{start: 100, settled: 100, gap: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}
+	d := &Detector{pos: positions{start: 100, settled: 100}, gap: gapJudge{cp: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 0, batchTo: -1}}}
 	for _, s := range []int64{30, 45, 60, 100, 101, 102} {
 		d.Seen(s)
 	}
-	if d.pubGapEarly != 3 || d.pubHigh != 2 {
-		t.Fatalf("published in the gap %d, above the start %d; want 3 and 2", d.pubGapEarly, d.pubHigh)
+	if d.gap.pubEarly != 3 || d.pos.pubHigh != 2 {
+		t.Fatalf("published in the gap %d, above the start %d; want 3 and 2", d.gap.pubEarly, d.pos.pubHigh)
 	}
 	c := d.checkpoint()
-	if c.knownSeq != 100 || c.seq != 100 || c.known != d.known0+2 {
+	if c.knownSeq != 100 || c.seq != 100 || c.known != d.pos.known0+2 {
 		t.Fatalf("checkpoint %+v", c)
 	}
 }
@@ -76,16 +76,16 @@ func TestVanishGapJudged(t *testing.T) {
 		want bool
 	}{
 		{"no detector", nil, true},
-		{"gap waiting for its count", &Detector{gap: &checkpoint{}, began: now.Add(-time.Hour)}, false},
-		{"nothing unseen in the gap", &Detector{began: now}, true},
-		{"everything unseen reported", &Detector{began: now, gapUnseen: 5, unseen: 5, reported: 5}, true},
-		{"before the counter caught up", &Detector{began: now, gapUnseen: 5, unseen: 5, deletes: 5}, false},
-		{"suspect, not counted since", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
-			lastCount: now.Add(-time.Minute)}, false},
-		{"counted after the counter caught up", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5,
-			lastCount: now}, true},
-		{"no suspicion left", &Detector{began: now.Add(-time.Minute), gapUnseen: 5, unseen: 5, deletes: 5, vanishedKnown: 5,
-			lastCount: now.Add(-time.Minute)}, true},
+		{"gap waiting for its count", &Detector{gap: gapJudge{cp: &checkpoint{}, began: now.Add(-time.Hour)}}, false},
+		{"nothing unseen in the gap", &Detector{gap: gapJudge{began: now}}, true},
+		{"everything unseen reported", &Detector{gap: gapJudge{began: now, unseen: 5}, pos: positions{unseen: 5}, rep: reports{reported: 5}}, true},
+		{"before the counter caught up", &Detector{gap: gapJudge{began: now, unseen: 5}, pos: positions{unseen: 5}, del: deleteCount{deletes: 5}}, false},
+		{"suspect, not counted since", &Detector{gap: gapJudge{began: now.Add(-time.Minute), unseen: 5}, pos: positions{unseen: 5}, del: deleteCount{deletes: 5},
+			count: knownCount{last: now.Add(-time.Minute)}}, false},
+		{"counted after the counter caught up", &Detector{gap: gapJudge{began: now.Add(-time.Minute), unseen: 5}, pos: positions{unseen: 5}, del: deleteCount{deletes: 5},
+			count: knownCount{last: now}}, true},
+		{"no suspicion left", &Detector{gap: gapJudge{began: now.Add(-time.Minute), unseen: 5}, pos: positions{unseen: 5}, del: deleteCount{deletes: 5},
+			count: knownCount{vanishedKnown: 5, last: now.Add(-time.Minute)}}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.d.GapJudged(); got != tt.want {
@@ -99,12 +99,12 @@ func TestVanishGapJudged(t *testing.T) {
 // crash) that this phase publishes before the gap is judged is in the
 // account already.
 func TestVanishBatchInDoubtNotCountedTwice(t *testing.T) {
-	d := &Detector{start: 100, settled: 100, gap: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}
+	d := &Detector{pos: positions{start: 100, settled: 100}, gap: gapJudge{cp: &checkpoint{seq: 50, knownSeq: 40, batchFrom: 51, batchTo: 70}}}
 	for _, s := range []int64{51, 60, 70, 71, 101} {
 		d.Seen(s)
 	}
-	if d.pubGapEarly != 1 || d.pubHigh != 1 {
-		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.pubGapEarly, d.pubHigh)
+	if d.gap.pubEarly != 1 || d.pos.pubHigh != 1 {
+		t.Fatalf("published in the gap %d, above the start %d; want 1 and 1", d.gap.pubEarly, d.pos.pubHigh)
 	}
 }
 
@@ -133,11 +133,11 @@ func TestVanishAdvance(t *testing.T) {
 		{"statistics reset", files(poll.File{OID: 1, Node: 10, Deletes: 0}, poll.File{OID: 2, Node: 20, Deletes: 2}), 0, false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &Detector{files: filesByOID(poll.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), lastDel: 4}
-			changed, added := d.advance(tt.next)
-			if d.deletes != tt.deletes || changed != tt.changed || added != tt.added || d.lastDel != tt.next.Deletes {
+			d := &Detector{del: deleteCount{files: filesByOID(poll.Files{{OID: 1, Node: 10, Deletes: 2}, {OID: 2, Node: 20, Deletes: 2}}), last: 4}}
+			changed, added := d.del.advance(tt.next)
+			if d.del.deletes != tt.deletes || changed != tt.changed || added != tt.added || d.del.last != tt.next.Deletes {
 				t.Fatalf("deletes %d, changed %t, added %t, last %d; want %d, %t, %t, %d",
-					d.deletes, changed, added, d.lastDel, tt.deletes, tt.changed, tt.added, tt.next.Deletes)
+					d.del.deletes, changed, added, d.del.last, tt.deletes, tt.changed, tt.added, tt.next.Deletes)
 			}
 		})
 	}
@@ -147,16 +147,16 @@ func TestVanishAdvance(t *testing.T) {
 // as deleted once settled, in the steps they settle in, and the window
 // closes.
 func TestVanishTruncateWindow(t *testing.T) {
-	d := &Detector{start: 10, settled: 12, truncFrom: 13, truncTo: 20}
+	d := &Detector{pos: positions{start: 10, settled: 12}, del: deleteCount{truncFrom: 13, truncTo: 20}}
 	for _, s := range []int64{13, 15, 21} {
 		d.Seen(s)
 	}
-	d.settle(16) // 14 and 16 unseen
-	if d.deletes != 2 || d.truncTo != 20 || d.truncSettled {
-		t.Fatalf("after settling to 16: deletes %d, window to %d, settled %t", d.deletes, d.truncTo, d.truncSettled)
+	d.pos.settle(16, &d.del) // 14 and 16 unseen
+	if d.del.deletes != 2 || d.del.truncTo != 20 || d.del.truncSettled {
+		t.Fatalf("after settling to 16: deletes %d, window to %d, settled %t", d.del.deletes, d.del.truncTo, d.del.truncSettled)
 	}
-	d.settle(22) // 17-20 in the window, 22 outside
-	if d.deletes != 6 || d.truncTo != 0 || !d.truncSettled || d.unseen != 7 {
-		t.Fatalf("after settling to 22: deletes %d, window to %d, settled %t, unseen %d", d.deletes, d.truncTo, d.truncSettled, d.unseen)
+	d.pos.settle(22, &d.del) // 17-20 in the window, 22 outside
+	if d.del.deletes != 6 || d.del.truncTo != 0 || !d.del.truncSettled || d.pos.unseen != 7 {
+		t.Fatalf("after settling to 22: deletes %d, window to %d, settled %t, unseen %d", d.del.deletes, d.del.truncTo, d.del.truncSettled, d.pos.unseen)
 	}
 }

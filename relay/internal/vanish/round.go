@@ -17,7 +17,7 @@ func (d *Detector) Round(ctx context.Context, handoff bool) int64 {
 	if d == nil {
 		return 0
 	}
-	if d.gap != nil {
+	if d.gap.cp != nil {
 		xmin, err := d.src.XMin(ctx)
 		if err == nil {
 			err = d.judgeGap(ctx, xmin)
@@ -36,13 +36,13 @@ func (d *Detector) Round(ctx context.Context, handoff bool) int64 {
 	switch d.rebased {
 	case "changed":
 		d.log.Warn("the outbox table was truncated or rewritten, or one of its partitions dropped or detached: rows it held that polling had not published yet are lost; they are counted as deleted, up to the positions drawn since the last poll that no row holds",
-			"table", d.table, "seq_from", d.lostFrom, "seq_to", d.lostTo)
+			"table", d.table, "seq_from", d.del.lostFrom, "seq_to", d.del.lostTo)
 	case "added":
 		d.log.Info("a partition was added to the outbox table: the account of deleted rows counts its rows from here", "table", d.table)
 	}
-	if cp := d.gapDropped; cp != nil {
-		d.cannotJudge(cp, d.start, "the table was truncated or rewritten, or a partition dropped, detached or attached, before the gap was judged")
-		d.gapDropped = nil
+	if cp := d.gap.dropped; cp != nil {
+		d.cannotJudge(cp, d.pos.start, "the table was truncated or rewritten, or a partition dropped, detached or attached, before the gap was judged")
+		d.gap.dropped = nil
 	}
 	if d.rebased != "" {
 		d.rebased = ""
@@ -57,8 +57,8 @@ func (d *Detector) Round(ctx context.Context, handoff bool) int64 {
 		"table", d.table, "lost_up_to", rep.lost, "lost_total_up_to", rep.total,
 		"seq_from", rep.from, "seq_to", rep.to, "unseen_positions", rep.unseen, "deletes_of_unseen_rows", rep.foreignDel,
 		"what_to_do", advice)
-	if !d.firstReport {
-		d.firstReport = true
+	if !d.rep.first {
+		d.rep.first = true
 		switch {
 		case handoff:
 		case d.mode == store.ModeAuto:
@@ -87,25 +87,25 @@ func (d *Detector) Round(ctx context.Context, handoff bool) int64 {
 // A save that fails leaves an older position, whose gap the next phase
 // counts again: nothing is judged twice or skipped.
 func (d *Detector) saveProgress(ctx context.Context) {
-	if d.gapOff || (d.bumped == 0 && (d.gap != nil || (d.settled == d.savedSettled && d.unseen == d.savedUnseen))) {
+	if d.saved.off || (d.saved.bumped == 0 && (d.gap.cp != nil || (d.pos.settled == d.saved.settled && d.pos.unseen == d.saved.unseen))) {
 		return
 	}
-	settled, unseen := d.settled, d.unseen
-	if d.gap != nil {
-		settled, unseen = d.gap.seq, d.gap.unseen // the gap is not judged yet
+	settled, unseen := d.pos.settled, d.pos.unseen
+	if d.gap.cp != nil {
+		settled, unseen = d.gap.cp.seq, d.gap.cp.unseen // the gap is not judged yet
 	}
 	// The batch is marked: what was added for rows Kafka did not ack
 	// is taken back, and the batch is no longer in doubt.
-	err := d.acct.SaveGapProgress(ctx, d.savedKnownSeq, settled, unseen, d.bumped-d.bumpAcked)
+	err := d.acct.SaveGapProgress(ctx, d.saved.knownSeq, settled, unseen, d.saved.bumped-d.saved.bumpAcked)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("saving where the account of deleted rows stands failed", "err", err)
 		}
 		return
 	}
-	d.bumped, d.bumpAcked = 0, 0
-	if d.gap == nil {
-		d.savedSettled, d.savedUnseen = d.settled, d.unseen
+	d.saved.bumped, d.saved.bumpAcked = 0, 0
+	if d.gap.cp == nil {
+		d.saved.settled, d.saved.unseen = d.pos.settled, d.pos.unseen
 	}
 }
 
@@ -115,12 +115,12 @@ func (d *Detector) saveProgress(ctx context.Context) {
 // deletes of rows nobody saw. If the save fails, the saved account is
 // dropped, and the next phase starts a new one.
 func (d *Detector) WillPublish(ctx context.Context, rows []poll.Row) {
-	if d == nil || d.gapOff {
+	if d == nil || d.saved.off {
 		return
 	}
 	var n, lo, hi int64
 	for i := range rows {
-		if s := rows[i].Seq; s > d.savedKnownSeq {
+		if s := rows[i].Seq; s > d.saved.knownSeq {
 			if n == 0 || s < lo {
 				lo = s
 			}
@@ -134,10 +134,10 @@ func (d *Detector) WillPublish(ctx context.Context, rows []poll.Row) {
 	// A batch is published only after the last one was taken back
 	// (saveProgress); one that failed stays added, and its range in
 	// doubt: lo and hi then span both.
-	err := d.acct.AddGapBatch(ctx, d.savedKnownSeq, n, lo, hi)
-	d.bumped += n
+	err := d.acct.AddGapBatch(ctx, d.saved.knownSeq, n, lo, hi)
+	d.saved.bumped += n
 	if err != nil {
-		d.gapOff = true
+		d.saved.off = true
 		if e := d.acct.ForgetGap(ctx); e != nil && ctx.Err() == nil {
 			d.log.Warn("saving the account of deleted rows failed", "err", err)
 		}

@@ -125,8 +125,8 @@ func TestRoundTruncateWindow(t *testing.T) {
 	if len(acct.lost) != 1 || acct.lost[0] != [3]int64{2, 13, 14} {
 		t.Fatalf("saved losses %v, want 2 in [13, 14]", acct.lost)
 	}
-	if d.truncTo != 0 || len(acct.saved) != 2 {
-		t.Fatalf("window open to %d; accounts saved %d, want the new one after the truncate", d.truncTo, len(acct.saved))
+	if d.del.truncTo != 0 || len(acct.saved) != 2 {
+		t.Fatalf("window open to %d; accounts saved %d, want the new one after the truncate", d.del.truncTo, len(acct.saved))
 	}
 	// Rows written after the truncate and published are no loss.
 	d.Seen(15)
@@ -180,8 +180,8 @@ func TestRoundPartitions(t *testing.T) {
 // aMinuteLater moves the detector's last count and report a minute back:
 // counts and reports are spaced in time (recount, reportEvery).
 func aMinuteLater(d *Detector) {
-	d.lastCount = d.lastCount.Add(-time.Minute)
-	d.lastReport = d.lastReport.Add(-time.Minute)
+	d.count.last = d.count.last.Add(-time.Minute)
+	d.rep.last = d.rep.last.Add(-time.Minute)
 }
 
 // A nil detector (the table's positions cannot be read) does nothing.

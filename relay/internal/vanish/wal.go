@@ -44,7 +44,7 @@ type WAL struct {
 	table string
 	log   *slog.Logger
 
-	poller *poll.Poller
+	census *poll.Census
 	seq    poll.Sequence
 	off    bool
 	// last and nextXID are the reading waiting for xmin; counted is set once
@@ -84,20 +84,21 @@ func (g *WAL) Step(ctx context.Context, confirmed func() pglogrepl.LSN) {
 func (g *WAL) step(ctx context.Context, confirmed func() pglogrepl.LSN) error {
 	now := time.Now()
 	switch {
-	case g.poller == nil:
+	case g.census == nil:
 		p, err := poll.New(ctx, g.conn, g.cfg)
 		if err != nil {
 			return err
 		}
-		if g.seq, err = p.Sequence(ctx); err != nil {
+		c := p.Census()
+		if g.seq, err = c.Sequence(ctx); err != nil {
 			return err
 		}
-		g.poller = p
+		g.census = c
 	case !g.waiting:
 		if now.Before(g.next) {
 			return nil
 		}
-		pos, err := g.poller.Positions(ctx, g.seq, 0)
+		pos, err := g.census.Positions(ctx, g.seq, 0)
 		if err != nil {
 			return err
 		}
@@ -112,7 +113,7 @@ func (g *WAL) step(ctx context.Context, confirmed func() pglogrepl.LSN) error {
 		}
 		began := time.Now()
 		var files poll.Files
-		if g.known, g.deletes, files, err = g.poller.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
+		if g.known, g.deletes, files, err = g.census.ReadKnown(ctx, g.last, walGapCountLimit); err != nil {
 			return err
 		}
 		g.files = filesKey(files)

@@ -33,8 +33,8 @@ func TestDeliveryErrorNamesTopicAndEvent(t *testing.T) {
 	}
 }
 
-func TestKafkaHealth(t *testing.T) {
-	var h kafkaHealth
+func TestBrokerHealth(t *testing.T) {
+	h := newBrokerHealth("kafka")
 	if p, _ := h.problem(); p != "" || h.err() != nil {
 		t.Fatalf("new: %q", p)
 	}
@@ -48,13 +48,13 @@ func TestKafkaHealth(t *testing.T) {
 	if h.acked("b") {
 		t.Fatal("an ack to another topic cleared the problem")
 	}
-	if !h.pinged(errors.New("dial refused")) {
+	if !h.ping(errors.New("dial refused")) {
 		t.Fatal("unreachable is a change")
 	}
 	if p, _ := h.problem(); !strings.HasPrefix(p, "unreachable") {
 		t.Fatalf("unreachable comes first: %q", p)
 	}
-	if !h.pinged(nil) || h.pinged(nil) {
+	if !h.ping(nil) || h.ping(nil) {
 		t.Fatal("reachable again is one change")
 	}
 	if p, _ := h.problem(); !strings.Contains(p, "topic a") {

@@ -1,4 +1,4 @@
-package relay
+package eos
 
 import (
 	"encoding/json"
@@ -7,23 +7,25 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/store"
 )
 
 func TestPositionRecordRoundTrip(t *testing.T) {
-	for _, p := range []position{
-		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0},
-		{mode: ModePoll, seqs: []int64{3, 4, 9}},
-		{mode: ModeWAL, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, floorXID: 1 << 33, xids: []uint32{5, 9}, incomplete: true},
-		{mode: ModePoll, end: 0x1A2B3C4, commit: 0x1A2B3A0, cluster: 7, seqs: []int64{1}},
+	for _, p := range []Position{
+		{Mode: store.ModeWAL, End: 0x1A2B3C4, Commit: 0x1A2B3A0},
+		{Mode: store.ModePoll, Seqs: []int64{3, 4, 9}},
+		{Mode: store.ModeWAL, End: 0x1A2B3C4, Commit: 0x1A2B3A0, Cluster: 7, FloorXID: 1 << 33, XIDs: []uint32{5, 9}, Incomplete: true},
+		{Mode: store.ModePoll, End: 0x1A2B3C4, Commit: 0x1A2B3A0, Cluster: 7, Seqs: []int64{1}},
 	} {
-		rec, err := p.record("pgoutbox", "pgoutbox.position", time.Now())
+		rec, err := p.Record("pgoutbox", "pgoutbox.position", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if rec.Topic != "pgoutbox.position" || string(rec.Key) != "pgoutbox" {
 			t.Fatalf("record to %s keyed %q", rec.Topic, rec.Key)
 		}
-		got, err := parsePosition(rec)
+		got, err := ParsePosition(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,9 +33,9 @@ func TestPositionRecordRoundTrip(t *testing.T) {
 			t.Fatalf("%s: read back %+v, wrote %+v", rec.Value, got, p)
 		}
 	}
-	rec, _ := position{mode: ModeWAL}.record("pgoutbox", "pgoutbox.position", time.Now())
+	rec, _ := Position{Mode: store.ModeWAL}.Record("pgoutbox", "pgoutbox.position", time.Now())
 	rec.Value = []byte(`{"mode":"sideways"}`)
-	if _, err := parsePosition(rec); err == nil {
+	if _, err := ParsePosition(rec); err == nil {
 		t.Fatal("a position of an unknown mode was accepted")
 	}
 }
@@ -43,31 +45,31 @@ func TestPositionRecordRoundTrip(t *testing.T) {
 // the rows polling published, the last transaction's marked first; a
 // record from another cluster covers nothing.
 func TestResumeWAL(t *testing.T) {
-	wal := position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31, 35}}
+	wal := Position{Mode: store.ModeWAL, End: 500, Commit: 490, Cluster: 7, FloorXID: 30, XIDs: []uint32{31, 35}}
 	afterPolling := wal
-	afterPolling.polledUntil = 600
-	polled := position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4, 5}}
+	afterPolling.PolledUntil = 600
+	polled := Position{Mode: store.ModePoll, End: 500, Commit: 490, Cluster: 7, Seqs: []int64{4, 5}}
 	for _, tt := range []struct {
 		name    string
-		pos     position
+		pos     Position
 		cluster int64
 		hasSeq  bool
 		want    walResume
 	}{
-		{"nothing committed yet", position{}, 7, true, walResume{}},
+		{"nothing committed yet", Position{}, 7, true, walResume{}},
 		{"a WAL record", wal, 7, true, walResume{from: wal, after: wal}},
 		{"a WAL record, cluster unknown", wal, 0, true, walResume{from: wal, after: wal}},
 		{"a WAL record while polled rows may replay", afterPolling, 7, true,
 			walResume{from: afterPolling, after: afterPolling, readPolled: true, polledUntil: 600}},
 		{"the same without the polling columns", afterPolling, 7, false, walResume{from: afterPolling, after: afterPolling}},
-		{"a poll record", polled, 7, true, walResume{from: polled, after: position{mode: ModeWAL, end: 500, commit: 490, cluster: 7},
+		{"a poll record", polled, 7, true, walResume{from: polled, after: Position{Mode: store.ModeWAL, End: 500, Commit: 490, Cluster: 7},
 			readPolled: true, mark: []int64{4, 5}}},
 		{"a poll record without the polling columns", polled, 7, false,
-			walResume{from: polled, after: position{mode: ModeWAL, end: 500, commit: 490, cluster: 7}}},
+			walResume{from: polled, after: Position{Mode: store.ModeWAL, End: 500, Commit: 490, Cluster: 7}}},
 		{"a WAL record of another cluster", wal, 8, true,
-			walResume{foreign: true, from: position{mode: ModeWAL}, after: position{mode: ModeWAL}}},
+			walResume{foreign: true, from: Position{Mode: store.ModeWAL}, after: Position{Mode: store.ModeWAL}}},
 		{"a poll record of another cluster", polled, 8, true,
-			walResume{foreign: true, from: position{mode: ModePoll, seqs: []int64{4, 5}}, after: position{mode: ModeWAL},
+			walResume{foreign: true, from: Position{Mode: store.ModePoll, Seqs: []int64{4, 5}}, after: Position{Mode: store.ModeWAL},
 				readPolled: true, mark: []int64{4, 5}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,9 +79,9 @@ func TestResumeWAL(t *testing.T) {
 		})
 	}
 	// The ledger of the resumed session skips what Kafka has and lists on.
-	l := newTxnLedger(wal, 7, "seq", &Stats{}, nil, new(atomic.Uint64))
-	if !slices.Equal(l.position().xids, []uint32{31, 35}) || l.floorXID != 30 {
-		t.Fatalf("the resumed ledger lists %v above %d", l.position().xids, l.floorXID)
+	l := newLedger(wal, 7, "seq", skipped(), nil, new(atomic.Uint64))
+	if !slices.Equal(l.Position().XIDs, []uint32{31, 35}) || l.floorXID != 30 {
+		t.Fatalf("the resumed ledger lists %v above %d", l.Position().XIDs, l.floorXID)
 	}
 }
 
@@ -88,18 +90,18 @@ func TestResumeWAL(t *testing.T) {
 // another cluster, nothing. Every poll record then carries the WAL's
 // position, of this cluster only.
 func TestResumePoll(t *testing.T) {
-	wal := position{mode: ModeWAL, end: 500, commit: 490, cluster: 7, floorXID: 30, xids: []uint32{31, 35}}
+	wal := Position{Mode: store.ModeWAL, End: 500, Commit: 490, Cluster: 7, FloorXID: 30, XIDs: []uint32{31, 35}}
 	for _, tt := range []struct {
 		name    string
-		pos     position
+		pos     Position
 		cluster int64
 		want    pollResume
 	}{
-		{"nothing committed yet", position{}, 7, pollResume{wal: position{cluster: 7}}},
-		{"a poll record", position{mode: ModePoll, end: 500, commit: 490, cluster: 7, seqs: []int64{4}}, 7,
-			pollResume{seqs: []int64{4}, wal: position{end: 500, commit: 490, cluster: 7}}},
-		{"a WAL record", wal, 7, pollResume{markWAL: true, below: 30, xids: []uint32{31, 35}, wal: position{end: 500, commit: 490, cluster: 7}}},
-		{"a WAL record of another cluster", wal, 8, pollResume{foreign: true, wal: position{cluster: 8}}},
+		{"nothing committed yet", Position{}, 7, pollResume{wal: Position{Cluster: 7}}},
+		{"a poll record", Position{Mode: store.ModePoll, End: 500, Commit: 490, Cluster: 7, Seqs: []int64{4}}, 7,
+			pollResume{seqs: []int64{4}, wal: Position{End: 500, Commit: 490, Cluster: 7}}},
+		{"a WAL record", wal, 7, pollResume{markWAL: true, below: 30, xids: []uint32{31, 35}, wal: Position{End: 500, Commit: 490, Cluster: 7}}},
+		{"a WAL record of another cluster", wal, 8, pollResume{foreign: true, wal: Position{Cluster: 8}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := resumePoll(tt.pos, tt.cluster); !reflect.DeepEqual(got, tt.want) {
@@ -135,13 +137,13 @@ func TestXIDSetAndList(t *testing.T) {
 			t.Errorf("%v: %s, want %s", l, got, want)
 		}
 	}
-	p := position{mode: ModeWAL, end: 20, commit: 10, floorXID: 5, xids: []uint32{5, 6, 4000000000}}
-	rec, err := p.record("pl", "t", time.Now())
+	p := Position{Mode: store.ModeWAL, End: 20, Commit: 10, FloorXID: 5, XIDs: []uint32{5, 6, 4000000000}}
+	rec, err := p.Record("pl", "t", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := parsePosition(rec)
-	if err != nil || !slices.Equal(back.xids, p.xids) {
+	back, err := ParsePosition(rec)
+	if err != nil || !slices.Equal(back.XIDs, p.XIDs) {
 		t.Fatalf("read back %+v, %v: %s", back, err, rec.Value)
 	}
 }

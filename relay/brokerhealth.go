@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,9 +11,9 @@ import (
 	"github.com/pgoutbox/pgoutbox/sink"
 )
 
-// DeliveryError is a record Kafka did not acknowledge: it names the topic
-// and the event, and wraps franz-go's error (a *kerr.Error code, or one of
-// kgo's sentinels).
+// DeliveryError is a record the broker did not acknowledge: it names the
+// topic and the event, and wraps the broker's error (for Kafka a
+// *kerr.Error code, or one of kgo's sentinels).
 type DeliveryError struct {
 	Topic, EventID string
 	Err            error
@@ -24,12 +25,16 @@ func (e *DeliveryError) Error() string {
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
-// kafkaHealth is the current Kafka-side problem, if any: a broker that
-// does not answer (from the periodic ping) or records that fail (from
-// their promises). The relay shows it on /readyz and saves it in
-// pgoutbox_state for status. A record problem clears when a record to its
-// topic is acknowledged; the ping problem when a broker answers.
-type kafkaHealth struct {
+// brokerHealth is the current problem on the broker's side, if any: a
+// broker that does not answer (from the periodic ping) or records that
+// fail (from their promises). The relay shows it on /readyz and saves it
+// in pgoutbox_state for status, named by the broker. A record problem
+// clears when a record to its topic is acknowledged; the ping problem when
+// the broker answers. A change is logged once.
+type brokerHealth struct {
+	// name names the broker in log lines, readiness and status ("kafka",
+	// "nats-jetstream"; Opener.Name).
+	name string
 	// recordSet lets the ack path skip the lock while no record problem
 	// is set, which is nearly always.
 	recordSet atomic.Bool
@@ -43,8 +48,22 @@ type kafkaHealth struct {
 	recordSince time.Time
 }
 
-// pinged records a ping's result and reports whether the problem changed.
-func (h *kafkaHealth) pinged(err error) (changed bool) {
+func newBrokerHealth(name string) *brokerHealth { return &brokerHealth{name: name} }
+
+// pinged records a ping's result and logs a change.
+func (h *brokerHealth) pinged(log *slog.Logger, err error) {
+	if !h.ping(err) {
+		return
+	}
+	if err != nil {
+		log.Warn(h.name+" is not reachable; records wait for it", "err", err)
+	} else {
+		log.Info(h.name + " is reachable again")
+	}
+}
+
+// ping records a ping's result and reports whether the problem changed.
+func (h *brokerHealth) ping(err error) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -65,9 +84,22 @@ func (h *kafkaHealth) pinged(err error) (changed bool) {
 	return true
 }
 
+// recordFailed records a record's failure, logs a new problem, and
+// returns the error that names the topic and the event.
+func (h *brokerHealth) recordFailed(log *slog.Logger, topic, eventID string, err error) error {
+	de := &DeliveryError{Topic: topic, EventID: eventID, Err: err}
+	if sink.Abandoned(err) {
+		return de // a stop abandoned the record: not the broker's problem
+	}
+	if h.failed(de) {
+		log.Error(h.name+" does not acknowledge records", "topic", topic, "event_id", eventID, "err", de.Error())
+	}
+	return de
+}
+
 // failed records a record's delivery failure; it reports whether this is
 // a new problem (another topic or another error code).
-func (h *kafkaHealth) failed(e *DeliveryError) (changed bool) {
+func (h *brokerHealth) failed(e *DeliveryError) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if r := h.record; r != nil && r.Topic == e.Topic && sink.SameFailure(r.Err, e.Err) {
@@ -82,8 +114,16 @@ func (h *kafkaHealth) failed(e *DeliveryError) (changed bool) {
 	return true
 }
 
+// recordAcked clears a record problem of topic once a record to it is
+// acked, and says so.
+func (h *brokerHealth) recordAcked(log *slog.Logger, topic string) {
+	if h.acked(topic) {
+		log.Info(h.name+" acknowledges records again", "topic", topic)
+	}
+}
+
 // acked clears a record problem of topic; it reports whether it did.
-func (h *kafkaHealth) acked(topic string) (cleared bool) {
+func (h *brokerHealth) acked(topic string) (cleared bool) {
 	if !h.recordSet.Load() {
 		return false
 	}
@@ -99,11 +139,11 @@ func (h *kafkaHealth) acked(topic string) (cleared bool) {
 }
 
 // changeCount counts every change of the problem, for whoever saves it.
-func (h *kafkaHealth) changeCount() int64 { return h.changes.Load() }
+func (h *brokerHealth) changeCount() int64 { return h.changes.Load() }
 
 // problem returns the current problem and since when; "" when there is
 // none. A broker that does not answer comes first: records wait for it.
-func (h *kafkaHealth) problem() (string, time.Time) {
+func (h *brokerHealth) problem() (string, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -121,7 +161,7 @@ func (h *kafkaHealth) problem() (string, time.Time) {
 	return "", time.Time{}
 }
 
-func (h *kafkaHealth) err() error {
+func (h *brokerHealth) err() error {
 	if p, _ := h.problem(); p != "" {
 		return errors.New(p)
 	}
