@@ -102,6 +102,11 @@ func (c config) serverConverters(r *reading) {
 		}
 		r.set(part+"-converter", conv)
 	}
+	if formats["header"] == "jsonbytearray" {
+		// The same bytes as json; Debezium Server's RabbitMQ sink sends
+		// them as AMQP byte arrays rather than strings.
+		r.set("rabbitmq-header-bytes", "true")
+	}
 }
 
 // connectConverter maps a Kafka Connect converter class. Unset converters
