@@ -547,8 +547,8 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 	}
 	for key, why := range map[string]string{
 		"debezium.sink.rabbitmq.connection.ssl.trust.store=/etc/ts.jks": "debezium.sink.rabbitmq.connection.ssl.trust.store: a Java keystore",
-		"debezium.sink.rabbitmq.routingKey.source=header":                `debezium.sink.rabbitmq.routingKey.source: "header"`,
-		"debezium.sink.rabbitmq.deliveryMode=3":                          `debezium.sink.rabbitmq.deliveryMode: "3"`,
+		"debezium.sink.rabbitmq.routingKey.source=header":               `debezium.sink.rabbitmq.routingKey.source: "header"`,
+		"debezium.sink.rabbitmq.deliveryMode=3":                         `debezium.sink.rabbitmq.deliveryMode: "3"`,
 	} {
 		if _, _, err := load(base + key + "\n"); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v, want it refused by name", key, err)
