@@ -106,9 +106,10 @@ func (p *Publisher) connect(ctx context.Context) (*conn, error) {
 		c.broken.Store(true)
 		p.learn(err)
 	})
-	if p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource != SourceTopic {
+	if p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource != SourceTopic && p.cfg.RoutingKey != "" {
 		// Debezium Server declares the static routing key's queue at
-		// start, whatever the source.
+		// start, whatever the source; with none, it declares a queue the
+		// server names, of use to no one, which pgoutbox does not.
 		if err := c.declare(p.cfg.RoutingKey, p.cfg.RoutingKeyDurable); err != nil {
 			c.close()
 			return nil, err

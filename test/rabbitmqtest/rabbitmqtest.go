@@ -6,7 +6,6 @@ package rabbitmqtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -217,8 +216,10 @@ func (s *Server) waitReady(p *proc.Process) error {
 	}
 }
 
-// Kill sends SIGKILL and waits for the exit: only what the server wrote
-// before it confirmed survives.
+// Kill sends SIGKILL and waits for the exit: the messages the server
+// confirmed survive. Definitions (exchanges, queues, bindings) reach its
+// disk a moment after they are declared (Mnesia logs them in the
+// background): declare them a second or more before a kill.
 func (s *Server) Kill() {
 	s.t.Helper()
 	if s.server == nil {
@@ -320,27 +321,44 @@ type Message struct {
 }
 
 // Drain takes every message queue holds, in order, acknowledging them:
-// they are gone from the queue afterwards.
+// they are gone from the queue afterwards. None while there is no such
+// queue.
 func (s *Server) Drain(queue string) []Message {
 	s.t.Helper()
+	n := s.Count(queue)
+	if n <= 0 {
+		return nil
+	}
 	ch := s.Channel()
 	defer ch.Close()
-	var out []Message
-	for {
-		d, ok, err := ch.Get(queue, true)
-		if err != nil {
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-				return out
-			}
-			s.t.Fatalf("rabbitmqtest: get from %s: %v", queue, err)
-		}
-		if !ok {
-			return out
-		}
-		out = append(out, Message{Exchange: d.Exchange, RoutingKey: d.RoutingKey, Body: d.Body, Headers: d.Headers,
-			DeliveryMode: d.DeliveryMode, ContentType: d.ContentType, MessageID: d.MessageId})
+	// Acknowledged one by one: what arrives after the count stays queued
+	// (requeued when the channel closes), in its place.
+	deliveries, err := ch.Consume(queue, "rabbitmqtest", false, true, false, false, nil)
+	if err != nil {
+		s.t.Fatalf("rabbitmqtest: consume from %s: %v", queue, err)
 	}
+	out := make([]Message, 0, n)
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for len(out) < n {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				s.t.Fatalf("rabbitmqtest: %s: the consumer ended after %d of %d messages", queue, len(out), n)
+			}
+			if err := d.Ack(false); err != nil {
+				s.t.Fatalf("rabbitmqtest: ack: %v", err)
+			}
+			out = append(out, Message{Exchange: d.Exchange, RoutingKey: d.RoutingKey, Body: d.Body, Headers: d.Headers,
+				DeliveryMode: d.DeliveryMode, ContentType: d.ContentType, MessageID: d.MessageId})
+		case <-timeout.C:
+			s.t.Fatalf("rabbitmqtest: %s: %d of %d messages after a minute", queue, len(out), n)
+		}
+	}
+	if err := ch.Cancel("rabbitmqtest", false); err != nil {
+		s.t.Fatalf("rabbitmqtest: %v", err)
+	}
+	return out
 }
 
 // Await drains queue until it gave n messages or timeout passed, and
