@@ -309,3 +309,32 @@ func TestRabbitMQCloudEventsBinding(t *testing.T) {
 		})
 	}
 }
+
+// What cannot work stops the binary at start, saying why: a refused
+// password (never shown, given in the URL or alone), a dead-letter queue
+// that does not exist, an exchange that does not exist, RabbitMQ Streams.
+func TestRabbitMQRefusedAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.setup(e.config())
+	s := rabbitmqtest.Start(t, rabbitmqtest.Options{User: "relay", Password: "right-pw"})
+	bad := strings.Replace(s.URL, "right-pw", "wr0ng-s3cret", 1)
+	base := []string{"run", "--database-url", e.url, "--sink", "rabbitmq", "--mode", "wal"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"password in the URL", []string{"--rabbitmq-url", bad}, "rabbitmq: the server refused the connection"},
+		{"password alone", []string{"--rabbitmq-url", s.URL, "--rabbitmq-password", "wr0ng-s3cret"}, "rabbitmq: the server refused the connection"},
+		{"no dead-letter queue", []string{"--rabbitmq-url", s.URL}, `rabbitmq: dead-letter queue "pgoutbox.dlq" does not exist`},
+		{"no exchange", []string{"--rabbitmq-url", s.URL, "--on-poison", "halt", "--rabbitmq-exchange", "nowhere"}, `rabbitmq: exchange "nowhere" does not exist`},
+		{"streams", []string{"--sink", "rabbitmqstream"}, "RabbitMQ Streams' own protocol is not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := run1(t, append(slices.Clone(base), tc.args...)...)
+			if ok || !strings.Contains(out, tc.want) || strings.Contains(out, "wr0ng-s3cret") || strings.Contains(out, "right-pw") {
+				t.Errorf("exit 0 %v, want a refusal saying %q, no password:\n%s", ok, tc.want, out)
+			}
+		})
+	}
+}
