@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,15 +207,17 @@ debezium.format.key=simplestring
 // pgoutbox is not told of) is dead-lettered to the dead-letter queue once
 // the server refused it, its aggregate's later event held behind it,
 // other aggregates go on; once the row is fixed, dlq replay publishes
-// both in order, each under its event id. An event no queue takes is not
-// confirmed: the log names its exchange and routing key, and it arrives
-// once a queue is bound.
+// both in order, each under its event id. Metrics and status count the
+// dead letters and held aggregate. An event no queue takes is not
+// confirmed: the log, readiness and status name its exchange and routing
+// key, and it arrives once a queue is bound.
 func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	e.setup(e.config())
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{MaxMessageSize: 4096})
-	p := e.runProcess(t, append(rabbitFlags(s, "outbox.event.order"), "--mode", "wal")...)
+	addr := metricsAddr(t)
+	p := e.runProcess(t, append(rabbitFlags(s, "outbox.event.order"), "--mode", "wal", "--metrics-addr", addr, "--metrics-interval", "200ms")...)
 	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
 	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 5000) + `"}`})
 	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
@@ -236,6 +240,11 @@ func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 	if got, want := dead, []string{"dlq:" + big[0], "dlq:" + held[0]}; !slices.Equal(got, want) {
 		t.Errorf("dead letters: %v, want %v", got, want)
 	}
+	eventually(t, 30*time.Second, "the dead letters in metrics and status", func() bool {
+		st, _ := e.status(t)
+		return scrape(t, "http://"+addr)["pgoutbox_open_dead_letters"] == 2 &&
+			st.DeadLetters != nil && *st.DeadLetters == 2 && st.HeldAggregates != nil && *st.HeldAggregates == 1
+	})
 	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -254,8 +263,13 @@ func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 
 	// No queue takes payment events: not confirmed, named, sent again.
 	lost := e.insert(row{"payment", "p-1", "Captured", `{"n":5}`})
-	eventually(t, 30*time.Second, "the unroutable event in the log", func() bool {
-		return strings.Contains(p.out.String(), `no queue is bound to exchange \"outbox\" with routing key \"outbox.event.payment\"`)
+	const unroutable = `no queue is bound to exchange "outbox" with routing key "outbox.event.payment"`
+	eventually(t, 30*time.Second, "the unroutable event in the log, readiness, metrics and status", func() bool {
+		code, body := httpGet("http://" + addr + "/readyz")
+		st, _ := e.status(t)
+		return strings.Contains(p.out.String(), strings.Trim(strconv.Quote(unroutable), `"`)) &&
+			code == http.StatusServiceUnavailable && strings.Contains(body, unroutable) &&
+			scrape(t, "http://"+addr)["pgoutbox_kafka_problem"] == 1 && strings.Contains(st.KafkaProblem, unroutable)
 	})
 	s.Queue("payments", "outbox", "topic", "outbox.event.payment")
 	if got := s.Await("payments", 1, 60*time.Second); len(got) != 1 || got[0].MessageID != lost[0] {
