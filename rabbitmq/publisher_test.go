@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/test/rabbitmqtest"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 func newPublisher(t *testing.T, s *rabbitmqtest.Server, cfg Config) *Publisher {
@@ -314,6 +316,29 @@ func isPermanent(err error) bool {
 func isPoison(err error) bool {
 	var p interface{ Poison() bool }
 	return errors.As(err, &p) && p.Poison()
+}
+
+// TLS: a server whose certificate the given CA signed is reached over
+// amqps://; one no trusted CA signed is refused, permanently.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	ca := tlstest.New(t)
+	s := rabbitmqtest.Start(t, rabbitmqtest.Options{TLS: ca})
+	connect := func(t *tls.Config) error {
+		p, err := New(Config{URL: s.TLSURL, TLS: t}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		return p.Ping(ctx)
+	}
+	if err := connect(&tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}); err != nil {
+		t.Fatalf("trusted: %v", err)
+	}
+	var auth *AuthError
+	if err := connect(&tls.Config{MinVersion: tls.VersionTLS12}); !errors.As(err, &auth) || !auth.Permanent() {
+		t.Errorf("an untrusted certificate: %v, want a permanent AuthError", err)
+	}
 }
 
 // The server killed with messages in flight: they fail, none is counted

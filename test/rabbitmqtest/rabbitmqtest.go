@@ -6,6 +6,8 @@ package rabbitmqtest
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/user"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 // ServerEnv names another rabbitmq-server script to run (its directory
@@ -40,6 +43,8 @@ type Options struct {
 	MaxMessageSize int
 	// User and Password replace guest/guest as the only user.
 	User, Password string
+	// TLS adds a TLS listener with ca's server certificate (TLSURL).
+	TLS *tlstest.CA
 }
 
 // Server is a rabbitmq-server process. Its methods fail the test it was
@@ -48,11 +53,13 @@ type Server struct {
 	// URL is amqp://user:password@127.0.0.1:PORT/, the same across
 	// restarts.
 	URL string
+	// TLSURL is amqps://user:password@127.0.0.1:PORT/ with Options.TLS.
+	TLSURL string
 
 	t      testing.TB
 	bin    string
 	dir    string
-	ports  struct{ amqp, dist, epmd int }
+	ports  struct{ amqp, dist, epmd, tls int }
 	cred   *syscall.Credential
 	opts   Options
 	epmd   *proc.Process
@@ -91,12 +98,15 @@ func Start(t testing.TB, opts Options) *Server {
 	if err := s.own(s.dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd} {
+	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls} {
 		if *p, err = freeport.Port(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.URL = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, s.ports.amqp)
+	if opts.TLS != nil {
+		s.TLSURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, s.ports.tls)
+	}
 	if err := s.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +151,18 @@ func (s *Server) writeConfig() error {
 	if s.opts.User != "guest" {
 		conf += fmt.Sprintf("default_user = %s\ndefault_pass = %s\n", s.opts.User, s.opts.Password)
 	}
-	for name, text := range map[string]string{"rabbitmq.conf": conf, "enabled_plugins": "[].\n"} {
+	files := map[string]string{"rabbitmq.conf": conf, "enabled_plugins": "[].\n"}
+	if ca := s.opts.TLS; ca != nil {
+		der, err := x509.MarshalPKCS8PrivateKey(ca.Server.PrivateKey)
+		if err != nil {
+			return err
+		}
+		files["server.pem"] = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Server.Certificate[0]}))
+		files["server-key.pem"] = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+		files["rabbitmq.conf"] += fmt.Sprintf("listeners.ssl.default = 127.0.0.1:%d\nssl_options.certfile = %s\nssl_options.keyfile = %s\nssl_options.verify = verify_none\nssl_options.fail_if_no_peer_cert = false\n",
+			s.ports.tls, filepath.Join(s.dir, "server.pem"), filepath.Join(s.dir, "server-key.pem"))
+	}
+	for name, text := range files {
 		path := filepath.Join(s.dir, name)
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			return err
