@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/inflight"
 	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
@@ -39,7 +40,7 @@ type Publisher struct {
 type conn struct {
 	c    *amqp.Connection
 	ch   *amqp.Channel
-	acks *acker
+	acks *confirms
 	// broken is set when a message failed: nothing is published until
 	// Resume or Renew, between the relay's sessions.
 	broken atomic.Bool
@@ -102,7 +103,7 @@ func (p *Publisher) connect(ctx context.Context) (*conn, error) {
 	returns := ch.NotifyReturn(make(chan amqp.Return, p.cfg.MaxPending+1))
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	c := &conn{c: ac, ch: ch, declared: map[string]bool{}}
-	c.acks = newAcker(p.cfg.MaxPending, p.cfg.AckTimeout, returns, closed, func(err error) {
+	c.acks = newConfirms(p.cfg.MaxPending, p.cfg.AckTimeout, returns, closed, func(err error) {
 		c.broken.Store(true)
 		p.learn(err)
 	})
@@ -224,17 +225,20 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 			return err
 		}
 	}
-	if err := c.acks.acquire(ctx); err != nil {
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
 		return err
 	}
 	msg := p.message(r)
 	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
 	if err != nil {
-		c.acks.release()
+		c.acks.Release()
 		c.broken.Store(true) // the channel is gone: the next session reconnects
 		return fmt.Errorf("rabbitmq: publish to exchange %q: %w", exchange, err)
 	}
-	c.acks.push(pending{rec: r, promise: promise, dc: dc, id: msg.MessageId, sent: time.Now()})
+	c.acks.Push(pending{rec: r, promise: promise, dc: dc, id: msg.MessageId, sent: time.Now()})
 	return nil
 }
 
@@ -311,13 +315,13 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	return c.acks.flush(ctx)
+	return c.acks.Wait(ctx)
 }
 
 // Buffered is how many messages wait for their confirm.
 func (p *Publisher) Buffered() int64 {
 	if c := p.conn.Load(); c != nil {
-		return c.acks.pending()
+		return c.acks.Len()
 	}
 	return 0
 }
@@ -338,7 +342,7 @@ func (p *Publisher) Renew() error {
 func (p *Publisher) Close() { _ = p.Renew() }
 
 func (c *conn) close() {
-	c.acks.close()
+	c.acks.Close()
 	_ = c.c.Close()
 }
 
