@@ -423,6 +423,21 @@ func TestDebeziumSnapshotMode(t *testing.T) {
 	}
 }
 
+// loadServerFile parses run's flags from a Debezium Server file of text,
+// returning the flags, the warnings and the refusal.
+func loadServerFile(t *testing.T, text string) (*flag.FlagSet, string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "application.properties")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	(&relayFlags{}).register(fs)
+	var stderr bytes.Buffer
+	err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
+	return fs, stderr.String(), err
+}
+
 // Debezium Server's NATS JetStream sink: its keys become the --nats-*
 // flags, sync.* is ignored, a keystore is refused.
 func TestDebeziumServerNATS(t *testing.T) {
@@ -443,17 +458,7 @@ debezium.source.table.include.list=public.outbox
 debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 `
-	load := func(text string) (*flag.FlagSet, string, error) {
-		path := filepath.Join(t.TempDir(), "application.properties")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		(&relayFlags{}).register(fs)
-		var stderr bytes.Buffer
-		err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
-		return fs, stderr.String(), err
-	}
+	load := func(text string) (*flag.FlagSet, string, error) { return loadServerFile(t, text) }
 	fs, warn, err := load(base)
 	if err != nil {
 		t.Fatal(err)
@@ -507,17 +512,7 @@ debezium.source.table.include.list=public.outbox
 debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 `
-	load := func(text string) (*flag.FlagSet, string, error) {
-		path := filepath.Join(t.TempDir(), "application.properties")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		(&relayFlags{}).register(fs)
-		var stderr bytes.Buffer
-		err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
-		return fs, stderr.String(), err
-	}
+	load := func(text string) (*flag.FlagSet, string, error) { return loadServerFile(t, text) }
 	fs, warn, err := load(base)
 	if err != nil {
 		t.Fatal(err)
