@@ -424,3 +424,34 @@ func BenchmarkPublish(b *testing.B) {
 	b.StopTimer()
 	failed.Range(func(k, v any) bool { b.Fatalf("%v: %v", k, v); return false })
 }
+
+// What AMQP 0-9-1 cannot carry does not fit, as poison: a routing key, an
+// exchange or a header name over 255 bytes. A dead letter goes through
+// the default exchange to its queue, whatever the routing settings.
+func TestFitsFields(t *testing.T) {
+	p, err := New(Config{URL: "amqp://localhost/", RoutingKeySource: SourceKey, DeadLetterQueue: "dlq"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("k", 256)
+	for _, tc := range []struct {
+		name  string
+		rec   *kgo.Record
+		field string
+	}{
+		{"routing key", record("t", long, "e1", "{}"), "routing key"},
+		{"exchange", record(long, "k", "e2", "{}"), "exchange"},
+		{"header name", record("t", "k", "e3", "{}", long, "v"), "header name"},
+	} {
+		var fe *FieldError
+		if err := p.Fits(context.Background(), tc.rec); !errors.As(err, &fe) || fe.Field != tc.field || !isPoison(err) {
+			t.Errorf("%s: %v, want a poison *FieldError for the %s", tc.name, err, tc.field)
+		}
+	}
+	if err := p.Fits(context.Background(), record("t", strings.Repeat("k", 255), "e4", "{}")); err != nil {
+		t.Errorf("a routing key of 255 bytes: %v", err)
+	}
+	if err := p.Fits(context.Background(), record("dlq", long, "dlq:e1", "{}")); err != nil {
+		t.Errorf("a dead letter, routed by its queue's name: %v", err)
+	}
+}
