@@ -104,6 +104,11 @@ func (c config) serverConverters(r *reading) {
 		r.set(part+"-converter", conv)
 		registryOptions(r, part, class, o, func(k string) string { return "debezium.format." + part + "." + k })
 	}
+	if formats["header"] == "jsonbytearray" {
+		// The same bytes as json; Debezium Server's RabbitMQ sink sends
+		// them as AMQP byte arrays rather than strings.
+		r.set("rabbitmq-header-bytes", "true")
+	}
 }
 
 // connectConverter maps a Kafka Connect converter class. Unset converters

@@ -314,15 +314,17 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`)",
-		Refuses: "another sink (`rabbitmq`, `redis`, …): pgoutbox publishes to Kafka and NATS JetStream",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`)",
+		Refuses: "another sink (`rabbitmqstream`, `redis`, …): pgoutbox publishes to Kafka, NATS JetStream and RabbitMQ over AMQP 0-9-1",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream":
+			case "nats-jetstream", "rabbitmq":
 				r.set("sink", v)
+			case "rabbitmqstream":
+				r.refuse(k, `"rabbitmqstream": RabbitMQ Streams' own protocol is not supported; publish over AMQP 0-9-1 (rabbitmq), which a stream queue bound to the exchange takes`)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka) and NATS JetStream (nats-jetstream)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream) and RabbitMQ (rabbitmq)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
@@ -333,7 +335,8 @@ var options = []Option{
 	{Part: Server, Key: "debezium.format.value", Default: "json", Setting: "value-converter",
 		Takes: "as `debezium.format.key`", Refuses: "the others", read: accept},
 	{Part: Server, Key: "debezium.format.header", Default: "json", Setting: "header-converter",
-		Takes: "`json`, `jsonbytearray`", Refuses: "the others, which Debezium Server refuses too", read: accept},
+		Takes: "`json`, `jsonbytearray` (RabbitMQ: header values as byte arrays, `--rabbitmq-header-bytes`)", Refuses: "the others, which Debezium Server refuses too",
+		read: accept},
 	{Part: Server, Key: "debezium.format.<part>.", Takes: "the part's converter options, as `<part>.converter.*` above", read: accept},
 	{Part: Server, Key: "debezium.format.", Takes: "every part's converter options (`debezium.format.schemas.enable`)", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.key.serializer", Takes: "any: the converter makes the bytes", read: accept},
@@ -387,10 +390,89 @@ var options = []Option{
 		read: func(r *reading, k, _ string) {
 			r.refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
 		}},
+
+	// Debezium Server's RabbitMQ sink (RabbitMqStreamChangeConsumerConfig),
+	// and the amqp-client keys under connection. it hands to
+	// ConnectionFactoryConfigurator.
+	{Part: Server, Key: rabbitSink + "connection.uri", Setting: "rabbitmq-url", Takes: "`amqp://` and `amqps://` URIs; the keys below override its parts",
+		read: toFlag("rabbitmq-url")},
+	{Part: Server, Key: rabbitSink + "connection.host", Default: "localhost", Setting: "rabbitmq-host", Takes: "any", read: toFlag("rabbitmq-host")},
+	{Part: Server, Key: rabbitSink + "connection.port", Default: "5672", Setting: "rabbitmq-port", Takes: "a port",
+		Refuses: "what is not a port", read: rabbitPort},
+	{Part: Server, Key: rabbitSink + "connection.username", Default: "guest", Setting: "rabbitmq-user", Takes: "any", read: toFlag("rabbitmq-user")},
+	{Part: Server, Key: rabbitSink + "connection.password", Default: "guest", Setting: "rabbitmq-password", Takes: "any", read: toFlag("rabbitmq-password")},
+	{Part: Server, Key: rabbitSink + "connection.virtual.host", Default: "/", Setting: "rabbitmq-vhost", Takes: "any", read: toFlag("rabbitmq-vhost")},
+	{Part: Server, Key: rabbitSink + "connection.ssl.enabled", Default: "false", Setting: "rabbitmq-tls",
+		Takes:   "`true`, `false`; pgoutbox verifies the server's certificate against the system's roots or `--rabbitmq-tls-ca`, where amqp-client without a trust store trusts any",
+		Refuses: "another value", read: boolFlag("rabbitmq-tls")},
+	{Part: Server, Key: rabbitSink + "connection.ssl.verify.hostname", Takes: "any: pgoutbox always verifies the host name", read: accept},
+	{Part: Server, Key: rabbitSink + "connection.ssl.", Refuses: "a Java keystore or trust store: pgoutbox reads PEM files (`--rabbitmq-tls-ca`, `--rabbitmq-tls-cert`, `--rabbitmq-tls-key`)",
+		read: func(r *reading, k, _ string) {
+			r.refuse(k, "a Java keystore or trust store: pgoutbox reads PEM files (--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key)")
+		}},
+	{Part: Server, Key: rabbitSink + "connection.", Setting: Ignored,
+		Takes: "ignored (timeouts, heartbeat, recovery, client properties): pgoutbox connects again itself and sends again what was not confirmed",
+		read:  ignore("pgoutbox connects again itself and sends again what was not confirmed")},
+	{Part: Server, Key: rabbitSink + "exchange", Setting: "rabbitmq-exchange", Takes: "any; empty: the exchange named like the topic",
+		read: toFlag("rabbitmq-exchange")},
+	{Part: Server, Key: rabbitSink + "routingKey", Setting: "rabbitmq-routing-key", Takes: "any", read: toFlag("rabbitmq-routing-key")},
+	{Part: Server, Key: rabbitSink + "routingKey.source", Default: "static", Setting: "rabbitmq-routing-key-source",
+		Takes: "`static`, `topic`, `key`", Refuses: "another value, which Debezium Server routes with an empty routing key",
+		read: oneOf("rabbitmq-routing-key-source", map[string]string{"static": "static", "topic": "topic", "key": "key"},
+			"%q: use static, topic or key (Debezium Server routes any other value with an empty routing key)")},
+	{Part: Server, Key: rabbitSink + "routingKeyFromTopicName", Setting: Ignored,
+		Takes: "ignored, as Debezium Server 3.6 ignores it (it logs that it is deprecated): `routingKey.source=topic` routes by topic",
+		read:  ignore("deprecated, and ignored by Debezium Server 3.6 too: routingKey.source=topic routes by topic")},
+	{Part: Server, Key: rabbitSink + "autoCreateRoutingKey", Default: "false", Setting: "rabbitmq-auto-create-routing-key",
+		Takes: "`true`, `false`; the dead-letter queue is declared too", Refuses: "another value", read: boolFlag("rabbitmq-auto-create-routing-key")},
+	{Part: Server, Key: rabbitSink + "routingKeyDurable", Default: "true", Setting: "rabbitmq-routing-key-durable",
+		Takes: "`true`, `false`", Refuses: "another value", read: boolFlag("rabbitmq-routing-key-durable")},
+	{Part: Server, Key: rabbitSink + "deliveryMode", Default: "2", Setting: "rabbitmq-delivery-mode", Takes: "`2` (persistent), `1` (transient)",
+		Refuses: "another value", read: oneOf("rabbitmq-delivery-mode", map[string]string{"1": "1", "2": "2"}, "%q: AMQP knows 1 (transient) and 2 (persistent)")},
+	{Part: Server, Key: rabbitSink + "ackTimeout", Default: "30000", Setting: "rabbitmq-ack-timeout", Takes: "milliseconds, each message's",
+		Refuses: "a value that is not a positive number", read: millis("rabbitmq-ack-timeout")},
+	{Part: Server, Key: rabbitSink + "null.value", Default: "default", Setting: "rabbitmq-null-value", Takes: "any", read: toFlag("rabbitmq-null-value")},
 }
 
 // natsSink starts the NATS JetStream sink's options.
 const natsSink = "debezium.sink.nats-jetstream."
+
+// rabbitSink starts the RabbitMQ sink's options.
+const rabbitSink = "debezium.sink.rabbitmq."
+
+// rabbitPort passes a port to --rabbitmq-port.
+func rabbitPort(r *reading, k, v string) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 65535 {
+		r.refuse(k, fmt.Sprintf("%q is not a port", v))
+		return
+	}
+	r.set("rabbitmq-port", strconv.Itoa(n))
+}
+
+// boolFlag passes true or false to flag.
+func boolFlag(flag string) func(*reading, string, string) {
+	return func(r *reading, k, v string) {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+			return
+		}
+		r.set(flag, strconv.FormatBool(b))
+	}
+}
+
+// millis passes a positive number of milliseconds to flag as a duration.
+func millis(flag string) func(*reading, string, string) {
+	return func(r *reading, k, v string) {
+		ms, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || ms <= 0 {
+			r.refuse(k, "not a positive number of milliseconds")
+			return
+		}
+		r.set(flag, strconv.Itoa(ms)+"ms")
+	}
+}
 
 // valueMode reads one of Debezium's value options with parse, into flag;
 // a value parse refuses, Debezium refuses too (its EnumRecommender).

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/inflight"
 	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
@@ -206,16 +207,19 @@ func (j *JetStream) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if j.halted.Load() || c.broken.Load() {
 		return ErrHalted
 	}
-	if err := c.acks.acquire(ctx); err != nil {
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
 		return err
 	}
 	if r.Value == nil {
-		c.acks.push(pending{rec: r, promise: promise})
+		c.acks.Push(pending{rec: r, promise: promise})
 		return nil
 	}
 	st, err := c.streams.lookup(ctx, r.Topic)
 	if err != nil {
-		c.acks.release()
+		c.acks.Release()
 		return err
 	}
 	msg := message(r)
@@ -229,13 +233,13 @@ func (j *JetStream) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	}
 	fut, err := c.js.PublishMsgAsync(msg)
 	if err != nil {
-		c.acks.release()
+		c.acks.Release()
 		return fmt.Errorf("nats: publish to %s: %w", r.Topic, err)
 	}
 	c.last[st.name] = id // a message without an id ends the chain
-	c.acks.push(pending{rec: r, promise: promise, fut: fut})
+	c.acks.Push(pending{rec: r, promise: promise, fut: fut})
 	if j.cfg.Sync {
-		return c.acks.flush(ctx)
+		return c.acks.Wait(ctx)
 	}
 	return nil
 }
@@ -311,13 +315,13 @@ func (j *JetStream) Flush(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	return c.acks.flush(ctx)
+	return c.acks.Wait(ctx)
 }
 
 // Buffered is how many messages wait for their ack.
 func (j *JetStream) Buffered() int64 {
 	if c := j.conn.Load(); c != nil {
-		return c.acks.pending()
+		return c.acks.Len()
 	}
 	return 0
 }
@@ -340,7 +344,7 @@ func (j *JetStream) Close() {
 }
 
 func (c *conn) close() {
-	c.acks.close()
+	c.acks.Close()
 	c.nc.Close()
 }
 

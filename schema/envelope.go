@@ -77,8 +77,9 @@ type EncoderConfig struct {
 	// Debezium configures the debezium-outbox and debezium formats.
 	Debezium DebeziumConfig
 	// Protocol is the CloudEvents protocol binding the messages follow:
-	// ProtocolKafka (the default) or ProtocolNATS. It changes the binary
-	// content mode's headers only (natsbinding.go).
+	// ProtocolKafka (the default), ProtocolNATS or ProtocolAMQP. It
+	// changes the binary content mode's headers only (natsbinding.go,
+	// amqpbinding.go).
 	Protocol Protocol
 }
 
@@ -89,9 +90,9 @@ func (c EncoderConfig) Validate() error {
 		return err
 	}
 	switch c.Protocol {
-	case "", ProtocolKafka, ProtocolNATS:
+	case "", ProtocolKafka, ProtocolNATS, ProtocolAMQP:
 	default:
-		return fmt.Errorf("schema: unknown CloudEvents protocol binding %q (want %q or %q)", c.Protocol, ProtocolKafka, ProtocolNATS)
+		return fmt.Errorf("schema: unknown CloudEvents protocol binding %q (want %q, %q or %q)", c.Protocol, ProtocolKafka, ProtocolNATS, ProtocolAMQP)
 	}
 	if f == DebeziumOutbox || f == Debezium {
 		return c.Debezium.validate(f)
@@ -141,6 +142,7 @@ type Encoder struct {
 	dbz DebeziumConfig // the Debezium formats, defaults applied
 
 	nats bool // the NATS binding's binary mode
+	amqp bool // the AMQP binding's binary mode
 }
 
 // NewEncoder returns an encoder for cfg.
@@ -157,6 +159,7 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 		contentType:   []byte(dataContentType),
 		dbz:           cfg.Debezium.withDefaults(f),
 		nats:          cfg.Protocol == ProtocolNATS,
+		amqp:          cfg.Protocol == ProtocolAMQP,
 	}
 	e.headers = []Header{{Key: "content-type", Value: []byte(structuredContentType)}}
 	e.headers = e.headers[:1:1]
@@ -233,6 +236,9 @@ func (e *Encoder) Encode(r *Record) (Message, error) {
 		msg = e.encodeBinary(r, exts)
 		if e.nats {
 			natsBinary(msg.Headers)
+		}
+		if e.amqp {
+			amqpBinary(msg.Headers)
 		}
 	} else if msg, err = e.encodeStructured(r, exts); err != nil {
 		return Message{}, err

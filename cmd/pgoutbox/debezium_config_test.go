@@ -431,6 +431,21 @@ func TestDebeziumSnapshotMode(t *testing.T) {
 	}
 }
 
+// loadServerFile parses run's flags from a Debezium Server file of text,
+// returning the flags, the warnings and the refusal.
+func loadServerFile(t *testing.T, text string) (*flag.FlagSet, string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "application.properties")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	(&relayFlags{}).register(fs)
+	var stderr bytes.Buffer
+	err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
+	return fs, stderr.String(), err
+}
+
 // Debezium Server's NATS JetStream sink: its keys become the --nats-*
 // flags, sync.* is ignored, a keystore is refused.
 func TestDebeziumServerNATS(t *testing.T) {
@@ -451,17 +466,7 @@ debezium.source.table.include.list=public.outbox
 debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 `
-	load := func(text string) (*flag.FlagSet, string, error) {
-		path := filepath.Join(t.TempDir(), "application.properties")
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		(&relayFlags{}).register(fs)
-		var stderr bytes.Buffer
-		err := parseFlags(fs, []string{"--config", path}, io.Discard, &stderr)
-		return fs, stderr.String(), err
-	}
+	load := func(text string) (*flag.FlagSet, string, error) { return loadServerFile(t, text) }
 	fs, warn, err := load(base)
 	if err != nil {
 		t.Fatal(err)
@@ -482,8 +487,78 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.keystore: a Java keystore") {
 		t.Errorf("a keystore: %v, want it refused by name", err)
 	}
-	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=rabbitmq", 1))
-	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "rabbitmq"`) {
-		t.Errorf("rabbitmq: %v, want it refused by name", err)
+	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=pubsub", 1))
+	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "pubsub"`) {
+		t.Errorf("pubsub: %v, want it refused by name", err)
+	}
+}
+
+// Debezium Server's RabbitMQ sink: its keys become the --rabbitmq-*
+// flags, the amqp-client connection keys the server's parts, a keystore
+// and RabbitMQ Streams are refused by name.
+func TestDebeziumServerRabbitMQ(t *testing.T) {
+	base := `
+debezium.sink.type=rabbitmq
+debezium.sink.rabbitmq.connection.host=rmq1
+debezium.sink.rabbitmq.connection.port=5673
+debezium.sink.rabbitmq.connection.username=relay
+debezium.sink.rabbitmq.connection.password=pa55
+debezium.sink.rabbitmq.connection.virtual.host=ledger
+debezium.sink.rabbitmq.connection.connection.timeout=5000
+debezium.sink.rabbitmq.exchange=outbox
+debezium.sink.rabbitmq.routingKey=events
+debezium.sink.rabbitmq.routingKey.source=key
+debezium.sink.rabbitmq.routingKeyFromTopicName=true
+debezium.sink.rabbitmq.autoCreateRoutingKey=true
+debezium.sink.rabbitmq.routingKeyDurable=false
+debezium.sink.rabbitmq.deliveryMode=1
+debezium.sink.rabbitmq.ackTimeout=1500
+debezium.sink.rabbitmq.null.value=gone
+debezium.format.header=jsonbytearray
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.table.include.list=public.outbox
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+`
+	load := func(text string) (*flag.FlagSet, string, error) { return loadServerFile(t, text) }
+	fs, warn, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flagName, want := range map[string]string{
+		"sink": "rabbitmq", "rabbitmq-host": "rmq1", "rabbitmq-port": "5673", "rabbitmq-user": "relay", "rabbitmq-password": "pa55",
+		"rabbitmq-vhost": "ledger", "rabbitmq-exchange": "outbox", "rabbitmq-routing-key": "events", "rabbitmq-routing-key-source": "key",
+		"rabbitmq-auto-create-routing-key": "true", "rabbitmq-routing-key-durable": "false", "rabbitmq-delivery-mode": "1",
+		"rabbitmq-ack-timeout": "1.5s", "rabbitmq-null-value": "gone", "rabbitmq-header-bytes": "true",
+	} {
+		if got := flagValue(fs, flagName); got != want {
+			t.Errorf("--%s = %q, want %q", flagName, got, want)
+		}
+	}
+	if !strings.Contains(warn, "debezium.sink.rabbitmq.routingKeyFromTopicName (deprecated") ||
+		!strings.Contains(warn, "debezium.sink.rabbitmq.connection.connection.timeout (pgoutbox connects again") || strings.Contains(warn, "pa55") {
+		t.Errorf("warning:\n%s\nwant routingKeyFromTopicName and connection.connection.timeout named, no password", warn)
+	}
+	var r rabbitmqFlags
+	r.host, r.port, r.user, r.password, r.vhost = "rmq1", 5673, "relay", "pa55", "ledger"
+	if u, err := r.serverURL(false); err != nil || u != "amqp://relay:pa55@rmq1:5673/ledger" {
+		t.Errorf("server URL %q (%v)", u, err)
+	}
+	r = rabbitmqFlags{url: "amqp://a:b@h/v", vhost: "w"}
+	if u, err := r.serverURL(true); err != nil || u != "amqps://a:b@h/w" {
+		t.Errorf("server URL under TLS %q (%v)", u, err)
+	}
+	for key, why := range map[string]string{
+		"debezium.sink.rabbitmq.connection.ssl.trust.store=/etc/ts.jks": "debezium.sink.rabbitmq.connection.ssl.trust.store: a Java keystore",
+		"debezium.sink.rabbitmq.routingKey.source=header":               `debezium.sink.rabbitmq.routingKey.source: "header"`,
+		"debezium.sink.rabbitmq.deliveryMode=3":                         `debezium.sink.rabbitmq.deliveryMode: "3"`,
+	} {
+		if _, _, err := load(base + key + "\n"); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v, want it refused by name", key, err)
+		}
+	}
+	if _, _, err := load(strings.Replace(base, "sink.type=rabbitmq", "sink.type=rabbitmqstream", 1)); err == nil ||
+		!strings.Contains(err.Error(), `debezium.sink.type: "rabbitmqstream": RabbitMQ Streams`) {
+		t.Errorf("rabbitmqstream: %v, want it refused by name", err)
 	}
 }

@@ -83,8 +83,11 @@ func (n *natsFlags) opener(deadLetters string, maxMessageBytes, maxPending int) 
 
 // guarantee is what run's start line says a sink and delivery promise.
 func guarantee(sink string, d relay.Delivery) string {
-	if sink == sinkNATS {
+	switch sink {
+	case sinkNATS:
 		return "at-least-once, deduplicated by event id within the stream's duplicate window"
+	case sinkRabbitMQ:
+		return rabbitmqGuarantee
 	}
 	return string(d)
 }

@@ -72,6 +72,7 @@ type relayFlags struct {
 	auth     kafkaAuth
 	sink     string
 	nats     natsFlags
+	rabbitmq rabbitmqFlags
 	brokers  string
 	mode     string
 	delivery string
@@ -85,8 +86,9 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, or nats-jetstream (NATS JetStream, as Debezium Server's sink of that name)")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream) or rabbitmq (RabbitMQ, AMQP 0-9-1), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
+	f.rabbitmq.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
@@ -139,8 +141,10 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s or %s", f.sink, sinkKafka, sinkNATS)
+	case f.sink == sinkRabbitMQStream:
+		return cfg, nil, errRabbitMQStream
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -164,7 +168,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, append(f.auth.secrets(), f.nats.secrets()...)...)
+	log, err := c.logger(stderr, append(append(f.auth.secrets(), f.nats.secrets()...), f.rabbitmq.secrets()...)...)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -172,8 +176,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if cfg.Sink, err = f.opener(c.slot); err != nil {
 		return cfg, nil, err
 	}
-	if f.sink == sinkNATS {
+	switch f.sink {
+	case sinkNATS:
 		cfg.Encoder.Protocol = schema.ProtocolNATS
+	case sinkRabbitMQ:
+		cfg.Encoder.Protocol = schema.ProtocolAMQP
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	tables, matched, err := c.resolveTables(ctx)
@@ -205,14 +212,19 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 
 // opener is the sink --sink names, from its flags.
 func (f *relayFlags) opener(slot string) (relay.Opener, error) {
-	if f.sink == sinkNATS {
-		dlq := ""
-		if f.cfg.OnPoison != relay.PoisonHalt {
-			if dlq = f.cfg.DLQTopic; dlq == "" {
-				dlq = slot + ".dlq" // relay.Config's default
-			}
+	dlq := ""
+	if f.cfg.OnPoison != relay.PoisonHalt {
+		if dlq = f.cfg.DLQTopic; dlq == "" {
+			dlq = slot + ".dlq" // relay.Config's default
 		}
+	}
+	switch f.sink {
+	case sinkNATS:
 		return f.nats.opener(dlq, f.kafka.MaxMessageBytes, f.kafka.MaxBufferedRecords)
+	case sinkRabbitMQ:
+		fm, _ := schema.ParseFormat(f.format)
+		ce := fm == schema.CloudEvents || fm == schema.CloudEventsBinary
+		return f.rabbitmq.opener(dlq, ce, f.kafka.MaxBufferedRecords)
 	}
 	kc := f.kafka
 	kc.Brokers = strings.Split(f.brokers, ",")

@@ -2,7 +2,6 @@ package natscompat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -15,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/natstest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
@@ -92,15 +91,15 @@ debezium.source.publication.name=%s_publication
 	// pgoutbox's slot first, by a run stopped once it streams: the rows
 	// are then in its slot's stream, after Debezium Server published
 	// them.
-	pgoProps := writeFile(t, "pgoutbox.properties", props("pgo"))
-	first := startPgoutbox(t, pgo, pgoProps)
-	awaitSlot(t, conn, "pgo")
+	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
+	first := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	corpusrun.AwaitSlot(t, conn, "pgo")
 	if err := first.Stop(30 * time.Second); err != nil {
 		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
 	}
 
 	dbz := dbzserver.Start(t, props("dbz"))
-	awaitSlot(t, conn, "dbz")
+	corpusrun.AwaitSlot(t, conn, "dbz")
 	for _, row := range c.Rows {
 		if _, err := conn.Exec(ctx, row); err != nil {
 			t.Fatalf("%s: %v", row, err)
@@ -116,7 +115,7 @@ debezium.source.publication.name=%s_publication
 		t.Fatal(err)
 	}
 
-	p := startPgoutbox(t, pgo, pgoProps)
+	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
 	pgoMsgs := await(t, s, stream, c.Messages, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for i, m := range dbzMsgs {
@@ -129,23 +128,6 @@ debezium.source.publication.name=%s_publication
 	for _, d := range Compare(dbzMsgs, pgoMsgs, c.Varies) {
 		t.Error(d)
 	}
-}
-
-// startPgoutbox runs pgoutbox with the case's properties until the test
-// ends; its output is logged when the test failed.
-func startPgoutbox(t *testing.T, bin, props string) *proc.Process {
-	t.Helper()
-	p, err := proc.Start("pgoutbox", bin, []string{"run", "--config", props, "--log-format", "json"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Stop(30 * time.Second)
-		if t.Failed() {
-			t.Logf("pgoutbox's output:\n%s", p.Output())
-		}
-	})
-	return p
 }
 
 // await waits for n messages in stream, or for the process that publishes
@@ -178,33 +160,4 @@ func messages(t *testing.T, s *natstest.Server, stream string) []Message {
 		out = append(out, Message{Subject: m.Subject, Data: m.Data, Header: m.Header})
 	}
 	return out
-}
-
-// awaitSlot waits until a process streams from slot.
-func awaitSlot(t *testing.T, conn *pgx.Conn, slot string) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var active bool
-		err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		if err == nil && active {
-			return
-		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %s not streamed from after 2 minutes", slot)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func writeFile(t *testing.T, name, text string) string {
-	t.Helper()
-	path := t.TempDir() + "/" + name
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -1,0 +1,419 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/inflight"
+	"github.com/pgoutbox/pgoutbox/outbox"
+)
+
+// Publisher publishes records to RabbitMQ. One goroutine produces;
+// promises run on the acker's.
+type Publisher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex // connecting, replacing and closing the connection
+	conn atomic.Pointer[conn]
+	// halted is set by AbortBuffered, cleared by Resume and Renew.
+	halted atomic.Bool
+	// limit is the largest body, lowered when the server refused a larger
+	// one than Config.MaxMessageBytes said it takes.
+	limit atomic.Int64
+}
+
+// conn is one connection with its publishing channel and what lives as
+// long as it.
+type conn struct {
+	c    *amqp.Connection
+	ch   *amqp.Channel
+	acks *confirms
+	// broken is set when a message failed: nothing is published until
+	// Resume or Renew, between the relay's sessions.
+	broken atomic.Bool
+	// checked is set once Ping found the exchange and dead-letter queue.
+	checked atomic.Bool
+	// declared are the queues autoCreateRoutingKey declared (producer
+	// goroutine only).
+	declared map[string]bool
+}
+
+// New creates a publisher. It does not connect; Ping and the first
+// record do.
+func New(cfg Config, log *slog.Logger) (*Publisher, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, log: log}
+	p.limit.Store(int64(cfg.MaxMessageBytes))
+	return p, nil
+}
+
+// connect returns the connection, connecting first when there is none
+// or the last one closed: a server that refuses the credentials, the
+// virtual host or the certificate is an *AuthError.
+func (p *Publisher) connect(ctx context.Context) (*conn, error) {
+	if c := p.conn.Load(); c != nil && (c.broken.Load() || !c.ch.IsClosed()) {
+		return c, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conn.Load(); c != nil {
+		if c.broken.Load() || !c.ch.IsClosed() {
+			return c, nil
+		}
+		c.close() // closed with nothing failed: an idle connection lost
+		p.conn.Store(nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := amqp.Config{
+		TLSClientConfig: p.cfg.TLS,
+		Dial:            amqp.DefaultDial(p.cfg.ConnectTimeout),
+		Heartbeat:       10 * time.Second,
+		Properties:      amqp.Table{"connection_name": "pgoutbox"},
+	}
+	ac, err := amqp.DialConfig(p.cfg.URL, cfg)
+	if err != nil {
+		return nil, classifyConnect(err)
+	}
+	ch, err := ac.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err != nil {
+		ac.Close()
+		return nil, fmt.Errorf("rabbitmq: opening a channel in confirm mode: %w", err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp.Return, p.cfg.MaxPending+1))
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	c := &conn{c: ac, ch: ch, declared: map[string]bool{}}
+	c.acks = newConfirms(p.cfg.MaxPending, p.cfg.AckTimeout, returns, closed, func(err error) {
+		c.broken.Store(true)
+		p.learn(err)
+	})
+	if p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource != SourceTopic && p.cfg.RoutingKey != "" {
+		// Debezium Server declares the static routing key's queue at
+		// start, whatever the source; with none, it declares a queue the
+		// server names, of use to no one, which pgoutbox does not.
+		if err := c.declare(p.cfg.RoutingKey, p.cfg.RoutingKeyDurable); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	p.conn.Store(c)
+	return c, nil
+}
+
+// classifyConnect marks a refusal that retrying cannot fix. Only the
+// server's address reaches an error, never the URL with its password.
+func classifyConnect(err error) error {
+	var ae *amqp.Error
+	var unknownAuth x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var certErr *x509.CertificateInvalidError
+	if errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) ||
+		errors.As(err, &unknownAuth) || errors.As(err, &hostErr) || errors.As(err, &certErr) {
+		return &AuthError{Err: err}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.As(err, &ae) {
+		return fmt.Errorf("rabbitmq: connect: %w", err)
+	}
+	return errors.New("rabbitmq: connect: " + err.Error())
+}
+
+// declare declares the queue autoCreateRoutingKey names, once per
+// connection, as Debezium Server does: not exclusive, not auto-deleted,
+// no arguments, and no binding.
+func (c *conn) declare(name string, durable bool) error {
+	if c.declared[name] {
+		return nil
+	}
+	if _, err := c.ch.QueueDeclare(name, durable, false, false, false, nil); err != nil {
+		return fmt.Errorf("rabbitmq: declaring queue %q (autoCreateRoutingKey): %w", name, err)
+	}
+	c.declared[name] = true
+	return nil
+}
+
+// route is r's exchange and routing key, as Debezium Server chooses them.
+func (p *Publisher) route(r *kgo.Record) (exchange, key string) {
+	exchange = p.cfg.Exchange
+	if exchange == "" {
+		exchange = r.Topic
+	}
+	switch p.cfg.RoutingKeySource {
+	case SourceTopic:
+		key = r.Topic
+	case SourceKey:
+		key = string(r.Key)
+	default:
+		key = p.cfg.RoutingKey
+	}
+	return exchange, key
+}
+
+// deadLetter tells a dead letter, which goes to the dead-letter queue
+// through the default exchange.
+func (p *Publisher) deadLetter(r *kgo.Record) bool {
+	return p.cfg.DeadLetterQueue != "" && r.Topic == p.cfg.DeadLetterQueue
+}
+
+// Fits returns *TooLargeError when r's body exceeds what the server
+// accepts, and *FieldError for a routing key or header name AMQP cannot
+// carry. It does not connect.
+func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
+	exchange, key := p.route(r)
+	if p.deadLetter(r) {
+		exchange, key = "", r.Topic
+	}
+	if len(exchange) > maxShortString {
+		return &FieldError{Field: "exchange", Value: exchange}
+	}
+	if len(key) > maxShortString {
+		return &FieldError{Field: "routing key", Value: key}
+	}
+	for _, h := range r.Headers {
+		if len(h.Key) > maxShortString {
+			return &FieldError{Field: "header name", Value: h.Key}
+		}
+	}
+	if n, max := len(p.body(r)), int(p.limit.Load()); n > max {
+		return &TooLargeError{Exchange: exchange, Size: n, Max: max}
+	}
+	return nil
+}
+
+// Produce publishes r; promise is called once with its confirm or its
+// failure, in publish order. Produce blocks while MaxPending messages
+// wait for their confirm, until ctx ends.
+func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
+	if err := p.Fits(ctx, r); err != nil {
+		return err
+	}
+	if p.halted.Load() {
+		return ErrHalted
+	}
+	c, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if c.broken.Load() {
+		return ErrHalted
+	}
+	exchange, key := p.route(r)
+	if p.deadLetter(r) {
+		exchange, key = "", r.Topic
+	} else if p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource == SourceTopic {
+		if err := c.declare(r.Topic, p.cfg.RoutingKeyDurable); err != nil {
+			return err
+		}
+	}
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
+		return err
+	}
+	msg := p.message(r)
+	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
+	if err != nil {
+		c.acks.Release()
+		c.broken.Store(true) // the channel is gone: the next session reconnects
+		return fmt.Errorf("rabbitmq: publish to exchange %q: %w", exchange, err)
+	}
+	c.acks.Push(pending{rec: r, promise: promise, dc: dc, id: msg.MessageId, sent: time.Now()})
+	return nil
+}
+
+// body is what r's message carries: its value, or null.value for a
+// record without one (a tombstone), as Debezium Server publishes it.
+func (p *Publisher) body(r *kgo.Record) []byte {
+	if r.Value == nil {
+		return []byte(p.cfg.NullValue)
+	}
+	return r.Value
+}
+
+// message is r as an AMQP message: the body, the delivery mode, the
+// headers with a value (a header given twice keeps its last value, as
+// Debezium Server's map of them does), and the event id as message-id.
+func (p *Publisher) message(r *kgo.Record) amqp.Publishing {
+	m := amqp.Publishing{Body: p.body(r), DeliveryMode: p.cfg.DeliveryMode, MessageId: outbox.EventID(r.Context),
+		Headers: make(amqp.Table, len(r.Headers))}
+	for _, h := range r.Headers {
+		switch {
+		case h.Value == nil:
+		case p.cfg.ContentType && h.Key == "content-type":
+			m.ContentType = string(h.Value)
+		case p.cfg.HeaderBytes:
+			m.Headers[h.Key] = h.Value
+		default:
+			m.Headers[h.Key] = string(h.Value)
+		}
+	}
+	return m
+}
+
+// sizeRefusal reads the limit from RabbitMQ's refusal of a message larger
+// than its max_message_size (rabbit_channel: "message size N is larger
+// than configured max size M"): the code alone does not say it.
+var sizeRefusal = regexp.MustCompile(`larger than configured max size (\d+)`)
+
+// learn lowers the body limit to what the server said it is, so that the
+// next session dead-letters the message instead of sending it again.
+func (p *Publisher) learn(err error) {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+		return
+	}
+	m := sizeRefusal.FindStringSubmatch(ae.Reason)
+	if m == nil {
+		return
+	}
+	if n, perr := strconv.ParseInt(m[1], 10, 64); perr == nil && n < p.limit.Load() {
+		p.limit.Store(n)
+		p.log.Warn("rabbitmq: the server takes smaller messages than configured; larger ones are dead-lettered from now on",
+			"max_message_size", n, "configured", p.cfg.MaxMessageBytes)
+	}
+}
+
+// AbortBuffered stops publishing until Resume or Renew; what was
+// published already gets its confirm or its failure as it comes.
+func (p *Publisher) AbortBuffered() { p.halted.Store(true) }
+
+// Resume lets records through again, after AbortBuffered or a failed
+// message. A connection on which a message failed is replaced: the next
+// record connects again, on a fresh channel. Call it only while nothing
+// is produced.
+func (p *Publisher) Resume() {
+	p.halted.Store(false)
+	if c := p.conn.Load(); c != nil && c.broken.Load() {
+		_ = p.Renew()
+	}
+}
+
+// Flush waits until every message is confirmed or failed.
+func (p *Publisher) Flush(ctx context.Context) error {
+	c := p.conn.Load()
+	if c == nil {
+		return nil
+	}
+	return c.acks.Wait(ctx)
+}
+
+// Buffered is how many messages wait for their confirm.
+func (p *Publisher) Buffered() int64 {
+	if c := p.conn.Load(); c != nil {
+		return c.acks.Len()
+	}
+	return 0
+}
+
+// Renew closes the connection, failing what still waits for its confirm;
+// the next record connects again. Call it only while nothing is produced.
+func (p *Publisher) Renew() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conn.Swap(nil); c != nil {
+		c.close()
+	}
+	p.halted.Store(false)
+	return nil
+}
+
+// Close fails what still waits for its confirm and closes the connection.
+func (p *Publisher) Close() { _ = p.Renew() }
+
+func (c *conn) close() {
+	c.acks.Close()
+	_ = c.c.Close()
+}
+
+// Ping checks that the server answers, connecting first when there is no
+// connection; the first time on a connection, that the exchange and the
+// dead-letter queue exist (declaring the queue under
+// autoCreateRoutingKey).
+func (p *Publisher) Ping(ctx context.Context) error {
+	c, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if c.c.IsClosed() {
+		return errors.New("rabbitmq: not connected")
+	}
+	if c.checked.Load() {
+		return nil
+	}
+	if err := p.check(c); err != nil {
+		return err
+	}
+	c.checked.Store(true)
+	return nil
+}
+
+// check looks for the exchange and the dead-letter queue on a channel of
+// its own: a passive declaration of what is missing closes its channel.
+func (p *Publisher) check(c *conn) error {
+	probe := func(f func(ch *amqp.Channel) error) (missing bool, err error) {
+		ch, err := c.c.Channel()
+		if err != nil {
+			return false, fmt.Errorf("rabbitmq: opening a channel: %w", err)
+		}
+		defer ch.Close()
+		err = f(ch)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return true, nil
+		}
+		return false, err
+	}
+	if x := p.cfg.Exchange; x != "" {
+		missing, err := probe(func(ch *amqp.Channel) error { return ch.ExchangeDeclarePassive(x, "", false, false, false, false, nil) })
+		if err != nil {
+			return fmt.Errorf("rabbitmq: exchange %q: %w", x, err)
+		}
+		if missing {
+			return &MissingError{What: "exchange", Name: x, Fix: "declare it, or name another (exchange, --rabbitmq-exchange)"}
+		}
+	}
+	q := p.cfg.DeadLetterQueue
+	if q == "" {
+		return nil
+	}
+	missing, err := probe(func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("rabbitmq: dead-letter queue %q: %w", q, err)
+	}
+	if !missing {
+		return nil
+	}
+	if p.cfg.AutoCreateRoutingKey {
+		_, err := probe(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(q, p.cfg.RoutingKeyDurable, false, false, false, nil)
+			return err
+		})
+		return err
+	}
+	return &MissingError{What: "dead-letter queue", Name: q,
+		Fix: "declare it (dead letters go to it through the default exchange), name another (--dlq-topic), let pgoutbox declare it (autoCreateRoutingKey, --rabbitmq-auto-create-routing-key), or run with --on-poison halt"}
+}

@@ -1,0 +1,67 @@
+// Package corpusrun holds what the sink corpora (test/natscompat,
+// test/rabbitmqcompat) do alike around Debezium Server and pgoutbox:
+// pgoutbox run from a properties file, and the wait for a process to
+// stream from its slot.
+package corpusrun
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/proc"
+)
+
+// StartPgoutbox runs bin (pgoutbox) with the properties file props and
+// extra flags until the test ends; its output is logged when the test
+// failed.
+func StartPgoutbox(t *testing.T, bin, props string, extra ...string) *proc.Process {
+	t.Helper()
+	p, err := proc.Start("pgoutbox", bin, append([]string{"run", "--config", props, "--log-format", "json"}, extra...), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(30 * time.Second)
+		if t.Failed() {
+			t.Logf("pgoutbox's output:\n%s", p.Output())
+		}
+	})
+	return p
+}
+
+// AwaitSlot waits until a process streams from slot.
+func AwaitSlot(t *testing.T, conn *pgx.Conn, slot string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var active bool
+		err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		if err == nil && active {
+			return
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s not streamed from after 2 minutes", slot)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// WriteFile writes text to name in a directory of the test's and returns
+// its path.
+func WriteFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

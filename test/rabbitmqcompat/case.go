@@ -1,0 +1,65 @@
+package rabbitmqcompat
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Case is one file of testdata/cases.
+type Case struct {
+	Name string `yaml:"-"`
+	// About says what the case shows.
+	About string `yaml:"about"`
+	// Table is the DDL of the outbox table (and anything else it needs).
+	Table string `yaml:"table"`
+	// Server is Debezium Server's application.properties without the
+	// database, the connection and the slot, which the harness adds.
+	Server string `yaml:"server"`
+	// Bindings bind the case's queue: each declares its exchange, of its
+	// kind, and binds the queue to it with its key.
+	Bindings []Binding `yaml:"bindings"`
+	// Rows are SQL statements, each committed on its own, while both
+	// sides stream.
+	Rows []string `yaml:"rows"`
+	// Messages is how many messages each side publishes.
+	Messages int `yaml:"messages"`
+	// Varies are headers whose values differ by nature (a run's id): both
+	// sides must carry them, their values are not compared.
+	Varies []string `yaml:"varies"`
+}
+
+// Binding is an exchange the case's queue is bound to.
+type Binding struct {
+	Exchange string `yaml:"exchange"`
+	Kind     string `yaml:"kind"`
+	Key      string `yaml:"key"`
+}
+
+// Load reads every case of dir.
+func Load(dir string) ([]Case, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Case
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var c Case
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		c.Name = strings.TrimSuffix(filepath.Base(p), ".yaml")
+		if c.Table == "" || c.Server == "" || len(c.Rows) == 0 || c.Messages <= 0 || len(c.Bindings) == 0 {
+			return nil, fmt.Errorf("%s: table, server, bindings, rows and messages are required", p)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package rabbitmqcompat
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
+	"github.com/pgoutbox/pgoutbox/test/dbzserver"
+	"github.com/pgoutbox/pgoutbox/test/rabbitmqtest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+)
+
+// casesEnv picks cases by a regular expression of their names (make
+// compat sets it from RABBITMQ_CASES); unset, every case runs.
+const casesEnv = "PGOUTBOX_RABBITMQ_CASES"
+
+func TestMain(m *testing.M) { pgcluster.Main(m) }
+
+// TestRabbitMQCorpus runs each case through Debezium Server and through
+// pgoutbox into one rabbitmq-server and compares their messages. It needs
+// Debezium Server's distribution (about 780 MB, installed on first use by
+// .ci/install-debezium-server), so make test leaves it out; make compat
+// and make chaos run it.
+func TestRabbitMQCorpus(t *testing.T) {
+	cases, err := Load("testdata/cases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pick := regexp.MustCompile(os.Getenv(casesEnv))
+	s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
+	s.Queue("pgo.dlq", "", "") // pgoutbox's dead letters; the cases write none
+	pgo := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	ran := 0
+	for _, c := range cases {
+		if !pick.MatchString(c.Name) {
+			continue
+		}
+		ran++
+		t.Run(c.Name, func(t *testing.T) { run(t, c, s, pgo) })
+	}
+	t.Logf("%d cases in testdata/cases, %d run", len(cases), ran)
+}
+
+// run runs one case: pgoutbox's slot first, then Debezium Server
+// streaming, the rows, Debezium Server's messages taken from the queue;
+// then pgoutbox from its slot, and the comparison.
+func run(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
+	ctx := context.Background()
+	db := pgcluster.New(t)
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, c.Table); err != nil {
+		t.Fatalf("table: %v", err)
+	}
+	queue := "corpus_" + c.Name
+	for _, b := range c.Bindings {
+		s.Queue(queue, b.Exchange, b.Kind, b.Key)
+	}
+	t.Cleanup(func() { _, _ = s.Channel().QueueDelete(queue, false, false, false) })
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(s.Addr(), ":")
+	props := func(slot string) string {
+		return strings.TrimRight(c.Server, "\n") + fmt.Sprintf(`
+debezium.sink.rabbitmq.connection.host=127.0.0.1
+debezium.sink.rabbitmq.connection.port=%s
+debezium.source.database.hostname=%s
+debezium.source.database.port=%s
+debezium.source.database.user=%s
+debezium.source.database.dbname=%s
+debezium.source.slot.name=%s
+debezium.source.publication.name=%s_publication
+`, port, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, slot)
+	}
+	// pgoutbox's slot first, by a run stopped once it streams: the rows
+	// are then in its slot's stream, after Debezium Server published
+	// them.
+	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
+	first := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
+	corpusrun.AwaitSlot(t, conn, "pgo")
+	if err := first.Stop(30 * time.Second); err != nil {
+		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
+	}
+
+	dbz := dbzserver.Start(t, props("dbz"))
+	corpusrun.AwaitSlot(t, conn, "dbz")
+	for _, row := range c.Rows {
+		if _, err := conn.Exec(ctx, row); err != nil {
+			t.Fatalf("%s: %v", row, err)
+		}
+	}
+	dbzMsgs := await(t, s, queue, c.Messages, dbz.Exited())
+	dbz.Stop()
+
+	p := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
+	pgoMsgs := await(t, s, queue, c.Messages, p.Exited())
+	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
+		for i, m := range dbzMsgs {
+			t.Logf("Debezium Server %d: %s %s %s %v", i, m.Exchange, m.RoutingKey, m.Body, m.Headers)
+		}
+		for i, m := range pgoMsgs {
+			t.Logf("pgoutbox %d: %s %s %s %v", i, m.Exchange, m.RoutingKey, m.Body, m.Headers)
+		}
+	}
+	for _, d := range Compare(dbzMsgs, pgoMsgs, c.Varies) {
+		t.Error(d)
+	}
+}
+
+// await takes n messages from queue, or fails when the process that
+// publishes them exits first; a message too many fails the case.
+func await(t *testing.T, s *rabbitmqtest.Server, queue string, n int, exited <-chan struct{}) []rabbitmqtest.Message {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var msgs []rabbitmqtest.Message
+	for len(msgs) < n {
+		msgs = append(msgs, s.Drain(queue)...)
+		select {
+		case <-exited:
+			if len(msgs) < n {
+				t.Fatalf("the publisher exited after %d of %d messages", len(msgs), n)
+			}
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages after 2 minutes", len(msgs), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a message too many would show
+	return append(msgs, s.Drain(queue)...)
+}
