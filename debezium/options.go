@@ -286,15 +286,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`)",
-		Refuses: "another sink (`rabbitmq`, `redis`, …): pgoutbox publishes to Kafka and NATS JetStream",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `redis` (`--sink redis`)",
+		Refuses: "another sink (`rabbitmq`, …): pgoutbox publishes to Kafka, NATS JetStream and Redis Streams",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream":
+			case "nats-jetstream", "redis":
 				r.set("sink", v)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka) and NATS JetStream (nats-jetstream)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream) and Redis Streams (redis)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
@@ -360,6 +360,8 @@ var options = []Option{
 			r.refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
 		}},
 }
+
+func init() { options = append(options, redisOptions...) }
 
 // natsSink starts the NATS JetStream sink's options.
 const natsSink = "debezium.sink.nats-jetstream."

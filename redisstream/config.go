@@ -84,9 +84,10 @@ type Config struct {
 	// (message.format).
 	Format string
 	// MemoryLimitMB caps the server's memory that writing may fill when
-	// the server sets no maxmemory, or a lower one than it does; with
-	// BufferFillRate, writing pauses before it would reach the limit
-	// (memory.limit.mb, buffer.fill.rate).
+	// the server sets no maxmemory, or a lower one than it does; writing
+	// pauses while used memory and BufferFillRate times the next entry's
+	// size reach the limit (memory.limit.mb, buffer.fill.rate: Debezium
+	// Server's default is DefaultBufferFillRate).
 	MemoryLimitMB  int
 	BufferFillRate int
 	// MaxPending bounds the records waiting for their reply; Produce
@@ -127,9 +128,6 @@ func (c *Config) Defaults() {
 	}
 	if c.Format == "" {
 		c.Format = FormatCompact
-	}
-	if c.BufferFillRate == 0 {
-		c.BufferFillRate = DefaultBufferFillRate
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending

@@ -85,5 +85,8 @@ func guarantee(sink string, d relay.Delivery) string {
 	if sink == sinkNATS {
 		return "at-least-once, deduplicated by event id within the stream's duplicate window"
 	}
+	if sink == sinkRedis {
+		return redisGuarantee
+	}
 	return string(d)
 }

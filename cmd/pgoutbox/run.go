@@ -72,6 +72,7 @@ type relayFlags struct {
 	auth     kafkaAuth
 	sink     string
 	nats     natsFlags
+	redis    redisFlags
 	brokers  string
 	mode     string
 	delivery string
@@ -85,8 +86,9 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, or nats-jetstream (NATS JetStream, as Debezium Server's sink of that name)")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream) or redis (Redis Streams), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
+	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
@@ -139,8 +141,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s or %s", f.sink, sinkKafka, sinkNATS)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRedis:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRedis)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -164,12 +166,12 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, append(f.auth.secrets(), f.nats.secrets()...)...)
+	log, err := c.logger(stderr, append(append(f.auth.secrets(), f.nats.secrets()...), f.redis.secrets()...)...)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	if cfg.Sink, err = f.opener(c.slot); err != nil {
+	if cfg.Sink, err = f.opener(fs, c.slot); err != nil {
 		return cfg, nil, err
 	}
 	if f.sink == sinkNATS {
@@ -199,7 +201,17 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 }
 
 // opener is the sink --sink names, from its flags.
-func (f *relayFlags) opener(slot string) (relay.Opener, error) {
+func (f *relayFlags) opener(fs *flag.FlagSet, slot string) (relay.Opener, error) {
+	if f.sink == sinkRedis {
+		format, _ := schema.ParseFormat(f.format)
+		maxBytes := 0 // the server's limit, unless --max-message-bytes is given
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "max-message-bytes" {
+				maxBytes = f.kafka.MaxMessageBytes
+			}
+		})
+		return f.redis.opener(format, maxBytes, f.kafka.MaxBufferedRecords)
+	}
 	if f.sink == sinkNATS {
 		dlq := ""
 		if f.cfg.OnPoison != relay.PoisonHalt {
