@@ -58,7 +58,7 @@ var redisOptions = []Option{
 	{Part: Server, Key: redisSink + "null.value", Default: "default", Setting: "redis-null-value", Takes: "any", read: toFlag("redis-null-value")},
 	{Part: Server, Key: redisSink + "message.format", Default: "compact", Setting: "redis-message-format", Takes: "`compact`, `extended`",
 		Refuses: "other values, as Debezium Server does",
-		read: oneOf("redis-message-format", map[string]string{"compact": "compact", "extended": "extended"}, "%q: want compact or extended")},
+		read:    oneOf("redis-message-format", map[string]string{"compact": "compact", "extended": "extended"}, "%q: want compact or extended")},
 	{Part: Server, Key: redisSink + "memory.limit.mb", Default: "0", Setting: "redis-memory-limit-mb", Takes: "0 or more",
 		Refuses: "a negative value, as Debezium Server does", read: intIn("redis-memory-limit-mb", 0, 1<<40)},
 	{Part: Server, Key: redisSink + "buffer.fill.rate", Default: "30000", Setting: "redis-buffer-fill-rate", Takes: "0 or more",
