@@ -49,6 +49,10 @@ type writer struct {
 	n     int             // handed over, promise not yet run
 	idles []chan struct{} // Flush's waits, closed when n is 0
 
+	// The record checked last and its entry (producer goroutine only).
+	checked *kgo.Record
+	entry   entry
+
 	// What the producer goroutine learned of the server (check).
 	lookups sync.Mutex
 	maxBulk int
@@ -72,7 +76,14 @@ func newWriter(s *Streams, client *redis.Client) *writer {
 // check builds r's entry and checks it against the server: its size, and
 // its stream's key, which must hold a stream or nothing.
 func (w *writer) check(ctx context.Context, r *kgo.Record) (entry, error) {
-	e := entryOf(r, w.s.cfg.Format, w.s.cfg.NullKey, w.s.cfg.NullValue)
+	var e entry
+	if w.checked == r {
+		// The relay asks Fits, then Produce, of the same record.
+		e = w.entry
+	} else {
+		e = entryOf(r, w.s.cfg.Format, w.s.cfg.NullKey, w.s.cfg.NullValue)
+		w.checked, w.entry = r, e
+	}
 	maxBulk, err := w.lookup(ctx, e.stream)
 	if err != nil {
 		return e, err
