@@ -255,3 +255,34 @@ func TestRedisCloudEvents(t *testing.T) {
 		t.Errorf("entry %q (%v)\n%s", en.Fields, err, p.out.String())
 	}
 }
+
+// Redis down, through the binary: the relay's problem gauge, readiness
+// and status say so, naming redis, while the events wait; with the server
+// back on its data they are written, and the problem clears.
+func TestRedisDownShowsInMetricsAndStatus(t *testing.T) {
+	e := newEnv(t)
+	e.setup(e.config())
+	s := redistest.Start(t)
+	addr := metricsAddr(t)
+	p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--metrics-addr", addr,
+		"--metrics-interval", "200ms")
+	base := "http://" + addr
+	e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
+	eventually(t, 30*time.Second, "the first event", func() bool { return s.Count("outbox.event.order") == 1 })
+	s.Kill()
+	e.insert(row{"order", "o-1", "Paid", `{"n":2}`})
+	eventually(t, 30*time.Second, "the problem gauge", func() bool { return scrape(t, base)["pgoutbox_kafka_problem"] == 1 })
+	eventually(t, 30*time.Second, "a redis problem in status", func() bool {
+		st, _ := e.status(t)
+		return strings.Contains(st.KafkaProblem, "redis")
+	})
+	if code := httpStatus(base + "/readyz"); code == 200 {
+		t.Errorf("ready while Redis is down")
+	}
+	s.Start()
+	eventually(t, 60*time.Second, "the waiting event", func() bool { return s.Count("outbox.event.order") == 2 })
+	eventually(t, 30*time.Second, "the problem cleared", func() bool { return scrape(t, base)["pgoutbox_kafka_problem"] == 0 })
+	if t.Failed() {
+		t.Log(p.out.String())
+	}
+}
