@@ -440,3 +440,31 @@ func TestAuth(t *testing.T) {
 		t.Errorf("right password: %v", err)
 	}
 }
+
+// An ACL user that may add entries but not read streams nor CONFIG writes
+// as Debezium Server's sink would; one that may not add entries is
+// refused, permanently.
+func TestACL(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client()
+	if err := c.Do(ctx, "acl", "setuser", "writer", "on", ">pw", "~*", "+@all", "-xrange", "-xrevrange", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "acl", "setuser", "reader", "on", ">pw", "~*", "+@all", "-xadd").Err(); err != nil {
+		t.Fatal(err)
+	}
+	w := newStreams(t, srv.Addr, Config{User: "writer", Password: "pw"})
+	var o outcomes
+	produce(t, w, &o, record("acl", "e1", "k", "v1"))
+	if len(o.errs) != 0 || srv.Count("acl") != 1 {
+		t.Errorf("a user without XRANGE and CONFIG: %v, %d entries", o.errs, srv.Count("acl"))
+	}
+	r := newStreams(t, srv.Addr, Config{User: "reader", Password: "pw"})
+	o = outcomes{}
+	produce(t, r, &o, record("acl", "e2", "k", "v2"))
+	var ae *AuthError
+	if err := o.failed("e2"); !errors.As(err, &ae) || !ae.Permanent() {
+		t.Errorf("a user without XADD: %v, want a permanent *AuthError", err)
+	}
+}

@@ -112,37 +112,37 @@ func (w *writer) lookup(ctx context.Context, stream string) (int, error) {
 	w.lookups.Lock()
 	defer w.lookups.Unlock()
 	if w.maxBulk == 0 {
-		w.maxBulk = defaultMaxBulk
 		// A server that refuses CONFIG (an ACL, a managed service) keeps
 		// the default.
-		if v, err := w.client.ConfigGet(ctx, "proto-max-bulk-len").Result(); err == nil {
-			if n, err := strconv.Atoi(v["proto-max-bulk-len"]); err == nil && n > 0 {
-				w.maxBulk = n
-			}
-		} else if c := classify("", err); !isReply(c) {
-			w.maxBulk = 0
-			return 0, c
+		v, err := w.client.ConfigGet(ctx, "proto-max-bulk-len").Result()
+		if err != nil && !isReplyErr(err) {
+			return 0, classify("", err)
+		}
+		w.maxBulk = defaultMaxBulk
+		if n, err := strconv.Atoi(v["proto-max-bulk-len"]); err == nil && n > 0 {
+			w.maxBulk = n
 		}
 	}
 	if _, ok := w.seen[stream]; ok {
 		return w.maxBulk, nil
 	}
 	msgs, err := w.client.XRevRangeN(ctx, stream, "+", "-", 1).Result()
-	if err != nil {
-		return 0, classify(stream, err)
+	switch c := classify(stream, err); {
+	case err == nil:
+	case !isReplyErr(err):
+		return 0, c
+	case errors.As(c, new(*WrongTypeError)):
+		return 0, c
+	default:
+		// A user whose ACL lets it add entries but not read them: a lost
+		// reply cannot be looked for, and its batch is sent again.
+		w.s.log.Warn("redis: the stream cannot be read; a batch whose reply is lost will be written again", "stream", stream, "err", err)
 	}
 	w.seen[stream] = "0-0"
 	if len(msgs) == 1 {
 		w.seen[stream] = msgs[0].ID
 	}
 	return w.maxBulk, nil
-}
-
-// isReply tells an error reply (the server answered) from a connection
-// that failed.
-func isReply(err error) bool {
-	var re *ReplyError
-	return errors.As(err, &re)
 }
 
 func (w *writer) acquire(ctx context.Context) error {
