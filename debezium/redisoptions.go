@@ -45,13 +45,8 @@ var redisOptions = []Option{
 		read:  ignore("pgoutbox asks WAIT again until a replica acknowledged, and never writes the batch again")},
 	{Part: Server, Key: redisSink + "wait.retry.delay.ms", Default: "1000", Setting: "redis-wait-retry-delay", Takes: "milliseconds",
 		Refuses: "a value that is not a positive number", read: millis("redis-wait-retry-delay")},
-	{Part: Server, Key: redisSink + "cluster.enabled", Default: "false", Takes: "`false`",
-		Refuses: "`true`: not implemented (point `address` at one primary)",
-		read: func(r *reading, k, v string) {
-			if b, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil || b {
-				r.refuse(k, fmt.Sprintf("%q: a Redis Cluster is not supported yet; point address at one primary", v))
-			}
-		}},
+	{Part: Server, Key: redisSink + "cluster.enabled", Default: "false", Setting: "redis-cluster", Takes: "`true`, `false`",
+		Refuses: "another value", read: boolFlag("redis-cluster", false)},
 	{Part: Server, Key: redisSink + "batch.size", Default: "500", Setting: "redis-batch-size", Takes: "a positive number",
 		Refuses: "other values", read: intIn("redis-batch-size", 1, 1<<30)},
 	{Part: Server, Key: redisSink + "null.key", Default: "default", Setting: "redis-null-key", Takes: "any", read: toFlag("redis-null-key")},

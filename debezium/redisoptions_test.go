@@ -54,7 +54,7 @@ debezium.sink.redis.retry.max.attempts=3
 		{"debezium.format.value=binary\n", "debezium.format.value"},
 		{"debezium.format.header=jsonbytearray\ndebezium.sink.redis.message.format=extended\n", "debezium.format.header"},
 		{"debezium.sink.redis.message.format=full\n", "debezium.sink.redis.message.format"},
-		{"debezium.sink.redis.cluster.enabled=true\n", "debezium.sink.redis.cluster.enabled"},
+		{"debezium.sink.redis.cluster.enabled=yes\n", "debezium.sink.redis.cluster.enabled"},
 		{"debezium.sink.redis.db.index=16\n", "debezium.sink.redis.db.index"},
 		{"debezium.sink.redis.wait.timeout.ms=0\n", "debezium.sink.redis.wait.timeout.ms"},
 		{"debezium.sink.redis.ssl.truststore.path=/etc/trust.jks\n", "debezium.sink.redis.ssl.truststore.path"},

@@ -56,7 +56,8 @@ const DefaultWindow = 100_000
 // Config configures the publisher.
 type Config struct {
 	// Addrs are the servers, host:port (address: one, or in cluster mode
-	// a comma-separated list).
+	// a comma-separated list of some of its nodes; without it, only the
+	// first is used).
 	Addrs []string
 	// Cluster speaks to a Redis Cluster (cluster.enabled).
 	Cluster bool
@@ -149,17 +150,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("redis: address %q: the port is not a number from 1 to 65535", a)
 		}
 	}
-	if len(c.Addrs) > 1 && !c.Cluster {
-		return errors.New("redis: several addresses are for a cluster (cluster.enabled)")
-	}
 	if c.DB < 0 || c.DB > 15 {
 		return fmt.Errorf("redis: db.index %d: want 0 to 15", c.DB)
 	}
 	if c.DB != 0 && c.Cluster {
 		return errors.New("redis: a cluster has only database 0 (db.index)")
-	}
-	if c.Cluster {
-		return errors.New("redis: cluster.enabled is not supported yet: point address at one server (a primary)")
 	}
 	if c.Wait && c.Cluster {
 		return errors.New("redis: wait.enabled with cluster.enabled: WAIT answers for one connection's writes, and a cluster's batches go to several nodes, " +

@@ -63,7 +63,7 @@ func (w *writer) verify(streams []string) error {
 	r := w.s.recall
 	var names []string
 	var cmds []*redis.XMessageSliceCmd
-	pipe := w.conn.Pipeline()
+	pipe := w.target().Pipeline()
 	for _, s := range streams {
 		if last := r.last(s); last != "" {
 			names = append(names, s)
@@ -73,11 +73,15 @@ func (w *writer) verify(streams []string) error {
 	if len(cmds) == 0 {
 		return nil
 	}
-	if _, err := pipe.Exec(w.ctx); err != nil && !isReplyErr(err) {
-		return fmt.Errorf("redis: checking the streams written: %w", err)
-	}
+	_, _ = pipe.Exec(w.ctx)
 	for i, c := range cmds {
-		if msgs, err := c.Result(); err != nil || len(msgs) == 0 {
+		msgs, err := c.Result()
+		switch {
+		case err != nil && !isNotThere(err):
+			// A server that cannot answer now (down, CLUSTERDOWN,
+			// LOADING): asked again before the next batch.
+			return fmt.Errorf("redis: checking stream %s: %w", names[i], err)
+		case err != nil || len(msgs) == 0:
 			w.s.log.Warn("redis: the last entry written to a stream is gone (the server lost data, or the stream was trimmed): what is sent again is written again",
 				"stream", names[i])
 			r.lost(names[i])
@@ -92,10 +96,10 @@ func (w *writer) verify(streams []string) error {
 func (w *writer) find(stream, before string, b *batch, mine []int) ([]string, error) {
 	var buf []redis.XMessage // the page, after the end of the one before
 	for scanned := 0; scanned < maxScan; {
-		msgs, err := w.conn.XRangeN(w.ctx, stream, "("+before, "+", 1000).Result()
+		msgs, err := w.target().XRangeN(w.ctx, stream, "("+before, "+", 1000).Result()
 		if err != nil {
-			if isReplyErr(err) {
-				return nil, nil // another type now: nothing of ours is there
+			if isNotThere(err) {
+				return nil, nil // nothing of ours can be there, or be read
 			}
 			return nil, fmt.Errorf("redis: reading stream %s after a lost reply: %w", stream, err)
 		}
@@ -147,6 +151,18 @@ func streamsOf(b *batch) []string {
 		}
 	}
 	return out
+}
+
+// isNotThere tells the error replies that say a stream holds nothing of
+// what was written to it (its key holds another type now), or that this
+// user may not read it; other errors (a server down, CLUSTERDOWN,
+// LOADING) are asked again.
+func isNotThere(err error) bool {
+	switch classify("", err).(type) {
+	case *WrongTypeError, *AuthError:
+		return isReplyErr(err)
+	}
+	return false
 }
 
 func isReplyErr(err error) bool {

@@ -39,15 +39,42 @@ func New(cfg Config, log *slog.Logger) (*Streams, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	quietClient.Do(func() { redis.SetLogger(clientLog{log}) })
+	if len(cfg.Addrs) > 1 && !cfg.Cluster {
+		// As Debezium Server does.
+		log.Warn("redis: several addresses without cluster.enabled: only the first is used", "address", cfg.Addrs[0])
+	}
 	return &Streams{cfg: cfg, log: log, recall: newRecall(cfg.Window)}, nil
 }
 
-func (s *Streams) options() *redis.Options {
+// quietClient routes go-redis's own log lines (dial failures, which the
+// relay reports itself) to the first publisher's logger, at debug.
+var quietClient sync.Once
+
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// newClient is a client of the server, or of the cluster.
+func (s *Streams) newClient() redis.UniversalClient {
 	readTimeout := s.cfg.SocketTimeout
 	if s.cfg.Wait {
 		readTimeout += s.cfg.WaitTimeout // WAIT blocks up to its timeout
 	}
-	return &redis.Options{
+	if s.cfg.Cluster {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: s.cfg.Addrs, Username: s.cfg.User, Password: s.cfg.Password, TLSConfig: s.cfg.TLS,
+			ClientName: "pgoutbox", Protocol: 2, DisableIdentity: true,
+			DialTimeout: s.cfg.ConnectTimeout, ReadTimeout: readTimeout, WriteTimeout: s.cfg.SocketTimeout,
+			// A MOVED or ASK reply is followed (the command was not run
+			// there); nothing else is sent twice by the client.
+			MaxRetries: -1,
+			PoolSize:   4,
+		})
+	}
+	return redis.NewClient(&redis.Options{
 		Addr: s.cfg.Addrs[0], Username: s.cfg.User, Password: s.cfg.Password, DB: s.cfg.DB, TLSConfig: s.cfg.TLS,
 		ClientName: "pgoutbox", Protocol: 2, DisableIdentity: true,
 		DialTimeout: s.cfg.ConnectTimeout, ReadTimeout: readTimeout, WriteTimeout: s.cfg.SocketTimeout,
@@ -55,7 +82,7 @@ func (s *Streams) options() *redis.Options {
 		// could be written twice. The relay sends again what failed.
 		MaxRetries: -1,
 		PoolSize:   4,
-	}
+	})
 }
 
 // writer returns the running writer, starting one first when there is
@@ -69,7 +96,7 @@ func (s *Streams) writer() *writer {
 	if w := s.w.Load(); w != nil {
 		return w
 	}
-	w := newWriter(s, redis.NewClient(s.options()))
+	w := newWriter(s, s.newClient())
 	s.w.Store(w)
 	return w
 }

@@ -468,3 +468,53 @@ func TestACL(t *testing.T) {
 		t.Errorf("a user without XADD: %v, want a permanent *AuthError", err)
 	}
 }
+
+// A Redis Cluster (cluster.enabled): streams of different slots on
+// different nodes, each slot's entries one MULTI/EXEC; a node killed
+// fails its records, the others' are written, and once it is back what
+// the relay sends again is written once.
+func TestCluster(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster(t, 3)
+	a, b := "outbox.event.order", "outbox.event.Payment" // slots 13696 and 7374
+	if cl.Node(a) == cl.Node(b) {
+		t.Fatal("both streams on one node")
+	}
+	s, err := New(Config{Addrs: strings.Split(cl.Addrs(), ","), Cluster: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var o outcomes
+	produce(t, s, &o, record(a, "e1", "o-1", "v1"), record(b, "e2", "p-1", "v2"))
+	if len(o.errs) != 0 {
+		t.Fatal(o.errs)
+	}
+	node := cl.Node(a)
+	node.Kill()
+	o = outcomes{}
+	recs := []*kgo.Record{record(b, "e3", "p-1", "v3"), record(a, "e4", "o-1", "v4"), record(b, "e5", "p-1", "v5")}
+	for _, r := range recs {
+		if err := s.Produce(ctx, r, o.promise); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o.failed("e4") == nil || o.failed("e5") == nil {
+		t.Fatalf("with the node of %s down: %v", a, o.errs)
+	}
+	node.Start()
+	cl.AwaitOK()
+	s.Resume()
+	o = outcomes{}
+	produce(t, s, &o, recs...)
+	if len(o.errs) != 0 {
+		t.Fatalf("sent again: %v", o.errs)
+	}
+	got := func(stream string) string { return strings.Join(fields(cl.Entries(stream)), " ") }
+	if got(a) != "o-1|v1 o-1|v4" || got(b) != "p-1|v2 p-1|v3 p-1|v5" {
+		t.Errorf("%s: %s; %s: %s", a, got(a), b, got(b))
+	}
+}

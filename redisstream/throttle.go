@@ -34,7 +34,7 @@ func newThrottle(cfg Config) *throttle {
 
 // wait returns once the batch may be written, or ctx ended. A server
 // whose INFO cannot be read is not throttled.
-func (t *throttle) wait(ctx context.Context, c *redis.Client, batch []pending) {
+func (t *throttle) wait(ctx context.Context, c redis.UniversalClient, batch []pending) {
 	size := int64(0)
 	for _, p := range batch {
 		size += int64(p.e.size() + len(p.e.stream))
@@ -69,7 +69,7 @@ func (t *throttle) wait(ctx context.Context, c *redis.Client, batch []pending) {
 }
 
 // read returns used_memory and the limit that applies.
-func (t *throttle) read(ctx context.Context, c *redis.Client) (used, max int64, ok bool) {
+func (t *throttle) read(ctx context.Context, c redis.UniversalClient) (used, max int64, ok bool) {
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
 		return 0, 0, false

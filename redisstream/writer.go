@@ -33,8 +33,13 @@ type batch struct {
 // and runs their promises in order.
 type writer struct {
 	s      *Streams
-	client *redis.Client
-	conn   *redis.Conn // the writing connection; nil until used, and after it broke
+	client redis.UniversalClient
+	// conn is the writing connection to a server (not a cluster); nil
+	// until used, and after it broke.
+	conn *redis.Conn
+	// unsettled: a cluster's client has not yet found out, since it was
+	// made or since a batch's reply was lost, what the server kept.
+	unsettled bool
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
@@ -64,9 +69,9 @@ type writer struct {
 	mem  *throttle
 }
 
-func newWriter(s *Streams, client *redis.Client) *writer {
+func newWriter(s *Streams, client redis.UniversalClient) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{s: s, client: client, ctx: ctx, cancel: cancel,
+	w := &writer{s: s, client: client, ctx: ctx, cancel: cancel, unsettled: s.cfg.Cluster,
 		queue: make(chan pending, s.cfg.MaxPending), slots: make(chan struct{}, s.cfg.MaxPending), done: make(chan struct{}),
 		seen: map[string]string{}, last: map[string]string{}, mem: newThrottle(s.cfg)}
 	go w.run()
@@ -332,16 +337,14 @@ func (w *writer) seenID(stream string) string {
 // connection that fails before the reply leaves b unsure: the next
 // connection finds out whether it was written.
 func (w *writer) exec(b *batch) (ids []string, failed int, err error) {
+	if w.s.cfg.Cluster {
+		return w.execCluster(b)
+	}
 	pipe := w.conn.Pipeline()
 	pipe.Do(w.ctx, "multi")
 	queued := make([]*redis.Cmd, len(b.items))
 	for i, p := range b.items {
-		args := make([]any, 0, 3+len(p.e.fields))
-		args = append(args, "xadd", p.e.stream, "*")
-		for _, f := range p.e.fields {
-			args = append(args, f)
-		}
-		queued[i] = pipe.Do(w.ctx, args...)
+		queued[i] = pipe.Do(w.ctx, xadd(p.e)...)
 	}
 	exec := pipe.Do(w.ctx, "exec")
 	var wait *redis.Cmd
@@ -425,13 +428,99 @@ func (w *writer) awaitReplica(wait *redis.Cmd) error {
 	}
 }
 
+// target is what batches and lookups of written entries go to: the
+// writing connection, or the cluster.
+func (w *writer) target() redis.Cmdable {
+	if w.s.cfg.Cluster {
+		return w.client
+	}
+	return w.conn
+}
+
+// execCluster writes b to a cluster: one MULTI/EXEC per hash slot, each
+// written whole or not at all, one after the other. Entries whose reply a
+// lost connection took are unsure, and the next batch first looks for
+// them.
+func (w *writer) execCluster(b *batch) (ids []string, failed int, err error) {
+	cc := w.client.(*redis.ClusterClient)
+	var order []int
+	groups := map[int][]int{}
+	for i, p := range b.items {
+		s := slot(p.e.stream)
+		if _, ok := groups[s]; !ok {
+			order = append(order, s)
+		}
+		groups[s] = append(groups[s], i)
+	}
+	ids = make([]string, len(b.items))
+	errs := make([]error, len(b.items))
+	var unsure []pending
+	for _, s := range order {
+		pipe := cc.TxPipeline()
+		cmds := make([]*redis.Cmd, len(groups[s]))
+		for k, i := range groups[s] {
+			cmds[k] = pipe.Do(w.ctx, xadd(b.items[i].e)...)
+		}
+		_, _ = pipe.Exec(w.ctx)
+		for k, i := range groups[s] {
+			v, err := cmds[k].Text()
+			switch {
+			case err == nil:
+				ids[i] = v
+			case isReplyErr(err):
+				errs[i] = classify(b.items[i].e.stream, err)
+			default:
+				errs[i] = fmt.Errorf("redis: connection lost before the reply to %d entries: %w", len(groups[s]), err)
+				unsure = append(unsure, b.items[i])
+			}
+		}
+	}
+	if len(unsure) > 0 {
+		w.s.recall.unsure = &batch{items: unsure, before: b.before}
+		w.dropConn()
+	}
+	failed = len(b.items)
+	for i, e := range errs {
+		if e != nil {
+			failed, err = i, e
+			break
+		}
+	}
+	for i := failed; i < len(b.items); i++ {
+		if ids[i] != "" {
+			w.last[b.items[i].e.stream] = ids[i]
+			w.s.recall.wrote(b.items[i].id, b.items[i].e.stream, ids[i])
+		}
+	}
+	return ids, failed, err
+}
+
+// xadd is the command that appends e.
+func xadd(e entry) []any {
+	args := make([]any, 0, 3+len(e.fields))
+	args = append(args, "xadd", e.stream, "*")
+	for _, f := range e.fields {
+		args = append(args, f)
+	}
+	return args
+}
+
 // connect opens the writing connection when there is none, and first
 // finds out what the server kept of what was written before (settle).
 func (w *writer) connect() error {
+	if w.s.cfg.Cluster {
+		if w.unsettled {
+			if err := w.settle(); err != nil {
+				return err
+			}
+			w.unsettled = false
+		}
+		return nil
+	}
 	if w.conn != nil {
 		return nil
 	}
-	w.conn = w.client.Conn()
+	w.conn = w.client.(*redis.Client).Conn()
 	if err := w.settle(); err != nil {
 		w.dropConn()
 		return err
@@ -440,6 +529,7 @@ func (w *writer) connect() error {
 }
 
 func (w *writer) dropConn() {
+	w.unsettled = w.s.cfg.Cluster
 	if w.conn != nil {
 		_ = w.conn.Close()
 		w.conn = nil

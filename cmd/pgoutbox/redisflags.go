@@ -24,7 +24,7 @@ type redisFlags struct {
 	db                                  int
 	tls                                 tlsFiles
 	connectTimeout, socketTimeout       time.Duration
-	wait                                bool
+	wait, cluster                       bool
 	waitTimeout, waitRetryDelay         time.Duration
 	batchSize                           int
 	nullKey, nullValue, format          string
@@ -32,7 +32,8 @@ type redisFlags struct {
 }
 
 func (r *redisFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&r.address, "redis-address", "", "--sink redis: the server, host:port (required; Debezium Server's address)")
+	fs.StringVar(&r.address, "redis-address", "", "--sink redis: the server, host:port; with --redis-cluster some of the cluster's nodes, comma-separated (required; Debezium Server's address)")
+	fs.BoolVar(&r.cluster, "redis-cluster", false, "--sink redis: the server is a Redis Cluster (cluster.enabled)")
 	fs.StringVar(&r.user, "redis-user", "", "--sink redis: ACL user name (user)")
 	fs.StringVar(&r.password, "redis-password", "", "--sink redis: password (password); prefer PGOUTBOX_REDIS_PASSWORD")
 	fs.IntVar(&r.db, "redis-db", 0, "--sink redis: the database, 0-15 (db.index)")
@@ -78,7 +79,7 @@ func (r *redisFlags) opener(format schema.Format, maxMessageBytes, maxPending in
 		window = -1 // none
 	}
 	cfg := redisstream.Config{
-		Addrs: redisstream.SplitAddrs(r.address), User: r.user, Password: r.password, DB: r.db, TLS: t,
+		Addrs: redisstream.SplitAddrs(r.address), Cluster: r.cluster, User: r.user, Password: r.password, DB: r.db, TLS: t,
 		ConnectTimeout: r.connectTimeout, SocketTimeout: r.socketTimeout,
 		Wait: r.wait, WaitTimeout: r.waitTimeout, WaitRetryDelay: r.waitRetryDelay,
 		BatchSize: r.batchSize, NullKey: r.nullKey, NullValue: r.nullValue, Format: r.format,

@@ -211,17 +211,22 @@ func (e Entry) Get(name string) string {
 // such key.
 func (s *Server) Entries(stream string) []Entry {
 	s.t.Helper()
+	return entries(s.t, s.Client(), stream)
+}
+
+func entries(t testing.TB, c *redis.Client, stream string) []Entry {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	raw, err := s.Client().Do(ctx, "xrange", stream, "-", "+").Slice()
+	raw, err := c.Do(ctx, "xrange", stream, "-", "+").Slice()
 	if err != nil {
-		s.t.Fatalf("redistest: XRANGE %s: %v", stream, err)
+		t.Fatalf("redistest: XRANGE %s: %v", stream, err)
 	}
 	out := make([]Entry, 0, len(raw))
 	for _, r := range raw {
 		pair, _ := r.([]any)
 		if len(pair) != 2 {
-			s.t.Fatalf("redistest: XRANGE %s: an entry %v", stream, r)
+			t.Fatalf("redistest: XRANGE %s: an entry %v", stream, r)
 		}
 		e := Entry{ID: fmt.Sprint(pair[0])}
 		fields, _ := pair[1].([]any)
