@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/redistest"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 func newStreams(t *testing.T, addr string, cfg Config) *Streams {
@@ -516,5 +518,33 @@ func TestCluster(t *testing.T) {
 	got := func(stream string) string { return strings.Join(fields(cl.Entries(stream)), " ") }
 	if got(a) != "o-1|v1 o-1|v4" || got(b) != "p-1|v2 p-1|v3 p-1|v5" {
 		t.Errorf("%s: %s; %s: %s", a, got(a), b, got(b))
+	}
+}
+
+// TLS: a client that trusts the server's CA writes; one that does not
+// stops at Ping (a permanent error), as does one that asks a plaintext
+// server for TLS.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	ca := tlstest.New(t)
+	srv := redistest.StartTLS(t, ca)
+	trusted := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
+	s := newStreams(t, srv.Addr, Config{TLS: trusted})
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("trusted: %v", err)
+	}
+	var o outcomes
+	produce(t, s, &o, record("tls", "e1", "k", "v"))
+	if len(o.errs) != 0 || srv.Count("tls") != 1 {
+		t.Errorf("over TLS: %v, %d entries", o.errs, srv.Count("tls"))
+	}
+	var auth *AuthError
+	err := newStreams(t, srv.Addr, Config{TLS: &tls.Config{MinVersion: tls.VersionTLS12}}).Ping(ctx)
+	if !errors.As(err, &auth) || !auth.Permanent() {
+		t.Errorf("an untrusted certificate: %v, want a permanent *AuthError", err)
+	}
+	plain := redistest.Start(t)
+	if err := newStreams(t, plain.Addr, Config{TLS: trusted, ConnectTimeout: time.Second}).Ping(ctx); err == nil {
+		t.Error("TLS to a plaintext server answered")
 	}
 }

@@ -8,9 +8,13 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +24,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 // Server is a redis-server process. Its methods fail the test it was
@@ -37,6 +42,7 @@ type Server struct {
 	process *proc.Process
 	logs    []string
 	client  *redis.Client
+	tls     *tls.Config // a client's, for a server that speaks only TLS
 }
 
 // Binary is the redis-server to run: PGOUTBOX_REDIS_SERVER, else the one
@@ -63,7 +69,31 @@ func Binary(t testing.TB) string {
 // ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), args: extra}
+	return start(t, nil, extra)
+}
+
+// StartTLS is Start for a server that speaks only TLS, with the
+// certificate ca signed for 127.0.0.1.
+func StartTLS(t testing.TB, ca *tlstest.CA) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Server.Certificate[0]}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12},
+		[]string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.WritePEM(t, dir), "--tls-auth-clients", "no"})
+}
+
+func start(t testing.TB, tlsConfig *tls.Config, extra []string) *Server {
+	s := &Server{t: t, bin: Binary(t), dir: t.TempDir(), args: extra, tls: tlsConfig}
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--requirepass" {
 			s.pass = extra[i+1]
@@ -114,9 +144,13 @@ func (s *Server) Start() {
 				s.t.Fatalf("redistest: %v", err)
 			}
 		}
-		args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+		ports := []string{"--port", strconv.Itoa(s.port)}
+		if s.tls != nil {
+			ports = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+		}
+		args := append(append(ports, "--bind", "127.0.0.1", "--dir", s.dir,
 			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no", "--daemonize", "no",
-			"--logfile", ""}, s.args...)
+			"--logfile", ""), s.args...)
 		var p *proc.Process
 		if p, err = proc.Start("redis-server", s.bin, args, nil, nil); err != nil {
 			break
@@ -141,7 +175,7 @@ func (s *Server) waitReady(p *proc.Process) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.port), Password: s.pass, Protocol: 2, DisableIdentity: true,
-		MaxRetries: -1, DialTimeout: time.Second})
+		MaxRetries: -1, DialTimeout: time.Second, TLSConfig: s.tls})
 	defer c.Close()
 	for {
 		if err := c.Ping(ctx).Err(); err == nil {
@@ -183,7 +217,7 @@ func (s *Server) Log() string {
 func (s *Server) Client() *redis.Client {
 	if s.client == nil {
 		s.client = redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.pass, Protocol: 2, DisableIdentity: true,
-			ReadTimeout: 30 * time.Second})
+			ReadTimeout: 30 * time.Second, TLSConfig: s.tls})
 		c := s.client
 		s.t.Cleanup(func() { c.Close() })
 	}
