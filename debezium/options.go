@@ -314,17 +314,17 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`)",
-		Refuses: "another sink (`rabbitmqstream`, `redis`, …): pgoutbox publishes to Kafka, NATS JetStream and RabbitMQ over AMQP 0-9-1",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `redis` (`--sink redis`)",
+		Refuses: "another sink (`rabbitmqstream`, `pubsub`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ over AMQP 0-9-1 and Redis Streams",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream", "rabbitmq":
+			case "nats-jetstream", "rabbitmq", "redis":
 				r.set("sink", v)
 			case "rabbitmqstream":
 				r.refuse(k, `"rabbitmqstream": RabbitMQ Streams' own protocol is not supported; publish over AMQP 0-9-1 (rabbitmq), which a stream queue bound to the exchange takes`)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream) and RabbitMQ (rabbitmq)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq) and Redis Streams (redis)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
@@ -433,6 +433,8 @@ var options = []Option{
 		Refuses: "a value that is not a positive number", read: millis("rabbitmq-ack-timeout")},
 	{Part: Server, Key: rabbitSink + "null.value", Default: "default", Setting: "rabbitmq-null-value", Takes: "any", read: toFlag("rabbitmq-null-value")},
 }
+
+func init() { options = append(options, redisOptions...) }
 
 // natsSink starts the NATS JetStream sink's options.
 const natsSink = "debezium.sink.nats-jetstream."

@@ -64,6 +64,7 @@ func (c config) translate() *reading {
 	routerOpts := c.transforms(r)
 	c.connectorOptions(r)
 	c.routerOptions(r, routerOpts)
+	c.redisFormats(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {
 		if o, ok := lookup(Server, k); ok {

@@ -89,6 +89,9 @@ func guarantee(sink string, d relay.Delivery) string {
 	case sinkRabbitMQ:
 		return rabbitmqGuarantee
 	}
+	if sink == sinkRedis {
+		return redisGuarantee
+	}
 	return string(d)
 }
 

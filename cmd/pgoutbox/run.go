@@ -73,6 +73,7 @@ type relayFlags struct {
 	sink     string
 	nats     natsFlags
 	rabbitmq rabbitmqFlags
+	redis    redisFlags
 	brokers  string
 	mode     string
 	delivery string
@@ -86,9 +87,10 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream) or rabbitmq (RabbitMQ, AMQP 0-9-1), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1) or redis (Redis Streams), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
+	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
 	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
@@ -143,8 +145,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	switch {
 	case f.sink == sinkRabbitMQStream:
 		return cfg, nil, errRabbitMQStream
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRedis:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRedis)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -168,12 +170,12 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, append(append(f.auth.secrets(), f.nats.secrets()...), f.rabbitmq.secrets()...)...)
+	log, err := c.logger(stderr, append(append(append(f.auth.secrets(), f.nats.secrets()...), f.rabbitmq.secrets()...), f.redis.secrets()...)...)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	if cfg.Sink, err = f.opener(c.slot); err != nil {
+	if cfg.Sink, err = f.opener(fs, c.slot); err != nil {
 		return cfg, nil, err
 	}
 	switch f.sink {
@@ -211,7 +213,17 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 }
 
 // opener is the sink --sink names, from its flags.
-func (f *relayFlags) opener(slot string) (relay.Opener, error) {
+func (f *relayFlags) opener(fs *flag.FlagSet, slot string) (relay.Opener, error) {
+	if f.sink == sinkRedis {
+		format, _ := schema.ParseFormat(f.format)
+		maxBytes := 0 // the server's limit, unless --max-message-bytes is given
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "max-message-bytes" {
+				maxBytes = f.kafka.MaxMessageBytes
+			}
+		})
+		return f.redis.opener(format, maxBytes, f.kafka.MaxBufferedRecords)
+	}
 	dlq := ""
 	if f.cfg.OnPoison != relay.PoisonHalt {
 		if dlq = f.cfg.DLQTopic; dlq == "" {

@@ -1,0 +1,55 @@
+package rediscompat
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Case is one file of testdata/cases.
+type Case struct {
+	Name string `yaml:"-"`
+	// About says what the case shows.
+	About string `yaml:"about"`
+	// Table is the DDL of the outbox table (and anything else it needs).
+	Table string `yaml:"table"`
+	// Server is Debezium Server's application.properties without the
+	// database, the sink's address and the slot, which the harness adds.
+	Server string `yaml:"server"`
+	// Rows are SQL statements, each committed on its own, while both
+	// sides stream.
+	Rows []string `yaml:"rows"`
+	// Entries is how many entries each side writes, over all streams.
+	Entries int `yaml:"entries"`
+	// Varies are fields whose values differ by nature (a run's id): both
+	// sides must write them, their values are not compared.
+	Varies []string `yaml:"varies"`
+}
+
+// Load reads every case of dir.
+func Load(dir string) ([]Case, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Case
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var c Case
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		c.Name = strings.TrimSuffix(filepath.Base(p), ".yaml")
+		if c.Table == "" || c.Server == "" || len(c.Rows) == 0 || c.Entries <= 0 {
+			return nil, fmt.Errorf("%s: table, server, rows and entries are required", p)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
