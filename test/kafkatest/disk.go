@@ -85,4 +85,3 @@ func (d *disk) free() error {
 
 // close ends the namespace, and the tmpfs with it once the broker is gone.
 func (d *disk) close() { d.holder.Kill() }
-
