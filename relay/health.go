@@ -63,6 +63,19 @@ func (h *health) pinged(log *slog.Logger, err error) {
 	}
 }
 
+// writable records a check of the partitions written to, and logs a
+// change.
+func (h *health) writable(log *slog.Logger, err error) {
+	if !h.kafka.writable(err) {
+		return
+	}
+	if err != nil {
+		log.Warn("kafka does not take writes; records wait for it", "err", err)
+	} else {
+		log.Info("kafka takes writes again")
+	}
+}
+
 // recordFailed records a record's failure, logs a new problem, and
 // returns the error that names the topic and the event.
 func (h *health) recordFailed(log *slog.Logger, topic, eventID string, err error) error {

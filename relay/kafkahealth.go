@@ -25,10 +25,13 @@ func (e *DeliveryError) Error() string {
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
 // kafkaHealth is the current Kafka-side problem, if any: a broker that
-// does not answer (from the periodic ping) or records that fail (from
-// their promises). The relay shows it on /readyz and saves it in
-// pgoutbox_state for status. A record problem clears when a record to its
-// topic is acknowledged; the ping problem when a broker answers.
+// does not answer (from the periodic ping), records that fail (from
+// their promises), or partitions that cannot take writes while records
+// wait for them (from the periodic check of the partitions written to).
+// The relay shows it on /readyz and saves it in pgoutbox_state for
+// status. A record problem clears when a record to its topic is
+// acknowledged; the ping problem when a broker answers; the partitions'
+// when a check finds them writable, or no record waiting.
 type kafkaHealth struct {
 	// recordSet lets the ack path skip the lock while no record problem
 	// is set, which is nearly always.
@@ -41,6 +44,9 @@ type kafkaHealth struct {
 	pingSince   time.Time
 	record      *DeliveryError
 	recordSince time.Time
+	// unwritable is the last check's *sink.UnwritableError.
+	unwritable      error
+	unwritableSince time.Time
 }
 
 // pinged records a ping's result and reports whether the problem changed.
@@ -57,6 +63,29 @@ func (h *kafkaHealth) pinged(err error) (changed bool) {
 	default:
 		same := h.pingErr.Error() == err.Error()
 		h.pingErr = err
+		if same {
+			return false
+		}
+	}
+	h.changes.Add(1)
+	return true
+}
+
+// writable records a check of the partitions written to and reports
+// whether the problem changed (another partition, or another count).
+func (h *kafkaHealth) writable(err error) (changed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil && h.unwritable == nil:
+		return false
+	case err == nil:
+		h.unwritable = nil
+	case h.unwritable == nil:
+		h.unwritable, h.unwritableSince = err, time.Now()
+	default:
+		same := h.unwritable.Error() == err.Error()
+		h.unwritable = err
 		if same {
 			return false
 		}
@@ -117,6 +146,8 @@ func (h *kafkaHealth) problem() (string, time.Time) {
 		return what, h.pingSince
 	case h.record != nil:
 		return "records fail: " + h.record.Error(), h.recordSince
+	case h.unwritable != nil:
+		return "records wait: " + h.unwritable.Error(), h.unwritableSince
 	}
 	return "", time.Time{}
 }

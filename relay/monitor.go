@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -16,19 +17,24 @@ import (
 const kafkaCheckEvery = 5 * time.Second
 
 // monitor runs beside the sessions while Run runs: it pings a broker every
-// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and
-// with MonitorInterval set it also reads the slot's lag and the
-// unpublished rows from Postgres on a connection of its own and updates
-// readiness. Nothing of this is on the per-event path.
+// MonitorInterval (kafkaCheckEvery when unset) into the Kafka health, and,
+// while records wait for their acks, checks that the partitions written
+// to take writes; with MonitorInterval set it also reads the slot's lag
+// and the unpublished rows from Postgres on a connection of its own and
+// updates readiness. Nothing of this is on the per-event path.
 type monitor struct {
 	p *pipeline
 	m *Metrics
-	k pinger
+	k kafkaChecker
 }
 
-// pinger asks whether a broker answers (sink.Kafka).
-type pinger interface {
+// kafkaChecker asks whether a broker answers, how many records wait for
+// their acks, and whether the partitions written to take writes
+// (sink.Kafka).
+type kafkaChecker interface {
 	Ping(ctx context.Context) error
+	Buffered() int64
+	Writable(ctx context.Context) error
 }
 
 func (mo monitor) run(ctx context.Context) {
@@ -56,6 +62,11 @@ func (mo monitor) run(ctx context.Context) {
 			return
 		}
 		h.pinged(p.log, kerr)
+		if kerr == nil {
+			if checked, err := mo.writable(ctx, timeout); checked {
+				h.writable(p.log, err)
+			}
+		}
 
 		if p.cfg.MonitorInterval > 0 {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -84,6 +95,24 @@ func (mo monitor) run(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// writable checks the partitions written to while records wait for their
+// acks (franz-go retries a record a partition refuses, NOT_ENOUGH_REPLICAS,
+// without a word): a *sink.UnwritableError, or nil. checked is false when
+// the check itself failed, which says nothing about them.
+func (mo monitor) writable(ctx context.Context, timeout time.Duration) (checked bool, err error) {
+	if mo.k.Buffered() == 0 {
+		return true, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = mo.k.Writable(wctx)
+	var uw *sink.UnwritableError
+	if err != nil && !errors.As(err, &uw) {
+		return false, nil
+	}
+	return true, err
 }
 
 // sample reads the slot's lag, the unpublished rows and what the
