@@ -47,7 +47,7 @@ func TestNemesis(t *testing.T) {
 	var results []nemesis.Result
 	for _, run := range nemesisRuns(t) {
 		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
-			results = append(results, runNemesis(t, run, nemesisEnv(t, broker, true)))
+			results = append(results, runNemesis(t, run, nemesisEnv(t, nemesisKafka(t, broker), true)))
 		})
 	}
 	if os.Getenv("PGOUTBOX_NEMESIS_SEEDS") == "" {
@@ -58,18 +58,24 @@ func TestNemesis(t *testing.T) {
 	nemesisSummary(t, results)
 }
 
-// The nemesis against a cluster of three brokers in make test: one seed
-// that draws every fault of the cluster, on both deliveries, the cluster's
-// faults only (TestNemesis has the others). make nemesis
-// NEMESIS_BROKER=cluster runs the cluster's campaign through TestNemesis.
+// The nemesis against a cluster of three brokers in make test: two short
+// runs on one cluster, exactly-once then at-least-once, whose seeds draw
+// each of the cluster's faults once or twice (the faults of the relay and
+// of PostgreSQL are TestNemesis's). make nemesis NEMESIS_BROKER=cluster
+// runs the cluster's campaign, every fault on both deliveries.
 func TestNemesisCluster(t *testing.T) {
+	kafka := startClusterKafka(t)
+	const d, gap = 20 * time.Second, 4 * time.Second
 	var results []nemesis.Result
 	for _, run := range []nemesis.Options{
-		{Seed: 40, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: 30 * time.Second, MeanGap: 5 * time.Second, Kinds: nemesis.ClusterKinds},
-		{Seed: 40, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeWAL, Relays: 1, Duration: 30 * time.Second, MeanGap: 5 * time.Second, Kinds: nemesis.ClusterKinds},
+		{Seed: 22, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: d, MeanGap: gap,
+			Kinds: []nemesis.Kind{nemesis.LeaderKill, nemesis.TwoBrokersDown, nemesis.DiskFull}},
+		{Seed: 27, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeWAL, Relays: 1, Duration: d, MeanGap: gap,
+			Kinds: []nemesis.Kind{nemesis.RollingRestart, nemesis.ControllerKill, nemesis.LeaderKill}},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
-			results = append(results, runNemesis(t, run, nemesisEnv(t, "cluster", false)))
+			kafka.c.DeleteNewTopics(t)
+			results = append(results, runNemesis(t, run, nemesisEnv(t, kafka, false)))
 		})
 	}
 	checkDrawn(t, results, nemesis.ClusterKinds)
@@ -282,11 +288,11 @@ func runNemesis(t *testing.T, opts nemesis.Options, env nemesis.Env) nemesis.Res
 	return res
 }
 
-// nemesisEnv starts the servers of one run: a primary with a synchronous
-// standby (when standby is set, unless PGOUTBOX_NEMESIS_STANDBY=0), fault
-// proxies in front of both for the relays, and the Kafka broker names
-// (nemesisKafka).
-func nemesisEnv(t *testing.T, broker string, standby bool) nemesis.Env {
+// nemesisEnv starts the PostgreSQL servers of one run, on kafka: a primary
+// with a synchronous standby (when standby is set, unless
+// PGOUTBOX_NEMESIS_STANDBY=0), and fault proxies in front of both for the
+// relays.
+func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 	t.Helper()
 	primary := pgcluster.New(t, pgcluster.Options{Settings: map[string]string{
 		"max_prepared_transactions": "20",
@@ -320,7 +326,7 @@ func nemesisEnv(t *testing.T, broker string, standby bool) nemesis.Env {
 		t.Cleanup(p.Close)
 		env.Links = append(env.Links, p)
 	}
-	env.Kafka = nemesisKafka(t, broker)
+	env.Kafka = kafka
 	return env
 }
 
@@ -465,7 +471,7 @@ type clusterKafka struct {
 // it, and taken from memory only as it is filled.
 const clusterDisk = 1 << 30
 
-func startClusterKafka(t *testing.T) nemesis.Kafka {
+func startClusterKafka(t *testing.T) *clusterKafka {
 	t.Helper()
 	return &clusterKafka{kafkatest.StartCluster(t, kafkatest.ClusterOptions{Proxied: true, Disk: clusterDisk})}
 }

@@ -418,11 +418,14 @@ func writeProperties(path string, conf map[string]string) error {
 	return os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
+// clusterID is the cluster id every node's storage is formatted with.
+const clusterID = "pgoutbox-test-cluster1"
+
 // format formats the storage (kafka-storage format), with the SCRAM users
 // when secure.
 func (b *Broker) format(secure bool) error {
 	args := append(slices.Clone(b.jvm), "-cp", b.jars, "kafka.tools.StorageTool", "format",
-		"--cluster-id", "pgoutbox-test-cluster1", "--config", filepath.Join(b.Dir, "server.properties"), "--ignore-formatted")
+		"--cluster-id", clusterID, "--config", filepath.Join(b.Dir, "server.properties"), "--ignore-formatted")
 	if secure {
 		for _, u := range [][2]string{{User, Password}, {LimitedUser, LimitedPassword}} {
 			for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {

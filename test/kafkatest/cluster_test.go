@@ -214,7 +214,9 @@ type writer struct {
 
 func (w *writer) write(ctx context.Context, n int) {
 	w.t.Helper()
-	cl, err := w.c.client(kgo.AllowAutoTopicCreation())
+	// The topic is created on first use; a busy broker may not know it
+	// for longer than kgo's four lookups: the context bounds the wait.
+	cl, err := w.c.client(kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		w.t.Fatal(err)
 	}

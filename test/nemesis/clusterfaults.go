@@ -156,6 +156,9 @@ func (in *injector) twoBrokersDown(ctx context.Context, c Cluster, f Fault) (fun
 	}
 	began := time.Now()
 	detail := fmt.Sprintf("brokers %v killed; ", down)
+	// The refusal comes once the controller has fenced the two (3 s of
+	// missed heartbeats): the fault lasts until then, however short.
+	wait := max(f.Duration, 15*time.Second)
 	var last error
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -165,8 +168,8 @@ func (in *injector) twoBrokersDown(ctx context.Context, c Cluster, f Fault) (fun
 			detail += fmt.Sprintf("writes refused %.1fs later: %v", time.Since(began).Seconds(), last)
 			break
 		}
-		if time.Since(began) > f.Duration || ctx.Err() != nil {
-			detail += fmt.Sprintf("no write refused for want of in-sync replicas within %v (last answer: %v)", f.Duration, last)
+		if time.Since(began) > wait || ctx.Err() != nil {
+			detail += fmt.Sprintf("no write refused for want of in-sync replicas within %v (last answer: %v)", wait, last)
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
