@@ -307,13 +307,34 @@ func (c *ApacheCluster) checkReplication(ctx context.Context, t *testing.T, topi
 	}
 }
 
-// memory is the nodes' resident memory.
+// memory is the nodes' resident memory, and the CPU time they used so far:
+// what a start costs, whatever else the machine runs.
 func (c *ApacheCluster) memory() string {
 	var parts []string
+	cpu := 0.0
 	for _, n := range c.Nodes {
 		parts = append(parts, fmt.Sprintf("node %d %d MB", n.ID, rssMB(n.PID())))
+		cpu += cpuSeconds(n.PID())
 	}
-	return "resident: " + strings.Join(parts, ", ")
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("resident: %s; CPU time %.1f s; load average %s", strings.Join(parts, ", "), cpu, strings.Join(strings.Fields(string(load))[:1], ""))
+}
+
+// cpuSeconds is the user and system time process pid used.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and
+	// stime are the 12th and 13th, in clock ticks of 1/100 s.
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return float64(u+s) / 100
 }
 
 func rssMB(pid int) int {
