@@ -554,5 +554,14 @@ func (k *clusterKafka) WaitInSync(ctx context.Context) error { return k.c.WaitIn
 func (k *clusterKafka) ProbeWrite(ctx context.Context, topic string) error {
 	return k.c.ProbeWrite(ctx, topic)
 }
-func (k *clusterKafka) FillDisk() (int32, error) { return k.c.DiskBroker(), k.c.FillDisk() }
-func (k *clusterKafka) FreeDisk() error          { return k.c.FreeDisk() }
+func (k *clusterKafka) Running(id int32) bool {
+	n, err := k.c.Node(id)
+	return err == nil && n.Running()
+}
+
+func (k *clusterKafka) Disk(full bool) (int32, error) {
+	if full {
+		return k.c.DiskBroker(), k.c.FillDisk()
+	}
+	return k.c.DiskBroker(), k.c.FreeDisk()
+}

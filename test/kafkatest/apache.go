@@ -451,8 +451,9 @@ func (b *Broker) command(args []string) (string, []string) {
 }
 
 // readyTimeout bounds a start, from the JVM's start to the broker serving
-// metadata; seen: 2-3 s on 2 idle cores.
-const readyTimeout = 90 * time.Second
+// metadata; seen: 2-3 s on 2 idle cores, and over 90 s for a broker of a
+// cluster restarted on 2 cores under a load average of 80.
+const readyTimeout = 3 * time.Minute
 
 // run starts the broker process and waits until it serves.
 func (b *Broker) run() error {

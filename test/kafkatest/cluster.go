@@ -407,9 +407,29 @@ func (c *ApacheCluster) Partitions(ctx context.Context, topic string) (map[int32
 }
 
 // ActiveController is the node id of the quorum's leader, the active
-// controller.
+// controller, as a controller that runs says (a broker forwards the
+// question to the active controller, and may be down).
 func (c *ApacheCluster) ActiveController(ctx context.Context) (int32, error) {
-	cl, err := c.client()
+	var errs []error
+	for _, n := range c.Nodes[ClusterBrokers:] {
+		if !n.Running() {
+			continue
+		}
+		id, err := describeQuorum(ctx, n.Controller)
+		if err == nil {
+			return id, nil
+		}
+		errs = append(errs, fmt.Errorf("controller %d: %w", n.ID, err))
+	}
+	if len(errs) == 0 {
+		return 0, errors.New("kafkatest: no controller of the cluster runs")
+	}
+	return 0, errors.Join(errs...)
+}
+
+// describeQuorum asks the controller at addr which node leads the quorum.
+func describeQuorum(ctx context.Context, addr string) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return 0, err
 	}
@@ -417,25 +437,25 @@ func (c *ApacheCluster) ActiveController(ctx context.Context) (int32, error) {
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	tp := kmsg.NewDescribeQuorumRequestTopic()
 	tp.Topic = "__cluster_metadata"
-	p := kmsg.NewDescribeQuorumRequestTopicPartition()
-	tp.Partitions = append(tp.Partitions, p)
+	tp.Partitions = append(tp.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
 	req.Topics = append(req.Topics, tp)
-	resp, err := req.RequestWith(ctx, cl)
+	raw, err := cl.SeedBrokers()[0].Request(ctx, req)
 	if err != nil {
 		return 0, err
 	}
+	resp := raw.(*kmsg.DescribeQuorumResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return 0, err
 	}
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, errors.New("kafkatest: DescribeQuorum answered no partition")
+		return 0, errors.New("DescribeQuorum answered no partition")
 	}
 	rp := resp.Topics[0].Partitions[0]
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		return 0, err
 	}
 	if rp.LeaderID < 0 {
-		return 0, errors.New("kafkatest: the quorum has no leader")
+		return 0, errors.New("the quorum has no leader")
 	}
 	return rp.LeaderID, nil
 }

@@ -26,6 +26,9 @@ type Cluster interface {
 	KillNode(id int32) error
 	StopNode(id int32) error
 	StartNode(id int32) (started bool, err error)
+	// Running tells whether a node runs: started, and not killed,
+	// stopped or exited by itself since.
+	Running(id int32) bool
 	// Leaders are the leader of each partition of topic, by partition.
 	Leaders(ctx context.Context, topic string) (map[int32]int32, error)
 	ActiveController(ctx context.Context) (int32, error)
@@ -34,10 +37,9 @@ type Cluster interface {
 	// ProbeWrite writes one record to topic, acks=all and no retry, and
 	// returns the broker's answer.
 	ProbeWrite(ctx context.Context, topic string) error
-	// FillDisk fills the small disk one broker's data lies on and returns
-	// that broker; FreeDisk frees it.
-	FillDisk() (int32, error)
-	FreeDisk() error
+	// Disk fills the small disk one broker's data lies on (full), or
+	// frees it, and returns that broker.
+	Disk(full bool) (int32, error)
 }
 
 // probeTopic is where the faults write to see whether the cluster takes
@@ -82,24 +84,36 @@ func (in *injector) clusterFault(ctx context.Context, c Cluster, f Fault) (undo 
 		}
 		return startAgain(c, id), fmt.Sprintf("controller %d", id), nil
 	case DiskFull:
-		id, err := c.FillDisk()
-		if err != nil {
-			return nil, "", err
-		}
-		return func() error {
-			if err := c.FreeDisk(); err != nil {
-				return err
-			}
-			started, err := c.StartNode(id)
-			msg := "disk freed; the broker served on with its disk full (no write reached it)"
-			if started {
-				msg = "disk freed; the broker, which had stopped with its disk full, started again"
-			}
-			in.h.Add(Event{Type: EventNote, Msg: msg, Fault: &f, Detail: fmt.Sprintf("broker %d", id)})
-			return err
-		}, fmt.Sprintf("broker %d", id), nil
+		return in.diskFull(c, f)
 	}
 	return nil, "", fmt.Errorf("nemesis: %s is not a fault of the cluster", f.Kind)
+}
+
+// diskFull fills the disk of the broker that has a small one and waits
+// until the broker stops (its next write fails), or a while, for it may
+// take no write (the relays down meanwhile); what it returns frees the
+// disk and starts the broker again if it stopped.
+func (in *injector) diskFull(c Cluster, f Fault) (func() error, string, error) {
+	id, err := c.Disk(true)
+	if err != nil {
+		return nil, "", err
+	}
+	began := time.Now()
+	wait := max(f.Duration, 30*time.Second)
+	for c.Running(id) && time.Since(began) < wait {
+		time.Sleep(100 * time.Millisecond)
+	}
+	detail := fmt.Sprintf("broker %d stopped %.1fs after its disk filled", id, time.Since(began).Seconds())
+	if c.Running(id) {
+		detail = fmt.Sprintf("broker %d served on for %v with its disk full: no write reached it", id, wait)
+	}
+	return func() error {
+		if _, err := c.Disk(false); err != nil {
+			return err
+		}
+		_, err := c.StartNode(id)
+		return err
+	}, detail, nil
 }
 
 // startAgain starts node id again.
@@ -148,6 +162,10 @@ func (in *injector) killLeader(ctx context.Context, c Cluster) (func() error, st
 // again, then starts the other.
 func (in *injector) twoBrokersDown(ctx context.Context, c Cluster, f Fault) (func() error, string, error) {
 	brokers, _ := c.Nodes()
+	// The broker left up runs: two down, not three.
+	if _, err := c.StartNode(f.Broker); err != nil {
+		return nil, "", err
+	}
 	down := slices.DeleteFunc(slices.Clone(brokers), func(id int32) bool { return id == f.Broker })
 	for _, id := range down {
 		if err := c.KillNode(id); err != nil {
@@ -217,7 +235,8 @@ func rollingRestart(ctx context.Context, c Cluster) (string, error) {
 
 // healCluster frees the disk and starts every node that does not run.
 func healCluster(c Cluster) error {
-	errs := []error{c.FreeDisk()}
+	_, err := c.Disk(false)
+	errs := []error{err}
 	brokers, controllers := c.Nodes()
 	for _, id := range append(controllers, brokers...) {
 		_, err := c.StartNode(id)
