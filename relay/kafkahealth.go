@@ -40,55 +40,52 @@ type kafkaHealth struct {
 	changes atomic.Int64
 
 	mu          sync.Mutex
-	pingErr     error
-	pingSince   time.Time
+	ping        checkResult
 	record      *DeliveryError
 	recordSince time.Time
-	// unwritable is the last check's *sink.UnwritableError.
-	unwritable      error
-	unwritableSince time.Time
+	// unwritable is the last check of the partitions written to: a
+	// *sink.UnwritableError.
+	unwritable checkResult
 }
 
-// pinged records a ping's result and reports whether the problem changed.
-func (h *kafkaHealth) pinged(err error) (changed bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// checkResult is the problem a periodic check found, and since when.
+type checkResult struct {
+	err   error
+	since time.Time
+}
+
+// set records a check's result and reports whether the problem changed:
+// it appeared, cleared, or says something else now.
+func (c *checkResult) set(err error) (changed bool) {
 	switch {
-	case err == nil && h.pingErr == nil:
+	case err == nil && c.err == nil:
 		return false
 	case err == nil:
-		h.pingErr = nil
-	case h.pingErr == nil:
-		h.pingErr, h.pingSince = err, time.Now()
+		c.err = nil
+	case c.err == nil:
+		c.err, c.since = err, time.Now()
 	default:
-		same := h.pingErr.Error() == err.Error()
-		h.pingErr = err
+		same := c.err.Error() == err.Error()
+		c.err = err
 		if same {
 			return false
 		}
 	}
-	h.changes.Add(1)
 	return true
 }
 
+// pinged records a ping's result and reports whether the problem changed.
+func (h *kafkaHealth) pinged(err error) (changed bool) { return h.checked(&h.ping, err) }
+
 // writable records a check of the partitions written to and reports
 // whether the problem changed (another partition, or another count).
-func (h *kafkaHealth) writable(err error) (changed bool) {
+func (h *kafkaHealth) writable(err error) (changed bool) { return h.checked(&h.unwritable, err) }
+
+func (h *kafkaHealth) checked(c *checkResult, err error) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case err == nil && h.unwritable == nil:
+	if !c.set(err) {
 		return false
-	case err == nil:
-		h.unwritable = nil
-	case h.unwritable == nil:
-		h.unwritable, h.unwritableSince = err, time.Now()
-	default:
-		same := h.unwritable.Error() == err.Error()
-		h.unwritable = err
-		if same {
-			return false
-		}
 	}
 	h.changes.Add(1)
 	return true
@@ -136,18 +133,18 @@ func (h *kafkaHealth) problem() (string, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case h.pingErr != nil:
+	case h.ping.err != nil:
 		var what string
-		if errors.Is(h.pingErr, sink.ErrAuth) {
-			what = h.pingErr.Error()
+		if errors.Is(h.ping.err, sink.ErrAuth) {
+			what = h.ping.err.Error()
 		} else {
-			what = "unreachable: " + h.pingErr.Error()
+			what = "unreachable: " + h.ping.err.Error()
 		}
-		return what, h.pingSince
+		return what, h.ping.since
 	case h.record != nil:
 		return "records fail: " + h.record.Error(), h.recordSince
-	case h.unwritable != nil:
-		return "records wait: " + h.unwritable.Error(), h.unwritableSince
+	case h.unwritable.err != nil:
+		return "records wait: " + h.unwritable.err.Error(), h.unwritable.since
 	}
 	return "", time.Time{}
 }

@@ -342,11 +342,7 @@ func start(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	maps.Copy(conf, opts.Config)
-	if err := writeProperties(filepath.Join(dir, "server.properties"), conf); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "log4j2.yaml"), []byte(log4j), 0o644); err != nil {
+	if err := b.writeConfig(conf, opts.Config); err != nil {
 		return nil, err
 	}
 	if err := b.format(opts.Secure); err != nil {
@@ -409,6 +405,16 @@ const log4j = `Configuration:
       AppenderRef:
         - ref: STDOUT
 `
+
+// writeConfig writes the node's server.properties, conf with extra over
+// it, and its log4j configuration.
+func (b *Broker) writeConfig(conf, extra map[string]string) error {
+	maps.Copy(conf, extra)
+	if err := writeProperties(filepath.Join(b.Dir, "server.properties"), conf); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.Dir, "log4j2.yaml"), []byte(log4j), 0o644)
+}
 
 func writeProperties(path string, conf map[string]string) error {
 	var sb strings.Builder
@@ -504,40 +510,41 @@ func waitServing(ctx context.Context, brokers []string, id int32, exited <-chan 
 		return err
 	}
 	defer cl.Close()
-	var last error
-	for {
+	return waitUntil(ctx, "serving", exited, func() error {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
-		cancel()
-		if err == nil && slices.ContainsFunc(resp.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == id }) {
-			return nil
+		if err == nil && !slices.ContainsFunc(resp.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == id }) {
+			err = fmt.Errorf("node %d not listed yet", id)
 		}
-		last = err
-		select {
-		case <-exited:
-			return errors.New("the process exited")
-		case <-ctx.Done():
-			return fmt.Errorf("not serving within %v: %v", readyTimeout, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
 // waitListening waits until a controller accepts connections on addr.
 func waitListening(ctx context.Context, addr string, exited <-chan struct{}) error {
-	var last error
-	for {
+	return waitUntil(ctx, "listening", exited, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
+		}
+		return err
+	})
+}
+
+// waitUntil tries ready every 100 ms until it succeeds, the process exits
+// or ctx ends.
+func waitUntil(ctx context.Context, what string, exited <-chan struct{}, ready func() error) error {
+	for {
+		last := ready()
+		if last == nil {
 			return nil
 		}
-		last = err
 		select {
 		case <-exited:
 			return errors.New("the process exited")
 		case <-ctx.Done():
-			return fmt.Errorf("not listening within %v: %v", readyTimeout, last)
+			return fmt.Errorf("not %s within %v: %v", what, readyTimeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -178,11 +178,7 @@ func startCluster(opts ClusterOptions) (*ApacheCluster, error) {
 				}
 			}
 		}
-		maps.Copy(conf, opts.Config)
-		if err := writeProperties(filepath.Join(dir, "server.properties"), conf); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "log4j2.yaml"), []byte(log4j), 0o644); err != nil {
+		if err := n.writeConfig(conf, opts.Config); err != nil {
 			return nil, err
 		}
 	}
