@@ -6,18 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/proc"
-	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // Config configures a bench run.
@@ -82,6 +77,15 @@ type Config struct {
 	NoFloor bool
 	// RelayArgs are extra arguments for every `pgoutbox run`.
 	RelayArgs []string
+	// Repeat is how many rounds of the steady-load runs each rate gets
+	// (default 1); each round runs every system once, starting one step
+	// later than the round before (Report.Summary has the median and
+	// spread).
+	Repeat int
+	// BeforeRun, when set, is called before each run and drain with what
+	// is about to run: "pgoutbox", a System's name, or "floor". A harness
+	// uses it to keep the others quiet (pause a JVM that is not measured).
+	BeforeRun func(system string)
 	// Progress receives a line every ProgressEvery (default 2s) while a
 	// run lasts; nil discards.
 	Progress      io.Writer
@@ -121,6 +125,9 @@ func (c *Config) defaults() {
 	}
 	if c.DrainEventsPerTx == 0 {
 		c.DrainEventsPerTx = 10
+	}
+	if c.Repeat <= 0 {
+		c.Repeat = 1
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -246,13 +253,11 @@ const (
 const publication = "pgoutbox_bench"
 
 type bencher struct {
-	cfg       Config
-	table     outbox.Table // cfg.Table, parsed
-	suffix    string       // keeps this run's slots and topics apart from others'
-	admin     *pgx.Conn
-	slots     []string
-	createdPb bool
-	aggTable  string // quoted; empty without Aggregates
+	cfg    Config
+	table  outbox.Table // cfg.Table, parsed
+	suffix string       // keeps this run's slots and topics apart from others'
+	db     *database
+	round  int // the steady-load round running now (Config.Repeat)
 }
 
 // Run measures what cfg asks for and returns the report. A run that fails
@@ -265,114 +270,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	table, _ := outbox.ParseTable(cfg.Table) // checked by validate
 	b := &bencher{cfg: cfg, table: table, suffix: strconv.FormatUint(rand.Uint64()%1e6, 36)}
-	if err := b.setup(ctx); err != nil {
+	db, err := openDatabase(ctx, cfg, table, b.suffix)
+	if err != nil {
 		return nil, err
 	}
-	defer b.cleanup()
+	b.db = db
+	defer db.close()
 
 	rep := &Report{}
-	fail := func(what string, err error) {
-		rep.Failed = append(rep.Failed, what+": "+err.Error())
-		fmt.Fprintf(cfg.Progress, "%s FAILED: %v\n", what, err)
+	if err := b.steadyRuns(ctx, rep); err != nil {
+		return rep, err
 	}
-	sweep := len(cfg.rates()) > 1
-	seriesName := func(label string, rate float64) string {
-		if sweep {
-			return fmt.Sprintf("%s at %g/s", label, rate)
-		}
-		return label
-	}
-	for _, rate := range cfg.rates() {
-		for _, mode := range cfg.Modes {
-			if cfg.NoRelay {
-				break
-			}
-			intervals := []time.Duration{0}
-			if mode == "poll" {
-				intervals = cfg.PollIntervals
-			}
-			for _, pi := range intervals {
-				for _, delivery := range cfg.Deliveries {
-					for _, rl := range cfg.relays() {
-						run, lat, err := b.loadRun(ctx, rl, mode, pi, rate, delivery)
-						if ctx.Err() != nil {
-							return rep, ctx.Err()
-						}
-						if err != nil {
-							fail(seriesName(withRelay(runLabel(mode, pi, delivery), rl.Name), rate), err)
-							continue
-						}
-						rep.Runs = append(rep.Runs, run)
-						rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
-					}
-				}
-			}
-		}
-		for _, sys := range cfg.Systems {
-			rl := Relay{Name: sys.Name, system: &sys}
-			run, lat, err := b.loadRun(ctx, rl, "wal", 0, rate, "")
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				fail(seriesName(sys.Name, rate), err)
-				continue
-			}
-			rep.Runs = append(rep.Runs, run)
-			rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
-		}
-		if !cfg.NoFloor {
-			fl, lat, err := b.floorRun(ctx, rate)
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				fail(seriesName("floor", rate), err)
-			} else {
-				rep.Floors = append(rep.Floors, *fl)
-				rep.Series = append(rep.Series, Series{Name: seriesName("floor (bare reader)", rate), Latencies: lat})
-			}
-		}
-	}
+	rep.Summary = summarize(rep.Runs, rep.Floors)
 	if len(rep.Floors) > 0 {
 		rep.Floor = &rep.Floors[0]
 	}
-	if sweep {
-		rep.Sweep = buildSweep(rep.Runs, rep.Floors)
+	if len(cfg.rates()) > 1 {
+		rep.Sweep = buildSweep(rep.Summary)
 	}
-	for i, delivery := range cfg.Deliveries {
-		if cfg.DrainEvents <= 0 || cfg.NoRelay {
-			break
-		}
-		for j, rl := range cfg.relays() {
-			// The floor drains once, beside the first delivery's drain.
-			d, floorEPS, err := b.drainRun(ctx, rl, delivery, i == 0 && j == 0 && !cfg.NoFloor)
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				fail(withRelay("drain "+delivery, rl.Name), err)
-				continue
-			}
-			rep.Drains = append(rep.Drains, *d)
-			if rep.Floor != nil && floorEPS > 0 {
-				rep.Floor.DrainEventsPerS = floorEPS
-			}
-		}
-	}
-	for _, sys := range cfg.Systems {
-		if cfg.DrainEvents <= 0 {
-			break
-		}
-		d, _, err := b.drainRun(ctx, Relay{Name: sys.Name, system: &sys}, "", false)
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
-		}
-		if err != nil {
-			fail("drain "+sys.Name, err)
-			continue
-		}
-		rep.Drains = append(rep.Drains, *d)
+	if err := b.drains(ctx, rep); err != nil {
+		return rep, err
 	}
 	if len(rep.Drains) > 0 {
 		rep.Drain = &rep.Drains[0]
@@ -383,82 +300,157 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func (b *bencher) setup(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, b.cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+// failed lists a run that could not be measured, and says so.
+func (b *bencher) failed(rep *Report, what string, err error) {
+	rep.Failed = append(rep.Failed, what+": "+err.Error())
+	fmt.Fprintf(b.cfg.Progress, "%s FAILED: %v\n", what, err)
+}
+
+// steadyRuns measures every step at each rate, Repeat rounds of them; it
+// returns an error only when ctx ended.
+func (b *bencher) steadyRuns(ctx context.Context, rep *Report) error {
+	cfg := b.cfg
+	seriesName := func(label string, rate float64) string {
+		if len(cfg.rates()) > 1 {
+			return fmt.Sprintf("%s at %g/s", label, rate)
+		}
+		return label
 	}
-	b.admin = conn
-	if _, err := migrations.Migrate(ctx, conn, migrations.Options{Schema: b.table.Schema, Table: b.table.Name}); err != nil {
-		conn.Close(ctx)
-		return err
-	}
-	pub, err := replication.EnsurePublication(ctx, conn, publication, b.table, true)
-	if err != nil {
-		conn.Close(ctx)
-		return err
-	}
-	b.createdPb = pub.Created
-	if b.cfg.Aggregates > 0 {
-		if err := b.createAggregates(ctx); err != nil {
-			conn.Close(ctx)
-			return err
+	for _, rate := range cfg.rates() {
+		steps := b.steps()
+		for round := range cfg.Repeat {
+			b.round = round
+			// Each round starts one step later than the one before, so
+			// that a machine that drifts (warms up, gets busier) weighs
+			// on every system alike.
+			for i := range steps {
+				st := steps[(i+round)%len(steps)]
+				if cfg.BeforeRun != nil {
+					cfg.BeforeRun(st.system)
+				}
+				if st.floor {
+					fl, lat, err := b.floorRun(ctx, rate)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if err != nil {
+						b.failed(rep, seriesName("floor", rate), err)
+						continue
+					}
+					fl.Round = round
+					rep.Floors = append(rep.Floors, *fl)
+					if round == 0 {
+						rep.Series = append(rep.Series, Series{Name: seriesName("floor (bare reader)", rate), Latencies: lat})
+					}
+					continue
+				}
+				run, lat, err := b.loadRun(ctx, st.relay, st.mode, st.poll, rate, st.delivery)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil {
+					b.failed(rep, seriesName(st.label, rate), err)
+					continue
+				}
+				run.Round = round
+				rep.Runs = append(rep.Runs, run)
+				if round == 0 {
+					rep.Series = append(rep.Series, Series{Name: seriesName(run.Label(), rate), Latencies: lat})
+				}
+			}
 		}
 	}
 	return nil
 }
 
-// createAggregates creates the table of aggregate rows that the
-// application-shaped load locks, one row per aggregate. It is the bench's
-// own, named for this run, and dropped at the end.
-func (b *bencher) createAggregates(ctx context.Context) error {
-	ident := pgx.Identifier{b.table.Schema, "bench_aggregates_" + b.suffix}.Sanitize()
-	if _, err := b.admin.Exec(ctx, "CREATE TABLE "+ident+" (id int PRIMARY KEY, version bigint NOT NULL DEFAULT 0)"); err != nil {
-		return fmt.Errorf("create the aggregates table: %w", err)
+// drains measures each delivery's drain with each relay, then each other
+// system's; it returns an error only when ctx ended.
+func (b *bencher) drains(ctx context.Context, rep *Report) error {
+	cfg := b.cfg
+	if cfg.DrainEvents <= 0 {
+		return nil
 	}
-	b.aggTable = ident
-	if _, err := b.admin.Exec(ctx, "INSERT INTO "+ident+" (id) SELECT generate_series(0, $1 - 1)", b.cfg.Aggregates); err != nil {
-		return fmt.Errorf("fill the aggregates table: %w", err)
+	for i, delivery := range cfg.Deliveries {
+		if cfg.NoRelay {
+			break
+		}
+		for j, rl := range cfg.relays() {
+			if cfg.BeforeRun != nil {
+				cfg.BeforeRun("pgoutbox")
+			}
+			// The floor drains once, beside the first delivery's drain.
+			d, floorEPS, err := b.drainRun(ctx, rl, delivery, i == 0 && j == 0 && !cfg.NoFloor)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				b.failed(rep, withRelay("drain "+delivery, rl.Name), err)
+				continue
+			}
+			rep.Drains = append(rep.Drains, *d)
+			if rep.Floor != nil && floorEPS > 0 {
+				rep.Floor.DrainEventsPerS = floorEPS
+			}
+		}
+	}
+	for _, sys := range cfg.Systems {
+		if cfg.BeforeRun != nil {
+			cfg.BeforeRun(sys.Name)
+		}
+		d, _, err := b.drainRun(ctx, Relay{Name: sys.Name, system: &sys}, "", false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			b.failed(rep, "drain "+sys.Name, err)
+			continue
+		}
+		rep.Drains = append(rep.Drains, *d)
 	}
 	return nil
 }
 
-// cleanup drops the slots and state rows the runs left, and their rows.
-func (b *bencher) cleanup() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range b.slots {
-		_ = b.dropSlot(ctx, s)
-	}
-	_, _ = b.admin.Exec(ctx, "DELETE FROM pgoutbox_state WHERE pipeline = ANY($1)", b.slots)
-	_ = b.clearRows(ctx)
-	if b.aggTable != "" {
-		_, _ = b.admin.Exec(ctx, "DROP TABLE IF EXISTS "+b.aggTable)
-	}
-	if b.createdPb {
-		_, _ = b.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+publication)
-	}
-	b.admin.Close(ctx)
+// step is one steady-load run of a round: a pgoutbox relay in a mode and
+// delivery, another system, or the floor.
+type step struct {
+	relay    Relay
+	mode     string
+	poll     time.Duration
+	delivery string
+	floor    bool
+	label    string // the run's label, for a failure
+	system   string // what runs: "pgoutbox", a System's name, or "floor"
 }
 
-// dropSlot drops a slot if it exists, retrying while its connection goes
-// away.
-func (b *bencher) dropSlot(ctx context.Context, slot string) error {
-	if err := replication.DropSlot(ctx, b.admin, slot); err != nil && !errors.Is(err, replication.ErrSlotMissing) {
-		return err
+// steps lists one round's runs at a rate, in the order the first round
+// takes them: pgoutbox's, the other systems', the floor.
+func (b *bencher) steps() []step {
+	cfg := b.cfg
+	var out []step
+	for _, mode := range cfg.Modes {
+		if cfg.NoRelay {
+			break
+		}
+		intervals := []time.Duration{0}
+		if mode == "poll" {
+			intervals = cfg.PollIntervals
+		}
+		for _, pi := range intervals {
+			for _, delivery := range cfg.Deliveries {
+				for _, rl := range cfg.relays() {
+					out = append(out, step{relay: rl, mode: mode, poll: pi, delivery: delivery,
+						label: withRelay(runLabel(mode, pi, delivery), rl.Name), system: "pgoutbox"})
+				}
+			}
+		}
 	}
-	return nil
-}
-
-// clearRows deletes the bench's rows, so that a poller does not publish
-// the rows of an earlier run, and vacuums them away.
-func (b *bencher) clearRows(ctx context.Context) error {
-	ident := b.table.Quoted()
-	if _, err := b.admin.Exec(ctx, "DELETE FROM "+ident+` WHERE aggregatetype LIKE 'bench\_%'`); err != nil {
-		return err
+	for _, sys := range cfg.Systems {
+		out = append(out, step{relay: Relay{Name: sys.Name, system: &sys}, mode: "wal", label: sys.Name, system: sys.Name})
 	}
-	_, err := b.admin.Exec(ctx, "VACUUM "+ident)
-	return err
+	if !cfg.NoFloor {
+		out = append(out, step{floor: true, label: "floor", system: "floor"})
+	}
+	return out
 }
 
 // name makes a slot, pipeline and aggregate type name for a run.
@@ -467,9 +459,7 @@ func (b *bencher) name(label string) string { return "bench_" + slug(label) + "_
 // startRelay starts `pgoutbox run` for pipeline name.
 func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, poll time.Duration, delivery string) (Running, error) {
 	if rl.system != nil {
-		if !slices.Contains(b.slots, name) {
-			b.slots = append(b.slots, name)
-		}
+		b.db.track(name)
 		return rl.system.Start(ctx, SystemRun{Name: name, Slot: name, Publication: publication, Table: b.cfg.Table})
 	}
 	args := []string{"run",
@@ -491,9 +481,7 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 		args = append(args, "--delivery", exactlyOnce)
 	}
 	args = append(args, b.cfg.RelayArgs...)
-	if !slices.Contains(b.slots, name) {
-		b.slots = append(b.slots, name)
-	}
+	b.db.track(name)
 	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, nil, nil)
 }
 
@@ -631,6 +619,11 @@ func (b *bencher) runName(label string, rate float64) string {
 	if len(b.cfg.rates()) > 1 {
 		label += " " + strconv.FormatFloat(rate, 'f', -1, 64)
 	}
+	if b.round > 0 {
+		// A round's run is a pipeline of its own: the slot of the round
+		// before is dropped, and its state and offsets would find it lost.
+		label += " round " + strconv.Itoa(b.round)
+	}
 	return b.name(label)
 }
 
@@ -695,7 +688,7 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 	name := b.runName(label, rate)
 	run := Result{Mode: mode, Delivery: delivery, Relay: rl.Name, System: system, PollIntervalMS: float64(poll) / float64(time.Millisecond), Rate: rate,
 		EventsPerTx: b.cfg.EventsPerTx, Aggregates: b.cfg.Aggregates}
-	if err := b.clearRows(ctx); err != nil {
+	if err := b.db.clearRows(ctx); err != nil {
 		return run, nil, err
 	}
 	topic := "outbox.event." + name
@@ -708,7 +701,7 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 		return run, nil, err
 	}
 	defer cons.close()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.db.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return run, nil, err
 	}
@@ -719,7 +712,7 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 		return run, nil, err
 	}
 	// A finished run's slot would hold back WAL for the runs after it.
-	defer b.dropSlot(context.WithoutCancel(ctx), name)
+	defer b.db.dropSlot(context.WithoutCancel(ctx), name)
 	defer relay.Stop(30 * time.Second)
 	if err := b.warmup(ctx, ws[0], tr, relay, topicPartitions, 30*time.Second+4*poll); err != nil {
 		return run, nil, err
@@ -761,26 +754,19 @@ func (b *bencher) loadRun(ctx context.Context, rl Relay, mode string, poll time.
 	return run, lat, nil
 }
 
-// createSlot creates a pgoutput slot for the floor reader.
-func (b *bencher) createSlot(ctx context.Context, slot string) error {
-	b.slots = append(b.slots, slot)
-	_, err := replication.CreateSlot(ctx, b.admin, slot, false)
-	return err
-}
-
 // floorRun puts the same steady load at rate on the floor reader instead
 // of the relay.
 func (b *bencher) floorRun(ctx context.Context, rate float64) (*Floor, []time.Duration, error) {
 	name := b.runName("floor", rate)
-	if err := b.clearRows(ctx); err != nil {
+	if err := b.db.clearRows(ctx); err != nil {
 		return nil, nil, err
 	}
-	if err := b.createSlot(ctx, name); err != nil {
+	if err := b.db.createSlot(ctx, name); err != nil {
 		return nil, nil, err
 	}
-	defer b.dropSlot(context.WithoutCancel(ctx), name)
+	defer b.db.dropSlot(context.WithoutCancel(ctx), name)
 	tr := newTracker()
-	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
+	ws, err := openWriters(ctx, b.cfg.DatabaseURL, b.table, b.db.aggTable, name, b.cfg.Writers, b.cfg.PayloadBytes, tr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -831,7 +817,7 @@ func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withF
 		name = b.name("drain " + rl.Name)
 		d.Relay, d.System = "", rl.Name
 	}
-	if err := b.clearRows(ctx); err != nil {
+	if err := b.db.clearRows(ctx); err != nil {
 		return nil, 0, err
 	}
 	topic := "outbox.event." + name
@@ -863,54 +849,16 @@ func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withF
 		return nil, 0, err
 	}
 	if withFloor {
-		if err := b.createSlot(ctx, floorSlot); err != nil {
+		if err := b.db.createSlot(ctx, floorSlot); err != nil {
 			return nil, 0, err
 		}
 	}
 
 	fmt.Fprintf(b.cfg.Progress, "drain: committing a backlog of %d events (%d per transaction, %d writers) with the relay stopped\n", n, k, len(ws))
-	txs := (n + k - 1) / k
-	backlog := make(map[string]struct{}, n)
-	var next atomic.Int64
 	start := time.Now()
-	errs := make(chan error, len(ws))
-	idsCh := make(chan []string, 1024)
-	for _, w := range ws {
-		go func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= txs {
-					errs <- nil
-					return
-				}
-				ids, err := w.tx(ctx, "agg-"+strconv.Itoa(i%64), min(k, n-i*k), false)
-				if err != nil {
-					errs <- err
-					return
-				}
-				idsCh <- ids
-			}
-		}()
-	}
-	var werr error
-	for running := len(ws); running > 0; {
-		select {
-		case ids := <-idsCh:
-			for _, id := range ids {
-				backlog[id] = struct{}{}
-			}
-		case err := <-errs:
-			running--
-			werr = errors.Join(werr, err)
-		}
-	}
-	for len(idsCh) > 0 {
-		for _, id := range <-idsCh {
-			backlog[id] = struct{}{}
-		}
-	}
-	if werr != nil {
-		return nil, 0, werr
+	backlog, err := commitBacklog(ctx, ws, n, k)
+	if err != nil {
+		return nil, 0, err
 	}
 	d.BacklogInsertEPS = round(float64(n)/time.Since(start).Seconds(), 0)
 	d.Events = len(backlog)
@@ -955,39 +903,91 @@ func (b *bencher) drainRun(ctx context.Context, rl Relay, delivery string, withF
 	if !withFloor {
 		return d, 0, nil
 	}
-	// The floor reader drains the same backlog from its own slot, timed
-	// like the relay: from its process start to the last event.
+	if err := b.drainFloor(ctx, floorSlot, backlog, d); err != nil {
+		return nil, 0, err
+	}
+	return d, d.FloorEventsPerS, nil
+}
+
+// commitBacklog commits n events, k per transaction, from the writers at
+// once, and returns their ids.
+func commitBacklog(ctx context.Context, ws []*writer, n, k int) (map[string]struct{}, error) {
+	txs := (n + k - 1) / k
+	backlog := make(map[string]struct{}, n)
+	var next atomic.Int64
+	errs := make(chan error, len(ws))
+	idsCh := make(chan []string, 1024)
+	for _, w := range ws {
+		go func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= txs {
+					errs <- nil
+					return
+				}
+				ids, err := w.tx(ctx, "agg-"+strconv.Itoa(i%64), min(k, n-i*k), false)
+				if err != nil {
+					errs <- err
+					return
+				}
+				idsCh <- ids
+			}
+		}()
+	}
+	var werr error
+	for running := len(ws); running > 0; {
+		select {
+		case ids := <-idsCh:
+			for _, id := range ids {
+				backlog[id] = struct{}{}
+			}
+		case err := <-errs:
+			running--
+			werr = errors.Join(werr, err)
+		}
+	}
+	for len(idsCh) > 0 {
+		for _, id := range <-idsCh {
+			backlog[id] = struct{}{}
+		}
+	}
+	return backlog, werr
+}
+
+// drainFloor has the floor reader drain the same backlog from its own
+// slot, timed like the relay: from its process start to the last event.
+func (b *bencher) drainFloor(ctx context.Context, slot string, backlog map[string]struct{}, d *Drain) error {
 	var got atomic.Int64
 	var last atomic.Int64
-	t0 = time.Now()
-	fp, err := b.startFloor(floorSlot, func(id string, at time.Time) {
+	t0 := time.Now()
+	fp, err := b.startFloor(slot, func(id string, at time.Time) {
 		if _, ok := backlog[id]; ok {
 			got.Add(1)
 			last.Store(at.UnixNano())
 		}
 	})
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	defer fp.Stop(30 * time.Second)
 	deadline := time.Now().Add(5 * time.Minute)
 	for int(got.Load()) < d.Events && time.Now().Before(deadline) && ctx.Err() == nil {
 		select {
 		case <-fp.Exited():
-			return nil, 0, gone(fp)
+			return gone(fp)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	if err := fp.Stop(30 * time.Second); err != nil {
-		return nil, 0, err
+		return err
 	}
 	if int(got.Load()) < d.Events {
-		return nil, 0, fmt.Errorf("floor: %d of %d backlog events arrived", got.Load(), d.Events)
+		return fmt.Errorf("floor: %d of %d backlog events arrived", got.Load(), d.Events)
 	}
 	fsecs := time.Unix(0, last.Load()).Sub(t0).Seconds()
 	d.FloorSeconds = round(fsecs, 3)
 	d.FloorEventsPerS = round(float64(d.Events)/fsecs, 0)
 	d.RatioToFloor = round(d.EventsPerS/d.FloorEventsPerS, 3)
 	fmt.Fprintf(b.cfg.Progress, "drain: bare reader received them in %.2f s = %.0f events/s\n", fsecs, d.FloorEventsPerS)
-	return d, d.FloorEventsPerS, nil
+	return nil
 }

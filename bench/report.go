@@ -23,8 +23,11 @@ type Report struct {
 	// every rate, in the order of the rates.
 	Floor  *Floor  `json:"floor"`
 	Floors []Floor `json:"-"`
-	// Sweep, with more than one rate, puts each rate's runs side by side.
+	// Sweep, with more than one rate, puts each rate's runs side by side
+	// (the medians of their rounds).
 	Sweep []SweepPoint `json:"sweep,omitempty"`
+	// Summary has each run's median and range over its rounds, per rate.
+	Summary []Summary `json:"summary,omitempty"`
 
 	// Series are the latency samples behind Runs and Floor, for the chart.
 	Series []Series `json:"-"`
@@ -51,6 +54,8 @@ type Result struct {
 	Aggregates  int   `json:"aggregates"`
 	// Committed events; Events of them were consumed.
 	Committed int `json:"committed"`
+	// Round is the run's round of Config.Repeat, from 0.
+	Round int `json:"round,omitempty"`
 	// The relay's CPU time over the measured window (from the load's start
 	// to the last event consumed) per event, and how much of the
 	// machine's CPU time was idle in that window: near 0, the machine was
@@ -125,6 +130,7 @@ type Floor struct {
 	CPUUSPerEvent   float64 `json:"cpu_us_per_event"` // the floor process's, as the relay's
 	IdleCPUPct      float64 `json:"idle_cpu_pct"`
 	DrainEventsPerS float64 `json:"drain_events_per_s"`
+	Round           int     `json:"round,omitempty"`
 }
 
 // SweepPoint is one offered rate of a sweep: each relay run and the floor.
@@ -142,28 +148,17 @@ type SweepRun struct {
 	IdleCPUPct    float64 `json:"idle_cpu_pct"`
 }
 
-// buildSweep groups runs and floors by rate, in the order rates first
+// buildSweep groups the runs' medians by rate, in the order rates first
 // appear.
-func buildSweep(runs []Result, floors []Floor) []SweepPoint {
+func buildSweep(sum []Summary) []SweepPoint {
 	var pts []SweepPoint
-	at := func(rate float64) *SweepPoint {
-		for i := range pts {
-			if pts[i].Rate == rate {
-				return &pts[i]
-			}
+	for _, r := range sum {
+		if len(pts) == 0 || pts[len(pts)-1].Rate != r.Rate {
+			pts = append(pts, SweepPoint{Rate: r.Rate})
 		}
-		pts = append(pts, SweepPoint{Rate: rate})
-		return &pts[len(pts)-1]
-	}
-	for _, r := range runs {
-		p := at(r.Rate)
-		p.Runs = append(p.Runs, SweepRun{Run: r.Label(), Events: r.Events, Latency: r.Latency,
-			CPUUSPerEvent: r.RelayCPUUSPerEvent, IdleCPUPct: r.IdleCPUPct})
-	}
-	for _, f := range floors {
-		p := at(f.Rate)
-		p.Runs = append(p.Runs, SweepRun{Run: "floor", Events: f.Events, Latency: f.Latency,
-			CPUUSPerEvent: f.CPUUSPerEvent, IdleCPUPct: f.IdleCPUPct})
+		p := &pts[len(pts)-1]
+		p.Runs = append(p.Runs, SweepRun{Run: r.Run, Events: r.Events, Latency: r.Latency,
+			CPUUSPerEvent: r.CPUUSPerEvent.Median, IdleCPUPct: r.IdleCPUPct.Median})
 	}
 	return pts
 }
@@ -263,6 +258,7 @@ func (r *Report) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "floor at %.0f/s: %d missing\n", f.Rate, f.Committed-f.Events)
 		}
 	}
+	r.writeSummary(w)
 	if len(r.Sweep) > 0 {
 		r.writeSweep(w)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,8 +110,8 @@ func sweepReport() *Report {
 		{Mode: "wal", Rate: 8000, Events: 16000, Latency: Latency{P50: 3.5, P99: 40}, RelayCPUUSPerEvent: 45, IdleCPUPct: 3},
 	}
 	floors := []Floor{{Rate: 500, Events: 1000, Latency: Latency{P50: 0.1, P99: 0.4}, CPUUSPerEvent: 20, IdleCPUPct: 80}}
-	rep := &Report{Runs: runs, Floors: floors, Floor: &floors[0]}
-	rep.Sweep = buildSweep(runs, floors)
+	rep := &Report{Runs: runs, Floors: floors, Floor: &floors[0], Summary: summarize(runs, floors)}
+	rep.Sweep = buildSweep(rep.Summary)
 	return rep
 }
 
@@ -387,5 +388,43 @@ func TestReadUsage(t *testing.T) {
 	}
 	if u.PeakRSS < 1<<20 {
 		t.Errorf("peak RSS of this test binary %d bytes; want at least 1 MiB", u.PeakRSS)
+	}
+}
+
+// TestSummaryOverRounds: three rounds of two runs at one rate and one of
+// another; the median, the range, the fewest events, and the table.
+func TestSummaryOverRounds(t *testing.T) {
+	wal := func(round int, p99, cpu float64) Result {
+		return Result{Mode: "wal", Rate: 2000, Round: round, Events: 1000 + round, Latency: Latency{P50: 1, P99: p99}, RelayCPUUSPerEvent: cpu, IdleCPUPct: 20}
+	}
+	runs := []Result{
+		wal(0, 9, 70), {System: "debezium", Rate: 2000, Events: 900, Latency: Latency{P99: 30}},
+		wal(1, 5, 60), {System: "debezium", Rate: 2000, Round: 1, Events: 950, Latency: Latency{P99: 20}},
+		wal(2, 7, 80), {System: "debezium", Rate: 2000, Round: 2, Events: 990, Latency: Latency{P99: 40}},
+		{Mode: "wal", Rate: 500, Events: 100, Latency: Latency{P99: 2}},
+	}
+	floors := []Floor{{Rate: 2000, Events: 1000, Latency: Latency{P99: 1}}, {Rate: 2000, Round: 1, Events: 1000, Latency: Latency{P99: 3}}}
+	sum := summarize(runs, floors)
+	got := make([]string, len(sum))
+	for i, s := range sum {
+		got[i] = fmt.Sprintf("%g %s n=%d events=%d p99=%s cpu=%s", s.Rate, s.Run, s.Rounds, s.Events, s.P99, s.CPUUSPerEvent)
+	}
+	want := []string{
+		"2000 wal n=3 events=1000 p99=7.00 (5.00-9.00) cpu=70.00 (60.00-80.00)",
+		"2000 debezium n=3 events=900 p99=30.00 (20.00-40.00) cpu=0.00",
+		"2000 floor n=2 events=1000 p99=2.00 (1.00-3.00) cpu=0.00",
+		"500 wal n=1 events=100 p99=2.00 cpu=0.00",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("summary\n%q\nwant\n%q", got, want)
+	}
+	if sum[0].P99.Overlaps(sum[1].P99) || !sum[0].P99.Overlaps(Spread{Min: 8, Max: 12}) {
+		t.Errorf("overlaps: %v and %v", sum[0].P99, sum[1].P99)
+	}
+	rep := &Report{Runs: runs, Summary: sum}
+	var b strings.Builder
+	rep.WriteTable(&b)
+	if !strings.Contains(b.String(), "over the rounds: median (min-max)") {
+		t.Errorf("no summary table:\n%s", b.String())
 	}
 }

@@ -35,7 +35,10 @@ type Relation struct {
 
 // Change is one item of the stream.
 type Change struct {
-	Kind     Kind
+	Kind Kind
+	// Snapshot (KindRow) places a row a snapshot read in it; zero for a
+	// row of the stream or of polling.
+	Snapshot schema.SnapshotMark
 	LSN      pglogrepl.LSN // KindCommit: commit end LSN; KindHeartbeat: message LSN; KindRow: the row's WAL position
 	FinalLSN pglogrepl.LSN // KindRow and KindCommit: the transaction's commit LSN, from its Begin
 	// PrevEnd (KindRow) is the end of the last commit the stream received

@@ -20,9 +20,11 @@ var (
 	// role may read, so positions that never became visible cannot be
 	// counted.
 	ErrNoSequence error = &sentinel{"the order column draws from no sequence this role may read", false}
-	// ErrNoSnapshotOrder means a snapshot cannot read the table in
-	// insertion order: no column gives it to every row.
-	ErrNoSnapshotOrder error = &sentinel{"no insertion order to read the table's existing rows in", true}
+	// ErrNoSnapshotOrder means polling cannot publish the rows already
+	// in the table: no column every row has orders them, and polling
+	// orders and marks rows by one. (A WAL snapshot reads them in one
+	// consistent read, without one: see Order.)
+	ErrNoSnapshotOrder error = &sentinel{"no insertion order to poll the table's existing rows in", true}
 )
 
 type sentinel struct {

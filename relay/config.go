@@ -37,8 +37,8 @@ type Config struct {
 	// run sets it from --create-slot, whose default is true.
 	CreateSlot bool
 	// Snapshot is what the pipeline's first start does with the rows
-	// already in the table: SnapshotNoData (default) or SnapshotInitial
-	// (snapshot.go).
+	// already in the table: SnapshotNoData (default), SnapshotInitial or
+	// SnapshotWhenNeeded (snapshot.go).
 	Snapshot SnapshotMode
 	// ShutdownTimeout bounds how long a shutdown waits for the current
 	// transaction to be read and for Kafka to ack what is in flight
@@ -232,14 +232,14 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Poll.HistoryAfter != nil {
-		if c.Snapshot != SnapshotInitial {
+		if !c.Snapshot.ReadsTable() {
 			return errors.New("--snapshot-after bounds the rows already in the table that --snapshot-mode initial publishes; without it they are not published at all")
 		}
 		if c.Poll.Order == "" || c.Poll.Order == outbox.SeqColumn {
 			return errors.New("--snapshot-after is a value of the table's own insertion order, named with --column-order (a bigserial or identity id): the rows already in the table have no seq")
 		}
 	}
-	if c.Snapshot == SnapshotInitial && c.Poll.OwnMark() {
+	if c.Snapshot.ReadsTable() && c.Poll.OwnMark() {
 		return errors.New("snapshot mode initial with a status or published column of the table's own: that column already says which rows to publish (the pending ones, on the first start too)")
 	}
 	switch c.OnUpdate {
@@ -260,14 +260,12 @@ func (c Config) Validate() error {
 		return err
 	}
 	if c.Delivery == ExactlyOnce {
-		// Neither path produces in Kafka transactions with a position
-		// record yet: the tables' poll sessions would share one transactional
-		// producer, and the snapshot produces outside any transaction.
+		// The tables' poll sessions would share one transactional producer,
+		// which produces with no position record yet. (A snapshot, which
+		// produces outside any transaction, is refused where it would run:
+		// ErrSnapshotExactlyOnce.)
 		if len(c.Replication.Tables) > 1 {
 			return errors.New("exactly-once delivery with several outbox tables is not supported yet: run one pipeline (its own --slot) per table, or at-least-once")
-		}
-		if c.Snapshot == SnapshotInitial {
-			return errors.New("exactly-once delivery with snapshot mode initial is not supported yet: publish the existing rows with at-least-once first, then restart with exactly-once")
 		}
 		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
 			return fmt.Errorf("position topic %q is not a valid topic name", c.PositionTopic)
@@ -329,4 +327,15 @@ func (c Config) timeColumn() string {
 		return c.Columns.Time
 	}
 	return "created_at"
+}
+
+// snapshotTimeColumn is the column of the event time a snapshot reads the
+// rows without an insertion order by (poll.Order), when the table has it
+// as a timestamp: the one named, or created_at where the format reads it
+// by default (schema.Columns); "" for none.
+func (c Config) snapshotTimeColumn() string {
+	if c.Columns.Time != "" || c.Columns.PassThrough {
+		return c.Columns.Time
+	}
+	return schema.DefaultColumns().Time
 }

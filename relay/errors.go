@@ -26,7 +26,7 @@ func (e *RefusedError) Poison() bool    { return true }
 func (e *RefusedError) Permanent() bool { return true }
 
 // The relay's own sentinels that retrying cannot fix.
-var permanentSentinels = []error{ErrSlotLost, ErrNoState, ErrClusterChanged}
+var permanentSentinels = []error{ErrSlotLost, ErrNoState, ErrClusterChanged, ErrSnapshotExactlyOnce}
 
 // permanent tells the errors retrying cannot fix: configuration, privileges,
 // the table's shape, a poison row under the halt policy, a lost slot.

@@ -40,7 +40,11 @@ func TestDeliveryValidation(t *testing.T) {
 		{ModeWAL, AtLeastOnce, "", []string{"public.outbox", "public.b"}, "", true},
 		{ModeWAL, ExactlyOnce, "", []string{"public.outbox", "public.b"}, "", false},
 		{ModeWAL, AtLeastOnce, "", nil, SnapshotInitial, true},
-		{ModeWAL, ExactlyOnce, "", nil, SnapshotInitial, false},
+		// Refused where a snapshot would run (ErrSnapshotExactlyOnce), not
+		// on every start of a pipeline whose snapshot is done.
+		{ModeWAL, ExactlyOnce, "", nil, SnapshotInitial, true},
+		{ModeWAL, AtLeastOnce, "", nil, SnapshotWhenNeeded, true},
+		{ModeWAL, AtLeastOnce, "", nil, "always", false},
 	} {
 		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic, Snapshot: tt.snapshot}
 		cfg.Replication.Tables = tt.tables

@@ -231,6 +231,7 @@ func (p *pipeline) record(b *schema.Binding, c *outbox.Change) (*kgo.Record, err
 	rec.Origin = schema.Origin{
 		Database: p.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
 		LSN: uint64(c.LSN), LastCommitLSN: uint64(c.PrevEnd), TxID: uint64(c.XID), CommitTime: c.CommitTime,
+		Snapshot: c.Snapshot,
 	}
 	msg, err := p.enc.Encode(&rec)
 	if err != nil {

@@ -103,12 +103,12 @@ func walSenderRefused(err error) (*pgconn.PgError, bool) {
 // are decoded); while streaming, it is the publication (an active slot
 // cannot be dropped). 55000 is an invalidated slot when the server says
 // the slot is invalidated, asked again on a connection of its own.
-func (s *Stream) classify(err error, streaming bool) error {
+func classify(err error, cfg Config, streaming bool) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return err
 	}
-	slot := s.cfg.Slot
+	slot := cfg.Slot
 	switch {
 	case pgErr.Code == "42704" && streaming:
 		return fmt.Errorf("%w: %s", ErrPublication, pgErr.Message)
@@ -116,25 +116,25 @@ func (s *Stream) classify(err error, streaming bool) error {
 		return fmt.Errorf("%w: %s: %s", ErrSlotMissing, slot, pgErr.Message)
 	case pgErr.Code == "55006":
 		return fmt.Errorf("%w: %s: %s", ErrSlotActive, slot, pgErr.Message)
-	case pgErr.Code == "55000" && s.invalidated():
+	case pgErr.Code == "55000" && invalidated(cfg):
 		return fmt.Errorf("%w: %s: %s", ErrSlotInvalidated, slot, pgErr.Message)
 	}
 	return err
 }
 
-// invalidated asks the server whether the stream's slot is invalidated
+// invalidated asks the server whether cfg's slot is invalidated
 // (its WAL removed; on a standby, a conflict; on 18, idle too long).
-func (s *Stream) invalidated() bool {
+func invalidated(cfg Config) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, s.cfg.DatabaseURL)
+	conn, err := Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return false
 	}
 	defer conn.Close(context.Background())
 	var lost bool
 	err = conn.QueryRow(ctx, `SELECT wal_status = 'lost' OR coalesce((to_jsonb(s)->>'conflicting')::bool, false)
-  OR to_jsonb(s)->>'invalidation_reason' IS NOT NULL FROM pg_replication_slots s WHERE slot_name = $1`, s.cfg.Slot).Scan(&lost)
+  OR to_jsonb(s)->>'invalidation_reason' IS NOT NULL FROM pg_replication_slots s WHERE slot_name = $1`, cfg.Slot).Scan(&lost)
 	return err == nil && lost
 }
 

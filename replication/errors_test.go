@@ -13,7 +13,7 @@ import (
 // says that replication is unavailable.
 func TestClassify(t *testing.T) {
 	// 55000 asks the server whether the slot is invalidated; none answers here.
-	s := &Stream{cfg: Config{Slot: "s", DatabaseURL: "postgres://127.0.0.1:1/none?connect_timeout=1"}}
+	cfg := Config{Slot: "s", DatabaseURL: "postgres://127.0.0.1:1/none?connect_timeout=1"}
 	for _, tc := range []struct {
 		code      string
 		streaming bool
@@ -26,7 +26,7 @@ func TestClassify(t *testing.T) {
 		{"57P01", true, nil},
 	} {
 		pgErr := &pgconn.PgError{Code: tc.code, Message: "whatever the server says"}
-		got := s.classify(pgErr, tc.streaming)
+		got := classify(pgErr, cfg, tc.streaming)
 		if tc.want == nil {
 			if got != error(pgErr) {
 				t.Errorf("%s (streaming %v): %v, want the server's error as it is", tc.code, tc.streaming, got)

@@ -224,7 +224,7 @@ func (s *Stream) startReplication(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		return s.classify(err, false)
+		return classify(err, s.cfg, false)
 	}
 	return nil
 }
@@ -434,7 +434,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 			if pgconn.Timeout(err) {
 				continue
 			}
-			return fmt.Errorf("receive: %w", s.classify(err, true))
+			return fmt.Errorf("receive: %w", classify(err, s.cfg, true))
 		}
 		lastRecv = time.Now()
 		switch msg := msg.(type) {
@@ -444,72 +444,89 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 			}
 			switch msg.Data[0] {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				reply, err := s.keepalive(dec, msg.Data[1:])
 				if err != nil {
-					return fmt.Errorf("%w: %v", ErrProtocol, err)
+					return err
 				}
-				s.Counters.Keepalives.Add(1)
-				// A keepalive follows what the server sent before it, and
-				// its WAL end is how far the server has read: when
-				// nothing is in flight, everything committed before that
-				// end was sent and acked (or was not the outbox's), so it
-				// may be confirmed. A commit still in the batch counts as
-				// in flight. The slot then advances past the WAL of other
-				// tables, the published floor with it, while the outbox is
-				// idle, and a fast shutdown, which waits until the
-				// reported flush reaches the server's WAL end, ends.
-				if !dec.inTx && s.Confirmed() >= s.delivered {
-					s.Confirm(ka.ServerWALEnd)
-				}
-				if ka.ReplyRequested {
+				if reply {
 					// The server asks when it is about to time out or is
 					// shutting down.
 					nextStatus = time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("%w: %v", ErrProtocol, err)
-				}
-				if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
-					s.received = end
-				}
-				c, ok, err := dec.decode(xld.WALStart, xld.WALData)
-				if err != nil {
-					if stop := (stopAt{}); errors.As(err, &stop) {
-						// What came before the update goes on, as Debezium
-						// publishes what it read before it fails.
-						if ferr := flush(); ferr != nil {
-							return ferr
-						}
-						return stop.err
-					}
+				if err := s.xlogData(dec, h, msg.Data[1:], flush); err != nil {
 					return err
-				}
-				if len(dec.truncated)+len(dec.gone)+len(dec.renamed) > 0 {
-					s.report(dec)
-				}
-				if ok {
-					if c.Kind != outbox.KindRow {
-						s.delivered = c.LSN
-					}
-					h.cur.Changes = append(h.cur.Changes, c)
-					if c.Kind == outbox.KindRow {
-						h.rows++
-					}
-					if len(h.cur.Changes) == MaxBatch {
-						if err := flush(); err != nil {
-							return err
-						}
-					}
 				}
 			}
 		case *pgproto3.ErrorResponse:
-			return s.classify(pgconn.ErrorResponseToPgError(msg), true)
+			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg, true)
 		case *pgproto3.CopyDone:
 			return errors.New("server ended replication")
 		}
 	}
+}
+
+// keepalive reads a primary keepalive; reply says the server asked for a
+// status update.
+func (s *Stream) keepalive(dec *decoder, data []byte) (reply bool, err error) {
+	ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	s.Counters.Keepalives.Add(1)
+	// A keepalive follows what the server sent before it, and its WAL end
+	// is how far the server has read: when nothing is in flight,
+	// everything committed before that end was sent and acked (or was not
+	// the outbox's), so it may be confirmed. A commit still in the batch
+	// counts as in flight. The slot then advances past the WAL of other
+	// tables, the published floor with it, while the outbox is idle, and a
+	// fast shutdown, which waits until the reported flush reaches the
+	// server's WAL end, ends.
+	if !dec.inTx && s.Confirmed() >= s.delivered {
+		s.Confirm(ka.ServerWALEnd)
+	}
+	return ka.ReplyRequested, nil
+}
+
+// xlogData decodes one WAL message into the batch being filled; flush
+// hands the batch over when it is full, or before a stop the decoder met.
+func (s *Stream) xlogData(dec *decoder, h *handoff, data []byte, flush func() error) error {
+	xld, err := pglogrepl.ParseXLogData(data)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
+		s.received = end
+	}
+	c, ok, err := dec.decode(xld.WALStart, xld.WALData)
+	if err != nil {
+		if stop := (stopAt{}); errors.As(err, &stop) {
+			// What came before the update goes on, as Debezium publishes
+			// what it read before it fails.
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return stop.err
+		}
+		return err
+	}
+	if len(dec.truncated)+len(dec.gone)+len(dec.renamed) > 0 {
+		s.report(dec)
+	}
+	if !ok {
+		return nil
+	}
+	if c.Kind != outbox.KindRow {
+		s.delivered = c.LSN
+	}
+	h.cur.Changes = append(h.cur.Changes, c)
+	if c.Kind == outbox.KindRow {
+		h.rows++
+	}
+	if len(h.cur.Changes) == MaxBatch {
+		return flush()
+	}
+	return nil
 }
 
 // report logs what the decoder met besides rows, and clears it. A

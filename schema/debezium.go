@@ -583,7 +583,9 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = appendJavaString(buf, c.TopicPrefix)
 	buf = append(buf, `,"ts_ms":`...)
 	buf = strconv.AppendInt(buf, ct.UnixMilli(), 10)
-	buf = append(buf, `,"snapshot":"false","db":`...)
+	buf = append(buf, `,"snapshot":"`...)
+	buf = append(buf, o.Snapshot.String()...)
+	buf = append(buf, `","db":`...)
 	buf = appendJavaString(buf, o.Database)
 	buf = append(buf, `,"sequence":`...)
 	if o.LSN == 0 {
@@ -622,7 +624,11 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		buf = strconv.AppendUint(buf, o.LSN, 10)
 	}
 	now := c.Now()
-	buf = append(buf, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"c","ts_ms":`...)
+	op := `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"c","ts_ms":`
+	if o.Snapshot != 0 {
+		op = `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"r","ts_ms":`
+	}
+	buf = append(buf, op...)
 	buf = strconv.AppendInt(buf, now.UnixMilli(), 10)
 	buf = append(buf, `,"ts_us":`...)
 	buf = strconv.AppendInt(buf, now.UnixMicro(), 10)

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -129,6 +130,42 @@ func TestDebeziumChangeEventGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, filepath.Join("testdata", "debezium", "change-event.golden"), dumpMessage(m))
+}
+
+// A row a snapshot read is a read (op r) with its place in the snapshot in
+// source.snapshot, as Debezium 3.6.1 writes it (corpus case
+// snapshot-change-events); a row of the stream an insert.
+func TestDebeziumChangeEventSnapshot(t *testing.T) {
+	e, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: DebeziumConfig{TopicPrefix: "dbserver1", Version: "3.6.1.Final"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mark     SnapshotMark
+		snapshot string
+		op       string
+	}{
+		{0, "false", "c"},
+		{SnapshotRow, "true", "r"},
+		{SnapshotFirst, "first", "r"},
+		{SnapshotFirstInTable, "first_in_data_collection", "r"},
+		{SnapshotLastInTable, "last_in_data_collection", "r"},
+		{SnapshotLast, "last", "r"},
+	} {
+		r := docRecord(t, nil)
+		r.Origin.Snapshot = tc.mark
+		m, err := e.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Source struct{ Snapshot string }
+			Op     string
+		}
+		if err := json.Unmarshal(m.Value, &v); err != nil || v.Source.Snapshot != tc.snapshot || v.Op != tc.op {
+			t.Errorf("mark %d: source.snapshot %q, op %q (%v); want %q, %q", tc.mark, v.Source.Snapshot, v.Op, err, tc.snapshot, tc.op)
+		}
+	}
 }
 
 func TestExpandPayloadFallbacks(t *testing.T) {

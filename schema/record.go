@@ -438,6 +438,62 @@ type Origin struct {
 	LSN, LastCommitLSN uint64
 	TxID               uint64
 	CommitTime         time.Time
+	// Snapshot places a row a snapshot read in it; zero for a row that
+	// committed after the pipeline's start.
+	Snapshot SnapshotMark
+}
+
+// SnapshotMark places a row a snapshot read within it, as Debezium's
+// source.snapshot does (its SnapshotRecord): the change event of such a
+// row is a read (op r). The zero value is a row of the stream.
+type SnapshotMark uint8
+
+const (
+	// SnapshotRow is a row of the snapshot none of the others names.
+	SnapshotRow SnapshotMark = iota + 1
+	// SnapshotFirst is the first row of the snapshot's first table.
+	SnapshotFirst
+	// SnapshotFirstInTable is the first row of a later table.
+	SnapshotFirstInTable
+	// SnapshotLastInTable is the last row of a table, other than the
+	// snapshot's last.
+	SnapshotLastInTable
+	// SnapshotLast is the snapshot's last row.
+	SnapshotLast
+)
+
+// MarkSnapshot is the mark of a row by its place, with Debezium's
+// precedence: the snapshot's last, its first, a table's last, a table's
+// first.
+func MarkSnapshot(firstInSnapshot, lastInSnapshot, firstInTable, lastInTable bool) SnapshotMark {
+	switch {
+	case lastInSnapshot:
+		return SnapshotLast
+	case firstInSnapshot:
+		return SnapshotFirst
+	case lastInTable:
+		return SnapshotLastInTable
+	case firstInTable:
+		return SnapshotFirstInTable
+	}
+	return SnapshotRow
+}
+
+// String is the mark as Debezium's source.snapshot writes it.
+func (m SnapshotMark) String() string {
+	switch m {
+	case SnapshotRow:
+		return "true"
+	case SnapshotFirst:
+		return "first"
+	case SnapshotFirstInTable:
+		return "first_in_data_collection"
+	case SnapshotLastInTable:
+		return "last_in_data_collection"
+	case SnapshotLast:
+		return "last"
+	}
+	return "false"
 }
 
 // Record builds a record from a row's values in table column order, in text

@@ -218,11 +218,7 @@ func TestSnapshotKilledMidway(t *testing.T) {
 	if err := p.signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox exited 0 on SIGKILL")
 	}
-	ctx := context.Background()
-	var pending bool
-	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending); err != nil {
-		t.Fatal(err)
-	}
+	pending := e.snapshotPending(t, "pgoutbox")
 	sent := len(drain(t, e.brokers, topic, 0))
 	if !pending || sent >= rows {
 		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
@@ -234,22 +230,9 @@ func TestSnapshotKilledMidway(t *testing.T) {
 	fresh = append(fresh, <-snapshotWriter(t, e, 20)...)
 	all := ledgerIDs(t, e.conn)
 	awaitIDs(t, e.brokers, topic, all, 120*time.Second)
-	// Every row can be consumed before the relay records the snapshot
-	// done (the rows written beside the restart may all be in it): a stop
-	// in between leaves it pending, rightly. Wait for the record.
-	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
-		err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "pgoutbox")
 	p.stop(t)
-	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
-		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
-	}
-	for _, line := range strings.Split(p.out.String(), "\n") {
-		if strings.Contains(line, "published the rows already in the table") {
-			t.Logf("the snapshot again, with writes beside it: %s", line)
-		}
-	}
+	checkTakenAgain(t, p)
 	// Once done, a restart publishes nothing again.
 	before := len(drain(t, e.brokers, topic, 0))
 	p = e.runProcess(t, args...)
@@ -286,11 +269,7 @@ func TestSnapshotInitialPoll(t *testing.T) {
 	want := append(append([]string{}, history...), fresh...)
 	topic := "outbox.event.TRANSACTION"
 	awaitIDs(t, e.brokers, topic, want, 60*time.Second)
-	eventually(t, 30*time.Second, "the snapshot recorded done", func() bool {
-		var pending bool
-		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
-		return err == nil && !pending
-	})
+	e.awaitSnapshotDone(t, "pgoutbox")
 	p.stop(t)
 	recs := drain(t, e.brokers, topic, 0)
 	checkOnce(t, recs, want, cloudEventID(t))
@@ -311,6 +290,44 @@ func TestSnapshotInitialPoll(t *testing.T) {
 	}
 	if st.LostDeleted != nil || len(st.Problems) > 0 {
 		t.Errorf("status after the snapshot: lost %+v, problems %q", st.LostDeleted, st.Problems)
+	}
+}
+
+// snapshotPending reads whether the pipeline's snapshot is recorded
+// unfinished.
+func (e *env) snapshotPending(t *testing.T, pipeline string) bool {
+	t.Helper()
+	var pending bool
+	if err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	return pending
+}
+
+// awaitSnapshotDone waits until the pipeline's snapshot is recorded done.
+// Every row can be consumed before the relay records it (the rows written
+// beside a restart may all be in the snapshot): a stop in between leaves
+// it pending, rightly.
+func (e *env) awaitSnapshotDone(t *testing.T, pipeline string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
+		var pending bool
+		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending)
+		return err == nil && !pending
+	})
+}
+
+// checkTakenAgain fails unless a restart said it takes the unfinished
+// snapshot again, and logs how long publishing it took.
+func checkTakenAgain(t *testing.T, p *proc) {
+	t.Helper()
+	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
+		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
+	}
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if strings.Contains(line, "published the rows already in the table") {
+			t.Logf("the snapshot again, with writes beside it: %s", line)
+		}
 	}
 }
 
@@ -407,5 +424,83 @@ func TestSnapshotInitialFailoverSlot(t *testing.T) {
 	var failover bool
 	if err := e.conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
 		t.Errorf("slot failover %v (err %v)", failover, err)
+	}
+}
+
+// --snapshot-mode when_needed is initial on the first start. Where
+// Debezium's when_needed finds its slot gone and sends the whole table
+// again, pgoutbox fills the gap as after any lost slot: auto mode polls
+// from the published floor, so the rows written while the slot was gone
+// arrive once and the table's history is not sent again. The start line
+// says so.
+func TestSnapshotWhenNeededSlotLost(t *testing.T) {
+	e := newEnv(t)
+	history := e.insertN("order", 200)
+	args := []string{"--mode", "auto", "--poll-interval", "100ms", "--snapshot-mode", "when_needed"}
+	p := e.runProcess(t, args...)
+	awaitIDs(t, e.brokers, "outbox.event.order", history, 30*time.Second)
+	e.awaitSlotActive(t, "pgoutbox")
+	streamed := e.insertN("order", 20)
+	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 30*time.Second)
+	var next string
+	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_xact_id()::text").Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the published floor past the streamed rows", func() bool {
+		var past bool
+		err := e.conn.QueryRow(context.Background(), "SELECT floor_xid > $1::xid8 FROM pgoutbox_state WHERE pipeline = 'pgoutbox'", next).Scan(&past)
+		return err == nil && past
+	})
+	p.stop(t)
+	if !strings.Contains(p.out.String(), `"snapshot":"when_needed: initial on the pipeline's first start; a lost slot is filled by polling from the published floor, never by sending the tables again"`) {
+		t.Errorf("the start line does not say what when_needed does:\n%s", p.out)
+	}
+	e.exec("SELECT pg_drop_replication_slot('pgoutbox')")
+	gap := e.insertN("order", 30)
+	p = e.runProcess(t, args...)
+	awaitIDs(t, e.brokers, "outbox.event.order", gap, 30*time.Second)
+	eventually(t, 30*time.Second, "streaming the new slot", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
+	p.stop(t)
+	if !strings.Contains(p.out.String(), "slot was lost and has been replaced; polling publishes what committed in between") {
+		t.Errorf("the restart does not say it polls the gap:\n%s", p.out)
+	}
+	if strings.Contains(p.out.String(), "publishing the rows already in the tables") {
+		t.Errorf("the restart took a snapshot:\n%s", p.out)
+	}
+	n := countIDs(t, e.brokers, "outbox.event.order")
+	for _, id := range append(append(append([]string{}, history...), streamed...), gap...) {
+		if n[id] != 1 {
+			t.Errorf("event %s published %d times, want once", id, n[id])
+		}
+	}
+}
+
+// Debezium's documented table has no polling columns: with when_needed,
+// a lost slot cannot be filled by polling, and pgoutbox does not send the
+// table again either: it stops, naming the slot's last position and what
+// polling needs.
+func TestSnapshotWhenNeededSlotLostWithoutPollingColumns(t *testing.T) {
+	e := bareEnv(t, debeziumDocTable)
+	history := docRows(t, e, 1, 50)
+	conf := docConnector(t, e)
+	text, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf = writeFile(t, "when-needed.json", strings.Replace(string(text), `"plugin.name"`, `"snapshot.mode":"when_needed","plugin.name"`, 1))
+	p := e.runProcess(t, "--config", conf)
+	awaitDocIDs(t, e.brokers, history, 30*time.Second)
+	e.awaitSlotActive(t, "debezium")
+	p.stop(t)
+	e.exec("SELECT pg_drop_replication_slot('debezium')")
+	docRows(t, e, 51, 5)
+	out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.brokers, ","), "--probe-interval", "1s")
+	for _, want := range []string{"last confirmed", "rows committed since are not in any slot", "lacks polling columns"} {
+		if ok || !strings.Contains(out, want) {
+			t.Errorf("run after the slot was lost: exit 0 %v, want it to stop saying %q:\n%s", ok, want, out)
+		}
+	}
+	if strings.Contains(out, "publishing the rows already in the tables") {
+		t.Errorf("the table was sent again:\n%s", out)
 	}
 }

@@ -54,6 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.Rate, "rate", 2000, "offered load, events per second (open loop)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long each steady-load run writes")
 	fs.IntVar(&cfg.Writers, "writers", 4, "writer connections")
+	fs.IntVar(&cfg.Repeat, "repeat", 1, "rounds of every steady-load run, interleaved (each round starts one run later); more than one adds each run's median and range")
 	fs.StringVar(&rates, "rates", "", "a sweep: measure every steady-load run, the floor's included, at each of these rates (events/s, comma-separated) instead of --rate, for --duration each")
 	fs.Var(&cfg.EventsPerTx, "events-per-tx", "events per transaction: N, or MIN-MAX for each value in turn")
 	fs.IntVar(&cfg.Aggregates, "aggregates", 0, "an application's load: create this many aggregate rows, and have each transaction lock one (UPDATE ... WHERE id = $1) before it inserts its events; 0: one INSERT per transaction")
@@ -76,6 +77,48 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.NoFloor = noFloor
 	cfg.RelayArgs = strings.Fields(relayArgs)
+	if err := parseBenchLists(&cfg, delivery, modes, rates, polls, relayBins); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the pgoutbox binary: %w", err)
+	}
+	cfg.RelayBin = exe
+	cfg.Progress = stderr
+	stop, err := benchServers(ctx, &cfg, url, brokers, exe, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	rep, err := bench.Run(ctx, cfg)
+	if rep == nil {
+		return err
+	}
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "pgoutbox bench: %s events/s for %s, %d writers, %s events per transaction%s, %d-byte payloads; %d CPUs\n\n",
+		ratesText(cfg), cfg.Duration, cfg.Writers, cfg.EventsPerTx, aggregatesText(cfg.Aggregates), cfg.PayloadBytes, runtime.NumCPU())
+	rep.WriteTable(&table)
+	stdout.Write(table.Bytes())
+	if jsonPath != "" {
+		if werr := rep.WriteJSON(jsonPath); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if outDir != "" {
+		if werr := writeBenchOut(outDir, rep, cfg, table.Bytes()); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	if err == nil && len(rep.Failed) > 0 {
+		err = fmt.Errorf("%d of the runs failed", len(rep.Failed))
+	}
+	return err
+}
+
+// parseBenchLists reads bench's comma-separated flags into cfg.
+func parseBenchLists(cfg *bench.Config, delivery, modes, rates, polls, relayBins string) error {
 	for _, d := range strings.Split(delivery, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			if d != "at-least-once" && d != "exactly-once" {
@@ -108,11 +151,6 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg.PollIntervals = append(cfg.PollIntervals, d)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding the pgoutbox binary: %w", err)
-	}
-	cfg.RelayBin = exe
 	for _, nb := range strings.Split(relayBins, ",") {
 		if nb = strings.TrimSpace(nb); nb == "" {
 			continue
@@ -123,57 +161,46 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfg.Relays = append(cfg.Relays, bench.Relay{Name: name, Bin: bin})
 	}
-	cfg.Progress = stderr
+	return nil
+}
 
+// benchServers starts a throwaway PostgreSQL and a devbroker for what url
+// and brokers do not name, and sets cfg's; stop stops what it started.
+func benchServers(ctx context.Context, cfg *bench.Config, url, brokers, exe string, stderr io.Writer) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	if url == "" {
 		fmt.Fprintln(stderr, "starting a throwaway PostgreSQL (wal_level=logical, fsync on)...")
 		pg, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: true})
 		if err != nil {
-			return fmt.Errorf("throwaway postgres: %w", err)
+			return func() {}, fmt.Errorf("throwaway postgres: %w", err)
 		}
-		defer pg.Close()
+		stops = append(stops, func() { pg.Close() })
 		url = pg.URL
 	}
 	cfg.DatabaseURL = url
-	if brokers == "" {
-		bin, err := findDevbroker(exe)
-		if err != nil {
-			return err
-		}
-		d, err := proc.StartDevbroker(ctx, bin, "", "--log-level", "error")
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		cfg.Brokers = d.Brokers
-		fmt.Fprintf(stderr, "devbroker on %s\n", d.Brokers[0])
-	} else {
+	if brokers != "" {
 		cfg.Brokers = strings.Split(brokers, ",")
+		return stop, nil
 	}
-
-	rep, err := bench.Run(ctx, cfg)
-	if rep == nil {
-		return err
+	bin, err := findDevbroker(exe)
+	if err != nil {
+		stop()
+		return func() {}, err
 	}
-	var table bytes.Buffer
-	fmt.Fprintf(&table, "pgoutbox bench: %s events/s for %s, %d writers, %s events per transaction%s, %d-byte payloads; %d CPUs\n\n",
-		ratesText(cfg), cfg.Duration, cfg.Writers, cfg.EventsPerTx, aggregatesText(cfg.Aggregates), cfg.PayloadBytes, runtime.NumCPU())
-	rep.WriteTable(&table)
-	stdout.Write(table.Bytes())
-	if jsonPath != "" {
-		if werr := rep.WriteJSON(jsonPath); werr != nil {
-			return errors.Join(err, werr)
-		}
+	d, err := proc.StartDevbroker(ctx, bin, "", "--log-level", "error")
+	if err != nil {
+		stop()
+		return func() {}, err
 	}
-	if outDir != "" {
-		if werr := writeBenchOut(outDir, rep, cfg, table.Bytes()); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	if err == nil && len(rep.Failed) > 0 {
-		err = fmt.Errorf("%d of the runs failed", len(rep.Failed))
-	}
-	return err
+	stops = append(stops, func() { d.Close() })
+	cfg.Brokers = d.Brokers
+	fmt.Fprintf(stderr, "devbroker on %s\n", d.Brokers[0])
+	return stop, nil
 }
 
 func writeBenchOut(dir string, rep *bench.Report, cfg bench.Config, table []byte) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -376,5 +377,42 @@ func TestDebeziumSnapshotSelectOverrides(t *testing.T) {
 	}
 	if _, _, err := loadConfig(t, "c.json", conf("no_data")); err != nil {
 		t.Errorf("without a snapshot the SELECT does not matter: %v", err)
+	}
+}
+
+// snapshot.mode maps to --snapshot-mode, unset as Debezium's default
+// (initial); the modes pgoutbox cannot keep are refused by name.
+func TestDebeziumSnapshotMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode string // "" for unset
+		want string // the flag's value, or "" for refused
+	}{
+		{"", "initial"}, {"initial", "initial"}, {"when_needed", "when_needed"},
+		{"no_data", "no_data"}, {"never", "no_data"},
+		{"always", ""}, {"initial_only", ""}, {"configuration_based", ""}, {"custom", ""},
+	} {
+		t.Run(cmp.Or(tc.mode, "unset"), func(t *testing.T) {
+			mode := ""
+			if tc.mode != "" {
+				mode = `, "snapshot.mode": "` + tc.mode + `"`
+			}
+			fs, _, err := loadConfig(t, "c.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p",
+  "table.include.list": "public.outbox"`+mode+`}`)
+			switch {
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "snapshot.mode:")):
+				t.Errorf("want a refusal naming snapshot.mode, got %v", err)
+			case tc.want != "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && flagValue(fs, "snapshot-mode") != tc.want:
+				t.Errorf("--snapshot-mode = %q, want %q", flagValue(fs, "snapshot-mode"), tc.want)
+			}
+		})
+	}
+	// A snapshot SELECT of the configuration's own is refused with the
+	// default too, as the snapshot runs.
+	_, _, err := loadConfig(t, "c.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p",
+  "table.include.list": "public.outbox", "snapshot.select.statement.overrides.public.outbox": "SELECT 1"}`)
+	if err == nil || !strings.Contains(err.Error(), "snapshot.select.statement.overrides.public.outbox:") {
+		t.Errorf("a snapshot SELECT under the default snapshot.mode: %v", err)
 	}
 }

@@ -82,7 +82,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.auth.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
-	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first (Debezium snapshot.mode)")
+	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
 	fs.Func("snapshot-after", "with --snapshot-mode initial: publish only the rows already in the table whose --column-order value is above this one (a cursor poller's last processed id)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -148,7 +148,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	cfg.Delivery = d
 	if cfg.Snapshot, err = relay.ParseSnapshotMode(f.snapshot); err != nil {
-		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data or initial", f.snapshot)
+		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data, initial or when_needed", f.snapshot)
 	}
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
@@ -227,7 +227,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			topic += " (regex " + cfg.Router.RouteRegex + ")"
 		}
 	}
-	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format)
+	log.Info("pgoutbox starting", "version", version, "mode", mode, "delivery", cfg.Delivery, "tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning())
 	if *f.ops.addr != "" {
 		stopOps, err := serveOps(*f.ops.addr, *f.ops.pprof, r.Metrics, log)
 		if err != nil {

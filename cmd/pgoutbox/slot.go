@@ -86,105 +86,122 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := mc.check(ctx, fs, conn, tables, false); err != nil {
 			return err
 		}
-		if force {
-			if err := (store.Pipeline{Name: c.slot}).Forget(ctx, conn); err != nil {
-				return err
-			}
-		}
-		res, err := relay.Setup(ctx, conn, rcfg, true, false)
-		if err != nil {
-			return err
-		}
-		switch {
-		case res.PublicationCreated:
-			fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, strings.Join(tables, ", "))
-		case len(res.PublicationFixed) > 0:
-			fmt.Fprintf(stdout, "publication %s fixed (%s): ran %s\n", c.publication, strings.Join(res.PublicationProblems, "; "), strings.Join(res.PublicationFixed, " "))
-		default:
-			fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, strings.Join(tables, ", "))
-		}
-		if res.SlotCreated {
-			kind := ""
-			if failover {
-				kind = " as a failover slot"
-			}
-			fmt.Fprintf(stdout, "slot %s created%s at %s\n", c.slot, kind, res.SlotLSN)
-		} else {
-			fmt.Fprintf(stdout, "slot %s already exists\n", c.slot)
-		}
-		if f, err := replication.FailoverStatus(ctx, conn, c.slot); err == nil {
-			for _, w := range f.Warnings {
-				fmt.Fprintf(stdout, "failover warning: %s\n", w)
-			}
-		}
-		return nil
+		return slotCreate(ctx, conn, c, rcfg, tables, force, stdout)
 	case "status":
-		ready, err := replication.Inspect(ctx, conn)
-		if err != nil {
-			return err
-		}
-		s, err := replication.SlotStatus(ctx, conn, c.slot)
-		exists := err == nil
-		if err != nil && !errors.Is(err, replication.ErrSlotMissing) {
-			return err
-		}
-		problems := ready.Problems(exists)
-		var refused *replication.RefusedError
-		if err := replication.TryReplication(ctx, conn, c.databaseURL); errors.As(err, &refused) {
-			problems = append(problems, refused.Advice)
-		} else if err != nil {
-			problems = append(problems, redact(err.Error(), secretsOf(c.databaseURL)))
-		}
-		fo, err := failoverView(ctx, conn, c.slot)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(map[string]any{
-				"slot": c.slot, "exists": exists, "active": s.Active, "active_pid": s.ActivePID,
-				"restart_lsn": s.RestartLSN.String(), "confirmed_flush_lsn": s.ConfirmedLSN.String(),
-				"wal_status": s.WALStatus, "retained_wal_bytes": s.RetainedBytes, "lag_bytes": s.LagBytes,
-				"wal_level": ready.WALLevel, "problems": problems, "failover": fo,
-			})
-		}
-		if !exists {
-			fmt.Fprintf(stdout, "slot %s does not exist\n", c.slot)
-		} else {
-			fmt.Fprintf(stdout, "slot                %s\n", s.Name)
-			fmt.Fprintf(stdout, "active              %t", s.Active)
-			if s.Active {
-				fmt.Fprintf(stdout, " (pid %d)", s.ActivePID)
-			}
-			fmt.Fprintln(stdout)
-			fmt.Fprintf(stdout, "confirmed_flush_lsn %s\n", s.ConfirmedLSN)
-			fmt.Fprintf(stdout, "restart_lsn         %s\n", s.RestartLSN)
-			fmt.Fprintf(stdout, "retained WAL        %d bytes\n", s.RetainedBytes)
-			fmt.Fprintf(stdout, "lag                 %d bytes behind the current WAL position\n", s.LagBytes)
-			fmt.Fprintf(stdout, "wal_status          %s\n", s.WALStatus)
-		}
-		fo.print(stdout)
-		for _, p := range problems {
-			fmt.Fprintf(stdout, "problem: %s\n", p)
-		}
-		if !exists || s.WALStatus == "lost" || len(problems) > 0 {
-			return errors.New("the slot needs attention")
-		}
-		return nil
+		return slotStatus(ctx, conn, c, asJSON, stdout)
 	default: // drop
-		if err := replication.DropSlot(ctx, conn, c.slot); err != nil {
+		return slotDrop(ctx, conn, c, keepPub, stdout)
+	}
+}
+
+// slotCreate creates the publication and the slot (slot create).
+func slotCreate(ctx context.Context, conn *pgx.Conn, c common, rcfg replication.Config, tables []string, force bool, stdout io.Writer) error {
+	if force {
+		if err := (store.Pipeline{Name: c.slot}).Forget(ctx, conn); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "slot %s dropped\n", c.slot)
-		if !keepPub {
-			if err := replication.DropPublication(ctx, conn, c.publication); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "publication %s dropped\n", c.publication)
-		}
-		return (store.Pipeline{Name: c.slot}).Forget(ctx, conn)
 	}
+	res, err := relay.Setup(ctx, conn, rcfg, true, false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case res.PublicationCreated:
+		fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, strings.Join(tables, ", "))
+	case len(res.PublicationFixed) > 0:
+		fmt.Fprintf(stdout, "publication %s fixed (%s): ran %s\n", c.publication, strings.Join(res.PublicationProblems, "; "), strings.Join(res.PublicationFixed, " "))
+	default:
+		fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, strings.Join(tables, ", "))
+	}
+	if res.SlotCreated {
+		kind := ""
+		if rcfg.Failover {
+			kind = " as a failover slot"
+		}
+		fmt.Fprintf(stdout, "slot %s created%s at %s\n", c.slot, kind, res.SlotLSN)
+	} else {
+		fmt.Fprintf(stdout, "slot %s already exists\n", c.slot)
+	}
+	if f, err := replication.FailoverStatus(ctx, conn, c.slot); err == nil {
+		for _, w := range f.Warnings {
+			fmt.Fprintf(stdout, "failover warning: %s\n", w)
+		}
+	}
+	return nil
+}
+
+// slotStatus says what the slot and the server's settings are, and what
+// needs attention (slot status).
+func slotStatus(ctx context.Context, conn *pgx.Conn, c common, asJSON bool, stdout io.Writer) error {
+	ready, err := replication.Inspect(ctx, conn)
+	if err != nil {
+		return err
+	}
+	s, err := replication.SlotStatus(ctx, conn, c.slot)
+	exists := err == nil
+	if err != nil && !errors.Is(err, replication.ErrSlotMissing) {
+		return err
+	}
+	problems := ready.Problems(exists)
+	var refused *replication.RefusedError
+	if err := replication.TryReplication(ctx, conn, c.databaseURL); errors.As(err, &refused) {
+		problems = append(problems, refused.Advice)
+	} else if err != nil {
+		problems = append(problems, redact(err.Error(), secretsOf(c.databaseURL)))
+	}
+	fo, err := failoverView(ctx, conn, c.slot)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{
+			"slot": c.slot, "exists": exists, "active": s.Active, "active_pid": s.ActivePID,
+			"restart_lsn": s.RestartLSN.String(), "confirmed_flush_lsn": s.ConfirmedLSN.String(),
+			"wal_status": s.WALStatus, "retained_wal_bytes": s.RetainedBytes, "lag_bytes": s.LagBytes,
+			"wal_level": ready.WALLevel, "problems": problems, "failover": fo,
+		})
+	}
+	if !exists {
+		fmt.Fprintf(stdout, "slot %s does not exist\n", c.slot)
+	} else {
+		fmt.Fprintf(stdout, "slot                %s\n", s.Name)
+		fmt.Fprintf(stdout, "active              %t", s.Active)
+		if s.Active {
+			fmt.Fprintf(stdout, " (pid %d)", s.ActivePID)
+		}
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "confirmed_flush_lsn %s\n", s.ConfirmedLSN)
+		fmt.Fprintf(stdout, "restart_lsn         %s\n", s.RestartLSN)
+		fmt.Fprintf(stdout, "retained WAL        %d bytes\n", s.RetainedBytes)
+		fmt.Fprintf(stdout, "lag                 %d bytes behind the current WAL position\n", s.LagBytes)
+		fmt.Fprintf(stdout, "wal_status          %s\n", s.WALStatus)
+	}
+	fo.print(stdout)
+	for _, p := range problems {
+		fmt.Fprintf(stdout, "problem: %s\n", p)
+	}
+	if !exists || s.WALStatus == "lost" || len(problems) > 0 {
+		return errors.New("the slot needs attention")
+	}
+	return nil
+}
+
+// slotDrop drops the slot, the publication unless kept, and the
+// pipeline's state (slot drop).
+func slotDrop(ctx context.Context, conn *pgx.Conn, c common, keepPub bool, stdout io.Writer) error {
+	if err := replication.DropSlot(ctx, conn, c.slot); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "slot %s dropped\n", c.slot)
+	if !keepPub {
+		if err := replication.DropPublication(ctx, conn, c.publication); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "publication %s dropped\n", c.publication)
+	}
+	return (store.Pipeline{Name: c.slot}).Forget(ctx, conn)
 }
 
 // failover is what slot status and status say about a failover.

@@ -17,9 +17,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -40,6 +42,7 @@ var (
 	drain    = flag.Int("drain-events", 100_000, "backlog of the drain runs; 0 skips them")
 	warmup   = flag.Duration("warmup", 30*time.Second, "load put through Debezium before the measured runs, to let the JVM compile its hot code; 0 skips it")
 	systems  = flag.String("systems", "pgoutbox,poll,debezium", "what to run: pgoutbox (both deliveries), poll (500ms), debezium (defaults and tuned), comma-separated")
+	repeat   = flag.Int("repeat", 3, "rounds of every steady-load run at each rate, interleaved; the tables give the median and range")
 )
 
 // Debezium's PostgreSQL connector as a user configures it for an outbox:
@@ -136,7 +139,7 @@ func BenchmarkCompare(b *testing.B) {
 		PayloadBytes: 200, DrainEvents: *drain, DrainEventsPerTx: 10,
 		PollIntervals: []time.Duration{500 * time.Millisecond},
 		Deliveries:    []string{"at-least-once", "exactly-once"},
-		Progress:      os.Stderr,
+		Progress:      os.Stderr, Repeat: *repeat,
 	}
 	if *drain <= 0 {
 		cfg.DrainEvents = -1
@@ -161,6 +164,33 @@ func BenchmarkCompare(b *testing.B) {
 			debezium(worker, pg.URL, "debezium", nil),
 			debezium(worker, pg.URL, "debezium tuned", tunedForLatency),
 		}
+		// The worker's JVM, idle, still takes CPU (its threads, the
+		// garbage collector) from the system measured beside it: it is
+		// stopped while anything but Debezium runs, and keeps what it
+		// compiled.
+		pid, err := workerPID(worker)
+		if err != nil {
+			b.Fatal(err)
+		}
+		paused := false
+		cfg.BeforeRun = func(sys string) {
+			deb := strings.HasPrefix(sys, "debezium")
+			if deb == paused {
+				sig := syscall.SIGSTOP
+				if deb {
+					sig = syscall.SIGCONT
+				}
+				if err := syscall.Kill(pid, sig); err != nil {
+					b.Fatalf("kafka connect's JVM: %v", err)
+				}
+				paused = !deb
+			}
+		}
+		defer func() {
+			if paused {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}()
 	}
 	if cfg.NoRelay && len(cfg.Systems) == 0 {
 		b.Fatalf("-systems %q: nothing to run", *systems)
@@ -182,8 +212,8 @@ func BenchmarkCompare(b *testing.B) {
 		b.Fatal(err)
 	}
 	var text bytes.Buffer
-	fmt.Fprintf(&text, "pgoutbox and Debezium side by side: %s events/s for %s each, 4 writers, 1-3 events per transaction, each locking one of 200 aggregates first, 200-byte payloads; PostgreSQL %s (fsync on), Apache Kafka %s (one broker), Kafka Connect standalone with Debezium %s; %d CPUs\n\n",
-		*rates, *duration, serverVersion(ctx, pg.URL), kafkatest.Version, connecttest.DebeziumVersion, runtime.NumCPU())
+	fmt.Fprintf(&text, "pgoutbox and Debezium side by side: %s events/s for %s each, %d rounds interleaved, 4 writers, 1-3 events per transaction, each locking one of 200 aggregates first, 200-byte payloads; PostgreSQL %s (fsync on), Apache Kafka %s (one broker), Kafka Connect standalone with Debezium %s; %d CPUs\n\n",
+		*rates, *duration, cfg.Repeat, serverVersion(ctx, pg.URL), kafkatest.Version, connecttest.DebeziumVersion, runtime.NumCPU())
 	writeSummary(&text, rep)
 	fmt.Fprintln(&text, "\nevery run:")
 	rep.WriteTable(&text)
@@ -332,6 +362,20 @@ func serverVersion(ctx context.Context, dbURL string) string {
 	return v
 }
 
+func cpuText(s bench.Spread) string {
+	if s.Min == s.Max {
+		return fmt.Sprintf("%.3f", s.Median)
+	}
+	return fmt.Sprintf("%.3f (%.3f-%.3f)", s.Median, s.Min, s.Max)
+}
+
+func idleText(s bench.Spread) string {
+	if s.Min == s.Max {
+		return fmt.Sprintf("%.0f", s.Median)
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", s.Median, s.Min, s.Max)
+}
+
 // system names a run for the side-by-side table.
 func system(label string) string {
 	switch label {
@@ -347,37 +391,48 @@ func system(label string) string {
 		return "Debezium, router at defaults"
 	case "debezium tuned":
 		return "Debezium, tuned for latency"
+	case "floor":
+		return "bare replication reader (floor)"
 	}
 	return label
 }
 
 // writeSummary writes the side-by-side table: per rate and system the
-// latency, CPU seconds per 1,000 events, peak RSS and the checker's
-// counts; the drains; and pgoutbox's ratios to Debezium at each rate.
+// latency and CPU seconds per 1,000 events (the median over the rounds,
+// and their range), the peak RSS and the checker's counts over every
+// round; the drains; and pgoutbox's ratios to Debezium at each rate.
 func writeSummary(w *bytes.Buffer, rep *bench.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate/s\tsystem\tevents\tp50 ms\tp99 ms\tmax ms\tcpu s/1000 events\tpeak rss MB\tlost\tdup\torder\tidle %\t")
+	fmt.Fprintln(tw, "rate/s\tsystem\trounds\tevents\tp50 ms\tp99 ms\tcpu s/1000 events\tpeak rss MB\tlost\tdup\torder\tidle %\t")
 	var order []float64
-	byRate := map[float64][]bench.Result{}
-	for _, r := range rep.Runs {
-		if _, ok := byRate[r.Rate]; !ok {
-			order = append(order, r.Rate)
+	for _, s := range rep.Summary {
+		if !slices.Contains(order, s.Rate) {
+			order = append(order, s.Rate)
 		}
-		byRate[r.Rate] = append(byRate[r.Rate], r)
 	}
-	for _, rate := range order {
-		for _, r := range byRate[rate] {
-			l := r.Latency
-			fmt.Fprintf(tw, "%.0f\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t%.1f\t%d\t%d\t%d\t%.0f\t\n", rate, system(r.Label()), r.Events,
-				l.P50, l.P99, l.Max, r.RelayCPUUSPerEvent/1000, r.RelayPeakRSSMB, r.Missing, r.Dups, r.OrderViolations, r.IdleCPUPct)
-		}
-		for _, f := range rep.Floors {
-			if f.Rate == rate && f.Events > 0 {
-				l := f.Latency
-				fmt.Fprintf(tw, "%.0f\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.3f\t-\t%d\t-\t-\t%.0f\t\n", rate, "bare replication reader (floor)", f.Events,
-					l.P50, l.P99, l.Max, f.CPUUSPerEvent/1000, f.Committed-f.Events, f.IdleCPUPct)
+	for _, s := range rep.Summary {
+		var events, lost, dup, disorder int
+		var rss float64
+		for _, r := range rep.Runs {
+			if r.Rate == s.Rate && r.Label() == s.Run {
+				events += r.Events
+				lost, dup, disorder = lost+r.Missing, dup+r.Dups, disorder+r.OrderViolations
+				rss = max(rss, r.RelayPeakRSSMB)
 			}
 		}
+		for _, f := range rep.Floors {
+			if f.Rate == s.Rate && s.Run == "floor" {
+				events += f.Events
+				lost += f.Committed - f.Events
+			}
+		}
+		cpu := bench.Spread{Median: s.CPUUSPerEvent.Median / 1000, Min: s.CPUUSPerEvent.Min / 1000, Max: s.CPUUSPerEvent.Max / 1000}
+		rssText, dupText, orderText := fmt.Sprintf("%.1f", rss), strconv.Itoa(dup), strconv.Itoa(disorder)
+		if s.Run == "floor" {
+			rssText, dupText, orderText = "-", "-", "-"
+		}
+		fmt.Fprintf(tw, "%.0f\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", s.Rate, system(s.Run), s.Rounds, events,
+			s.P50, s.P99, cpuText(cpu), rssText, lost, dupText, orderText, idleText(s.IdleCPUPct))
 	}
 	tw.Flush()
 	if len(rep.Drains) > 0 {
@@ -400,41 +455,58 @@ func writeSummary(w *bytes.Buffer, rep *bench.Report) {
 		}
 		tw.Flush()
 	}
-	writeRatios(w, rep, order, byRate)
+	writeRatios(w, rep, order)
 }
 
-// writeRatios writes pgoutbox's figures over Debezium's, from this run:
-// below 1 is pgoutbox ahead for latency, CPU and memory; above 1 for the
-// drain rate.
-func writeRatios(w *bytes.Buffer, rep *bench.Report, rates []float64, byRate map[float64][]bench.Result) {
-	find := func(rs []bench.Result, label string) *bench.Result {
-		for i := range rs {
-			if rs[i].Label() == label {
-				return &rs[i]
-			}
-		}
-		return nil
-	}
+// writeRatios writes pgoutbox's figures over Debezium's, from the
+// medians of their rounds: below 1 is pgoutbox ahead for latency, CPU and
+// memory; above 1 for the drain rate. "apart" says whether the two p99s'
+// ranges over the rounds do not overlap, which a lead needs to be one.
+func writeRatios(w *bytes.Buffer, rep *bench.Report, rates []float64) {
 	ratio := func(a, b float64) string {
 		if b == 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.2f", a/b)
 	}
-	fmt.Fprintln(w, "\npgoutbox / Debezium, this run (latency, CPU and memory: below 1 is pgoutbox ahead):")
+	peak := func(rate float64, label string) float64 {
+		var v float64
+		for _, r := range rep.Runs {
+			if r.Rate == rate && r.Label() == label {
+				v = max(v, r.RelayPeakRSSMB)
+			}
+		}
+		return v
+	}
+	fmt.Fprintln(w, "\npgoutbox / Debezium, medians over the rounds (latency, CPU and memory: below 1 is pgoutbox ahead):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate/s\tpgoutbox\tDebezium\tp99\tmax\tcpu/event\tpeak rss\t")
+	fmt.Fprintln(tw, "rate/s\tpgoutbox\tDebezium\tp50\tp99\tp99 ranges apart\tcpu/event\tpeak rss\t")
 	for _, rate := range rates {
 		for _, p := range []string{"wal", "wal exactly-once"} {
 			for _, d := range []string{"debezium", "debezium tuned"} {
-				pr, dr := find(byRate[rate], p), find(byRate[rate], d)
+				pr, dr := rep.Find(rate, p), rep.Find(rate, d)
 				if pr == nil || dr == nil {
 					continue
 				}
-				fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rate, strings.TrimPrefix(system(p), "pgoutbox "), strings.TrimPrefix(system(d), "Debezium, "),
-					ratio(pr.Latency.P99, dr.Latency.P99), ratio(pr.Latency.Max, dr.Latency.Max),
-					ratio(pr.RelayCPUUSPerEvent, dr.RelayCPUUSPerEvent), ratio(pr.RelayPeakRSSMB, dr.RelayPeakRSSMB))
+				apart := "no"
+				if !pr.P99.Overlaps(dr.P99) {
+					apart = "yes"
+				}
+				fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rate, strings.TrimPrefix(system(p), "pgoutbox "), strings.TrimPrefix(system(d), "Debezium, "),
+					ratio(pr.P50.Median, dr.P50.Median), ratio(pr.P99.Median, dr.P99.Median), apart,
+					ratio(pr.CPUUSPerEvent.Median, dr.CPUUSPerEvent.Median), ratio(peak(rate, p), peak(rate, d)))
 			}
+		}
+		// Exactly-once's tail against at-least-once's, and the relay's
+		// CPU against the bare reader's.
+		alo, eos, fl := rep.Find(rate, "wal"), rep.Find(rate, "wal exactly-once"), rep.Find(rate, "floor")
+		if alo != nil && eos != nil {
+			fmt.Fprintf(tw, "%.0f\texactly-once\tat-least-once\t%s\t%s\t\t%s\t\t\n", rate,
+				ratio(eos.P50.Median, alo.P50.Median), ratio(eos.P99.Median, alo.P99.Median), ratio(eos.CPUUSPerEvent.Median, alo.CPUUSPerEvent.Median))
+		}
+		if alo != nil && fl != nil {
+			fmt.Fprintf(tw, "%.0f\tat-least-once\tbare reader\t%s\t%s\t\t%s\t\t\n", rate,
+				ratio(alo.P50.Median, fl.P50.Median), ratio(alo.P99.Median, fl.P99.Median), ratio(alo.CPUUSPerEvent.Median, fl.CPUUSPerEvent.Median))
 		}
 	}
 	tw.Flush()

@@ -28,8 +28,15 @@ import (
 //	             sides' publications are made so before either starts, as
 //	             when pgoutbox takes over Debezium's publication (of every
 //	             operation); unset, each side creates its own
-//	rows:        SQL statements, each run as its own transaction, in order
-//	records:     how many records Debezium writes for them
+//	existing:    SQL statements run before either side starts, each as its
+//	             own transaction: the rows already in the table, which
+//	             both sides publish first (snapshot.mode unset: Debezium's
+//	             default, initial; the case may set initial or
+//	             when_needed)
+//	rows:        SQL statements, each run as its own transaction, in order,
+//	             once both sides stream
+//	records:     how many records Debezium writes for them (and for the
+//	             existing rows)
 //	normalize:   the normalisations the comparison needs (see
 //	             Normalization)
 //	covers:      options the case exercises at their defaults (those it
@@ -45,7 +52,8 @@ import (
 // Debezium's. The harness owns what ties a run to its machine and keeps
 // the sides apart, and sets it on every form: database.*, topic.prefix,
 // slot.name, publication.name, snapshot.mode (no_data: only the rows
-// written), the Kafka bootstrap servers, and a topic prefix per side
+// written; left to the case when it has existing rows), the Kafka
+// bootstrap servers, and a topic prefix per side
 // (Debezium's by a RegexRouter after the case's transforms, pgoutbox's
 // prepended to route.topic.replacement, or --topic for change events),
 // which Compare strips.
@@ -56,6 +64,7 @@ type Case struct {
 	Connect     map[string]string `yaml:"connect"`
 	Server      string            `yaml:"server"`
 	Publication string            `yaml:"publication"`
+	Existing    []string          `yaml:"existing"`
 	Rows        []string          `yaml:"rows"`
 	Records     int               `yaml:"records"`
 	Normalize   []Normalization   `yaml:"normalize"`
@@ -176,12 +185,22 @@ func (c Case) Validate() error {
 	}
 	for _, k := range keys {
 		for _, h := range harnessKeys {
-			if strings.HasPrefix(k, h) {
+			if strings.HasPrefix(k, h) && !(k == "snapshot.mode" && len(c.Existing) > 0) {
 				return fmt.Errorf("%q is the harness's to set", k)
 			}
 		}
 	}
 	return nil
+}
+
+// harnessSnapshot is the snapshot.mode the harness sets: none for a case
+// with existing rows, whose configuration says (Debezium's default when
+// it does not).
+func (c Case) harnessSnapshot() (string, bool) {
+	if len(c.Existing) > 0 {
+		return "", false
+	}
+	return "no_data", true
 }
 
 // DebeziumConfig is the configuration Debezium runs the case with, as

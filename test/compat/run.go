@@ -218,6 +218,11 @@ func (r *run) database(ctx context.Context) error {
 	if _, err := r.conn.Exec(ctx, r.c.Table); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
+	for i, q := range r.c.Existing {
+		if _, err := r.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("existing row %d: %w", i+1, err)
+		}
+	}
 	if r.c.Publication != "" {
 		for _, side := range r.sides() {
 			if _, err := r.conn.Exec(ctx, "CREATE PUBLICATION "+r.id+"_"+side+" "+r.c.Publication); err != nil {
@@ -245,7 +250,7 @@ func (r *run) sides() []string {
 // run, in Kafka Connect's names.
 func (r *run) harness(side string) map[string]string {
 	u, _ := url.Parse(r.env.AdminURL)
-	return map[string]string{
+	h := map[string]string{
 		"database.hostname": u.Hostname(),
 		"database.port":     u.Port(),
 		"database.user":     u.User.Username(),
@@ -253,8 +258,11 @@ func (r *run) harness(side string) map[string]string {
 		"topic.prefix":      r.id,
 		"slot.name":         r.id + "_" + side,
 		"publication.name":  r.id + "_" + side,
-		"snapshot.mode":     "no_data",
 	}
+	if mode, ok := r.c.harnessSnapshot(); ok {
+		h["snapshot.mode"] = mode
+	}
+	return h
 }
 
 // debeziumConfig is the case's configuration with the harness's settings,
@@ -461,7 +469,8 @@ func (r *run) awaitStreaming(ctx context.Context, pgoutboxRefuses bool) error {
 			}
 			// A slot is active while it is being created too: streaming
 			// means START_REPLICATION ran, after Debezium chose where
-			// to start (the WAL position at its start, with no_data).
+			// to start (the WAL position at its start, with no_data) and
+			// read the existing rows (with initial).
 			var active bool
 			err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots s
   JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1 AND r.state = 'streaming')`, slot).Scan(&active)

@@ -1,0 +1,164 @@
+package debezium
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// Form is the kind of file a configuration came in.
+type Form string
+
+// The forms.
+const (
+	ConnectJSON      Form = "Kafka Connect connector configuration"
+	ServerProperties Form = "Debezium Server configuration"
+)
+
+// Setting is one setting of pgoutbox's run: a flag's name and its value.
+type Setting struct {
+	Flag, Value string
+}
+
+// Translation is what a Debezium configuration gives pgoutbox.
+type Translation struct {
+	Form     Form
+	Settings []Setting
+	// Ignored names the options pgoutbox does not use, sorted, some with
+	// why in parentheses.
+	Ignored []string
+	// Warnings are lines to show once at start: options taken in a
+	// meaning of their own (an older name, a safer reading).
+	Warnings []string
+}
+
+// Read reads data as a Debezium configuration: a Kafka Connect connector
+// JSON ({"name": …, "config": {…}} or the config object alone), or
+// Debezium Server properties (keys under debezium.). ok is false for
+// anything else, such as pgoutbox's own flag = value file. Placeholders
+// are resolved as Debezium resolves them (placeholders.go). The error of a
+// configuration pgoutbox cannot honour names every option it refuses.
+func Read(data []byte) (tr Translation, ok bool, err error) {
+	var conf config
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		tr.Form = ConnectJSON
+		props, err := parseConnectJSON(data)
+		if err != nil {
+			return tr, true, err
+		}
+		if err := resolveConnect(props); err != nil {
+			return tr, true, err
+		}
+		conf = fromConnect(props)
+	} else {
+		props, err := schema.ParseProperties(data)
+		if err != nil {
+			return tr, false, err
+		}
+		if !hasServerKeys(props) {
+			return tr, false, nil
+		}
+		tr.Form = ServerProperties
+		if err := resolveServer(props); err != nil {
+			return tr, true, err
+		}
+		conf = fromServer(props)
+	}
+	r := conf.translate()
+	tr.Settings, tr.Ignored, tr.Warnings = r.out, r.ignored, r.warnings
+	if len(r.refused) > 0 {
+		sort.Strings(r.refused)
+		return tr, true, fmt.Errorf("options pgoutbox cannot honour:\n  %s", strings.Join(r.refused, "\n  "))
+	}
+	return tr, true, nil
+}
+
+// parseConnectJSON reads {"name": …, "config": {…}} or a bare config
+// object; values may be strings, numbers or booleans.
+func parseConnectJSON(data []byte) (map[string]string, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("not a connector JSON: %w", err)
+	}
+	obj := top
+	if raw, ok := top["config"]; ok {
+		obj = nil
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, fmt.Errorf("\"config\" is not an object: %w", err)
+		}
+	}
+	props := make(map[string]string, len(obj))
+	for k, raw := range obj {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
+		case string:
+			props[k] = v
+		case float64, bool:
+			props[k] = strings.TrimSpace(string(raw))
+		case nil:
+		default:
+			return nil, fmt.Errorf("%s: want a string, number or boolean", k)
+		}
+	}
+	return props, nil
+}
+
+func hasServerKeys(props map[string]string) bool {
+	for k := range props {
+		if strings.HasPrefix(k, "debezium.") {
+			return true
+		}
+	}
+	return false
+}
+
+// config is a Debezium configuration split by role.
+type config struct {
+	connector map[string]string // connector options (debezium.source.* for the Server), transforms, predicates
+	other     map[string]string // runtime options: converters, sink, offsets, …
+	server    bool
+}
+
+func fromConnect(props map[string]string) config {
+	c := config{connector: map[string]string{}, other: map[string]string{}}
+	for k, v := range props {
+		switch {
+		case strings.HasPrefix(k, "key.converter"), strings.HasPrefix(k, "value.converter"), strings.HasPrefix(k, "header.converter"):
+			c.other[k] = v
+		default:
+			c.connector[k] = v
+		}
+	}
+	return c
+}
+
+func fromServer(props map[string]string) config {
+	c := config{connector: map[string]string{}, other: map[string]string{}, server: true}
+	for k, v := range props {
+		switch {
+		case strings.HasPrefix(k, "debezium.source."):
+			c.connector[strings.TrimPrefix(k, "debezium.source.")] = v
+		case strings.HasPrefix(k, "debezium.transforms"), strings.HasPrefix(k, "debezium.predicates"):
+			c.connector[strings.TrimPrefix(k, "debezium.")] = v
+		default:
+			c.other[k] = v
+		}
+	}
+	return c
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,213 @@
+package debezium
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
+)
+
+// EventRouterClass is the transform pgoutbox implements: Debezium's
+// Outbox Event Router.
+const EventRouterClass = "io.debezium.transforms.outbox.EventRouter"
+
+// dbOptions are the database.* options, which make one --database-url.
+type dbOptions struct{ host, port, user, password, name, sslmode string }
+
+// reading is one configuration's translation under way.
+type reading struct {
+	server   bool
+	out      []Setting
+	ignored  []string
+	refused  []string
+	warnings []string
+	db       dbOptions
+	tables   []outbox.Table // table.include.list, when it names tables
+	router   string         // the Outbox Event Router's name in transforms
+}
+
+func (r *reading) set(flag, value string) { r.out = append(r.out, Setting{Flag: flag, Value: value}) }
+func (r *reading) ignore(k string)        { r.ignored = append(r.ignored, k) }
+func (r *reading) refuse(k, why string)   { r.refused = append(r.refused, k+": "+why) }
+
+// src is a connector option's key as the file writes it.
+func (r *reading) src(k string) string {
+	switch {
+	case r.server && strings.HasPrefix(k, "predicates"):
+		return "debezium." + k
+	case r.server:
+		return "debezium.source." + k
+	}
+	return k
+}
+
+// full is a router option's key as the file writes it.
+func (r *reading) full(opt string) string {
+	if r.server {
+		return "debezium.transforms." + r.router + "." + opt
+	}
+	return "transforms." + r.router + "." + opt
+}
+
+// translate maps the configuration to pgoutbox settings, naming what it
+// ignores and what it refuses.
+func (c config) translate() *reading {
+	r := &reading{server: c.server}
+	routerOpts := c.transforms(r)
+	c.connectorOptions(r)
+	c.routerOptions(r, routerOpts)
+	c.converters(r)
+	for _, k := range sortedKeys(c.other) {
+		if o, ok := lookup(Server, k); ok {
+			o.read(r, k, c.other[k])
+		} else {
+			r.ignore(k)
+		}
+	}
+	sort.Strings(r.ignored)
+	return r
+}
+
+// transforms reads the transforms chain: the Outbox Event Router, whose
+// options it returns (without their transforms.<name>. prefix), and no
+// other transform. It removes the chain's keys from the connector
+// options.
+func (c config) transforms(r *reading) map[string]string {
+	routerOpts := map[string]string{}
+	transformOf := map[string]string{} // option key prefix -> transform name
+	if list := strings.TrimSpace(c.connector["transforms"]); list != "" {
+		for _, name := range strings.Split(list, ",") {
+			name = strings.TrimSpace(name)
+			typ := c.connector["transforms."+name+".type"]
+			switch {
+			case typ == EventRouterClass && r.router == "":
+				r.router = name
+			case typ == EventRouterClass:
+				r.refuse("transforms", "more than one Outbox Event Router")
+			default:
+				r.refuse("transforms."+name+".type", fmt.Sprintf("transform %q is not supported (pgoutbox implements only %s)", typ, EventRouterClass))
+			}
+			transformOf["transforms."+name+"."] = name
+		}
+	}
+	for k, v := range c.connector {
+		for prefix, name := range transformOf {
+			if strings.HasPrefix(k, prefix) {
+				if name == r.router && k != prefix+"type" {
+					routerOpts[strings.TrimPrefix(k, prefix)] = v
+				}
+				delete(c.connector, k)
+			}
+		}
+	}
+	delete(c.connector, "transforms")
+	return routerOpts
+}
+
+// connectorOptions reads the connector's options, row by row, then what
+// they say together.
+func (c config) connectorOptions(r *reading) {
+	for _, k := range sortedKeys(c.connector) {
+		if o, ok := lookup(Connector, k); ok {
+			o.read(r, r.src(k), c.connector[k])
+		} else {
+			r.ignore(r.src(k))
+		}
+	}
+	if _, ok := c.connector["snapshot.mode"]; !ok {
+		r.set("snapshot-mode", "initial") // Debezium's default
+	}
+	// A snapshot SELECT of the table's own (often WHERE id > the last id a
+	// poller sent) restricts what the snapshot sends; run without it, the
+	// snapshot would send every row again.
+	if mode := strings.TrimSpace(c.connector["snapshot.mode"]); mode == "" || mode == "initial" || mode == "when_needed" {
+		for _, k := range sortedKeys(c.connector) {
+			if strings.HasPrefix(k, "snapshot.select.statement.overrides.") {
+				r.refuse(r.src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")
+			}
+		}
+	}
+	// Debezium's connectors add context headers to every record unless
+	// told not to.
+	r.set("debezium-context-headers", strconv.FormatBool(!strings.EqualFold(strings.TrimSpace(c.connector["extended.headers.enabled"]), "false")))
+	// Debezium's own defaults, so that a configuration that relied on them
+	// takes over the slot and publication Debezium was using.
+	if _, ok := c.connector["slot.name"]; !ok {
+		r.set("slot", "debezium")
+	}
+	if _, ok := c.connector["publication.name"]; !ok {
+		r.set("publication", "dbz_publication")
+	}
+	if s, ok := c.connector["schema.include.list"]; ok {
+		for _, table := range r.tables {
+			if schema := table.Schema; s != schema && s != regexp.QuoteMeta(schema) {
+				r.refuse(r.src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
+			}
+		}
+	}
+	if u := r.db.url(); u != "" {
+		r.set("database-url", u)
+	}
+}
+
+// url is the connection URL of the database.* options, "" without a host
+// or a database name.
+func (d dbOptions) url() string {
+	if d.host == "" && d.name == "" {
+		return ""
+	}
+	u := url.URL{Scheme: "postgres", Host: d.host, Path: "/" + d.name}
+	if d.port != "" {
+		u.Host += ":" + d.port
+	}
+	if d.user != "" {
+		u.User = url.User(d.user)
+		if d.password != "" {
+			u.User = url.UserPassword(d.user, d.password)
+		}
+	}
+	if d.sslmode != "" {
+		u.RawQuery = "sslmode=" + url.QueryEscape(d.sslmode)
+	}
+	return u.String()
+}
+
+// routerOptions reads the Outbox Event Router's options: it selects the
+// debezium-outbox format, and its routing is Debezium's
+// (route.topic.regex/replacement). Without it, the connector's change
+// events.
+func (c config) routerOptions(r *reading, opts map[string]string) {
+	if r.router == "" {
+		r.set("format", "debezium")
+		return
+	}
+	r.set("format", "debezium-outbox")
+	r.set("route-topic-replacement", "outbox.event.${routedByValue}")
+	for _, k := range sortedKeys(opts) {
+		if o, ok := lookup(Router, k); ok {
+			o.read(r, r.full(k), opts[k])
+		} else {
+			r.ignore(r.full(k))
+		}
+	}
+}
+
+// plainTables reads a table.include.list that names tables, each a
+// schema-qualified name whose dots may be escaped (public\.outbox); ok is
+// false when an entry is a pattern, which is matched at start instead.
+func plainTables(v string) ([]outbox.Table, bool) {
+	var out []outbox.Table
+	for _, part := range strings.Split(v, ",") {
+		s := strings.ReplaceAll(strings.TrimSpace(part), `\.`, ".")
+		t, err := outbox.ParseTable(s)
+		if err != nil || !strings.Contains(s, ".") {
+			return nil, false
+		}
+		out = append(out, t)
+	}
+	return out, len(out) > 0
+}
