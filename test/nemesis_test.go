@@ -512,7 +512,9 @@ func (k *clusterKafka) Kill() error {
 	return errors.Join(errs...)
 }
 
-// Start starts every broker that does not run, side by side.
+// Start starts every broker that does not run, side by side, and waits
+// until every partition has all its replicas in sync (two minutes at
+// most).
 func (k *clusterKafka) Start() error {
 	brokers, _ := k.Nodes()
 	errs := make([]error, len(brokers))
@@ -521,7 +523,12 @@ func (k *clusterKafka) Start() error {
 		wg.Go(func() { _, errs[i] = k.StartNode(id) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return k.c.WaitInSync(ctx)
 }
 
 func (k *clusterKafka) KillNode(id int32) error { return k.c.Kill(id) }

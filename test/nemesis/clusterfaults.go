@@ -64,7 +64,7 @@ func prepareCluster(ctx context.Context, c Cluster) error {
 func (in *injector) clusterFault(ctx context.Context, c Cluster, f Fault) (undo func() error, detail string, err error) {
 	switch f.Kind {
 	case LeaderKill:
-		return in.killLeader(ctx, c)
+		return killLeader(ctx, c)
 	case TwoBrokersDown:
 		return in.twoBrokersDown(ctx, c, f)
 	case RollingRestart:
@@ -84,7 +84,7 @@ func (in *injector) clusterFault(ctx context.Context, c Cluster, f Fault) (undo 
 		}
 		return startAgain(c, id), fmt.Sprintf("controller %d", id), nil
 	case DiskFull:
-		return in.diskFull(c, f)
+		return diskFull(ctx, c, f)
 	}
 	return nil, "", fmt.Errorf("nemesis: %s is not a fault of the cluster", f.Kind)
 }
@@ -93,7 +93,7 @@ func (in *injector) clusterFault(ctx context.Context, c Cluster, f Fault) (undo 
 // until the broker stops (its next write fails), or a while, for it may
 // take no write (the relays down meanwhile); what it returns frees the
 // disk and starts the broker again if it stopped.
-func (in *injector) diskFull(c Cluster, f Fault) (func() error, string, error) {
+func diskFull(ctx context.Context, c Cluster, f Fault) (func() error, string, error) {
 	id, err := c.Disk(true)
 	if err != nil {
 		return nil, "", err
@@ -111,8 +111,7 @@ func (in *injector) diskFull(c Cluster, f Fault) (func() error, string, error) {
 		if _, err := c.Disk(false); err != nil {
 			return err
 		}
-		_, err := c.StartNode(id)
-		return err
+		return startInSync(ctx, c, id)
 	}, detail, nil
 }
 
@@ -124,9 +123,26 @@ func startAgain(c Cluster, id int32) func() error {
 	}
 }
 
+// startInSync starts brokers again and waits until every partition has
+// all its replicas in sync, so that the next fault on the brokers finds
+// the cluster whole. A broker that serves again is not yet a replica in
+// sync: two brokers down right after a third returned left partitions
+// without any replica in sync to lead them (NOT_LEADER_FOR_PARTITION until
+// the last one in sync returned), three down in effect.
+func startInSync(ctx context.Context, c Cluster, ids ...int32) error {
+	for _, id := range ids {
+		if _, err := c.StartNode(id); err != nil {
+			return err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return c.WaitInSync(wctx)
+}
+
 // killLeader kills the broker that leads most partitions of the events'
 // topic (the lowest id among equals).
-func (in *injector) killLeader(ctx context.Context, c Cluster) (func() error, string, error) {
+func killLeader(ctx context.Context, c Cluster) (func() error, string, error) {
 	var leaders map[int32]int32
 	err := retry(ctx, 15*time.Second, func(ctx context.Context) (err error) {
 		leaders, err = c.Leaders(ctx, eventTopic)
@@ -153,7 +169,7 @@ func (in *injector) killLeader(ctx context.Context, c Cluster) (func() error, st
 	if err := c.KillNode(id); err != nil {
 		return nil, "", err
 	}
-	return startAgain(c, id), fmt.Sprintf("broker %d, leader of partitions %v", id, led[id]), nil
+	return func() error { return startInSync(ctx, c, id) }, fmt.Sprintf("broker %d, leader of partitions %v", id, led[id]), nil
 }
 
 // twoBrokersDown kills every broker but f.Broker and probes until writes
@@ -162,8 +178,9 @@ func (in *injector) killLeader(ctx context.Context, c Cluster) (func() error, st
 // again, then starts the other.
 func (in *injector) twoBrokersDown(ctx context.Context, c Cluster, f Fault) (func() error, string, error) {
 	brokers, _ := c.Nodes()
-	// The broker left up runs: two down, not three.
-	if _, err := c.StartNode(f.Broker); err != nil {
+	// The broker left up runs, with every replica in sync: two down, not
+	// three.
+	if err := startInSync(ctx, c, f.Broker); err != nil {
 		return nil, "", err
 	}
 	down := slices.DeleteFunc(slices.Clone(brokers), func(id int32) bool { return id == f.Broker })
@@ -203,8 +220,7 @@ func (in *injector) twoBrokersDown(ctx context.Context, c Cluster, f Fault) (fun
 			msg = fmt.Sprintf("writes still refused a minute after broker %d served again: %v", down[0], err)
 		}
 		in.h.Add(Event{Type: EventNote, Msg: msg, Fault: &f})
-		_, err2 := c.StartNode(down[1])
-		return errors.Join(err, err2)
+		return errors.Join(err, startInSync(ctx, c, down[1]))
 	}
 	return undo, detail, nil
 }

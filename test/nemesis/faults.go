@@ -27,7 +27,8 @@ type Kafka interface {
 	Proxies() []*faultproxy.Proxy
 	// Kill sends SIGKILL to every broker and waits for the exits; Start
 	// starts those that do not run again on their data, on the same
-	// addresses, and waits until they serve.
+	// addresses, and waits until they serve (a cluster: until every
+	// partition has all its replicas in sync again).
 	Kill() error
 	Start() error
 }
