@@ -44,7 +44,8 @@ test-unit: deps pg18 kafka debezium apicurio
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
 # The 15 run is the longer one: the differential corpus against Debezium,
-# the short nemesis, a broker-outage test that holds a broker of its own,
+# the short nemesis (TestNemesis, and TestNemesisCluster against three
+# brokers), a broker-outage test that holds a broker of its own,
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
@@ -54,10 +55,12 @@ test-pg15: deps kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
-# PG15_SKIP; those about the Kafka side, the NATS, RabbitMQ and Redis sinks, the
-# event formats, PgBouncer and the bench run once, on 15 (PG18_SKIP= runs them
-# all). TestNATS, TestRabbitMQ and TestRedis also leave out their corpora
-# (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus), which make compat runs.
+# PG15_SKIP; those about the Kafka side (TestKafkaCluster, the harness's
+# three-broker cluster under each fault, among them), the NATS, RabbitMQ and
+# Redis sinks, the event formats, PgBouncer and the bench run once, on 15
+# (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
+# out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
+# which make compat runs.
 PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium
@@ -132,7 +135,9 @@ kafka:
 
 # One Apache Kafka broker on 127.0.0.1:$(KAFKA_PORT), with the tests'
 # settings, until Ctrl-C; its data is removed when it stops. KAFKA_FLAGS
-# adds flags, e.g. KAFKA_FLAGS="--set add.partitions.to.txn.retry.backoff.ms=1".
+# adds flags, e.g. KAFKA_FLAGS="--set add.partitions.to.txn.retry.backoff.ms=1";
+# KAFKA_FLAGS=--cluster runs three brokers and three controllers instead,
+# on free ports.
 kafka-run: kafka
 	$(GO) run ./test/kafkatest/cmd/kafka --port $(KAFKA_PORT) $(KAFKA_FLAGS)
 
@@ -165,7 +170,12 @@ chaos-suite: pg18 kafka debezium debezium-server apicurio
 # pair) are the seed's pick; NEMESIS_GAP is the mean time between faults;
 # NEMESIS_KINDS limits the faults (test/nemesis/schedule.go names them);
 # NEMESIS_PG_BINDIR picks the PostgreSQL version (failover slots need 17 or
-# later).
+# later). NEMESIS_BROKER picks the Kafka: empty, one Apache Kafka broker;
+# cluster, three brokers and three controllers (replication factor 3,
+# min.insync.replicas=2), where the faults of a cluster are drawn too (a
+# partition leader killed, two brokers down, a rolling restart, the active
+# controller killed, a broker's disk full):
+#   make nemesis NEMESIS_BROKER=cluster NEMESIS_SEEDS=1-10 NEMESIS_DURATION=5m
 NEMESIS_SEEDS     ?= 1-50
 NEMESIS_DURATION  ?= 5m
 NEMESIS_DELIVERY  ?= both
@@ -175,13 +185,14 @@ NEMESIS_GAP       ?=
 NEMESIS_RELAYS    ?=
 NEMESIS_OUT       ?= $(CURDIR)/nemesis-out
 NEMESIS_PG_BINDIR ?= $(PG15_BINDIR)
+NEMESIS_BROKER    ?=
 # The exit status is go test's, not that of the filter after it.
 nemesis soak: SHELL := /bin/bash
 nemesis soak: .SHELLFLAGS := -o pipefail -c
 nemesis: kafka
 	PGOUTBOX_PG_BINDIR=$(NEMESIS_PG_BINDIR) PGOUTBOX_NEMESIS_SEEDS=$(NEMESIS_SEEDS) PGOUTBOX_NEMESIS_DURATION=$(NEMESIS_DURATION) \
 	PGOUTBOX_NEMESIS_DELIVERY=$(NEMESIS_DELIVERY) PGOUTBOX_NEMESIS_MODE=$(NEMESIS_MODE) PGOUTBOX_NEMESIS_KINDS=$(NEMESIS_KINDS) \
-	PGOUTBOX_NEMESIS_GAP=$(NEMESIS_GAP) PGOUTBOX_NEMESIS_RELAYS=$(NEMESIS_RELAYS) \
+	PGOUTBOX_NEMESIS_GAP=$(NEMESIS_GAP) PGOUTBOX_NEMESIS_RELAYS=$(NEMESIS_RELAYS) PGOUTBOX_NEMESIS_BROKER=$(NEMESIS_BROKER) \
 	PGOUTBOX_NEMESIS_OUT=$(NEMESIS_OUT) $(GO) test -count=1 -timeout 0 -v -run 'TestNemesis$$' ./test/ 2>&1 | tee nemesis.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS)|nemesis(_test)?\.go:[0-9]+: '
 
 # The soak: an hour (SOAK_DURATION) at a steady load with a fault every few

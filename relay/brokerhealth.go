@@ -26,11 +26,14 @@ func (e *DeliveryError) Error() string {
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
 // brokerHealth is the current problem on the broker's side, if any: a
-// broker that does not answer (from the periodic ping) or records that
-// fail (from their promises). The relay shows it on /readyz and saves it
-// in pgoutbox_state for status, named by the broker. A record problem
-// clears when a record to its topic is acknowledged; the ping problem when
-// the broker answers. A change is logged once.
+// broker that does not answer (from the periodic ping), records that fail
+// (from their promises), or, on Kafka, partitions that cannot take writes
+// while records wait for them (from the periodic check of the partitions
+// written to). The relay shows it on /readyz and saves it in
+// pgoutbox_state for status, named by the broker. A record problem clears
+// when a record to its topic is acknowledged; the ping problem when the
+// broker answers; the partitions' when a check finds them writable, or no
+// record waiting. A change is logged once.
 type brokerHealth struct {
 	// name names the broker in log lines, readiness and status ("kafka",
 	// "nats-jetstream"; Opener.Name).
@@ -41,11 +44,40 @@ type brokerHealth struct {
 	// changes counts every change, for whoever saves it.
 	changes atomic.Int64
 
-	mu          sync.Mutex
-	pingErr     error
-	pingSince   time.Time
+	mu sync.Mutex
+	// reach is the last ping's result.
+	reach       checkResult
 	record      *DeliveryError
 	recordSince time.Time
+	// unwritable is the last check of the partitions written to: a
+	// *sink.UnwritableError.
+	unwritable checkResult
+}
+
+// checkResult is the problem a periodic check found, and since when.
+type checkResult struct {
+	err   error
+	since time.Time
+}
+
+// set records a check's result and reports whether the problem changed:
+// it appeared, cleared, or says something else now.
+func (c *checkResult) set(err error) (changed bool) {
+	switch {
+	case err == nil && c.err == nil:
+		return false
+	case err == nil:
+		c.err = nil
+	case c.err == nil:
+		c.err, c.since = err, time.Now()
+	default:
+		same := c.err.Error() == err.Error()
+		c.err = err
+		if same {
+			return false
+		}
+	}
+	return true
 }
 
 func newBrokerHealth(name string) *brokerHealth { return &brokerHealth{name: name} }
@@ -62,23 +94,31 @@ func (h *brokerHealth) pinged(log *slog.Logger, err error) {
 	}
 }
 
+// writable records a check of the partitions written to, and logs a
+// change.
+func (h *brokerHealth) writable(log *slog.Logger, err error) {
+	if !h.writes(err) {
+		return
+	}
+	if err != nil {
+		log.Warn(h.name+" does not take writes; records wait for it", "err", err)
+	} else {
+		log.Info(h.name + " takes writes again")
+	}
+}
+
 // ping records a ping's result and reports whether the problem changed.
-func (h *brokerHealth) ping(err error) (changed bool) {
+func (h *brokerHealth) ping(err error) (changed bool) { return h.checked(&h.reach, err) }
+
+// writes records a check of the partitions written to and reports
+// whether the problem changed (another partition, or another count).
+func (h *brokerHealth) writes(err error) (changed bool) { return h.checked(&h.unwritable, err) }
+
+func (h *brokerHealth) checked(c *checkResult, err error) (changed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case err == nil && h.pingErr == nil:
+	if !c.set(err) {
 		return false
-	case err == nil:
-		h.pingErr = nil
-	case h.pingErr == nil:
-		h.pingErr, h.pingSince = err, time.Now()
-	default:
-		same := h.pingErr.Error() == err.Error()
-		h.pingErr = err
-		if same {
-			return false
-		}
 	}
 	h.changes.Add(1)
 	return true
@@ -147,16 +187,18 @@ func (h *brokerHealth) problem() (string, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case h.pingErr != nil:
+	case h.reach.err != nil:
 		var what string
-		if permanent(h.pingErr) {
-			what = h.pingErr.Error()
+		if permanent(h.reach.err) {
+			what = h.reach.err.Error()
 		} else {
-			what = "unreachable: " + h.pingErr.Error()
+			what = "unreachable: " + h.reach.err.Error()
 		}
-		return what, h.pingSince
+		return what, h.reach.since
 	case h.record != nil:
 		return "records fail: " + h.record.Error(), h.recordSince
+	case h.unwritable.err != nil:
+		return "records wait: " + h.unwritable.err.Error(), h.unwritable.since
 	}
 	return "", time.Time{}
 }

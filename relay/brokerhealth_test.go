@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/sink"
 )
 
 func TestDeliveryErrorNamesTopicAndEvent(t *testing.T) {
@@ -66,5 +68,39 @@ func TestBrokerHealth(t *testing.T) {
 	}
 	if p, _ := h.problem(); p != "" || h.changes.Load() != before+1 {
 		t.Fatalf("after the ack: %q", p)
+	}
+}
+
+// Partitions that cannot take writes are a problem until a check finds
+// them writable again; a record that fails, or an unreachable broker,
+// says more and comes first.
+func TestBrokerHealthUnwritable(t *testing.T) {
+	h := newBrokerHealth("kafka")
+	refused := &sink.UnwritableError{Topic: "a", Partition: 1, Leader: 2, InSync: 1, Replicas: 3, MinInSync: 2}
+	if !h.writes(refused) || h.writes(refused) {
+		t.Fatal("the first check that finds the partition refusing is a change, the same again is not")
+	}
+	p, since := h.problem()
+	if !strings.HasPrefix(p, "records wait: ") || !strings.Contains(p, "1 of 3 replicas in sync") ||
+		!strings.Contains(p, "min.insync.replicas 2") || !strings.Contains(p, "NOT_ENOUGH_REPLICAS") || since.IsZero() {
+		t.Fatalf("problem: %q since %v", p, since)
+	}
+	if !h.writes(&sink.UnwritableError{Topic: "a", Partition: 1, Leader: -1, Replicas: 3, Others: 2}) {
+		t.Fatal("another state of the partitions is a change")
+	}
+	if p, _ := h.problem(); !strings.Contains(p, "partition 1 has no leader (and 2 other partitions)") {
+		t.Fatalf("problem: %q", p)
+	}
+	h.failed(&DeliveryError{Topic: "a", EventID: "1", Err: kerr.TopicAuthorizationFailed})
+	if p, _ := h.problem(); !strings.HasPrefix(p, "records fail") {
+		t.Fatalf("a failed record comes first: %q", p)
+	}
+	h.acked("a")
+	before := h.changes.Load()
+	if !h.writes(nil) || h.writes(nil) {
+		t.Fatal("writable again is one change")
+	}
+	if p, _ := h.problem(); p != "" || h.changes.Load() != before+1 {
+		t.Fatalf("after the partitions took writes again: %q", p)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -17,7 +18,9 @@ const kafkaCheckEvery = 5 * time.Second
 
 // monitor runs beside the sessions while Run runs: it pings a broker every
 // MonitorInterval (kafkaCheckEvery when unset) into the broker's health,
-// and with MonitorInterval set it also reads the slot's lag and the
+// and, where the broker can say (Kafka), checks while records wait for
+// their acks that the partitions written to take writes; with
+// MonitorInterval set it also reads the slot's lag and the
 // unpublished rows from Postgres on a connection of its own, for the
 // hooks (HookSample), and updates readiness. Nothing of this is on the
 // per-event path.
@@ -28,9 +31,19 @@ type monitor struct {
 	to []HookSample
 }
 
-// pinger asks whether a broker answers (sink.Kafka).
+// pinger asks whether a broker answers, and how many records wait for
+// their acks.
 type pinger interface {
 	Ping(ctx context.Context) error
+	Buffered() int64
+}
+
+// writableChecker asks whether the partitions written to take writes
+// (sink.Kafka): franz-go retries a record a partition refuses
+// (NOT_ENOUGH_REPLICAS) without a word, so only this check can say why
+// records wait.
+type writableChecker interface {
+	Writable(ctx context.Context) error
 }
 
 func (mo monitor) run(ctx context.Context) {
@@ -57,6 +70,11 @@ func (mo monitor) run(ctx context.Context) {
 			return
 		}
 		h.broker.pinged(p.log, kerr)
+		if kerr == nil {
+			if checked, err := mo.writable(ctx, timeout); checked {
+				h.broker.writable(p.log, err)
+			}
+		}
 
 		if p.cfg.MonitorInterval > 0 {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -85,6 +103,28 @@ func (mo monitor) run(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// writable checks the partitions written to while records wait for their
+// acks: a *sink.UnwritableError, or nil. checked is false when the broker
+// has no such check, or the check itself failed, which says nothing about
+// them.
+func (mo monitor) writable(ctx context.Context, timeout time.Duration) (checked bool, err error) {
+	wc, ok := mo.k.(writableChecker)
+	if !ok {
+		return false, nil
+	}
+	if mo.k.Buffered() == 0 {
+		return true, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = wc.Writable(wctx)
+	var uw *sink.UnwritableError
+	if err != nil && !errors.As(err, &uw) {
+		return false, nil
+	}
+	return true, err
 }
 
 // sample reads the slot's lag, the unpublished rows and what the

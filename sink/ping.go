@@ -31,6 +31,9 @@ type Health struct {
 	// dial connects as the client does, TLS handshake included (Ping's
 	// probes).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// written and positionTopic are the topics Writable checks.
+	written       *writtenTopics
+	positionTopic string
 }
 
 // Ping checks that a broker answers. A SASL or TLS failure wraps ErrAuth

@@ -220,7 +220,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	written := new(writtenTopics)
 	k := &Kafka{c: c, limits: newLimits(c, cfg.MaxMessageBytes, written)}
 	k.health = &Health{c: c, brokers: cfg.Brokers, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil,
-		dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
+		dialTimeout: cfg.DialTimeout, dial: dialer(cfg), written: written, positionTopic: cfg.PositionTopic}
 	k.topics = &Topics{c: c, brokers: cfg.Brokers}
 	c.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -279,6 +279,9 @@ func (k *Kafka) Topics() *Topics { return k.topics }
 
 // Ping checks that a broker answers (Health.Ping).
 func (k *Kafka) Ping(ctx context.Context) error { return k.health.Ping(ctx) }
+
+// Writable checks the partitions written to (Health.Writable).
+func (k *Kafka) Writable(ctx context.Context) error { return k.health.Writable(ctx) }
 
 type gate struct {
 	ctx    context.Context

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,42 +21,90 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
-// nemesisKafka starts the broker the nemesis runs against, behind a fault
-// proxy, killable and restartable on its data: Apache Kafka, or with
-// PGOUTBOX_NEMESIS_BROKER=devbroker the devbroker (kfake), which loses a
+// nemesisKafka starts the Kafka the nemesis runs against, behind fault
+// proxies, killable and restartable on its data: as broker names it
+// (PGOUTBOX_NEMESIS_BROKER), one Apache Kafka broker (""), a cluster of
+// three ("cluster"), or the devbroker (kfake, "devbroker"), which loses a
 // transaction open when it is killed (see docs/reliability.md).
-func nemesisKafka(t *testing.T) nemesis.Kafka {
-	if os.Getenv("PGOUTBOX_NEMESIS_BROKER") == "devbroker" {
+func nemesisKafka(t *testing.T, broker string) nemesis.Kafka {
+	switch broker {
+	case "":
+		return startApacheKafka(t)
+	case "cluster":
+		return startClusterKafka(t)
+	case "devbroker":
 		return startDevbrokerKafka(t)
 	}
-	return startApacheKafka(t)
+	t.Fatalf("PGOUTBOX_NEMESIS_BROKER=%q: want cluster, devbroker or nothing (one Apache Kafka broker)", broker)
+	return nil
 }
 
 // The nemesis in make test: a few fixed seeds, each for a short run, on
 // both deliveries and all three modes. make nemesis runs any seeds for any
 // length through the PGOUTBOX_NEMESIS_* variables (nemesisRuns).
 func TestNemesis(t *testing.T) {
+	broker := os.Getenv("PGOUTBOX_NEMESIS_BROKER")
 	var results []nemesis.Result
 	for _, run := range nemesisRuns(t) {
 		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
-			results = append(results, runNemesis(t, run))
+			results = append(results, runNemesis(t, run, nemesisEnv(t, nemesisKafka(t, broker), true)))
 		})
 	}
-	if os.Getenv("PGOUTBOX_NEMESIS_SEEDS") == "" && len(results) > 0 {
+	if os.Getenv("PGOUTBOX_NEMESIS_SEEDS") == "" {
 		// The short set stands for the whole nemesis: it draws every
-		// kind of fault.
-		drawn := map[nemesis.Kind]bool{}
-		for _, r := range results {
-			for k := range r.Schedule.Counts() {
-				drawn[k] = true
-			}
-		}
-		for _, k := range nemesis.AllKinds {
-			if !drawn[k] {
-				t.Errorf("the short set of seeds drew no %s on PostgreSQL %d", k, results[0].Major)
-			}
+		// kind of fault of one broker.
+		checkDrawn(t, results, nemesis.KindsFor(nemesis.ModeAuto, 17, true, false))
+	}
+	nemesisSummary(t, results)
+}
+
+// The nemesis against a cluster of three brokers in make test: two short
+// runs on one cluster, exactly-once then at-least-once, whose seeds draw
+// each of the cluster's faults once or twice (the faults of the relay and
+// of PostgreSQL are TestNemesis's). make nemesis NEMESIS_BROKER=cluster
+// runs the cluster's campaign, every fault on both deliveries.
+func TestNemesisCluster(t *testing.T) {
+	kafka := startClusterKafka(t)
+	const d, gap = 20 * time.Second, 4 * time.Second
+	var results []nemesis.Result
+	for _, run := range []nemesis.Options{
+		{Seed: 22, Delivery: nemesis.ExactlyOnce, Mode: nemesis.ModeAuto, Relays: 1, Duration: d, MeanGap: gap,
+			Kinds: []nemesis.Kind{nemesis.LeaderKill, nemesis.TwoBrokersDown, nemesis.DiskFull}},
+		{Seed: 27, Delivery: nemesis.AtLeastOnce, Mode: nemesis.ModeWAL, Relays: 1, Duration: d, MeanGap: gap,
+			Kinds: []nemesis.Kind{nemesis.RollingRestart, nemesis.ControllerKill, nemesis.LeaderKill}},
+	} {
+		t.Run(fmt.Sprintf("%s/%s/seed-%d", run.Delivery, modeName(run.Mode), run.Seed), func(t *testing.T) {
+			kafka.c.DeleteNewTopics(t)
+			results = append(results, runNemesis(t, run, nemesisEnv(t, kafka, false)))
+		})
+	}
+	checkDrawn(t, results, nemesis.ClusterKinds)
+	nemesisSummary(t, results)
+}
+
+// checkDrawn fails the test unless results drew every kind of kinds.
+func checkDrawn(t *testing.T, results []nemesis.Result, kinds []nemesis.Kind) {
+	t.Helper()
+	if len(results) == 0 {
+		return
+	}
+	drawn := map[nemesis.Kind]bool{}
+	for _, r := range results {
+		for k := range r.Schedule.Counts() {
+			drawn[k] = true
 		}
 	}
+	for _, k := range kinds {
+		if !drawn[k] {
+			t.Errorf("the short set of seeds drew no %s on PostgreSQL %d", k, results[0].Major)
+		}
+	}
+}
+
+// nemesisSummary logs what the runs found, and writes it to
+// PGOUTBOX_NEMESIS_OUT/summary.md when that is set.
+func nemesisSummary(t *testing.T, results []nemesis.Result) {
+	t.Helper()
 	summary := nemesis.Summary(results)
 	t.Logf("what was run and what it found:\n%s", summary)
 	if base := os.Getenv("PGOUTBOX_NEMESIS_OUT"); base != "" {
@@ -184,16 +233,20 @@ func nemesisOut(t *testing.T, name string) string {
 	return dir
 }
 
-// runNemesis runs one seed on servers of its own and fails the test with
-// the seed and how to replay it.
-func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
-	env := nemesisEnv(t)
+// runNemesis runs one seed on env, servers of its own, and fails the test
+// with the seed and how to replay it.
+func runNemesis(t *testing.T, opts nemesis.Options, env nemesis.Env) nemesis.Result {
 	name := fmt.Sprintf("%s-%s-seed-%d", opts.Delivery, modeName(opts.Mode), opts.Seed)
 	if opts.Out == "" {
 		opts.Out = nemesisOut(t, name)
 	}
 	opts.Logf = t.Logf
 	res, err := nemesis.Run(context.Background(), env, opts)
+	if k, ok := env.Kafka.(interface{ saveLogs(dir string) error }); ok {
+		if err := k.saveLogs(opts.Out); err != nil {
+			t.Logf("saving the brokers' logs: %v", err)
+		}
+	}
 	if err != nil {
 		t.Fatalf("seed %d: %v (history in %s)", opts.Seed, err, opts.Out)
 	}
@@ -218,8 +271,15 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 		if dir := os.Getenv("PGOUTBOX_PG_BINDIR"); dir != "" {
 			extra = " NEMESIS_PG_BINDIR=" + dir
 		}
-		if kinds := os.Getenv("PGOUTBOX_NEMESIS_KINDS"); kinds != "" {
-			extra += " NEMESIS_KINDS=" + kinds
+		if _, cluster := env.Kafka.(nemesis.Cluster); cluster {
+			extra += " NEMESIS_BROKER=cluster"
+		}
+		if len(opts.Kinds) > 0 {
+			var kinds []string
+			for _, k := range opts.Kinds {
+				kinds = append(kinds, string(k))
+			}
+			extra += " NEMESIS_KINDS=" + strings.Join(kinds, ",")
 		}
 		c := res.Schedule.Config
 		t.Errorf("seed %d failed; history, relay logs and report in %s; replay with: make nemesis NEMESIS_SEEDS=%d NEMESIS_DELIVERY=%s NEMESIS_MODE=%s NEMESIS_DURATION=%s NEMESIS_GAP=%s NEMESIS_RELAYS=%d%s",
@@ -228,10 +288,11 @@ func runNemesis(t *testing.T, opts nemesis.Options) nemesis.Result {
 	return res
 }
 
-// nemesisEnv starts the servers of one run: a primary with a synchronous
-// standby (unless PGOUTBOX_NEMESIS_STANDBY=0), fault proxies in front of
-// both for the relays, and the broker.
-func nemesisEnv(t *testing.T) nemesis.Env {
+// nemesisEnv starts the PostgreSQL servers of one run, on kafka: a primary
+// with a synchronous standby (when standby is set, unless
+// PGOUTBOX_NEMESIS_STANDBY=0), and fault proxies in front of both for the
+// relays.
+func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 	t.Helper()
 	primary := pgcluster.New(t, pgcluster.Options{Settings: map[string]string{
 		"max_prepared_transactions": "20",
@@ -241,7 +302,7 @@ func nemesisEnv(t *testing.T) nemesis.Env {
 	}
 	env := nemesis.Env{Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox"), Primary: primary}
 	env.Major = superExec(t, primary.URL)
-	if os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
+	if standby && os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
 		opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 		if env.Major >= 17 {
 			opts = StandbyForSlotSync()
@@ -265,7 +326,7 @@ func nemesisEnv(t *testing.T) nemesis.Env {
 		t.Cleanup(p.Close)
 		env.Links = append(env.Links, p)
 	}
-	env.Kafka = nemesisKafka(t)
+	env.Kafka = kafka
 	return env
 }
 
@@ -316,9 +377,9 @@ func startDevbrokerKafka(t *testing.T) nemesis.Kafka {
 	return k
 }
 
-func (k *devbrokerKafka) Brokers() []string        { return []string{k.proxy.Addr()} }
-func (k *devbrokerKafka) ReadBrokers() []string    { return k.Brokers() }
-func (k *devbrokerKafka) Proxy() *faultproxy.Proxy { return k.proxy }
+func (k *devbrokerKafka) Brokers() []string            { return []string{k.proxy.Addr()} }
+func (k *devbrokerKafka) ReadBrokers() []string        { return k.Brokers() }
+func (k *devbrokerKafka) Proxies() []*faultproxy.Proxy { return []*faultproxy.Proxy{k.proxy} }
 
 func (k *devbrokerKafka) Kill() error {
 	k.mu.Lock()
@@ -368,9 +429,14 @@ func startApacheKafka(t *testing.T) nemesis.Kafka {
 	return &apacheKafka{b: kafkatest.Start(t, kafkatest.Options{Proxied: true})}
 }
 
-func (k *apacheKafka) Brokers() []string        { return k.b.Proxied }
-func (k *apacheKafka) ReadBrokers() []string    { return k.b.Brokers }
-func (k *apacheKafka) Proxy() *faultproxy.Proxy { return k.b.Proxy }
+func (k *apacheKafka) Brokers() []string            { return k.b.Proxied }
+func (k *apacheKafka) ReadBrokers() []string        { return k.b.Brokers }
+func (k *apacheKafka) Proxies() []*faultproxy.Proxy { return []*faultproxy.Proxy{k.b.Proxy} }
+
+// saveLogs writes the broker's log (warnings and errors) to dir.
+func (k *apacheKafka) saveLogs(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "kafka.log"), []byte(k.b.Log()), 0o644)
+}
 
 func (k *apacheKafka) Kill() error {
 	k.mu.Lock()
@@ -390,4 +456,119 @@ func (k *apacheKafka) Start() error {
 		k.down = false
 	}
 	return nil
+}
+
+// clusterKafka is a cluster of three Apache Kafka brokers and three
+// controllers (kafkatest.StartCluster) for the nemesis: the relays reach
+// each broker through a fault proxy of its own, the checker through their
+// own listeners; broker 1's data lies on a small disk of its own, which
+// kafka-disk-full fills.
+type clusterKafka struct {
+	c *kafkatest.ApacheCluster
+}
+
+// clusterDisk is broker 1's disk: far more than a run of hours writes to
+// it, and taken from memory only as it is filled.
+const clusterDisk = 1 << 30
+
+func startClusterKafka(t *testing.T) *clusterKafka {
+	t.Helper()
+	return &clusterKafka{kafkatest.StartCluster(t, kafkatest.ClusterOptions{Proxied: true, Disk: clusterDisk})}
+}
+
+func (k *clusterKafka) Brokers() []string            { return k.c.Proxied }
+func (k *clusterKafka) ReadBrokers() []string        { return k.c.Brokers }
+func (k *clusterKafka) Proxies() []*faultproxy.Proxy { return k.c.Proxies() }
+
+func (k *clusterKafka) Nodes() (brokers, controllers []int32) {
+	for _, n := range k.c.Nodes {
+		if n.Controller != "" {
+			controllers = append(controllers, n.ID)
+		} else {
+			brokers = append(brokers, n.ID)
+		}
+	}
+	return brokers, controllers
+}
+
+// saveLogs writes each node's log (warnings and errors) to dir.
+func (k *clusterKafka) saveLogs(dir string) error {
+	var errs []error
+	for _, n := range k.c.Nodes {
+		errs = append(errs, os.WriteFile(filepath.Join(dir, fmt.Sprintf("kafka-%d.log", n.ID)), []byte(n.Log()), 0o644))
+	}
+	return errors.Join(errs...)
+}
+
+// Kill kills every broker that runs.
+func (k *clusterKafka) Kill() error {
+	brokers, _ := k.Nodes()
+	var errs []error
+	for _, id := range brokers {
+		if n, _ := k.c.Node(id); n.Running() {
+			errs = append(errs, k.c.Kill(id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start starts every broker that does not run, side by side, and waits
+// until every partition has all its replicas in sync (two minutes at
+// most).
+func (k *clusterKafka) Start() error {
+	brokers, _ := k.Nodes()
+	errs := make([]error, len(brokers))
+	var wg sync.WaitGroup
+	for i, id := range brokers {
+		wg.Go(func() { _, errs[i] = k.StartNode(id) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return k.c.WaitInSync(ctx)
+}
+
+func (k *clusterKafka) KillNode(id int32) error { return k.c.Kill(id) }
+func (k *clusterKafka) StopNode(id int32) error { return k.c.Stop(id) }
+
+func (k *clusterKafka) StartNode(id int32) (bool, error) {
+	n, err := k.c.Node(id)
+	if err != nil || n.Running() {
+		return false, err
+	}
+	return true, k.c.Start(id)
+}
+
+func (k *clusterKafka) Leaders(ctx context.Context, topic string) (map[int32]int32, error) {
+	parts, err := k.c.Partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int32{}
+	for p, part := range parts {
+		out[p] = part.Leader
+	}
+	return out, nil
+}
+
+func (k *clusterKafka) ActiveController(ctx context.Context) (int32, error) {
+	return k.c.ActiveController(ctx)
+}
+func (k *clusterKafka) WaitInSync(ctx context.Context) error { return k.c.WaitInSync(ctx) }
+func (k *clusterKafka) ProbeWrite(ctx context.Context, topic string) error {
+	return k.c.ProbeWrite(ctx, topic)
+}
+func (k *clusterKafka) Running(id int32) bool {
+	n, err := k.c.Node(id)
+	return err == nil && n.Running()
+}
+
+func (k *clusterKafka) Disk(full bool) (int32, error) {
+	if full {
+		return k.c.DiskBroker(), k.c.FillDisk()
+	}
+	return k.c.DiskBroker(), k.c.FreeDisk()
 }

@@ -59,7 +59,7 @@ func TestSoak(t *testing.T) {
 	if v := os.Getenv("PGOUTBOX_SOAK_DELIVERY"); v != "" {
 		opts.Delivery = nemesis.Delivery(v)
 	}
-	res := runNemesis(t, opts)
+	res := runNemesis(t, opts, nemesisEnv(t, nemesisKafka(t, os.Getenv("PGOUTBOX_NEMESIS_BROKER")), true))
 	for _, g := range res.Growth {
 		t.Logf("%v", g)
 	}

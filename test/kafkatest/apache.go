@@ -131,6 +131,11 @@ type Broker struct {
 	// Dir holds the broker's configuration, its log (broker.log) and, in
 	// Dir/data, its data. Empty for an external broker.
 	Dir string
+	// ID is the node's node.id (1 for a broker on its own).
+	ID int32
+	// Controller is the address of a controller's listener (a node of
+	// StartCluster's quorum); empty for a node that is a broker only.
+	Controller string
 
 	external bool
 	shared   bool
@@ -138,8 +143,11 @@ type Broker struct {
 	java     string
 	jars     string
 	jvm      []string
-	mu       sync.Mutex
-	p        *proc.Process // nil when not running
+	// disk is the small disk the node's data lies on (ClusterOptions.Disk);
+	// nil for the machine's.
+	disk *disk
+	mu   sync.Mutex
+	p    *proc.Process // nil when not running
 }
 
 // DataDir is where the broker keeps its logs and metadata.
@@ -264,7 +272,7 @@ func start(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{Dir: dir, java: java, jars: jars, jvm: opts.JVMOptions}
+	b := &Broker{Dir: dir, ID: 1, java: java, jars: jars, jvm: opts.JVMOptions}
 	if b.jvm == nil {
 		b.jvm = defaultJVM
 	}
@@ -334,11 +342,7 @@ func start(opts Options) (*Broker, error) {
 			return nil, err
 		}
 	}
-	maps.Copy(conf, opts.Config)
-	if err := writeProperties(filepath.Join(dir, "server.properties"), conf); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "log4j2.yaml"), []byte(log4j), 0o644); err != nil {
+	if err := b.writeConfig(conf, opts.Config); err != nil {
 		return nil, err
 	}
 	if err := b.format(opts.Secure); err != nil {
@@ -353,7 +357,9 @@ func start(opts Options) (*Broker, error) {
 
 // secure adds the SASL listeners' settings and the authorizer to conf.
 func (b *Broker) secure(conf map[string]string) error {
-	b.CA = tlstest.New(nopTB{})
+	if b.CA == nil { // a cluster's brokers share one
+		b.CA = tlstest.New(nopTB{})
+	}
 	key, err := x509.MarshalPKCS8PrivateKey(b.CA.Server.PrivateKey)
 	if err != nil {
 		return err
@@ -400,6 +406,16 @@ const log4j = `Configuration:
         - ref: STDOUT
 `
 
+// writeConfig writes the node's server.properties, conf with extra over
+// it, and its log4j configuration.
+func (b *Broker) writeConfig(conf, extra map[string]string) error {
+	maps.Copy(conf, extra)
+	if err := writeProperties(filepath.Join(b.Dir, "server.properties"), conf); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.Dir, "log4j2.yaml"), []byte(log4j), 0o644)
+}
+
 func writeProperties(path string, conf map[string]string) error {
 	var sb strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
@@ -408,11 +424,14 @@ func writeProperties(path string, conf map[string]string) error {
 	return os.WriteFile(path, []byte(sb.String()), 0o600)
 }
 
+// clusterID is the cluster id every node's storage is formatted with.
+const clusterID = "pgoutbox-test-cluster1"
+
 // format formats the storage (kafka-storage format), with the SCRAM users
 // when secure.
 func (b *Broker) format(secure bool) error {
 	args := append(slices.Clone(b.jvm), "-cp", b.jars, "kafka.tools.StorageTool", "format",
-		"--cluster-id", "pgoutbox-test-cluster1", "--config", filepath.Join(b.Dir, "server.properties"), "--ignore-formatted")
+		"--cluster-id", clusterID, "--config", filepath.Join(b.Dir, "server.properties"), "--ignore-formatted")
 	if secure {
 		for _, u := range [][2]string{{User, Password}, {LimitedUser, LimitedPassword}} {
 			for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
@@ -420,17 +439,27 @@ func (b *Broker) format(secure bool) error {
 			}
 		}
 	}
-	cmd := exec.Command(b.java, args...)
-	out, err := cmd.CombinedOutput()
+	bin, args := b.command(args)
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("formatting Kafka's storage: %v\n%s", err, out)
 	}
 	return nil
 }
 
+// command is how java runs with args for the node: in the mount namespace
+// of its small disk when it has one.
+func (b *Broker) command(args []string) (string, []string) {
+	if b.disk == nil {
+		return b.java, args
+	}
+	return "nsenter", append([]string{"--target", strconv.Itoa(b.disk.holder.PID()), "--mount", "--", b.java}, args...)
+}
+
 // readyTimeout bounds a start, from the JVM's start to the broker serving
-// metadata; seen: 2-3 s on 2 idle cores.
-const readyTimeout = 90 * time.Second
+// metadata; seen: 2-3 s on 2 idle cores, and over 90 s for a broker of a
+// cluster restarted on 2 cores under a load average of 80.
+const readyTimeout = 3 * time.Minute
 
 // run starts the broker process and waits until it serves.
 func (b *Broker) run() error {
@@ -439,15 +468,20 @@ func (b *Broker) run() error {
 		return err
 	}
 	defer log.Close()
-	args := append(slices.Clone(b.jvm), "-Dlog4j2.configurationFile="+filepath.Join(b.Dir, "log4j2.yaml"),
-		"-cp", b.jars, "kafka.Kafka", filepath.Join(b.Dir, "server.properties"))
-	p, err := proc.Start("kafka", b.java, args, nil, log)
+	bin, args := b.command(append(slices.Clone(b.jvm), "-Dlog4j2.configurationFile="+filepath.Join(b.Dir, "log4j2.yaml"),
+		"-cp", b.jars, "kafka.Kafka", filepath.Join(b.Dir, "server.properties")))
+	p, err := proc.Start("kafka", bin, args, nil, log)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := waitServing(ctx, b.Brokers, p.Exited()); err != nil {
+	if len(b.Brokers) == 0 {
+		err = waitListening(ctx, b.Controller, p.Exited())
+	} else {
+		err = waitServing(ctx, b.Brokers, b.ID, p.Exited())
+	}
+	if err != nil {
 		p.Kill()
 		return fmt.Errorf("Apache Kafka in %s did not start: %v\n%s%s", b.Dir, err, b.logTail(), p.Output())
 	}
@@ -468,28 +502,49 @@ func (b *Broker) run() error {
 }
 
 // waitServing waits until the broker answers a metadata request listing
-// itself: it has registered with the controller and been unfenced, so it
-// can lead partitions.
-func waitServing(ctx context.Context, brokers []string, exited <-chan struct{}) error {
+// itself (node id): it has registered with the controller and been
+// unfenced, so it can lead partitions.
+func waitServing(ctx context.Context, brokers []string, id int32, exited <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RetryTimeout(time.Second))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	var last error
-	for {
+	return waitUntil(ctx, "serving", exited, func() error {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
-		cancel()
-		if err == nil && len(resp.Brokers) > 0 {
+		if err == nil && !slices.ContainsFunc(resp.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.NodeID == id }) {
+			err = fmt.Errorf("node %d not listed yet", id)
+		}
+		return err
+	})
+}
+
+// waitListening waits until a controller accepts connections on addr.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}) error {
+	return waitUntil(ctx, "listening", exited, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+// waitUntil tries ready every 100 ms until it succeeds, the process exits
+// or ctx ends.
+func waitUntil(ctx context.Context, what string, exited <-chan struct{}, ready func() error) error {
+	for {
+		last := ready()
+		if last == nil {
 			return nil
 		}
-		last = err
 		select {
 		case <-exited:
 			return errors.New("the process exited")
 		case <-ctx.Done():
-			return fmt.Errorf("not serving within %v: %v", readyTimeout, last)
+			return fmt.Errorf("not %s within %v: %v", what, readyTimeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -512,26 +567,36 @@ func (b *Broker) Log() string {
 
 // take checks that the test may verb the broker (a broker of its own)
 // and returns its running process, which it no longer holds.
-func (b *Broker) take(verb string) *proc.Process {
-	b.t.Helper()
+func (b *Broker) take(verb string) (*proc.Process, error) {
 	if b.external || b.shared {
-		b.t.Fatalf("kafkatest: cannot %s a shared or external broker: use Start", verb)
+		return nil, fmt.Errorf("cannot %s a shared or external broker: use Start", verb)
 	}
 	b.mu.Lock()
 	p := b.p
 	b.p = nil
 	b.mu.Unlock()
 	if p == nil {
-		b.t.Fatalf("kafkatest: %s: the broker in %s is not running", verb, b.Dir)
+		return nil, fmt.Errorf("%s: the broker in %s is not running", verb, b.Dir)
 	}
-	return p
+	return p, nil
 }
 
 // Kill sends SIGKILL and waits for the exit: what the broker acknowledged
 // and the kernel holds survives, nothing else is flushed.
 func (b *Broker) Kill() {
 	b.t.Helper()
-	b.take("kill").Kill()
+	if err := b.kill(); err != nil {
+		b.t.Fatalf("kafkatest: %v", err)
+	}
+}
+
+func (b *Broker) kill() error {
+	p, err := b.take("kill")
+	if err != nil {
+		return err
+	}
+	p.Kill()
+	return nil
 }
 
 // kafkaStopTimeout bounds a controlled shutdown.
@@ -542,27 +607,70 @@ const kafkaStopTimeout = 60 * time.Second
 // if the broker is still running after a minute.
 func (b *Broker) Stop() {
 	b.t.Helper()
-	start := time.Now()
-	_ = b.take("stop").Stop(kafkaStopTimeout)
-	if time.Since(start) >= kafkaStopTimeout {
-		b.t.Fatalf("kafkatest: Kafka in %s did not stop within %v of SIGTERM", b.Dir, kafkaStopTimeout)
+	if err := b.stop(); err != nil {
+		b.t.Fatalf("kafkatest: %v", err)
 	}
+}
+
+func (b *Broker) stop() error {
+	p, err := b.take("stop")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	_ = p.Stop(kafkaStopTimeout)
+	if time.Since(start) >= kafkaStopTimeout {
+		return fmt.Errorf("Kafka in %s did not stop within %v of SIGTERM", b.Dir, kafkaStopTimeout)
+	}
+	return nil
 }
 
 // Start starts the broker again on its data, on the same ports.
 func (b *Broker) Start() {
 	b.t.Helper()
-	if b.external || b.shared {
-		b.t.Fatalf("kafkatest: cannot start a shared or external broker again: use Start")
+	if err := b.restart(); err != nil {
+		b.t.Fatalf("kafkatest: %v", err)
 	}
-	b.mu.Lock()
-	running := b.p != nil
-	b.mu.Unlock()
-	if running {
-		b.t.Fatalf("kafkatest: the broker in %s is already running", b.Dir)
+}
+
+func (b *Broker) restart() error {
+	if b.external || b.shared {
+		return errors.New("cannot start a shared or external broker again: use Start")
+	}
+	if b.Running() {
+		return fmt.Errorf("the broker in %s is already running", b.Dir)
 	}
 	if err := b.run(); err != nil {
-		b.t.Fatalf("kafkatest: restarting: %v", err)
+		return fmt.Errorf("restarting: %w", err)
+	}
+	return nil
+}
+
+// PID is the process id of the node's JVM (0: not running).
+func (b *Broker) PID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.p == nil {
+		return 0
+	}
+	return b.p.PID()
+}
+
+// Running tells whether the broker's process runs: started by the harness,
+// not killed or stopped since, and not exited by itself (after its disk
+// filled, say).
+func (b *Broker) Running() bool {
+	b.mu.Lock()
+	p := b.p
+	b.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.Exited():
+		return false
+	default:
+		return true
 	}
 }
 
@@ -574,6 +682,9 @@ func (b *Broker) close() {
 	b.mu.Unlock()
 	if p != nil {
 		p.Kill() // at once: its data is thrown away
+	}
+	if b.disk != nil {
+		b.disk.close()
 	}
 	if b.Proxy != nil {
 		b.Proxy.Close()

@@ -1,6 +1,7 @@
 // Package kafkatest gives tests a Kafka broker: Apache Kafka itself, started
 // from its jars (Shared for the package's broker, Start for a test's own,
-// apache.go), for every test about Kafka's behaviour; franz-go's kfake
+// apache.go; StartCluster for a cluster of three brokers of a test's own,
+// cluster.go), for every test about Kafka's behaviour; franz-go's kfake
 // in-process (New), for tests about PostgreSQL's behaviour and those that
 // need kfake's fault hooks; or the devbroker command as a separate process
 // (StartDevbroker). Setting PGOUTBOX_TEST_KAFKA_BROKERS to a comma-separated

@@ -14,17 +14,21 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 )
 
-// Kafka is the broker a run uses: one the harness can kill and start again
-// on its data, reached by the relays through a fault proxy.
+// Kafka is the broker a run uses, or the brokers of a cluster (Cluster):
+// the harness can kill them and start them again on their data, and the
+// relays reach each through a fault proxy.
 type Kafka interface {
-	// Brokers are the addresses the relays use, through Proxy.
+	// Brokers are the addresses the relays use, through Proxies.
 	Brokers() []string
 	// ReadBrokers are the addresses the checker reads from (the same
 	// where the broker has no listener outside the proxy).
 	ReadBrokers() []string
-	Proxy() *faultproxy.Proxy
-	// Kill sends SIGKILL and waits for the exit; Start starts it again
-	// on its data, on the same address, and waits until it serves.
+	// Proxies are in front of every broker.
+	Proxies() []*faultproxy.Proxy
+	// Kill sends SIGKILL to every broker and waits for the exits; Start
+	// starts those that do not run again on their data, on the same
+	// addresses, and waits until they serve (a cluster: until every
+	// partition has all its replicas in sync again).
 	Kill() error
 	Start() error
 }
@@ -184,6 +188,12 @@ func (in *injector) do(ctx context.Context, f Fault) (undo func() error, detail 
 			return nil, "", err
 		}
 		return in.env.Kafka.Start, "", nil
+	case LeaderKill, TwoBrokersDown, RollingRestart, ControllerKill, DiskFull:
+		c, ok := in.env.Kafka.(Cluster)
+		if !ok {
+			return nil, "", fmt.Errorf("nemesis: %s needs a Kafka cluster", f.Kind)
+		}
+		return in.clusterFault(ctx, c, f)
 	case PartitionPostgres:
 		for _, p := range in.env.Links {
 			p.Blackhole()
@@ -195,9 +205,16 @@ func (in *injector) do(ctx context.Context, f Fault) (undo func() error, detail 
 			return nil
 		}, "", nil
 	case PartitionKafka:
-		p := in.env.Kafka.Proxy()
-		p.Blackhole()
-		return func() error { p.Heal(); return nil }, "", nil
+		ps := in.env.Kafka.Proxies()
+		for _, p := range ps {
+			p.Blackhole()
+		}
+		return func() error {
+			for _, p := range ps {
+				p.Heal()
+			}
+			return nil
+		}, "", nil
 	case DelayPostgres:
 		for _, p := range in.env.Links {
 			p.Delay(f.Latency)
@@ -209,9 +226,16 @@ func (in *injector) do(ctx context.Context, f Fault) (undo func() error, detail 
 			return nil
 		}, "", nil
 	case DelayKafka:
-		p := in.env.Kafka.Proxy()
-		p.Delay(f.Latency)
-		return func() error { p.Delay(0); return nil }, "", nil
+		ps := in.env.Kafka.Proxies()
+		for _, p := range ps {
+			p.Delay(f.Latency)
+		}
+		return func() error {
+			for _, p := range ps {
+				p.Delay(0)
+			}
+			return nil
+		}, "", nil
 	case RevokeReplication:
 		n, err := in.sql(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) (int64, error) {
 			if _, err := c.Exec(ctx, "ALTER ROLE "+role+" NOREPLICATION"); err != nil {
@@ -351,16 +375,22 @@ func waitSynced(ctx context.Context, url, slot string, timeout time.Duration) er
 }
 
 // heal undoes whatever a fault left done, for the drain at the end:
-// links healed and without delay, the broker and the primary running,
+// links healed and without delay, the brokers (and a cluster's
+// controllers, its disk freed) and the primary running,
 // REPLICATION granted, every relay running.
 func (in *injector) heal(ctx context.Context) error {
 	for _, p := range in.env.Links {
 		p.Heal()
 		p.Delay(0)
 	}
-	in.env.Kafka.Proxy().Heal()
-	in.env.Kafka.Proxy().Delay(0)
+	for _, p := range in.env.Kafka.Proxies() {
+		p.Heal()
+		p.Delay(0)
+	}
 	errs := []error{in.env.Kafka.Start()}
+	if c, ok := in.env.Kafka.(Cluster); ok {
+		errs = append(errs, healCluster(c))
+	}
 	pg := in.currentPrimary()
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	if c, err := pgx.Connect(cctx, pg.URL); err == nil {

@@ -130,7 +130,8 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		opts.Relays = PickRelays(opts.Seed)
 	}
 	if opts.Kinds == nil {
-		opts.Kinds = KindsFor(opts.Mode, env.Major, env.Standby != nil)
+		_, cluster := env.Kafka.(Cluster)
+		opts.Kinds = KindsFor(opts.Mode, env.Major, env.Standby != nil, cluster)
 	}
 	if opts.StuckAfter == 0 {
 		opts.StuckAfter = 45 * time.Second
@@ -157,6 +158,11 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	superURL := multiHost(env, "postgres", false)
 	if err := setup(ctx, env, superURL, opts); err != nil {
 		return res, fmt.Errorf("nemesis: setup: %w", err)
+	}
+	if c, ok := env.Kafka.(Cluster); ok {
+		if err := prepareCluster(ctx, c); err != nil {
+			return res, fmt.Errorf("nemesis: creating %s: %w", probeTopic, err)
+		}
 	}
 
 	start := time.Now()

@@ -59,12 +59,42 @@ const (
 	DropSlot Kind = "drop-slot"
 	// AddColumn adds a nullable column to the outbox table.
 	AddColumn Kind = "add-column"
+
+	// The faults of a Kafka cluster (Env.Kafka a Cluster), where KafkaKill
+	// kills every broker at once.
+	//
+	// LeaderKill sends SIGKILL to the broker that leads most of the
+	// partitions the relays write events to, and starts it again on its
+	// data after Duration.
+	LeaderKill Kind = "kafka-leader-kill"
+	// TwoBrokersDown sends SIGKILL to every broker but Fault.Broker; the
+	// partitions are left with fewer in-sync replicas than
+	// min.insync.replicas, and writes are refused (NOT_ENOUGH_REPLICAS).
+	// After Duration one is started again, and once writes are accepted,
+	// the other.
+	TwoBrokersDown Kind = "kafka-two-brokers-down"
+	// RollingRestart stops each broker with SIGTERM in turn (a controlled
+	// shutdown), starts it again and waits until every partition has all
+	// its replicas in sync before the next: an upgrade.
+	RollingRestart Kind = "kafka-rolling-restart"
+	// ControllerKill sends SIGKILL to the active controller, and starts it
+	// again on its data after Duration.
+	ControllerKill Kind = "kafka-controller-kill"
+	// DiskFull fills the disk of the broker whose data lies on a small one
+	// (it stops serving at its next write), frees it after Duration and
+	// starts the broker again if it stopped.
+	DiskFull Kind = "kafka-disk-full"
 )
 
+// ClusterKinds are the faults drawn only against a Kafka cluster.
+var ClusterKinds = []Kind{LeaderKill, TwoBrokersDown, RollingRestart, ControllerKill, DiskFull}
+
 // AllKinds are every kind of fault, in a fixed order (the order weights
-// are drawn in).
+// are drawn in). The cluster's come last, so that a schedule drawn
+// without them is what it was before they existed.
 var AllKinds = []Kind{RelayKill, RelayTerm, PostgresRestart, Failover, KafkaKill,
-	PartitionPostgres, PartitionKafka, DelayPostgres, DelayKafka, RevokeReplication, DropSlot, AddColumn}
+	PartitionPostgres, PartitionKafka, DelayPostgres, DelayKafka, RevokeReplication, DropSlot, AddColumn,
+	LeaderKill, TwoBrokersDown, RollingRestart, ControllerKill, DiskFull}
 
 // ParseKinds parses a comma-separated list of kinds.
 func ParseKinds(s string) ([]Kind, error) {
@@ -95,6 +125,10 @@ func (k Kind) resource(relay int) string {
 		return "link-postgres"
 	case PartitionKafka, DelayKafka:
 		return "link-kafka"
+	case KafkaKill, LeaderKill, TwoBrokersDown, RollingRestart, DiskFull:
+		// One fault at a time on the brokers: two of them overlapping
+		// would take three brokers down, which is KafkaKill's.
+		return "kafka-brokers"
 	}
 	return string(k)
 }
@@ -103,11 +137,11 @@ func (k Kind) resource(relay int) string {
 // process faults most, the rare operator actions least.
 func (k Kind) weight() int {
 	switch k {
-	case RelayKill, KafkaKill:
+	case RelayKill, KafkaKill, LeaderKill:
 		return 4
-	case RelayTerm, PostgresRestart, PartitionPostgres, PartitionKafka:
+	case RelayTerm, PostgresRestart, PartitionPostgres, PartitionKafka, TwoBrokersDown, ControllerKill:
 		return 3
-	case DelayPostgres, DelayKafka, RevokeReplication, DropSlot:
+	case DelayPostgres, DelayKafka, RevokeReplication, DropSlot, RollingRestart, DiskFull:
 		return 2
 	case Failover:
 		return 1 // and at most once
@@ -125,8 +159,14 @@ func (k Kind) duration(rng *rand.Rand) time.Duration {
 		return between(0, 2*time.Second)
 	case PostgresRestart:
 		return between(0, 3*time.Second)
-	case KafkaKill:
+	case KafkaKill, LeaderKill, ControllerKill:
 		return between(500*time.Millisecond, 10*time.Second)
+	case TwoBrokersDown:
+		// Long enough for the controller to fence the two (3 s of
+		// missed heartbeats) and the leader to refuse writes.
+		return between(4*time.Second, 12*time.Second)
+	case DiskFull:
+		return between(2*time.Second, 10*time.Second)
 	case PartitionPostgres, PartitionKafka:
 		return between(time.Second, 12*time.Second)
 	case DelayPostgres, DelayKafka:
@@ -149,6 +189,8 @@ type Fault struct {
 	Relay int `json:"relay,omitempty"`
 	// Latency is what a delay fault adds to each chunk, each way.
 	Latency time.Duration `json:"latency,omitempty"`
+	// Broker is the broker TwoBrokersDown leaves up (1 to 3).
+	Broker int32 `json:"broker,omitempty"`
 }
 
 // End is when the fault is undone, from the start of the run.
@@ -161,6 +203,9 @@ func (f Fault) String() string {
 	}
 	if f.Latency > 0 {
 		s += fmt.Sprintf(" +%v", f.Latency)
+	}
+	if f.Broker > 0 {
+		s += fmt.Sprintf(" broker %d left up", f.Broker)
 	}
 	if f.Duration > 0 {
 		s += fmt.Sprintf(" for %v", f.Duration.Round(time.Millisecond))
@@ -180,7 +225,8 @@ type Config struct {
 	// Overlap is the probability that a fault brings a second one of
 	// another kind within the next two seconds.
 	Overlap float64
-	// Kinds are the kinds the run may inject (default AllKinds).
+	// Kinds are the kinds the run may inject (default: all but
+	// ClusterKinds).
 	Kinds []Kind
 	// Relays is the number of relay processes (2: an HA pair).
 	Relays int
@@ -204,7 +250,7 @@ func (c *Config) Defaults() {
 		c.Overlap = 0.25
 	}
 	if len(c.Kinds) == 0 {
-		c.Kinds = AllKinds
+		c.Kinds = KindsFor(ModeAuto, 17, true, false)
 	}
 	if c.Relays == 0 {
 		c.Relays = 1
@@ -254,6 +300,9 @@ func NewSchedule(cfg Config) Schedule {
 		}
 		if k == DelayPostgres || k == DelayKafka {
 			f.Latency = time.Duration(20+rng.IntN(281)) * time.Millisecond
+		}
+		if k == TwoBrokersDown {
+			f.Broker = 1 + rng.Int32N(3)
 		}
 		// A fault never outlasts the run, and waits for its resource.
 		if free := busy[k.resource(f.Relay)]; f.At < free {
@@ -352,7 +401,8 @@ func PickRelays(seed uint64) int {
 }
 
 // KindsFor are the faults that apply to a relay in mode, on a PostgreSQL
-// server of major version, with a standby (for the failover) or not.
+// server of major version, with a standby (for the failover) or not, and
+// a Kafka cluster (ClusterKinds) or one broker.
 //
 // Left out, with the reason:
 //   - poll: a slot, REPLICATION and the WAL are not used, so dropping the
@@ -362,10 +412,11 @@ func PickRelays(seed uint64) int {
 //     since are only in the table, and --mode wal does not poll them);
 //     so does REPLICATION revoked (a permanent refusal, with the
 //     statement that grants it: --mode wal has nothing to fall back to).
-func KindsFor(mode Mode, major int, standby bool) []Kind {
+func KindsFor(mode Mode, major int, standby, cluster bool) []Kind {
 	var out []Kind
 	for _, k := range AllKinds {
 		switch {
+		case !cluster && slices.Contains(ClusterKinds, k):
 		case k == Failover && !standby:
 		case mode == ModePoll && (k == DropSlot || k == RevokeReplication):
 		case mode == ModeWAL && (k == DropSlot || k == RevokeReplication):
