@@ -111,6 +111,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.kafka.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
 	fs.IntVar(&f.kafka.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
 	fs.BoolVar(&f.kafka.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
+	registerProducer(fs, &f.kafka) // --kafka-compression...: kafkaflags.go
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
@@ -169,7 +170,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	if cfg.Sink, err = f.opener(c.slot); err != nil {
+	if cfg.Sink, err = f.opener(ctx, c.slot); err != nil {
 		return cfg, nil, err
 	}
 	if f.sink == sinkNATS {
@@ -199,7 +200,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 }
 
 // opener is the sink --sink names, from its flags.
-func (f *relayFlags) opener(slot string) (relay.Opener, error) {
+func (f *relayFlags) opener(ctx context.Context, slot string) (relay.Opener, error) {
 	if f.sink == sinkNATS {
 		dlq := ""
 		if f.cfg.OnPoison != relay.PoisonHalt {
@@ -211,7 +212,7 @@ func (f *relayFlags) opener(slot string) (relay.Opener, error) {
 	}
 	kc := f.kafka
 	kc.Brokers = strings.Split(f.brokers, ",")
-	if err := f.auth.apply(&kc); err != nil {
+	if err := f.auth.apply(ctx, &kc); err != nil {
 		return nil, err
 	}
 	return &broker.Kafka{Config: kc}, nil
