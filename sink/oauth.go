@@ -29,8 +29,20 @@ type OAuth struct {
 }
 
 // refreshAt is the part of a token's lifetime after which a new one is
-// asked for (Kafka's sasl.login.refresh.window.factor).
-const refreshAt = 0.8
+// asked for (Kafka's sasl.login.refresh.window.factor), unless that leaves
+// less than refreshBuffer (Kafka's sasl.login.refresh.buffer.seconds), or
+// half the lifetime when that is shorter: franz-go authenticates again a
+// second or more before the session the token gives ends, so a token
+// handed out with less left is refused soon after.
+const (
+	refreshAt     = 0.8
+	refreshBuffer = 5 * time.Minute
+)
+
+// refreshAfter is when a token of lifetime is replaced.
+func refreshAfter(lifetime time.Duration) time.Duration {
+	return min(time.Duration(float64(lifetime)*refreshAt), lifetime-min(refreshBuffer, lifetime/2))
+}
 
 // tokenTimeout bounds one request to the token endpoint.
 const tokenTimeout = 10 * time.Second
@@ -101,7 +113,7 @@ func (t *tokens) get(ctx context.Context) (string, error) {
 		return "", err
 	}
 	t.token, t.expires = token, now.Add(lifetime)
-	t.refresh = now.Add(time.Duration(float64(lifetime) * refreshAt))
+	t.refresh = now.Add(refreshAfter(lifetime))
 	return token, nil
 }
 

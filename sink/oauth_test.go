@@ -66,7 +66,8 @@ func TestTokenRefresh(t *testing.T) {
 		t.Run(fmt.Sprintf("jwt=%v", jwt), func(t *testing.T) {
 			now := time.Now()
 			clock := func() time.Time { return now }
-			ep := &endpoint{lifetime: 100 * time.Second, jwt: jwt, clock: clock}
+			const lifetime = 2 * time.Hour
+			ep := &endpoint{lifetime: lifetime, jwt: jwt, clock: clock}
 			srv := httptest.NewServer(ep)
 			defer srv.Close()
 			tk := newTokens(OAuth{TokenURL: srv.URL, ClientID: "relay:one", ClientSecret: "S3cret+/=", Scope: "kafka produce"})
@@ -79,27 +80,39 @@ func TestTokenRefresh(t *testing.T) {
 			if ep.scope != "kafka produce" {
 				t.Errorf("scope %q", ep.scope)
 			}
-			now = now.Add(79 * time.Second)
+			now = now.Add(lifetime * 79 / 100)
 			if again, _ := tk.get(ctx); again != first || ep.granted != 1 {
 				t.Errorf("asked again before 80%% of the lifetime: %d grants", ep.granted)
 			}
-			now = now.Add(2 * time.Second)
+			now = now.Add(lifetime * 2 / 100)
 			second, err := tk.get(ctx)
 			if err != nil || second == first || ep.granted != 2 {
 				t.Errorf("not refreshed after 80%% of the lifetime: %v, %d grants", err, ep.granted)
 			}
 			ep.down = true
-			now = now.Add(85 * time.Second) // past the refresh time, before expiry
+			now = now.Add(lifetime * 85 / 100) // past the refresh time, before expiry
 			if got, err := tk.get(ctx); err != nil || got != second {
 				t.Errorf("the endpoint down before the token expired: %q %v", got, err)
 			}
-			now = now.Add(20 * time.Second) // expired
+			now = now.Add(lifetime * 20 / 100) // expired
 			_, err = tk.get(ctx)
 			var te *TokenError
 			if !errors.As(err, &te) || te.Permanent() || !strings.Contains(err.Error(), "OAuth token endpoint "+srv.URL+" failed (HTTP 503)") {
 				t.Errorf("the endpoint down after expiry: %v", err)
 			}
 		})
+	}
+}
+
+// A token is replaced at 80% of its lifetime, but never with less than
+// five minutes, or half its lifetime, left.
+func TestRefreshAfter(t *testing.T) {
+	for lifetime, want := range map[time.Duration]time.Duration{
+		time.Hour: 48 * time.Minute, 10 * time.Minute: 5 * time.Minute, 6 * time.Second: 3 * time.Second,
+	} {
+		if got := refreshAfter(lifetime); got != want {
+			t.Errorf("%v: %v, want %v", lifetime, got, want)
+		}
 	}
 }
 

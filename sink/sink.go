@@ -169,6 +169,17 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("SASL mechanism %q: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", s.Mechanism)
 }
 
+// who is whom the mechanism authenticates, for errors.
+func (s SASL) who() string {
+	switch strings.ToUpper(s.Mechanism) {
+	case MechanismOAuthBearer:
+		return fmt.Sprintf("OAuth client %q", s.OAuth.ClientID)
+	case MechanismAWSMSKIAM:
+		return "the AWS credentials"
+	}
+	return fmt.Sprintf("user %q", s.Username)
+}
+
 // validate checks that the mechanism has its credentials, and only its.
 func (s SASL) validate() error {
 	if _, err := s.mechanism(); err != nil {
@@ -300,6 +311,7 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	written := new(writtenTopics)
 	k := &Kafka{c: c, limits: newLimits(c, cfg.MaxMessageBytes, written)}
 	k.health = &Health{c: c, brokers: cfg.Brokers, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil,
+		mechanism: strings.ToUpper(cfg.SASL.Mechanism), who: cfg.SASL.who(), clientCert: cfg.TLS != nil && len(cfg.TLS.Certificates) > 0,
 		dialTimeout: cfg.DialTimeout, dial: dialer(cfg)}
 	k.topics = &Topics{c: c, brokers: cfg.Brokers}
 	produce, err := cfg.producerOpts()

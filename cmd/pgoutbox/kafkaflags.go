@@ -155,6 +155,14 @@ func (f *tlsFiles) config() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--%s-cert/--%s-key: %w", f.prefix, f.prefix, err)
 		}
+		// A server refuses an expired certificate with an alert that
+		// does not say why; say it here.
+		switch now := time.Now(); {
+		case now.After(cert.Leaf.NotAfter):
+			return nil, fmt.Errorf("--%s-cert: the client certificate %s (%s) expired on %s", f.prefix, f.certFile, cert.Leaf.Subject, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		case now.Before(cert.Leaf.NotBefore):
+			return nil, fmt.Errorf("--%s-cert: the client certificate %s (%s) is not valid before %s", f.prefix, f.certFile, cert.Leaf.Subject, cert.Leaf.NotBefore.UTC().Format(time.RFC3339))
+		}
 		t.Certificates = []tls.Certificate{cert}
 	}
 	return t, nil

@@ -1,0 +1,124 @@
+package test
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
+)
+
+// oauthLifetime is how long the issuer's tokens live: the refresh
+// subtest runs three times as long.
+const oauthLifetime = 5 * time.Second
+
+// Apache Kafka as production runs it, through the binary: a listener that
+// requires a client certificate, and one that takes OAUTHBEARER tokens
+// from a token endpoint, checked against the issuer's keys. One broker
+// serves every subtest. What is wrong stops run at start with the cause;
+// an endpoint that is down is waited for; tokens are refreshed before they
+// expire, and nothing is lost across a run longer than their lifetime.
+func TestKafkaAuthModes(t *testing.T) {
+	e := newEnv(t)
+	is := kafkatest.NewIssuer(t, oauthLifetime)
+	b := kafkatest.Start(t, kafkatest.Options{MTLS: true, OAuth: is})
+	dir := t.TempDir()
+	ca := b.CA.WritePEM(t, dir)
+	other := tlstest.New(t)
+	otherCA := other.WritePEM(t, t.TempDir())
+	cert, key := b.CA.ClientFiles(t, dir, "relay", time.Now().Add(time.Hour))
+	expCert, expKey := b.CA.ClientFiles(t, dir, "expired", time.Now().Add(-time.Hour))
+	strangerCert, strangerKey := other.ClientFiles(t, dir, "stranger", time.Now().Add(time.Hour))
+	mtls := func(more ...string) []string {
+		return append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", ca}, more...)
+	}
+	oauth := func(url string, more ...string) []string {
+		return append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "OAUTHBEARER",
+			"--kafka-oauth-token-url", url, "--kafka-oauth-client-id", is.ClientID, "--kafka-oauth-scope", "kafka"}, more...)
+	}
+	secret := "PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=" + is.ClientSecret
+	for _, tt := range []struct {
+		name  string
+		env   []string
+		args  []string
+		code  int // -1: still running when stopped
+		wants []string
+	}{
+		{"mutual TLS: a certificate the broker trusts", nil, mtls("--kafka-tls-cert", cert, "--kafka-tls-key", key), -1, []string{`"msg":"streaming"`}},
+		{"mutual TLS: the broker's CA not trusted", nil,
+			[]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", otherCA, "--kafka-tls-cert", cert, "--kafka-tls-key", key},
+			1, []string{"TLS certificate is not trusted", "--kafka-tls-ca"}},
+		{"mutual TLS: an expired client certificate", nil, mtls("--kafka-tls-cert", expCert, "--kafka-tls-key", expKey), 1,
+			[]string{"--kafka-tls-cert: the client certificate", "expired"}},
+		{"mutual TLS: a certificate the broker does not trust", nil, mtls("--kafka-tls-cert", strangerCert, "--kafka-tls-key", strangerKey), 1,
+			[]string{"refused the TLS handshake", b.MTLS[0], "client certificate"}},
+		{"mutual TLS: no client certificate", nil, mtls(), 1, []string{"refused the TLS handshake", "requires a client certificate", "--kafka-tls-cert"}},
+		{"OAUTHBEARER: a wrong client secret", []string{"PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=Wrong-Client-Secret-8"}, oauth(is.TokenURL()), 1,
+			[]string{"OAuth token endpoint " + is.TokenURL() + " refused the client credentials (HTTP 401)", "invalid_client"}},
+		{"OAUTHBEARER: the token endpoint unreachable", []string{secret}, oauth("http://127.0.0.1:1/token"), -1,
+			[]string{"OAuth token endpoint http://127.0.0.1:1/token unreachable"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := 20 * time.Second
+			if tt.code == -1 {
+				d = 8 * time.Second
+			}
+			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
+			if tt.code >= 0 && code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, s := range []string{is.ClientSecret, "Wrong-Client-Secret-8"} {
+				if strings.Contains(out, s) {
+					t.Errorf("output shows the secret %q", s)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+	t.Run("OAUTHBEARER: tokens refreshed before they expire", func(t *testing.T) {
+		bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+		cmd := exec.Command(bin, append(oauth(is.TokenURL()), "--topic", "oauth.events", "--log-format", "json")...)
+		cmd.Env = append(cmd.Environ(), secret)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		grants := is.Grants()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(out.String(), `"msg":"streaming"`) })
+		// Events throughout three lifetimes of a token: each is
+		// delivered, on connections that authenticated again with fresh
+		// tokens.
+		var ids []string
+		end := time.Now().Add(3 * oauthLifetime)
+		for i := 0; time.Now().Before(end); i++ {
+			ids = append(ids, e.insert(row{"order", fmt.Sprintf("o-%d", i%5), "Placed", `{"n":1}`})...)
+			time.Sleep(100 * time.Millisecond)
+		}
+		kafkatest.Consume(t, b.Brokers, []string{"oauth.events"}, len(ids), 30*time.Second)
+		awaitIDs(t, b.Brokers, "oauth.events", ids, 10*time.Second)
+		if n := is.Grants() - grants; n < 3 {
+			t.Errorf("%d tokens granted in %v of tokens living %v: not refreshed", n, 3*oauthLifetime, oauthLifetime)
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit: %v\n%s", err, out.String())
+		}
+		if strings.Contains(out.String(), "SASL") || strings.Contains(out.String(), `"level":"ERROR"`) {
+			t.Errorf("authentication failed on the way:\n%s", out.String())
+		}
+	})
+}
