@@ -117,4 +117,3 @@ func topicBytes(t *testing.T, brokers []string, topic string) int64 {
 	}
 	return n
 }
-
