@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +43,13 @@ func TestKafkaAuthModes(t *testing.T) {
 			"--kafka-oauth-token-url", url, "--kafka-oauth-client-id", is.ClientID, "--kafka-oauth-scope", "kafka"}, more...)
 	}
 	secret := "PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=" + is.ClientSecret
+	awsIAM := []string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "AWS_MSK_IAM"}
+	awsEnv := func(key, secret string) []string {
+		none := filepath.Join(t.TempDir(), "none")
+		return []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
+			"AWS_SHARED_CREDENTIALS_FILE=" + none, "AWS_CONFIG_FILE=" + none, "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=eu-west-3",
+			"AWS_WEB_IDENTITY_TOKEN_FILE=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=", "AWS_CONTAINER_CREDENTIALS_FULL_URI="}
+	}
 	for _, tt := range []struct {
 		name  string
 		env   []string
@@ -60,6 +68,12 @@ func TestKafkaAuthModes(t *testing.T) {
 		{"mutual TLS: no client certificate", nil, mtls(), 1, []string{"refused the TLS handshake", "requires a client certificate", "--kafka-tls-cert"}},
 		{"OAUTHBEARER: a wrong client secret", []string{"PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=Wrong-Client-Secret-8"}, oauth(is.TokenURL()), 1,
 			[]string{"OAuth token endpoint " + is.TokenURL() + " refused the client credentials (HTTP 401)", "invalid_client"}},
+		// No MSK here: the mechanism reaches a broker that does not offer
+		// it, with the chain's credentials; without any, it says so.
+		{"AWS_MSK_IAM: a listener without it", awsEnv("AKIDEXAMPLE", "Aws-Secret-Key-4"), awsIAM, 1,
+			[]string{"does not offer SASL AWS_MSK_IAM", b.OAuth[0]}},
+		{"AWS_MSK_IAM: no credentials", awsEnv("", ""), awsIAM, 1,
+			[]string{"AWS credentials for AWS_MSK_IAM"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := 20 * time.Second
@@ -75,7 +89,7 @@ func TestKafkaAuthModes(t *testing.T) {
 					t.Errorf("output lacks %q", w)
 				}
 			}
-			for _, s := range []string{is.ClientSecret, "Wrong-Client-Secret-8"} {
+			for _, s := range []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"} {
 				if strings.Contains(out, s) {
 					t.Errorf("output shows the secret %q", s)
 				}

@@ -82,6 +82,13 @@ func (a *kafkaAuth) apply(ctx context.Context, cfg *sink.Config) error {
 		if err != nil {
 			return fmt.Errorf("--kafka-sasl-mechanism AWS_MSK_IAM: %w", err)
 		}
+		// Credentials the chain cannot give are said at start, not at the
+		// first broker connection; they are cached and refreshed from then on.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := creds.Retrieve(rctx); err != nil {
+			return fmt.Errorf("--kafka-sasl-mechanism AWS_MSK_IAM: %w", &sink.AWSCredentialsError{Err: err})
+		}
 		cfg.SASL.AWS = creds
 	}
 	return nil
