@@ -63,7 +63,7 @@ func TryReplication(ctx context.Context, conn *pgx.Conn, databaseURL string) err
 	// not start a WAL sender.
 	pgErr, refused := walSenderRefused(err)
 	if !refused {
-		return fmt.Errorf("replication connection: %w", err)
+		return fmt.Errorf("replication connection: %w", tlsRefused(err))
 	}
 	return &RefusedError{Advice: replicationAdvice(ctx, conn, pgErr)}
 }

@@ -1,0 +1,92 @@
+package test
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
+)
+
+// serverTLS writes ca's server certificate and key where the postgres
+// user reads them, and returns the settings that turn TLS on.
+func serverTLS(t *testing.T, ca *tlstest.CA) map[string]string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgoutbox-pgtls-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key, err := x509.MarshalPKCS8PrivateKey(ca.Server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Server.Certificate[0]}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// PostgreSQL reads its key only if its own user owns it.
+	cred, err := pgcluster.Credential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred != nil {
+		if err := os.Chown(keyFile, int(cred.Uid), int(cred.Gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return map[string]string{"ssl": "on", "ssl_cert_file": certFile, "ssl_key_file": keyFile}
+}
+
+// A PostgreSQL with TLS and a test CA: sslmode=verify-full with the CA
+// that signed its certificate streams; with another CA, run stops at
+// start saying the server's certificate is not trusted, and never falls
+// back to a connection without TLS.
+func TestPostgresTLSVerifyFull(t *testing.T) {
+	ca := tlstest.New(t)
+	e := newEnv(t, pgcluster.Options{Settings: serverTLS(t, ca)})
+	if e.pg.External() {
+		t.Skip("needs the throwaway cluster's TLS settings")
+	}
+	rightCA := ca.WritePEM(t, t.TempDir())
+	wrongCA := tlstest.New(t).WritePEM(t, t.TempDir())
+	url := func(rootCert string) string {
+		return strings.Replace(e.url, "sslmode=disable", "sslmode=verify-full&sslrootcert="+rootCert, 1)
+	}
+	for _, tt := range []struct {
+		name  string
+		url   string
+		code  int
+		wants []string
+	}{
+		{"the CA that signed the server's certificate", url(rightCA), -1, []string{`"msg":"streaming"`}},
+		{"another CA", url(wrongCA), 1, []string{"the database server's TLS certificate is not trusted", "unknown authority"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			code, out := runOnce(t, 8*time.Second, nil, "run", "--database-url", tt.url, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+			if tt.code >= 0 && code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if t.Failed() {
+				t.Logf("after %v, output:\n%s", time.Since(start), out)
+			}
+		})
+	}
+}
