@@ -23,6 +23,9 @@ func replicationConfig(databaseURL string) (*pgconn.Config, error) {
 	if err != nil {
 		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
 	}
+	if err := applyIAM(pgcfg); err != nil {
+		return nil, err
+	}
 	if pgcfg.ConnectTimeout == 0 {
 		pgcfg.ConnectTimeout = ConnectTimeout
 	}

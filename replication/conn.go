@@ -45,6 +45,9 @@ func ConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
 	}
+	if err := applyIAM(&cfg.Config); err != nil {
+		return nil, err
+	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = ConnectTimeout
 	}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -63,6 +64,63 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 	wrongCA := tlstest.New(t).WritePEM(t, t.TempDir())
 	url := func(rootCert string) string {
 		return strings.Replace(e.url, "sslmode=disable", "sslmode=verify-full&sslrootcert="+rootCert, 1)
+	}
+	// RDS is out of reach: a role whose password the server checks in
+	// clear shows that every command sends a token made per connection,
+	// which the server refuses here, and that no line shows it.
+	hba := filepath.Join(e.pg.Dir, "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hba, append([]byte("hostssl all iam_user 127.0.0.1/32 password\n"), old...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.conn.Exec(context.Background(), "CREATE ROLE iam_user LOGIN PASSWORD 'Not-A-Token-1'; SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	iamURL := strings.Replace(url(rightCA), "postgres://postgres@", "postgres://iam_user@", 1)
+	awsEnv := []string{"AWS_ACCESS_KEY_ID=AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY=Aws-Secret-Key-4", "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent", "AWS_CONFIG_FILE=/nonexistent"}
+	for _, tt := range []struct {
+		name, cmd string
+		url       string
+		more      []string
+		code      int
+		wants     []string
+	}{
+		{"IAM token: run", "run", iamURL, []string{"--database-iam-auth", "--database-iam-region", "eu-west-1"}, 1,
+			[]string{`password authentication failed for user "iam_user"`}},
+		{"IAM token: migrate", "migrate", iamURL, []string{"--database-iam-auth", "--database-iam-region", "eu-west-1"}, 1,
+			[]string{`password authentication failed for user "iam_user"`}},
+		{"IAM token: without TLS", "run", strings.Replace(iamURL, "sslmode=verify-full", "sslmode=disable", 1), []string{"--database-iam-auth"}, 1,
+			[]string{"--database-iam-auth needs TLS"}},
+		{"IAM token: no region", "run", iamURL, []string{"--database-iam-auth"}, 1,
+			[]string{"RDS IAM authentication", "no AWS region"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{tt.cmd, "--database-url", tt.url}, tt.more...)
+			if tt.cmd == "run" {
+				args = append(args, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+			}
+			code, out := runOnce(t, 20*time.Second, append(awsEnv, "AWS_REGION="), args...)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, secret := range []string{"Amz", "Aws-Secret-Key-4"} {
+				if strings.Contains(out, secret) {
+					t.Errorf("output shows %q", secret)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
 	}
 	for _, tt := range []struct {
 		name  string

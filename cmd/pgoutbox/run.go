@@ -32,6 +32,8 @@ type common struct {
 	logFormat    string
 	logLevel     string
 	config       string
+	iamAuth      bool
+	iamRegion    string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -43,6 +45,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.config, "config", "", "file of 'flag = value' lines")
+	fs.BoolVar(&c.iamAuth, "database-iam-auth", false, "authenticate to Amazon RDS or Aurora with an IAM token, made per connection from AWS's default credential chain, in place of a password; needs TLS")
+	fs.StringVar(&c.iamRegion, "database-iam-region", "", "with --database-iam-auth: the region the token is signed for (default: the host name's, else AWS_REGION or the profile's)")
 }
 
 func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) {
@@ -54,6 +58,9 @@ func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) 
 func (c *common) requireURL() error {
 	if c.databaseURL == "" {
 		return errors.New("--database-url is required (or PGOUTBOX_DATABASE_URL)")
+	}
+	if err := c.applyIAM(); err != nil {
+		return err
 	}
 	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel, nil); err != nil {
 		return err
