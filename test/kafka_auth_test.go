@@ -150,9 +150,11 @@ func TestKafkaAuthModes(t *testing.T) {
 		}
 		kafkatest.Consume(t, b.Brokers, []string{"oauth.events"}, len(ids), 30*time.Second)
 		awaitIDs(t, b.Brokers, "oauth.events", ids, 10*time.Second)
-		if n := is.Grants() - grants; n < 3 {
+		n := is.Grants() - grants
+		if n < 3 {
 			t.Errorf("%d tokens granted in %v of tokens living %v: not refreshed", n, 3*oauthLifetime, oauthLifetime)
 		}
+		t.Logf("%d events over %v, %d tokens granted (each living %v)", len(ids), 3*oauthLifetime, n, oauthLifetime)
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("exit: %v\n%s", err, out.String())
