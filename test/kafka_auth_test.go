@@ -2,15 +2,12 @@ package test
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
@@ -81,64 +78,28 @@ func TestKafkaAuthModes(t *testing.T) {
 				d = 8 * time.Second
 			}
 			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
-			if tt.code >= 0 && code != tt.code {
-				t.Errorf("exit code %d, want %d", code, tt.code)
-			}
-			for _, w := range tt.wants {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q", w)
-				}
-			}
-			for _, s := range []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"} {
-				if strings.Contains(out, s) {
-					t.Errorf("output shows the secret %q", s)
-				}
-			}
-			if t.Failed() {
-				t.Logf("output:\n%s", out)
-			}
+			expectOutput(t, code, tt.code, out, tt.wants, []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"})
 		})
 	}
 	// An endpoint that does not answer is waited for, and status names
 	// it as the Kafka problem.
 	t.Run("OAUTHBEARER: the token endpoint unreachable", func(t *testing.T) {
-		bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-		cmd := exec.Command(bin, append(oauth("http://127.0.0.1:1/token"), "--log-format", "json")...)
-		cmd.Env = append(cmd.Environ(), secret)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill()
+		r := startBinaryEnv(t, []string{secret}, append(oauth("http://127.0.0.1:1/token"), "--log-format", "json")...)
 		const want = "OAuth token endpoint http://127.0.0.1:1/token unreachable"
 		var st statusJSON
-		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(out.String(), `"msg":"streaming"`) })
+		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.out.String(), `"msg":"streaming"`) })
 		eventually(t, 20*time.Second, "status naming the token endpoint", func() bool {
 			st, _ = e.status(t)
 			return strings.Contains(st.KafkaProblem, want)
 		})
 		t.Logf("status: kafka: %s", st.KafkaProblem)
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("exit: %v\n%s", err, out.String())
-		}
-		if !strings.Contains(out.String(), want) || strings.Contains(out.String(), is.ClientSecret) {
-			t.Errorf("the log does not name the endpoint, or shows the secret:\n%s", out.String())
-		}
+		r.stop(t)
+		expectOutput(t, 0, 0, r.out.String(), []string{want}, []string{is.ClientSecret})
 	})
 	t.Run("OAUTHBEARER: tokens refreshed before they expire", func(t *testing.T) {
-		bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-		cmd := exec.Command(bin, append(oauth(is.TokenURL()), "--topic", "oauth.events", "--log-format", "json")...)
-		cmd.Env = append(cmd.Environ(), secret)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
 		grants := is.Grants()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill()
-		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(out.String(), `"msg":"streaming"`) })
+		r := startBinaryEnv(t, []string{secret}, append(oauth(is.TokenURL()), "--topic", "oauth.events", "--log-format", "json")...)
+		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.out.String(), `"msg":"streaming"`) })
 		// Events throughout three lifetimes of a token: each is
 		// delivered, on connections that authenticated again with fresh
 		// tokens.
@@ -155,12 +116,9 @@ func TestKafkaAuthModes(t *testing.T) {
 			t.Errorf("%d tokens granted in %v of tokens living %v: not refreshed", n, 3*oauthLifetime, oauthLifetime)
 		}
 		t.Logf("%d events over %v, %d tokens granted (each living %v)", len(ids), 3*oauthLifetime, n, oauthLifetime)
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("exit: %v\n%s", err, out.String())
-		}
-		if strings.Contains(out.String(), "SASL") || strings.Contains(out.String(), `"level":"ERROR"`) {
-			t.Errorf("authentication failed on the way:\n%s", out.String())
+		r.stop(t)
+		if out := r.out.String(); strings.Contains(out, "SASL") || strings.Contains(out, `"level":"ERROR"`) {
+			t.Errorf("authentication failed on the way:\n%s", out)
 		}
 	})
 }

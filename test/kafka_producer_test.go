@@ -3,9 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 // codecs are Kafka's compression codecs by their id in a record batch's
@@ -38,7 +35,6 @@ func TestKafkaCompressionThroughBinary(t *testing.T) {
 			batch = nil
 		}
 	}
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	sizes := map[string]int64{}
 	var valueBytes int
 	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
@@ -50,17 +46,9 @@ func TestKafkaCompressionThroughBinary(t *testing.T) {
 			args = append(args, "--kafka-compression-level", "3")
 		}
 		started := time.Now()
-		cmd := exec.Command(bin, args...)
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		r := startBinaryEnv(t, nil, args...)
 		recs := kafkatest.Consume(t, e.brokers, []string{topic}, rows, 60*time.Second)
-		cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("%s: exit: %v\n%s", codec, err, out.String())
-		}
+		r.stop(t)
 		// franz-go sends a batch that compression would not shrink as it
 		// is; for these events that is at most a batch of one record.
 		other, plain := 0, 0
