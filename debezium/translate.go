@@ -29,9 +29,10 @@ type reading struct {
 	refused  []string
 	warnings []string
 	db       dbOptions
-	tables   []outbox.Table // table.include.list, when it names tables
-	router   string         // the Outbox Event Router's name in transforms
-	dropSlot string         // slot.drop.on.stop's key, as written, when true
+	tables   []outbox.Table      // table.include.list, when it names tables
+	router   string              // the Outbox Event Router's name in transforms
+	dropSlot string              // slot.drop.on.stop's key, as written, when true
+	producer map[string]keyValue // Kafka producer settings, by name (producer.go)
 }
 
 func (r *reading) set(flag, value string) { r.out = append(r.out, Setting{Flag: flag, Value: value}) }
@@ -73,6 +74,7 @@ func (c config) translate() *reading {
 			r.ignore(k)
 		}
 	}
+	r.finishProducer()
 	sort.Strings(r.ignored)
 	return r
 }

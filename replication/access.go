@@ -23,6 +23,9 @@ func replicationConfig(databaseURL string) (*pgconn.Config, error) {
 	if err != nil {
 		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
 	}
+	if err := applyIAM(pgcfg); err != nil {
+		return nil, err
+	}
 	if pgcfg.ConnectTimeout == 0 {
 		pgcfg.ConnectTimeout = ConnectTimeout
 	}
@@ -63,7 +66,7 @@ func TryReplication(ctx context.Context, conn *pgx.Conn, databaseURL string) err
 	// not start a WAL sender.
 	pgErr, refused := walSenderRefused(err)
 	if !refused {
-		return fmt.Errorf("replication connection: %w", err)
+		return fmt.Errorf("replication connection: %w", tlsRefused(err))
 	}
 	return &RefusedError{Advice: replicationAdvice(ctx, conn, pgErr)}
 }

@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +45,9 @@ func ConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, errors.New("parse database URL: invalid connection string") // pgx may echo the password
 	}
+	if err := applyIAM(&cfg.Config); err != nil {
+		return nil, err
+	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = ConnectTimeout
 	}
@@ -50,6 +55,35 @@ func ConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	return cfg, nil
+}
+
+// TLSError is a server whose TLS certificate the connection does not
+// trust: another CA than sslrootcert's, another host name than the URL's
+// under sslmode=verify-full, or a certificate out of its dates. Retrying
+// cannot fix it, and pgoutbox never falls back to a connection without
+// TLS.
+type TLSError struct{ Err error }
+
+func (e *TLSError) Error() string {
+	return "the database server's TLS certificate is not trusted (check sslrootcert, sslmode and the host name of --database-url): " + e.Err.Error()
+}
+
+func (e *TLSError) Unwrap() error   { return e.Err }
+func (e *TLSError) Permanent() bool { return true }
+
+// tlsRefused marks a connection error that is the server's certificate
+// failing verification.
+func tlsRefused(err error) error {
+	var (
+		verify    *tls.CertificateVerificationError
+		authority x509.UnknownAuthorityError
+		host      x509.HostnameError
+		invalid   x509.CertificateInvalidError
+	)
+	if errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid) {
+		return &TLSError{Err: err}
+	}
+	return err
 }
 
 // Pooled tells whether conn reaches the server through a connection

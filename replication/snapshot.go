@@ -36,7 +36,7 @@ func CreateSlotExported(ctx context.Context, cfg Config) (*ExportedSlot, error) 
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(err))
+		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(tlsRefused(err)))
 	}
 	opts := "SNAPSHOT 'export'"
 	if cfg.Failover {

@@ -165,7 +165,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pgcfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(err))
+		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(tlsRefused(err)))
 	}
 	s := &Stream{cfg: cfg, tables: tables, log: log, conn: conn, stop: make(chan struct{})}
 	if s.rels, err = s.loadRelations(ctx); err != nil {
@@ -679,7 +679,11 @@ func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, tlsRefused(err)
+	}
+	return conn, nil
 }
 
 // DefaultReceiveTimeout is the receive timeout for a server's

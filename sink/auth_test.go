@@ -38,7 +38,7 @@ func TestTLSAndSASL(t *testing.T) {
 		auth    bool   // the error must be ErrAuth: retrying cannot fix it
 	}{
 		{"right credentials over TLS", brokers, good, &tls.Config{RootCAs: ca.Pool}, "", false},
-		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: kafkatest.User, Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, "SASL authentication", true},
+		{"wrong password", brokers, SASL{Mechanism: MechanismScramSHA256, Username: kafkatest.User, Password: "wrong-pass-123"}, &tls.Config{RootCAs: ca.Pool}, `SASL SCRAM-SHA-256 authentication failed for user "relay" on broker ` + brokers[0], true},
 		{"untrusted CA", brokers, good, &tls.Config{RootCAs: other.Pool}, "TLS certificate is not trusted", true},
 		{"plaintext to a TLS broker", brokers, good, nil, "requires TLS", true},
 		// The documented promise: a TLS or SASL mismatch stops the relay,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,9 +25,14 @@ const plaintextAfter = time.Second
 
 // Health tells whether a Kafka sink's brokers answer, and if not, why.
 type Health struct {
-	c           *client
-	brokers     []string
-	sasl, tls   bool
+	c         *client
+	brokers   []string
+	sasl, tls bool
+	mechanism string
+	// who is whom SASL authenticates, for errors: "user relay"; clientCert
+	// tells a TLS client certificate configured.
+	who         string
+	clientCert  bool
 	dialTimeout time.Duration
 	// dial connects as the client does, TLS handshake included (Ping's
 	// probes).
@@ -131,11 +137,30 @@ func (h *Health) explain(ctx context.Context, err error) error {
 	var hostErr x509.HostnameError
 	var netErr net.Error
 	var firstEOF *kgo.ErrFirstReadEOF
+	var tokenErr *TokenError
+	var awsErr *AWSCredentialsError
+	var opErr *net.OpError
 	eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 	probe := h.probeTimeout()
 	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
-		return fmt.Errorf("%w: SASL authentication failed (check the mechanism, --kafka-username and --kafka-password): %v", ErrAuth, err)
+	case errors.As(err, &tokenErr):
+		if tokenErr.Permanent() {
+			return fmt.Errorf("%w: %v", ErrAuth, tokenErr)
+		}
+		return tokenErr // the endpoint may come back: retried
+	case errors.As(err, &awsErr):
+		return fmt.Errorf("%w: %v", ErrAuth, awsErr)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		return fmt.Errorf("%w: the broker at %s does not offer SASL %s on this listener (check --kafka-sasl-mechanism and the listener's sasl.enabled.mechanisms): %v", ErrAuth, h.seeds(), h.mechanism, err)
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState):
+		return fmt.Errorf("%w: SASL %s authentication failed for %s on broker %s (%s): %v", ErrAuth, h.mechanism, h.who, h.seeds(), h.check(), err)
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		// A TLS alert from the broker: with TLS 1.3 a client certificate
+		// it refuses shows on the first read after the handshake.
+		if !h.clientCert {
+			return fmt.Errorf("%w: the broker at %s refused the TLS handshake (%v): it requires a client certificate (--kafka-tls-cert, --kafka-tls-key)", ErrAuth, h.seeds(), err)
+		}
+		return fmt.Errorf("%w: the broker at %s refused the TLS handshake (%v): it does not take the client certificate (--kafka-tls-cert): is it signed by a CA in the broker's ssl.truststore, and valid now?", ErrAuth, h.seeds(), err)
 	case h.sasl && eof:
 		// kfake, and some proxies, close instead of answering
 		// SASL_AUTHENTICATION_FAILED; so does a broker going down.
@@ -160,6 +185,20 @@ func (h *Health) explain(ctx context.Context, err error) error {
 		return fmt.Errorf("the broker closed the connection: does it require TLS (--kafka-tls) or SASL (--kafka-sasl-mechanism)? (%v)", err)
 	}
 	return err
+}
+
+// seeds names the seed brokers.
+func (h *Health) seeds() string { return strings.Join(h.brokers, ",") }
+
+// check says what to check when SASL authentication fails.
+func (h *Health) check() string {
+	switch h.mechanism {
+	case MechanismOAuthBearer:
+		return "check that the broker trusts the token endpoint's tokens: its JWKS, expected audience and issuer"
+	case MechanismAWSMSKIAM:
+		return "check the IAM policy of the AWS credentials: kafka-cluster:Connect"
+	}
+	return "check --kafka-sasl-mechanism, --kafka-username and --kafka-password"
 }
 
 // probeTimeout bounds each of Ping's own connections to a seed broker.

@@ -21,13 +21,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	awssasl "github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -65,8 +69,24 @@ type Config struct {
 	MaxBufferedBytes   int
 	// MaxMessageBytes is the largest record accepted (default 1,000,012,
 	// Kafka's default). The broker's own limit for a topic, learned when
-	// the topic is first used, applies when it is lower.
+	// the topic is first used, applies when it is lower. It bounds each
+	// partition's batch too: franz-go refuses a record larger than its
+	// batch limit, where Kafka's Java producer sends it alone.
 	MaxMessageBytes int
+	// Compression is the codec batches are compressed with
+	// (producer.go): none (the default: latency-first batches are small,
+	// and compressing them costs CPU on every record), gzip, snappy, lz4
+	// or zstd. CompressionLevel is the codec's level as Kafka's producer
+	// takes it (compression.<codec>.level); 0 is the codec's default.
+	Compression      string
+	CompressionLevel int
+	// MaxRequestBytes bounds what one produce request to a broker holds
+	// (default 100 MiB, the broker's socket.request.max.bytes); at least
+	// MaxMessageBytes.
+	MaxRequestBytes int
+	// RequestTimeout is how long a broker may take to answer a produce
+	// request (default 10s).
+	RequestTimeout time.Duration
 	// CreateTopics asks the broker to create missing topics (the broker
 	// must allow it). Off in the zero value, and Defaults leaves it so; pgoutbox
 	// run sets it from --kafka-create-topics, whose default is true.
@@ -100,12 +120,19 @@ const (
 	MechanismPlain       = "PLAIN"
 	MechanismScramSHA256 = "SCRAM-SHA-256"
 	MechanismScramSHA512 = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
 )
 
-// SASL is a SASL mechanism and its credentials. The password never
-// appears in an error or a log line.
+// SASL is a SASL mechanism and its credentials: a username and password
+// (PLAIN, SCRAM), a token endpoint (OAUTHBEARER) or AWS credentials
+// (AWS_MSK_IAM). No secret appears in an error or a log line.
 type SASL struct {
 	Mechanism, Username, Password string
+	OAuth                         *OAuth
+	// AWS gives the credentials each AWS_MSK_IAM authentication signs
+	// with (package awsauth: AWS's default chain).
+	AWS aws.CredentialsProvider
 }
 
 func (s SASL) mechanism() (sasl.Mechanism, error) {
@@ -118,9 +145,76 @@ func (s SASL) mechanism() (sasl.Mechanism, error) {
 		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism(), nil
 	case MechanismScramSHA512:
 		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism(), nil
+	case MechanismOAuthBearer:
+		if s.OAuth == nil {
+			return nil, errors.New("SASL OAUTHBEARER needs a token endpoint")
+		}
+		t, ext := newTokens(*s.OAuth), s.OAuth.Extensions
+		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+			token, err := t.get(ctx)
+			return oauth.Auth{Token: token, Extensions: ext}, err
+		}), nil
+	case MechanismAWSMSKIAM:
+		if s.AWS == nil {
+			return nil, errors.New("SASL AWS_MSK_IAM needs AWS credentials")
+		}
+		return awssasl.ManagedStreamingIAM(func(ctx context.Context) (awssasl.Auth, error) {
+			c, err := s.AWS.Retrieve(ctx)
+			if err != nil {
+				return awssasl.Auth{}, &AWSCredentialsError{Err: err}
+			}
+			return awssasl.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken, UserAgent: "pgoutbox"}, nil
+		}), nil
 	}
-	return nil, fmt.Errorf("SASL mechanism %q: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
+	return nil, fmt.Errorf("SASL mechanism %q: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM", s.Mechanism)
 }
+
+// who is whom the mechanism authenticates, for errors.
+func (s SASL) who() string {
+	switch strings.ToUpper(s.Mechanism) {
+	case MechanismOAuthBearer:
+		return fmt.Sprintf("OAuth client %q", s.OAuth.ClientID)
+	case MechanismAWSMSKIAM:
+		return "the AWS credentials"
+	}
+	return fmt.Sprintf("user %q", s.Username)
+}
+
+// validate checks that the mechanism has its credentials, and only its.
+func (s SASL) validate() error {
+	if _, err := s.mechanism(); err != nil {
+		return err
+	}
+	mech := strings.ToUpper(s.Mechanism)
+	password := mech == MechanismPlain || mech == MechanismScramSHA256 || mech == MechanismScramSHA512
+	switch {
+	case password && (s.Username == "" || s.Password == ""):
+		return errors.New("SASL needs a username and a password")
+	case !password && (s.Username != "" || s.Password != ""):
+		if mech == "" {
+			return errors.New("a Kafka username or password was given without a SASL mechanism")
+		}
+		return fmt.Errorf("SASL %s takes no username or password", mech)
+	case mech != MechanismOAuthBearer && s.OAuth != nil:
+		return errors.New("an OAuth token endpoint was given without SASL OAUTHBEARER")
+	case mech == MechanismOAuthBearer:
+		u, err := url.Parse(s.OAuth.TokenURL)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("OAuth token endpoint %q: want an http or https URL", redactURL(s.OAuth.TokenURL))
+		}
+	}
+	return nil
+}
+
+// AWSCredentialsError is AWS's default chain finding no credentials, or
+// failing to refresh them.
+type AWSCredentialsError struct{ Err error }
+
+func (e *AWSCredentialsError) Error() string {
+	return fmt.Sprintf("AWS credentials for AWS_MSK_IAM: %v", e.Err)
+}
+
+func (e *AWSCredentialsError) Unwrap() error { return e.Err }
 
 // Defaults fills unset fields.
 func (c *Config) Defaults() {
@@ -166,14 +260,11 @@ func (c Config) Validate() error {
 	if c.MaxBufferedBytes < c.MaxMessageBytes {
 		return fmt.Errorf("max buffered bytes %d is smaller than max message bytes %d", c.MaxBufferedBytes, c.MaxMessageBytes)
 	}
-	if _, err := c.SASL.mechanism(); err != nil {
+	if err := c.SASL.validate(); err != nil {
 		return err
 	}
-	if c.SASL.Mechanism != "" && (c.SASL.Username == "" || c.SASL.Password == "") {
-		return errors.New("SASL needs a username and a password")
-	}
-	if c.SASL.Mechanism == "" && (c.SASL.Username != "" || c.SASL.Password != "") {
-		return errors.New("a Kafka username or password was given without a SASL mechanism")
+	if err := c.validateProducer(); err != nil {
+		return err
 	}
 	if c.TransactionalID != "" && (c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute) {
 		return fmt.Errorf("transaction timeout %s: must be between 1s and 15m", c.TransactionTimeout)
@@ -220,8 +311,14 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 	written := new(writtenTopics)
 	k := &Kafka{c: c, limits: newLimits(c, cfg.MaxMessageBytes, written)}
 	k.health = &Health{c: c, brokers: cfg.Brokers, sasl: cfg.SASL.Mechanism != "", tls: cfg.TLS != nil,
+		mechanism: strings.ToUpper(cfg.SASL.Mechanism), who: cfg.SASL.who(), clientCert: cfg.TLS != nil && len(cfg.TLS.Certificates) > 0,
 		dialTimeout: cfg.DialTimeout, dial: dialer(cfg), written: written, positionTopic: cfg.PositionTopic}
 	k.topics = &Topics{c: c, brokers: cfg.Brokers}
+	produce, err := cfg.producerOpts()
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
 	c.opts = []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -233,11 +330,9 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		// once per partition, after Fits learned the topic's limit.
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.limits.cached(topic)) }),
 		kgo.WithLogger(logger{log}),
-		// Latency-first batches are small; compressing them costs CPU
-		// on every record and saves nothing.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(newPartitioner()),
 	}
+	c.opts = append(c.opts, produce...)
 	if cfg.CreateTopics {
 		// A topic created on first use takes a while to show in the
 		// metadata of a busy cluster: franz-go's default of four

@@ -101,22 +101,7 @@ SELECT pg_reload_conf();
 				d = 6 * time.Second
 			}
 			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
-			if tt.code >= 0 && code != tt.code {
-				t.Errorf("exit code %d, want %d", code, tt.code)
-			}
-			for _, w := range tt.wants {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q", w)
-				}
-			}
-			for _, s := range secrets {
-				if strings.Contains(out, s) {
-					t.Errorf("output shows the secret %q", s)
-				}
-			}
-			if t.Failed() {
-				t.Logf("output:\n%s", out)
-			}
+			expectOutput(t, code, tt.code, out, tt.wants, secrets)
 		})
 	}
 	// And with everything right, an event flows through SASL and TLS: its

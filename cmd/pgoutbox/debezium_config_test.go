@@ -29,6 +29,7 @@ func runFlagSet() (*flag.FlagSet, *relay.Config) {
 	fs.StringVar(&format, "format", "cloudevents", "")
 	fs.StringVar(&cfg.Router.Topic, "topic", "outbox.event.{aggregatetype}", "")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "")
+	fs.Duration("linger", 0, "")
 	registerMappingFlags(fs, &cfg)
 	return fs, &cfg
 }
@@ -86,12 +87,13 @@ debezium.format.value.schemas.enable=false
 		"column-aggregate-id": "aggregate_id", "column-additional": "event_type:header:eventType",
 		"route-topic-replacement": "${routedByValue}.events", "key-converter": "json-schemas",
 		"value-converter": "json", "header-converter": "json-schemas", "snapshot-mode": "no_data",
+		"linger": "5ms",
 	} {
 		if got := flagValue(fs, flagName); got != want {
 			t.Errorf("--%s = %q, want %q", flagName, got, want)
 		}
 	}
-	want := "ignoring Debezium options pgoutbox does not use: debezium.sink.kafka.producer.linger.ms, debezium.source.offset.flush.interval.ms, debezium.source.offset.storage.file.filename"
+	want := "ignoring Debezium options pgoutbox does not use: debezium.source.offset.flush.interval.ms, debezium.source.offset.storage.file.filename"
 	if !strings.Contains(warn, want) || strings.Count(warn, "\n") != 1 {
 		t.Errorf("warning:\n%s\nwant one line containing %q", warn, want)
 	}

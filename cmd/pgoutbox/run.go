@@ -32,6 +32,8 @@ type common struct {
 	logFormat    string
 	logLevel     string
 	config       string
+	iamAuth      bool
+	iamRegion    string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -43,6 +45,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.config, "config", "", "file of 'flag = value' lines")
+	fs.BoolVar(&c.iamAuth, "database-iam-auth", false, "authenticate to Amazon RDS or Aurora with an IAM token, made per connection from AWS's default credential chain, in place of a password; needs TLS")
+	fs.StringVar(&c.iamRegion, "database-iam-region", "", "with --database-iam-auth: the region the token is signed for (default: the host name's, else AWS_REGION or the profile's)")
 }
 
 func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) {
@@ -54,6 +58,9 @@ func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) 
 func (c *common) requireURL() error {
 	if c.databaseURL == "" {
 		return errors.New("--database-url is required (or PGOUTBOX_DATABASE_URL)")
+	}
+	if err := c.applyIAM(); err != nil {
+		return err
 	}
 	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel, nil); err != nil {
 		return err
@@ -115,6 +122,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.kafka.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
 	fs.IntVar(&f.kafka.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
 	fs.BoolVar(&f.kafka.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
+	registerProducer(fs, &f.kafka) // --kafka-compression...: kafkaflags.go
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
@@ -175,7 +183,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
-	if cfg.Sink, err = f.opener(fs, c.slot); err != nil {
+	if cfg.Sink, err = f.opener(ctx, fs, c.slot); err != nil {
 		return cfg, nil, err
 	}
 	switch f.sink {
@@ -213,7 +221,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 }
 
 // opener is the sink --sink names, from its flags.
-func (f *relayFlags) opener(fs *flag.FlagSet, slot string) (relay.Opener, error) {
+func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) (relay.Opener, error) {
 	if f.sink == sinkRedis {
 		format, _ := schema.ParseFormat(f.format)
 		maxBytes := 0 // the server's limit, unless --max-message-bytes is given
@@ -240,7 +248,7 @@ func (f *relayFlags) opener(fs *flag.FlagSet, slot string) (relay.Opener, error)
 	}
 	kc := f.kafka
 	kc.Brokers = strings.Split(f.brokers, ",")
-	if err := f.auth.apply(&kc); err != nil {
+	if err := f.auth.apply(ctx, &kc); err != nil {
 		return nil, err
 	}
 	return &broker.Kafka{Config: kc}, nil

@@ -103,6 +103,12 @@ type Options struct {
 	// (Broker.Proxy): the broker advertises the proxy's address on it, so
 	// that every connection a client makes crosses the proxy.
 	Proxied bool
+	// MTLS adds an SSL listener that requires a client certificate
+	// signed by Broker.CA (Broker.MTLS; auth.go).
+	MTLS bool
+	// OAuth adds a SASL_PLAINTEXT listener taking OAUTHBEARER tokens that
+	// the issuer signs (Broker.OAuth; auth.go).
+	OAuth *Issuer
 	// Port is the plaintext listener's port (0: a free one).
 	Port int
 	// JVMOptions replace the test default (a small heap, the C1 compiler
@@ -128,6 +134,9 @@ type Broker struct {
 	// (Options.Proxied).
 	Proxied []string
 	Proxy   *faultproxy.Proxy
+	// MTLS and OAuth are the bootstrap addresses of the listeners of
+	// Options.MTLS and Options.OAuth.
+	MTLS, OAuth []string
 	// Dir holds the broker's configuration, its log (broker.log) and, in
 	// Dir/data, its data. Empty for an external broker.
 	Dir string
@@ -306,6 +315,11 @@ func start(opts Options) (*Broker, error) {
 		ls = append(ls, listener{name: "PROXIED", protocol: "PLAINTEXT", port: ports[4], advertised: b.Proxy.Addr()})
 		b.Proxied = []string{b.Proxy.Addr()}
 	}
+	authLs, err := b.authListeners(opts)
+	if err != nil {
+		return nil, err
+	}
+	ls = append(ls, authLs...)
 	conf := maps.Clone(Settings)
 	var names, protocols, advertised []string
 	for _, l := range ls {
@@ -341,6 +355,9 @@ func start(opts Options) (*Broker, error) {
 		if err := b.secure(conf); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.authSettings(opts, conf); err != nil {
+		return nil, err
 	}
 	if err := b.writeConfig(conf, opts.Config); err != nil {
 		return nil, err

@@ -24,6 +24,8 @@ type CA struct {
 	Pool   *x509.CertPool
 	Server tls.Certificate
 	der    []byte
+	cert   *x509.Certificate // the CA's, which signs client certificates too (client.go)
+	key    *ecdsa.PrivateKey
 }
 
 // New makes a CA valid for an hour.
@@ -61,7 +63,7 @@ func New(t testing.TB) *CA {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	return &CA{Pool: pool, Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, der: caDER}
+	return &CA{Pool: pool, Server: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, der: caDER, cert: ca, key: caKey}
 }
 
 // ServerConfig is what a broker listens with.
