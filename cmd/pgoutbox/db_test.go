@@ -734,7 +734,9 @@ func TestJSONHeadersOfOwnLeftOut(t *testing.T) {
 			if off {
 				onceEach(t, broker.Brokers, topic, "e-1", "e-2")
 				for _, r := range kafkatest.Consume(t, broker.Brokers, []string{topic}, 2, 20*time.Second) {
-					if bytes.Contains(r.Value, []byte("r-1")) || bytes.Contains(r.Value, []byte("200")) {
+					// The type, and so the topic and the CloudEvent, may
+					// hold any digits: look for the column's own names.
+					if bytes.Contains(r.Value, []byte("X-Request-Id")) || bytes.Contains(r.Value, []byte(`"status"`)) {
 						t.Errorf("the headers column was read: %s", r.Value)
 					}
 				}

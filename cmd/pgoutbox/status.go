@@ -429,7 +429,7 @@ func (o *opsStatus) print(stdout io.Writer) {
 	if o.DeadLetters != nil {
 		fmt.Fprintf(stdout, "dead letters %d", *o.DeadLetters)
 		if h := o.HeldAggregates; h != nil && *h > 0 {
-			fmt.Fprintf(stdout, " (%d aggregates held)", *h)
+			fmt.Fprintf(stdout, " (%d %s held)", *h, plural(*h, "aggregate", "aggregates"))
 		}
 		fmt.Fprintln(stdout)
 	}
@@ -453,4 +453,12 @@ func deref(s *string) string {
 func knownRow(ctx context.Context, conn *pgx.Conn, own store.Pipeline) bool {
 	known, _, err := own.Check(ctx, conn)
 	return err == nil && known
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
