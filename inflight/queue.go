@@ -41,10 +41,20 @@ func New[T any](max int, settle func(item T, stop <-chan struct{}), drop func(it
 	return q
 }
 
-// Acquire takes a place for a message, waiting while max are in flight.
+// Acquire takes a place for a message, waiting while max are in flight;
+// ErrStopped once the queue is closed, whose goroutine would never settle
+// the message.
 func (q *Queue[T]) Acquire(ctx context.Context) error {
 	select {
 	case q.slots <- struct{}{}:
+		// A select picks at random among ready cases: a free place must
+		// not win over a close.
+		select {
+		case <-q.stop:
+			<-q.slots
+			return ErrStopped
+		default:
+		}
 		q.mu.Lock()
 		q.n++
 		q.mu.Unlock()
