@@ -347,6 +347,9 @@ func TestTLS(t *testing.T) {
 func TestServerKilled(t *testing.T) {
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
 	s.Queue("k", "k", "direct", "")
+	// Definitions reach the node's disk a moment after they are
+	// declared; killed before, it comes back without the binding.
+	time.Sleep(2 * time.Second)
 	p := newPublisher(t, s, Config{Exchange: "k", AckTimeout: 5 * time.Second})
 	var o outcomes
 	ctx := context.Background()
