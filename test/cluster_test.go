@@ -123,11 +123,13 @@ func clientMajor(t *testing.T, bin string) int {
 	return n
 }
 
+// serverMajor is the major version (15, 18...) of the server conn is
+// connected to, for the assertions whose right answer depends on it.
 func serverMajor(t *testing.T, conn *pgx.Conn) int {
 	t.Helper()
 	var v int
 	if err := conn.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int / 10000").Scan(&v); err != nil {
-		t.Fatal(err)
+		t.Fatalf("server version: %v", err)
 	}
 	return v
 }

@@ -64,7 +64,7 @@ func startBinary(t *testing.T, args ...string) *proc {
 func startBinaryEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, waited: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, exit: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
@@ -72,10 +72,13 @@ func startBinaryEnv(t *testing.T, env []string, args ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.waited <- p.cmd.Wait() }()
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		close(p.exit)
+	}()
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
-		<-p.waited
+		<-p.exit
 		if t.Failed() || os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" {
 			t.Logf("pgoutbox output:\n%s", p.out.String())
 		}
@@ -245,7 +248,7 @@ log-format = json
 func TestPollRowsWithoutOrder(t *testing.T) {
 	e := existingLedger(t, 50)
 	ctx := context.Background()
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+	if out, err := migrate(t, e, "public.outbox_event"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
@@ -380,12 +383,11 @@ COMMIT`); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.waited:
+	case <-p.done():
 		out := p.out.String()
-		if err == nil || !strings.Contains(out, "an UPDATE of the outbox table public.outboxevent at") || !strings.Contains(out, "table.op.invalid.behavior=fatal") {
+		if err := p.errExit(); err == nil || !strings.Contains(out, "an UPDATE of the outbox table public.outboxevent at") || !strings.Contains(out, "table.op.invalid.behavior=fatal") {
 			t.Fatalf("run ended with %v:\n%s", err, out)
 		}
-		p.waited <- err // for the cleanup
 	case <-time.After(30 * time.Second):
 		t.Fatalf("run did not stop at the update:\n%s", p.out)
 	}

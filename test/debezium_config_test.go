@@ -253,11 +253,9 @@ INSERT INTO public.ledger_outbox VALUES
 		t.Fatal("the slot was dropped at the stop")
 	}
 	drop := startBinary(t, "slot", "drop", "--config", path, "--keep-publication")
-	if err := <-drop.waited; err != nil {
-		drop.waited <- err
+	if err := drop.errExit(); err != nil {
 		t.Fatalf("slot drop: %v\n%s", err, drop.out.String())
 	}
-	drop.waited <- nil
 	if slotExists() {
 		t.Error("pgoutbox slot drop --config FILE --keep-publication kept the slot")
 	}

@@ -75,17 +75,6 @@ func (e *env) connect() *pgx.Conn {
 	return conn
 }
 
-// serverMajor is the test server's major version (15, 18...), for the
-// assertions whose right answer depends on it.
-func (e *env) serverMajor() int {
-	e.t.Helper()
-	var n int
-	if err := e.conn.QueryRow(context.Background(), "SELECT current_setting('server_version_num')::int / 10000").Scan(&n); err != nil {
-		e.t.Fatalf("server version: %v", err)
-	}
-	return n
-}
-
 // config is a relay configuration for tests: fast status updates and
 // heartbeats so that positions can be observed quickly.
 func (e *env) config() relay.Config {

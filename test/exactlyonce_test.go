@@ -178,8 +178,8 @@ func TestExactlyOnceFencesStaleRelay(t *testing.T) {
 	deadline := time.After(30 * time.Second)
 	for !exited && !standby {
 		select {
-		case errA = <-a.waited:
-			a.waited <- errA
+		case <-a.done():
+			errA = a.errExit()
 			exited = true
 		case <-time.After(100 * time.Millisecond):
 			standby = strings.Contains(a.out.String(), "another relay holds this pipeline")
@@ -230,8 +230,8 @@ func TestExactlyOnceRefusesUnknownDelivery(t *testing.T) {
 		p := e.runProcess(t, args...)
 		var err error
 		select {
-		case err = <-p.waited:
-			p.waited <- err
+		case <-p.done():
+			err = p.errExit()
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%v: still running", args)
 		}
@@ -430,7 +430,7 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	cfg := e.config()
 	e.setup(cfg)
 	load := e.startLoad(t, 3)
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	// A commit at most every 100 ms (--transaction-interval, up to the
 	// longest a transaction stays open): under the load a Kafka
 	// transaction with records is open most of the time, and a pause
@@ -450,9 +450,8 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 	}
 	select {
-	case err := <-p.waited:
-		p.waited <- err
-		t.Fatalf("the relay exited (%v) after its transaction timed out:\n%s", err, p.out.String())
+	case <-p.done():
+		t.Fatalf("the relay exited (%v) after its transaction timed out:\n%s", p.errExit(), p.out.String())
 	default:
 	}
 	if !strings.Contains(p.out.String(), "past the transaction timeout") {

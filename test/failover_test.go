@@ -66,7 +66,7 @@ func TestSlotCreateFailover(t *testing.T) {
 	if e.pg.External() {
 		t.Skip("a standby needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
-	major := e.serverMajor()
+	major := serverMajor(t, e.conn)
 	out, stderr, ok := cli(t, "slot", "create", "--failover", "--database-url", e.url)
 	if major < 17 {
 		if ok || !strings.Contains(stderr, "failover slots need PostgreSQL 17") {
@@ -76,9 +76,8 @@ func TestSlotCreateFailover(t *testing.T) {
 		// retrying what cannot work.
 		p := e.runProcess(t, "--slot-failover")
 		select {
-		case err := <-p.waited:
-			p.waited <- err
-			if err == nil || !strings.Contains(p.out.String(), "failover slots need PostgreSQL 17") {
+		case <-p.done():
+			if err := p.errExit(); err == nil || !strings.Contains(p.out.String(), "failover slots need PostgreSQL 17") {
 				t.Errorf("run --slot-failover on PostgreSQL %d exited with %v; want a failure naming PostgreSQL 17:\n%s", major, err, p.out)
 			}
 		case <-time.After(30 * time.Second):
@@ -305,7 +304,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Skip("a standby needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
 	ctx := context.Background()
-	major := e.serverMajor()
+	major := serverMajor(t, e.conn)
 	failoverSlot := major >= 17
 	opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 	if failoverSlot {

@@ -40,9 +40,7 @@ DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
 	load := e.startLoad(t, 3)
 	started := time.Now()
 	time.Sleep(7 * time.Second)
-	load.mu.Lock()
-	streamed := len(load.committed)
-	load.mu.Unlock()
+	streamed := load.count()
 	rate := float64(streamed) / time.Since(started).Seconds()
 	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func TestDeletedWhilePollRelayStoppedIsReported(t *testing.T) {
 	e.insertThenDelete(200, "order")
 	kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
 
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
 	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
 	e.awaitLoss(t, p, addr, 200)
@@ -125,7 +125,7 @@ func TestDeletedWhileSlotLostIsReported(t *testing.T) {
 	e.insertThenDelete(150, "order")
 	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
 
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
 	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
 	e.awaitLoss(t, p, addr, 150)
@@ -163,7 +163,7 @@ func TestDeletedWhileStoppedNoFalseReport(t *testing.T) {
 
 	load := e.startLoad(t, 3)
 	time.Sleep(500 * time.Millisecond) // the load runs before the restart, and across it
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
 	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
 	eventually(t, 30*time.Second, "the gap judged", func() bool {
@@ -171,9 +171,9 @@ func TestDeletedWhileStoppedNoFalseReport(t *testing.T) {
 	})
 	committed := load.finish()
 	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("load: %v; %d rolled back", rep, load.rolledBack)
-	if rep.lost != 0 || load.rolledBack == 0 {
-		t.Fatalf("the load lost %d events or rolled nothing back (%d)", rep.lost, load.rolledBack)
+	t.Logf("load: %v; %d rolled back", rep, load.rolledBack())
+	if rep.lost != 0 || load.rolledBack() == 0 {
+		t.Fatalf("the load lost %d events or rolled nothing back (%d)", rep.lost, load.rolledBack())
 	}
 	e.awaitLoss(t, p, addr, 40)
 }
@@ -194,7 +194,7 @@ func TestDeletedWhileStoppedStatsResetCannotJudge(t *testing.T) {
 	e.exec("SELECT pg_stat_reset()")
 	kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
 
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
 	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
 	eventually(t, 15*time.Second, "the relay saying it cannot judge the gap", func() bool {
@@ -249,7 +249,7 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', '{}' FROM generate_series(1, 3000) g`
 	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
 	t.Logf("killed with %d of 3000 marked; the cleanup deleted %d", marked, tag.RowsAffected())
 
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
 	awaitIDs(t, e.brokers, "outbox.event.order", kept, 60*time.Second)
 	e.awaitLoss(t, p, addr, 30)

@@ -26,8 +26,8 @@ func TestKafkaClusterWritesRefusedReported(t *testing.T) {
 		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
 	}
 	addr := freeAddr(t)
-	out := runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(c.Brokers, ","),
-		"--metrics-addr", addr, "--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
+	out := startBinary(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(c.Brokers, ","),
+		"--metrics-addr", addr, "--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json").out
 	awaitIDs(t, c.Brokers, topic, ids, 60*time.Second)
 
 	for _, id := range []int32{2, 3} {

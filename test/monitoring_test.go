@@ -23,7 +23,7 @@ import (
 func TestMonitoringWithPrometheus(t *testing.T) {
 	e := newEnv(t)
 	e.setup(e.config())
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p := e.runProcess(t, "--metrics-addr", addr, "--metrics-interval", "500ms")
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`}, row{"order", "o-1", "Paid", `{}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)

@@ -161,7 +161,7 @@ func TestNATSProblemNamedInStatus(t *testing.T) {
 	e.setup(e.config()) // the pipeline, before status reads it
 	s := natstest.Start(t)
 	s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--metrics-addr", addr, "--metrics-interval", "200ms")
 	e.insert(row{"order", "o-1", "Placed", `{}`})
 	eventually(t, 30*time.Second, "a healthy status naming the broker", func() bool {

@@ -341,7 +341,7 @@ func superExec(t *testing.T, url string, sqls ...string) int {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	return e.serverMajor()
+	return serverMajor(t, e.conn)
 }
 
 // devbrokerKafka is the devbroker behind a fault proxy: it listens on a

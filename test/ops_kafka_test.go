@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
 // lockedBuffer is a process's output, readable while it runs.
@@ -52,29 +50,6 @@ func (b *lockedBuffer) lines(parts ...string) []string {
 			out = append(out, l)
 		}
 	}
-	return out
-}
-
-// runBin starts the pgoutbox binary with args; its output can be read
-// while it runs. It is killed when the test ends.
-func runBin(t *testing.T, args ...string) *lockedBuffer {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	out := &lockedBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan struct{})
-	go func() { cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-		if t.Failed() {
-			t.Logf("pgoutbox output:\n%s", out.String())
-		}
-	})
 	return out
 }
 
@@ -125,9 +100,9 @@ func TestKafkaMissingTopicReported(t *testing.T) {
 		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
 	}
 	addr := freeAddr(t)
-	out := runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	out := startBinary(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
 		"--kafka-create-topics=false", "--metrics-addr", addr, "--metrics-interval", "200ms",
-		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
+		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json").out
 
 	eventually(t, 30*time.Second, "/readyz not ready, naming the topic", func() bool {
 		code, body := httpGet("http://" + addr + "/readyz")
@@ -174,7 +149,7 @@ func TestKafkaUnreachableInStatus(t *testing.T) {
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
 	e.brokers = broker.Brokers
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
-	runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	startBinary(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
 		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
 	eventually(t, 30*time.Second, "a healthy status", func() bool {

@@ -86,9 +86,8 @@ func (e *env) execAll(sql ...string) {
 func (p *proc) exited(t *testing.T, within time.Duration) (string, error) {
 	t.Helper()
 	select {
-	case err := <-p.waited:
-		p.waited <- err // for the cleanup
-		return p.out.String(), err
+	case <-p.done():
+		return p.out.String(), p.errExit()
 	case <-time.After(within):
 		t.Fatalf("pgoutbox did not stop within %s:\n%s", within, p.out.String())
 		return "", nil
@@ -114,7 +113,7 @@ func TestPartitionedOutbox(t *testing.T) {
 	for _, p := range parts {
 		before[p] = filenode(t, e.conn, p)
 	}
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+	if out, err := migrate(t, e, "public.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	for _, p := range parts {
@@ -224,7 +223,7 @@ END $$`)
 // right again within seconds.
 func TestPartitionedOutboxPublication(t *testing.T) {
 	e := partitionedOutbox(t, 0)
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+	if out, err := migrate(t, e, "public.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	// Made by hand, as for a subscriber, publishing every action.

@@ -161,9 +161,8 @@ WHERE $1 = ANY(pg_blocking_pids(pid))) SELECT query FROM b WHERE pg_terminate_ba
 	second := e.insert(row{"order", "o-1", "Placed", `{"i":2}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", second, 15*time.Second)
 	select {
-	case err := <-p.waited:
-		p.waited <- err
-		t.Fatalf("the relay exited (%v) after its poll's connection was lost:\n%s", err, p.out)
+	case <-p.done():
+		t.Fatalf("the relay exited (%v) after its poll's connection was lost:\n%s", p.errExit(), p.out)
 	default:
 	}
 	if !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {

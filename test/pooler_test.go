@@ -107,8 +107,7 @@ func (p *proc) logged(msg string) []logLine {
 
 func (p *proc) running() bool {
 	select {
-	case err := <-p.waited:
-		p.waited <- err
+	case <-p.done():
 		return false
 	default:
 		return true

@@ -21,9 +21,20 @@ import (
 
 // proc is a pgoutbox run process.
 type proc struct {
-	cmd    *exec.Cmd
-	out    *lockedBuffer // readable while it runs
-	waited chan error
+	cmd     *exec.Cmd
+	out     *lockedBuffer // readable while it runs
+	exit    chan struct{} // closed once it has exited
+	exitErr error         // what Wait returned, once exit is closed
+}
+
+// done is closed once the process has exited; errExit then says how.
+func (p *proc) done() <-chan struct{} { return p.exit }
+
+// errExit is what waiting for the process returned (nil: it exited 0),
+// once done is closed.
+func (p *proc) errExit() error {
+	<-p.exit
+	return p.exitErr
 }
 
 func (e *env) runProcess(t *testing.T, extra ...string) *proc {
@@ -63,9 +74,8 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) error {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-p.waited:
-		p.waited <- err // for the cleanup
-		return err
+	case <-p.exit:
+		return p.exitErr
 	case <-time.After(60 * time.Second):
 		t.Fatalf("pgoutbox did not exit within 60s of %s", sig)
 		return nil
@@ -78,11 +88,11 @@ type loadWriter struct {
 	e         *env
 	mu        sync.Mutex
 	committed map[string]int // event id -> its position in its aggregate's commit order
-	// rolledBack counts transactions the writers rolled back; check fails
+	// rollbacks counts transactions the writers rolled back; check fails
 	// on any of their events it finds in the topic.
-	rolledBack int
-	stop       chan struct{}
-	done       chan struct{}
+	rollbacks int
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func (e *env) startLoad(t *testing.T, writers int) *loadWriter {
@@ -130,7 +140,7 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g ON CO
 				if rng.IntN(10) == 0 {
 					tx.Rollback(ctx)
 					l.mu.Lock()
-					l.rolledBack++
+					l.rollbacks++
 					l.mu.Unlock()
 					continue
 				}
@@ -148,6 +158,20 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g ON CO
 	}
 	go func() { wg.Wait(); close(l.done) }()
 	return l
+}
+
+// count is how many events have committed so far.
+func (l *loadWriter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.committed)
+}
+
+// rolledBack is how many transactions the writers have rolled back so far.
+func (l *loadWriter) rolledBack() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rollbacks
 }
 
 func (l *loadWriter) finish() map[string]int {

@@ -33,7 +33,7 @@ func TestRunsOnOnePUnlessTold(t *testing.T) {
 SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', '{}' FROM generate_series(1, $1) g`, tt.n); err != nil {
 				t.Fatal(err)
 			}
-			addr := metricsAddr(t)
+			addr := freeAddr(t)
 			p := e.runProcess(t, append(tt.args, "--metrics-addr", addr)...)
 			base := "http://" + addr
 			eventually(t, 15*time.Second, "the metrics endpoint", func() bool { return httpStatus(base+"/metrics") == 200 })

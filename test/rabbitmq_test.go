@@ -248,7 +248,7 @@ func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 	e := newEnv(t)
 	e.setup(e.config())
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{MaxMessageSize: 4096})
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p := e.runProcess(t, append(rabbitFlags(s, "outbox.event.order"), "--mode", "wal", "--metrics-addr", addr, "--metrics-interval", "200ms")...)
 	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
 	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 5000) + `"}`})

@@ -50,7 +50,7 @@ func testPostgresRestart(t *testing.T, stopMode string) {
 	// duplicates, no loss. An immediate stop writes no checkpoint, so it
 	// may replay on every version.
 	read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
-	major := e.serverMajor()
+	major := serverMajor(t, e.conn)
 	t.Logf("PostgreSQL %d, %s stop: %d events, %d records read (duplicates after the restart: %d)",
 		major, stopMode, len(ids), read, read-len(ids))
 	if major >= 17 && stopMode == "fast" && read != len(ids) {

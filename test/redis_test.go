@@ -285,7 +285,7 @@ func TestRedisDownShowsInMetricsAndStatus(t *testing.T) {
 	e := newEnv(t)
 	e.setup(e.config())
 	s := redistest.Start(t)
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--metrics-addr", addr,
 		"--metrics-interval", "200ms")
 	base := "http://" + addr

@@ -57,7 +57,7 @@ func TestDebeziumAvroRegistry(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p := e.runProcess(t, "--config", path, "--metrics-addr", addr)
 	const topic = "outbox.event.Order"
 

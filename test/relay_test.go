@@ -151,11 +151,11 @@ func TestOrderPerAggregateAndRollback(t *testing.T) {
 	load := e.startLoad(t, 6)
 	time.Sleep(2 * time.Second)
 	committed := load.finish()
-	if load.rolledBack == 0 {
+	if load.rolledBack() == 0 {
 		t.Fatal("no transaction rolled back; the test needs some")
 	}
 	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("%v; %d transactions rolled back", rep, load.rolledBack)
+	t.Logf("%v; %d transactions rolled back", rep, load.rolledBack())
 	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
 		t.Fatalf("without faults: lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
 	}

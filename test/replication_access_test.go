@@ -30,8 +30,8 @@ CREATE ROLE app LOGIN; GRANT rds_replication TO app; `+appGrants); err != nil {
 	}
 	e.setup(e.config()) // the publication and slot, made by the owner
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`}, row{"order", "o-2", "Placed", `{}`})
-	out := runBin(t, "run", "--database-url", e.appURL("app"), "--kafka-brokers", strings.Join(e.brokers, ","),
-		"--probe-interval", "200ms", "--poll-interval", "50ms", "--status-interval", "100ms", "--log-format", "json")
+	out := startBinary(t, "run", "--database-url", e.appURL("app"), "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--probe-interval", "200ms", "--poll-interval", "50ms", "--status-interval", "100ms", "--log-format", "json").out
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
 	var fallback []string
 	eventually(t, 20*time.Second, "the fall back to polling, saying why", func() bool {
@@ -74,8 +74,8 @@ func TestProbeDoesNotSwitchWhenPublicationCannotBeCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
-	out := runBin(t, "run", "--database-url", e.appURL("app"), "--kafka-brokers", strings.Join(e.brokers, ","),
-		"--probe-interval", "100ms", "--poll-interval", "50ms", "--log-level", "debug", "--log-format", "json")
+	out := startBinary(t, "run", "--database-url", e.appURL("app"), "--kafka-brokers", strings.Join(e.brokers, ","),
+		"--probe-interval", "100ms", "--poll-interval", "50ms", "--log-level", "debug", "--log-format", "json").out
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
 	eventually(t, 30*time.Second, "ten probes", func() bool {
 		return len(out.lines("the WAL is not available yet", "publication")) >= 10

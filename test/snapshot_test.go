@@ -253,7 +253,7 @@ func TestSnapshotKilledMidway(t *testing.T) {
 func TestSnapshotInitialPoll(t *testing.T) {
 	const old = 2000
 	e := existingLedger(t, old)
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+	if out, err := migrate(t, e, "public.outbox_event"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	// The default order, seq, is missing from the history.
@@ -356,7 +356,7 @@ func TestSnapshotInitialAuto(t *testing.T) {
 	for _, wal := range []string{"replica", "logical"} {
 		t.Run(wal, func(t *testing.T) {
 			e := existingLedger(t, 1500, pgcluster.Options{WALLevel: wal})
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+			if out, err := migrate(t, e, "public.outbox_event"); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
 			p := e.runProcess(t, append([]string{"--mode", "auto", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, ledgerFlags...)...)
@@ -413,8 +413,8 @@ func debeziumHeaderID(t *testing.T) func(*kgo.Record) string {
 // slot with its snapshot as a failover slot.
 func TestSnapshotInitialFailoverSlot(t *testing.T) {
 	e := existingLedger(t, 100)
-	if e.serverMajor() < 17 {
-		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", e.serverMajor())
+	if serverMajor(t, e.conn) < 17 {
+		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", serverMajor(t, e.conn))
 	}
 	history := ledgerIDs(t, e.conn)
 	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--slot-failover"}, ledgerFlags...)...)

@@ -22,7 +22,7 @@ import (
 func twoTables(t *testing.T) *env {
 	t.Helper()
 	e := bareEnv(t, "CREATE SCHEMA billing")
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.orders_outbox,billing.outbox"); err != nil {
+	if out, err := migrate(t, e, "public.orders_outbox,billing.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	return e

@@ -58,11 +58,12 @@ FROM generate_series(1, $1) g`, rows); err != nil {
 	return e
 }
 
-// pgoutboxCmd runs the binary to completion.
-func (e *env) pgoutboxCmd(t *testing.T, args ...string) (string, error) {
+// migrate runs pgoutbox migrate --table tables against e's database to
+// its end and returns everything it printed.
+func migrate(t *testing.T, e *env, tables string) (string, error) {
 	t.Helper()
 	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	out, err := exec.Command(bin, append(args, "--database-url", e.url)...).CombinedOutput()
+	out, err := exec.Command(bin, "migrate", "--table", tables, "--database-url", e.url).CombinedOutput()
 	return string(out), err
 }
 
@@ -155,7 +156,7 @@ func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
 	w := startLedgerWriter(t, withRole(t, e.url, "ledger_app"))
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
-	out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event")
+	out, err := migrate(t, e, "public.outbox_event")
 	took := time.Since(start)
 	time.Sleep(200 * time.Millisecond)
 	slowest, written, werr := w.finish()
@@ -193,7 +194,7 @@ func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
 	if err := e.conn.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'outbox_event_unpublished'::regclass").Scan(&valid); err != nil || !valid {
 		t.Errorf("index outbox_event_unpublished: valid %v, err %v", valid, err)
 	}
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil || !strings.Contains(out, "already has the polling columns") {
+	if out, err := migrate(t, e, "public.outbox_event"); err != nil || !strings.Contains(out, "already has the polling columns") {
 		t.Errorf("second migrate: %v\n%s", err, out)
 	}
 
@@ -389,7 +390,7 @@ func TestTakeOverFromOwnPoller(t *testing.T) {
 			if err := e.conn.QueryRow(ctx, "SELECT now()").Scan(&started); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+			if out, err := migrate(t, e, "public.outbox_event"); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
 			args := append(append([]string{"--mode", "auto", "--poll-interval", "50ms", "--probe-interval", "200ms"}, ledgerFlags...), statusFlags...)
@@ -496,7 +497,7 @@ func TestWALMarksWhatKafkaAcked(t *testing.T) {
 				names = names[:1]
 			}
 			tables := "public." + strings.Join(names, ",public.")
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", tables); err != nil {
+			if out, err := migrate(t, e, tables); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
 			// Names of their own: the exactly-once run shares its broker.

@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -49,17 +48,6 @@ func (e *env) insertThenDelete(n int, aggType string) []string {
 	return ids
 }
 
-func metricsAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // lostStatusOf runs status and returns its lost-row section, its problems,
 // and whether it exited 0.
 func (e *env) lostStatusOf(t *testing.T) (*lostStatus, []string, bool) {
@@ -98,7 +86,7 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, pgcluster.Options{WALLevel: tc.walLevel})
-			addr := metricsAddr(t)
+			addr := freeAddr(t)
 			p := e.runProcess(t, append(tc.args, "--poll-interval", "100ms", "--metrics-addr", addr)...)
 			eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
 			kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
@@ -282,11 +270,11 @@ func TestPollingReportsNoLossForRollbacksOrPublishedCleanup(t *testing.T) {
 			rep := check(t, e.brokers, "outbox.event.account", committed)
 			close(stop)
 			wg.Wait()
-			t.Logf("%v; %d rolled back; cleanup deleted %d published rows", rep, load.rolledBack, deleted.Load())
+			t.Logf("%v; %d rolled back; cleanup deleted %d published rows", rep, load.rolledBack(), deleted.Load())
 			if rep.lost != 0 {
 				t.Fatalf("lost %d events", rep.lost)
 			}
-			if load.rolledBack == 0 || (cleanup && deleted.Load() == 0) {
+			if load.rolledBack() == 0 || (cleanup && deleted.Load() == 0) {
 				t.Fatal("the load had no rollbacks or the cleanup deleted nothing: the test would prove nothing")
 			}
 			// The delete counter reaches the statistics up to 10 s late;
@@ -337,7 +325,7 @@ func (e *env) lostNow(t *testing.T, want int64, extra ...string) int64 {
 // rows written after are published.
 func TestTruncateUnderPolling(t *testing.T) {
 	e := newEnv(t)
-	addr := metricsAddr(t)
+	addr := freeAddr(t)
 	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms", "--metrics-addr", addr)
 	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
 	var published []string
