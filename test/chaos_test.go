@@ -197,16 +197,16 @@ func requiredColumnDropped(t *testing.T, policy string) {
 			t.Errorf("dead-lettered for %q", reason)
 		}
 		select {
-		case err := <-r.done:
-			t.Fatalf("the relay stopped: %v", err)
+		case <-r.done():
+			t.Fatalf("the relay stopped: %v", r.errExit())
 		case <-time.After(500 * time.Millisecond):
 		}
 		return
 	}
 	var err error
 	select {
-	case err = <-r.done:
-		r.done <- err
+	case <-r.done():
+		err = r.errExit()
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not stop")
 	}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -101,10 +100,18 @@ func (e *env) setup(cfg relay.Config) {
 // running is an in-process relay.
 type running struct {
 	*relay.Relay
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	err    error
+	cancel  context.CancelFunc
+	exit    chan struct{} // closed once Run has returned
+	exitErr error         // what Run returned, once exit is closed
+}
+
+// done is closed once Run has returned; errExit then says what it returned.
+func (r *running) done() <-chan struct{} { return r.exit }
+
+// errExit waits for Run to return and returns what it returned.
+func (r *running) errExit() error {
+	<-r.exit
+	return r.exitErr
 }
 
 // start runs a relay in-process until the test ends or stop is called.
@@ -115,23 +122,24 @@ func (e *env) start(cfg relay.Config) *running {
 		e.t.Fatalf("relay: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{Relay: r, cancel: cancel, done: make(chan error, 1)}
-	go func() { run.done <- r.Run(ctx) }()
+	run := &running{Relay: r, cancel: cancel, exit: make(chan struct{})}
+	go func() {
+		run.exitErr = r.Run(ctx)
+		close(run.exit)
+	}()
 	e.t.Cleanup(func() { run.stop() })
 	return run
 }
 
 // stop asks the relay to shut down and returns what Run returned.
 func (r *running) stop() error {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case r.err = <-r.done:
-		case <-time.After(60 * time.Second):
-			r.err = errors.New("relay did not stop within 60s")
-		}
-	})
-	return r.err
+	r.cancel()
+	select {
+	case <-r.exit:
+		return r.exitErr
+	case <-time.After(60 * time.Second):
+		return errors.New("relay did not stop within 60s")
+	}
 }
 
 // insert commits one transaction of outbox rows and returns their ids.

@@ -355,8 +355,8 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app`); err != nil {
 	r := e.start(cfg)
 	var err error
 	select {
-	case err = <-r.done:
-		r.done <- err
+	case <-r.done():
+		err = r.errExit()
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not stop")
 	}

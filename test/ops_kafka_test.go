@@ -213,9 +213,9 @@ func TestKafkaAuthorization(t *testing.T) {
 	b := kafkatest.SharedLocal(t)
 	cfg := e.config()
 	e.setup(cfg)
-	p := e.runProcessEnv(t, []string{"PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.LimitedPassword},
+	p := startBinaryEnv(t, []string{"PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.LimitedPassword}, e.runArgs(e.url,
 		"--kafka-brokers", strings.Join(b.SASLPlaintext, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
-		"--kafka-username", kafkatest.LimitedUser, "--mode", "wal")
+		"--kafka-username", kafkatest.LimitedUser, "--mode", "wal")...)
 	first := e.insert(row{"order", "o-1", "Placed", `{}`})[0]
 	var st statusJSON
 	eventually(t, 30*time.Second, "status naming the refused topic", func() bool {

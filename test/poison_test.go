@@ -55,8 +55,8 @@ func TestPoisonRowHalts(t *testing.T) {
 			}
 			var err error
 			select {
-			case err = <-r.done:
-				r.done <- err
+			case <-r.done():
+				err = r.errExit()
 			case <-time.After(20 * time.Second):
 				t.Fatal("the relay did not stop at the poison row")
 			}

@@ -194,8 +194,8 @@ func TestPoolerDefaultSettings(t *testing.T) {
 	for _, mode := range []string{pgbouncer.Transaction, pgbouncer.Session} {
 		t.Run(mode, func(t *testing.T) {
 			p := newPooledEnv(t, mode)
-			a := p.runProcessAt(t, p.pooled)
-			b := p.runProcessAt(t, p.pooled)
+			a := startBinary(t, p.runArgs(p.pooled)...)
+			b := startBinary(t, p.runArgs(p.pooled)...)
 			ids := append(slices.Clone(p.pending), p.insertN("order", 30)...)
 			awaitIDs(t, p.brokers, "outbox.event.order", ids, 30*time.Second)
 			if !a.running() || !b.running() {
@@ -236,7 +236,7 @@ func TestPoolerDefaultSettings(t *testing.T) {
 			took := holderOf(t, 1, standby).logged(leaseTaken)[0].Time.Sub(stopped)
 			more := p.insertN("order", 20)
 			awaitIDs(t, p.brokers, "outbox.event.order", more, 30*time.Second)
-			again := p.runProcessAt(t, p.pooled)
+			again := startBinary(t, p.runArgs(p.pooled)...)
 			eventually(t, 20*time.Second, "the restarted relay waiting", func() bool {
 				return len(again.logged("another relay holds this pipeline; waiting to take over")) > 0
 			})
@@ -314,8 +314,8 @@ func TestPoolerRefusals(t *testing.T) {
 func TestPoolerSplitBrain(t *testing.T) {
 	p := newPooledEnv(t, pgbouncer.Transaction)
 	load := p.startLoad(t, 3)
-	a := p.runProcessAt(t, p.pooled, "--mode", "poll", "--poll-interval", "100ms")
-	b := p.runProcessAt(t, p.pooled, "--mode", "poll", "--poll-interval", "100ms")
+	a := startBinary(t, p.runArgs(p.pooled, "--mode", "poll", "--poll-interval", "100ms")...)
+	b := startBinary(t, p.runArgs(p.pooled, "--mode", "poll", "--poll-interval", "100ms")...)
 	first := holderOf(t, 1, a, b)
 	second := a
 	if first == a {
@@ -439,8 +439,8 @@ func TestPoolerLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--mode", "poll", "--poll-interval", "100ms"}
-	p.runProcessAt(t, p.url, append(common, "--slot", "direct", "--topic", "direct.{aggregatetype}")...)
-	p.runProcessAt(t, p.pooled, append(common, "--slot", "pooled", "--table", "public.outbox_pooled", "--topic", "pooled.{aggregatetype}")...)
+	startBinary(t, p.runArgs(p.url, append(common, "--slot", "direct", "--topic", "direct.{aggregatetype}")...)...)
+	startBinary(t, p.runArgs(p.pooled, append(common, "--slot", "pooled", "--table", "public.outbox_pooled", "--topic", "pooled.{aggregatetype}")...)...)
 	time.Sleep(time.Second)
 
 	var mu sync.Mutex

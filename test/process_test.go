@@ -37,35 +37,24 @@ func (p *proc) errExit() error {
 	return p.exitErr
 }
 
+// runProcess starts pgoutbox run against e's database and broker (runArgs).
 func (e *env) runProcess(t *testing.T, extra ...string) *proc {
 	t.Helper()
-	return e.runProcessWith(t, e.url, nil, extra...)
+	return startBinary(t, e.runArgs(e.url, extra...)...)
 }
 
-// runProcessAt runs pgoutbox run against the database at url, which may
-// be e's through a pooler.
-func (e *env) runProcessAt(t *testing.T, url string, extra ...string) *proc {
-	t.Helper()
-	return e.runProcessWith(t, url, nil, extra...)
-}
-
-// runProcessEnv is runProcess with env added to the environment; extra
-// flags come after the defaults and win over them.
-func (e *env) runProcessEnv(t *testing.T, env []string, extra ...string) *proc {
-	t.Helper()
-	return e.runProcessWith(t, e.url, env, extra...)
-}
-
-func (e *env) runProcessWith(t *testing.T, url string, env []string, extra ...string) *proc {
-	t.Helper()
-	args := append([]string{"run",
+// runArgs is the command line of pgoutbox run against the database at url
+// (e's, or e's through a pooler) and e's broker, with status updates every
+// 100 ms, heartbeats every 200 ms and JSON logs; extra flags come after
+// these and win over them.
+func (e *env) runArgs(url string, extra ...string) []string {
+	return append([]string{"run",
 		"--database-url", url,
 		"--kafka-brokers", strings.Join(e.brokers, ","),
 		"--status-interval", "100ms",
 		"--heartbeat-interval", "200ms",
 		"--log-format", "json",
 	}, extra...)
-	return startBinaryEnv(t, env, args...)
 }
 
 func (p *proc) signal(t *testing.T, sig syscall.Signal) error {
