@@ -3,11 +3,12 @@ package test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 
 	"github.com/pgoutbox/pgoutbox/bench"
 	"github.com/pgoutbox/pgoutbox/relay"
@@ -15,19 +16,10 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
-// chaos picks a scenario's size: the short version runs in make test, the
-// full one in make chaos (PGOUTBOX_CHAOS=1).
-func chaos[T any](short, full T) T {
-	if os.Getenv("PGOUTBOX_CHAOS") != "" {
-		return full
-	}
-	return short
-}
-
 // peakRSS samples a process's peak RSS in MiB.
-func peakRSS(t *testing.T, p *proc) float64 {
+func peakRSS(t *testing.T, p *testenv.Proc) float64 {
 	t.Helper()
-	u, err := bench.ReadUsage(p.cmd.Process.Pid)
+	u, err := bench.ReadUsage(p.Cmd.Process.Pid)
 	if err != nil {
 		return 0
 	}
@@ -41,45 +33,45 @@ func peakRSS(t *testing.T, p *proc) float64 {
 // everything is delivered and the slot moves past what was committed
 // during the outage.
 func TestBrokerOutageBoundedMemory(t *testing.T) {
-	outage := chaos(5*time.Second, 2*time.Minute)
-	e := newEnv(t)
+	outage := testenv.Chaos(5*time.Second, 2*time.Minute)
+	e := testenv.New(t)
 	broker := kafkatest.Start(t, kafkatest.Options{})
-	e.brokers = broker.Brokers
-	cfg := e.config()
-	e.setup(cfg)
-	p := e.runProcess(t)
-	load := e.startLoad(t, 2)
-	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	e.Brokers = broker.Brokers
+	cfg := e.Config()
+	e.Setup(cfg)
+	p := e.Run(t)
+	load := e.StartLoad(t, 2)
+	testenv.Eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.Slot("pgoutbox").Active })
 	time.Sleep(time.Second)
 
 	broker.Kill()
-	probe := e.commitProbe()
+	probe := testenv.NewCommitProbe(e)
 	var peak float64
 	for end := time.Now().Add(outage); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		peak = max(peak, peakRSS(t, p))
 	}
-	if commits := probe.commits(); len(commits) > 0 {
-		if got := e.slot("pgoutbox").ConfirmedLSN; got >= commits[0] {
+	if commits := probe.Commits(); len(commits) > 0 {
+		if got := e.Slot("pgoutbox").ConfirmedLSN; got >= commits[0] {
 			t.Fatalf("confirmed_flush_lsn %s reached %s, committed while the broker was down", got, commits[0])
 		}
 	}
-	if !e.slot("pgoutbox").Active {
+	if !e.Slot("pgoutbox").Active {
 		t.Fatal("the replication connection dropped during the outage")
 	}
-	during := probe.commits()
+	during := probe.Commits()
 	broker.Start()
 	time.Sleep(time.Second)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 	if len(during) > 0 {
-		eventually(t, 30*time.Second, "the slot past the outage's commits", func() bool {
-			return e.slot("pgoutbox").ConfirmedLSN >= during[len(during)-1]
+		testenv.Eventually(t, 30*time.Second, "the slot past the outage's commits", func() bool {
+			return e.Slot("pgoutbox").ConfirmedLSN >= during[len(during)-1]
 		})
 	}
 	peak = max(peak, peakRSS(t, p))
 	t.Logf("outage %s: %v; relay peak RSS %.0f MiB", outage, rep, peak)
-	if rep.lost != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	if rep.Lost != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
 	if peak > 192 {
 		t.Fatalf("relay peak RSS %.0f MiB during the outage; its buffers are bounded far below that", peak)
@@ -89,29 +81,29 @@ func TestBrokerOutageBoundedMemory(t *testing.T) {
 // One transaction of a hundred thousand events (a million in make chaos):
 // all delivered, with the relay's peak RSS reported and bounded.
 func TestLargeTransaction(t *testing.T) {
-	n := chaos(100_000, 1_000_000)
-	e := newEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
+	n := testenv.Chaos(100_000, 1_000_000)
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
 	start := time.Now()
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', jsonb_build_object('n', g) FROM generate_series(1, $1) g`, n); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("committed %d events in one transaction in %v", n, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	p := e.runProcess(t)
-	c := kafkatest.NewConsumer(t, e.brokers, "outbox.event.bulk")
+	p := e.Run(t)
+	c := kafkatest.NewConsumer(t, e.Brokers, "outbox.event.bulk")
 	seen := make(map[string]struct{}, n)
 	var peak float64
-	deadline := time.Now().Add(chaos(2*time.Minute, 10*time.Minute))
+	deadline := time.Now().Add(testenv.Chaos(2*time.Minute, 10*time.Minute))
 	for len(seen) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d events arrived", len(seen), n)
 		}
-		fs := c.PollRecords(pollCtx(t, time.Second), 50000)
+		fs := c.PollRecords(testenv.TimeoutContext(t, time.Second), 50000)
 		for it := fs.RecordIter(); !it.Done(); {
-			seen[decodeEvent(t, it.Next()).ID] = struct{}{}
+			seen[testenv.DecodeEvent(t, it.Next()).ID] = struct{}{}
 		}
 		peak = max(peak, peakRSS(t, p))
 	}
@@ -121,7 +113,7 @@ SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', jsonb_build_object('n', g) FROM
 	if peak > 64 {
 		t.Fatalf("relay peak RSS %.0f MiB for one large transaction, over 64 MiB", peak)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
@@ -130,33 +122,33 @@ SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', jsonb_build_object('n', g) FROM
 // SIGKILL under load. The other takes over within seconds; nothing is lost,
 // and what both published is bounded by what was in flight.
 func TestTakeoverAfterSIGKILL(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
-	load := e.startLoad(t, 2)
-	a := e.runProcess(t)
-	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
-	b := e.runProcess(t)
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	load := e.StartLoad(t, 2)
+	a := e.Run(t)
+	testenv.Eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.Slot("pgoutbox").Active })
+	b := e.Run(t)
 	time.Sleep(1500 * time.Millisecond)
-	pidBefore := e.slot("pgoutbox").ActivePID
-	a.signal(t, syscall.SIGKILL)
+	pidBefore := e.Slot("pgoutbox").ActivePID
+	a.Signal(t, syscall.SIGKILL)
 	killed := time.Now()
-	eventually(t, 20*time.Second, "the second relay streaming", func() bool {
-		s := e.slot("pgoutbox")
+	testenv.Eventually(t, 20*time.Second, "the second relay streaming", func() bool {
+		s := e.Slot("pgoutbox")
 		return s.Active && s.ActivePID != pidBefore
 	})
 	took := time.Since(killed)
 	time.Sleep(time.Second)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 	t.Logf("took over in %v; %v", took.Round(10*time.Millisecond), rep)
-	if rep.lost != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	if rep.Lost != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
 	if took > 15*time.Second {
 		t.Fatalf("takeover took %v", took)
 	}
-	b.signal(t, syscall.SIGTERM)
+	b.Signal(t, syscall.SIGTERM)
 }
 
 // A required column is dropped from the outbox while the relay runs. Under
@@ -172,41 +164,41 @@ func TestRequiredColumnDropped(t *testing.T) {
 }
 
 func requiredColumnDropped(t *testing.T, policy string) {
-	e := newEnv(t)
-	cfg := e.config()
+	e := testenv.New(t)
+	cfg := e.Config()
 	cfg.OnPoison = policy
-	e.setup(cfg)
-	r := e.start(cfg)
-	ids := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 10*time.Second)
+	e.Setup(cfg)
+	r := e.Start(cfg)
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 10*time.Second)
 	ctx := context.Background()
-	probe := e.commitProbe()
-	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
+	probe := testenv.NewCommitProbe(e)
+	if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
 		t.Fatal(err)
 	}
 	var id string
-	if err := e.conn.QueryRow(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}') RETURNING id::text`).Scan(&id); err != nil {
+	if err := e.Conn.QueryRow(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}') RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if policy == relay.PoisonDeadLetter {
 		var reason string
-		eventually(t, 20*time.Second, "the row dead-lettered", func() bool {
-			return e.conn.QueryRow(ctx, "SELECT reason FROM pgoutbox_dead_letter WHERE event_id = $1", id).Scan(&reason) == nil
+		testenv.Eventually(t, 20*time.Second, "the row dead-lettered", func() bool {
+			return e.Conn.QueryRow(ctx, "SELECT reason FROM pgoutbox_dead_letter WHERE event_id = $1", id).Scan(&reason) == nil
 		})
 		if !strings.Contains(reason, "lacks a required column: aggregatetype") {
 			t.Errorf("dead-lettered for %q", reason)
 		}
 		select {
-		case <-r.done():
-			t.Fatalf("the relay stopped: %v", r.errExit())
+		case <-r.Done():
+			t.Fatalf("the relay stopped: %v", r.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 		return
 	}
 	var err error
 	select {
-	case <-r.done():
-		err = r.errExit()
+	case <-r.Done():
+		err = r.Err()
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not stop")
 	}
@@ -214,8 +206,8 @@ func requiredColumnDropped(t *testing.T, policy string) {
 		t.Fatalf("stopped with %v, want a missing column", err)
 	}
 	t.Logf("stopped with: %v", err)
-	commits := probe.commits()
-	if got := e.slot("pgoutbox").ConfirmedLSN; len(commits) > 1 && got >= commits[len(commits)-1] {
+	commits := probe.Commits()
+	if got := e.Slot("pgoutbox").ConfirmedLSN; len(commits) > 1 && got >= commits[len(commits)-1] {
 		t.Fatalf("confirmed %s, past the insert into the altered table (%s)", got, commits[len(commits)-1])
 	}
 }
@@ -228,46 +220,46 @@ func requiredColumnDropped(t *testing.T, policy string) {
 // lock holder that renewed within two renewal intervals is between
 // sessions) the waiting relay took the pipeline at its next try.
 func TestHolderKeepsThePipelineBetweenSessions(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	common := []string{"--mode", "wal", "--lease-renew", "2s", "--lease-ttl", "10s"}
-	a := e.runProcess(t, common...)
-	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
-	first := e.leaseHolder()
-	b := e.runProcess(t, common...)
-	eventually(t, 15*time.Second, "the second relay waiting", func() bool {
-		return len(b.logged("another relay holds this pipeline; waiting to take over")) > 0
+	a := e.Run(t, common...)
+	testenv.Eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.Slot("pgoutbox").Active })
+	first := leaseHolder(e)
+	b := e.Run(t, common...)
+	testenv.Eventually(t, 15*time.Second, "the second relay waiting", func() bool {
+		return len(b.Logged("another relay holds this pipeline; waiting to take over")) > 0
 	})
 	ctx := context.Background()
 	// Just after a renewal: the pause and the reconnection's backoff stay
 	// well within two renewal intervals of it.
-	eventually(t, 10*time.Second, "a renewal", func() bool {
+	testenv.Eventually(t, 10*time.Second, "a renewal", func() bool {
 		var age float64
-		e.conn.QueryRow(ctx, "SELECT extract(epoch FROM now() - renewed_at) FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&age)
+		e.Conn.QueryRow(ctx, "SELECT extract(epoch FROM now() - renewed_at) FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&age)
 		return age < 0.1
 	})
-	a.pause(t)
+	a.Pause(t)
 	var ended int
-	if err := e.conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	if err := e.Conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE pid = (SELECT lock_pid FROM pgoutbox_lease WHERE pipeline = 'pgoutbox')
    OR pid = (SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'pgoutbox')`).Scan(&ended); err != nil || ended != 2 {
 		t.Fatalf("ended %d of the first relay's connections (the lock's and the walsender), want 2: %v", ended, err)
 	}
 	// The other relay tries every 2s.
 	time.Sleep(2200 * time.Millisecond)
-	if h := e.leaseHolder(); h != first {
+	if h := leaseHolder(e); h != first {
 		t.Fatalf("the second relay (%s) took the pipeline while the first was between sessions", h)
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the first relay streaming again", func() bool { return e.slot("pgoutbox").Active })
-	ids := e.insertN("order", 20)
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
-	if h := e.leaseHolder(); h != first {
+	testenv.Eventually(t, 15*time.Second, "the first relay streaming again", func() bool { return e.Slot("pgoutbox").Active })
+	ids := e.InsertN("order", 20)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
+	if h := leaseHolder(e); h != first {
 		t.Fatalf("the second relay (%s) holds the pipeline, want the first (%s)", h, first)
 	}
-	if n := len(b.logged("another relay holds this pipeline; waiting to take over")); n == 0 {
+	if n := len(b.Logged("another relay holds this pipeline; waiting to take over")); n == 0 {
 		t.Fatal("the second relay never waited")
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,103 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
+
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
-
-// debeziumDocTable is the outbox table of Debezium's documentation and
-// examples: no type column, which Debezium has not read since 1.2.
-const debeziumDocTable = `CREATE TABLE public.outboxevent (
-  id uuid NOT NULL PRIMARY KEY,
-  aggregatetype varchar(255) NOT NULL,
-  aggregateid varchar(255),
-  payload jsonb)`
-
-// bareEnv is a database holding only what ddl creates, and a broker:
-// nothing of pgoutbox.
-func bareEnv(t *testing.T, ddl string, pgOpts ...pgcluster.Options) *env {
-	t.Helper()
-	e := &env{t: t, pg: pgcluster.New(t, pgOpts...)}
-	e.url = e.pg.URL
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
-	if ddl == "" {
-		return e
-	}
-	if _, err := e.conn.Exec(context.Background(), ddl); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// run1 runs the binary to completion and returns what it printed, after
-// a newline, and whether it exited 0.
-func run1(t *testing.T, args ...string) (string, bool) {
-	t.Helper()
-	out, errOut, ok := cli(t, args...)
-	return "\n" + out + errOut, ok
-}
-
-// startBinary starts the binary with args as given, as runProcess does.
-func startBinary(t *testing.T, args ...string) *proc {
-	t.Helper()
-	return startBinaryEnv(t, nil, args...)
-}
-
-// startBinaryEnv is startBinary with env added to the environment.
-func startBinaryEnv(t *testing.T, env []string, args ...string) *proc {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	p := &proc{cmd: exec.Command(bin, args...), out: &lockedBuffer{}, exit: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if env != nil {
-		p.cmd.Env = append(os.Environ(), env...)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exit)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.exit
-		if t.Failed() || os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" {
-			t.Logf("pgoutbox output:\n%s", p.out.String())
-		}
-	})
-	return p
-}
-
-func writeFile(t *testing.T, name, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// nothingCreated fails unless the database holds no slot, no publication,
-// none of pgoutbox's tables and no polling column on the outbox table.
-func (e *env) nothingCreated(t *testing.T, table string) {
-	t.Helper()
-	var slots, pubs, cols int
-	var state bool
-	err := e.conn.QueryRow(context.Background(), `SELECT
-  (SELECT count(*) FROM pg_replication_slots), (SELECT count(*) FROM pg_publication),
-  to_regclass('public.pgoutbox_state') IS NOT NULL,
-  (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('seq', 'txid', 'published_at'))`, table).Scan(&slots, &pubs, &state, &cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slots != 0 || pubs != 0 || state || cols != 0 {
-		t.Fatalf("created: %d slots, %d publications, pgoutbox_state %v, %d polling columns", slots, pubs, state, cols)
-	}
-}
 
 // Debezium's documented table with a Debezium Server configuration: one
 // file serves migrate, slot create, status, dlq and run; no type column is
@@ -120,10 +25,10 @@ func (e *env) nothingCreated(t *testing.T, table string) {
 // timestamp column of the wrong type, are refused by run, migrate and
 // slot create before anything is created.
 func TestDebeziumDocumentationTable(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable)
-	host, port, user, db := e.debeziumDB(t)
+	e := testenv.NewBare(t, testenv.DebeziumDocTable)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	base := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
+debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
 debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
 debezium.source.database.hostname=` + host + `
@@ -140,38 +45,38 @@ debezium.format.key=simplestring
 debezium.format.value.schemas.enable=false
 `
 	// Mappings that cannot work: each command says why, and creates nothing.
-	ceConf := writeFile(t, "ce.conf", "database-url = "+e.url+"\nkafka-brokers = "+strings.Join(e.brokers, ",")+"\ntable = public.outboxevent\nformat = cloudevents\n")
-	badTS := writeFile(t, "bad-ts.properties", base+"debezium.transforms.outbox.table.field.event.timestamp=payload\n")
+	ceConf := testenv.WriteFile(t, "ce.conf", "database-url = "+e.URL+"\nkafka-brokers = "+strings.Join(e.Brokers, ",")+"\ntable = public.outboxevent\nformat = cloudevents\n")
+	badTS := testenv.WriteFile(t, "bad-ts.properties", base+"debezium.transforms.outbox.table.field.event.timestamp=payload\n")
 	for _, tc := range []struct{ conf, want string }{
 		{ceConf, "--column-type: a CloudEvent needs a type"},
 		{badTS, "payload: the Kafka timestamp column (table.field.event.timestamp) must be a timestamp"},
 	} {
 		for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"run"}} {
-			out, ok := run1(t, append(cmd, "--config", tc.conf)...)
+			out, ok := testenv.CLIOutput(t, append(cmd, "--config", tc.conf)...)
 			if ok || !strings.Contains(out, tc.want) || strings.Count(out, "\npgoutbox: the outbox table") != 1 {
 				t.Errorf("%v --config %s: exit 0 %v, want one message containing %q:\n%s", cmd, filepath.Base(tc.conf), ok, tc.want, out)
 			}
 		}
-		e.nothingCreated(t, "public.outboxevent")
+		testenv.NothingCreated(t, e, "public.outboxevent")
 	}
 
 	// The configuration Debezium runs with serves every command.
-	good := writeFile(t, "application.properties", base)
+	good := testenv.WriteFile(t, "application.properties", base)
 	for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"status"}, {"dlq", "list"}} {
-		if out, ok := run1(t, append(cmd, "--config", good)...); !ok {
+		if out, ok := testenv.CLIOutput(t, append(cmd, "--config", good)...); !ok {
 			t.Fatalf("%v --config application.properties failed:\n%s", cmd, out)
 		}
 	}
-	p := e.runProcess(t, "--config", good)
-	e.awaitSlotActive(t, "debezium")
+	p := e.Run(t, "--config", good)
+	e.AwaitSlotActive(t, "debezium")
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES
   ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{"id": 1, "customerId": 123}'),
   ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', NULL),
   ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Order', NULL, '{"id": 3}')`); err != nil {
 		t.Fatal(err)
 	}
-	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 3, 30*time.Second)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, 3, 30*time.Second)
 	// As Debezium 3.6.1 wrote the same rows (schema/testdata/debezium/
 	// observed.golden): a NULL payload under JsonConverter is the JSON
 	// null, not a tombstone; a NULL key is a null key under StringConverter.
@@ -185,7 +90,7 @@ debezium.format.value.schemas.enable=false
 		"606c07f3-26f0-4eea-a50c-109940064b8f": {nil, `"{\"id\": 3}"`},
 	}
 	for _, r := range recs {
-		h, _ := headerOf(r, "id")
+		h, _ := testenv.HeaderOf(r, "id")
 		id := strings.TrimSuffix(strings.TrimPrefix(h, `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"`), `"}`)
 		w, ok := want[id]
 		if !ok || !bytes.Equal(r.Key, w.key) || (r.Key == nil) != (w.key == nil) || string(r.Value) != w.value {
@@ -193,8 +98,8 @@ debezium.format.value.schemas.enable=false
 		}
 		delete(want, id)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("run: %v\n%s", err, p.out)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.Out)
 	}
 }
 
@@ -202,10 +107,10 @@ debezium.format.value.schemas.enable=false
 // slot create, status, dlq and run; a setting no command has is still
 // refused.
 func TestOneConfigEveryCommand(t *testing.T) {
-	e := bareEnv(t, "")
-	conf := writeFile(t, "pgoutbox.conf", `# run's settings, and every command's
-database-url = `+e.url+`
-kafka-brokers = `+strings.Join(e.brokers, ",")+`
+	e := testenv.NewBare(t, "")
+	conf := testenv.WriteFile(t, "pgoutbox.conf", `# run's settings, and every command's
+database-url = `+e.URL+`
+kafka-brokers = `+strings.Join(e.Brokers, ",")+`
 table = public.outbox
 slot = one_file
 publication = one_file
@@ -217,23 +122,23 @@ heartbeat-interval = 200ms
 log-format = json
 `)
 	for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}, {"status"}, {"dlq", "list"}} {
-		if out, ok := run1(t, append(cmd, "--config", conf)...); !ok {
+		if out, ok := testenv.CLIOutput(t, append(cmd, "--config", conf)...); !ok {
 			t.Fatalf("%v --config failed:\n%s", cmd, out)
 		}
 	}
-	p := startBinary(t, "run", "--config", conf)
-	e.awaitSlotActive(t, "one_file")
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Created', '{"a": 1}')`); err != nil {
+	p := testenv.StartBinary(t, "run", "--config", conf)
+	e.AwaitSlotActive(t, "one_file")
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Created', '{"a": 1}')`); err != nil {
 		t.Fatal(err)
 	}
-	if r := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 30*time.Second)[0]; string(r.Key) != "o-1" || string(r.Value) != `"{\"a\": 1}"` {
+	if r := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 1, 30*time.Second)[0]; string(r.Key) != "o-1" || string(r.Value) != `"{\"a\": 1}"` {
 		t.Errorf("record key %q value %s", r.Key, r.Value)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("run: %v\n%s", err, p.out)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.Out)
 	}
-	typo := writeFile(t, "typo.conf", "database-url = "+e.url+"\nkafka-broker = x:1\n")
-	if out, ok := run1(t, "migrate", "--config", typo); ok || !strings.Contains(out, `unknown setting "kafka-broker"`) {
+	typo := testenv.WriteFile(t, "typo.conf", "database-url = "+e.URL+"\nkafka-broker = x:1\n")
+	if out, ok := testenv.CLIOutput(t, "migrate", "--config", typo); ok || !strings.Contains(out, `unknown setting "kafka-broker"`) {
 		t.Errorf("a setting no command has: exit 0 %v\n%s", ok, out)
 	}
 }
@@ -246,18 +151,18 @@ log-format = json
 // other row, in the table's insertion order, and the relay then publishes
 // them first.
 func TestPollRowsWithoutOrder(t *testing.T) {
-	e := existingLedger(t, 50)
+	e := testenv.ExistingLedger(t, 50)
 	ctx := context.Background()
-	if out, err := migrate(t, e, "public.outbox_event"); err != nil {
+	if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
 		t.Fatal(err)
 	}
 	status := []string{"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED"}
-	args := append(append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
-		"--mode", "poll", "--poll-interval", "50ms", "--log-format", "json"}, ledgerFlags...), status...)
-	out, ok := run1(t, args...)
+	args := append(append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
+		"--mode", "poll", "--poll-interval", "50ms", "--log-format", "json"}, testenv.LedgerFlags...), status...)
+	out, ok := testenv.CLIOutput(t, args...)
 	const want = `poll: 5 rows of public.outbox_event that polling must publish have no seq ("seq" IS NULL AND ("status" = 'PENDING'))`
 	if ok || !strings.Contains(out, want) || !strings.Contains(out, "--column-order id") {
 		t.Fatalf("run: exit 0 %v; want it to stop with %q and --column-order id:\n%s", ok, want, out)
@@ -265,14 +170,14 @@ func TestPollRowsWithoutOrder(t *testing.T) {
 	update := out[strings.Index(out, "UPDATE "):]
 	update = strings.TrimSpace(strings.SplitN(update, "\n", 2)[0])
 	update = strings.TrimSuffix(strings.TrimSuffix(update, `"}`), `"`)
-	if _, err := e.conn.Exec(ctx, strings.ReplaceAll(update, `\"`, `"`)); err != nil {
+	if _, err := e.Conn.Exec(ctx, strings.ReplaceAll(update, `\"`, `"`)); err != nil {
 		t.Fatalf("the UPDATE it printed: %v\n%s", err, update)
 	}
-	p := startBinary(t, args...)
-	recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.TRANSACTION"}, 6, 30*time.Second)
+	p := testenv.StartBinary(t, args...)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.TRANSACTION"}, 6, 30*time.Second)
 	var ids []string
 	for _, r := range recs {
-		ids = append(ids, decodeEvent(t, r).ID)
+		ids = append(ids, testenv.DecodeEvent(t, r).ID)
 	}
 	slices.Sort(ids)
 	// Rows 10, 20, ... 50 were pending; 51 was written after migrate.
@@ -280,13 +185,13 @@ func TestPollRowsWithoutOrder(t *testing.T) {
 		t.Errorf("published %s, want the pending rows and the new one", got)
 	}
 	var order string
-	if err := e.conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY seq) FROM outbox_event WHERE seq IS NOT NULL").Scan(&order); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY seq) FROM outbox_event WHERE seq IS NOT NULL").Scan(&order); err != nil {
 		t.Fatal(err)
 	}
 	if order != "10,20,30,40,50,51" {
 		t.Errorf("rows by seq: %s, want the pending rows in insertion order before the new one", order)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
@@ -295,7 +200,7 @@ func TestPollRowsWithoutOrder(t *testing.T) {
 // schema with a dash: migrate, slot create, run in WAL and in poll mode,
 // and status, with names written as in SQL.
 func TestQuotedNames(t *testing.T) {
-	e := bareEnv(t, `CREATE SCHEMA "my-app";
+	e := testenv.NewBare(t, `CREATE SCHEMA "my-app";
 CREATE TABLE "my-app"."OutboxMessage" (
   "SequenceNumber" bigserial PRIMARY KEY,
   "MessageId" uuid NOT NULL DEFAULT gen_random_uuid(),
@@ -305,8 +210,8 @@ CREATE TABLE "my-app"."OutboxMessage" (
   "Body" jsonb NOT NULL,
   "SentTime" timestamptz NOT NULL DEFAULT now())`)
 	ctx := context.Background()
-	conf := writeFile(t, "pgoutbox.conf", `database-url = `+e.url+`
-kafka-brokers = `+strings.Join(e.brokers, ",")+`
+	conf := testenv.WriteFile(t, "pgoutbox.conf", `database-url = `+e.URL+`
+kafka-brokers = `+strings.Join(e.Brokers, ",")+`
 table = "my-app"."OutboxMessage"
 slot = ef_outbox
 publication = ef_outbox
@@ -322,13 +227,13 @@ heartbeat-interval = 200ms
 log-format = json
 `)
 	for _, cmd := range [][]string{{"migrate"}, {"slot", "create"}} {
-		if out, ok := run1(t, append(cmd, "--config", conf)...); !ok {
+		if out, ok := testenv.CLIOutput(t, append(cmd, "--config", conf)...); !ok {
 			t.Fatalf("%v: %s", cmd, out)
 		}
 	}
 	insert := func(agg string) string {
 		var id string
-		if err := e.conn.QueryRow(ctx, `INSERT INTO "my-app"."OutboxMessage" ("AggregateType", "AggregateId", "MessageType", "Body")
+		if err := e.Conn.QueryRow(ctx, `INSERT INTO "my-app"."OutboxMessage" ("AggregateType", "AggregateId", "MessageType", "Body")
 VALUES ('Order', $1, 'OrderSubmitted', '{"n": 1}') RETURNING "MessageId"::text`, agg).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
@@ -336,15 +241,15 @@ VALUES ('Order', $1, 'OrderSubmitted', '{"n": 1}') RETURNING "MessageId"::text`,
 	}
 	n := 0
 	for _, mode := range []string{"wal", "poll"} {
-		p := startBinary(t, "run", "--config", conf, "--mode", mode)
+		p := testenv.StartBinary(t, "run", "--config", conf, "--mode", mode)
 		if mode == "wal" {
-			e.awaitSlotActive(t, "ef_outbox")
+			e.AwaitSlotActive(t, "ef_outbox")
 		}
 		id := insert("o-" + mode)
 		n++
 		found := false
-		for _, r := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, n, 30*time.Second) {
-			ev := decodeEvent(t, r)
+		for _, r := range kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, n, 30*time.Second) {
+			ev := testenv.DecodeEvent(t, r)
 			found = found || ev.ID == id && ev.Source == "/pgoutbox/my-app.OutboxMessage" && ev.PartitionKey == "o-"+mode
 		}
 		if !found {
@@ -352,12 +257,12 @@ VALUES ('Order', $1, 'OrderSubmitted', '{"n": 1}') RETURNING "MessageId"::text`,
 		}
 		// Polling publishes again what the WAL published since its last
 		// floor: the next mode may find one more.
-		n = len(drain(t, e.brokers, "outbox.event.Order", 0))
-		if err := p.signal(t, syscall.SIGTERM); err != nil {
-			t.Fatalf("run --mode %s: %v\n%s", mode, err, p.out)
+		n = len(testenv.Drain(t, e.Brokers, "outbox.event.Order", 0))
+		if err := p.Signal(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("run --mode %s: %v\n%s", mode, err, p.Out)
 		}
 	}
-	out, ok := run1(t, "status", "--config", conf)
+	out, ok := testenv.CLIOutput(t, "status", "--config", conf)
 	if !ok || !strings.Contains(out, "pipeline     ef_outbox (my-app.OutboxMessage)") || strings.Contains(out, "problem:") {
 		t.Errorf("status (exit 0 %v):\n%s", ok, out)
 	}
@@ -368,39 +273,39 @@ VALUES ('Order', $1, 'OrderSubmitted', '{"n": 1}') RETURNING "MessageId"::text`,
 // Debezium's router stops, after what was written before it is published;
 // under warn it is logged and skipped.
 func TestUpdateUnderFatal(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR TABLE public.outboxevent")
+	e := testenv.NewBare(t, testenv.DebeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR TABLE public.outboxevent")
 	ctx := context.Background()
 	args := []string{"--table", "public.outboxevent", "--format", "debezium-outbox", "--mode", "wal",
 		"--slot", "dbz", "--publication", "dbz_publication"}
-	p := e.runProcess(t, append(args, "--on-update", "fatal")...)
-	e.awaitSlotActive(t, "dbz")
+	p := e.Run(t, append(args, "--on-update", "fatal")...)
+	e.AwaitSlotActive(t, "dbz")
 	// One transaction: the insert is still in the stream's hand when the
 	// update comes.
-	if _, err := e.conn.Exec(ctx, `BEGIN;
+	if _, err := e.Conn.Exec(ctx, `BEGIN;
 INSERT INTO public.outboxevent VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{}');
 UPDATE public.outboxevent SET payload = '{"changed": true}';
 COMMIT`); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.done():
-		out := p.out.String()
-		if err := p.errExit(); err == nil || !strings.Contains(out, "an UPDATE of the outbox table public.outboxevent at") || !strings.Contains(out, "table.op.invalid.behavior=fatal") {
+	case <-p.Done():
+		out := p.Out.String()
+		if err := p.Err(); err == nil || !strings.Contains(out, "an UPDATE of the outbox table public.outboxevent at") || !strings.Contains(out, "table.op.invalid.behavior=fatal") {
 			t.Fatalf("run ended with %v:\n%s", err, out)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("run did not stop at the update:\n%s", p.out)
+		t.Fatalf("run did not stop at the update:\n%s", p.Out)
 	}
 	// What it read before the update was published before it stopped,
 	// as Debezium publishes it before its task fails.
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 10*time.Second)
-	p = e.runProcess(t, append(args, "--on-update", "warn")...)
-	e.awaitSlotActive(t, "dbz")
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
-	eventually(t, 30*time.Second, "the update's warning", func() bool {
-		return strings.Contains(p.out.String(), `"msg":"an UPDATE of the outbox table was ignored"`)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, 1, 10*time.Second)
+	p = e.Run(t, append(args, "--on-update", "warn")...)
+	e.AwaitSlotActive(t, "dbz")
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the update's warning", func() bool {
+		return strings.Contains(p.Out.String(), `"msg":"an UPDATE of the outbox table was ignored"`)
 	})
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
@@ -413,10 +318,10 @@ COMMIT`); err != nil {
 // database migrated by an older pgoutbox, whose version table had no
 // primary key, migrates further.
 func TestDebeziumAllTablesPublication(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR ALL TABLES")
-	host, port, user, db := e.debeziumDB(t)
-	conf := writeFile(t, "application.properties", `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=`+strings.Join(e.brokers, ",")+`
+	e := testenv.NewBare(t, testenv.DebeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR ALL TABLES")
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	conf := testenv.WriteFile(t, "application.properties", `debezium.sink.type=kafka
+debezium.sink.kafka.producer.bootstrap.servers=`+strings.Join(e.Brokers, ",")+`
 debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.database.hostname=`+host+`
 debezium.source.database.port=`+port+`
@@ -427,22 +332,22 @@ debezium.source.table.include.list=public.outboxevent
 debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 `)
-	p := e.runProcess(t, "--config", conf)
-	e.awaitSlotActive(t, "debezium")
+	p := e.Run(t, "--config", conf)
+	e.AwaitSlotActive(t, "debezium")
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{}')`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO public.outboxevent VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', '1', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("run: %v\n%s", err, p.out)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, 1, 30*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v\n%s", err, p.Out)
 	}
 	// As an older pgoutbox left it: version 14, no primary key.
-	if _, err := e.conn.Exec(ctx, `ALTER TABLE pgoutbox_schema_version DROP CONSTRAINT pgoutbox_schema_version_pkey;
+	if _, err := e.Conn.Exec(ctx, `ALTER TABLE pgoutbox_schema_version DROP CONSTRAINT pgoutbox_schema_version_pkey;
 TRUNCATE pgoutbox_schema_version; INSERT INTO pgoutbox_schema_version VALUES (14)`); err != nil {
 		t.Fatal(err)
 	}
-	if out, ok := run1(t, "migrate", "--config", conf); !ok {
+	if out, ok := testenv.CLIOutput(t, "migrate", "--config", conf); !ok {
 		t.Fatalf("migrate after an older pgoutbox:\n%s", out)
 	}
 }
@@ -453,15 +358,15 @@ TRUNCATE pgoutbox_schema_version; INSERT INTO pgoutbox_schema_version VALUES (14
 // other created instead of failing with "already exists" or a duplicate
 // key of pg_type.
 func TestMigrateConcurrently(t *testing.T) {
-	e := bareEnv(t, "")
+	e := testenv.NewBare(t, "")
 	ctx := context.Background()
-	u, err := url.Parse(e.url)
+	u, err := url.Parse(e.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
 		db := fmt.Sprintf("race%d", i)
-		if _, err := e.conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		if _, err := e.Conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 			t.Fatal(err)
 		}
 		u.Path = "/" + db
@@ -472,7 +377,7 @@ func TestMigrateConcurrently(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				outs[j], oks[j] = run1(t, "migrate", "--database-url", u.String())
+				outs[j], oks[j] = testenv.CLIOutput(t, "migrate", "--database-url", u.String())
 			}()
 		}
 		wg.Wait()

@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -12,35 +11,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/test/testenv"
+
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
 
-func pollConfig(e *env) relay.Config {
-	cfg := e.config()
-	cfg.Mode = relay.ModePoll
-	cfg.PollInterval = 50 * time.Millisecond
-	return cfg
-}
-
 // insertOpen begins a transaction on its own connection and inserts a row;
 // the caller commits or rolls back.
-func (e *env) insertOpen(r row) (id string, commit, rollback func()) {
-	e.t.Helper()
+func insertOpen(e *testenv.Env, r testenv.Row) (id string, commit, rollback func()) {
+	e.T.Helper()
 	ctx := context.Background()
-	conn := e.connect()
+	conn := e.Connect()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4) RETURNING id::text`,
-		r.aggType, r.aggID, r.typ, r.payload).Scan(&id); err != nil {
-		e.t.Fatal(err)
+		r.AggType, r.AggID, r.Type, r.Payload).Scan(&id); err != nil {
+		e.T.Fatal(err)
 	}
 	return id, func() {
 		if err := tx.Commit(ctx); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 	}, func() { tx.Rollback(ctx) }
 }
@@ -50,32 +44,32 @@ func (e *env) insertOpen(r row) (id string, commit, rollback func()) {
 // rolled-back transaction. The long transaction does not hold back the
 // rows of one that committed while it was open.
 func TestPollCommitOrderRollbackAndLongTransaction(t *testing.T) {
-	e := newEnv(t)
-	e.start(pollConfig(e))
+	e := testenv.New(t)
+	e.Start(testenv.PollConfig(e))
 
-	a, commitA, _ := e.insertOpen(row{"order", "a", "Placed", `{"tx":"A"}`})   // lowest seq, commits last
-	c, _, rollbackC := e.insertOpen(row{"order", "c", "Placed", `{"tx":"C"}`}) // rolls back
-	b := e.insert(row{"order", "b", "Placed", `{"tx":"B"}`})[0]                // highest seq, commits first
-	first := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 10*time.Second)
-	if id := decodeEvent(t, first[0]).ID; id != b {
+	a, commitA, _ := insertOpen(e, testenv.NewRow("order", "a", "Placed", `{"tx":"A"}`))   // lowest seq, commits last
+	c, _, rollbackC := insertOpen(e, testenv.NewRow("order", "c", "Placed", `{"tx":"C"}`)) // rolls back
+	b := e.Insert(testenv.NewRow("order", "b", "Placed", `{"tx":"B"}`))[0]                 // highest seq, commits first
+	first := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 1, 10*time.Second)
+	if id := testenv.DecodeEvent(t, first[0]).ID; id != b {
 		t.Fatalf("first published %s, want B %s (A and C are still open)", id, b)
 	}
 	time.Sleep(300 * time.Millisecond) // several polls while A is open
 	commitA()
 	rollbackC()
-	awaitIDs(t, e.brokers, "outbox.event.order", []string{a, b}, 10*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{a, b}, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	recs := drain(t, e.brokers, "outbox.event.order", 0)
+	recs := testenv.Drain(t, e.Brokers, "outbox.event.order", 0)
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want exactly B then A", len(recs))
 	}
 	for _, r := range recs {
-		if decodeEvent(t, r).ID == c {
+		if testenv.DecodeEvent(t, r).ID == c {
 			t.Fatal("a row of the rolled-back transaction was published")
 		}
 	}
 	var unpublished int
-	e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
+	e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
 	if unpublished != 0 {
 		t.Fatalf("%d rows left unmarked", unpublished)
 	}
@@ -86,13 +80,13 @@ func TestPollCommitOrderRollbackAndLongTransaction(t *testing.T) {
 // xid order differs from commit order. Polling delivers each aggregate's
 // events in commit order across thousands of events.
 func TestPollOrderUnderContention(t *testing.T) {
-	e := newEnv(t)
-	e.start(pollConfig(e))
+	e := testenv.New(t)
+	e.Start(testenv.PollConfig(e))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
-		conn := e.connect()
+		conn := e.Connect()
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
@@ -114,48 +108,48 @@ func TestPollOrderUnderContention(t *testing.T) {
 			}
 		}()
 	}
-	load := e.startLoad(t, 4)
+	load := e.StartLoad(t, 4)
 	time.Sleep(4 * time.Second)
-	committed := load.finish()
+	committed := load.Finish()
 	close(stop)
 	wg.Wait()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 	t.Logf("%v", rep)
-	if rep.committed < 1000 {
-		t.Fatalf("only %d events; the test needs thousands", rep.committed)
+	if rep.Committed < 1000 {
+		t.Fatalf("only %d events; the test needs thousands", rep.Committed)
 	}
 	// The same rows in transaction-id order, as an xid-ordered poller would
 	// publish them: a writer takes its xid before it waits for the lock,
 	// so xid order and commit order differ.
 	var xidMisordered int
-	if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM (
+	if err := e.Conn.QueryRow(context.Background(), `SELECT count(*) FROM (
   SELECT (payload->>'seq')::int AS s,
          lag((payload->>'seq')::int) OVER (PARTITION BY aggregateid ORDER BY txid, seq) AS prev
   FROM outbox WHERE aggregatetype = 'account') x WHERE s < prev`).Scan(&xidMisordered); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("in transaction-id order, %d events would have been out of commit order", xidMisordered)
-	if rep.lost != 0 || rep.orderViolations != 0 || rep.duplicates != 0 {
-		t.Fatalf("lost %d, order violations %d, duplicates %d", rep.lost, rep.orderViolations, rep.duplicates)
+	if rep.Lost != 0 || rep.OrderViolations != 0 || rep.Duplicates != 0 {
+		t.Fatalf("lost %d, order violations %d, duplicates %d", rep.Lost, rep.OrderViolations, rep.Duplicates)
 	}
 }
 
 // On a server with wal_level=replica, auto mode polls, delivers everything,
 // and says why in the state table.
 func TestAutoPollsWithoutLogicalReplication(t *testing.T) {
-	e := newEnv(t, pgcluster.Options{WALLevel: "replica"})
-	cfg := e.config()
-	r := e.start(cfg)
+	e := testenv.New(t, pgcluster.Options{WALLevel: "replica"})
+	cfg := e.Config()
+	r := e.Start(cfg)
 	var ids []string
 	for i := 0; i < 20; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
 	if m := r.Mode(); m != relay.ModePoll {
 		t.Fatalf("mode %q, want poll", m)
 	}
 	var mode, reason string
-	if err := e.conn.QueryRow(context.Background(), "SELECT mode, mode_reason FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode, &reason); err != nil {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT mode, mode_reason FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode, &reason); err != nil {
 		t.Fatal(err)
 	}
 	if mode != "poll" || !strings.Contains(reason, "wal_level") {
@@ -168,69 +162,49 @@ func TestAutoPollsWithoutLogicalReplication(t *testing.T) {
 // meanwhile. On restart, auto replaces the slot, polls what committed in
 // between, delivers all of it, and returns to the WAL on the new slot.
 func TestSlotInvalidatedWhileStopped(t *testing.T) {
-	e := newEnv(t, pgcluster.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
-	if e.pg.External() {
+	e := testenv.New(t, pgcluster.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
+	if e.PG.External() {
 		t.Skip("needs the throwaway cluster's max_slot_wal_keep_size")
 	}
 	ctx := context.Background()
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.ProbeInterval = 300 * time.Millisecond
-	e.setup(cfg)
-	r := e.start(cfg)
-	before := e.insert(row{"order", "o-1", "Placed", `{"i":0}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", before, 10*time.Second)
+	e.Setup(cfg)
+	r := e.Start(cfg)
+	before := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"i":0}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", before, 10*time.Second)
 	time.Sleep(1500 * time.Millisecond) // the floor is saved once a second
-	if err := r.stop(); err != nil {
+	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	var ids []string
 	for i := 1; i <= 20; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%4), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	if _, err := e.conn.Exec(ctx, "CREATE TABLE filler (v text)"); err != nil {
+	if _, err := e.Conn.Exec(ctx, "CREATE TABLE filler (v text)"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the slot invalidated", func() bool {
-		e.conn.Exec(ctx, "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)")
-		e.conn.Exec(ctx, "SELECT pg_switch_wal()")
-		e.conn.Exec(ctx, "CHECKPOINT")
-		return e.slot("pgoutbox").WALStatus == "lost"
+	testenv.Eventually(t, 60*time.Second, "the slot invalidated", func() bool {
+		e.Conn.Exec(ctx, "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)")
+		e.Conn.Exec(ctx, "SELECT pg_switch_wal()")
+		e.Conn.Exec(ctx, "CHECKPOINT")
+		return e.Slot("pgoutbox").WALStatus == "lost"
 	})
 
-	r2 := e.start(cfg)
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 20*time.Second)
-	eventually(t, 20*time.Second, "back on the WAL", func() bool { return r2.Mode() == relay.ModeWAL })
-	after := e.insert(row{"order", "o-9", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 10*time.Second)
-	if s := e.slot("pgoutbox"); s.WALStatus == "lost" || !s.Active {
+	r2 := e.Start(cfg)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 20*time.Second)
+	testenv.Eventually(t, 20*time.Second, "back on the WAL", func() bool { return r2.Mode() == relay.ModeWAL })
+	after := e.Insert(testenv.NewRow("order", "o-9", "Placed", `{"after":true}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 10*time.Second)
+	if s := e.Slot("pgoutbox"); s.WALStatus == "lost" || !s.Active {
 		t.Fatalf("the new slot: %+v", s)
 	}
 	var losses int
-	e.conn.QueryRow(ctx, "SELECT slot_losses FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&losses)
+	e.Conn.QueryRow(ctx, "SELECT slot_losses FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&losses)
 	if losses != 1 {
 		t.Fatalf("slot_losses %d, want 1", losses)
 	}
-}
-
-// appURL is the test server's URL for another role.
-func (e *env) appURL(user string) string {
-	u, err := url.Parse(e.url)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	u.User = url.User(user)
-	return u.String()
-}
-
-// grantHeartbeatSQL grants role EXECUTE on every pg_logical_emit_message,
-// which the heartbeats call: PostgreSQL 17 added a fourth argument (flush),
-// so the signature to name differs per version.
-func grantHeartbeatSQL(role string) string {
-	return `DO $$DECLARE f regprocedure; BEGIN
-FOR f IN SELECT oid::regprocedure FROM pg_proc WHERE proname = 'pg_logical_emit_message' LOOP
-EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, ` + "'" + role + "'" + `);
-END LOOP; END$$`
 }
 
 // REPLICATION is revoked from the relay's role and granted back, several
@@ -239,51 +213,51 @@ END LOOP; END$$`
 // per-aggregate order, and reports the duplicates and how long the
 // fallbacks and returns took.
 func TestAutoSwitchesUnderLoad(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
-`+grantHeartbeatSQL("app")); err != nil {
+`+testenv.GrantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.ProbeInterval = 300 * time.Millisecond
 	cfg.PollInterval = 50 * time.Millisecond
-	e.setup(cfg) // as the owner; the relay's role streams and polls
-	cfg.Replication.DatabaseURL = e.appURL("app")
-	r := e.start(cfg)
-	eventually(t, 10*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL && e.slot("pgoutbox").Active })
+	e.Setup(cfg) // as the owner; the relay's role streams and polls
+	cfg.Replication.DatabaseURL = e.AppURL("app")
+	r := e.Start(cfg)
+	testenv.Eventually(t, 10*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL && e.Slot("pgoutbox").Active })
 
-	load := e.startLoad(t, 3)
+	load := e.StartLoad(t, 3)
 	const cycles = 3
 	var fallbacks, returns []time.Duration
 	for i := 0; i < cycles; i++ {
 		time.Sleep(700 * time.Millisecond)
 		start := time.Now()
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
+		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
 		fallbacks = append(fallbacks, time.Since(start))
 		time.Sleep(700 * time.Millisecond)
 		start = time.Now()
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 			t.Fatal(err)
 		}
 		// Streaming, not only in WAL mode: the next revoke must find the
 		// slot active to cut it.
-		eventually(t, 20*time.Second, "the return to the WAL", func() bool { return r.Mode() == relay.ModeWAL && e.slot("pgoutbox").Active })
+		testenv.Eventually(t, 20*time.Second, "the return to the WAL", func() bool { return r.Mode() == relay.ModeWAL && e.Slot("pgoutbox").Active })
 		returns = append(returns, time.Since(start))
 	}
 	time.Sleep(500 * time.Millisecond)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("%d cycles (WAL->poll->WAL): %v (%.0f duplicates per switch)", cycles, rep, float64(rep.duplicates)/(2*cycles))
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	t.Logf("%d cycles (WAL->poll->WAL): %v (%.0f duplicates per switch)", cycles, rep, float64(rep.Duplicates)/(2*cycles))
 	t.Logf("fallback took %v; return took %v", fallbacks, returns)
-	if rep.lost != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	if rep.Lost != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
 	// Back on the WAL, the slot replays what polling published; those rows
 	// are skipped, not sent again.
@@ -293,7 +267,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 		t.Logf("%d rows replayed by the WAL after polling were not sent again", n)
 	}
 	var switches int
-	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
+	e.Conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
 	if switches < 2*cycles {
 		t.Fatalf("state counted %d switches, want at least %d", switches, 2*cycles)
 	}
@@ -304,36 +278,36 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 func TestSecondInstanceWaitsAndTakesOver(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModePoll, relay.ModeAuto} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newEnv(t)
-			cfg := pollConfig(e)
+			e := testenv.New(t)
+			cfg := testenv.PollConfig(e)
 			cfg.Mode = mode
 			if mode == relay.ModeAuto {
-				e.setup(cfg)
+				e.Setup(cfg)
 			}
-			a := e.start(cfg)
-			eventually(t, 10*time.Second, "the first relay working", func() bool { return a.Stats.Sessions.Load() > 0 })
-			b := e.start(cfg)
+			a := e.Start(cfg)
+			testenv.Eventually(t, 10*time.Second, "the first relay working", func() bool { return a.Stats.Sessions.Load() > 0 })
+			b := e.Start(cfg)
 			var ids []string
 			for i := 0; i < 20; i++ {
-				ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+				ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 			}
-			awaitIDs(t, e.brokers, "outbox.event.order", ids, 10*time.Second)
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 10*time.Second)
 			if n := b.Stats.Sessions.Load(); n != 0 {
 				t.Fatalf("the second relay ran %d sessions while the first held the pipeline", n)
 			}
-			if err := a.stop(); err != nil {
+			if err := a.Stop(); err != nil {
 				t.Fatal(err)
 			}
 			stopped := time.Now()
 			var took atomic.Int64
 			for i := 20; i < 40; i++ {
-				ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+				ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 			}
-			eventually(t, 15*time.Second, "the second relay taking over", func() bool {
+			testenv.Eventually(t, 15*time.Second, "the second relay taking over", func() bool {
 				took.Store(int64(time.Since(stopped)))
 				return b.Stats.Sessions.Load() > 0
 			})
-			read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+			read := testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
 			t.Logf("took over in %v; %d events, %d records", time.Duration(took.Load()).Round(time.Millisecond), len(ids), read)
 		})
 	}
@@ -342,21 +316,21 @@ func TestSecondInstanceWaitsAndTakesOver(t *testing.T) {
 // A role that lacks a grant the relay needs gets a clear error, and the
 // session that failed leaves no replication connection holding the slot.
 func TestMissingGrantReleasesSlot(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app`); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config()
-	e.setup(cfg)
-	cfg.Replication.DatabaseURL = e.appURL("app")
-	r := e.start(cfg)
+	cfg := e.Config()
+	e.Setup(cfg)
+	cfg.Replication.DatabaseURL = e.AppURL("app")
+	r := e.Start(cfg)
 	var err error
 	select {
-	case <-r.done():
-		err = r.errExit()
+	case <-r.Done():
+		err = r.Err()
 	case <-time.After(20 * time.Second):
 		t.Fatal("the relay did not stop")
 	}
@@ -364,7 +338,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app`); err != nil {
 		t.Fatalf("stopped with %v, want a permission error", err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if s := e.slot("pgoutbox"); s.Active {
+	if s := e.Slot("pgoutbox"); s.Active {
 		t.Fatalf("the slot is still held by pid %d after the relay stopped", s.ActivePID)
 	}
 }
@@ -373,8 +347,8 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app`); err != nil {
 // cannot work, they stop at start and say why.
 func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 	t.Run("wal on wal_level=replica", func(t *testing.T) {
-		e := newEnv(t, pgcluster.Options{WALLevel: "replica"})
-		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "wal", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
+		e := testenv.New(t, pgcluster.Options{WALLevel: "replica"})
+		code, out := testenv.RunOnce(t, 20*time.Second, nil, "run", "--mode", "wal", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","))
 		if code != 1 || !strings.Contains(out, "wal_level = logical") {
 			t.Fatalf("exit %d, output:\n%s", code, out)
 		}
@@ -383,16 +357,16 @@ func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 		}
 	})
 	t.Run("poll without the polling columns", func(t *testing.T) {
-		e := newEnv(t)
-		if _, err := e.conn.Exec(context.Background(), "ALTER TABLE outbox DROP COLUMN published_at"); err != nil {
+		e := testenv.New(t)
+		if _, err := e.Conn.Exec(context.Background(), "ALTER TABLE outbox DROP COLUMN published_at"); err != nil {
 			t.Fatal(err)
 		}
-		code, out := runOnce(t, 20*time.Second, nil, "run", "--mode", "poll", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","))
+		code, out := testenv.RunOnce(t, 20*time.Second, nil, "run", "--mode", "poll", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","))
 		if code != 1 || !strings.Contains(out, "polling columns") || !strings.Contains(out, "public.outbox lacks published_at\n") || !strings.Contains(out, "pgoutbox migrate") {
 			t.Fatalf("exit %d, output:\n%s", code, out)
 		}
 		var slots int
-		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
+		e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
 		if slots != 0 {
 			t.Fatal("--mode poll created a replication slot")
 		}
@@ -403,19 +377,19 @@ func TestForcedModesSayWhyTheyCannotRun(t *testing.T) {
 // it, polls what committed before it existed: rows written before any slot
 // are published too (a WAL-only relay would never see them).
 func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	var before []string
 	for i := 0; i < 10; i++ {
-		before = append(before, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"before":%d}`, i)})...)
+		before = append(before, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"before":%d}`, i)))...)
 	}
-	cfg := e.config()
-	r := e.start(cfg) // no e.setup: the relay creates the slot itself
-	awaitIDs(t, e.brokers, "outbox.event.order", before, 15*time.Second)
-	eventually(t, 15*time.Second, "streaming from the new slot", func() bool { return r.Mode() == relay.ModeWAL })
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 10*time.Second)
+	cfg := e.Config()
+	r := e.Start(cfg) // no e.setup: the relay creates the slot itself
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", before, 15*time.Second)
+	testenv.Eventually(t, 15*time.Second, "streaming from the new slot", func() bool { return r.Mode() == relay.ModeWAL })
+	after := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"after":true}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 10*time.Second)
 	var mode string
-	e.conn.QueryRow(context.Background(), "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
+	e.Conn.QueryRow(context.Background(), "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
 	if mode != "wal" {
 		t.Fatalf("state mode %q after the handoff, want wal", mode)
 	}
@@ -425,25 +399,25 @@ func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
 // is still polling the rows from before the slot, and the next start
 // resumes that polling instead of streaming past those rows.
 func TestHandoffResumesAfterRestart(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	cfg, r, before := e.slowHandoff()
-	if err := r.stop(); err != nil {
+	cfg, r, before := slowHandoff(e)
+	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	var unpublished int
-	e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
+	e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&unpublished)
 	if unpublished == 0 {
 		t.Fatal("the handoff finished before the stop; the test needs it interrupted")
 	}
 	t.Logf("stopped with %d rows from before the slot unpublished", unpublished)
 
 	cfg.Poll.BatchSize = 500
-	r2 := e.start(cfg)
-	awaitIDs(t, e.brokers, "outbox.event.order", before, 30*time.Second)
-	eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r2.Mode() == relay.ModeWAL })
+	r2 := e.Start(cfg)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", before, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r2.Mode() == relay.ModeWAL })
 	var pending bool
-	e.conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
+	e.Conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
 	if pending {
 		t.Fatal("the handoff is still marked pending after it finished")
 	}
@@ -451,13 +425,13 @@ func TestHandoffResumesAfterRestart(t *testing.T) {
 
 // slowHandoff inserts 3,000 rows and starts a relay that creates the slot
 // and polls them one at a time; it returns once the handoff is under way.
-func (e *env) slowHandoff() (relay.Config, *running, []string) {
-	e.t.Helper()
+func slowHandoff(e *testenv.Env) (relay.Config, *testenv.Running, []string) {
+	e.T.Helper()
 	var before []string
-	rows, err := e.conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+	rows, err := e.Conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 3000) g RETURNING id::text`)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	for rows.Next() {
 		var id string
@@ -465,11 +439,11 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 		before = append(before, id)
 	}
 	rows.Close()
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Poll.BatchSize = 1 // a slow handoff, to act in the middle of it
 	cfg.PollInterval = time.Millisecond
-	r := e.start(cfg)
-	eventually(e.t, 15*time.Second, "the handoff under way", func() bool { return r.Stats.Published.Load() > 50 })
+	r := e.Start(cfg)
+	testenv.Eventually(e.T, 15*time.Second, "the handoff under way", func() bool { return r.Stats.Published.Load() > 50 })
 	return cfg, r, before
 }
 
@@ -480,12 +454,12 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 // stream the new slot: in seed 8 the 809 events committed between the two
 // slots never reached Kafka.
 func TestHandoffFollowsTheSlotReplacedAgain(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	_, r, before := e.slowHandoff()
+	_, r, before := slowHandoff(e)
 	// What another relay's setup does when it finds the slot lost: pend
 	// the handoff again, create a slot, save the bounds read after it.
-	between := e.insertN("order", 20)
+	between := e.InsertN("order", 20)
 	for _, q := range []string{
 		"SELECT pg_drop_replication_slot('pgoutbox')",
 		"UPDATE pgoutbox_state SET handoff_pending = true, handoff_xmax = NULL, handoff_seq = NULL WHERE pipeline = 'pgoutbox'",
@@ -493,16 +467,16 @@ func TestHandoffFollowsTheSlotReplacedAgain(t *testing.T) {
 		`UPDATE pgoutbox_state SET handoff_xmax = pg_snapshot_xmax(pg_current_snapshot()), handoff_seq = (SELECT max(seq) FROM outbox)
 WHERE pipeline = 'pgoutbox'`,
 	} {
-		if _, err := e.conn.Exec(ctx, q); err != nil {
+		if _, err := e.Conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	if r.Mode() != relay.ModePoll {
 		t.Fatal("the handoff ended before the slot was replaced again; the test needs it under way")
 	}
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", slices.Concat(before, between, after), 60*time.Second)
-	eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r.Mode() == relay.ModeWAL })
+	after := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"after":true}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", slices.Concat(before, between, after), 60*time.Second)
+	testenv.Eventually(t, 15*time.Second, "streaming after the handoff", func() bool { return r.Mode() == relay.ModeWAL })
 }
 
 // A relay whose handoff another relay finished streams when it takes the
@@ -520,28 +494,28 @@ func TestTakeoverAfterAnotherRelayFinishedTheHandoff(t *testing.T) {
 		name string
 		// lose makes relay a, holder first, lose the pipeline to another
 		// relay and leaves it paused (SIGSTOP).
-		lose func(t *testing.T, e *env, a *proc, first string)
+		lose func(t *testing.T, e *testenv.Env, a *testenv.Proc, first string)
 	}{
-		{"the lease lost", func(t *testing.T, e *env, a *proc, first string) {
+		{"the lease lost", func(t *testing.T, e *testenv.Env, a *testenv.Proc, first string) {
 			// Its lease lapses (as when it is cut off from the database
 			// for longer than --lease-ttl); the other takes it over.
-			e.awaitHolderChange(t, first, func() {
-				e.conn.Exec(context.Background(), "UPDATE pgoutbox_lease SET expires_at = now() WHERE pipeline = 'pgoutbox' AND holder = $1", first)
+			awaitHolderChange(t, e, first, func() {
+				e.Conn.Exec(context.Background(), "UPDATE pgoutbox_lease SET expires_at = now() WHERE pipeline = 'pgoutbox' AND holder = $1", first)
 			})
 			// Paused while it waits, so that it cannot take the pipeline
 			// back between two sessions of the other before that one is
 			// killed.
-			eventually(t, 10*time.Second, "the first relay waiting", func() bool {
-				return len(a.logged("another relay took over this pipeline; this one stopped publishing and waits")) > 0
+			testenv.Eventually(t, 10*time.Second, "the first relay waiting", func() bool {
+				return len(a.Logged("another relay took over this pipeline; this one stopped publishing and waits")) > 0
 			})
-			a.pause(t)
+			a.Pause(t)
 		}},
-		{"the connections lost while paused", func(t *testing.T, e *env, a *proc, first string) {
+		{"the connections lost while paused", func(t *testing.T, e *testenv.Env, a *testenv.Proc, first string) {
 			// Every session but the test's: the other relay, waiting,
 			// tries again.
-			a.pause(t)
-			e.awaitHolderChange(t, first, func() {
-				e.conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			a.Pause(t)
+			awaitHolderChange(t, e, first, func() {
+				e.Conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`)
 			})
 		}},
@@ -550,11 +524,11 @@ WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type 
 	}
 }
 
-func takeoverAfterHandoff(t *testing.T, lose func(t *testing.T, e *env, a *proc, first string)) {
-	e := newEnv(t)
+func takeoverAfterHandoff(t *testing.T, lose func(t *testing.T, e *testenv.Env, a *testenv.Proc, first string)) {
+	e := testenv.New(t)
 	ctx := context.Background()
 	var before []string
-	rows, err := e.conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+	rows, err := e.Conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 2000) g RETURNING id::text`)
 	if err != nil {
 		t.Fatal(err)
@@ -568,67 +542,58 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 	common := []string{"--mode", "auto", "--lease-ttl", "3s", "--lease-renew", "200ms"}
 	// A polls the rows from before the slot it creates one at a time: its
 	// handoff is under way when it loses the pipeline.
-	a := e.runProcess(t, append(common, "--batch-size", "1", "--poll-interval", "1ms")...)
-	eventually(t, 15*time.Second, "the first relay's handoff under way", func() bool {
-		return e.stateMode() == "poll" && len(e.unpublished(before...)) < len(before)
+	a := e.Run(t, append(common, "--batch-size", "1", "--poll-interval", "1ms")...)
+	testenv.Eventually(t, 15*time.Second, "the first relay's handoff under way", func() bool {
+		return testenv.StateMode(e) == "poll" && len(testenv.Unpublished(e, before...)) < len(before)
 	})
-	first := e.leaseHolder()
-	b := e.runProcess(t, append(common, "--batch-size", "100", "--poll-interval", "10ms")...)
+	first := leaseHolder(e)
+	b := e.Run(t, append(common, "--batch-size", "100", "--poll-interval", "10ms")...)
 	lose(t, e, a, first)
-	if n := len(e.unpublished(before...)); n == 0 {
+	if n := len(testenv.Unpublished(e, before...)); n == 0 {
 		t.Fatal("the first relay finished the handoff before it lost the pipeline; the test needs it under way")
 	}
-	awaitIDs(t, e.brokers, "outbox.event.order", before, 30*time.Second)
-	eventually(t, 15*time.Second, "the second relay streaming after the handoff", func() bool {
-		return e.stateMode() == "wal" && e.slot("pgoutbox").Active
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", before, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the second relay streaming after the handoff", func() bool {
+		return testenv.StateMode(e) == "wal" && e.Slot("pgoutbox").Active
 	})
-	if len(b.logged("resuming an unfinished handoff")) == 0 {
-		t.Fatalf("the second relay did not resume the first one's handoff:\n%s", b.out.String())
+	if len(b.Logged("resuming an unfinished handoff")) == 0 {
+		t.Fatalf("the second relay did not resume the first one's handoff:\n%s", b.Out.String())
 	}
-	streamed := e.insertN("order", 50)
-	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 15*time.Second)
+	streamed := e.InsertN("order", 50)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", streamed, 15*time.Second)
 	switches := func() int {
 		var n int
-		e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&n)
+		e.Conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&n)
 		return n
 	}
 	was := switches()
-	b.signal(t, syscall.SIGKILL)
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	b.Signal(t, syscall.SIGKILL)
+	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the first relay holding the lease again", func() bool { return e.leaseHolder() == first })
-	after := e.insertN("order", 50)
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
-	eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.slot("pgoutbox").Active })
-	if n := switches(); n != was || e.stateMode() != "wal" {
+	testenv.Eventually(t, 15*time.Second, "the first relay holding the lease again", func() bool { return leaseHolder(e) == first })
+	after := e.InsertN("order", 50)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 15*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.Slot("pgoutbox").Active })
+	if n := switches(); n != was || testenv.StateMode(e) != "wal" {
 		t.Fatalf("the first relay switched modes %d times after taking the pipeline back (state: %s), want none: it polled with the handoff the other relay had finished:\n%s",
-			n-was, e.stateMode(), a.out.String())
+			n-was, testenv.StateMode(e), a.Out.String())
 	}
 }
 
 // leaseHolder is who holds the pipeline's lease.
-func (e *env) leaseHolder() string {
+func leaseHolder(e *testenv.Env) string {
 	var h string
-	e.conn.QueryRow(context.Background(), "SELECT holder FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&h)
+	e.Conn.QueryRow(context.Background(), "SELECT holder FROM pgoutbox_lease WHERE pipeline = 'pgoutbox'").Scan(&h)
 	return h
 }
 
 // awaitHolderChange runs do until another relay than first holds the
 // lease.
-func (e *env) awaitHolderChange(t *testing.T, first string, do func()) {
+func awaitHolderChange(t *testing.T, e *testenv.Env, first string, do func()) {
 	t.Helper()
-	eventually(t, 15*time.Second, "another relay holding the lease", func() bool {
+	testenv.Eventually(t, 15*time.Second, "another relay holding the lease", func() bool {
 		do()
-		return e.leaseHolder() != first
+		return leaseHolder(e) != first
 	})
-}
-
-// pause stops p (SIGSTOP) until the test continues it or ends.
-func (p *proc) pause(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) }) // before its stop
 }

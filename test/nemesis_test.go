@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/test/testenv"
+
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	child "github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
@@ -305,7 +307,7 @@ func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 	if standby && os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
 		opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 		if env.Major >= 17 {
-			opts = StandbyForSlotSync()
+			opts = testenv.StandbyForSlotSync()
 		}
 		env.Standby = pgcluster.NewStandby(t, primary, opts)
 		if env.Major >= 17 {
@@ -334,14 +336,14 @@ func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 // returns the server's major version.
 func superExec(t *testing.T, url string, sqls ...string) int {
 	t.Helper()
-	e := &env{t: t, url: url}
-	e.conn = e.connect()
+	e := &testenv.Env{T: t, URL: url}
+	e.Conn = e.Connect()
 	for _, s := range sqls {
-		if _, err := e.conn.Exec(context.Background(), s); err != nil {
+		if _, err := e.Conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	return serverMajor(t, e.conn)
+	return testenv.ServerMajor(t, e.Conn)
 }
 
 // devbrokerKafka is the devbroker behind a fault proxy: it listens on a

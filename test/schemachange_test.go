@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/test/testenv"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,15 +29,15 @@ type shapeWriter struct {
 	wg        sync.WaitGroup
 }
 
-func startShapeWriter(t *testing.T, e *env, writers int) *shapeWriter {
+func startShapeWriter(t *testing.T, e *testenv.Env, writers int) *shapeWriter {
 	t.Helper()
 	ctx := context.Background()
-	e.exec(`CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
+	e.Exec(`CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
 INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 9) g;
 ALTER TABLE outbox ALTER COLUMN type SET DEFAULT 'Posted'`)
 	w := &shapeWriter{committed: map[string]int{}, typeless: map[string]bool{}, stop: make(chan struct{})}
 	for n := 0; n < writers; n++ {
-		cfg, err := pgx.ParseConfig(e.url)
+		cfg, err := pgx.ParseConfig(e.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,15 +110,15 @@ func (w *shapeWriter) finish() (map[string]int, map[string]bool) {
 // event arrives, in commit order per aggregate, and the rows dead-lettered
 // for the table's shape are exactly those written without the column.
 func TestSchemaChangesUnderLoad(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	pipelines := []struct{ slot, mode string }{{"pa", "auto"}, {"pw", "wal"}}
-	var procs []*proc
+	var procs []*testenv.Proc
 	for _, pl := range pipelines {
-		procs = append(procs, e.runProcess(t, "--mode", pl.mode, "--slot", pl.slot, "--publication", pl.slot,
+		procs = append(procs, e.Run(t, "--mode", pl.mode, "--slot", pl.slot, "--publication", pl.slot,
 			"--topic", pl.slot+".{aggregatetype}", "--poll-interval", "50ms"))
 	}
-	eventually(t, 30*time.Second, "both relays streaming", func() bool {
-		return strings.Contains(procs[0].out.String(), `"msg":"streaming"`) && strings.Contains(procs[1].out.String(), `"msg":"streaming"`)
+	testenv.Eventually(t, 30*time.Second, "both relays streaming", func() bool {
+		return strings.Contains(procs[0].Out.String(), `"msg":"streaming"`) && strings.Contains(procs[1].Out.String(), `"msg":"streaming"`)
 	})
 	w := startShapeWriter(t, e, 2)
 	time.Sleep(500 * time.Millisecond)
@@ -135,27 +137,27 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 		{"ALTER TABLE outbox DROP COLUMN type", 300 * time.Millisecond},
 		{"ALTER TABLE outbox ADD COLUMN type text NOT NULL DEFAULT 'Posted'", 300 * time.Millisecond},
 	} {
-		e.exec(step.sql)
-		time.Sleep(step.after * chaos[time.Duration](1, 5)) // make chaos: 15 s of load
+		e.Exec(step.sql)
+		time.Sleep(step.after * testenv.Chaos[time.Duration](1, 5)) // make chaos: 15 s of load
 	}
 	committed, typeless := w.finish()
 	if len(typeless) == 0 || len(committed) < 200 {
 		t.Fatalf("%d events, %d written without the type column: the load was too light to mean anything", len(committed), len(typeless))
 	}
-	end := e.currentLSN()
+	end := e.CurrentLSN()
 	for i, pl := range pipelines {
-		eventually(t, 30*time.Second, pl.slot+" past every row", func() bool { return e.slot(pl.slot).ConfirmedLSN >= end })
-		out, stderr, ok := cli(t, "dlq", "replay", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		testenv.Eventually(t, 30*time.Second, pl.slot+" past every row", func() bool { return e.Slot(pl.slot).ConfirmedLSN >= end })
+		out, stderr, ok := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 			"--slot", pl.slot, "--topic", pl.slot+".{aggregatetype}")
 		if !ok {
 			t.Fatalf("dlq replay %s: %s%s", pl.slot, out, stderr)
 		}
-		rep := check(t, e.brokers, pl.slot+".account", committed)
+		rep := testenv.Check(t, e.Brokers, pl.slot+".account", committed)
 		t.Logf("%s (%s mode): %v; %d written without the type column", pl.slot, pl.mode, rep, len(typeless))
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Errorf("%s: lost %d, order violations %d", pl.slot, rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Errorf("%s: lost %d, order violations %d", pl.slot, rep.Lost, rep.OrderViolations)
 		}
-		rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter WHERE pipeline = $1", pl.slot)
+		rows, err := e.Conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter WHERE pipeline = $1", pl.slot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +183,7 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d dead-lettered for the table's shape, %d held behind them until the replay", pl.slot, len(shape), held)
-		if err := procs[i].signal(t, syscall.SIGTERM); err != nil {
+		if err := procs[i].Signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("%s: pgoutbox run: %v", pl.slot, err)
 		}
 	}
