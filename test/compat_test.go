@@ -26,15 +26,7 @@ import (
 // slot create before anything is created.
 func TestDebeziumDocumentationTable(t *testing.T) {
 	e := testenv.NewBare(t, testenv.DebeziumDocTable)
-	host, port, user, db := testenv.DebeziumDB(t, e)
-	base := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
+	base := testenv.DebeziumServerKafka(t, e) + `debezium.source.offset.storage.file.filename=data/offsets.dat
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outboxevent
@@ -319,15 +311,7 @@ COMMIT`); err != nil {
 // primary key, migrates further.
 func TestDebeziumAllTablesPublication(t *testing.T) {
 	e := testenv.NewBare(t, testenv.DebeziumDocTable+"; CREATE PUBLICATION dbz_publication FOR ALL TABLES")
-	host, port, user, db := testenv.DebeziumDB(t, e)
-	conf := testenv.WriteFile(t, "application.properties", `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=`+strings.Join(e.Brokers, ",")+`
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
-debezium.source.topic.prefix=dbserver1
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServerKafka(t, e)+`debezium.source.topic.prefix=dbserver1
 debezium.source.table.include.list=public.outboxevent
 debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter

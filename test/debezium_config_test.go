@@ -23,20 +23,11 @@ import (
 // warning.
 func TestDebeziumServerPropertiesEndToEnd(t *testing.T) {
 	e := testenv.New(t)
-	host, port, user, db := testenv.DebeziumDB(t, e)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `# Debezium Server
-debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+	props := "# Debezium Server\n" + testenv.DebeziumServerKafka(t, e) + `debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
 debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
 debezium.source.offset.flush.interval.ms=0
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
 debezium.source.topic.prefix=shop
 debezium.source.plugin.name=pgoutput
 debezium.source.slot.name=dbz_shop

@@ -177,21 +177,15 @@ INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
 	s.Queue("orders", "outbox.event.Order", "direct", "o-1")
 	s.Queue("payments", "outbox.event.Payment", "direct", "p-9")
-	host, port, user, db := testenv.DebeziumDB(t, e)
 	_, amqpPort, _ := strings.Cut(s.Addr(), ":")
-	conf := testenv.WriteFile(t, "application.properties", `debezium.sink.type=rabbitmq
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=rabbitmq
 debezium.sink.rabbitmq.connection.host=127.0.0.1
 debezium.sink.rabbitmq.connection.port=`+amqpPort+`
 debezium.sink.rabbitmq.connection.username=guest
 debezium.sink.rabbitmq.connection.password=guest
 debezium.sink.rabbitmq.routingKey.source=key
 debezium.sink.rabbitmq.autoCreateRoutingKey=true
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox

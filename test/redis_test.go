@@ -142,16 +142,10 @@ INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}'),
   ('11111111-0000-0000-0000-000000000002', 'Order', 'o-1', 'Paid', '{"n": 2}')`)
 	s := redistest.Start(t)
-	host, port, user, db := testenv.DebeziumDB(t, e)
-	conf := testenv.WriteFile(t, "application.properties", `debezium.sink.type=redis
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=redis
 debezium.sink.redis.address=`+s.Addr+`
 debezium.sink.redis.message.format=extended
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox

@@ -114,16 +114,8 @@ func TestSnapshotInitialFromDebeziumProperties(t *testing.T) {
 	const old = 1000
 	e := testenv.ExistingLedger(t, old)
 	history := ledgerIDs(t, e.Conn)
-	host, port, user, db := testenv.DebeziumDB(t, e)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=ledger
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox_event
 debezium.source.snapshot.mode=initial

@@ -571,16 +571,8 @@ func TestTwoTablesFromDebeziumPatterns(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldOrders, oldBilling := writeBoth(t, e, 10)
-	host, port, user, db := testenv.DebeziumDB(t, e)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=shop
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=shop
 debezium.source.table.include.list=billing\\.outbox,public\\.orders_out.*
 debezium.source.snapshot.mode=initial
 debezium.transforms=outbox

@@ -197,16 +197,8 @@ func withRole(t *testing.T, dbURL, role string) string {
 // application writes from then on, and publishes none of the old rows.
 func TestRunAloneFromDebeziumProperties(t *testing.T) {
 	e := testenv.ExistingLedger(t, 1000)
-	host, port, user, db := testenv.DebeziumDB(t, e)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=ledger
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox_event
 debezium.source.snapshot.mode=no_data

@@ -77,14 +77,7 @@ func TestTransformsFromDebeziumConfigs(t *testing.T) {
 				wantHeader = "ledger-service" // SimpleHeaderConverter, Connect's default
 			} else {
 				path = filepath.Join(dir, "application.properties")
-				props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.Brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=shop
+				props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=shop
 debezium.source.plugin.name=pgoutput
 debezium.source.slot.name=shop
 debezium.source.table.include.list=public.outboxevent

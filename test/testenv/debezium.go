@@ -33,3 +33,26 @@ func DebeziumHeaderID(t *testing.T) func(*kgo.Record) string {
 		return fmt.Sprint(v.Payload)
 	}
 }
+
+// DebeziumServer is the start of a Debezium Server application.properties
+// that reads e's database with Debezium's PostgreSQL connector: its class
+// and database.hostname, port, user and dbname, a key=value a line. A test
+// adds its sink and its own settings after it.
+func DebeziumServer(t *testing.T, e *Env) string {
+	t.Helper()
+	host, port, user, db := DebeziumDB(t, e)
+	return "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+		"debezium.source.database.hostname=" + host + "\n" +
+		"debezium.source.database.port=" + port + "\n" +
+		"debezium.source.database.user=" + user + "\n" +
+		"debezium.source.database.dbname=" + db + "\n"
+}
+
+// DebeziumServerKafka is DebeziumServer with e's broker as its sink:
+// debezium.sink.type=kafka and the producer's bootstrap.servers.
+func DebeziumServerKafka(t *testing.T, e *Env) string {
+	t.Helper()
+	return "debezium.sink.type=kafka\n" +
+		"debezium.sink.kafka.producer.bootstrap.servers=" + strings.Join(e.Brokers, ",") + "\n" +
+		DebeziumServer(t, e)
+}
