@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A Debezium Server application.properties with the Outbox Event Router

@@ -4,10 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // When an exactly-once relay falls back from the WAL to polling, it marks

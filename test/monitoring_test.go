@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/test/promtest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A real Prometheus scrapes the relay binary with the repository's alert

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A multi-host --database-url with target_session_attrs=read-write, in

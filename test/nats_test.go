@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/test/natstest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // checkNATS reads the stream and compares it with what committed: nothing

@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	child "github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/nemesis"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // nemesisKafka starts the Kafka the nemesis runs against, behind fault

@@ -5,9 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A poll phase counts a position no row holds as unseen only once every

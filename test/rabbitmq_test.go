@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/test/rabbitmqtest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // rabbitFlags route every event through the topic exchange "outbox" by

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/test/redistest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // checkRedis reads the stream (compact entries: the key, the aggregate id,
