@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // While the broker withholds acks, the slot's confirmed_flush_lsn stays
@@ -120,25 +119,6 @@ func TestIdleSlotAdvances(t *testing.T) {
 			s := e.Slot("pgoutbox")
 			t.Logf("confirmed %s -> %s; retained WAL %d bytes", start, s.ConfirmedLSN, s.RetainedBytes)
 		})
-	}
-}
-
-// ALTER TABLE on the outbox while the relay runs: a nullable column added
-// changes the Relation message; columns are mapped by name, so events keep
-// flowing and keep their values.
-func TestOutboxColumnAddedWhileRunning(t *testing.T) {
-	e := testenv.New(t)
-	cfg := e.Config()
-	e.Setup(cfg)
-	e.Start(cfg)
-	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
-	if _, err := e.Conn.Exec(context.Background(), "ALTER TABLE outbox ADD COLUMN note text"); err != nil {
-		t.Fatal(err)
-	}
-	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":2}`))
-	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 15*time.Second)
-	if ev := testenv.DecodeEvent(t, recs[1]); ev.ID != ids[0] || string(ev.Data) != `{"n": 2}` {
-		t.Fatalf("after ALTER TABLE: %+v", ev)
 	}
 }
 

@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // createTopics creates topics for a relay that does not create them on
@@ -322,79 +320,6 @@ func TestLimitLoweredWhileRunning(t *testing.T) {
 				t.Fatalf("aggregate o-1 arrived as %v, want %v", o1, want)
 			}
 		})
-	}
-}
-
-// Migration 008 on a table that already holds copies of dead letters (as
-// older versions wrote them on each retry): nothing is deleted, each event
-// keeps one entry (a resolved one if any was replayed or skipped, else the
-// first), extra open copies are resolved as duplicates, and from then on a
-// second insert for an event does nothing.
-func TestMigrationResolvesDuplicateDeadLetters(t *testing.T) {
-	e := testenv.New(t)
-	ctx := context.Background()
-	if _, err := e.Conn.Exec(ctx, `DROP INDEX pgoutbox_dead_letter_once;
-ALTER TABLE pgoutbox_dead_letter DROP COLUMN duplicate_of;
-UPDATE pgoutbox_schema_version SET version = 7`); err != nil {
-		t.Fatal(err)
-	}
-	insert := func(event string, resolution string) int64 {
-		var id int64
-		var replayed any
-		if resolution != "" {
-			replayed = time.Now()
-		}
-		if err := e.Conn.QueryRow(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data, replayed_at, resolution)
-VALUES ('pgoutbox', 'public.outbox', $1, 'agg', 'too large', '{}', $2, nullif($3, '')) RETURNING id`, event, replayed, resolution).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	a1, a2, a3 := insert("a", ""), insert("a", ""), insert("a", "")
-	b1, b2, b3 := insert("b", ""), insert("b", "replayed"), insert("b", "skipped")
-	c1 := insert("c", "")
-	n1, n2 := insert("", ""), insert("", "")
-	if _, err := migrations.Migrate(ctx, e.Conn, migrations.Options{}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	type entry struct {
-		open        bool
-		resolution  string
-		duplicateOf int64
-	}
-	got := map[int64]entry{}
-	rows, err := e.Conn.Query(ctx, "SELECT id, replayed_at IS NULL, coalesce(resolution, ''), coalesce(duplicate_of, 0) FROM pgoutbox_dead_letter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		var en entry
-		if err := rows.Scan(&id, &en.open, &en.resolution, &en.duplicateOf); err != nil {
-			t.Fatal(err)
-		}
-		got[id] = en
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
-	want := map[int64]entry{
-		a1: {open: true}, a2: {resolution: "duplicate", duplicateOf: a1}, a3: {resolution: "duplicate", duplicateOf: a1},
-		b1: {resolution: "duplicate", duplicateOf: b2}, b2: {resolution: "replayed"}, b3: {resolution: "skipped", duplicateOf: b2},
-		c1: {open: true}, n1: {open: true}, n2: {open: true},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d entries after the migration, want %d: nothing may be deleted", len(got), len(want))
-	}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("entry %d: %+v, want %+v", id, got[id], w)
-		}
-	}
-	tag, err := e.Conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data)
-VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO NOTHING`)
-	if err != nil || tag.RowsAffected() != 0 {
-		t.Fatalf("a second dead letter for event a: %v, %d rows", err, tag.RowsAffected())
 	}
 }
 

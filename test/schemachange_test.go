@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // shapeWriter commits events for locked aggregates until stopped, as the
@@ -186,5 +190,85 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 		if err := procs[i].Signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("%s: pgoutbox run: %v", pl.slot, err)
 		}
+	}
+}
+
+// A required column is dropped from the outbox while the relay runs. Under
+// the halt policy it stops with an error naming the column and confirms
+// nothing past the change. Under the dead-letter policy (the default) the
+// row written without the column is dead-lettered with that reason and
+// the relay goes on (TestSchemaChangesUnderLoad); a nullable column added
+// is harmless (TestOutboxColumnAddedWhileRunning).
+func TestRequiredColumnDropped(t *testing.T) {
+	for _, policy := range []string{relay.PoisonHalt, relay.PoisonDeadLetter} {
+		t.Run(policy, func(t *testing.T) { requiredColumnDropped(t, policy) })
+	}
+}
+
+func requiredColumnDropped(t *testing.T, policy string) {
+	e := testenv.New(t)
+	cfg := e.Config()
+	cfg.OnPoison = policy
+	e.Setup(cfg)
+	r := e.Start(cfg)
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 10*time.Second)
+	ctx := context.Background()
+	probe := testenv.NewCommitProbe(e)
+	if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := e.Conn.QueryRow(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if policy == relay.PoisonDeadLetter {
+		var reason string
+		testenv.Eventually(t, 20*time.Second, "the row dead-lettered", func() bool {
+			return e.Conn.QueryRow(ctx, "SELECT reason FROM pgoutbox_dead_letter WHERE event_id = $1", id).Scan(&reason) == nil
+		})
+		if !strings.Contains(reason, "lacks a required column: aggregatetype") {
+			t.Errorf("dead-lettered for %q", reason)
+		}
+		select {
+		case <-r.Done():
+			t.Fatalf("the relay stopped: %v", r.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+		return
+	}
+	var err error
+	select {
+	case <-r.Done():
+		err = r.Err()
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+	if !errors.Is(err, schema.ErrMissingColumn) {
+		t.Fatalf("stopped with %v, want a missing column", err)
+	}
+	t.Logf("stopped with: %v", err)
+	commits := probe.Commits()
+	if got := e.Slot("pgoutbox").ConfirmedLSN; len(commits) > 1 && got >= commits[len(commits)-1] {
+		t.Fatalf("confirmed %s, past the insert into the altered table (%s)", got, commits[len(commits)-1])
+	}
+}
+
+// ALTER TABLE on the outbox while the relay runs: a nullable column added
+// changes the Relation message; columns are mapped by name, so events keep
+// flowing and keep their values.
+func TestOutboxColumnAddedWhileRunning(t *testing.T) {
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	e.Start(cfg)
+	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	if _, err := e.Conn.Exec(context.Background(), "ALTER TABLE outbox ADD COLUMN note text"); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":2}`))
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 15*time.Second)
+	if ev := testenv.DecodeEvent(t, recs[1]); ev.ID != ids[0] || string(ev.Data) != `{"n": 2}` {
+		t.Fatalf("after ALTER TABLE: %+v", ev)
 	}
 }

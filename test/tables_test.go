@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // twoTables is a database with two outbox tables of the default shape,
@@ -595,53 +594,6 @@ debezium.format.value.schemas.enable=false
 	}
 	if !strings.Contains(p.Out.String(), `"tables":"billing.outbox,public.orders_outbox"`) {
 		t.Errorf("the log does not name the matched tables:\n%s", p.Out)
-	}
-}
-
-// A single-table pipeline's state from before this version (no
-// snapshot_pending column, schema version 11) reads back after the
-// upgrade: run brings the tables up to date itself, continues from the
-// slot, takes no snapshot even when asked for one (the pipeline has
-// started before), and status shows the one table as before.
-func TestUpgradeKeepsSingleTableState(t *testing.T) {
-	e := testenv.ExistingLedger(t, 200)
-	ctx := context.Background()
-	topic := "outbox.event.TRANSACTION"
-	p := e.Run(t, append([]string{"--mode", "wal"}, testenv.LedgerFlags...)...)
-	e.AwaitSlotActive(t, "pgoutbox")
-	first := <-testenv.WriteLedger(t, e, 5)
-	testenv.AwaitIDs(t, e.Brokers, topic, first, 30*time.Second)
-	p.Stop(t)
-	for _, sql := range []string{
-		"ALTER TABLE pgoutbox_state DROP COLUMN snapshot_pending",
-		"UPDATE pgoutbox_schema_version SET version = 11",
-	} {
-		if _, err := e.Conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	stopped := <-testenv.WriteLedger(t, e, 5) // while no relay runs: in the slot
-	p = e.Run(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, testenv.LedgerFlags...)...)
-	e.AwaitSlotActive(t, "pgoutbox")
-	after := <-testenv.WriteLedger(t, e, 5)
-	want := append(append(append([]string{}, first...), stopped...), after...)
-	testenv.AwaitIDs(t, e.Brokers, topic, want, 30*time.Second)
-	p.Stop(t)
-	testenv.CheckOnce(t, testenv.Drain(t, e.Brokers, topic, 0), want, testenv.EventID(t))
-	var version int
-	if err := e.Conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version < 12 {
-		t.Errorf("schema version %d after the upgrade (err %v)", version, err)
-	}
-	out, err := exec.Command(testenv.Bin(t), "status", "--json", "--database-url", e.URL).Output()
-	var st struct {
-		Table  string   `json:"table"`
-		Tables []string `json:"tables"`
-	}
-	if jerr := json.Unmarshal(out, &st); jerr != nil {
-		t.Fatalf("status --json: %v (%v)\n%s", jerr, err, out)
-	}
-	if st.Table != "public.outbox_event" || len(st.Tables) != 1 || st.Tables[0] != "public.outbox_event" {
-		t.Errorf("status after the upgrade: table %q, tables %q", st.Table, st.Tables)
 	}
 }
 

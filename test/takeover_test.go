@@ -8,19 +8,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testenv"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // ledgerWriter inserts ledger events as the application's own role, one
@@ -491,5 +491,58 @@ WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)`, i
 				t.Errorf("%d rows PENDING after pgoutbox stopped (err %v)", left, err)
 			}
 		})
+	}
+}
+
+// A team's own poller marked its rows by status, and the rows it had not
+// published yet were written before migrate added seq: polling by seq
+// cannot order them. The relay says so, with how many, and what to run,
+// and stops (it used to retry `strconv.ParseInt: parsing ""` forever while
+// new events waited). The UPDATE it prints numbers them before every
+// other row, in the table's insertion order, and the relay then publishes
+// them first.
+func TestPollRowsWithoutOrder(t *testing.T) {
+	e := testenv.ExistingLedger(t, 50)
+	ctx := context.Background()
+	if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
+		t.Fatal(err)
+	}
+	status := []string{"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED"}
+	args := append(append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
+		"--mode", "poll", "--poll-interval", "50ms", "--log-format", "json"}, testenv.LedgerFlags...), status...)
+	out, ok := testenv.CLIOutput(t, args...)
+	const want = `poll: 5 rows of public.outbox_event that polling must publish have no seq ("seq" IS NULL AND ("status" = 'PENDING'))`
+	if ok || !strings.Contains(out, want) || !strings.Contains(out, "--column-order id") {
+		t.Fatalf("run: exit 0 %v; want it to stop with %q and --column-order id:\n%s", ok, want, out)
+	}
+	update := out[strings.Index(out, "UPDATE "):]
+	update = strings.TrimSpace(strings.SplitN(update, "\n", 2)[0])
+	update = strings.TrimSuffix(strings.TrimSuffix(update, `"}`), `"`)
+	if _, err := e.Conn.Exec(ctx, strings.ReplaceAll(update, `\"`, `"`)); err != nil {
+		t.Fatalf("the UPDATE it printed: %v\n%s", err, update)
+	}
+	p := testenv.StartBinary(t, args...)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.TRANSACTION"}, 6, 30*time.Second)
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, testenv.DecodeEvent(t, r).ID)
+	}
+	slices.Sort(ids)
+	// Rows 10, 20, ... 50 were pending; 51 was written after migrate.
+	if got := strings.Join(ids, ","); got != "10,20,30,40,50,51" {
+		t.Errorf("published %s, want the pending rows and the new one", got)
+	}
+	var order string
+	if err := e.Conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY seq) FROM outbox_event WHERE seq IS NOT NULL").Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	if order != "10,20,30,40,50,51" {
+		t.Errorf("rows by seq: %s, want the pending rows in insertion order before the new one", order)
+	}
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }
