@@ -301,7 +301,7 @@ func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 	if primary.External() {
 		t.Skip("the nemesis stops and fails over its servers: it needs the throwaway cluster, not " + pgcluster.DatabaseURLEnv)
 	}
-	env := nemesis.Env{Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox"), Primary: primary}
+	env := nemesis.Env{Bin: testenv.Bin(t), Primary: primary}
 	env.Major = superExec(t, primary.URL)
 	if standby && os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
 		opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}

@@ -18,7 +18,6 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/pgbouncer"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
@@ -76,7 +75,7 @@ RETURNING id::text`)
 // pgoutboxAt runs the binary to completion, within timeout.
 func pgoutboxAt(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()

@@ -17,7 +17,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/registrytest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
@@ -191,7 +190,7 @@ INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('O
 // killed).
 func refusedAtStart(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()

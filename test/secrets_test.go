@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
@@ -89,7 +88,7 @@ SELECT pg_reload_conf();
 	}
 	// And with everything right, an event flows through SASL and TLS: its
 	// commit is confirmed, which needs the secure broker's ack.
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	cmd := exec.Command(bin, append([]string{"run", "--database-url", rightDB, "--status-interval", "100ms", "--log-format", "json"}, kafkaTLS...)...)
 	cmd.Env = append(os.Environ(), rightKafka)
 	var out strings.Builder

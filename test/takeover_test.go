@@ -19,7 +19,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
@@ -267,7 +266,7 @@ func TestRunAloneWithoutCreatePrivilege(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	args := append([]string{"run", "--database-url", withRole(t, e.URL, "relay"), "--kafka-brokers", strings.Join(e.Brokers, ","), "--mode", "wal"}, testenv.LedgerFlags...)
 	cmd := exec.Command(bin, args...)
 	done := make(chan struct{})
@@ -386,7 +385,7 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 				t.Errorf("%d distinct events in %s, want %d (%d pending before, %d new)", len(seen), topic, len(want), len(pendingBefore), len(fresh))
 			}
 			// status counts by the same mapping: nothing is left.
-			bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+			bin := testenv.Bin(t)
 			out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.URL}, statusFlags...)...).Output()
 			var st struct {
 				Unpublished *int64 `json:"unpublished_rows"`
