@@ -18,7 +18,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // TestBenchCommand runs `pgoutbox bench` briefly in WAL mode against a real
@@ -27,7 +27,7 @@ import (
 func TestBenchCommand(t *testing.T) {
 	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	out := t.TempDir()
 	jsonPath := filepath.Join(out, "r.json")
 
@@ -127,7 +127,7 @@ func TestBenchCommand(t *testing.T) {
 func TestBenchApplicationLoadSweep(t *testing.T) {
 	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	out := t.TempDir()
 	jsonPath := filepath.Join(out, "r.json")
 
@@ -296,7 +296,7 @@ func tuplesUpdated(t *testing.T, ctx context.Context, conn *pgx.Conn) int64 {
 func TestBenchUnqualifiedTable(t *testing.T) {
 	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -348,7 +348,7 @@ func TestBenchUnqualifiedTable(t *testing.T) {
 func TestBenchDeliveryAxis(t *testing.T) {
 	pg := pgcluster.New(t)
 	kafka := kafkatest.New(t)
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // seedShape is an outbox table of a shape teams already run (from
@@ -135,12 +134,12 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 	for _, mode := range relayModes {
 		for _, shape := range seedShapes {
 			t.Run(mode.name+"/"+shape.name, func(t *testing.T) {
-				e := newEnv(t)
+				e := testenv.New(t)
 				ctx := context.Background()
-				if _, err := e.conn.Exec(ctx, shape.ddl); err != nil {
+				if _, err := e.Conn.Exec(ctx, shape.ddl); err != nil {
 					t.Fatal(err)
 				}
-				cfg := e.config()
+				cfg := e.Config()
 				cfg.Replication.Table = shape.table
 				cfg.Columns = shape.columns
 				mode.set(&cfg)
@@ -149,23 +148,23 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := migrations.AddPollingColumns(ctx, e.conn, table.Schema, table.Name); err != nil {
+					if err := migrations.AddPollingColumns(ctx, e.Conn, table.Schema, table.Name); err != nil {
 						t.Fatal(err)
 					}
 				} else {
-					e.setup(cfg)
+					e.Setup(cfg)
 				}
-				e.start(cfg)
+				e.Start(cfg)
 
 				var id, aggID, payload string
-				if err := e.conn.QueryRow(ctx, shape.insert, shape.args...).Scan(&id, &aggID, &payload); err != nil {
+				if err := e.Conn.QueryRow(ctx, shape.insert, shape.args...).Scan(&id, &aggID, &payload); err != nil {
 					t.Fatal(err)
 				}
 				var aggType string
-				if err := e.conn.QueryRow(ctx, "SELECT "+shape.columns.AggregateType+" FROM "+shape.table).Scan(&aggType); err != nil {
+				if err := e.Conn.QueryRow(ctx, "SELECT "+shape.columns.AggregateType+" FROM "+shape.table).Scan(&aggType); err != nil {
 					t.Fatal(err)
 				}
-				recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event." + aggType}, 1, 20*time.Second)
+				recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event." + aggType}, 1, 20*time.Second)
 				r := recs[0]
 				var ev map[string]any
 				dec := json.NewDecoder(bytes.NewReader(r.Value))
@@ -190,7 +189,7 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 					t.Errorf("extension %s = %v, want %q (value %s)", shape.wantExt, ev[shape.wantExt], shape.wantExtValue, r.Value)
 				}
 				if shape.wantHeader != "" {
-					if got, ok := headerOf(r, shape.wantHeader); !ok || got != shape.wantHeaderValue {
+					if got, ok := testenv.HeaderOf(r, shape.wantHeader); !ok || got != shape.wantHeaderValue {
 						t.Errorf("header %s = %q (present %v), want %q", shape.wantHeader, got, ok, shape.wantHeaderValue)
 					}
 				}
@@ -204,44 +203,34 @@ func TestDebeziumColumnMappingSeedShapes(t *testing.T) {
 // StringConverter/SimpleHeaderConverter write int64 values, the JSON
 // payload the value as a JSON string.
 func TestDebeziumOutboxFormatBigintIDs(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
 	shape := seedShapes[0]
-	if _, err := e.conn.Exec(ctx, shape.ddl); err != nil {
+	if _, err := e.Conn.Exec(ctx, shape.ddl); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Replication.Table = shape.table
 	cfg.Columns = shape.columns
 	cfg.Encoder.Format = schema.DebeziumOutbox
 	cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
-	e.setup(cfg)
-	e.start(cfg)
+	e.Setup(cfg)
+	e.Start(cfg)
 	var id, aggID, payload string
-	if err := e.conn.QueryRow(ctx, shape.insert).Scan(&id, &aggID, &payload); err != nil {
+	if err := e.Conn.QueryRow(ctx, shape.insert).Scan(&id, &aggID, &payload); err != nil {
 		t.Fatal(err)
 	}
-	r := kafkatest.Consume(t, e.brokers, []string{"outbox.event.TRANSACTION"}, 1, 20*time.Second)[0]
+	r := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.TRANSACTION"}, 1, 20*time.Second)[0]
 	wantValue, _ := json.Marshal(payload)
 	if string(r.Key) != "9007199254740993" || string(r.Value) != string(wantValue) {
 		t.Errorf("key %q value %s; want 9007199254740993 and %s", r.Key, r.Value, wantValue)
 	}
-	if got, _ := headerOf(r, "id"); got != id {
+	if got, _ := testenv.HeaderOf(r, "id"); got != id {
 		t.Errorf("header id = %q, want %q", got, id)
 	}
-	if got, _ := headerOf(r, "status"); got != "PENDING" {
+	if got, _ := testenv.HeaderOf(r, "status"); got != "PENDING" {
 		t.Errorf("header status = %q, want PENDING", got)
 	}
-}
-
-// headerOf is header, telling an absent header from an empty one.
-func headerOf(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 func jsonEqual(t *testing.T, a, b []byte) bool {

@@ -3,7 +3,6 @@ package test
 import (
 	"bytes"
 	"context"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,29 +11,8 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// debeziumDB returns the database.* options of the test's server, as a
-// Debezium configuration would name it.
-func (e *env) debeziumDB(t *testing.T) (host, port, user, dbname string) {
-	t.Helper()
-	u, err := url.Parse(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/")
-}
-
-// awaitSlotActive waits until a process streams from the slot, so that
-// rows inserted afterwards are in its stream.
-func (e *env) awaitSlotActive(t *testing.T, slot string) {
-	t.Helper()
-	eventually(t, 30*time.Second, "slot "+slot+" active", func() bool {
-		var active bool
-		err := e.conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		return err == nil && active
-	})
-}
 
 // A Debezium Server application.properties with the Outbox Event Router
 // drives a real run: its slot and publication are created under its names,
@@ -43,21 +21,12 @@ func (e *env) awaitSlotActive(t *testing.T, slot string) {
 // headers) and value schemas off. Its ignored options are named in one
 // warning.
 func TestDebeziumServerPropertiesEndToEnd(t *testing.T) {
-	e := newEnv(t)
-	host, port, user, db := e.debeziumDB(t)
+	e := testenv.New(t)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `# Debezium Server
-debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
-debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
+	props := "# Debezium Server\n" + testenv.DebeziumServerKafka(t, e) + `debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer
 debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
 debezium.source.offset.flush.interval.ms=0
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
 debezium.source.topic.prefix=shop
 debezium.source.plugin.name=pgoutput
 debezium.source.slot.name=dbz_shop
@@ -72,11 +41,11 @@ debezium.format.value.schemas.enable=false
 	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", path)
-	e.awaitSlotActive(t, "dbz_shop")
-	ids := e.insert(row{"account", "acct-7", "Withdrawn", `{"amount": 5000, "currency": "KRW"}`})
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "dbz_shop")
+	ids := e.Insert(testenv.NewRow("account", "acct-7", "Withdrawn", `{"amount": 5000, "currency": "KRW"}`))
 
-	r := kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 1, 20*time.Second)[0]
+	r := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.account"}, 1, 20*time.Second)[0]
 	if want := `{"schema":{"type":"string","optional":false},"payload":"acct-7"}`; string(r.Key) != want {
 		t.Errorf("key %s, want %s", r.Key, want)
 	}
@@ -84,14 +53,14 @@ debezium.format.value.schemas.enable=false
 		t.Errorf("value %s, want %s", r.Value, want)
 	}
 	wantID := `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"` + ids[0] + `"}`
-	if got, _ := headerOf(r, "id"); got != wantID {
+	if got, _ := testenv.HeaderOf(r, "id"); got != wantID {
 		t.Errorf("header id %s, want %s", got, wantID)
 	}
-	if got, _ := headerOf(r, "eventType"); got != `{"schema":{"type":"string","optional":false},"payload":"Withdrawn"}` {
+	if got, _ := testenv.HeaderOf(r, "eventType"); got != `{"schema":{"type":"string","optional":false},"payload":"Withdrawn"}` {
 		t.Errorf("header eventType %s", got)
 	}
-	p.signal(t, 15)
-	out := p.out.String()
+	p.Signal(t, 15)
+	out := p.Out.String()
 	if !strings.Contains(out, "ignoring Debezium options pgoutbox does not use: debezium.source.offset.flush.interval.ms, debezium.source.offset.storage.file.filename") {
 		t.Errorf("no warning naming the ignored options:\n%s", out)
 	}
@@ -101,8 +70,8 @@ debezium.format.value.schemas.enable=false
 // payload, a string key, a custom route.topic.replacement and its
 // credentials behind config provider placeholders drives a real run.
 func TestKafkaConnectJSONEndToEnd(t *testing.T) {
-	e := newEnv(t)
-	host, port, user, db := e.debeziumDB(t)
+	e := testenv.New(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	// The user and the database come from the worker's config providers,
 	// as a deployment keeps its credentials out of the connector's JSON.
 	dir := t.TempDir()
@@ -140,15 +109,15 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", path)
-	e.awaitSlotActive(t, "outbox_slot")
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "outbox_slot")
 	// The start names the routing in force, not the unused template.
-	if out := p.out.String(); !strings.Contains(out, `"topic":"${routedByValue}.events"`) {
+	if out := p.Out.String(); !strings.Contains(out, `"topic":"${routedByValue}.events"`) {
 		t.Errorf("the start does not name the route.topic.replacement in force:\n%s", out)
 	}
-	ids := e.insert(row{"order", "order-1", "OrderCreated", `{"id": 1, "lines": [{"sku": "a", "qty": 2, "price": 9.5}], "note": null}`})
+	ids := e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1, "lines": [{"sku": "a", "qty": 2, "price": 9.5}], "note": null}`))
 
-	r := kafkatest.Consume(t, e.brokers, []string{"order.events"}, 1, 20*time.Second)[0]
+	r := kafkatest.Consume(t, e.Brokers, []string{"order.events"}, 1, 20*time.Second)[0]
 	if string(r.Key) != "order-1" {
 		t.Errorf("key %q", r.Key)
 	}
@@ -158,7 +127,7 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 	if want := `{"id":1,"lines":[{"qty":2,"sku":"a","price":9.5}]}`; string(r.Value) != want {
 		t.Errorf("value %s, want %s", r.Value, want)
 	}
-	if got, _ := headerOf(r, "id"); got != ids[0] {
+	if got, _ := testenv.HeaderOf(r, "id"); got != ids[0] {
 		t.Errorf("header id %q, want %q", got, ids[0])
 	}
 }
@@ -176,13 +145,13 @@ func TestKafkaConnectJSONEndToEnd(t *testing.T) {
 // SimpleHeaderConverter's text of a java.util.Date. Stopped, it keeps its
 // slot, which the command the warning names then drops.
 func TestDebeziumValueOptionsEndToEnd(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE public.ledger_outbox (
+	e := testenv.NewBare(t, `CREATE TABLE public.ledger_outbox (
   id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL,
   payload bytea, amount numeric(12,2), booked_at timestamp(6), value_date date, seq bigserial);
 INSERT INTO public.ledger_outbox VALUES
   ('406c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', '\x0a0b0c', 129.90, '2026-11-21 18:37:59.123456', '2026-11-21'),
   ('506c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', NULL, -0.05, '1969-12-31 23:59:59.9999', '2020-01-02')`)
-	host, port, user, db := e.debeziumDB(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	conf := `{"name": "ledger-outbox", "config": {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
     "database.hostname": "` + host + `", "database.port": "` + port + `",
@@ -194,10 +163,10 @@ INSERT INTO public.ledger_outbox VALUES
     "transforms.outbox.table.fields.additional.placement": "amount:header,booked_at:header,value_date:header",
     "key.converter": "org.apache.kafka.connect.storage.StringConverter",
     "value.converter": "io.debezium.converters.ByteBufferConverter"}}`
-	path := writeFile(t, "ledger-outbox.json", conf)
-	p := startBinary(t, "run", "--config", path, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
-	e.awaitSlotActive(t, "ledger_slot")
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.ledger_outbox VALUES
+	path := testenv.WriteFile(t, "ledger-outbox.json", conf)
+	p := testenv.StartBinary(t, "run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+	e.AwaitSlotActive(t, "ledger_slot")
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO public.ledger_outbox VALUES
   ('606c07f3-26f0-4eea-a50c-109940064b8f', 'ledger', 'acct-1', '', 0, '2020-01-02 00:00:00', '1969-12-31')`); err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +179,8 @@ INSERT INTO public.ledger_outbox VALUES
 		"506c07f3-26f0-4eea-a50c-109940064b8f": {nil, "-0.05", "23:59:59.999Z", "2020-01-02", ""},
 		"606c07f3-26f0-4eea-a50c-109940064b8f": {[]byte{}, "0.00", "2020-01-02", "00:00:00.000Z", ""},
 	}
-	for _, r := range kafkatest.Consume(t, e.brokers, []string{"outbox.event.ledger"}, 3, 30*time.Second) {
-		id, _ := headerOf(r, "id")
+	for _, r := range kafkatest.Consume(t, e.Brokers, []string{"outbox.event.ledger"}, 3, 30*time.Second) {
+		id, _ := testenv.HeaderOf(r, "id")
 		w, ok := wants[id]
 		if !ok {
 			t.Errorf("record of id %q", id)
@@ -222,7 +191,7 @@ INSERT INTO public.ledger_outbox VALUES
 			t.Errorf("%s: key %q value %x, want acct-1 and %x", id, r.Key, r.Value, w.value)
 		}
 		for k, v := range map[string]string{"amount": w.amount, "booked_at": w.bookedAt, "value_date": w.valueDate} {
-			if got, _ := headerOf(r, k); got != v {
+			if got, _ := testenv.HeaderOf(r, k); got != v {
 				t.Errorf("%s: header %s %q, want %q", id, k, got, v)
 			}
 		}
@@ -230,10 +199,10 @@ INSERT INTO public.ledger_outbox VALUES
 	if len(wants) > 0 {
 		t.Errorf("not published: %v", wants)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("run: %v", err)
 	}
-	out := p.out.String()
+	out := p.Out.String()
 	for _, w := range []string{
 		"value.converter=io.debezium.converters.ByteBufferConverter: Debezium 2.0 renamed it io.debezium.converters.BinaryDataConverter",
 		"slot.drop.on.stop=true: pgoutbox keeps the slot ledger_slot when it stops",
@@ -244,7 +213,7 @@ INSERT INTO public.ledger_outbox VALUES
 	}
 	slotExists := func() bool {
 		var n int
-		if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ledger_slot'").Scan(&n); err != nil {
+		if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'ledger_slot'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
@@ -252,12 +221,10 @@ INSERT INTO public.ledger_outbox VALUES
 	if !slotExists() {
 		t.Fatal("the slot was dropped at the stop")
 	}
-	drop := startBinary(t, "slot", "drop", "--config", path, "--keep-publication")
-	if err := <-drop.waited; err != nil {
-		drop.waited <- err
-		t.Fatalf("slot drop: %v\n%s", err, drop.out.String())
+	drop := testenv.StartBinary(t, "slot", "drop", "--config", path, "--keep-publication")
+	if err := drop.Err(); err != nil {
+		t.Fatalf("slot drop: %v\n%s", err, drop.Out.String())
 	}
-	drop.waited <- nil
 	if slotExists() {
 		t.Error("pgoutbox slot drop --config FILE --keep-publication kept the slot")
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // make demo, as a newcomer runs it: the binary starts a throwaway
@@ -17,7 +17,7 @@ import (
 // each event with its latency and a summary in which every committed event
 // arrived once, and exits 0.
 func TestDemoCommand(t *testing.T) {
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--duration", "3s", "--rate", "40")

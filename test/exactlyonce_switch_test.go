@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // sessionLogs counts, over the JSON log lines of relays that have exited,
@@ -16,9 +18,9 @@ import (
 // after polling knew polling had published.
 type sessionLogs struct{ walMarked, pollSkipSets, pollSkipRows int }
 
-func (s *sessionLogs) read(t *testing.T, p *proc) {
+func (s *sessionLogs) read(t *testing.T, p *testenv.Proc) {
 	t.Helper()
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	for _, line := range strings.Split(p.Out.String(), "\n") {
 		var l struct {
 			Msg  string `json:"msg"`
 			Rows int    `json:"rows"`
@@ -37,76 +39,69 @@ func (s *sessionLogs) read(t *testing.T, p *proc) {
 	}
 }
 
-// stateMode is the mode the state table says the pipeline is in.
-func (e *env) stateMode() string {
-	var m string
-	e.conn.QueryRow(context.Background(), "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&m)
-	return m
-}
-
 // switchesUnderLoad runs the relay through the binary in auto mode under
 // continuous load, as a role whose REPLICATION is revoked and granted back
 // each cycle: WAL -> polling -> WAL. With kills, every cycle also kills the
 // relay with SIGKILL once, alternately while it polls after the WAL has
 // published (the restart polls) and just after it went back to the WAL
 // (the restart streams what polling published again).
-func switchesUnderLoad(t *testing.T, cycles int, kills bool, extra ...string) (report, sessionLogs) {
-	e := newKafkaEnv(t)
+func switchesUnderLoad(t *testing.T, cycles int, kills bool, extra ...string) (testenv.Report, sessionLogs) {
+	e := testenv.NewKafka(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
-`+grantHeartbeatSQL("app")); err != nil {
+`+testenv.GrantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config()
-	e.setup(cfg) // as the owner; the relay's role streams and polls
-	args := append([]string{"--database-url", e.appURL("app"), "--mode", "auto",
+	cfg := e.Config()
+	e.Setup(cfg) // as the owner; the relay's role streams and polls
+	args := append([]string{"--database-url", e.AppURL("app"), "--mode", "auto",
 		"--probe-interval", "300ms", "--poll-interval", "50ms"}, extra...)
 	var logs sessionLogs
-	p := e.runProcess(t, args...)
+	p := e.Run(t, args...)
 	restart := func() {
-		p.signal(t, syscall.SIGKILL)
+		p.Signal(t, syscall.SIGKILL)
 		logs.read(t, p)
-		p = e.runProcess(t, args...)
+		p = e.Run(t, args...)
 	}
-	streaming := func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active }
-	eventually(t, 20*time.Second, "streaming", streaming)
+	streaming := func() bool { return testenv.StateMode(e) == "wal" && e.Slot("pgoutbox").Active }
+	testenv.Eventually(t, 20*time.Second, "streaming", streaming)
 
-	load := e.startLoad(t, 3)
+	load := e.StartLoad(t, 3)
 	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
 	for i := 0; i < cycles; i++ {
 		time.Sleep(700 * time.Millisecond)
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		eventually(t, 20*time.Second, "the fallback to polling", func() bool { return e.stateMode() == "poll" })
+		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return testenv.StateMode(e) == "poll" })
 		time.Sleep(time.Duration(300+rng.IntN(400)) * time.Millisecond)
 		if kills && i%2 == 1 {
 			restart() // restarts in polling: the WAL cannot be streamed
 			time.Sleep(700 * time.Millisecond)
 		}
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "the return to the WAL", streaming)
+		testenv.Eventually(t, 20*time.Second, "the return to the WAL", streaming)
 		if kills && i%2 == 0 {
 			time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
 			restart() // restarts on the WAL, which replays what polling published
-			eventually(t, 20*time.Second, "streaming after the restart", streaming)
+			testenv.Eventually(t, 20*time.Second, "streaming after the restart", streaming)
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	logs.read(t, p)
 	if strings.Contains(strings.Join(extra, " "), "exactly-once") {
 		var largest, total, n int
-		for _, r := range readAll(t, e.brokers, "pgoutbox.position") {
+		for _, r := range readAll(t, e.Brokers, "pgoutbox.position") {
 			largest, total, n = max(largest, len(r.Value)), total+len(r.Value), n+1
 		}
 		if n > 0 {
@@ -114,12 +109,12 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 		}
 	}
 	var switches int
-	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
+	e.Conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
 	if switches < 2*cycles {
 		t.Fatalf("state counted %d switches, want at least %d", switches, 2*cycles)
 	}
-	if rep.committed < 200 {
-		t.Fatalf("only %d events committed; the load was too light to mean anything", rep.committed)
+	if rep.Committed < 200 {
+		t.Fatalf("only %d events committed; the load was too light to mean anything", rep.Committed)
 	}
 	return rep, logs
 }
@@ -133,14 +128,14 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 // The same run under at-least-once counts the duplicates those switches
 // and kills send.
 func TestExactlyOnceAutoSwitchesUnderLoad(t *testing.T) {
-	cycles := chaos(2, 10)
+	cycles := testenv.Chaos(2, 10)
 	t.Run("at-least-once", func(t *testing.T) {
 		rep, _ := switchesUnderLoad(t, cycles, true)
 		t.Logf("at-least-once, %d cycles with a kill each: %v", cycles, rep)
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 		}
-		if rep.duplicates == 0 {
+		if rep.Duplicates == 0 {
 			t.Fatalf("no duplicate under at-least-once: the scenario cannot tell exactly-once from at-least-once")
 		}
 	})
@@ -148,8 +143,8 @@ func TestExactlyOnceAutoSwitchesUnderLoad(t *testing.T) {
 		rep, logs := switchesUnderLoad(t, cycles, true, "--delivery", "exactly-once")
 		t.Logf("exactly-once, %d cycles with a kill each: %v; polling marked %d rows the WAL had published; %d WAL sessions skipped what polling published (%d rows known)",
 			cycles, rep, logs.walMarked, logs.pollSkipSets, logs.pollSkipRows)
-		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+		if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 		}
 		if logs.walMarked == 0 || logs.pollSkipSets == 0 {
 			t.Fatalf("the run did not exercise both directions: %+v", logs)
@@ -165,47 +160,47 @@ func TestExactlyOnceAutoSwitchesUnderLoad(t *testing.T) {
 // the restart (with batches of 200) finished it and went to the WAL, which replays rows polling
 // published. It returns what a read_committed consumer finds of the load,
 // and the count per id of the rows from before.
-func handoffKilled(t *testing.T, extra ...string) (report, map[string]int, []string) {
-	e := newKafkaEnv(t)
+func handoffKilled(t *testing.T, extra ...string) (testenv.Report, map[string]int, []string) {
+	e := testenv.NewKafka(t)
 	ctx := context.Background()
-	before := e.insertN("order", 3000)
-	load := e.startLoad(t, 3)
+	before := e.InsertN("order", 3000)
+	load := e.StartLoad(t, 3)
 	time.Sleep(500 * time.Millisecond)
 	args := append([]string{"--mode", "auto", "--poll-interval", "5ms"}, extra...)
-	p := e.runProcess(t, append(args, "--batch-size", "5")...)
+	p := e.Run(t, append(args, "--batch-size", "5")...)
 	pending := func() bool {
 		var pending bool
-		e.conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
+		e.Conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
 		return pending
 	}
-	eventually(t, 20*time.Second, "the handoff under way", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the handoff under way", func() bool {
 		var n int
-		e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").Scan(&n)
+		e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").Scan(&n)
 		return pending() && n > 200
 	})
-	p.signal(t, syscall.SIGKILL)
+	p.Signal(t, syscall.SIGKILL)
 	var unpublished int
-	e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL AND aggregatetype = 'order'").Scan(&unpublished)
+	e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL AND aggregatetype = 'order'").Scan(&unpublished)
 	if !pending() || unpublished == 0 {
 		t.Fatal("the handoff finished before the kill; the test needs it interrupted")
 	}
 	t.Logf("killed with %d rows from before the slot unpublished", unpublished)
 	args = append(args, "--batch-size", "200")
-	p = e.runProcess(t, args...)
-	eventually(t, 60*time.Second, "streaming after the handoff", func() bool {
-		return !pending() && e.stateMode() == "wal" && e.slot("pgoutbox").Active
+	p = e.Run(t, args...)
+	testenv.Eventually(t, 60*time.Second, "streaming after the handoff", func() bool {
+		return !pending() && testenv.StateMode(e) == "wal" && e.Slot("pgoutbox").Active
 	})
 	time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
-	p.signal(t, syscall.SIGKILL)
-	p = e.runProcess(t, args...)
+	p.Signal(t, syscall.SIGKILL)
+	p = e.Run(t, args...)
 	time.Sleep(time.Second)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 	counts := map[string]int{}
-	for _, r := range readAll(t, e.brokers, "outbox.event.order") {
-		counts[decodeEvent(t, r).ID]++
+	for _, r := range readAll(t, e.Brokers, "outbox.event.order") {
+		counts[testenv.DecodeEvent(t, r).ID]++
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	return rep, counts, before
@@ -234,12 +229,12 @@ func TestExactlyOnceHandoffKilled(t *testing.T) {
 		rep, counts, before := handoffKilled(t)
 		lost, dups := sendCounts(counts, before)
 		t.Logf("at-least-once: load %v; rows from before the slot: %d lost, %d duplicates", rep, lost, dups)
-		if rep.lost != 0 || rep.orderViolations != 0 || lost != 0 {
-			t.Fatalf("lost %d+%d, order violations %d", rep.lost, lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 || lost != 0 {
+			t.Fatalf("lost %d+%d, order violations %d", rep.Lost, lost, rep.OrderViolations)
 		}
 		// The kill just after the handoff can hit few rows in flight: a
 		// run can count none (7, 1,169 and 18,460 in three runs).
-		if rep.duplicates+dups == 0 {
+		if rep.Duplicates+dups == 0 {
 			t.Logf("no duplicate under at-least-once: this run does not tell the deliveries apart")
 		}
 	})
@@ -247,9 +242,9 @@ func TestExactlyOnceHandoffKilled(t *testing.T) {
 		rep, counts, before := handoffKilled(t, "--delivery", "exactly-once")
 		lost, dups := sendCounts(counts, before)
 		t.Logf("exactly-once: load %v; rows from before the slot: %d lost, %d duplicates", rep, lost, dups)
-		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || lost != 0 || dups != 0 {
+		if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 || lost != 0 || dups != 0 {
 			t.Fatalf("load: lost %d, duplicates %d, order violations %d; rows from before the slot: lost %d, duplicates %d",
-				rep.lost, rep.duplicates, rep.orderViolations, lost, dups)
+				rep.Lost, rep.Duplicates, rep.OrderViolations, lost, dups)
 		}
 	})
 }
@@ -260,35 +255,35 @@ func TestExactlyOnceHandoffKilled(t *testing.T) {
 // with the mark allowed. It returns how many times a read_committed
 // consumer sees the event, and what the second replay published.
 func dlqReplayAfterRefusedMark(t *testing.T, delivery string) (seen, second int) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+	if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 		t.Fatal(err)
 	}
-	e.setup(e.config())
-	p := e.runProcess(t, "--mode", "wal", "--delivery", delivery, "--max-message-bytes", "2048")
-	id := e.insert(row{"order", "o-1", "Placed", `{"blob":"` + strings.Repeat("x", 4000) + `"}`})[0]
-	awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 1, 15*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	e.Setup(e.Config())
+	p := e.Run(t, "--mode", "wal", "--delivery", delivery, "--max-message-bytes", "2048")
+	id := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"blob":"`+strings.Repeat("x", 4000)+`"}`))[0]
+	testenv.AwaitDeadLetters(t, e.Brokers, "pgoutbox.dlq", 1, 15*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
-	e.exec(`UPDATE outbox SET payload = '{"fixed":1}' WHERE id::text = '` + id + `'`)
-	e.exec(`CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'mark refused'; END$$;
+	e.Exec(`UPDATE outbox SET payload = '{"fixed":1}' WHERE id::text = '` + id + `'`)
+	e.Exec(`CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'mark refused'; END$$;
 CREATE TRIGGER refuse_mark BEFORE UPDATE ON pgoutbox_dead_letter FOR EACH ROW EXECUTE FUNCTION refuse_mark()`)
-	out, stderr, ok := cli(t, "dlq", "replay", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	out, stderr, ok := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 		"--delivery", delivery)
 	if ok || !strings.Contains(stderr, "mark refused") {
 		t.Fatalf("the replay with its mark refused: ok %v\n%s%s", ok, out, stderr)
 	}
-	e.exec(`DROP TRIGGER refuse_mark ON pgoutbox_dead_letter`)
-	second = e.replayBinary(t, "--delivery", delivery)
-	for _, rec := range readAll(t, e.brokers, "outbox.event.order") {
-		if decodeEvent(t, rec).ID == id {
+	e.Exec(`DROP TRIGGER refuse_mark ON pgoutbox_dead_letter`)
+	second = testenv.ReplayDeadLetters(t, e, "--delivery", delivery)
+	for _, rec := range readAll(t, e.Brokers, "outbox.event.order") {
+		if testenv.DecodeEvent(t, rec).ID == id {
 			seen++
 		}
 	}
 	var open int
-	e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
+	e.Conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
 	if open != 0 {
 		t.Fatalf("%d dead letters still open after the replay", open)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // eosArgs run a relay with exactly-once delivery.
@@ -24,33 +25,33 @@ var eosArgs = []string{"--mode", "wal", "--delivery", "exactly-once"}
 // killUnderLoad kills the relay with SIGKILL at random moments under
 // continuous load, restarting it each time, and reports what a
 // read_committed consumer (check's) finds.
-func killUnderLoad(t *testing.T, kills int, args ...string) report {
-	e := newKafkaEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
-	load := e.startLoad(t, 3)
+func killUnderLoad(t *testing.T, kills int, args ...string) testenv.Report {
+	e := testenv.NewKafka(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	load := e.StartLoad(t, 3)
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	for i := 0; i < kills; i++ {
-		p := e.runProcess(t, args...)
+		p := e.Run(t, args...)
 		// Killed while it publishes: once its session runs, within the
 		// status interval that confirms what it sent, however long a
 		// loaded machine takes to start it.
-		eventually(t, 30*time.Second, "the relay's session", func() bool {
-			out := p.out.String()
+		testenv.Eventually(t, 30*time.Second, "the relay's session", func() bool {
+			out := p.Out.String()
 			return strings.Contains(out, `"msg":"streaming"`) || strings.Contains(out, `"msg":"polling"`)
 		})
 		time.Sleep(time.Duration(100+rng.IntN(800)) * time.Millisecond)
-		p.signal(t, syscall.SIGKILL)
+		p.Signal(t, syscall.SIGKILL)
 	}
-	p := e.runProcess(t, args...)
+	p := e.Run(t, args...)
 	time.Sleep(500 * time.Millisecond)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
-	if rep.committed < 200 {
-		t.Fatalf("only %d events committed; the load was too light to mean anything", rep.committed)
+	if rep.Committed < 200 {
+		t.Fatalf("only %d events committed; the load was too light to mean anything", rep.Committed)
 	}
 	return rep
 }
@@ -61,22 +62,22 @@ func killUnderLoad(t *testing.T, kills int, args ...string) report {
 // at-least-once counts duplicates, which shows the scenario does hit
 // events in flight.
 func TestExactlyOnceSIGKILLWAL(t *testing.T) {
-	kills := chaos(4, 50)
+	kills := testenv.Chaos(4, 50)
 	t.Run("at-least-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, "--mode", "wal")
 		t.Logf("at-least-once, %d kills: %v", kills, rep)
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 		}
-		if rep.duplicates == 0 {
+		if rep.Duplicates == 0 {
 			t.Fatalf("no duplicate under at-least-once after %d kills: the scenario does not kill with events in flight, so it cannot tell exactly-once from at-least-once", kills)
 		}
 	})
 	t.Run("exactly-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, eosArgs...)
 		t.Logf("exactly-once, %d kills: %v", kills, rep)
-		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+		if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 		}
 	})
 }
@@ -86,26 +87,26 @@ func TestExactlyOnceSIGKILLWAL(t *testing.T) {
 // the position record before it polls. Under at-least-once the same run
 // usually counts duplicates (50 and 310 in two runs), not always.
 func TestExactlyOnceSIGKILLPoll(t *testing.T) {
-	kills := chaos(4, 50)
+	kills := testenv.Chaos(4, 50)
 	poll := []string{"--mode", "poll", "--poll-interval", "20ms", "--batch-size", "200"}
 	t.Run("at-least-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, poll...)
 		t.Logf("at-least-once, %d kills: %v", kills, rep)
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 		}
 		// Polling's window (between the ack and the mark) is narrower
 		// than the WAL's: a run can miss it, and
 		// TestExactlyOncePollMarksAfterCommit covers it deterministically.
-		if rep.duplicates == 0 {
+		if rep.Duplicates == 0 {
 			t.Logf("no duplicate under at-least-once after %d kills: this run does not tell the deliveries apart", kills)
 		}
 	})
 	t.Run("exactly-once", func(t *testing.T) {
 		rep := killUnderLoad(t, kills, append(poll, "--delivery", "exactly-once")...)
 		t.Logf("exactly-once, %d kills: %v", kills, rep)
-		if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+		if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 		}
 	})
 }
@@ -135,90 +136,90 @@ func withAppName(t *testing.T, dbURL, name string) string {
 // Kafka committed). sink's TestFencedByNewerProducer shows the fence
 // itself deterministically.
 func TestExactlyOnceFencesStaleRelay(t *testing.T) {
-	e := newKafkaEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
-	load := e.startLoad(t, 3)
-	a := e.runProcess(t, append(eosArgs, "--database-url", withAppName(t, e.url, "relay-a"))...)
-	eventually(t, 15*time.Second, "relay A streaming", func() bool { return e.slot("pgoutbox").Active })
+	e := testenv.NewKafka(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	load := e.StartLoad(t, 3)
+	a := e.Run(t, append(eosArgs, "--database-url", withAppName(t, e.URL, "relay-a"))...)
+	testenv.Eventually(t, 15*time.Second, "relay A streaming", func() bool { return e.Slot("pgoutbox").Active })
 	time.Sleep(time.Second)
 
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := true
 	defer func() {
 		if stopped {
-			a.cmd.Process.Signal(syscall.SIGCONT)
+			a.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
 	ctx := context.Background()
-	eventually(t, 10*time.Second, "relay A's connections closed", func() bool {
+	testenv.Eventually(t, 10*time.Second, "relay A's connections closed", func() bool {
 		var n int
-		if err := e.conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'relay-a'`).Scan(&n); err != nil {
+		if err := e.Conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'relay-a'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 0
 	})
-	pidA := e.slot("pgoutbox").ActivePID
-	b := e.runProcess(t, eosArgs...)
-	eventually(t, 20*time.Second, "relay B streaming", func() bool {
-		s := e.slot("pgoutbox")
+	pidA := e.Slot("pgoutbox").ActivePID
+	b := e.Run(t, eosArgs...)
+	testenv.Eventually(t, 20*time.Second, "relay B streaming", func() bool {
+		s := e.Slot("pgoutbox")
 		return s.Active && s.ActivePID != pidA
 	})
 	time.Sleep(1500 * time.Millisecond)
 
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false
-	before := strings.Count(a.out.String(), `"msg":"streaming"`)
+	before := strings.Count(a.Out.String(), `"msg":"streaming"`)
 	var errA error
 	exited, standby := false, false
 	deadline := time.After(30 * time.Second)
 	for !exited && !standby {
 		select {
-		case errA = <-a.waited:
-			a.waited <- errA
+		case <-a.Done():
+			errA = a.Err()
 			exited = true
 		case <-time.After(100 * time.Millisecond):
-			standby = strings.Contains(a.out.String(), "another relay holds this pipeline")
+			standby = strings.Contains(a.Out.String(), "another relay holds this pipeline")
 		case <-deadline:
-			t.Fatalf("the stale relay neither stopped nor waited for the pipeline within 30s:\n%s", a.out.String())
+			t.Fatalf("the stale relay neither stopped nor waited for the pipeline within 30s:\n%s", a.Out.String())
 		}
 	}
 	switch {
 	case exited && errA == nil:
-		t.Fatalf("the fenced relay exited 0:\n%s", a.out.String())
-	case exited && !strings.Contains(a.out.String(), "fenced"):
-		t.Fatalf("the fenced relay's error does not say it was fenced:\n%s", a.out.String())
+		t.Fatalf("the fenced relay exited 0:\n%s", a.Out.String())
+	case exited && !strings.Contains(a.Out.String(), "fenced"):
+		t.Fatalf("the fenced relay's error does not say it was fenced:\n%s", a.Out.String())
 	case exited:
-		t.Logf("relay A was fenced by Kafka: %v; its last line: %s", errA, lastLine(a.out.String()))
+		t.Logf("relay A was fenced by Kafka: %v; its last line: %s", errA, lastLine(a.Out.String()))
 	default:
-		t.Logf("relay A lost its lease and waits as a standby: %s", lastLine(a.out.String()))
+		t.Logf("relay A lost its lease and waits as a standby: %s", lastLine(a.Out.String()))
 	}
 	time.Sleep(time.Second)
-	if n := strings.Count(a.out.String(), `"msg":"streaming"`); n != before {
-		t.Fatalf("the stale relay streamed again while the other held the pipeline:\n%s", a.out.String())
+	if n := strings.Count(a.Out.String(), `"msg":"streaming"`); n != before {
+		t.Fatalf("the stale relay streamed again while the other held the pipeline:\n%s", a.Out.String())
 	}
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := b.signal(t, syscall.SIGTERM); err != nil {
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := b.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("relay B's exit after SIGTERM: %v", err)
 	}
 	if !exited {
-		a.signal(t, syscall.SIGTERM)
+		a.Signal(t, syscall.SIGTERM)
 	}
 	t.Logf("%v", rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 	}
 }
 
 // A delivery that does not exist is refused at start with the reason,
 // whether given as a flag or in --config.
 func TestExactlyOnceRefusesUnknownDelivery(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
 	if err := os.WriteFile(conf, []byte("delivery = exactly-twice\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -227,19 +228,19 @@ func TestExactlyOnceRefusesUnknownDelivery(t *testing.T) {
 		{"--config", conf},
 		{"--delivery", "exactly-twice", "--mode", "wal"},
 	} {
-		p := e.runProcess(t, args...)
+		p := e.Run(t, args...)
 		var err error
 		select {
-		case err = <-p.waited:
-			p.waited <- err
+		case <-p.Done():
+			err = p.Err()
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%v: still running", args)
 		}
 		if err == nil {
 			t.Fatalf("%v: exited 0", args)
 		}
-		if want := "--delivery"; !strings.Contains(p.out.String(), want) {
-			t.Fatalf("%v: the error does not name %s:\n%s", args, want, p.out.String())
+		if want := "--delivery"; !strings.Contains(p.Out.String(), want) {
+			t.Fatalf("%v: the error does not name %s:\n%s", args, want, p.Out.String())
 		}
 	}
 }
@@ -254,42 +255,42 @@ func lastLine(s string) string {
 // would leave it), the next session marks the rows the last committed
 // Kafka transaction names before it polls again: nothing is sent twice.
 func TestExactlyOncePollMarksAfterCommit(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'marking refused by the test'; END $$;
+	if _, err := e.Conn.Exec(ctx, `CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'marking refused by the test'; END $$;
 CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_mark()`); err != nil {
 		t.Fatal(err)
 	}
 	committed := map[string]int{}
 	for i := 0; i < 10; i++ {
-		committed[e.insert(row{"account", fmt.Sprintf("acct-%d", i), "Posted", `{}`})[0]] = i
+		committed[e.Insert(testenv.NewRow("account", fmt.Sprintf("acct-%d", i), "Posted", `{}`))[0]] = i
 	}
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--delivery", "exactly-once")
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 10, 20*time.Second)
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "50ms", "--delivery", "exactly-once")
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.account"}, 10, 20*time.Second)
 	time.Sleep(time.Second) // sessions fail at the mark and start again
-	if !strings.Contains(p.out.String(), "marking refused by the test") {
-		t.Fatalf("the mark was not refused:\n%s", p.out.String())
+	if !strings.Contains(p.Out.String(), "marking refused by the test") {
+		t.Fatalf("the mark was not refused:\n%s", p.Out.String())
 	}
-	if _, err := e.conn.Exec(ctx, `DROP TRIGGER refuse_mark ON outbox`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `DROP TRIGGER refuse_mark ON outbox`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the rows marked published", func() bool {
+	testenv.Eventually(t, 20*time.Second, "the rows marked published", func() bool {
 		var n int
-		if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		if err := e.Conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 0
 	})
 	for i := 10; i < 15; i++ {
-		committed[e.insert(row{"account", fmt.Sprintf("acct-%d", i), "Posted", `{}`})[0]] = i
+		committed[e.Insert(testenv.NewRow("account", fmt.Sprintf("acct-%d", i), "Posted", `{}`))[0]] = i
 	}
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	t.Logf("%v", rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 	}
 }
 
@@ -299,46 +300,46 @@ CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW EXECUTE FUNCTION
 // throughout: under exactly-once a read_committed consumer sees each
 // event once.
 func TestExactlyOncePostgresAndBrokerRestart(t *testing.T) {
-	e := newEnv(t)
-	if e.pg.External() {
+	e := testenv.New(t)
+	if e.PG.External() {
 		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
 	broker := kafkatest.Start(t, kafkatest.Options{})
-	e.brokers = broker.Brokers
-	cfg := e.config()
-	e.setup(cfg)
-	p := e.runProcess(t, eosArgs...)
+	e.Brokers = broker.Brokers
+	cfg := e.Config()
+	e.Setup(cfg)
+	p := e.Run(t, eosArgs...)
 	committed := map[string]int{}
 	insert := func(from int) {
 		for i := from; i < from+20; i++ {
-			committed[e.insert(row{"account", fmt.Sprint("acct-", i%3), "Posted", fmt.Sprintf(`{"i":%d}`, i)})[0]] = i
+			committed[e.Insert(testenv.NewRow("account", fmt.Sprint("acct-", i%3), "Posted", fmt.Sprintf(`{"i":%d}`, i)))[0]] = i
 		}
 	}
 	insert(0)
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 20, 20*time.Second)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.account"}, 20, 20*time.Second)
 	ctx := context.Background()
-	if err := e.pg.Stop(ctx, "immediate"); err != nil {
+	if err := e.PG.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if err := e.pg.Restart(ctx); err != nil {
+	if err := e.PG.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.conn = e.connect()
+	e.Conn = e.Connect()
 	insert(20)
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.account"}, 40, 30*time.Second)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.account"}, 40, 30*time.Second)
 	broker.Kill()
 	insert(40)
 	time.Sleep(time.Second)
 	broker.Start()
 	insert(60)
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	t.Logf("%v", rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 	}
 }
 
@@ -349,7 +350,7 @@ func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
 	c := kafkatest.NewConsumer(t, brokers, topic)
 	var out []*kgo.Record
 	for idle := 0; idle < 3; {
-		fs := c.PollRecords(pollCtx(t, 700*time.Millisecond), 10000)
+		fs := c.PollRecords(testenv.TimeoutContext(t, 700*time.Millisecond), 10000)
 		if fs.NumRecords() == 0 {
 			idle++
 		}
@@ -365,34 +366,34 @@ func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
 func TestExactlyOncePoisonRow(t *testing.T) {
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newKafkaEnv(t)
+			e := testenv.NewKafka(t)
 			ctx := context.Background()
-			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+			if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 				t.Fatal(err)
 			}
-			cfg := e.config()
-			e.setup(cfg)
+			cfg := e.Config()
+			e.Setup(cfg)
 			args := []string{"--mode", mode, "--poll-interval", "50ms", "--delivery", "exactly-once", "--max-message-bytes", "2048"}
-			p := e.runProcess(t, args...)
+			p := e.Run(t, args...)
 			big := `{"blob":"` + strings.Repeat("x", 4000) + `"}`
-			n1 := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})[0]
-			tooLarge := e.insert(row{"order", "o-1", "Placed", big})[0]
-			n3 := e.insert(row{"order", "o-1", "Placed", `{"n":3}`})[0]
-			other := e.insert(row{"order", "o-2", "Placed", `{"other":1}`})[0]
-			awaitIDs(t, e.brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
-			awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 2, 15*time.Second)
-			p.signal(t, syscall.SIGKILL)
-			p = e.runProcess(t, args...)
-			other2 := e.insert(row{"order", "o-2", "Placed", `{"other":2}`})[0]
-			awaitIDs(t, e.brokers, "outbox.event.order", []string{other2}, 15*time.Second)
-			p.signal(t, syscall.SIGKILL)
-			p = e.runProcess(t, args...)
-			other3 := e.insert(row{"order", "o-2", "Placed", `{"other":3}`})[0]
-			awaitIDs(t, e.brokers, "outbox.event.order", []string{other3}, 15*time.Second)
+			n1 := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))[0]
+			tooLarge := e.Insert(testenv.NewRow("order", "o-1", "Placed", big))[0]
+			n3 := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":3}`))[0]
+			other := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"other":1}`))[0]
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
+			testenv.AwaitDeadLetters(t, e.Brokers, "pgoutbox.dlq", 2, 15*time.Second)
+			p.Signal(t, syscall.SIGKILL)
+			p = e.Run(t, args...)
+			other2 := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"other":2}`))[0]
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{other2}, 15*time.Second)
+			p.Signal(t, syscall.SIGKILL)
+			p = e.Run(t, args...)
+			other3 := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"other":3}`))[0]
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{other3}, 15*time.Second)
 
 			seen := map[string]int{}
-			for _, rec := range readAll(t, e.brokers, "outbox.event.order") {
-				seen[decodeEvent(t, rec).ID]++
+			for _, rec := range readAll(t, e.Brokers, "outbox.event.order") {
+				seen[testenv.DecodeEvent(t, rec).ID]++
 			}
 			for _, id := range []string{n1, other, other2, other3} {
 				if seen[id] != 1 {
@@ -403,8 +404,8 @@ func TestExactlyOncePoisonRow(t *testing.T) {
 				t.Errorf("a dead-lettered or held event was published")
 			}
 			dead := map[string]int{}
-			for _, rec := range readAll(t, e.brokers, "pgoutbox.dlq") {
-				var d dlqEntry
+			for _, rec := range readAll(t, e.Brokers, "pgoutbox.dlq") {
+				var d testenv.DeadLetter
 				if err := json.Unmarshal(rec.Value, &d); err != nil {
 					t.Fatal(err)
 				}
@@ -413,7 +414,7 @@ func TestExactlyOncePoisonRow(t *testing.T) {
 			if dead[tooLarge] != 1 || dead[n3] != 1 || len(dead) != 2 {
 				t.Errorf("dead letters %v: want %s and %s once each", dead, tooLarge, n3)
 			}
-			if err := p.signal(t, syscall.SIGTERM); err != nil {
+			if err := p.Signal(t, syscall.SIGTERM); err != nil {
 				t.Errorf("exit after SIGTERM: %v", err)
 			}
 		})
@@ -426,50 +427,49 @@ func TestExactlyOncePoisonRow(t *testing.T) {
 // apart by the transaction's age, starts a new session and carries on
 // instead of stopping; nothing is lost or sent twice.
 func TestExactlyOnceTransactionTimeout(t *testing.T) {
-	e := newKafkaEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
-	load := e.startLoad(t, 3)
-	addr := metricsAddr(t)
+	e := testenv.NewKafka(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	load := e.StartLoad(t, 3)
+	addr := testenv.FreeAddr(t)
 	// A commit at most every 100 ms (--transaction-interval, up to the
 	// longest a transaction stays open): under the load a Kafka
 	// transaction with records is open most of the time, and a pause
 	// catches one.
-	p := e.runProcess(t, append(eosArgs, "--transaction-timeout", "2s", "--transaction-interval", "100ms", "--metrics-addr", addr)...)
-	eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.slot("pgoutbox").Active })
+	p := e.Run(t, append(eosArgs, "--transaction-timeout", "2s", "--transaction-interval", "100ms", "--metrics-addr", addr)...)
+	testenv.Eventually(t, 15*time.Second, "the relay streaming", func() bool { return e.Slot("pgoutbox").Active })
 	// Even so a pause may fall between a commit and the next record.
-	for i := 0; i < 10 && !strings.Contains(p.out.String(), "past the transaction timeout"); i++ {
+	for i := 0; i < 10 && !strings.Contains(p.Out.String(), "past the transaction timeout"); i++ {
 		time.Sleep(700 * time.Millisecond)
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2500 * time.Millisecond)
-		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(1500 * time.Millisecond)
 	}
 	select {
-	case err := <-p.waited:
-		p.waited <- err
-		t.Fatalf("the relay exited (%v) after its transaction timed out:\n%s", err, p.out.String())
+	case <-p.Done():
+		t.Fatalf("the relay exited (%v) after its transaction timed out:\n%s", p.Err(), p.Out.String())
 	default:
 	}
-	if !strings.Contains(p.out.String(), "past the transaction timeout") {
+	if !strings.Contains(p.Out.String(), "past the transaction timeout") {
 		t.Fatalf("no pause caught a transaction open: the broker aborted none")
 	}
 	// The aborted transaction is counted, by its reason.
-	if n := scrape(t, "http://"+addr)[`pgoutbox_kafka_transactions_aborted_total{reason="timeout"}`]; n < 1 {
+	if n := testenv.Scrape(t, "http://"+addr)[`pgoutbox_kafka_transactions_aborted_total{reason="timeout"}`]; n < 1 {
 		t.Errorf(`pgoutbox_kafka_transactions_aborted_total{reason="timeout"} = %v after the broker aborted a transaction`, n)
 	}
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 	t.Logf("%v", rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 	}
 }
 
@@ -477,17 +477,17 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 // relay runs with exactly-once, and its position topic holds the position
 // of what it published.
 func TestExactlyOnceFromConfigFile(t *testing.T) {
-	e := newKafkaEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
+	e := testenv.NewKafka(t)
+	cfg := e.Config()
+	e.Setup(cfg)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
 	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\ntransaction-settle = 2ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", conf)
-	ids := e.insert(row{"account", "acct-1", "Posted", `{}`})
-	awaitIDs(t, e.brokers, "outbox.event.account", ids, 20*time.Second)
-	recs := kafkatest.Consume(t, e.brokers, []string{"pgoutbox.position"}, 1, 10*time.Second)
+	p := e.Run(t, "--config", conf)
+	ids := e.Insert(testenv.NewRow("account", "acct-1", "Posted", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.account", ids, 20*time.Second)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"pgoutbox.position"}, 1, 10*time.Second)
 	var pos struct {
 		Pipeline string `json:"pipeline"`
 		Mode     string `json:"mode"`
@@ -499,10 +499,10 @@ func TestExactlyOnceFromConfigFile(t *testing.T) {
 	if pos.Pipeline != "pgoutbox" || pos.Mode != "wal" || pos.LSN == "" {
 		t.Fatalf("position record %s", recs[len(recs)-1].Value)
 	}
-	if !strings.Contains(p.out.String(), `"delivery":"exactly-once"`) {
-		t.Fatalf("the relay did not start with exactly-once delivery:\n%s", p.out.String())
+	if !strings.Contains(p.Out.String(), `"delivery":"exactly-once"`) {
+		t.Fatalf("the relay did not start with exactly-once delivery:\n%s", p.Out.String())
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
@@ -518,20 +518,20 @@ func TestExactlyOnceFromConfigFile(t *testing.T) {
 // kills of the relay, PostgreSQL and the broker, and slot drops). The relay
 // now decides what committed from the transaction markers, and publishes.
 func TestExactlyOnceAfterBrokerDroppedAnOpenTransaction(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
-	e.brokers = broker.Brokers
-	e.setup(e.config())
-	p := e.runProcess(t, append(eosArgs, "--receive-timeout", "5s")...)
-	first := e.insert(row{"account", "acct-1", "Posted", `{"i":1}`})
-	awaitIDs(t, e.brokers, "outbox.event.account", first, 20*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	e.Brokers = broker.Brokers
+	e.Setup(e.Config())
+	p := e.Run(t, append(eosArgs, "--receive-timeout", "5s")...)
+	first := e.Insert(testenv.NewRow("account", "acct-1", "Posted", `{"i":1}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.account", first, 20*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 
 	// What a relay killed with the broker leaves: a transaction of the
 	// pipeline's id with a position record, never ended.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID("pgoutbox.pgoutbox"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...), kgo.TransactionalID("pgoutbox.pgoutbox"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,19 +541,19 @@ func TestExactlyOnceAfterBrokerDroppedAnOpenTransaction(t *testing.T) {
 	}
 	open := &kgo.Record{Topic: "pgoutbox.position", Key: []byte("pgoutbox"),
 		Value: []byte(`{"pipeline":"pgoutbox","mode":"wal","lsn":"FF/0","commit_lsn":"FF/0","time":"2026-01-01T00:00:00Z"}`)}
-	if err := cl.ProduceSync(pollCtx(t, 10*time.Second), open).FirstErr(); err != nil {
+	if err := cl.ProduceSync(testenv.TimeoutContext(t, 10*time.Second), open).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	broker.Kill()
 	broker.Start()
 
-	p = e.runProcess(t, append(eosArgs, "--receive-timeout", "5s")...)
-	second := e.insert(row{"account", "acct-1", "Posted", `{"i":2}`})
-	awaitIDs(t, e.brokers, "outbox.event.account", second, 30*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	p = e.Run(t, append(eosArgs, "--receive-timeout", "5s")...)
+	second := e.Insert(testenv.NewRow("account", "acct-1", "Posted", `{"i":2}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.account", second, 30*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(p.out.String(), "reading pgoutbox.position") {
-		t.Errorf("the relay could not read its position:\n%s", p.out)
+	if strings.Contains(p.Out.String(), "reading pgoutbox.position") {
+		t.Errorf("the relay could not read its position:\n%s", p.Out)
 	}
 }

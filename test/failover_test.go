@@ -3,10 +3,8 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// cli runs a pgoutbox subcommand and returns its stdout, stderr and
-// whether it exited 0.
-func cli(t *testing.T, args ...string) (string, string, bool) {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	cmd := exec.Command(bin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("pgoutbox %s: %v", args[0], err)
-	}
-	return string(out), stderr.String(), err == nil
-}
 
 // slotFailoverJSON is the failover part of slot status --json.
 type slotFailoverJSON struct {
@@ -50,7 +32,7 @@ type slotFailoverJSON struct {
 
 func slotFailover(t *testing.T, url string) slotFailoverJSON {
 	t.Helper()
-	out, stderr, _ := cli(t, "slot", "status", "--json", "--database-url", url)
+	out, stderr, _ := testenv.CLI(t, "slot", "status", "--json", "--database-url", url)
 	var s slotFailoverJSON
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("slot status output is not JSON: %v\n%s\n%s", err, out, stderr)
@@ -62,32 +44,31 @@ func slotFailover(t *testing.T, url string) slotFailoverJSON {
 // clearly before; slot status says whether the slot would survive a
 // failover, and why not.
 func TestSlotCreateFailover(t *testing.T) {
-	e := newEnv(t)
-	if e.pg.External() {
+	e := testenv.New(t)
+	if e.PG.External() {
 		t.Skip("a standby needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
-	major := e.serverMajor()
-	out, stderr, ok := cli(t, "slot", "create", "--failover", "--database-url", e.url)
+	major := testenv.ServerMajor(t, e.Conn)
+	out, stderr, ok := testenv.CLI(t, "slot", "create", "--failover", "--database-url", e.URL)
 	if major < 17 {
 		if ok || !strings.Contains(stderr, "failover slots need PostgreSQL 17") {
 			t.Fatalf("PostgreSQL %d: slot create --failover exited ok=%t\n%s%s; want a refusal naming PostgreSQL 17", major, ok, out, stderr)
 		}
 		// run --slot-failover stops with the same reason rather than
 		// retrying what cannot work.
-		p := e.runProcess(t, "--slot-failover")
+		p := e.Run(t, "--slot-failover")
 		select {
-		case err := <-p.waited:
-			p.waited <- err
-			if err == nil || !strings.Contains(p.out.String(), "failover slots need PostgreSQL 17") {
-				t.Errorf("run --slot-failover on PostgreSQL %d exited with %v; want a failure naming PostgreSQL 17:\n%s", major, err, p.out)
+		case <-p.Done():
+			if err := p.Err(); err == nil || !strings.Contains(p.Out.String(), "failover slots need PostgreSQL 17") {
+				t.Errorf("run --slot-failover on PostgreSQL %d exited with %v; want a failure naming PostgreSQL 17:\n%s", major, err, p.Out)
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatalf("run --slot-failover on PostgreSQL %d still running after 30s", major)
 		}
-		if _, stderr, ok := cli(t, "slot", "create", "--database-url", e.url); !ok {
+		if _, stderr, ok := testenv.CLI(t, "slot", "create", "--database-url", e.URL); !ok {
 			t.Fatalf("slot create: %s", stderr)
 		}
-		s := slotFailover(t, e.url)
+		s := slotFailover(t, e.URL)
 		if s.Failover.Survives || !strings.Contains(strings.Join(s.Failover.Warnings, "\n"), "has no failover slots") {
 			t.Errorf("PostgreSQL %d: slot status says %+v; want a warning that a failover loses the slot", major, s.Failover)
 		}
@@ -97,38 +78,38 @@ func TestSlotCreateFailover(t *testing.T) {
 		t.Fatalf("slot create --failover: %s%s", out, stderr)
 	}
 	var failover bool
-	if err := e.conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
 		t.Fatalf("pg_replication_slots.failover = %t (%v), want true", failover, err)
 	}
-	s := slotFailover(t, e.url)
+	s := slotFailover(t, e.URL)
 	if s.Failover.Survives || !s.Failover.SlotFailover || !strings.Contains(strings.Join(s.Failover.Warnings, "\n"), "synchronized_standby_slots is empty") {
 		t.Errorf("failover slot without synchronized_standby_slots: %+v; want a warning", s.Failover)
 	}
 
-	standby := pgcluster.NewStandby(t, e.pg, StandbyForSlotSync())
-	e.conn = e.connect() // the cold copy restarts the primary
-	if _, err := e.conn.Exec(context.Background(), "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
+	standby := pgcluster.NewStandby(t, e.PG, testenv.StandbyForSlotSync())
+	e.Conn = e.Connect() // the cold copy restarts the primary
+	if _, err := e.Conn.Exec(context.Background(), "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(context.Background(), "SELECT pg_reload_conf()"); err != nil {
+	if _, err := e.Conn.Exec(context.Background(), "SELECT pg_reload_conf()"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "slot status: survives a failover", func() bool {
-		return slotFailover(t, e.url).Failover.Survives
+	testenv.Eventually(t, 10*time.Second, "slot status: survives a failover", func() bool {
+		return slotFailover(t, e.URL).Failover.Survives
 	})
-	awaitSynced(t, standby.URL, "pgoutbox", e.url)
+	awaitSynced(t, standby.URL, "pgoutbox", e.URL)
 	if s := slotFailover(t, standby.URL); !s.Failover.Standby || !s.Failover.SlotSynced || !s.Failover.Survives {
 		t.Errorf("slot status on the standby: %+v; want a synchronized slot that survives", s.Failover)
 	}
 
 	// A slot made without --failover is named as one a failover loses.
-	if _, stderr, ok := cli(t, "slot", "drop", "--database-url", e.url); !ok {
+	if _, stderr, ok := testenv.CLI(t, "slot", "drop", "--database-url", e.URL); !ok {
 		t.Fatalf("slot drop: %s", stderr)
 	}
-	if _, stderr, ok := cli(t, "slot", "create", "--database-url", e.url); !ok {
+	if _, stderr, ok := testenv.CLI(t, "slot", "create", "--database-url", e.URL); !ok {
 		t.Fatalf("slot create: %s", stderr)
 	}
-	s = slotFailover(t, e.url)
+	s = slotFailover(t, e.URL)
 	if s.Failover.Survives || s.Failover.SlotFailover || !strings.Contains(strings.Join(s.Failover.Warnings, "\n"), "not a failover slot") {
 		t.Errorf("plain slot: %+v; want a warning that it is not a failover slot", s.Failover)
 	}
@@ -157,7 +138,7 @@ func awaitSynced(t *testing.T, standbyURL, slot, advance string) {
 		defer pc.Close(ctx)
 	}
 	var woken time.Time
-	eventually(t, 2*time.Minute, "the slot synchronized to the standby", func() bool {
+	testenv.Eventually(t, 2*time.Minute, "the slot synchronized to the standby", func() bool {
 		if time.Since(woken) > 500*time.Millisecond {
 			if pc != nil {
 				// A running-transactions record lets the slot's restart
@@ -180,14 +161,7 @@ func awaitSynced(t *testing.T, standbyURL, slot, advance string) {
 	})
 }
 
-// StandbyForSlotSync is a synchronous standby that keeps copies of the
-// primary's failover slots (PostgreSQL 17 and later).
-func StandbyForSlotSync() pgcluster.StandbyOptions {
-	return pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true,
-		Settings: map[string]string{"sync_replication_slots": "on", "hot_standby_feedback": "on"}}
-}
-
-// failoverWriter commits events like loadWriter, through a multi-host URL:
+// failoverWriter commits events like testenv.Load, through a multi-host URL:
 // when the primary dies it reconnects to whichever server accepts writes. A
 // commit whose connection broke has an unknown outcome: its events may or
 // may not exist, and the checker accepts either.
@@ -300,68 +274,68 @@ func (l *failoverWriter) finish() (map[string]int, map[string]bool) {
 // it. Either way nothing committed is lost and the order per aggregate
 // holds; duplicates and the longest stall are reported.
 func TestFailoverUnderLoad(t *testing.T) {
-	e := newEnv(t)
-	if e.pg.External() {
+	e := testenv.New(t)
+	if e.PG.External() {
 		t.Skip("a standby needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
 	ctx := context.Background()
-	major := e.serverMajor()
+	major := testenv.ServerMajor(t, e.Conn)
 	failoverSlot := major >= 17
 	opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 	if failoverSlot {
-		opts = StandbyForSlotSync()
+		opts = testenv.StandbyForSlotSync()
 	}
-	standby := pgcluster.NewStandby(t, e.pg, opts)
-	e.conn = e.connect() // a cold copy restarts the primary
+	standby := pgcluster.NewStandby(t, e.PG, opts)
+	e.Conn = e.Connect() // a cold copy restarts the primary
 	if failoverSlot {
-		if _, err := e.conn.Exec(ctx, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
+		if _, err := e.Conn.Exec(ctx, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		if _, err := e.Conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.conn.Exec(ctx, `CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
+	if _, err := e.Conn.Exec(ctx, `CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
 INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g`); err != nil {
 		t.Fatal(err)
 	}
 	multi := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
-		e.pg.Port, standby.Port)
-	e.url = multi
+		e.PG.Port, standby.Port)
+	e.URL = multi
 	args := []string{"--mode", "auto", "--poll-interval", "100ms", "--probe-interval", "1s", "--receive-timeout", "3s"}
 	if failoverSlot {
 		args = append(args, "--slot-failover")
 	}
-	e.runProcess(t, args...)
+	e.Run(t, args...)
 	load := startFailoverLoad(t, multi, 2)
-	eventually(t, 30*time.Second, "the relay streaming", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the relay streaming", func() bool {
 		var active bool
-		err := e.conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&active)
+		err := e.Conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&active)
 		return err == nil && active
 	})
 	if failoverSlot {
 		awaitSynced(t, standby.URL, "pgoutbox", "")
 	}
-	eventually(t, 30*time.Second, "events before the failover", func() bool { return load.count() > 300 })
+	testenv.Eventually(t, 30*time.Second, "events before the failover", func() bool { return load.count() > 300 })
 	before := load.count()
 
-	if err := e.pg.Stop(ctx, "immediate"); err != nil {
+	if err := e.PG.Stop(ctx, "immediate"); err != nil {
 		t.Fatal(err)
 	}
 	failedAt := time.Now()
 	if err := standby.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.conn = nil
-	eventually(t, 30*time.Second, "events on the new primary", func() bool { return load.count() > before+300 })
+	e.Conn = nil
+	testenv.Eventually(t, 30*time.Second, "events on the new primary", func() bool { return load.count() > before+300 })
 	writing := time.Since(failedAt)
 	committed, uncertain := load.finish()
 
-	rep := checkWith(t, e.brokers, "outbox.event.account", committed, uncertain)
+	rep := testenv.CheckWith(t, e.Brokers, "outbox.event.account", committed, uncertain)
 	t.Logf("PostgreSQL %d (failover slot %t): %s; %d commits with an unknown outcome; writes resumed on the new primary within %v",
 		major, failoverSlot, rep, len(uncertain), writing.Round(100*time.Millisecond))
-	if rep.lost > 0 || rep.orderViolations > 0 {
-		t.Errorf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	if rep.Lost > 0 || rep.OrderViolations > 0 {
+		t.Errorf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
 
 	nc, err := pgx.Connect(ctx, standby.URL)
@@ -377,8 +351,8 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g`); er
 	if failoverSlot && losses != 0 {
 		t.Errorf("the relay lost its slot %d times; it should have continued from the synchronized one", losses)
 	}
-	if failoverSlot && rep.duplicates >= before {
-		t.Errorf("%d duplicates of %d events committed before the failover: the synchronized slot should resume near where the relay was", rep.duplicates, before)
+	if failoverSlot && rep.Duplicates >= before {
+		t.Errorf("%d duplicates of %d events committed before the failover: the synchronized slot should resume near where the relay was", rep.Duplicates, before)
 	}
 	if !failoverSlot && losses == 0 {
 		t.Errorf("PostgreSQL %d has no failover slots, yet the relay recorded no slot loss", major)

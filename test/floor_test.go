@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // After a fallback from the WAL to polling (here: REPLICATION revoked, as
@@ -18,9 +19,9 @@ import (
 // load, that is at most about a second of events: the floor follows the
 // confirmed position, not a timer of several seconds.
 func TestFallbackResendsAboutASecond(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION;
 GRANT SELECT, UPDATE ON outbox TO app; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
 DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
@@ -29,37 +30,35 @@ DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
   END LOOP; END $$`); err != nil {
 		t.Fatal(err)
 	}
-	cfg := e.config()
+	cfg := e.Config()
 	cfg.Replication.HeartbeatInterval = 0 // the default
 	cfg.PollInterval = 50 * time.Millisecond
-	e.setup(cfg)
-	cfg.Replication.DatabaseURL = e.appURL("app")
-	r := e.start(cfg)
-	eventually(t, 10*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL && e.slot("pgoutbox").Active })
+	e.Setup(cfg)
+	cfg.Replication.DatabaseURL = e.AppURL("app")
+	r := e.Start(cfg)
+	testenv.Eventually(t, 10*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL && e.Slot("pgoutbox").Active })
 
-	load := e.startLoad(t, 3)
+	load := e.StartLoad(t, 3)
 	started := time.Now()
 	time.Sleep(7 * time.Second)
-	load.mu.Lock()
-	streamed := len(load.committed)
-	load.mu.Unlock()
+	streamed := load.Count()
 	rate := float64(streamed) / time.Since(started).Seconds()
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 		t.Fatal(err)
 	}
-	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-	eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
+	e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+	testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
 	time.Sleep(time.Second)
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	resent := float64(rep.duplicates) / rate
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	resent := float64(rep.Duplicates) / rate
 	t.Logf("%v; %d events streamed in 7s (%.0f/s) before the fallback; re-sent after it: %d, %.2fs of events",
-		rep, streamed, rate, rep.duplicates, resent)
-	if rep.lost != 0 || rep.orderViolations != 0 {
-		t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+		rep, streamed, rate, rep.Duplicates, resent)
+	if rep.Lost != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
 	if resent > 2 {
-		t.Fatalf("the fallback re-sent %d events, %.1fs worth: the floor trails the confirmed position by more than a second", rep.duplicates, resent)
+		t.Fatalf("the fallback re-sent %d events, %.1fs worth: the floor trails the confirmed position by more than a second", rep.Duplicates, resent)
 	}
 }
 
@@ -74,36 +73,36 @@ DO $$ DECLARE f regprocedure; BEGIN -- its arguments differ between versions
 // and the floor after it, moving, and what is above the floor may come
 // twice.
 func TestReplayBelowFloorNotSentAgain(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	e.setup(e.config())
-	p := e.runProcess(t, "--status-interval", "30s")
+	e.Setup(e.Config())
+	p := e.Run(t, "--status-interval", "30s")
 	var ids []string
 	for i := 0; i < 100; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
 	var last int64
-	if err := e.conn.QueryRow(ctx, "SELECT max(txid::text::bigint) FROM outbox").Scan(&last); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT max(txid::text::bigint) FROM outbox").Scan(&last); err != nil {
 		t.Fatal(err)
 	}
-	end := e.currentLSN()
-	trickle := e.connect()
-	eventually(t, 15*time.Second, "the floor past the events", func() bool {
+	end := e.CurrentLSN()
+	trickle := e.Connect()
+	testenv.Eventually(t, 15*time.Second, "the floor past the events", func() bool {
 		if _, err := trickle.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-9', 'Placed', '{}')`); err != nil {
 			t.Fatal(err)
 		}
 		var floor *int64
-		if err := e.conn.QueryRow(ctx, "SELECT floor_xid::text::bigint FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&floor); err != nil {
+		if err := e.Conn.QueryRow(ctx, "SELECT floor_xid::text::bigint FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&floor); err != nil {
 			t.Fatal(err)
 		}
 		return floor != nil && *floor > last
 	})
-	if s := e.slot("pgoutbox"); s.ConfirmedLSN >= end {
+	if s := e.Slot("pgoutbox"); s.ConfirmedLSN >= end {
 		t.Fatalf("the server recorded %s, past the events (%s): nothing to replay", s.ConfirmedLSN, end)
 	}
-	p.signal(t, syscall.SIGKILL)
-	p2 := e.runProcess(t)
+	p.Signal(t, syscall.SIGKILL)
+	p2 := e.Run(t)
 	seen := stopAndCount(t, e, p2)
 	again := 0
 	for _, id := range ids {
@@ -126,39 +125,39 @@ func TestReplayBelowFloorNotSentAgain(t *testing.T) {
 // outage delivered its 1,361 records after the relay that took over had
 // sent them).
 func TestFailedSessionDuringBrokerOutageSendsOnce(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	broker := kafkatest.Start(t, kafkatest.Options{})
-	e.brokers = broker.Brokers
-	e.setup(e.config())
-	p := e.runProcess(t, "--shutdown-timeout", "2s")
-	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
-	awaitIDs(t, e.brokers, "outbox.event.order", e.insert(row{"order", "o-0", "Placed", `{}`}), 15*time.Second)
+	e.Brokers = broker.Brokers
+	e.Setup(e.Config())
+	p := e.Run(t, "--shutdown-timeout", "2s")
+	testenv.Eventually(t, 15*time.Second, "streaming", func() bool { return e.Slot("pgoutbox").Active })
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", e.Insert(testenv.NewRow("order", "o-0", "Placed", `{}`)), 15*time.Second)
 
 	broker.Kill()
 	var ids []string
 	for i := 0; i < 100; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	end := e.currentLSN()
+	end := e.CurrentLSN()
 	// The session read them (and produced them into its buffer) once the
 	// walsender sent them.
 	sentPast := func() bool {
 		var ok bool
-		e.conn.QueryRow(context.Background(), `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
+		e.Conn.QueryRow(context.Background(), `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
 		return ok
 	}
-	eventually(t, 15*time.Second, "the rows sent to the relay", sentPast)
+	testenv.Eventually(t, 15*time.Second, "the rows sent to the relay", sentPast)
 	time.Sleep(500 * time.Millisecond)
-	pid := e.slot("pgoutbox").ActivePID
-	e.conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
-	eventually(t, 30*time.Second, "a new session, sent the rows again", func() bool {
-		s := e.slot("pgoutbox")
+	pid := e.Slot("pgoutbox").ActivePID
+	e.Conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid)
+	testenv.Eventually(t, 30*time.Second, "a new session, sent the rows again", func() bool {
+		s := e.Slot("pgoutbox")
 		return s.Active && s.ActivePID != pid && sentPast()
 	})
 	time.Sleep(500 * time.Millisecond)
 
 	broker.Start()
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 30*time.Second)
 	seen := stopAndCount(t, e, p)
 	again := 0
 	for _, id := range ids {
@@ -182,26 +181,26 @@ func TestFailedSessionDuringBrokerOutageSendsOnce(t *testing.T) {
 // three processes in turn; the last re-sent 9,623 rows the others had
 // polled).
 func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
 	p, args := pollingWithoutReplication(t, e)
 	polled := func(n int, from int) []string {
 		var ids []string
 		for i := from; i < from+n; i++ {
-			ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+			ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 		}
-		awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
-		eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(e.unpublished(ids...)) == 0 })
+		testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
+		testenv.Eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(testenv.Unpublished(e, ids...)) == 0 })
 		return ids
 	}
 	ids := polled(200, 0)
-	p.signal(t, syscall.SIGKILL)
-	p2 := e.runProcess(t, args...)
+	p.Signal(t, syscall.SIGKILL)
+	p2 := e.Run(t, args...)
 	ids = append(ids, polled(100, 200)...)
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "back on the WAL", func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active })
+	testenv.Eventually(t, 15*time.Second, "back on the WAL", func() bool { return testenv.StateMode(e) == "wal" && e.Slot("pgoutbox").Active })
 	seen := stopAndCount(t, e, p2)
 	again := map[bool]int{}
 	for i, id := range ids {
@@ -225,35 +224,35 @@ func TestReturnToWALAfterAnotherProcessPolled(t *testing.T) {
 // PostgreSQL, then killed; the next process re-sent the 4,652 rows the
 // poll phase before had published).
 func TestKilledBackOnTheWALAfterPolling(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
 	// No status update for 30 s: the slot's confirmed position stays
 	// where it was when the session began.
 	p, args := pollingWithoutReplication(t, e, "--status-interval", "30s")
 	var ids []string
 	for i := 0; i < 200; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%5), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
-	eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(e.unpublished(ids...)) == 0 })
-	end := e.currentLSN()
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
+	testenv.Eventually(t, 10*time.Second, "the polled rows marked", func() bool { return len(testenv.Unpublished(e, ids...)) == 0 })
+	end := e.CurrentLSN()
+	if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "back on the WAL", func() bool { return e.stateMode() == "wal" && e.slot("pgoutbox").Active })
+	testenv.Eventually(t, 15*time.Second, "back on the WAL", func() bool { return testenv.StateMode(e) == "wal" && e.Slot("pgoutbox").Active })
 	// The session has read the polled rows again from the slot (and
 	// skipped them); the server has not been told.
-	eventually(t, 15*time.Second, "the polled rows replayed", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the polled rows replayed", func() bool {
 		var ok bool
-		e.conn.QueryRow(ctx, `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
+		e.Conn.QueryRow(ctx, `SELECT coalesce(bool_or(sent_lsn >= $1::text::pg_lsn), false) FROM pg_stat_replication`, end.String()).Scan(&ok)
 		return ok
 	})
-	if s := e.slot("pgoutbox"); s.ConfirmedLSN >= end {
+	if s := e.Slot("pgoutbox"); s.ConfirmedLSN >= end {
 		t.Fatalf("the slot was confirmed past the polled rows (%s, rows end at %s): nothing to replay", s.ConfirmedLSN, end)
 	}
-	p.signal(t, syscall.SIGKILL)
-	p2 := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "streaming again", func() bool { return e.slot("pgoutbox").Active })
+	p.Signal(t, syscall.SIGKILL)
+	p2 := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "streaming again", func() bool { return e.Slot("pgoutbox").Active })
 	seen := stopAndCount(t, e, p2)
 	again := 0
 	for _, id := range ids {
@@ -272,43 +271,43 @@ func TestKilledBackOnTheWALAfterPolling(t *testing.T) {
 // streams, it takes REPLICATION from app and ends the relay's replication
 // connection, and returns once the relay polls, with the relay's
 // arguments for the processes after it.
-func pollingWithoutReplication(t *testing.T, e *env, extra ...string) (*proc, []string) {
+func pollingWithoutReplication(t *testing.T, e *testenv.Env, extra ...string) (*testenv.Proc, []string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+appGrants); err != nil {
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; `+testenv.AppGrants); err != nil {
 		t.Fatal(err)
 	}
-	e.setup(e.config())
-	args := append([]string{"--database-url", e.appURL("app"), "--mode", "auto", "--probe-interval", "300ms", "--poll-interval", "50ms"}, extra...)
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
-	if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+	e.Setup(e.Config())
+	args := append([]string{"--database-url", e.AppURL("app"), "--mode", "auto", "--probe-interval", "300ms", "--poll-interval", "50ms"}, extra...)
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "streaming", func() bool { return e.Slot("pgoutbox").Active })
+	if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 		t.Fatal(err)
 	}
-	e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-	eventually(t, 15*time.Second, "polling", func() bool { return e.stateMode() == "poll" })
+	e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return testenv.StateMode(e) == "poll" })
 	return p, args
 }
 
 // stopAndCount inserts one more event and waits for it, so that what came
 // before it has arrived, stops p with SIGTERM and counts the records of
 // each event of outbox.event.order.
-func stopAndCount(t *testing.T, e *env, p *proc) map[string]int {
+func stopAndCount(t *testing.T, e *testenv.Env, p *testenv.Proc) map[string]int {
 	t.Helper()
-	after := e.insert(row{"order", "o-1", "Placed", `{"after":true}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 15*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	after := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"after":true}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 15*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	return deliveries(t, e.brokers, "outbox.event.order")
+	return deliveries(t, e.Brokers, "outbox.event.order")
 }
 
 // deliveries counts the records of each event id in topic, up to its end.
 func deliveries(t *testing.T, brokers []string, topic string) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
-	for _, r := range drain(t, brokers, topic, 0) {
-		seen[decodeEvent(t, r).ID]++
+	for _, r := range testenv.Drain(t, brokers, topic, 0) {
+		seen[testenv.DecodeEvent(t, r).ID]++
 	}
 	return seen
 }

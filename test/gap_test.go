@@ -7,43 +7,37 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // lastSeq is the last position the outbox's seq sequence handed out.
-func (e *env) lastSeq() int64 {
-	e.t.Helper()
+func lastSeq(e *testenv.Env) int64 {
+	e.T.Helper()
 	var n int64
-	if err := e.conn.QueryRow(context.Background(),
+	if err := e.Conn.QueryRow(context.Background(),
 		"SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('public.outbox', 'seq')::regclass), 0)").Scan(&n); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return n
 }
 
 // rollBack begins n transactions that each insert an outbox row, and rolls
 // them back: positions drawn, no row, no delete.
-func (e *env) rollBack(n int) {
-	e.t.Helper()
+func rollBack(e *testenv.Env, n int) {
+	e.T.Helper()
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
-		tx, err := e.conn.Begin(ctx)
+		tx, err := e.Conn.Begin(ctx)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-rb', 'Placed', '{}')`); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if err := tx.Rollback(ctx); err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
-	}
-}
-
-// stop ends a relay with SIGTERM and requires a clean exit.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("pgoutbox exited with %v after SIGTERM:\n%s", err, p.out.String())
 	}
 }
 
@@ -51,29 +45,29 @@ func (p *proc) stop(t *testing.T) {
 // the statistics hold every delete and the relay has counted again, and
 // checks the exact figure everywhere it is shown: status (non-zero exit,
 // the problem named), the ERROR line with count and range, the metric.
-func (e *env) awaitLoss(t *testing.T, p *proc, metrics string, want int64) {
+func awaitLoss(t *testing.T, e *testenv.Env, p *testenv.Proc, metrics string, want int64) {
 	t.Helper()
-	var lost *lostStatus
-	eventually(t, 90*time.Second, fmt.Sprintf("status reporting %d rows lost", want), func() bool {
-		lost, _, _ = e.lostStatusOf(t)
+	var lost *testenv.LostStatus
+	testenv.Eventually(t, 90*time.Second, fmt.Sprintf("status reporting %d rows lost", want), func() bool {
+		lost, _, _ = testenv.LostStatusOf(t, e)
 		return lost != nil && lost.Rows >= want
 	})
 	// A figure above want would come from deletes counted late: wait past
 	// the statistics' flush and the relay's next count before judging.
 	time.Sleep(13 * time.Second)
-	lost, problems, ok := e.lostStatusOf(t)
+	lost, problems, ok := testenv.LostStatusOf(t, e)
 	if lost.Rows != want {
 		t.Errorf("status reports up to %d rows lost, want %d", lost.Rows, want)
 	}
 	if ok || !strings.Contains(strings.Join(problems, "\n"), "deleted before polling published them") {
 		t.Errorf("status exit ok=%t, problems %q: want a non-zero exit naming the loss", ok, problems)
 	}
-	out := p.out.String()
+	out := p.Out.String()
 	if !strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "deleted before polling published them") ||
 		!strings.Contains(out, `"lost_up_to":`) || !strings.Contains(out, `"seq_from":`) {
 		t.Errorf("no ERROR line with the count and range:\n%s", out)
 	}
-	m := scrape(t, "http://"+metrics)
+	m := testenv.Scrape(t, "http://"+metrics)
 	if got := m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`]; got != float64(want) {
 		t.Errorf("pgoutbox_events_lost_deleted_total = %v, want %d", got, want)
 	}
@@ -84,21 +78,21 @@ func (e *env) awaitLoss(t *testing.T, p *proc, metrics string, want int64) {
 // was stopped: the next start judges the positions drawn meanwhile and
 // reports exactly those rows lost.
 func TestDeletedWhilePollRelayStoppedIsReported(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
-	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	p.stop(t)
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
+	kept := e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	p.Stop(t)
 
-	e.insertThenDelete(200, "order")
-	kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
+	testenv.InsertThenDelete(e, 200, "order")
+	kept = append(kept, e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))...)
 
-	addr := metricsAddr(t)
-	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	e.awaitLoss(t, p, addr, 200)
+	addr := testenv.FreeAddr(t)
+	p = e.Run(t, append(args, "--metrics-addr", addr)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	awaitLoss(t, e, p, addr, 200)
 }
 
 // Auto mode streams the WAL, which publishes rows deleted in their own
@@ -107,30 +101,30 @@ func TestDeletedWhilePollRelayStoppedIsReported(t *testing.T) {
 // it: the rows written while the slot was gone are reported lost, exactly
 // those, and none of the rows the WAL published before.
 func TestDeletedWhileSlotLostIsReported(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	args := []string{"--mode", "auto", "--poll-interval", "100ms"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "streaming", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
-	streamed := e.insertThenDelete(100, "order")
-	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 30*time.Second)
-	last := e.lastSeq()
-	eventually(t, 30*time.Second, "the WAL session accounting for the streamed rows", func() bool {
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "streaming", func() bool { return strings.Contains(p.Out.String(), `"msg":"streaming"`) })
+	streamed := testenv.InsertThenDelete(e, 100, "order")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", streamed, 30*time.Second)
+	last := lastSeq(e)
+	testenv.Eventually(t, 30*time.Second, "the WAL session accounting for the streamed rows", func() bool {
 		var n *int64
-		e.conn.QueryRow(context.Background(), "SELECT gap_seq FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&n)
+		e.Conn.QueryRow(context.Background(), "SELECT gap_seq FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&n)
 		return n != nil && *n >= last
 	})
-	p.stop(t)
-	e.exec("SELECT pg_drop_replication_slot('pgoutbox')")
+	p.Stop(t)
+	e.Exec("SELECT pg_drop_replication_slot('pgoutbox')")
 
-	e.insertThenDelete(150, "order")
-	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
+	testenv.InsertThenDelete(e, 150, "order")
+	kept := e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))
 
-	addr := metricsAddr(t)
-	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	e.awaitLoss(t, p, addr, 150)
-	eventually(t, 30*time.Second, "streaming after the handoff", func() bool {
-		return strings.Count(p.out.String(), `"msg":"streaming"`) > 0
+	addr := testenv.FreeAddr(t)
+	p = e.Run(t, append(args, "--metrics-addr", addr)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	awaitLoss(t, e, p, addr, 150)
+	testenv.Eventually(t, 30*time.Second, "streaming after the handoff", func() bool {
+		return strings.Count(p.Out.String(), `"msg":"streaming"`) > 0
 	})
 }
 
@@ -141,73 +135,73 @@ func TestDeletedWhileSlotLostIsReported(t *testing.T) {
 // starts again, so that transactions are open when it reads where
 // insertion stands: their rows are not taken for missing ones.
 func TestDeletedWhileStoppedNoFalseReport(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
-	published := e.insertN("order", 60)
-	awaitIDs(t, e.brokers, "outbox.event.order", published, 30*time.Second)
-	eventually(t, 30*time.Second, "the published rows marked", func() bool {
-		return len(e.idsWhere("published_at IS NOT NULL", published...)) == len(published)
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
+	published := e.InsertN("order", 60)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", published, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the published rows marked", func() bool {
+		return len(testenv.IDsWhere(e, "published_at IS NOT NULL", published...)) == len(published)
 	})
-	p.stop(t)
+	p.Stop(t)
 
-	tag, err := e.conn.Exec(context.Background(), "DELETE FROM outbox WHERE published_at IS NOT NULL")
+	tag, err := e.Conn.Exec(context.Background(), "DELETE FROM outbox WHERE published_at IS NOT NULL")
 	if err != nil || tag.RowsAffected() != int64(len(published)) {
 		t.Fatalf("cleanup deleted %d rows (%v), want %d", tag.RowsAffected(), err, len(published))
 	}
-	e.rollBack(30)
-	e.insertThenDelete(40, "order")
-	e.rollBack(10)
-	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
+	rollBack(e, 30)
+	testenv.InsertThenDelete(e, 40, "order")
+	rollBack(e, 10)
+	kept := e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))
 
-	load := e.startLoad(t, 3)
+	load := e.StartLoad(t, 3)
 	time.Sleep(500 * time.Millisecond) // the load runs before the restart, and across it
-	addr := metricsAddr(t)
-	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	eventually(t, 30*time.Second, "the gap judged", func() bool {
-		return strings.Contains(p.out.String(), "judging rows deleted before publication")
+	addr := testenv.FreeAddr(t)
+	p = e.Run(t, append(args, "--metrics-addr", addr)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the gap judged", func() bool {
+		return strings.Contains(p.Out.String(), "judging rows deleted before publication")
 	})
-	committed := load.finish()
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("load: %v; %d rolled back", rep, load.rolledBack)
-	if rep.lost != 0 || load.rolledBack == 0 {
-		t.Fatalf("the load lost %d events or rolled nothing back (%d)", rep.lost, load.rolledBack)
+	committed := load.Finish()
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	t.Logf("load: %v; %d rolled back", rep, load.RolledBack())
+	if rep.Lost != 0 || load.RolledBack() == 0 {
+		t.Fatalf("the load lost %d events or rolled nothing back (%d)", rep.Lost, load.RolledBack())
 	}
-	e.awaitLoss(t, p, addr, 40)
+	awaitLoss(t, e, p, addr, 40)
 }
 
 // The statistics reset while the relay was stopped: the delete counter no
 // longer covers the gap, so the relay says it cannot judge it, and reports
 // no loss it cannot prove; rows deleted after the restart are judged again.
 func TestDeletedWhileStoppedStatsResetCannotJudge(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
-	kept := e.insertN("order", 20)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	p.stop(t)
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
+	kept := e.InsertN("order", 20)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	p.Stop(t)
 
-	e.insertThenDelete(30, "order")
-	e.exec("SELECT pg_stat_reset()")
-	kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
+	testenv.InsertThenDelete(e, 30, "order")
+	e.Exec("SELECT pg_stat_reset()")
+	kept = append(kept, e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))...)
 
-	addr := metricsAddr(t)
-	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
-	eventually(t, 15*time.Second, "the relay saying it cannot judge the gap", func() bool {
-		return strings.Contains(p.out.String(), "cannot judge whether outbox rows were deleted") &&
-			strings.Contains(p.out.String(), "statistics were reset")
+	addr := testenv.FreeAddr(t)
+	p = e.Run(t, append(args, "--metrics-addr", addr)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the relay saying it cannot judge the gap", func() bool {
+		return strings.Contains(p.Out.String(), "cannot judge whether outbox rows were deleted") &&
+			strings.Contains(p.Out.String(), "statistics were reset")
 	})
 	time.Sleep(13 * time.Second) // past the statistics' flush and a recount
-	if lost, problems, _ := e.lostStatusOf(t); lost != nil {
+	if lost, problems, _ := testenv.LostStatusOf(t, e); lost != nil {
 		t.Fatalf("a loss reported across a statistics reset: %+v, problems %q", lost, problems)
 	}
 	// The new account starts at the restart: rows deleted now are judged.
-	e.insertThenDelete(25, "order")
-	e.awaitLoss(t, p, addr, 25)
+	testenv.InsertThenDelete(e, 25, "order")
+	awaitLoss(t, e, p, addr, 25)
 }
 
 // A --mode poll relay is killed (SIGKILL) while it publishes a backlog
@@ -217,22 +211,22 @@ func TestDeletedWhileStoppedStatsResetCannotJudge(t *testing.T) {
 // are added before they are produced), so only the deleted unpublished rows
 // are reported, exactly.
 func TestDeletedAfterSIGKILLNoFalseReport(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms", "--batch-size", "20"}
-	p := e.runProcess(t, args...)
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
-	e.exec(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+	p := e.Run(t, args...)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
+	e.Exec(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 SELECT 'order', 'o-' || (g % 7), 'Placed', '{}' FROM generate_series(1, 3000) g`)
 	count := func(cond string) int {
 		var n int
-		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE "+cond).Scan(&n)
+		e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE "+cond).Scan(&n)
 		return n
 	}
-	eventually(t, 30*time.Second, "part of the backlog published", func() bool { return count("published_at IS NOT NULL") >= 300 })
-	p.signal(t, syscall.SIGKILL)
+	testenv.Eventually(t, 30*time.Second, "part of the backlog published", func() bool { return count("published_at IS NOT NULL") >= 300 })
+	p.Signal(t, syscall.SIGKILL)
 	marked := count("published_at IS NOT NULL")
 	var doubtFrom, doubtTo *int64
-	e.conn.QueryRow(context.Background(), "SELECT gap_batch_from, gap_batch_to FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&doubtFrom, &doubtTo)
+	e.Conn.QueryRow(context.Background(), "SELECT gap_batch_from, gap_batch_to FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&doubtFrom, &doubtTo)
 	if doubtFrom != nil && doubtTo != nil {
 		t.Logf("killed with the batch of seq %d-%d in doubt", *doubtFrom, *doubtTo)
 	}
@@ -240,17 +234,17 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', '{}' FROM generate_series(1, 3000) g`
 		t.Fatal("the whole backlog was published before the kill: the test would prove nothing")
 	}
 
-	tag, err := e.conn.Exec(context.Background(), "DELETE FROM outbox WHERE published_at IS NOT NULL")
+	tag, err := e.Conn.Exec(context.Background(), "DELETE FROM outbox WHERE published_at IS NOT NULL")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.rollBack(20)
-	e.insertThenDelete(30, "order")
-	kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
+	rollBack(e, 20)
+	testenv.InsertThenDelete(e, 30, "order")
+	kept := e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))
 	t.Logf("killed with %d of 3000 marked; the cleanup deleted %d", marked, tag.RowsAffected())
 
-	addr := metricsAddr(t)
-	p = e.runProcess(t, append(args, "--metrics-addr", addr)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", kept, 60*time.Second)
-	e.awaitLoss(t, p, addr, 30)
+	addr := testenv.FreeAddr(t)
+	p = e.Run(t, append(args, "--metrics-addr", addr)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 60*time.Second)
+	awaitLoss(t, e, p, addr, 30)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
@@ -22,7 +23,7 @@ const oauthLifetime = 5 * time.Second
 // an endpoint that is down is waited for; tokens are refreshed before they
 // expire, and nothing is lost across a run longer than their lifetime.
 func TestKafkaAuthModes(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	is := kafkatest.NewIssuer(t, oauthLifetime)
 	b := kafkatest.Start(t, kafkatest.Options{MTLS: true, OAuth: is})
 	dir := t.TempDir()
@@ -33,14 +34,14 @@ func TestKafkaAuthModes(t *testing.T) {
 	expCert, expKey := b.CA.ClientFiles(t, dir, "expired", time.Now().Add(-time.Hour))
 	strangerCert, strangerKey := other.ClientFiles(t, dir, "stranger", time.Now().Add(time.Hour))
 	mtls := func(more ...string) []string {
-		return append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", ca}, more...)
+		return append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", ca}, more...)
 	}
 	oauth := func(url string, more ...string) []string {
-		return append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "OAUTHBEARER",
+		return append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "OAUTHBEARER",
 			"--kafka-oauth-token-url", url, "--kafka-oauth-client-id", is.ClientID, "--kafka-oauth-scope", "kafka"}, more...)
 	}
 	secret := "PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=" + is.ClientSecret
-	awsIAM := []string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "AWS_MSK_IAM"}
+	awsIAM := []string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "AWS_MSK_IAM"}
 	awsEnv := func(key, secret string) []string {
 		none := filepath.Join(t.TempDir(), "none")
 		return []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
@@ -56,7 +57,7 @@ func TestKafkaAuthModes(t *testing.T) {
 	}{
 		{"mutual TLS: a certificate the broker trusts", nil, mtls("--kafka-tls-cert", cert, "--kafka-tls-key", key), -1, []string{`"msg":"streaming"`}},
 		{"mutual TLS: the broker's CA not trusted", nil,
-			[]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", otherCA, "--kafka-tls-cert", cert, "--kafka-tls-key", key},
+			[]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", otherCA, "--kafka-tls-cert", cert, "--kafka-tls-key", key},
 			1, []string{"TLS certificate is not trusted", "--kafka-tls-ca"}},
 		{"mutual TLS: an expired client certificate", nil, mtls("--kafka-tls-cert", expCert, "--kafka-tls-key", expKey), 1,
 			[]string{"--kafka-tls-cert: the client certificate", "expired"}},
@@ -77,47 +78,47 @@ func TestKafkaAuthModes(t *testing.T) {
 			if tt.code == -1 {
 				d = 8 * time.Second
 			}
-			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
-			expectOutput(t, code, tt.code, out, tt.wants, []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"})
+			code, out := testenv.RunOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
+			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"})
 		})
 	}
 	// An endpoint that does not answer is waited for, and status names
 	// it as the Kafka problem.
 	t.Run("OAUTHBEARER: the token endpoint unreachable", func(t *testing.T) {
-		r := startBinaryEnv(t, []string{secret}, append(oauth("http://127.0.0.1:1/token"), "--log-format", "json")...)
+		r := testenv.StartBinaryEnv(t, []string{secret}, append(oauth("http://127.0.0.1:1/token"), "--log-format", "json")...)
 		const want = "OAuth token endpoint http://127.0.0.1:1/token unreachable"
-		var st statusJSON
-		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.out.String(), `"msg":"streaming"`) })
-		eventually(t, 20*time.Second, "status naming the token endpoint", func() bool {
-			st, _ = e.status(t)
+		var st testenv.Status
+		testenv.Eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.Out.String(), `"msg":"streaming"`) })
+		testenv.Eventually(t, 20*time.Second, "status naming the token endpoint", func() bool {
+			st, _ = e.Status(t)
 			return strings.Contains(st.KafkaProblem, want)
 		})
 		t.Logf("status: kafka: %s", st.KafkaProblem)
-		r.stop(t)
-		expectOutput(t, 0, 0, r.out.String(), []string{want}, []string{is.ClientSecret})
+		r.Stop(t)
+		testenv.ExpectOutput(t, 0, 0, r.Out.String(), []string{want}, []string{is.ClientSecret})
 	})
 	t.Run("OAUTHBEARER: tokens refreshed before they expire", func(t *testing.T) {
 		grants := is.Grants()
-		r := startBinaryEnv(t, []string{secret}, append(oauth(is.TokenURL()), "--topic", "oauth.events", "--log-format", "json")...)
-		eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.out.String(), `"msg":"streaming"`) })
+		r := testenv.StartBinaryEnv(t, []string{secret}, append(oauth(is.TokenURL()), "--topic", "oauth.events", "--log-format", "json")...)
+		testenv.Eventually(t, 20*time.Second, "streaming", func() bool { return strings.Contains(r.Out.String(), `"msg":"streaming"`) })
 		// Events throughout three lifetimes of a token: each is
 		// delivered, on connections that authenticated again with fresh
 		// tokens.
 		var ids []string
 		end := time.Now().Add(3 * oauthLifetime)
 		for i := 0; time.Now().Before(end); i++ {
-			ids = append(ids, e.insert(row{"order", fmt.Sprintf("o-%d", i%5), "Placed", `{"n":1}`})...)
+			ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprintf("o-%d", i%5), "Placed", `{"n":1}`))...)
 			time.Sleep(100 * time.Millisecond)
 		}
 		kafkatest.Consume(t, b.Brokers, []string{"oauth.events"}, len(ids), 30*time.Second)
-		awaitIDs(t, b.Brokers, "oauth.events", ids, 10*time.Second)
+		testenv.AwaitIDs(t, b.Brokers, "oauth.events", ids, 10*time.Second)
 		n := is.Grants() - grants
 		if n < 3 {
 			t.Errorf("%d tokens granted in %v of tokens living %v: not refreshed", n, 3*oauthLifetime, oauthLifetime)
 		}
 		t.Logf("%d events over %v, %d tokens granted (each living %v)", len(ids), 3*oauthLifetime, n, oauthLifetime)
-		r.stop(t)
-		if out := r.out.String(); strings.Contains(out, "SASL") || strings.Contains(out, `"level":"ERROR"`) {
+		r.Stop(t)
+		if out := r.Out.String(); strings.Contains(out, "SASL") || strings.Contains(out, `"level":"ERROR"`) {
 			t.Errorf("authentication failed on the way:\n%s", out)
 		}
 	})

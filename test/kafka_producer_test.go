@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // codecs are Kafka's compression codecs by their id in a record batch's
@@ -23,15 +24,15 @@ var codecs = map[string]uint8{"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd
 // disk is logged for a typical order event. The rows are in the table
 // before pgoutbox starts (--snapshot-mode initial publishes them).
 func TestKafkaCompressionThroughBinary(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	const rows = 1000
-	var batch []row
+	var batch []testenv.Row
 	for i := 0; i < rows; i++ {
-		batch = append(batch, row{"order", fmt.Sprintf("order-%d", i%200), "OrderPlaced", fmt.Sprintf(
+		batch = append(batch, testenv.NewRow("order", fmt.Sprintf("order-%d", i%200), "OrderPlaced", fmt.Sprintf(
 			`{"orderId":"order-%d","customerId":"customer-%d","currency":"EUR","total":"%d.%02d","lines":[{"sku":"SKU-%05d","quantity":%d,"unitPrice":"19.90"},{"sku":"SKU-%05d","quantity":1,"unitPrice":"4.50"}],"shipping":{"method":"standard","country":"DE","postcode":"1%04d"}}`,
-			i, i%977, 24+i%300, i%100, i%5000, 1+i%3, (i*7)%5000, i%10000)})
+			i, i%977, 24+i%300, i%100, i%5000, 1+i%3, (i*7)%5000, i%10000)))
 		if len(batch) == 500 {
-			e.insert(batch...)
+			e.Insert(batch...)
 			batch = nil
 		}
 	}
@@ -39,16 +40,16 @@ func TestKafkaCompressionThroughBinary(t *testing.T) {
 	var valueBytes int
 	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
 		topic := "compressed." + codec
-		args := []string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		args := []string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 			"--slot", "compress_" + codec, "--topic", topic, "--snapshot-mode", "initial", "--linger", "5ms",
 			"--kafka-compression", codec, "--log-format", "json"}
 		if codec == "zstd" {
 			args = append(args, "--kafka-compression-level", "3")
 		}
 		started := time.Now()
-		r := startBinaryEnv(t, nil, args...)
-		recs := kafkatest.Consume(t, e.brokers, []string{topic}, rows, 60*time.Second)
-		r.stop(t)
+		r := testenv.StartBinaryEnv(t, nil, args...)
+		recs := kafkatest.Consume(t, e.Brokers, []string{topic}, rows, 60*time.Second)
+		r.Stop(t)
 		// franz-go sends a batch that compression would not shrink as it
 		// is; for these events that is at most a batch of one record.
 		other, plain := 0, 0
@@ -66,7 +67,7 @@ func TestKafkaCompressionThroughBinary(t *testing.T) {
 		if other > 0 || plain > rows/100 {
 			t.Errorf("%s: %d records of another codec, %d uncompressed, of %d", codec, other, plain, len(recs))
 		}
-		sizes[codec] = topicBytes(t, e.brokers, topic)
+		sizes[codec] = topicBytes(t, e.Brokers, topic)
 		t.Logf("%s: %d records in %v", codec, len(recs), time.Since(started).Round(time.Millisecond))
 	}
 	for _, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // When an exactly-once relay falls back from the WAL to polling, it marks
@@ -30,7 +31,7 @@ FROM generate_series(0, $1 - 1) g`, rows)
 	for i := 0; i < listed; i++ {
 		xids = append(xids, last-uint32(2*i))
 	}
-	if _, err := e.conn.Exec(ctx, `SET statement_timeout = '10s'`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `SET statement_timeout = '10s'`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := p.MarkTransactions(ctx, outbox.Floor{XID: 1000000}, 0, xids)
@@ -41,7 +42,7 @@ FROM generate_series(0, $1 - 1) g`, rows)
 		t.Errorf("marked %d rows, want %d (two per listed transaction)", n, 2*listed)
 	}
 	var left int
-	if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
+	if err := e.Conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != rows-2*listed {
@@ -67,12 +68,12 @@ FROM generate_series(0, $1 - 1) g`, rows, unpublished)
 	// difference across it, in one transaction.
 	scans := func() (seq, idx int64) {
 		t.Helper()
-		if err := e.conn.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relid = 'outbox'::regclass`).Scan(&seq, &idx); err != nil {
+		if err := e.Conn.QueryRow(ctx, `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relid = 'outbox'::regclass`).Scan(&seq, &idx); err != nil {
 			t.Fatal(err)
 		}
 		return seq, idx
 	}
-	if _, err := e.conn.Exec(ctx, "BEGIN"); err != nil {
+	if _, err := e.Conn.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
 	seq0, idx0 := scans()
@@ -80,7 +81,7 @@ FROM generate_series(0, $1 - 1) g`, rows, unpublished)
 		t.Fatal(err)
 	}
 	seq1, idx1 := scans()
-	if _, err := e.conn.Exec(ctx, "COMMIT"); err != nil {
+	if _, err := e.Conn.Exec(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
 	seqScans, idxScans := seq1-seq0, idx1-idx0
@@ -88,7 +89,7 @@ FROM generate_series(0, $1 - 1) g`, rows, unpublished)
 		t.Errorf("marking %d of %d rows: %d scans of the whole table, %d index scans; want none and at least one", batch, rows, seqScans, idxScans)
 	}
 	var left int
-	if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
+	if err := e.Conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != unpublished-batch {
@@ -99,19 +100,19 @@ FROM generate_series(0, $1 - 1) g`, rows, unpublished)
 // markedTable is an outbox table with the polling columns and the index
 // migrate builds, filled by rows (a SELECT of its columns from aggregatetype
 // to published_at, with args) and analyzed, and a poller over it.
-func markedTable(t *testing.T, rows string, args ...any) (*env, *poll.Poller) {
+func markedTable(t *testing.T, rows string, args ...any) (*testenv.Env, *poll.Poller) {
 	t.Helper()
-	e := bareEnv(t, `CREATE TABLE outbox (
+	e := testenv.NewBare(t, `CREATE TABLE outbox (
 	id bigserial PRIMARY KEY, aggregatetype text, aggregateid text, type text, payload jsonb,
 	seq bigint, txid xid8, published_at timestamptz)`)
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, seq, txid, published_at) `+rows, args...); err != nil {
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, seq, txid, published_at) `+rows, args...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(ctx, `CREATE INDEX ON outbox (seq) WHERE published_at IS NULL; ANALYZE outbox`); err != nil {
+	if _, err := e.Conn.Exec(ctx, `CREATE INDEX ON outbox (seq) WHERE published_at IS NULL; ANALYZE outbox`); err != nil {
 		t.Fatal(err)
 	}
-	p, err := poll.New(ctx, e.conn, poll.Config{Table: "public.outbox"})
+	p, err := poll.New(ctx, e.Conn, poll.Config{Table: "public.outbox"})
 	if err != nil {
 		t.Fatal(err)
 	}

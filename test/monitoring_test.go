@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/promtest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A real Prometheus scrapes the relay binary with the repository's alert
@@ -21,12 +22,12 @@ import (
 // dead-letter alert fires for a row that cannot be published, and the down
 // alert for a stopped relay; neither fires before.
 func TestMonitoringWithPrometheus(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
-	addr := metricsAddr(t)
-	p := e.runProcess(t, "--metrics-addr", addr, "--metrics-interval", "500ms")
-	ids := e.insert(row{"order", "o-1", "Placed", `{}`}, row{"order", "o-1", "Paid", `{}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)
+	e := testenv.New(t)
+	e.Setup(e.Config())
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--metrics-addr", addr, "--metrics-interval", "500ms")
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`), testenv.NewRow("order", "o-1", "Paid", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)
 
 	root := filepath.Join("..", "monitoring")
 	src, err := os.ReadFile(filepath.Join(root, "alerts.yml"))
@@ -68,7 +69,7 @@ func TestMonitoringWithPrometheus(t *testing.T) {
 	}
 	exprs = append(exprs, panelExprs...)
 
-	eventually(t, 15*time.Second, "the relay scraped and every rule evaluated", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the relay scraped and every rule evaluated", func() bool {
 		targets, err := prom.Targets()
 		if err != nil || len(targets) != 1 || targets[0].Health != "up" {
 			return false
@@ -148,7 +149,7 @@ func TestMonitoringWithPrometheus(t *testing.T) {
 	// A row with an empty aggregate id cannot be published: it is
 	// dead-lettered, and its aggregate held.
 	quiet("PgoutboxDeadLetters")
-	e.insert(row{"order", "", "Placed", `{}`})
+	e.Insert(testenv.NewRow("order", "", "Placed", `{}`))
 	start := time.Now()
 	a, err := prom.Firing(ctx, "PgoutboxDeadLetters", map[string]string{"job": "pgoutbox"})
 	if err != nil {
@@ -159,12 +160,12 @@ func TestMonitoringWithPrometheus(t *testing.T) {
 	}
 	t.Logf("PgoutboxDeadLetters firing %s after the poison row", time.Since(start).Round(100*time.Millisecond))
 	// The runbook's confirmation: status counts it and the aggregate it holds.
-	if st, ok := e.status(t); ok || st.DeadLetters == nil || *st.DeadLetters != 1 || st.HeldAggregates == nil || *st.HeldAggregates != 1 {
+	if st, ok := e.Status(t); ok || st.DeadLetters == nil || *st.DeadLetters != 1 || st.HeldAggregates == nil || *st.HeldAggregates != 1 {
 		t.Errorf("status: exit ok %t, dead letters %v, held aggregates %v; want a problem, 1 and 1", ok, st.DeadLetters, st.HeldAggregates)
 	}
 
 	quiet("PgoutboxDown")
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("relay exit: %v", err)
 	}
 	start = time.Now()

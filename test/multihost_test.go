@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A multi-host --database-url with target_session_attrs=read-write, in
@@ -22,8 +23,8 @@ import (
 // relay takes the first host and fails there, which shows the setting is
 // what picks the primary.
 func TestMultiHostURLFindsThePrimary(t *testing.T) {
-	e := newEnv(t)
-	if e.pg.External() {
+	e := testenv.New(t)
+	if e.PG.External() {
 		t.Skip("needs throwaway clusters on loopback")
 	}
 	ctx := context.Background()
@@ -34,29 +35,29 @@ func TestMultiHostURLFindsThePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	urlForm := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
-		secret, readOnly.Port, e.pg.Port)
+		secret, readOnly.Port, e.PG.Port)
 	keywordForm := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=postgres password=%s dbname=postgres sslmode=disable target_session_attrs=read-write",
-		down.Port, e.pg.Port, secret)
+		down.Port, e.PG.Port, secret)
 
 	for i, url := range []string{urlForm, keywordForm} {
-		p := e.runProcess(t, "--database-url", url) // the last --database-url wins
-		ids := e.insertN("order", 5)
-		awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
-		eventually(t, 30*time.Second, "streaming from the primary's slot", func() bool {
+		p := e.Run(t, "--database-url", url) // the last --database-url wins
+		ids := e.InsertN("order", 5)
+		testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 60*time.Second)
+		testenv.Eventually(t, 30*time.Second, "streaming from the primary's slot", func() bool {
 			var active bool
-			e.conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&active)
+			e.Conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&active)
 			return active
 		})
-		after := e.insertN("order", 5)
-		awaitIDs(t, e.brokers, "outbox.event.order", after, 30*time.Second)
-		if err := p.signal(t, syscall.SIGTERM); err != nil {
-			t.Fatalf("form %d: %v\n%s", i, err, p.out)
+		after := e.InsertN("order", 5)
+		testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 30*time.Second)
+		if err := p.Signal(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("form %d: %v\n%s", i, err, p.Out)
 		}
-		if out := p.out.String(); strings.Contains(out, secret) || strings.Contains(out, url) {
+		if out := p.Out.String(); strings.Contains(out, secret) || strings.Contains(out, url) {
 			t.Fatalf("form %d: the password or the URL was printed:\n%s", i, out)
 		}
 	}
-	roConn := (&env{t: t, url: readOnly.URL}).connect()
+	roConn := (&testenv.Env{T: t, URL: readOnly.URL}).Connect()
 	var slots int
 	roConn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
 	if slots != 0 {
@@ -65,7 +66,7 @@ func TestMultiHostURLFindsThePrimary(t *testing.T) {
 
 	// Without target_session_attrs the first host is taken, whatever it is.
 	noAttrs := strings.Replace(urlForm, "&target_session_attrs=read-write", "", 1)
-	code, out := runOnce(t, 30*time.Second, nil, "run", "--database-url", noAttrs, "--kafka-brokers", strings.Join(e.brokers, ","))
+	code, out := testenv.RunOnce(t, 30*time.Second, nil, "run", "--database-url", noAttrs, "--kafka-brokers", strings.Join(e.Brokers, ","))
 	if code == 0 || !strings.Contains(out, "the server is read-only") || !strings.Contains(out, "target_session_attrs=read-write") {
 		t.Fatalf("without target_session_attrs: exit %d\n%s", code, out)
 	}
@@ -78,12 +79,12 @@ func TestMultiHostURLFindsThePrimary(t *testing.T) {
 	l.Close()
 	allDown := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=postgres password=%s dbname=postgres sslmode=disable target_session_attrs=read-write",
 		down.Port, closed, secret)
-	code, out = runOnce(t, 4*time.Second, nil, "run", "--database-url", allDown, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+	code, out = testenv.RunOnce(t, 4*time.Second, nil, "run", "--database-url", allDown, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
 	if !strings.Contains(out, "reconnecting") || strings.Contains(out, secret) {
 		t.Fatalf("with no host reachable: exit %d\n%s", code, out)
 	}
 	for _, args := range [][]string{{"status", "--database-url", keywordForm}, {"migrate", "--database-url", urlForm}} {
-		code, out := runOnce(t, 30*time.Second, nil, args...)
+		code, out := testenv.RunOnce(t, 30*time.Second, nil, args...)
 		if strings.Contains(out, secret) || (args[0] == "migrate" && code != 0) {
 			t.Fatalf("%s: exit %d\n%s", args[0], code, out)
 		}

@@ -13,24 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/test/natstest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// natsEvent is what a consumer of the NATS stream reads of a structured
-// CloudEvent.
-type natsEvent struct {
-	ID           string `json:"id"`
-	PartitionKey string `json:"partitionkey"`
-	Data         struct {
-		Seq int `json:"seq"`
-	} `json:"data"`
-}
 
 // checkNATS reads the stream and compares it with what committed: nothing
 // lost, no event twice (the duplicate window drops copies), and per
 // aggregate the events in commit order.
-func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[string]int) report {
+func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[string]int) testenv.Report {
 	t.Helper()
-	rep := report{committed: len(committed)}
+	rep := testenv.Report{Committed: len(committed)}
 	var msgs []natstest.Message
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -43,7 +34,7 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 	seen := map[string]bool{}
 	last := map[string]int{}
 	for _, m := range msgs {
-		var ev natsEvent
+		var ev testenv.LoadEvent
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			t.Fatalf("message %d: %v: %s", m.Seq, err, m.Data)
 		}
@@ -51,7 +42,7 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 			t.Errorf("message %d: Nats-Msg-Id %q, event id %q", m.Seq, got, ev.ID)
 		}
 		if seen[ev.ID] {
-			rep.duplicates++
+			rep.Duplicates++
 			continue
 		}
 		seen[ev.ID] = true
@@ -60,15 +51,15 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
 			continue
 		}
-		rep.delivered++
+		rep.Delivered++
 		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.orderViolations++
+			rep.OrderViolations++
 			t.Errorf("aggregate %s: seq %d stored after %d", ev.PartitionKey, seq, prev)
 		}
 		last[ev.PartitionKey] = seq
 	}
-	rep.lost = len(committed) - rep.delivered
-	if rep.lost > 0 {
+	rep.Lost = len(committed) - rep.Delivered
+	if rep.Lost > 0 {
 		byAgg := map[string][]int{}
 		for id, seq := range committed {
 			if !seen[id] {
@@ -80,31 +71,6 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 	return rep
 }
 
-// insertBulk commits n events of ten aggregates (bulk-0 ... bulk-9) in one
-// transaction and returns their ids with their place in their aggregate.
-func (e *env) insertBulk(t *testing.T, n int) map[string]int {
-	t.Helper()
-	rows, err := e.conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-SELECT 'account', 'bulk-' || (g % 10), 'Posted', jsonb_build_object('seq', g) FROM generate_series(1, $1) g
-RETURNING id::text, (payload->>'seq')::int`, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int{}
-	for rows.Next() {
-		var id string
-		var seq int
-		if err := rows.Scan(&id, &seq); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = seq
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // The NATS server killed (SIGKILL) under load and started again on its
 // store, streaming and polling: the relay binary publishes with many
 // messages in flight, loses nothing, keeps each aggregate's order, and
@@ -112,42 +78,42 @@ RETURNING id::text, (payload->>'seq')::int`, n)
 func TestNATSServerKilledUnderLoad(t *testing.T) {
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t)
-			e.setup(e.config()) // the slot, before the first event
+			e := testenv.New(t)
+			e.Setup(e.Config()) // the slot, before the first event
 			s := natstest.Start(t)
 			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
-			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--nats-ack-timeout", "2s", "--mode", mode,
+			p := e.Run(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--nats-ack-timeout", "2s", "--mode", mode,
 				"--poll-interval", "50ms")
-			load := e.startLoad(t, 4)
+			load := e.StartLoad(t, 4)
 			time.Sleep(2 * time.Second)
 			// A large transaction, and the kill once part of it is
 			// stored: many messages are in flight then.
 			before := s.Count("outbox")
-			bulk := e.insertBulk(t, 20000)
-			eventually(t, 30*time.Second, "a part of the large transaction stored", func() bool { return s.Count("outbox") > before+3000 })
+			bulk := testenv.InsertBulk(t, e, 20000)
+			testenv.Eventually(t, 30*time.Second, "a part of the large transaction stored", func() bool { return s.Count("outbox") > before+3000 })
 			s.Kill()
 			time.Sleep(time.Second)
 			s.Start()
 			time.Sleep(3 * time.Second)
-			committed := load.finish()
+			committed := load.Finish()
 			for id, seq := range bulk {
 				committed[id] = seq
 			}
 			rep := checkNATS(t, s, "outbox", committed)
 			t.Log(rep)
-			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+			if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 || rep.Delivered < 100 {
 				t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\nnats-server:\n%s", rep, s.Log())
 			}
 			// Streaming, messages are always in flight, and the kill
 			// fails some; polling waits for each batch's acks, and a kill
 			// between two batches fails none (the next batch waits in the
 			// client's reconnect buffer).
-			if mode == "wal" && !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
-				t.Errorf("the kill failed no message in flight (no reconnecting line): it tested nothing\n%s", p.out.String())
+			if mode == "wal" && !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
+				t.Errorf("the kill failed no message in flight (no reconnecting line): it tested nothing\n%s", p.Out.String())
 			}
-			if !strings.Contains(p.out.String(), `"sink":"nats-jetstream"`) ||
-				!strings.Contains(p.out.String(), `"delivery":"at-least-once, deduplicated by event id within the stream's duplicate window"`) {
-				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.out.String())
+			if !strings.Contains(p.Out.String(), `"sink":"nats-jetstream"`) ||
+				!strings.Contains(p.Out.String(), `"delivery":"at-least-once, deduplicated by event id within the stream's duplicate window"`) {
+				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.Out.String())
 			}
 		})
 	}
@@ -157,23 +123,23 @@ func TestNATSServerKilledUnderLoad(t *testing.T) {
 // /readyz say nats-jetstream is unreachable, not Kafka; with it back the
 // problem clears and what waited is delivered.
 func TestNATSProblemNamedInStatus(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config()) // the pipeline, before status reads it
+	e := testenv.New(t)
+	e.Setup(e.Config()) // the pipeline, before status reads it
 	s := natstest.Start(t)
 	s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
-	addr := metricsAddr(t)
-	e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--metrics-addr", addr, "--metrics-interval", "200ms")
-	e.insert(row{"order", "o-1", "Placed", `{}`})
-	eventually(t, 30*time.Second, "a healthy status naming the broker", func() bool {
-		st, ok := e.status(t)
+	addr := testenv.FreeAddr(t)
+	e.Run(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--metrics-addr", addr, "--metrics-interval", "200ms")
+	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))
+	testenv.Eventually(t, 30*time.Second, "a healthy status naming the broker", func() bool {
+		st, ok := e.Status(t)
 		return ok && st.KafkaKnown && st.KafkaProblem == "" && st.Broker == "nats-jetstream" && s.Count("outbox") == 1
 	})
 
 	s.Kill()
-	var st statusJSON
-	eventually(t, 30*time.Second, "status naming nats-jetstream unreachable", func() bool {
+	var st testenv.Status
+	testenv.Eventually(t, 30*time.Second, "status naming nats-jetstream unreachable", func() bool {
 		var ok bool
-		st, ok = e.status(t)
+		st, ok = e.Status(t)
 		return !ok && strings.Contains(st.KafkaProblem, "unreachable") &&
 			strings.Contains(strings.Join(st.Problems, "\n"), "nats-jetstream: unreachable")
 	})
@@ -181,15 +147,15 @@ func TestNATSProblemNamedInStatus(t *testing.T) {
 	if code, body := readyz(t, addr); code != http.StatusServiceUnavailable || !strings.Contains(body, "nats-jetstream: unreachable") {
 		t.Errorf("/readyz with nats-server gone: %d %q", code, body)
 	}
-	out, _ := run1(t, "status", "--database-url", e.url)
+	out, _ := testenv.CLIOutput(t, "status", "--database-url", e.URL)
 	if !strings.Contains(out, "nats-jetstream unreachable") || strings.Contains(out, "kafka") {
 		t.Errorf("status names another broker than nats-jetstream:\n%s", out)
 	}
 
 	s.Start()
-	e.insert(row{"order", "o-1", "Paid", `{}`})
-	eventually(t, 60*time.Second, "the problem cleared and the event delivered", func() bool {
-		st, ok := e.status(t)
+	e.Insert(testenv.NewRow("order", "o-1", "Paid", `{}`))
+	testenv.Eventually(t, 60*time.Second, "the problem cleared and the event delivered", func() bool {
+		st, ok := e.Status(t)
 		return ok && st.KafkaProblem == "" && s.Count("outbox") == 2
 	})
 }
@@ -213,24 +179,18 @@ func readyz(t *testing.T, addr string) (int, string) {
 // value and id header, each with its id as Nats-Msg-Id. Exactly-once is
 // refused at start.
 func TestNATSFromDebeziumServerFile(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE public.outbox (
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
   id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
   seq bigint GENERATED ALWAYS AS IDENTITY);
 INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}'),
   ('11111111-0000-0000-0000-000000000002', 'Order', 'o-1', 'Paid', '{"n": 2}')`)
 	s := natstest.Start(t)
-	host, port, user, db := e.debeziumDB(t)
-	conf := writeFile(t, "application.properties", `debezium.sink.type=nats-jetstream
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=nats-jetstream
 debezium.sink.nats-jetstream.url=`+s.URL+`
 debezium.sink.nats-jetstream.create-stream=true
 debezium.sink.nats-jetstream.storage=file
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox
@@ -240,11 +200,11 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 debezium.format.value.schemas.enable=false
 debezium.format.key=simplestring
 `)
-	out, ok := run1(t, "run", "--config", conf, "--delivery", "exactly-once")
+	out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--delivery", "exactly-once")
 	if ok || !strings.Contains(out, "exactly-once delivery needs Kafka transactions; NATS JetStream has none") {
 		t.Errorf("exactly-once with NATS: exit 0 %v, want it refused with the reason:\n%s", ok, out)
 	}
-	p := startBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
+	p := testenv.StartBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
 	// Debezium Server's default subjects (*.*.*) also take other
 	// clients' three-token subjects: the events are those under outbox.
 	events := func() []natstest.Message {
@@ -256,12 +216,12 @@ debezium.format.key=simplestring
 		}
 		return out
 	}
-	eventually(t, 60*time.Second, "the rows already in the table", func() bool { return len(events()) >= 2 })
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+	testenv.Eventually(t, 60*time.Second, "the rows already in the table", func() bool { return len(events()) >= 2 })
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000003', 'Payment', 'p-9', 'Captured', '{"n": 3}')`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the row written later", func() bool { return len(events()) >= 3 })
+	testenv.Eventually(t, 30*time.Second, "the row written later", func() bool { return len(events()) >= 3 })
 	var got []string
 	for _, m := range events() {
 		got = append(got, fmt.Sprintf("%s %s id=%s msgid=%s", m.Subject, m.Data, m.Header.Get("id"), m.Header.Get("Nats-Msg-Id")))
@@ -278,7 +238,7 @@ debezium.format.key=simplestring
 		`outbox.event.Payment "{\"n\": 3}" id=` + idHeader("11111111-0000-0000-0000-000000000003") + ` msgid=11111111-0000-0000-0000-000000000003`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.out.String())
+		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.Out.String())
 	}
 }
 
@@ -288,8 +248,8 @@ debezium.format.key=simplestring
 // in order, each under its event id.
 func TestNATSPoisonRowDeadLettered(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := natstest.Start(t)
 	_, js := s.Connect()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "outbox", Subjects: []string{"outbox.event.>"}, MaxMsgSize: 2048}); err != nil {
@@ -298,11 +258,11 @@ func TestNATSPoisonRowDeadLettered(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "dlq", Subjects: []string{"pgoutbox.dlq"}}); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal")
-	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 4000) + `"}`})
-	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
-	other := e.insert(row{"order", "o-3", "Placed", `{"n":4}`})
+	p := e.Run(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal")
+	ok := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	big := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"blob":"`+strings.Repeat("x", 4000)+`"}`))
+	held := e.Insert(testenv.NewRow("order", "o-2", "Paid", `{"n":3}`))
+	other := e.Insert(testenv.NewRow("order", "o-3", "Placed", `{"n":4}`))
 	ids := func(stream string) []string {
 		var out []string
 		for _, m := range s.Messages(stream) {
@@ -310,18 +270,18 @@ func TestNATSPoisonRowDeadLettered(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox")) >= 2 })
-	eventually(t, 30*time.Second, "two dead letters", func() bool { return len(ids("dlq")) >= 2 })
+	testenv.Eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox")) >= 2 })
+	testenv.Eventually(t, 30*time.Second, "two dead letters", func() bool { return len(ids("dlq")) >= 2 })
 	if got, want := ids("outbox"), []string{ok[0], other[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.out.String())
+		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.Out.String())
 	}
 	if got, want := ids("dlq"), []string{"dlq:" + big[0], "dlq:" + held[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("dead letters: %v, want %v", got, want)
 	}
-	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+	if _, err := e.Conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, okExit := cli(t, "dlq", "replay", "--database-url", e.url, "--sink", "nats-jetstream", "--nats-url", s.URL)
+	out, stderr, okExit := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--sink", "nats-jetstream", "--nats-url", s.URL)
 	if !okExit {
 		t.Fatalf("dlq replay: %s%s", out, stderr)
 	}
@@ -356,15 +316,15 @@ func TestNATSCloudEventsBinding(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			e := newEnv(t)
-			e.setup(e.config())
+			e := testenv.New(t)
+			e.Setup(e.Config())
 			s := natstest.Start(t)
 			s.CreateStream("outbox", "outbox.event.>", "pgoutbox.dlq")
-			p := e.runProcess(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal", "--format", tc.format)
-			e.insert(row{"order", "o-1", "Order Placed", `{"n": 1}`})
-			eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox") >= 1 })
+			p := e.Run(t, "--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal", "--format", tc.format)
+			e.Insert(testenv.NewRow("order", "o-1", "Order Placed", `{"n": 1}`))
+			testenv.Eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox") >= 1 })
 			if why := tc.check(s.Messages("outbox")[0]); why != "" {
-				t.Errorf("%s\n%s", why, p.out.String())
+				t.Errorf("%s\n%s", why, p.Out.String())
 			}
 		})
 	}

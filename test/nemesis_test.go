@@ -19,6 +19,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/nemesis"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // nemesisKafka starts the Kafka the nemesis runs against, behind fault
@@ -300,12 +301,12 @@ func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 	if primary.External() {
 		t.Skip("the nemesis stops and fails over its servers: it needs the throwaway cluster, not " + pgcluster.DatabaseURLEnv)
 	}
-	env := nemesis.Env{Bin: testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox"), Primary: primary}
+	env := nemesis.Env{Bin: testenv.Bin(t), Primary: primary}
 	env.Major = superExec(t, primary.URL)
 	if standby && os.Getenv("PGOUTBOX_NEMESIS_STANDBY") != "0" {
 		opts := pgcluster.StandbyOptions{Name: "standby1", Slot: "standby1", Synchronous: true}
 		if env.Major >= 17 {
-			opts = StandbyForSlotSync()
+			opts = testenv.StandbyForSlotSync()
 		}
 		env.Standby = pgcluster.NewStandby(t, primary, opts)
 		if env.Major >= 17 {
@@ -334,14 +335,14 @@ func nemesisEnv(t *testing.T, kafka nemesis.Kafka, standby bool) nemesis.Env {
 // returns the server's major version.
 func superExec(t *testing.T, url string, sqls ...string) int {
 	t.Helper()
-	e := &env{t: t, url: url}
-	e.conn = e.connect()
+	e := &testenv.Env{T: t, URL: url}
+	e.Conn = e.Connect()
 	for _, s := range sqls {
-		if _, err := e.conn.Exec(context.Background(), s); err != nil {
+		if _, err := e.Conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
 	}
-	return e.serverMajor()
+	return testenv.ServerMajor(t, e.Conn)
 }
 
 // devbrokerKafka is the devbroker behind a fault proxy: it listens on a

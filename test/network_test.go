@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // The network between the relay and Postgres, or between the relay and the
@@ -24,29 +25,29 @@ func TestNetworkFaults(t *testing.T) {
 			// Apache Kafka's listener behind the proxy: the broker
 			// advertises the proxy's address there, so every connection
 			// the relay makes crosses it.
-			e := newKafkaEnv(t)
+			e := testenv.NewKafka(t)
 			broker := kafkatest.SharedLocal(t)
-			e.brokers = broker.Proxied
+			e.Brokers = broker.Proxied
 			kProxy := broker.Proxy
 			t.Cleanup(kProxy.Heal)
-			pgProxy, err := faultproxy.Forward(hostOf(t, e.url))
+			pgProxy, err := faultproxy.Forward(hostOf(t, e.URL))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(pgProxy.Close)
 
-			cfg := e.config()
-			cfg.Replication.DatabaseURL = throughProxy(t, e.url, pgProxy.Addr())
+			cfg := e.Config()
+			cfg.Replication.DatabaseURL = throughProxy(t, e.URL, pgProxy.Addr())
 			cfg.Replication.ReceiveTimeout = 1500 * time.Millisecond
-			e.setup(cfg)
-			r := e.start(cfg)
-			eventually(t, 10*time.Second, "streaming", func() bool { return e.slot("pgoutbox").Active })
+			e.Setup(cfg)
+			r := e.Start(cfg)
+			testenv.Eventually(t, 10*time.Second, "streaming", func() bool { return e.Slot("pgoutbox").Active })
 
 			proxy := pgProxy
 			if tc.target == "kafka" {
 				proxy = kProxy
 			}
-			load := e.startLoad(t, 2)
+			load := e.StartLoad(t, 2)
 			time.Sleep(time.Second)
 			sessions := r.Stats.Sessions.Load()
 			faultAt := time.Now()
@@ -58,15 +59,15 @@ func TestNetworkFaults(t *testing.T) {
 				proxy.Reset()
 			}
 			if tc.target == "postgres" {
-				eventually(t, 20*time.Second, "a new replication session", func() bool { return r.Stats.Sessions.Load() > sessions })
+				testenv.Eventually(t, 20*time.Second, "a new replication session", func() bool { return r.Stats.Sessions.Load() > sessions })
 				t.Logf("reconnected %v after the fault began", time.Since(faultAt).Round(10*time.Millisecond))
 			}
 			time.Sleep(time.Second)
-			committed := load.finish()
-			rep := check(t, e.brokers, "outbox.event.account", committed)
+			committed := load.Finish()
+			rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 			t.Logf("%v", rep)
-			if rep.lost != 0 || rep.orderViolations != 0 {
-				t.Fatalf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+			if rep.Lost != 0 || rep.OrderViolations != 0 {
+				t.Fatalf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 			}
 		})
 	}

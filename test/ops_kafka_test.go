@@ -1,16 +1,11 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,85 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// lockedBuffer is a process's output, readable while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// lines returns the output lines that contain every one of parts.
-func (b *lockedBuffer) lines(parts ...string) []string {
-	var out []string
-	for _, l := range strings.Split(b.String(), "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(l, p)
-		}
-		if all && l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// runBin starts the pgoutbox binary with args; its output can be read
-// while it runs. It is killed when the test ends.
-func runBin(t *testing.T, args ...string) *lockedBuffer {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	out := &lockedBuffer{}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan struct{})
-	go func() { cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-		if t.Failed() {
-			t.Logf("pgoutbox output:\n%s", out.String())
-		}
-	})
-	return out
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func httpGet(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
 
 func createTopic(t *testing.T, brokers []string, topic string) {
 	t.Helper()
@@ -118,51 +36,51 @@ func createTopic(t *testing.T, brokers []string, topic string) {
 // both naming the topic, and the log names the topic and the event. Once
 // the topic is created, every event is delivered and the problem clears.
 func TestKafkaMissingTopicReported(t *testing.T) {
-	e := newKafkaEnv(t) // creates topics only when a client asks it to
+	e := testenv.NewKafka(t) // creates topics only when a client asks it to
 	const topic = "outbox.event.order"
 	var ids []string
 	for i := 0; i < 5; i++ { // the user's rows, there before the relay starts
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	addr := freeAddr(t)
-	out := runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	addr := testenv.FreeAddr(t)
+	out := testenv.StartBinary(t, "run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 		"--kafka-create-topics=false", "--metrics-addr", addr, "--metrics-interval", "200ms",
-		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
+		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json").Out
 
-	eventually(t, 30*time.Second, "/readyz not ready, naming the topic", func() bool {
-		code, body := httpGet("http://" + addr + "/readyz")
+	testenv.Eventually(t, 30*time.Second, "/readyz not ready, naming the topic", func() bool {
+		code, body := testenv.HTTPGet("http://" + addr + "/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, topic) && strings.Contains(body, "does not exist")
 	})
-	var st statusJSON
+	var st testenv.Status
 	var ok bool
-	eventually(t, 30*time.Second, "status naming the topic", func() bool {
-		st, ok = e.status(t)
+	testenv.Eventually(t, 30*time.Second, "status naming the topic", func() bool {
+		st, ok = e.Status(t)
 		return !ok && strings.Contains(strings.Join(st.Problems, "\n"), topic) && strings.Contains(st.KafkaProblem, topic)
 	})
 	t.Logf("status problems: %q", st.Problems)
 	// Written while the topic is missing: they wait too.
 	for i := 5; i < 10; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%2), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
 	named := false
 	for _, id := range ids {
-		named = named || len(out.lines(topic, id, "UNKNOWN_TOPIC_OR_PARTITION")) > 0
+		named = named || len(out.Lines(topic, id, "UNKNOWN_TOPIC_OR_PARTITION")) > 0
 	}
 	if !named {
 		t.Errorf("no log line names the topic, an event id and the error")
 	}
 
-	createTopic(t, e.brokers, topic)
-	awaitIDs(t, e.brokers, topic, ids, 60*time.Second)
-	eventually(t, 30*time.Second, "/readyz ready again", func() bool {
-		code, _ := httpGet("http://" + addr + "/readyz")
+	createTopic(t, e.Brokers, topic)
+	testenv.AwaitIDs(t, e.Brokers, topic, ids, 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, "/readyz ready again", func() bool {
+		code, _ := testenv.HTTPGet("http://" + addr + "/readyz")
 		return code == http.StatusOK
 	})
-	eventually(t, 30*time.Second, "status without the Kafka problem", func() bool {
-		st, ok = e.status(t)
+	testenv.Eventually(t, 30*time.Second, "status without the Kafka problem", func() bool {
+		st, ok = e.Status(t)
 		return ok && st.KafkaProblem == "" && len(st.Problems) == 0
 	})
-	if len(out.lines("kafka acknowledges records again", topic)) == 0 {
+	if len(out.Lines("kafka acknowledges records again", topic)) == 0 {
 		t.Error("no log line says the topic takes records again")
 	}
 }
@@ -170,33 +88,33 @@ func TestKafkaMissingTopicReported(t *testing.T) {
 // With the broker down, status says Kafka is unreachable (exit non-zero);
 // with it back, the problem clears and what waited is delivered.
 func TestKafkaUnreachableInStatus(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
-	e.brokers = broker.Brokers
-	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
-	runBin(t, "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	e.Brokers = broker.Brokers
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))
+	testenv.StartBinary(t, "run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 		"--status-interval", "100ms", "--heartbeat-interval", "200ms", "--log-format", "json")
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
-	eventually(t, 30*time.Second, "a healthy status", func() bool {
-		st, ok := e.status(t)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "a healthy status", func() bool {
+		st, ok := e.Status(t)
 		return ok && st.KafkaKnown && st.KafkaProblem == ""
 	})
 
 	broker.Kill()
-	ids = append(ids, e.insert(row{"order", "o-1", "Shipped", `{}`})...)
-	var st statusJSON
-	eventually(t, 30*time.Second, "status naming Kafka unreachable", func() bool {
+	ids = append(ids, e.Insert(testenv.NewRow("order", "o-1", "Shipped", `{}`))...)
+	var st testenv.Status
+	testenv.Eventually(t, 30*time.Second, "status naming Kafka unreachable", func() bool {
 		var ok bool
-		st, ok = e.status(t)
+		st, ok = e.Status(t)
 		return !ok && strings.Contains(st.KafkaProblem, "unreachable") &&
 			strings.Contains(strings.Join(st.Problems, "\n"), "kafka: unreachable")
 	})
 	t.Logf("status problems: %q", st.Problems)
 
 	broker.Start()
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
-	eventually(t, 30*time.Second, "the problem cleared", func() bool {
-		st, ok := e.status(t)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 60*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the problem cleared", func() bool {
+		st, ok := e.Status(t)
 		return ok && st.KafkaProblem == ""
 	})
 }
@@ -204,10 +122,10 @@ func TestKafkaUnreachableInStatus(t *testing.T) {
 // --kafka-tls against a plaintext listener stops the relay at start with
 // a clear message, as the docs say; it is not retried.
 func TestKafkaTLSToPlaintextStops(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	start := time.Now()
-	code, out := runOnce(t, 60*time.Second, []string{"PGOUTBOX_KAFKA_PASSWORD=Kafka-Secret-31"}, "run", "--database-url", e.url,
-		"--kafka-brokers", strings.Join(e.brokers, ","), "--kafka-tls",
+	code, out := testenv.RunOnce(t, 60*time.Second, []string{"PGOUTBOX_KAFKA_PASSWORD=Kafka-Secret-31"}, "run", "--database-url", e.URL,
+		"--kafka-brokers", strings.Join(e.Brokers, ","), "--kafka-tls",
 		"--kafka-sasl-mechanism", "PLAIN", "--kafka-username", "relay", "--log-format", "json")
 	took := time.Since(start)
 	t.Logf("exit %d after %v", code, took.Round(time.Millisecond))
@@ -234,33 +152,33 @@ func TestKafkaTLSToPlaintextStops(t *testing.T) {
 // dead-lettered too), a new event is delivered, and the dead letter
 // reaches its topic.
 func TestKafkaAuthorization(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	b := kafkatest.SharedLocal(t)
-	cfg := e.config()
-	e.setup(cfg)
-	p := e.runProcessEnv(t, []string{"PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.LimitedPassword},
+	cfg := e.Config()
+	e.Setup(cfg)
+	p := testenv.StartBinaryEnv(t, []string{"PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.LimitedPassword}, e.RunArgs(e.URL,
 		"--kafka-brokers", strings.Join(b.SASLPlaintext, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256",
-		"--kafka-username", kafkatest.LimitedUser, "--mode", "wal")
-	first := e.insert(row{"order", "o-1", "Placed", `{}`})[0]
-	var st statusJSON
-	eventually(t, 30*time.Second, "status naming the refused topic", func() bool {
+		"--kafka-username", kafkatest.LimitedUser, "--mode", "wal")...)
+	first := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))[0]
+	var st testenv.Status
+	testenv.Eventually(t, 30*time.Second, "status naming the refused topic", func() bool {
 		var ok bool
-		st, ok = e.status(t)
+		st, ok = e.Status(t)
 		return !ok && strings.Contains(st.KafkaProblem, "not authorized to write to topic") &&
 			strings.Contains(st.KafkaProblem, "grant the relay's Kafka user WRITE")
 	})
 	t.Logf("status: %s", st.KafkaProblem)
 	var n map[string]int
 	var reasons map[string]string
-	eventually(t, 30*time.Second, "the event dead-lettered", func() bool {
-		n, reasons = e.deadLetterRows(t)
+	testenv.Eventually(t, 30*time.Second, "the event dead-lettered", func() bool {
+		n, reasons = testenv.DeadLetterRows(t, e)
 		return len(n) > 0
 	})
 	if n[first] != 1 || !strings.Contains(reasons[first], "TOPIC_AUTHORIZATION_FAILED") {
 		t.Fatalf("dead letters %v %v: want event %s once, refused as not authorized", n, reasons, first)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +186,7 @@ func TestKafkaAuthorization(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	acl := kadm.NewACLs().Allow("User:"+kafkatest.LimitedUser).AllowHosts("*").Topics("outbox.event.", "pgoutbox.").
 		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite, kadm.OpDescribe, kadm.OpCreate, kadm.OpDescribeConfigs)
-	results, err := adm.CreateACLs(pollCtx(t, 15*time.Second), acl)
+	results, err := adm.CreateACLs(testenv.TimeoutContext(t, 15*time.Second), acl)
 	for _, r := range results {
 		err = errors.Join(err, r.Err)
 	}
@@ -278,20 +196,20 @@ func TestKafkaAuthorization(t *testing.T) {
 	granted := time.Now()
 	time.Sleep(6 * time.Second) // past the refusal's 5 s
 	t.Cleanup(func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
 		if err == nil {
-			_, err = kadm.NewClient(cl).DeleteACLs(pollCtx(t, 15*time.Second), acl)
+			_, err = kadm.NewClient(cl).DeleteACLs(testenv.TimeoutContext(t, 15*time.Second), acl)
 			cl.Close()
 		}
 		if err != nil {
 			t.Errorf("removing the grants: %v", err)
 		}
 	})
-	second := e.insert(row{"order", "o-2", "Placed", `{}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", second, 60*time.Second)
+	second := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", second, 60*time.Second)
 	t.Logf("an event delivered %v after the grant", time.Since(granted).Round(time.Millisecond))
 	dead := 0
-	for _, rec := range drain(t, e.brokers, "pgoutbox.dlq", 0) {
+	for _, rec := range testenv.Drain(t, e.Brokers, "pgoutbox.dlq", 0) {
 		if strings.Contains(string(rec.Value), first) {
 			dead++
 		}
@@ -299,7 +217,7 @@ func TestKafkaAuthorization(t *testing.T) {
 	if dead != 1 {
 		t.Errorf("the dead letter of %s reached pgoutbox.dlq %d times, want once", first, dead)
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
@@ -310,31 +228,31 @@ func TestKafkaAuthorization(t *testing.T) {
 // log "saving the Kafka health failed: conn closed" ten times a second
 // meanwhile (nemesis seed 11: 750 lines in two minutes).
 func TestLostConnectionWhileKafkaIsDownSaidOnce(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
-	e.brokers = broker.Brokers
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms")
-	awaitIDs(t, e.brokers, "outbox.event.order", e.insert(row{"order", "o-1", "Placed", `{}`}), 30*time.Second)
+	e.Brokers = broker.Brokers
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "100ms")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`)), 30*time.Second)
 
 	broker.Kill()
-	ids := e.insertN("order", 20)
+	ids := e.InsertN("order", 20)
 	time.Sleep(500 * time.Millisecond) // the poll has read the rows and waits for their acks
-	if _, err := e.conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	if _, err := e.Conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type = 'client backend'`); err != nil {
 		t.Fatal(err)
 	}
 	// Kafka's health changes after the connection is gone: housekeeping
 	// has something to save and cannot.
-	eventually(t, 30*time.Second, "kafka unreachable", func() bool {
-		return len(p.logged("kafka is not reachable; records wait for it")) > 0
+	testenv.Eventually(t, 30*time.Second, "kafka unreachable", func() bool {
+		return len(p.Logged("kafka is not reachable; records wait for it")) > 0
 	})
 	time.Sleep(3 * time.Second)
-	spam := len(p.logged("saving the Kafka health failed")) + len(p.logged("saving liveness failed"))
-	said := len(p.logged("the session's connection to PostgreSQL is closed; the session ends at its next statement, or once Kafka has answered for what it sent"))
+	spam := len(p.Logged("saving the Kafka health failed")) + len(p.Logged("saving liveness failed"))
+	said := len(p.Logged("the session's connection to PostgreSQL is closed; the session ends at its next statement, or once Kafka has answered for what it sent"))
 	broker.Start()
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 60*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 60*time.Second)
 	if spam > 0 || said != 1 {
 		t.Fatalf("on a closed connection housekeeping logged its failures %d times in 3 s and said the connection was closed %d times, want 0 and 1:\n%s",
-			spam, said, p.out.String())
+			spam, said, p.Out.String())
 	}
 }

@@ -2,95 +2,30 @@ package test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// partitionedTable is an outbox as teams partition theirs, by month of
-// created_at so that old months are dropped instead of deleted: last
-// month, this month, and a default partition; the primary key includes
-// the partition key, as PostgreSQL requires.
-const partitionedTable = `CREATE TABLE public.outbox (
-  id uuid NOT NULL DEFAULT gen_random_uuid(),
-  aggregatetype text NOT NULL,
-  aggregateid text NOT NULL,
-  type text NOT NULL,
-  payload jsonb NOT NULL,
-  headers jsonb,
-  created_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
-DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
-  EXECUTE format('CREATE TABLE outbox_last_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m - interval '1 month', m);
-  EXECUTE format('CREATE TABLE outbox_this_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m, m + interval '1 month');
-END $$;
-CREATE TABLE outbox_default PARTITION OF outbox DEFAULT`
-
-// Months relative to the current one, as SQL, for created_at.
-const (
-	lastMonth  = "date_trunc('month', now()) - interval '1 month' + interval '1 day'"
-	thisMonth  = "now()"
-	nextMonth  = "date_trunc('month', now()) + interval '1 month' + interval '1 day'"
-	inTwoMonth = "date_trunc('month', now()) + interval '2 months' + interval '1 day'"
-	farFuture  = "'2200-01-01'::timestamptz" // the default partition
-)
-
-// partitionedOutbox is a database that holds a partitioned outbox with
-// history rows (last month's) and nothing of pgoutbox: no migrate has run.
-func partitionedOutbox(t *testing.T, history int, pgOpts ...pgcluster.Options) *env {
-	t.Helper()
-	e := bareEnv(t, partitionedTable, pgOpts...)
-	if history > 0 {
-		e.insertInto(t, "outbox", "history", lastMonth, history)
-	}
-	return e
-}
-
-// insertInto commits one transaction of n outbox rows of aggregate type
-// aggType into table (the outbox, or one of its partitions directly) with
-// created_at set to the SQL expression at, and returns their ids.
-func (e *env) insertInto(t *testing.T, table, aggType, at string, n int) []string {
-	t.Helper()
-	var ids []string
-	rows, err := e.conn.Query(context.Background(), fmt.Sprintf(`INSERT INTO %s (aggregatetype, aggregateid, type, payload, created_at)
-SELECT $1, 'a-' || (g %% 3), 'Happened', jsonb_build_object('n', g), %s FROM generate_series(1, $2) g RETURNING id::text`, table, at), aggType, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("insert into %s: %v", table, err)
-	}
-	return ids
-}
 
 // execAll runs statements in turn on the test's connection.
-func (e *env) execAll(sql ...string) {
-	e.t.Helper()
+func execAll(e *testenv.Env, sql ...string) {
+	e.T.Helper()
 	for _, s := range sql {
-		e.exec(s)
+		e.Exec(s)
 	}
 }
 
 // exited waits for the process to exit by itself and returns its output.
-func (p *proc) exited(t *testing.T, within time.Duration) (string, error) {
+func exited(t *testing.T, p *testenv.Proc, within time.Duration) (string, error) {
 	t.Helper()
 	select {
-	case err := <-p.waited:
-		p.waited <- err // for the cleanup
-		return p.out.String(), err
+	case <-p.Done():
+		return p.Out.String(), p.Err()
 	case <-time.After(within):
-		t.Fatalf("pgoutbox did not stop within %s:\n%s", within, p.out.String())
+		t.Fatalf("pgoutbox did not stop within %s:\n%s", within, p.Out.String())
 		return "", nil
 	}
 }
@@ -107,23 +42,23 @@ func (p *proc) exited(t *testing.T, within time.Duration) (string, error) {
 // deleted from a partition, or dropped with one, before a poll read them
 // are reported lost by the poll pipeline.
 func TestPartitionedOutbox(t *testing.T) {
-	e := partitionedOutbox(t, 200)
+	e := testenv.PartitionedOutbox(t, 200)
 	ctx := context.Background()
 	parts := []string{"outbox_last_month", "outbox_this_month", "outbox_default"}
 	before := map[string]uint32{}
 	for _, p := range parts {
-		before[p] = filenode(t, e.conn, p)
+		before[p] = testenv.Filenode(t, e.Conn, p)
 	}
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+	if out, err := testenv.Migrate(t, e, "public.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	for _, p := range parts {
-		if after := filenode(t, e.conn, p); after != before[p] {
+		if after := testenv.Filenode(t, e.Conn, p); after != before[p] {
 			t.Errorf("partition %s was rewritten", p)
 		}
 	}
 	var invalid []string
-	rows, err := e.conn.Query(ctx, `SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+	rows, err := e.Conn.Query(ctx, `SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE c.relname LIKE 'outbox%unpublished' AND NOT i.indisvalid`)
 	if err != nil {
 		t.Fatal(err)
@@ -134,76 +69,76 @@ WHERE c.relname LIKE 'outbox%unpublished' AND NOT i.indisvalid`)
 		invalid = append(invalid, n)
 	}
 	var indexes int
-	e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox_unpublished'::regclass`).Scan(&indexes)
+	e.Conn.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox_unpublished'::regclass`).Scan(&indexes)
 	if len(invalid) > 0 || indexes != len(parts) {
 		t.Errorf("index over unpublished rows: %d partitions' attached, invalid %v", indexes, invalid)
 	}
 
-	wal := e.runProcess(t, "--mode", "wal", "--slot", "pw", "--publication", "pw", "--topic", "wal.{aggregatetype}")
-	poll := e.runProcess(t, "--mode", "poll", "--slot", "pp", "--topic", "poll.{aggregatetype}", "--poll-interval", "50ms")
-	eventually(t, 30*time.Second, "both relays started", func() bool {
-		return strings.Contains(wal.out.String(), `"msg":"streaming"`) && strings.Contains(poll.out.String(), `"msg":"polling"`)
+	wal := e.Run(t, "--mode", "wal", "--slot", "pw", "--publication", "pw", "--topic", "wal.{aggregatetype}")
+	poll := e.Run(t, "--mode", "poll", "--slot", "pp", "--topic", "poll.{aggregatetype}", "--poll-interval", "50ms")
+	testenv.Eventually(t, 30*time.Second, "both relays started", func() bool {
+		return strings.Contains(wal.Out.String(), `"msg":"streaming"`) && strings.Contains(poll.Out.String(), `"msg":"polling"`)
 	})
 	var ids []string
-	ids = append(ids, e.insertInto(t, "outbox", "order", thisMonth, 30)...)
-	ids = append(ids, e.insertInto(t, "outbox", "order", farFuture, 10)...)
-	ids = append(ids, e.insertInto(t, "outbox", "order", lastMonth, 10)...)
-	ids = append(ids, e.insertInto(t, "outbox_this_month", "order", thisMonth, 5)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 30)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.FarFuture, 10)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.LastMonth, 10)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox_this_month", "order", testenv.ThisMonth, 5)...)
 	// Partitions added while the relays run: nothing to do for them.
-	e.exec(`DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
+	e.Exec(`DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
   EXECUTE format('CREATE TABLE outbox_next_month PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', m + interval '1 month', m + interval '2 months');
   EXECUTE format('CREATE TABLE outbox_attached (LIKE outbox INCLUDING DEFAULTS)');
   EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_attached FOR VALUES FROM (%L) TO (%L)', m + interval '2 months', m + interval '3 months');
 END $$`)
-	ids = append(ids, e.insertInto(t, "outbox", "order", nextMonth, 10)...)
-	ids = append(ids, e.insertInto(t, "outbox", "order", inTwoMonth, 10)...)
-	ids = append(ids, e.insertInto(t, "outbox_attached", "order", inTwoMonth, 5)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.NextMonth, 10)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.InTwoMonths, 10)...)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox_attached", "order", testenv.InTwoMonths, 5)...)
 	for _, topic := range []string{"wal.order", "poll.order"} {
-		awaitIDs(t, e.brokers, topic, ids, 30*time.Second)
+		testenv.AwaitIDs(t, e.Brokers, topic, ids, 30*time.Second)
 	}
-	eventually(t, 15*time.Second, "polling marked every row it published", func() bool {
+	testenv.Eventually(t, 15*time.Second, "polling marked every row it published", func() bool {
 		var left int
-		e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
+		e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
 		return left == 0
 	})
 	// Last month's partition goes: its rows were history or published.
-	e.exec("DROP TABLE outbox_last_month")
-	more := e.insertInto(t, "outbox", "order", thisMonth, 5)
+	e.Exec("DROP TABLE outbox_last_month")
+	more := testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 5)
 	for _, topic := range []string{"wal.order", "poll.order"} {
-		awaitIDs(t, e.brokers, topic, more, 30*time.Second)
-		if n := len(drain(t, e.brokers, topic, 0)); n != len(ids)+len(more) {
+		testenv.AwaitIDs(t, e.Brokers, topic, more, 30*time.Second)
+		if n := len(testenv.Drain(t, e.Brokers, topic, 0)); n != len(ids)+len(more) {
 			t.Errorf("%d records in %s, want the %d written since migrate: none of the history", n, topic, len(ids)+len(more))
 		}
 	}
 	// The deleted-row check has seen the drop and runs on.
 	time.Sleep(time.Second)
 	for _, pipeline := range []string{"pw", "pp"} {
-		st, ok := e.status(t, "--slot", pipeline)
+		st, ok := e.Status(t, "--slot", pipeline)
 		if !ok || st.LostDeleted != nil {
 			t.Errorf("status of %s: ok %t, lost %+v, problems %q", pipeline, ok, st.LostDeleted, st.Problems)
 		}
 	}
 	var viaRoot bool
-	if err := e.conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pw'").Scan(&viaRoot); err != nil || !viaRoot {
+	if err := e.Conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pw'").Scan(&viaRoot); err != nil || !viaRoot {
 		t.Errorf("the publication pgoutbox created publishes through the partition root: %t (err %v)", viaRoot, err)
 	}
 	// Polling cannot see rows deleted, or dropped with their partition,
 	// before it read them; it says so, across partitions.
-	e.insertThenDelete(10, "order")
-	e.flushStats()
-	if n := e.lostNow(t, 10, "--slot", "pp"); n != 10 {
+	testenv.InsertThenDelete(e, 10, "order")
+	testenv.FlushStats(e)
+	if n := testenv.LostNow(t, e, 10, "--slot", "pp"); n != 10 {
 		t.Errorf("10 rows deleted from a partition before a poll: status reports %d rows lost", n)
 	}
 	// The transaction waits between its INSERT and its DROP, so that polls
 	// read the positions its rows drew while it runs.
-	e.execAll("BEGIN", "INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) SELECT 'order', 'o', 'Placed', '{}', "+nextMonth+" FROM generate_series(1, 10)")
+	execAll(e, "BEGIN", "INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) SELECT 'order', 'o', 'Placed', '{}', "+testenv.NextMonth+" FROM generate_series(1, 10)")
 	time.Sleep(300 * time.Millisecond)
-	e.execAll("DROP TABLE outbox_next_month", "COMMIT")
-	if n := e.lostNow(t, 20, "--slot", "pp"); n != 20 {
+	execAll(e, "DROP TABLE outbox_next_month", "COMMIT")
+	if n := testenv.LostNow(t, e, 20, "--slot", "pp"); n != 20 {
 		t.Errorf("and 10 rows dropped with their partition before a poll: status reports %d rows lost in all, want 20", n)
 	}
-	for _, p := range []*proc{wal, poll} {
-		if err := p.signal(t, syscall.SIGTERM); err != nil {
+	for _, p := range []*testenv.Proc{wal, poll} {
+		if err := p.Signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("pgoutbox run: %v", err)
 		}
 	}
@@ -223,69 +158,69 @@ END $$`)
 // before are not (they were never outbox rows), and the publication is put
 // right again within seconds.
 func TestPartitionedOutboxPublication(t *testing.T) {
-	e := partitionedOutbox(t, 0)
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox"); err != nil {
+	e := testenv.PartitionedOutbox(t, 0)
+	if out, err := testenv.Migrate(t, e, "public.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	// Made by hand, as for a subscriber, publishing every action.
-	e.exec("CREATE PUBLICATION pgoutbox FOR TABLE outbox")
+	e.Exec("CREATE PUBLICATION pgoutbox FOR TABLE outbox")
 	wantFix := "ALTER PUBLICATION pgoutbox SET (publish_via_partition_root = true);"
-	out, err := e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second)
+	out, err := exited(t, e.Run(t, "--mode", "wal"), 30*time.Second)
 	if err == nil || !strings.Contains(out, wantFix) || strings.Contains(out, "ADD TABLE") {
 		t.Errorf("--mode wal with a publication that does not publish through the root: exit %v, want the fix %q and no ADD TABLE:\n%s", err, wantFix, out)
 	}
-	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox_this_month")
-	out, err = e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second)
+	execAll(e, "DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox_this_month")
+	out, err = exited(t, e.Run(t, "--mode", "wal"), 30*time.Second)
 	if err == nil || !strings.Contains(out, "publishes some partitions of public.outbox") || !strings.Contains(out, `ALTER PUBLICATION pgoutbox ADD TABLE "public"."outbox";`) {
 		t.Errorf("--mode wal with a publication of one partition: exit %v (%d bytes):\n%s", err, len(out), out)
 	}
-	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox")
-	auto := e.runProcess(t, "--mode", "auto", "--poll-interval", "50ms")
-	polled := e.insertInto(t, "outbox", "polled", thisMonth, 10)
-	awaitIDs(t, e.brokers, "outbox.event.polled", polled, 30*time.Second)
-	if err := auto.signal(t, syscall.SIGTERM); err != nil {
+	execAll(e, "DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox")
+	auto := e.Run(t, "--mode", "auto", "--poll-interval", "50ms")
+	polled := testenv.InsertInto(t, e, "outbox", "polled", testenv.ThisMonth, 10)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.polled", polled, 30*time.Second)
+	if err := auto.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("pgoutbox run --mode auto: %v", err)
 	}
-	if log := auto.out.String(); !strings.Contains(log, `"msg":"switching to polling"`) || !strings.Contains(log, "publish_via_partition_root") || strings.Contains(log, "ADD TABLE") {
+	if log := auto.Out.String(); !strings.Contains(log, `"msg":"switching to polling"`) || !strings.Contains(log, "publish_via_partition_root") || strings.Contains(log, "ADD TABLE") {
 		t.Errorf("auto mode does not say what is wrong with the publication:\n%s", log)
 	}
 
 	// As an earlier pgoutbox made it, with a slot that holds rows written
 	// before the fix.
-	e.execAll("DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox WITH (publish = 'insert')",
+	execAll(e, "DROP PUBLICATION pgoutbox", "CREATE PUBLICATION pgoutbox FOR TABLE outbox WITH (publish = 'insert')",
 		"SELECT pg_create_logical_replication_slot('pgoutbox', 'pgoutput')")
-	ids := e.insertInto(t, "outbox", "order", thisMonth, 10)
-	ids = append(ids, e.insertInto(t, "outbox", "order", farFuture, 5)...)
-	wal := e.runProcess(t, "--mode", "wal")
-	eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(wal.out.String(), `"msg":"streaming"`) })
-	if log := wal.out.String(); !strings.Contains(log, "publication fixed") || !strings.Contains(log, wantFix) {
+	ids := testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 10)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.FarFuture, 5)...)
+	wal := e.Run(t, "--mode", "wal")
+	testenv.Eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(wal.Out.String(), `"msg":"streaming"`) })
+	if log := wal.Out.String(); !strings.Contains(log, "publication fixed") || !strings.Contains(log, wantFix) {
 		t.Errorf("the publication was not fixed, or not said so:\n%s", log)
 	}
-	ids = append(ids, e.insertInto(t, "outbox", "order", thisMonth, 10)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
+	ids = append(ids, testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 10)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 30*time.Second)
 
 	// Turned off by hand; a table with rows attached.
-	e.execAll("ALTER PUBLICATION pgoutbox SET (publish_via_partition_root = false)",
+	execAll(e, "ALTER PUBLICATION pgoutbox SET (publish_via_partition_root = false)",
 		`CREATE TABLE outbox_next_month (LIKE outbox INCLUDING DEFAULTS)`,
 		`INSERT INTO outbox_next_month (aggregatetype, aggregateid, type, payload, created_at)
-SELECT 'order', 'before', 'Happened', '{}', `+nextMonth+` FROM generate_series(1, 3)`,
+SELECT 'order', 'before', 'Happened', '{}', `+testenv.NextMonth+` FROM generate_series(1, 3)`,
 		`DO $$ DECLARE m timestamptz := date_trunc('month', now()); BEGIN
   EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_next_month FOR VALUES FROM (%L) TO (%L)', m + interval '1 month', m + interval '2 months');
 END $$`)
-	late := e.insertInto(t, "outbox", "order", nextMonth, 5)
-	late = append(late, e.insertInto(t, "outbox", "order", thisMonth, 5)...)
-	awaitIDs(t, e.brokers, "outbox.event.order", late, 30*time.Second)
-	eventually(t, 15*time.Second, "the publication put right", func() bool {
+	late := testenv.InsertInto(t, e, "outbox", "order", testenv.NextMonth, 5)
+	late = append(late, testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 5)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", late, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the publication put right", func() bool {
 		var viaRoot bool
-		e.conn.QueryRow(context.Background(), "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pgoutbox'").Scan(&viaRoot)
+		e.Conn.QueryRow(context.Background(), "SELECT pubviaroot FROM pg_publication WHERE pubname = 'pgoutbox'").Scan(&viaRoot)
 		return viaRoot
 	})
-	last := e.insertInto(t, "outbox", "order", nextMonth, 5)
-	awaitIDs(t, e.brokers, "outbox.event.order", last, 30*time.Second)
-	if err := wal.signal(t, syscall.SIGTERM); err != nil {
+	last := testenv.InsertInto(t, e, "outbox", "order", testenv.NextMonth, 5)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", last, 30*time.Second)
+	if err := wal.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("pgoutbox run: %v", err)
 	}
-	if n, want := len(drain(t, e.brokers, "outbox.event.order", 0)), len(ids)+len(late)+len(last); n != want {
+	if n, want := len(testenv.Drain(t, e.Brokers, "outbox.event.order", 0)), len(ids)+len(late)+len(last); n != want {
 		t.Errorf("%d records, want %d: the rows of the attached table from before are not events", n, want)
 	}
 }
@@ -304,17 +239,17 @@ END $$`)
 // then the relay stops, as the table it is configured for is gone; renamed
 // back, it goes on without losing a row.
 func TestUnrecognisedRelations(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
 	topic := "outbox.event.order"
-	p := e.runProcess(t, "--mode", "wal")
-	eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
-	before := e.insert(row{"order", "o-1", "Placed", `{}`})
-	awaitIDs(t, e.brokers, topic, before, 30*time.Second)
+	p := e.Run(t, "--mode", "wal")
+	testenv.Eventually(t, 30*time.Second, "streaming", func() bool { return strings.Contains(p.Out.String(), `"msg":"streaming"`) })
+	before := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, topic, before, 30*time.Second)
 
-	e.execAll("CREATE TABLE notes (id int, body text)", "ALTER PUBLICATION pgoutbox ADD TABLE notes")
-	probe := e.commitProbe()
-	tx, err := e.conn.Begin(ctx)
+	execAll(e, "CREATE TABLE notes (id int, body text)", "ALTER PUBLICATION pgoutbox ADD TABLE notes")
+	probe := testenv.NewCommitProbe(e)
+	tx, err := e.Conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,36 +263,36 @@ func TestUnrecognisedRelations(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after := append([]string{held}, e.insert(row{"order", "o-1", "Delivered", `{}`})...)
+	after := append([]string{held}, e.Insert(testenv.NewRow("order", "o-1", "Delivered", `{}`))...)
 	fix := "ALTER PUBLICATION pgoutbox DROP TABLE \"public\".\"notes\";"
-	out, err := p.exited(t, 30*time.Second)
+	out, err := exited(t, p, 30*time.Second)
 	if err == nil || !strings.Contains(out, "public.notes") || !strings.Contains(out, fix) || !strings.Contains(out, "give each pipeline a publication of its own (--publication)") {
 		t.Fatalf("the relay did not stop at a row of a table it does not relay, naming it and the fix %q: exit %v", fix, err)
 	}
-	if commits := probe.commits(); len(commits) == 0 || e.slot("pgoutbox").ConfirmedLSN >= commits[0] {
-		t.Fatalf("the slot was confirmed past the transaction with the row of public.notes (commits %v, confirmed %s)", commits, e.slot("pgoutbox").ConfirmedLSN)
+	if commits := probe.Commits(); len(commits) == 0 || e.Slot("pgoutbox").ConfirmedLSN >= commits[0] {
+		t.Fatalf("the slot was confirmed past the transaction with the row of public.notes (commits %v, confirmed %s)", commits, e.Slot("pgoutbox").ConfirmedLSN)
 	}
-	st, ok := e.status(t)
+	st, ok := e.Status(t)
 	if ok || !strings.Contains(strings.Join(st.Problems, "\n"), "the relay stopped") {
 		t.Errorf("status while the relay is stopped: ok %t, problems %q", ok, st.Problems)
 	}
-	if out, err := e.runProcess(t, "--mode", "wal").exited(t, 30*time.Second); err == nil || !strings.Contains(out, fix) {
+	if out, err := exited(t, e.Run(t, "--mode", "wal"), 30*time.Second); err == nil || !strings.Contains(out, fix) {
 		t.Errorf("a restart did not refuse the publication: exit %v:\n%s", err, out)
 	}
-	e.exec("ALTER PUBLICATION pgoutbox DROP TABLE notes")
-	p = e.runProcess(t, "--mode", "wal")
-	awaitIDs(t, e.brokers, topic, after, 30*time.Second)
-	if !strings.Contains(p.out.String(), "skipping the rows of a table") {
-		t.Errorf("the rows of public.notes were skipped without a word:\n%s", p.out.String())
+	e.Exec("ALTER PUBLICATION pgoutbox DROP TABLE notes")
+	p = e.Run(t, "--mode", "wal")
+	testenv.AwaitIDs(t, e.Brokers, topic, after, 30*time.Second)
+	if !strings.Contains(p.Out.String(), "skipping the rows of a table") {
+		t.Errorf("the rows of public.notes were skipped without a word:\n%s", p.Out.String())
 	}
-	if st, ok := e.status(t); !ok {
+	if st, ok := e.Status(t); !ok {
 		t.Errorf("status once the relay streams again: %q", st.Problems)
 	}
 
 	// A cleanup job's TRUNCATE: the rows inserted before it in the
 	// stream, in its own transaction too, are published; it is logged.
-	truncated := e.insertInto(t, "outbox", "order", thisMonth, 3)
-	tx, err = e.conn.Begin(ctx)
+	truncated := testenv.InsertInto(t, e, "outbox", "order", testenv.ThisMonth, 3)
+	tx, err = e.Conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,33 +309,33 @@ func TestUnrecognisedRelations(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	awaitIDs(t, e.brokers, topic, truncated, 30*time.Second)
-	eventually(t, 15*time.Second, "the truncate logged", func() bool { return strings.Contains(p.out.String(), "the outbox table was truncated") })
+	testenv.AwaitIDs(t, e.Brokers, topic, truncated, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the truncate logged", func() bool { return strings.Contains(p.Out.String(), "the outbox table was truncated") })
 
 	// A table that inherits from the outbox.
 	// (An identity is not inherited, its NOT NULL is.)
-	e.execAll("CREATE TABLE outbox_archive () INHERITS (outbox)",
+	execAll(e, "CREATE TABLE outbox_archive () INHERITS (outbox)",
 		`DO $$ BEGIN EXECUTE format('ALTER TABLE outbox_archive ALTER COLUMN seq SET DEFAULT nextval(%L)', pg_get_serial_sequence('outbox', 'seq')); END $$`)
-	eventually(t, 15*time.Second, "the publication fixed", func() bool { return strings.Contains(p.out.String(), "outbox_archive") })
-	child := e.insertInto(t, "outbox_archive", "order", thisMonth, 3)
-	awaitIDs(t, e.brokers, topic, child, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "the publication fixed", func() bool { return strings.Contains(p.Out.String(), "outbox_archive") })
+	child := testenv.InsertInto(t, e, "outbox_archive", "order", testenv.ThisMonth, 3)
+	testenv.AwaitIDs(t, e.Brokers, topic, child, 30*time.Second)
 
 	// Renamed while streaming, and back.
-	e.exec("ALTER TABLE outbox RENAME TO outbox_renamed")
-	renamed := e.insertInto(t, "outbox_renamed", "order", thisMonth, 3)
-	awaitIDs(t, e.brokers, topic, renamed, 30*time.Second)
-	if out, err := p.exited(t, 30*time.Second); err == nil || !strings.Contains(out, "outbox table does not exist: public.outbox") {
+	e.Exec("ALTER TABLE outbox RENAME TO outbox_renamed")
+	renamed := testenv.InsertInto(t, e, "outbox_renamed", "order", testenv.ThisMonth, 3)
+	testenv.AwaitIDs(t, e.Brokers, topic, renamed, 30*time.Second)
+	if out, err := exited(t, p, 30*time.Second); err == nil || !strings.Contains(out, "outbox table does not exist: public.outbox") {
 		t.Errorf("the relay went on without the table it is configured for: exit %v\n%s", err, out)
 	}
-	e.exec("ALTER TABLE outbox_renamed RENAME TO outbox")
-	p = e.runProcess(t, "--mode", "wal")
-	last := e.insert(row{"order", "o-1", "Returned", `{}`})
-	awaitIDs(t, e.brokers, topic, last, 30*time.Second)
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	e.Exec("ALTER TABLE outbox_renamed RENAME TO outbox")
+	p = e.Run(t, "--mode", "wal")
+	last := e.Insert(testenv.NewRow("order", "o-1", "Returned", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, topic, last, 30*time.Second)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("pgoutbox run: %v", err)
 	}
 	want := len(before) + len(after) + len(truncated) + len(child) + len(renamed) + len(last)
-	if n := len(drain(t, e.brokers, topic, 0)); n < want {
+	if n := len(testenv.Drain(t, e.Brokers, topic, 0)); n < want {
 		t.Errorf("%d records, want at least %d", n, want)
 	}
 }

@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/sink"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A row that cannot become a Kafka record stops the relay with an error
@@ -37,26 +37,26 @@ func TestPoisonRowHalts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newKafkaEnv(t)
-			cfg := e.config()
+			e := testenv.NewKafka(t)
+			cfg := e.Config()
 			cfg.OnPoison = relay.PoisonHalt
 			kc := &cfg.Sink.(*broker.Kafka).Config
 			kc.MaxMessageBytes, kc.MaxBufferedBytes = 2048, 1<<20
-			e.setup(cfg)
-			good := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-			before := e.currentLSN()
-			e.insert(row{"order", tt.aggID, "Placed", tt.payload})
-			e.insert(row{"order", "o-1", "Placed", `{"n":3}`})
-			r := e.start(cfg)
+			e.Setup(cfg)
+			good := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+			before := e.CurrentLSN()
+			e.Insert(testenv.NewRow("order", tt.aggID, "Placed", tt.payload))
+			e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":3}`))
+			r := e.Start(cfg)
 
-			recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, 1, 15*time.Second)
-			if id := decodeEvent(t, recs[0]).ID; id != good[0] {
+			recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 1, 15*time.Second)
+			if id := testenv.DecodeEvent(t, recs[0]).ID; id != good[0] {
 				t.Fatalf("first event %s, want %s", id, good[0])
 			}
 			var err error
 			select {
-			case err = <-r.done:
-				r.done <- err
+			case <-r.Done():
+				err = r.Err()
 			case <-time.After(20 * time.Second):
 				t.Fatal("the relay did not stop at the poison row")
 			}
@@ -64,14 +64,14 @@ func TestPoisonRowHalts(t *testing.T) {
 				t.Fatalf("relay stopped with %v", err)
 			}
 			t.Logf("relay stopped with: %v", err)
-			if got := e.slot("pgoutbox").ConfirmedLSN; got > before {
+			if got := e.Slot("pgoutbox").ConfirmedLSN; got > before {
 				t.Fatalf("confirmed %s past the poison row's transaction (which starts after %s)", got, before)
 			}
-			if n := drain(t, e.brokers, "outbox.event.order", 0); len(n) != 1 {
+			if n := testenv.Drain(t, e.Brokers, "outbox.event.order", 0); len(n) != 1 {
 				t.Fatalf("%d records published; the events after the poison row must wait", len(n))
 			}
 			var pending int
-			e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&pending)
+			e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox").Scan(&pending)
 			if pending != 3 {
 				t.Fatalf("outbox has %d rows", pending)
 			}
@@ -88,30 +88,30 @@ func TestPoisonRowHalts(t *testing.T) {
 func TestPoisonRowsDeadLettered(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newKafkaEnv(t)
+			e := testenv.NewKafka(t)
 			ctx := context.Background()
-			if _, err := e.conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
+			if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox ALTER COLUMN payload TYPE text"); err != nil {
 				t.Fatal(err)
 			}
-			cfg := e.config()
+			cfg := e.Config()
 			cfg.Mode = mode
 			cfg.PollInterval = 50 * time.Millisecond
 			kc := &cfg.Sink.(*broker.Kafka).Config
 			kc.MaxMessageBytes, kc.MaxBufferedBytes = 2048, 1<<20
 			if mode == relay.ModeWAL {
-				e.setup(cfg)
+				e.Setup(cfg)
 			}
-			e.start(cfg)
+			e.Start(cfg)
 			big := `{"blob":"` + strings.Repeat("x", 4000) + `"}`
-			n1 := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})[0]
-			tooLarge := e.insert(row{"order", "o-1", "Placed", big})[0]
-			n3 := e.insert(row{"order", "o-1", "Placed", `{"n":3}`})[0]
-			other := e.insert(row{"order", "o-2", "Placed", `{"other":true}`})[0]
-			notJSON := e.insert(row{"order", "o-4", "Placed", `{not json`})[0]
-			noKey := e.insert(row{"order", "", "Placed", `{"n":5}`})[0]
+			n1 := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))[0]
+			tooLarge := e.Insert(testenv.NewRow("order", "o-1", "Placed", big))[0]
+			n3 := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":3}`))[0]
+			other := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"other":true}`))[0]
+			notJSON := e.Insert(testenv.NewRow("order", "o-4", "Placed", `{not json`))[0]
+			noKey := e.Insert(testenv.NewRow("order", "", "Placed", `{"n":5}`))[0]
 
-			awaitIDs(t, e.brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
-			dlq := awaitIDsRaw(t, e.brokers, "pgoutbox.dlq", 4, 15*time.Second)
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{n1, other}, 15*time.Second)
+			dlq := testenv.AwaitDeadLetters(t, e.Brokers, "pgoutbox.dlq", 4, 15*time.Second)
 			got := map[string]string{}
 			for _, d := range dlq {
 				got[d.EventID] = d.Reason
@@ -122,28 +122,28 @@ func TestPoisonRowsDeadLettered(t *testing.T) {
 				}
 			}
 			time.Sleep(500 * time.Millisecond)
-			for _, rec := range drain(t, e.brokers, "outbox.event.order", 0) {
-				if id := decodeEvent(t, rec).ID; id == n3 {
+			for _, rec := range testenv.Drain(t, e.Brokers, "outbox.event.order", 0) {
+				if id := testenv.DecodeEvent(t, rec).ID; id == n3 {
 					t.Fatal("an event overtook the dead-lettered event of its aggregate")
 				}
 			}
 
 			// Fix the rows and replay.
-			if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1;`, tooLarge); err != nil {
+			if _, err := e.Conn.Exec(ctx, `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1;`, tooLarge); err != nil {
 				t.Fatal(err)
 			}
-			e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, notJSON)
-			e.conn.Exec(ctx, `UPDATE outbox SET aggregateid = 'o-5' WHERE id = $1`, noKey)
-			published, err := relay.Replay(ctx, cfg, testLogger(t))
+			e.Conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, notJSON)
+			e.Conn.Exec(ctx, `UPDATE outbox SET aggregateid = 'o-5' WHERE id = $1`, noKey)
+			published, err := relay.Replay(ctx, cfg, testenv.Logger(t))
 			if err != nil || published != 4 {
 				t.Fatalf("replay published %d: %v", published, err)
 			}
-			n4 := e.insert(row{"order", "o-1", "Placed", `{"n":4}`})[0]
-			awaitIDs(t, e.brokers, "outbox.event.order", []string{tooLarge, n3, notJSON, noKey, n4}, 15*time.Second)
+			n4 := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":4}`))[0]
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", []string{tooLarge, n3, notJSON, noKey, n4}, 15*time.Second)
 			var order []string
-			for _, rec := range drain(t, e.brokers, "outbox.event.order", 0) {
+			for _, rec := range testenv.Drain(t, e.Brokers, "outbox.event.order", 0) {
 				if string(rec.Key) == "o-1" {
-					order = append(order, decodeEvent(t, rec).ID)
+					order = append(order, testenv.DecodeEvent(t, rec).ID)
 				}
 			}
 			want := []string{n1, tooLarge, n3, n4}
@@ -151,29 +151,10 @@ func TestPoisonRowsDeadLettered(t *testing.T) {
 				t.Fatalf("aggregate o-1 arrived as %v, want %v", order, want)
 			}
 			var open int
-			e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
+			e.Conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_dead_letter WHERE replayed_at IS NULL").Scan(&open)
 			if open != 0 {
 				t.Fatalf("%d dead letters still open", open)
 			}
 		})
 	}
-}
-
-type dlqEntry struct {
-	EventID string `json:"event_id"`
-	Reason  string `json:"reason"`
-}
-
-// awaitIDsRaw reads n dead letters from the dead-letter topic.
-func awaitIDsRaw(t *testing.T, brokers []string, topic string, n int, timeout time.Duration) []dlqEntry {
-	t.Helper()
-	var out []dlqEntry
-	for _, rec := range kafkatest.Consume(t, brokers, []string{topic}, n, timeout) {
-		var d dlqEntry
-		if err := json.Unmarshal(rec.Value, &d); err != nil {
-			t.Fatalf("dead letter is not JSON: %s", rec.Value)
-		}
-		out = append(out, d)
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/test/faultproxy"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A polled batch whose produce request is on its way when the broker goes
@@ -22,35 +23,35 @@ import (
 // without a duplicate; and a stop during the wait ends within
 // ShutdownTimeout, leaving the unacked row unpublished for the next start.
 func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	proxy, ln, err := faultproxy.Listener()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	e.kafka = kafkatest.InProcess(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
-	e.brokers = e.kafka.Brokers
+	e.Kafka = kafkatest.InProcess(t, kfake.NumBrokers(1), kfake.ListenFn(func(string, string) (net.Listener, error) { return ln, nil }))
+	e.Brokers = e.Kafka.Brokers
 
-	cfg := pollConfig(e)
+	cfg := testenv.PollConfig(e)
 	cfg.Retention = 24 * time.Hour
 	cfg.RetentionInterval = 100 * time.Millisecond
 	cfg.ShutdownTimeout = time.Second
-	r := e.start(cfg)
+	r := e.Start(cfg)
 
-	published := insertEach(e, 3, "a-")
-	awaitIDs(t, e.brokers, "outbox.event.order", published, 15*time.Second)
-	eventually(t, 10*time.Second, "rows marked published", func() bool { return len(e.unpublished(published...)) == 0 })
+	published := testenv.InsertEach(e, 3, "a-")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", published, 15*time.Second)
+	testenv.Eventually(t, 10*time.Second, "rows marked published", func() bool { return len(testenv.Unpublished(e, published...)) == 0 })
 	sessions := r.Stats.Sessions.Load()
 
 	// The request carrying these rows reaches the link and goes no further.
 	proxy.Blackhole()
-	waiting := insertEach(e, 3, "b-")
+	waiting := testenv.InsertEach(e, 3, "b-")
 	time.Sleep(500 * time.Millisecond) // polled and produced
-	aliveBefore := e.aliveAt()
-	e.backdate(published...)
-	eventually(t, 8*time.Second, "retention to run while the batch waits", func() bool { return len(e.present(published...)) == 0 })
-	eventually(t, 8*time.Second, "alive_at to advance while the batch waits", func() bool { return e.aliveAt().After(aliveBefore) })
-	if got := e.unpublished(waiting...); len(got) != len(waiting) {
+	aliveBefore := aliveAt(e)
+	testenv.Backdate(e, published...)
+	testenv.Eventually(t, 8*time.Second, "retention to run while the batch waits", func() bool { return len(testenv.Present(e, published...)) == 0 })
+	testenv.Eventually(t, 8*time.Second, "alive_at to advance while the batch waits", func() bool { return aliveAt(e).After(aliveBefore) })
+	if got := testenv.Unpublished(e, waiting...); len(got) != len(waiting) {
 		t.Fatalf("%d rows marked published before Kafka answered", len(waiting)-len(got))
 	}
 	if n := r.Stats.Sessions.Load(); n != sessions {
@@ -58,8 +59,8 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 	}
 
 	proxy.Heal()
-	eventually(t, 30*time.Second, "the waiting rows marked published", func() bool { return len(e.unpublished(waiting...)) == 0 })
-	counts := countIDs(t, e.brokers, "outbox.event.order")
+	testenv.Eventually(t, 30*time.Second, "the waiting rows marked published", func() bool { return len(testenv.Unpublished(e, waiting...)) == 0 })
+	counts := testenv.CountIDs(t, e.Brokers, "outbox.event.order")
 	for _, id := range waiting {
 		if counts[id] != 1 {
 			t.Fatalf("event %s arrived %d times, want once", id, counts[id])
@@ -69,34 +70,29 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 	// A stop while a batch waits: abandoned after ShutdownTimeout, its row
 	// kept for the next start.
 	proxy.Blackhole()
-	last := insertEach(e, 1, "c-")
+	last := testenv.InsertEach(e, 1, "c-")
 	time.Sleep(500 * time.Millisecond)
 	stopAt := time.Now()
-	r.stop()
+	r.Stop()
 	took := time.Since(stopAt)
 	t.Logf("stopped %s after the signal with a batch waiting", took.Round(time.Millisecond))
 	if took > 10*time.Second {
 		t.Fatalf("stopping took %s with a batch waiting, ShutdownTimeout is %s", took.Round(time.Millisecond), cfg.ShutdownTimeout)
 	}
-	if got := e.unpublished(last...); len(got) != 1 {
+	if got := testenv.Unpublished(e, last...); len(got) != 1 {
 		t.Fatal("the abandoned row was marked published")
 	}
 	proxy.Heal()
-	e.start(cfg)
-	awaitIDs(t, e.brokers, "outbox.event.order", last, 30*time.Second)
-}
-
-// unpublished returns which of ids have published_at unset.
-func (e *env) unpublished(ids ...string) map[string]bool {
-	return e.idsWhere("published_at IS NULL", ids...)
+	e.Start(cfg)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", last, 30*time.Second)
 }
 
 // aliveAt reads when the relay last recorded that it is alive.
-func (e *env) aliveAt() time.Time {
-	e.t.Helper()
+func aliveAt(e *testenv.Env) time.Time {
+	e.T.Helper()
 	var at *time.Time
-	if err := e.conn.QueryRow(context.Background(), "SELECT alive_at FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&at); err != nil {
-		e.t.Fatal(err)
+	if err := e.Conn.QueryRow(context.Background(), "SELECT alive_at FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&at); err != nil {
+		e.T.Fatal(err)
 	}
 	if at == nil {
 		return time.Time{}
@@ -111,17 +107,17 @@ func (e *env) aliveAt() time.Time {
 // the polling columns", reading the failed query's missing columns as the
 // table's shape.
 func TestPollConnectionLostMidPoll(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms")
-	first := e.insert(row{"order", "o-1", "Placed", `{"i":1}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", first, 15*time.Second)
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "50ms")
+	first := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"i":1}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", first, 15*time.Second)
 	// The row is marked after Kafka's ack, which a consumer can see
 	// first: locked before that, the table would hold the mark, not the
 	// next poll, and the poll this test ends would never come.
-	eventually(t, 10*time.Second, "the first row marked published", func() bool { return len(e.unpublished(first...)) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the first row marked published", func() bool { return len(testenv.Unpublished(e, first...)) == 0 })
 
-	lock, err := e.connect().Begin(ctx)
+	lock, err := e.Connect().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +132,8 @@ func TestPollConnectionLostMidPoll(t *testing.T) {
 	// relay may reach the locked table first with another one (a mark, the
 	// retention). The test goes on once one of them was a poll.
 	var ended []string
-	eventually(t, 20*time.Second, "a poll waiting for the lock, ended", func() bool {
-		rows, err := e.conn.Query(ctx, `WITH b AS MATERIALIZED (SELECT pid, query FROM pg_stat_activity
+	testenv.Eventually(t, 20*time.Second, "a poll waiting for the lock, ended", func() bool {
+		rows, err := e.Conn.Query(ctx, `WITH b AS MATERIALIZED (SELECT pid, query FROM pg_stat_activity
 WHERE $1 = ANY(pg_blocking_pids(pid))) SELECT query FROM b WHERE pg_terminate_backend(pid)`, holder)
 		if err != nil {
 			t.Fatal(err)
@@ -158,15 +154,14 @@ WHERE $1 = ANY(pg_blocking_pids(pid))) SELECT query FROM b WHERE pg_terminate_ba
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second := e.insert(row{"order", "o-1", "Placed", `{"i":2}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", second, 15*time.Second)
+	second := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"i":2}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", second, 15*time.Second)
 	select {
-	case err := <-p.waited:
-		p.waited <- err
-		t.Fatalf("the relay exited (%v) after its poll's connection was lost:\n%s", err, p.out)
+	case <-p.Done():
+		t.Fatalf("the relay exited (%v) after its poll's connection was lost:\n%s", p.Err(), p.Out)
 	default:
 	}
-	if !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
-		t.Errorf("no reconnect in the log:\n%s", p.out)
+	if !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
+		t.Errorf("no reconnect in the log:\n%s", p.Out)
 	}
 }

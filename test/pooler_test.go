@@ -18,7 +18,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/pgbouncer"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // Connection poolers: PgBouncer (Debian's 1.18) between the relays and
@@ -28,7 +28,7 @@ import (
 // whose outbox already holds rows: history (published before) and pending
 // (not yet published).
 type pooledEnv struct {
-	*env
+	*testenv.Env
 	bouncer *pgbouncer.Bouncer
 	// pooled is the database's URL through PgBouncer.
 	pooled  string
@@ -41,17 +41,17 @@ type pooledEnv struct {
 // would, and fills its outbox with 300 published and 40 pending rows.
 func newPooledEnv(t *testing.T, poolMode string) *pooledEnv {
 	t.Helper()
-	e := &env{t: t, url: pgcluster.NewDatabase(t)}
-	e.kafka = kafkatest.New(t)
-	e.brokers = e.kafka.Brokers
-	e.conn = e.connect()
-	p := &pooledEnv{env: e, bouncer: pgbouncer.Start(t, e.url, pgbouncer.Options{PoolMode: poolMode})}
+	e := &testenv.Env{T: t, URL: pgcluster.NewDatabase(t)}
+	e.Kafka = kafkatest.New(t)
+	e.Brokers = e.Kafka.Brokers
+	e.Conn = e.Connect()
+	p := &pooledEnv{Env: e, bouncer: pgbouncer.Start(t, e.URL, pgbouncer.Options{PoolMode: poolMode})}
 	p.pooled = p.bouncer.URL
 	if out, err := pgoutboxAt(t, 30*time.Second, "migrate", "--database-url", p.pooled); err != nil {
 		t.Fatalf("pgoutbox migrate through PgBouncer (%s pooling): %v\n%s", poolMode, err, out)
 	}
 	ctx := context.Background()
-	rows, err := e.conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, published_at)
+	rows, err := e.Conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, published_at)
 SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('old', g), now() - interval '1 day' FROM generate_series(1, 300) g
 RETURNING id::text`)
 	if err != nil {
@@ -68,14 +68,14 @@ RETURNING id::text`)
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	p.pending = p.insertN("order", 40)
+	p.pending = p.InsertN("order", 40)
 	return p
 }
 
 // pgoutboxAt runs the binary to completion, within timeout.
 func pgoutboxAt(t *testing.T, timeout time.Duration, args ...string) (string, error) {
 	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
@@ -85,30 +85,9 @@ func pgoutboxAt(t *testing.T, timeout time.Duration, args ...string) (string, er
 	return string(out), err
 }
 
-// logLine is one line of a relay's JSON log.
-type logLine struct {
-	Time time.Time `json:"time"`
-	Msg  string    `json:"msg"`
-	raw  string
-}
-
-// logged returns p's log lines whose message is msg.
-func (p *proc) logged(msg string) []logLine {
-	var out []logLine
-	for _, l := range p.out.lines(`"msg":"` + msg + `"`) {
-		var ll logLine
-		if json.Unmarshal([]byte(l), &ll) == nil && ll.Msg == msg {
-			ll.raw = l
-			out = append(out, ll)
-		}
-	}
-	return out
-}
-
-func (p *proc) running() bool {
+func running(p *testenv.Proc) bool {
 	select {
-	case err := <-p.waited:
-		p.waited <- err
+	case <-p.Done():
 		return false
 	default:
 		return true
@@ -119,12 +98,12 @@ const leaseTaken = "holding the pipeline's lease"
 
 // holderOf waits until one of the relays holds the pipeline's lease (its
 // n-th time) and returns it.
-func holderOf(t *testing.T, n int, relays ...*proc) *proc {
+func holderOf(t *testing.T, n int, relays ...*testenv.Proc) *testenv.Proc {
 	t.Helper()
-	var holder *proc
-	eventually(t, 30*time.Second, "a relay holding the pipeline's lease", func() bool {
+	var holder *testenv.Proc
+	testenv.Eventually(t, 30*time.Second, "a relay holding the pipeline's lease", func() bool {
 		for _, r := range relays {
-			if len(r.logged(leaseTaken)) >= n {
+			if len(r.Logged(leaseTaken)) >= n {
 				holder = r
 				return true
 			}
@@ -143,8 +122,8 @@ type delivery struct {
 func readDelivery(t *testing.T, brokers []string, topic string) delivery {
 	t.Helper()
 	d := delivery{records: map[string][]*kgo.Record{}}
-	for _, r := range drain(t, brokers, topic, 0) {
-		id := decodeEvent(t, r).ID
+	for _, r := range testenv.Drain(t, brokers, topic, 0) {
+		id := testenv.DecodeEvent(t, r).ID
 		d.records[id] = append(d.records[id], r)
 	}
 	return d
@@ -157,8 +136,8 @@ func awaitDelivery(t *testing.T, brokers []string, topic string, committed map[s
 	c := kafkatest.NewConsumer(t, brokers, topic)
 	seen := map[string]bool{}
 	for deadline := time.Now().Add(timeout); len(seen) < len(committed) && time.Now().Before(deadline); {
-		c.PollRecords(pollCtx(t, time.Second), 10000).EachRecord(func(r *kgo.Record) {
-			if id := decodeEvent(t, r).ID; committedHas(committed, id) {
+		c.PollRecords(testenv.TimeoutContext(t, time.Second), 10000).EachRecord(func(r *kgo.Record) {
+			if id := testenv.DecodeEvent(t, r).ID; committedHas(committed, id) {
 				seen[id] = true
 			}
 		})
@@ -195,22 +174,22 @@ func TestPoolerDefaultSettings(t *testing.T) {
 	for _, mode := range []string{pgbouncer.Transaction, pgbouncer.Session} {
 		t.Run(mode, func(t *testing.T) {
 			p := newPooledEnv(t, mode)
-			a := p.runProcessAt(t, p.pooled)
-			b := p.runProcessAt(t, p.pooled)
-			ids := append(slices.Clone(p.pending), p.insertN("order", 30)...)
-			awaitIDs(t, p.brokers, "outbox.event.order", ids, 30*time.Second)
-			if !a.running() || !b.running() {
-				t.Fatalf("a relay exited: running %v and %v", a.running(), b.running())
+			a := testenv.StartBinary(t, p.RunArgs(p.pooled)...)
+			b := testenv.StartBinary(t, p.RunArgs(p.pooled)...)
+			ids := append(slices.Clone(p.pending), p.InsertN("order", 30)...)
+			testenv.AwaitIDs(t, p.Brokers, "outbox.event.order", ids, 30*time.Second)
+			if !running(a) || !running(b) {
+				t.Fatalf("a relay exited: running %v and %v", running(a), running(b))
 			}
 			holder := holderOf(t, 1, a, b)
 			standby := a
 			if holder == a {
 				standby = b
 			}
-			if n := len(standby.logged(leaseTaken)); n != 0 {
+			if n := len(standby.Logged(leaseTaken)); n != 0 {
 				t.Fatalf("the standby took the lease %d times while the holder ran", n)
 			}
-			if len(standby.logged("another relay holds this pipeline; waiting to take over")) == 0 {
+			if len(standby.Logged("another relay holds this pipeline; waiting to take over")) == 0 {
 				t.Errorf("the standby does not say it waits")
 			}
 			// status, through the pooler too, names the holder.
@@ -221,32 +200,32 @@ func TestPoolerDefaultSettings(t *testing.T) {
 			var taken struct{ Holder string }
 			if err := json.NewDecoder(strings.NewReader(out)).Decode(&st); err != nil || st.Lease == nil {
 				t.Errorf("status shows no lease (%v):\n%s", err, out)
-			} else if json.Unmarshal([]byte(holder.logged(leaseTaken)[0].raw), &taken); st.Lease.Holder != taken.Holder {
+			} else if json.Unmarshal([]byte(holder.Logged(leaseTaken)[0].Raw), &taken); st.Lease.Holder != taken.Holder {
 				t.Errorf("status says %s holds the lease, the holder's log says %s", st.Lease.Holder, taken.Holder)
 			}
-			fallback := holder.logged("switching to polling")
-			if len(fallback) == 0 || !strings.Contains(fallback[0].raw, "connection pooler") ||
-				!strings.Contains(fallback[0].raw, "Point --database-url at the server itself") {
+			fallback := holder.Logged("switching to polling")
+			if len(fallback) == 0 || !strings.Contains(fallback[0].Raw, "connection pooler") ||
+				!strings.Contains(fallback[0].Raw, "Point --database-url at the server itself") {
 				t.Errorf("auto mode does not say the pooler is why it polls: %v", fallback)
 			}
 
 			stopped := time.Now()
-			if err := holder.signal(t, syscall.SIGTERM); err != nil {
+			if err := holder.Signal(t, syscall.SIGTERM); err != nil {
 				t.Fatalf("the holder's exit after SIGTERM: %v", err)
 			}
-			took := holderOf(t, 1, standby).logged(leaseTaken)[0].Time.Sub(stopped)
-			more := p.insertN("order", 20)
-			awaitIDs(t, p.brokers, "outbox.event.order", more, 30*time.Second)
-			again := p.runProcessAt(t, p.pooled)
-			eventually(t, 20*time.Second, "the restarted relay waiting", func() bool {
-				return len(again.logged("another relay holds this pipeline; waiting to take over")) > 0
+			took := holderOf(t, 1, standby).Logged(leaseTaken)[0].Time.Sub(stopped)
+			more := p.InsertN("order", 20)
+			testenv.AwaitIDs(t, p.Brokers, "outbox.event.order", more, 30*time.Second)
+			again := testenv.StartBinary(t, p.RunArgs(p.pooled)...)
+			testenv.Eventually(t, 20*time.Second, "the restarted relay waiting", func() bool {
+				return len(again.Logged("another relay holds this pipeline; waiting to take over")) > 0
 			})
 			time.Sleep(500 * time.Millisecond)
-			if !again.running() {
-				t.Fatalf("the relay started again on the pooler's connections exited:\n%s", again.out.String())
+			if !running(again) {
+				t.Fatalf("the relay started again on the pooler's connections exited:\n%s", again.Out.String())
 			}
 
-			d := readDelivery(t, p.brokers, "outbox.event.order")
+			d := readDelivery(t, p.Brokers, "outbox.event.order")
 			for _, id := range append(ids, more...) {
 				if len(d.records[id]) == 0 {
 					t.Errorf("event %s never arrived", id)
@@ -272,8 +251,8 @@ func TestPoolerDefaultSettings(t *testing.T) {
 // statement pooling, which refuses transactions.
 func TestPoolerRefusals(t *testing.T) {
 	p := newPooledEnv(t, pgbouncer.Transaction)
-	statement := pgbouncer.Start(t, p.url, pgbouncer.Options{PoolMode: pgbouncer.Statement})
-	run := []string{"run", "--kafka-brokers", strings.Join(p.brokers, ","), "--log-format", "json"}
+	statement := pgbouncer.Start(t, p.URL, pgbouncer.Options{PoolMode: pgbouncer.Statement})
+	run := []string{"run", "--kafka-brokers", strings.Join(p.Brokers, ","), "--log-format", "json"}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -314,41 +293,41 @@ func TestPoolerRefusals(t *testing.T) {
 // published twice).
 func TestPoolerSplitBrain(t *testing.T) {
 	p := newPooledEnv(t, pgbouncer.Transaction)
-	load := p.startLoad(t, 3)
-	a := p.runProcessAt(t, p.pooled, "--mode", "poll", "--poll-interval", "100ms")
-	b := p.runProcessAt(t, p.pooled, "--mode", "poll", "--poll-interval", "100ms")
+	load := p.StartLoad(t, 3)
+	a := testenv.StartBinary(t, p.RunArgs(p.pooled, "--mode", "poll", "--poll-interval", "100ms")...)
+	b := testenv.StartBinary(t, p.RunArgs(p.pooled, "--mode", "poll", "--poll-interval", "100ms")...)
 	first := holderOf(t, 1, a, b)
 	second := a
 	if first == a {
 		second = b
 	}
-	firstFrom := first.logged(leaseTaken)[0].Time
-	time.Sleep(chaos(2*time.Second, 20*time.Second)) // both run
+	firstFrom := first.Logged(leaseTaken)[0].Time
+	time.Sleep(testenv.Chaos(2*time.Second, 20*time.Second)) // both run
 
 	// The holder stalls past its lease.
-	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := first.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stalled := time.Now()
-	secondFrom := holderOf(t, 1, second).logged(leaseTaken)[0].Time
-	if err := first.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	secondFrom := holderOf(t, 1, second).Logged(leaseTaken)[0].Time
+	if err := first.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	eventually(t, 20*time.Second, "the stalled relay finding its lease taken over", func() bool {
-		return len(first.logged("another relay took over this pipeline; this one stopped publishing and waits"))+
-			len(first.logged("another relay holds this pipeline; waiting to take over")) > 0
+	testenv.Eventually(t, 20*time.Second, "the stalled relay finding its lease taken over", func() bool {
+		return len(first.Logged("another relay took over this pipeline; this one stopped publishing and waits"))+
+			len(first.Logged("another relay holds this pipeline; waiting to take over")) > 0
 	})
-	time.Sleep(chaos(time.Second, 10*time.Second)) // both run again
+	time.Sleep(testenv.Chaos(time.Second, 10*time.Second)) // both run again
 
 	// The new holder dies.
-	second.signal(t, syscall.SIGKILL)
+	second.Signal(t, syscall.SIGKILL)
 	killed := time.Now()
-	back := holderOf(t, 2, first).logged(leaseTaken)[1].Time
+	back := holderOf(t, 2, first).Logged(leaseTaken)[1].Time
 	took := back.Sub(killed)
-	time.Sleep(chaos(time.Second, 10*time.Second))
-	committed := load.finish()
-	d := awaitDelivery(t, p.brokers, "outbox.event.account", committed, 60*time.Second)
+	time.Sleep(testenv.Chaos(time.Second, 10*time.Second))
+	committed := load.Finish()
+	d := awaitDelivery(t, p.Brokers, "outbox.event.account", committed, 60*time.Second)
 	// Which producer is which relay: the one whose records mostly fall
 	// in the second relay's lease is the second's.
 	inSecond := map[int64]int{}
@@ -436,19 +415,19 @@ func TestPoolerLatency(t *testing.T) {
 	if out, err := pgoutboxAt(t, 30*time.Second, "migrate", "--database-url", p.pooled, "--table", "public.outbox_pooled"); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	if _, err := p.conn.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE published_at IS NULL"); err != nil {
+	if _, err := p.Conn.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE published_at IS NULL"); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--mode", "poll", "--poll-interval", "100ms"}
-	p.runProcessAt(t, p.url, append(common, "--slot", "direct", "--topic", "direct.{aggregatetype}")...)
-	p.runProcessAt(t, p.pooled, append(common, "--slot", "pooled", "--table", "public.outbox_pooled", "--topic", "pooled.{aggregatetype}")...)
+	testenv.StartBinary(t, p.RunArgs(p.URL, append(common, "--slot", "direct", "--topic", "direct.{aggregatetype}")...)...)
+	testenv.StartBinary(t, p.RunArgs(p.pooled, append(common, "--slot", "pooled", "--table", "public.outbox_pooled", "--topic", "pooled.{aggregatetype}")...)...)
 	time.Sleep(time.Second)
 
 	var mu sync.Mutex
 	arrived := map[string]time.Time{}
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	c := kafkatest.NewConsumer(t, p.brokers, "direct.lat", "pooled.lat")
+	c := kafkatest.NewConsumer(t, p.Brokers, "direct.lat", "pooled.lat")
 	go func() {
 		defer close(done)
 		for {
@@ -457,11 +436,11 @@ func TestPoolerLatency(t *testing.T) {
 				return
 			default:
 			}
-			fs := c.PollRecords(pollCtx(t, 200*time.Millisecond), 10000)
+			fs := c.PollRecords(testenv.TimeoutContext(t, 200*time.Millisecond), 10000)
 			now := time.Now()
 			mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
-				if id := r.Topic + "/" + decodeEvent(t, r).ID; arrived[id].IsZero() {
+				if id := r.Topic + "/" + testenv.DecodeEvent(t, r).ID; arrived[id].IsZero() {
 					arrived[id] = now
 				}
 			})
@@ -470,10 +449,10 @@ func TestPoolerLatency(t *testing.T) {
 	}()
 	committed := map[string]time.Time{}
 	var pairs [][2]string
-	end := time.Now().Add(chaos(6*time.Second, 30*time.Second))
+	end := time.Now().Add(testenv.Chaos(6*time.Second, 30*time.Second))
 	for i := 0; time.Now().Before(end); i++ {
 		var direct, pooled string
-		tx, err := p.conn.Begin(ctx)
+		tx, err := p.Conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,7 +470,7 @@ func TestPoolerLatency(t *testing.T) {
 		pairs = append(pairs, [2]string{"direct.lat/" + direct, "pooled.lat/" + pooled})
 		time.Sleep(20 * time.Millisecond)
 	}
-	eventually(t, 30*time.Second, "every event", func() bool {
+	testenv.Eventually(t, 30*time.Second, "every event", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(arrived) >= len(committed)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A poll phase counts a position no row holds as unseen only once every
@@ -16,11 +17,11 @@ import (
 // rows still being inserted were settled at once, and rows dropped with
 // their partition (or truncated) before a poll read them went uncounted.
 func TestPositionsNextCoversRunningTransactions(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE outbox (
+	e := testenv.NewBare(t, `CREATE TABLE outbox (
 	id bigserial PRIMARY KEY, aggregatetype text, aggregateid text, type text, payload jsonb,
 	seq bigserial, txid xid8 DEFAULT pg_current_xact_id(), published_at timestamptz)`)
 	ctx := context.Background()
-	p, err := poll.New(ctx, e.conn, poll.Config{Table: "public.outbox"})
+	p, err := poll.New(ctx, e.Conn, poll.Config{Table: "public.outbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestPositionsNextCoversRunningTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := e.connect()
+	writer := e.Connect()
 	tx, err := writer.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

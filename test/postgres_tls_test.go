@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
@@ -56,19 +57,19 @@ func serverTLS(t *testing.T, ca *tlstest.CA) map[string]string {
 // back to a connection without TLS.
 func TestPostgresTLSVerifyFull(t *testing.T) {
 	ca := tlstest.New(t)
-	e := newEnv(t, pgcluster.Options{Settings: serverTLS(t, ca)})
-	if e.pg.External() {
+	e := testenv.New(t, pgcluster.Options{Settings: serverTLS(t, ca)})
+	if e.PG.External() {
 		t.Skip("needs the throwaway cluster's TLS settings")
 	}
 	rightCA := ca.WritePEM(t, t.TempDir())
 	wrongCA := tlstest.New(t).WritePEM(t, t.TempDir())
 	url := func(rootCert string) string {
-		return strings.Replace(e.url, "sslmode=disable", "sslmode=verify-full&sslrootcert="+rootCert, 1)
+		return strings.Replace(e.URL, "sslmode=disable", "sslmode=verify-full&sslrootcert="+rootCert, 1)
 	}
 	// RDS is out of reach: a role whose password the server checks in
 	// clear shows that every command sends a token made per connection,
 	// which the server refuses here, and that no line shows it.
-	hba := filepath.Join(e.pg.Dir, "pg_hba.conf")
+	hba := filepath.Join(e.PG.Dir, "pg_hba.conf")
 	old, err := os.ReadFile(hba)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 	if err := os.WriteFile(hba, append([]byte("hostssl all iam_user 127.0.0.1/32 password\n"), old...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(context.Background(), "CREATE ROLE iam_user LOGIN PASSWORD 'Not-A-Token-1'; SELECT pg_reload_conf()"); err != nil {
+	if _, err := e.Conn.Exec(context.Background(), "CREATE ROLE iam_user LOGIN PASSWORD 'Not-A-Token-1'; SELECT pg_reload_conf()"); err != nil {
 		t.Fatal(err)
 	}
 	iamURL := strings.Replace(url(rightCA), "postgres://postgres@", "postgres://iam_user@", 1)
@@ -101,10 +102,10 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{tt.cmd, "--database-url", tt.url}, tt.more...)
 			if tt.cmd == "run" {
-				args = append(args, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
+				args = append(args, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
 			}
-			code, out := runOnce(t, 20*time.Second, append(awsEnv, "AWS_REGION="), args...)
-			expectOutput(t, code, tt.code, out, tt.wants, []string{"Amz", "Aws-Secret-Key-4"})
+			code, out := testenv.RunOnce(t, 20*time.Second, append(awsEnv, "AWS_REGION="), args...)
+			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, []string{"Amz", "Aws-Secret-Key-4"})
 		})
 	}
 	for _, tt := range []struct {
@@ -117,8 +118,8 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 		{"another CA", url(wrongCA), 1, []string{"the database server's TLS certificate is not trusted", "unknown authority"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out := runOnce(t, 8*time.Second, nil, "run", "--database-url", tt.url, "--kafka-brokers", strings.Join(e.brokers, ","), "--log-format", "json")
-			expectOutput(t, code, tt.code, out, tt.wants, nil)
+			code, out := testenv.RunOnce(t, 8*time.Second, nil, "run", "--database-url", tt.url, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, nil)
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 const gomaxprocsMetric = "go_sched_gomaxprocs_threads"
@@ -16,9 +18,9 @@ const gomaxprocsMetric = "go_sched_gomaxprocs_threads"
 // the relay drains a backlog long enough (a few seconds) for a process that
 // adapted its Ps to the load to have done so.
 func TestRunsOnOnePUnlessTold(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -29,18 +31,18 @@ func TestRunsOnOnePUnlessTold(t *testing.T) {
 		{"--procs 3", []string{"--procs", "3"}, 10_000, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := e.conn.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+			if _, err := e.Conn.Exec(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', '{}' FROM generate_series(1, $1) g`, tt.n); err != nil {
 				t.Fatal(err)
 			}
-			addr := metricsAddr(t)
-			p := e.runProcess(t, append(tt.args, "--metrics-addr", addr)...)
+			addr := testenv.FreeAddr(t)
+			p := e.Run(t, append(tt.args, "--metrics-addr", addr)...)
 			base := "http://" + addr
-			eventually(t, 15*time.Second, "the metrics endpoint", func() bool { return httpStatus(base+"/metrics") == 200 })
+			testenv.Eventually(t, 15*time.Second, "the metrics endpoint", func() bool { return testenv.HTTPStatus(base+"/metrics") == 200 })
 			seen := map[float64]bool{}
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
-				m := scrape(t, base)
+				m := testenv.Scrape(t, base)
 				v, ok := m[gomaxprocsMetric]
 				if !ok {
 					t.Fatalf("no %s on the metrics endpoint", gomaxprocsMetric)
@@ -63,7 +65,7 @@ SELECT 'bulk', 'agg-' || (g % 1000), 'Imported', '{}' FROM generate_series(1, $1
 			if len(seen) != 1 || !seen[tt.want] {
 				t.Fatalf("%s during the drain: %v, want only %v", gomaxprocsMetric, seen, tt.want)
 			}
-			p.stop(t)
+			p.Stop(t)
 		})
 	}
 }

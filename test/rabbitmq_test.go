@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/rabbitmqtest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // rabbitFlags route every event through the topic exchange "outbox" by
@@ -28,14 +29,14 @@ func rabbitFlags(s *rabbitmqtest.Server, binding string) []string {
 // committed: nothing lost, message-id the event id, and per aggregate the
 // first copy of each event in commit order. It returns the report and,
 // for each duplicated event, the place of its first copy.
-func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[string]int) (report, []int) {
+func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[string]int) (testenv.Report, []int) {
 	t.Helper()
-	rep := report{committed: len(committed)}
+	rep := testenv.Report{Committed: len(committed)}
 	first := map[string]int{}
 	var dupAt []int
 	last := map[string]int{}
 	for i, m := range msgs {
-		var ev natsEvent // a structured CloudEvent, as NATS carries it
+		var ev testenv.LoadEvent // a structured CloudEvent, as NATS carries it
 		if err := json.Unmarshal(m.Body, &ev); err != nil {
 			t.Fatalf("message %d: %v: %s", i, err, m.Body)
 		}
@@ -43,7 +44,7 @@ func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[stri
 			t.Errorf("message %d: message-id %q, event id %q", i, m.MessageID, ev.ID)
 		}
 		if at, ok := first[ev.ID]; ok {
-			rep.duplicates++
+			rep.Duplicates++
 			dupAt = append(dupAt, at)
 			continue
 		}
@@ -53,30 +54,30 @@ func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[stri
 			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
 			continue
 		}
-		rep.delivered++
+		rep.Delivered++
 		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.orderViolations++
+			rep.OrderViolations++
 			t.Errorf("aggregate %s: seq %d queued after %d", ev.PartitionKey, seq, prev)
 		}
 		last[ev.PartitionKey] = seq
 	}
-	rep.lost = len(committed) - rep.delivered
+	rep.Lost = len(committed) - rep.Delivered
 	return rep, dupAt
 }
 
 // insertCommits commits n events of ten aggregates (burst-0 ... burst-9),
 // each in a transaction of its own, as fast as the server takes them, and
 // returns their ids with their place in their aggregate.
-func (e *env) insertCommits(t *testing.T, n int) map[string]int {
+func insertCommits(t *testing.T, e *testenv.Env, n int) map[string]int {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN FOR g IN 1..%d LOOP
+	if _, err := e.Conn.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN FOR g IN 1..%d LOOP
   INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('account', 'burst-' || (g %% 10), 'Posted', jsonb_build_object('seq', g));
   COMMIT;
 END LOOP; END $$`, n)); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := e.conn.Query(ctx, `SELECT id::text, (payload->>'seq')::int FROM outbox WHERE aggregateid LIKE 'burst-%'`)
+	rows, err := e.Conn.Query(ctx, `SELECT id::text, (payload->>'seq')::int FROM outbox WHERE aggregateid LIKE 'burst-%'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,57 +105,57 @@ func TestRabbitMQServerKilledUnderLoad(t *testing.T) {
 	const burst, inFlight = 10000, 1000
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t)
-			e.setup(e.config()) // the slot, before the first event
+			e := testenv.New(t)
+			e.Setup(e.Config()) // the slot, before the first event
 			s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
 			args := append(rabbitFlags(s, "outbox.event.#"), "--rabbitmq-ack-timeout", "5s", "--mode", mode, "--poll-interval", "50ms",
 				"--max-buffered-records", fmt.Sprint(inFlight))
-			p := e.runProcess(t, args...)
-			load := e.startLoad(t, 4)
+			p := e.Run(t, args...)
+			load := e.StartLoad(t, 4)
 			time.Sleep(2 * time.Second)
 			// A burst of small transactions, and the kill once part of
 			// it is queued: many messages are in flight then, and each
 			// transaction is confirmed once its one message is.
 			before := s.Count("events")
-			bulk := e.insertCommits(t, burst)
-			eventually(t, 30*time.Second, "a part of the burst queued", func() bool { return s.Count("events") > before+2000 })
+			bulk := insertCommits(t, e, burst)
+			testenv.Eventually(t, 30*time.Second, "a part of the burst queued", func() bool { return s.Count("events") > before+2000 })
 			atKill := s.Count("events")
 			s.Kill()
 			time.Sleep(time.Second)
 			s.Start()
 			time.Sleep(3 * time.Second)
-			committed := load.finish()
+			committed := load.Finish()
 			for id, seq := range bulk {
 				committed[id] = seq
 			}
 			var msgs []rabbitmqtest.Message
-			eventually(t, 90*time.Second, "every committed event queued", func() bool {
+			testenv.Eventually(t, 90*time.Second, "every committed event queued", func() bool {
 				msgs = append(msgs, s.Drain("events")...)
 				rep, _ := checkRabbitMQ(t, msgs, committed)
-				return rep.lost == 0
+				return rep.Lost == 0
 			})
 			time.Sleep(time.Second) // a late copy would show
 			msgs = append(msgs, s.Drain("events")...)
 			rep, dupAt := checkRabbitMQ(t, msgs, committed)
 			t.Log(rep)
-			if rep.lost != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+			if rep.Lost != 0 || rep.OrderViolations != 0 || rep.Delivered < 100 {
 				t.Errorf("%v: want nothing lost, no order violation, at least 100 delivered\nrabbitmq-server:\n%s", rep, s.Log())
 			}
 			// A copy is of an event not yet confirmed at the kill: what
 			// was in flight, queued shortly before the kill.
-			t.Logf("%d copies; the first copy of one at %d, the kill at %d", rep.duplicates, slices.Min(append(dupAt, atKill)), atKill)
-			if rep.duplicates > 2*inFlight {
-				t.Errorf("%d duplicates, want at most %d", rep.duplicates, 2*inFlight)
+			t.Logf("%d copies; the first copy of one at %d, the kill at %d", rep.Duplicates, slices.Min(append(dupAt, atKill)), atKill)
+			if rep.Duplicates > 2*inFlight {
+				t.Errorf("%d duplicates, want at most %d", rep.Duplicates, 2*inFlight)
 			}
 			if len(dupAt) > 0 && slices.Min(dupAt) < atKill-2*inFlight {
 				t.Errorf("an event queued at %d, long before the kill at %d, was sent again", slices.Min(dupAt), atKill)
 			}
-			if mode == "wal" && rep.duplicates == 0 && !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
-				t.Errorf("the kill failed no message in flight: it tested nothing\n%s", p.out.String())
+			if mode == "wal" && rep.Duplicates == 0 && !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
+				t.Errorf("the kill failed no message in flight: it tested nothing\n%s", p.Out.String())
 			}
-			if !strings.Contains(p.out.String(), `"sink":"rabbitmq"`) ||
-				!strings.Contains(p.out.String(), `"delivery":"at-least-once, each message mandatory and confirmed; RabbitMQ does not deduplicate`) {
-				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.out.String())
+			if !strings.Contains(p.Out.String(), `"sink":"rabbitmq"`) ||
+				!strings.Contains(p.Out.String(), `"delivery":"at-least-once, each message mandatory and confirmed; RabbitMQ does not deduplicate`) {
+				t.Errorf("the start line names neither the sink nor its guarantee:\n%s", p.Out.String())
 			}
 		})
 	}
@@ -166,7 +167,7 @@ func TestRabbitMQServerKilledUnderLoad(t *testing.T) {
 // published with Debezium's routing, body and id header, each with its
 // event id as message-id. Exactly-once is refused at start.
 func TestRabbitMQFromDebeziumServerFile(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE public.outbox (
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
   id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
   seq bigint GENERATED ALWAYS AS IDENTITY);
 INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
@@ -175,21 +176,15 @@ INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
 	s.Queue("orders", "outbox.event.Order", "direct", "o-1")
 	s.Queue("payments", "outbox.event.Payment", "direct", "p-9")
-	host, port, user, db := e.debeziumDB(t)
 	_, amqpPort, _ := strings.Cut(s.Addr(), ":")
-	conf := writeFile(t, "application.properties", `debezium.sink.type=rabbitmq
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=rabbitmq
 debezium.sink.rabbitmq.connection.host=127.0.0.1
 debezium.sink.rabbitmq.connection.port=`+amqpPort+`
 debezium.sink.rabbitmq.connection.username=guest
 debezium.sink.rabbitmq.connection.password=guest
 debezium.sink.rabbitmq.routingKey.source=key
 debezium.sink.rabbitmq.autoCreateRoutingKey=true
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox
@@ -199,13 +194,13 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 debezium.format.value.schemas.enable=false
 debezium.format.key=simplestring
 `)
-	out, ok := run1(t, "run", "--config", conf, "--delivery", "exactly-once")
+	out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--delivery", "exactly-once")
 	if ok || !strings.Contains(out, "exactly-once delivery needs Kafka transactions; RabbitMQ has none") {
 		t.Errorf("exactly-once with RabbitMQ: exit 0 %v, want it refused with the reason:\n%s", ok, out)
 	}
-	p := startBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
+	p := testenv.StartBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
 	orders := s.Await("orders", 2, 60*time.Second)
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000003', 'Payment', 'p-9', 'Captured', '{"n": 3}')`); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +221,7 @@ debezium.format.key=simplestring
 		`outbox.event.Payment p-9 "{\"n\": 3}" mode=2 id=` + idHeader("11111111-0000-0000-0000-000000000003") + ` msgid=11111111-0000-0000-0000-000000000003`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.out.String())
+		t.Errorf("messages:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.Out.String())
 	}
 	// autoCreateRoutingKey declared the dead-letter queue (the slot's,
 	// Debezium's slot.name).
@@ -245,17 +240,17 @@ debezium.format.key=simplestring
 // key, and it arrives once a queue is bound.
 func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{MaxMessageSize: 4096})
-	addr := metricsAddr(t)
-	p := e.runProcess(t, append(rabbitFlags(s, "outbox.event.order"), "--mode", "wal", "--metrics-addr", addr, "--metrics-interval", "200ms")...)
-	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 5000) + `"}`})
-	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
-	other := e.insert(row{"order", "o-3", "Placed", `{"n":4}`})
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, append(rabbitFlags(s, "outbox.event.order"), "--mode", "wal", "--metrics-addr", addr, "--metrics-interval", "200ms")...)
+	ok := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	big := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"blob":"`+strings.Repeat("x", 5000)+`"}`))
+	held := e.Insert(testenv.NewRow("order", "o-2", "Paid", `{"n":3}`))
+	other := e.Insert(testenv.NewRow("order", "o-3", "Placed", `{"n":4}`))
 	var events, dead []string
-	eventually(t, 60*time.Second, "two events and two dead letters", func() bool {
+	testenv.Eventually(t, 60*time.Second, "two events and two dead letters", func() bool {
 		for _, m := range s.Drain("events") {
 			if !slices.Contains(events, m.MessageID) {
 				events = append(events, m.MessageID)
@@ -267,20 +262,20 @@ func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 		return len(events) >= 2 && len(dead) >= 2
 	})
 	if got, want := events, []string{ok[0], other[0]}; !slices.Equal(got, want) {
-		t.Errorf("queue: %v, want %v (o-2 held)\n%s", got, want, p.out.String())
+		t.Errorf("queue: %v, want %v (o-2 held)\n%s", got, want, p.Out.String())
 	}
 	if got, want := dead, []string{"dlq:" + big[0], "dlq:" + held[0]}; !slices.Equal(got, want) {
 		t.Errorf("dead letters: %v, want %v", got, want)
 	}
-	eventually(t, 30*time.Second, "the dead letters in metrics and status", func() bool {
-		st, _ := e.status(t)
-		return scrape(t, "http://"+addr)["pgoutbox_open_dead_letters"] == 2 &&
+	testenv.Eventually(t, 30*time.Second, "the dead letters in metrics and status", func() bool {
+		st, _ := e.Status(t)
+		return testenv.Scrape(t, "http://"+addr)["pgoutbox_open_dead_letters"] == 2 &&
 			st.DeadLetters != nil && *st.DeadLetters == 2 && st.HeldAggregates != nil && *st.HeldAggregates == 1
 	})
-	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+	if _, err := e.Conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, okExit := cli(t, "dlq", "replay", "--database-url", e.url, "--sink", "rabbitmq", "--rabbitmq-url", s.URL,
+	out, stderr, okExit := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--sink", "rabbitmq", "--rabbitmq-url", s.URL,
 		"--rabbitmq-exchange", "outbox", "--rabbitmq-routing-key-source", "topic")
 	if !okExit {
 		t.Fatalf("dlq replay: %s%s", out, stderr)
@@ -294,14 +289,14 @@ func TestRabbitMQPoisonRowDeadLettered(t *testing.T) {
 	}
 
 	// No queue takes payment events: not confirmed, named, sent again.
-	lost := e.insert(row{"payment", "p-1", "Captured", `{"n":5}`})
+	lost := e.Insert(testenv.NewRow("payment", "p-1", "Captured", `{"n":5}`))
 	const unroutable = `no queue is bound to exchange "outbox" with routing key "outbox.event.payment"`
-	eventually(t, 30*time.Second, "the unroutable event in the log, readiness, metrics and status", func() bool {
-		code, body := httpGet("http://" + addr + "/readyz")
-		st, _ := e.status(t)
-		return strings.Contains(p.out.String(), strings.Trim(strconv.Quote(unroutable), `"`)) &&
+	testenv.Eventually(t, 30*time.Second, "the unroutable event in the log, readiness, metrics and status", func() bool {
+		code, body := testenv.HTTPGet("http://" + addr + "/readyz")
+		st, _ := e.Status(t)
+		return strings.Contains(p.Out.String(), strings.Trim(strconv.Quote(unroutable), `"`)) &&
 			code == http.StatusServiceUnavailable && strings.Contains(body, unroutable) &&
-			scrape(t, "http://"+addr)["pgoutbox_kafka_problem"] == 1 && strings.Contains(st.KafkaProblem, unroutable)
+			testenv.Scrape(t, "http://"+addr)["pgoutbox_kafka_problem"] == 1 && strings.Contains(st.KafkaProblem, unroutable)
 	})
 	s.Queue("payments", "outbox", "topic", "outbox.event.payment")
 	if got := s.Await("payments", 1, 60*time.Second); len(got) != 1 || got[0].MessageID != lost[0] {
@@ -337,19 +332,19 @@ func TestRabbitMQCloudEventsBinding(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			e := newEnv(t)
-			e.setup(e.config())
+			e := testenv.New(t)
+			e.Setup(e.Config())
 			queue := "ce-" + tc.format
 			s.Queue(queue, "amq.topic", "topic", "outbox.event.#")
-			p := e.runProcess(t, "--sink", "rabbitmq", "--rabbitmq-url", s.URL, "--rabbitmq-exchange", "amq.topic",
+			p := e.Run(t, "--sink", "rabbitmq", "--rabbitmq-url", s.URL, "--rabbitmq-exchange", "amq.topic",
 				"--rabbitmq-routing-key-source", "topic", "--on-poison", "halt", "--mode", "wal", "--format", tc.format)
-			e.insert(row{"order", "o-1", "Order Placed", `{"n": 1}`})
+			e.Insert(testenv.NewRow("order", "o-1", "Order Placed", `{"n": 1}`))
 			msgs := s.Await(queue, 1, 30*time.Second)
 			if len(msgs) != 1 {
-				t.Fatalf("%d messages\n%s", len(msgs), p.out.String())
+				t.Fatalf("%d messages\n%s", len(msgs), p.Out.String())
 			}
 			if why := tc.check(msgs[0]); why != "" {
-				t.Errorf("%s\n%s", why, p.out.String())
+				t.Errorf("%s\n%s", why, p.Out.String())
 			}
 			s.Channel().QueueDelete(queue, false, false, false) // the next format's queue takes the same keys
 		})
@@ -360,11 +355,11 @@ func TestRabbitMQCloudEventsBinding(t *testing.T) {
 // password (never shown, given in the URL or alone), a dead-letter queue
 // that does not exist, an exchange that does not exist, RabbitMQ Streams.
 func TestRabbitMQRefusedAtStart(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := rabbitmqtest.Start(t, rabbitmqtest.Options{User: "relay", Password: "right-pw"})
 	bad := strings.Replace(s.URL, "right-pw", "wr0ng-s3cret", 1)
-	base := []string{"run", "--database-url", e.url, "--sink", "rabbitmq", "--mode", "wal"}
+	base := []string{"run", "--database-url", e.URL, "--sink", "rabbitmq", "--mode", "wal"}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -377,7 +372,7 @@ func TestRabbitMQRefusedAtStart(t *testing.T) {
 		{"streams", []string{"--sink", "rabbitmqstream"}, "RabbitMQ Streams' own protocol is not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, ok := run1(t, append(slices.Clone(base), tc.args...)...)
+			out, ok := testenv.CLIOutput(t, append(slices.Clone(base), tc.args...)...)
 			if ok || !strings.Contains(out, tc.want) || strings.Contains(out, "wr0ng-s3cret") || strings.Contains(out, "right-pw") {
 				t.Errorf("exit 0 %v, want a refusal saying %q, no password:\n%s", ok, tc.want, out)
 			}

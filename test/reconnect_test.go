@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // Postgres stops under the relay (a fast shutdown, and an immediate one,
@@ -19,29 +20,29 @@ func TestPostgresRestart(t *testing.T) {
 }
 
 func testPostgresRestart(t *testing.T, stopMode string) {
-	e := newEnv(t)
-	if e.pg.External() {
+	e := testenv.New(t)
+	if e.PG.External() {
 		t.Skip("restarting Postgres needs the throwaway cluster, not PGOUTBOX_TEST_DATABASE_URL")
 	}
-	cfg := e.config()
-	e.setup(cfg)
-	r := e.start(cfg)
+	cfg := e.Config()
+	e.Setup(cfg)
+	r := e.Start(cfg)
 	var ids []string
 	for i := 0; i < 20; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
-	kafkatest.Consume(t, e.brokers, []string{"outbox.event.order"}, len(ids), 15*time.Second)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, len(ids), 15*time.Second)
 	ctx := context.Background()
-	if err := e.pg.Stop(ctx, stopMode); err != nil {
+	if err := e.PG.Stop(ctx, stopMode); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // the relay notices and backs off
-	if err := e.pg.Restart(ctx); err != nil {
+	if err := e.PG.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.conn = e.connect()
+	e.Conn = e.Connect()
 	for i := 20; i < 40; i++ {
-		ids = append(ids, e.insert(row{"order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)})...)
+		ids = append(ids, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%3), "Placed", fmt.Sprintf(`{"i":%d}`, i)))...)
 	}
 	// A fast shutdown waits until the relay has confirmed the WAL end.
 	// PostgreSQL 17 and later write a logical slot whose confirmed position
@@ -49,8 +50,8 @@ func testPostgresRestart(t *testing.T, stopMode string) {
 	// do not, so the slot replays from its last saved position:
 	// duplicates, no loss. An immediate stop writes no checkpoint, so it
 	// may replay on every version.
-	read := awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
-	major := e.serverMajor()
+	read := testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 30*time.Second)
+	major := testenv.ServerMajor(t, e.Conn)
 	t.Logf("PostgreSQL %d, %s stop: %d events, %d records read (duplicates after the restart: %d)",
 		major, stopMode, len(ids), read, read-len(ids))
 	if major >= 17 && stopMode == "fast" && read != len(ids) {

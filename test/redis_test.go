@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/redistest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // checkRedis reads the stream (compact entries: the key, the aggregate id,
 // holding the structured CloudEvent) and compares it with what committed:
 // nothing lost, no event twice, and per aggregate the events in commit
 // order.
-func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream string, committed map[string]int) report {
+func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream string, committed map[string]int) testenv.Report {
 	t.Helper()
-	rep := report{committed: len(committed)}
+	rep := testenv.Report{Committed: len(committed)}
 	var entries []redistest.Entry
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -44,7 +45,7 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 		if len(e.Fields) != 2 {
 			t.Fatalf("entry %s: %d fields, want one (compact): %q", e.ID, len(e.Fields)/2, e.Fields)
 		}
-		var ev natsEvent // the structured CloudEvent, as NATS carries it
+		var ev testenv.LoadEvent // the structured CloudEvent, as NATS carries it
 		if err := json.Unmarshal([]byte(e.Fields[1]), &ev); err != nil {
 			t.Fatalf("entry %s: %v: %s", e.ID, err, e.Fields[1])
 		}
@@ -52,7 +53,7 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 			t.Errorf("entry %s: field %q, the event's aggregate %q", e.ID, e.Fields[0], ev.PartitionKey)
 		}
 		if seen[ev.ID] {
-			rep.duplicates++
+			rep.Duplicates++
 			continue
 		}
 		seen[ev.ID] = true
@@ -61,15 +62,15 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
 			continue
 		}
-		rep.delivered++
+		rep.Delivered++
 		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.orderViolations++
+			rep.OrderViolations++
 			t.Errorf("aggregate %s: seq %d stored after %d", ev.PartitionKey, seq, prev)
 		}
 		last[ev.PartitionKey] = seq
 	}
-	rep.lost = len(committed) - rep.delivered
-	if rep.lost > 0 {
+	rep.Lost = len(committed) - rep.Delivered
+	if rep.Lost > 0 {
 		var lost []string
 		for id, seq := range committed {
 			if !seen[id] {
@@ -90,33 +91,33 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 func TestRedisServerKilledUnderLoad(t *testing.T) {
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t)
-			e.setup(e.config()) // the slot, before the first event
+			e := testenv.New(t)
+			e.Setup(e.Config()) // the slot, before the first event
 			s := redistest.Start(t)
-			p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", mode, "--poll-interval", "50ms")
-			load := e.startLoad(t, 4)
+			p := e.Run(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", mode, "--poll-interval", "50ms")
+			load := e.StartLoad(t, 4)
 			time.Sleep(2 * time.Second)
 			// A large transaction, and the kill once part of it is
 			// written: many records are in flight then.
 			before := s.Count("outbox.event.account")
-			bulk := e.insertBulk(t, 20000)
-			eventually(t, 30*time.Second, "a part of the large transaction written", func() bool {
+			bulk := testenv.InsertBulk(t, e, 20000)
+			testenv.Eventually(t, 30*time.Second, "a part of the large transaction written", func() bool {
 				return s.Count("outbox.event.account") > before+3000
 			})
 			s.Kill()
 			time.Sleep(time.Second)
 			s.Start()
 			time.Sleep(3 * time.Second)
-			committed := load.finish()
+			committed := load.Finish()
 			for id, seq := range bulk {
 				committed[id] = seq
 			}
 			rep := checkRedis(t, s.Entries, "outbox.event.account", committed)
 			t.Log(rep)
-			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+			if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 || rep.Delivered < 100 {
 				t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\nredis-server:\n%s", rep, s.Log())
 			}
-			out := p.out.String()
+			out := p.Out.String()
 			if mode == "wal" && !strings.Contains(out, `"msg":"reconnecting"`) {
 				t.Errorf("the kill failed no batch in flight (no reconnecting line): it tested nothing\n%s", out)
 			}
@@ -133,23 +134,17 @@ func TestRedisServerKilledUnderLoad(t *testing.T) {
 // the entries Debezium Server writes (extended: key, value, the headers
 // upper-cased). Exactly-once is refused at start.
 func TestRedisFromDebeziumServerFile(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE public.outbox (
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
   id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb,
   seq bigint GENERATED ALWAYS AS IDENTITY);
 INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}'),
   ('11111111-0000-0000-0000-000000000002', 'Order', 'o-1', 'Paid', '{"n": 2}')`)
 	s := redistest.Start(t)
-	host, port, user, db := e.debeziumDB(t)
-	conf := writeFile(t, "application.properties", `debezium.sink.type=redis
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=redis
 debezium.sink.redis.address=`+s.Addr+`
 debezium.sink.redis.message.format=extended
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
 debezium.source.offset.storage.file.filename=data/offsets.dat
-debezium.source.database.hostname=`+host+`
-debezium.source.database.port=`+port+`
-debezium.source.database.user=`+user+`
-debezium.source.database.dbname=`+db+`
 debezium.source.topic.prefix=dbserver1
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox
@@ -161,17 +156,17 @@ debezium.format.value.schemas.enable=false
 debezium.format.header.schemas.enable=false
 debezium.format.key=simplestring
 `)
-	out, ok := run1(t, "run", "--config", conf, "--delivery", "exactly-once")
+	out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--delivery", "exactly-once")
 	if ok || !strings.Contains(out, "exactly-once delivery needs Kafka transactions; Redis Streams have none") {
 		t.Errorf("exactly-once with Redis: exit 0 %v, want it refused with the reason:\n%s", ok, out)
 	}
-	p := startBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
-	eventually(t, 60*time.Second, "the rows already in the table", func() bool { return s.Count("outbox.event.Order") >= 2 })
-	if _, err := e.conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+	p := testenv.StartBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
+	testenv.Eventually(t, 60*time.Second, "the rows already in the table", func() bool { return s.Count("outbox.event.Order") >= 2 })
+	if _, err := e.Conn.Exec(context.Background(), `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
   ('11111111-0000-0000-0000-000000000003', 'Order', 'o-2', 'Placed', '{"n": 3}')`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the row written later", func() bool { return s.Count("outbox.event.Order") >= 3 })
+	testenv.Eventually(t, 30*time.Second, "the row written later", func() bool { return s.Count("outbox.event.Order") >= 3 })
 	var got []string
 	for _, en := range s.Entries("outbox.event.Order") {
 		got = append(got, strings.Join(en.Fields, " | "))
@@ -182,10 +177,10 @@ debezium.format.key=simplestring
 		`key | o-2 | value | "{\"n\": 3}" | ID | "11111111-0000-0000-0000-000000000003"`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("entries:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.out.String())
+		t.Errorf("entries:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), p.Out.String())
 	}
-	if !strings.Contains(p.out.String(), `"sink":"redis"`) {
-		t.Errorf("the start line does not name the sink:\n%s", p.out.String())
+	if !strings.Contains(p.Out.String(), `"sink":"redis"`) {
+		t.Errorf("the start line does not name the sink:\n%s", p.Out.String())
 	}
 }
 
@@ -196,18 +191,18 @@ debezium.format.key=simplestring
 // order.
 func TestRedisPoisonRowsDeadLettered(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := redistest.Start(t, "--proto-max-bulk-len", "1mb")
 	if err := s.Client().Set(ctx, "outbox.event.blocked", "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal")
-	ok := e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-	big := e.insert(row{"order", "o-2", "Placed", `{"blob":"` + strings.Repeat("x", 1<<20) + `"}`})
-	held := e.insert(row{"order", "o-2", "Paid", `{"n":3}`})
-	blocked := e.insert(row{"blocked", "b-1", "Placed", `{"n":4}`})
-	other := e.insert(row{"order", "o-3", "Placed", `{"n":5}`})
+	p := e.Run(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal")
+	ok := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	big := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"blob":"`+strings.Repeat("x", 1<<20)+`"}`))
+	held := e.Insert(testenv.NewRow("order", "o-2", "Paid", `{"n":3}`))
+	blocked := e.Insert(testenv.NewRow("blocked", "b-1", "Placed", `{"n":4}`))
+	other := e.Insert(testenv.NewRow("order", "o-3", "Placed", `{"n":5}`))
 	ids := func(stream string) []string {
 		var out []string
 		for _, en := range s.Entries(stream) {
@@ -222,10 +217,10 @@ func TestRedisPoisonRowsDeadLettered(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox.event.order")) >= 2 })
-	eventually(t, 30*time.Second, "three dead letters", func() bool { return s.Count("pgoutbox.dlq") >= 3 })
+	testenv.Eventually(t, 30*time.Second, "the other aggregate's event", func() bool { return len(ids("outbox.event.order")) >= 2 })
+	testenv.Eventually(t, 30*time.Second, "three dead letters", func() bool { return s.Count("pgoutbox.dlq") >= 3 })
 	if got, want := ids("outbox.event.order"), []string{ok[0], other[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.out.String())
+		t.Errorf("stream: %v, want %v (o-2 held)\n%s", got, want, p.Out.String())
 	}
 	var reasons []string
 	for _, en := range s.Entries("pgoutbox.dlq") {
@@ -237,13 +232,13 @@ func TestRedisPoisonRowsDeadLettered(t *testing.T) {
 			t.Errorf("the dead letters do not name %q:\n%.2000s", want, all)
 		}
 	}
-	if _, err := e.conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+	if _, err := e.Conn.Exec(ctx, `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Client().Del(ctx, "outbox.event.blocked").Err(); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, okExit := cli(t, "dlq", "replay", "--database-url", e.url, "--sink", "redis", "--redis-address", s.Addr)
+	out, stderr, okExit := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--sink", "redis", "--redis-address", s.Addr)
 	if !okExit {
 		t.Fatalf("dlq replay: %s%s", out, stderr)
 	}
@@ -259,22 +254,22 @@ func TestRedisPoisonRowsDeadLettered(t *testing.T) {
 // entry's value; the binary mode, which has no Redis binding, is refused
 // at start.
 func TestRedisCloudEvents(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := redistest.Start(t)
-	out, ok := run1(t, "run", "--database-url", e.url, "--sink", "redis", "--redis-address", s.Addr, "--format", "cloudevents-binary")
+	out, ok := testenv.CLIOutput(t, "run", "--database-url", e.URL, "--sink", "redis", "--redis-address", s.Addr, "--format", "cloudevents-binary")
 	if ok || !strings.Contains(out, "CloudEvents has no Redis protocol binding") {
 		t.Errorf("cloudevents-binary: exit 0 %v, want it refused:\n%s", ok, out)
 	}
-	p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--redis-message-format", "extended")
-	id := e.insert(row{"order", "o-1", "Order Placed", `{"n": 1}`})[0]
-	eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox.event.order") >= 1 })
+	p := e.Run(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--redis-message-format", "extended")
+	id := e.Insert(testenv.NewRow("order", "o-1", "Order Placed", `{"n": 1}`))[0]
+	testenv.Eventually(t, 30*time.Second, "the event", func() bool { return s.Count("outbox.event.order") >= 1 })
 	en := s.Entries("outbox.event.order")[0]
 	var ev struct{ ID, Type, Datacontenttype, Partitionkey string }
 	if err := json.Unmarshal([]byte(en.Get("value")), &ev); err != nil || ev.ID != id || ev.Type != "Order Placed" ||
 		ev.Datacontenttype != "application/json" || ev.Partitionkey != "o-1" || en.Get("key") != "o-1" ||
 		!strings.HasPrefix(en.Get("CONTENT-TYPE"), "application/cloudevents+json") {
-		t.Errorf("entry %q (%v)\n%s", en.Fields, err, p.out.String())
+		t.Errorf("entry %q (%v)\n%s", en.Fields, err, p.Out.String())
 	}
 }
 
@@ -282,30 +277,30 @@ func TestRedisCloudEvents(t *testing.T) {
 // and status say so, naming redis, while the events wait; with the server
 // back on its data they are written, and the problem clears.
 func TestRedisDownShowsInMetricsAndStatus(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	s := redistest.Start(t)
-	addr := metricsAddr(t)
-	p := e.runProcess(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--metrics-addr", addr,
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--sink", "redis", "--redis-address", s.Addr, "--mode", "wal", "--metrics-addr", addr,
 		"--metrics-interval", "200ms")
 	base := "http://" + addr
-	e.insert(row{"order", "o-1", "Placed", `{"n":1}`})
-	eventually(t, 30*time.Second, "the first event", func() bool { return s.Count("outbox.event.order") == 1 })
+	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	testenv.Eventually(t, 30*time.Second, "the first event", func() bool { return s.Count("outbox.event.order") == 1 })
 	s.Kill()
-	e.insert(row{"order", "o-1", "Paid", `{"n":2}`})
-	eventually(t, 30*time.Second, "the problem gauge", func() bool { return scrape(t, base)["pgoutbox_kafka_problem"] == 1 })
-	eventually(t, 30*time.Second, "a redis problem in status", func() bool {
-		st, _ := e.status(t)
+	e.Insert(testenv.NewRow("order", "o-1", "Paid", `{"n":2}`))
+	testenv.Eventually(t, 30*time.Second, "the problem gauge", func() bool { return testenv.Scrape(t, base)["pgoutbox_kafka_problem"] == 1 })
+	testenv.Eventually(t, 30*time.Second, "a redis problem in status", func() bool {
+		st, _ := e.Status(t)
 		return strings.Contains(st.KafkaProblem, "redis")
 	})
-	if code := httpStatus(base + "/readyz"); code == 200 {
+	if code := testenv.HTTPStatus(base + "/readyz"); code == 200 {
 		t.Errorf("ready while Redis is down")
 	}
 	s.Start()
-	eventually(t, 60*time.Second, "the waiting event", func() bool { return s.Count("outbox.event.order") == 2 })
-	eventually(t, 30*time.Second, "the problem cleared", func() bool { return scrape(t, base)["pgoutbox_kafka_problem"] == 0 })
+	testenv.Eventually(t, 60*time.Second, "the waiting event", func() bool { return s.Count("outbox.event.order") == 2 })
+	testenv.Eventually(t, 30*time.Second, "the problem cleared", func() bool { return testenv.Scrape(t, base)["pgoutbox_kafka_problem"] == 0 })
 	if t.Failed() {
-		t.Log(p.out.String())
+		t.Log(p.Out.String())
 	}
 }
 
@@ -313,33 +308,33 @@ func TestRedisDownShowsInMetricsAndStatus(t *testing.T) {
 // killed under load and started again on its data: through the binary
 // (--redis-cluster), nothing lost, each aggregate in order, nothing twice.
 func TestRedisClusterNodeKilledUnderLoad(t *testing.T) {
-	e := newEnv(t)
-	e.setup(e.config())
+	e := testenv.New(t)
+	e.Setup(e.Config())
 	cl := redistest.StartCluster(t, 3)
-	p := e.runProcess(t, "--sink", "redis", "--redis-cluster", "--redis-address", cl.Addrs(), "--mode", "wal")
+	p := e.Run(t, "--sink", "redis", "--redis-cluster", "--redis-address", cl.Addrs(), "--mode", "wal")
 	const stream = "outbox.event.account"
 	count := func() int { return len(cl.Entries(stream)) }
-	load := e.startLoad(t, 4)
+	load := e.StartLoad(t, 4)
 	time.Sleep(2 * time.Second)
 	before := count()
-	bulk := e.insertBulk(t, 20000)
-	eventually(t, 30*time.Second, "a part of the large transaction written", func() bool { return count() > before+3000 })
+	bulk := testenv.InsertBulk(t, e, 20000)
+	testenv.Eventually(t, 30*time.Second, "a part of the large transaction written", func() bool { return count() > before+3000 })
 	node := cl.Node(stream)
 	node.Kill()
 	time.Sleep(time.Second)
 	node.Start()
 	cl.AwaitOK()
 	time.Sleep(3 * time.Second)
-	committed := load.finish()
+	committed := load.Finish()
 	for id, seq := range bulk {
 		committed[id] = seq
 	}
 	rep := checkRedis(t, cl.Entries, stream, committed)
 	t.Log(rep)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 || rep.delivered < 100 {
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 || rep.Delivered < 100 {
 		t.Errorf("%v: want nothing lost, no duplicate, no order violation, at least 100 delivered\n%s", rep, node.Log())
 	}
-	if !strings.Contains(p.out.String(), `"msg":"reconnecting"`) {
-		t.Errorf("the kill failed no batch in flight (no reconnecting line): it tested nothing\n%s", p.out.String())
+	if !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
+		t.Errorf("the kill failed no batch in flight (no reconnecting line): it tested nothing\n%s", p.Out.String())
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,9 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/pgoutbox/pgoutbox/migrations"
 	"github.com/pgoutbox/pgoutbox/relay"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // createTopics creates topics for a relay that does not create them on
@@ -37,7 +34,7 @@ func createTopicsWith(t *testing.T, brokers []string, settings map[string]*strin
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopics(pollCtx(t, 15*time.Second), 3, 1, settings, topics...)
+	resp, err := kadm.NewClient(cl).CreateTopics(testenv.TimeoutContext(t, 15*time.Second), 3, 1, settings, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,74 +43,6 @@ func createTopicsWith(t *testing.T, brokers []string, settings map[string]*strin
 			t.Fatalf("create topic %s: %v", r.Topic, r.Err)
 		}
 	}
-}
-
-// writeOne commits one event for a locked aggregate, as the load writers
-// do, and records it with them.
-func (l *loadWriter) writeOne(t *testing.T, acct, payload string) (id string, seq int) {
-	t.Helper()
-	ctx := context.Background()
-	tx, err := l.e.conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var version int
-	if err := tx.QueryRow(ctx, "UPDATE account SET version = version + 1 WHERE id = $1 RETURNING version", acct).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('account', $1, 'Posted', $2) RETURNING id::text`,
-		acct, payload).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l.mu.Lock()
-	l.committed[id] = version * 10
-	l.mu.Unlock()
-	return id, version * 10
-}
-
-// deadLetterRows returns event id -> how many rows the dead-letter table
-// holds for it, and their reasons.
-func (e *env) deadLetterRows(t *testing.T) (map[string]int, map[string]string) {
-	t.Helper()
-	rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n, reasons := map[string]int{}, map[string]string{}
-	for rows.Next() {
-		var id, reason string
-		if err := rows.Scan(&id, &reason); err != nil {
-			t.Fatal(err)
-		}
-		n[id]++
-		reasons[id] = reason
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n, reasons
-}
-
-// replayBinary runs pgoutbox dlq replay and returns how many it published.
-func (e *env) replayBinary(t *testing.T, extra ...string) int {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	out, err := exec.Command(bin, append([]string{"dlq", "replay", "--database-url", e.url,
-		"--kafka-brokers", strings.Join(e.brokers, ","), "--kafka-create-topics=false"}, extra...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("dlq replay: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`(\d+) dead letters published`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("dlq replay said:\n%s", out)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
 }
 
 // Topics whose max.message.bytes is 100,000 and a relay at its default
@@ -126,52 +55,52 @@ func (e *env) replayBinary(t *testing.T, extra ...string) int {
 func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newKafkaEnv(t)
+			e := testenv.NewKafka(t)
 			const topic = "outbox.event.account"
-			createTopicsWith(t, e.brokers, limit100k, topic, "pgoutbox.dlq")
-			cfg := e.config()
+			createTopicsWith(t, e.Brokers, limit100k, topic, "pgoutbox.dlq")
+			cfg := e.Config()
 			if mode == relay.ModeWAL {
-				e.setup(cfg)
+				e.Setup(cfg)
 			}
-			load := e.startLoad(t, 3)
-			addr := freeAddr(t)
-			p := e.runProcess(t, "--mode", string(mode), "--kafka-create-topics=false", "--poll-interval", "50ms", "--metrics-addr", addr)
+			load := e.StartLoad(t, 3)
+			addr := testenv.FreeAddr(t)
+			p := e.Run(t, "--mode", string(mode), "--kafka-create-topics=false", "--poll-interval", "50ms", "--metrics-addr", addr)
 			time.Sleep(time.Second)
 			const acct = "acct-5"
-			big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+			big, bigSeq := load.WriteOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
 			time.Sleep(2 * time.Second)
-			committed := load.finish()
+			committed := load.Finish()
 
 			// The oversized row and every later event of its aggregate
 			// are dead-lettered; everything else is delivered.
-			held, want := e.awaitHeld(t, committed, big, bigSeq, acct)
-			rep := check(t, e.brokers, topic, want)
+			held, want := awaitHeld(t, e, committed, big, bigSeq, acct)
+			rep := testenv.Check(t, e.Brokers, topic, want)
 			if n, _ := metric(addr, "pgoutbox_events_dead_lettered_total"); int(n) != len(held) {
 				t.Errorf("pgoutbox_events_dead_lettered_total %v, want %d", n, len(held))
 			}
 			if n, _ := metric(addr, "pgoutbox_reconnects_total"); n != 0 {
 				t.Errorf("pgoutbox_reconnects_total %v, want 0", n)
 			}
-			if err := p.signal(t, syscall.SIGTERM); err != nil {
+			if err := p.Signal(t, syscall.SIGTERM); err != nil {
 				t.Errorf("exit after SIGTERM: %v", err)
 			}
 			t.Logf("%s mode: %v; %d dead-lettered (the 200 KB row and %d held behind it)", mode, rep, len(held), len(held)-1)
-			if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-				t.Errorf("lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+			if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+				t.Errorf("lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 			}
-			if rep.committed < 200 {
-				t.Errorf("only %d events committed; the load was too light to mean anything", rep.committed)
+			if rep.Committed < 200 {
+				t.Errorf("only %d events committed; the load was too light to mean anything", rep.Committed)
 			}
-			for _, rec := range drain(t, e.brokers, topic, 0) {
-				if id := decodeEvent(t, rec).ID; held[id] {
+			for _, rec := range testenv.Drain(t, e.Brokers, topic, 0) {
+				if id := testenv.DecodeEvent(t, rec).ID; held[id] {
 					t.Errorf("event %s of aggregate %s reached the topic ahead of the dead-lettered row", id, acct)
 				}
 			}
-			log := p.out.String()
+			log := p.Out.String()
 			if n := strings.Count(log, `"msg":"reconnecting"`) + strings.Count(log, `"msg":"restarting the session`); n != 0 {
 				t.Errorf("the session restarted %d times", n)
 			}
-			n, reasons := e.deadLetterRows(t)
+			n, reasons := testenv.DeadLetterRows(t, e)
 			if len(n) != len(held) {
 				t.Errorf("%d events dead-lettered, want %d", len(n), len(held))
 			}
@@ -188,22 +117,22 @@ func TestBrokerLimitDeadLettersOversizedRow(t *testing.T) {
 			if !strings.Contains(log, `"event_id":"`+big+`"`) {
 				t.Errorf("no log line names event %s", big)
 			}
-			if _, ok := e.status(t); ok {
+			if _, ok := e.Status(t); ok {
 				t.Error("status exits 0 with open dead letters")
 			}
 
 			// Fixed and replayed: the aggregate's events arrive once each,
 			// in order.
-			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big); err != nil {
+			if _, err := e.Conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big); err != nil {
 				t.Fatal(err)
 			}
-			if got := e.replayBinary(t); got != len(held) {
+			if got := testenv.ReplayDeadLetters(t, e); got != len(held) {
 				t.Errorf("replay published %d, want %d", got, len(held))
 			}
-			if rep := check(t, e.brokers, topic, committed); rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
+			if rep := testenv.Check(t, e.Brokers, topic, committed); rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
 				t.Errorf("after replay: %v", rep)
 			}
-			if _, ok := e.status(t); !ok {
+			if _, ok := e.Status(t); !ok {
 				t.Error("status exits non-zero after every dead letter was replayed")
 			}
 		})
@@ -232,10 +161,10 @@ func metric(addr, name string) (float64, bool) {
 }
 
 // aggregateOf reads an event's aggregate id from the outbox.
-func (e *env) aggregateOf(t *testing.T, id string) string {
+func aggregateOf(t *testing.T, e *testenv.Env, id string) string {
 	t.Helper()
 	var agg string
-	if err := e.conn.QueryRow(context.Background(), "SELECT aggregateid FROM outbox WHERE id = $1", id).Scan(&agg); err != nil {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT aggregateid FROM outbox WHERE id = $1", id).Scan(&agg); err != nil {
 		t.Fatal(err)
 	}
 	return agg
@@ -246,33 +175,33 @@ func (e *env) aggregateOf(t *testing.T, id string) string {
 // dead-letter table still holds exactly one row per event, and once the
 // rows are fixed dlq replay publishes each event once.
 func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	const topic = "outbox.event.order"
-	createTopicsWith(t, e.brokers, limit100k, topic) // not pgoutbox.dlq
-	cfg := e.config()
-	e.setup(cfg)
+	createTopicsWith(t, e.Brokers, limit100k, topic) // not pgoutbox.dlq
+	cfg := e.Config()
+	e.Setup(cfg)
 	big := `{"blob":"` + strings.Repeat("x", 200_000) + `"}`
 	var events []string
 	for i := 0; i < 4; i++ {
 		agg := fmt.Sprintf("o-%d", i)
-		events = append(events, e.insert(row{"order", agg, "Placed", big})...)
-		events = append(events, e.insert(row{"order", agg, "Paid", `{"n":2}`}, row{"order", agg, "Shipped", `{"n":3}`})...)
+		events = append(events, e.Insert(testenv.NewRow("order", agg, "Placed", big))...)
+		events = append(events, e.Insert(testenv.NewRow("order", agg, "Paid", `{"n":2}`), testenv.NewRow("order", agg, "Shipped", `{"n":3}`))...)
 	}
-	good := e.insert(row{"order", "o-9", "Placed", `{}`})
-	addr := freeAddr(t)
-	p := e.runProcess(t, "--mode", "wal", "--kafka-create-topics=false", "--metrics-addr", addr)
+	good := e.Insert(testenv.NewRow("order", "o-9", "Placed", `{}`))
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--mode", "wal", "--kafka-create-topics=false", "--metrics-addr", addr)
 	// Several sessions fail on the missing topic.
-	eventually(t, 90*time.Second, "two failed sessions", func() bool {
+	testenv.Eventually(t, 90*time.Second, "two failed sessions", func() bool {
 		n, _ := metric(addr, "pgoutbox_reconnects_total")
 		return n >= 2
 	})
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Logf("exit after SIGTERM: %v", err)
 	}
-	if n := strings.Count(p.out.String(), `"msg":"reconnecting"`); n < 2 {
+	if n := strings.Count(p.Out.String(), `"msg":"reconnecting"`); n < 2 {
 		t.Fatalf("the relay retried %d times; the test needs it to retry", n)
 	}
-	n, _ := e.deadLetterRows(t)
+	n, _ := testenv.DeadLetterRows(t, e)
 	for _, id := range events {
 		if n[id] != 1 {
 			t.Errorf("event %s: %d dead letters, want 1", id, n[id])
@@ -282,15 +211,15 @@ func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
 		t.Errorf("%d events dead-lettered, want %d", len(n), len(events))
 	}
 
-	if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE length(payload::text) > 1000`); err != nil {
+	if _, err := e.Conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE length(payload::text) > 1000`); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.replayBinary(t); got != len(events) {
+	if got := testenv.ReplayDeadLetters(t, e); got != len(events) {
 		t.Errorf("replay published %d, want %d", got, len(events))
 	}
 	seen := map[string]int{}
-	for _, rec := range drain(t, e.brokers, topic, 0) {
-		seen[decodeEvent(t, rec).ID]++
+	for _, rec := range testenv.Drain(t, e.Brokers, topic, 0) {
+		seen[testenv.DecodeEvent(t, rec).ID]++
 	}
 	for _, id := range events {
 		if seen[id] != 1 {
@@ -313,25 +242,25 @@ func TestDeadLettersOnceWhileTheirTopicIsMissing(t *testing.T) {
 func TestLimitLoweredWhileRunning(t *testing.T) {
 	for _, mode := range []relay.Mode{relay.ModeWAL, relay.ModePoll} {
 		t.Run(string(mode), func(t *testing.T) {
-			e := newKafkaEnv(t)
+			e := testenv.NewKafka(t)
 			const topic = "outbox.event.order"
-			cfg := e.config()
+			cfg := e.Config()
 			cfg.Mode = mode
 			cfg.PollInterval = 50 * time.Millisecond
 			if mode == relay.ModeWAL {
-				e.setup(cfg)
+				e.Setup(cfg)
 			}
-			r := e.start(cfg)
-			first := e.insert(row{"order", "o-1", "Placed", `{"n":1}`}, row{"order", "o-2", "Placed", `{"n":1}`})
-			awaitIDs(t, e.brokers, topic, first, 15*time.Second)
+			r := e.Start(cfg)
+			first := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`), testenv.NewRow("order", "o-2", "Placed", `{"n":1}`))
+			testenv.AwaitIDs(t, e.Brokers, topic, first, 15*time.Second)
 
-			cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cl.Close()
 			limit := "10000"
-			resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+			resp, err := kadm.NewClient(cl).AlterTopicConfigs(testenv.TimeoutContext(t, 15*time.Second),
 				[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
 			if err == nil {
 				for _, rr := range resp {
@@ -341,15 +270,15 @@ func TestLimitLoweredWhileRunning(t *testing.T) {
 			if err != nil {
 				t.Fatalf("lower the topic's limit: %v", err)
 			}
-			ids := e.insert(row{"order", "o-1", "Placed", `{"blob":"` + strings.Repeat("x", 50_000) + `"}`},
-				row{"order", "o-1", "Placed", `{"n":3}`}, row{"order", "o-2", "Placed", `{"n":2}`})
+			ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"blob":"`+strings.Repeat("x", 50_000)+`"}`),
+				testenv.NewRow("order", "o-1", "Placed", `{"n":3}`), testenv.NewRow("order", "o-2", "Placed", `{"n":2}`))
 			big, after, other := ids[0], ids[1], ids[2]
-			awaitIDs(t, e.brokers, topic, []string{other}, 30*time.Second)
-			eventually(t, 30*time.Second, "dead letters recorded", func() bool {
-				n, _ := e.deadLetterRows(t)
+			testenv.AwaitIDs(t, e.Brokers, topic, []string{other}, 30*time.Second)
+			testenv.Eventually(t, 30*time.Second, "dead letters recorded", func() bool {
+				n, _ := testenv.DeadLetterRows(t, e)
 				return len(n) >= 2
 			})
-			n, reasons := e.deadLetterRows(t)
+			n, reasons := testenv.DeadLetterRows(t, e)
 			if len(n) != 2 || n[big] != 1 || n[after] != 1 {
 				t.Fatalf("dead letters %v, want one each for %s and %s", n, big, after)
 			}
@@ -362,9 +291,9 @@ func TestLimitLoweredWhileRunning(t *testing.T) {
 				t.Errorf("%d WAL sessions, want 2: the refusal ends one, once", s)
 			}
 			var o1 []string
-			for _, rec := range drain(t, e.brokers, topic, 0) {
+			for _, rec := range testenv.Drain(t, e.Brokers, topic, 0) {
 				if string(rec.Key) == "o-1" {
-					o1 = append(o1, decodeEvent(t, rec).ID)
+					o1 = append(o1, testenv.DecodeEvent(t, rec).ID)
 				}
 			}
 			for _, id := range o1 {
@@ -373,16 +302,16 @@ func TestLimitLoweredWhileRunning(t *testing.T) {
 				}
 			}
 
-			if _, err := e.conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1`, big); err != nil {
+			if _, err := e.Conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"n":2}' WHERE id = $1`, big); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := relay.Replay(context.Background(), cfg, testLogger(t)); err != nil || got != 2 {
+			if got, err := relay.Replay(context.Background(), cfg, testenv.Logger(t)); err != nil || got != 2 {
 				t.Fatalf("replay published %d: %v", got, err)
 			}
 			o1 = o1[:0]
 			seen := map[string]bool{}
-			for _, rec := range drain(t, e.brokers, topic, 0) {
-				if id := decodeEvent(t, rec).ID; string(rec.Key) == "o-1" && !seen[id] {
+			for _, rec := range testenv.Drain(t, e.Brokers, topic, 0) {
+				if id := testenv.DecodeEvent(t, rec).ID; string(rec.Key) == "o-1" && !seen[id] {
 					seen[id] = true
 					o1 = append(o1, id)
 				}
@@ -394,79 +323,6 @@ func TestLimitLoweredWhileRunning(t *testing.T) {
 	}
 }
 
-// Migration 008 on a table that already holds copies of dead letters (as
-// older versions wrote them on each retry): nothing is deleted, each event
-// keeps one entry (a resolved one if any was replayed or skipped, else the
-// first), extra open copies are resolved as duplicates, and from then on a
-// second insert for an event does nothing.
-func TestMigrationResolvesDuplicateDeadLetters(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `DROP INDEX pgoutbox_dead_letter_once;
-ALTER TABLE pgoutbox_dead_letter DROP COLUMN duplicate_of;
-UPDATE pgoutbox_schema_version SET version = 7`); err != nil {
-		t.Fatal(err)
-	}
-	insert := func(event string, resolution string) int64 {
-		var id int64
-		var replayed any
-		if resolution != "" {
-			replayed = time.Now()
-		}
-		if err := e.conn.QueryRow(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data, replayed_at, resolution)
-VALUES ('pgoutbox', 'public.outbox', $1, 'agg', 'too large', '{}', $2, nullif($3, '')) RETURNING id`, event, replayed, resolution).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	a1, a2, a3 := insert("a", ""), insert("a", ""), insert("a", "")
-	b1, b2, b3 := insert("b", ""), insert("b", "replayed"), insert("b", "skipped")
-	c1 := insert("c", "")
-	n1, n2 := insert("", ""), insert("", "")
-	if _, err := migrations.Migrate(ctx, e.conn, migrations.Options{}); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	type entry struct {
-		open        bool
-		resolution  string
-		duplicateOf int64
-	}
-	got := map[int64]entry{}
-	rows, err := e.conn.Query(ctx, "SELECT id, replayed_at IS NULL, coalesce(resolution, ''), coalesce(duplicate_of, 0) FROM pgoutbox_dead_letter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id int64
-		var en entry
-		if err := rows.Scan(&id, &en.open, &en.resolution, &en.duplicateOf); err != nil {
-			t.Fatal(err)
-		}
-		got[id] = en
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
-	want := map[int64]entry{
-		a1: {open: true}, a2: {resolution: "duplicate", duplicateOf: a1}, a3: {resolution: "duplicate", duplicateOf: a1},
-		b1: {resolution: "duplicate", duplicateOf: b2}, b2: {resolution: "replayed"}, b3: {resolution: "skipped", duplicateOf: b2},
-		c1: {open: true}, n1: {open: true}, n2: {open: true},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("%d entries after the migration, want %d: nothing may be deleted", len(got), len(want))
-	}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("entry %d: %+v, want %+v", id, got[id], w)
-		}
-	}
-	tag, err := e.conn.Exec(ctx, `INSERT INTO pgoutbox_dead_letter (pipeline, outbox_table, event_id, aggregate_id, reason, row_data)
-VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO NOTHING`)
-	if err != nil || tag.RowsAffected() != 0 {
-		t.Fatalf("a second dead letter for event a: %v, %d rows", err, tag.RowsAffected())
-	}
-}
-
 // The same under load: three writers, the topic's limit lowered to 100,000
 // bytes while the relay runs with the old limit learned, then a 200 KB row.
 // Batches of small records over the new limit are refused too, until the
@@ -474,22 +330,22 @@ VALUES ('pgoutbox', 'public.outbox', 'a', 'agg', 'again', '{}') ON CONFLICT DO N
 // the later events of its aggregate are dead-lettered once each, and none
 // of those reaches the topic.
 func TestLimitLoweredUnderLoad(t *testing.T) {
-	e := newKafkaEnv(t)
+	e := testenv.NewKafka(t)
 	const topic = "outbox.event.account"
-	cfg := e.config()
-	e.setup(cfg)
-	load := e.startLoad(t, 3)
-	e.start(cfg)
-	eventually(t, 15*time.Second, "the topic created", func() bool {
-		return len(drain(t, e.brokers, topic, 0)) > 0
+	cfg := e.Config()
+	e.Setup(cfg)
+	load := e.StartLoad(t, 3)
+	e.Start(cfg)
+	testenv.Eventually(t, 15*time.Second, "the topic created", func() bool {
+		return len(testenv.Drain(t, e.Brokers, topic, 0)) > 0
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	limit := "100000"
-	resp, err := kadm.NewClient(cl).AlterTopicConfigs(pollCtx(t, 15*time.Second),
+	resp, err := kadm.NewClient(cl).AlterTopicConfigs(testenv.TimeoutContext(t, 15*time.Second),
 		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
 	if err == nil {
 		for _, rr := range resp {
@@ -500,21 +356,21 @@ func TestLimitLoweredUnderLoad(t *testing.T) {
 		t.Fatalf("lower the topic's limit: %v", err)
 	}
 	const acct = "acct-5"
-	big, bigSeq := load.writeOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
+	big, bigSeq := load.WriteOne(t, acct, `{"blob":"`+strings.Repeat("x", 200_000)+`"}`)
 	time.Sleep(2 * time.Second)
-	committed := load.finish()
-	held, want := e.awaitHeld(t, committed, big, bigSeq, acct)
-	rep := check(t, e.brokers, topic, want)
+	committed := load.Finish()
+	held, want := awaitHeld(t, e, committed, big, bigSeq, acct)
+	rep := testenv.Check(t, e.Brokers, topic, want)
 	t.Logf("%v; %d dead-lettered", rep, len(held))
-	if rep.lost != 0 || rep.orderViolations != 0 {
-		t.Errorf("lost %d, order violations %d", rep.lost, rep.orderViolations)
+	if rep.Lost != 0 || rep.OrderViolations != 0 {
+		t.Errorf("lost %d, order violations %d", rep.Lost, rep.OrderViolations)
 	}
-	for _, rec := range drain(t, e.brokers, topic, 0) {
-		if id := decodeEvent(t, rec).ID; held[id] && id != big {
+	for _, rec := range testenv.Drain(t, e.Brokers, topic, 0) {
+		if id := testenv.DecodeEvent(t, rec).ID; held[id] && id != big {
 			t.Errorf("event %s of aggregate %s reached the topic ahead of the refused row", id, acct)
 		}
 	}
-	n, _ := e.deadLetterRows(t)
+	n, _ := testenv.DeadLetterRows(t, e)
 	for id, c := range n {
 		if c != 1 || !held[id] {
 			t.Errorf("event %s: %d dead letters (held behind the row: %v)", id, c, held[id])
@@ -528,16 +384,16 @@ func TestLimitLoweredUnderLoad(t *testing.T) {
 // awaitHeld waits until the refused event big and every later event of its
 // aggregate are dead-lettered, and returns them (held) and the committed
 // events that must be delivered (want).
-func (e *env) awaitHeld(t *testing.T, committed map[string]int, big string, bigSeq int, aggregate string) (held map[string]bool, want map[string]int) {
+func awaitHeld(t *testing.T, e *testenv.Env, committed map[string]int, big string, bigSeq int, aggregate string) (held map[string]bool, want map[string]int) {
 	t.Helper()
 	held = map[string]bool{big: true}
 	for id, seq := range committed {
-		if seq > bigSeq && e.aggregateOf(t, id) == aggregate {
+		if seq > bigSeq && aggregateOf(t, e, id) == aggregate {
 			held[id] = true
 		}
 	}
-	eventually(t, 60*time.Second, "dead letters recorded", func() bool {
-		n, _ := e.deadLetterRows(t)
+	testenv.Eventually(t, 60*time.Second, "dead letters recorded", func() bool {
+		n, _ := testenv.DeadLetterRows(t, e)
 		return len(n) >= len(held)
 	})
 	want = map[string]int{}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/registrytest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A Kafka Connect configuration with Apicurio's AvroConverter for keys and
@@ -29,18 +29,18 @@ import (
 // Avro after a magic byte and the schema's global id, the schemas
 // registered under <topic>-key and <topic>-value, and the problem clears.
 func TestDebeziumAvroRegistry(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	ctx := context.Background()
-	e.exec(`CREATE TABLE public.outbox_avro (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+	e.Exec(`CREATE TABLE public.outbox_avro (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
   aggregateid text NOT NULL, type text NOT NULL, payload jsonb, seq bigint GENERATED ALWAYS AS IDENTITY)`)
 	payloads := []string{`{"n": 1}`, `{"n": 2}`, `{"n": 3}`}
 	for i, p := range payloads[:2] {
-		e.exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-` + strconv.Itoa(i) + `', 'OrderCreated', '` + p + `')`)
+		e.Exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-` + strconv.Itoa(i) + `', 'OrderCreated', '` + p + `')`)
 	}
 	reg := registrytest.Start(t, registrytest.Options{})
 	reg.Stop()
 	api := reg.URL + "/apis/registry/v2"
-	host, port, user, db := e.debeziumDB(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	conf := map[string]any{"name": "orders", "config": map[string]string{
 		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "plugin.name": "pgoutput",
 		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
@@ -57,38 +57,38 @@ func TestDebeziumAvroRegistry(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := metricsAddr(t)
-	p := e.runProcess(t, "--config", path, "--metrics-addr", addr)
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--config", path, "--metrics-addr", addr)
 	const topic = "outbox.event.Order"
 
 	// Down: nothing published, the problem named everywhere.
-	eventually(t, 30*time.Second, "the pipeline's state", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the pipeline's state", func() bool {
 		var n int
-		return e.conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&n) == nil && n == 1
+		return e.Conn.QueryRow(ctx, "SELECT count(*) FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&n) == nil && n == 1
 	})
-	eventually(t, 60*time.Second, "status naming the registry", func() bool {
-		st, _ := e.status(t, "--slot", "debezium")
+	testenv.Eventually(t, 60*time.Second, "status naming the registry", func() bool {
+		st, _ := e.Status(t, "--slot", "debezium")
 		return strings.Contains(st.KafkaProblem, "schema registry") && strings.Contains(st.KafkaProblem, reg.URL)
 	})
-	if m := scrape(t, "http://"+addr); m["pgoutbox_kafka_problem"] != 1 {
+	if m := testenv.Scrape(t, "http://"+addr); m["pgoutbox_kafka_problem"] != 1 {
 		t.Errorf("pgoutbox_kafka_problem = %v while the registry is down", m["pgoutbox_kafka_problem"])
 	}
-	if code := httpStatus("http://" + addr + "/readyz"); code == http.StatusOK {
+	if code := testenv.HTTPStatus("http://" + addr + "/readyz"); code == http.StatusOK {
 		t.Error("/readyz is 200 while the registry is down")
 	}
-	if recs := drain(t, e.brokers, topic, 0); len(recs) != 0 {
+	if recs := testenv.Drain(t, e.Brokers, topic, 0); len(recs) != 0 {
 		t.Fatalf("%d records published while the registry was down", len(recs))
 	}
 	var pending bool
-	if err := e.conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending); err != nil || !pending {
+	if err := e.Conn.QueryRow(ctx, "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = 'debezium'").Scan(&pending); err != nil || !pending {
 		t.Fatalf("the snapshot is recorded done while none of it was published (pending %v, %v)", pending, err)
 	}
 
 	// Back: everything goes out.
 	reg.Restart(t)
-	e.awaitSlotActive(t, "debezium")
-	e.exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-2', 'OrderCreated', '` + payloads[2] + `')`)
-	recs := kafkatest.Consume(t, e.brokers, []string{topic}, 3, 90*time.Second)
+	e.AwaitSlotActive(t, "debezium")
+	e.Exec(`INSERT INTO public.outbox_avro (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-2', 'OrderCreated', '` + payloads[2] + `')`)
+	recs := kafkatest.Consume(t, e.Brokers, []string{topic}, 3, 90*time.Second)
 	got := map[string]bool{}
 	for _, r := range recs {
 		for _, part := range []struct {
@@ -116,11 +116,11 @@ func TestDebeziumAvroRegistry(t *testing.T) {
 	if s := registryGet(t, api+"/groups/default/artifacts/"+topic+"-value"); !strings.Contains(s, "io.debezium.data.Json") {
 		t.Errorf("subject %s-value: %s", topic, s)
 	}
-	eventually(t, 30*time.Second, "the problem cleared in status", func() bool {
-		st, _ := e.status(t, "--slot", "debezium")
+	testenv.Eventually(t, 30*time.Second, "the problem cleared in status", func() bool {
+		st, _ := e.Status(t, "--slot", "debezium")
 		return st.KafkaKnown && st.KafkaProblem == ""
 	})
-	p.stop(t)
+	p.Stop(t)
 }
 
 func registryGet(t *testing.T, url string) string {
@@ -141,11 +141,11 @@ func registryGet(t *testing.T, url string) string {
 // converter). Each refusal names both settings, and nothing is created in
 // a database that already holds the table and its rows.
 func TestDebeziumAvroRefusedWithTransformsOrNATS(t *testing.T) {
-	e := bareEnv(t, `CREATE TABLE public.outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
   aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
 INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{"n": 1}')`)
 	const api = "http://127.0.0.1:1/apis/registry/v2" // never reached
-	host, port, user, db := e.debeziumDB(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	conf := map[string]any{"name": "orders", "config": map[string]string{
 		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "plugin.name": "pgoutput",
 		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
@@ -165,9 +165,9 @@ INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('O
 		args []string
 		want []string
 	}{
-		{"transforms", []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.brokers, ",")},
+		{"transforms", []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ",")},
 			[]string{"transforms", "value.converter", "does not write Avro after transforms"}},
-		{"nats", []string{"run", "--database-url", e.url, "--sink", "nats-jetstream", "--nats-url", "nats://127.0.0.1:1",
+		{"nats", []string{"run", "--database-url", e.URL, "--sink", "nats-jetstream", "--nats-url", "nats://127.0.0.1:1",
 			"--format", "debezium-outbox", "--value-converter", "avro", "--value-registry-url", api},
 			[]string{"--sink nats-jetstream", "--value-converter avro", "written for Kafka only"}},
 	} {
@@ -177,10 +177,10 @@ INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('O
 				t.Errorf("%s: %v, want a message containing %q:\n%s", tc.name, err, w, out)
 			}
 		}
-		e.nothingCreated(t, "public.outbox")
+		testenv.NothingCreated(t, e, "public.outbox")
 	}
 	var n int
-	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM public.outbox").Scan(&n); err != nil || n != 1 {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM public.outbox").Scan(&n); err != nil || n != 1 {
 		t.Errorf("the outbox holds %d rows (%v), want its 1", n, err)
 	}
 }
@@ -190,7 +190,7 @@ INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('O
 // killed).
 func refusedAtStart(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // An insert becomes a CloudEvent; cloudevents/sdk-go, an independent
@@ -20,17 +21,17 @@ import (
 func TestInsertBecomesCloudEvent(t *testing.T) {
 	for _, format := range []schema.Format{schema.CloudEvents, schema.CloudEventsBinary} {
 		t.Run(string(format), func(t *testing.T) {
-			e := newEnv(t)
-			cfg := e.config()
+			e := testenv.New(t)
+			cfg := e.Config()
 			cfg.Encoder.Format = format
-			e.start(cfg)
-			eventually(t, 10*time.Second, "slot", func() bool {
+			e.Start(cfg)
+			testenv.Eventually(t, 10*time.Second, "slot", func() bool {
 				var n int
-				e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE active").Scan(&n)
+				e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE active").Scan(&n)
 				return n == 1
 			})
 			var id string
-			err := e.conn.QueryRow(context.Background(), `
+			err := e.Conn.QueryRow(context.Background(), `
 INSERT INTO outbox (aggregatetype, aggregateid, type, payload, headers, created_at)
 VALUES ('Order', 'order-42', 'OrderPlaced', '{"total": 1200, "items": ["a", "b"], "note": "한국어"}',
         '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
@@ -39,7 +40,7 @@ RETURNING id::text`).Scan(&id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			recs := kafkatest.Consume(t, e.brokers, []string{"outbox.event.Order"}, 1, 15*time.Second)
+			recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.Order"}, 1, 15*time.Second)
 			rec := recs[0]
 			if string(rec.Key) != "order-42" {
 				t.Errorf("key %q, want the aggregate id", rec.Key)
@@ -144,25 +145,19 @@ func parseCloudEvent(t *testing.T, format schema.Format, r *kgo.Record) cloudeve
 // rolled-back transaction is published (check fails on any event that was
 // never committed).
 func TestOrderPerAggregateAndRollback(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	e.setup(cfg)
-	e.start(cfg)
-	load := e.startLoad(t, 6)
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	e.Start(cfg)
+	load := e.StartLoad(t, 6)
 	time.Sleep(2 * time.Second)
-	committed := load.finish()
-	if load.rolledBack == 0 {
+	committed := load.Finish()
+	if load.RolledBack() == 0 {
 		t.Fatal("no transaction rolled back; the test needs some")
 	}
-	rep := check(t, e.brokers, "outbox.event.account", committed)
-	t.Logf("%v; %d transactions rolled back", rep, load.rolledBack)
-	if rep.lost != 0 || rep.duplicates != 0 || rep.orderViolations != 0 {
-		t.Fatalf("without faults: lost %d, duplicates %d, order violations %d", rep.lost, rep.duplicates, rep.orderViolations)
+	rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
+	t.Logf("%v; %d transactions rolled back", rep, load.RolledBack())
+	if rep.Lost != 0 || rep.Duplicates != 0 || rep.OrderViolations != 0 {
+		t.Fatalf("without faults: lost %d, duplicates %d, order violations %d", rep.Lost, rep.Duplicates, rep.OrderViolations)
 	}
-}
-
-func pollCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

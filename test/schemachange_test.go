@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // shapeWriter commits events for locked aggregates until stopped, as the
@@ -27,15 +33,15 @@ type shapeWriter struct {
 	wg        sync.WaitGroup
 }
 
-func startShapeWriter(t *testing.T, e *env, writers int) *shapeWriter {
+func startShapeWriter(t *testing.T, e *testenv.Env, writers int) *shapeWriter {
 	t.Helper()
 	ctx := context.Background()
-	e.exec(`CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
+	e.Exec(`CREATE TABLE account (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
 INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 9) g;
 ALTER TABLE outbox ALTER COLUMN type SET DEFAULT 'Posted'`)
 	w := &shapeWriter{committed: map[string]int{}, typeless: map[string]bool{}, stop: make(chan struct{})}
 	for n := 0; n < writers; n++ {
-		cfg, err := pgx.ParseConfig(e.url)
+		cfg, err := pgx.ParseConfig(e.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,15 +114,15 @@ func (w *shapeWriter) finish() (map[string]int, map[string]bool) {
 // event arrives, in commit order per aggregate, and the rows dead-lettered
 // for the table's shape are exactly those written without the column.
 func TestSchemaChangesUnderLoad(t *testing.T) {
-	e := newEnv(t)
+	e := testenv.New(t)
 	pipelines := []struct{ slot, mode string }{{"pa", "auto"}, {"pw", "wal"}}
-	var procs []*proc
+	var procs []*testenv.Proc
 	for _, pl := range pipelines {
-		procs = append(procs, e.runProcess(t, "--mode", pl.mode, "--slot", pl.slot, "--publication", pl.slot,
+		procs = append(procs, e.Run(t, "--mode", pl.mode, "--slot", pl.slot, "--publication", pl.slot,
 			"--topic", pl.slot+".{aggregatetype}", "--poll-interval", "50ms"))
 	}
-	eventually(t, 30*time.Second, "both relays streaming", func() bool {
-		return strings.Contains(procs[0].out.String(), `"msg":"streaming"`) && strings.Contains(procs[1].out.String(), `"msg":"streaming"`)
+	testenv.Eventually(t, 30*time.Second, "both relays streaming", func() bool {
+		return strings.Contains(procs[0].Out.String(), `"msg":"streaming"`) && strings.Contains(procs[1].Out.String(), `"msg":"streaming"`)
 	})
 	w := startShapeWriter(t, e, 2)
 	time.Sleep(500 * time.Millisecond)
@@ -135,27 +141,27 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 		{"ALTER TABLE outbox DROP COLUMN type", 300 * time.Millisecond},
 		{"ALTER TABLE outbox ADD COLUMN type text NOT NULL DEFAULT 'Posted'", 300 * time.Millisecond},
 	} {
-		e.exec(step.sql)
-		time.Sleep(step.after * chaos[time.Duration](1, 5)) // make chaos: 15 s of load
+		e.Exec(step.sql)
+		time.Sleep(step.after * testenv.Chaos[time.Duration](1, 5)) // make chaos: 15 s of load
 	}
 	committed, typeless := w.finish()
 	if len(typeless) == 0 || len(committed) < 200 {
 		t.Fatalf("%d events, %d written without the type column: the load was too light to mean anything", len(committed), len(typeless))
 	}
-	end := e.currentLSN()
+	end := e.CurrentLSN()
 	for i, pl := range pipelines {
-		eventually(t, 30*time.Second, pl.slot+" past every row", func() bool { return e.slot(pl.slot).ConfirmedLSN >= end })
-		out, stderr, ok := cli(t, "dlq", "replay", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+		testenv.Eventually(t, 30*time.Second, pl.slot+" past every row", func() bool { return e.Slot(pl.slot).ConfirmedLSN >= end })
+		out, stderr, ok := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 			"--slot", pl.slot, "--topic", pl.slot+".{aggregatetype}")
 		if !ok {
 			t.Fatalf("dlq replay %s: %s%s", pl.slot, out, stderr)
 		}
-		rep := check(t, e.brokers, pl.slot+".account", committed)
+		rep := testenv.Check(t, e.Brokers, pl.slot+".account", committed)
 		t.Logf("%s (%s mode): %v; %d written without the type column", pl.slot, pl.mode, rep, len(typeless))
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Errorf("%s: lost %d, order violations %d", pl.slot, rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Errorf("%s: lost %d, order violations %d", pl.slot, rep.Lost, rep.OrderViolations)
 		}
-		rows, err := e.conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter WHERE pipeline = $1", pl.slot)
+		rows, err := e.Conn.Query(context.Background(), "SELECT event_id, reason FROM pgoutbox_dead_letter WHERE pipeline = $1", pl.slot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,8 +187,88 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d dead-lettered for the table's shape, %d held behind them until the replay", pl.slot, len(shape), held)
-		if err := procs[i].signal(t, syscall.SIGTERM); err != nil {
+		if err := procs[i].Signal(t, syscall.SIGTERM); err != nil {
 			t.Errorf("%s: pgoutbox run: %v", pl.slot, err)
 		}
+	}
+}
+
+// A required column is dropped from the outbox while the relay runs. Under
+// the halt policy it stops with an error naming the column and confirms
+// nothing past the change. Under the dead-letter policy (the default) the
+// row written without the column is dead-lettered with that reason and
+// the relay goes on (TestSchemaChangesUnderLoad); a nullable column added
+// is harmless (TestOutboxColumnAddedWhileRunning).
+func TestRequiredColumnDropped(t *testing.T) {
+	for _, policy := range []string{relay.PoisonHalt, relay.PoisonDeadLetter} {
+		t.Run(policy, func(t *testing.T) { requiredColumnDropped(t, policy) })
+	}
+}
+
+func requiredColumnDropped(t *testing.T, policy string) {
+	e := testenv.New(t)
+	cfg := e.Config()
+	cfg.OnPoison = policy
+	e.Setup(cfg)
+	r := e.Start(cfg)
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 10*time.Second)
+	ctx := context.Background()
+	probe := testenv.NewCommitProbe(e)
+	if _, err := e.Conn.Exec(ctx, "ALTER TABLE outbox DROP COLUMN aggregatetype"); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := e.Conn.QueryRow(ctx, `INSERT INTO outbox (aggregateid, type, payload) VALUES ('o-2', 'Placed', '{}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if policy == relay.PoisonDeadLetter {
+		var reason string
+		testenv.Eventually(t, 20*time.Second, "the row dead-lettered", func() bool {
+			return e.Conn.QueryRow(ctx, "SELECT reason FROM pgoutbox_dead_letter WHERE event_id = $1", id).Scan(&reason) == nil
+		})
+		if !strings.Contains(reason, "lacks a required column: aggregatetype") {
+			t.Errorf("dead-lettered for %q", reason)
+		}
+		select {
+		case <-r.Done():
+			t.Fatalf("the relay stopped: %v", r.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+		return
+	}
+	var err error
+	select {
+	case <-r.Done():
+		err = r.Err()
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay did not stop")
+	}
+	if !errors.Is(err, schema.ErrMissingColumn) {
+		t.Fatalf("stopped with %v, want a missing column", err)
+	}
+	t.Logf("stopped with: %v", err)
+	commits := probe.Commits()
+	if got := e.Slot("pgoutbox").ConfirmedLSN; len(commits) > 1 && got >= commits[len(commits)-1] {
+		t.Fatalf("confirmed %s, past the insert into the altered table (%s)", got, commits[len(commits)-1])
+	}
+}
+
+// ALTER TABLE on the outbox while the relay runs: a nullable column added
+// changes the Relation message; columns are mapped by name, so events keep
+// flowing and keep their values.
+func TestOutboxColumnAddedWhileRunning(t *testing.T) {
+	e := testenv.New(t)
+	cfg := e.Config()
+	e.Setup(cfg)
+	e.Start(cfg)
+	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	if _, err := e.Conn.Exec(context.Background(), "ALTER TABLE outbox ADD COLUMN note text"); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":2}`))
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 15*time.Second)
+	if ev := testenv.DecodeEvent(t, recs[1]); ev.ID != ids[0] || string(ev.Data) != `{"n": 2}` {
+		t.Fatalf("after ALTER TABLE: %+v", ev)
 	}
 }

@@ -11,39 +11,21 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
-
-// runOnce runs the binary to its end (or kills it after d) and returns its
-// exit code and everything it printed.
-func runOnce(t *testing.T, d time.Duration, env []string, args ...string) (int, string) {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	}
-	return code, string(out)
-}
 
 // Bad credentials and unreachable servers give a clear error naming what
 // is wrong, and no secret reaches any line pgoutbox prints; SASL/SCRAM and
 // TLS to Kafka work when configured rightly.
 func TestCredentialsAndSecrets(t *testing.T) {
-	e := newKafkaEnv(t)
-	if e.pg.External() {
+	e := testenv.NewKafka(t)
+	if e.PG.External() {
 		t.Skip("needs the throwaway cluster's pg_hba.conf")
 	}
 	ctx := context.Background()
 	// A role that must give its password, over scram-sha-256.
-	hba := filepath.Join(e.pg.Dir, "pg_hba.conf")
+	hba := filepath.Join(e.PG.Dir, "pg_hba.conf")
 	old, err := os.ReadFile(hba)
 	if err != nil {
 		t.Fatal(err)
@@ -51,21 +33,21 @@ func TestCredentialsAndSecrets(t *testing.T) {
 	if err := os.WriteFile(hba, append([]byte("host all pw_user 127.0.0.1/32 scram-sha-256\n"), old...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE pw_user LOGIN REPLICATION PASSWORD 'Right-Db-Pass-42';
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE pw_user LOGIN REPLICATION PASSWORD 'Right-Db-Pass-42';
 GRANT SELECT, UPDATE ON outbox TO pw_user; GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO pw_user;
 GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO pw_user; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO pw_user;
 SELECT pg_reload_conf();
-`+grantHeartbeatSQL("pw_user")); err != nil {
+`+testenv.GrantHeartbeatSQL("pw_user")); err != nil {
 		t.Fatal(err)
 	}
-	e.setup(e.config()) // the publication and slot, made by the owner
+	e.Setup(e.Config()) // the publication and slot, made by the owner
 	// Apache Kafka's SASL_SSL listener: SCRAM over TLS.
 	secure := kafkatest.SharedLocal(t)
 	other := tlstest.New(t)
 	caFile := secure.CA.WritePEM(t, t.TempDir())
 	otherCA := other.WritePEM(t, t.TempDir())
-	wrongDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Wrong-Db-Pass-13@", 1)
-	rightDB := strings.Replace(e.url, "postgres://postgres@", "postgres://pw_user:Right-Db-Pass-42@", 1)
+	wrongDB := strings.Replace(e.URL, "postgres://postgres@", "postgres://pw_user:Wrong-Db-Pass-13@", 1)
+	rightDB := strings.Replace(e.URL, "postgres://postgres@", "postgres://pw_user:Right-Db-Pass-42@", 1)
 	rightKafka := "PGOUTBOX_KAFKA_PASSWORD=" + kafkatest.Password
 	secrets := []string{"Wrong-Db-Pass-13", "Right-Db-Pass-42", "Wrong-Kafka-Pass-9", kafkatest.Password}
 	kafkaTLS := []string{"--kafka-brokers", strings.Join(secure.SASLSSL, ","), "--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-username", kafkatest.User, "--kafka-tls-ca", caFile}
@@ -78,7 +60,7 @@ SELECT pg_reload_conf();
 		wants []string
 	}{
 		{"wrong database password", nil,
-			[]string{"run", "--database-url", wrongDB, "--kafka-brokers", strings.Join(e.brokers, ",")},
+			[]string{"run", "--database-url", wrongDB, "--kafka-brokers", strings.Join(e.Brokers, ",")},
 			1, []string{"password authentication failed", "pw_user"}},
 		{"unreachable broker", nil,
 			[]string{"run", "--database-url", rightDB, "--kafka-brokers", "127.0.0.1:1", "--log-level", "debug"},
@@ -100,13 +82,13 @@ SELECT pg_reload_conf();
 			if tt.code == -1 {
 				d = 6 * time.Second
 			}
-			code, out := runOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
-			expectOutput(t, code, tt.code, out, tt.wants, secrets)
+			code, out := testenv.RunOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
+			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, secrets)
 		})
 	}
 	// And with everything right, an event flows through SASL and TLS: its
 	// commit is confirmed, which needs the secure broker's ack.
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	cmd := exec.Command(bin, append([]string{"run", "--database-url", rightDB, "--status-interval", "100ms", "--log-format", "json"}, kafkaTLS...)...)
 	cmd.Env = append(os.Environ(), rightKafka)
 	var out strings.Builder
@@ -115,11 +97,11 @@ SELECT pg_reload_conf();
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	probe := e.commitProbe()
-	e.insert(row{"order", "o-1", "Placed", `{"secure":true}`})
-	commit := probe.commits()[0]
-	eventually(t, 20*time.Second, "the event confirmed through SASL and TLS", func() bool {
-		return e.slot("pgoutbox").ConfirmedLSN >= commit
+	probe := testenv.NewCommitProbe(e)
+	e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"secure":true}`))
+	commit := probe.Commits()[0]
+	testenv.Eventually(t, 20*time.Second, "the event confirmed through SASL and TLS", func() bool {
+		return e.Slot("pgoutbox").ConfirmedLSN >= commit
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // The topics of Debezium's documented table under docConnector: its rows
@@ -22,9 +23,9 @@ var docTopics = []string{"outbox.event.Order", "outbox.event.Customer"}
 // docConnector writes Debezium's documented Kafka Connect configuration
 // of the outbox router for e's database, snapshot.mode unset (Debezium's
 // default, initial), and returns its path.
-func docConnector(t *testing.T, e *env) string {
+func docConnector(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	host, port, user, db := e.debeziumDB(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
 	conf := map[string]any{"name": "outbox-connector", "config": map[string]string{
 		"connector.class":                "io.debezium.connector.postgresql.PostgresConnector",
 		"tasks.max":                      "1",
@@ -45,16 +46,16 @@ func docConnector(t *testing.T, e *env) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writeFile(t, "outbox-connector.json", string(data))
+	return testenv.WriteFile(t, "outbox-connector.json", string(data))
 }
 
 // docRows inserts n rows into Debezium's documented table, in one
 // statement, numbered from..from+n-1 (from > 0) in their payload ({"n": i}), for
 // aggregates agg-0..agg-19 of types Order (even) and Customer (odd): an
 // aggregate's events in the order of their numbers.
-func docRows(t *testing.T, e *env, from, n int) []string {
+func docRows(t *testing.T, e *testenv.Env, from, n int) []string {
 	t.Helper()
-	rows, err := e.conn.Query(context.Background(), `INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload)
+	rows, err := e.Conn.Query(context.Background(), `INSERT INTO public.outboxevent (id, aggregatetype, aggregateid, payload)
 SELECT gen_random_uuid(), CASE WHEN g % 2 = 0 THEN 'Order' ELSE 'Customer' END, 'agg-' || g % 20, jsonb_build_object('n', g)
 FROM generate_series($1::int, $2::int) g ORDER BY g RETURNING id::text`, from, from+n-1)
 	if err != nil {
@@ -69,10 +70,10 @@ FROM generate_series($1::int, $2::int) g ORDER BY g RETURNING id::text`, from, f
 
 // docWriter inserts n rows, one per transaction, numbered from on, while
 // the relay starts: rows committed before, during and after its snapshot.
-func docWriter(t *testing.T, e *env, from, n int) <-chan []string {
+func docWriter(t *testing.T, e *testenv.Env, from, n int) <-chan []string {
 	t.Helper()
 	done := make(chan []string, 1)
-	conn := e.connect()
+	conn := e.Connect()
 	go func() {
 		var ids []string
 		for i := from; i < from+n; i++ {
@@ -93,7 +94,7 @@ VALUES (gen_random_uuid(), CASE WHEN $1 % 2 = 0 THEN 'Order' ELSE 'Customer' END
 // docID is a record's event id: the header id, a plain string under the
 // connector's default header converter.
 func docID(r *kgo.Record) string {
-	h, _ := headerOf(r, "id")
+	h, _ := testenv.HeaderOf(r, "id")
 	return h
 }
 
@@ -122,7 +123,7 @@ func awaitDocIDs(t *testing.T, brokers []string, want []string, timeout time.Dur
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d events never arrived within %s", len(left), len(want), timeout)
 		}
-		c.PollRecords(pollCtx(t, time.Second), 10000).EachRecord(func(r *kgo.Record) { delete(left, docID(r)) })
+		c.PollRecords(testenv.TimeoutContext(t, time.Second), 10000).EachRecord(func(r *kgo.Record) { delete(left, docID(r)) })
 	}
 }
 
@@ -131,7 +132,7 @@ func drainDoc(t *testing.T, brokers []string) []*kgo.Record {
 	t.Helper()
 	var out []*kgo.Record
 	for _, topic := range docTopics {
-		out = append(out, drain(t, brokers, topic, 0)...)
+		out = append(out, testenv.Drain(t, brokers, topic, 0)...)
 	}
 	return out
 }
@@ -146,22 +147,22 @@ func drainDoc(t *testing.T, brokers []string) []*kgo.Record {
 // says, once, that the existing rows go out in physical order and that
 // this is no promise of per-aggregate order in general.
 func TestSnapshotDebeziumDocumentationTable(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable)
+	e := testenv.NewBare(t, testenv.DebeziumDocTable)
 	const old = 3000
 	history := docRows(t, e, 1, old)
 	conf := docConnector(t, e)
-	pgoutboxBin(t) // built before the writer starts
+	testenv.Bin(t) // built before the writer starts
 	w := docWriter(t, e, 1+old, 300)
-	p := e.runProcess(t, "--config", conf)
+	p := e.Run(t, "--config", conf)
 	fresh := <-w
 	want := append(append([]string{}, history...), fresh...)
-	awaitDocIDs(t, e.brokers, want, 60*time.Second)
-	e.awaitSlotActive(t, "debezium")
-	p.stop(t)
-	recs := drainDoc(t, e.brokers)
-	checkOnce(t, recs, want, docID)
+	awaitDocIDs(t, e.Brokers, want, 60*time.Second)
+	e.AwaitSlotActive(t, "debezium")
+	p.Stop(t)
+	recs := drainDoc(t, e.Brokers)
+	testenv.CheckOnce(t, recs, want, docID)
 	checkAggregateOrder(t, recs, func(r *kgo.Record) string { return docNumber(t, r) })
-	out := p.out.String()
+	out := p.Out.String()
 	for _, line := range []string{
 		`"snapshot":"initial: the rows already in the tables on the pipeline's first start`,
 		`"msg":"the rows already in the table go out first, then what commits after the slot, in commit order","table":"public.outboxevent","order":"physical","per_aggregate":"not promised`,
@@ -178,30 +179,30 @@ func TestSnapshotDebeziumDocumentationTable(t *testing.T) {
 // again from a new slot: every row goes out, those of the first attempt
 // twice, the rows written while no relay ran and after once.
 func TestSnapshotDebeziumDocumentationTableKilled(t *testing.T) {
-	rows := chaos(100_000, 300_000)
-	e := bareEnv(t, debeziumDocTable)
+	rows := testenv.Chaos(100_000, 300_000)
+	e := testenv.NewBare(t, testenv.DebeziumDocTable)
 	history := docRows(t, e, 1, rows)
 	conf := docConnector(t, e)
-	p := e.runProcess(t, "--config", conf, "--batch-size", "50")
-	kafkatest.Consume(t, e.brokers, docTopics, 1, 60*time.Second)
-	if err := p.signal(t, syscall.SIGKILL); err == nil {
+	p := e.Run(t, "--config", conf, "--batch-size", "50")
+	kafkatest.Consume(t, e.Brokers, docTopics, 1, 60*time.Second)
+	if err := p.Signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox exited 0 on SIGKILL")
 	}
-	pending := e.snapshotPending(t, "debezium")
-	sent := len(drainDoc(t, e.brokers))
+	pending := snapshotPending(t, e, "debezium")
+	sent := len(drainDoc(t, e.Brokers))
 	if !pending || sent >= rows {
 		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
 	}
 	t.Logf("killed after %d of %d rows of the snapshot", sent, rows)
 	stopped := docRows(t, e, 1+rows, 20) // while no relay runs
-	p = e.runProcess(t, "--config", conf, "--batch-size", "500")
+	p = e.Run(t, "--config", conf, "--batch-size", "500")
 	after := <-docWriter(t, e, 1+rows+20, 20)
 	fresh := append(stopped, after...)
-	awaitDocIDs(t, e.brokers, append(append([]string{}, history...), fresh...), 120*time.Second)
-	e.awaitSnapshotDone(t, "debezium")
-	p.stop(t)
+	awaitDocIDs(t, e.Brokers, append(append([]string{}, history...), fresh...), 120*time.Second)
+	awaitSnapshotDone(t, e, "debezium")
+	p.Stop(t)
 	checkTakenAgain(t, p)
-	recs := drainDoc(t, e.brokers)
+	recs := drainDoc(t, e.Brokers)
 	seen := map[string]int{}
 	for _, r := range recs {
 		seen[docID(r)]++
@@ -225,41 +226,41 @@ func TestSnapshotDebeziumDocumentationTableKilled(t *testing.T) {
 // the snapshot, exactly-once runs, as a pipeline whose snapshot is done
 // takes none, and a read_committed consumer gets the new rows once.
 func TestSnapshotExactlyOnce(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable)
+	e := testenv.NewBare(t, testenv.DebeziumDocTable)
 	b := kafkatest.Shared(t)
-	e.kafka, e.apache, e.brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
+	e.Kafka, e.Apache, e.Brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
 	history := docRows(t, e, 1, 100)
 	conf := docConnector(t, e)
-	brokers := strings.Join(e.brokers, ",")
-	out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", brokers, "--delivery", "exactly-once")
+	brokers := strings.Join(e.Brokers, ",")
+	out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--kafka-brokers", brokers, "--delivery", "exactly-once")
 	if ok || !strings.Contains(out, "exactly-once delivery cannot publish the rows already in the table") || !strings.Contains(out, "--delivery at-least-once") {
 		t.Fatalf("exactly-once with a snapshot to take: exit 0 %v, want the refusal:\n%s", ok, out)
 	}
 	var slots int
-	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots").Scan(&slots); err != nil || slots != 0 {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots").Scan(&slots); err != nil || slots != 0 {
 		t.Fatalf("%d slots after the refusal (%v)", slots, err)
 	}
-	p := e.runProcess(t, "--config", conf)
-	awaitDocIDs(t, e.brokers, history, 60*time.Second)
-	e.awaitSnapshotDone(t, "debezium")
-	p.stop(t)
-	p = e.runProcess(t, "--config", conf, "--delivery", "exactly-once")
-	e.awaitSlotActive(t, "debezium")
+	p := e.Run(t, "--config", conf)
+	awaitDocIDs(t, e.Brokers, history, 60*time.Second)
+	awaitSnapshotDone(t, e, "debezium")
+	p.Stop(t)
+	p = e.Run(t, "--config", conf, "--delivery", "exactly-once")
+	e.AwaitSlotActive(t, "debezium")
 	fresh := docRows(t, e, 101, 20)
-	awaitDocIDs(t, e.brokers, fresh, 60*time.Second)
-	p.stop(t)
+	awaitDocIDs(t, e.Brokers, fresh, 60*time.Second)
+	p.Stop(t)
 	// Read committed until nothing more comes: the transaction markers
 	// take offsets no record has, so the ends are not a count.
-	c := kafkatest.NewConsumer(t, e.brokers, docTopics...)
+	c := kafkatest.NewConsumer(t, e.Brokers, docTopics...)
 	var recs []*kgo.Record
 	for idle := 0; idle < 4; {
-		fs := c.PollRecords(pollCtx(t, 500*time.Millisecond), 10000)
+		fs := c.PollRecords(testenv.TimeoutContext(t, 500*time.Millisecond), 10000)
 		if fs.NumRecords() == 0 {
 			idle++
 		}
 		recs = append(recs, fs.Records()...)
 	}
-	checkOnce(t, recs, append(append([]string{}, history...), fresh...), docID)
+	testenv.CheckOnce(t, recs, append(append([]string{}, history...), fresh...), docID)
 }
 
 // Debezium's documented table, migrated (its rows have no seq, and no
@@ -271,28 +272,28 @@ func TestSnapshotExactlyOnce(t *testing.T) {
 func TestSnapshotPollWithoutOrder(t *testing.T) {
 	for _, tc := range []struct{ mode, wal string }{{"poll", "logical"}, {"auto", "replica"}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			e := bareEnv(t, debeziumDocTable, pgcluster.Options{WALLevel: tc.wal})
+			e := testenv.NewBare(t, testenv.DebeziumDocTable, pgcluster.Options{WALLevel: tc.wal})
 			history := docRows(t, e, 1, 50)
 			conf := docConnector(t, e)
-			if out, ok := run1(t, "migrate", "--config", conf); !ok {
+			if out, ok := testenv.CLIOutput(t, "migrate", "--config", conf); !ok {
 				t.Fatalf("migrate: %s", out)
 			}
-			out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.brokers, ","), "--mode", tc.mode)
+			out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.Brokers, ","), "--mode", tc.mode)
 			for _, want := range []string{"50 rows of public.outboxevent have no seq", "public.outboxevent has no identity or serial column to poll them in; publish them from the WAL"} {
 				if ok || !strings.Contains(out, want) {
 					t.Errorf("run --mode %s: exit 0 %v, want it to stop saying %q:\n%s", tc.mode, ok, want, out)
 				}
 			}
-			if n := len(drainDoc(t, e.brokers)); n != 0 {
+			if n := len(drainDoc(t, e.Brokers)); n != 0 {
 				t.Errorf("%d records published before the stop", n)
 			}
 			if tc.wal != "logical" {
 				return
 			}
-			p := e.runProcess(t, "--config", conf, "--mode", "wal")
-			awaitDocIDs(t, e.brokers, history, 30*time.Second)
-			p.stop(t)
-			checkOnce(t, drainDoc(t, e.brokers), history, docID)
+			p := e.Run(t, "--config", conf, "--mode", "wal")
+			awaitDocIDs(t, e.Brokers, history, 30*time.Second)
+			p.Stop(t)
+			testenv.CheckOnce(t, drainDoc(t, e.Brokers), history, docID)
 		})
 	}
 }
@@ -305,16 +306,16 @@ func TestSnapshotPollWithoutOrder(t *testing.T) {
 // aggregate's events go out in the order of their times, and the start
 // says so.
 func TestSnapshotPartitionedByTime(t *testing.T) {
-	e := partitionedOutbox(t, 0)
+	e := testenv.PartitionedOutbox(t, 0)
 	var ids []string
-	for _, at := range []string{farFuture, thisMonth, "date_trunc('month', now())", lastMonth} {
-		ids = append(ids, e.insertInto(t, "outbox", "history", at, 30)...)
+	for _, at := range []string{testenv.FarFuture, testenv.ThisMonth, "date_trunc('month', now())", testenv.LastMonth} {
+		ids = append(ids, testenv.InsertInto(t, e, "outbox", "history", at, 30)...)
 	}
-	p := e.runProcess(t, "--mode", "wal", "--snapshot-mode", "initial", "--batch-size", "7")
-	awaitIDs(t, e.brokers, "outbox.event.history", ids, 30*time.Second)
-	p.stop(t)
-	recs := drain(t, e.brokers, "outbox.event.history", 0)
-	checkOnce(t, recs, ids, cloudEventID(t))
+	p := e.Run(t, "--mode", "wal", "--snapshot-mode", "initial", "--batch-size", "7")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.history", ids, 30*time.Second)
+	p.Stop(t)
+	recs := testenv.Drain(t, e.Brokers, "outbox.event.history", 0)
+	testenv.CheckOnce(t, recs, ids, testenv.EventID(t))
 	// Per aggregate: the time first, then the order of insertion (n).
 	when := map[string]int{}
 	for i, id := range ids {
@@ -322,7 +323,7 @@ func TestSnapshotPartitionedByTime(t *testing.T) {
 	}
 	last := map[string][2]int{}
 	for _, r := range recs {
-		ev := decodeEvent(t, r)
+		ev := testenv.DecodeEvent(t, r)
 		var d struct{ N int }
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			t.Fatal(err)
@@ -333,7 +334,7 @@ func TestSnapshotPartitionedByTime(t *testing.T) {
 		}
 		last[string(r.Key)] = at
 	}
-	if !strings.Contains(p.out.String(), `"order":"created_at, then physical","per_aggregate":"the order of their created_at values`) {
-		t.Errorf("the start does not say the rows go out by created_at:\n%s", p.out)
+	if !strings.Contains(p.Out.String(), `"order":"created_at, then physical","per_aggregate":"the order of their created_at values`) {
+		t.Errorf("the start does not say the rows go out by created_at:\n%s", p.Out)
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // ledgerIDs are the ids of every row of the ledger's table.
@@ -34,45 +34,13 @@ func ledgerIDs(t *testing.T, conn *pgx.Conn) []string {
 	return ids
 }
 
-// snapshotWriter inserts n ledger rows, one per transaction, for
-// aggregates the ledger's history already has (aggregate_id 0..9), while
-// the relay starts: rows committed before, during and after the snapshot.
-func snapshotWriter(t *testing.T, e *env, n int) <-chan []string {
-	return snapshotWriterEvery(t, e, n, 5*time.Millisecond, 0)
-}
-
-// snapshotWriterEvery writes for aggregates from..from+9, one row every
-// so often. Writers of other aggregates may run beside it: an aggregate's
-// rows are committed in the order of their ids.
-func snapshotWriterEvery(t *testing.T, e *env, n int, every time.Duration, from int) <-chan []string {
-	t.Helper()
-	done := make(chan []string, 1)
-	conn := e.connect()
-	go func() {
-		defer conn.Close(context.Background())
-		var ids []string
-		for i := 0; i < n; i++ {
-			var id string
-			if err := conn.QueryRow(context.Background(), `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
-VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, from+i%10).Scan(&id); err != nil {
-				t.Error(err)
-				break
-			}
-			ids = append(ids, id)
-			time.Sleep(every)
-		}
-		done <- ids
-	}()
-	return done
-}
-
 // checkAggregateOrder fails when an aggregate's events are not in the
 // order of their ids (the ledger's insertion order) in its partition.
 func checkAggregateOrder(t *testing.T, recs []*kgo.Record, id func(*kgo.Record) string) {
 	t.Helper()
 	last := map[string]int64{}
 	for _, r := range recs {
-		n := mustInt(t, id(r))
+		n := testenv.MustInt(t, id(r))
 		k := fmt.Sprintf("%d/%s", r.Partition, r.Key)
 		if n <= last[k] {
 			t.Errorf("aggregate %s: event %d after %d", r.Key, n, last[k])
@@ -80,30 +48,6 @@ func checkAggregateOrder(t *testing.T, recs []*kgo.Record, id func(*kgo.Record) 
 		}
 		last[k] = n
 	}
-}
-
-// checkOnce fails unless the topic holds every wanted id exactly once and
-// nothing else.
-func checkOnce(t *testing.T, recs []*kgo.Record, want []string, id func(*kgo.Record) string) {
-	t.Helper()
-	seen := map[string]int{}
-	for _, r := range recs {
-		seen[id(r)]++
-	}
-	missing := 0
-	for _, w := range want {
-		if seen[w] == 0 {
-			missing++
-		}
-		delete(seen, w)
-	}
-	if missing > 0 || len(seen) > 0 || len(recs) != len(want) {
-		t.Errorf("%d records for %d rows: %d rows missing, %d unexpected ids", len(recs), len(want), missing, len(seen))
-	}
-}
-
-func cloudEventID(t *testing.T) func(*kgo.Record) string {
-	return func(r *kgo.Record) string { return decodeEvent(t, r).ID }
 }
 
 // --snapshot-mode initial on the first start in WAL mode publishes every
@@ -115,27 +59,27 @@ func TestSnapshotInitialWAL(t *testing.T) {
 	const old = 3000
 	for _, mode := range []string{"initial", "no_data"} {
 		t.Run(mode, func(t *testing.T) {
-			e := existingLedger(t, old)
-			history := ledgerIDs(t, e.conn)
-			args := append([]string{"--mode", "wal", "--batch-size", "200"}, ledgerFlags...)
+			e := testenv.ExistingLedger(t, old)
+			history := ledgerIDs(t, e.Conn)
+			args := append([]string{"--mode", "wal", "--batch-size", "200"}, testenv.LedgerFlags...)
 			if mode == "initial" {
 				args = append(args, "--snapshot-mode", "initial")
 			}
-			p := e.runProcess(t, args...)
-			e.awaitSlotActive(t, "pgoutbox")
-			fresh := <-snapshotWriter(t, e, 200)
+			p := e.Run(t, args...)
+			e.AwaitSlotActive(t, "pgoutbox")
+			fresh := <-testenv.WriteLedger(t, e, 200)
 			want := fresh
 			if mode == "initial" {
 				want = append(append([]string{}, history...), fresh...)
 			}
 			topic := "outbox.event.TRANSACTION"
-			awaitIDs(t, e.brokers, topic, want, 60*time.Second)
-			p.stop(t)
-			recs := drain(t, e.brokers, topic, 0)
-			checkOnce(t, recs, want, cloudEventID(t))
-			checkAggregateOrder(t, recs, cloudEventID(t))
-			if mode == "initial" && !strings.Contains(p.out.String(), "published the rows already in the table") {
-				t.Errorf("the log does not say the snapshot was published:\n%s", p.out)
+			testenv.AwaitIDs(t, e.Brokers, topic, want, 60*time.Second)
+			p.Stop(t)
+			recs := testenv.Drain(t, e.Brokers, topic, 0)
+			testenv.CheckOnce(t, recs, want, testenv.EventID(t))
+			checkAggregateOrder(t, recs, testenv.EventID(t))
+			if mode == "initial" && !strings.Contains(p.Out.String(), "published the rows already in the table") {
+				t.Errorf("the log does not say the snapshot was published:\n%s", p.Out)
 			}
 		})
 	}
@@ -147,38 +91,30 @@ func TestSnapshotInitialWAL(t *testing.T) {
 // exactly once, from the snapshot or from the WAL, and each aggregate's
 // events in insertion order.
 func TestSnapshotInitialWALWritesAcrossBoundary(t *testing.T) {
-	e := existingLedger(t, 20_000)
-	pgoutboxBin(t) // built before the writers start
-	w1, w2 := snapshotWriterEvery(t, e, 3000, 0, 0), snapshotWriterEvery(t, e, 3000, 0, 10)
+	e := testenv.ExistingLedger(t, 20_000)
+	testenv.Bin(t) // built before the writers start
+	w1, w2 := testenv.WriteLedgerEvery(t, e, 3000, 0, 0), testenv.WriteLedgerEvery(t, e, 3000, 0, 10)
 	time.Sleep(100 * time.Millisecond)
-	p := e.runProcess(t, append([]string{"--mode", "wal", "--batch-size", "100", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	p := e.Run(t, append([]string{"--mode", "wal", "--batch-size", "100", "--snapshot-mode", "initial"}, testenv.LedgerFlags...)...)
 	<-w1
 	<-w2
-	all := ledgerIDs(t, e.conn)
+	all := ledgerIDs(t, e.Conn)
 	topic := "outbox.event.TRANSACTION"
-	awaitIDs(t, e.brokers, topic, all, 90*time.Second)
-	p.stop(t)
-	recs := drain(t, e.brokers, topic, 0)
-	checkOnce(t, recs, all, cloudEventID(t))
-	checkAggregateOrder(t, recs, cloudEventID(t))
+	testenv.AwaitIDs(t, e.Brokers, topic, all, 90*time.Second)
+	p.Stop(t)
+	recs := testenv.Drain(t, e.Brokers, topic, 0)
+	testenv.CheckOnce(t, recs, all, testenv.EventID(t))
+	checkAggregateOrder(t, recs, testenv.EventID(t))
 }
 
 // A Debezium Server application.properties with snapshot.mode=initial,
 // alone: the existing rows, then the new ones.
 func TestSnapshotInitialFromDebeziumProperties(t *testing.T) {
 	const old = 1000
-	e := existingLedger(t, old)
-	history := ledgerIDs(t, e.conn)
-	host, port, user, db := e.debeziumDB(t)
+	e := testenv.ExistingLedger(t, old)
+	history := ledgerIDs(t, e.Conn)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=ledger
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox_event
 debezium.source.snapshot.mode=initial
@@ -192,16 +128,16 @@ debezium.format.value.schemas.enable=false
 	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", path)
-	e.awaitSlotActive(t, "debezium")
-	fresh := <-snapshotWriter(t, e, 50)
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "debezium")
+	fresh := <-testenv.WriteLedger(t, e, 50)
 	want := append(append([]string{}, history...), fresh...)
 	topic := "outbox.event.TRANSACTION"
-	id := debeziumHeaderID(t)
-	recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(want), 60*time.Second)
-	p.stop(t)
-	recs = append(recs, drain(t, e.brokers, topic, len(recs))...)
-	checkOnce(t, recs, want, id)
+	id := testenv.DebeziumHeaderID(t)
+	recs := kafkatest.Consume(t, e.Brokers, []string{topic}, len(want), 60*time.Second)
+	p.Stop(t)
+	recs = append(recs, testenv.Drain(t, e.Brokers, topic, len(recs))...)
+	testenv.CheckOnce(t, recs, want, id)
 	checkAggregateOrder(t, recs, id)
 }
 
@@ -209,38 +145,38 @@ debezium.format.value.schemas.enable=false
 // pending; the next start takes it again and every row goes out: some
 // twice, none missing.
 func TestSnapshotKilledMidway(t *testing.T) {
-	rows := chaos(100_000, 300_000)
-	e := existingLedger(t, rows)
-	args := append([]string{"--mode", "wal", "--batch-size", "50", "--snapshot-mode", "initial"}, ledgerFlags...)
-	p := e.runProcess(t, args...)
+	rows := testenv.Chaos(100_000, 300_000)
+	e := testenv.ExistingLedger(t, rows)
+	args := append([]string{"--mode", "wal", "--batch-size", "50", "--snapshot-mode", "initial"}, testenv.LedgerFlags...)
+	p := e.Run(t, args...)
 	topic := "outbox.event.TRANSACTION"
-	kafkatest.Consume(t, e.brokers, []string{topic}, 1, 60*time.Second)
-	if err := p.signal(t, syscall.SIGKILL); err == nil {
+	kafkatest.Consume(t, e.Brokers, []string{topic}, 1, 60*time.Second)
+	if err := p.Signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox exited 0 on SIGKILL")
 	}
-	pending := e.snapshotPending(t, "pgoutbox")
-	sent := len(drain(t, e.brokers, topic, 0))
+	pending := snapshotPending(t, e, "pgoutbox")
+	sent := len(testenv.Drain(t, e.Brokers, topic, 0))
 	if !pending || sent >= rows {
 		t.Fatalf("the kill came after the snapshot (pending %v, %d of %d rows sent): the test proves nothing; give it more rows", pending, sent, rows)
 	}
 	t.Logf("killed after %d of %d rows of the snapshot", sent, rows)
 	// Rows committed while no relay runs, and after the restart.
-	fresh := <-snapshotWriter(t, e, 20)
-	p = e.runProcess(t, append(args, "--batch-size", "500")...)
-	fresh = append(fresh, <-snapshotWriter(t, e, 20)...)
-	all := ledgerIDs(t, e.conn)
-	awaitIDs(t, e.brokers, topic, all, 120*time.Second)
-	e.awaitSnapshotDone(t, "pgoutbox")
-	p.stop(t)
+	fresh := <-testenv.WriteLedger(t, e, 20)
+	p = e.Run(t, append(args, "--batch-size", "500")...)
+	fresh = append(fresh, <-testenv.WriteLedger(t, e, 20)...)
+	all := ledgerIDs(t, e.Conn)
+	testenv.AwaitIDs(t, e.Brokers, topic, all, 120*time.Second)
+	awaitSnapshotDone(t, e, "pgoutbox")
+	p.Stop(t)
 	checkTakenAgain(t, p)
 	// Once done, a restart publishes nothing again.
-	before := len(drain(t, e.brokers, topic, 0))
-	p = e.runProcess(t, args...)
-	e.awaitSlotActive(t, "pgoutbox")
-	more := <-snapshotWriter(t, e, 5)
-	awaitIDs(t, e.brokers, topic, more, 30*time.Second)
-	p.stop(t)
-	if after := len(drain(t, e.brokers, topic, 0)); after != before+len(more) {
+	before := len(testenv.Drain(t, e.Brokers, topic, 0))
+	p = e.Run(t, args...)
+	e.AwaitSlotActive(t, "pgoutbox")
+	more := <-testenv.WriteLedger(t, e, 5)
+	testenv.AwaitIDs(t, e.Brokers, topic, more, 30*time.Second)
+	p.Stop(t)
+	if after := len(testenv.Drain(t, e.Brokers, topic, 0)); after != before+len(more) {
 		t.Errorf("a start after the snapshot finished sent %d records for %d new rows", after-before, len(more))
 	}
 	_ = fresh
@@ -252,34 +188,33 @@ func TestSnapshotKilledMidway(t *testing.T) {
 // the new rows. Without an order every row has, it says what to give.
 func TestSnapshotInitialPoll(t *testing.T) {
 	const old = 2000
-	e := existingLedger(t, old)
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+	e := testenv.ExistingLedger(t, old)
+	if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	// The default order, seq, is missing from the history.
-	bin := pgoutboxBin(t)
-	out, err := runToExit(t, bin, append([]string{"run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
-		"--mode", "poll", "--snapshot-mode", "initial"}, ledgerFlags...)...)
+	out, err := testenv.RunToExit(t, append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
+		"--mode", "poll", "--snapshot-mode", "initial"}, testenv.LedgerFlags...)...)
 	if err == nil || !strings.Contains(out, "--column-order") {
 		t.Errorf("poll with initial and rows without seq: err %v, want an error naming --column-order:\n%s", err, out)
 	}
-	history := ledgerIDs(t, e.conn)
-	p := e.runProcess(t, append([]string{"--mode", "poll", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, ledgerFlags...)...)
-	fresh := <-snapshotWriter(t, e, 100)
+	history := ledgerIDs(t, e.Conn)
+	p := e.Run(t, append([]string{"--mode", "poll", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, testenv.LedgerFlags...)...)
+	fresh := <-testenv.WriteLedger(t, e, 100)
 	want := append(append([]string{}, history...), fresh...)
 	topic := "outbox.event.TRANSACTION"
-	awaitIDs(t, e.brokers, topic, want, 60*time.Second)
-	e.awaitSnapshotDone(t, "pgoutbox")
-	p.stop(t)
-	recs := drain(t, e.brokers, topic, 0)
-	checkOnce(t, recs, want, cloudEventID(t))
-	checkAggregateOrder(t, recs, cloudEventID(t))
+	testenv.AwaitIDs(t, e.Brokers, topic, want, 60*time.Second)
+	awaitSnapshotDone(t, e, "pgoutbox")
+	p.Stop(t)
+	recs := testenv.Drain(t, e.Brokers, topic, 0)
+	testenv.CheckOnce(t, recs, want, testenv.EventID(t))
+	checkAggregateOrder(t, recs, testenv.EventID(t))
 	var unmarked int
-	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL").Scan(&unmarked); err != nil || unmarked != 0 {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_event WHERE published_at IS NULL").Scan(&unmarked); err != nil || unmarked != 0 {
 		t.Errorf("%d rows not marked published (err %v)", unmarked, err)
 	}
 	// Nothing was deleted: no loss is reported for the history polled.
-	raw, _ := exec.Command(bin, "status", "--json", "--database-url", e.url, "--table", "public.outbox_event", "--column-order", "id").Output()
+	raw, _ := exec.Command(testenv.Bin(t), "status", "--json", "--database-url", e.URL, "--table", "public.outbox_event", "--column-order", "id").Output()
 	out = string(raw)
 	var st struct {
 		LostDeleted *struct{ Rows int64 } `json:"lost_deleted"`
@@ -295,10 +230,10 @@ func TestSnapshotInitialPoll(t *testing.T) {
 
 // snapshotPending reads whether the pipeline's snapshot is recorded
 // unfinished.
-func (e *env) snapshotPending(t *testing.T, pipeline string) bool {
+func snapshotPending(t *testing.T, e *testenv.Env, pipeline string) bool {
 	t.Helper()
 	var pending bool
-	if err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending); err != nil {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending); err != nil {
 		t.Fatal(err)
 	}
 	return pending
@@ -308,44 +243,27 @@ func (e *env) snapshotPending(t *testing.T, pipeline string) bool {
 // Every row can be consumed before the relay records it (the rows written
 // beside a restart may all be in the snapshot): a stop in between leaves
 // it pending, rightly.
-func (e *env) awaitSnapshotDone(t *testing.T, pipeline string) {
+func awaitSnapshotDone(t *testing.T, e *testenv.Env, pipeline string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the snapshot recorded done after it was published", func() bool {
 		var pending bool
-		err := e.conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending)
+		err := e.Conn.QueryRow(context.Background(), "SELECT snapshot_pending FROM pgoutbox_state WHERE pipeline = $1", pipeline).Scan(&pending)
 		return err == nil && !pending
 	})
 }
 
 // checkTakenAgain fails unless a restart said it takes the unfinished
 // snapshot again, and logs how long publishing it took.
-func checkTakenAgain(t *testing.T, p *proc) {
+func checkTakenAgain(t *testing.T, p *testenv.Proc) {
 	t.Helper()
-	if !strings.Contains(p.out.String(), "did not finish; dropping its slot") {
-		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.out)
+	if !strings.Contains(p.Out.String(), "did not finish; dropping its slot") {
+		t.Errorf("the restart does not say it takes the snapshot again:\n%s", p.Out)
 	}
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	for _, line := range strings.Split(p.Out.String(), "\n") {
 		if strings.Contains(line, "published the rows already in the table") {
 			t.Logf("the snapshot again, with writes beside it: %s", line)
 		}
 	}
-}
-
-func pgoutboxBin(t *testing.T) string {
-	t.Helper()
-	return testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-}
-
-// runToExit runs the binary and waits up to a minute for it to exit.
-func runToExit(t *testing.T, bin string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("pgoutbox %s did not exit within a minute:\n%s", args[0], out)
-	}
-	return string(out), err
 }
 
 // In auto mode over a migrated table, --snapshot-mode initial publishes the
@@ -355,19 +273,19 @@ func runToExit(t *testing.T, bin string, args ...string) (string, error) {
 func TestSnapshotInitialAuto(t *testing.T) {
 	for _, wal := range []string{"replica", "logical"} {
 		t.Run(wal, func(t *testing.T) {
-			e := existingLedger(t, 1500, pgcluster.Options{WALLevel: wal})
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+			e := testenv.ExistingLedger(t, 1500, pgcluster.Options{WALLevel: wal})
+			if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
-			p := e.runProcess(t, append([]string{"--mode", "auto", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, ledgerFlags...)...)
-			<-snapshotWriter(t, e, 100)
-			all := ledgerIDs(t, e.conn)
+			p := e.Run(t, append([]string{"--mode", "auto", "--poll-interval", "50ms", "--snapshot-mode", "initial", "--column-order", "id"}, testenv.LedgerFlags...)...)
+			<-testenv.WriteLedger(t, e, 100)
+			all := ledgerIDs(t, e.Conn)
 			topic := "outbox.event.TRANSACTION"
-			awaitIDs(t, e.brokers, topic, all, 60*time.Second)
-			p.stop(t)
-			recs := drain(t, e.brokers, topic, 0)
-			checkOnce(t, recs, all, cloudEventID(t))
-			checkAggregateOrder(t, recs, cloudEventID(t))
+			testenv.AwaitIDs(t, e.Brokers, topic, all, 60*time.Second)
+			p.Stop(t)
+			recs := testenv.Drain(t, e.Brokers, topic, 0)
+			testenv.CheckOnce(t, recs, all, testenv.EventID(t))
+			checkAggregateOrder(t, recs, testenv.EventID(t))
 		})
 	}
 }
@@ -376,53 +294,40 @@ func TestSnapshotInitialAuto(t *testing.T) {
 // taken over where it stopped (Debezium's, with its offsets): initial
 // streams it without a snapshot, as Debezium with stored offsets does.
 func TestSnapshotInitialKeepsAnExistingSlot(t *testing.T) {
-	e := existingLedger(t, 500)
+	e := testenv.ExistingLedger(t, 500)
 	ctx := context.Background()
 	for _, sql := range []string{
 		"CREATE PUBLICATION pgoutbox FOR TABLE outbox_event WITH (publish = 'insert')",
 		"SELECT pg_create_logical_replication_slot('pgoutbox', 'pgoutput')",
 	} {
-		if _, err := e.conn.Exec(ctx, sql); err != nil {
+		if _, err := e.Conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	since := <-snapshotWriter(t, e, 5) // in the slot, not yet read
-	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, ledgerFlags...)...)
-	e.awaitSlotActive(t, "pgoutbox")
-	want := append(since, <-snapshotWriter(t, e, 5)...)
+	since := <-testenv.WriteLedger(t, e, 5) // in the slot, not yet read
+	p := e.Run(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, testenv.LedgerFlags...)...)
+	e.AwaitSlotActive(t, "pgoutbox")
+	want := append(since, <-testenv.WriteLedger(t, e, 5)...)
 	topic := "outbox.event.TRANSACTION"
-	awaitIDs(t, e.brokers, topic, want, 30*time.Second)
-	p.stop(t)
-	checkOnce(t, drain(t, e.brokers, topic, 0), want, cloudEventID(t))
-}
-
-// debeziumHeaderID reads the event id from the header Debezium Server
-// writes by default: JSON with its schema.
-func debeziumHeaderID(t *testing.T) func(*kgo.Record) string {
-	return func(r *kgo.Record) string {
-		h, _ := headerOf(r, "id")
-		var v struct{ Payload any }
-		if err := json.Unmarshal([]byte(h), &v); err != nil {
-			t.Fatalf("header id %q: %v", h, err)
-		}
-		return fmt.Sprint(v.Payload)
-	}
+	testenv.AwaitIDs(t, e.Brokers, topic, want, 30*time.Second)
+	p.Stop(t)
+	testenv.CheckOnce(t, testenv.Drain(t, e.Brokers, topic, 0), want, testenv.EventID(t))
 }
 
 // On PostgreSQL 17 and later, --slot-failover with initial creates the
 // slot with its snapshot as a failover slot.
 func TestSnapshotInitialFailoverSlot(t *testing.T) {
-	e := existingLedger(t, 100)
-	if e.serverMajor() < 17 {
-		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", e.serverMajor())
+	e := testenv.ExistingLedger(t, 100)
+	if testenv.ServerMajor(t, e.Conn) < 17 {
+		t.Skipf("failover slots need PostgreSQL 17 or later; this server is %d", testenv.ServerMajor(t, e.Conn))
 	}
-	history := ledgerIDs(t, e.conn)
-	p := e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--slot-failover"}, ledgerFlags...)...)
-	awaitIDs(t, e.brokers, "outbox.event.TRANSACTION", history, 30*time.Second)
-	e.awaitSlotActive(t, "pgoutbox")
-	p.stop(t)
+	history := ledgerIDs(t, e.Conn)
+	p := e.Run(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--slot-failover"}, testenv.LedgerFlags...)...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.TRANSACTION", history, 30*time.Second)
+	e.AwaitSlotActive(t, "pgoutbox")
+	p.Stop(t)
 	var failover bool
-	if err := e.conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'pgoutbox'").Scan(&failover); err != nil || !failover {
 		t.Errorf("slot failover %v (err %v)", failover, err)
 	}
 }
@@ -434,40 +339,40 @@ func TestSnapshotInitialFailoverSlot(t *testing.T) {
 // arrive once and the table's history is not sent again. The start line
 // says so.
 func TestSnapshotWhenNeededSlotLost(t *testing.T) {
-	e := newEnv(t)
-	history := e.insertN("order", 200)
+	e := testenv.New(t)
+	history := e.InsertN("order", 200)
 	args := []string{"--mode", "auto", "--poll-interval", "100ms", "--snapshot-mode", "when_needed"}
-	p := e.runProcess(t, args...)
-	awaitIDs(t, e.brokers, "outbox.event.order", history, 30*time.Second)
-	e.awaitSlotActive(t, "pgoutbox")
-	streamed := e.insertN("order", 20)
-	awaitIDs(t, e.brokers, "outbox.event.order", streamed, 30*time.Second)
+	p := e.Run(t, args...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", history, 30*time.Second)
+	e.AwaitSlotActive(t, "pgoutbox")
+	streamed := e.InsertN("order", 20)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", streamed, 30*time.Second)
 	var next string
-	if err := e.conn.QueryRow(context.Background(), "SELECT pg_current_xact_id()::text").Scan(&next); err != nil {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT pg_current_xact_id()::text").Scan(&next); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the published floor past the streamed rows", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the published floor past the streamed rows", func() bool {
 		var past bool
-		err := e.conn.QueryRow(context.Background(), "SELECT floor_xid > $1::xid8 FROM pgoutbox_state WHERE pipeline = 'pgoutbox'", next).Scan(&past)
+		err := e.Conn.QueryRow(context.Background(), "SELECT floor_xid > $1::xid8 FROM pgoutbox_state WHERE pipeline = 'pgoutbox'", next).Scan(&past)
 		return err == nil && past
 	})
-	p.stop(t)
-	if !strings.Contains(p.out.String(), `"snapshot":"when_needed: initial on the pipeline's first start; a lost slot is filled by polling from the published floor, never by sending the tables again"`) {
-		t.Errorf("the start line does not say what when_needed does:\n%s", p.out)
+	p.Stop(t)
+	if !strings.Contains(p.Out.String(), `"snapshot":"when_needed: initial on the pipeline's first start; a lost slot is filled by polling from the published floor, never by sending the tables again"`) {
+		t.Errorf("the start line does not say what when_needed does:\n%s", p.Out)
 	}
-	e.exec("SELECT pg_drop_replication_slot('pgoutbox')")
-	gap := e.insertN("order", 30)
-	p = e.runProcess(t, args...)
-	awaitIDs(t, e.brokers, "outbox.event.order", gap, 30*time.Second)
-	eventually(t, 30*time.Second, "streaming the new slot", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
-	p.stop(t)
-	if !strings.Contains(p.out.String(), "slot was lost and has been replaced; polling publishes what committed in between") {
-		t.Errorf("the restart does not say it polls the gap:\n%s", p.out)
+	e.Exec("SELECT pg_drop_replication_slot('pgoutbox')")
+	gap := e.InsertN("order", 30)
+	p = e.Run(t, args...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", gap, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "streaming the new slot", func() bool { return strings.Contains(p.Out.String(), `"msg":"streaming"`) })
+	p.Stop(t)
+	if !strings.Contains(p.Out.String(), "slot was lost and has been replaced; polling publishes what committed in between") {
+		t.Errorf("the restart does not say it polls the gap:\n%s", p.Out)
 	}
-	if strings.Contains(p.out.String(), "publishing the rows already in the tables") {
-		t.Errorf("the restart took a snapshot:\n%s", p.out)
+	if strings.Contains(p.Out.String(), "publishing the rows already in the tables") {
+		t.Errorf("the restart took a snapshot:\n%s", p.Out)
 	}
-	n := countIDs(t, e.brokers, "outbox.event.order")
+	n := testenv.CountIDs(t, e.Brokers, "outbox.event.order")
 	for _, id := range append(append(append([]string{}, history...), streamed...), gap...) {
 		if n[id] != 1 {
 			t.Errorf("event %s published %d times, want once", id, n[id])
@@ -480,21 +385,21 @@ func TestSnapshotWhenNeededSlotLost(t *testing.T) {
 // table again either: it stops, naming the slot's last position and what
 // polling needs.
 func TestSnapshotWhenNeededSlotLostWithoutPollingColumns(t *testing.T) {
-	e := bareEnv(t, debeziumDocTable)
+	e := testenv.NewBare(t, testenv.DebeziumDocTable)
 	history := docRows(t, e, 1, 50)
 	conf := docConnector(t, e)
 	text, err := os.ReadFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf = writeFile(t, "when-needed.json", strings.Replace(string(text), `"plugin.name"`, `"snapshot.mode":"when_needed","plugin.name"`, 1))
-	p := e.runProcess(t, "--config", conf)
-	awaitDocIDs(t, e.brokers, history, 30*time.Second)
-	e.awaitSlotActive(t, "debezium")
-	p.stop(t)
-	e.exec("SELECT pg_drop_replication_slot('debezium')")
+	conf = testenv.WriteFile(t, "when-needed.json", strings.Replace(string(text), `"plugin.name"`, `"snapshot.mode":"when_needed","plugin.name"`, 1))
+	p := e.Run(t, "--config", conf)
+	awaitDocIDs(t, e.Brokers, history, 30*time.Second)
+	e.AwaitSlotActive(t, "debezium")
+	p.Stop(t)
+	e.Exec("SELECT pg_drop_replication_slot('debezium')")
 	docRows(t, e, 51, 5)
-	out, ok := run1(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.brokers, ","), "--probe-interval", "1s")
+	out, ok := testenv.CLIOutput(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.Brokers, ","), "--probe-interval", "1s")
 	for _, want := range []string{"last confirmed", "rows committed since are not in any slot", "lacks polling columns"} {
 		if ok || !strings.Contains(out, want) {
 			t.Errorf("run after the slot was lost: exit 0 %v, want it to stop saying %q:\n%s", ok, want, out)

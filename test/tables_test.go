@@ -15,14 +15,15 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // twoTables is a database with two outbox tables of the default shape,
 // created by pgoutbox migrate, and nothing else of pgoutbox.
-func twoTables(t *testing.T) *env {
+func twoTables(t *testing.T) *testenv.Env {
 	t.Helper()
-	e := bareEnv(t, "CREATE SCHEMA billing")
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.orders_outbox,billing.outbox"); err != nil {
+	e := testenv.NewBare(t, "CREATE SCHEMA billing")
+	if out, err := testenv.Migrate(t, e, "public.orders_outbox,billing.outbox"); err != nil {
 		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 	}
 	return e
@@ -31,11 +32,11 @@ func twoTables(t *testing.T) *env {
 // writeBoth commits n transactions, each inserting an event into both
 // tables for the same aggregate (one of 5), its position in the aggregate
 // in the payload. It returns each table's ids.
-func writeBoth(t *testing.T, e *env, n int) (orders, billing []string) {
+func writeBoth(t *testing.T, e *testenv.Env, n int) (orders, billing []string) {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
-		tx, err := e.conn.Begin(ctx)
+		tx, err := e.Conn.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,12 +58,12 @@ func writeBoth(t *testing.T, e *env, n int) (orders, billing []string) {
 
 // checkPayloadOrder fails unless each aggregate's events arrive in the
 // order they were written (the n of their payload grows).
-func checkPayloadOrder(t *testing.T, e *env, topic string) {
+func checkPayloadOrder(t *testing.T, e *testenv.Env, topic string) {
 	t.Helper()
 	last := map[string]int{}
-	for _, r := range drain(t, e.brokers, topic, 0) {
+	for _, r := range testenv.Drain(t, e.Brokers, topic, 0) {
 		var p struct{ N int }
-		if err := json.Unmarshal(decodeEvent(t, r).Data, &p); err != nil {
+		if err := json.Unmarshal(testenv.DecodeEvent(t, r).Data, &p); err != nil {
 			t.Fatal(err)
 		}
 		k := string(r.Key)
@@ -80,20 +81,20 @@ func checkPayloadOrder(t *testing.T, e *env, topic string) {
 // text and as JSON.
 func TestTwoTablesOnePipeline(t *testing.T) {
 	e := twoTables(t)
-	addr := freeAddr(t)
-	p := e.runProcess(t, "--mode", "wal", "--table", "public.orders_outbox,billing.outbox", "--metrics-addr", addr)
-	e.awaitSlotActive(t, "pgoutbox")
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--mode", "wal", "--table", "public.orders_outbox,billing.outbox", "--metrics-addr", addr)
+	e.AwaitSlotActive(t, "pgoutbox")
 	orders, billing := writeBoth(t, e, 60)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
 
 	var m map[string]float64
 	want := map[string]float64{
 		`pgoutbox_events_published_total{mode="wal",table="public.orders_outbox",topic="outbox.event.order"}`: 60,
 		`pgoutbox_events_published_total{mode="wal",table="billing.outbox",topic="outbox.event.invoice"}`:     60,
 	}
-	eventually(t, 10*time.Second, "the published counters by table", func() bool {
-		m = scrape(t, "http://"+addr)
+	testenv.Eventually(t, 10*time.Second, "the published counters by table", func() bool {
+		m = testenv.Scrape(t, "http://"+addr)
 		for k, v := range want {
 			if m[k] != v {
 				return false
@@ -102,8 +103,8 @@ func TestTwoTablesOnePipeline(t *testing.T) {
 		return true
 	})
 
-	bin := pgoutboxBin(t)
-	out, err := exec.Command(bin, "status", "--json", "--database-url", e.url).Output()
+	bin := testenv.Bin(t)
+	out, err := exec.Command(bin, "status", "--json", "--database-url", e.URL).Output()
 	var st struct {
 		Table  string   `json:"table"`
 		Tables []string `json:"tables"`
@@ -114,38 +115,38 @@ func TestTwoTablesOnePipeline(t *testing.T) {
 	if strings.Join(st.Tables, " ") != "public.orders_outbox billing.outbox" {
 		t.Errorf("status --json: tables %q (table %q)", st.Tables, st.Table)
 	}
-	text, _ := exec.Command(bin, "status", "--database-url", e.url).CombinedOutput()
+	text, _ := exec.Command(bin, "status", "--database-url", e.URL).CombinedOutput()
 	if !strings.Contains(string(text), "public.orders_outbox, billing.outbox") {
 		t.Errorf("status does not list both tables:\n%s", text)
 	}
 	var pubTables int
-	if err := e.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'").Scan(&pubTables); err != nil || pubTables != 2 {
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_publication_tables WHERE pubname = 'pgoutbox'").Scan(&pubTables); err != nil || pubTables != 2 {
 		t.Errorf("publication covers %d tables (err %v), want 2", pubTables, err)
 	}
 	// The floor the WAL saves covers every table: each table's row gets
 	// it, so a restart in --mode poll polls neither table's history again.
-	eventually(t, 20*time.Second, "a floor above every row in both tables' state rows", func() bool {
+	testenv.Eventually(t, 20*time.Second, "a floor above every row in both tables' state rows", func() bool {
 		var n int
-		err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pgoutbox_state s WHERE s.pipeline IN ('pgoutbox', 'pgoutbox/billing.outbox')
+		err := e.Conn.QueryRow(context.Background(), `SELECT count(*) FROM pgoutbox_state s WHERE s.pipeline IN ('pgoutbox', 'pgoutbox/billing.outbox')
   AND s.floor_xid > (SELECT max(txid) FROM public.orders_outbox) AND s.floor_xid > (SELECT max(txid) FROM billing.outbox)`).Scan(&n)
 		return err == nil && n == 2
 	})
-	out, _ = exec.Command(bin, "status", "--json", "--database-url", e.url).Output()
+	out, _ = exec.Command(bin, "status", "--json", "--database-url", e.URL).Output()
 	var counted struct {
 		ByTable map[string]int64 `json:"unpublished_rows_by_table"`
 	}
 	if err := json.Unmarshal(out, &counted); err != nil || len(counted.ByTable) != 2 {
 		t.Errorf("status --json: unpublished rows by table %v (%v)\n%s", counted.ByTable, err, out)
 	}
-	p.stop(t)
-	p = e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms", "--table", "public.orders_outbox,billing.outbox")
+	p.Stop(t)
+	p = e.Run(t, "--mode", "poll", "--poll-interval", "100ms", "--table", "public.orders_outbox,billing.outbox")
 	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 5)
 	orders, billing = append(orders, o2...), append(billing, b2...)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
-	p.stop(t)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
+	p.Stop(t)
 	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
-		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
+		testenv.CheckOnce(t, testenv.Drain(t, e.Brokers, topic, 0), ids, testenv.EventID(t))
 		checkPayloadOrder(t, e, topic)
 	}
 }
@@ -154,7 +155,7 @@ func TestTwoTablesOnePipeline(t *testing.T) {
 // insert an event into both tables for one of its own aggregates, while
 // the others do the same (round names the aggregates apart from other
 // rounds'); it returns each table's ids.
-func writeBothConcurrently(t *testing.T, e *env, round string, writers, n int) (orders, billing []string) {
+func writeBothConcurrently(t *testing.T, e *testenv.Env, round string, writers, n int) (orders, billing []string) {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -162,7 +163,7 @@ func writeBothConcurrently(t *testing.T, e *env, round string, writers, n int) (
 		wg sync.WaitGroup
 	)
 	for w := 0; w < writers; w++ {
-		conn := e.connect()
+		conn := e.Connect()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -204,12 +205,12 @@ func writeBothConcurrently(t *testing.T, e *env, round string, writers, n int) (
 func TestTwoTablesPolled(t *testing.T) {
 	e := twoTables(t)
 	ctx := context.Background()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	args := []string{"--mode", "poll", "--poll-interval", "100ms", "--table", "public.orders_outbox,billing.outbox"}
-	p := e.runProcess(t, append(args, "--metrics-addr", addr, "--metrics-interval", "200ms")...)
+	p := e.Run(t, append(args, "--metrics-addr", addr, "--metrics-interval", "200ms")...)
 	orders, billing := writeBothConcurrently(t, e, "r1", 4, 25)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
 	want := map[string]float64{
 		`pgoutbox_events_published_total{mode="poll",table="public.orders_outbox",topic="outbox.event.order"}`: 100,
 		`pgoutbox_events_published_total{mode="poll",table="billing.outbox",topic="outbox.event.invoice"}`:     100,
@@ -217,8 +218,8 @@ func TestTwoTablesPolled(t *testing.T) {
 		`pgoutbox_unpublished_events{table="billing.outbox"}`:                                                  0,
 	}
 	var m map[string]float64
-	eventually(t, 10*time.Second, "the published counters and the unpublished gauges by table", func() bool {
-		m = scrape(t, "http://"+addr)
+	testenv.Eventually(t, 10*time.Second, "the published counters and the unpublished gauges by table", func() bool {
+		m = testenv.Scrape(t, "http://"+addr)
 		for k, v := range want {
 			if got, ok := m[k]; !ok || got != v {
 				return false
@@ -226,18 +227,18 @@ func TestTwoTablesPolled(t *testing.T) {
 		}
 		return true
 	})
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v\n%s", err, p.Out)
 	}
 	// Written while no relay runs, then polled by the next start from
 	// each table's own marks.
 	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 10)
 	var extra string
-	if err := e.conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', 'extra', 'Issued', '{"n": 0}') RETURNING id::text`).Scan(&extra); err != nil {
+	if err := e.Conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('invoice', 'extra', 'Issued', '{"n": 0}') RETURNING id::text`).Scan(&extra); err != nil {
 		t.Fatal(err)
 	}
 	b2 = append(b2, extra)
-	out, _ := exec.Command(pgoutboxBin(t), "status", "--json", "--database-url", e.url).Output()
+	out, _ := exec.Command(testenv.Bin(t), "status", "--json", "--database-url", e.URL).Output()
 	var st struct {
 		Unpublished int64            `json:"unpublished_rows"`
 		ByTable     map[string]int64 `json:"unpublished_rows_by_table"`
@@ -248,22 +249,22 @@ func TestTwoTablesPolled(t *testing.T) {
 	if st.Unpublished != 41 || st.ByTable["public.orders_outbox"] != 20 || st.ByTable["billing.outbox"] != 21 {
 		t.Errorf("status --json while stopped: %d unpublished, by table %v; want 41: 20 and 21", st.Unpublished, st.ByTable)
 	}
-	stopped, _ := exec.Command(pgoutboxBin(t), "status", "--database-url", e.url).CombinedOutput()
+	stopped, _ := exec.Command(testenv.Bin(t), "status", "--database-url", e.URL).CombinedOutput()
 	if !strings.Contains(string(stopped), "billing.outbox: 21") {
 		t.Errorf("status does not count the unpublished rows by table:\n%s", stopped)
 	}
-	p = e.runProcess(t, args...)
+	p = e.Run(t, args...)
 	o3, b3 := writeBothConcurrently(t, e, "r3", 4, 10)
 	orders, billing = append(append(orders, o2...), o3...), append(append(billing, b2...), b3...)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
 	for _, table := range []string{"public.orders_outbox", "billing.outbox"} {
 		var left int
-		eventually(t, 10*time.Second, "every row of "+table+" marked published", func() bool {
-			return e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE published_at IS NULL").Scan(&left) == nil && left == 0
+		testenv.Eventually(t, 10*time.Second, "every row of "+table+" marked published", func() bool {
+			return e.Conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE published_at IS NULL").Scan(&left) == nil && left == 0
 		})
 	}
-	rows, err := e.conn.Query(ctx, "SELECT pipeline || ' ' || outbox_table || ' ' || mode FROM pgoutbox_state ORDER BY pipeline")
+	rows, err := e.Conn.Query(ctx, "SELECT pipeline || ' ' || outbox_table || ' ' || mode FROM pgoutbox_state ORDER BY pipeline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,13 +279,13 @@ func TestTwoTablesPolled(t *testing.T) {
 	if got := strings.Join(state, "; "); got != "pgoutbox public.orders_outbox,billing.outbox poll; pgoutbox/billing.outbox billing.outbox poll" {
 		t.Errorf("state rows: %s", got)
 	}
-	text, _ := exec.Command(pgoutboxBin(t), "status", "--database-url", e.url).CombinedOutput()
+	text, _ := exec.Command(testenv.Bin(t), "status", "--database-url", e.URL).CombinedOutput()
 	if !strings.Contains(string(text), "public.orders_outbox, billing.outbox") {
 		t.Errorf("status does not list both tables:\n%s", text)
 	}
-	p.stop(t)
+	p.Stop(t)
 	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
-		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
+		testenv.CheckOnce(t, testenv.Drain(t, e.Brokers, topic, 0), ids, testenv.EventID(t))
 		checkPayloadOrder(t, e, topic)
 	}
 }
@@ -301,12 +302,12 @@ type bothLoad struct {
 	wg        sync.WaitGroup
 }
 
-func startBothLoad(t *testing.T, e *env, writers int) *bothLoad {
+func startBothLoad(t *testing.T, e *testenv.Env, writers int) *bothLoad {
 	t.Helper()
 	ctx := context.Background()
 	l := &bothLoad{committed: map[string]map[string]int{"outbox.event.order": {}, "outbox.event.invoice": {}}, stop: make(chan struct{})}
 	for w := 0; w < writers; w++ {
-		conn := e.connect()
+		conn := e.Connect()
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -362,68 +363,68 @@ func TestTwoTablesAutoSwitchesUnderLoad(t *testing.T) {
 	e := twoTables(t)
 	ctx := context.Background()
 	var db string
-	if err := e.conn.QueryRow(ctx, "SELECT quote_ident(current_database())").Scan(&db); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT quote_ident(current_database())").Scan(&db); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; GRANT CREATE ON DATABASE `+db+` TO app;
+	if _, err := e.Conn.Exec(ctx, `CREATE ROLE app LOGIN REPLICATION; GRANT CREATE ON DATABASE `+db+` TO app;
 GRANT USAGE ON SCHEMA billing TO app; ALTER TABLE public.orders_outbox OWNER TO app; ALTER TABLE billing.outbox OWNER TO app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO app;
-`+grantHeartbeatSQL("app")); err != nil {
+`+testenv.GrantHeartbeatSQL("app")); err != nil {
 		t.Fatal(err)
 	}
 	mode := func() string {
 		var m string
-		e.conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&m)
+		e.Conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&m)
 		return m
 	}
 	streaming := func() bool {
-		s, err := replication.SlotStatus(ctx, e.conn, "pgoutbox")
+		s, err := replication.SlotStatus(ctx, e.Conn, "pgoutbox")
 		return err == nil && s.Active && mode() == "wal"
 	}
 	load := startBothLoad(t, e, 3)
-	p := e.runProcess(t, "--database-url", e.appURL("app"), "--mode", "auto", "--table", "public.orders_outbox,billing.outbox",
+	p := e.Run(t, "--database-url", e.AppURL("app"), "--mode", "auto", "--table", "public.orders_outbox,billing.outbox",
 		"--poll-interval", "50ms", "--probe-interval", "300ms")
-	eventually(t, 30*time.Second, "streaming after the first start's handoff", streaming)
+	testenv.Eventually(t, 30*time.Second, "streaming after the first start's handoff", streaming)
 	const cycles = 2
 	for i := 0; i < cycles; i++ {
 		time.Sleep(700 * time.Millisecond)
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		eventually(t, 20*time.Second, "the fallback to polling", func() bool { return mode() == "poll" })
+		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
+		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return mode() == "poll" })
 		time.Sleep(700 * time.Millisecond)
-		if _, err := e.conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
+		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "the return to the WAL", streaming)
+		testenv.Eventually(t, 20*time.Second, "the return to the WAL", streaming)
 	}
 	time.Sleep(500 * time.Millisecond)
 	committed := load.finish()
 	for _, topic := range []string{"outbox.event.order", "outbox.event.invoice"} {
-		rep := check(t, e.brokers, topic, committed[topic])
+		rep := testenv.Check(t, e.Brokers, topic, committed[topic])
 		t.Logf("%s, %d cycles (WAL->poll->WAL) after the handoff: %v", topic, cycles, rep)
-		if rep.lost != 0 || rep.orderViolations != 0 {
-			t.Fatalf("%s: lost %d, order violations %d", topic, rep.lost, rep.orderViolations)
+		if rep.Lost != 0 || rep.OrderViolations != 0 {
+			t.Fatalf("%s: lost %d, order violations %d", topic, rep.Lost, rep.OrderViolations)
 		}
 		// The slot replays what the poll phases published; each table's
 		// polled rows are skipped, so only the fallbacks' last moments
 		// come twice (about a fifth here), not every polled row.
-		if rep.duplicates > len(committed[topic])/2 {
-			t.Fatalf("%s: %d duplicates of %d events: the WAL sent again what polling published", topic, rep.duplicates, len(committed[topic]))
+		if rep.Duplicates > len(committed[topic])/2 {
+			t.Fatalf("%s: %d duplicates of %d events: the WAL sent again what polling published", topic, rep.Duplicates, len(committed[topic]))
 		}
 	}
-	p.stop(t)
+	p.Stop(t)
 	var switches int
-	e.conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
+	e.Conn.QueryRow(ctx, "SELECT switches FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&switches)
 	// As for one table: each cycle's two switches. The first start's
 	// handoff adds one or two, depending on whether the pipeline's row
 	// was first written in WAL mode or already in polling.
 	if switches < 2*cycles {
 		t.Fatalf("state counted %d switches, want at least %d", switches, 2*cycles)
 	}
-	if !strings.Contains(p.out.String(), `"msg":"polling several tables","tables":"public.orders_outbox,billing.outbox","handoff":true`) {
-		t.Errorf("the first start did not poll both tables for the handoff:\n%s", p.out)
+	if !strings.Contains(p.Out.String(), `"msg":"polling several tables","tables":"public.orders_outbox,billing.outbox","handoff":true`) {
+		t.Errorf("the first start did not poll both tables for the handoff:\n%s", p.Out)
 	}
 }
 
@@ -436,12 +437,12 @@ func TestTwoTablesHandoffWaitsForEveryTable(t *testing.T) {
 	e := twoTables(t)
 	ctx := context.Background()
 	orders, billing := writeBothConcurrently(t, e, "r1", 2, 25)
-	if _, err := e.conn.Exec(ctx, "CREATE PUBLICATION pgoutbox FOR TABLE public.orders_outbox, billing.outbox WITH (publish = 'insert')"); err != nil {
+	if _, err := e.Conn.Exec(ctx, "CREATE PUBLICATION pgoutbox FOR TABLE public.orders_outbox, billing.outbox WITH (publish = 'insert')"); err != nil {
 		t.Fatal(err)
 	}
 	// Blocks the marking of the second table's rows, not reading them; it
 	// takes no transaction id, so the slot's creation does not wait on it.
-	lock := e.connect()
+	lock := e.Connect()
 	tx, err := lock.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -450,38 +451,38 @@ func TestTwoTablesHandoffWaitsForEveryTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--mode", "auto", "--table", "public.orders_outbox,billing.outbox", "--poll-interval", "50ms"}
-	p := e.runProcess(t, args...)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
+	p := e.Run(t, args...)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
 	pending := func() bool {
 		var on bool
-		err := e.conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&on)
+		err := e.Conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&on)
 		return err == nil && on
 	}
 	var marked int
-	eventually(t, 10*time.Second, "every row of the first table marked", func() bool {
-		return e.conn.QueryRow(ctx, "SELECT count(*) FROM public.orders_outbox WHERE published_at IS NOT NULL").Scan(&marked) == nil && marked == len(orders)
+	testenv.Eventually(t, 10*time.Second, "every row of the first table marked", func() bool {
+		return e.Conn.QueryRow(ctx, "SELECT count(*) FROM public.orders_outbox WHERE published_at IS NOT NULL").Scan(&marked) == nil && marked == len(orders)
 	})
 	time.Sleep(time.Second)
 	if !pending() {
 		t.Fatal("the handoff ended while the second table's rows were not marked")
 	}
-	if err := p.signal(t, syscall.SIGKILL); err == nil {
+	if err := p.Signal(t, syscall.SIGKILL); err == nil {
 		t.Fatal("pgoutbox survived SIGKILL")
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p = e.runProcess(t, args...)
+	p = e.Run(t, args...)
 	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 10)
 	orders, billing = append(orders, o2...), append(billing, b2...)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
-	eventually(t, 30*time.Second, "the handoff ended and streaming", func() bool {
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the handoff ended and streaming", func() bool {
 		var mode string
-		e.conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
+		e.Conn.QueryRow(ctx, "SELECT mode FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&mode)
 		return !pending() && mode == "wal"
 	})
-	p.stop(t)
+	p.Stop(t)
 }
 
 // --retention with two polled tables deletes each table's old rows that
@@ -493,40 +494,40 @@ func TestTwoTablesRetentionPolled(t *testing.T) {
 	ctx := context.Background()
 	tables := []string{"public.orders_outbox", "billing.outbox"}
 	args := []string{"--mode", "poll", "--poll-interval", "50ms", "--table", strings.Join(tables, ","), "--retention", "24h", "--retention-interval", "100ms"}
-	p := e.runProcess(t, args...)
+	p := e.Run(t, args...)
 	orders, billing := writeBothConcurrently(t, e, "r1", 2, 5)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
 	ids := map[string][]string{"public.orders_outbox": orders, "billing.outbox": billing}
 	for _, table := range tables {
-		eventually(t, 10*time.Second, "the rows of "+table+" marked", func() bool {
+		testenv.Eventually(t, 10*time.Second, "the rows of "+table+" marked", func() bool {
 			var n int
-			e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE published_at IS NULL AND id::text = ANY($1)", ids[table]).Scan(&n)
+			e.Conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE published_at IS NULL AND id::text = ANY($1)", ids[table]).Scan(&n)
 			return n == 0
 		})
-		if _, err := e.conn.Exec(ctx, "UPDATE "+table+" SET created_at = now() - interval '30 days' WHERE id::text = ANY($1)", ids[table][:5]); err != nil {
+		if _, err := e.Conn.Exec(ctx, "UPDATE "+table+" SET created_at = now() - interval '30 days' WHERE id::text = ANY($1)", ids[table][:5]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, table := range tables {
-		eventually(t, 15*time.Second, "the old published rows of "+table+" deleted", func() bool {
+		testenv.Eventually(t, 15*time.Second, "the old published rows of "+table+" deleted", func() bool {
 			var n int
-			e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][:5]).Scan(&n)
+			e.Conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][:5]).Scan(&n)
 			return n == 0
 		})
 	}
 	time.Sleep(time.Second) // more runs of retention
 	for _, table := range tables {
 		var n int
-		if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][5:]).Scan(&n); err != nil || n != 5 {
+		if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE id::text = ANY($1)", ids[table][5:]).Scan(&n); err != nil || n != 5 {
 			t.Errorf("%s: %d of the recent rows left (err %v), want 5", table, n, err)
 		}
 	}
-	p.stop(t)
-	if !strings.Contains(p.out.String(), `"msg":"retention deleted published rows","table":"billing.outbox"`) {
-		t.Errorf("retention did not log what it deleted from the second table:\n%s", p.out)
+	p.Stop(t)
+	if !strings.Contains(p.Out.String(), `"msg":"retention deleted published rows","table":"billing.outbox"`) {
+		t.Errorf("retention did not log what it deleted from the second table:\n%s", p.Out)
 	}
-	out, err := runToExit(t, pgoutboxBin(t), "run", "--database-url", e.url, "--kafka-brokers", strings.Join(e.brokers, ","),
+	out, err := testenv.RunToExit(t, "run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
 		"--mode", "auto", "--table", strings.Join(tables, ","), "--retention", "24h")
 	if err == nil || !strings.Contains(out, "--mode poll only") {
 		t.Errorf("--retention in auto mode with two tables: err %v, want a refusal:\n%s", err, out)
@@ -538,22 +539,22 @@ func TestTwoTablesRetentionPolled(t *testing.T) {
 // in the pipeline's row), and the second table's rows all go out.
 func TestTableAddedToPolledPipeline(t *testing.T) {
 	e := twoTables(t)
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox")
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox")
 	orders, billing := writeBothConcurrently(t, e, "r1", 2, 5)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	p.stop(t)
-	p = e.runProcess(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox,billing.outbox")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	p.Stop(t)
+	p = e.Run(t, "--mode", "poll", "--poll-interval", "50ms", "--table", "public.orders_outbox,billing.outbox")
 	o2, b2 := writeBothConcurrently(t, e, "r2", 2, 5)
 	orders, billing = append(orders, o2...), append(billing, b2...)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
-	p.stop(t)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
+	p.Stop(t)
 	for topic, ids := range map[string][]string{"outbox.event.order": orders, "outbox.event.invoice": billing} {
-		checkOnce(t, drain(t, e.brokers, topic, 0), ids, cloudEventID(t))
+		testenv.CheckOnce(t, testenv.Drain(t, e.Brokers, topic, 0), ids, testenv.EventID(t))
 		checkPayloadOrder(t, e, topic)
 	}
 	var tables string
-	if err := e.conn.QueryRow(context.Background(), "SELECT outbox_table FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&tables); err != nil ||
+	if err := e.Conn.QueryRow(context.Background(), "SELECT outbox_table FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&tables); err != nil ||
 		tables != "public.orders_outbox,billing.outbox" {
 		t.Errorf("the pipeline's row names %q (err %v)", tables, err)
 	}
@@ -565,20 +566,12 @@ func TestTableAddedToPolledPipeline(t *testing.T) {
 // both).
 func TestTwoTablesFromDebeziumPatterns(t *testing.T) {
 	e := twoTables(t)
-	if _, err := e.conn.Exec(context.Background(), "CREATE TABLE public.orders_archive (id int)"); err != nil {
+	if _, err := e.Conn.Exec(context.Background(), "CREATE TABLE public.orders_archive (id int)"); err != nil {
 		t.Fatal(err)
 	}
 	oldOrders, oldBilling := writeBoth(t, e, 10)
-	host, port, user, db := e.debeziumDB(t)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=shop
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=shop
 debezium.source.table.include.list=billing\\.outbox,public\\.orders_out.*
 debezium.source.snapshot.mode=initial
 debezium.transforms=outbox
@@ -588,66 +581,19 @@ debezium.format.value.schemas.enable=false
 	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", path, "--mode", "wal")
-	e.awaitSlotActive(t, "debezium")
+	p := e.Run(t, "--config", path, "--mode", "wal")
+	e.AwaitSlotActive(t, "debezium")
 	orders, billing := writeBoth(t, e, 10)
 	for topic, ids := range map[string][]string{"outbox.event.order": append(oldOrders, orders...), "outbox.event.invoice": append(oldBilling, billing...)} {
-		recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(ids), 30*time.Second)
-		recs = append(recs, drain(t, e.brokers, topic, len(recs))...)
-		checkOnce(t, recs, ids, debeziumHeaderID(t))
+		recs := kafkatest.Consume(t, e.Brokers, []string{topic}, len(ids), 30*time.Second)
+		recs = append(recs, testenv.Drain(t, e.Brokers, topic, len(recs))...)
+		testenv.CheckOnce(t, recs, ids, testenv.DebeziumHeaderID(t))
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v\n%s", err, p.Out)
 	}
-	if !strings.Contains(p.out.String(), `"tables":"billing.outbox,public.orders_outbox"`) {
-		t.Errorf("the log does not name the matched tables:\n%s", p.out)
-	}
-}
-
-// A single-table pipeline's state from before this version (no
-// snapshot_pending column, schema version 11) reads back after the
-// upgrade: run brings the tables up to date itself, continues from the
-// slot, takes no snapshot even when asked for one (the pipeline has
-// started before), and status shows the one table as before.
-func TestUpgradeKeepsSingleTableState(t *testing.T) {
-	e := existingLedger(t, 200)
-	ctx := context.Background()
-	topic := "outbox.event.TRANSACTION"
-	p := e.runProcess(t, append([]string{"--mode", "wal"}, ledgerFlags...)...)
-	e.awaitSlotActive(t, "pgoutbox")
-	first := <-snapshotWriter(t, e, 5)
-	awaitIDs(t, e.brokers, topic, first, 30*time.Second)
-	p.stop(t)
-	for _, sql := range []string{
-		"ALTER TABLE pgoutbox_state DROP COLUMN snapshot_pending",
-		"UPDATE pgoutbox_schema_version SET version = 11",
-	} {
-		if _, err := e.conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	stopped := <-snapshotWriter(t, e, 5) // while no relay runs: in the slot
-	p = e.runProcess(t, append([]string{"--mode", "wal", "--snapshot-mode", "initial"}, ledgerFlags...)...)
-	e.awaitSlotActive(t, "pgoutbox")
-	after := <-snapshotWriter(t, e, 5)
-	want := append(append(append([]string{}, first...), stopped...), after...)
-	awaitIDs(t, e.brokers, topic, want, 30*time.Second)
-	p.stop(t)
-	checkOnce(t, drain(t, e.brokers, topic, 0), want, cloudEventID(t))
-	var version int
-	if err := e.conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version < 12 {
-		t.Errorf("schema version %d after the upgrade (err %v)", version, err)
-	}
-	out, err := exec.Command(pgoutboxBin(t), "status", "--json", "--database-url", e.url).Output()
-	var st struct {
-		Table  string   `json:"table"`
-		Tables []string `json:"tables"`
-	}
-	if jerr := json.Unmarshal(out, &st); jerr != nil {
-		t.Fatalf("status --json: %v (%v)\n%s", jerr, err, out)
-	}
-	if st.Table != "public.outbox_event" || len(st.Tables) != 1 || st.Tables[0] != "public.outbox_event" {
-		t.Errorf("status after the upgrade: table %q, tables %q", st.Table, st.Tables)
+	if !strings.Contains(p.Out.String(), `"tables":"billing.outbox,public.orders_outbox"`) {
+		t.Errorf("the log does not name the matched tables:\n%s", p.Out)
 	}
 }
 
@@ -657,20 +603,20 @@ func TestUpgradeKeepsSingleTableState(t *testing.T) {
 func TestTwoTablesDeadLetterReplay(t *testing.T) {
 	e := twoTables(t)
 	args := []string{"--mode", "wal", "--table", "public.orders_outbox,billing.outbox", "--max-message-bytes", "2000"}
-	p := e.runProcess(t, args...)
-	e.awaitSlotActive(t, "pgoutbox")
+	p := e.Run(t, args...)
+	e.AwaitSlotActive(t, "pgoutbox")
 	ctx := context.Background()
 	var poison string
-	if err := e.conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload)
+	if err := e.Conn.QueryRow(ctx, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload)
 VALUES ('invoice', 'big', 'Issued', jsonb_build_object('blob', repeat('x', 5000))) RETURNING id::text`).Scan(&poison); err != nil {
 		t.Fatal(err)
 	}
 	orders, billing := writeBoth(t, e, 3)
-	awaitIDs(t, e.brokers, "outbox.event.order", orders, 30*time.Second)
-	awaitIDs(t, e.brokers, "outbox.event.invoice", billing, 30*time.Second)
-	p.stop(t)
-	bin := pgoutboxBin(t)
-	out, err := exec.Command(bin, "dlq", "list", "--json", "--database-url", e.url).Output()
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", orders, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", billing, 30*time.Second)
+	p.Stop(t)
+	bin := testenv.Bin(t)
+	out, err := exec.Command(bin, "dlq", "list", "--json", "--database-url", e.URL).Output()
 	var list []struct {
 		Table   string `json:"table"`
 		EventID string `json:"event_id"`
@@ -678,11 +624,11 @@ VALUES ('invoice', 'big', 'Issued', jsonb_build_object('blob', repeat('x', 5000)
 	if jerr := json.Unmarshal(out, &list); jerr != nil || len(list) != 1 || list[0].Table != "billing.outbox" || list[0].EventID != poison {
 		t.Fatalf("dlq list: %+v (%v, %v)\n%s", list, jerr, err, out)
 	}
-	if _, err := e.conn.Exec(ctx, `UPDATE billing.outbox SET payload = '{"blob": "fixed"}' WHERE id::text = $1`, poison); err != nil {
+	if _, err := e.Conn.Exec(ctx, `UPDATE billing.outbox SET payload = '{"blob": "fixed"}' WHERE id::text = $1`, poison); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.replayBinary(t, args...); n != 1 {
+	if n := testenv.ReplayDeadLetters(t, e, args...); n != 1 {
 		t.Fatalf("dlq replay published %d", n)
 	}
-	awaitIDs(t, e.brokers, "outbox.event.invoice", []string{poison}, 30*time.Second)
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.invoice", []string{poison}, 30*time.Second)
 }

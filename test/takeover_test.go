@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,52 +19,8 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// ledgerTable is seed 000's outbox_event in Postgres types: a bigserial id,
-// the team's own status column, and no column pgoutbox added.
-const ledgerTable = `CREATE TABLE public.outbox_event (
-  id BIGSERIAL PRIMARY KEY,
-  aggregate_type VARCHAR(50) NOT NULL,
-  aggregate_id BIGINT NOT NULL,
-  event_type VARCHAR(100) NOT NULL,
-  payload JSONB NOT NULL,
-  status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
-  retry_count INT NOT NULL DEFAULT 0,
-  created_at TIMESTAMP(6) NOT NULL DEFAULT now(),
-  processed_at TIMESTAMP(6) NULL);
-CREATE INDEX idx_outbox_status_created ON public.outbox_event (status, created_at)`
-
-// ledgerFlags map the ledger's columns for pgoutbox run.
-var ledgerFlags = []string{"--table", "public.outbox_event", "--column-aggregate-type", "aggregate_type",
-	"--column-aggregate-id", "aggregate_id", "--column-type", "event_type"}
-
-// existingLedger is a database that holds the ledger's table and rows and
-// nothing of pgoutbox: no migrate has run.
-func existingLedger(t *testing.T, rows int, pgOpts ...pgcluster.Options) *env {
-	t.Helper()
-	e := bareEnv(t, ledgerTable, pgOpts...)
-	ctx := context.Background()
-	if _, err := e.conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload, status, created_at, processed_at)
-SELECT 'TRANSACTION', g % 1000, 'LEDGER_POSTED', jsonb_build_object('transactionId', g, 'amount', '10.00'),
-  CASE WHEN g % 10 = 0 THEN 'PENDING' ELSE 'PUBLISHED' END, now() - interval '1 year', now() - interval '1 year'
-FROM generate_series(1, $1) g`, rows); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.conn.Exec(ctx, "VACUUM ANALYZE outbox_event"); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// pgoutboxCmd runs the binary to completion.
-func (e *env) pgoutboxCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	out, err := exec.Command(bin, append(args, "--database-url", e.url)...).CombinedOutput()
-	return string(out), err
-}
 
 // ledgerWriter inserts ledger events as the application's own role, one
 // every few milliseconds, until stopped, and records the slowest insert.
@@ -123,15 +79,6 @@ func (w *ledgerWriter) finish() (time.Duration, []int64, error) {
 	return w.slowest, w.ids, w.err
 }
 
-func filenode(t *testing.T, conn *pgx.Conn, table string) uint32 {
-	t.Helper()
-	var n uint32
-	if err := conn.QueryRow(context.Background(), "SELECT relfilenode FROM pg_class WHERE oid = $1::regclass", table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // pgoutbox migrate on a ledger's existing table of many rows, while the
 // application writes to it as its own role: the table is not rewritten
 // (same filenode), no insert waits a second, the application's role can
@@ -139,23 +86,23 @@ func filenode(t *testing.T, conn *pgx.Conn, table string) uint32 {
 // pgoutbox run in poll mode publishes what the application writes from
 // then on and none of the ledger's history. make chaos uses 1,000,000 rows.
 func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
-	rows := chaos(200_000, 1_000_000)
-	e := existingLedger(t, rows)
+	rows := testenv.Chaos(200_000, 1_000_000)
+	e := testenv.ExistingLedger(t, rows)
 	ctx := context.Background()
 	exec := func(sql string) {
-		if _, err := e.conn.Exec(ctx, sql); err != nil {
+		if _, err := e.Conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
 	exec("CREATE ROLE ledger_app LOGIN")
 	exec("GRANT SELECT, INSERT ON outbox_event TO ledger_app")
 	exec("GRANT USAGE ON SEQUENCE outbox_event_id_seq TO ledger_app")
-	before := filenode(t, e.conn, "outbox_event")
+	before := testenv.Filenode(t, e.Conn, "outbox_event")
 
-	w := startLedgerWriter(t, withRole(t, e.url, "ledger_app"))
+	w := startLedgerWriter(t, withRole(t, e.URL, "ledger_app"))
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
-	out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event")
+	out, err := testenv.Migrate(t, e, "public.outbox_event")
 	took := time.Since(start)
 	time.Sleep(200 * time.Millisecond)
 	slowest, written, werr := w.finish()
@@ -169,76 +116,67 @@ func TestMigrateExistingTableWithoutRewrite(t *testing.T) {
 	if werr != nil {
 		t.Fatalf("the application's insert failed during or after migrate: %v", werr)
 	}
-	if after := filenode(t, e.conn, "outbox_event"); after != before {
+	if after := testenv.Filenode(t, e.Conn, "outbox_event"); after != before {
 		t.Errorf("the table was rewritten: filenode %d -> %d", before, after)
 	}
 	if slowest >= time.Second {
 		t.Errorf("an insert waited %s behind migrate", slowest)
 	}
 	var touched int
-	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id <= $1 AND (seq IS NOT NULL OR txid IS NOT NULL OR published_at IS NOT NULL)", rows).Scan(&touched); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id <= $1 AND (seq IS NOT NULL OR txid IS NOT NULL OR published_at IS NOT NULL)", rows).Scan(&touched); err != nil {
 		t.Fatal(err)
 	}
 	if touched != 0 {
 		t.Errorf("%d existing rows were given values", touched)
 	}
 	var noTxid int
-	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL AND txid IS NULL").Scan(&noTxid); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL AND txid IS NULL").Scan(&noTxid); err != nil {
 		t.Fatal(err)
 	}
 	if noTxid != 0 {
 		t.Errorf("%d rows inserted during migrate got a seq but no txid: polling would never publish them", noTxid)
 	}
 	var valid bool
-	if err := e.conn.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'outbox_event_unpublished'::regclass").Scan(&valid); err != nil || !valid {
+	if err := e.Conn.QueryRow(ctx, "SELECT indisvalid FROM pg_index WHERE indexrelid = 'outbox_event_unpublished'::regclass").Scan(&valid); err != nil || !valid {
 		t.Errorf("index outbox_event_unpublished: valid %v, err %v", valid, err)
 	}
-	if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil || !strings.Contains(out, "already has the polling columns") {
+	if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil || !strings.Contains(out, "already has the polling columns") {
 		t.Errorf("second migrate: %v\n%s", err, out)
 	}
 
 	// The application keeps writing; pgoutbox polls the table.
-	p := e.runProcess(t, append([]string{"--mode", "poll", "--poll-interval", "50ms"}, ledgerFlags...)...)
-	w = startLedgerWriter(t, withRole(t, e.url, "ledger_app"))
+	p := e.Run(t, append([]string{"--mode", "poll", "--poll-interval", "50ms"}, testenv.LedgerFlags...)...)
+	w = startLedgerWriter(t, withRole(t, e.URL, "ledger_app"))
 	time.Sleep(500 * time.Millisecond)
 	_, fresh, werr := w.finish()
 	if werr != nil {
 		t.Fatal(werr)
 	}
 	topic := "outbox.event.TRANSACTION"
-	eventually(t, 60*time.Second, "every row written since migrate published", func() bool {
+	testenv.Eventually(t, 60*time.Second, "every row written since migrate published", func() bool {
 		var left int
-		e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
+		e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE published_at IS NULL AND seq IS NOT NULL").Scan(&left)
 		return left == 0
 	})
-	recs := drain(t, e.brokers, topic, 0)
+	recs := testenv.Drain(t, e.Brokers, topic, 0)
 	// Rows the first writer inserted before the columns existed have no
 	// seq; they belong with the history and are not polled.
 	var since int
-	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL").Scan(&since); err != nil {
+	if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE seq IS NOT NULL").Scan(&since); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != since || since < len(fresh) || since > len(written)+len(fresh) {
 		t.Errorf("%d records in %s; %d rows written after the columns were added (%d written during migrate, %d after)", len(recs), topic, since, len(written), len(fresh))
 	}
 	for _, r := range recs {
-		if id := decodeEvent(t, r).ID; len(id) <= 0 || mustInt(t, id) <= int64(rows) {
+		if id := testenv.DecodeEvent(t, r).ID; len(id) <= 0 || testenv.MustInt(t, id) <= int64(rows) {
 			t.Errorf("published event %s is from the table's history", id)
 			break
 		}
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		t.Errorf("pgoutbox run: %v", err)
 	}
-}
-
-func mustInt(t *testing.T, s string) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		t.Fatalf("%q is not an integer id", s)
-	}
-	return n
 }
 
 // withRole is url connecting as role, without a password (trust).
@@ -257,17 +195,9 @@ func withRole(t *testing.T, dbURL, role string) string {
 // It creates its own tables, the publication and the slot, relays what the
 // application writes from then on, and publishes none of the old rows.
 func TestRunAloneFromDebeziumProperties(t *testing.T) {
-	e := existingLedger(t, 1000)
-	host, port, user, db := e.debeziumDB(t)
+	e := testenv.ExistingLedger(t, 1000)
 	path := filepath.Join(t.TempDir(), "application.properties")
-	props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=ledger
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger
 debezium.source.plugin.name=pgoutput
 debezium.source.table.include.list=public.outbox_event
 debezium.source.snapshot.mode=no_data
@@ -281,24 +211,24 @@ debezium.format.value.schemas.enable=false
 	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.runProcess(t, "--config", path)
-	e.awaitSlotActive(t, "debezium")
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "debezium")
 	ctx := context.Background()
 	var ids []string
 	for i := 0; i < 20; i++ {
 		var id string
-		if err := e.conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+		if err := e.Conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
 VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 7000+i%3).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
 	topic := "outbox.event.TRANSACTION"
-	recs := kafkatest.Consume(t, e.brokers, []string{topic}, len(ids), 30*time.Second)
+	recs := kafkatest.Consume(t, e.Brokers, []string{topic}, len(ids), 30*time.Second)
 	got := map[string]bool{}
 	for _, r := range recs {
 		// Debezium Server's default header format: JSON with its schema.
-		h, _ := headerOf(r, "id")
+		h, _ := testenv.HeaderOf(r, "id")
 		var v struct{ Payload any }
 		if err := json.Unmarshal([]byte(h), &v); err != nil {
 			t.Fatalf("header id %q: %v", h, err)
@@ -310,14 +240,14 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			t.Errorf("event %s written after the start is missing", id)
 		}
 	}
-	if err := p.signal(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("pgoutbox run: %v\n%s", err, p.Out)
 	}
-	if n := len(drain(t, e.brokers, topic, 0)); n != len(ids) {
+	if n := len(testenv.Drain(t, e.Brokers, topic, 0)); n != len(ids) {
 		t.Errorf("%d records in %s, want the %d written after the start: the table's history was published", n, topic, len(ids))
 	}
 	var version int
-	if err := e.conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version == 0 {
+	if err := e.Conn.QueryRow(ctx, "SELECT version FROM pgoutbox_schema_version").Scan(&version); err != nil || version == 0 {
 		t.Errorf("pgoutbox's own tables were not created: version %d, err %v", version, err)
 	}
 }
@@ -325,19 +255,19 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 // A role that may not create tables gets, from run alone, what to run or
 // grant instead, and the exit code of a problem retrying cannot fix.
 func TestRunAloneWithoutCreatePrivilege(t *testing.T) {
-	e := existingLedger(t, 10)
+	e := testenv.ExistingLedger(t, 10)
 	ctx := context.Background()
 	for _, sql := range []string{
 		"CREATE ROLE relay LOGIN REPLICATION",
 		"REVOKE CREATE ON SCHEMA public FROM PUBLIC",
 		"GRANT SELECT ON outbox_event TO relay",
 	} {
-		if _, err := e.conn.Exec(ctx, sql); err != nil {
+		if _, err := e.Conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-	args := append([]string{"run", "--database-url", withRole(t, e.url, "relay"), "--kafka-brokers", strings.Join(e.brokers, ","), "--mode", "wal"}, ledgerFlags...)
+	bin := testenv.Bin(t)
+	args := append([]string{"run", "--database-url", withRole(t, e.URL, "relay"), "--kafka-brokers", strings.Join(e.Brokers, ","), "--mode", "wal"}, testenv.LedgerFlags...)
 	cmd := exec.Command(bin, args...)
 	done := make(chan struct{})
 	var out []byte
@@ -374,30 +304,30 @@ var statusFlags = []string{"--column-order", "id", "--column-status", "status",
 func TestTakeOverFromOwnPoller(t *testing.T) {
 	for _, wal := range []string{"replica", "logical"} {
 		t.Run(wal, func(t *testing.T) {
-			e := existingLedger(t, 2000, pgcluster.Options{WALLevel: wal})
+			e := testenv.ExistingLedger(t, 2000, pgcluster.Options{WALLevel: wal})
 			ctx := context.Background()
 			var pendingBefore []string
-			rows, err := e.conn.Query(ctx, "SELECT id::text FROM outbox_event WHERE status = 'PENDING'")
+			rows, err := e.Conn.Query(ctx, "SELECT id::text FROM outbox_event WHERE status = 'PENDING'")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if pendingBefore, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 				t.Fatal(err)
 			}
-			before := filenode(t, e.conn, "outbox_event")
+			before := testenv.Filenode(t, e.Conn, "outbox_event")
 			var started time.Time
-			if err := e.conn.QueryRow(ctx, "SELECT now()").Scan(&started); err != nil {
+			if err := e.Conn.QueryRow(ctx, "SELECT now()").Scan(&started); err != nil {
 				t.Fatal(err)
 			}
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", "public.outbox_event"); err != nil {
+			if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
-			args := append(append([]string{"--mode", "auto", "--poll-interval", "50ms", "--probe-interval", "200ms"}, ledgerFlags...), statusFlags...)
-			p := e.runProcess(t, args...)
+			args := append(append([]string{"--mode", "auto", "--poll-interval", "50ms", "--probe-interval", "200ms"}, testenv.LedgerFlags...), statusFlags...)
+			p := e.Run(t, args...)
 			var fresh []string
 			for i := 0; i < 100; i++ {
 				var id string
-				if err := e.conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
+				if err := e.Conn.QueryRow(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload)
 VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 9000+i%7).Scan(&id); err != nil {
 					t.Fatal(err)
 				}
@@ -406,14 +336,14 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			}
 			want := append(append([]string{}, pendingBefore...), fresh...)
 			topic := "outbox.event.TRANSACTION"
-			awaitIDs(t, e.brokers, topic, want, 60*time.Second)
+			testenv.AwaitIDs(t, e.Brokers, topic, want, 60*time.Second)
 			// Every published row is marked as the team's poller marked
 			// it, whether polling or the WAL published it: their poller,
 			// started again, finds nothing to send again.
 			var unmarked int
 			arrived := time.Now()
 			for deadline := arrived.Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)", want).Scan(&unmarked); err != nil {
+				if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)", want).Scan(&unmarked); err != nil {
 					t.Fatal(err)
 				}
 				if unmarked == 0 || time.Now().After(deadline) {
@@ -425,19 +355,19 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			} else {
 				t.Logf("every published row marked %s after the last reached Kafka", time.Since(arrived).Round(10*time.Millisecond))
 			}
-			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE status = 'PENDING'").Scan(&unmarked); err != nil || unmarked != 0 {
+			if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE status = 'PENDING'").Scan(&unmarked); err != nil || unmarked != 0 {
 				t.Errorf("%d rows still PENDING after pgoutbox published them (err %v)", unmarked, err)
 			}
 			var touched int
-			if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE NOT (id::text = ANY($1)) AND processed_at >= $2", want, started).Scan(&touched); err != nil || touched != 0 {
+			if err := e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox_event WHERE NOT (id::text = ANY($1)) AND processed_at >= $2", want, started).Scan(&touched); err != nil || touched != 0 {
 				t.Errorf("%d rows of the team's history marked again (err %v)", touched, err)
 			}
-			if err := p.signal(t, syscall.SIGTERM); err != nil {
+			if err := p.Signal(t, syscall.SIGTERM); err != nil {
 				t.Fatalf("pgoutbox run: %v", err)
 			}
 			seen := map[string]int{}
-			for _, r := range drain(t, e.brokers, topic, 0) {
-				seen[decodeEvent(t, r).ID]++
+			for _, r := range testenv.Drain(t, e.Brokers, topic, 0) {
+				seen[testenv.DecodeEvent(t, r).ID]++
 			}
 			wanted := map[string]bool{}
 			for _, id := range want {
@@ -455,15 +385,15 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 				t.Errorf("%d distinct events in %s, want %d (%d pending before, %d new)", len(seen), topic, len(want), len(pendingBefore), len(fresh))
 			}
 			// status counts by the same mapping: nothing is left.
-			bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
-			out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.url}, statusFlags...)...).Output()
+			bin := testenv.Bin(t)
+			out, _ := exec.Command(bin, append([]string{"status", "--json", "--database-url", e.URL}, statusFlags...)...).Output()
 			var st struct {
 				Unpublished *int64 `json:"unpublished_rows"`
 			}
 			if err := json.Unmarshal([]byte(out), &st); err != nil || st.Unpublished == nil || *st.Unpublished != 0 {
 				t.Errorf("status with the mapping: unpublished %v, err %v\n%s", st.Unpublished, err, out)
 			}
-			if after := filenode(t, e.conn, "outbox_event"); after != before {
+			if after := testenv.Filenode(t, e.Conn, "outbox_event"); after != before {
 				t.Errorf("the table was rewritten: filenode %d -> %d", before, after)
 			}
 		})
@@ -481,14 +411,14 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 func TestWALMarksWhatKafkaAcked(t *testing.T) {
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
 		t.Run(delivery, func(t *testing.T) {
-			e := existingLedger(t, 100, pgcluster.Options{WALLevel: "logical"})
+			e := testenv.ExistingLedger(t, 100, pgcluster.Options{WALLevel: "logical"})
 			if delivery == "exactly-once" {
 				b := kafkatest.Shared(t)
-				e.kafka, e.apache, e.brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
+				e.Kafka, e.Apache, e.Brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
 			}
 			ctx := context.Background()
 			// Its ids come from the same sequence: one id, one event.
-			if _, err := e.conn.Exec(ctx, "CREATE TABLE public.outbox_event_b (LIKE public.outbox_event INCLUDING ALL)"); err != nil {
+			if _, err := e.Conn.Exec(ctx, "CREATE TABLE public.outbox_event_b (LIKE public.outbox_event INCLUDING ALL)"); err != nil {
 				t.Fatal(err)
 			}
 			names := []string{"outbox_event", "outbox_event_b"}
@@ -496,22 +426,22 @@ func TestWALMarksWhatKafkaAcked(t *testing.T) {
 				names = names[:1]
 			}
 			tables := "public." + strings.Join(names, ",public.")
-			if out, err := e.pgoutboxCmd(t, "migrate", "--table", tables); err != nil {
+			if out, err := testenv.Migrate(t, e, tables); err != nil {
 				t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
 			}
 			// Names of their own: the exactly-once run shares its broker.
 			slot := "marks_" + strings.ReplaceAll(delivery, "-", "_")
 			topic := "ledger." + slot
-			args := append(append(append([]string{"--mode", "auto", "--delivery", delivery, "--slot", slot, "--topic", topic}, ledgerFlags...), statusFlags...), "--table", tables)
-			p := e.runProcess(t, args...)
-			e.awaitSlotActive(t, slot)
+			args := append(append(append([]string{"--mode", "auto", "--delivery", delivery, "--slot", slot, "--topic", topic}, testenv.LedgerFlags...), statusFlags...), "--table", tables)
+			p := e.Run(t, args...)
+			e.AwaitSlotActive(t, slot)
 			insert := func(n int) []string {
 				t.Helper()
 				var ids []string
 				for i := 0; i < n; i++ {
 					table := names[i%len(names)]
 					var id string
-					if err := e.conn.QueryRow(ctx, `INSERT INTO `+table+` (aggregate_type, aggregate_id, event_type, payload)
+					if err := e.Conn.QueryRow(ctx, `INSERT INTO `+table+` (aggregate_type, aggregate_id, event_type, payload)
 VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`, 7000+i%5).Scan(&id); err != nil {
 						t.Fatal(err)
 					}
@@ -522,7 +452,7 @@ VALUES ('TRANSACTION', $1, 'LEDGER_POSTED', '{"new": true}') RETURNING id::text`
 			pending := func(ids []string) int {
 				t.Helper()
 				var n int
-				if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT id, status, processed_at FROM outbox_event UNION ALL SELECT id, status, processed_at FROM outbox_event_b) r
+				if err := e.Conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT id, status, processed_at FROM outbox_event UNION ALL SELECT id, status, processed_at FROM outbox_event_b) r
 WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)`, ids).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
@@ -530,22 +460,22 @@ WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)`, i
 			}
 
 			// A report runs for the whole test: the floor cannot pass it.
-			long := e.connect()
+			long := e.Connect()
 			if _, err := long.Exec(ctx, "BEGIN; SELECT pg_current_xact_id()"); err != nil {
 				t.Fatal(err)
 			}
 			first := insert(20)
-			awaitIDs(t, e.brokers, topic, first, 60*time.Second)
-			eventually(t, 10*time.Second, "the rows Kafka acked marked PUBLISHED while a transaction older than them runs", func() bool {
+			testenv.AwaitIDs(t, e.Brokers, topic, first, 60*time.Second)
+			testenv.Eventually(t, 10*time.Second, "the rows Kafka acked marked PUBLISHED while a transaction older than them runs", func() bool {
 				return pending(first) == 0
 			})
 
 			// Stopped the moment the last rows reached Kafka: the process
 			// exits with every row it published marked.
 			second := insert(20)
-			awaitIDs(t, e.brokers, topic, second, 60*time.Second)
-			if err := p.signal(t, syscall.SIGTERM); err != nil {
-				t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+			testenv.AwaitIDs(t, e.Brokers, topic, second, 60*time.Second)
+			if err := p.Signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("pgoutbox run: %v\n%s", err, p.Out)
 			}
 			if n := pending(second); n != 0 {
 				t.Errorf("%d of the %d rows in Kafka still pending after pgoutbox stopped; the team's poller would send them again", n, len(second))
@@ -556,9 +486,62 @@ WHERE id::text = ANY($1) AND (status <> 'PUBLISHED' OR processed_at IS NULL)`, i
 			// The history's pending rows went out polling, and nothing
 			// else is pending.
 			var left int
-			if err := e.conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM outbox_event WHERE status = 'PENDING') + (SELECT count(*) FROM outbox_event_b WHERE status = 'PENDING')").Scan(&left); err != nil || left != 0 {
+			if err := e.Conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM outbox_event WHERE status = 'PENDING') + (SELECT count(*) FROM outbox_event_b WHERE status = 'PENDING')").Scan(&left); err != nil || left != 0 {
 				t.Errorf("%d rows PENDING after pgoutbox stopped (err %v)", left, err)
 			}
 		})
+	}
+}
+
+// A team's own poller marked its rows by status, and the rows it had not
+// published yet were written before migrate added seq: polling by seq
+// cannot order them. The relay says so, with how many, and what to run,
+// and stops (it used to retry `strconv.ParseInt: parsing ""` forever while
+// new events waited). The UPDATE it prints numbers them before every
+// other row, in the table's insertion order, and the relay then publishes
+// them first.
+func TestPollRowsWithoutOrder(t *testing.T) {
+	e := testenv.ExistingLedger(t, 50)
+	ctx := context.Background()
+	if out, err := testenv.Migrate(t, e, "public.outbox_event"); err != nil {
+		t.Fatalf("pgoutbox migrate: %v\n%s", err, out)
+	}
+	if _, err := e.Conn.Exec(ctx, `INSERT INTO outbox_event (aggregate_type, aggregate_id, event_type, payload) VALUES ('TRANSACTION', 7, 'LEDGER_POSTED', '{"new": true}')`); err != nil {
+		t.Fatal(err)
+	}
+	status := []string{"--column-status", "status", "--status-pending", "PENDING", "--status-published", "PUBLISHED"}
+	args := append(append([]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(e.Brokers, ","),
+		"--mode", "poll", "--poll-interval", "50ms", "--log-format", "json"}, testenv.LedgerFlags...), status...)
+	out, ok := testenv.CLIOutput(t, args...)
+	const want = `poll: 5 rows of public.outbox_event that polling must publish have no seq ("seq" IS NULL AND ("status" = 'PENDING'))`
+	if ok || !strings.Contains(out, want) || !strings.Contains(out, "--column-order id") {
+		t.Fatalf("run: exit 0 %v; want it to stop with %q and --column-order id:\n%s", ok, want, out)
+	}
+	update := out[strings.Index(out, "UPDATE "):]
+	update = strings.TrimSpace(strings.SplitN(update, "\n", 2)[0])
+	update = strings.TrimSuffix(strings.TrimSuffix(update, `"}`), `"`)
+	if _, err := e.Conn.Exec(ctx, strings.ReplaceAll(update, `\"`, `"`)); err != nil {
+		t.Fatalf("the UPDATE it printed: %v\n%s", err, update)
+	}
+	p := testenv.StartBinary(t, args...)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.TRANSACTION"}, 6, 30*time.Second)
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, testenv.DecodeEvent(t, r).ID)
+	}
+	slices.Sort(ids)
+	// Rows 10, 20, ... 50 were pending; 51 was written after migrate.
+	if got := strings.Join(ids, ","); got != "10,20,30,40,50,51" {
+		t.Errorf("published %s, want the pending rows and the new one", got)
+	}
+	var order string
+	if err := e.Conn.QueryRow(ctx, "SELECT string_agg(id::text, ',' ORDER BY seq) FROM outbox_event WHERE seq IS NOT NULL").Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	if order != "10,20,30,40,50,51" {
+		t.Errorf("rows by seq: %s, want the pending rows in insertion order before the new one", order)
+	}
+	if err := p.Signal(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // A Kafka Connect connector JSON and a Debezium Server application.properties
@@ -27,9 +28,9 @@ import (
 func TestTransformsFromDebeziumConfigs(t *testing.T) {
 	for _, form := range []string{"connect", "server"} {
 		t.Run(form, func(t *testing.T) {
-			e := bareEnv(t, outboxEventTable)
-			old := insertEvents(t, e, row{"order", "o-0", "OrderCreated", `{"old": true}`}, row{"audit", "a-0", "Viewed", `{}`})
-			host, port, user, db := e.debeziumDB(t)
+			e := testenv.NewBare(t, outboxEventTable)
+			old := insertEvents(t, e, testenv.NewRow("order", "o-0", "OrderCreated", `{"old": true}`), testenv.NewRow("audit", "a-0", "Viewed", `{}`))
+			host, port, user, db := testenv.DebeziumDB(t, e)
 			chain := map[string]string{
 				"transforms":             "outbox,meta,rename,tag,drop",
 				"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
@@ -71,18 +72,11 @@ func TestTransformsFromDebeziumConfigs(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Kafka Connect's brokers are the worker's: a user gives them.
-				args = append(args, "--config", path, "--kafka-brokers", strings.Join(e.brokers, ","))
+				args = append(args, "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","))
 				wantHeader = "ledger-service" // SimpleHeaderConverter, Connect's default
 			} else {
 				path = filepath.Join(dir, "application.properties")
-				props := `debezium.sink.type=kafka
-debezium.sink.kafka.producer.bootstrap.servers=` + strings.Join(e.brokers, ",") + `
-debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
-debezium.source.database.hostname=` + host + `
-debezium.source.database.port=` + port + `
-debezium.source.database.user=` + user + `
-debezium.source.database.dbname=` + db + `
-debezium.source.topic.prefix=shop
+				props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=shop
 debezium.source.plugin.name=pgoutput
 debezium.source.slot.name=shop
 debezium.source.table.include.list=public.outboxevent
@@ -97,15 +91,15 @@ debezium.format.key=simplestring
 				args = append(args, "--config", path)
 				wantHeader = `{"schema":{"type":"string","optional":false},"payload":"ledger-service"}` // Debezium Server's json headers
 			}
-			p := startBinaryEnv(t, nil, args...)
-			e.awaitSlotActive(t, "shop")
-			ids := insertEvents(t, e, row{"order", "o-1", "OrderCreated", `{"n": 1}`}, row{"audit", "a-1", "Viewed", `{"n": 2}`})
-			ids = append(ids, insertEvents(t, e, row{"audit", "a-2", "Viewed", `{}`})...)
-			ids = append(ids, insertEvents(t, e, row{"order", "o-1", "OrderPaid", `{"n": 3}`})...)
-			end := e.currentLSN()
+			p := testenv.StartBinaryEnv(t, nil, args...)
+			e.AwaitSlotActive(t, "shop")
+			ids := insertEvents(t, e, testenv.NewRow("order", "o-1", "OrderCreated", `{"n": 1}`), testenv.NewRow("audit", "a-1", "Viewed", `{"n": 2}`))
+			ids = append(ids, insertEvents(t, e, testenv.NewRow("audit", "a-2", "Viewed", `{}`))...)
+			ids = append(ids, insertEvents(t, e, testenv.NewRow("order", "o-1", "OrderPaid", `{"n": 3}`))...)
+			end := e.CurrentLSN()
 
 			want := []string{old[0], ids[0], ids[3]}
-			recs := kafkatest.Consume(t, e.brokers, []string{"order.v1"}, len(want), 20*time.Second)
+			recs := kafkatest.Consume(t, e.Brokers, []string{"order.v1"}, len(want), 20*time.Second)
 			for i, r := range recs {
 				if k := string(r.Key); k != "o-0" && k != "o-1" {
 					t.Errorf("record %d: key %q", i, r.Key)
@@ -113,35 +107,35 @@ debezium.format.key=simplestring
 				if !strings.Contains(string(r.Value), `"optional":false,"name":"com.example.OrderEvent"},"payload":{"payload":`) {
 					t.Errorf("record %d: value %s, want its schema named com.example.OrderEvent", i, r.Value)
 				}
-				if got, _ := headerOf(r, "source"); got != wantHeader {
+				if got, _ := testenv.HeaderOf(r, "source"); got != wantHeader {
 					t.Errorf("record %d: header source %q, want %q", i, got, wantHeader)
 				}
-				if id, _ := headerOf(r, "id"); !strings.Contains(id, want[i]) {
+				if id, _ := testenv.HeaderOf(r, "id"); !strings.Contains(id, want[i]) {
 					t.Errorf("record %d: header id %q, want event %s", i, id, want[i])
 				}
 			}
 			// The audit rows were read and dropped, and confirmed with the
 			// rest: the slot moves past them.
-			eventually(t, 20*time.Second, "the slot confirmed past the filtered rows", func() bool {
+			testenv.Eventually(t, 20*time.Second, "the slot confirmed past the filtered rows", func() bool {
 				var s string
-				err := e.conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'shop'").Scan(&s)
+				err := e.Conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = 'shop'").Scan(&s)
 				lsn, _ := pglogrepl.ParseLSN(s)
 				return err == nil && lsn >= end
 			})
-			if err := p.signal(t, syscall.SIGTERM); err != nil {
-				t.Fatalf("pgoutbox run: %v\n%s", err, p.out)
+			if err := p.Signal(t, syscall.SIGTERM); err != nil {
+				t.Fatalf("pgoutbox run: %v\n%s", err, p.Out)
 			}
-			if n := len(drain(t, e.brokers, "order.v1", 0)); n != len(want) {
+			if n := len(testenv.Drain(t, e.Brokers, "order.v1", 0)); n != len(want) {
 				t.Errorf("%d records in order.v1, want %d", n, len(want))
 			}
-			topics, err := kadm.NewClient(kafkatest.NewConsumer(t, e.brokers)).ListTopics(context.Background())
+			topics, err := kadm.NewClient(kafkatest.NewConsumer(t, e.Brokers)).ListTopics(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if topics.Has("audit.v1") || topics.Has("outbox.event.audit") {
 				t.Errorf("the audit events were published: topics %v", topics.Names())
 			}
-			out := p.out.String()
+			out := p.Out.String()
 			for _, want := range []string{`"transforms":"meta,rename,tag,drop"`, `"msg":"pgoutbox stopped","published":3,"filtered":3`} {
 				if !strings.Contains(out, want) {
 					t.Errorf("no %s in what pgoutbox printed:\n%s", want, out)
@@ -166,17 +160,17 @@ const outboxEventTable = `CREATE TABLE public.outboxevent (
 
 // insertEvents inserts rows into outboxevent in one transaction and
 // returns their ids.
-func insertEvents(t *testing.T, e *env, rows ...row) []string {
+func insertEvents(t *testing.T, e *testenv.Env, rows ...testenv.Row) []string {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := e.conn.Begin(ctx)
+	tx, err := e.Conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		if err := tx.QueryRow(ctx, `INSERT INTO outboxevent (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, $3, $4) RETURNING id::text`,
-			r.aggType, r.aggID, r.typ, r.payload).Scan(&ids[i]); err != nil {
+			r.AggType, r.AggID, r.Type, r.Payload).Scan(&ids[i]); err != nil {
 			t.Fatal(err)
 		}
 	}

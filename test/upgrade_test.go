@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // freePort returns a loopback port nothing listens on now.
@@ -56,53 +57,53 @@ func pgUpgrade(t *testing.T, old, fresh *pgcluster.Cluster, major int) {
 // The relay notices the new cluster, says so, loses nothing written
 // before or after the upgrade, and sends none of what it had published.
 func TestUpgradeIsANewClusterAndLosesNothing(t *testing.T) {
-	a := newEnv(t)
-	if a.pg.External() {
+	a := testenv.New(t)
+	if a.PG.External() {
 		t.Skip("needs throwaway clusters")
 	}
 	ctx := context.Background()
-	major := serverMajor(t, a.conn)
+	major := testenv.ServerMajor(t, a.Conn)
 	const topic = "outbox.event.order"
-	cfg := a.config()
+	cfg := a.Config()
 	cfg.PollInterval = 20 * time.Millisecond
-	r := a.start(cfg)
-	eventually(t, 20*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL })
-	published := a.insertN("order", 40)
-	awaitIDs(t, a.brokers, topic, published, 30*time.Second)
-	eventually(t, 30*time.Second, "the floor to pass the events", func() bool {
+	r := a.Start(cfg)
+	testenv.Eventually(t, 20*time.Second, "streaming", func() bool { return r.Mode() == relay.ModeWAL })
+	published := a.InsertN("order", 40)
+	testenv.AwaitIDs(t, a.Brokers, topic, published, 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "the floor to pass the events", func() bool {
 		var covered bool
-		a.conn.QueryRow(ctx, `SELECT s.floor_xid > (SELECT max(txid) FROM outbox) FROM pgoutbox_state s WHERE pipeline = 'pgoutbox'`).Scan(&covered)
+		a.Conn.QueryRow(ctx, `SELECT s.floor_xid > (SELECT max(txid) FROM outbox) FROM pgoutbox_state s WHERE pipeline = 'pgoutbox'`).Scan(&covered)
 		return covered
 	})
-	if err := r.stop(); err != nil {
+	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	beforeUpgrade := a.insertN("order", 20)
-	a.conn.Close(ctx)
+	beforeUpgrade := a.InsertN("order", 20)
+	a.Conn.Close(ctx)
 
 	fresh := pgcluster.New(t)
-	if err := a.pg.Stop(ctx, "fast"); err != nil {
+	if err := a.PG.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
 	if err := fresh.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
-	pgUpgrade(t, a.pg, fresh, major)
+	pgUpgrade(t, a.PG, fresh, major)
 	if err := fresh.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := &env{t: t, pg: fresh, url: fresh.URL, kafka: a.kafka, brokers: a.brokers}
-	b.conn = b.connect()
-	afterUpgrade := b.insertN("order", 20)
+	b := &testenv.Env{T: t, PG: fresh, URL: fresh.URL, Kafka: a.Kafka, Brokers: a.Brokers}
+	b.Conn = b.Connect()
+	afterUpgrade := b.InsertN("order", 20)
 
-	cfg.Replication.DatabaseURL = b.url
-	rb := b.start(cfg)
-	awaitIDs(t, b.brokers, topic, append(append([]string{}, beforeUpgrade...), afterUpgrade...), 30*time.Second)
-	eventually(t, 30*time.Second, "streaming after the upgrade", func() bool { return rb.Mode() == relay.ModeWAL })
-	late := b.insertN("order", 10)
-	awaitIDs(t, b.brokers, topic, late, 30*time.Second)
+	cfg.Replication.DatabaseURL = b.URL
+	rb := b.Start(cfg)
+	testenv.AwaitIDs(t, b.Brokers, topic, append(append([]string{}, beforeUpgrade...), afterUpgrade...), 30*time.Second)
+	testenv.Eventually(t, 30*time.Second, "streaming after the upgrade", func() bool { return rb.Mode() == relay.ModeWAL })
+	late := b.InsertN("order", 10)
+	testenv.AwaitIDs(t, b.Brokers, topic, late, 30*time.Second)
 
-	counts := countIDs(t, b.brokers, topic)
+	counts := testenv.CountIDs(t, b.Brokers, topic)
 	resent := 0
 	for _, id := range published {
 		if counts[id] > 1 {
@@ -110,7 +111,7 @@ func TestUpgradeIsANewClusterAndLosesNothing(t *testing.T) {
 		}
 	}
 	var what *string
-	b.conn.QueryRow(ctx, "SELECT cluster_change FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&what)
+	b.Conn.QueryRow(ctx, "SELECT cluster_change FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&what)
 	if what == nil {
 		t.Fatal("the upgrade was not recorded as a new cluster")
 	}

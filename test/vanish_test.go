@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -12,72 +11,19 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
-
-// lostStatus is what status --json says about rows deleted before polling
-// published them.
-type lostStatus struct {
-	Rows    int64 `json:"rows"`
-	FromSeq int64 `json:"from_seq"`
-	ToSeq   int64 `json:"to_seq"`
-}
-
-// insertThenDelete commits n transactions that each insert an outbox row and
-// delete it again, the pattern Debezium recommends, and returns the ids.
-func (e *env) insertThenDelete(n int, aggType string) []string {
-	e.t.Helper()
-	ctx := context.Background()
-	ids := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		tx, err := e.conn.Begin(ctx)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		var id string
-		if err := tx.QueryRow(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'Placed', $3) RETURNING id::text`,
-			aggType, fmt.Sprint("o-", i%5), fmt.Sprintf(`{"i":%d}`, i)).Scan(&id); err != nil {
-			e.t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM outbox WHERE id = $1", id); err != nil {
-			e.t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			e.t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-func metricsAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
-// lostStatusOf runs status and returns its lost-row section, its problems,
-// and whether it exited 0.
-func (e *env) lostStatusOf(t *testing.T) (*lostStatus, []string, bool) {
-	t.Helper()
-	st, ok := e.status(t)
-	return st.LostDeleted, st.Problems, ok
-}
 
 // Insert-then-delete in one transaction under WAL mode: the WAL carries
 // the insert, so every event is delivered, and nothing is reported lost.
 func TestInsertThenDeleteWAL(t *testing.T) {
-	e := newEnv(t)
-	p := e.runProcess(t, "--mode", "wal")
-	eventually(t, 15*time.Second, "streaming", func() bool { return strings.Contains(p.out.String(), `"msg":"streaming"`) })
-	ids := e.insertThenDelete(300, "order")
-	awaitIDs(t, e.brokers, "outbox.event.order", ids, 30*time.Second)
-	if strings.Contains(p.out.String(), "deleted before polling") {
-		t.Fatalf("WAL mode reported a loss:\n%s", p.out.String())
+	e := testenv.New(t)
+	p := e.Run(t, "--mode", "wal")
+	testenv.Eventually(t, 15*time.Second, "streaming", func() bool { return strings.Contains(p.Out.String(), `"msg":"streaming"`) })
+	ids := testenv.InsertThenDelete(e, 300, "order")
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 30*time.Second)
+	if strings.Contains(p.Out.String(), "deleted before polling") {
+		t.Fatalf("WAL mode reported a loss:\n%s", p.Out.String())
 	}
 }
 
@@ -97,20 +43,20 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 		{"auto without logical replication", "replica", []string{"--mode", "auto"}, "polling cannot relay this table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, pgcluster.Options{WALLevel: tc.walLevel})
-			addr := metricsAddr(t)
-			p := e.runProcess(t, append(tc.args, "--poll-interval", "100ms", "--metrics-addr", addr)...)
-			eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
-			kept := e.insert(row{"order", "o-kept", "Placed", `{}`})
-			e.insertThenDelete(300, "order")
-			kept = append(kept, e.insert(row{"order", "o-kept", "Placed", `{}`})...)
-			awaitIDs(t, e.brokers, "outbox.event.order", kept, 30*time.Second)
+			e := testenv.New(t, pgcluster.Options{WALLevel: tc.walLevel})
+			addr := testenv.FreeAddr(t)
+			p := e.Run(t, append(tc.args, "--poll-interval", "100ms", "--metrics-addr", addr)...)
+			testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
+			kept := e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))
+			testenv.InsertThenDelete(e, 300, "order")
+			kept = append(kept, e.Insert(testenv.NewRow("order", "o-kept", "Placed", `{}`))...)
+			testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", kept, 30*time.Second)
 
-			var lost *lostStatus
+			var lost *testenv.LostStatus
 			var problems []string
 			var ok bool
-			eventually(t, 60*time.Second, "status reporting 300 rows lost", func() bool {
-				lost, problems, ok = e.lostStatusOf(t)
+			testenv.Eventually(t, 60*time.Second, "status reporting 300 rows lost", func() bool {
+				lost, problems, ok = testenv.LostStatusOf(t, e)
 				return lost != nil && lost.Rows >= 300
 			})
 			if lost.Rows != 300 {
@@ -119,7 +65,7 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 			if ok || !strings.Contains(strings.Join(problems, "\n"), "deleted before polling published them") {
 				t.Errorf("status exit ok=%t, problems %q: want a non-zero exit naming the loss", ok, problems)
 			}
-			out := p.out.String()
+			out := p.Out.String()
 			if !strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "deleted before polling published them") ||
 				!strings.Contains(out, `"lost_up_to":`) || !strings.Contains(out, `"seq_from":`) {
 				t.Errorf("no ERROR line with the count and range:\n%s", out)
@@ -127,7 +73,7 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 			if !strings.Contains(out, tc.advice) {
 				t.Errorf("the log does not say %q:\n%s", tc.advice, out)
 			}
-			m := scrape(t, "http://"+addr)
+			m := testenv.Scrape(t, "http://"+addr)
 			if got := m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`]; got != 300 {
 				t.Errorf("pgoutbox_events_lost_deleted_total = %v, want 300", got)
 			}
@@ -141,15 +87,15 @@ func TestInsertThenDeletePollingIsReported(t *testing.T) {
 // deleted before a poll are lost, and the reported bound covers what the
 // topic lacks without being far above it.
 func TestCleanupJobLossIsBounded(t *testing.T) {
-	e := newEnv(t)
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "2s")
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+	e := testenv.New(t)
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "2s")
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var committed []string
-	wconn := e.connect()
+	wconn := e.Connect()
 	wg.Add(2)
 	go func() { // writer
 		defer wg.Done()
@@ -184,7 +130,7 @@ func TestCleanupJobLossIsBounded(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	cconn := e.connect()
+	cconn := e.Connect()
 	go func() { // cleanup job: deletes rows a second after commit, published or not
 		defer wg.Done()
 		for {
@@ -203,14 +149,14 @@ func TestCleanupJobLossIsBounded(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	// Let the poller read what is left, then count what reached Kafka.
-	eventually(t, 30*time.Second, "no unpublished rows left", func() bool {
+	testenv.Eventually(t, 30*time.Second, "no unpublished rows left", func() bool {
 		var n int
-		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&n)
+		e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&n)
 		return n == 0
 	})
 	delivered := map[string]bool{}
-	for _, r := range drain(t, e.brokers, "outbox.event.order", 0) {
-		delivered[decodeEvent(t, r).ID] = true
+	for _, r := range testenv.Drain(t, e.Brokers, "outbox.event.order", 0) {
+		delivered[testenv.DecodeEvent(t, r).ID] = true
 	}
 	lost := 0
 	for _, id := range committed {
@@ -222,11 +168,11 @@ func TestCleanupJobLossIsBounded(t *testing.T) {
 	if lost == 0 {
 		t.Fatal("the cleanup job deleted nothing before a poll; the test needs losses")
 	}
-	var st *lostStatus
+	var st *testenv.LostStatus
 	// The relay recounts at most every 10 s, and waits longer after a count
 	// that found nothing new.
-	eventually(t, 150*time.Second, fmt.Sprintf("status reporting at least the %d rows lost", lost), func() bool {
-		st, _, _ = e.lostStatusOf(t)
+	testenv.Eventually(t, 150*time.Second, fmt.Sprintf("status reporting at least the %d rows lost", lost), func() bool {
+		st, _, _ = testenv.LostStatusOf(t, e)
 		return st != nil && st.Rows >= int64(lost)
 	})
 	t.Logf("reported up to %d rows lost (seq %d-%d), actually lost %d", st.Rows, st.FromSeq, st.ToSeq, lost)
@@ -245,19 +191,19 @@ func TestPollingReportsNoLossForRollbacksOrPublishedCleanup(t *testing.T) {
 			name = "rollbacks and a cleanup of published rows"
 		}
 		t.Run(name, func(t *testing.T) {
-			e := newEnv(t)
-			p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms")
-			eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+			e := testenv.New(t)
+			p := e.Run(t, "--mode", "poll", "--poll-interval", "100ms")
+			testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
 			// The check is on: a silence below means nothing was found,
 			// not that nothing was looked for.
-			if !regexp.MustCompile(`"deleted_rows_checked_from_seq":[1-9]`).MatchString(p.out.String()) {
-				t.Fatalf("polling does not check for deleted rows:\n%s", p.out.String())
+			if !regexp.MustCompile(`"deleted_rows_checked_from_seq":[1-9]`).MatchString(p.Out.String()) {
+				t.Fatalf("polling does not check for deleted rows:\n%s", p.Out.String())
 			}
 			var deleted atomic.Int64
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			if cleanup {
-				cconn := e.connect()
+				cconn := e.Connect()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -276,57 +222,34 @@ func TestPollingReportsNoLossForRollbacksOrPublishedCleanup(t *testing.T) {
 					}
 				}()
 			}
-			load := e.startLoad(t, 3)
+			load := e.StartLoad(t, 3)
 			time.Sleep(5 * time.Second)
-			committed := load.finish()
-			rep := check(t, e.brokers, "outbox.event.account", committed)
+			committed := load.Finish()
+			rep := testenv.Check(t, e.Brokers, "outbox.event.account", committed)
 			close(stop)
 			wg.Wait()
-			t.Logf("%v; %d rolled back; cleanup deleted %d published rows", rep, load.rolledBack, deleted.Load())
-			if rep.lost != 0 {
-				t.Fatalf("lost %d events", rep.lost)
+			t.Logf("%v; %d rolled back; cleanup deleted %d published rows", rep, load.RolledBack(), deleted.Load())
+			if rep.Lost != 0 {
+				t.Fatalf("lost %d events", rep.Lost)
 			}
-			if load.rolledBack == 0 || (cleanup && deleted.Load() == 0) {
+			if load.RolledBack() == 0 || (cleanup && deleted.Load() == 0) {
 				t.Fatal("the load had no rollbacks or the cleanup deleted nothing: the test would prove nothing")
 			}
 			// The delete counter reaches the statistics up to 10 s late;
 			// wait until it has every delete, then past the relay's
 			// recount interval, before judging.
-			eventually(t, 30*time.Second, "the statistics counting every delete", func() bool {
+			testenv.Eventually(t, 30*time.Second, "the statistics counting every delete", func() bool {
 				var n int64
-				e.conn.QueryRow(context.Background(), "SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass").Scan(&n)
+				e.Conn.QueryRow(context.Background(), "SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass").Scan(&n)
 				return n >= deleted.Load()
 			})
 			time.Sleep(12 * time.Second)
-			lost, problems, ok := e.lostStatusOf(t)
-			if lost != nil || !ok || strings.Contains(p.out.String(), "deleted before polling") {
-				t.Fatalf("a false report: status %+v, exit ok %t, problems %q\n%s", lost, ok, problems, p.out.String())
+			lost, problems, ok := testenv.LostStatusOf(t, e)
+			if lost != nil || !ok || strings.Contains(p.Out.String(), "deleted before polling") {
+				t.Fatalf("a false report: status %+v, exit ok %t, problems %q\n%s", lost, ok, problems, p.Out.String())
 			}
 		})
 	}
-}
-
-// flushStats has the test connection's backend flush its table statistics
-// (the delete counter) now, not when it next goes idle for 10 s.
-func (e *env) flushStats() {
-	e.t.Helper()
-	e.exec("SELECT pg_stat_force_next_flush()")
-	e.exec("SELECT 1")
-}
-
-// lostNow waits for status to report at least want rows lost, then a
-// moment longer, and returns what it reports.
-func (e *env) lostNow(t *testing.T, want int64, extra ...string) int64 {
-	t.Helper()
-	var lost *lostStatus
-	eventually(t, 60*time.Second, fmt.Sprintf("status reporting %d rows lost", want), func() bool {
-		st, _ := e.status(t, extra...)
-		lost = st.LostDeleted
-		return lost != nil && lost.Rows >= want
-	})
-	time.Sleep(1500 * time.Millisecond) // a report in steps would show by now
-	st, _ := e.status(t, extra...)
-	return st.LostDeleted.Rows
 }
 
 // TRUNCATE while pgoutbox polls. A truncate of rows already published
@@ -336,28 +259,28 @@ func (e *env) lostNow(t *testing.T, want int64, extra ...string) int64 {
 // reported like deleted ones, in the log, the metric and status, and
 // rows written after are published.
 func TestTruncateUnderPolling(t *testing.T) {
-	e := newEnv(t)
-	addr := metricsAddr(t)
-	p := e.runProcess(t, "--mode", "poll", "--poll-interval", "100ms", "--metrics-addr", addr)
-	eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.out.String(), `"msg":"polling"`) })
+	e := testenv.New(t)
+	addr := testenv.FreeAddr(t)
+	p := e.Run(t, "--mode", "poll", "--poll-interval", "100ms", "--metrics-addr", addr)
+	testenv.Eventually(t, 15*time.Second, "polling", func() bool { return strings.Contains(p.Out.String(), `"msg":"polling"`) })
 	var published []string
 	for i := 0; i < 20; i++ {
-		published = append(published, e.insert(row{"order", fmt.Sprint("o-", i%4), "Placed", `{}`})...)
+		published = append(published, e.Insert(testenv.NewRow("order", fmt.Sprint("o-", i%4), "Placed", `{}`))...)
 	}
-	awaitIDs(t, e.brokers, "outbox.event.order", published, 30*time.Second)
-	eventually(t, 15*time.Second, "every row marked published", func() bool {
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", published, 30*time.Second)
+	testenv.Eventually(t, 15*time.Second, "every row marked published", func() bool {
 		var left int
-		e.conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&left)
+		e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox WHERE published_at IS NULL").Scan(&left)
 		return left == 0
 	})
-	e.exec("TRUNCATE outbox")
-	e.insertThenDelete(20, "order")
-	e.flushStats()
-	if n := e.lostNow(t, 20); n != 20 {
+	e.Exec("TRUNCATE outbox")
+	testenv.InsertThenDelete(e, 20, "order")
+	testenv.FlushStats(e)
+	if n := testenv.LostNow(t, e, 20); n != 20 {
 		t.Errorf("after a truncate of published rows and 20 rows deleted before a poll: status reports %d rows lost, want 20", n)
 	}
 
-	tx, err := e.conn.Begin(context.Background())
+	tx, err := e.Conn.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,15 +294,15 @@ SELECT 'order', 'o-' || g, 'Placed', '{}' FROM generate_series(1, 20) g`); err !
 	if err := tx.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.lostNow(t, 40); n != 40 {
+	if n := testenv.LostNow(t, e, 40); n != 40 {
 		t.Errorf("after 20 rows truncated before a poll read them: status reports %d rows lost in all, want 40", n)
 	}
-	if m := scrape(t, "http://"+addr); m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`] != 40 {
+	if m := testenv.Scrape(t, "http://"+addr); m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`] != 40 {
 		t.Errorf("pgoutbox_events_lost_deleted_total = %v, want 40", m[`pgoutbox_events_lost_deleted_total{table="public.outbox"}`])
 	}
-	if out := p.out.String(); !strings.Contains(out, "the outbox table was truncated") {
+	if out := p.Out.String(); !strings.Contains(out, "the outbox table was truncated") {
 		t.Errorf("the truncate is not in the log:\n%s", out)
 	}
-	after := e.insert(row{"order", "o-1", "Placed", `{}`})
-	awaitIDs(t, e.brokers, "outbox.event.order", after, 30*time.Second)
+	after := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))
+	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", after, 30*time.Second)
 }
