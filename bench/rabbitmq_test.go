@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -36,50 +35,23 @@ func TestRabbitMQTarget(t *testing.T) {
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{}
-	publish := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			id := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
-			want[id] = true
-			// The empty routing key as at Debezium Server's defaults, or
-			// another, which the fanout exchange routes alike.
-			key := ""
-			if i%2 == 1 {
-				key = fmt.Sprintf("agg-%d", i)
-			}
-			dc, err := ch.PublishWithDeferredConfirm(topic, key, true, false, messageForms(id)[i%3])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !dc.Wait() {
-				t.Fatalf("message %d not confirmed", i)
-			}
+	checkConsume(t, target, topic, func(i int) string {
+		id := testEventID(i)
+		// The empty routing key as at Debezium Server's defaults, or
+		// another, which the fanout exchange routes alike.
+		key := ""
+		if i%2 == 1 {
+			key = fmt.Sprintf("agg-%d", i)
 		}
-	}
-
-	got := make(chan string, 1000)
-	publish(0, 150) // waiting in the queue
-	stop, err := target.Consume(topic, func(id string, partition int32, _ time.Time) {
-		if partition != 0 {
-			t.Errorf("event %s from partition %d", id, partition)
+		dc, err := ch.PublishWithDeferredConfirm(topic, key, true, false, messageForms(id)[i%3])
+		if err != nil {
+			t.Fatal(err)
 		}
-		got <- id
+		if !dc.Wait() {
+			t.Fatalf("message %d not confirmed", i)
+		}
+		return id
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(150, 300)
-	seen := awaitIDs(t, got, len(want))
-	stop()
-	for id := range want {
-		if seen[id] != 1 {
-			t.Errorf("event %s consumed %d times", id, seen[id])
-		}
-	}
-	if len(seen) != len(want) {
-		t.Errorf("%d ids consumed, want %d: %v", len(seen), len(want), seen)
-	}
 
 	if n := s.Count(topic); n != -1 {
 		t.Errorf("queue %s still there after stop, %d messages", topic, n)
@@ -107,20 +79,4 @@ func messageForms(id string) []amqp.Publishing {
 			"__debezium.context.taskId": `{"schema":{"type":"string","optional":false},"payload":"0"}`},
 			DeliveryMode: 2, Body: []byte(`{"schema":{"type":"string","optional":true},"payload":"{\"id\":\"not-this\"}"}`)},
 	}
-}
-
-// awaitIDs takes n ids from got, or fails after 30 s; it counts each id.
-func awaitIDs(t *testing.T, got <-chan string, n int) map[string]int {
-	t.Helper()
-	seen := map[string]int{}
-	timeout := time.After(30 * time.Second)
-	for total := 0; total < n; total++ {
-		select {
-		case id := <-got:
-			seen[id]++
-		case <-timeout:
-			t.Fatalf("%d of %d events consumed after 30 s", total, n)
-		}
-	}
-	return seen
 }

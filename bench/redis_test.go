@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,39 +33,13 @@ func TestRedisTarget(t *testing.T) {
 		t.Fatalf("%d of the run's streams left after Prepare", n)
 	}
 
-	want := map[string]bool{}
-	write := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			id := fmt.Sprintf("00000000-0000-0000-0000-%012d", i)
-			want[id] = true
-			if err := c.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: entryForms(id, i)[i%2]}).Err(); err != nil {
-				t.Fatal(err)
-			}
+	checkConsume(t, target, topic, func(i int) string {
+		id := testEventID(i)
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: entryForms(id, i)[i%2]}).Err(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	got := make(chan string, 1000)
-	write(0, 150)
-	stop, err := target.Consume(topic, func(id string, partition int32, _ time.Time) {
-		if partition != 0 {
-			t.Errorf("event %s from partition %d", id, partition)
-		}
-		got <- id
+		return id
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(150, 300)
-	seen := awaitIDs(t, got, len(want))
-	stop()
-	for id := range want {
-		if seen[id] != 1 {
-			t.Errorf("event %s consumed %d times", id, seen[id])
-		}
-	}
-	if len(seen) != len(want) || len(got) != 0 {
-		t.Errorf("%d ids consumed, want %d; %d more after: %v", len(seen), len(want), len(got), seen)
-	}
 }
 
 // entryForms are an event as each relay the bench measures writes it, as
