@@ -226,10 +226,11 @@ bench: build
 bench-compare: kafka debezium
 	$(GO) test -count=1 -timeout 180m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args $(COMPARE_FLAGS)
 
-# The same beside Debezium Server on another broker (SINK: nats-jetstream),
-# one nats-server: pgoutbox --sink SINK and Debezium Server's sink of that
-# type, a Debezium Server per run, warmed up (-warmup) before it is
-# measured. Output in bench-compare-out/ as above.
+# The same beside Debezium Server on another broker (SINK: nats-jetstream,
+# rabbitmq or redis), one nats-server, rabbitmq-server or redis-server:
+# pgoutbox --sink SINK and Debezium Server's sink of that type, a Debezium
+# Server per run, warmed up (-warmup) before it is measured. Output in
+# bench-compare-out/ as above.
 SINK ?= nats-jetstream
 bench-compare-server: debezium-server
 	$(GO) test -count=1 -timeout 180m -run '^$$' -bench BenchmarkCompare -benchtime 1x ./test/benchcompare -args -sink $(SINK) $(COMPARE_FLAGS)

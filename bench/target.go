@@ -108,15 +108,15 @@ func (k Kafka) Consume(topic string, fn func(id string, partition int32, at time
 
 var idField = []byte(`"id":"`)
 
-// eventID is the event id of a message: the ce_id (Kafka) or ce-id
-// (NATS) header of a binary CloudEvent, the id header of Debezium's
-// outbox router (a JSON string, in its schema envelope by default, when
-// Debezium Server's header format is json), else the first "id" of a
-// structured CloudEvent, which comes before its data.
+// eventID is the event id of a message: the ce_id (Kafka), ce-id (NATS)
+// or cloudEvents:id (AMQP) header of a binary CloudEvent, the id header of
+// Debezium's outbox router (a JSON string, in its schema envelope by
+// default, when Debezium Server's header format is json), else the first
+// "id" of a structured CloudEvent, which comes before its data.
 func eventID(headers []kgo.RecordHeader, value []byte) string {
 	for _, h := range headers {
 		switch h.Key {
-		case "ce_id", "ce-id", "id":
+		case "ce_id", "ce-id", "cloudEvents:id", "id":
 			v := h.Value
 			if bytes.HasPrefix(v, []byte("{")) {
 				var env struct{ Payload string }

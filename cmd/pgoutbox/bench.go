@@ -35,6 +35,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		url       string
 		brokers   string
 		natsURL   string
+		rabbitURL string
+		redisAddr string
 		modes     string
 		delivery  string
 		polls     string
@@ -50,6 +52,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&url, "database-url", "", "PostgreSQL to measure, a database of its own (default: a throwaway cluster, fsync on)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "Kafka to measure, host:port[,...] (default: a devbroker process)")
 	fs.StringVar(&natsURL, "nats-url", "", "measure the relay publishing to this NATS JetStream instead of Kafka (--sink nats-jetstream); each run gets a stream of its own")
+	fs.StringVar(&rabbitURL, "rabbitmq-url", "", "measure the relay publishing to this RabbitMQ instead of Kafka (--sink rabbitmq), amqp://user:password@host:port/vhost; each run gets a fanout exchange and a queue named like its topic, deleted after it, and a dead-letter queue, kept")
+	fs.StringVar(&redisAddr, "redis-address", "", "measure the relay publishing to this Redis instead of Kafka (--sink redis), host:port; each run gets a stream of its own")
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "the outbox table; the bench writes and deletes rows of aggregate types bench_*")
 	fs.StringVar(&modes, "modes", "wal,poll", "relay modes to measure under steady load: wal, poll")
 	fs.StringVar(&delivery, "delivery", "at-least-once", "the relay's --delivery values to measure each mode and the drain with, comma-separated: at-least-once, exactly-once")
@@ -88,8 +92,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.RelayBin = exe
 	cfg.Progress = stderr
-	if natsURL != "" {
-		cfg.Target = bench.NATS{URL: natsURL}
+	if cfg.Target, err = benchTarget(brokers, natsURL, rabbitURL, redisAddr); err != nil {
+		return err
 	}
 	stop, err := benchServers(ctx, &cfg, url, brokers, exe, stderr)
 	if err != nil {
@@ -123,6 +127,31 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = fmt.Errorf("%d of the runs failed", len(rep.Failed))
 	}
 	return err
+}
+
+// benchTarget is where --nats-url, --rabbitmq-url or --redis-address
+// have the relay publish; nil for Kafka (--kafka-brokers, else a
+// devbroker). More than one of them with --kafka-brokers is refused.
+func benchTarget(brokers, natsURL, rabbitURL, redisAddr string) (bench.Target, error) {
+	var given []string
+	var t bench.Target
+	for _, f := range []struct {
+		flag, value string
+		target      bench.Target
+	}{
+		{"--kafka-brokers", brokers, nil},
+		{"--nats-url", natsURL, bench.NATS{URL: natsURL}},
+		{"--rabbitmq-url", rabbitURL, bench.RabbitMQ{URL: rabbitURL}},
+		{"--redis-address", redisAddr, bench.Redis{Address: redisAddr}},
+	} {
+		if f.value != "" {
+			given, t = append(given, f.flag), f.target
+		}
+	}
+	if len(given) > 1 {
+		return nil, fmt.Errorf("%s: the bench measures one broker at a time; give one of them", strings.Join(given, " and "))
+	}
+	return t, nil
 }
 
 // parseBenchLists reads bench's comma-separated flags into cfg.

@@ -31,9 +31,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/bench"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/connecttest"
-	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
-	"github.com/pgoutbox/pgoutbox/test/natstest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
 
@@ -45,7 +43,7 @@ var (
 	warmup   = flag.Duration("warmup", 30*time.Second, "load put through Debezium before the measured runs, to let the JVM compile its hot code; 0 skips it")
 	systems  = flag.String("systems", "pgoutbox,poll,debezium", "what to run: pgoutbox (both deliveries), poll (500ms), debezium (defaults and tuned), comma-separated")
 	repeat   = flag.Int("repeat", 3, "rounds of every steady-load run at each rate, interleaved; the tables give the median and range")
-	sinkFlag = flag.String("sink", "kafka", "where both sides publish: kafka (pgoutbox beside Debezium on Kafka Connect, one Apache Kafka broker) or nats-jetstream (pgoutbox --sink nats-jetstream beside Debezium Server's NATS JetStream sink, one nats-server)")
+	sinkFlag = flag.String("sink", "kafka", "where both sides publish: kafka (pgoutbox beside Debezium on Kafka Connect, one Apache Kafka broker), or nats-jetstream, rabbitmq or redis (pgoutbox --sink SINK beside Debezium Server's sink of that type, one nats-server, rabbitmq-server or redis-server)")
 )
 
 // Debezium's PostgreSQL connector as a user configures it for an outbox:
@@ -166,20 +164,17 @@ func BenchmarkCompare(b *testing.B) {
 			stop := connectSystems(b, ctx, &cfg, kafka.Brokers, pg.URL, rs[0])
 			defer stop()
 		}
-	case "nats-jetstream":
-		nats := natstest.Start(b)
-		cfg.Target = bench.NATS{URL: nats.URL}
-		// The sink has no transactions: exactly-once is refused.
+	default:
+		target, props, w := serverSink(b, *sinkFlag)
+		cfg.Target, where = target, w
+		// None of these sinks has transactions: exactly-once is refused.
 		cfg.Deliveries = []string{"at-least-once"}
-		where = fmt.Sprintf("nats-server %s (JetStream, file storage, a stream per run), Debezium Server %s", natsVersion(natstest.Binary(b)), dbzserver.Version)
 		if want["debezium"] {
 			cfg.Systems = []bench.System{
-				debeziumServer(pg.URL, nats.URL, "debezium", nil),
-				debeziumServer(pg.URL, nats.URL, "debezium tuned", tunedServer),
+				debeziumServer(pg.URL, props, "debezium", nil),
+				debeziumServer(pg.URL, props, "debezium tuned", tunedServer),
 			}
 		}
-	default:
-		b.Fatalf("-sink %q: kafka or nats-jetstream", *sinkFlag)
 	}
 	if cfg.NoRelay && len(cfg.Systems) == 0 {
 		b.Fatalf("-systems %q: nothing to run", *systems)
