@@ -14,7 +14,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/rabbitmqtest"
 	"github.com/pgoutbox/pgoutbox/test/redistest"
-	"github.com/pgoutbox/pgoutbox/test/testbin"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
 // TestBenchBrokers runs `pgoutbox bench --rabbitmq-url` and `pgoutbox
@@ -23,7 +23,7 @@ import (
 // in WAL and polling mode and from a backlog, and every event arrives once
 // to the bench's consumer of that broker, in order per aggregate.
 func TestBenchBrokers(t *testing.T) {
-	bin := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
+	bin := testenv.Bin(t)
 	for _, tc := range []struct {
 		name  string
 		flags func(t *testing.T) []string
