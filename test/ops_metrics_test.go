@@ -58,7 +58,7 @@ func TestOpsMetricsAndReadiness(t *testing.T) {
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
 	e.brokers = broker.Brokers
 	cfg := e.config()
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	e.setup(cfg)
 	r := e.start(cfg)
 	srv := httptest.NewServer(r.Handler())

@@ -57,8 +57,8 @@ func insertEach(e *env, n int, agg string) []string {
 // stay until they are published, then go. pre are old rows that must stay
 // whatever happens.
 func retentionCase(t *testing.T, e *env, broker *kafkatest.Devbroker, cfg relay.Config, waitPublished func(ids []string), pre []string) {
-	cfg.Retention = 24 * time.Hour
-	cfg.RetentionInterval = 100 * time.Millisecond
+	cfg.Operations.Retention = 24 * time.Hour
+	cfg.Operations.RetentionInterval = 100 * time.Millisecond
 	cfg.ShutdownTimeout = time.Second // polling: a batch the broker cannot take fails fast
 	e.start(cfg)
 

@@ -154,7 +154,7 @@ func TestStatusPollingReason(t *testing.T) {
 		return scrape(t, srv.URL)["pgoutbox_polling_since_timestamp_seconds"]
 	}
 	cfg := e.config()
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	before := time.Now().Add(-time.Second)
 	r := e.start(cfg)
 	ids := e.insert(row{"order", "o-1", "Placed", `{}`})
@@ -175,7 +175,7 @@ func TestStatusPollingReason(t *testing.T) {
 	}
 
 	cfg = pollConfig(e)
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	r = e.start(cfg)
 	ids = e.insert(row{"order", "o-2", "Placed", `{}`})
 	awaitIDs(t, e.brokers, "outbox.event.order", ids, 15*time.Second)

@@ -32,8 +32,8 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 	e.brokers = e.kafka.Brokers
 
 	cfg := pollConfig(e)
-	cfg.Retention = 24 * time.Hour
-	cfg.RetentionInterval = 100 * time.Millisecond
+	cfg.Operations.Retention = 24 * time.Hour
+	cfg.Operations.RetentionInterval = 100 * time.Millisecond
 	cfg.ShutdownTimeout = time.Second
 	r := e.start(cfg)
 
