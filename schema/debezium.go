@@ -432,7 +432,8 @@ func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	if buf, msg.Key, msg.KeySchema, err = c.appendOutboxKey(buf, r); err != nil {
 		return Message{}, err
 	}
-	payload := c.outboxPayloadOf(r)
+	var payload outboxPayload
+	payload.read(c, r)
 	var envelope []FieldValue
 	for _, a := range r.Additional {
 		if a.Placement == PlaceEnvelope {
@@ -469,8 +470,9 @@ type outboxPayload struct {
 	expValue  []byte
 }
 
-func (c *DebeziumConfig) outboxPayloadOf(r *Record) outboxPayload {
-	p := outboxPayload{typ: r.columnType(fPayload), optional: c.optional(r.columnName(fPayload))}
+// read sets p from r's payload column under c.
+func (p *outboxPayload) read(c *DebeziumConfig, r *Record) {
+	p.typ, p.optional = r.columnType(fPayload), c.optional(r.columnName(fPayload))
 	p.ct, _ = connectTypeOf(p.typ, c.vm)
 	if p.ct.typ == "" {
 		p.ct = connectType{typ: "string"}
@@ -480,7 +482,6 @@ func (c *DebeziumConfig) outboxPayloadOf(r *Record) outboxPayload {
 			p.expSchema, p.expValue = s, v
 		}
 	}
-	return p
 }
 
 // appendSchema appends the payload's Connect schema as field.
