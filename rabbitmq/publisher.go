@@ -17,14 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/inflight"
-	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Publisher publishes records to RabbitMQ. One goroutine produces;
 // promises run on the acker's.
 type Publisher struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	mapping mapping
 
 	mu   sync.Mutex // connecting, replacing and closing the connection
 	conn atomic.Pointer[conn]
@@ -58,7 +58,7 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, log: log}
+	p := &Publisher{cfg: cfg, log: log, mapping: newMapping(cfg)}
 	p.limit.Store(int64(cfg.MaxMessageBytes))
 	return p, nil
 }
@@ -152,37 +152,11 @@ func (c *conn) declare(name string, durable bool) error {
 	return nil
 }
 
-// route is r's exchange and routing key, as Debezium Server chooses them.
-func (p *Publisher) route(r *kgo.Record) (exchange, key string) {
-	exchange = p.cfg.Exchange
-	if exchange == "" {
-		exchange = r.Topic
-	}
-	switch p.cfg.RoutingKeySource {
-	case SourceTopic:
-		key = r.Topic
-	case SourceKey:
-		key = string(r.Key)
-	default:
-		key = p.cfg.RoutingKey
-	}
-	return exchange, key
-}
-
-// deadLetter tells a dead letter, which goes to the dead-letter queue
-// through the default exchange.
-func (p *Publisher) deadLetter(r *kgo.Record) bool {
-	return p.cfg.DeadLetterQueue != "" && r.Topic == p.cfg.DeadLetterQueue
-}
-
 // Fits returns *TooLargeError when r's body exceeds what the server
 // accepts, and *FieldError for a routing key or header name AMQP cannot
 // carry. It does not connect.
 func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
-	exchange, key := p.route(r)
-	if p.deadLetter(r) {
-		exchange, key = "", r.Topic
-	}
+	exchange, key, _ := p.mapping.destination(r)
 	if len(exchange) > maxShortString {
 		return &FieldError{Field: "exchange", Value: exchange}
 	}
@@ -194,7 +168,7 @@ func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
 			return &FieldError{Field: "header name", Value: h.Key}
 		}
 	}
-	if n, max := len(p.body(r)), int(p.limit.Load()); n > max {
+	if n, max := len(p.mapping.body(r)), int(p.limit.Load()); n > max {
 		return &TooLargeError{Exchange: exchange, Size: n, Max: max}
 	}
 	return nil
@@ -217,10 +191,8 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if c.broken.Load() {
 		return ErrHalted
 	}
-	exchange, key := p.route(r)
-	if p.deadLetter(r) {
-		exchange, key = "", r.Topic
-	} else if p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource == SourceTopic {
+	exchange, key, deadLetter := p.mapping.destination(r)
+	if !deadLetter && p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource == SourceTopic {
 		if err := c.declare(r.Topic, p.cfg.RoutingKeyDurable); err != nil {
 			return err
 		}
@@ -231,7 +203,7 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 		}
 		return err
 	}
-	msg := p.message(r)
+	msg := p.mapping.message(r)
 	dc, err := c.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, msg)
 	if err != nil {
 		c.acks.Release()
@@ -240,35 +212,6 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	}
 	c.acks.Push(pending{rec: r, promise: promise, dc: dc, id: msg.MessageId, sent: time.Now()})
 	return nil
-}
-
-// body is what r's message carries: its value, or null.value for a
-// record without one (a tombstone), as Debezium Server publishes it.
-func (p *Publisher) body(r *kgo.Record) []byte {
-	if r.Value == nil {
-		return []byte(p.cfg.NullValue)
-	}
-	return r.Value
-}
-
-// message is r as an AMQP message: the body, the delivery mode, the
-// headers with a value (a header given twice keeps its last value, as
-// Debezium Server's map of them does), and the event id as message-id.
-func (p *Publisher) message(r *kgo.Record) amqp.Publishing {
-	m := amqp.Publishing{Body: p.body(r), DeliveryMode: p.cfg.DeliveryMode, MessageId: outbox.EventID(r.Context),
-		Headers: make(amqp.Table, len(r.Headers))}
-	for _, h := range r.Headers {
-		switch {
-		case h.Value == nil:
-		case p.cfg.ContentType && h.Key == "content-type":
-			m.ContentType = string(h.Value)
-		case p.cfg.HeaderBytes:
-			m.Headers[h.Key] = h.Value
-		default:
-			m.Headers[h.Key] = string(h.Value)
-		}
-	}
-	return m
 }
 
 // sizeRefusal reads the limit from RabbitMQ's refusal of a message larger

@@ -63,7 +63,7 @@ func (w *writer) verify(streams []string) error {
 	r := w.s.recall
 	var names []string
 	var cmds []*redis.XMessageSliceCmd
-	pipe := w.target().Pipeline()
+	pipe := w.link.target().Pipeline()
 	for _, s := range streams {
 		if last := r.last(s); last != "" {
 			names = append(names, s)
@@ -96,7 +96,7 @@ func (w *writer) verify(streams []string) error {
 func (w *writer) find(stream, before string, b *batch, mine []int) ([]string, error) {
 	var buf []redis.XMessage // the page, after the end of the one before
 	for scanned := 0; scanned < maxScan; {
-		msgs, err := w.target().XRangeN(w.ctx, stream, "("+before, "+", 1000).Result()
+		msgs, err := w.link.target().XRangeN(w.ctx, stream, "("+before, "+", 1000).Result()
 		if err != nil {
 			if isNotThere(err) {
 				return nil, nil // nothing of ours can be there, or be read

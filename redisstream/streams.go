@@ -105,7 +105,7 @@ func (s *Streams) writer() *writer {
 // the configured cap accepts, and *WrongTypeError when its stream's key
 // holds another type.
 func (s *Streams) Fits(ctx context.Context, r *kgo.Record) error {
-	_, err := s.writer().check(ctx, r)
+	_, err := s.writer().checker.check(ctx, r)
 	return err
 }
 
@@ -114,14 +114,14 @@ func (s *Streams) Fits(ctx context.Context, r *kgo.Record) error {
 // MaxPending records wait, until ctx ends.
 func (s *Streams) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
 	w := s.writer()
-	e, err := w.check(ctx, r)
+	e, err := w.checker.check(ctx, r)
 	if err != nil {
 		return err
 	}
 	if s.halted.Load() || w.broken.Load() {
 		return ErrHalted
 	}
-	if err := w.acquire(ctx); err != nil {
+	if err := w.backlog.acquire(ctx, w.ctx.Done()); err != nil {
 		return err
 	}
 	w.queue <- pending{rec: r, promise: promise, id: outbox.EventID(r.Context), e: e}
@@ -145,7 +145,7 @@ func (s *Streams) Resume() {
 // Flush waits until every record is written or failed.
 func (s *Streams) Flush(ctx context.Context) error {
 	if w := s.w.Load(); w != nil {
-		return w.flush(ctx)
+		return w.backlog.wait(ctx)
 	}
 	return nil
 }
@@ -153,7 +153,7 @@ func (s *Streams) Flush(ctx context.Context) error {
 // Buffered is how many records wait for their batch's reply.
 func (s *Streams) Buffered() int64 {
 	if w := s.w.Load(); w != nil {
-		return w.pending()
+		return w.backlog.count()
 	}
 	return 0
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,136 +30,30 @@ type batch struct {
 // writer writes batches on one connection at a time, from one goroutine,
 // and runs their promises in order.
 type writer struct {
-	s      *Streams
-	client redis.UniversalClient
-	// conn is the writing connection to a server (not a cluster); nil
-	// until used, and after it broke.
-	conn *redis.Conn
-	// unsettled: a cluster's client has not yet found out, since it was
-	// made or since a batch's reply was lost, what the server kept.
-	unsettled bool
+	s *Streams
+	// client is the server's or the cluster's, shared by the parts.
+	client  redis.UniversalClient
+	checker *checker // the producer goroutine's
+	backlog *backlog
+	link    *link     // the writer goroutine's
+	mem     *throttle // the writer goroutine's
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
 	queue  chan pending
-	slots  chan struct{}
 	done   chan struct{} // closed when run returns
 	// broken is set when a batch failed: what follows could land ahead
 	// of it when it is sent again, so nothing is written until Resume.
 	broken atomic.Bool
-
-	mu    sync.Mutex
-	n     int             // handed over, promise not yet run
-	idles []chan struct{} // Flush's waits, closed when n is 0
-
-	// The record checked last and its entry (producer goroutine only).
-	checked *kgo.Record
-	entry   entry
-
-	// What the producer goroutine learned of the server (check).
-	lookups sync.Mutex
-	maxBulk int
-	seen    map[string]string // stream -> its last entry id when first met ("0-0": none)
-
-	// last is, per stream, the entry this connection wrote last (writer
-	// goroutine only).
-	last map[string]string
-	mem  *throttle
 }
 
 func newWriter(s *Streams, client redis.UniversalClient) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &writer{s: s, client: client, ctx: ctx, cancel: cancel, unsettled: s.cfg.Cluster,
-		queue: make(chan pending, s.cfg.MaxPending), slots: make(chan struct{}, s.cfg.MaxPending), done: make(chan struct{}),
-		seen: map[string]string{}, last: map[string]string{}, mem: newThrottle(s.cfg)}
+	w := &writer{s: s, client: client, checker: newChecker(s.cfg, client, s.log), backlog: newBacklog(s.cfg.MaxPending),
+		link: newLink(client, s.cfg.Cluster), mem: newThrottle(s.cfg),
+		ctx: ctx, cancel: cancel, queue: make(chan pending, s.cfg.MaxPending), done: make(chan struct{})}
 	go w.run()
 	return w
-}
-
-// check builds r's entry and checks it against the server: its size, and
-// its stream's key, which must hold a stream or nothing.
-func (w *writer) check(ctx context.Context, r *kgo.Record) (entry, error) {
-	var e entry
-	if w.checked == r {
-		// The relay asks Fits, then Produce, of the same record.
-		e = w.entry
-	} else {
-		e = entryOf(r, w.s.cfg.Format, w.s.cfg.NullKey, w.s.cfg.NullValue)
-		w.checked, w.entry = r, e
-	}
-	maxBulk, err := w.lookup(ctx, e.stream)
-	if err != nil {
-		return e, err
-	}
-	if len(e.stream) > maxBulk {
-		return e, &TooLargeError{Stream: e.stream, Part: "the stream's name", Size: len(e.stream), Max: maxBulk}
-	}
-	for i, f := range e.fields {
-		if len(f) > maxBulk {
-			part := "a field's name"
-			if i%2 == 1 {
-				part = "the value of field " + e.fields[i-1][:min(len(e.fields[i-1]), 64)]
-			}
-			return e, &TooLargeError{Stream: e.stream, Part: part, Size: len(f), Max: maxBulk}
-		}
-	}
-	if m := w.s.cfg.MaxEntryBytes; m > 0 && e.size() > m {
-		return e, &TooLargeError{Stream: e.stream, Part: "the entry", Size: e.size(), Max: m}
-	}
-	return e, nil
-}
-
-// lookup returns the server's proto-max-bulk-len and learns stream's last
-// entry, once per stream: a key of another type is a *WrongTypeError.
-func (w *writer) lookup(ctx context.Context, stream string) (int, error) {
-	w.lookups.Lock()
-	defer w.lookups.Unlock()
-	if w.maxBulk == 0 {
-		// A server that refuses CONFIG (an ACL, a managed service) keeps
-		// the default.
-		v, err := w.client.ConfigGet(ctx, "proto-max-bulk-len").Result()
-		if err != nil && !isReplyErr(err) {
-			return 0, classify("", err)
-		}
-		w.maxBulk = defaultMaxBulk
-		if n, err := strconv.Atoi(v["proto-max-bulk-len"]); err == nil && n > 0 {
-			w.maxBulk = n
-		}
-	}
-	if _, ok := w.seen[stream]; ok {
-		return w.maxBulk, nil
-	}
-	msgs, err := w.client.XRevRangeN(ctx, stream, "+", "-", 1).Result()
-	switch c := classify(stream, err); {
-	case err == nil:
-	case !isReplyErr(err):
-		return 0, c
-	case errors.As(c, new(*WrongTypeError)):
-		return 0, c
-	default:
-		// A user whose ACL lets it add entries but not read them: a lost
-		// reply cannot be looked for, and its batch is sent again.
-		w.s.log.Warn("redis: the stream cannot be read; a batch whose reply is lost will be written again", "stream", stream, "err", err)
-	}
-	w.seen[stream] = "0-0"
-	if len(msgs) == 1 {
-		w.seen[stream] = msgs[0].ID
-	}
-	return w.maxBulk, nil
-}
-
-func (w *writer) acquire(ctx context.Context) error {
-	select {
-	case w.slots <- struct{}{}:
-		w.mu.Lock()
-		w.n++
-		w.mu.Unlock()
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-w.ctx.Done():
-		return errClosed
-	}
 }
 
 func (w *writer) run() {
@@ -186,10 +78,7 @@ func (w *writer) run() {
 				case p := <-w.queue:
 					w.finish(p, errClosed)
 				default:
-					if w.conn != nil {
-						_ = w.conn.Close()
-					}
-					_ = w.client.Close()
+					w.link.close()
 					return
 				}
 			}
@@ -197,19 +86,10 @@ func (w *writer) run() {
 	}
 }
 
-// finish runs p's promise and gives its slot back.
+// finish runs p's promise and gives its place in the backlog back.
 func (w *writer) finish(p pending, err error) {
 	p.promise(p.rec, err)
-	<-w.slots
-	w.mu.Lock()
-	w.n--
-	if w.n == 0 {
-		for _, c := range w.idles {
-			close(c)
-		}
-		w.idles = nil
-	}
-	w.mu.Unlock()
+	w.backlog.release()
 }
 
 // write writes one batch and settles its promises in order: the entries
@@ -221,7 +101,7 @@ func (w *writer) write(items []pending) {
 		return
 	}
 	// A new connection first finds out what the last one wrote.
-	if err := w.connect(); err != nil {
+	if err := w.link.open(w.settle); err != nil {
 		w.failFrom(items, 0, err)
 		return
 	}
@@ -255,7 +135,7 @@ func (w *writer) write(items []pending) {
 				w.failFrom(items, i, err)
 				return
 			}
-			w.last[p.e.stream] = ids[j-1]
+			w.link.last[p.e.stream] = ids[j-1]
 			w.s.recall.wrote(p.id, p.e.stream, ids[j-1])
 		}
 		w.finish(p, nil)
@@ -276,7 +156,7 @@ func (w *writer) unwritten(items []pending) ([]pending, error) {
 	}
 	if len(streams) > 0 {
 		if err := w.verify(streams); err != nil {
-			w.dropConn()
+			w.link.drop()
 			return nil, err
 		}
 	}
@@ -310,25 +190,19 @@ func (w *writer) failFrom(items []pending, from int, err error) {
 // before is an entry id of stream no later than what this connection
 // writes next there: the last it wrote, else the last it saw.
 func (w *writer) before(stream string) string {
-	if id, ok := w.last[stream]; ok {
+	if id, ok := w.link.last[stream]; ok {
 		return id
 	}
 	if id := w.s.recall.last(stream); id != "" {
 		// Written on an earlier connection: later than what was seen.
-		if seen := w.seenID(stream); seen == "" || compareIDs(id, seen) > 0 {
+		if seen := w.checker.seenID(stream); seen == "" || compareIDs(id, seen) > 0 {
 			return id
 		}
 	}
-	if id := w.seenID(stream); id != "" {
+	if id := w.checker.seenID(stream); id != "" {
 		return id
 	}
 	return "0-0"
-}
-
-func (w *writer) seenID(stream string) string {
-	w.lookups.Lock()
-	defer w.lookups.Unlock()
-	return w.seen[stream]
 }
 
 // exec writes b in one MULTI/EXEC (and WAITs for a replica when asked
@@ -340,7 +214,7 @@ func (w *writer) exec(b *batch) (ids []string, failed int, err error) {
 	if w.s.cfg.Cluster {
 		return w.execCluster(b)
 	}
-	pipe := w.conn.Pipeline()
+	pipe := w.link.conn.Pipeline()
 	pipe.Do(w.ctx, "multi")
 	queued := make([]*redis.Cmd, len(b.items))
 	for i, p := range b.items {
@@ -358,7 +232,7 @@ func (w *writer) exec(b *batch) (ids []string, failed int, err error) {
 		if !errors.As(err, &re) {
 			// No reply: written whole or not at all, unknown which.
 			w.s.recall.unsure = b
-			w.dropConn()
+			w.link.drop()
 			return nil, 0, fmt.Errorf("redis: connection lost before the reply to %d entries: %w", len(b.items), err)
 		}
 		// EXECABORT: a command was refused while queued (OOM, READONLY,
@@ -398,7 +272,7 @@ func (w *writer) exec(b *batch) (ids []string, failed int, err error) {
 	// recalled, so that sending them again writes nothing.
 	for i := failed; i < len(b.items); i++ {
 		if ids[i] != "" {
-			w.last[b.items[i].e.stream] = ids[i]
+			w.link.last[b.items[i].e.stream] = ids[i]
 			w.s.recall.wrote(b.items[i].id, b.items[i].e.stream, ids[i])
 		}
 	}
@@ -411,7 +285,7 @@ func (w *writer) awaitReplica(wait *redis.Cmd) error {
 	n, err := wait.Int64()
 	for {
 		if err != nil {
-			w.dropConn()
+			w.link.drop()
 			return fmt.Errorf("redis: WAIT for a replica: %w", err)
 		}
 		if n >= 1 {
@@ -424,17 +298,8 @@ func (w *writer) awaitReplica(wait *redis.Cmd) error {
 		case <-w.ctx.Done():
 			return errClosed
 		}
-		n, err = w.conn.Do(w.ctx, "wait", 1, w.s.cfg.WaitTimeout.Milliseconds()).Int64()
+		n, err = w.link.conn.Do(w.ctx, "wait", 1, w.s.cfg.WaitTimeout.Milliseconds()).Int64()
 	}
-}
-
-// target is what batches and lookups of written entries go to: the
-// writing connection, or the cluster.
-func (w *writer) target() redis.Cmdable {
-	if w.s.cfg.Cluster {
-		return w.client
-	}
-	return w.conn
 }
 
 // execCluster writes b to a cluster: one MULTI/EXEC per hash slot, each
@@ -477,7 +342,7 @@ func (w *writer) execCluster(b *batch) (ids []string, failed int, err error) {
 	}
 	if len(unsure) > 0 {
 		w.s.recall.unsure = &batch{items: unsure, before: b.before}
-		w.dropConn()
+		w.link.drop()
 	}
 	failed = len(b.items)
 	for i, e := range errs {
@@ -488,7 +353,7 @@ func (w *writer) execCluster(b *batch) (ids []string, failed int, err error) {
 	}
 	for i := failed; i < len(b.items); i++ {
 		if ids[i] != "" {
-			w.last[b.items[i].e.stream] = ids[i]
+			w.link.last[b.items[i].e.stream] = ids[i]
 			w.s.recall.wrote(b.items[i].id, b.items[i].e.stream, ids[i])
 		}
 	}
@@ -503,62 +368,6 @@ func xadd(e entry) []any {
 		args = append(args, f)
 	}
 	return args
-}
-
-// connect opens the writing connection when there is none, and first
-// finds out what the server kept of what was written before (settle).
-func (w *writer) connect() error {
-	if w.s.cfg.Cluster {
-		if w.unsettled {
-			if err := w.settle(); err != nil {
-				return err
-			}
-			w.unsettled = false
-		}
-		return nil
-	}
-	if w.conn != nil {
-		return nil
-	}
-	w.conn = w.client.(*redis.Client).Conn()
-	if err := w.settle(); err != nil {
-		w.dropConn()
-		return err
-	}
-	return nil
-}
-
-func (w *writer) dropConn() {
-	w.unsettled = w.s.cfg.Cluster
-	if w.conn != nil {
-		_ = w.conn.Close()
-		w.conn = nil
-	}
-	clear(w.last)
-}
-
-func (w *writer) pending() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return int64(w.n)
-}
-
-// flush waits until no record waits.
-func (w *writer) flush(ctx context.Context) error {
-	w.mu.Lock()
-	if w.n == 0 {
-		w.mu.Unlock()
-		return nil
-	}
-	idle := make(chan struct{})
-	w.idles = append(w.idles, idle)
-	w.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // close fails what still waits, stops the goroutine and closes the

@@ -38,10 +38,8 @@ type Config struct {
 	// Router (format debezium-outbox), from a configuration's
 	// transforms.* and predicates.* keys; none by default.
 	Transforms transform.Config
-	// KeyRegistry and ValueRegistry are the schema registries of the
-	// avro key and value converters (Encoder.Debezium.Key, .Value):
-	// required for an avro part, nil otherwise.
-	KeyRegistry, ValueRegistry *registry.Config
+	// Registries are the schema registries of the avro converters.
+	Registries Registries
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may. Off in the zero value, so that a
 	// program using the package creates nothing it did not ask for; pgoutbox
@@ -71,43 +69,120 @@ type Config struct {
 
 	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
 	Delivery Delivery
-	// PositionTopic keeps, under exactly-once delivery, the position each
-	// Kafka transaction reached (default "<slot>.position"; created
-	// compacted, one partition, when missing).
+	// Transactions are the Kafka transactions of exactly-once delivery.
+	Transactions TransactionConfig
+	// Lease is the pipeline's lease, which one relay holds (lease.go).
+	Lease LeaseConfig
+	// Operations are the monitor's and the housekeeping's settings
+	// (monitor.go, housekeeping.go).
+	Operations OperationsConfig
+	// Hooks are told what the relay does (hooks.go), besides its
+	// Prometheus metrics (Relay.Metrics), which always are.
+	Hooks []Hook
+}
+
+// Registries are the schema registries of the avro key and value
+// converters (Encoder.Debezium.Key, .Value): required for an avro part,
+// nil otherwise.
+type Registries struct {
+	Key, Value *registry.Config
+}
+
+// TransactionConfig configures the Kafka transactions of exactly-once
+// delivery.
+type TransactionConfig struct {
+	// PositionTopic keeps the position each Kafka transaction reached
+	// (default "<slot>.position"; created compacted, one partition, when
+	// missing).
 	PositionTopic string
-	// TransactionMaxAge and TransactionMaxRecords bound a Kafka
-	// transaction under exactly-once delivery (defaults 100ms and
+	// MaxAge and MaxRecords bound a Kafka transaction (defaults 100ms and
 	// 10,000): it is committed at the first Postgres commit past either,
 	// or as soon as nothing more waits to be read.
-	TransactionMaxAge     time.Duration
-	TransactionMaxRecords int
-	// TransactionInterval is the least time between the end of one Kafka
-	// commit and the next under exactly-once delivery from the WAL (0:
-	// none). A Postgres transaction that commits sooner after the last
-	// Kafka commit waits for it, together with those that come meanwhile:
-	// under load several go into one Kafka transaction, whose commit
-	// (position record, EndTxn) costs more CPU than its events; a
-	// transaction after a quieter spell is committed at once.
-	TransactionInterval time.Duration
-	// TransactionSettle is how long the first record of a Kafka
-	// transaction from the WAL waits after the last commit (0: none).
-	// Apache Kafka 4.x adds a partition to a transaction itself when a
-	// record comes, and while the last commit's markers are still being
-	// written its coordinator refuses, which the broker retries only after
+	MaxAge     time.Duration
+	MaxRecords int
+	// Interval is the least time between the end of one Kafka commit and
+	// the next from the WAL (0: none). A Postgres transaction that
+	// commits sooner after the last Kafka commit waits for it, together
+	// with those that come meanwhile: under load several go into one
+	// Kafka transaction, whose commit (position record, EndTxn) costs
+	// more CPU than its events; a transaction after a quieter spell is
+	// committed at once.
+	Interval time.Duration
+	// Settle is how long the first record of a Kafka transaction from the
+	// WAL waits after the last commit (0: none). Apache Kafka 4.x adds a
+	// partition to a transaction itself when a record comes, and while
+	// the last commit's markers are still being written its coordinator
+	// refuses, which the broker retries only after
 	// add.partitions.to.txn.retry.backoff.ms (20 ms by default): a record
 	// sent at once after a commit is acked about 20 ms later, one sent a
 	// few milliseconds later within a millisecond or two
 	// (docs/benchmarks.md).
-	TransactionSettle time.Duration
+	Settle time.Duration
+}
 
-	// LeaseTTL is how long the pipeline's lease lasts without a renewal:
-	// a relay waiting for the pipeline takes it over at most this long
-	// after its holder died without giving it up (default 5s; lease.go).
-	// LeaseRenew is how often the holder renews it and a waiting relay
-	// tries to take it (default 1s); LeaseTTL is at least three times it.
-	LeaseTTL, LeaseRenew time.Duration
+// Defaults fills unset fields; the position topic is named after slot.
+func (t *TransactionConfig) Defaults(slot string) {
+	if t.PositionTopic == "" {
+		t.PositionTopic = slot + ".position"
+	}
+	if t.MaxAge == 0 {
+		t.MaxAge = 100 * time.Millisecond
+	}
+	if t.MaxRecords == 0 {
+		t.MaxRecords = 10_000
+	}
+}
 
-	// Operations (monitor.go, housekeeping.go).
+// Validate reports the first invalid setting.
+func (t TransactionConfig) Validate() error {
+	if err := (router.Config{Topic: t.PositionTopic}).Validate(); err != nil || strings.ContainsAny(t.PositionTopic, "{}") {
+		return fmt.Errorf("position topic %q is not a valid topic name", t.PositionTopic)
+	}
+	if t.MaxAge <= 0 || t.MaxRecords <= 0 {
+		return errors.New("transaction bounds must be positive")
+	}
+	if t.Interval < 0 || t.Interval > t.MaxAge {
+		return fmt.Errorf("transaction interval %s: must be between 0 and the transaction's maximum age (%s)", t.Interval, t.MaxAge)
+	}
+	if t.Settle < 0 || t.Settle > t.MaxAge {
+		return fmt.Errorf("transaction settle %s: must be between 0 and the transaction's maximum age (%s)", t.Settle, t.MaxAge)
+	}
+	return nil
+}
+
+// LeaseConfig configures the pipeline's lease.
+type LeaseConfig struct {
+	// TTL is how long the lease lasts without a renewal: a relay waiting
+	// for the pipeline takes it over at most this long after its holder
+	// died without giving it up (default 5s).
+	TTL time.Duration
+	// Renew is how often the holder renews it and a waiting relay tries
+	// to take it (default 1s); TTL is at least three times it.
+	Renew time.Duration
+}
+
+// Defaults fills unset fields.
+func (l *LeaseConfig) Defaults() {
+	if l.TTL == 0 {
+		l.TTL = DefaultLeaseTTL
+	}
+	if l.Renew == 0 {
+		l.Renew = DefaultLeaseRenew
+	}
+}
+
+// Validate reports an invalid setting.
+func (l LeaseConfig) Validate() error {
+	if l.Renew <= 0 || l.TTL < 3*l.Renew {
+		return fmt.Errorf("lease TTL %s and renewal interval %s: the renewal interval must be positive and the TTL at least three times it, so that a missed renewal does not lose the lease",
+			l.TTL, l.Renew)
+	}
+	return nil
+}
+
+// OperationsConfig configures what the relay does beside relaying: the
+// monitor and the retention of published rows.
+type OperationsConfig struct {
 	// MonitorInterval is how often slot lag and unpublished rows are read
 	// for the hooks (HookSample) and both ends are checked for readiness
 	// (0: never).
@@ -115,9 +190,21 @@ type Config struct {
 	// Retention deletes published rows older than this (0: never);
 	// RetentionInterval is how often it runs (default 5m).
 	Retention, RetentionInterval time.Duration
-	// Hooks are told what the relay does (hooks.go), besides its
-	// Prometheus metrics (Relay.Metrics), which always are.
-	Hooks []Hook
+}
+
+// Defaults fills unset fields.
+func (o *OperationsConfig) Defaults() {
+	if o.RetentionInterval == 0 {
+		o.RetentionInterval = 5 * time.Minute
+	}
+}
+
+// Validate reports an invalid setting.
+func (o OperationsConfig) Validate() error {
+	if o.Retention < 0 || o.RetentionInterval < 0 || o.MonitorInterval < 0 {
+		return errors.New("retention, retention interval and monitor interval must not be negative")
+	}
+	return nil
 }
 
 // Defaults fills unset fields, in the components too.
@@ -173,22 +260,9 @@ func (c *Config) Defaults() {
 	if c.Delivery == "" {
 		c.Delivery = AtLeastOnce
 	}
-	if c.PositionTopic == "" {
-		c.PositionTopic = c.Replication.Slot + ".position"
-	}
-	if c.TransactionMaxAge == 0 {
-		c.TransactionMaxAge = 100 * time.Millisecond
-	}
-	if c.TransactionMaxRecords == 0 {
-		c.TransactionMaxRecords = 10_000
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.LeaseRenew == 0 {
-		c.LeaseRenew = DefaultLeaseRenew
-	}
-	c.opsDefaults()
+	c.Transactions.Defaults(c.Replication.Slot)
+	c.Lease.Defaults()
+	c.Operations.Defaults()
 }
 
 // The OnUpdate policies.
@@ -222,20 +296,19 @@ func (c Config) Validate() error {
 	if c.PollInterval <= 0 || c.ProbeInterval <= 0 {
 		return errors.New("poll and probe intervals must be positive")
 	}
-	if c.LeaseRenew <= 0 || c.LeaseTTL < 3*c.LeaseRenew {
-		return fmt.Errorf("lease TTL %s and renewal interval %s: the renewal interval must be positive and the TTL at least three times it, so that a missed renewal does not lose the lease",
-			c.LeaseTTL, c.LeaseRenew)
+	if err := c.Lease.Validate(); err != nil {
+		return err
 	}
 	for _, err := range []error{
 		c.Replication.Validate(), c.Poll.Validate(), c.sinkValidate(), c.Router.Validate(),
-		c.Encoder.Validate(), c.Columns.Validate(), c.opsValidate(),
+		c.Encoder.Validate(), c.Columns.Validate(), c.Operations.Validate(),
 	} {
 		if err != nil {
 			return err
 		}
 	}
 	if len(c.Replication.Tables) > 1 {
-		if c.Retention > 0 && c.Mode != ModePoll {
+		if c.Operations.Retention > 0 && c.Mode != ModePoll {
 			// A row the WAL published is known by the pipeline's bounds,
 			// which say nothing of a table added to the pipeline later.
 			return errors.New("--retention with several outbox tables runs in --mode poll only (it deletes the rows polling marked published); " +
@@ -294,20 +367,12 @@ func (c Config) Validate() error {
 		if len(c.Replication.Tables) > 1 {
 			return errors.New("exactly-once delivery with several outbox tables is not supported yet: run one pipeline (its own --slot) per table, or at-least-once")
 		}
-		if err := (router.Config{Topic: c.PositionTopic}).Validate(); err != nil || strings.ContainsAny(c.PositionTopic, "{}") {
-			return fmt.Errorf("position topic %q is not a valid topic name", c.PositionTopic)
-		}
-		if c.PositionTopic == c.DLQTopic {
+		// The dead-letter topic is valid by now: one equal to it is too.
+		if c.Transactions.PositionTopic == c.DLQTopic {
 			return errors.New("the position topic and the dead-letter topic must differ")
 		}
-		if c.TransactionMaxAge <= 0 || c.TransactionMaxRecords <= 0 {
-			return errors.New("transaction bounds must be positive")
-		}
-		if c.TransactionInterval < 0 || c.TransactionInterval > c.TransactionMaxAge {
-			return fmt.Errorf("transaction interval %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionInterval, c.TransactionMaxAge)
-		}
-		if c.TransactionSettle < 0 || c.TransactionSettle > c.TransactionMaxAge {
-			return fmt.Errorf("transaction settle %s: must be between 0 and the transaction's maximum age (%s)", c.TransactionSettle, c.TransactionMaxAge)
+		if err := c.Transactions.Validate(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -320,20 +385,6 @@ func (c Config) sinkValidate() error {
 		return errors.New("no sink: set Config.Sink")
 	}
 	return c.Sink.Validate(c.Delivery)
-}
-
-// opsDefaults fills the operations settings of Config.
-func (c *Config) opsDefaults() {
-	if c.RetentionInterval == 0 {
-		c.RetentionInterval = 5 * time.Minute
-	}
-}
-
-func (c Config) opsValidate() error {
-	if c.Retention < 0 || c.RetentionInterval < 0 || c.MonitorInterval < 0 {
-		return errors.New("retention, retention interval and monitor interval must not be negative")
-	}
-	return nil
 }
 
 // queryTimeout bounds the relay's own queries, so that a dead connection
@@ -386,7 +437,7 @@ func (c Config) registriesValidate() error {
 		name string
 		conv schema.Converter
 		reg  *registry.Config
-	}{{"key", d.Key, c.KeyRegistry}, {"value", d.Value, c.ValueRegistry}} {
+	}{{"key", d.Key, c.Registries.Key}, {"value", d.Value, c.Registries.Value}} {
 		avro := isAvro(p.conv)
 		switch {
 		case avro && p.reg == nil:

@@ -29,7 +29,7 @@ import (
 // the hooks how each Kafka transaction ended.
 func newTxnSession(k Broker, cfg Config, hs hooks, log *slog.Logger) *eos.Session {
 	return eos.NewSession(eos.Broker{Producer: k.Sink, Txn: k.Txn, Positions: k.Positions},
-		eos.SessionConfig{Pipeline: cfg.Replication.Slot, TransactionalID: cfg.transactionalID(), Topic: cfg.PositionTopic,
+		eos.SessionConfig{Pipeline: cfg.Replication.Slot, TransactionalID: cfg.transactionalID(), Topic: cfg.Transactions.PositionTopic,
 			Timeout: cfg.queryTimeout()}, hs, log)
 }
 
@@ -50,11 +50,11 @@ type exactlyOnceWAL struct {
 	maxRecords       int
 	maxAge, shutdown time.Duration
 	// interval is the least time between the end of one Kafka commit
-	// (committed) and the next (Config.TransactionInterval).
+	// (committed) and the next (Config.Transactions.Interval).
 	interval  time.Duration
 	committed time.Time
 	// settleFor is how long the next transaction's first record waits
-	// after committed (Config.TransactionSettle).
+	// after committed (Config.Transactions.Settle).
 	settleFor time.Duration
 }
 
@@ -65,8 +65,8 @@ func openExactlyOnceWAL(ctx context.Context, t *eos.Session, cfg Config, o eos.W
 	if err != nil {
 		return nil, err
 	}
-	return &exactlyOnceWAL{Session: t, ledger: l, maxRecords: cfg.TransactionMaxRecords, maxAge: cfg.TransactionMaxAge,
-		shutdown: cfg.ShutdownTimeout, interval: cfg.TransactionInterval, settleFor: cfg.TransactionSettle}, nil
+	return &exactlyOnceWAL{Session: t, ledger: l, maxRecords: cfg.Transactions.MaxRecords, maxAge: cfg.Transactions.MaxAge,
+		shutdown: cfg.ShutdownTimeout, interval: cfg.Transactions.Interval, settleFor: cfg.Transactions.Settle}, nil
 }
 
 func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
@@ -161,8 +161,8 @@ func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 	return nil
 }
 
-// waitSettle waits until Config.TransactionSettle has passed since the last
-// commit.
+// waitSettle waits until Config.Transactions.Settle has passed since the
+// last commit.
 func (d *exactlyOnceWAL) waitSettle(ctx context.Context) error {
 	if d.committed.IsZero() {
 		return nil

@@ -48,7 +48,7 @@ func TestDeliveryValidation(t *testing.T) {
 		{ModeWAL, AtLeastOnce, "", nil, SnapshotWhenNeeded, true},
 		{ModeWAL, AtLeastOnce, "", nil, "always", false},
 	} {
-		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, PositionTopic: tt.topic, Snapshot: tt.snapshot}
+		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, Transactions: TransactionConfig{PositionTopic: tt.topic}, Snapshot: tt.snapshot}
 		cfg.Replication.Tables = tt.tables
 		cfg.Replication.DatabaseURL = "postgres://127.0.0.1:1/none"
 		cfg.Sink = fakeOpener{}
@@ -385,7 +385,7 @@ func (w *walTxns) tx(t *testing.T, lsn pglogrepl.LSN, id string) {
 // a quiet spell is committed at once, and without an interval each is.
 func TestExactlyOnceTransactionInterval(t *testing.T) {
 	for _, interval := range []time.Duration{0, 200 * time.Millisecond} {
-		w := newWALTxns(t, func(c *Config) { c.TransactionInterval = interval })
+		w := newWALTxns(t, func(c *Config) { c.Transactions.Interval = interval })
 		d, k, to := w.d, w.k, w.to
 		tx := func(lsn pglogrepl.LSN, id string) { t.Helper(); w.tx(t, lsn, id) }
 		tx(100, "a1")
@@ -419,12 +419,12 @@ func TestExactlyOnceTransactionInterval(t *testing.T) {
 	}
 }
 
-// The first record of a Kafka transaction waits TransactionSettle after
+// The first record of a Kafka transaction waits Transactions.Settle after
 // the last commit (Apache Kafka 4.x holds one sent sooner for 20 ms), and
 // only then: a row after a quiet spell goes at once.
 func TestExactlyOnceTransactionSettle(t *testing.T) {
 	const settle = 300 * time.Millisecond
-	w := newWALTxns(t, func(c *Config) { c.TransactionSettle = settle })
+	w := newWALTxns(t, func(c *Config) { c.Transactions.Settle = settle })
 	tx := func(lsn pglogrepl.LSN, id string) time.Duration {
 		t.Helper()
 		start := time.Now()

@@ -90,7 +90,7 @@ type HookTransactionAborted interface {
 }
 
 // HookSample observes what the relay's monitor reads every
-// MonitorInterval, when that is set.
+// Config.Operations.MonitorInterval, when that is set.
 type HookSample interface {
 	// OnSlotSample: the WAL the slot retains and its lag, in bytes (0
 	// without a slot).

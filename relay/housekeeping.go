@@ -71,8 +71,8 @@ const connClosedMsg = "the session's connection to PostgreSQL is closed; the ses
 // tick runs inside a session, on the connection that holds the
 // pipeline's lock, between the session's own statements: every few seconds
 // it records that the relay is alive and when it last published, and every
-// RetentionInterval it deletes published rows older than Retention. It logs
-// its failures and never fails the session.
+// Operations.RetentionInterval it deletes published rows older than
+// Operations.Retention. It logs its failures and never fails the session.
 func (hk *housekeeper) tick(ctx context.Context, conn *pgx.Conn) {
 	up := hk.up
 	// Bounded like the session's own statements: a dead connection fails
@@ -99,7 +99,7 @@ func (hk *housekeeper) tick(ctx context.Context, conn *pgx.Conn) {
 		hk.brokerSaved != up.broker.changeCount()) {
 		hk.saveBrokerHealth(ctx, conn)
 	}
-	if up.cfg.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= up.cfg.RetentionInterval {
+	if up.cfg.Operations.Retention > 0 && !hk.noRetention && now.Sub(hk.lastRetention) >= up.cfg.Operations.RetentionInterval {
 		hk.lastRetention = now
 		if _, err := hk.retain(ctx, conn); err != nil && ctx.Err() == nil {
 			up.log.Warn("retention failed", "err", err)
@@ -212,7 +212,7 @@ func (hk *housekeeper) retain(ctx context.Context, conn *pgx.Conn) (int64, error
 		return 0, err
 	}
 	total, err := inBatches(ctx, cfg.queryTimeout()/3, retentionBatch, func() (int64, error) {
-		n, err := store.DeletePublished(ctx, conn, hk.table, cfg.timeColumn(), cfg.Retention, published, retentionBatch)
+		n, err := store.DeletePublished(ctx, conn, hk.table, cfg.timeColumn(), cfg.Operations.Retention, published, retentionBatch)
 		hk.up.hooks.retentionDeleted(n)
 		return n, err
 	})
@@ -223,7 +223,7 @@ func (hk *housekeeper) retain(ctx context.Context, conn *pgx.Conn) (int64, error
 		return total, fmt.Errorf("delete published rows: %w", err)
 	}
 	if total > 0 {
-		log.Info("retention deleted published rows", "table", hk.table.String(), "rows", total, "older_than", cfg.Retention)
+		log.Info("retention deleted published rows", "table", hk.table.String(), "rows", total, "older_than", cfg.Operations.Retention)
 	}
 	return total, nil
 }

@@ -18,17 +18,17 @@ import (
 
 // One relay publishes for a pipeline at a time: the one that holds the
 // pipeline's lease, a row in pgoutbox_lease (store.Lease). A session takes
-// it before it reads anything, renews it every LeaseRenew, and gives it up
+// it before it reads anything, renews it every Lease.Renew, and gives it up
 // when the relay stops; a relay that finds it held waits, tries again
-// every LeaseRenew and as soon as it expires, and takes it over then. Each
+// every Lease.Renew and as soon as it expires, and takes it over then. Each
 // taking draws a greater fencing token, and what a relay writes that
 // another relay's work depends on carries it: the statement that marks
 // polled rows published (poll.Poller's fence), and the pipeline's
 // mode, floor, confirmed position and handoff (fenced). A relay whose
 // lease was taken over therefore marks and saves nothing; it learns so at
 // its next renewal or mark, and its session ends. It also publishes
-// nothing new once its last renewal is older than LeaseTTL less
-// LeaseRenew, so it stops before another relay may take over, which the
+// nothing new once its last renewal is older than Lease.TTL less
+// Lease.Renew, so it stops before another relay may take over, which the
 // database's clock decides from when that renewal arrived.
 //
 // On a connection straight to the server the session also takes the
@@ -47,7 +47,7 @@ import (
 // it.
 
 // Lease defaults: a takeover after a holder died without giving the lease
-// up takes LeaseTTL at most, plus one LeaseRenew.
+// up takes Lease.TTL at most, plus one Lease.Renew.
 const (
 	DefaultLeaseTTL   = 5 * time.Second
 	DefaultLeaseRenew = time.Second
@@ -131,9 +131,9 @@ func takeLease(ctx context.Context, conn *pgx.Conn, cfg Config, holder string, p
 	ctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	defer cancel()
 	slot := cfg.Replication.Slot
-	// A holder renews every LeaseRenew; one that renewed within two of
+	// A holder renews every Lease.Renew; one that renewed within two of
 	// them and whose lock is gone is between two of its sessions.
-	lock := store.AdvisoryLock{Class: lockKey, Name: slot, Quiet: 2 * cfg.LeaseRenew}
+	lock := store.AdvisoryLock{Class: lockKey, Name: slot, Quiet: 2 * cfg.Lease.Renew}
 	if !pooled {
 		var ok bool
 		var pid int32
@@ -148,14 +148,14 @@ func takeLease(ctx context.Context, conn *pgx.Conn, cfg Config, holder string, p
 		// from before the lease, which keeps the lease from anyone.
 	}
 	sent := time.Now()
-	lease, other, err := store.Pipeline{Name: slot}.AcquireLease(ctx, conn, holder, cfg.LeaseTTL, lock)
+	lease, other, err := store.Pipeline{Name: slot}.AcquireLease(ctx, conn, holder, cfg.Lease.TTL, lock)
 	if err != nil {
 		return nil, err
 	}
 	if lease == nil {
 		return nil, &heldError{holder: *other}
 	}
-	return &leaseKeeper{lease: lease, ttl: cfg.LeaseTTL, every: cfg.LeaseRenew, timeout: cfg.queryTimeout(), renewed: sent}, nil
+	return &leaseKeeper{lease: lease, ttl: cfg.Lease.TTL, every: cfg.Lease.Renew, timeout: cfg.queryTimeout(), renewed: sent}, nil
 }
 
 // release lets another relay take the pipeline over at once, when this one
@@ -171,12 +171,12 @@ func (k *leaseKeeper) release(cfg Config, log *slog.Logger) {
 	defer cancel()
 	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
 	if err != nil {
-		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.LeaseTTL)
+		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.Lease.TTL)
 		return
 	}
 	defer conn.Close(context.Background())
 	if err := k.lease.Release(ctx, conn); err != nil {
-		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.LeaseTTL, "err", err)
+		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.Lease.TTL, "err", err)
 	}
 }
 

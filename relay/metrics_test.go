@@ -214,7 +214,7 @@ func TestOpsConfigValidate(t *testing.T) {
 	var c Config
 	c.Replication.DatabaseURL = "postgres://x"
 	c.Sink = fakeOpener{}
-	c.Retention = -time.Second
+	c.Operations.Retention = -time.Second
 	c.Defaults()
 	if err := c.Validate(); err == nil {
 		t.Error("negative retention accepted")

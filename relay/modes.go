@@ -248,7 +248,7 @@ func (m machine) next(e ended, cfg Config) (machine, step) {
 			say = line{slog.LevelInfo, "another relay holds this pipeline; waiting to take over", []any{"pipeline", cfg.Replication.Slot, "reason", err}}
 			m.waitLogged = true
 		}
-		return m, step{do: waitLease, wait: retryIn(err, cfg.LeaseRenew), say: say} // lease.go
+		return m, step{do: waitLease, wait: retryIn(err, cfg.Lease.Renew), say: say} // lease.go
 	case permanent(err):
 		return m, step{do: stop, err: err}
 	}

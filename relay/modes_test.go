@@ -132,7 +132,7 @@ func TestModeMachine(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{Mode: tt.mode, ProbeInterval: 30 * time.Second, LeaseRenew: time.Second}
+			cfg := Config{Mode: tt.mode, ProbeInterval: 30 * time.Second, Lease: LeaseConfig{Renew: time.Second}}
 			cfg.Replication.Slot = "pgoutbox"
 			m := start(tt.mode)
 			if want := map[bool]Mode{true: ModePoll, false: ModeWAL}[tt.mode == ModePoll]; m.mode != want {

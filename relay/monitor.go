@@ -12,15 +12,15 @@ import (
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
-// kafkaCheckEvery is how often a broker is pinged when MonitorInterval is
-// not set: status and /readyz show an unreachable Kafka within it.
+// kafkaCheckEvery is how often a broker is pinged when
+// Operations.MonitorInterval is not set: status and /readyz show an unreachable Kafka within it.
 const kafkaCheckEvery = 5 * time.Second
 
 // monitor runs beside the sessions while Run runs: it pings a broker every
-// MonitorInterval (kafkaCheckEvery when unset) into the broker's health,
-// and, where the broker can say (Kafka), checks while records wait for
-// their acks that the partitions written to take writes; with
-// MonitorInterval set it also reads the slot's lag and the
+// Operations.MonitorInterval (kafkaCheckEvery when unset) into the
+// broker's health, and, where the broker can say (Kafka), checks while
+// records wait for their acks that the partitions written to take writes;
+// with Operations.MonitorInterval set it also reads the slot's lag and the
 // unpublished rows from Postgres on a connection of its own, for the
 // hooks (HookSample), and updates readiness. Nothing of this is on the
 // per-event path.
@@ -48,7 +48,7 @@ type writableChecker interface {
 
 func (mo monitor) run(ctx context.Context) {
 	p := mo.p
-	interval := p.cfg.MonitorInterval
+	interval := p.cfg.Operations.MonitorInterval
 	if interval <= 0 {
 		interval = kafkaCheckEvery
 	}
@@ -76,7 +76,7 @@ func (mo monitor) run(ctx context.Context) {
 			}
 		}
 
-		if p.cfg.MonitorInterval > 0 {
+		if p.cfg.Operations.MonitorInterval > 0 {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
 			var derr error
 			if conn == nil || conn.IsClosed() {

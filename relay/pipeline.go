@@ -101,13 +101,13 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 		return nil, err
 	}
 	var keySerde, valueSerde *registry.Serde
-	if cfg.KeyRegistry != nil {
-		if keySerde, err = registry.New(*cfg.KeyRegistry, true); err != nil {
+	if cfg.Registries.Key != nil {
+		if keySerde, err = registry.New(*cfg.Registries.Key, true); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.ValueRegistry != nil {
-		if valueSerde, err = registry.New(*cfg.ValueRegistry, false); err != nil {
+	if cfg.Registries.Value != nil {
+		if valueSerde, err = registry.New(*cfg.Registries.Value, false); err != nil {
 			return nil, err
 		}
 	}

@@ -587,7 +587,7 @@ func TestTransformsConfig(t *testing.T) {
 		cfg.Router.RouteReplacement = "outbox.event.${routedByValue}"
 		cfg.Transforms.Props = tc.props
 		if tc.key != "" {
-			cfg.Encoder.Debezium.Key, cfg.KeyRegistry = tc.key, reg
+			cfg.Encoder.Debezium.Key, cfg.Registries.Key = tc.key, reg
 		}
 		_, err := New(cfg, slog.New(slog.DiscardHandler))
 		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {

@@ -116,7 +116,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	p, cfg := r.p, r.p.cfg
 	var use SinkUse
 	if cfg.Delivery == ExactlyOnce {
-		use = SinkUse{TransactionalID: cfg.transactionalID(), PositionTopic: cfg.PositionTopic}
+		use = SinkUse{TransactionalID: cfg.transactionalID(), PositionTopic: cfg.Transactions.PositionTopic}
 	}
 	k, err := p.open(use)
 	if err != nil {

@@ -56,7 +56,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	txn := p.cfg.Delivery == ExactlyOnce
 	var use SinkUse
 	if txn {
-		use = SinkUse{TransactionalID: replayTransactionalID(p.cfg.Replication.Slot), PositionTopic: p.cfg.PositionTopic}
+		use = SinkUse{TransactionalID: replayTransactionalID(p.cfg.Replication.Slot), PositionTopic: p.cfg.Transactions.PositionTopic}
 	}
 	k, err := p.open(use)
 	if err != nil {
@@ -226,7 +226,7 @@ type replayPosition struct {
 // open) and marks replayed the dead letter its last committed Kafka
 // transaction carried, if it is still open.
 func (r *replayer) recover(ctx context.Context, open []store.DeadLetter) error {
-	k, topic := r.k, r.p.cfg.PositionTopic
+	k, topic := r.k, r.p.cfg.Transactions.PositionTopic
 	if err := k.Txn.Fence(ctx); err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (r *replayer) txn(ctx context.Context, rec *kgo.Record, id int64) error {
 	if err != nil {
 		return err
 	}
-	pos := &kgo.Record{Topic: r.p.cfg.PositionTopic, Key: r.key(), Value: b}
+	pos := &kgo.Record{Topic: r.p.cfg.Transactions.PositionTopic, Key: r.key(), Value: b}
 	if err := k.Txn.Begin(); err != nil {
 		return err
 	}

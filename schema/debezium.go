@@ -426,128 +426,156 @@ func payloadString(r *Record, m valueModes) []byte {
 // The topic is the router's business (route.topic.regex/replacement).
 func (e *Encoder) encodeDebeziumOutbox(r *Record) (Message, error) {
 	c := &e.dbz
-	var (
-		buf    = make([]byte, 0, len(r.AggregateID)+2*len(r.Payload)+len(r.TraceParent)+len(r.TraceState)+64)
-		reason string
-		msg    Message
-	)
-	msg.Timestamp = r.Timestamp
+	buf := make([]byte, 0, len(r.AggregateID)+2*len(r.Payload)+len(r.TraceParent)+len(r.TraceState)+64)
+	msg := Message{Timestamp: r.Timestamp}
 	var err error
 	if buf, msg.Key, msg.KeySchema, err = c.appendOutboxKey(buf, r); err != nil {
 		return Message{}, err
 	}
-
-	// The payload as a Connect value: a Json string, or expanded.
-	payloadType := r.columnType(fPayload)
-	payloadCT, _ := connectTypeOf(payloadType, c.vm)
-	if payloadCT.typ == "" {
-		payloadCT = connectType{typ: "string"}
-	}
-	var (
-		expSchema *cschema
-		expValue  []byte
-	)
-	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
-		if s, v, err := expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
-			expSchema, expValue = s, v
-		}
-	}
-	appendPayloadSchema := func(dst []byte, field string) []byte {
-		if expSchema != nil {
-			return appendCSchema(dst, expSchema, field)
-		}
-		return appendConnectSchema(dst, payloadCT, c.optional(r.columnName(fPayload)), field)
-	}
-	appendPayloadValue := func(dst []byte) ([]byte, string) {
-		if expSchema != nil {
-			return append(dst, expValue...), ""
-		}
-		return appendConnectValue(dst, payloadType, c.vm, r.Payload)
-	}
-
+	var payload outboxPayload
+	payload.read(c, r)
 	var envelope []FieldValue
 	for _, a := range r.Additional {
-		switch a.Placement {
-		case PlaceEnvelope:
+		if a.Placement == PlaceEnvelope {
 			envelope = append(envelope, a)
 		}
 	}
-	// A struct even when every envelope column is missing (and ignored):
-	// {payload} alone.
-	isStruct := len(envelope) > 0 || r.bind != nil && r.bind.envelope
 	if err := setPartition(&msg, r); err != nil {
 		return Message{}, err
 	}
 	valueStart := len(buf)
-	valueNull := false
-	avro := false
-	if conv, ok := c.Value.ForStruct(); ok && conv == ConvAvro && (isStruct || expSchema != nil) {
-		avro = true
-	}
-	switch {
-	case c.TombstoneOnEmpty && blankPayload(r, c.vm):
-		valueNull = true
-	case avro:
-		if buf, msg.ValueSchema, err = c.appendAvroOutboxValue(buf, r, envelope, isStruct); err != nil {
-			return Message{}, err
-		}
-	case !isStruct && expSchema == nil:
-		var v []byte
-		buf, v, reason = appendConvertedPart(buf, part{c.Value, false}, payloadType, c.vm, r.Payload, c.optional(r.columnName(fPayload)))
-		valueNull = v == nil
-		if !valueNull && reason == "" {
-			msg.ValueSchema, reason = avroSchemaOf(c.Value, payloadType, c.vm, c.optional(r.columnName(fPayload)))
-		}
-	default:
-		conv, ok := c.Value.ForStruct()
-		if !ok {
-			return Message{}, errors.New("schema: the value converter cannot write a struct value (envelope fields or an expanded payload)")
-		}
-		if conv == ConvJSONSchemas && !isStruct {
-			buf = append(buf, `{"schema":`...)
-			buf = appendPayloadSchema(buf, "")
-			buf = append(buf, `,"payload":`...)
-			buf, reason = appendPayloadValue(buf)
-			buf = append(buf, '}')
-			break
-		}
-		if !isStruct {
-			buf, reason = appendPayloadValue(buf)
-			break
-		}
-		if conv == ConvJSONSchemas {
-			buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
-			buf = c.appendEnvelopeSchema(appendPayloadSchema(buf, "payload"), r, envelope)
-			buf = append(buf, `,"payload":`...)
-		}
-		buf = append(buf, `{"payload":`...)
-		if buf, reason = appendPayloadValue(buf); reason != "" {
-			break
-		}
-		for _, a := range envelope {
-			buf = append(buf, ',')
-			buf = appendJavaString(buf, a.Alias)
-			buf = append(buf, ':')
-			if buf, reason = appendConnectValue(buf, a.typ(), c.vm, c.vm.valueOf(a.typ(), a.Value, c.optional(a.Column))); reason != "" {
-				return Message{}, &RowError{Column: a.Column, Reason: reason}
-			}
-		}
-		buf = append(buf, '}')
-		if conv == ConvJSONSchemas {
-			buf = append(buf, '}')
-		}
-	}
-	if reason != "" {
-		return Message{}, &RowError{Column: r.columnName(fPayload), Reason: reason}
+	var valueNull bool
+	if buf, valueNull, msg.ValueSchema, err = c.appendOutboxValue(buf, r, &payload, envelope); err != nil {
+		return Message{}, err
 	}
 	if !valueNull {
 		msg.Value = buf[valueStart:len(buf):len(buf)]
 	}
-
 	if _, msg.Headers, err = c.appendOutboxHeaders(buf, r, len(envelope)); err != nil {
 		return Message{}, err
 	}
 	return msg, nil
+}
+
+// outboxPayload is the payload column as the router's Connect value: a
+// value of its column's type, or the document table.expand.json.payload
+// expanded it into.
+type outboxPayload struct {
+	typ      pgType
+	ct       connectType
+	optional bool
+	// expSchema and expValue are the expanded document (nil: not
+	// expanded).
+	expSchema *cschema
+	expValue  []byte
+}
+
+// read sets p from r's payload column under c.
+func (p *outboxPayload) read(c *DebeziumConfig, r *Record) {
+	p.typ, p.optional = r.columnType(fPayload), c.optional(r.columnName(fPayload))
+	p.ct, _ = connectTypeOf(p.typ, c.vm)
+	if p.ct.typ == "" {
+		p.ct = connectType{typ: "string"}
+	}
+	if c.ExpandJSONPayload && p.ct.typ == "string" && r.Payload != nil {
+		if s, v, err := expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
+			p.expSchema, p.expValue = s, v
+		}
+	}
+}
+
+// appendSchema appends the payload's Connect schema as field.
+func (p *outboxPayload) appendSchema(dst []byte, field string) []byte {
+	if p.expSchema != nil {
+		return appendCSchema(dst, p.expSchema, field)
+	}
+	return appendConnectSchema(dst, p.ct, p.optional, field)
+}
+
+// appendValue appends the payload's Connect value as JSON, or why it
+// cannot be written.
+func (p *outboxPayload) appendValue(dst []byte, m valueModes, text []byte) ([]byte, string) {
+	if p.expSchema != nil {
+		return append(dst, p.expValue...), ""
+	}
+	return appendConnectValue(dst, p.typ, m, text)
+}
+
+// appendOutboxValue appends the router's value after the value
+// converter: the payload alone, or a struct of the payload and the
+// envelope placements. It reports a null value (a blank payload under
+// TombstoneOnEmpty, a NULL one under the string converters) and returns
+// the Avro schema of what the avro converter wrote.
+func (c *DebeziumConfig) appendOutboxValue(buf []byte, r *Record, p *outboxPayload, envelope []FieldValue) (_ []byte, null bool, avroSchema string, err error) {
+	// A struct even when every envelope column is missing (and ignored):
+	// {payload} alone.
+	isStruct := len(envelope) > 0 || r.bind != nil && r.bind.envelope
+	conv, structs := c.Value.ForStruct()
+	var reason string
+	switch {
+	case c.TombstoneOnEmpty && blankPayload(r, c.vm):
+		return buf, true, "", nil
+	case structs && conv == ConvAvro && (isStruct || p.expSchema != nil):
+		buf, avroSchema, err = c.appendAvroOutboxValue(buf, r, envelope, isStruct)
+		return buf, false, avroSchema, err
+	case !isStruct && p.expSchema == nil:
+		var v []byte
+		buf, v, reason = appendConvertedPart(buf, part{c.Value, false}, p.typ, c.vm, r.Payload, p.optional)
+		null = v == nil
+		if !null && reason == "" {
+			avroSchema, reason = avroSchemaOf(c.Value, p.typ, c.vm, p.optional)
+		}
+	case !structs:
+		return buf, false, "", errors.New("schema: the value converter cannot write a struct value (envelope fields or an expanded payload)")
+	case !isStruct:
+		// An expanded payload alone.
+		if conv == ConvJSONSchemas {
+			buf = append(buf, `{"schema":`...)
+			buf = p.appendSchema(buf, "")
+			buf = append(buf, `,"payload":`...)
+		}
+		buf, reason = p.appendValue(buf, c.vm, r.Payload)
+		if conv == ConvJSONSchemas {
+			buf = append(buf, '}')
+		}
+	default:
+		if buf, reason, err = c.appendEnvelopeValue(buf, r, p, envelope, conv == ConvJSONSchemas); err != nil {
+			return buf, false, "", err
+		}
+	}
+	if reason != "" {
+		return buf, false, "", &RowError{Column: r.columnName(fPayload), Reason: reason}
+	}
+	return buf, null, avroSchema, nil
+}
+
+// appendEnvelopeValue appends the struct of the payload and the envelope
+// placements, in JSON, with its schema when withSchema. A payload that
+// cannot be written is the reason; a placement that cannot, the error.
+func (c *DebeziumConfig) appendEnvelopeValue(buf []byte, r *Record, p *outboxPayload, envelope []FieldValue, withSchema bool) ([]byte, string, error) {
+	if withSchema {
+		buf = append(buf, `{"schema":{"type":"struct","fields":[`...)
+		buf = c.appendEnvelopeSchema(p.appendSchema(buf, "payload"), r, envelope)
+		buf = append(buf, `,"payload":`...)
+	}
+	buf = append(buf, `{"payload":`...)
+	buf, reason := p.appendValue(buf, c.vm, r.Payload)
+	if reason != "" {
+		return buf, reason, nil
+	}
+	for _, a := range envelope {
+		buf = append(buf, ',')
+		buf = appendJavaString(buf, a.Alias)
+		buf = append(buf, ':')
+		if buf, reason = appendConnectValue(buf, a.typ(), c.vm, c.vm.valueOf(a.typ(), a.Value, c.optional(a.Column))); reason != "" {
+			return buf, "", &RowError{Column: a.Column, Reason: reason}
+		}
+	}
+	buf = append(buf, '}')
+	if withSchema {
+		buf = append(buf, '}')
+	}
+	return buf, "", nil
 }
 
 // appendOutboxKey appends the outbox record's key, the aggregate id

@@ -19,7 +19,7 @@ func TestOpsMetricsAndReadiness(t *testing.T) {
 	broker := kafkatest.StartDevbroker(t, t.TempDir())
 	e.Brokers = broker.Brokers
 	cfg := e.Config()
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	e.Setup(cfg)
 	r := e.Start(cfg)
 	srv := httptest.NewServer(r.Handler())

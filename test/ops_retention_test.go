@@ -16,8 +16,8 @@ import (
 // stay until they are published, then go. pre are old rows that must stay
 // whatever happens.
 func retentionCase(t *testing.T, e *testenv.Env, broker *kafkatest.Devbroker, cfg relay.Config, waitPublished func(ids []string), pre []string) {
-	cfg.Retention = 24 * time.Hour
-	cfg.RetentionInterval = 100 * time.Millisecond
+	cfg.Operations.Retention = 24 * time.Hour
+	cfg.Operations.RetentionInterval = 100 * time.Millisecond
 	cfg.ShutdownTimeout = time.Second // polling: a batch the broker cannot take fails fast
 	e.Start(cfg)
 

@@ -99,7 +99,7 @@ func TestStatusPollingReason(t *testing.T) {
 		return testenv.Scrape(t, srv.URL)["pgoutbox_polling_since_timestamp_seconds"]
 	}
 	cfg := e.Config()
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	before := time.Now().Add(-time.Second)
 	r := e.Start(cfg)
 	ids := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{}`))
@@ -120,7 +120,7 @@ func TestStatusPollingReason(t *testing.T) {
 	}
 
 	cfg = testenv.PollConfig(e)
-	cfg.MonitorInterval = 200 * time.Millisecond
+	cfg.Operations.MonitorInterval = 200 * time.Millisecond
 	r = e.Start(cfg)
 	ids = e.Insert(testenv.NewRow("order", "o-2", "Placed", `{}`))
 	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", ids, 15*time.Second)

@@ -33,8 +33,8 @@ func TestPollingWaitsForAnUnansweredBatch(t *testing.T) {
 	e.Brokers = e.Kafka.Brokers
 
 	cfg := testenv.PollConfig(e)
-	cfg.Retention = 24 * time.Hour
-	cfg.RetentionInterval = 100 * time.Millisecond
+	cfg.Operations.Retention = 24 * time.Hour
+	cfg.Operations.RetentionInterval = 100 * time.Millisecond
 	cfg.ShutdownTimeout = time.Second
 	r := e.Start(cfg)
 

@@ -155,10 +155,10 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 		*f.dst = c
 	}
 	var err error
-	if cfg.KeyRegistry, err = m.keyRegistry.config(); err != nil {
+	if cfg.Registries.Key, err = m.keyRegistry.config(); err != nil {
 		return err
 	}
-	if cfg.ValueRegistry, err = m.valueRegistry.config(); err != nil {
+	if cfg.Registries.Value, err = m.valueRegistry.config(); err != nil {
 		return err
 	}
 	d := &cfg.Encoder.Debezium

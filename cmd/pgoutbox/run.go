@@ -126,15 +126,15 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
-	fs.DurationVar(&cfg.LeaseRenew, "lease-renew", relay.DefaultLeaseRenew, "how often the relay renews the pipeline's lease, and a waiting relay tries to take it; --lease-ttl is at least three times it")
+	fs.DurationVar(&cfg.Lease.TTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
+	fs.DurationVar(&cfg.Lease.Renew, "lease-renew", relay.DefaultLeaseRenew, "how often the relay renews the pipeline's lease, and a waiting relay tries to take it; --lease-ttl is at least three times it")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
 	fs.DurationVar(&f.kafka.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
-	fs.DurationVar(&cfg.TransactionInterval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
-	fs.DurationVar(&cfg.TransactionSettle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
-	fs.StringVar(&cfg.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
+	fs.DurationVar(&cfg.Transactions.Interval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
+	fs.DurationVar(&cfg.Transactions.Settle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
+	fs.StringVar(&cfg.Transactions.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
@@ -215,7 +215,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		}
 	}
 	if *f.ops.addr == "" {
-		cfg.MonitorInterval = 0 // nothing would read what it samples
+		cfg.Operations.MonitorInterval = 0 // nothing would read what it samples
 	}
 	return cfg, log, nil
 }

@@ -60,8 +60,8 @@ type opsFlags struct {
 func registerOpsFlags(fs *flag.FlagSet, cfg *relay.Config) opsFlags {
 	addr := fs.String("metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. :9187 (default off)")
 	pp := fs.Bool("pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --metrics-addr")
-	fs.DurationVar(&cfg.MonitorInterval, "metrics-interval", 10*time.Second, "how often slot lag and unpublished rows are read and both ends checked, with --metrics-addr")
-	fs.DurationVar(&cfg.Retention, "retention", 0, "delete published outbox rows older than this, e.g. 168h (default 0: never; the rows are yours)")
-	fs.DurationVar(&cfg.RetentionInterval, "retention-interval", 5*time.Minute, "how often retention runs")
+	fs.DurationVar(&cfg.Operations.MonitorInterval, "metrics-interval", 10*time.Second, "how often slot lag and unpublished rows are read and both ends checked, with --metrics-addr")
+	fs.DurationVar(&cfg.Operations.Retention, "retention", 0, "delete published outbox rows older than this, e.g. 168h (default 0: never; the rows are yours)")
+	fs.DurationVar(&cfg.Operations.RetentionInterval, "retention-interval", 5*time.Minute, "how often retention runs")
 	return opsFlags{addr: addr, pprof: pp}
 }

@@ -169,9 +169,11 @@ func startCluster(opts ClusterOptions) (*ApacheCluster, error) {
 				n.jvm = defaultJVM
 			}
 			base := ClusterBrokers + 4*i
-			if err := c.brokerListeners(n, conf, opts, ports[base:base+4]); err != nil {
+			if err := brokerListeners(n, conf, opts, ports[base:base+4]); err != nil {
 				return nil, err
 			}
+			c.Brokers, c.Proxied = append(c.Brokers, n.Brokers...), append(c.Proxied, n.Proxied...)
+			c.SASLSSL, c.SASLPlaintext = append(c.SASLSSL, n.SASLSSL...), append(c.SASLPlaintext, n.SASLPlaintext...)
 			if i == 0 && opts.Disk > 0 {
 				if n.disk, err = newDisk(n.DataDir(), opts.Disk); err != nil {
 					return nil, err
@@ -182,7 +184,7 @@ func startCluster(opts ClusterOptions) (*ApacheCluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.format(opts.Secure); err != nil {
+	if err := formatStorage(c.Nodes, opts.Secure); err != nil {
 		return nil, err
 	}
 	// Started side by side: a broker waits for the quorum, and is up once
@@ -205,12 +207,13 @@ func startCluster(opts ClusterOptions) (*ApacheCluster, error) {
 // users that the quorum starts from.
 var metadataSnapshot = filepath.Join("__cluster_metadata-0", "00000000000000000000-0000000000.checkpoint")
 
-// format formats the first controller's storage with Kafka's storage tool
-// and writes the others' as the tool would, which saves five JVM starts
-// of about a second: a broker's storage is its meta.properties alone, a
-// controller's that and the same snapshot as the first one's.
-func (c *ApacheCluster) format(secure bool) error {
-	first := c.Nodes[ClusterBrokers]
+// formatStorage formats the first controller's storage with Kafka's
+// storage tool and writes the other nodes' as the tool would, which saves
+// five JVM starts of about a second: a broker's storage is its
+// meta.properties alone, a controller's that and the same snapshot as the
+// first one's.
+func formatStorage(nodes []*Broker, secure bool) error {
+	first := nodes[ClusterBrokers]
 	if err := first.format(secure); err != nil {
 		return err
 	}
@@ -218,7 +221,7 @@ func (c *ApacheCluster) format(secure bool) error {
 	if err != nil {
 		return fmt.Errorf("reading the formatted controller's storage: %w", err)
 	}
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		if n == first {
 			continue
 		}
@@ -265,20 +268,18 @@ func (b *Broker) dataPath(name string) string {
 }
 
 // brokerListeners sets up broker n's listeners on ports (plaintext,
-// SASL_SSL, SASL_PLAINTEXT, proxied) in conf.
-func (c *ApacheCluster) brokerListeners(n *Broker, conf map[string]string, opts ClusterOptions, ports []int) error {
+// SASL_SSL, SASL_PLAINTEXT, proxied) in conf, and its addresses.
+func brokerListeners(n *Broker, conf map[string]string, opts ClusterOptions, ports []int) error {
 	addr := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	names := []string{"PLAINTEXT://" + addr(ports[0])}
 	advertised := slices.Clone(names)
 	protocols := []string{"PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"}
 	n.Brokers = []string{addr(ports[0])}
-	c.Brokers = append(c.Brokers, n.Brokers...)
 	if opts.Secure {
 		names = append(names, "SASL_SSL://"+addr(ports[1]), "SASL_PLAINTEXT://"+addr(ports[2]))
 		advertised = append(advertised, "SASL_SSL://"+addr(ports[1]), "SASL_PLAINTEXT://"+addr(ports[2]))
 		protocols = append(protocols, "SASL_SSL:SASL_SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT")
 		n.SASLSSL, n.SASLPlaintext = []string{addr(ports[1])}, []string{addr(ports[2])}
-		c.SASLSSL, c.SASLPlaintext = append(c.SASLSSL, n.SASLSSL...), append(c.SASLPlaintext, n.SASLPlaintext...)
 		if err := n.secure(conf); err != nil {
 			return err
 		}
@@ -292,7 +293,6 @@ func (c *ApacheCluster) brokerListeners(n *Broker, conf map[string]string, opts 
 		advertised = append(advertised, "PROXIED://"+n.Proxy.Addr())
 		protocols = append(protocols, "PROXIED:PLAINTEXT")
 		n.Proxied = []string{n.Proxy.Addr()}
-		c.Proxied = append(c.Proxied, n.Proxied...)
 	}
 	conf["process.roles"] = "broker"
 	conf["inter.broker.listener.name"] = "PLAINTEXT"

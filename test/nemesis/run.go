@@ -123,6 +123,35 @@ const (
 // everything, waits for the events and checks them. The error is for what
 // kept the run from happening; what the run found is in the Result.
 func Run(ctx context.Context, env Env, opts Options) (Result, error) {
+	opts = opts.withDefaults(env)
+	res := Result{Seed: opts.Seed, Delivery: opts.Delivery, Mode: opts.Mode, Relays: opts.Relays, Major: env.Major, Dir: opts.Out}
+	res.Schedule = NewSchedule(Config{Seed: opts.Seed, Duration: opts.Duration, MeanGap: opts.MeanGap, Kinds: opts.Kinds, Relays: opts.Relays})
+	r := &runner{env: env, opts: opts, res: &res, superURL: multiHost(env, "postgres", false)}
+	defer r.close()
+	if err := r.prepare(ctx); err != nil {
+		return res, err
+	}
+	if err := r.startAll(ctx); err != nil {
+		return res, err
+	}
+	r.watch(ctx)
+	committed, rolledBack, vanished, err := r.windDown(ctx)
+	if err != nil {
+		return res, err
+	}
+	r.drain(ctx, committed)
+	input, err := r.collect(ctx)
+	if err != nil {
+		return res, err
+	}
+	input.Committed, input.RolledBack, input.Vanished = committed, rolledBack, vanished
+	err = r.report(input)
+	return res, err
+}
+
+// withDefaults fills what opts leaves to the seed, the mode and the
+// servers.
+func (opts Options) withDefaults(env Env) Options {
 	if opts.Mode == "" {
 		opts.Mode = PickMode(opts.Seed)
 	}
@@ -139,128 +168,158 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 3 * time.Minute
 	}
-	logf := opts.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
 	}
-	res := Result{Seed: opts.Seed, Delivery: opts.Delivery, Mode: opts.Mode, Relays: opts.Relays, Major: env.Major, Dir: opts.Out}
-	res.Schedule = NewSchedule(Config{Seed: opts.Seed, Duration: opts.Duration, MeanGap: opts.MeanGap, Kinds: opts.Kinds, Relays: opts.Relays})
-	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
-		return res, err
-	}
-	if err := os.WriteFile(filepath.Join(opts.Out, "schedule.txt"), []byte(res.Schedule.String()), 0o644); err != nil {
-		return res, err
-	}
-	logf("nemesis %s: %d relay(s), PostgreSQL %d, %d faults, history in %s", res.Name(), opts.Relays, env.Major, len(res.Schedule.Faults), opts.Out)
+	return opts
+}
 
-	// The database as a user sets it up: the tables, the relays' role, the
-	// slot (except in --mode poll), then the application's own table.
-	superURL := multiHost(env, "postgres", false)
-	if err := setup(ctx, env, superURL, opts); err != nil {
-		return res, fmt.Errorf("nemesis: setup: %w", err)
+// runner is one run under way: what it started, which close stops, and
+// the result it fills in.
+type runner struct {
+	env      Env
+	opts     Options
+	res      *Result
+	superURL string // the database, directly, as its owner
+
+	start         time.Time
+	h             *History
+	reader        *Reader
+	relays        []*relay
+	mon           *monitor
+	writers       *Writers
+	in            *injector
+	stopInjecting context.CancelFunc
+	sampler       *soakSampler
+	stuck         *stuckWatch
+}
+
+// prepare writes the schedule and sets the database up as a user does:
+// the tables, the relays' role, the slot (except in --mode poll), then
+// the application's own table; on a cluster, the probe topic.
+func (r *runner) prepare(ctx context.Context) error {
+	opts := r.opts
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return err
 	}
-	if c, ok := env.Kafka.(Cluster); ok {
+	if err := os.WriteFile(filepath.Join(opts.Out, "schedule.txt"), []byte(r.res.Schedule.String()), 0o644); err != nil {
+		return err
+	}
+	opts.Logf("nemesis %s: %d relay(s), PostgreSQL %d, %d faults, history in %s", r.res.Name(), opts.Relays, r.env.Major, len(r.res.Schedule.Faults), opts.Out)
+	if err := setup(ctx, r.env, r.superURL, opts); err != nil {
+		return fmt.Errorf("nemesis: setup: %w", err)
+	}
+	if c, ok := r.env.Kafka.(Cluster); ok {
 		if err := prepareCluster(ctx, c); err != nil {
-			return res, fmt.Errorf("nemesis: creating %s: %w", probeTopic, err)
+			return fmt.Errorf("nemesis: creating %s: %w", probeTopic, err)
 		}
 	}
+	return nil
+}
 
-	start := time.Now()
-	h, err := NewHistory(filepath.Join(opts.Out, "history.jsonl"), start)
-	if err != nil {
-		return res, err
+// startAll starts the history, the reader, the relays, the monitor of
+// confirmations, the writers and the schedule's faults.
+func (r *runner) startAll(ctx context.Context) error {
+	env, opts := r.env, r.opts
+	r.start = time.Now()
+	var err error
+	if r.h, err = NewHistory(filepath.Join(opts.Out, "history.jsonl"), r.start); err != nil {
+		return err
 	}
-	defer h.Close()
-	h.Add(Event{Type: EventRun, Data: map[string]any{"seed": opts.Seed, "delivery": opts.Delivery, "mode": opts.Mode,
+	r.h.Add(Event{Type: EventRun, Data: map[string]any{"seed": opts.Seed, "delivery": opts.Delivery, "mode": opts.Mode,
 		"relays": opts.Relays, "postgres": env.Major, "standby": env.Standby != nil, "duration": opts.Duration.String(),
 		"kinds": opts.Kinds, "replay": fmt.Sprintf("PGOUTBOX_NEMESIS_SEEDS=%d PGOUTBOX_NEMESIS_DELIVERY=%s PGOUTBOX_NEMESIS_MODE=%s PGOUTBOX_NEMESIS_DURATION=%s", opts.Seed, opts.Delivery, opts.Mode, opts.Duration)}})
-	for i, f := range res.Schedule.Faults {
-		h.Add(Event{Type: EventPlanned, Fault: &f, Index: i, Time: start})
+	for i, f := range r.res.Schedule.Faults {
+		r.h.Add(Event{Type: EventPlanned, Fault: &f, Index: i, Time: r.start})
 	}
-
-	reader, err := NewReader(env.Kafka.ReadBrokers(), eventTopic, deadLetters)
-	if err != nil {
-		return res, err
+	if r.reader, err = NewReader(env.Kafka.ReadBrokers(), eventTopic, deadLetters); err != nil {
+		return err
 	}
-	defer reader.Close()
-	relays := make([]*relay, opts.Relays)
 	args := relayArgs(env, opts)
-	for i := range relays {
-		if relays[i], err = newRelay(i, env.Bin, args, opts.Out, h); err != nil {
-			return res, err
+	for i := 0; i < opts.Relays; i++ {
+		rl, err := newRelay(i, env.Bin, args, opts.Out, r.h)
+		if err != nil {
+			return err
 		}
-		relays[i].pair = opts.Relays > 1
-		defer relays[i].log.Close()
+		rl.pair = opts.Relays > 1
+		r.relays = append(r.relays, rl)
 	}
-	defer func() {
-		for _, r := range relays {
-			r.kill()
-		}
-	}()
-	for _, r := range relays {
-		if err := r.start(); err != nil {
-			return res, err
+	for _, rl := range r.relays {
+		if err := rl.start(); err != nil {
+			return err
 		}
 	}
-	mon := startMonitor(superURL, slot, 100*time.Millisecond)
+	r.mon = startMonitor(r.superURL, slot, 100*time.Millisecond)
 	wcfg := opts.Writer
-	wcfg.URL, wcfg.Seed = superURL, opts.Seed
-	wcfg.Note = func(msg, detail string) { h.Add(Event{Type: EventNote, Msg: msg, Detail: detail}) }
-	writers := StartWriters(wcfg)
-	in := newInjector(env, h, relays, slot, env.Major >= 17 && slices.Contains(opts.Kinds, Failover))
-	injCtx, stopInjecting := context.WithCancel(ctx)
-	defer stopInjecting()
-	in.run(injCtx, start, res.Schedule)
+	wcfg.URL, wcfg.Seed = r.superURL, opts.Seed
+	wcfg.Note = func(msg, detail string) { r.h.Add(Event{Type: EventNote, Msg: msg, Detail: detail}) }
+	r.writers = StartWriters(wcfg)
+	r.in = newInjector(env, r.h, r.relays, slot, env.Major >= 17 && slices.Contains(opts.Kinds, Failover))
+	var injCtx context.Context
+	injCtx, r.stopInjecting = context.WithCancel(ctx)
+	r.in.run(injCtx, r.start, r.res.Schedule)
+	r.sampler = &soakSampler{env: env, relays: r.relays, reader: r.reader, writers: r.writers, in: r.in, superURL: r.superURL, start: r.start}
+	r.stuck = &stuckWatch{after: opts.StuckAfter, reader: r.reader, in: r.in, start: r.start}
+	return nil
+}
 
-	sampler := &soakSampler{env: env, relays: relays, reader: reader, writers: writers, in: in, superURL: superURL, start: start}
-	stuck := &stuckWatch{after: opts.StuckAfter, reader: reader, in: in, start: start}
+// watch waits out the run's duration, once a second telling a relay that
+// is stuck and, with SoakEvery, sampling the resources.
+func (r *runner) watch(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
-	nextSample := start
-	for now := time.Now(); now.Before(start.Add(opts.Duration)); now = <-tick.C {
+	defer tick.Stop()
+	nextSample := r.start
+	for now := time.Now(); now.Before(r.start.Add(r.opts.Duration)); now = <-tick.C {
 		if ctx.Err() != nil {
 			break
 		}
-		if why := stuck.check(now, writers.LastCommit()); why != "" && res.Stuck == "" {
-			res.Stuck = why
-			h.Add(Event{Type: EventNote, Msg: "stuck", Detail: why})
-			logf("nemesis %s: %s", res.Name(), why)
-			dumpStuck(ctx, env, relays, opts.Out, "running", h)
+		if why := r.stuck.check(now, r.writers.LastCommit()); why != "" && r.res.Stuck == "" {
+			r.res.Stuck = why
+			r.h.Add(Event{Type: EventNote, Msg: "stuck", Detail: why})
+			r.opts.Logf("nemesis %s: %s", r.res.Name(), why)
+			dumpStuck(ctx, r.env, r.relays, r.opts.Out, "running", r.h)
 		}
-		if opts.SoakEvery > 0 && !now.Before(nextSample) {
-			res.Samples = append(res.Samples, sampler.sample(ctx, now))
-			nextSample = now.Add(opts.SoakEvery)
+		if r.opts.SoakEvery > 0 && !now.Before(nextSample) {
+			r.res.Samples = append(r.res.Samples, r.sampler.sample(ctx, now))
+			nextSample = now.Add(r.opts.SoakEvery)
 		}
 	}
-	tick.Stop()
+}
 
-	// The end: the faults finish (they end before Duration), the writers
-	// stop and every prepared transaction is resolved, what a fault may
-	// have left is healed, and the relays get every event out.
-	in.wait()
-	writers.Stop()
-	h.Add(Event{Type: EventNote, Msg: "writers stopped"})
-	if err := in.heal(ctx); err != nil {
-		h.Add(Event{Type: EventNote, Msg: "heal", Detail: err.Error()})
+// windDown ends the run: the faults finish (they end before Duration),
+// the writers stop and every prepared transaction is resolved, and what a
+// fault may have left is healed. It returns the writers' outcome.
+func (r *runner) windDown(ctx context.Context) (committed, rolledBack []Written, vanished []string, err error) {
+	r.in.wait()
+	r.writers.Stop()
+	r.h.Add(Event{Type: EventNote, Msg: "writers stopped"})
+	if err := r.in.heal(ctx); err != nil {
+		r.h.Add(Event{Type: EventNote, Msg: "heal", Detail: err.Error()})
 	}
-	committed, rolledBack, uncertain := writers.Outcome()
-	var vanished []string
-	if err := withConn(ctx, superURL, func(c *pgx.Conn) error {
+	committed, rolledBack, uncertain := r.writers.Outcome()
+	if err := withConn(ctx, r.superURL, func(c *pgx.Conn) error {
 		more, gone, err := Resolve(ctx, c, uncertain)
 		committed, vanished = append(committed, more...), gone
 		return err
 	}); err != nil {
-		return res, fmt.Errorf("nemesis: resolving uncertain commits: %w", err)
+		return nil, nil, nil, fmt.Errorf("nemesis: resolving uncertain commits: %w", err)
 	}
+	return committed, rolledBack, vanished, nil
+}
+
+// drain waits until every committed event was read, the relays are stuck
+// or DrainTimeout passed.
+func (r *runner) drain(ctx context.Context, committed []Written) {
 	drainStart := time.Now()
 	want := make([]string, 0, len(committed))
 	for _, w := range committed {
 		want = append(want, w.ID)
 	}
-	stuck.draining(drainStart)
+	r.stuck.draining(drainStart)
 	for {
 		missing := 0
 		for _, id := range want {
-			if !reader.Has(id) {
+			if !r.reader.Has(id) {
 				missing++
 			}
 		}
@@ -268,40 +327,59 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		if missing == 0 {
 			break
 		}
-		if why := stuck.check(now, now); why != "" {
-			if res.Stuck == "" {
-				res.Stuck = fmt.Sprintf("%s; %d of %d events never arrived", why, missing, len(want))
-				h.Add(Event{Type: EventNote, Msg: "stuck", Detail: res.Stuck})
+		if why := r.stuck.check(now, now); why != "" {
+			if r.res.Stuck == "" {
+				r.res.Stuck = fmt.Sprintf("%s; %d of %d events never arrived", why, missing, len(want))
+				r.h.Add(Event{Type: EventNote, Msg: "stuck", Detail: r.res.Stuck})
 			}
-			dumpStuck(ctx, env, relays, opts.Out, "drain", h)
+			dumpStuck(ctx, r.env, r.relays, r.opts.Out, "drain", r.h)
 			break
 		}
-		if now.Sub(drainStart) > opts.DrainTimeout {
-			h.Add(Event{Type: EventNote, Msg: "drain timed out", Detail: fmt.Sprintf("%d of %d events missing", missing, len(want))})
+		if now.Sub(drainStart) > r.opts.DrainTimeout {
+			r.h.Add(Event{Type: EventNote, Msg: "drain timed out", Detail: fmt.Sprintf("%d of %d events missing", missing, len(want))})
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	res.Drain = time.Since(drainStart)
-	res.LongestStall = stuck.longest
+	r.res.Drain = time.Since(drainStart)
+	r.res.LongestStall = r.stuck.longest
+}
+
+// collect reads what the run left: the late records, a last sample, the
+// relays' final stop, the confirmations and the rows marked published.
+// The checker's input it returns lacks the writers' outcome.
+func (r *runner) collect(ctx context.Context) (Input, error) {
 	// Late duplicates, then everything a read_committed consumer can see.
 	time.Sleep(2 * time.Second)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	if err := reader.CatchUp(cctx); err != nil {
-		h.Add(Event{Type: EventNote, Msg: "catch up", Detail: err.Error()})
+	if err := r.reader.CatchUp(cctx); err != nil {
+		r.h.Add(Event{Type: EventNote, Msg: "catch up", Detail: err.Error()})
 	}
 	cancel()
-	if opts.SoakEvery > 0 {
-		res.Samples = append(res.Samples, sampler.sample(ctx, time.Now()))
+	if r.opts.SoakEvery > 0 {
+		r.res.Samples = append(r.res.Samples, r.sampler.sample(ctx, time.Now()))
 	}
-	for _, r := range relays {
-		if _, err := r.term(30 * time.Second); err != nil {
-			h.Add(Event{Type: EventNote, Msg: "final stop", Detail: firstLine(err.Error())})
+	for _, rl := range r.relays {
+		if _, err := rl.term(30 * time.Second); err != nil {
+			r.h.Add(Event{Type: EventNote, Msg: "final stop", Detail: firstLine(err.Error())})
 		}
 	}
-	confirmations := mon.stop()
+	confirmations := r.mon.stop()
+	published, err := publishedRows(ctx, r.superURL)
+	if err != nil {
+		return Input{}, fmt.Errorf("nemesis: reading published rows: %w", err)
+	}
+	if err := r.reader.Err(); err != nil {
+		r.h.Add(Event{Type: EventNote, Msg: "reader", Detail: err.Error()})
+	}
+	return Input{Delivery: r.opts.Delivery, Start: r.start, Published: published, Records: r.reader.Records(),
+		Confirmations: confirmations}, nil
+}
+
+// publishedRows are the outbox rows marked published, with when.
+func publishedRows(ctx context.Context, url string) (map[string]time.Time, error) {
 	published := map[string]time.Time{}
-	if err := withConn(ctx, superURL, func(c *pgx.Conn) error {
+	err := withConn(ctx, url, func(c *pgx.Conn) error {
 		rows, err := c.Query(ctx, "SELECT id::text, published_at FROM outbox WHERE published_at IS NOT NULL")
 		if err != nil {
 			return err
@@ -316,24 +394,23 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 			published[id] = at
 		}
 		return rows.Err()
-	}); err != nil {
-		return res, fmt.Errorf("nemesis: reading published rows: %w", err)
-	}
-	if err := reader.Err(); err != nil {
-		h.Add(Event{Type: EventNote, Msg: "reader", Detail: err.Error()})
-	}
+	})
+	return published, err
+}
 
+// report checks the run's input and fills the result in, saving the
+// input when the run failed, and writes report.json.
+func (r *runner) report(input Input) error {
+	res := r.res
 	end := time.Now()
-	input := Input{Delivery: opts.Delivery, Start: start, Committed: committed, RolledBack: rolledBack,
-		Vanished: vanished, Published: published, Records: reader.Records(), Confirmations: confirmations,
-		Spans: Spans(h.Events(), end)}
+	input.Spans = Spans(r.h.Events(), end)
 	res.Report = Check(input)
-	res.Elapsed = end.Sub(start)
-	res.Transactions = writers.Transactions()
-	res.WriterErrors, _ = writers.errorsSeen()
-	res.FaultErrors = in.errors()
-	for _, r := range relays {
-		unexpected, fenced := r.exits()
+	res.Elapsed = end.Sub(r.start)
+	res.Transactions = r.writers.Transactions()
+	res.WriterErrors, _ = r.writers.errorsSeen()
+	res.FaultErrors = r.in.errors()
+	for _, rl := range r.relays {
+		unexpected, fenced := rl.exits()
 		res.Exits = append(res.Exits, unexpected...)
 		res.Fenced += fenced
 	}
@@ -341,16 +418,33 @@ func Run(ctx context.Context, env Env, opts Options) (Result, error) {
 		res.Growth = Judge(res.Samples, SoakMetrics)
 	}
 	if len(res.Failures()) > 0 {
-		if err := SaveInput(opts.Out, input); err != nil {
-			h.Add(Event{Type: EventNote, Msg: "saving the checker's input", Detail: err.Error()})
+		if err := SaveInput(r.opts.Out, input); err != nil {
+			r.h.Add(Event{Type: EventNote, Msg: "saving the checker's input", Detail: err.Error()})
 		}
 	}
-	h.Add(Event{Type: EventReport, Data: res})
-	b, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(filepath.Join(opts.Out, "report.json"), b, 0o644); err != nil {
-		return res, err
+	r.h.Add(Event{Type: EventReport, Data: *res})
+	b, _ := json.MarshalIndent(*res, "", "  ")
+	return os.WriteFile(filepath.Join(r.opts.Out, "report.json"), b, 0o644)
+}
+
+// close stops what the run started and is still going, in the reverse
+// order: the faults, the relays, their logs, the reader, the history.
+func (r *runner) close() {
+	if r.stopInjecting != nil {
+		r.stopInjecting()
 	}
-	return res, nil
+	for _, rl := range r.relays {
+		rl.kill()
+	}
+	for i := len(r.relays) - 1; i >= 0; i-- {
+		r.relays[i].log.Close()
+	}
+	if r.reader != nil {
+		r.reader.Close()
+	}
+	if r.h != nil {
+		r.h.Close()
+	}
 }
 
 // dumpStuck writes every running relay's goroutines to dir, and what the

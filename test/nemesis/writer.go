@@ -177,7 +177,7 @@ func (w *Writers) run(i int) {
 			}
 			conn = c
 		}
-		t := w.plan(rng, i, n)
+		t := w.cfg.plan(rng, i, n)
 		if err := w.commit(conn, t); err != nil {
 			w.failed(err)
 			conn.Close(context.Background())
@@ -205,19 +205,20 @@ func (t txn) String() string {
 	return s
 }
 
-func (w *Writers) plan(rng *rand.Rand, writer, n int) txn {
+// plan draws the n-th transaction of a writer from its rng.
+func (c *WriterConfig) plan(rng *rand.Rand, writer, n int) txn {
 	t := txn{kind: "plain", aggregate: fmt.Sprintf("acct-%d", rng.IntN(Aggregates)), events: 1 + rng.IntN(3)}
 	switch {
-	case rng.IntN(w.cfg.LargeEvery) == 0:
-		t.kind, t.events = "large", w.cfg.LargeSize
-	case rng.IntN(w.cfg.PreparedEvery) == 0:
-		t.kind, t.gid = "prepared", fmt.Sprintf("nemesis-%d-%d-%d", w.cfg.Seed, writer, n)
+	case rng.IntN(c.LargeEvery) == 0:
+		t.kind, t.events = "large", c.LargeSize
+	case rng.IntN(c.PreparedEvery) == 0:
+		t.kind, t.gid = "prepared", fmt.Sprintf("nemesis-%d-%d-%d", c.Seed, writer, n)
 		t.commit = rng.IntN(8) != 0
 		t.hold = time.Duration(100+rng.IntN(1900)) * time.Millisecond
-	case rng.IntN(w.cfg.RollbackEvery) == 0:
+	case rng.IntN(c.RollbackEvery) == 0:
 		t.kind = "rollback"
 	}
-	t.poison = rng.IntN(w.cfg.PoisonEvery) == 0
+	t.poison = rng.IntN(c.PoisonEvery) == 0
 	return t
 }
 
@@ -240,7 +241,7 @@ func (w *Writers) commit(conn *pgx.Conn, t txn) error {
 	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
 		return err
 	}
-	evs, err := w.insert(ctx, conn, t)
+	evs, err := insert(ctx, conn, t)
 	if err != nil {
 		return err
 	}
@@ -308,7 +309,7 @@ func currentLSN(ctx context.Context, conn *pgx.Conn) uint64 {
 
 // insert takes the aggregate's next numbers and inserts the events (and
 // the poison row) in the open transaction.
-func (w *Writers) insert(ctx context.Context, conn *pgx.Conn, t txn) ([]Written, error) {
+func insert(ctx context.Context, conn *pgx.Conn, t txn) ([]Written, error) {
 	var n int64
 	if err := conn.QueryRow(ctx, "UPDATE account SET n = n + $2 WHERE id = $1 RETURNING n", t.aggregate, t.events).Scan(&n); err != nil {
 		return nil, err
