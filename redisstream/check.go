@@ -20,8 +20,9 @@ type checker struct {
 	format, nullKey, nullValue string
 	maxEntryBytes              int
 
-	// The record checked last and its entry (producer goroutine only).
-	checked *kgo.Record
+	// The record checked last, as it was, and its entry (producer
+	// goroutine only).
+	checked recordShape
 	entry   entry
 
 	// What the producer goroutine learned of the server (lookup); the
@@ -40,12 +41,12 @@ func newChecker(cfg Config, client redis.UniversalClient, log *slog.Logger) *che
 // its stream's key, which must hold a stream or nothing.
 func (c *checker) check(ctx context.Context, r *kgo.Record) (entry, error) {
 	var e entry
-	if c.checked == r {
+	if shape := shapeOf(r); c.checked == shape {
 		// The relay asks Fits, then Produce, of the same record.
 		e = c.entry
 	} else {
 		e = entryOf(r, c.format, c.nullKey, c.nullValue)
-		c.checked, c.entry = r, e
+		c.checked, c.entry = shape, e
 	}
 	maxBulk, err := c.lookup(ctx, e.stream)
 	if err != nil {
@@ -114,4 +115,30 @@ func (c *checker) seenID(stream string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.seen[stream]
+}
+
+// recordShape is what of a record its entry is built from, by identity:
+// the relay may give Produce the record Fits refused with new parts (a
+// dead letter whose large values it cut), whose entry must be built again.
+type recordShape struct {
+	r            *kgo.Record
+	topic        string
+	key, value   *byte
+	nKey, nValue int
+	headers      *kgo.RecordHeader
+	nHeaders     int
+}
+
+func shapeOf(r *kgo.Record) recordShape {
+	return recordShape{r: r, topic: r.Topic, key: first(r.Key), nKey: len(r.Key),
+		value: first(r.Value), nValue: len(r.Value), headers: first(r.Headers), nHeaders: len(r.Headers)}
+}
+
+// first is s's first element, which names its backing array; nil when s
+// is empty.
+func first[T any](s []T) *T {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
 }

@@ -205,6 +205,18 @@ func TestTooLarge(t *testing.T) {
 	if err := s.Fits(ctx, record("events", "e1", "k", big[:1<<20])); err != nil {
 		t.Errorf("an entry of the limit: %v", err)
 	}
+	// The relay cuts a dead letter's large values after Fits refused it
+	// and produces the same record: the entry is the record as it is now.
+	r := record("events", "e2", "k", big)
+	if err := s.Fits(ctx, r); !errors.As(err, &tl) {
+		t.Fatalf("Fits: %v, want a *TooLargeError", err)
+	}
+	r.Value = []byte("cut")
+	var o outcomes
+	produce(t, s, &o, r)
+	if err := o.failed("e2"); err != nil || srv.Count("events") != 1 {
+		t.Errorf("the record cut after Fits: %v, %d entries", err, srv.Count("events"))
+	}
 	capped := newStreams(t, srv.Addr, Config{MaxEntryBytes: 100})
 	if err := capped.Fits(ctx, record("events", "e1", "k", strings.Repeat("x", 100))); !errors.As(err, &tl) || tl.Max != 100 {
 		t.Errorf("over MaxEntryBytes: %v", err)
