@@ -32,12 +32,15 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/devbroker ./cmd/devbroker
 
 # Real PostgreSQL (started from the binaries on this machine) and a real
-# Kafka-protocol broker; nothing is mocked. The two versions' runs go side
-# by side: their tests mostly wait (on the WAL, the broker, a restart), so
-# together they take little more than the longer one. Each run's output is
-# printed whole when it ends.
-test: test-unit
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-pg15 test-pg18
+# Kafka-protocol broker; nothing is mocked. The unit tests and the two
+# versions' runs go side by side, and each version's run is itself several
+# processes (.ci/test-shards, SHARDS of ./test's tests and the other
+# packages): the tests mostly wait (on the WAL, the broker, a restart), so
+# together they take little more than the longest. Each run's output is
+# printed whole when it ends, each process's with how long it took.
+SHARDS ?= 3
+test: deps pg18 kafka debezium apicurio
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-pg15 test-pg18
 
 test-unit: deps pg18 kafka debezium apicurio
 	$(GO) vet ./...
@@ -52,7 +55,7 @@ test-unit: deps pg18 kafka debezium apicurio
 PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio
-	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) $(GO) test -count=1 -timeout 25m -skip '$(PG15_SKIP)' ./test/... ./pgcluster/...
+	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
 # PG15_SKIP; those about the Kafka side (TestKafkaCluster, the harness's
@@ -63,8 +66,8 @@ test-pg15: deps kafka apicurio
 # which make compat runs.
 PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
-test-pg18: deps pg18 kafka debezium
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' $(GO) test -count=1 -timeout 25m -skip '$(PG18_SKIP)' ./test/... ./pgcluster/...
+test-pg18: deps pg18 kafka debezium apicurio
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
 
 # What the tests need from Debian's packages (PostgreSQL 15, PgBouncer,
 # Prometheus, nats-server, rabbitmq-server, Java 17, Maven, npm), installed when missing (as root; others

@@ -138,7 +138,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.Readiness.broker.ping(err)
 		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
-	defer monitor{p: p, k: k, to: p.hooks.samples()}.start(ctx)() // monitor.go
+	defer monitor{p: p, k: k.Sink, to: p.hooks.samples()}.start(ctx)() // monitor.go
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond
