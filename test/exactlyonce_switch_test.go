@@ -173,7 +173,7 @@ func handoffKilled(t *testing.T, extra ...string) (testenv.Report, map[string]in
 		e.Conn.QueryRow(ctx, "SELECT handoff_pending FROM pgoutbox_state WHERE pipeline = 'pgoutbox'").Scan(&pending)
 		return pending
 	}
-	testenv.Eventually(t, 20*time.Second, "the handoff under way", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the handoff under way", func() bool {
 		var n int
 		e.Conn.QueryRow(ctx, "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").Scan(&n)
 		return pending() && n > 200

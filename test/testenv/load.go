@@ -22,6 +22,7 @@ type Load struct {
 	// on any of their events it finds in the topic.
 	rollbacks int
 	stop      chan struct{}
+	stopOnce  sync.Once
 	done      chan struct{}
 }
 
@@ -89,7 +90,17 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g ON CO
 		}()
 	}
 	go func() { wg.Wait(); close(l.done) }()
+	// A test that ends early (a failed wait) never calls Finish: the
+	// writers stop before their connections close, which cleanups run in
+	// the reverse order of, or a writer would use a closing connection.
+	t.Cleanup(l.halt)
 	return l
+}
+
+// halt stops the writers and waits for them.
+func (l *Load) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
 }
 
 // Count is how many events have committed so far.
@@ -136,8 +147,7 @@ func (l *Load) WriteOne(t *testing.T, acct, payload string) (id string, seq int)
 // Finish stops the writers, waits for them, and returns what committed:
 // event id -> its place in its aggregate's commit order.
 func (l *Load) Finish() map[string]int {
-	close(l.stop)
-	<-l.done
+	l.halt()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.committed
