@@ -1,7 +1,7 @@
 // Package corpusrun holds what the sink corpora (test/natscompat,
-// test/rabbitmqcompat) do alike around Debezium Server and pgoutbox:
-// pgoutbox run from a properties file, and the wait for a process to
-// stream from its slot.
+// test/rabbitmqcompat, test/rediscompat) do alike around Debezium Server
+// and pgoutbox: pgoutbox run from a properties file, and the wait for a
+// process to stream from its slot.
 package corpusrun
 
 import (

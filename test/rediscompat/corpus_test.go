@@ -2,7 +2,6 @@ package rediscompat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
-	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/redistest"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
@@ -82,15 +81,15 @@ debezium.source.publication.name=%s_publication
 	}
 	// pgoutbox's slot first, by a run stopped once it streams: the rows
 	// are then in its slot's stream, after Debezium Server wrote them.
-	pgoProps := writeFile(t, "pgoutbox.properties", props("pgo"))
-	first := startPgoutbox(t, pgo, pgoProps)
-	awaitSlot(t, conn, "pgo")
+	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
+	first := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	corpusrun.AwaitSlot(t, conn, "pgo")
 	if err := first.Stop(30 * time.Second); err != nil {
 		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
 	}
 
 	dbz := dbzserver.Start(t, props("dbz"))
-	awaitSlot(t, conn, "dbz")
+	corpusrun.AwaitSlot(t, conn, "dbz")
 	for _, row := range c.Rows {
 		if _, err := conn.Exec(ctx, row); err != nil {
 			t.Fatalf("%s: %v", row, err)
@@ -100,7 +99,7 @@ debezium.source.publication.name=%s_publication
 	dbz.Stop()
 	removeStreams(t, s)
 
-	p := startPgoutbox(t, pgo, pgoProps)
+	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
 	pgoEntries := await(t, s, c.Entries, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for name, es := range dbzEntries {
@@ -150,23 +149,6 @@ func removeStreams(t *testing.T, s *redistest.Server) {
 	}
 }
 
-// startPgoutbox runs pgoutbox with the case's properties until the test
-// ends; its output is logged when the test failed.
-func startPgoutbox(t *testing.T, bin, props string) *proc.Process {
-	t.Helper()
-	p, err := proc.Start("pgoutbox", bin, []string{"run", "--config", props, "--log-format", "json"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.Stop(30 * time.Second)
-		if t.Failed() {
-			t.Logf("pgoutbox's output:\n%s", p.Output())
-		}
-	})
-	return p
-}
-
 // await waits for n entries over all streams, or for the process that
 // writes them to exit, and returns the streams.
 func await(t *testing.T, s *redistest.Server, n int, exited <-chan struct{}) Streams {
@@ -188,33 +170,4 @@ func await(t *testing.T, s *redistest.Server, n int, exited <-chan struct{}) Str
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// awaitSlot waits until a process streams from slot.
-func awaitSlot(t *testing.T, conn *pgx.Conn, slot string) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var active bool
-		err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		if err == nil && active {
-			return
-		}
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %s not streamed from after 2 minutes", slot)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func writeFile(t *testing.T, name, text string) string {
-	t.Helper()
-	path := t.TempDir() + "/" + name
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
