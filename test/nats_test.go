@@ -21,7 +21,6 @@ import (
 // aggregate the events in commit order.
 func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[string]int) testenv.Report {
 	t.Helper()
-	rep := testenv.Report{Committed: len(committed)}
 	var msgs []natstest.Message
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -31,8 +30,7 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	seen := map[string]bool{}
-	last := map[string]int{}
+	var events []testenv.LoadEvent
 	for _, m := range msgs {
 		var ev testenv.LoadEvent
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
@@ -41,32 +39,11 @@ func checkNATS(t *testing.T, s *natstest.Server, stream string, committed map[st
 		if got := m.Header.Get("Nats-Msg-Id"); got != ev.ID {
 			t.Errorf("message %d: Nats-Msg-Id %q, event id %q", m.Seq, got, ev.ID)
 		}
-		if seen[ev.ID] {
-			rep.Duplicates++
-			continue
-		}
-		seen[ev.ID] = true
-		seq, ok := committed[ev.ID]
-		if !ok {
-			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
-			continue
-		}
-		rep.Delivered++
-		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.OrderViolations++
-			t.Errorf("aggregate %s: seq %d stored after %d", ev.PartitionKey, seq, prev)
-		}
-		last[ev.PartitionKey] = seq
+		events = append(events, ev)
 	}
-	rep.Lost = len(committed) - rep.Delivered
+	rep, _ := testenv.CheckEvents(t, events, committed)
 	if rep.Lost > 0 {
-		byAgg := map[string][]int{}
-		for id, seq := range committed {
-			if !seen[id] {
-				byAgg[fmt.Sprint(seq/10)] = append(byAgg[fmt.Sprint(seq/10)], seq)
-			}
-		}
-		t.Logf("lost events (seq): %v; last stored per aggregate: %v; stream holds %d messages", byAgg, last, len(msgs))
+		t.Logf("lost: %s; the stream holds %d messages", strings.Join(testenv.Missing(events, committed), ", "), len(events))
 	}
 	return rep
 }

@@ -31,10 +31,7 @@ func rabbitFlags(s *rabbitmqtest.Server, binding string) []string {
 // for each duplicated event, the place of its first copy.
 func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[string]int) (testenv.Report, []int) {
 	t.Helper()
-	rep := testenv.Report{Committed: len(committed)}
-	first := map[string]int{}
-	var dupAt []int
-	last := map[string]int{}
+	var events []testenv.LoadEvent
 	for i, m := range msgs {
 		var ev testenv.LoadEvent // a structured CloudEvent, as NATS carries it
 		if err := json.Unmarshal(m.Body, &ev); err != nil {
@@ -43,26 +40,9 @@ func checkRabbitMQ(t *testing.T, msgs []rabbitmqtest.Message, committed map[stri
 		if m.MessageID != ev.ID {
 			t.Errorf("message %d: message-id %q, event id %q", i, m.MessageID, ev.ID)
 		}
-		if at, ok := first[ev.ID]; ok {
-			rep.Duplicates++
-			dupAt = append(dupAt, at)
-			continue
-		}
-		first[ev.ID] = i
-		seq, ok := committed[ev.ID]
-		if !ok {
-			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
-			continue
-		}
-		rep.Delivered++
-		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.OrderViolations++
-			t.Errorf("aggregate %s: seq %d queued after %d", ev.PartitionKey, seq, prev)
-		}
-		last[ev.PartitionKey] = seq
+		events = append(events, ev)
 	}
-	rep.Lost = len(committed) - rep.Delivered
-	return rep, dupAt
+	return testenv.CheckEvents(t, events, committed)
 }
 
 // insertCommits commits n events of ten aggregates (burst-0 ... burst-9),

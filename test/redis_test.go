@@ -3,8 +3,6 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 // order.
 func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream string, committed map[string]int) testenv.Report {
 	t.Helper()
-	rep := testenv.Report{Committed: len(committed)}
 	var entries []redistest.Entry
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -39,8 +36,7 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	seen := map[string]bool{}
-	last := map[string]int{}
+	var events []testenv.LoadEvent
 	for _, e := range entries {
 		if len(e.Fields) != 2 {
 			t.Fatalf("entry %s: %d fields, want one (compact): %q", e.ID, len(e.Fields)/2, e.Fields)
@@ -52,33 +48,11 @@ func checkRedis(t *testing.T, read func(stream string) []redistest.Entry, stream
 		if e.Fields[0] != ev.PartitionKey {
 			t.Errorf("entry %s: field %q, the event's aggregate %q", e.ID, e.Fields[0], ev.PartitionKey)
 		}
-		if seen[ev.ID] {
-			rep.Duplicates++
-			continue
-		}
-		seen[ev.ID] = true
-		seq, ok := committed[ev.ID]
-		if !ok {
-			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
-			continue
-		}
-		rep.Delivered++
-		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
-			rep.OrderViolations++
-			t.Errorf("aggregate %s: seq %d stored after %d", ev.PartitionKey, seq, prev)
-		}
-		last[ev.PartitionKey] = seq
+		events = append(events, ev)
 	}
-	rep.Lost = len(committed) - rep.Delivered
+	rep, _ := testenv.CheckEvents(t, events, committed)
 	if rep.Lost > 0 {
-		var lost []string
-		for id, seq := range committed {
-			if !seen[id] {
-				lost = append(lost, fmt.Sprintf("%s (seq %d)", id, seq))
-			}
-		}
-		sort.Strings(lost)
-		t.Logf("lost: %s; the stream holds %d entries", strings.Join(lost, ", "), len(entries))
+		t.Logf("lost: %s; the stream holds %d entries", strings.Join(testenv.Missing(events, committed), ", "), len(events))
 	}
 	return rep
 }

@@ -252,3 +252,54 @@ func CheckWith(t *testing.T, brokers []string, topic string, committed map[strin
 	}
 	return rep
 }
+
+// CheckEvents compares the events a broker other than Kafka holds, in the
+// order it holds them, with what committed (Load's ids and places): nothing
+// lost, nothing never committed, and per aggregate the first copy of each
+// event in commit order. It returns the report and, for each copy, the
+// place of the event's first copy.
+func CheckEvents(t *testing.T, events []LoadEvent, committed map[string]int) (Report, []int) {
+	t.Helper()
+	rep := Report{Committed: len(committed)}
+	first := map[string]int{}
+	last := map[string]int{}
+	var dupAt []int
+	for i, ev := range events {
+		if at, ok := first[ev.ID]; ok {
+			rep.Duplicates++
+			dupAt = append(dupAt, at)
+			continue
+		}
+		first[ev.ID] = i
+		seq, ok := committed[ev.ID]
+		if !ok {
+			t.Errorf("event %s was never committed (rolled back?)", ev.ID)
+			continue
+		}
+		rep.Delivered++
+		if prev, ok := last[ev.PartitionKey]; ok && seq <= prev {
+			rep.OrderViolations++
+			t.Errorf("aggregate %s: seq %d held after %d", ev.PartitionKey, seq, prev)
+		}
+		last[ev.PartitionKey] = seq
+	}
+	rep.Lost = len(committed) - rep.Delivered
+	return rep, dupAt
+}
+
+// Missing lists the committed events that are not among events, as
+// "id (seq n)", sorted: what CheckEvents counted lost.
+func Missing(events []LoadEvent, committed map[string]int) []string {
+	held := map[string]bool{}
+	for _, ev := range events {
+		held[ev.ID] = true
+	}
+	var lost []string
+	for id, seq := range committed {
+		if !held[id] {
+			lost = append(lost, fmt.Sprintf("%s (seq %d)", id, seq))
+		}
+	}
+	slices.Sort(lost)
+	return lost
+}
