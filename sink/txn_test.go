@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -451,5 +452,68 @@ func produceUnadded(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, to
 	}
 	if err != nil {
 		t.Fatalf("the unadded transactional record: %v", err)
+	}
+}
+
+// Apache Kafka 4.x holds a transaction's first record while the last
+// commit's markers are being written, for its retry backoff (20 ms by
+// default; KAFKA-18654): the reason for --transaction-settle. A record
+// sent once the coordinator says the commit is complete is acked without
+// that hold.
+func TestFirstRecordAfterCommitHeld(t *testing.T) {
+	b := kafkatest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	topic := "settle-" + time.Now().Format("150405.000000")
+	k := fencedProducer(ctx, t, Config{Brokers: b.Brokers, CreateTopics: true, TransactionalID: topic + ".txn", TransactionTimeout: 30 * time.Second})
+	commit := func() {
+		t.Helper()
+		if err := k.Txn().Commit(ctx, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acked := func(value string) time.Duration {
+		t.Helper()
+		begin(t, k)
+		start := time.Now()
+		produced(ctx, t, k, topic, value)
+		return time.Since(start)
+	}
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	acked("first") // the topic is created
+	commit()
+	adm := kadm.NewClient(k.c.load())
+	var at, after []time.Duration
+	for i := range 9 {
+		at = append(at, acked(fmt.Sprint("at once ", i)))
+		commit()
+	}
+	for i := range 9 {
+		asks := 0
+		for {
+			d, err := adm.DescribeTransactions(ctx, topic+".txn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := d[topic+".txn"].State
+			if asks++; st != "PrepareCommit" {
+				break
+			}
+			if asks > 1000 {
+				t.Fatal("the commit never completed")
+			}
+		}
+		after = append(after, acked(fmt.Sprint("settled ", i)))
+		commit()
+	}
+	t.Logf("first record acked in %s (median) right after a commit, %s once settled", median(at), median(after))
+	if m := median(at); m < 15*time.Millisecond {
+		t.Errorf("a first record right after a commit was acked in %s (median): the broker no longer holds it", m)
+	}
+	if m := median(after); m >= 15*time.Millisecond {
+		t.Errorf("a first record once the commit settled was acked in %s (median)", m)
 	}
 }
