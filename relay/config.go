@@ -118,6 +118,12 @@ type TransactionConfig struct {
 	// few milliseconds later within a millisecond or two
 	// (docs/benchmarks.md).
 	Settle time.Duration
+	// SettleAsk: instead of Settle, the first record waits until the
+	// coordinator says the last commit is complete (DescribeTransactions),
+	// asked again while it is not, up to settleLimit; where it cannot
+	// tell, Settle applies. It lets a short Interval commit more often
+	// without the broker's hold.
+	SettleAsk bool
 }
 
 // Defaults fills unset fields; the position topic is named after slot.

@@ -54,8 +54,10 @@ type exactlyOnceWAL struct {
 	interval  time.Duration
 	committed time.Time
 	// settleFor is how long the next transaction's first record waits
-	// after committed (Config.Transactions.Settle).
+	// after committed (Config.Transactions.Settle); settleAsk: until the
+	// coordinator says that commit is complete (SettleAsk).
 	settleFor time.Duration
+	settleAsk bool
 }
 
 // openExactlyOnceWAL starts a WAL session's exactly-once delivery
@@ -66,7 +68,7 @@ func openExactlyOnceWAL(ctx context.Context, t *eos.Session, cfg Config, o eos.W
 		return nil, err
 	}
 	return &exactlyOnceWAL{Session: t, ledger: l, maxRecords: cfg.Transactions.MaxRecords, maxAge: cfg.Transactions.MaxAge,
-		shutdown: cfg.ShutdownTimeout, interval: cfg.Transactions.Interval, settleFor: cfg.Transactions.Settle}, nil
+		shutdown: cfg.ShutdownTimeout, interval: cfg.Transactions.Interval, settleFor: cfg.Transactions.Settle, settleAsk: cfg.Transactions.SettleAsk}, nil
 }
 
 func (d *exactlyOnceWAL) begin(to confirmer, recordCtx context.Context) ledger {
@@ -161,11 +163,37 @@ func (d *exactlyOnceWAL) walk(ctx context.Context, pub *publisher, changes []out
 	return nil
 }
 
-// waitSettle waits until Config.Transactions.Settle has passed since the
-// last commit.
+// settleLimit bounds how long a transaction's first record waits for the
+// coordinator to complete the last commit: the broker holds a record sent
+// sooner for its retry backoff (20 ms by default) and then takes it, so
+// waiting longer saves nothing.
+const settleLimit = 25 * time.Millisecond
+
+// waitSettle holds a Kafka transaction's first record after a commit:
+// under SettleAsk until the coordinator says the commit is complete (a
+// round trip or two), otherwise, or where it cannot tell, until
+// Config.Transactions.Settle has passed since it.
 func (d *exactlyOnceWAL) waitSettle(ctx context.Context) error {
 	if d.committed.IsZero() {
 		return nil
+	}
+	for d.settleAsk {
+		left := settleLimit - time.Since(d.committed)
+		if left <= 0 {
+			return nil
+		}
+		actx, cancel := context.WithTimeout(ctx, left)
+		settled, ok := d.Settled(actx)
+		cancel()
+		if settled {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
 	}
 	wait := d.settleFor - time.Since(d.committed)
 	if wait <= 0 {

@@ -71,6 +71,10 @@ type fakeKafka struct {
 	probedFailed                            int
 	unsent                                  *[2]int64  // Unsent's answer
 	unended                                 [][2]int64 // what Unended was told
+	// tells: Settled answers (ok); then "not yet" settledAfter times,
+	// counted in asked, before "settled".
+	tells               bool
+	settledAfter, asked int
 }
 
 var (
@@ -87,7 +91,14 @@ func (f *fakeKafka) Begin() error                { f.begun++; return nil }
 func (f *fakeKafka) Abort(context.Context) error { f.aborts++; return nil }
 func (f *fakeKafka) HoldsRecords() bool          { return f.open }
 func (f *fakeKafka) Probe(context.Context) error { return nil }
-func (f *fakeKafka) Classify(err error) error    { return err }
+func (f *fakeKafka) Settled(context.Context) (bool, bool) {
+	f.asked++
+	if !f.tells {
+		return false, false
+	}
+	return f.asked > f.settledAfter, true
+}
+func (f *fakeKafka) Classify(err error) error { return err }
 func (f *fakeKafka) Unsent() (int64, int16, bool) {
 	if f.unsent == nil {
 		return 0, 0, false
@@ -443,6 +454,45 @@ func TestExactlyOnceTransactionSettle(t *testing.T) {
 	}
 	if w.k.commits != 3 || !slices.Equal(w.to.confirmed, []pglogrepl.LSN{110, 210, 310}) {
 		t.Fatalf("%d commits, confirmed %v", w.k.commits, w.to.confirmed)
+	}
+}
+
+// Under SettleAsk a transaction's first record waits only until the
+// coordinator says the last commit is complete, asked again while it is
+// not, and no longer than settleLimit, however long the fixed settle;
+// where the coordinator cannot tell, the fixed settle applies.
+func TestExactlyOnceTransactionSettleAsksCoordinator(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	for _, c := range []struct {
+		name           string
+		tells          bool
+		after, asked   int
+		atLeast, below time.Duration
+	}{
+		{"settled at the third answer", true, 2, 3, 0, settle / 3},
+		{"never settled", true, 1 << 30, -1, settleLimit - 5*time.Millisecond, settle / 3},
+		{"cannot tell", false, 0, 1, settle - 10*time.Millisecond, 2 * settle},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWALTxns(t, func(c *Config) { c.Transactions.Settle, c.Transactions.SettleAsk = settle, true })
+			w.k.tells, w.k.settledAfter = c.tells, c.after
+			w.tx(t, 100, "a1")
+			if w.k.asked != 0 {
+				t.Fatalf("asked %d times before the first commit", w.k.asked)
+			}
+			start := time.Now()
+			w.tx(t, 200, "a2")
+			took := time.Since(start)
+			if took < c.atLeast || took >= c.below {
+				t.Fatalf("a transaction right after a commit went after %s, want between %s and %s", took, c.atLeast, c.below)
+			}
+			if c.asked >= 0 && w.k.asked != c.asked {
+				t.Fatalf("asked %d times, want %d", w.k.asked, c.asked)
+			}
+			if !slices.Equal(w.to.confirmed, []pglogrepl.LSN{110, 210}) {
+				t.Fatalf("confirmed %v", w.to.confirmed)
+			}
+		})
 	}
 }
 

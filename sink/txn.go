@@ -45,6 +45,10 @@ type Txn struct {
 	endSent atomic.Bool
 	book    *txnBook
 	settle  *settler
+	// cannotAsk: the coordinator refused to describe the transactional
+	// id for good (Kafka before 3.0, no DESCRIBE on it); Settled no
+	// longer asks.
+	cannotAsk atomic.Bool
 }
 
 // fenced tells the broker's answers that mean the producer's epoch is
@@ -150,6 +154,39 @@ func (t *Txn) Commit(ctx context.Context, check func() error) error {
 		t.book.owner.Store(&producerEpoch{id, epoch})
 	}
 	return nil
+}
+
+// Settled asks the transaction coordinator whether the producer's last
+// commit is complete: its markers written to every partition. Until then
+// Apache Kafka 4.x (transaction version 2) holds the next transaction's
+// first record for add.partitions.to.txn.retry.backoff.ms (20 ms by
+// default) before it retries adding its partition. ok is false when the
+// coordinator cannot tell: a broker that does not describe transactions
+// (before 3.0), a principal without DESCRIBE on the id, a lost answer.
+func (t *Txn) Settled(ctx context.Context) (settled, ok bool) {
+	if t.cannotAsk.Load() {
+		return false, false
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{t.id}
+	resp, err := req.RequestWith(ctx, t.c.load())
+	if err == nil && len(resp.TransactionStates) != 1 {
+		err = errors.New("no state in the answer")
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.TransactionStates[0].ErrorCode)
+	}
+	if err != nil {
+		if errors.Is(err, kerr.UnsupportedVersion) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.cannotAsk.Store(true)
+		}
+		return false, false
+	}
+	switch resp.TransactionStates[0].State {
+	case "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+		return false, true
+	}
+	return true, true
 }
 
 // Abort aborts the open transaction. Call it only when nothing of the

@@ -459,7 +459,7 @@ func produceUnadded(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, to
 // commit's markers are being written, for its retry backoff (20 ms by
 // default; KAFKA-18654): the reason for --transaction-settle. A record
 // sent once the coordinator says the commit is complete is acked without
-// that hold.
+// that hold (Txn.Settled, --transaction-settle auto).
 func TestFirstRecordAfterCommitHeld(t *testing.T) {
 	b := kafkatest.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -485,7 +485,6 @@ func TestFirstRecordAfterCommitHeld(t *testing.T) {
 	}
 	acked("first") // the topic is created
 	commit()
-	adm := kadm.NewClient(k.c.load())
 	var at, after []time.Duration
 	for i := range 9 {
 		at = append(at, acked(fmt.Sprint("at once ", i)))
@@ -494,12 +493,11 @@ func TestFirstRecordAfterCommitHeld(t *testing.T) {
 	for i := range 9 {
 		asks := 0
 		for {
-			d, err := adm.DescribeTransactions(ctx, topic+".txn")
-			if err != nil {
-				t.Fatal(err)
+			settled, ok := k.Txn().Settled(ctx)
+			if !ok {
+				t.Fatal("the coordinator did not tell whether the commit is complete")
 			}
-			st := d[topic+".txn"].State
-			if asks++; st != "PrepareCommit" {
+			if asks++; settled {
 				break
 			}
 			if asks > 1000 {

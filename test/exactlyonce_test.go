@@ -473,19 +473,25 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	}
 }
 
-// --delivery, --mode and --transaction-settle from a --config file: the
-// relay runs with exactly-once, and its position topic holds the position
-// of what it published.
+// --delivery, --mode, --transaction-interval and --transaction-settle auto
+// from a --config file: the relay runs with exactly-once, asking the
+// coordinator after each commit, publishes transactions that follow one
+// another closely, and its position topic holds the position of what it
+// published.
 func TestExactlyOnceFromConfigFile(t *testing.T) {
 	e := testenv.NewKafka(t)
 	cfg := e.Config()
 	e.Setup(cfg)
 	conf := filepath.Join(t.TempDir(), "pgoutbox.conf")
-	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\ntransaction-settle = 2ms\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("# exactly once\ndelivery = exactly-once\nmode = wal\ntransaction-interval = 1ms\ntransaction-settle = auto\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := e.Run(t, "--config", conf)
-	ids := e.Insert(testenv.NewRow("account", "acct-1", "Posted", `{}`))
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, e.Insert(testenv.NewRow("account", fmt.Sprint("acct-", i%3), "Posted", `{}`))...)
+		time.Sleep(2 * time.Millisecond)
+	}
 	testenv.AwaitIDs(t, e.Brokers, "outbox.event.account", ids, 20*time.Second)
 	recs := kafkatest.Consume(t, e.Brokers, []string{"pgoutbox.position"}, 1, 10*time.Second)
 	var pos struct {
@@ -499,7 +505,7 @@ func TestExactlyOnceFromConfigFile(t *testing.T) {
 	if pos.Pipeline != "pgoutbox" || pos.Mode != "wal" || pos.LSN == "" {
 		t.Fatalf("position record %s", recs[len(recs)-1].Value)
 	}
-	if !strings.Contains(p.Out.String(), `"delivery":"exactly-once"`) {
+	if !strings.Contains(p.Out.String(), `"delivery":"exactly-once"`) || !strings.Contains(p.Out.String(), `"transaction_settle":"auto"`) {
 		t.Fatalf("the relay did not start with exactly-once delivery:\n%s", p.Out.String())
 	}
 	if err := p.Signal(t, syscall.SIGTERM); err != nil {

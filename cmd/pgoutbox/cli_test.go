@@ -390,3 +390,33 @@ func TestOneConfigKnowsEveryFlag(t *testing.T) {
 		t.Fatal("anyCommandHas accepts anything")
 	}
 }
+
+// --transaction-settle takes a duration, or auto: ask the coordinator,
+// with the default wait where it cannot tell.
+func TestTransactionSettleFlag(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		settle time.Duration
+		ask    bool
+		err    bool
+	}{
+		{nil, defaultSettle, false, false},
+		{[]string{"--transaction-settle", "1ms"}, time.Millisecond, false, false},
+		{[]string{"--transaction-settle", "0"}, 0, false, false},
+		{[]string{"--transaction-settle", "auto"}, defaultSettle, true, false},
+		{[]string{"--transaction-settle", "soon"}, 0, false, true},
+	} {
+		f := &relayFlags{}
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f.register(fs)
+		err := fs.Parse(c.args)
+		if (err != nil) != c.err {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if !c.err && (f.cfg.Transactions.Settle != c.settle || f.cfg.Transactions.SettleAsk != c.ask) {
+			t.Errorf("%v: settle %s, ask %v; want %s, %v", c.args, f.cfg.Transactions.Settle, f.cfg.Transactions.SettleAsk, c.settle, c.ask)
+		}
+	}
+}

@@ -68,6 +68,10 @@ func (c *common) requireURL() error {
 	return nil
 }
 
+// defaultSettle is --transaction-settle's default, and auto's wait where
+// the coordinator cannot tell.
+const defaultSettle = 3 * time.Millisecond
+
 const formatUsage = "envelope: cloudevents (structured), cloudevents-binary, debezium-outbox or debezium"
 
 // relayFlags are the flags that configure a relay: run takes them, and so
@@ -133,7 +137,19 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
 	fs.DurationVar(&f.kafka.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.DurationVar(&cfg.Transactions.Interval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
-	fs.DurationVar(&cfg.Transactions.Settle, "transaction-settle", 3*time.Millisecond, "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit; Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait)")
+	cfg.Transactions.Settle = defaultSettle
+	fs.Func("transaction-settle", "exactly-once, from the WAL: how long a Kafka transaction's first record waits after the last commit, as Apache Kafka 4.x holds a record sent sooner for 20 ms (0: no wait); or auto: until the coordinator says that commit is complete, for a short --transaction-interval (default 3ms)", func(v string) error {
+		if v == "auto" {
+			cfg.Transactions.Settle, cfg.Transactions.SettleAsk = defaultSettle, true
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errors.New("a duration, or auto")
+		}
+		cfg.Transactions.Settle, cfg.Transactions.SettleAsk = d, false
+		return nil
+	})
 	fs.StringVar(&cfg.Transactions.PositionTopic, "position-topic", "", "exactly-once: the compacted topic that keeps the position each Kafka transaction reached (default <slot>.position)")
 	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
@@ -297,6 +313,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	attrs := []any{"version", version, "mode", mode, "sink", f.sink, "delivery", guarantee(f.sink, cfg.Delivery),
 		"tables", tableList(cfg.Replication), "slot", c.slot, "topic", topic, "format", format, "snapshot", cfg.Snapshot.Meaning()}
+	if cfg.Delivery == relay.ExactlyOnce {
+		settle := cfg.Transactions.Settle.String()
+		if cfg.Transactions.SettleAsk {
+			settle = "auto"
+		}
+		attrs = append(attrs, "transaction_interval", cfg.Transactions.Interval.String(), "transaction_settle", settle)
+	}
 	if chain, _ := transform.New(cfg.Transforms); chain != nil {
 		// The topics are the transforms' too.
 		attrs = append(attrs, "transforms", strings.Join(chain.Aliases(), ","))

@@ -20,6 +20,9 @@ type Transactions interface {
 	Abort(ctx context.Context) error
 	HoldsRecords() bool
 	Probe(ctx context.Context) error
+	// Settled asks whether the last commit is complete, its markers
+	// written; ok is false when that cannot be told.
+	Settled(ctx context.Context) (settled, ok bool)
 	ProbeFailed(ctx context.Context) error
 	// Classify names a transactional failure (sink.ErrFenced,
 	// sink.ErrTxnTimedOut).
@@ -162,6 +165,10 @@ func (t *Session) Commit(ctx context.Context, recordCtx context.Context, pos Pos
 	}
 	return nil
 }
+
+// Settled asks the coordinator whether the last commit is complete
+// (Transactions.Settled).
+func (t *Session) Settled(ctx context.Context) (settled, ok bool) { return t.k.Txn.Settled(ctx) }
 
 // Classify names a transactional failure (Transactions.Classify).
 func (t *Session) Classify(err error) error { return t.k.Txn.Classify(err) }
