@@ -5,6 +5,7 @@ package proc
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -86,6 +87,30 @@ func start(cred *syscall.Credential, name, bin string, args, env []string, stdou
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// Await asks ready, every interval, whether the process serves, until it
+// says so (nil), the process exits, or within has passed; a question is
+// bounded by what is left of within. The error names the process and, on a
+// timeout, ready's last answer.
+func (p *Process) Await(within, interval time.Duration, ready func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		err := ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited: %v", p.name, p.Err())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %s: %w", p.name, within, err)
+		case <-tick.C:
+		}
+	}
 }
 
 // Name is the name given to Start.

@@ -188,3 +188,48 @@ func (w *lockedBuffer) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// Await returns once ready says so, names the process when it exits
+// first, and gives ready's last answer when time runs out.
+func TestAwait(t *testing.T) {
+	sleeper := script(t, "exec sleep 5")
+	t.Run("ready", func(t *testing.T) {
+		p, err := Start("sleeper", sleeper, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Kill()
+		asked := 0
+		err = p.Await(5*time.Second, time.Millisecond, func(context.Context) error {
+			if asked++; asked < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		if err != nil || asked != 3 {
+			t.Fatalf("asked %d times: %v", asked, err)
+		}
+	})
+	t.Run("exited", func(t *testing.T) {
+		p, err := Start("quitter", script(t, "exit 3"), nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Await(5*time.Second, time.Millisecond, func(context.Context) error { return errors.New("not yet") })
+		if err == nil || !strings.Contains(err.Error(), "quitter exited") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		p, err := Start("sleeper", sleeper, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Kill()
+		last := errors.New("connection refused")
+		err = p.Await(50*time.Millisecond, 10*time.Millisecond, func(context.Context) error { return last })
+		if !errors.Is(err, last) || !strings.Contains(err.Error(), "sleeper not ready within 50ms") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

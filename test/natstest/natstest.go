@@ -148,26 +148,20 @@ func (s *Server) Start() {
 // waitReady waits until the server accepts connections with JetStream
 // ready, or exits.
 func waitReady(p *proc.Process, port int, opts ...nats.Option) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	for {
-		if nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Second))...); err == nil {
-			js, _ := jetstream.New(nc)
-			_, err = js.AccountInfo(ctx)
-			nc.Close()
-			if err == nil {
-				return nil
-			}
+	return p.Await(30*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		nc, err := nats.Connect(url, append(opts, nats.Timeout(time.Second))...)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("nats-server exited: %v", p.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("nats-server on port %d not ready within 30 s", port)
-		case <-time.After(50 * time.Millisecond):
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
 		}
-	}
+		_, err = js.AccountInfo(ctx)
+		return err
+	})
 }
 
 // Kill sends SIGKILL and waits for the process to exit: only what the

@@ -230,21 +230,13 @@ func (s *Server) Start() {
 
 // waitReady waits until the server accepts an AMQP connection, or exits.
 func (s *Server) waitReady(p *proc.Process) error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if c, err := amqp.DialConfig(s.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second)}); err == nil {
-			c.Close()
-			return nil
+	return p.Await(readyTimeout, 100*time.Millisecond, func(context.Context) error {
+		c, err := amqp.DialConfig(s.URL, amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+		if err != nil {
+			return err
 		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("rabbitmq-server exited: %v", p.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("rabbitmq-server on %s not ready within %v", s.Addr(), readyTimeout)
-		}
-	}
+		return c.Close()
+	})
 }
 
 // Kill sends SIGKILL and waits for the exit: the messages the server

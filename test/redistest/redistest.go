@@ -172,23 +172,10 @@ func (s *Server) Start() {
 // waitReady waits until the server answers PING with its data loaded, or
 // exits.
 func (s *Server) waitReady(p *proc.Process) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.port), Password: s.pass, Protocol: 2, DisableIdentity: true,
 		MaxRetries: -1, DialTimeout: time.Second, TLSConfig: s.tls})
 	defer c.Close()
-	for {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return nil
-		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("redis-server exited: %v", p.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("redis-server on port %d not ready within 30 s", s.port)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return p.Await(30*time.Second, 50*time.Millisecond, func(ctx context.Context) error { return c.Ping(ctx).Err() })
 }
 
 // Kill sends SIGKILL and waits for the process to exit: only what the
