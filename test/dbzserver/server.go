@@ -158,25 +158,22 @@ func (s *Server) layout(dist, props string) error {
 
 // waitReady waits until Quarkus answers its readiness check.
 func (s *Server) waitReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
 	url := "http://127.0.0.1:" + strconv.Itoa(s.port) + "/q/health/ready"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+	return s.p.Await(readyTimeout, 200*time.Millisecond, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-s.p.Exited():
-			return fmt.Errorf("it exited: %v", s.p.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("no ready answer on %s within %s", url, readyTimeout)
-		case <-time.After(200 * time.Millisecond):
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-	}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
 }
 
 // Exited is closed when the process ends: Debezium Server stops when its

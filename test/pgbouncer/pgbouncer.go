@@ -140,28 +140,17 @@ func (b *Bouncer) log() string {
 
 // awaitReady connects through PgBouncer until a query answers.
 func (b *Bouncer) awaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-b.proc.Exited():
-			return b.proc.Err()
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	return b.proc.Await(timeout, 50*time.Millisecond, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
 		conn, err := pgx.Connect(ctx, b.URL+"&default_query_exec_mode=simple_protocol")
-		if err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1")
-			conn.Close(ctx)
+		if err != nil {
+			return fmt.Errorf("through port %d: %w", b.Port, err)
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer through port %d within %s: %w", b.Port, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "SELECT 1")
+		return err
+	})
 }
 
 // writeConfig writes the ini file and the users file beside it. Every

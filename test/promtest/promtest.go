@@ -123,23 +123,25 @@ func freeAddr(t testing.TB) string {
 }
 
 func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.p.Exited():
-			return fmt.Errorf("prometheus exited before it was ready: %v", s.p.Err())
-		default:
+	err := s.p.Await(timeout, 100*time.Millisecond, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", nil)
+		if err != nil {
+			return err
 		}
-		resp, err := http.Get(s.URL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/-/ready: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; output:\n%s", err, s.p.Output())
 	}
-	return fmt.Errorf("prometheus not ready within %s; output:\n%s", timeout, s.p.Output())
+	return nil
 }
 
 // Output is what Prometheus logged, its last 4 KiB.
