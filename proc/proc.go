@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -110,6 +111,27 @@ func (p *Process) Await(within, interval time.Duration, ready func(ctx context.C
 			return fmt.Errorf("%s not ready within %s: %w", p.name, within, err)
 		case <-tick.C:
 		}
+	}
+}
+
+// HTTPOK is a question for Await: a GET of each of urls answered 200 OK.
+func HTTPOK(urls ...string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for _, u := range urls {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", u, resp.Status)
+			}
+		}
+		return nil
 	}
 }
 

@@ -3,6 +3,8 @@ package proc
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,4 +234,25 @@ func TestAwait(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// HTTPOK asks every URL and wants 200 from each.
+func TestHTTPOK(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/down" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if err := HTTPOK(srv.URL+"/a", srv.URL+"/b")(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTTPOK(srv.URL+"/a", srv.URL+"/down")(ctx); err == nil || !strings.Contains(err.Error(), "/down: 503") {
+		t.Fatalf("got %v", err)
+	}
+	srv.Close()
+	if err := HTTPOK(srv.URL + "/a")(ctx); err == nil {
+		t.Fatal("a closed server answered")
+	}
 }

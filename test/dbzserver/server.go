@@ -7,9 +7,7 @@
 package dbzserver
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,22 +156,7 @@ func (s *Server) layout(dist, props string) error {
 
 // waitReady waits until Quarkus answers its readiness check.
 func (s *Server) waitReady() error {
-	url := "http://127.0.0.1:" + strconv.Itoa(s.port) + "/q/health/ready"
-	return s.p.Await(readyTimeout, 200*time.Millisecond, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	})
+	return s.p.Await(readyTimeout, 200*time.Millisecond, proc.HTTPOK("http://127.0.0.1:"+strconv.Itoa(s.port)+"/q/health/ready"))
 }
 
 // Exited is closed when the process ends: Debezium Server stops when its

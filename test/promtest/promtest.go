@@ -123,22 +123,7 @@ func freeAddr(t testing.TB) string {
 }
 
 func (s *Server) waitReady(timeout time.Duration) error {
-	err := s.p.Await(timeout, 100*time.Millisecond, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/-/ready: %s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.p.Await(timeout, 100*time.Millisecond, proc.HTTPOK(s.URL+"/-/ready")); err != nil {
 		return fmt.Errorf("%w; output:\n%s", err, s.p.Output())
 	}
 	return nil

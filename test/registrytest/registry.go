@@ -9,10 +9,8 @@
 package registrytest
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,44 +180,9 @@ func (r *Registry) warmUp() error {
 	return nil
 }
 
+// waitReady waits until both APIs answer.
 func (r *Registry) waitReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	var last error
-	for {
-		select {
-		case <-r.p.Exited():
-			return errors.New("the registry exited")
-		default:
-		}
-		if last = r.ping(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready within %v: %v", readyTimeout, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// ping asks both APIs once.
-func (r *Registry) ping(ctx context.Context) error {
-	for _, path := range []string{"/apis/registry/v2/system/info", "/apis/ccompat/v6/subjects"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL+path, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", path, resp.Status)
-		}
-	}
-	return nil
+	return r.p.Await(readyTimeout, 100*time.Millisecond, proc.HTTPOK(r.URL+"/apis/registry/v2/system/info", r.URL+"/apis/ccompat/v6/subjects"))
 }
 
 // Stop kills the registry (its in-memory schemas are lost); Restart
