@@ -507,11 +507,15 @@ func TestFirstRecordAfterCommitHeld(t *testing.T) {
 		after = append(after, acked(fmt.Sprint("settled ", i)))
 		commit()
 	}
-	t.Logf("first record acked in %s (median) right after a commit, %s once settled", median(at), median(after))
-	if m := median(at); m < 15*time.Millisecond {
-		t.Errorf("a first record right after a commit was acked in %s (median): the broker no longer holds it", m)
+	// A held record is acked after the broker's backoff (20 ms) at the
+	// earliest; on a machine busy with other tests a record that is not
+	// held can take as long, but not most of them, nor every one.
+	mAt, mAfter := median(at), median(after)
+	t.Logf("first record acked in %s (median) right after a commit, %s once settled (fastest %s)", mAt, mAfter, slices.Min(after))
+	if mAt < 18*time.Millisecond {
+		t.Errorf("a first record right after a commit was acked in %s (median): the broker no longer holds it", mAt)
 	}
-	if m := median(after); m >= 15*time.Millisecond {
-		t.Errorf("a first record once the commit settled was acked in %s (median)", m)
+	if mAfter >= mAt/2 || slices.Min(after) >= 18*time.Millisecond {
+		t.Errorf("a first record once the commit settled was acked in %s (median), fastest %s: held as if sent at once (%s)", mAfter, slices.Min(after), mAt)
 	}
 }
