@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -201,21 +200,10 @@ func start(opts Options) (*Worker, error) {
 // waitReady waits until the REST API lists connectors: the herder has
 // started (the server answers 404 before its resources are in place).
 func (w *Worker) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-w.p.Exited():
-			return errors.New("the worker exited")
-		default:
-		}
+	return w.p.Await(readyTimeout, 100*time.Millisecond, func(ctx context.Context) error {
 		var names []string
-		if last = w.do(context.Background(), http.MethodGet, "/connectors", nil, &names); last == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready within %v: %v", readyTimeout, last)
+		return w.do(ctx, http.MethodGet, "/connectors", nil, &names)
+	})
 }
 
 // Create adds a connector with config (its "config" object), as POST
