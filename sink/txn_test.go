@@ -457,11 +457,17 @@ func produceUnadded(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, to
 
 // Apache Kafka 4.x holds a transaction's first record while the last
 // commit's markers are being written, for its retry backoff (20 ms by
-// default; KAFKA-18654): the reason for --transaction-settle. A record
-// sent once the coordinator says the commit is complete is acked without
-// that hold (Txn.Settled, --transaction-settle auto).
+// default, add.partitions.to.txn.retry.backoff.ms; KAFKA-18654): the reason
+// for --transaction-settle. A record sent once the coordinator says the
+// commit is complete is acked without that hold (Txn.Settled,
+// --transaction-settle auto). The broker's backoff is set to 200 ms here, so
+// that a held record stands apart from one a busy machine merely delays.
 func TestFirstRecordAfterCommitHeld(t *testing.T) {
-	b := kafkatest.Shared(t)
+	const backoff, n = 200 * time.Millisecond, 15
+	b := kafkatest.Start(t, kafkatest.Options{Config: map[string]string{
+		"add.partitions.to.txn.retry.backoff.ms":     fmt.Sprint(backoff.Milliseconds()),
+		"add.partitions.to.txn.retry.backoff.max.ms": "10000",
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	topic := "settle-" + time.Now().Format("150405.000000")
@@ -479,18 +485,18 @@ func TestFirstRecordAfterCommitHeld(t *testing.T) {
 		produced(ctx, t, k, topic, value)
 		return time.Since(start)
 	}
-	median := func(d []time.Duration) time.Duration {
-		slices.Sort(d)
-		return d[len(d)/2]
+	held := func(d []time.Duration) int {
+		return len(slices.DeleteFunc(slices.Clone(d), func(d time.Duration) bool { return d < backoff }))
 	}
 	acked("first") // the topic is created
 	commit()
 	var at, after []time.Duration
-	for i := range 9 {
+	unsettled := 0 // answers that a commit was not complete yet
+	for i := range n {
 		at = append(at, acked(fmt.Sprint("at once ", i)))
 		commit()
 	}
-	for i := range 9 {
+	for i := range n {
 		asks := 0
 		for {
 			settled, ok := k.Txn().Settled(ctx)
@@ -504,18 +510,26 @@ func TestFirstRecordAfterCommitHeld(t *testing.T) {
 				t.Fatal("the commit never completed")
 			}
 		}
+		unsettled += asks - 1
 		after = append(after, acked(fmt.Sprint("settled ", i)))
 		commit()
 	}
-	// A held record is acked after the broker's backoff (20 ms) at the
-	// earliest; on a machine busy with other tests a record that is not
-	// held can take as long, but not most of them, nor every one.
-	mAt, mAfter := median(at), median(after)
-	t.Logf("first record acked in %s (median) right after a commit, %s once settled (fastest %s)", mAt, mAfter, slices.Min(after))
-	if mAt < 18*time.Millisecond {
-		t.Errorf("a first record right after a commit was acked in %s (median): the broker no longer holds it", mAt)
+	t.Logf("first records acked right after a commit: %v; once settled: %v; %d answers said not yet", at, after, unsettled)
+	// Whether a first record sent at once is held is a race with the
+	// markers' write: most are on a quiet machine, a third of them on a
+	// busy one (measured); none is delayed that long otherwise. One sent
+	// once settled is never held, but a machine busy with other tests may
+	// stall one for as long.
+	if h := held(at); h == 0 {
+		t.Errorf("%d of %d first records right after a commit were held for the broker's backoff (%s): the broker no longer holds them", h, n, backoff)
 	}
-	if mAfter >= mAt/2 || slices.Min(after) >= 18*time.Millisecond {
-		t.Errorf("a first record once the commit settled was acked in %s (median), fastest %s: held as if sent at once (%s)", mAfter, slices.Min(after), mAt)
+	if h := held(after); h > 1 {
+		t.Errorf("%d of %d first records sent once the commit settled took the broker's backoff (%s) or longer: held as if sent at once", h, n, backoff)
+	}
+	// The coordinator's answer right after a commit is most often that it
+	// is not complete (two to seven asks each, measured); Settled must
+	// have said so.
+	if unsettled == 0 {
+		t.Error("Settled said every commit was complete when first asked, right after it")
 	}
 }
