@@ -157,9 +157,9 @@ func BenchmarkCompare(b *testing.B) {
 	var where string
 	switch *sinkFlag {
 	case "kafka":
-		kafka := kafkatest.Start(b, kafkatest.Options{})
+		kafka := kafkatest.Start(b, kafkatest.Options{JVMOptions: kafkatest.ScriptJVM})
 		cfg.Brokers = kafka.Brokers
-		where = fmt.Sprintf("Apache Kafka %s (one broker), Kafka Connect standalone with Debezium %s", kafkatest.Version, connecttest.DebeziumVersion)
+		where = fmt.Sprintf("Apache Kafka %s (one broker, with its start scripts' JVM options), Kafka Connect standalone with Debezium %s", kafkatest.Version, connecttest.DebeziumVersion)
 		if want["debezium"] {
 			stop := connectSystems(b, ctx, &cfg, kafka.Brokers, pg.URL, rs[0])
 			defer stop()

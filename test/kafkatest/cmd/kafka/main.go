@@ -26,7 +26,7 @@ import (
 func main() {
 	port := flag.Int("port", 9092, "port of the plaintext listener on 127.0.0.1 (0: a free one)")
 	secure := flag.Bool("secure", false, "add the SASL_SSL and SASL_PLAINTEXT listeners and the authorizer, as the tests use them")
-	jvm := flag.String("jvm", "-Xms1g -Xmx1g -Xshare:auto", "JVM options (the tests use the C1 compiler only; a benchmark should not)")
+	jvm := flag.String("jvm", strings.Join(kafkatest.ScriptJVM, " "), "JVM options (the default: Kafka's start scripts'; the tests use the C1 compiler only, which a benchmark should not)")
 	cluster := flag.Bool("cluster", false, "three brokers (replication factor 3, min.insync.replicas=2) and three controllers, on free ports, instead of one node; --jvm applies to the brokers")
 	conf := map[string]string{}
 	flag.Func("set", "a broker setting, key=value, added to or overriding the harness's (repeatable)", func(s string) error {
