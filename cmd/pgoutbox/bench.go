@@ -11,6 +11,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,6 +178,11 @@ func parseBenchLists(cfg *bench.Config, delivery, modes, rates, polls, relayBins
 			v, err := strconv.ParseFloat(r, 64)
 			if err != nil || v <= 0 {
 				return fmt.Errorf("--rates: %q: want a positive number of events per second", r)
+			}
+			if slices.Contains(cfg.Rates, v) {
+				// A run is named for its rate: the second would find the
+				// first's slot dropped, as a lost slot.
+				return fmt.Errorf("--rates: %s is listed twice; --repeat repeats every run", r)
 			}
 			cfg.Rates = append(cfg.Rates, v)
 		}

@@ -109,6 +109,7 @@ func TestCommandLine(t *testing.T) {
 		{"bench -h, the load's shape", []string{"bench", "-h"}, 0, []string{"-rates", "-aggregates", "MIN-MAX"}, nil, false},
 		{"bench bad rates", []string{"bench", "--rates", "500,x"}, 1, nil, []string{`--rates: "x"`}, false},
 		{"bench zero rate", []string{"bench", "--rates", "0"}, 1, nil, []string{`--rates: "0"`}, false},
+		{"bench repeated rate", []string{"bench", "--rates", "500,2000,2000.0"}, 1, nil, []string{`--rates: 2000.0 is listed twice; --repeat repeats every run`}, false},
 		{"bench bad events per tx", []string{"bench", "--events-per-tx", "3-1"}, 2, nil, []string{`invalid value "3-1" for flag -events-per-tx`}, false},
 		{"bench -h, the brokers", []string{"bench", "-h"}, 0, []string{"-nats-url", "-rabbitmq-url", "-redis-address"}, nil, false},
 		{"bench two brokers", []string{"bench", "--kafka-brokers", "127.0.0.1:1", "--redis-address", "127.0.0.1:2"}, 1, nil,
