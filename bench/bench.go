@@ -472,8 +472,17 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 		b.db.track(name)
 		return rl.system.Start(ctx, SystemRun{Name: name, Slot: name, Publication: publication, Table: b.cfg.Table})
 	}
-	args := []string{"run",
-		"--database-url", b.cfg.DatabaseURL,
+	args, env := b.relayCommand(name, mode, poll, delivery)
+	b.db.track(name)
+	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, env, nil)
+}
+
+// relayCommand is the command line and the environment of `pgoutbox run`
+// for pipeline name. URLs, which may hold passwords, go through the
+// environment: a command line is visible to every user of the machine.
+func (b *bencher) relayCommand(name, mode string, poll time.Duration, delivery string) (args, env []string) {
+	env = []string{"PGOUTBOX_DATABASE_URL=" + b.cfg.DatabaseURL}
+	args = []string{"run",
 		"--table", b.cfg.Table,
 		"--slot", name,
 		"--publication", publication,
@@ -489,10 +498,10 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 	if delivery == exactlyOnce {
 		args = append(args, "--delivery", exactlyOnce)
 	}
-	args = append(args, b.cfg.Target.RelayArgs()...)
+	targetArgs, targetEnv := b.cfg.Target.Relay()
+	args = append(args, targetArgs...)
 	args = append(args, b.cfg.RelayArgs...)
-	b.db.track(name)
-	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, nil, nil)
+	return args, append(env, targetEnv...)
 }
 
 // gone explains a child's exit that came before the work was done: even a

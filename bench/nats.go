@@ -17,8 +17,8 @@ type NATS struct{ URL string }
 
 func (n NATS) Name() string    { return "nats-jetstream" }
 func (n NATS) Partitions() int { return 1 }
-func (n NATS) RelayArgs() []string {
-	return []string{"--sink", "nats-jetstream", "--nats-url", n.URL}
+func (n NATS) Relay() (args, env []string) {
+	return []string{"--sink", "nats-jetstream"}, []string{"PGOUTBOX_NATS_URL=" + n.URL}
 }
 
 // streamOf names the stream of a run's topic.

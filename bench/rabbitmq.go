@@ -21,8 +21,8 @@ type RabbitMQ struct{ URL string }
 
 func (r RabbitMQ) Name() string    { return "rabbitmq" }
 func (r RabbitMQ) Partitions() int { return 1 }
-func (r RabbitMQ) RelayArgs() []string {
-	return []string{"--sink", "rabbitmq", "--rabbitmq-url", r.URL}
+func (r RabbitMQ) Relay() (args, env []string) {
+	return []string{"--sink", "rabbitmq"}, []string{"PGOUTBOX_RABBITMQ_URL=" + r.URL}
 }
 
 // channel connects and opens a channel; errors never show the URL.

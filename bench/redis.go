@@ -18,8 +18,8 @@ type Redis struct{ Address string }
 
 func (r Redis) Name() string    { return "redis" }
 func (r Redis) Partitions() int { return 1 }
-func (r Redis) RelayArgs() []string {
-	return []string{"--sink", "redis", "--redis-address", r.Address}
+func (r Redis) Relay() (args, env []string) {
+	return []string{"--sink", "redis", "--redis-address", r.Address}, nil
 }
 
 func (r Redis) client() *redis.Client {

@@ -33,16 +33,20 @@ type Target interface {
 	// Partitions is how many partitions a prepared topic has: the
 	// warm-up waits for an event on each.
 	Partitions() int
-	// RelayArgs are `pgoutbox run`'s flags to publish to it.
-	RelayArgs() []string
+	// Relay gives `pgoutbox run`'s flags to publish to it, and the
+	// environment that carries what must not show on a command line (a
+	// URL with a password, which ps shows to every user).
+	Relay() (args, env []string)
 }
 
 // Kafka is a Kafka cluster as a Target.
 type Kafka struct{ Brokers []string }
 
-func (k Kafka) Name() string        { return "kafka" }
-func (k Kafka) Partitions() int     { return topicPartitions }
-func (k Kafka) RelayArgs() []string { return []string{"--kafka-brokers", strings.Join(k.Brokers, ",")} }
+func (k Kafka) Name() string    { return "kafka" }
+func (k Kafka) Partitions() int { return topicPartitions }
+func (k Kafka) Relay() (args, env []string) {
+	return []string{"--kafka-brokers", strings.Join(k.Brokers, ",")}, nil
+}
 
 // topicPartitions is how many partitions the bench's topics have.
 const topicPartitions = 3

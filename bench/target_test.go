@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,3 +55,38 @@ func checkConsume(t *testing.T, target Target, topic string, write func(i int) (
 
 // testEventID is event i's id, a uuid as the bench's.
 func testEventID(i int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", i) }
+
+// The relay's command line, which ps shows to every user, carries no URL:
+// the database's and the broker's, with their passwords, go through the
+// environment, where pgoutbox run reads them.
+func TestRelayCommandHidesURLs(t *testing.T) {
+	for _, target := range []Target{
+		Kafka{Brokers: []string{"127.0.0.1:9092"}},
+		NATS{URL: "nats://bench:natssecret@127.0.0.1:4222"},
+		RabbitMQ{URL: "amqp://bench:amqpsecret@127.0.0.1:5672/"},
+		Redis{Address: "127.0.0.1:6379"},
+	} {
+		t.Run(target.Name(), func(t *testing.T) {
+			b := &bencher{cfg: Config{DatabaseURL: "postgres://bench:pgsecret@127.0.0.1:5432/db", Table: "public.outbox", Target: target}}
+			args, env := b.relayCommand("bench_wal_x", "wal", 0, exactlyOnce)
+			for _, a := range args {
+				if strings.Contains(a, "secret") || strings.Contains(a, "://") {
+					t.Errorf("argument %q on the command line", a)
+				}
+			}
+			want := []string{"PGOUTBOX_DATABASE_URL=postgres://bench:pgsecret@127.0.0.1:5432/db"}
+			switch tg := target.(type) {
+			case NATS:
+				want = append(want, "PGOUTBOX_NATS_URL="+tg.URL)
+			case RabbitMQ:
+				want = append(want, "PGOUTBOX_RABBITMQ_URL="+tg.URL)
+			}
+			if !slices.Equal(env, want) {
+				t.Errorf("environment %q, want %q", env, want)
+			}
+			if !slices.Contains(args, "--delivery") || !slices.Contains(args, "--slot") {
+				t.Errorf("arguments %q lack the run's own flags", args)
+			}
+		})
+	}
+}
