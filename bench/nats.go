@@ -55,7 +55,9 @@ func (n NATS) Prepare(ctx context.Context, topic, deadLetters string) error {
 }
 
 // Consume reads the run's stream from its first message with an ordered
-// consumer, each event stamped with the time it was handed over.
+// consumer, each event stamped with the time it was handed over. Stop
+// deletes the stream unless it holds dead letters, which say what went
+// wrong.
 func (n NATS) Consume(topic string, fn func(id string, partition int32, at time.Time)) (func(), error) {
 	nc, js, err := n.connect()
 	if err != nil {
@@ -86,6 +88,14 @@ func (n NATS) Consume(topic string, fn func(id string, partition int32, at time.
 	}
 	return func() {
 		cc.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if s, err := js.Stream(ctx, streamOf(topic)); err == nil {
+			info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+			if err == nil && len(info.State.Subjects) <= 1 && info.State.Subjects[topic] == info.State.Msgs {
+				_ = js.DeleteStream(ctx, streamOf(topic))
+			}
+		}
 		nc.Close()
 	}, nil
 }
