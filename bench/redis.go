@@ -44,7 +44,8 @@ func (r Redis) Prepare(ctx context.Context, topic, deadLetters string) error {
 const redisBlock = time.Second
 
 // Consume reads the run's stream from its first entry with XREAD BLOCK,
-// each entry stamped with the time its reply arrived.
+// each entry stamped with the time its reply arrived. Stop deletes the
+// stream (dead letters are in a stream of their own, which stays).
 func (r Redis) Consume(topic string, fn func(id string, partition int32, at time.Time)) (func(), error) {
 	c := r.client()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,6 +87,11 @@ func (r Redis) Consume(topic string, fn func(id string, partition int32, at time
 		cancel()
 		c.Close() // ends an XREAD that blocks
 		<-done
+		d := r.client()
+		defer d.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = d.Del(ctx, topic).Err()
 	}, nil
 }
 

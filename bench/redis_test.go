@@ -14,7 +14,7 @@ import (
 // Prepare removes what an earlier bench left in the run's streams, and
 // entries written as the relays write them (compact and extended, before
 // and after Consume starts) all reach the consumer, each once with its
-// event id.
+// event id; stop deletes the run's stream.
 func TestRedisTarget(t *testing.T) {
 	s := redistest.Start(t)
 	c := s.Client()
@@ -40,6 +40,9 @@ func TestRedisTarget(t *testing.T) {
 		}
 		return id
 	})
+	if n, err := c.Exists(ctx, topic).Result(); err != nil || n != 0 {
+		t.Errorf("stream %s after stop: %d keys (%v), want it deleted", topic, n, err)
+	}
 }
 
 // entryForms are an event as each relay the bench measures writes it, as
