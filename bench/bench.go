@@ -472,7 +472,7 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 		b.db.track(name)
 		return rl.system.Start(ctx, SystemRun{Name: name, Slot: name, Publication: publication, Table: b.cfg.Table})
 	}
-	args, env := b.relayCommand(name, mode, poll, delivery)
+	args, env := relayCommand(b.cfg, name, mode, poll, delivery)
 	b.db.track(name)
 	return proc.Start(withRelay("pgoutbox run --mode "+mode, rl.Name), rl.Bin, args, env, nil)
 }
@@ -480,10 +480,10 @@ func (b *bencher) startRelay(ctx context.Context, rl Relay, name, mode string, p
 // relayCommand is the command line and the environment of `pgoutbox run`
 // for pipeline name. URLs, which may hold passwords, go through the
 // environment: a command line is visible to every user of the machine.
-func (b *bencher) relayCommand(name, mode string, poll time.Duration, delivery string) (args, env []string) {
-	env = []string{"PGOUTBOX_DATABASE_URL=" + b.cfg.DatabaseURL}
+func relayCommand(cfg Config, name, mode string, poll time.Duration, delivery string) (args, env []string) {
+	env = []string{"PGOUTBOX_DATABASE_URL=" + cfg.DatabaseURL}
 	args = []string{"run",
-		"--table", b.cfg.Table,
+		"--table", cfg.Table,
 		"--slot", name,
 		"--publication", publication,
 		"--mode", mode,
@@ -491,16 +491,16 @@ func (b *bencher) relayCommand(name, mode string, poll time.Duration, delivery s
 	}
 	if mode == "poll" {
 		args = append(args, "--poll-interval", poll.String())
-		if b.cfg.BatchSize > 0 {
-			args = append(args, "--batch-size", strconv.Itoa(b.cfg.BatchSize))
+		if cfg.BatchSize > 0 {
+			args = append(args, "--batch-size", strconv.Itoa(cfg.BatchSize))
 		}
 	}
 	if delivery == exactlyOnce {
 		args = append(args, "--delivery", exactlyOnce)
 	}
-	targetArgs, targetEnv := b.cfg.Target.Relay()
+	targetArgs, targetEnv := cfg.Target.Relay()
 	args = append(args, targetArgs...)
-	args = append(args, b.cfg.RelayArgs...)
+	args = append(args, cfg.RelayArgs...)
 	return args, append(env, targetEnv...)
 }
 

@@ -67,8 +67,8 @@ func TestRelayCommandHidesURLs(t *testing.T) {
 		Redis{Address: "127.0.0.1:6379"},
 	} {
 		t.Run(target.Name(), func(t *testing.T) {
-			b := &bencher{cfg: Config{DatabaseURL: "postgres://bench:pgsecret@127.0.0.1:5432/db", Table: "public.outbox", Target: target}}
-			args, env := b.relayCommand("bench_wal_x", "wal", 0, exactlyOnce)
+			cfg := Config{DatabaseURL: "postgres://bench:pgsecret@127.0.0.1:5432/db", Table: "public.outbox", Target: target}
+			args, env := relayCommand(cfg, "bench_wal_x", "wal", 0, exactlyOnce)
 			for _, a := range args {
 				if strings.Contains(a, "secret") || strings.Contains(a, "://") {
 					t.Errorf("argument %q on the command line", a)
