@@ -258,10 +258,11 @@ func connectSystems(b *testing.B, ctx context.Context, cfg *bench.Config, broker
 }
 
 // warmBroker puts the load through pgoutbox at each delivery before the
-// measured runs, as connectSystems does through Debezium: the broker's JVM
-// compiles the code of the requests it serves during their first seconds.
-// Without it the first measured run, pgoutbox's at 500 events/s, had the
-// machine 74% idle against 98% in the two rounds after it.
+// measured runs, as connectSystems does through Debezium. Without it the
+// first measured run, pgoutbox's at 500 events/s right after Debezium's
+// warm-up, had the machine 74% idle against 98% in the two rounds after it
+// (something in the broker or PostgreSQL still busy); with it the warm-up's
+// run was the one at 89%, and the measured ones had 94 to 98%.
 func warmBroker(ctx context.Context, b *testing.B, cfg bench.Config, rate float64) {
 	b.Helper()
 	d := *warmup / 2
