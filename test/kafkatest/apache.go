@@ -124,10 +124,9 @@ var defaultJVM = []string{"-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-X
 // ScriptJVM are the options Kafka's own kafka-server-start.sh and
 // kafka-run-class.sh start a broker with (a 1 GiB heap, G1 with 20 ms
 // pauses, both compilers): what a benchmark runs, for a broker costs the
-// machine as it does in production. The tests' C1-only broker used about
-// twice the CPU per request: at 4,000 events/s on 2 cores it left the
-// machine 12 to 16% idle against 22 to 24%, and the relay's p99 was 7.6 to
-// 15.0 ms against 2.7 to 3.1.
+// machine as it does in production. The tests' C1-only broker costs more:
+// at 4,000 events/s on 2 cores it left the machine 12 to 16% idle against
+// 22 to 24%, and the relay's p99 was 7.6 to 15.0 ms against 2.7 to 3.1.
 var ScriptJVM = []string{"-Xms1G", "-Xmx1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
 	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"}
 
