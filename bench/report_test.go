@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,21 +277,40 @@ func TestCPUTimes(t *testing.T) {
 }
 
 func TestReadThreadsCPU(t *testing.T) {
+	// The spin runs on one thread that stays alive, measured by the kernel's
+	// own account of that thread (getrusage RUSAGE_THREAD), so that a busy
+	// machine slows the spin but cannot make the two readings disagree.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const rusageThread = 1 // RUSAGE_THREAD on Linux
+	threadCPU := func() time.Duration {
+		t.Helper()
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	c0, err := ReadThreadsCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Burn a little CPU; the reading must grow by at least some of it.
-	x := 0
-	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
-		x++
+	spin0 := threadCPU()
+	var spun time.Duration
+	for deadline := time.Now().Add(10 * time.Second); spun < 30*time.Millisecond && time.Now().Before(deadline); {
+		spun = threadCPU() - spin0
 	}
 	c1, err := ReadThreadsCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c1-c0 < 5*time.Millisecond {
-		t.Errorf("30 ms of spinning read as %s of CPU (x=%d)", c1-c0, x)
+	if spun < 30*time.Millisecond {
+		t.Fatalf("the spin got %s of CPU in 10 s", spun)
+	}
+	// Every thread is summed, the spinning one included: the reading grows
+	// by at least what that thread ran (less rusage's microsecond rounding).
+	if c1-c0 < spun-time.Millisecond {
+		t.Errorf("a thread that ran %s read as %s of CPU", spun, c1-c0)
 	}
 }
 
