@@ -108,7 +108,7 @@ debezium-server:
 # names (on PostgreSQL 18, 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|converter-bytebuffer)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|change-events-schemas-defaults|interval-string|converter-bytebuffer)$$
 COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases): each case
@@ -244,6 +244,7 @@ fuzz:
 	$(GO) test ./outbox -run '^$$' -fuzz FuzzParseTable -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzRecord -fuzztime 30s
 	$(GO) test ./schema -run '^$$' -fuzz FuzzDebeziumValue -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzISOInterval -fuzztime 30s
 	$(GO) test ./debezium -run '^$$' -fuzz FuzzRead -fuzztime 30s
 	$(GO) test ./router -run '^$$' -fuzz FuzzTopic -fuzztime 30s
 	$(GO) test ./transform -run '^$$' -fuzz FuzzParseLiteral -fuzztime 30s

@@ -100,6 +100,9 @@ func connectTypeOf(t pgType, m valueModes) (ct connectType, ok bool) {
 	case oidTimetz:
 		return connectType{typ: "string", name: "io.debezium.time.ZonedTime", version: 1}, true
 	case oidIntvl:
+		if m.interval == intervalString {
+			return connectType{typ: "string", name: "io.debezium.time.Interval", version: 1}, true
+		}
 		return connectType{typ: "int64", name: "io.debezium.time.MicroDuration", version: 1}, true
 	case oidTimestamp, oidDate, oidTime:
 		return temporalType(t, m), true
@@ -274,6 +277,13 @@ func appendConnectValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte
 		}
 		return appendJavaString(dst, s), ""
 	case oidIntvl:
+		if m.interval == intervalString {
+			iso, reason := isoInterval(text)
+			if reason != "" {
+				return dst, reason
+			}
+			return appendJavaString(dst, iso), ""
+		}
 		us, reason := parseInterval(text)
 		if reason != "" {
 			return dst, reason

@@ -137,6 +137,11 @@ type DebeziumConfig struct {
 	// of schemas; a column not in it is optional. cmd reads it from the
 	// catalog.
 	NotNull map[string]bool
+	// Defaults are the columns' default expressions (pg_get_expr of
+	// pg_attrdef), for the defaults of the change event's schemas under
+	// json-schemas; a column not in it has none. cmd reads it from the
+	// catalog.
+	Defaults map[string]string
 	// KeyColumns are the primary key columns, the change event's key.
 	// Default: the id column.
 	KeyColumns []string
@@ -163,6 +168,9 @@ type DebeziumConfig struct {
 	TimePrecision   TimePrecision
 	DecimalHandling DecimalHandling
 	BinaryHandling  BinaryHandling
+	// IntervalHandling is the connector's interval.handling.mode.
+	// Default numeric.
+	IntervalHandling IntervalHandling
 
 	vm valueModes // the value options, compacted by withDefaults
 }
@@ -247,9 +255,6 @@ func (c DebeziumConfig) validate(f Format) error {
 			if _, ok := v.ForStruct(); !ok {
 				return errors.New("schema: the debezium change event is a struct: use a json key and value converter")
 			}
-		}
-		if c.Key == ConvJSONSchemas || c.Value == ConvJSONSchemas {
-			return errors.New("schema: the debezium change event with schemas (json-schemas) is not supported yet: use json")
 		}
 		kconv, _ := c.Key.ForStruct()
 		vconv, _ := c.Value.ForStruct()
@@ -662,62 +667,16 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFiel
 	return buf, hs, nil
 }
 
-// encodeDebeziumChange writes Debezium's change event for an insert of the
-// row (schemas off): key {pk columns}, value {before, after, source,
-// transaction, op, ts_ms, ts_us, ts_ns}. Columns of types Debezium does not
-// map are left out, as Debezium does (include.unknown.datatypes=false).
-func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
-	c := &e.dbz
-	if r.Columns == nil || len(r.Columns) != len(r.Values) {
-		return Message{}, errors.New("schema: the debezium change event needs the whole row (a Record built by a Binding)")
-	}
-	buf := make([]byte, 0, 512+2*len(r.Payload))
-	var reason string
-
-	keyCols := c.KeyColumns
-	if len(keyCols) == 0 {
-		keyCols = []string{r.columnName(fID)}
-	}
-	buf = append(buf, '{')
-	for i, name := range keyCols {
-		j := columnIndex(r.Columns, name)
-		if j < 0 {
-			return Message{}, fmt.Errorf("schema: key column %q is not in the table", name)
-		}
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendJavaString(buf, name)
-		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
-			return Message{}, &RowError{Column: name, Reason: reason}
-		}
-	}
-	buf = append(buf, '}')
-	k := len(buf)
-
-	buf = append(buf, `{"before":null,"after":{`...)
-	first := true
-	for i, col := range r.Columns {
-		if _, ok := connectTypeOf(col.typ(), c.vm); !ok {
-			continue
-		}
-		if !first {
-			buf = append(buf, ',')
-		}
-		first = false
-		buf = appendJavaString(buf, col.Name)
-		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), r.Values[i], c.optional(col.Name))); reason != "" {
-			return Message{}, &RowError{Column: col.Name, Reason: reason}
-		}
-	}
+// appendChangeSource appends the change event's source block up to its
+// last fields (xmin, origin, origin_lsn: always null), which the caller
+// writes with what follows it.
+func appendChangeSource(buf []byte, c *DebeziumConfig, r *Record) []byte {
 	o := &r.Origin
 	ct := o.CommitTime
 	if ct.IsZero() {
 		ct = r.Time
 	}
-	buf = append(buf, `},"source":{"version":`...)
+	buf = append(buf, `,"source":{"version":`...)
 	buf = appendJavaString(buf, c.Version)
 	buf = append(buf, `,"connector":"postgresql","name":`...)
 	buf = appendJavaString(buf, c.TopicPrefix)
@@ -763,9 +722,85 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	} else {
 		buf = strconv.AppendUint(buf, o.LSN, 10)
 	}
+	return buf
+}
+
+// encodeDebeziumChange writes Debezium's change event for an insert of the
+// row (schemas off): key {pk columns}, value {before, after, source,
+// transaction, op, ts_ms, ts_us, ts_ns}. Columns of types Debezium does not
+// map are left out, as Debezium does (include.unknown.datatypes=false).
+func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
+	c := &e.dbz
+	if r.Columns == nil || len(r.Columns) != len(r.Values) {
+		return Message{}, errors.New("schema: the debezium change event needs the whole row (a Record built by a Binding)")
+	}
+	buf := make([]byte, 0, 512+2*len(r.Payload))
+	var reason string
+
+	keyCols := c.KeyColumns
+	if len(keyCols) == 0 {
+		keyCols = []string{r.columnName(fID)}
+	}
+	keyConv, _ := c.Key.ForStruct()
+	valueConv, _ := c.Value.ForStruct()
+	var cs *changeSchema
+	if keyConv == ConvJSONSchemas || valueConv == ConvJSONSchemas {
+		if cs = e.changeSchemas.forRecord(c, r, keyCols); cs.err != nil {
+			return Message{}, cs.err
+		}
+	}
+	if keyConv == ConvJSONSchemas {
+		buf = append(buf, `{"schema":`...)
+		buf = append(buf, cs.key...)
+		buf = append(buf, `,"payload":`...)
+	}
+	buf = append(buf, '{')
+	for i, name := range keyCols {
+		j := columnIndex(r.Columns, name)
+		if j < 0 {
+			return Message{}, fmt.Errorf("schema: key column %q is not in the table", name)
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJavaString(buf, name)
+		buf = append(buf, ':')
+		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
+			return Message{}, &RowError{Column: name, Reason: reason}
+		}
+	}
+	buf = append(buf, '}')
+	if keyConv == ConvJSONSchemas {
+		buf = append(buf, '}')
+	}
+	k := len(buf)
+
+	if valueConv == ConvJSONSchemas {
+		buf = append(buf, `{"schema":`...)
+		buf = append(buf, cs.value...)
+		buf = append(buf, `,"payload":`...)
+	}
+	buf = append(buf, `{"before":null,"after":{`...)
+	first := true
+	for i, col := range r.Columns {
+		if _, ok := connectTypeOf(col.typ(), c.vm); !ok {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = appendJavaString(buf, col.Name)
+		buf = append(buf, ':')
+		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), r.Values[i], c.optional(col.Name))); reason != "" {
+			return Message{}, &RowError{Column: col.Name, Reason: reason}
+		}
+	}
+	buf = append(buf, '}')
+	buf = appendChangeSource(buf, c, r)
 	now := c.Now()
 	op := `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"c","ts_ms":`
-	if o.Snapshot != 0 {
+	if r.Origin.Snapshot != 0 {
 		op = `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"r","ts_ms":`
 	}
 	buf = append(buf, op...)
@@ -775,6 +810,9 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, `,"ts_ns":`...)
 	buf = strconv.AppendInt(buf, now.UnixNano(), 10)
 	buf = append(buf, '}')
+	if valueConv == ConvJSONSchemas {
+		buf = append(buf, '}')
+	}
 	v := len(buf)
 	var hs []Header
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {

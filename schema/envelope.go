@@ -139,7 +139,8 @@ type Encoder struct {
 	// binary mode: constant header values.
 	specVersion, source, contentType []byte
 
-	dbz DebeziumConfig // the Debezium formats, defaults applied
+	dbz           DebeziumConfig // the Debezium formats, defaults applied
+	changeSchemas changeSchemas  // the change event's schemas, per table
 
 	nats bool // the NATS binding's binary mode
 	amqp bool // the AMQP binding's binary mode

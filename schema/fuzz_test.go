@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -112,6 +113,21 @@ func FuzzDebeziumValue(f *testing.F) {
 		}
 		if _, r := appendStringValue(nil, typ, m, []byte(text)); reason == "" && r != "" {
 			t.Fatalf("%v %+v %q: JSON accepted, text refused: %s", typ, m, text, r)
+		}
+	})
+}
+
+// FuzzISOInterval: any text is an ISO-8601 duration Debezium could write,
+// or a reason; never a panic.
+func FuzzISOInterval(f *testing.F) {
+	for _, s := range []string{"1 year 2 mons 3 days 04:05:06.789", "-00:00:00.5", "-1 mons +00:00:01", "25:00:00", "1:2", "x days", "3000000000 days"} {
+		f.Add(s)
+	}
+	iso := regexp.MustCompile(`^P-?\d+Y-?\d+M-?\d+DT-?\d+H-?\d+M-?\d+(\.\d{1,9})?S$`)
+	f.Fuzz(func(t *testing.T, text string) {
+		got, reason := isoInterval([]byte(text))
+		if reason == "" && !iso.MatchString(got) {
+			t.Errorf("isoInterval(%q) = %q", text, got)
 		}
 	})
 }

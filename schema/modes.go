@@ -68,6 +68,20 @@ const (
 	BinaryHex BinaryHandling = "hex"
 )
 
+// IntervalHandling is Debezium's interval.handling.mode, for interval
+// columns.
+type IntervalHandling string
+
+// The interval handlings.
+const (
+	// IntervalNumeric (the default): MicroDuration, microseconds with a
+	// month of 30.4375 days.
+	IntervalNumeric IntervalHandling = "numeric"
+	// IntervalString: Interval, the ISO-8601 text PnYnMnDTnHnMnS with each
+	// part as Postgres gives it.
+	IntervalString IntervalHandling = "string"
+)
+
 // ParseTimePrecision reads a time.precision.mode.
 func ParseTimePrecision(s string) (TimePrecision, error) {
 	return parseMode(s, TimeAdaptive, TimeAdaptiveMicroseconds, TimeConnect, TimeISOString, TimeMicroseconds, TimeNanoseconds)
@@ -81,6 +95,11 @@ func ParseDecimalHandling(s string) (DecimalHandling, error) {
 // ParseBinaryHandling reads a binary.handling.mode.
 func ParseBinaryHandling(s string) (BinaryHandling, error) {
 	return parseMode(s, BinaryBytes, BinaryBase64, BinaryBase64URLSafe, BinaryHex)
+}
+
+// ParseIntervalHandling reads an interval.handling.mode.
+func ParseIntervalHandling(s string) (IntervalHandling, error) {
+	return parseMode(s, IntervalNumeric, IntervalString)
 }
 
 // parseMode finds s among values, trimmed and in any case; "" is the
@@ -105,16 +124,21 @@ func parseMode[T ~string](s string, values ...T) (T, error) {
 // valueModes are the value options in the form the per-event path
 // compares: the zero value is Debezium's defaults.
 type valueModes struct {
-	time    timeMode
-	decimal decimalMode
-	binary  binaryMode
+	time     timeMode
+	decimal  decimalMode
+	binary   binaryMode
+	interval intervalMode
 }
 
 type (
 	timeMode    uint8
 	decimalMode uint8
 	binaryMode  uint8
+	// intervalMode is interval.handling.mode: numeric (0) or string.
+	intervalMode uint8
 )
+
+const intervalString intervalMode = 1
 
 const (
 	timeAdaptive timeMode = iota
@@ -152,6 +176,13 @@ func (c DebeziumConfig) modes() (valueModes, error) {
 	b, err := ParseBinaryHandling(string(c.BinaryHandling))
 	if err != nil {
 		return m, fmt.Errorf("binary handling: %w", err)
+	}
+	iv, err := ParseIntervalHandling(string(c.IntervalHandling))
+	if err != nil {
+		return m, fmt.Errorf("interval handling: %w", err)
+	}
+	if iv == IntervalString {
+		m.interval = intervalString
 	}
 	m.time = map[TimePrecision]timeMode{TimeAdaptive: timeAdaptive, TimeAdaptiveMicroseconds: timeAdaptiveMicros, TimeConnect: timeConnect,
 		TimeISOString: timeISO, TimeMicroseconds: timeMicros, TimeNanoseconds: timeNanos}[t]

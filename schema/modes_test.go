@@ -90,6 +90,9 @@ func TestValueModesRendering(t *testing.T) {
 		{bytea, hexa, `\xabcdef`, `"abcdef"`, "abcdef", "string", ""},
 		{bytea, b64, `\x`, `""`, "", "string", ""},
 		{bytea, valueModes{}, `\x00ff41`, `"AP9B"`, "-", "bytes", ""}, // StringConverter cannot write bytes
+		// interval.handling.mode=string: ISO-8601 text.
+		{pgType{oidIntvl, -1}, valueModes{interval: intervalString}, "1 year 2 mons 3 days 04:05:06.789", `"P1Y2M3DT4H5M6.789S"`, "P1Y2M3DT4H5M6.789S", "string", "io.debezium.time.Interval"},
+		{pgType{oidIntvl, -1}, valueModes{}, "1 day", `86400000000`, "86400000000", "int64", "io.debezium.time.MicroDuration"},
 	} {
 		got, reason := appendConnectValue(nil, tc.t, tc.m, []byte(tc.text))
 		if reason != "" || string(got) != tc.json {
@@ -126,10 +129,14 @@ func TestParseValueModes(t *testing.T) {
 	if got, err := ParseBinaryHandling("BASE64-URL-SAFE"); err != nil || got != BinaryBase64URLSafe {
 		t.Errorf("ParseBinaryHandling: %q, %v", got, err)
 	}
+	if got, err := ParseIntervalHandling(" String "); err != nil || got != IntervalString {
+		t.Errorf("ParseIntervalHandling: %q, %v", got, err)
+	}
 	for _, bad := range []func() error{
 		func() error { _, err := ParseTimePrecision("millis"); return err },
 		func() error { _, err := ParseDecimalHandling("exact"); return err },
 		func() error { _, err := ParseBinaryHandling("base32"); return err },
+		func() error { _, err := ParseIntervalHandling("iso"); return err },
 	} {
 		if bad() == nil {
 			t.Error("an unknown mode accepted")

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -302,4 +303,95 @@ func parseInterval(text []byte) (int64, string) {
 		}
 	}
 	return us, ""
+}
+
+// isoInterval reads an interval in Postgres's default output style as
+// Debezium's Interval (interval.handling.mode=string): PnYnMnDTnHnMnS with
+// each part as the JDBC driver's PGInterval holds it (its seconds a double
+// of whole seconds and rounded microseconds), the seconds cut to 9
+// decimals without trailing zeros (Interval.toIsoString).
+func isoInterval(text []byte) (string, string) {
+	const bad = "malformed interval (IntervalStyle postgres expected)"
+	var parts [5]int32 // years, months, days, hours, minutes
+	seconds := 0.0
+	f := strings.Fields(strings.ReplaceAll(string(text), "+", " "))
+	value := ""
+	for i, tok := range f {
+		if i%2 == 0 {
+			colon := strings.IndexByte(tok, ':')
+			if colon < 0 {
+				value = tok
+				continue
+			}
+			neg := tok[0] == '-'
+			if neg {
+				tok, colon = tok[1:], colon-1
+			}
+			h, err1 := strconv.ParseInt(tok[:colon], 10, 32)
+			rest := tok[colon+1:]
+			if len(rest) < 2 || err1 != nil {
+				return "", bad
+			}
+			m, err2 := strconv.ParseInt(rest[:2], 10, 32)
+			s := 0.0
+			var err3 error
+			if c := strings.IndexByte(rest, ':'); c >= 0 {
+				s, err3 = strconv.ParseFloat(rest[c+1:], 64)
+			}
+			if err2 != nil || err3 != nil {
+				return "", bad
+			}
+			if neg {
+				h, m, s = -h, -m, -s
+			}
+			parts[3], parts[4], seconds = int32(h), int32(m), s
+			value = ""
+			continue
+		}
+		n, err := strconv.ParseInt(value, 10, 32)
+		if err != nil {
+			return "", bad
+		}
+		switch {
+		case strings.HasPrefix(tok, "year"):
+			parts[0] = int32(n)
+		case strings.HasPrefix(tok, "mon"):
+			parts[1] = int32(n)
+		case strings.HasPrefix(tok, "day"):
+			parts[2] = int32(n)
+		default:
+			return "", bad
+		}
+	}
+	// PGInterval.setSeconds and getSeconds: Math.round is floor(x+0.5).
+	total := int64(math.Floor(seconds*1e6 + 0.5))
+	seconds = float64(total/1e6) + float64(total%1e6)/1e6
+
+	b := make([]byte, 0, 48)
+	b = append(b, 'P')
+	for i, unit := range "YMDHM" {
+		if i == 3 {
+			b = append(b, 'T')
+		}
+		b = strconv.AppendInt(b, int64(parts[i]), 10)
+		b = append(b, byte(unit))
+	}
+	b = appendCutSeconds(b, seconds)
+	return string(append(b, 'S')), ""
+}
+
+// appendCutSeconds writes s as BigDecimal.valueOf(s) with a scale of at
+// most 9 (rounding down), stripTrailingZeros().toPlainString().
+func appendCutSeconds(b []byte, s float64) []byte {
+	t := strconv.FormatFloat(s, 'f', -1, 64)
+	if i := strings.IndexByte(t, '.'); i >= 0 {
+		if len(t)-i-1 > 9 {
+			t = t[:i+10]
+		}
+		t = strings.TrimRight(strings.TrimRight(t, "0"), ".")
+	}
+	if strings.Trim(t, "-0") == "" {
+		t = "0"
+	}
+	return append(b, t...)
 }

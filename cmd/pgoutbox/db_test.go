@@ -1089,15 +1089,15 @@ func TestTableInfoPrimaryKey(t *testing.T) {
 	exec(t, dbURL, `CREATE TABLE composite (id uuid NOT NULL, booked timestamp NOT NULL, note text, PRIMARY KEY (booked, id))`,
 		`CREATE TABLE bykey (id uuid, seq bigint PRIMARY KEY)`)
 	for table, want := range map[string][]string{"public.composite": {"booked", "id"}, "public.bykey": {"seq"}} {
-		notNull, key, err := tableInfo(context.Background(), dbURL, table)
+		shape, err := tableInfo(context.Background(), dbURL, table)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(key, want) {
-			t.Errorf("%s: key %v, want %v", table, key, want)
+		if !slices.Equal(shape.key, want) {
+			t.Errorf("%s: key %v, want %v", table, shape.key, want)
 		}
-		if table == "public.composite" && (!notNull["booked"] || notNull["note"]) {
-			t.Errorf("%s: NOT NULL %v", table, notNull)
+		if table == "public.composite" && (!shape.notNull["booked"] || shape.notNull["note"]) {
+			t.Errorf("%s: NOT NULL %v", table, shape.notNull)
 		}
 	}
 }

@@ -31,6 +31,7 @@ type mappingFlags struct {
 	routeRegex, routeReplaced  string
 	timePrecision              string
 	decimalHandling            string
+	intervalHandling           string
 	binaryHandling             string
 	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
@@ -67,6 +68,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
 	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds, connect, isostring, microseconds or nanoseconds")
+	fs.StringVar(&m.intervalHandling, "interval-handling-mode", string(schema.IntervalNumeric), "debezium formats: interval columns as Debezium's interval.handling.mode types them: numeric (microseconds) or string (ISO-8601)")
 	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
 	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
 	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router, as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
@@ -106,23 +108,24 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	if format != schema.Debezium && format != schema.DebeziumOutbox {
 		return nil
 	}
-	notNull, key, err := tableInfo(ctx, databaseURL, tables[0])
+	shape, err := tableInfo(ctx, databaseURL, tables[0])
 	if err != nil {
 		return err
 	}
 	// One mapping for every table: the Debezium formats' schemas and keys
 	// are read from the first, and the others must agree.
 	for _, other := range tables[1:] {
-		nn, k, err := tableInfo(ctx, databaseURL, other)
+		o, err := tableInfo(ctx, databaseURL, other)
 		if err != nil {
 			return err
 		}
-		if !maps.Equal(nn, notNull) || !slices.Equal(k, key) {
-			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key); %s and %s differ: run a pipeline per table", format, tables[0], other)
+		if !o.equal(shape) {
+			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key, defaults); %s and %s differ: run a pipeline per table", format, tables[0], other)
 		}
 	}
-	cfg.Encoder.Debezium.NotNull = notNull
-	cfg.Encoder.Debezium.KeyColumns = key
+	cfg.Encoder.Debezium.NotNull = shape.notNull
+	cfg.Encoder.Debezium.KeyColumns = shape.key
+	cfg.Encoder.Debezium.Defaults = shape.defaults
 	return nil
 }
 
@@ -167,6 +170,9 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	if d.DecimalHandling, err = schema.ParseDecimalHandling(m.decimalHandling); err != nil {
 		return fmt.Errorf("--decimal-handling-mode: %w", err)
+	}
+	if d.IntervalHandling, err = schema.ParseIntervalHandling(m.intervalHandling); err != nil {
+		return fmt.Errorf("--interval-handling-mode: %w", err)
 	}
 	if d.BinaryHandling, err = schema.ParseBinaryHandling(m.binaryHandling); err != nil {
 		return fmt.Errorf("--binary-handling-mode: %w", err)
@@ -303,33 +309,49 @@ func isMappingFlag(name string) bool {
 	return fs.Lookup(name) != nil
 }
 
-// tableInfo reads the table's NOT NULL columns and primary key columns (in
-// key order). indkey is an int2vector, whose subscripts start at 0: the
-// key's first column is at array_lower.
-func tableInfo(ctx context.Context, databaseURL, table string) (map[string]bool, []string, error) {
+// tableShape is what the Debezium formats read of a table from the
+// catalog: its NOT NULL columns, its primary key columns in key order and
+// its columns' default expressions.
+type tableShape struct {
+	notNull  map[string]bool
+	key      []string
+	defaults map[string]string
+}
+
+func (a tableShape) equal(b tableShape) bool {
+	return maps.Equal(a.notNull, b.notNull) && slices.Equal(a.key, b.key) && maps.Equal(a.defaults, b.defaults)
+}
+
+// tableInfo reads the table's shape. indkey is an int2vector, whose
+// subscripts start at 0: the key's first column is at array_lower. A
+// default is pg_get_expr's text, as the JDBC driver gives Debezium it; a
+// generated column's expression is no default.
+func tableInfo(ctx context.Context, databaseURL, table string) (tableShape, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
-		return nil, nil, err
+		return tableShape{}, err
 	}
 	conn, err := connect(ctx, databaseURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
+		return tableShape{}, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
-       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0) AS keypos
+       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0) AS keypos,
+       CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, t.Schema, t.Name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the outbox table's columns: %w", err)
+		return tableShape{}, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}
 	defer rows.Close()
-	notNull := map[string]bool{}
+	shape := tableShape{notNull: map[string]bool{}, defaults: map[string]string{}}
 	keyPos := map[int]string{}
 	n := 0
 	for rows.Next() {
@@ -337,25 +359,28 @@ ORDER BY a.attnum`, t.Schema, t.Name)
 			col string
 			nn  bool
 			pos int
+			def *string
 		)
-		if err := rows.Scan(&col, &nn, &pos); err != nil {
-			return nil, nil, err
+		if err := rows.Scan(&col, &nn, &pos, &def); err != nil {
+			return tableShape{}, err
 		}
 		n++
-		notNull[col] = nn
+		shape.notNull[col] = nn
 		if pos > 0 {
 			keyPos[pos] = col
 		}
+		if def != nil {
+			shape.defaults[col] = *def
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return tableShape{}, err
 	}
 	if n == 0 {
-		return nil, nil, fmt.Errorf("table %s: %w", table, errNoTable)
+		return tableShape{}, fmt.Errorf("table %s: %w", table, errNoTable)
 	}
-	var key []string
 	for i := 1; i <= len(keyPos); i++ {
-		key = append(key, keyPos[i])
+		shape.key = append(shape.key, keyPos[i])
 	}
-	return notNull, key, nil
+	return shape, nil
 }
