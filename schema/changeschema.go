@@ -73,21 +73,13 @@ const envelopeTail = sourceSchema + `,{"type":"struct","fields":[{"type":"string
 
 func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSchema {
 	base := c.TopicPrefix + "." + r.Origin.Schema + "." + r.Origin.Table
-	field := func(dst []byte, col Column) ([]byte, bool) {
+	field := func(dst []byte, i int) ([]byte, bool) {
+		col := r.Columns[i]
 		ct, ok := connectTypeOf(col.typ(), c.vm)
 		if !ok {
 			return dst, false
 		}
-		var def []byte
-		if expr, ok := c.Defaults[col.Name]; ok {
-			if text, ok := defaultText(col.typ(), c.vm, expr); ok {
-				var reason string
-				if def, reason = appendConnectValue(nil, col.typ(), c.vm, []byte(text)); reason != "" {
-					def = nil
-				}
-			}
-		}
-		return appendConnectField(dst, ct, c.optional(col.Name), def, col.Name), true
+		return appendConnectField(dst, ct, c.optional(col.Name), c.defaultJSON(col.Name, col.typ()), col.Name), true
 	}
 
 	key := []byte(`{"type":"struct","fields":[`)
@@ -99,7 +91,7 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 		if i > 0 {
 			key = append(key, ',')
 		}
-		key, _ = field(key, r.Columns[j])
+		key, _ = field(key, j)
 	}
 	key = append(key, `],"optional":false,"name":`...)
 	key = appendJavaString(key, base+".Key")
@@ -107,13 +99,13 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 
 	row := []byte(`{"type":"struct","fields":[`)
 	n := len(row)
-	for _, col := range r.Columns {
+	for i := range r.Columns {
 		mark := len(row)
 		if len(row) > n {
 			row = append(row, ',')
 		}
 		var ok bool
-		if row, ok = field(row, col); !ok {
+		if row, ok = field(row, i); !ok {
 			row = row[:mark] // a type Debezium leaves out
 		}
 	}
@@ -131,6 +123,68 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 	v = appendJavaString(v, base+".Envelope")
 	v = append(v, `,"version":2}`...)
 	return &changeSchema{key: string(key), value: string(v)}
+}
+
+// defaultJSON is column's default in its schema, as JSON; nil for none.
+func (c *DebeziumConfig) defaultJSON(column string, t pgType) []byte {
+	text := c.defaultValue(column, t)
+	if text == nil {
+		return nil
+	}
+	def, reason := appendConnectValue(nil, t, c.vm, text)
+	if reason != "" {
+		return nil
+	}
+	return def
+}
+
+// defaultValue is column's default as Debezium reads it, as the text the
+// stream would carry; nil for none.
+func (c *DebeziumConfig) defaultValue(column string, t pgType) []byte {
+	expr, ok := c.Defaults[column]
+	if !ok {
+		return nil
+	}
+	text, ok := defaultText(t, c.vm, expr)
+	if !ok {
+		return nil
+	}
+	return []byte(text)
+}
+
+// FillDefaults returns a row's values for the Debezium formats with each
+// NULL of a column that has a default replaced by that default, as
+// Debezium's records give it: JsonConverter writes a change event's null
+// field as its default (replace.null.with.default), and the Outbox Event
+// Router reads the id, key, payload and placed columns with Struct.get,
+// which returns a field's default for a null. The router's other reads
+// (getString, getInt32, getInt64: the route.by.field, timestamp, schema
+// version and partition columns, and the trace context) take the null,
+// so those columns keep it. values is returned as it is when nothing
+// changes, and is never written to.
+func (e *Encoder) FillDefaults(b *Binding, values [][]byte) [][]byte {
+	c := &e.dbz
+	if len(c.Defaults) == 0 || (e.format != Debezium && e.format != DebeziumOutbox) || b == nil || len(values) != len(b.cols) {
+		return values
+	}
+	var out [][]byte
+	for i, v := range values {
+		if v != nil || (e.format == DebeziumOutbox && b.readRaw(i)) {
+			continue
+		}
+		def := c.defaultValue(b.cols[i].Name, b.cols[i].typ())
+		if def == nil {
+			continue
+		}
+		if out == nil {
+			out = append([][]byte(nil), values...)
+		}
+		out[i] = def
+	}
+	if out == nil {
+		return values
+	}
+	return out
 }
 
 // appendConnectField is appendConnectSchema with the field's default
@@ -272,4 +326,19 @@ func defaultText(t pgType, m valueModes, expr string) (string, bool) {
 		return extractDefault(expr, "00:00:00")
 	}
 	return "", false
+}
+
+// readRaw reports whether Debezium's Outbox Event Router reads column i
+// without its default: the route.by.field, timestamp, schema version and
+// trace context columns, and a partition placement.
+func (b *Binding) readRaw(i int) bool {
+	if i == b.idx[fAggregateType] || i == b.idx[fTime] || i == b.versionI || i == b.traceI {
+		return true
+	}
+	for j, a := range b.add {
+		if a.Placement == PlacePartition && b.addI[j] == i {
+			return true
+		}
+	}
+	return false
 }

@@ -148,3 +148,45 @@ func TestISOInterval(t *testing.T) {
 		}
 	}
 }
+
+// A NULL in a column with a default is that default where Debezium's
+// record gives it (corpus cases change-events-*-defaults,
+// placements-defaults*, route-null-default): everywhere in a change
+// event; in the router's id, key, payload and placements, not its
+// route.by.field column.
+func TestFillDefaults(t *testing.T) {
+	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1},
+		{"type", oidText, -1}, {"payload", oidJSONB, -1}, {"region", oidText, -1}}
+	defaults := map[string]string{"aggregatetype": "'Order'::text", "aggregateid": "'none'::text", "payload": "'{}'::jsonb", "region": "NULL::text"}
+	row := [][]byte{[]byte("406c07f3-26f0-4eea-a50c-109940064b8f"), nil, nil, []byte("Created"), nil, nil}
+	for _, tc := range []struct {
+		f    Format
+		want []string // "-" for nil
+	}{
+		{Debezium, []string{"406c07f3-26f0-4eea-a50c-109940064b8f", "Order", "none", "Created", "{}", "-"}},
+		{DebeziumOutbox, []string{"406c07f3-26f0-4eea-a50c-109940064b8f", "-", "none", "Created", "{}", "-"}},
+		{CloudEvents, []string{"406c07f3-26f0-4eea-a50c-109940064b8f", "-", "-", "Created", "-", "-"}},
+	} {
+		e, err := NewEncoder(EncoderConfig{Format: tc.f, Source: "/s", Debezium: DebeziumConfig{Defaults: defaults}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Columns{PassThrough: tc.f == DebeziumOutbox}.Bind(cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := e.FillDefaults(b, row)
+		for i, v := range got {
+			s := string(v)
+			if v == nil {
+				s = "-"
+			}
+			if s != tc.want[i] {
+				t.Errorf("%s: %s = %s, want %s", tc.f, cols[i].Name, s, tc.want[i])
+			}
+		}
+		if row[1] != nil || row[2] != nil {
+			t.Fatal("FillDefaults wrote to the row")
+		}
+	}
+}

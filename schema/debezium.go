@@ -232,7 +232,7 @@ func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, 
 			v      []byte
 			reason string
 		)
-		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, hs, reason
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -297,6 +297,7 @@ func (r *Record) columnName(f int) string {
 type part struct {
 	conv   Converter
 	header bool
+	def    []byte // the column's default as JSON, for its schema; nil for none
 }
 
 // appendConverted writes a column value through a part's converter under
@@ -350,7 +351,7 @@ func appendConverted(dst []byte, p part, t pgType, m valueModes, text []byte, op
 		ct = connectType{typ: "string"}
 	}
 	dst = append(dst, `{"schema":`...)
-	dst = appendConnectSchema(dst, ct, optional, "")
+	dst = appendConnectField(dst, ct, optional, p.def, "")
 	dst = append(dst, `,"payload":`...)
 	dst, reason = appendConnectValue(dst, t, m, text)
 	return append(dst, '}'), false, reason
@@ -469,6 +470,7 @@ type outboxPayload struct {
 	typ      pgType
 	ct       connectType
 	optional bool
+	def      []byte // the column's default, for its schema
 	// expSchema and expValue are the expanded document (nil: not
 	// expanded).
 	expSchema *cschema
@@ -478,6 +480,7 @@ type outboxPayload struct {
 // read sets p from r's payload column under c.
 func (p *outboxPayload) read(c *DebeziumConfig, r *Record) {
 	p.typ, p.optional = r.columnType(fPayload), c.optional(r.columnName(fPayload))
+	p.def = c.defaultJSON(r.columnName(fPayload), p.typ)
 	p.ct, _ = connectTypeOf(p.typ, c.vm)
 	if p.ct.typ == "" {
 		p.ct = connectType{typ: "string"}
@@ -494,7 +497,7 @@ func (p *outboxPayload) appendSchema(dst []byte, field string) []byte {
 	if p.expSchema != nil {
 		return appendCSchema(dst, p.expSchema, field)
 	}
-	return appendConnectSchema(dst, p.ct, p.optional, field)
+	return appendConnectField(dst, p.ct, p.optional, p.def, field)
 }
 
 // appendValue appends the payload's Connect value as JSON, or why it
@@ -525,7 +528,7 @@ func (c *DebeziumConfig) appendOutboxValue(buf []byte, r *Record, p *outboxPaylo
 		return buf, false, avroSchema, err
 	case !isStruct && p.expSchema == nil:
 		var v []byte
-		buf, v, reason = appendConvertedPart(buf, part{c.Value, false}, p.typ, c.vm, r.Payload, p.optional)
+		buf, v, reason = appendConvertedPart(buf, part{conv: c.Value, def: p.def}, p.typ, c.vm, r.Payload, p.optional)
 		null = v == nil
 		if !null && reason == "" {
 			avroSchema, reason = avroSchemaOf(c.Value, p.typ, c.vm, p.optional)
@@ -592,7 +595,7 @@ func (c *DebeziumConfig) appendOutboxKey(buf []byte, r *Record) ([]byte, []byte,
 		keyText = []byte(r.AggregateID)
 	}
 	t, optional := r.columnType(fAggregateID), c.optional(r.columnName(fAggregateID))
-	buf, key, reason := appendConvertedPart(buf, part{c.Key, false}, t, c.vm, keyText, optional)
+	buf, key, reason := appendConvertedPart(buf, part{conv: c.Key, def: c.defaultJSON(r.columnName(fAggregateID), t)}, t, c.vm, keyText, optional)
 	var sch string
 	if key != nil && reason == "" {
 		sch, reason = avroSchemaOf(c.Key, t, c.vm, optional)
@@ -615,7 +618,7 @@ func (c *DebeziumConfig) appendEnvelopeSchema(buf []byte, r *Record, envelope []
 			ct = connectType{typ: "string"}
 		}
 		buf = append(buf, ',')
-		buf = appendConnectSchema(buf, ct, c.optional(a.Column), a.Alias)
+		buf = appendConnectField(buf, ct, c.optional(a.Column), c.defaultJSON(a.Column, a.typ()), a.Alias)
 	}
 	buf = append(buf, `],"optional":false,"name":`...)
 	buf = appendJavaString(buf, c.TopicPrefix+"."+r.Origin.Schema+"."+r.Origin.Table+"."+r.AggregateType+".Value")
@@ -641,7 +644,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFiel
 		var v []byte
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
-		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, nil, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -651,7 +654,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFiel
 		idText = []byte(r.ID)
 	}
 	var v []byte
-	if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, r.columnType(fID), c.vm, idText, c.optional(r.columnName(fID))); reason != "" {
+	if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true, def: c.defaultJSON(r.columnName(fID), r.columnType(fID))}, r.columnType(fID), c.vm, idText, c.optional(r.columnName(fID))); reason != "" {
 		return buf, nil, &RowError{Column: r.columnName(fID), Reason: reason}
 	}
 	hs = append(hs, Header{Key: "id", Value: v})
@@ -659,7 +662,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFiel
 		if a.Placement != PlaceHeader {
 			continue
 		}
-		if buf, v, reason = appendConvertedPart(buf, part{c.Header, true}, a.typ(), c.vm, a.Value, c.optional(a.Column)); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true, def: c.defaultJSON(a.Column, a.typ())}, a.typ(), c.vm, a.Value, c.optional(a.Column)); reason != "" {
 			return buf, nil, &RowError{Column: a.Column, Reason: reason}
 		}
 		hs = append(hs, Header{Key: a.Alias, Value: v})
