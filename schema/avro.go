@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -70,6 +71,14 @@ func appendAvroDecimalProps(dst []byte, params string) []byte {
 // already defined (a record named twice is written by name the second
 // time); nil for a schema of its own.
 func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) ([]byte, bool) {
+	return appendAvroConnectDefault(dst, ct, optional, nil, n)
+}
+
+// appendAvroConnectDefault is appendAvroConnect for a Connect type with a
+// default (def, its Avro JSON; nil for none): AvroData writes it as
+// connect.default, and an optional type's union puts the type before
+// null, as Avro wants a default to be of the union's first branch.
+func appendAvroConnectDefault(dst []byte, ct connectType, optional bool, def []byte, n *avroNames) ([]byte, bool) {
 	if ct.name == variableScaleDecimal.name {
 		if optional {
 			dst = append(dst, `["null",`...)
@@ -106,9 +115,12 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) 
 		return dst, false
 	}
 	if optional {
-		dst = append(dst, `["null",`...)
+		dst = append(dst, '[')
+		if def == nil {
+			dst = append(dst, `"null",`...)
+		}
 	}
-	if connectTyp == "" && ct.name == "" && ct.version == 0 && ct.doc == "" {
+	if connectTyp == "" && ct.name == "" && ct.version == 0 && ct.doc == "" && def == nil {
 		dst = append(dst, '"')
 		dst = append(dst, base...)
 		dst = append(dst, '"')
@@ -136,6 +148,10 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) 
 			dst = append(dst, `,"connect.parameters":`...)
 			dst = append(dst, ct.params...)
 		}
+		if def != nil {
+			dst = append(dst, `,"connect.default":`...)
+			dst = append(dst, def...)
+		}
 		if ct.name != "" {
 			dst = append(dst, `,"connect.name":`...)
 			dst = appendJavaString(dst, ct.name)
@@ -148,9 +164,34 @@ func appendAvroConnect(dst []byte, ct connectType, optional bool, n *avroNames) 
 		dst = append(dst, '}')
 	}
 	if optional {
+		if def != nil {
+			dst = append(dst, `,"null"`...)
+		}
 		dst = append(dst, ']')
 	}
 	return dst, true
+}
+
+// avroDefault is a column's default (its JSON as JsonConverter writes it,
+// def) as AvroData writes it in a schema: the same, but bytes as a string
+// of one character per byte, as Avro's JSON encoding has them.
+func avroDefault(ct connectType, def []byte) []byte {
+	if def == nil || ct.typ != "bytes" {
+		return def
+	}
+	s, err := strconv.Unquote(string(def))
+	if err != nil {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil
+	}
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return appendJavaString(nil, string(r))
 }
 
 // appendAvroRecordStart appends a record's schema up to its fields'
@@ -198,7 +239,17 @@ func appendAvroField(dst []byte, name string) []byte {
 
 // appendAvroFieldEnd closes a field: an optional one defaults to null.
 func appendAvroFieldEnd(dst []byte, optional bool) []byte {
-	if optional {
+	return appendAvroFieldEndDefault(dst, optional, nil)
+}
+
+// appendAvroFieldEndDefault closes a field with its default (Avro JSON;
+// nil for none).
+func appendAvroFieldEndDefault(dst []byte, optional bool, def []byte) []byte {
+	switch {
+	case def != nil:
+		dst = append(dst, `,"default":`...)
+		dst = append(dst, def...)
+	case optional:
 		dst = append(dst, `,"default":null`...)
 	}
 	return append(dst, '}')
@@ -404,7 +455,7 @@ func appendAvroData(dst []byte, n *jnode, s *cschema) []byte {
 // under the value options m, "" when conv (or a binary converter's
 // delegate for the value) is not avro;
 // reason is set for a type the avro converter does not write.
-func avroSchemaOf(conv Converter, t pgType, m valueModes, optional bool) (string, string) {
+func avroSchemaOf(conv Converter, t pgType, m valueModes, optional bool, def []byte) (string, string) {
 	if c, ok := conv.writer(m.kind(t), false); !ok || c != ConvAvro {
 		return "", ""
 	}
@@ -412,7 +463,7 @@ func avroSchemaOf(conv Converter, t pgType, m valueModes, optional bool) (string
 	if ct.typ == "" {
 		ct = connectType{typ: "string"}
 	}
-	s, ok := appendAvroConnect(nil, ct, optional, nil)
+	s, ok := appendAvroConnectDefault(nil, ct, optional, avroDefault(ct, def), nil)
 	if !ok {
 		return "", "the avro converter does not write this column's type yet"
 	}
@@ -460,12 +511,13 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		buf = appendAvroData(buf, node, exp)
 	} else {
 		var ok bool
-		if sch, ok = appendAvroConnect(sch, payloadCT, payloadOptional, &names); !ok {
+		def := avroDefault(payloadCT, c.defaultJSON(r.columnName(fPayload), payloadType))
+		if sch, ok = appendAvroConnectDefault(sch, payloadCT, payloadOptional, def, &names); !ok {
 			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: "the avro converter does not write this column's type yet"}
 		}
-		sch = appendAvroFieldEnd(sch, payloadOptional)
+		sch = appendAvroFieldEndDefault(sch, payloadOptional, def)
 		var reason string
-		if buf, reason = appendAvroFieldValue(buf, payloadType, c.vm, r.Payload, payloadOptional); reason != "" {
+		if buf, reason = appendAvroFieldValue(buf, payloadType, c.vm, r.Payload, payloadOptional, def != nil); reason != "" {
 			return buf, "", &RowError{Column: r.columnName(fPayload), Reason: reason}
 		}
 	}
@@ -475,15 +527,16 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 			ct = connectType{typ: "string"}
 		}
 		optional := c.optional(a.Column)
+		def := avroDefault(ct, c.defaultJSON(a.Column, a.typ()))
 		sch = append(sch, ',')
 		sch = appendAvroField(sch, a.Alias)
 		var ok bool
-		if sch, ok = appendAvroConnect(sch, ct, optional, &names); !ok {
+		if sch, ok = appendAvroConnectDefault(sch, ct, optional, def, &names); !ok {
 			return buf, "", &RowError{Column: a.Column, Reason: "the avro converter does not write this column's type yet"}
 		}
-		sch = appendAvroFieldEnd(sch, optional)
+		sch = appendAvroFieldEndDefault(sch, optional, def)
 		var reason string
-		if buf, reason = appendAvroFieldValue(buf, a.typ(), c.vm, a.Value, optional); reason != "" {
+		if buf, reason = appendAvroFieldValue(buf, a.typ(), c.vm, a.Value, optional, def != nil); reason != "" {
 			return buf, "", &RowError{Column: a.Column, Reason: reason}
 		}
 	}
@@ -492,17 +545,22 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 }
 
 // appendAvroFieldValue appends a field's value: an optional field's
-// union branch first (null, or the value).
-func appendAvroFieldValue(dst []byte, t pgType, m valueModes, text []byte, optional bool) ([]byte, string) {
+// union branch first (null, or the value; the other way round when the
+// field has a default, valueFirst).
+func appendAvroFieldValue(dst []byte, t pgType, m valueModes, text []byte, optional, valueFirst bool) ([]byte, string) {
 	text = m.valueOf(t, text, optional)
+	nullBranch, valueBranch := byte(0), byte(2) // zig-zag 0 and 1
+	if valueFirst {
+		nullBranch, valueBranch = valueBranch, nullBranch
+	}
 	if isNullValue(t, m, text) {
 		if !optional {
 			return dst, "NULL in a column that is NOT NULL"
 		}
-		return append(dst, 0), ""
+		return append(dst, nullBranch), ""
 	}
 	if optional {
-		dst = append(dst, 2)
+		dst = append(dst, valueBranch)
 	}
 	return appendAvroValue(dst, t, m, text)
 }

@@ -122,7 +122,7 @@ func TestAvroDecimal(t *testing.T) {
 			`{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}`,
 			"0a0604cb2f"},
 	} {
-		s, reason := avroSchemaOf(ConvAvro, tc.t, valueModes{}, false)
+		s, reason := avroSchemaOf(ConvAvro, tc.t, valueModes{}, false, nil)
 		d, reason2 := appendAvroValue(nil, tc.t, valueModes{}, []byte(tc.text))
 		if reason != "" || reason2 != "" || s != tc.schema || hex.EncodeToString(d) != tc.datum {
 			t.Errorf("%s: schema %s, datum %x (%s %s)\nwant %s, %s", tc.text, s, d, reason, reason2, tc.schema, tc.datum)
@@ -173,10 +173,53 @@ func TestAvroValueModes(t *testing.T) {
 		{pgType{oidBytea, -1}, valueModes{binary: binaryBase64}, `\x00ff41fbff`, `"string"`, "10" + hex.EncodeToString([]byte("AP9B+/8="))},
 		{pgType{oidBytea, -1}, valueModes{binary: binaryHex}, `\xfbffbf`, `"string"`, "0c" + hex.EncodeToString([]byte("fbffbf"))},
 	} {
-		s, reason := avroSchemaOf(ConvAvro, tc.t, tc.m, false)
+		s, reason := avroSchemaOf(ConvAvro, tc.t, tc.m, false, nil)
 		d, reason2 := appendAvroValue(nil, tc.t, tc.m, []byte(tc.text))
 		if reason != "" || reason2 != "" || s != tc.schema || hex.EncodeToString(d) != tc.datum {
 			t.Errorf("%v %s: schema %s, datum %x (%s %s)\nwant %s, %s", tc.t, tc.text, s, d, reason, reason2, tc.schema, tc.datum)
+		}
+	}
+}
+
+// A Connect default in Avro, as Apicurio's AvroData wrote it (corpus case
+// avro-defaults): connect.default before connect.name, the type before
+// null in an optional union, the field's default; bytes as a string of a
+// character per byte.
+func TestAvroDefault(t *testing.T) {
+	dec := connectType{typ: "bytes", name: decimalName, version: 1, params: `{"scale":"2","connect.decimal.precision":"10"}`}
+	for _, tc := range []struct {
+		ct       connectType
+		optional bool
+		def      string // the JSON default
+		want     string
+	}{
+		{connectType{typ: "string"}, true, `"eu"`, `[{"type":"string","connect.default":"eu"},"null"]`},
+		{connectType{typ: "int32"}, false, `0`, `{"type":"int","connect.default":0}`},
+		{connectType{typ: "string"}, true, "", `["null","string"]`},
+		{dec, true, `"AJY="`, `[{"type":"bytes","scale":2,"precision":10,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"10"},` +
+			`"connect.default":"\u0000` + "\u0096" + `","connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"},"null"]`},
+	} {
+		var def []byte
+		if tc.def != "" {
+			def = avroDefault(tc.ct, []byte(tc.def))
+		}
+		got, ok := appendAvroConnectDefault(nil, tc.ct, tc.optional, def, nil)
+		if !ok || string(got) != tc.want {
+			t.Errorf("%+v %s: %s, want %s", tc.ct, tc.def, got, tc.want)
+		}
+		if end := string(appendAvroFieldEndDefault(nil, tc.optional, def)); def != nil && end != `,"default":`+string(def)+"}" {
+			t.Errorf("field end %s", end)
+		}
+	}
+	// The value's branch is the union's first when the field has a default.
+	for _, tc := range []struct {
+		valueFirst bool
+		text       []byte
+		want       byte
+	}{{false, []byte("x"), 2}, {true, []byte("x"), 0}, {false, nil, 0}, {true, nil, 2}} {
+		got, reason := appendAvroFieldValue(nil, pgType{oidText, -1}, valueModes{}, tc.text, true, tc.valueFirst)
+		if reason != "" || got[0] != tc.want {
+			t.Errorf("valueFirst %v, %q: branch %d, want %d", tc.valueFirst, tc.text, got[0], tc.want)
 		}
 	}
 }

@@ -341,7 +341,13 @@ func appendConverted(dst []byte, p part, t pgType, m valueModes, text []byte, op
 			return dst, true, ""
 		}
 		if optional {
-			dst = append(dst, 2) // the union's second branch
+			// The union's second branch, or its first, before null, for
+			// a column with a default.
+			branch := byte(2)
+			if p.def != nil {
+				branch = 0
+			}
+			dst = append(dst, branch)
 		}
 		out, reason = appendAvroValue(dst, t, m, text)
 		return out, false, reason
@@ -531,7 +537,7 @@ func (c *DebeziumConfig) appendOutboxValue(buf []byte, r *Record, p *outboxPaylo
 		buf, v, reason = appendConvertedPart(buf, part{conv: c.Value, def: p.def}, p.typ, c.vm, r.Payload, p.optional)
 		null = v == nil
 		if !null && reason == "" {
-			avroSchema, reason = avroSchemaOf(c.Value, p.typ, c.vm, p.optional)
+			avroSchema, reason = avroSchemaOf(c.Value, p.typ, c.vm, p.optional, p.def)
 		}
 	case !structs:
 		return buf, false, "", errors.New("schema: the value converter cannot write a struct value (envelope fields or an expanded payload)")
@@ -598,7 +604,7 @@ func (c *DebeziumConfig) appendOutboxKey(buf []byte, r *Record) ([]byte, []byte,
 	buf, key, reason := appendConvertedPart(buf, part{conv: c.Key, def: c.defaultJSON(r.columnName(fAggregateID), t)}, t, c.vm, keyText, optional)
 	var sch string
 	if key != nil && reason == "" {
-		sch, reason = avroSchemaOf(c.Key, t, c.vm, optional)
+		sch, reason = avroSchemaOf(c.Key, t, c.vm, optional, c.defaultJSON(r.columnName(fAggregateID), t))
 	}
 	if reason != "" {
 		return buf, nil, "", &RowError{Column: r.columnName(fAggregateID), Reason: reason}
