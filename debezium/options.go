@@ -216,8 +216,9 @@ var options = []Option{
 		read:    valueMode("binary-handling-mode", schema.ParseBinaryHandling)},
 	{Part: Connector, Key: "transforms", Setting: "format",
 		Takes: "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`, then Kafka Connect's transforms after it: `--transforms` " +
-			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events",
-		Refuses: "other transforms (for example `ExtractNewRecordState`), a transform before the router or without one, two routers",
+			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events, " +
+			"with Kafka Connect's transforms and `ExtractNewRecordState` on them (see [transforms on the change events](#transforms-on-the-change-events-extractnewrecordstate))",
+		Refuses: "other transforms, a transform before the router, two routers",
 		read:    accept}, // read first (translate.go)
 	{Part: Connector, Key: "predicates", Setting: "transforms",
 		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",

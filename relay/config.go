@@ -345,8 +345,10 @@ func (c Config) Validate() error {
 	}
 	if chain, err := transform.New(c.Transforms); err != nil {
 		return err
-	} else if chain != nil && c.Encoder.Format != schema.DebeziumOutbox {
-		return fmt.Errorf("Kafka Connect's transforms run after the Outbox Event Router, format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
+	} else if chain.AfterRouter() && c.Encoder.Format != schema.DebeziumOutbox {
+		return fmt.Errorf("Kafka Connect's transforms after the Outbox Event Router run with format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
+	} else if chain != nil && !chain.AfterRouter() && c.Encoder.Format != schema.Debezium {
+		return fmt.Errorf("Kafka Connect's transforms without the Outbox Event Router run on the connector's change events, format %s, not %s", schema.Debezium, c.Encoder.Format)
 	} else if part := c.avroPart(); chain != nil && part != "" {
 		// The transformed path writes Connect data through the
 		// converters (transform.Converters), which have no Avro yet.

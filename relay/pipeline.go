@@ -44,6 +44,7 @@ type pipeline struct {
 	// none; encConnect then writes each record with JsonConverter and
 	// schemas, which the chain reads, and convs write its result.
 	chain      *transform.Chain
+	connect    bool // records go through chain and convs, even without a transform (Encoder.ConnectOnly)
 	encConnect *schema.Encoder
 	convs      transform.Converters
 	// database is the database name, for envelopes that carry it.
@@ -120,7 +121,7 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 	if p.chain, err = transform.New(cfg.Transforms); err != nil {
 		return nil, err
 	}
-	if p.chain != nil {
+	if p.connect = p.chain != nil || enc.ConnectOnly(); p.connect {
 		ec := cfg.Encoder
 		d := &ec.Debezium
 		p.convs = transform.Converters{Key: enc.Debezium().Key, Value: enc.Debezium().Value, Header: enc.Debezium().Header}
@@ -214,7 +215,7 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 		LSN: uint64(c.LSN), LastCommitLSN: uint64(c.PrevEnd), TxID: uint64(c.XID), CommitTime: c.CommitTime,
 		Snapshot: c.Snapshot,
 	}
-	if p.chain != nil {
+	if p.connect {
 		return p.transformed(&rec)
 	}
 	msg, err := p.enc.Encode(&rec)

@@ -575,7 +575,10 @@ func TestTransformsConfig(t *testing.T) {
 		err    string
 	}{
 		{schema.DebeziumOutbox, props, "", ""},
-		{schema.CloudEvents, props, "", "after the Outbox Event Router, format debezium-outbox"},
+		{schema.CloudEvents, props, "", "after the Outbox Event Router run with format debezium-outbox"},
+		{schema.Debezium, props, "", "after the Outbox Event Router run with format debezium-outbox"},
+		{schema.Debezium, map[string]string{"transforms": "u", "transforms.u.type": transform.NewStateClass}, "", ""},
+		{schema.DebeziumOutbox, map[string]string{"transforms": "u", "transforms.u.type": transform.NewStateClass}, "", "without the Outbox Event Router run on the connector's change events, format debezium"},
 		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox,f", "transforms.outbox.type": transform.RouterClass}, "", "transforms.f.type"},
 		{schema.DebeziumOutbox, props, schema.ConvAvro, "with the avro key converter (key.converter, --key-converter avro)"},
 		{schema.DebeziumOutbox, map[string]string{"transforms": "outbox", "transforms.outbox.type": transform.RouterClass}, schema.ConvAvro, ""},

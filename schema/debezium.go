@@ -252,8 +252,8 @@ func (c DebeziumConfig) validate(f Format) error {
 	c = c.withDefaults(f)
 	if f == Debezium {
 		for _, v := range []Converter{c.Key, c.Value} {
-			if _, ok := v.ForStruct(); !ok {
-				return errors.New("schema: the debezium change event is a struct: use a json key and value converter")
+			if _, ok := v.ForStruct(); !ok && v != ConvString {
+				return errors.New("schema: the debezium change event is a struct: use a json or string key and value converter")
 			}
 		}
 		kconv, _ := c.Key.ForStruct()
@@ -749,6 +749,9 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	keyCols := c.KeyColumns
 	if len(keyCols) == 0 {
 		keyCols = []string{r.columnName(fID)}
+	}
+	if c.Key == ConvString || c.Value == ConvString {
+		return Message{}, errors.New("schema: a change event under StringConverter is Kafka Connect's Struct text, which package transform writes (Encoder.ConnectOnly)")
 	}
 	keyConv, _ := c.Key.ForStruct()
 	valueConv, _ := c.Value.ForStruct()

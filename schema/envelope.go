@@ -175,6 +175,14 @@ func (e *Encoder) Format() Format { return e.format }
 // context headers.
 func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 
+// ConnectOnly tells an encoder whose messages Encode cannot write: a
+// change event under StringConverter, which writes the key's and the
+// value's Struct.toString. Encode them with JSON schemas and write them
+// through package transform's converters.
+func (e *Encoder) ConnectOnly() bool {
+	return e.format == Debezium && (e.dbz.Key == ConvString || e.dbz.Value == ConvString)
+}
+
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in
 // UTC, RFC 3339 with 6 fractional digits, or 9 when the time has
 // sub-microsecond precision), datacontenttype application/json, and the

@@ -1,12 +1,19 @@
 package transform
 
-// Chain is the transforms that run after the Outbox Event Router, in
-// their order, each behind its predicate (TransformationStage). It is
-// immutable and safe for concurrent use.
+// Chain is the transforms that run after the Outbox Event Router, or on
+// the connector's change events where there is no router, in their
+// order, each behind its predicate (TransformationStage). It is immutable
+// and safe for concurrent use.
 type Chain struct {
-	stages  []stage
-	schemas schemaCache // the router's schemas, read once (Read)
+	stages      []stage
+	schemas     schemaCache // the records' schemas, read once (Read)
+	afterRouter bool
 }
+
+// AfterRouter tells a chain that runs after the Outbox Event Router
+// (format debezium-outbox) from one on the change events (format
+// debezium).
+func (c *Chain) AfterRouter() bool { return c != nil && c.afterRouter }
 
 type stage struct {
 	alias  string
@@ -26,10 +33,13 @@ type predicate interface {
 	test(r *Record) bool
 }
 
-// Apply runs the chain on r. keep is false when a transform dropped the
+// Apply runs the chain on r; a nil chain keeps it as it is. keep is false when a transform dropped the
 // record, which then goes nowhere; err is a *DataError, the record's own
 // problem, where Kafka Connect's task would fail.
 func (c *Chain) Apply(r *Record) (keep bool, err error) {
+	if c == nil {
+		return true, nil
+	}
 	for _, s := range c.stages {
 		if s.pred != nil && s.pred.test(r) == s.negate {
 			continue
@@ -85,6 +95,7 @@ var (
 		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Key":   func(o *options) transformation { return newSetSchemaMetadata(o, true) },
 		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Value": func(o *options) transformation { return newSetSchemaMetadata(o, false) },
 		"org.apache.kafka.connect.transforms.Filter":                  func(*options) transformation { return filter{} },
+		NewStateClass: newNewState,
 	}
 	predicateTypes = map[string]func(*options) predicate{
 		"org.apache.kafka.connect.transforms.predicates.TopicNameMatches":  newTopicNameMatches,

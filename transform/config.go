@@ -120,7 +120,7 @@ func (p *parser) chain() *Chain {
 		}
 	}
 	preds := p.predicates()
-	ch := &Chain{}
+	ch := &Chain{afterRouter: router >= 0}
 	for i, alias := range aliases {
 		prefix := "transforms." + alias + "."
 		switch {
@@ -129,10 +129,6 @@ func (p *parser) chain() *Chain {
 			continue
 		case alias == "":
 			p.refuse("transforms", "an empty alias (Kafka Connect has no transform by that name)")
-			continue
-		case router < 0:
-			p.markPrefix(prefix)
-			p.refuse(prefix+"type", "pgoutbox runs Kafka Connect's transforms after the Outbox Event Router ("+RouterClass+") only, and there is none")
 			continue
 		case i < router:
 			p.markPrefix(prefix)

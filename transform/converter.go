@@ -106,6 +106,27 @@ func appendJavaText(dst []byte, s *Schema, v any) ([]byte, error) {
 		if s.logical() == decimalName {
 			return appendDecimal(dst, s, x), nil
 		}
+	case *Struct:
+		// Struct.toString: Struct{name=value,...}, null fields left out.
+		dst = append(dst, "Struct{"...)
+		first := true
+		for i, fv := range x.Values {
+			if fv == nil {
+				continue
+			}
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			f := x.Schema.Fields[i]
+			dst = append(dst, f.Name...)
+			dst = append(dst, '=')
+			var err error
+			if dst, err = appendJavaText(dst, f.Schema, fv); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
 	}
 	return dst, dataErrorf("StringConverter: pgoutbox does not write a %s as text (Kafka Connect writes the Java object's toString)", describe(s, v))
 }

@@ -100,8 +100,13 @@ func TestJavaText(t *testing.T) {
 		{&Schema{Type: Float64}, 100.0, "100.0"},
 		{&Schema{Type: Bytes, Name: decimalName, Params: []Param{{"scale", "9"}}}, []byte{1}, "1E-9"},
 		{&Schema{Type: Bytes}, []byte{1}, ""},
-		{st, v, ""},
+		{st, v, "Struct{payload=x,eventType=y}"}, // Struct.toString (corpus case unwrap-chain)
+		{st, &Struct{Schema: st, Values: []any{nil, "y"}}, "Struct{eventType=y}"},
+		{&Schema{Type: StructT, Fields: []Field{{"b", &Schema{Type: Bytes}}}}, &Struct{Values: []any{[]byte{1}}}, ""},
 	} {
+		if st, ok := tc.v.(*Struct); ok && st.Schema == nil {
+			st.Schema = tc.s
+		}
 		got, err := encodePart(schema.ConvString, false, tc.s, tc.v)
 		switch {
 		case tc.want == "" && err == nil:

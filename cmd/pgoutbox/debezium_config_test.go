@@ -214,18 +214,18 @@ func TestDebeziumConfigRefusals(t *testing.T) {
   "connector.class": "io.debezium.connector.mysql.MySqlConnector",
   "snapshot.mode": "always", "slot.drop.on.stop": "yes",
   "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
-  "transforms": "outbox,unwrap",
+  "transforms": "outbox,logical",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
   "transforms.outbox.table.fields.additional.placement": "",
   "transforms.outbox.table.op.invalid.behavior": "invalidOption",
   "transforms.outbox.table.field.additional.missing": "maybe",
-  "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+  "transforms.logical.type": "io.debezium.transforms.ByLogicalTableRouter",
   "value.converter": "io.confluent.connect.protobuf.ProtobufConverter"}}`)
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, key := range []string{"connector.class", "snapshot.mode", "slot.drop.on.stop", "schema.include.list",
-		"transforms.unwrap.type", "transforms.outbox.table.fields.additional.placement", "transforms.outbox.table.op.invalid.behavior",
+		"transforms.logical.type", "transforms.outbox.table.fields.additional.placement", "transforms.outbox.table.op.invalid.behavior",
 		"transforms.outbox.table.field.additional.missing", "value.converter"} {
 		if !strings.Contains(err.Error(), key+":") {
 			t.Errorf("error does not name %s:\n%v", key, err)

@@ -71,7 +71,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.intervalHandling, "interval-handling-mode", string(schema.IntervalNumeric), "debezium formats: interval columns as Debezium's interval.handling.mode types them: numeric (microseconds) or string (ISO-8601)")
 	fs.StringVar(&m.decimalHandling, "decimal-handling-mode", string(schema.DecimalPrecise), "debezium formats: numeric and money columns as Debezium's decimal.handling.mode types them: precise, string or double")
 	fs.StringVar(&m.binaryHandling, "binary-handling-mode", string(schema.BinaryBytes), "debezium formats: bytea columns as Debezium's binary.handling.mode types them: bytes, base64, base64-url-safe or hex")
-	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router, as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
+	fs.StringVar(&m.transforms, "transforms", "", "debezium-outbox: Kafka Connect's transforms after the Outbox Event Router; debezium: Kafka Connect's transforms and ExtractNewRecordState on the change events; as a JSON object of a connector configuration's transforms and predicates keys (--config reads them from a Debezium configuration)")
 	return m
 }
 

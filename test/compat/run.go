@@ -407,8 +407,9 @@ func (r *run) startPgoutbox(form string) error {
 			return err
 		}
 	}
-	if router(conf) == "" {
+	if router(conf) == "" && !chained {
 		// Change events: Debezium's topic is <topic.prefix>.<schema>.<table>.
+		// With transforms, the prefix comes from the RegexRouter after them.
 		args = append(args, "--topic", prefix+r.id+".{schema}.{table}")
 	}
 	p := &pgoProc{form: short, slot: h["slot.name"], prefix: prefix, out: &syncBuffer{}, done: make(chan struct{})}
