@@ -349,11 +349,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("Kafka Connect's transforms after the Outbox Event Router run with format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
 	} else if chain != nil && !chain.AfterRouter() && c.Encoder.Format != schema.Debezium {
 		return fmt.Errorf("Kafka Connect's transforms without the Outbox Event Router run on the connector's change events, format %s, not %s", schema.Debezium, c.Encoder.Format)
-	} else if part := c.avroPart(); chain != nil && part != "" {
-		// The transformed path writes Connect data through the
-		// converters (transform.Converters), which have no Avro yet.
-		return fmt.Errorf("Kafka Connect's transforms after the Outbox Event Router (transforms, --transforms) with the avro %s converter (%s.converter, --%s-converter avro): "+
-			"pgoutbox does not write Avro after transforms yet; run without the transforms, or with another %s converter", part, part, part, part)
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)
@@ -417,21 +412,6 @@ func (c Config) timeColumn() string {
 		return c.Columns.Time
 	}
 	return "created_at"
-}
-
-// avroPart names the first part, key or value, whose converter is avro
-// (itself or a delegate); "" for none.
-func (c Config) avroPart() string {
-	d := c.Encoder.Debezium
-	for _, p := range []struct {
-		name string
-		conv schema.Converter
-	}{{"key", d.Key}, {"value", d.Value}} {
-		if isAvro(p.conv) {
-			return p.name
-		}
-	}
-	return ""
 }
 
 // isAvro tells an avro converter, itself or a binary converter's delegate.

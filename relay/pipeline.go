@@ -216,7 +216,7 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 		Snapshot: c.Snapshot,
 	}
 	if p.connect {
-		return p.transformed(&rec)
+		return p.transformed(ctx, &rec)
 	}
 	msg, err := p.enc.Encode(&rec)
 	if err != nil {
@@ -228,26 +228,35 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 	}
 	kr := kafkaRecord(topic, msg)
 	if msg.KeySchema != "" || msg.ValueSchema != "" {
-		if err := p.frame(ctx, kr, &msg); err != nil {
-			var ue *registry.UnreachableError
-			if ctx.Err() != nil {
-				return nil, ctx.Err() // a stop, not the registry's problem
-			}
-			if errors.As(err, &ue) {
-				// The records wait for the registry as they would for
-				// Kafka: readiness, the kafka problem metric and status
-				// say so until a record to the topic is acknowledged.
-				return nil, p.ready.broker.recordFailed(p.log, topic, rec.ID, err)
-			}
-			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+		if err := p.frameOrWait(ctx, kr, &msg, rec.ID); err != nil {
+			return nil, err
 		}
 	}
 	return kr, nil
 }
 
+// frameOrWait frames kr's avro parts with their schemas' registry ids.
+func (p *pipeline) frameOrWait(ctx context.Context, kr *kgo.Record, msg *schema.Message, id string) error {
+	err := p.frame(ctx, kr, msg)
+	if err == nil {
+		return nil
+	}
+	var ue *registry.UnreachableError
+	if ctx.Err() != nil {
+		return ctx.Err() // a stop, not the registry's problem
+	}
+	if errors.As(err, &ue) {
+		// The records wait for the registry as they would for Kafka:
+		// readiness, the kafka problem metric and status say so until a
+		// record to the topic is acknowledged.
+		return p.ready.broker.recordFailed(p.log, kr.Topic, id, err)
+	}
+	return fmt.Errorf("event %s: %w", id, err)
+}
+
 // transformed is record's way through Kafka Connect's transforms: the
 // router's record as Connect holds it, the chain, then the converters.
-func (p *pipeline) transformed(rec *schema.Record) (*kgo.Record, error) {
+func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Record, error) {
 	msg, err := p.encConnect.Encode(rec)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
@@ -274,7 +283,13 @@ func (p *pipeline) transformed(rec *schema.Record) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 	}
-	return kafkaRecord(r.Topic, out), nil
+	kr := kafkaRecord(r.Topic, out)
+	if out.KeySchema != "" || out.ValueSchema != "" {
+		if err := p.frameOrWait(ctx, kr, &out, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	return kr, nil
 }
 
 // kafkaRecord is the Kafka record of msg, produced to topic.

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
 )
@@ -130,16 +129,33 @@ func TestAvroDecimal(t *testing.T) {
 	}
 }
 
-// The change event has no Avro form yet: an avro key or value for the
-// debezium format is refused at start, not written as JSON.
-func TestAvroChangeEventRefused(t *testing.T) {
-	for _, c := range []DebeziumConfig{{Key: ConvAvro, Value: ConvJSON}, {Key: ConvJSON, Value: ConvAvro}, {Key: ConvJSON, Value: "binary:avro"}} {
-		if _, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: c}); err == nil || !strings.Contains(err.Error(), "Avro") {
-			t.Errorf("%+v: %v", c, err)
+// The change event in Avro, or under StringConverter, is written by
+// package transform (the relay sends it there): the encoder says so, and
+// Encode refuses it rather than write JSON.
+func TestChangeEventConnectOnly(t *testing.T) {
+	for _, c := range []DebeziumConfig{{Key: ConvAvro, Value: ConvJSON}, {Key: ConvJSON, Value: ConvAvro}, {Key: ConvJSON, Value: "binary:avro"},
+		{Key: ConvString, Value: ConvJSON}} {
+		e, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: c})
+		if err != nil || !e.ConnectOnly() {
+			t.Errorf("%+v: %v, connect only %v", c, err, err == nil && e.ConnectOnly())
+			continue
+		}
+		r := docRecord(t, nil)
+		if _, err := e.Encode(&r); err == nil {
+			t.Errorf("%+v: encoded", c)
 		}
 	}
-	if _, err := NewEncoder(EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{Key: ConvAvro, Value: ConvAvro}}); err != nil {
-		t.Errorf("the outbox format in Avro: %v", err)
+	for _, f := range []Format{DebeziumOutbox, Debezium} {
+		c := DebeziumConfig{Key: ConvAvro, Value: ConvAvro}
+		if f == Debezium {
+			c = DebeziumConfig{Key: ConvJSON, Value: ConvJSONSchemas}
+		}
+		if e, err := NewEncoder(EncoderConfig{Format: f, Debezium: c}); err != nil || e.ConnectOnly() {
+			t.Errorf("%s %+v: %v", f, c, err)
+		}
+	}
+	if _, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: DebeziumConfig{Key: ConvByteArray}}); err == nil {
+		t.Error("a change event under ByteArrayConverter accepted")
 	}
 }
 

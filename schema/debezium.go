@@ -256,11 +256,6 @@ func (c DebeziumConfig) validate(f Format) error {
 				return errors.New("schema: the debezium change event is a struct: use a json or string key and value converter")
 			}
 		}
-		kconv, _ := c.Key.ForStruct()
-		vconv, _ := c.Value.ForStruct()
-		if kconv == ConvAvro || vconv == ConvAvro {
-			return errors.New("schema: the debezium change event in Avro (avro) is not supported yet: use json")
-		}
 	}
 	return nil
 }
@@ -750,8 +745,8 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	if len(keyCols) == 0 {
 		keyCols = []string{r.columnName(fID)}
 	}
-	if c.Key == ConvString || c.Value == ConvString {
-		return Message{}, errors.New("schema: a change event under StringConverter is Kafka Connect's Struct text, which package transform writes (Encoder.ConnectOnly)")
+	if e.ConnectOnly() {
+		return Message{}, errors.New("schema: a change event under StringConverter or the avro converter is written by package transform (Encoder.ConnectOnly)")
 	}
 	keyConv, _ := c.Key.ForStruct()
 	valueConv, _ := c.Value.ForStruct()

@@ -177,10 +177,15 @@ func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 
 // ConnectOnly tells an encoder whose messages Encode cannot write: a
 // change event under StringConverter, which writes the key's and the
-// value's Struct.toString. Encode them with JSON schemas and write them
-// through package transform's converters.
+// value's Struct.toString, or under the avro converter. Encode them with
+// JSON schemas and write them through package transform's converters.
 func (e *Encoder) ConnectOnly() bool {
-	return e.format == Debezium && (e.dbz.Key == ConvString || e.dbz.Value == ConvString)
+	if e.format != Debezium {
+		return false
+	}
+	k, _ := e.dbz.Key.ForStruct()
+	v, _ := e.dbz.Value.ForStruct()
+	return e.dbz.Key == ConvString || e.dbz.Value == ConvString || k == ConvAvro || v == ConvAvro
 }
 
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in

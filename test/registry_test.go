@@ -134,51 +134,89 @@ func registryGet(t *testing.T, url string) string {
 	return string(b)
 }
 
-// Avro is refused at start where pgoutbox does not write it yet: after
-// Kafka Connect's transforms (a connector configuration with a RegexRouter
-// after the router and Apicurio's AvroConverter, given to run --config),
-// and to NATS JetStream (--sink nats-jetstream with an avro value
-// converter). Each refusal names both settings, and nothing is created in
-// a database that already holds the table and its rows.
-func TestDebeziumAvroRefusedWithTransformsOrNATS(t *testing.T) {
-	e := testenv.NewBare(t, `CREATE TABLE public.outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
-  aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
-INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{"n": 1}')`)
-	const api = "http://127.0.0.1:1/apis/registry/v2" // never reached
+// Avro after transforms, as a team keeps it: the connector's change events
+// flattened by ExtractNewRecordState (with add.fields), a RegexRouter
+// after it and Apicurio's AvroConverter for values, given to run --config
+// against a table that already holds a row (snapshot.mode initial): each
+// row is published after a magic byte and its schema's global id, the
+// row's record registered under the renamed topic, its fields and the
+// added __op in it.
+func TestDebeziumAvroAfterTransforms(t *testing.T) {
+	e := testenv.New(t)
+	e.Exec(`CREATE TABLE public.outbox_flat (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+  aggregateid text NOT NULL, type text NOT NULL, payload jsonb)`)
+	e.Exec(`INSERT INTO public.outbox_flat (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{"n": 1}')`)
+	reg := registrytest.Start(t, registrytest.Options{})
+	api := reg.URL + "/apis/registry/v2"
 	host, port, user, db := testenv.DebeziumDB(t, e)
 	conf := map[string]any{"name": "orders", "config": map[string]string{
 		"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "plugin.name": "pgoutput",
 		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
-		"topic.prefix": "shop", "table.include.list": "public.outbox",
-		"transforms": "outbox,rename", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-		"transforms.rename.type":  "org.apache.kafka.connect.transforms.RegexRouter",
-		"transforms.rename.regex": `outbox\.event\.(.*)`, "transforms.rename.replacement": "$1.events",
+		"topic.prefix": "shop", "table.include.list": "public.outbox_flat", "snapshot.mode": "initial",
+		"transforms": "unwrap,rename", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+		"transforms.unwrap.add.fields": "op",
+		"transforms.rename.type":       "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.rename.regex":      `shop\.public\.(.*)`, "transforms.rename.replacement": "rows.$1",
+		"key.converter":   "org.apache.kafka.connect.storage.StringConverter",
 		"value.converter": "io.apicurio.registry.utils.converter.AvroConverter", "value.converter.apicurio.registry.url": api,
+		"value.converter.apicurio.registry.auto-register": "true", "value.converter.apicurio.registry.headers.enabled": "false",
 	}}
 	data, _ := json.Marshal(conf)
 	path := filepath.Join(t.TempDir(), "connector.json")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		args []string
-		want []string
-	}{
-		{"transforms", []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ",")},
-			[]string{"transforms", "value.converter", "does not write Avro after transforms"}},
-		{"nats", []string{"run", "--database-url", e.URL, "--sink", "nats-jetstream", "--nats-url", "nats://127.0.0.1:1",
-			"--format", "debezium-outbox", "--value-converter", "avro", "--value-registry-url", api},
-			[]string{"--sink nats-jetstream", "--value-converter avro", "written for Kafka only"}},
-	} {
-		out, err := refusedAtStart(t, tc.args...)
-		for _, w := range tc.want {
-			if err != nil || !strings.Contains(out, w) {
-				t.Errorf("%s: %v, want a message containing %q:\n%s", tc.name, err, w, out)
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "debezium")
+	e.Exec(`INSERT INTO public.outbox_flat (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-2', 'OrderCreated', '{"n": 2}')`)
+	const topic = "rows.outbox_flat"
+	recs := kafkatest.Consume(t, e.Brokers, []string{topic}, 2, 90*time.Second)
+	ops := map[string]bool{}
+	for _, r := range recs {
+		if !strings.HasPrefix(string(r.Key), "Struct{id=") {
+			t.Errorf("key %q, want the Struct text", r.Key)
+		}
+		if len(r.Value) < 9 || r.Value[0] != 0 {
+			t.Fatalf("value %x: no magic byte and id", r.Value)
+		}
+		id := binary.BigEndian.Uint64(r.Value[1:9])
+		s := registryGet(t, api+"/ids/globalIds/"+strconv.FormatUint(id, 10))
+		for _, want := range []string{`"name":"Value","namespace":"shop.public.outbox_flat"`, `{"name":"aggregateid","type":"string"}`,
+			`{"name":"__op","type":["null","string"],"default":null}`} {
+			if !strings.Contains(s, want) {
+				t.Errorf("schema %d = %s, want %s in it", id, s, want)
 			}
 		}
-		testenv.NothingCreated(t, e, "public.outbox")
+		// The datum ends with __op: its union's branch 1, then "r" or "c".
+		v := r.Value[len(r.Value)-3:]
+		if v[0] != 2 || v[1] != 2 {
+			t.Fatalf("datum ends %x", v)
+		}
+		ops[string(v[2:])] = true
 	}
+	if !ops["r"] || !ops["c"] {
+		t.Errorf("ops %v, want the snapshot's r and the insert's c", ops)
+	}
+	p.Stop(t)
+}
+
+// Avro is refused at start where pgoutbox does not write it: to NATS
+// JetStream (--sink nats-jetstream with an avro value converter), naming
+// both settings, and nothing is created in a database that already holds
+// the table and its rows.
+func TestDebeziumAvroRefusedForNATS(t *testing.T) {
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregatetype text NOT NULL,
+  aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('Order', 'o-1', 'OrderCreated', '{"n": 1}')`)
+	const api = "http://127.0.0.1:1/apis/registry/v2" // never reached
+	out, err := refusedAtStart(t, "run", "--database-url", e.URL, "--sink", "nats-jetstream", "--nats-url", "nats://127.0.0.1:1",
+		"--format", "debezium-outbox", "--value-converter", "avro", "--value-registry-url", api)
+	for _, w := range []string{"--sink nats-jetstream", "--value-converter avro", "written for Kafka only"} {
+		if err != nil || !strings.Contains(out, w) {
+			t.Errorf("%v, want a message containing %q:\n%s", err, w, out)
+		}
+	}
+	testenv.NothingCreated(t, e, "public.outbox")
 	var n int
 	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM public.outbox").Scan(&n); err != nil || n != 1 {
 		t.Errorf("the outbox holds %d rows (%v), want its 1", n, err)

@@ -65,16 +65,8 @@ func appendJSONSchema(dst []byte, s *Schema, field string) []byte {
 		dst = schema.AppendJSONString(dst, *s.Doc)
 	}
 	if s.Params != nil {
-		dst = append(dst, `,"parameters":{`...)
-		for i, p := range s.Params {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = schema.AppendJSONString(dst, p.Key)
-			dst = append(dst, ':')
-			dst = schema.AppendJSONString(dst, p.Value)
-		}
-		dst = append(dst, '}')
+		dst = append(dst, `,"parameters":`...)
+		dst = appendParams(dst, s.Params)
 	}
 	if s.HasDefault {
 		dst = append(dst, `,"default":`...)
@@ -192,4 +184,18 @@ func appendJSONMap(dst []byte, s *Schema, m []MapEntry) ([]byte, error) {
 // dataErrorf is a DataException of Kafka Connect: one record's problem.
 func dataErrorf(format string, args ...any) error {
 	return &DataError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// appendParams appends a schema's parameters as a JSON object, in order.
+func appendParams(dst []byte, params []Param) []byte {
+	dst = append(dst, '{')
+	for i, p := range params {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = schema.AppendJSONString(dst, p.Key)
+		dst = append(dst, ':')
+		dst = schema.AppendJSONString(dst, p.Value)
+	}
+	return append(dst, '}')
 }

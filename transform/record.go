@@ -2,6 +2,7 @@ package transform
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -75,10 +76,10 @@ func (c *Chain) Read(topic string, msg *schema.Message, now time.Time) (Record, 
 func (r *Record) Message(c Converters) (schema.Message, error) {
 	msg := schema.Message{Partition: r.Partition, HasPartition: r.HasPartition, Timestamp: time.UnixMilli(r.Timestamp)}
 	var err error
-	if msg.Key, err = encodePart(c.Key, false, r.KeySchema, r.Key); err != nil {
+	if msg.Key, msg.KeySchema, err = encodeKeyOrValue(c.Key, r.KeySchema, r.Key); err != nil {
 		return schema.Message{}, fmt.Errorf("key: %w", err)
 	}
-	if msg.Value, err = encodePart(c.Value, false, r.ValueSchema, r.Value); err != nil {
+	if msg.Value, msg.ValueSchema, err = encodeKeyOrValue(c.Value, r.ValueSchema, r.Value); err != nil {
 		return schema.Message{}, fmt.Errorf("value: %w", err)
 	}
 	if len(r.Headers) > 0 {
@@ -92,4 +93,25 @@ func (r *Record) Message(c Converters) (schema.Message, error) {
 		}
 	}
 	return msg, nil
+}
+
+// encodeKeyOrValue writes a key or a value; under the avro converter (or
+// a binary converter delegating to it) also its Avro schema, which the
+// registry registers and frames the datum with. A null is Kafka's null.
+func encodeKeyOrValue(conv schema.Converter, s *Schema, v any) ([]byte, string, error) {
+	c := conv
+	if b, d, ok := strings.Cut(string(conv), ":"); ok && (schema.Converter(b) == schema.ConvBinary || schema.Converter(b) == schema.ConvDebeziumByteArray) {
+		if _, isBytes := v.([]byte); !isBytes {
+			c = schema.Converter(d)
+		}
+	}
+	if c != schema.ConvAvro {
+		out, err := encodePart(conv, false, s, v)
+		return out, "", err
+	}
+	if v == nil {
+		return nil, "", nil
+	}
+	sch, datum, err := encodeAvro(s, v)
+	return datum, sch, err
 }

@@ -26,6 +26,8 @@ import (
 //	json:PATH            in a JSON value, the field at PATH (dot-separated,
 //	                     for example payload.source.ts_ms) is set to null
 //	                     on both sides before comparing
+//	avro:PATH            an Avro value is decoded by its registered schema
+//	                     to JSON, where the field at PATH is set to null
 type Normalization string
 
 // validNormalization tells whether n is one of the names above.
@@ -36,7 +38,8 @@ func validNormalization(n Normalization) bool {
 		return true
 	case strings.HasPrefix(s, "header:") && len(s) > len("header:"),
 		strings.HasPrefix(s, "header-prefix:") && len(s) > len("header-prefix:"),
-		strings.HasPrefix(s, "json:") && len(s) > len("json:"):
+		strings.HasPrefix(s, "json:") && len(s) > len("json:"),
+		strings.HasPrefix(s, "avro:") && len(s) > len("avro:"):
 		return true
 	}
 	return false
@@ -139,6 +142,8 @@ func normalize(r Record, norms []Normalization) Record {
 			r.Headers = dropHeaders(r.Headers, func(k string) bool { return strings.HasPrefix(k, s[len("header-prefix:"):]) })
 		case strings.HasPrefix(s, "json:"):
 			r.Value = nullJSONPath(r.Value, strings.Split(s[len("json:"):], "."))
+		case strings.HasPrefix(s, "avro:"):
+			r.Value = nullAvroPath(r, strings.Split(s[len("avro:"):], "."))
 		}
 	}
 	return r
