@@ -126,16 +126,36 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 }
 
 // defaultJSON is column's default in its schema, as JSON; nil for none.
+// It is worked out once per column and type (defaultCache).
 func (c *DebeziumConfig) defaultJSON(column string, t pgType) []byte {
-	text := c.defaultValue(column, t)
-	if text == nil {
+	if len(c.Defaults) == 0 {
 		return nil
 	}
-	def, reason := appendConnectValue(nil, t, c.vm, text)
-	if reason != "" {
+	if _, ok := c.Defaults[column]; !ok {
 		return nil
+	}
+	k := defaultKey{column, t}
+	if c.defaultCache != nil {
+		if v, ok := c.defaultCache.Load(k); ok {
+			return v.([]byte)
+		}
+	}
+	var def []byte
+	if text := c.defaultValue(column, t); text != nil {
+		if d, reason := appendConnectValue(nil, t, c.vm, text); reason == "" {
+			def = d
+		}
+	}
+	if c.defaultCache != nil {
+		c.defaultCache.Store(k, def)
 	}
 	return def
+}
+
+// defaultKey names a column's default: its name and type.
+type defaultKey struct {
+	column string
+	t      pgType
 }
 
 // defaultValue is column's default as Debezium reads it, as the text the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -172,7 +173,8 @@ type DebeziumConfig struct {
 	// Default numeric.
 	IntervalHandling IntervalHandling
 
-	vm valueModes // the value options, compacted by withDefaults
+	vm           valueModes // the value options, compacted by withDefaults
+	defaultCache *sync.Map  // defaultKey: the default as JSON; set by withDefaults
 }
 
 func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
@@ -201,6 +203,9 @@ func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
 		c.RunID = newRunID(c.Now())
 	}
 	c.vm, _ = c.modes() // validate reports a bad one
+	if len(c.Defaults) > 0 {
+		c.defaultCache = &sync.Map{}
+	}
 	return c
 }
 
@@ -738,9 +743,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	if r.Columns == nil || len(r.Columns) != len(r.Values) {
 		return Message{}, errors.New("schema: the debezium change event needs the whole row (a Record built by a Binding)")
 	}
-	buf := make([]byte, 0, 512+2*len(r.Payload))
 	var reason string
-
 	keyCols := c.KeyColumns
 	if len(keyCols) == 0 {
 		keyCols = []string{r.columnName(fID)}
@@ -751,11 +754,17 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	keyConv, _ := c.Key.ForStruct()
 	valueConv, _ := c.Value.ForStruct()
 	var cs *changeSchema
+	size := 512 + 2*len(r.Payload)
 	if keyConv == ConvJSONSchemas || valueConv == ConvJSONSchemas {
 		if cs = e.changeSchemas.forRecord(c, r, keyCols); cs.err != nil {
 			return Message{}, cs.err
 		}
+		size += len(cs.key) + len(cs.value)
 	}
+	for _, v := range r.Values {
+		size += len(v)
+	}
+	buf := make([]byte, 0, size)
 	if keyConv == ConvJSONSchemas {
 		buf = append(buf, `{"schema":`...)
 		buf = append(buf, cs.key...)

@@ -55,8 +55,21 @@ func BenchmarkEncodeDebeziumOutbox(b *testing.B) {
 	b.Run("placements-schemas", func(b *testing.B) {
 		benchDebezium(b, DebeziumOutbox, DebeziumConfig{Key: ConvJSONSchemas, Value: ConvJSONSchemas, Header: ConvJSONSchemas}, benchPlacements)
 	})
+	// A table's defaults, as teams' tables have them: each part's schema
+	// carries its column's.
+	b.Run("placements-schemas-column-defaults", func(b *testing.B) {
+		benchDebezium(b, DebeziumOutbox, DebeziumConfig{Key: ConvJSONSchemas, Value: ConvJSONSchemas, Header: ConvJSONSchemas,
+			Defaults: benchLedgerDefaults}, benchPlacements)
+	})
 }
 
+// benchLedgerDefaults are the ledger table's column defaults.
+var benchLedgerDefaults = map[string]string{"id": "gen_random_uuid()", "aggregateid": "'none'::text", "payload": "'{}'::jsonb",
+	"amount": "0", "booked_at": "now()", "created_at": "now()"}
+
 func BenchmarkEncodeDebeziumChange(b *testing.B) {
-	benchDebezium(b, Debezium, DebeziumConfig{}, nil)
+	b.Run("json", func(b *testing.B) { benchDebezium(b, Debezium, DebeziumConfig{}, nil) })
+	b.Run("schemas-column-defaults", func(b *testing.B) {
+		benchDebezium(b, Debezium, DebeziumConfig{Key: ConvJSONSchemas, Value: ConvJSONSchemas, Defaults: benchLedgerDefaults}, nil)
+	})
 }
