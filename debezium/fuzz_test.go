@@ -17,6 +17,7 @@ func FuzzRead(f *testing.F) {
 		"kafka-brokers = k:9092\n",
 		`{"config": [1]}`,
 		"debezium.transforms=a,,b\ndebezium.transforms.a.type=x\n",
+		"kind: KafkaConnector\nspec:\n  class: io.debezium.connector.postgresql.PostgresConnector\n  config:\n    database.port: 5432\n    transforms: outbox\n---\nkind: KafkaConnect\nspec:\n  config:\n    key.converter: x\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -17,6 +17,7 @@ type Form string
 const (
 	ConnectJSON      Form = "Kafka Connect connector configuration"
 	ServerProperties Form = "Debezium Server configuration"
+	StrimziConnector Form = "Strimzi KafkaConnector resource"
 )
 
 // Setting is one setting of pgoutbox's run: a flag's name and its value.
@@ -37,8 +38,9 @@ type Translation struct {
 }
 
 // Read reads data as a Debezium configuration: a Kafka Connect connector
-// JSON ({"name": …, "config": {…}} or the config object alone), or
-// Debezium Server properties (keys under debezium.). ok is false for
+// JSON ({"name": …, "config": {…}} or the config object alone), a Strimzi
+// KafkaConnector resource (YAML, strimzi.go), or Debezium Server
+// properties (keys under debezium.). ok is false for
 // anything else, such as pgoutbox's own flag = value file. Placeholders
 // are resolved as Debezium resolves them (placeholders.go). The error of a
 // configuration pgoutbox cannot honour names every option it refuses.
@@ -47,6 +49,16 @@ func Read(data []byte) (tr Translation, ok bool, err error) {
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		tr.Form = ConnectJSON
 		props, err := parseConnectJSON(data)
+		if err != nil {
+			return tr, true, err
+		}
+		if err := resolveConnect(props); err != nil {
+			return tr, true, err
+		}
+		conf = fromConnect(props)
+	} else if isStrimzi(data) {
+		tr.Form = StrimziConnector
+		props, err := parseStrimzi(data)
 		if err != nil {
 			return tr, true, err
 		}

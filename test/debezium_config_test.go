@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,4 +232,69 @@ INSERT INTO public.ledger_outbox VALUES
 	if slotExists() {
 		t.Error("pgoutbox slot drop --config FILE --keep-publication kept the slot")
 	}
+}
+
+// A Strimzi KafkaConnector resource, as teams on Kubernetes keep their
+// connector, in one file with the KafkaConnect resource whose worker sets
+// the converters, given to run --config against a table that already
+// holds a row: Debezium's default snapshot publishes it, then the stream
+// the row written after the start, both with the worker's StringConverter
+// keys and schemaless JSON values.
+func TestStrimziKafkaConnectorEndToEnd(t *testing.T) {
+	e := testenv.New(t)
+	existing := e.Insert(testenv.NewRow("order", "order-0", "OrderCreated", `{"id": 0}`))
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	conf := `apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaConnect
+metadata:
+  name: my-connect
+spec:
+  replicas: 1
+  config:
+    group.id: connect-cluster
+    key.converter: org.apache.kafka.connect.storage.StringConverter
+    value.converter: org.apache.kafka.connect.json.JsonConverter
+    value.converter.schemas.enable: false
+---
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaConnector
+metadata:
+  name: outbox-connector
+  labels:
+    strimzi.io/cluster: my-connect
+spec:
+  class: io.debezium.connector.postgresql.PostgresConnector
+  tasksMax: 1
+  config:
+    database.hostname: ` + host + `
+    database.port: ` + port + `
+    database.user: ` + user + `
+    database.dbname: ` + db + `
+    topic.prefix: shop
+    plugin.name: pgoutput
+    slot.name: strimzi_outbox
+    table.include.list: public.outbox
+    transforms: outbox
+    transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+`
+	path := filepath.Join(t.TempDir(), "outbox-connector.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "strimzi_outbox")
+	ids := append(existing, e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))...)
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)
+	for i, r := range recs {
+		if want := "order-" + strconv.Itoa(i); string(r.Key) != want {
+			t.Errorf("record %d: key %q, want %q", i, r.Key, want)
+		}
+		if want := strconv.Quote(`{"id": ` + strconv.Itoa(i) + `}`); string(r.Value) != want {
+			t.Errorf("record %d: value %s, want %s", i, r.Value, want)
+		}
+		if got, _ := testenv.HeaderOf(r, "id"); got != ids[i] {
+			t.Errorf("record %d: header id %q, want %q", i, got, ids[i])
+		}
+	}
+	p.Signal(t, 15)
 }

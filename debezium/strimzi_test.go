@@ -1,0 +1,82 @@
+package debezium
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A Strimzi KafkaConnector resource reads as the connector JSON of the
+// same options: spec.class is connector.class, numbers and booleans their
+// text; a KafkaConnect resource in the same file gives its worker's
+// converters, which the connector's own override.
+func TestReadStrimzi(t *testing.T) {
+	const strimzi = `apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaConnect
+metadata:
+  name: my-connect
+spec:
+  config:
+    group.id: connect-cluster
+    key.converter: org.apache.kafka.connect.storage.StringConverter
+    value.converter: org.apache.kafka.connect.json.JsonConverter
+    value.converter.schemas.enable: false
+---
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaConnector
+metadata:
+  name: outbox
+  labels:
+    strimzi.io/cluster: my-connect
+spec:
+  class: io.debezium.connector.postgresql.PostgresConnector
+  tasksMax: 1
+  config:
+    database.hostname: db
+    database.port: 5432
+    database.user: app
+    database.dbname: shop
+    topic.prefix: shop
+    table.include.list: public.outbox
+    snapshot.mode: no_data
+    transforms: outbox
+    transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+    transforms.outbox.table.expand.json.payload: true
+`
+	const connect = `{"name": "outbox", "config": {"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "tasks.max": "1",
+  "database.hostname": "db", "database.port": "5432", "database.user": "app", "database.dbname": "shop", "topic.prefix": "shop",
+  "table.include.list": "public.outbox", "snapshot.mode": "no_data", "transforms": "outbox",
+  "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.expand.json.payload": "true",
+  "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+  "value.converter.schemas.enable": "false"}}`
+	got, ok, err := Read([]byte(strimzi))
+	if err != nil || !ok || got.Form != StrimziConnector {
+		t.Fatalf("%v %v %q", ok, err, got.Form)
+	}
+	want, _, err := Read([]byte(connect))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Settings, want.Settings) {
+		t.Errorf("settings\n%v\nwant those of the connector JSON\n%v", got.Settings, want.Settings)
+	}
+
+	// The connector's own converter wins over the worker's.
+	own := strings.Replace(strimzi, "    snapshot.mode: no_data\n", "    snapshot.mode: no_data\n    key.converter: org.apache.kafka.connect.json.JsonConverter\n", 1)
+	tr, _, err := Read([]byte(own))
+	if err != nil || !slices.Contains(tr.Settings, Setting{"key-converter", "json-schemas"}) {
+		t.Errorf("the connector's key converter: %v, %v", tr.Settings, err)
+	}
+	for name, bad := range map[string]string{
+		"two connectors": strimzi + "---\nkind: KafkaConnector\nmetadata:\n  name: other\nspec:\n  class: x\n",
+		"a secret":       strings.Replace(strimzi, "database.user: app", "database.user: ${secrets:shop/db:user}", 1),
+		"a list":         strings.Replace(strimzi, "database.user: app", "database.user: [a, b]", 1),
+	} {
+		if _, ok, err := Read([]byte(bad)); !ok || err == nil {
+			t.Errorf("%s: ok %v, err %v", name, ok, err)
+		}
+	}
+	if _, ok, _ := Read([]byte("kafka-brokers = k:9092\n# KafkaConnector\n")); ok {
+		t.Error("pgoutbox's own file read as a Strimzi resource")
+	}
+}
