@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/compress v1.20.3
 	github.com/lmittmann/tint v1.2.1
 	github.com/nats-io/nats.go v1.55.0
+	github.com/pavlo-v-chernykh/keystore-go/v4 v4.5.0
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rabbitmq/amqp091-go v1.16.0
@@ -26,6 +27,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sync v0.24.0
+	software.sslmate.com/src/go-pkcs12 v0.7.4
 )
 
 require (

@@ -51,9 +51,10 @@ func (r *reading) security(p map[string]keyValue) {
 	}
 }
 
-// stores reads the trust store and the key store, PEM files only.
+// stores reads the trust store and the key store: JKS and PKCS12 stores
+// with their passwords, or PEM files.
 func (r *reading) stores(p map[string]keyValue) {
-	for _, name := range []string{"ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates"} {
+	for _, name := range []string{"ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates"} {
 		if kv, ok := p[name]; ok {
 			r.refuse(kv.key, producerRefusal(name))
 		}
@@ -63,22 +64,30 @@ func (r *reading) stores(p map[string]keyValue) {
 		if !ok {
 			continue
 		}
-		typ, typed := p["ssl."+s.store+".type"]
-		if !typed || !strings.EqualFold(typ.value, "PEM") {
-			key, value := "ssl."+s.store+".type", "JKS"
-			if typed {
-				key, value = typ.key, typ.value
-			} else if r.server {
-				key = serverProducer + key
-			} else {
-				key = connectProducer + key
-			}
-			r.refuse(key, fmt.Sprintf("%q (with %s): pgoutbox reads PEM files; convert the store to PEM and set %s=PEM", value, loc.key, "ssl."+s.store+".type"))
-			continue
+		typ := "JKS" // Kafka's default
+		typKey := "ssl." + s.store + ".type"
+		if kv, typed := p[typKey]; typed {
+			typ, typKey = strings.ToUpper(strings.TrimSpace(kv.value)), kv.key
 		}
-		r.set(s.flag, loc.value)
-		if s.store == "keystore" {
-			r.set("kafka-tls-key", loc.value) // the key and the chain in one file
+		switch typ {
+		case "PEM":
+			r.set(s.flag, loc.value)
+			if s.store == "keystore" {
+				r.set("kafka-tls-key", loc.value) // the key and the chain in one file
+				if kv, ok := p["ssl.key.password"]; ok {
+					r.refuse(kv.key, producerRefusal("ssl.key.password"))
+				}
+			}
+		case "JKS", "PKCS12":
+			r.set(s.flag, loc.value)
+			if kv, ok := p["ssl."+s.store+".password"]; ok {
+				r.set(s.flag+"-password", kv.value)
+			}
+			if kv, ok := p["ssl.key.password"]; ok && s.store == "keystore" {
+				r.set("kafka-tls-key-password", kv.value)
+			}
+		default:
+			r.refuse(typKey, fmt.Sprintf("%q: pgoutbox reads JKS, PKCS12 and PEM stores", typ))
 		}
 	}
 }

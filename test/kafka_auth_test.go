@@ -1,7 +1,12 @@
 package test
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 	"github.com/pgoutbox/pgoutbox/test/tlstest"
+	"software.sslmate.com/src/go-pkcs12"
 )
 
 // oauthLifetime is how long the issuer's tokens live: the refresh
@@ -42,6 +48,11 @@ func TestKafkaAuthModes(t *testing.T) {
 	}
 	secret := "PGOUTBOX_KAFKA_OAUTH_CLIENT_SECRET=" + is.ClientSecret
 	awsIAM := []string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.OAuth, ","), "--kafka-sasl-mechanism", "AWS_MSK_IAM"}
+	js := javaStores(t, dir, ca, cert, key)
+	storePasswords := []string{"PGOUTBOX_KAFKA_TLS_CA_PASSWORD=Trust-Pass-1", "PGOUTBOX_KAFKA_TLS_CERT_PASSWORD=Jks-Pass-2", "PGOUTBOX_KAFKA_TLS_KEY_PASSWORD=Key-Pass-3"}
+	javaMTLS := func(certFile string) []string {
+		return []string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", js.trustJKS, "--kafka-tls-cert", certFile}
+	}
 	awsEnv := func(key, secret string) []string {
 		none := filepath.Join(t.TempDir(), "none")
 		return []string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_SESSION_TOKEN=", "AWS_PROFILE=",
@@ -56,6 +67,13 @@ func TestKafkaAuthModes(t *testing.T) {
 		wants []string
 	}{
 		{"mutual TLS: a certificate the broker trusts", nil, mtls("--kafka-tls-cert", cert, "--kafka-tls-key", key), -1, []string{`"msg":"streaming"`}},
+		// Java's stores, as Kafka clients keep them: a JKS trust store, a
+		// JKS key store whose key has a password of its own, a PKCS12 one.
+		{"mutual TLS: Java stores, JKS", storePasswords, javaMTLS(js.clientJKS), -1, []string{`"msg":"streaming"`}},
+		{"mutual TLS: Java stores, PKCS12", []string{"PGOUTBOX_KAFKA_TLS_CA_PASSWORD=Trust-Pass-1", "PGOUTBOX_KAFKA_TLS_CERT_PASSWORD=P12-Pass-4"},
+			javaMTLS(js.clientP12), -1, []string{`"msg":"streaming"`}},
+		{"mutual TLS: a key store's wrong password", []string{"PGOUTBOX_KAFKA_TLS_CA_PASSWORD=Trust-Pass-1", "PGOUTBOX_KAFKA_TLS_CERT_PASSWORD=Wrong-Pass-5"},
+			javaMTLS(js.clientP12), 1, []string{"--kafka-tls-cert " + js.clientP12, "wrong password"}},
 		{"mutual TLS: the broker's CA not trusted", nil,
 			[]string{"run", "--database-url", e.URL, "--kafka-brokers", strings.Join(b.MTLS, ","), "--kafka-tls-ca", otherCA, "--kafka-tls-cert", cert, "--kafka-tls-key", key},
 			1, []string{"TLS certificate is not trusted", "--kafka-tls-ca"}},
@@ -79,9 +97,40 @@ func TestKafkaAuthModes(t *testing.T) {
 				d = 8 * time.Second
 			}
 			code, out := testenv.RunOnce(t, d, tt.env, append(tt.args, "--log-format", "json")...)
-			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4"})
+			testenv.ExpectOutput(t, code, tt.code, out, tt.wants, []string{is.ClientSecret, "Wrong-Client-Secret-8", "Aws-Secret-Key-4",
+				"Trust-Pass-1", "Jks-Pass-2", "Key-Pass-3", "P12-Pass-4", "Wrong-Pass-5"})
 		})
 	}
+	// The same stores named as Debezium Server's Kafka sink names them
+	// (Kafka's default store type, JKS, for the trust store), given to
+	// run --config.
+	t.Run("mutual TLS: Java stores in a Debezium Server configuration", func(t *testing.T) {
+		host, port, user, db := testenv.DebeziumDB(t, e)
+		props := filepath.Join(t.TempDir(), "application.properties")
+		conf := "debezium.sink.type=kafka\n" +
+			"debezium.sink.kafka.producer.bootstrap.servers=" + strings.Join(b.MTLS, ",") + "\n" +
+			"debezium.sink.kafka.producer.key.serializer=org.apache.kafka.common.serialization.StringSerializer\n" +
+			"debezium.sink.kafka.producer.value.serializer=org.apache.kafka.common.serialization.StringSerializer\n" +
+			"debezium.sink.kafka.producer.security.protocol=SSL\n" +
+			"debezium.sink.kafka.producer.ssl.truststore.location=" + js.trustJKS + "\n" +
+			"debezium.sink.kafka.producer.ssl.truststore.password=${TRUST_PASSWORD}\n" +
+			"debezium.sink.kafka.producer.ssl.keystore.type=JKS\n" +
+			"debezium.sink.kafka.producer.ssl.keystore.location=" + js.clientJKS + "\n" +
+			"debezium.sink.kafka.producer.ssl.keystore.password=${KEYSTORE_PASSWORD}\n" +
+			"debezium.sink.kafka.producer.ssl.key.password=${KEY_PASSWORD}\n" +
+			"debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.source.database.hostname=" + host + "\ndebezium.source.database.port=" + port + "\n" +
+			"debezium.source.database.user=" + user + "\ndebezium.source.database.dbname=" + db + "\n" +
+			"debezium.source.topic.prefix=shop\ndebezium.source.plugin.name=pgoutput\ndebezium.source.slot.name=java_stores\n" +
+			"debezium.source.table.include.list=public.outbox\ndebezium.source.snapshot.mode=no_data\n" +
+			"debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n"
+		if err := os.WriteFile(props, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"TRUST_PASSWORD=Trust-Pass-1", "KEYSTORE_PASSWORD=Jks-Pass-2", "KEY_PASSWORD=Key-Pass-3"}
+		code, out := testenv.RunOnce(t, 8*time.Second, env, "run", "--config", props, "--log-format", "json")
+		testenv.ExpectOutput(t, code, -1, out, []string{`"msg":"streaming"`}, []string{"Trust-Pass-1", "Jks-Pass-2", "Key-Pass-3"})
+	})
 	// An endpoint that does not answer is waited for, and status names
 	// it as the Kafka problem.
 	t.Run("OAUTHBEARER: the token endpoint unreachable", func(t *testing.T) {
@@ -122,4 +171,43 @@ func TestKafkaAuthModes(t *testing.T) {
 			t.Errorf("authentication failed on the way:\n%s", out)
 		}
 	})
+}
+
+// javaFiles are Java stores of the harness CA's PEM files.
+type javaFiles struct{ trustJKS, clientJKS, clientP12 string }
+
+// javaStores writes, with Java's keytool, a JKS trust store of ca
+// (Trust-Pass-1), and of the client's cert and key a PKCS12 key store
+// (P12-Pass-4, AES as keytool and OpenSSL 3 write it) and a JKS one
+// (Jks-Pass-2, the key under Key-Pass-3).
+func javaStores(t *testing.T, dir, ca, cert, key string) javaFiles {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _ := os.ReadFile(ca)
+	block, _ := pem.Decode(caPEM)
+	caCert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := javaFiles{filepath.Join(dir, "trust.jks"), filepath.Join(dir, "client.jks"), filepath.Join(dir, "client.p12")}
+	p12, err := pkcs12.Modern.Encode(pair.PrivateKey, pair.Leaf, []*x509.Certificate{caCert}, "P12-Pass-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.clientP12, p12, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-importcert", "-noprompt", "-alias", "ca", "-file", ca, "-keystore", f.trustJKS, "-storetype", "JKS", "-storepass", "Trust-Pass-1"},
+		{"-importkeystore", "-noprompt", "-srckeystore", f.clientP12, "-srcstoretype", "PKCS12", "-srcstorepass", "P12-Pass-4",
+			"-destkeystore", f.clientJKS, "-deststoretype", "JKS", "-deststorepass", "Jks-Pass-2", "-destkeypass", "Key-Pass-3"},
+	} {
+		if out, err := exec.Command("keytool", args...).CombinedOutput(); err != nil {
+			t.Fatalf("keytool %v: %v\n%s", args, err, out)
+		}
+	}
+	return f
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/awsauth"
+	"github.com/pgoutbox/pgoutbox/keystore"
 	"github.com/pgoutbox/pgoutbox/sink"
 )
 
@@ -42,7 +43,7 @@ func (a *kafkaAuth) register(fs *flag.FlagSet) {
 
 // secrets are the values the logger must mask.
 func (a *kafkaAuth) secrets() []string {
-	var out []string
+	out := a.tls.secrets()
 	for _, s := range []string{a.password, a.oauth.ClientSecret} {
 		if s != "" {
 			out = append(out, s)
@@ -121,21 +122,38 @@ func registerProducer(fs *flag.FlagSet, cfg *sink.Config) {
 }
 
 // tlsFiles are the TLS flags of one kind of server: --PREFIX,
-// --PREFIX-ca, --PREFIX-cert, --PREFIX-key, --PREFIX-server-name.
+// --PREFIX-ca, --PREFIX-cert, --PREFIX-key, --PREFIX-server-name, and the
+// passwords of Java stores given as --PREFIX-ca and --PREFIX-cert.
 type tlsFiles struct {
 	prefix                    string
 	on                        bool
 	caFile, certFile, keyFile string
 	serverName                string
+	caPassword, certPassword  string
+	keyPassword               string
 }
 
 func (f *tlsFiles) register(fs *flag.FlagSet, prefix, servers string) {
 	f.prefix = prefix
 	fs.BoolVar(&f.on, prefix, false, "connect to "+servers+" over TLS (1.2 or later); implied by the other --"+prefix+"-* flags")
-	fs.StringVar(&f.caFile, prefix+"-ca", "", "PEM file of the CA that signed the certificates of "+servers+" (default: the system's)")
-	fs.StringVar(&f.certFile, prefix+"-cert", "", "PEM client certificate, for servers that require mutual TLS")
+	fs.StringVar(&f.caFile, prefix+"-ca", "", "PEM file of the CA that signed the certificates of "+servers+", or a Java trust store (JKS or PKCS12) of it (default: the system's)")
+	fs.StringVar(&f.certFile, prefix+"-cert", "", "PEM client certificate, for servers that require mutual TLS; or a Java key store (JKS or PKCS12) with the key and its chain")
 	fs.StringVar(&f.keyFile, prefix+"-key", "", "PEM key of --"+prefix+"-cert")
 	fs.StringVar(&f.serverName, prefix+"-server-name", "", "name to verify the certificates of "+servers+" against (default: the host dialed)")
+	fs.StringVar(&f.caPassword, prefix+"-ca-password", "", "the password of a trust store given as --"+prefix+"-ca (Kafka's ssl.truststore.password)")
+	fs.StringVar(&f.certPassword, prefix+"-cert-password", "", "the password of a key store given as --"+prefix+"-cert (Kafka's ssl.keystore.password)")
+	fs.StringVar(&f.keyPassword, prefix+"-key-password", "", "the password of the key in a JKS key store, when not the store's (Kafka's ssl.key.password)")
+}
+
+// secrets are the store passwords, which logs mask.
+func (f *tlsFiles) secrets() []string {
+	var out []string
+	for _, s := range []string{f.caPassword, f.certPassword, f.keyPassword} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // config is the TLS configuration the flags ask for; nil for none.
@@ -145,22 +163,29 @@ func (f *tlsFiles) config() (*tls.Config, error) {
 	}
 	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
 	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
+		data, err := os.ReadFile(f.caFile)
 		if err != nil {
 			return nil, fmt.Errorf("--%s-ca: %w", f.prefix, err)
 		}
 		t.RootCAs = x509.NewCertPool()
-		if !t.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--%s-ca: %s holds no PEM certificate", f.prefix, f.caFile)
+		if keystore.KindOf(data) == keystore.PEM {
+			if !t.RootCAs.AppendCertsFromPEM(data) {
+				return nil, fmt.Errorf("--%s-ca: %s holds no PEM certificate", f.prefix, f.caFile)
+			}
+		} else {
+			certs, err := keystore.TrustStore(data, f.caPassword)
+			if err != nil {
+				return nil, fmt.Errorf("--%s-ca %s (with --%s-ca-password): %w", f.prefix, f.caFile, f.prefix, err)
+			}
+			for _, c := range certs {
+				t.RootCAs.AddCert(c)
+			}
 		}
 	}
-	if (f.certFile == "") != (f.keyFile == "") {
-		return nil, fmt.Errorf("--%s-cert and --%s-key go together", f.prefix, f.prefix)
-	}
 	if f.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+		cert, err := f.clientCert()
 		if err != nil {
-			return nil, fmt.Errorf("--%s-cert/--%s-key: %w", f.prefix, f.prefix, err)
+			return nil, err
 		}
 		// A server refuses an expired certificate with an alert that
 		// does not say why; say it here.
@@ -171,6 +196,35 @@ func (f *tlsFiles) config() (*tls.Config, error) {
 			return nil, fmt.Errorf("--%s-cert: the client certificate %s (%s) is not valid before %s", f.prefix, f.certFile, cert.Leaf.Subject, cert.Leaf.NotBefore.UTC().Format(time.RFC3339))
 		}
 		t.Certificates = []tls.Certificate{cert}
+	} else if f.keyFile != "" {
+		return nil, fmt.Errorf("--%s-cert and --%s-key go together", f.prefix, f.prefix)
 	}
 	return t, nil
+}
+
+// clientCert reads --PREFIX-cert: a PEM certificate with its PEM key, or
+// a Java key store.
+func (f *tlsFiles) clientCert() (tls.Certificate, error) {
+	data, err := os.ReadFile(f.certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("--%s-cert: %w", f.prefix, err)
+	}
+	if keystore.KindOf(data) != keystore.PEM {
+		if f.keyFile != "" {
+			return tls.Certificate{}, fmt.Errorf("--%s-cert %s is a key store, which holds the key: leave out --%s-key", f.prefix, f.certFile, f.prefix)
+		}
+		cert, err := keystore.KeyStore(data, f.certPassword, f.keyPassword)
+		if err != nil {
+			return tls.Certificate{}, fmt.Errorf("--%s-cert %s (with --%s-cert-password, --%s-key-password): %w", f.prefix, f.certFile, f.prefix, f.prefix, err)
+		}
+		return cert, nil
+	}
+	if f.keyFile == "" {
+		return tls.Certificate{}, fmt.Errorf("--%s-cert and --%s-key go together", f.prefix, f.prefix)
+	}
+	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("--%s-cert/--%s-key: %w", f.prefix, f.prefix, err)
+	}
+	return cert, nil
 }

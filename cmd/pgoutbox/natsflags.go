@@ -46,7 +46,7 @@ func (n *natsFlags) register(fs *flag.FlagSet) {
 
 // secrets are the values the logger must mask.
 func (n *natsFlags) secrets() []string {
-	var out []string
+	out := n.tls.secrets()
 	for _, s := range []string{n.password, n.seed, n.jwt} {
 		if s != "" {
 			out = append(out, s)

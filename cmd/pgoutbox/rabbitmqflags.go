@@ -54,7 +54,7 @@ func (r *rabbitmqFlags) register(fs *flag.FlagSet) {
 // secrets are the values the logger must mask: the password, given alone
 // or in the URL.
 func (r *rabbitmqFlags) secrets() []string {
-	var out []string
+	out := r.tls.secrets()
 	if r.password != "" {
 		out = append(out, r.password)
 	}

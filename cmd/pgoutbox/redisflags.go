@@ -54,10 +54,11 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 
 // secrets are the values the logger must mask.
 func (r *redisFlags) secrets() []string {
-	if r.password == "" {
-		return nil
+	out := r.tls.secrets()
+	if r.password != "" {
+		out = append(out, r.password)
 	}
-	return []string{r.password}
+	return out
 }
 
 // opener is the Redis sink these flags describe. --max-buffered-records
