@@ -391,10 +391,12 @@ var options = []Option{
 	{Part: Server, Key: natsSink + "sync.", Setting: Ignored,
 		Takes: "ignored: pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff",
 		read:  ignore("pgoutbox sends again what was not acknowledged, from the last confirmed position, with backoff")},
-	{Part: Server, Key: natsSink + "auth.tls.", Refuses: "a Java keystore: pgoutbox reads PEM files (`--nats-tls-ca`, `--nats-tls-cert`, `--nats-tls-key`)",
-		read: func(r *reading, k, _ string) {
-			r.refuse(k, "a Java keystore: pgoutbox reads PEM files (--nats-tls-ca, --nats-tls-cert, --nats-tls-key)")
-		}},
+	{Part: Server, Key: natsSink + "auth.tls.keystore", Setting: "nats-tls-cert",
+		Takes: "a JKS or PKCS12 store, one for both the client's key and the certificates it trusts (`--nats-tls-cert` and `--nats-tls-ca`), when neither `auth.jwt` nor `auth.user` is set, as Debezium Server uses it", read: accept},
+	{Part: Server, Key: natsSink + "auth.tls.keystore.password", Setting: "nats-tls-cert-password", Takes: "the store's password", read: accept},
+	{Part: Server, Key: natsSink + "auth.tls.password", Setting: "nats-tls-key-password", Takes: "the key's password", read: accept},
+	{Part: Server, Key: natsSink + "auth.tls.", Refuses: "another key",
+		read: func(r *reading, k, _ string) { r.refuse(k, "not a key of Debezium Server's NATS JetStream sink") }},
 
 	// Debezium Server's RabbitMQ sink (RabbitMqStreamChangeConsumerConfig),
 	// and the amqp-client keys under connection. it hands to
@@ -411,9 +413,13 @@ var options = []Option{
 		Takes:   "`true`, `false`; pgoutbox verifies the server's certificate against the system's roots or `--rabbitmq-tls-ca`, where amqp-client without a trust store trusts any",
 		Refuses: "another value", read: boolFlag("rabbitmq-tls")},
 	{Part: Server, Key: rabbitSink + "connection.ssl.verify.hostname", Takes: "any: pgoutbox always verifies the host name", read: accept},
-	{Part: Server, Key: rabbitSink + "connection.ssl.", Refuses: "a Java keystore or trust store: pgoutbox reads PEM files (`--rabbitmq-tls-ca`, `--rabbitmq-tls-cert`, `--rabbitmq-tls-key`)",
+	{Part: Server, Key: rabbitSink + "connection.ssl.key.store", Setting: "rabbitmq-tls-cert",
+		Takes: "a JKS or PKCS12 key store (`.password`, `.type`: `PKCS12` by default), with `connection.ssl.enabled=true`", read: accept},
+	{Part: Server, Key: rabbitSink + "connection.ssl.trust.store", Setting: "rabbitmq-tls-ca",
+		Takes: "a JKS or PKCS12 trust store (`.password`, `.type`: `JKS` by default), with `connection.ssl.enabled=true`", read: accept},
+	{Part: Server, Key: rabbitSink + "connection.ssl.", Refuses: "others (`ssl.algorithm`, `ssl.validate.server.certificate`, the stores' `.algorithm`): pgoutbox speaks TLS 1.2 or later and verifies the server's certificate",
 		read: func(r *reading, k, _ string) {
-			r.refuse(k, "a Java keystore or trust store: pgoutbox reads PEM files (--rabbitmq-tls-ca, --rabbitmq-tls-cert, --rabbitmq-tls-key)")
+			r.refuse(k, "pgoutbox speaks TLS 1.2 or later and always verifies the server's certificate")
 		}},
 	{Part: Server, Key: rabbitSink + "connection.", Setting: Ignored,
 		Takes: "ignored (timeouts, heartbeat, recovery, client properties): pgoutbox connects again itself and sends again what was not confirmed",

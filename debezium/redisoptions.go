@@ -22,11 +22,14 @@ var redisOptions = []Option{
 	{Part: Server, Key: redisSink + "ssl.hostname.verification.enabled", Default: "false", Setting: Ignored,
 		Takes: "ignored: pgoutbox always verifies the server's name (`--redis-tls-server-name` names the one in its certificate)",
 		read:  ignore("pgoutbox always verifies the server's name; --redis-tls-server-name names the one in its certificate")},
-	{Part: Server, Key: redisSink + "ssl.", Takes: "empty values",
-		Refuses: "a Java keystore or trust store: pgoutbox reads PEM files (`--redis-tls-ca`, `--redis-tls-cert`, `--redis-tls-key`)",
+	{Part: Server, Key: redisSink + "ssl.truststore.path", Setting: "redis-tls-ca",
+		Takes: "a JKS or PKCS12 trust store (`.password`, `.type`: `JKS` by default), with `ssl.enabled=true`", read: accept},
+	{Part: Server, Key: redisSink + "ssl.keystore.path", Setting: "redis-tls-cert",
+		Takes: "a JKS or PKCS12 key store (`.password`, `.type`: `JKS` by default), with `ssl.enabled=true`", read: accept},
+	{Part: Server, Key: redisSink + "ssl.", Takes: "empty values", Refuses: "other keys",
 		read: func(r *reading, k, v string) {
-			if strings.TrimSpace(v) != "" && !strings.HasSuffix(k, ".type") {
-				r.refuse(k, "a Java keystore or trust store: pgoutbox reads PEM files (--redis-tls-ca, --redis-tls-cert, --redis-tls-key)")
+			if strings.TrimSpace(v) != "" {
+				r.refuse(k, "not a key of Debezium Server's Redis sink")
 			}
 		}},
 	{Part: Server, Key: redisSink + "connection.timeout.ms", Default: "2000", Setting: "redis-connect-timeout", Takes: "milliseconds",

@@ -57,7 +57,8 @@ debezium.sink.redis.retry.max.attempts=3
 		{"debezium.sink.redis.cluster.enabled=yes\n", "debezium.sink.redis.cluster.enabled"},
 		{"debezium.sink.redis.db.index=16\n", "debezium.sink.redis.db.index"},
 		{"debezium.sink.redis.wait.timeout.ms=0\n", "debezium.sink.redis.wait.timeout.ms"},
-		{"debezium.sink.redis.ssl.truststore.path=/etc/trust.jks\n", "debezium.sink.redis.ssl.truststore.path"},
+		{"debezium.sink.redis.ssl.enabled=true\ndebezium.sink.redis.ssl.truststore.path=/etc/trust.bks\ndebezium.sink.redis.ssl.truststore.type=BKS\n",
+			"debezium.sink.redis.ssl.truststore.type"},
 	} {
 		_, _, err := Read([]byte(redisServerBase + "debezium.sink.redis.address=h:1\n" + tc.props))
 		if err == nil || !strings.Contains(err.Error(), tc.key) {

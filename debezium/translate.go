@@ -66,8 +66,12 @@ func (c config) translate() *reading {
 	c.connectorOptions(r)
 	c.routerOptions(r, routerOpts)
 	c.redisFormats(r)
+	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {
+		if storeKey(k) {
+			continue // sinkStores read it
+		}
 		if o, ok := lookup(Server, k); ok {
 			o.read(r, k, c.other[k])
 		} else {

@@ -2,18 +2,24 @@ package test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/pgoutbox/pgoutbox/test/natstest"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
+	"github.com/pgoutbox/pgoutbox/test/tlstest"
 )
 
 // checkNATS reads the stream and compares it with what committed: nothing
@@ -305,4 +311,72 @@ func TestNATSCloudEventsBinding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Debezium Server file whose NATS JetStream sink takes TLS from one Java
+// key store (auth.tls.keystore: the client's key and the CA it trusts, as
+// Debezium Server uses it), against a server that requires TLS: the
+// binary publishes a row of a table that already holds it, and never
+// shows the store's password.
+func TestNATSJavaKeyStoreFromDebeziumServerFile(t *testing.T) {
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
+  id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+  ('11111111-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}')`)
+	ca := tlstest.New(t)
+	s := natstest.StartTLS(t, ca)
+	dir := t.TempDir()
+	store := natsKeyStore(t, dir, ca)
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=nats-jetstream
+debezium.sink.nats-jetstream.url=`+s.URL+`
+debezium.sink.nats-jetstream.create-stream=true
+debezium.sink.nats-jetstream.auth.tls.keystore=`+store+`
+debezium.sink.nats-jetstream.auth.tls.keystore.password=${NATS_STORE_PASSWORD}
+debezium.sink.nats-jetstream.auth.tls.password=${NATS_STORE_PASSWORD}
+debezium.source.topic.prefix=dbserver1
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox
+debezium.source.snapshot.mode=initial
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+`)
+	p := testenv.StartBinaryEnv(t, []string{"NATS_STORE_PASSWORD=Nats-Store-Pass-9"}, "run", "--config", conf, "--log-format", "json")
+	testenv.Eventually(t, 60*time.Second, "the row already in the table", func() bool {
+		for _, m := range s.Messages("DebeziumStream") {
+			if m.Subject == "outbox.event.Order" {
+				return true
+			}
+		}
+		return false
+	})
+	p.Stop(t)
+	if out := p.Out.String(); strings.Contains(out, "Nats-Store-Pass-9") {
+		t.Errorf("the store's password in the output:\n%s", out)
+	}
+}
+
+// natsKeyStore writes a PKCS12 store, as keytool writes them, holding a
+// client key and certificate ca signed, and ca itself as a trusted
+// certificate.
+func natsKeyStore(t *testing.T, dir string, ca *tlstest.CA) string {
+	t.Helper()
+	cert, key := ca.ClientFiles(t, dir, "relay", time.Now().Add(time.Hour))
+	caFile := ca.WritePEM(t, dir)
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p12, err := pkcs12.Modern.Encode(pair.PrivateKey, pair.Leaf, nil, "Nats-Store-Pass-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "nats.p12")
+	if err := os.WriteFile(path, p12, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", caFile, "-keystore", path,
+		"-storetype", "PKCS12", "-storepass", "Nats-Store-Pass-9").CombinedOutput(); err != nil {
+		t.Fatalf("keytool: %v\n%s", err, out)
+	}
+	return path
 }
