@@ -143,6 +143,10 @@ type Broker struct {
 	// (Options.Proxied).
 	Proxied []string
 	Proxy   *faultproxy.Proxy
+	// listening are every listener's own addresses, which a start waits
+	// for: a listener whose port was taken fails the broker after its
+	// first listener already serves.
+	listening []string
 	// MTLS and OAuth are the bootstrap addresses of the listeners of
 	// Options.MTLS and Options.OAuth.
 	MTLS, OAuth []string
@@ -345,6 +349,7 @@ func startOnce(opts Options) (*Broker, error) {
 	for _, l := range ls {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(l.port))
 		names = append(names, l.name+"://"+addr)
+		b.listening = append(b.listening, addr)
 		protocols = append(protocols, l.name+":"+l.protocol)
 		if l.name != "CONTROLLER" {
 			a := addr
@@ -517,6 +522,21 @@ func (b *Broker) run() error {
 		err = waitListening(ctx, b.Controller, p.Exited())
 	} else {
 		err = waitServing(ctx, b.Brokers, b.ID, p.Exited())
+	}
+	for _, addr := range b.listening {
+		if err == nil {
+			err = waitListening(ctx, addr, p.Exited())
+		}
+	}
+	if err == nil {
+		// A listener whose port another process took (its dial above
+		// reaches that process) stops the broker about 0.7 s after the
+		// others serve: give it that time, and start again elsewhere.
+		select {
+		case <-p.Exited():
+			err = errors.New("it exited just after it started")
+		case <-time.After(1500 * time.Millisecond):
+		}
 	}
 	if err != nil {
 		p.Kill()
