@@ -485,9 +485,16 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 	if !strings.Contains(warn, "debezium.sink.nats-jetstream.sync.retries (pgoutbox sends again") || strings.Contains(warn, "pa55") {
 		t.Errorf("warning:\n%s\nwant sync.retries named, no password", warn)
 	}
+	// A key store is the TLS flags' (debezium.TestSinkStores), unused
+	// with auth.user as Debezium Server leaves it; another auth.tls key is
+	// refused.
 	_, _, err = load(base + "debezium.sink.nats-jetstream.auth.tls.keystore=/etc/ks.jks\n")
-	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.keystore: a Java keystore") {
-		t.Errorf("a keystore: %v, want it refused by name", err)
+	if err != nil {
+		t.Errorf("a keystore with auth.user: %v", err)
+	}
+	_, _, err = load(base + "debezium.sink.nats-jetstream.auth.tls.protocol=TLSv1.2\n")
+	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.protocol: not a key") {
+		t.Errorf("an unknown auth.tls key: %v, want it refused by name", err)
 	}
 	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=pubsub", 1))
 	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "pubsub"`) {
@@ -551,9 +558,9 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 		t.Errorf("server URL under TLS %q (%v)", u, err)
 	}
 	for key, why := range map[string]string{
-		"debezium.sink.rabbitmq.connection.ssl.trust.store=/etc/ts.jks": "debezium.sink.rabbitmq.connection.ssl.trust.store: a Java keystore",
-		"debezium.sink.rabbitmq.routingKey.source=header":               `debezium.sink.rabbitmq.routingKey.source: "header"`,
-		"debezium.sink.rabbitmq.deliveryMode=3":                         `debezium.sink.rabbitmq.deliveryMode: "3"`,
+		"debezium.sink.rabbitmq.connection.ssl.algorithm=TLSv1.1": "debezium.sink.rabbitmq.connection.ssl.algorithm: pgoutbox speaks TLS 1.2",
+		"debezium.sink.rabbitmq.routingKey.source=header":         `debezium.sink.rabbitmq.routingKey.source: "header"`,
+		"debezium.sink.rabbitmq.deliveryMode=3":                   `debezium.sink.rabbitmq.deliveryMode: "3"`,
 	} {
 		if _, _, err := load(base + key + "\n"); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("%s: %v, want it refused by name", key, err)
