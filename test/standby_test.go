@@ -187,7 +187,7 @@ func takeoverAfterHandoff(t *testing.T, lose func(t *testing.T, e *testenv.Env, 
 	ctx := context.Background()
 	var before []string
 	rows, err := e.Conn.Query(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 2000) g RETURNING id::text`)
+SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 20000) g RETURNING id::text`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,9 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 	rows.Close()
 	common := []string{"--mode", "auto", "--lease-ttl", "3s", "--lease-renew", "200ms"}
 	// A polls the rows from before the slot it creates one at a time: its
-	// handoff is under way when it loses the pipeline.
+	// handoff is under way when it loses the pipeline (2,000 rows went
+	// out in half a second on a quiet machine, before the loss; 20,000
+	// take several).
 	a := e.Run(t, append(common, "--batch-size", "1", "--poll-interval", "1ms")...)
 	testenv.Eventually(t, 15*time.Second, "the first relay's handoff under way", func() bool {
 		return testenv.StateMode(e) == "poll" && len(testenv.Unpublished(e, before...)) < len(before)

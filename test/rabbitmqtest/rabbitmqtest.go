@@ -65,6 +65,8 @@ type Server struct {
 	epmd   *proc.Process
 	server *proc.Process // nil when not running
 	logs   []string      // the output of the processes that ended
+	// started tells a server that has run: its ports stay its own.
+	started bool
 }
 
 // Start starts a server on free ports with its data under the test's
@@ -103,10 +105,7 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Fatal(err)
 		}
 	}
-	s.URL = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, s.ports.amqp)
-	if opts.TLS != nil {
-		s.TLSURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, s.ports.tls)
-	}
+	s.setURLs()
 	if err := s.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -190,23 +189,7 @@ func (s *Server) Start() {
 		}
 		s.epmd = p
 	}
-	env := []string{
-		"HOME=" + s.dir, // the Erlang cookie
-		"ERL_EPMD_PORT=" + strconv.Itoa(s.ports.epmd),
-		"RABBITMQ_NODENAME=rabbit@localhost",
-		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-		"RABBITMQ_NODE_PORT=" + strconv.Itoa(s.ports.amqp),
-		"RABBITMQ_DIST_PORT=" + strconv.Itoa(s.ports.dist),
-		"RABBITMQ_MNESIA_BASE=" + filepath.Join(s.dir, "mnesia"),
-		"RABBITMQ_LOG_BASE=" + filepath.Join(s.dir, "log"),
-		"RABBITMQ_CONFIG_FILE=" + filepath.Join(s.dir, "rabbitmq.conf"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(s.dir, "enabled_plugins"),
-		"RABBITMQ_LOGS=-",
-		// The script then execs the Erlang VM, so that the process
-		// started is the server itself, which Kill kills.
-		"RABBITMQ_ALLOW_INPUT=1",
-		"RABBITMQ_SERVER_START_ARGS=-noinput",
-	}
+	env := s.env()
 	// A node has been seen to stall in its database's start on a machine
 	// loaded by many tests at once, and to start at once when started
 	// again: one more try before the test fails.
@@ -217,14 +200,57 @@ func (s *Server) Start() {
 		}
 		err = s.waitReady(p)
 		if err == nil {
-			s.server = p
+			s.server, s.started = p, true
 			return
 		}
 		p.Kill()
-		if try == 2 {
+		if !s.started && try < 3 && strings.Contains(p.Output(), "eaddrinuse") {
+			// A port freeport found free was taken by another test
+			// process before the server bound it: new ones, once.
+			s.t.Logf("rabbitmqtest: a port was taken before the server bound it; starting it on others")
+			if err := s.newPorts(); err != nil {
+				s.t.Fatal(err)
+			}
+			env = s.env()
+			continue
+		}
+		if try >= 2 {
 			s.t.Fatalf("rabbitmqtest: %v; its output:\n%s", err, p.Output())
 		}
 		s.t.Logf("rabbitmqtest: %v; starting it again", err)
+	}
+}
+
+// newPorts moves a server that has not started yet to other ports: its
+// epmd too, and its configuration.
+func (s *Server) newPorts() error {
+	if s.epmd != nil {
+		s.epmd.Kill()
+		s.epmd = nil
+	}
+	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls} {
+		var err error
+		if *p, err = freeport.Port(); err != nil {
+			return err
+		}
+	}
+	s.setURLs()
+	if err := s.writeConfig(); err != nil {
+		return err
+	}
+	p, err := proc.StartAs(s.cred, "epmd", "epmd", []string{"-port", strconv.Itoa(s.ports.epmd)}, nil)
+	if err != nil {
+		return err
+	}
+	s.epmd = p
+	return nil
+}
+
+// setURLs sets URL and TLSURL from the ports.
+func (s *Server) setURLs() {
+	s.URL = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", s.opts.User, s.opts.Password, s.ports.amqp)
+	if s.opts.TLS != nil {
+		s.TLSURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", s.opts.User, s.opts.Password, s.ports.tls)
 	}
 }
 
@@ -403,4 +429,25 @@ func (s *Server) Await(queue string, n int, timeout time.Duration) []Message {
 		}
 	}
 	return out
+}
+
+// env is the server's environment: its directories and ports.
+func (s *Server) env() []string {
+	return []string{
+		"HOME=" + s.dir, // the Erlang cookie
+		"ERL_EPMD_PORT=" + strconv.Itoa(s.ports.epmd),
+		"RABBITMQ_NODENAME=rabbit@localhost",
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT=" + strconv.Itoa(s.ports.amqp),
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(s.ports.dist),
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(s.dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(s.dir, "log"),
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(s.dir, "rabbitmq.conf"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(s.dir, "enabled_plugins"),
+		"RABBITMQ_LOGS=-",
+		// The script then execs the Erlang VM, so that the process
+		// started is the server itself, which Kill kills.
+		"RABBITMQ_ALLOW_INPUT=1",
+		"RABBITMQ_SERVER_START_ARGS=-noinput",
+	}
 }
