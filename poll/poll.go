@@ -354,7 +354,10 @@ func (s *Shape) checkMark(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case !errors.As(err, &pgErr):
+	case !errors.As(err, &pgErr), !statementError(pgErr.Code):
+		// The connection's trouble (terminated, the server shutting
+		// down, out of resources) says nothing of the table: the caller
+		// tries again.
 		return fmt.Errorf("check marking rows of %s published: %w", s.table, err)
 	case pgErr.Code == "42501": // insufficient_privilege
 		return fmt.Errorf("%w: this role may not update %s, and polling marks the rows it published (GRANT UPDATE ON %s TO the role): %s",
@@ -367,6 +370,14 @@ func (s *Shape) checkMark(ctx context.Context) error {
 	default:
 		return fmt.Errorf("%w: marking a row published would fail: %s", ErrColumnsUnfit, pgErr.Message)
 	}
+}
+
+// statementError tells an error of the statement planned against the
+// table (classes 42, syntax error or access rule violation, and 22, data
+// exception: a missing column, a type or a status value it does not take,
+// no UPDATE privilege) from one of the connection or the server.
+func statementError(code string) bool {
+	return strings.HasPrefix(code, "42") || strings.HasPrefix(code, "22")
 }
 
 // history is the condition of the rows that were in the table before its
