@@ -105,7 +105,7 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Fatal(err)
 		}
 	}
-	s.setURLs()
+	s.URL, s.TLSURL = serverURLs(s.opts, s.ports.amqp, s.ports.tls)
 	if err := s.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func (s *Server) newPorts() error {
 			return err
 		}
 	}
-	s.setURLs()
+	s.URL, s.TLSURL = serverURLs(s.opts, s.ports.amqp, s.ports.tls)
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
@@ -246,12 +246,13 @@ func (s *Server) newPorts() error {
 	return nil
 }
 
-// setURLs sets URL and TLSURL from the ports.
-func (s *Server) setURLs() {
-	s.URL = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", s.opts.User, s.opts.Password, s.ports.amqp)
-	if s.opts.TLS != nil {
-		s.TLSURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", s.opts.User, s.opts.Password, s.ports.tls)
+// serverURLs are a server's URL and TLSURL on its ports.
+func serverURLs(opts Options, amqpPort, tlsPort int) (url, tlsURL string) {
+	url = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, amqpPort)
+	if opts.TLS != nil {
+		tlsURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, tlsPort)
 	}
+	return url, tlsURL
 }
 
 // waitReady waits until the server accepts an AMQP connection, or exits.
