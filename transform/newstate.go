@@ -114,8 +114,6 @@ func envelopeParent(field string) string {
 // value in the change event env; ok is false when neither its struct nor
 // the envelope has it, which Debezium skips.
 func (r fieldRef) lookup(env *Struct) (*Schema, any, bool) {
-	parent := env
-	i := -1
 	if r.parent != "" {
 		if p := env.Schema.field(r.parent); p >= 0 && env.Schema.Fields[p].Schema.Type == StructT {
 			ps := env.Schema.Fields[p].Schema
@@ -129,10 +127,11 @@ func (r fieldRef) lookup(env *Struct) (*Schema, any, bool) {
 			}
 		}
 	}
-	if i = parent.Schema.field(r.field); i < 0 {
+	i := env.Schema.field(r.field)
+	if i < 0 {
 		return nil, nil, false
 	}
-	return basics(parent.Schema.Fields[i].Schema), parent.Values[i], true
+	return basics(env.Schema.Fields[i].Schema), env.Values[i], true
 }
 
 // basics is SchemaUtil.copySchemaBasics(s).optional(): type, name,
