@@ -16,6 +16,7 @@ const (
 	binaryDataConverter   = "io.debezium.converters.BinaryDataConverter"
 	debeziumByteArray     = "io.debezium.converters.ByteArrayConverter"
 	byteBufferConverter   = "io.debezium.converters.ByteBufferConverter"
+	cloudEventsConverter  = "io.debezium.converters.CloudEventsConverter"
 )
 
 // successors are the converter classes Debezium no longer ships, and
@@ -144,8 +145,79 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 		return withDelegate("binary", part, opts)
 	case debeziumByteArray:
 		return withDelegate("debezium-bytearray", part, opts)
+	case cloudEventsConverter:
+		return cloudEvents(part, opts)
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, io.debezium.converters.BinaryDataConverter or io.debezium.converters.ByteArrayConverter)", class, apicurioAvroConverter, confluentAvroConverter)
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter or %s)", class, apicurioAvroConverter, confluentAvroConverter, cloudEventsConverter)
+}
+
+// cloudEvents maps Debezium's CloudEventsConverter with its options
+// (CloudEventsConverterConfig): JSON events with JSON data, with
+// (json.schemas.enable, on by default) or without schemas, extension
+// attributes on, the id and type made of the event. Other settings are
+// refused, each naming why.
+func cloudEvents(part string, opts map[string]string) (string, bool, string) {
+	if part != "value" {
+		return "", false, fmt.Sprintf("%q makes events of change events' values; as a %s converter it writes nothing usable", cloudEventsConverter, part)
+	}
+	var problems []string
+	for _, k := range []string{"serializer.type", "data.serializer.type"} {
+		if v, ok := opts[k]; ok && !strings.EqualFold(strings.TrimSpace(v), "json") {
+			problems = append(problems, fmt.Sprintf("%s=%s: Avro CloudEvents are not implemented (json is)", k, v))
+		}
+	}
+	if v, ok := opts["extension.attributes.enable"]; ok && !strings.EqualFold(strings.TrimSpace(v), "true") {
+		problems = append(problems, fmt.Sprintf("extension.attributes.enable=%s: not implemented (the attributes are always written)", v))
+	}
+	if v, ok := opts["opentelemetry.tracing.attributes.enable"]; ok && !strings.EqualFold(strings.TrimSpace(v), "false") {
+		problems = append(problems, fmt.Sprintf("opentelemetry.tracing.attributes.enable=%s: not implemented", v))
+	}
+	if v, ok := opts["metadata.source"]; ok {
+		if why := cloudEventsMetadata(v); why != "" {
+			problems = append(problems, "metadata.source="+v+": "+why)
+		}
+	}
+	if len(problems) > 0 {
+		return "", false, strings.Join(problems, "; ")
+	}
+	if strings.EqualFold(strings.TrimSpace(opts["json.schemas.enable"]), "false") {
+		return "cloudevents:json", true, ""
+	}
+	return "cloudevents:json-schemas", true, ""
+}
+
+// cloudEventsMetadata checks metadata.source (CloudEventsConverterConfig
+// .metadataSource): the event's own metadata (value), its id and type
+// generated. "" when pgoutbox writes it.
+func cloudEventsMetadata(v string) string {
+	parts := strings.Split(v, ",")
+	global := strings.ToLower(strings.TrimSpace(parts[0]))
+	if global == "header" {
+		return "metadata from headers (after the Outbox Event Router, with HeaderFrom before it) is not implemented"
+	}
+	if global != "value" {
+		return "the first part is value or header"
+	}
+	src := map[string]string{"id": "value", "type": "value"}
+	for _, p := range parts[1:] {
+		k, s, ok := strings.Cut(strings.TrimSpace(p), ":")
+		if !ok {
+			return fmt.Sprintf("%q is not field:source", p)
+		}
+		src[strings.TrimSpace(k)] = strings.ToLower(strings.TrimSpace(s))
+	}
+	for _, f := range []string{"id", "type"} {
+		switch src[f] {
+		case "generate":
+		case "value":
+			// Neither has a value source: the converter writes a null
+			// into a required field and Debezium's task fails.
+			return fmt.Sprintf("%s is not generated, so it is null and Debezium's task fails at the first record", f)
+		default:
+			return fmt.Sprintf("%s from a header is not implemented", f)
+		}
+	}
+	return ""
 }
 
 // withDelegate maps Debezium's BinaryDataConverter (base binary) or
@@ -176,8 +248,9 @@ func withDelegate(base, part string, opts map[string]string) (string, bool, stri
 // class Debezium Server's engine takes for it (ConverterBuilder): json (the
 // default, with schemas unless schemas.enable=false) and jsonbytearray
 // (the same JSON as bytes) are JsonConverter, simplestring is
-// StringConverter and binary BinaryDataConverter, for keys and values
-// only: headers are json or jsonbytearray.
+// StringConverter, binary BinaryDataConverter and cloudevents
+// CloudEventsConverter, for keys and values only: headers are json or
+// jsonbytearray.
 func serverFormat(part, format string) (string, string) {
 	switch {
 	case format == "", format == "json", format == "jsonbytearray":
@@ -186,6 +259,8 @@ func serverFormat(part, format string) (string, string) {
 		return stringConverter, ""
 	case format == "binary" && part != "header":
 		return binaryDataConverter, ""
+	case format == "cloudevents" && part != "header":
+		return cloudEventsConverter, ""
 	case part == "header":
 		return "", fmt.Sprintf("%q is not a header format of Debezium Server (json or jsonbytearray), which does not start with it", format)
 	case format == "avro":
@@ -195,5 +270,5 @@ func serverFormat(part, format string) (string, string) {
 		return "", "Debezium Server's avro format writes with Apicurio's 3.x converter (registry API v3), which pgoutbox does not implement yet; " +
 			"the Kafka Connect form with io.apicurio.registry.utils.converter.AvroConverter (2.x) is implemented"
 	}
-	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring or binary)", format)
+	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring, binary or cloudevents)", format)
 }

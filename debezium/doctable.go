@@ -27,6 +27,7 @@ var converterClasses = []ConverterClass{
 	{Class: apicurioAvroConverter, Value: "avro", Takes: "keys and values in Avro through Apicurio Registry's API, with the `apicurio.registry.*` options below ([Avro through a schema registry](#avro-through-a-schema-registry))"},
 	{Class: confluentAvroConverter, Value: "avro", Takes: "keys and values in Avro through the Confluent API and wire format (`schema.registry.url` and the options below), also as BinaryDataConverter's delegate (`binary:avro`)"},
 	{Class: byteBufferConverter, Value: "binary", Takes: "Debezium 1.x's name of BinaryDataConverter, which 3.6 no longer ships: written as BinaryDataConverter, with a warning at start"},
+	{Class: cloudEventsConverter, Value: "cloudevents:json-schemas", Takes: "values of change events (no router): a CloudEvent in JSON of each, its data written with or without schemas (`cloudevents:json-schemas`, `cloudevents:json`), as [below](#cloudevents-debeziums-cloudeventsconverter)"},
 	{Class: debeziumByteArray, Value: "debezium-bytearray", Takes: "Debezium 3's: a `byte[]` as it is, anything else through `delegate.converter.type` (`debezium-bytearray:DELEGATE`); the connector's `bytea` values are not `byte[]`, so all go through the delegate but a NULL `bytea`, a null; without a delegate (always for headers) refused at start, as Debezium's task fails at the first record"},
 }
 

@@ -99,6 +99,27 @@ func BenchmarkRecordDebezium(b *testing.B) {
 	}
 }
 
+// BenchmarkRecordChangeEvents is the per-event path of the connector's
+// change events (format debezium): written directly under JsonConverter,
+// with schemas or without, and through Kafka Connect's data (written
+// with schemas, read back, written again) under Debezium's
+// CloudEventsConverter and StringConverter.
+func BenchmarkRecordChangeEvents(b *testing.B) {
+	for _, tc := range []struct{ name, key, value string }{
+		{"json", "json", "json"},
+		{"json-schemas", "json-schemas", "json-schemas"},
+		{"cloudevents", "json-schemas", "cloudevents:json-schemas"},
+		{"string-key", "string", "json-schemas"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var cfg Config
+			cfg.Encoder.Format = schema.Debezium
+			cfg.Encoder.Debezium.Key, cfg.Encoder.Debezium.Value = schema.Converter(tc.key), schema.Converter(tc.value)
+			benchRecord(b, cfg)
+		})
+	}
+}
+
 // BenchmarkWatermark is the bookkeeping per event: add, ack, commit.
 func BenchmarkWatermark(b *testing.B) {
 	w := flow.NewWatermark(0, func(pglogrepl.LSN) {}, nil)

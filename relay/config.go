@@ -349,6 +349,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("Kafka Connect's transforms after the Outbox Event Router run with format %s, not %s", schema.DebeziumOutbox, c.Encoder.Format)
 	} else if chain != nil && !chain.AfterRouter() && c.Encoder.Format != schema.Debezium {
 		return fmt.Errorf("Kafka Connect's transforms without the Outbox Event Router run on the connector's change events, format %s, not %s", schema.Debezium, c.Encoder.Format)
+	} else if chain.Flattens() && c.Encoder.Debezium.Value.IsCloudEvents() {
+		return errors.New("Debezium's CloudEventsConverter makes events of change events, and ExtractNewRecordState makes each its row: Debezium writes every value as a null")
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)

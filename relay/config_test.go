@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // TestConfigGroups checks the grouped settings through Config: their
@@ -52,6 +55,19 @@ func TestConfigGroups(t *testing.T) {
 		{"negative transaction bound", func(c *Config) { c.Delivery, c.Transactions.MaxRecords = ExactlyOnce, -1 }, "transaction bounds"},
 		{"interval over the maximum age", func(c *Config) { c.Delivery, c.Transactions.Interval = ExactlyOnce, time.Second }, "transaction interval"},
 		{"negative settle", func(c *Config) { c.Delivery, c.Transactions.Settle = ExactlyOnce, -time.Millisecond }, "transaction settle"},
+		{"cloudevents on change events", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value = schema.Debezium, schema.ConvCloudEvents+":json"
+		}, ""},
+		{"cloudevents after ExtractNewRecordState", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value = schema.Debezium, schema.ConvCloudEvents+":json"
+			c.Transforms.Props = map[string]string{"transforms": "u", "transforms.u.type": transform.NewStateClass}
+		}, "ExtractNewRecordState"},
+		{"cloudevents after the router", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value = schema.DebeziumOutbox, schema.ConvCloudEvents
+		}, "after the Outbox Event Router"},
+		{"cloudevents keys", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Key = schema.Debezium, schema.ConvCloudEvents
+		}, "as the value converter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base()

@@ -122,6 +122,9 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 		return nil, err
 	}
 	if p.connect = p.chain != nil || enc.ConnectOnly(); p.connect {
+		if p.chain == nil {
+			p.chain = transform.Passthrough()
+		}
 		ec := cfg.Encoder
 		d := &ec.Debezium
 		p.convs = transform.Converters{Key: enc.Debezium().Key, Value: enc.Debezium().Value, Header: enc.Debezium().Header}

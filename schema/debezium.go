@@ -49,6 +49,13 @@ const (
 	// delegate (a header converter is never given one) it writes
 	// nothing: Debezium's task fails.
 	ConvDebeziumByteArray Converter = "debezium-bytearray"
+	// ConvCloudEvents is Debezium's CloudEventsConverter, for the values
+	// of change events: each a CloudEvent in JSON (structured mode) made
+	// of the event's source block, its before and after the data, written
+	// by its delegate, "cloudevents:json-schemas" (the default,
+	// JsonConverter's schemas.enable) or "cloudevents:json". Package
+	// transform writes it (Encoder.ConnectOnly).
+	ConvCloudEvents Converter = "cloudevents"
 )
 
 // ParseConverter returns the converter named s; "" gives "" (the format's
@@ -69,10 +76,23 @@ func ParseConverter(s string) (Converter, error) {
 		case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro:
 			return c, nil
 		}
+	case ConvCloudEvents:
+		switch c.delegate() {
+		case "":
+			if c == c.base() {
+				return c + ":" + ConvJSONSchemas, nil
+			}
+		case ConvJSON, ConvJSONSchemas:
+			return c, nil
+		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q)",
-		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON)
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, or %q with %q or %q)",
+		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON,
+		ConvCloudEvents, ConvCloudEvents+":"+ConvJSONSchemas, ConvCloudEvents+":"+ConvJSON)
 }
+
+// IsCloudEvents tells Debezium's CloudEventsConverter, with either delegate.
+func (c Converter) IsCloudEvents() bool { return c.base() == ConvCloudEvents }
 
 // base is the converter without its delegate.
 func (c Converter) base() Converter {
@@ -255,9 +275,17 @@ func (c DebeziumConfig) validate(f Format) error {
 		return err
 	}
 	c = c.withDefaults(f)
+	if c.Key.IsCloudEvents() || c.Header.IsCloudEvents() {
+		return errors.New("schema: Debezium's CloudEventsConverter writes the values of change events: use it as the value converter")
+	}
+	if c.Value.IsCloudEvents() && f != Debezium {
+		// metadata.source=value: a record that is not a change event
+		// (the router's) is written as a null.
+		return fmt.Errorf("schema: Debezium's CloudEventsConverter makes events of the connector's change events (format %s); after the Outbox Event Router it writes every value as a null", Debezium)
+	}
 	if f == Debezium {
 		for _, v := range []Converter{c.Key, c.Value} {
-			if _, ok := v.ForStruct(); !ok && v != ConvString {
+			if _, ok := v.ForStruct(); !ok && v != ConvString && !v.IsCloudEvents() {
 				return errors.New("schema: the debezium change event is a struct: use a json or string key and value converter")
 			}
 		}

@@ -177,7 +177,8 @@ func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 
 // ConnectOnly tells an encoder whose messages Encode cannot write: a
 // change event under StringConverter, which writes the key's and the
-// value's Struct.toString, or under the avro converter. Encode them with
+// value's Struct.toString, under the avro converter, or Debezium's
+// CloudEventsConverter. Encode them with
 // JSON schemas and write them through package transform's converters.
 func (e *Encoder) ConnectOnly() bool {
 	if e.format != Debezium {
@@ -185,7 +186,7 @@ func (e *Encoder) ConnectOnly() bool {
 	}
 	k, _ := e.dbz.Key.ForStruct()
 	v, _ := e.dbz.Value.ForStruct()
-	return e.dbz.Key == ConvString || e.dbz.Value == ConvString || k == ConvAvro || v == ConvAvro
+	return e.dbz.Key == ConvString || e.dbz.Value == ConvString || k == ConvAvro || v == ConvAvro || e.dbz.Value.IsCloudEvents()
 }
 
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in

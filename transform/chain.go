@@ -10,6 +10,11 @@ type Chain struct {
 	afterRouter bool
 }
 
+// Passthrough is a chain of no transform, for records that go through
+// Kafka Connect's data for their converters alone: it keeps Read's
+// schemas, which a nil chain reads anew for every record.
+func Passthrough() *Chain { return &Chain{} }
+
 // AfterRouter tells a chain that runs after the Outbox Event Router
 // (format debezium-outbox) from one on the change events (format
 // debezium).
@@ -108,3 +113,17 @@ var (
 type filter struct{}
 
 func (filter) apply(*Record) (bool, error) { return false, nil }
+
+// Flattens tells a chain with ExtractNewRecordState, after which a
+// record is its row, no longer a change event.
+func (c *Chain) Flattens() bool {
+	if c == nil {
+		return false
+	}
+	for _, s := range c.stages {
+		if _, ok := s.t.(*newState); ok {
+			return true
+		}
+	}
+	return false
+}

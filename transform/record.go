@@ -100,6 +100,14 @@ func (r *Record) Message(c Converters) (schema.Message, error) {
 // registry registers and frames the datum with. A null is Kafka's null.
 func encodeKeyOrValue(conv schema.Converter, s *Schema, v any) ([]byte, string, error) {
 	c := conv
+	if conv.IsCloudEvents() {
+		if v == nil {
+			return nil, "", nil
+		}
+		_, data, _ := strings.Cut(string(conv), ":")
+		out, err := appendCloudEvent(nil, schema.Converter(data), s, v)
+		return out, "", err
+	}
 	if b, d, ok := strings.Cut(string(conv), ":"); ok && (schema.Converter(b) == schema.ConvBinary || schema.Converter(b) == schema.ConvDebeziumByteArray) {
 		if _, isBytes := v.([]byte); !isBytes {
 			c = schema.Converter(d)

@@ -57,7 +57,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.additionalMissing, "column-additional-missing", "error", "an additional column the table lacks: error, or ignore it (Debezium table.field.additional.missing)")
 	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter), avro (a schema registry's AvroConverter: --key-registry-url, --value-registry-url and their siblings) or binary[:DELEGATE] (Debezium's BinaryDataConverter)"
 	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as "+convs+"; default string for debezium-outbox, json for debezium")
-	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+"; default json")
+	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+", or for change events cloudevents[:json] (Debezium's CloudEventsConverter, data with schemas unless :json); default json")
 	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
 	m.keyRegistry = registerRegistryFlags(fs, "key")
 	m.valueRegistry = registerRegistryFlags(fs, "value")

@@ -295,6 +295,8 @@ func ConnectForm(props map[string]string) (map[string]string, error) {
 			class = "org.apache.kafka.connect.storage.StringConverter"
 		case f == "binary" && part != "header":
 			class = "io.debezium.converters.BinaryDataConverter"
+		case f == "cloudevents" && part != "header":
+			class = "io.debezium.converters.CloudEventsConverter"
 		default:
 			return nil, fmt.Errorf("debezium.format.%s=%s: Debezium Server 3.6 has no such %s format", part, f, part)
 		}

@@ -306,7 +306,10 @@ func (r *run) debeziumConfig() map[string]string {
 	if recordStrategy(conf, "key") {
 		steps = slices.DeleteFunc(steps, func(s [3]string) bool { return s[0] == "ExtractField$Key" })
 	}
-	if recordStrategy(conf, "value") {
+	// Debezium's CloudEventsConverter writes a record it cannot make an
+	// event of as a null, and fails on a schema without a name: its
+	// value stays the message's struct.
+	if recordStrategy(conf, "value") || conf["value.converter"] == "io.debezium.converters.CloudEventsConverter" {
 		steps = steps[:len(steps)-1]
 	}
 	for i, t := range steps {

@@ -1,0 +1,71 @@
+package debezium
+
+import (
+	"strings"
+	"testing"
+)
+
+// Debezium's CloudEventsConverter: the options pgoutbox writes as
+// Debezium does become a cloudevents value converter; the others are
+// refused naming the key and why.
+func TestCloudEventsConverter(t *testing.T) {
+	const base = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "value.converter": "io.debezium.converters.CloudEventsConverter"`
+	for _, tt := range []struct {
+		name, opts, want, refused string
+	}{
+		{name: "defaults", want: "cloudevents:json-schemas"},
+		{name: "data without schemas", opts: `"value.converter.json.schemas.enable": "false"`, want: "cloudevents:json"},
+		{name: "json serializers", opts: `"value.converter.serializer.type": "json", "value.converter.data.serializer.type": "JSON"`, want: "cloudevents:json-schemas"},
+		{name: "default metadata source", opts: `"value.converter.metadata.source": "value,id:generate,type:generate,traceparent:header,dataSchemaName:generate"`, want: "cloudevents:json-schemas"},
+		{name: "metadata source generating id and type", opts: `"value.converter.metadata.source": "value, id:generate, type:generate"`, want: "cloudevents:json-schemas"},
+		{name: "avro data", opts: `"value.converter.data.serializer.type": "avro"`, refused: "data.serializer.type=avro"},
+		{name: "avro envelope", opts: `"value.converter.serializer.type": "avro"`, refused: "serializer.type=avro"},
+		{name: "no extension attributes", opts: `"value.converter.extension.attributes.enable": "false"`, refused: "extension.attributes.enable=false"},
+		{name: "tracing attributes", opts: `"value.converter.opentelemetry.tracing.attributes.enable": "true"`, refused: "opentelemetry.tracing.attributes.enable=true"},
+		{name: "metadata from headers", opts: `"value.converter.metadata.source": "header"`, refused: "from headers"},
+		{name: "id from a header", opts: `"value.converter.metadata.source": "value,id:header,type:generate"`, refused: "id from a header"},
+		{name: "id from the value", opts: `"value.converter.metadata.source": "value"`, refused: "Debezium's task fails"},
+		{name: "as the key converter", opts: `"key.converter": "io.debezium.converters.CloudEventsConverter"`, refused: "key.converter: "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := base
+			if tt.opts != "" {
+				conf += ",\n  " + tt.opts
+			}
+			tr, err := translateConnect(t, conf+"}")
+			if tt.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refused) {
+					t.Fatalf("err %v, want a refusal naming %q", err, tt.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := settingOf(tr, "value-converter"); got != tt.want {
+				t.Errorf("--value-converter %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Debezium Server's cloudevents value format is CloudEventsConverter,
+// with its options under debezium.format.value.*; not a key or header
+// format.
+func TestCloudEventsServerFormat(t *testing.T) {
+	const base = "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\ndebezium.sink.type=kafka\n"
+	tr, ok, err := Read([]byte(base + "debezium.format.value=cloudevents\ndebezium.format.value.json.schemas.enable=false\n"))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if got, _ := settingOf(tr, "value-converter"); got != "cloudevents:json" {
+		t.Errorf("--value-converter %q, want cloudevents:json", got)
+	}
+	for _, part := range []string{"key", "header"} {
+		_, _, err := Read([]byte(base + "debezium.format." + part + "=cloudevents\n"))
+		if err == nil || !strings.Contains(err.Error(), "debezium.format."+part) {
+			t.Errorf("format.%s=cloudevents: %v", part, err)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package transform
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/schema"
+)
+
+// This file writes a change event as Debezium's CloudEventsConverter
+// (3.6.1) writes a record's value with its defaults: serializer.type and
+// data.serializer.type json, extension.attributes.enable true, and
+// metadata.source value,id:generate,type:generate (the event's own
+// source, op and transaction; the id and type made of them). The
+// CloudEvent is JSON without schemas; its data, the change event's
+// before and after, is written by the data converter, JsonConverter with
+// schemas (the default) or without.
+
+// cloudEventsDataName is the data's schema name for the PostgreSQL
+// connector (RecordAndMetadataBaseImpl.dataSchemaName).
+const cloudEventsDataName = "io.debezium.connector.postgresql.Data"
+
+// appendCloudEvent writes the change event v (of schema s) as a
+// CloudEvent; data is the converter of its data, json or json-schemas.
+// A value that is not a change event (a transform made it something
+// else) is a DataError: Debezium's converter writes it as a null, which
+// would lose the event.
+func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]byte, error) {
+	ev, ok := v.(*Struct)
+	if !ok || s == nil || !strings.HasSuffix(s.Name, ".Envelope") || ev.Schema.Type != StructT {
+		return dst, dataErrorf("CloudEventsConverter: the value is not a change event (%s), which Debezium's converter writes as a null", describe(s, v))
+	}
+	src, _ := structField(ev, "source")
+	source, ok := src.(*Struct)
+	if !ok {
+		return dst, dataErrorf("CloudEventsConverter: the change event has no source block")
+	}
+	op, _ := structField(ev, "op")
+	tx, _ := structField(ev, "transaction")
+	name := fieldText(source, "name")
+	connector := fieldText(source, "connector")
+	ts, _ := structField(source, "ts_ms")
+	ms, ok := ts.(int64)
+	if !ok {
+		return dst, dataErrorf("CloudEventsConverter: the source block has no ts_ms")
+	}
+
+	dst = append(dst, `{"id":`...)
+	// PostgresCloudEventsMaker.ceId: Java's string concatenation, a null
+	// as "null".
+	dst = schema.AppendJSONString(dst, "name:"+name+";lsn:"+fieldText(source, "lsn")+";txId:"+fieldText(source, "txId")+
+		";sequence:"+fieldText(source, "sequence"))
+	dst = append(dst, `,"source":`...)
+	dst = schema.AppendJSONString(dst, "/debezium/"+connector+"/"+name)
+	dst = append(dst, `,"specversion":"1.0","type":`...)
+	dst = schema.AppendJSONString(dst, "io.debezium.connector."+connector+".DataChangeEvent")
+	dst = append(dst, `,"time":"`...)
+	// SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSSXXX") in UTC.
+	dst = time.UnixMilli(ms).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+	dst = append(dst, `","datacontenttype":"application/json","iodebeziumop":`...)
+	if o, ok := op.(string); ok {
+		dst = schema.AppendJSONString(dst, o)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	var err error
+	for i, f := range source.Schema.Fields {
+		if dst, err = appendExtension(dst, "", f, source.Values[i]); err != nil {
+			return dst, err
+		}
+	}
+	// The transaction block's attributes, null when the event has none.
+	for _, f := range transactionFields {
+		var fv any
+		if t, ok := tx.(*Struct); ok {
+			fv, _ = structField(t, f.Name)
+		}
+		if dst, err = appendExtension(dst, "tx", f, fv); err != nil {
+			return dst, err
+		}
+	}
+	dst = append(dst, `,"data":`...)
+	ds := &Schema{Type: StructT, Name: cloudEventsDataName}
+	dv := &Struct{Schema: ds}
+	for _, n := range []string{"before", "after"} {
+		i := ev.Schema.field(n)
+		if i < 0 {
+			return dst, dataErrorf("CloudEventsConverter: the change event has no %s field", n)
+		}
+		ds.Fields = append(ds.Fields, ev.Schema.Fields[i])
+		dv.Values = append(dv.Values, ev.Values[i])
+	}
+	if data == schema.ConvJSON {
+		dst, err = appendJSONValue(dst, ds, dv)
+	} else {
+		dst, err = appendJSONEnvelope(dst, ds, dv)
+	}
+	return append(dst, '}'), err
+}
+
+// transactionFields are the transaction block's fields
+// (TransactionMonitor.TRANSACTION_BLOCK_SCHEMA), whose attributes every
+// event carries.
+var transactionFields = []Field{
+	{Name: "id", Schema: &Schema{Type: String}},
+	{Name: "total_order", Schema: &Schema{Type: Int64}},
+	{Name: "data_collection_order", Schema: &Schema{Type: Int64}},
+}
+
+// appendExtension appends one extension attribute: its name "iodebezium"
+// then prefix and the field's name in ASCII letters and digits only, its
+// value an int64 as a string (CloudEvents has no 64-bit integer), a
+// boolean, string or smaller integer as it is.
+func appendExtension(dst []byte, prefix string, f Field, v any) ([]byte, error) {
+	switch f.Schema.Type {
+	case Boolean, Int8, Int16, Int32, Int64, String:
+	default:
+		return dst, dataErrorf("CloudEventsConverter: source field %s of type %s cannot be an extension attribute", f.Name, f.Schema.Type)
+	}
+	dst = append(dst, `,"iodebezium`...)
+	for _, c := range []byte(prefix + f.Name) {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			dst = append(dst, c)
+		}
+	}
+	dst = append(dst, `":`...)
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case int64:
+		if f.Schema.Type == Int64 {
+			dst = append(dst, '"')
+			dst = strconv.AppendInt(dst, x, 10)
+			return append(dst, '"'), nil
+		}
+	}
+	return appendJSONValue(dst, f.Schema, v)
+}
+
+// structField returns the value of st's field name; ok is false when st
+// has no such field.
+func structField(st *Struct, name string) (any, bool) {
+	i := st.Schema.field(name)
+	if i < 0 {
+		return nil, false
+	}
+	return st.Values[i], true
+}
+
+// fieldText is a field's value as Java's string concatenation writes it:
+// a string as it is, a number in decimal, a null (or no such field)
+// "null".
+func fieldText(st *Struct, name string) string {
+	switch x, _ := structField(st, name); v := x.(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case bool:
+		return strconv.FormatBool(v)
+	}
+	return "null"
+}
