@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // The converter classes pgoutbox writes as, by the class a configuration
@@ -61,6 +63,7 @@ func (c config) converters(r *reading) {
 			r.refuse(part+".converter", why)
 		}
 		r.set(part+"-converter", conv)
+		cloudEventsSettings(r, conv, opts)
 		registryOptions(r, part, c.other[part+".converter"], opts, func(k string) string { return prefix + k })
 		delete(c.other, part+".converter")
 	}
@@ -103,6 +106,7 @@ func (c config) serverConverters(r *reading) {
 			r.refuse("debezium.format."+part, why)
 		}
 		r.set(part+"-converter", conv)
+		cloudEventsSettings(r, conv, o)
 		registryOptions(r, part, class, o, func(k string) string { return "debezium.format." + part + "." + k })
 	}
 	if formats["header"] == "jsonbytearray" {
@@ -173,8 +177,8 @@ func cloudEvents(part string, opts map[string]string) (string, bool, string) {
 		problems = append(problems, fmt.Sprintf("opentelemetry.tracing.attributes.enable=%s: not implemented", v))
 	}
 	if v, ok := opts["metadata.source"]; ok {
-		if why := cloudEventsMetadata(v); why != "" {
-			problems = append(problems, "metadata.source="+v+": "+why)
+		if _, err := schema.ParseCloudEventsMetadata(v); err != nil {
+			problems = append(problems, "metadata.source="+v+": "+err.Error())
 		}
 	}
 	if len(problems) > 0 {
@@ -186,38 +190,14 @@ func cloudEvents(part string, opts map[string]string) (string, bool, string) {
 	return "cloudevents:json-schemas", true, ""
 }
 
-// cloudEventsMetadata checks metadata.source (CloudEventsConverterConfig
-// .metadataSource): the event's own metadata (value), its id and type
-// generated. "" when pgoutbox writes it.
-func cloudEventsMetadata(v string) string {
-	parts := strings.Split(v, ",")
-	global := strings.ToLower(strings.TrimSpace(parts[0]))
-	if global == "header" {
-		return "metadata from headers (after the Outbox Event Router, with HeaderFrom before it) is not implemented"
-	}
-	if global != "value" {
-		return "the first part is value or header"
-	}
-	src := map[string]string{"id": "value", "type": "value"}
-	for _, p := range parts[1:] {
-		k, s, ok := strings.Cut(strings.TrimSpace(p), ":")
-		if !ok {
-			return fmt.Sprintf("%q is not field:source", p)
-		}
-		src[strings.TrimSpace(k)] = strings.ToLower(strings.TrimSpace(s))
-	}
-	for _, f := range []string{"id", "type"} {
-		switch src[f] {
-		case "generate":
-		case "value":
-			// Neither has a value source: the converter writes a null
-			// into a required field and Debezium's task fails.
-			return fmt.Sprintf("%s is not generated, so it is null and Debezium's task fails at the first record", f)
-		default:
-			return fmt.Sprintf("%s from a header is not implemented", f)
+// cloudEventsSettings sets what a CloudEventsConverter's options say
+// beyond the converter: its metadata source.
+func cloudEventsSettings(r *reading, conv string, opts map[string]string) {
+	if v := opts["metadata.source"]; v != "" && strings.HasPrefix(conv, "cloudevents") {
+		if m, err := schema.ParseCloudEventsMetadata(v); err == nil && m != (schema.CloudEventsMetadata{}) {
+			r.set("cloudevents-metadata-source", m.String())
 		}
 	}
-	return ""
 }
 
 // withDelegate maps Debezium's BinaryDataConverter (base binary) or

@@ -13,6 +13,7 @@ func TestCloudEventsConverter(t *testing.T) {
   "value.converter": "io.debezium.converters.CloudEventsConverter"`
 	for _, tt := range []struct {
 		name, opts, want, refused string
+		metadata                  string // --cloudevents-metadata-source, "" for none
 	}{
 		{name: "defaults", want: "cloudevents:json-schemas"},
 		{name: "data without schemas", opts: `"value.converter.json.schemas.enable": "false"`, want: "cloudevents:json"},
@@ -23,8 +24,10 @@ func TestCloudEventsConverter(t *testing.T) {
 		{name: "avro envelope", opts: `"value.converter.serializer.type": "avro"`, refused: "serializer.type=avro"},
 		{name: "no extension attributes", opts: `"value.converter.extension.attributes.enable": "false"`, refused: "extension.attributes.enable=false"},
 		{name: "tracing attributes", opts: `"value.converter.opentelemetry.tracing.attributes.enable": "true"`, refused: "opentelemetry.tracing.attributes.enable=true"},
-		{name: "metadata from headers", opts: `"value.converter.metadata.source": "header"`, refused: "from headers"},
-		{name: "id from a header", opts: `"value.converter.metadata.source": "value,id:header,type:generate"`, refused: "id from a header"},
+		{name: "metadata from headers", opts: `"value.converter.metadata.source": "header"`, want: "cloudevents:json-schemas", metadata: "header,id:header,type:header"},
+		{name: "metadata from headers, id generated", opts: `"value.converter.metadata.source": "header,id:generate"`, want: "cloudevents:json-schemas", metadata: "header,id:generate,type:header"},
+		{name: "id from a header", opts: `"value.converter.metadata.source": "value,id:header,type:generate"`, refused: "id or type from a header with the metadata from the value"},
+		{name: "unknown metadata source", opts: `"value.converter.metadata.source": "value,id:random,type:generate"`, refused: "the sources are generate and header"},
 		{name: "id from the value", opts: `"value.converter.metadata.source": "value"`, refused: "Debezium's task fails"},
 		{name: "as the key converter", opts: `"key.converter": "io.debezium.converters.CloudEventsConverter"`, refused: "key.converter: "},
 	} {
@@ -45,6 +48,9 @@ func TestCloudEventsConverter(t *testing.T) {
 			}
 			if got, _ := settingOf(tr, "value-converter"); got != tt.want {
 				t.Errorf("--value-converter %q, want %q", got, tt.want)
+			}
+			if got, _ := settingOf(tr, "cloudevents-metadata-source"); got != tt.metadata {
+				t.Errorf("--cloudevents-metadata-source %q, want %q", got, tt.metadata)
 			}
 		})
 	}

@@ -218,7 +218,7 @@ var options = []Option{
 		Takes: "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`, then Kafka Connect's transforms after it: `--transforms` " +
 			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events, " +
 			"with Kafka Connect's transforms and `ExtractNewRecordState` on them (see [transforms on the change events](#transforms-on-the-change-events-extractnewrecordstate))",
-		Refuses: "other transforms, a transform before the router, two routers",
+		Refuses: "other transforms, a transform before the router but `HeaderFrom$Value` copying the change event's fields into headers (see [CloudEvents after the router](#cloudevents-after-the-outbox-event-router)), two routers",
 		read:    accept}, // read first (translate.go)
 	{Part: Connector, Key: "predicates", Setting: "transforms",
 		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
@@ -324,8 +324,8 @@ var options = []Option{
 		Takes: "CloudEventsConverter: `true`", Refuses: "`false`: not implemented", read: accept},
 	{Part: Converter, Key: "value.converter.opentelemetry.tracing.attributes.enable", Default: "false",
 		Takes: "CloudEventsConverter: `false`", Refuses: "`true`: not implemented", read: accept},
-	{Part: Converter, Key: "value.converter.metadata.source", Default: "value,id:generate,type:generate,traceparent:header,dataSchemaName:generate",
-		Takes: "CloudEventsConverter: `value` with `id` and `type` generated", Refuses: "`header` and `id` or `type` from a header: not implemented; `id` or `type` from `value`, as Debezium's task fails on the null it gives", read: accept},
+	{Part: Converter, Key: "value.converter.metadata.source", Default: "value,id:generate,type:generate,traceparent:header,dataSchemaName:generate", Setting: "cloudevents-metadata-source",
+		Takes: "CloudEventsConverter: `value` with `id` and `type` generated (change events); `header` with `id` and `type` from headers or generated (after the router, [below](#cloudevents-after-the-outbox-event-router))", Refuses: "`value` with `id` or `type` from a header: not implemented; `id` or `type` from `value`, as Debezium's task fails on the null it gives", read: accept},
 	{Part: Converter, Key: "<part>.converter.delegate.converter.type",
 		Takes:   "BinaryDataConverter's delegate for what is not bytes: StringConverter, JsonConverter (with its `.schemas.enable`), ByteArrayConverter; a header converter has none",
 		Refuses: "another delegate", read: accept},

@@ -97,6 +97,21 @@ func BenchmarkRecordDebezium(b *testing.B) {
 			benchRecord(b, cfg)
 		})
 	}
+	// Debezium's documented CloudEvents of outbox events: HeaderFrom$Value
+	// on the change event before the router, CloudEventsConverter with
+	// its metadata from headers.
+	b.Run("debezium-outbox+cloudevents", func(b *testing.B) {
+		var cfg Config
+		cfg.Encoder.Format = schema.DebeziumOutbox
+		d := &cfg.Encoder.Debezium
+		d.Value, d.Header, d.ExpandJSONPayload = schema.ConvCloudEvents, schema.ConvJSONSchemas, true
+		d.CloudEventsMetadata = schema.CloudEventsMetadata{Headers: true, IDHeader: true, TypeHeader: true}
+		cfg.Columns.Additional, _ = schema.ParseAdditionalFields("type:header")
+		cfg.Transforms.Props = map[string]string{"transforms": "meta,outbox", "transforms.outbox.type": transform.RouterClass,
+			"transforms.meta.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value", "transforms.meta.fields": "source,op,transaction",
+			"transforms.meta.headers": "source,op,transaction", "transforms.meta.operation": "copy"}
+		benchRecord(b, cfg)
+	})
 }
 
 // BenchmarkRecordChangeEvents is the per-event path of the connector's

@@ -351,6 +351,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("Kafka Connect's transforms without the Outbox Event Router run on the connector's change events, format %s, not %s", schema.Debezium, c.Encoder.Format)
 	} else if chain.Flattens() && c.Encoder.Debezium.Value.IsCloudEvents() {
 		return errors.New("Debezium's CloudEventsConverter makes events of change events, and ExtractNewRecordState makes each its row: Debezium writes every value as a null")
+	} else if c.Encoder.Debezium.CloudEventsMetadata.Headers && !chain.CopiesBeforeRouter("source", "op") {
+		return errors.New("Debezium's CloudEventsConverter with its metadata from headers reads the source and op headers, which a HeaderFrom$Value before the Outbox Event Router copies from the change event (fields and headers source,op): without them Debezium writes every value as a null")
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)

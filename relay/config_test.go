@@ -65,6 +65,25 @@ func TestConfigGroups(t *testing.T) {
 		{"cloudevents after the router", func(c *Config) {
 			c.Encoder.Format, c.Encoder.Debezium.Value = schema.DebeziumOutbox, schema.ConvCloudEvents
 		}, "after the Outbox Event Router"},
+		{"cloudevents from headers without HeaderFrom", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value, c.Encoder.Debezium.Header = schema.DebeziumOutbox, schema.ConvCloudEvents, schema.ConvJSONSchemas
+			c.Encoder.Debezium.CloudEventsMetadata = schema.CloudEventsMetadata{Headers: true, IDHeader: true, TypeHeader: true}
+		}, "HeaderFrom$Value before the Outbox Event Router"},
+		{"cloudevents from headers", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value, c.Encoder.Debezium.Header = schema.DebeziumOutbox, schema.ConvCloudEvents, schema.ConvJSONSchemas
+			c.Encoder.Debezium.CloudEventsMetadata = schema.CloudEventsMetadata{Headers: true, IDHeader: true, TypeHeader: true}
+			c.Transforms.Props = map[string]string{"transforms": "m,outbox", "transforms.outbox.type": transform.RouterClass,
+				"transforms.m.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value", "transforms.m.fields": "op,source",
+				"transforms.m.headers": "op,source", "transforms.m.operation": "copy"}
+		}, ""},
+		{"cloudevents from headers under string headers", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value = schema.DebeziumOutbox, schema.ConvCloudEvents
+			c.Encoder.Debezium.CloudEventsMetadata = schema.CloudEventsMetadata{Headers: true}
+		}, "header converter must be json-schemas"},
+		{"cloudevents from headers on change events", func(c *Config) {
+			c.Encoder.Format, c.Encoder.Debezium.Value, c.Encoder.Debezium.Header = schema.Debezium, schema.ConvCloudEvents, schema.ConvJSONSchemas
+			c.Encoder.Debezium.CloudEventsMetadata = schema.CloudEventsMetadata{Headers: true}
+		}, "after the Outbox Event Router"},
 		{"cloudevents keys", func(c *Config) {
 			c.Encoder.Format, c.Encoder.Debezium.Key = schema.Debezium, schema.ConvCloudEvents
 		}, "as the value converter"},

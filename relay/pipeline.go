@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +49,9 @@ type pipeline struct {
 	connect    bool // records go through chain and convs, even without a transform (Encoder.ConnectOnly)
 	encConnect *schema.Encoder
 	convs      transform.Converters
+	// encChange writes each row's change event, with schemas, for the
+	// chain's transforms before the router; nil when it has none.
+	encChange *schema.Encoder
 	// database is the database name, for envelopes that carry it.
 	database string
 	// holder names this relay in the pipeline's lease (lease.go).
@@ -127,10 +132,20 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 		}
 		ec := cfg.Encoder
 		d := &ec.Debezium
-		p.convs = transform.Converters{Key: enc.Debezium().Key, Value: enc.Debezium().Value, Header: enc.Debezium().Header}
+		p.convs = transform.Converters{Key: enc.Debezium().Key, Value: enc.Debezium().Value, Header: enc.Debezium().Header,
+			CloudEvents: enc.Debezium().CloudEventsMetadata}
 		d.Key, d.Value, d.Header, d.RunID = schema.ConvJSONSchemas, schema.ConvJSONSchemas, schema.ConvJSONSchemas, enc.Debezium().RunID
+		d.CloudEventsMetadata = schema.CloudEventsMetadata{}
 		if p.encConnect, err = schema.NewEncoder(ec); err != nil {
 			return nil, err
+		}
+		if p.chain.BeforeRouter() {
+			// The change event the router would have read; its context
+			// headers are the router's record's already.
+			ec.Format, d.ContextHeaders = schema.Debezium, false
+			if p.encChange, err = schema.NewEncoder(ec); err != nil {
+				return nil, err
+			}
 		}
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
@@ -272,6 +287,11 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: err.Error()})
 	}
+	if p.encChange != nil {
+		if err := p.beforeRouter(rec, &r); err != nil {
+			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+		}
+	}
 	keep, err := p.chain.Apply(&r)
 	if err != nil || !keep {
 		if err != nil {
@@ -293,6 +313,32 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 		}
 	}
 	return kr, nil
+}
+
+// beforeRouter runs the chain's transforms before the router on rec's
+// change event, on its change-event topic (<topic.prefix>.<schema>.<table>),
+// and puts the headers they add on r, the router's record, where the
+// router keeps them: after the connector's context headers, before its
+// own.
+func (p *pipeline) beforeRouter(rec *schema.Record, r *transform.Record) error {
+	msg, err := p.encChange.Encode(rec)
+	if err != nil {
+		return err
+	}
+	topic := p.encChange.Debezium().TopicPrefix + "." + rec.Origin.Schema + "." + rec.Origin.Table
+	ce, err := p.chain.Read(topic, &msg, time.Now())
+	if err != nil {
+		return &transform.DataError{Reason: "the change event: " + err.Error()}
+	}
+	if err := p.chain.ApplyBefore(&ce); err != nil {
+		return err
+	}
+	at := 0
+	for at < len(r.Headers) && strings.HasPrefix(r.Headers[at].Key, schema.ContextHeaderPrefix) {
+		at++
+	}
+	r.Headers = slices.Insert(r.Headers, at, ce.Headers...)
+	return nil
 }
 
 // kafkaRecord is the Kafka record of msg, produced to topic.

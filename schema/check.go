@@ -58,7 +58,11 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		}
 		payloadCT, _ := connectTypeOf(b.typ(fPayload), d.vm)
 		expandable := d.ExpandJSONPayload && (payloadCT.typ == "string" || payloadCT.typ == "")
-		if envelope || expandable {
+		if d.Value.IsCloudEvents() {
+			if !envelope && !expandable {
+				bad(b.name[fPayload], "Debezium's CloudEventsConverter makes its data of a struct, which the value is only with table.expand.json.payload (a JSON payload) or envelope placements: Debezium's task fails at the first record (Mismatching schema)")
+			}
+		} else if envelope || expandable {
 			if _, ok := d.Value.ForStruct(); !ok {
 				what := "envelope placements make the value a struct"
 				if !envelope {

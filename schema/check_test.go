@@ -39,6 +39,10 @@ func TestCheck(t *testing.T) {
 		{"routed by an integer", Columns{PassThrough: true}, intRoute, outbox, "aggregatetype", ErrColumnType},
 		{"numeric in an envelope", Columns{PassThrough: true, Additional: mustParseAdditional("amount:envelope")}, numericCol, outbox, "", nil},
 		{"numeric in a change event", Columns{PassThrough: true}, numericCol, EncoderConfig{Format: Debezium}, "", nil},
+		{"CloudEvents of an expanded payload", Columns{PassThrough: true}, docTable,
+			EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{Value: ConvCloudEvents, Header: ConvJSONSchemas, ExpandJSONPayload: true}}, "", nil},
+		{"CloudEvents of a payload's text", Columns{PassThrough: true}, docTable,
+			EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{Value: ConvCloudEvents, Header: ConvJSONSchemas}}, "payload", ErrColumnType},
 		{"several problems in one message", Columns{PassThrough: true}, byteaTable, conv(ConvString, ConvString, ConvByteArray), "aggregateid", ErrColumnType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -192,6 +192,9 @@ type DebeziumConfig struct {
 	// IntervalHandling is the connector's interval.handling.mode.
 	// Default numeric.
 	IntervalHandling IntervalHandling
+	// CloudEventsMetadata is the value converter's metadata.source when
+	// it is ConvCloudEvents.
+	CloudEventsMetadata CloudEventsMetadata
 
 	vm           valueModes // the value options, compacted by withDefaults
 	defaultCache *sync.Map  // defaultKey: the default as JSON; set by withDefaults
@@ -244,6 +247,10 @@ func newRunID(now time.Time) string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
+// ContextHeaderPrefix starts the keys of the context headers Debezium's
+// connectors put on every record (DebeziumConfig.ContextHeaders).
+const ContextHeaderPrefix = "__debezium.context."
+
 // appendContextHeaders appends the context headers when configured.
 func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, []Header, string) {
 	if !c.ContextHeaders {
@@ -278,10 +285,19 @@ func (c DebeziumConfig) validate(f Format) error {
 	if c.Key.IsCloudEvents() || c.Header.IsCloudEvents() {
 		return errors.New("schema: Debezium's CloudEventsConverter writes the values of change events: use it as the value converter")
 	}
-	if c.Value.IsCloudEvents() && f != Debezium {
+	switch m := c.CloudEventsMetadata; {
+	case m != (CloudEventsMetadata{}) && !c.Value.IsCloudEvents():
+		return errors.New("schema: a CloudEvents metadata source without Debezium's CloudEventsConverter as the value converter")
+	case m.Headers && f != DebeziumOutbox:
+		return fmt.Errorf("schema: Debezium's CloudEventsConverter with its metadata from headers is implemented after the Outbox Event Router (format %s)", DebeziumOutbox)
+	case m.Headers && c.Header != ConvJSONSchemas:
+		// RecordAndMetadataHeaderImpl reads them back with JsonConverter,
+		// schemas enabled.
+		return fmt.Errorf("schema: Debezium's CloudEventsConverter reads its metadata headers as JSON with schemas: the header converter must be %s, not %s (Debezium's task fails at the first record)", ConvJSONSchemas, c.Header)
+	case c.Value.IsCloudEvents() && !m.Headers && f != Debezium:
 		// metadata.source=value: a record that is not a change event
 		// (the router's) is written as a null.
-		return fmt.Errorf("schema: Debezium's CloudEventsConverter makes events of the connector's change events (format %s); after the Outbox Event Router it writes every value as a null", Debezium)
+		return fmt.Errorf("schema: Debezium's CloudEventsConverter makes events of the connector's change events (format %s); after the Outbox Event Router it writes every value as a null unless its metadata comes from headers (metadata.source=header, with HeaderFrom$Value before the router copying source and op)", Debezium)
 	}
 	if f == Debezium {
 		for _, v := range []Converter{c.Key, c.Value} {

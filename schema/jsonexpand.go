@@ -1,12 +1,11 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file is Debezium's table.expand.json.payload: the payload string is
@@ -45,72 +44,119 @@ func (n *jnode) get(key string) (*jnode, bool) {
 	return nil, false
 }
 
+// parseJNode parses a JSON document as Jackson's tree model holds it.
+// The document is validated first (json.Valid, which allocates nothing);
+// the parse then reads the bytes directly, a string's bytes as they are
+// unless it holds an escape or invalid UTF-8, which encoding/json decodes
+// (U+FFFD for what is not UTF-8, as Jackson's replacement does).
 func parseJNode(b []byte) (*jnode, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	n, err := readJNode(d)
-	if err != nil {
-		return nil, err
+	if !json.Valid(b) {
+		return nil, errors.New("payload is not valid JSON")
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON value")
-	}
-	return n, nil
+	p := jparse{b: b}
+	return p.value(), nil
 }
 
-func readJNode(d *json.Decoder) (*jnode, error) {
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
+// jparse reads a valid JSON document.
+type jparse struct {
+	b []byte
+	i int
+}
+
+func (p *jparse) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		if t == '{' {
-			n := &jnode{kind: 'o'}
-			for d.More() {
-				kt, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				v, err := readJNode(d)
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string)
-				if _, dup := n.get(k); dup { // Jackson: the last value wins, in the first one's place
-					for i := range n.keys {
-						if n.keys[i] == k {
-							n.vals[i] = v
-						}
+}
+
+func (p *jparse) value() *jnode {
+	p.ws()
+	switch p.b[p.i] {
+	case '{':
+		p.i++
+		n := &jnode{kind: 'o'}
+		for {
+			p.ws()
+			if p.b[p.i] == '}' {
+				p.i++
+				return n
+			}
+			if p.b[p.i] == ',' {
+				p.i++
+				p.ws()
+			}
+			k := p.str()
+			p.ws()
+			p.i++ // ':'
+			v := p.value()
+			if _, dup := n.get(k); dup { // Jackson: the last value wins, in the first one's place
+				for i := range n.keys {
+					if n.keys[i] == k {
+						n.vals[i] = v
 					}
-					continue
 				}
-				n.keys = append(n.keys, k)
-				n.vals = append(n.vals, v)
+				continue
 			}
-			_, err = d.Token()
-			return n, err
+			n.keys = append(n.keys, k)
+			n.vals = append(n.vals, v)
 		}
+	case '[':
+		p.i++
 		n := &jnode{kind: 'a'}
-		for d.More() {
-			v, err := readJNode(d)
-			if err != nil {
-				return nil, err
+		for {
+			p.ws()
+			switch p.b[p.i] {
+			case ']':
+				p.i++
+				return n
+			case ',':
+				p.i++
 			}
-			n.elems = append(n.elems, v)
+			n.elems = append(n.elems, p.value())
 		}
-		_, err = d.Token()
-		return n, err
-	case string:
-		return &jnode{kind: 's', str: t}, nil
-	case bool:
-		return &jnode{kind: 'b', b: t}, nil
-	case nil:
-		return &jnode{kind: 'z'}, nil
-	case json.Number:
-		return &jnode{kind: 'n', num: parseJNum(string(t))}, nil
+	case '"':
+		return &jnode{kind: 's', str: p.str()}
+	case 't':
+		p.i += 4
+		return &jnode{kind: 'b', b: true}
+	case 'f':
+		p.i += 5
+		return &jnode{kind: 'b'}
+	case 'n':
+		p.i += 4
+		return &jnode{kind: 'z'}
 	}
-	return nil, errors.New("unexpected JSON token")
+	start := p.i
+	for p.i < len(p.b) && strings.IndexByte("+-0123456789.eE", p.b[p.i]) >= 0 {
+		p.i++
+	}
+	return &jnode{kind: 'n', num: parseJNum(string(p.b[start:p.i]))}
+}
+
+// str reads the string at p.i.
+func (p *jparse) str() string {
+	start, escaped := p.i, false
+	k := start + 1
+	for p.b[k] != '"' {
+		if p.b[k] == '\\' {
+			escaped = true
+			k++
+		}
+		k++
+	}
+	p.i = k + 1
+	raw := p.b[start+1 : k]
+	if !escaped && utf8.Valid(raw) {
+		return string(raw)
+	}
+	var s string
+	_ = json.Unmarshal(p.b[start:p.i], &s) // valid: json.Valid passed
+	return s
 }
 
 func parseJNum(s string) jnum {

@@ -6,6 +6,7 @@ package transform
 // and safe for concurrent use.
 type Chain struct {
 	stages      []stage
+	before      []stage     // on the change event, before the router
 	schemas     schemaCache // the records' schemas, read once (Read)
 	afterRouter bool
 }
@@ -126,4 +127,50 @@ func (c *Chain) Flattens() bool {
 		}
 	}
 	return false
+}
+
+// BeforeRouter tells a chain with transforms before the Outbox Event
+// Router, which run on the connector's change event (ApplyBefore).
+func (c *Chain) BeforeRouter() bool { return c != nil && len(c.before) > 0 }
+
+// ApplyBefore runs the transforms before the router on r, the change
+// event of the router's record; they only add headers (HeaderFrom$Value,
+// copy), which the router keeps. err is a *DataError.
+func (c *Chain) ApplyBefore(r *Record) error {
+	if c == nil {
+		return nil
+	}
+	for _, s := range c.before {
+		if s.pred != nil && s.pred.test(r) == s.negate {
+			continue
+		}
+		if _, err := s.t.apply(r); err != nil {
+			if de, ok := err.(*DataError); ok && de.Transform == "" {
+				de.Transform = s.alias
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// CopiesBeforeRouter tells whether a transform before the router copies
+// each of the change event's fields into a header of its own name.
+func (c *Chain) CopiesBeforeRouter(fields ...string) bool {
+	if c == nil {
+		return false
+	}
+	for _, f := range fields {
+		found := false
+		for _, s := range c.before {
+			hf := s.t.(*headerFrom)
+			for i, name := range hf.fields {
+				found = found || name == f && hf.headers[i] == f
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

@@ -215,3 +215,45 @@ func TestTransforms(t *testing.T) {
 		})
 	}
 }
+
+// HeaderFrom$Value before the router runs on the change event, behind
+// its predicate, and adds the headers the router's record then carries
+// (the documented way to CloudEventsConverter's metadata from headers).
+func TestBeforeRouter(t *testing.T) {
+	ch, _, err := Parse(Config{Props: map[string]string{
+		"transforms": "meta,outbox", "transforms.outbox.type": RouterClass,
+		"transforms.meta.type": "org.apache.kafka.connect.transforms.HeaderFrom$Value", "transforms.meta.fields": "source,op",
+		"transforms.meta.headers": "source,op", "transforms.meta.operation": "copy",
+		"transforms.meta.predicate": "hb", "transforms.meta.negate": "true",
+		"predicates": "hb", "predicates.hb.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+		"predicates.hb.pattern": "__debezium-heartbeat.*",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ch.BeforeRouter() || !ch.AfterRouter() || ch.Len() != 0 {
+		t.Fatalf("BeforeRouter %v AfterRouter %v Len %d", ch.BeforeRouter(), ch.AfterRouter(), ch.Len())
+	}
+	if !ch.CopiesBeforeRouter("source", "op") || ch.CopiesBeforeRouter("source", "op", "transaction") {
+		t.Error("CopiesBeforeRouter does not say which fields are copied")
+	}
+	r := changeEvent("n")
+	if err := ch.ApplyBefore(&r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Headers) != 2 || r.Headers[0].Key != "source" || r.Headers[1].Key != "op" || r.Headers[1].Value != "c" {
+		t.Errorf("headers %+v, want source and op", r.Headers)
+	}
+	if _, ok := r.Headers[0].Value.(*Struct); !ok || r.Headers[0].Schema.Name != "io.debezium.connector.postgresql.Source" {
+		t.Errorf("source header %+v", r.Headers[0])
+	}
+	hb := changeEvent("n")
+	hb.Topic = "__debezium-heartbeat.shop"
+	if err := ch.ApplyBefore(&hb); err != nil || len(hb.Headers) != 0 {
+		t.Errorf("a heartbeat's headers %+v, %v: the predicate skips it", hb.Headers, err)
+	}
+	var none *Chain
+	if none.BeforeRouter() || none.CopiesBeforeRouter("op") || none.ApplyBefore(&r) != nil {
+		t.Error("a nil chain has transforms before the router")
+	}
+}

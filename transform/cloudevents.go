@@ -21,6 +21,15 @@ import (
 // connector (RecordAndMetadataBaseImpl.dataSchemaName).
 const cloudEventsDataName = "io.debezium.connector.postgresql.Data"
 
+// cloudEventsData is the converter of a CloudEvent's data: the
+// CloudEventsConverter's delegate, JsonConverter with schemas by default.
+func cloudEventsData(conv schema.Converter) schema.Converter {
+	if _, d, ok := strings.Cut(string(conv), ":"); ok {
+		return schema.Converter(d)
+	}
+	return schema.ConvJSONSchemas
+}
+
 // appendCloudEvent writes the change event v (of schema s) as a
 // CloudEvent; data is the converter of its data, json or json-schemas.
 // A value that is not a change event (a transform made it something
@@ -38,6 +47,33 @@ func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]by
 	}
 	op, _ := structField(ev, "op")
 	tx, _ := structField(ev, "transaction")
+	ds := &Schema{Type: StructT, Name: cloudEventsDataName}
+	dv := &Struct{Schema: ds}
+	for _, n := range []string{"before", "after"} {
+		i := ev.Schema.field(n)
+		if i < 0 {
+			return dst, dataErrorf("CloudEventsConverter: the change event has no %s field", n)
+		}
+		ds.Fields = append(ds.Fields, ev.Schema.Fields[i])
+		dv.Values = append(dv.Values, ev.Values[i])
+	}
+	return appendEvent(dst, cloudEvent{source: source, op: op, tx: tx, data: dv, dataConv: data})
+}
+
+// cloudEvent is what a CloudEvent is made of: the metadata, the id and
+// type when they are not generated, and the data.
+type cloudEvent struct {
+	source   *Struct
+	op, tx   any
+	id, typ  *string // nil: generated
+	data     *Struct
+	dataConv schema.Converter
+}
+
+// appendEvent writes e as CloudEventsConverter writes a CloudEvent in
+// JSON: its attributes, the extension attributes, then the data.
+func appendEvent(dst []byte, e cloudEvent) ([]byte, error) {
+	source, op, tx := e.source, e.op, e.tx
 	name := fieldText(source, "name")
 	connector := fieldText(source, "connector")
 	ts, _ := structField(source, "ts_ms")
@@ -47,14 +83,22 @@ func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]by
 	}
 
 	dst = append(dst, `{"id":`...)
-	// PostgresCloudEventsMaker.ceId: Java's string concatenation, a null
-	// as "null".
-	dst = schema.AppendJSONString(dst, "name:"+name+";lsn:"+fieldText(source, "lsn")+";txId:"+fieldText(source, "txId")+
-		";sequence:"+fieldText(source, "sequence"))
+	if e.id != nil {
+		dst = schema.AppendJSONString(dst, *e.id)
+	} else {
+		// PostgresCloudEventsMaker.ceId: Java's string concatenation, a
+		// null as "null".
+		dst = schema.AppendJSONString(dst, "name:"+name+";lsn:"+fieldText(source, "lsn")+";txId:"+fieldText(source, "txId")+
+			";sequence:"+fieldText(source, "sequence"))
+	}
 	dst = append(dst, `,"source":`...)
 	dst = schema.AppendJSONString(dst, "/debezium/"+connector+"/"+name)
 	dst = append(dst, `,"specversion":"1.0","type":`...)
-	dst = schema.AppendJSONString(dst, "io.debezium.connector."+connector+".DataChangeEvent")
+	if e.typ != nil {
+		dst = schema.AppendJSONString(dst, *e.typ)
+	} else {
+		dst = schema.AppendJSONString(dst, "io.debezium.connector."+connector+".DataChangeEvent")
+	}
 	dst = append(dst, `,"time":"`...)
 	// SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSSXXX") in UTC.
 	dst = time.UnixMilli(ms).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
@@ -81,22 +125,72 @@ func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]by
 		}
 	}
 	dst = append(dst, `,"data":`...)
-	ds := &Schema{Type: StructT, Name: cloudEventsDataName}
-	dv := &Struct{Schema: ds}
-	for _, n := range []string{"before", "after"} {
-		i := ev.Schema.field(n)
-		if i < 0 {
-			return dst, dataErrorf("CloudEventsConverter: the change event has no %s field", n)
-		}
-		ds.Fields = append(ds.Fields, ev.Schema.Fields[i])
-		dv.Values = append(dv.Values, ev.Values[i])
-	}
-	if data == schema.ConvJSON {
-		dst, err = appendJSONValue(dst, ds, dv)
+	if e.dataConv == schema.ConvJSON {
+		dst, err = appendJSONValue(dst, e.data.Schema, e.data)
 	} else {
-		dst, err = appendJSONEnvelope(dst, ds, dv)
+		dst, err = appendJSONEnvelope(dst, e.data.Schema, e.data)
 	}
 	return append(dst, '}'), err
+}
+
+// headerCloudEvent writes r's value as CloudEventsConverter does with
+// its metadata from headers (RecordAndMetadataHeaderImpl): the source
+// block, op and transaction from the source, op and transaction
+// headers, which a HeaderFrom before the router copied from the change
+// event; the id and type from the id and type headers (the router's
+// event id, a type placed in a header) unless generated; the data the
+// value's struct, renamed. A null value is a null. Where Debezium's
+// converter writes a null for a value with a schema (no source or op
+// header), or its task fails (no id or type header, a value that is not
+// a struct), the record's error is a DataError.
+func (r *Record) headerCloudEvent(c Converters) ([]byte, error) {
+	if r.ValueSchema == nil || r.Value == nil {
+		return nil, nil
+	}
+	hv := func(key string) (any, bool) {
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if r.Headers[i].Key == key {
+				return r.Headers[i].Value, true
+			}
+		}
+		return nil, false
+	}
+	src, hasSource := hv("source")
+	op, hasOp := hv("op")
+	if !hasSource || !hasOp {
+		return nil, dataErrorf("CloudEventsConverter: no source or op header (a HeaderFrom$Value before the router copies them), for which Debezium's converter writes a null")
+	}
+	source, ok := src.(*Struct)
+	if !ok {
+		return nil, dataErrorf("CloudEventsConverter: the source header is not the source block")
+	}
+	st, ok := r.Value.(*Struct)
+	if !ok || r.ValueSchema.Type != StructT {
+		return nil, dataErrorf("CloudEventsConverter: the value is a %s, not a struct (Debezium: Mismatching schema)", describe(r.ValueSchema, r.Value))
+	}
+	e := cloudEvent{source: source, op: op, dataConv: cloudEventsData(c.Value)}
+	e.tx, _ = hv("transaction")
+	for _, f := range []struct {
+		key    string
+		header bool
+		dst    **string
+	}{{"id", c.CloudEvents.IDHeader, &e.id}, {"type", c.CloudEvents.TypeHeader, &e.typ}} {
+		if !f.header {
+			continue
+		}
+		v, ok := hv(f.key)
+		if !ok {
+			return nil, dataErrorf("CloudEventsConverter: Header `%s` was not provided", f.key)
+		}
+		s, ok := v.(string)
+		if !ok {
+			return nil, dataErrorf("CloudEventsConverter: the %s header is a %s, not a string", f.key, describe(nil, v))
+		}
+		*f.dst = &s
+	}
+	ds := &Schema{Type: StructT, Name: cloudEventsDataName, Fields: r.ValueSchema.Fields}
+	e.data = &Struct{Schema: ds, Values: st.Values}
+	return appendEvent(nil, e)
 }
 
 // transactionFields are the transaction block's fields

@@ -92,3 +92,55 @@ func TestCloudEventOfAnotherValue(t *testing.T) {
 		t.Errorf("null: %q %v", out, err)
 	}
 }
+
+// With its metadata from headers, the event is made of the source and op
+// headers, the id and type headers, and the value's struct; what Debezium
+// writes a null for or fails on is the record's error.
+func TestHeaderCloudEvent(t *testing.T) {
+	env, ev := pgChangeEvent(t, nil)
+	source := ev.Values[env.field("source")].(*Struct)
+	payload := &Schema{Type: StructT, Name: "payload", Fields: []Field{{Name: "n", Schema: &Schema{Type: Int32, Optional: true}}}}
+	str := &Schema{Type: String}
+	record := func(hs ...Header) *Record {
+		return &Record{ValueSchema: payload, Value: &Struct{Schema: payload, Values: []any{int64(1)}}, Headers: hs}
+	}
+	src, op := Header{Key: "source", Schema: source.Schema, Value: source}, Header{Key: "op", Schema: str, Value: "c"}
+	id, typ := Header{Key: "id", Schema: str, Value: "e-1"}, Header{Key: "type", Schema: str, Value: "OrderCreated"}
+	headers := Converters{Value: "cloudevents:json", CloudEvents: schema.CloudEventsMetadata{Headers: true, IDHeader: true, TypeHeader: true}}
+
+	got, err := record(src, op, id, typ).headerCloudEvent(headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{`{"id":"e-1","source":"/debezium/postgresql/p","specversion":"1.0","type":"OrderCreated",`,
+		`"iodebeziumop":"c",`, `"data":{"n":1}}`} {
+		if !strings.Contains(string(got), part) {
+			t.Errorf("%s\nlacks %s", got, part)
+		}
+	}
+	generated := Converters{Value: "cloudevents", CloudEvents: schema.CloudEventsMetadata{Headers: true}}
+	got, err = record(src, op).headerCloudEvent(generated)
+	if err != nil || !strings.Contains(string(got), `"type":"io.debezium.connector.postgresql.DataChangeEvent"`) ||
+		!strings.Contains(string(got), `"data":{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"n"}],"optional":false,"name":"io.debezium.connector.postgresql.Data"},"payload":{"n":1}}`) {
+		t.Errorf("generated id and type, data with its schema: %s %v", got, err)
+	}
+	if out, err := (&Record{ValueSchema: payload, Headers: []Header{src, op}}).headerCloudEvent(headers); out != nil || err != nil {
+		t.Errorf("a null value: %q %v", out, err)
+	}
+	for _, tt := range []struct {
+		name string
+		r    *Record
+		want string
+	}{
+		{"no source header", record(op, id, typ), "no source or op header"},
+		{"no id header", record(src, op, typ), "Header `id` was not provided"},
+		{"an id not a string", record(src, op, Header{Key: "id", Schema: &Schema{Type: Int64}, Value: int64(7)}, typ), "not a string"},
+		{"a value not a struct", &Record{ValueSchema: str, Value: "x", Headers: []Header{src, op, id, typ}}, "not a struct"},
+	} {
+		_, err := tt.r.headerCloudEvent(headers)
+		var de *DataError
+		if !errors.As(err, &de) || !strings.Contains(de.Reason, tt.want) {
+			t.Errorf("%s: %v, want a DataError with %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -131,8 +131,9 @@ func (p *parser) chain() *Chain {
 			p.refuse("transforms", "an empty alias (Kafka Connect has no transform by that name)")
 			continue
 		case i < router:
-			p.markPrefix(prefix)
-			p.refuse(prefix+"type", "a transform before the Outbox Event Router: pgoutbox runs Kafka Connect's transforms after the router only")
+			if st, ok := p.beforeRouter(alias, preds); ok {
+				ch.before = append(ch.before, st)
+			}
 			continue
 		}
 		if st, ok := p.stage(alias, preds); ok {
@@ -144,10 +145,32 @@ func (p *parser) chain() *Chain {
 			p.ignored = append(p.ignored, p.name(k))
 		}
 	}
-	if len(ch.stages) == 0 {
+	if len(ch.stages) == 0 && len(ch.before) == 0 {
 		return nil
 	}
 	return ch
+}
+
+// headerFromValue is the one transform pgoutbox runs before the router.
+const headerFromValue = "org.apache.kafka.connect.transforms.HeaderFrom$Value"
+
+// beforeRouter reads a transform before the Outbox Event Router, which
+// sees the connector's change event: HeaderFrom$Value copying its fields
+// (source, op, transaction, ...) into headers, which the router keeps,
+// as Debezium's CloudEventsConverter documents for its metadata.
+func (p *parser) beforeRouter(alias string, preds map[string]predicate) (stage, bool) {
+	prefix := "transforms." + alias + "."
+	if typ := javaTrim(p.props[prefix+"type"]); typ != headerFromValue {
+		p.markPrefix(prefix)
+		p.refuse(prefix+"type", fmt.Sprintf("%q before the Outbox Event Router: pgoutbox runs %s (operation copy) there, and Kafka Connect's transforms after the router", typ, headerFromValue))
+		return stage{}, false
+	}
+	st, ok := p.stage(alias, preds)
+	if ok && st.t.(*headerFrom).move {
+		p.refuse(prefix+"operation", "move before the Outbox Event Router is not implemented: use copy, which leaves the change event whole for the router")
+		return stage{}, false
+	}
+	return st, ok
 }
 
 // markPrefix marks every key under prefix as read.

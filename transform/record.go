@@ -36,6 +36,9 @@ type Header struct {
 // converters.
 type Converters struct {
 	Key, Value, Header schema.Converter
+	// CloudEvents is the value converter's metadata.source when Value is
+	// Debezium's CloudEventsConverter.
+	CloudEvents schema.CloudEventsMetadata
 }
 
 // Read reads the router's record for the chain: msg written with every
@@ -79,7 +82,12 @@ func (r *Record) Message(c Converters) (schema.Message, error) {
 	if msg.Key, msg.KeySchema, err = encodeKeyOrValue(c.Key, r.KeySchema, r.Key); err != nil {
 		return schema.Message{}, fmt.Errorf("key: %w", err)
 	}
-	if msg.Value, msg.ValueSchema, err = encodeKeyOrValue(c.Value, r.ValueSchema, r.Value); err != nil {
+	if c.Value.IsCloudEvents() && c.CloudEvents.Headers {
+		msg.Value, err = r.headerCloudEvent(c)
+	} else {
+		msg.Value, msg.ValueSchema, err = encodeKeyOrValue(c.Value, r.ValueSchema, r.Value)
+	}
+	if err != nil {
 		return schema.Message{}, fmt.Errorf("value: %w", err)
 	}
 	if len(r.Headers) > 0 {
@@ -104,8 +112,7 @@ func encodeKeyOrValue(conv schema.Converter, s *Schema, v any) ([]byte, string, 
 		if v == nil {
 			return nil, "", nil
 		}
-		_, data, _ := strings.Cut(string(conv), ":")
-		out, err := appendCloudEvent(nil, schema.Converter(data), s, v)
+		out, err := appendCloudEvent(nil, cloudEventsData(conv), s, v)
 		return out, "", err
 	}
 	if b, d, ok := strings.Cut(string(conv), ":"); ok && (schema.Converter(b) == schema.ConvBinary || schema.Converter(b) == schema.ConvDebeziumByteArray) {

@@ -32,6 +32,7 @@ type mappingFlags struct {
 	timePrecision              string
 	decimalHandling            string
 	intervalHandling           string
+	cloudEventsMetadata        string
 	binaryHandling             string
 	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
@@ -57,6 +58,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&m.additionalMissing, "column-additional-missing", "error", "an additional column the table lacks: error, or ignore it (Debezium table.field.additional.missing)")
 	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter), avro (a schema registry's AvroConverter: --key-registry-url, --value-registry-url and their siblings) or binary[:DELEGATE] (Debezium's BinaryDataConverter)"
 	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as "+convs+"; default string for debezium-outbox, json for debezium")
+	fs.StringVar(&m.cloudEventsMetadata, "cloudevents-metadata-source", "", "--value-converter cloudevents: Debezium's metadata.source, value (default: a change event's own source, op and transaction, the id and type generated) or header (after the router: from the source, op and transaction headers a HeaderFrom$Value before it copies, the id and type from the id and type headers), with id:generate or type:generate to generate either")
 	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+", or for change events cloudevents[:json] (Debezium's CloudEventsConverter, data with schemas unless :json); default json")
 	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
 	m.keyRegistry = registerRegistryFlags(fs, "key")
@@ -173,6 +175,9 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	if d.IntervalHandling, err = schema.ParseIntervalHandling(m.intervalHandling); err != nil {
 		return fmt.Errorf("--interval-handling-mode: %w", err)
+	}
+	if d.CloudEventsMetadata, err = schema.ParseCloudEventsMetadata(m.cloudEventsMetadata); err != nil {
+		return fmt.Errorf("--cloudevents-metadata-source: %w", err)
 	}
 	if d.BinaryHandling, err = schema.ParseBinaryHandling(m.binaryHandling); err != nil {
 		return fmt.Errorf("--binary-handling-mode: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -28,6 +29,8 @@ import (
 //	                     on both sides before comparing
 //	avro:PATH            an Avro value is decoded by its registered schema
 //	                     to JSON, where the field at PATH is set to null
+//	header-json:KEY:PATH in the JSON value of each header KEY, the field at
+//	                     PATH is set to null
 type Normalization string
 
 // validNormalization tells whether n is one of the names above.
@@ -41,6 +44,9 @@ func validNormalization(n Normalization) bool {
 		strings.HasPrefix(s, "json:") && len(s) > len("json:"),
 		strings.HasPrefix(s, "avro:") && len(s) > len("avro:"):
 		return true
+	case strings.HasPrefix(s, "header-json:"):
+		k, p, ok := strings.Cut(s[len("header-json:"):], ":")
+		return ok && k != "" && p != ""
 	}
 	return false
 }
@@ -144,6 +150,15 @@ func normalize(r Record, norms []Normalization) Record {
 			r.Value = nullJSONPath(r.Value, strings.Split(s[len("json:"):], "."))
 		case strings.HasPrefix(s, "avro:"):
 			r.Value = nullAvroPath(r, strings.Split(s[len("avro:"):], "."))
+		case strings.HasPrefix(s, "header-json:"):
+			k, p, _ := strings.Cut(s[len("header-json:"):], ":")
+			hs := slices.Clone(r.Headers)
+			for i, h := range hs {
+				if h.Key == k {
+					hs[i].Value = nullJSONPath(h.Value, strings.Split(p, "."))
+				}
+			}
+			r.Headers = hs
 		}
 	}
 	return r

@@ -312,6 +312,13 @@ func (r *run) debeziumConfig() map[string]string {
 	if recordStrategy(conf, "value") || conf["value.converter"] == "io.debezium.converters.CloudEventsConverter" {
 		steps = steps[:len(steps)-1]
 	}
+	// With its metadata from headers, the converter makes an event of
+	// any record with source and op headers, and fails on one without
+	// an id: the fence's (a HeaderFrom before the router copies them)
+	// are dropped, and it writes the fence as a null.
+	if strings.HasPrefix(strings.TrimSpace(conf["value.converter.metadata.source"]), "header") {
+		steps = append(steps, [3]string{"DropHeaders", "headers", "source,op"})
+	}
 	for i, t := range steps {
 		name := fmt.Sprintf("%s%d", fence, i)
 		chain = append(chain, name)
