@@ -272,10 +272,11 @@ var options = []Option{
 		read: ignore("pgoutbox passes the row's trace context on; it opens no spans")},
 	{Part: Router, Key: "tracing.with.context.field.only", Setting: Ignored, Takes: "pgoutbox opens no spans",
 		read: ignore("pgoutbox passes the row's trace context on; it opens no spans")},
-	{Part: Router, Key: "table.json.payload.null.behavior", Default: "ignore", Takes: "`ignore`",
-		Refuses: "the others: not implemented", read: onlyIgnore},
-	{Part: Router, Key: "table.json.payload.empty.array.behavior", Default: "ignore", Takes: "`ignore`",
-		Refuses: "the others: not implemented", read: onlyIgnore},
+	{Part: Router, Key: "table.json.payload.null.behavior", Default: "ignore", Setting: "json-payload-null-behavior",
+		Takes: "`ignore` (an expanded payload's null fields left out of its schema), `optional_bytes` (in it as optional bytes), in any case",
+		Refuses: "other values, as Debezium does", read: nullBehavior},
+	{Part: Router, Key: "table.json.payload.empty.array.behavior", Setting: Ignored,
+		Takes: "not an option of Debezium 3.6.1's router, which ignores it (an empty array is left out of the schema)", read: ignore("not an option of Debezium 3.6.1's router")},
 
 	// The converters (converters.go), by part.
 	{Part: Converter, Key: "key.converter", Default: "JsonConverter", Setting: "key-converter",
@@ -512,9 +513,14 @@ func valueMode[T ~string](flag string, parse func(string) (T, error)) func(*read
 	}
 }
 
-func onlyIgnore(r *reading, k, v string) {
-	if v != "ignore" {
-		r.refuse(k, fmt.Sprintf("%q: only the default (ignore) is implemented", v))
+// nullBehavior reads table.json.payload.null.behavior as
+// JsonPayloadNullFieldBehavior.parse does: trimmed, in any case.
+func nullBehavior(r *reading, k, v string) {
+	switch b := strings.ToLower(strings.TrimSpace(v)); b {
+	case "ignore", "optional_bytes":
+		r.set("json-payload-null-behavior", b)
+	default:
+		r.refuse(k, fmt.Sprintf("%q: ignore or optional_bytes, as Debezium's router takes", v))
 	}
 }
 

@@ -122,7 +122,7 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"transforms.outbox.table.fields.additional.placement", ""},
 		{"transforms.outbox.table.field.additional.missing", "maybe"},
 		{"transforms.outbox.table.op.invalid.behavior", "sometimes"},
-		{"transforms.outbox.table.json.payload.null.behavior", "optional_bytes"},
+		{"transforms.outbox.table.json.payload.null.behavior", "optional_nulls"},
 	} {
 		conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "transforms": "outbox",
   "transforms.outbox.type": "` + EventRouterClass + `", "` + tt.key + `": "` + tt.value + `"}`

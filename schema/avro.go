@@ -277,7 +277,7 @@ func (n *avroNames) appendCSchema(dst []byte, s *cschema, optional bool) []byte 
 		dst = n.appendRecordEnd(dst, outer, s.name, nil)
 	case "array":
 		dst = append(dst, `{"type":"array","items":`...)
-		dst = n.appendCSchema(dst, s.items, true)
+		dst = n.appendCSchema(dst, s.items, !s.items.required)
 		dst = append(dst, '}')
 	case "int32":
 		dst = append(dst, `"int"`...)
@@ -416,12 +416,16 @@ func appendAvroDecimal(dst []byte, t pgType, text []byte) ([]byte, string) {
 }
 
 // appendAvroData appends an expanded JSON value against its inferred
-// schema: every one optional, so a union's branch first.
+// schema: every one optional, so a union's branch first, but the merged
+// schema of an array's objects. A null there failed the expansion
+// (appendConnectData), which never reaches here.
 func appendAvroData(dst []byte, n *jnode, s *cschema) []byte {
 	if n == nil || n.kind == 'z' {
 		return append(dst, 0)
 	}
-	dst = append(dst, 2)
+	if !s.required {
+		dst = append(dst, 2) // the union's branch
+	}
 	switch s.typ {
 	case "struct":
 		for _, f := range s.fields {
@@ -489,7 +493,7 @@ func (c *DebeziumConfig) appendAvroOutboxValue(buf []byte, r *Record, envelope [
 		payloadCT = connectType{typ: "string"}
 	}
 	if c.ExpandJSONPayload && payloadCT.typ == "string" && r.Payload != nil {
-		if s, _, n, err := expandPayloadNode(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
+		if s, _, n, err := c.jsonSchemaData().expandPayloadNode(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
 			exp, node = s, n
 		}
 	}

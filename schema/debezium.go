@@ -149,6 +149,11 @@ type DebeziumConfig struct {
 	Key, Value, Header Converter
 	// ExpandJSONPayload is the outbox router's table.expand.json.payload.
 	ExpandJSONPayload bool
+	// JSONPayloadNullBytes is the router's
+	// table.json.payload.null.behavior=optional_bytes: an expanded
+	// payload's null fields are in its schema as optional bytes, not left
+	// out.
+	JSONPayloadNullBytes bool
 	// TopicPrefix is Debezium's topic.prefix: source.name and the schema
 	// names ("<prefix>.<schema>.<table>.Value"). Default "pgoutbox".
 	TopicPrefix string
@@ -307,6 +312,11 @@ func (c DebeziumConfig) validate(f Format) error {
 		}
 	}
 	return nil
+}
+
+// jsonSchemaData is how the router infers an expanded payload's schema.
+func (c *DebeziumConfig) jsonSchemaData() jsonSchemaData {
+	return jsonSchemaData{nullBytes: c.JSONPayloadNullBytes}
 }
 
 // optional reports whether a column is nullable, for schemas.
@@ -536,7 +546,7 @@ func (p *outboxPayload) read(c *DebeziumConfig, r *Record) {
 		p.ct = connectType{typ: "string"}
 	}
 	if c.ExpandJSONPayload && p.ct.typ == "string" && r.Payload != nil {
-		if s, v, err := expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
+		if s, v, err := c.jsonSchemaData().expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
 			p.expSchema, p.expValue = s, v
 		}
 	}

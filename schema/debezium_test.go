@@ -174,6 +174,8 @@ func TestExpandPayloadFallbacks(t *testing.T) {
 		want string // "" means: kept as a string
 	}{
 		{`{"a": 1, "b": null, "c": [], "d": 1.0, "e": 10000000.5, "f": 3000000000}`, `{"a":1,"d":1.0,"e":1.00000005E7,"f":3000000000}`},
+		{`{"xs": [{"a": 1}, {"b": "x"}, null]}`, ""}, // a null where the merged struct is not optional
+		{`{"xs": [{"a": 1}, {"a": 2}, null]}`, `{"xs":[{"a":1},{"a":2},null]}`},
 		{`{"xs": [{"a": 1}, {"b": "x"}]}`, `{"xs":[{"a":1,"b":null},{"a":null,"b":"x"}]}`},
 		{`{"xs": [1, 2.5]}`, ""},                // mixed number types: not homogenous
 		{`{"xs": [1, "a"]}`, ""},                // mixed node types
@@ -181,7 +183,7 @@ func TestExpandPayloadFallbacks(t *testing.T) {
 		{`[1, 2]`, ""},                          // not an object: no Struct
 		{`"text"`, ""},
 	} {
-		_, v, err := expandPayload("payload", []byte(tc.in))
+		_, v, err := jsonSchemaData{}.expandPayload("payload", []byte(tc.in))
 		if tc.want == "" {
 			if err == nil {
 				t.Errorf("%s: expanded to %s, want it kept as a string", tc.in, v)
@@ -191,6 +193,34 @@ func TestExpandPayloadFallbacks(t *testing.T) {
 		if err != nil || string(v) != tc.want {
 			t.Errorf("%s: got %s, %v; want %s", tc.in, v, err, tc.want)
 		}
+	}
+}
+
+// table.json.payload.null.behavior=optional_bytes: nulls are optional
+// bytes in the schema, which a value's type replaces in a merge.
+func TestExpandPayloadNullBytes(t *testing.T) {
+	j := jsonSchemaData{nullBytes: true}
+	for _, tc := range []struct{ in, schema, value string }{
+		{`{"a": null, "b": 1}`,
+			`{"type":"struct","fields":[{"type":"bytes","optional":true,"field":"a"},{"type":"int32","optional":true,"field":"b"}],"optional":true,"name":"payload"}`,
+			`{"a":null,"b":1}`},
+		{`{"xs": [null, null]}`,
+			`{"type":"struct","fields":[{"type":"array","items":{"type":"bytes","optional":true},"optional":true,"field":"xs"}],"optional":true,"name":"payload"}`,
+			`{"xs":[null,null]}`},
+		{`{"xs": [{"a": null}, {"a": 1}]}`,
+			`{"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],"optional":false,"name":"payload.xs"},"optional":true,"field":"xs"}],"optional":true,"name":"payload"}`,
+			`{"xs":[{"a":null},{"a":1}]}`},
+	} {
+		s, v, err := j.expandPayload("payload", []byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got := string(appendCSchema(nil, s, "")); got != tc.schema || string(v) != tc.value {
+			t.Errorf("%s:\n got %s %s\nwant %s %s", tc.in, got, v, tc.schema, tc.value)
+		}
+	}
+	if _, _, err := (jsonSchemaData{}).expandPayload("payload", []byte(`{"xs": [null]}`)); err == nil {
+		t.Error("an array of nulls expanded under ignore, where Debezium's member schema is unrecognized")
 	}
 }
 

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,6 +17,13 @@ import (
 // Whenever Debezium's expansion throws, it keeps the payload as a string;
 // expandPayload returns an error in exactly those cases so the caller does
 // the same.
+
+// jsonSchemaData is Debezium's JsonSchemaData with its
+// table.json.payload.null.behavior: a null field left out of the schema
+// (ignore, the default), or given Connect's optional bytes schema
+// (optional_bytes), which an array of objects' merge replaces with a
+// value's type where another element has one.
+type jsonSchemaData struct{ nullBytes bool }
 
 // jnode is a parsed JSON value with object member order kept.
 type jnode struct {
@@ -175,10 +183,14 @@ func parseJNum(s string) jnum {
 
 // cschema is an inferred Connect schema; every one is optional.
 type cschema struct {
-	typ    string // string, boolean, int32, int64, double, array, struct
+	typ    string // string, boolean, int32, int64, double, bytes (a null), array, struct
 	name   string // struct name
 	fields []cfield
 	items  *cschema
+	// required: the merge of an array's distinct object schemas, which
+	// SchemaUtil.copySchemaBasics leaves not optional; every other
+	// inferred schema is optional.
+	required bool
 }
 
 type cfield struct {
@@ -199,7 +211,7 @@ func (s *cschema) equal(o *cschema) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if s.typ != o.typ || s.name != o.name || len(s.fields) != len(o.fields) {
+	if s.typ != o.typ || s.name != o.name || s.required != o.required || len(s.fields) != len(o.fields) {
 		return false
 	}
 	for i := range s.fields {
@@ -216,7 +228,7 @@ func (s *cschema) equal(o *cschema) bool {
 var errExpand = errors.New("JSON expansion failed")
 
 // inferSchema is JsonSchemaData.toConnectSchema; nil means no field.
-func inferSchema(key string, n *jnode) (*cschema, error) {
+func (j jsonSchemaData) inferSchema(key string, n *jnode) (*cschema, error) {
 	switch n.kind {
 	case 's':
 		return &cschema{typ: "string"}, nil
@@ -234,7 +246,7 @@ func inferSchema(key string, n *jnode) (*cschema, error) {
 		if len(n.elems) == 0 {
 			return nil, nil
 		}
-		items, err := arrayItemSchema(key, n)
+		items, err := j.arrayItemSchema(key, n)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +258,7 @@ func inferSchema(key string, n *jnode) (*cschema, error) {
 			if key != "" {
 				fk = key + "." + k
 			}
-			fs, err := inferSchema(fk, n.vals[i])
+			fs, err := j.inferSchema(fk, n.vals[i])
 			if err != nil {
 				return nil, err
 			}
@@ -255,6 +267,10 @@ func inferSchema(key string, n *jnode) (*cschema, error) {
 			}
 		}
 		return s, nil
+	case 'z':
+		if j.nullBytes {
+			return &cschema{typ: "bytes"}, nil
+		}
 	}
 	return nil, nil
 }
@@ -263,7 +279,7 @@ func inferSchema(key string, n *jnode) (*cschema, error) {
 // Debezium merges the element schemas of an array of objects in HashSet
 // order; when they differ that order is not deterministic, and pgoutbox
 // merges in document order.
-func arrayItemSchema(key string, n *jnode) (*cschema, error) {
+func (j jsonSchemaData) arrayItemSchema(key string, n *jnode) (*cschema, error) {
 	var ref *jnode
 	var refSchema *cschema
 	for _, e := range n.elems {
@@ -278,19 +294,22 @@ func arrayItemSchema(key string, n *jnode) (*cschema, error) {
 		}
 		if ref.kind == 'n' {
 			if refSchema == nil {
-				refSchema, _ = inferSchema("", ref)
+				refSchema, _ = j.inferSchema("", ref)
 			}
-			es, _ := inferSchema("", e)
+			es, _ := j.inferSchema("", e)
 			if es.typ != refSchema.typ {
 				return nil, errExpand
 			}
 		}
 	}
 	if ref == nil {
+		if j.nullBytes {
+			return &cschema{typ: "bytes"}, nil // the schema of null
+		}
 		return nil, errExpand // only nulls: unrecognized member schema
 	}
 	if ref.kind != 'o' {
-		s, err := inferSchema("", ref)
+		s, err := j.inferSchema("", ref)
 		if err != nil {
 			return nil, err
 		}
@@ -299,22 +318,34 @@ func arrayItemSchema(key string, n *jnode) (*cschema, error) {
 		}
 		return s, nil
 	}
-	var merged *cschema
+	var merged, first *cschema
 	for _, e := range n.elems {
 		if e.kind != 'o' {
 			continue
 		}
-		s, err := inferSchema(key, e)
+		s, err := j.inferSchema(key, e)
 		if err != nil {
 			return nil, err
 		}
 		if merged == nil {
-			merged = s
+			merged, first = s, s
 			continue
 		}
+		if s.equal(first) && !merged.required {
+			continue // Debezium's HashSet holds equal schemas once
+		}
+		if !merged.required {
+			// A second schema: mergeSchema builds a new struct from the
+			// first's basics, not optional.
+			merged = &cschema{typ: "struct", name: first.name, fields: slices.Clone(first.fields), required: true}
+		}
 		for _, f := range s.fields {
-			if merged.field(f.name) == nil {
+			i := slices.IndexFunc(merged.fields, func(m cfield) bool { return m.name == f.name })
+			switch {
+			case i < 0:
 				merged.fields = append(merged.fields, f)
+			case merged.fields[i].s.typ == "bytes" && f.s.typ != "bytes":
+				merged.fields[i].s = f.s // mergeSchema: a null's bytes gives way to a value's type
 			}
 		}
 	}
@@ -325,6 +356,9 @@ func arrayItemSchema(key string, n *jnode) (*cschema, error) {
 // validation) and writes it as JsonConverter does.
 func appendConnectData(dst []byte, n *jnode, s *cschema) ([]byte, error) {
 	if n == nil || n.kind == 'z' {
+		if s.required {
+			return nil, errExpand // Struct.put: a null where the schema is not optional
+		}
 		return append(dst, "null"...), nil
 	}
 	switch s.typ {
@@ -405,7 +439,8 @@ func appendCSchema(dst []byte, s *cschema, field string) []byte {
 		dst = append(dst, `,"items":`...)
 		dst = appendCSchema(dst, s.items, "")
 	}
-	dst = append(dst, `,"optional":true`...)
+	dst = append(dst, `,"optional":`...)
+	dst = strconv.AppendBool(dst, !s.required)
 	if s.typ == "struct" && s.name != "" {
 		dst = append(dst, `,"name":`...)
 		dst = appendJavaString(dst, s.name)
@@ -421,14 +456,14 @@ func appendCSchema(dst []byte, s *cschema, field string) []byte {
 // the schema and the JsonConverter value; an error means Debezium keeps the
 // payload as a string. key is the payload field's name (the struct's
 // schema name).
-func expandPayload(key string, payload []byte) (*cschema, []byte, error) {
-	s, v, _, err := expandPayloadNode(key, payload)
+func (j jsonSchemaData) expandPayload(key string, payload []byte) (*cschema, []byte, error) {
+	s, v, _, err := j.expandPayloadNode(key, payload)
 	return s, v, err
 }
 
 // expandPayloadNode is expandPayload that also returns the parsed
 // document, for converters that write it their own way (avro).
-func expandPayloadNode(key string, payload []byte) (*cschema, []byte, *jnode, error) {
+func (j jsonSchemaData) expandPayloadNode(key string, payload []byte) (*cschema, []byte, *jnode, error) {
 	if len(payload) == 0 || (payload[0] != '{' && payload[0] != '[') {
 		return nil, nil, nil, errExpand
 	}
@@ -436,7 +471,7 @@ func expandPayloadNode(key string, payload []byte) (*cschema, []byte, *jnode, er
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := inferSchema(key, n)
+	s, err := j.inferSchema(key, n)
 	if err != nil {
 		return nil, nil, nil, err
 	}

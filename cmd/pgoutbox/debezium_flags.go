@@ -33,6 +33,7 @@ type mappingFlags struct {
 	decimalHandling            string
 	intervalHandling           string
 	cloudEventsMetadata        string
+	nullBehavior               string
 	binaryHandling             string
 	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
@@ -64,6 +65,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	m.keyRegistry = registerRegistryFlags(fs, "key")
 	m.valueRegistry = registerRegistryFlags(fs, "value")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.StringVar(&m.nullBehavior, "json-payload-null-behavior", "ignore", "debezium-outbox with --expand-json-payload: an expanded payload's null fields left out of its schema (ignore) or in it as optional bytes (optional_bytes) (Debezium table.json.payload.null.behavior)")
 	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
 	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
@@ -183,6 +185,13 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 		return fmt.Errorf("--binary-handling-mode: %w", err)
 	}
 	cfg.Encoder.Debezium.ExpandJSONPayload = m.expand
+	switch m.nullBehavior {
+	case "ignore":
+	case "optional_bytes":
+		cfg.Encoder.Debezium.JSONPayloadNullBytes = true
+	default:
+		return fmt.Errorf("--json-payload-null-behavior %q: use ignore or optional_bytes", m.nullBehavior)
+	}
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
 	cfg.Encoder.Debezium.ContextHeaders = m.contextHeaders
 	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix

@@ -221,7 +221,7 @@ func (r *run) database(ctx context.Context) error {
 	if r.conn, err = pgx.Connect(ctx, r.dbURL); err != nil {
 		return err
 	}
-	r.undo = append(r.undo, func() { r.conn.Close(context.Background()) })
+	r.undo = append(r.undo, func() { r.conn.Close(context.Background()) }, r.dropSlots)
 	if _, err := r.conn.Exec(ctx, r.c.Table); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
@@ -238,6 +238,25 @@ func (r *run) database(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// dropSlots drops the case's replication slots once their readers are
+// gone (Debezium's task and pgoutbox stopped before it runs): the cases
+// of a corpus would otherwise hold two or three slots each to the end,
+// more than a server has.
+func (r *run) dropSlots() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		// A slot whose reader is still leaving is dropped on a later turn.
+		_, _ = r.conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+WHERE database = current_database() AND NOT active`)
+		var left int
+		if err := r.conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&left); err == nil && left == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // sides are the suffixes of the slots and publications: dbz for Debezium,
