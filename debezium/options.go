@@ -273,7 +273,7 @@ var options = []Option{
 	{Part: Router, Key: "tracing.with.context.field.only", Setting: Ignored, Takes: "pgoutbox opens no spans",
 		read: ignore("pgoutbox passes the row's trace context on; it opens no spans")},
 	{Part: Router, Key: "table.json.payload.null.behavior", Default: "ignore", Setting: "json-payload-null-behavior",
-		Takes: "`ignore` (an expanded payload's null fields left out of its schema), `optional_bytes` (in it as optional bytes), in any case",
+		Takes:   "`ignore` (an expanded payload's null fields left out of its schema), `optional_bytes` (in it as optional bytes), in any case",
 		Refuses: "other values, as Debezium does", read: nullBehavior},
 	{Part: Router, Key: "table.json.payload.empty.array.behavior", Setting: Ignored,
 		Takes: "not an option of Debezium 3.6.1's router, which ignores it (an empty array is left out of the schema)", read: ignore("not an option of Debezium 3.6.1's router")},
