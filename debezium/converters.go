@@ -101,6 +101,11 @@ func (c config) serverConverters(r *reading) {
 		}
 		o := maps.Clone(shared)
 		maps.Copy(o, opts[part])
+		if _, ok := o["apicurio.registry.url"]; ok && class == jsonConverter && part != "header" {
+			// ConverterBuilder: json with Apicurio's registry is its
+			// ExtJsonConverter.
+			class = apicurioJSONConverter
+		}
 		conv, ok, why := connectConverter(part, class, o)
 		if !ok {
 			r.refuse("debezium.format."+part, why)
@@ -145,6 +150,11 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 			return "", false, fmt.Sprintf("%q writes keys and values only", class)
 		}
 		return "avro", true, ""
+	case apicurioJSONConverter:
+		if part == "header" {
+			return "", false, fmt.Sprintf("%q writes keys and values only", class)
+		}
+		return "apicurio-json", true, ""
 	case binaryDataConverter:
 		return withDelegate("binary", part, opts)
 	case debeziumByteArray:
@@ -152,7 +162,7 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 	case cloudEventsConverter:
 		return cloudEvents(part, opts)
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter or %s)", class, apicurioAvroConverter, confluentAvroConverter, cloudEventsConverter)
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter or %s)", class, apicurioAvroConverter, apicurioJSONConverter, confluentAvroConverter, cloudEventsConverter)
 }
 
 // cloudEvents maps Debezium's CloudEventsConverter with its options

@@ -75,3 +75,42 @@ func TestCloudEventsServerFormat(t *testing.T) {
 		}
 	}
 }
+
+// Apicurio's ExtJsonConverter, by its class or as Debezium Server's json
+// format with a registry, is apicurio-json with the registry's options;
+// its artifacts are named after topics only.
+func TestApicurioJSONConverter(t *testing.T) {
+	tr, err := translateConnect(t, `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "value.converter": "io.apicurio.registry.utils.converter.ExtJsonConverter",
+  "value.converter.apicurio.registry.url": "http://registry:8080/apis/registry/v2",
+  "value.converter.apicurio.registry.auto-register": "true"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{"value-converter": "apicurio-json", "value-registry-url": "http://registry:8080/apis/registry/v2",
+		"value-registry-auto-register": "true", "value-registry-api": "apicurio"} {
+		if got, _ := settingOf(tr, flag); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+	const server = "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\ndebezium.sink.type=kafka\n"
+	tr, _, err = Read([]byte(server + "debezium.format.value=json\ndebezium.format.value.apicurio.registry.url=http://registry:8080/apis/registry/v2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := settingOf(tr, "value-converter"); got != "apicurio-json" {
+		t.Errorf("Debezium Server's json with a registry: --value-converter %q, want apicurio-json", got)
+	}
+	if got, _ := settingOf(tr, "key-converter"); got != "json-schemas" {
+		t.Errorf("the key without a registry: --key-converter %q, want json-schemas", got)
+	}
+	for _, conf := range []string{
+		`{"value.converter": "io.apicurio.registry.utils.converter.ExtJsonConverter", "value.converter.apicurio.registry.url": "http://r",
+  "value.converter.apicurio.registry.artifact-resolver-strategy": "io.apicurio.registry.serde.avro.strategy.RecordIdStrategy"}`,
+		`{"header.converter": "io.apicurio.registry.utils.converter.ExtJsonConverter"}`,
+	} {
+		if _, err := translateConnect(t, conf); err == nil {
+			t.Errorf("%s: accepted", conf)
+		}
+	}
+}

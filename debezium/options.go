@@ -348,7 +348,7 @@ var options = []Option{
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
 		read: toFlag("kafka-brokers")},
 	{Part: Server, Key: "debezium.format.key", Default: "json", Setting: "key-converter",
-		Takes:   "`json`, `jsonbytearray` (JsonConverter), `simplestring` (StringConverter), `binary` (BinaryDataConverter); for values `cloudevents` (CloudEventsConverter)",
+		Takes:   "`json`, `jsonbytearray` (JsonConverter; with `apicurio.registry.url`, Apicurio's ExtJsonConverter), `simplestring` (StringConverter), `binary` (BinaryDataConverter); for values `cloudevents` (CloudEventsConverter)",
 		Refuses: "the others", read: accept},
 	{Part: Server, Key: "debezium.format.value", Default: "json", Setting: "value-converter",
 		Takes: "as `debezium.format.key`", Refuses: "the others", read: accept},

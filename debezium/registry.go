@@ -8,6 +8,7 @@ import (
 // The registry converters pgoutbox implements.
 const (
 	apicurioAvroConverter  = "io.apicurio.registry.utils.converter.AvroConverter"
+	apicurioJSONConverter  = "io.apicurio.registry.utils.converter.ExtJsonConverter"
 	confluentAvroConverter = "io.confluent.connect.avro.AvroConverter"
 )
 
@@ -41,7 +42,7 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 		}
 	}
 	switch class {
-	case apicurioAvroConverter:
+	case apicurioAvroConverter, apicurioJSONConverter:
 		if _, ok := opts["apicurio.registry.url"]; !ok {
 			refuse("apicurio.registry.url", "the converter needs the registry's URL")
 		}
@@ -78,7 +79,10 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 			case "apicurio.auth.password":
 				set("password", v)
 			case "apicurio.registry.artifact-resolver-strategy":
-				if s, ok := apicurioStrategies[v]; ok {
+				s, ok := apicurioStrategies[v]
+				if ok && class == apicurioJSONConverter && s != "topic" && s != "simple-topic" {
+					refuse(k, fmt.Sprintf("%q names artifacts after an Avro record; ExtJsonConverter registers Kafka Connect schemas (pgoutbox implements TopicIdStrategy and SimpleTopicIdStrategy for it)", v))
+				} else if ok {
 					set("strategy", s)
 				} else {
 					refuse(k, fmt.Sprintf("%q: pgoutbox implements TopicIdStrategy, SimpleTopicIdStrategy, RecordIdStrategy, TopicRecordIdStrategy and QualifiedRecordIdStrategy", v))

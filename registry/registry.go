@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +96,12 @@ type Config struct {
 	CAFile string
 	// Timeout bounds one request; default 10 s.
 	Timeout time.Duration
+	// JSON is Apicurio's JSON converter (ExtJsonConverter): the schema
+	// is a Kafka Connect schema in JsonConverter's JSON, registered as a
+	// KCONNECT artifact, and the datum JSON, framed as
+	// {"schemaId":<global id>,"payload":<datum>} whatever Headers, IDSize
+	// and ContentID say, which that converter does not read.
+	JSON bool
 }
 
 // Defaults fills what is unset.
@@ -137,6 +144,10 @@ func (c Config) Validate() error {
 		return errors.New("registry: Confluent's framing is a magic byte and a 4-byte schema id")
 	case c.API == Confluent && (c.Strategy == SimpleTopicStrategy || c.Strategy == QualifiedRecordStrategy):
 		return fmt.Errorf("registry: strategy %q is Apicurio's", c.Strategy)
+	case c.JSON && c.API != Apicurio:
+		return errors.New("registry: Apicurio's JSON converter speaks Apicurio's API")
+	case c.JSON && c.Strategy != TopicStrategy && c.Strategy != SimpleTopicStrategy:
+		return fmt.Errorf("registry: strategy %q names subjects after an Avro record: Apicurio's JSON converter registers Kafka Connect schemas (use topic or simple-topic)", c.Strategy)
 	}
 	switch c.Strategy {
 	case TopicStrategy, SimpleTopicStrategy, RecordStrategy, TopicRecordStrategy, QualifiedRecordStrategy:
@@ -146,7 +157,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Serde frames one part's Avro datums with the ids of their schemas.
+// Serde frames one part's datums with the ids of their schemas.
 type Serde struct {
 	cfg    Config
 	isKey  bool
@@ -190,6 +201,15 @@ func (s *Serde) Frame(ctx context.Context, topic, schema string, datum []byte) (
 	id, err := s.id(ctx, topic, schema)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.cfg.JSON {
+		// PrettyFormatStrategy: the global id, the datum as it is.
+		out := make([]byte, 0, len(datum)+40)
+		out = append(out, `{"schemaId":`...)
+		out = strconv.AppendInt(out, id.global, 10)
+		out = append(out, `,"payload":`...)
+		out = append(out, datum...)
+		return append(out, '}'), nil, nil
 	}
 	n := id.global
 	if s.cfg.ContentID {
@@ -307,6 +327,9 @@ func (s *Serde) apicurio(ctx context.Context, group, subject, schema string) (id
 		body = strings.NewReader(schema)
 		hdr["X-Registry-ArtifactId"] = subject
 		hdr["X-Registry-ArtifactType"] = "AVRO"
+		if s.cfg.JSON {
+			hdr["X-Registry-ArtifactType"] = "KCONNECT"
+		}
 	case s.cfg.FindLatest:
 		method, path = http.MethodGet, base+"/"+url.PathEscape(subject)+"/meta"
 	default:

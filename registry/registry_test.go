@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -116,6 +117,32 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 			if code, body := get(t, api+"/ids/"+kind+"/"+itoa(id)); code != 200 || body != schemaV1 {
 				t.Fatalf("%+v: %s %d: %d %s", tc, kind, id, code, body)
 			}
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		// Apicurio's ExtJsonConverter: a KCONNECT artifact, the global id
+		// in a JSON frame whatever the id settings say.
+		const connectSchema = `{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],"optional":true,"name":"payload"}`
+		s, _ := newSerde(t, Config{URL: api, JSON: true, Headers: true, ContentID: true}, false)
+		out, hs, err := s.Frame(ctx, "t6", connectSchema, []byte(`{"a":1}`))
+		if err != nil || hs != nil {
+			t.Fatalf("%s %q %v", out, hs, err)
+		}
+		var framed struct {
+			SchemaID uint64          `json:"schemaId"`
+			Payload  json.RawMessage `json:"payload"`
+		}
+		if err := json.Unmarshal(out, &framed); err != nil || string(framed.Payload) != `{"a":1}` || !strings.HasPrefix(string(out), `{"schemaId":`) {
+			t.Fatalf("framed %s: %v", out, err)
+		}
+		if code, body := get(t, api+"/ids/globalIds/"+itoa(framed.SchemaID)); code != 200 || body != connectSchema {
+			t.Fatalf("global id %d: %d %s", framed.SchemaID, code, body)
+		}
+		if code, body := get(t, api+"/groups/default/artifacts/t6-value/meta"); code != 200 || !strings.Contains(body, `"type":"KCONNECT"`) {
+			t.Fatalf("artifact t6-value: %d %s", code, body)
+		}
+		if _, err := New(Config{URL: api, JSON: true, Strategy: RecordStrategy}, false); err == nil {
+			t.Error("a record strategy for Connect schemas")
 		}
 	})
 	t.Run("confluent", func(t *testing.T) {

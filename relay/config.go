@@ -418,8 +418,11 @@ func (c Config) timeColumn() string {
 	return "created_at"
 }
 
-// isAvro tells an avro converter, itself or a binary converter's delegate.
-func isAvro(c schema.Converter) bool { return strings.HasSuffix(string(c), string(schema.ConvAvro)) }
+// usesRegistry tells a converter that registers schemas: avro, itself
+// or a binary converter's delegate, or Apicurio's JSON converter.
+func usesRegistry(c schema.Converter) bool {
+	return strings.HasSuffix(string(c), string(schema.ConvAvro)) || c == schema.ConvApicurioJSON
+}
 
 // registriesValidate checks that each avro part has a registry, and each
 // registry an avro part.
@@ -430,14 +433,15 @@ func (c Config) registriesValidate() error {
 		conv schema.Converter
 		reg  *registry.Config
 	}{{"key", d.Key, c.Registries.Key}, {"value", d.Value, c.Registries.Value}} {
-		avro := isAvro(p.conv)
+		reg := usesRegistry(p.conv)
 		switch {
-		case avro && p.reg == nil:
-			return fmt.Errorf("the %s converter is avro: it needs a schema registry", p.name)
-		case !avro && p.reg != nil:
-			return fmt.Errorf("a schema registry for the %s converter, which is not avro", p.name)
+		case reg && p.reg == nil:
+			return fmt.Errorf("the %s converter is %s: it needs a schema registry", p.name, p.conv)
+		case !reg && p.reg != nil:
+			return fmt.Errorf("a schema registry for the %s converter, which is neither avro nor %s", p.name, schema.ConvApicurioJSON)
 		case p.reg != nil:
 			r := *p.reg
+			r.JSON = p.conv == schema.ConvApicurioJSON
 			r.Defaults()
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("%s converter: %w", p.name, err)

@@ -107,13 +107,18 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 		return nil, err
 	}
 	var keySerde, valueSerde *registry.Serde
+	d := cfg.Encoder.Debezium
 	if cfg.Registries.Key != nil {
-		if keySerde, err = registry.New(*cfg.Registries.Key, true); err != nil {
+		rc := *cfg.Registries.Key
+		rc.JSON = d.Key == schema.ConvApicurioJSON
+		if keySerde, err = registry.New(rc, true); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Registries.Value != nil {
-		if valueSerde, err = registry.New(*cfg.Registries.Value, false); err != nil {
+		rc := *cfg.Registries.Value
+		rc.JSON = d.Value == schema.ConvApicurioJSON
+		if valueSerde, err = registry.New(rc, false); err != nil {
 			return nil, err
 		}
 	}

@@ -56,6 +56,12 @@ const (
 	// JsonConverter's schemas.enable) or "cloudevents:json". Package
 	// transform writes it (Encoder.ConnectOnly).
 	ConvCloudEvents Converter = "cloudevents"
+	// ConvApicurioJSON is Apicurio's JSON converter (ExtJsonConverter)
+	// for keys and values: the part as JsonConverter writes it without
+	// schemas, its Connect schema registered in Apicurio Registry, framed
+	// there as {"schemaId":…,"payload":…}. Package transform writes it
+	// (Encoder.ConnectOnly), package registry frames it.
+	ConvApicurioJSON Converter = "apicurio-json"
 )
 
 // ParseConverter returns the converter named s; "" gives "" (the format's
@@ -63,7 +69,7 @@ const (
 func ParseConverter(s string) (Converter, error) {
 	c := Converter(s)
 	switch c.base() {
-	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro:
+	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON:
 		if c.base() == c {
 			return c, nil
 		}
@@ -86,8 +92,8 @@ func ParseConverter(s string) (Converter, error) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, or %q with %q or %q)",
-		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON,
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, or %q with %q or %q)",
+		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON,
 		ConvCloudEvents, ConvCloudEvents+":"+ConvJSONSchemas, ConvCloudEvents+":"+ConvJSON)
 }
 
@@ -138,7 +144,7 @@ func (c Converter) ForStruct() (Converter, bool) {
 	if b := c.base(); b == ConvBinary || b == ConvDebeziumByteArray {
 		c = c.delegate()
 	}
-	return c, c == ConvJSON || c == ConvJSONSchemas || c == ConvAvro
+	return c, c == ConvJSON || c == ConvJSONSchemas || c == ConvAvro || c == ConvApicurioJSON
 }
 
 // DebeziumConfig configures the [DebeziumOutbox] and [Debezium] formats.
@@ -287,6 +293,9 @@ func (c DebeziumConfig) validate(f Format) error {
 		return err
 	}
 	c = c.withDefaults(f)
+	if c.Header == ConvApicurioJSON {
+		return errors.New("schema: Apicurio's JSON converter writes keys and values, not headers")
+	}
 	if c.Key.IsCloudEvents() || c.Header.IsCloudEvents() {
 		return errors.New("schema: Debezium's CloudEventsConverter writes the values of change events: use it as the value converter")
 	}
@@ -306,7 +315,7 @@ func (c DebeziumConfig) validate(f Format) error {
 	}
 	if f == Debezium {
 		for _, v := range []Converter{c.Key, c.Value} {
-			if _, ok := v.ForStruct(); !ok && v != ConvString && !v.IsCloudEvents() {
+			if _, ok := v.ForStruct(); !ok && v != ConvString && !v.IsCloudEvents() && v != ConvApicurioJSON {
 				return errors.New("schema: the debezium change event is a struct: use a json or string key and value converter")
 			}
 		}

@@ -178,15 +178,21 @@ func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 // ConnectOnly tells an encoder whose messages Encode cannot write: a
 // change event under StringConverter, which writes the key's and the
 // value's Struct.toString, under the avro converter, or Debezium's
-// CloudEventsConverter. Encode them with
+// CloudEventsConverter; and the outbox format under Apicurio's JSON
+// converter. Encode them with
 // JSON schemas and write them through package transform's converters.
 func (e *Encoder) ConnectOnly() bool {
-	if e.format != Debezium {
-		return false
+	d := e.dbz
+	registryJSON := d.Key == ConvApicurioJSON || d.Value == ConvApicurioJSON
+	switch e.format {
+	case DebeziumOutbox:
+		return registryJSON
+	case Debezium:
+		k, _ := d.Key.ForStruct()
+		v, _ := d.Value.ForStruct()
+		return d.Key == ConvString || d.Value == ConvString || k == ConvAvro || v == ConvAvro || d.Value.IsCloudEvents() || registryJSON
 	}
-	k, _ := e.dbz.Key.ForStruct()
-	v, _ := e.dbz.Value.ForStruct()
-	return e.dbz.Key == ConvString || e.dbz.Value == ConvString || k == ConvAvro || v == ConvAvro || e.dbz.Value.IsCloudEvents()
+	return false
 }
 
 // Encode encodes r as a CloudEvent: id is r.ID, type r.Type, time r.Time (in

@@ -108,6 +108,9 @@ func (r *Record) Message(c Converters) (schema.Message, error) {
 // registry registers and frames the datum with. A null is Kafka's null.
 func encodeKeyOrValue(conv schema.Converter, s *Schema, v any) ([]byte, string, error) {
 	c := conv
+	if conv == schema.ConvApicurioJSON {
+		return encodeApicurioJSON(s, v)
+	}
 	if conv.IsCloudEvents() {
 		if v == nil {
 			return nil, "", nil
@@ -129,4 +132,24 @@ func encodeKeyOrValue(conv schema.Converter, s *Schema, v any) ([]byte, string, 
 	}
 	sch, datum, err := encodeAvro(s, v)
 	return datum, sch, err
+}
+
+// encodeApicurioJSON writes a part as Apicurio's ExtJsonConverter does
+// before its framing: the value as JsonConverter writes it without
+// schemas, and its Connect schema as JsonConverter's asJsonSchema, which
+// the converter registers; package registry frames the two. A null value
+// with a schema is a DataError, as Apicurio's resolver throws on it
+// (NullPointerException: no record to resolve a schema of).
+func encodeApicurioJSON(s *Schema, v any) ([]byte, string, error) {
+	switch {
+	case s == nil && v == nil:
+		return nil, "", nil
+	case v == nil:
+		return nil, "", dataErrorf("Apicurio's JSON converter: a null %s value, on which its schema resolver fails", describe(s, v))
+	}
+	datum, err := appendJSONValue(nil, s, v)
+	if err != nil {
+		return nil, "", err
+	}
+	return datum, string(appendJSONSchema(nil, s, "")), nil
 }

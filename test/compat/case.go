@@ -108,6 +108,19 @@ type Deliberate struct {
 	Records []string `yaml:"records"`
 }
 
+// hasApicurio tells whether a part's converter options name Apicurio's
+// registry (apicurio.*).
+func hasApicurio(opts ...map[string]string) bool {
+	for _, o := range opts {
+		for k := range o {
+			if strings.HasPrefix(k, "apicurio.") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // harnessKeys are the options a case may not set: the harness sets them.
 var harnessKeys = []string{"database.", "topic.prefix", "slot.name", "publication.name", "snapshot.mode", "bootstrap.servers",
 	"key.converter.apicurio.registry.url", "value.converter.apicurio.registry.url",
@@ -289,6 +302,10 @@ func ConnectForm(props map[string]string) (map[string]string, error) {
 	for _, part := range []string{"key", "value", "header"} {
 		var class string
 		switch f := formats[part]; {
+		case (f == "json" || f == "jsonbytearray") && part != "header" && hasApicurio(own[part], shared):
+			// Debezium Server's ConverterBuilder takes Apicurio's JSON
+			// converter when the part has a registry.
+			class = "io.apicurio.registry.utils.converter.ExtJsonConverter"
 		case f == "json", f == "jsonbytearray":
 			class = "org.apache.kafka.connect.json.JsonConverter"
 		case f == "simplestring" && part != "header":

@@ -22,7 +22,13 @@ import (
 // then the schemas each side registered, subject by subject (without the
 // sides' topic prefixes), version by version.
 
-const apicurioAvro = "io.apicurio.registry.utils.converter.AvroConverter"
+const (
+	apicurioAvro = "io.apicurio.registry.utils.converter.AvroConverter"
+	// apicurioJSON is Apicurio's JSON converter: the value as
+	// JsonConverter writes it without schemas, in {"schemaId":…,"payload":…}
+	// with the global id of its Connect schema, registered as KCONNECT.
+	apicurioJSON = "io.apicurio.registry.utils.converter.ExtJsonConverter"
+)
 
 // registryParts are the parts (key, value) of conf that Apicurio's
 // converter writes, itself or as BinaryDataConverter's delegate.
@@ -41,7 +47,7 @@ func registryParts(conf map[string]string) []string {
 // key.converter.delegate.converter.type.; "" for another converter.
 func registryPrefix(conf map[string]string, part string) string {
 	switch {
-	case conf[part+".converter"] == apicurioAvro:
+	case conf[part+".converter"] == apicurioAvro, conf[part+".converter"] == apicurioJSON:
 		return part + ".converter."
 	case conf[part+".converter.delegate.converter.type"] == apicurioAvro:
 		return part + ".converter.delegate.converter.type."
@@ -57,9 +63,13 @@ type framing struct {
 	headers bool
 	idSize  int
 	content bool
+	json    bool // {"schemaId":…,"payload":…}, the global id
 }
 
 func framingOf(conf map[string]string, part string) framing {
+	if conf[part+".converter"] == apicurioJSON {
+		return framing{json: true}
+	}
 	opt := func(k string) string {
 		return strings.ToLower(strings.TrimSpace(conf[registryPrefix(conf, part)+"apicurio.registry."+k]))
 	}
@@ -108,12 +118,34 @@ func (rc registryClient) schemaOf(ctx context.Context, content bool, id int64) s
 
 // resolveIDs replaces, in each record, the schema id of each registry part
 // by "schema:" and the schema's content: in the id header, or in place of
-// the magic byte and id before the datum.
+// the magic byte and id before the datum; for Apicurio's JSON converter,
+// {"schemaId":…,"payload":…} becomes {"schema":<content>,"payload":…}.
 func (rc registryClient) resolveIDs(ctx context.Context, recs []Record, conf map[string]string) {
 	for _, part := range registryParts(conf) {
 		f := framingOf(conf, part)
 		for i := range recs {
 			r := &recs[i]
+			if f.json {
+				data := &r.Value
+				if part == "key" {
+					data = &r.Key
+				}
+				var framed struct {
+					ID      int64           `json:"schemaId"`
+					Payload json.RawMessage `json:"payload"`
+				}
+				if *data != nil && json.Unmarshal(*data, &framed) == nil {
+					// {"schema":…,"payload":…}, as JsonConverter with
+					// schemas would have it: json:PATH normalisations
+					// apply.
+					sch := rc.schemaOf(ctx, false, framed.ID)
+					if !json.Valid([]byte(sch)) {
+						sch = strconv.Quote(sch)
+					}
+					*data = Bytes(`{"schema":` + sch + `,"payload":` + string(framed.Payload) + `}`)
+				}
+				continue
+			}
 			if f.headers {
 				for j, h := range r.Headers {
 					if h.Key == "apicurio."+part+".globalId" || h.Key == "apicurio."+part+".contentId" {

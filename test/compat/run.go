@@ -419,6 +419,12 @@ func (r *run) startPgoutbox(form string) error {
 		maps.Copy(conf, h)
 		text := strings.TrimRight(r.c.Server, "\n") + "\n"
 		for _, k := range slices.Sorted(maps.Keys(h)) {
+			if part, opt, ok := strings.Cut(k, ".converter."); ok {
+				// A converter's option, the registry's URL: Debezium
+				// Server's debezium.format.<part>.*.
+				text += "debezium.format." + part + "." + opt + "=" + h[k] + "\n"
+				continue
+			}
 			text += "debezium.source." + k + "=" + h[k] + "\n"
 		}
 		text += "debezium.sink.kafka.producer.bootstrap.servers=" + strings.Join(r.env.Brokers, ",") + "\n"
