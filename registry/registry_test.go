@@ -124,7 +124,7 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 		// in a JSON frame whatever the id settings say.
 		const connectSchema = `{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],"optional":true,"name":"payload"}`
 		s, _ := newSerde(t, Config{URL: api, JSON: true, Headers: true, ContentID: true}, false)
-		out, hs, err := s.Frame(ctx, "t6", connectSchema, []byte(`{"a":1}`))
+		out, hs, err := s.Frame(ctx, "tjson", connectSchema, []byte(`{"a":1}`))
 		if err != nil || hs != nil {
 			t.Fatalf("%s %q %v", out, hs, err)
 		}
@@ -138,8 +138,8 @@ func TestSerdeAgainstApicurio(t *testing.T) {
 		if code, body := get(t, api+"/ids/globalIds/"+itoa(framed.SchemaID)); code != 200 || body != connectSchema {
 			t.Fatalf("global id %d: %d %s", framed.SchemaID, code, body)
 		}
-		if code, body := get(t, api+"/groups/default/artifacts/t6-value/meta"); code != 200 || !strings.Contains(body, `"type":"KCONNECT"`) {
-			t.Fatalf("artifact t6-value: %d %s", code, body)
+		if code, body := get(t, api+"/groups/default/artifacts/tjson-value/meta"); code != 200 || !strings.Contains(body, `"type":"KCONNECT"`) {
+			t.Fatalf("artifact tjson-value: %d %s", code, body)
 		}
 		if _, err := New(Config{URL: api, JSON: true, Strategy: RecordStrategy}, false); err == nil {
 			t.Error("a record strategy for Connect schemas")
