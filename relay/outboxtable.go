@@ -42,6 +42,11 @@ type outboxTable struct {
 	unmarked   *unmarkedRows
 	seqWarned  *atomic.Bool // the detector's missing sequence was said
 	scanWarned *atomic.Bool // that every poll reads the whole table was said
+	// shapeFit says the table passed poll.Shape.Check once, which later
+	// sessions then skip: the check plans the mark, which waits for any
+	// lock on the table, and a session reconnecting while one is held
+	// would otherwise end at the check each time, never reaching a poll.
+	shapeFit *atomic.Bool
 }
 
 // newOutboxTables are the tables of a pipeline of cfg, the first one's
@@ -53,7 +58,7 @@ func newOutboxTables(cfg Config, tables []outbox.Table, up *upkeep) []*outboxTab
 		pc := cfg.Poll
 		pc.Table = t.String()
 		ot := &outboxTable{name: t, own: store.Pipeline{Name: cfg.Replication.Slot}, names: all, poll: pc, mode: cfg.Mode,
-			unmarked: &unmarkedRows{}, seqWarned: new(atomic.Bool), scanWarned: new(atomic.Bool)}
+			unmarked: &unmarkedRows{}, seqWarned: new(atomic.Bool), scanWarned: new(atomic.Bool), shapeFit: new(atomic.Bool)}
 		if i > 0 {
 			ot.own, ot.names, ot.mode = store.TablePipeline(cfg.Replication.Slot, t.String()), t.String(), ModePoll
 		}

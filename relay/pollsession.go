@@ -87,8 +87,11 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	if s.poller, err = poll.New(ctx, conn, t.poll); err != nil {
 		return transition{}, err
 	}
-	if err := s.poller.Shape().Check(ctx); err != nil {
-		return transition{}, err
+	if !t.shapeFit.Load() {
+		if err := s.poller.Shape().Check(ctx); err != nil {
+			return transition{}, err
+		}
+		t.shapeFit.Store(true)
 	}
 	// Its marks carry the lease's token.
 	h.fence(s.poller)

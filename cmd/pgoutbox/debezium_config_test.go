@@ -339,7 +339,7 @@ func TestCompatCasesAccepted(t *testing.T) {
 			// The registry's URL is the harness's to set.
 			for _, part := range []string{"key", "value"} {
 				for _, p := range []string{part + ".converter", part + ".converter.delegate.converter.type"} {
-					if conf[p] == "io.apicurio.registry.utils.converter.AvroConverter" {
+					if conf[p] == "io.apicurio.registry.utils.converter.AvroConverter" || conf[p] == "io.apicurio.registry.utils.converter.ExtJsonConverter" {
 						conf[p+".apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
 					}
 				}
