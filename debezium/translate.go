@@ -171,15 +171,83 @@ func (c config) connectorOptions(r *reading) {
 		}
 		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
 	}
-	if s, ok := c.connector["schema.include.list"]; ok {
-		for _, table := range r.tables {
-			if schema := table.Schema; s != schema && s != regexp.QuoteMeta(schema) {
-				r.refuse(r.src("schema.include.list"), fmt.Sprintf("%q does not include the table %s", s, table))
-			}
-		}
-	}
+	c.tableFilters(r)
 	if u := r.db.url(); u != "" {
 		r.set("database-url", u)
+	}
+}
+
+// tableFilters reads the schema and table include and exclude lists
+// beside table.include.list, as Debezium combines them (a table must pass
+// the schema filter and the table filter; a list and its exclude list
+// together are refused, as Debezium refuses them). Without
+// table.include.list the tables are those the schema lists and the
+// exclude lists leave (--table-include-list, --table-exclude-list, each
+// schema pattern S as S\..*); with it, the tables it names must pass the
+// schema lists.
+func (c config) tableFilters(r *reading) {
+	get := func(keys ...string) (string, string) {
+		for _, k := range keys {
+			if v, ok := c.connector[k]; ok {
+				return k, strings.TrimSpace(v)
+			}
+		}
+		return "", ""
+	}
+	tableIncKey, _ := get("table.include.list", "table.whitelist")
+	tableExcKey, tableExc := get("table.exclude.list", "table.blacklist")
+	schemaIncKey, schemaInc := get("schema.include.list", "schema.whitelist")
+	schemaExcKey, schemaExc := get("schema.exclude.list", "schema.blacklist")
+	if tableIncKey != "" && tableExcKey != "" {
+		r.refuse(r.src(tableExcKey), fmt.Sprintf("given with %s: Debezium refuses an include list and an exclude list together", tableIncKey))
+	}
+	if schemaIncKey != "" && schemaExcKey != "" {
+		r.refuse(r.src(schemaExcKey), fmt.Sprintf("given with %s: Debezium refuses an include list and an exclude list together", schemaIncKey))
+	}
+	schemaPatterns := func(list string) []string {
+		var out []string
+		for _, p := range strings.Split(list, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, "(?:"+p+`)\..*`)
+			}
+		}
+		return out
+	}
+	if tableIncKey == "" {
+		include := schemaPatterns(schemaInc)
+		exclude := schemaPatterns(schemaExc)
+		if tableExc != "" {
+			exclude = append(exclude, tableExc)
+		}
+		if len(include) == 0 && len(exclude) > 0 {
+			include = []string{".*"} // every table but those excluded
+		}
+		if len(include) > 0 {
+			r.set("table-include-list", strings.Join(include, ","))
+		}
+		if len(exclude) > 0 {
+			r.set("table-exclude-list", strings.Join(exclude, ","))
+		}
+		return
+	}
+	// The tables table.include.list names must pass the schema lists.
+	for _, l := range []struct {
+		key, list string
+		in        bool
+	}{{schemaIncKey, schemaInc, true}, {schemaExcKey, schemaExc, false}} {
+		if l.key == "" {
+			continue
+		}
+		for _, table := range r.tables {
+			matches := false
+			for _, p := range strings.Split(l.list, ",") {
+				re, err := regexp.Compile(`(?i)^(?:` + strings.TrimSpace(p) + `)$`)
+				matches = matches || err == nil && re.MatchString(table.Schema)
+			}
+			if matches != l.in {
+				r.refuse(r.src(l.key), fmt.Sprintf("%q leaves out the table %s", l.list, table))
+			}
+		}
 	}
 }
 

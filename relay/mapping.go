@@ -52,8 +52,13 @@ func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 		return nil
 	case errors.Is(err, schema.ErrMissingColumn):
 		hint := "name the table's columns with --column-id, --column-aggregate-type, --column-aggregate-id, --column-payload (Debezium's table.field.event.id, route.by.field, table.field.event.key, table.field.event.payload)"
-		if cfg.Encoder.Format == schema.CloudEvents || cfg.Encoder.Format == schema.CloudEventsBinary {
+		switch cfg.Encoder.Format {
+		case schema.CloudEvents, schema.CloudEventsBinary:
 			hint += " and --column-type: a CloudEvent needs a type (--format debezium-outbox needs no type column)"
+		case schema.Debezium:
+			// A Debezium configuration without the router on a table of
+			// the application's: Debezium's connector captures any table.
+			hint += "; pgoutbox relays outbox tables, and makes Debezium's change events (a configuration without the Outbox Event Router) of those only, not of any table Debezium's connector captures"
 		}
 		return fmt.Errorf("the outbox table %s cannot be relayed with this mapping: %w; %s", t, err, hint)
 	default:

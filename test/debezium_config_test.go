@@ -298,3 +298,39 @@ spec:
 	}
 	p.Signal(t, 15)
 }
+
+// A Debezium configuration naming its tables by schema: with
+// schema.include.list alone, pgoutbox takes the tables of that schema
+// (there, a table of the application's, which it names as having no
+// outbox columns, saying it makes change events of outbox tables only);
+// with no list at all and no public.outbox, the error says the table was
+// the default and how to name one.
+func TestDebeziumTableListsByTheBinary(t *testing.T) {
+	e := testenv.New(t)
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	e.Exec(`CREATE SCHEMA inventory; CREATE TABLE inventory.customers (id serial PRIMARY KEY, email text NOT NULL)`)
+	write := func(lists string) string {
+		path := filepath.Join(t.TempDir(), "connector.json")
+		conf := `{"name": "inventory", "config": {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "database.hostname": "` + host + `", "database.port": "` + port + `", "database.user": "` + user + `", "database.dbname": "` + db + `",
+  "topic.prefix": "dbserver1", "plugin.name": "pgoutput"` + lists + `}}`
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	out, err := testenv.RunToExit(t, "run", "--config", write(`, "schema.include.list": "INVENTORY"`), "--kafka-brokers", strings.Join(e.Brokers, ","))
+	if err == nil || !strings.Contains(out, "the outbox table inventory.customers cannot be relayed") ||
+		!strings.Contains(out, "makes Debezium's change events (a configuration without the Outbox Event Router) of those only") {
+		t.Errorf("schema.include.list of an application's table: %v\n%s", err, out)
+	}
+	e.Exec(`ALTER TABLE public.outbox RENAME TO outbox_kept`)
+	out, err = testenv.RunToExit(t, "run", "--config", write(""), "--kafka-brokers", strings.Join(e.Brokers, ","))
+	if err == nil || !strings.Contains(out, "table public.outbox: no such table (--table's default: name the outbox table") {
+		t.Errorf("no list and no public.outbox: %v\n%s", err, out)
+	}
+	var slots int
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&slots); err != nil || slots != 0 {
+		t.Errorf("%d slots after the refusals (%v), want none", slots, err)
+	}
+}

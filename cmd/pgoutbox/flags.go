@@ -198,3 +198,11 @@ func usageHint(fs *flag.FlagSet, args []string, w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s -h lists its flags\n", fs.Name())
 }
+
+// flagSet tells whether the flag named was given, on the command line or
+// by a --config file.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -27,6 +27,7 @@ type common struct {
 	databaseURL  string
 	table        string
 	tableInclude string
+	tableExclude string
 	slot         string
 	publication  string
 	logFormat    string
@@ -39,7 +40,8 @@ type common struct {
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.databaseURL, "database-url", "", "PostgreSQL connection URL or DSN (required)")
 	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot and each polled while polling")
-	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched against schema.table of the tables that exist at start (Debezium table.include.list)")
+	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched whole, in any case, against schema.table of the tables that exist at start (Debezium table.include.list; schema.include.list S is S\\..*)")
+	fs.StringVar(&c.tableExclude, "table-exclude-list", "", "with --table-include-list: regular expressions of the tables to leave out of those it matches (Debezium table.exclude.list, schema.exclude.list)")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
@@ -223,7 +225,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
 	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, tables); err != nil {
-		return cfg, nil, errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
+		msg := redact(err.Error(), secretsOf(c.databaseURL))
+		if errors.Is(err, errNoTable) && !flagSet(fs, "table") {
+			msg += " (--table's default: name the outbox table with --table or --table-include-list; in a Debezium configuration, table.include.list or schema.include.list)"
+		}
+		return cfg, nil, errors.New(msg)
 	}
 	if f.sink == sinkNATS {
 		if err := natsAvro(cfg.Encoder.Debezium); err != nil {

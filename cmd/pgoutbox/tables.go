@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -32,27 +33,27 @@ func splitTables(v string) ([]string, error) {
 
 // resolveTables returns the pipeline's outbox tables: --table's, or, with
 // --table-include-list, the existing tables whose schema.table one of its
-// patterns matches whole (as Debezium's table.include.list), in name
+// patterns matches whole and none of --table-exclude-list's does, in any
+// case (as Debezium's table.include.list and table.exclude.list), in name
 // order; matched then names them, for the log.
 func (c *common) resolveTables(ctx context.Context) (tables []string, matched string, err error) {
 	if c.tableInclude == "" {
+		if c.tableExclude != "" {
+			return nil, "", errors.New("--table-exclude-list leaves tables out of those --table-include-list matches: give that too")
+		}
 		tables, err = splitTables(c.table)
 		return tables, "", err
 	}
-	var res []*regexp.Regexp
-	for _, p := range strings.Split(c.tableInclude, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		re, err := regexp.Compile(`^(?:` + p + `)$`)
-		if err != nil {
-			return nil, "", fmt.Errorf("--table-include-list: %q: %w", p, err)
-		}
-		res = append(res, re)
+	include, err := tablePatterns("--table-include-list", c.tableInclude)
+	if err != nil {
+		return nil, "", err
 	}
-	if len(res) == 0 {
+	if len(include) == 0 {
 		return nil, "", errors.New("--table-include-list: no pattern given")
+	}
+	exclude, err := tablePatterns("--table-exclude-list", c.tableExclude)
+	if err != nil {
+		return nil, "", err
 	}
 	conn, err := connect(ctx, c.databaseURL)
 	if err != nil {
@@ -78,22 +79,39 @@ ORDER BY 1, 2`)
 		// Matched as Debezium matches: against schema.table as Postgres
 		// stores them, unquoted.
 		name := t.Schema + "." + t.Name
-		for _, re := range res {
-			if re.MatchString(name) {
-				for _, part := range []string{t.Schema, t.Name} {
-					if err := outbox.ValidateIdentifier("name", part); err != nil {
-						return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
-					}
-				}
-				tables = append(tables, t.String())
-				break
+		if !slices.ContainsFunc(include, func(re *regexp.Regexp) bool { return re.MatchString(name) }) ||
+			slices.ContainsFunc(exclude, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
+			continue
+		}
+		for _, part := range []string{t.Schema, t.Name} {
+			if err := outbox.ValidateIdentifier("name", part); err != nil {
+				return nil, "", fmt.Errorf("--table-include-list matches %s, which pgoutbox cannot name: %w", name, err)
 			}
 		}
+		tables = append(tables, t.String())
 	}
 	if len(tables) == 0 {
 		return nil, "", fmt.Errorf("--table-include-list %q matches no table of the database", c.tableInclude)
 	}
 	return tables, strings.Join(tables, ","), nil
+}
+
+// tablePatterns compiles a list of table patterns: each matched whole and
+// in any case, as Debezium's Predicates.includes does.
+func tablePatterns(flag, list string) ([]*regexp.Regexp, error) {
+	var res []*regexp.Regexp
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", flag, p, err)
+		}
+		res = append(res, re)
+	}
+	return res, nil
 }
 
 // tableList names the configured tables, comma-separated.

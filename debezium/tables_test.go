@@ -1,0 +1,54 @@
+package debezium
+
+import (
+	"strings"
+	"testing"
+)
+
+// The schema and table lists as Debezium combines them: without
+// table.include.list, the tables of the schemas matched and not
+// excluded; with it, the tables it names must pass the schema lists; a
+// list and its exclude list together are refused, as Debezium refuses
+// them.
+func TestTableFilters(t *testing.T) {
+	const base = `"connector.class": "io.debezium.connector.postgresql.PostgresConnector"`
+	for _, tt := range []struct {
+		name, conf         string
+		include, exclude   string // --table-include-list, --table-exclude-list; "" for none
+		table, refusedKeys string
+	}{
+		{name: "no list", table: ""},
+		{name: "schemas", conf: `"schema.include.list": "outbox, events_.*"`, include: `(?:outbox)\..*,(?:events_.*)\..*`},
+		{name: "schemas, a table excluded", conf: `"schema.include.list": "outbox", "table.exclude.list": "outbox\\.archive"`,
+			include: `(?:outbox)\..*`, exclude: `outbox\.archive`},
+		{name: "tables excluded from all", conf: `"table.blacklist": "public\\.audit.*"`, include: `.*`, exclude: `public\.audit.*`},
+		{name: "schemas excluded", conf: `"schema.exclude.list": "audit"`, include: `.*`, exclude: `(?:audit)\..*`},
+		{name: "a table the schema list includes", conf: `"table.include.list": "outbox.events", "schema.include.list": "OUTBOX"`, table: "outbox.events"},
+		{name: "a table the schema list leaves out", conf: `"table.include.list": "public.outbox", "schema.include.list": "outbox"`, refusedKeys: "schema.include.list"},
+		{name: "a table the schema exclude list leaves out", conf: `"table.include.list": "public.outbox", "schema.exclude.list": "pub.*"`, refusedKeys: "schema.exclude.list"},
+		{name: "table lists together", conf: `"table.include.list": "public.outbox", "table.exclude.list": "public.x"`, refusedKeys: "table.exclude.list"},
+		{name: "schema lists together", conf: `"schema.include.list": "a", "schema.exclude.list": "b"`, refusedKeys: "schema.exclude.list"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := "{" + base
+			if tt.conf != "" {
+				conf += ", " + tt.conf
+			}
+			tr, err := translateConnect(t, conf+"}")
+			if tt.refusedKeys != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.refusedKeys+": ") {
+					t.Fatalf("err %v, want %s refused", err, tt.refusedKeys)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for flag, want := range map[string]string{"table-include-list": tt.include, "table-exclude-list": tt.exclude, "table": tt.table} {
+				if got, _ := settingOf(tr, flag); got != want {
+					t.Errorf("--%s %q, want %q", flag, got, want)
+				}
+			}
+		})
+	}
+}
