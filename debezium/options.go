@@ -79,6 +79,11 @@ func toFlag(flag string) func(*reading, string, string) {
 	return func(r *reading, _, v string) { r.set(flag, v) }
 }
 
+// refuse refuses the option, whatever its value, with why.
+func refuse(why string) func(*reading, string, string) {
+	return func(r *reading, k, _ string) { r.refuse(k, why) }
+}
+
 // accept takes the option without a setting.
 func accept(*reading, string, string) {}
 
@@ -177,6 +182,18 @@ var options = []Option{
 		Takes:   "the schemas whose tables to leave out; with `table.include.list`, a list that leaves out none it names",
 		Refuses: "a list that leaves out a table of `table.include.list`; given with `schema.include.list`, as Debezium does", read: accept},
 	{Part: Connector, Key: "schema.blacklist", Takes: "as `schema.exclude.list` (its 1.x name)", read: accept},
+	{Part: Connector, Key: "column.mask.with.", Refuses: "any: masking is not implemented, and pgoutbox would publish the columns' values unmasked",
+		read: refuse("masking is not implemented: pgoutbox would publish the columns' values unmasked")},
+	{Part: Connector, Key: "column.mask.hash.", Refuses: "any: hashing is not implemented, and pgoutbox would publish the columns' values as they are",
+		read: refuse("hashing is not implemented: pgoutbox would publish the columns' values as they are")},
+	{Part: Connector, Key: "column.truncate.to.", Refuses: "any: truncation is not implemented, and pgoutbox would publish the columns' values whole",
+		read: refuse("truncation is not implemented: pgoutbox would publish the columns' values whole")},
+	{Part: Connector, Key: "converters", Takes: "none (`\"\"`)", Refuses: "custom converters: they change the values Debezium writes, and pgoutbox runs none",
+		read: func(r *reading, k, v string) {
+			if strings.TrimSpace(v) != "" {
+				r.refuse(k, fmt.Sprintf("%q: custom converters change the values Debezium writes, and pgoutbox runs none", v))
+			}
+		}},
 	{Part: Connector, Key: "heartbeat.interval.ms", Default: "0", Setting: "heartbeat-interval",
 		Takes:   "> 0 sets the interval; 0 keeps pgoutbox's heartbeat, which produces nothing",
 		Refuses: "anything but a non-negative number", read: heartbeat},

@@ -67,6 +67,7 @@ func TestEveryRowIsRead(t *testing.T) {
 		"snapshot.mode": "initial", "table.fields.additional.placement": "kind:header",
 		"table.field.additional.missing": "ignore", "table.fields.additional.error.on.missing": "false",
 		"table.op.invalid.behavior": "warn", "route.tombstone.on.empty.payload": "true", "table.expand.json.payload": "true",
+		"converters": " ",
 	}
 	for _, o := range Options() {
 		if o.Part != Connector && o.Part != Router || strings.HasSuffix(o.Key, ".") || o.Key == "transforms" || o.Key == "predicates" {
@@ -123,6 +124,10 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"transforms.outbox.table.field.additional.missing", "maybe"},
 		{"transforms.outbox.table.op.invalid.behavior", "sometimes"},
 		{"transforms.outbox.table.json.payload.null.behavior", "optional_nulls"},
+		{"column.mask.with.12.chars", "public.outbox.email"},
+		{"column.mask.hash.SHA-256.with.salt.CzQMA0cB5K", "public.outbox.email"},
+		{"column.truncate.to.20.chars", "public.outbox.note"},
+		{"converters", "isbn"},
 	} {
 		conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "transforms": "outbox",
   "transforms.outbox.type": "` + EventRouterClass + `", "` + tt.key + `": "` + tt.value + `"}`
