@@ -52,3 +52,30 @@ func TestTableFilters(t *testing.T) {
 		})
 	}
 }
+
+// Column filters: with the router, one that leaves out a column the
+// router reads is refused (Debezium's task fails), another changes
+// nothing; without the router they are refused, as pgoutbox does not
+// leave columns out of change events.
+func TestColumnFilters(t *testing.T) {
+	const router = `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"`
+	for _, tt := range []struct {
+		name, conf, refused string
+	}{
+		{"a column the router does not read", router + `, "column.exclude.list": "public\\.outbox\\.created_at"`, ""},
+		{"the payload", router + `, "column.exclude.list": "public\\.outbox\\.PAYLOAD"`, "leaves out public.outbox.payload"},
+		{"a placed column", router + `, "transforms.outbox.table.fields.additional.placement": "type:header", "column.blacklist": ".*\\.type"`, "leaves out public.outbox.type"},
+		{"an include list with every column read", router + `, "column.include.list": "public\\.outbox\\.(id|aggregatetype|aggregateid|payload)"`, ""},
+		{"an include list without the id", router + `, "column.include.list": "public\\.outbox\\.payload"`, "leaves out public.outbox.id"},
+		{"both lists", router + `, "column.include.list": "a", "column.exclude.list": "b"`, "together"},
+		{"change events", `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "column.exclude.list": "public\\.outbox\\.email"`, "not implemented"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := translateConnect(t, "{"+tt.conf+"}")
+			if tt.refused == "" && err != nil || tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)) {
+				t.Errorf("err %v, want refused %q", err, tt.refused)
+			}
+		})
+	}
+}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/transform"
 )
 
@@ -65,6 +67,7 @@ func (c config) translate() *reading {
 	routerOpts := c.transforms(r)
 	c.connectorOptions(r)
 	c.routerOptions(r, routerOpts)
+	c.columnFilters(r, routerOpts)
 	c.redisFormats(r)
 	c.sinkStores(r)
 	c.converters(r)
@@ -246,6 +249,74 @@ func (c config) tableFilters(r *reading) {
 			}
 			if matches != l.in {
 				r.refuse(r.src(l.key), fmt.Sprintf("%q leaves out the table %s", l.list, table))
+			}
+		}
+	}
+}
+
+// columnFilters reads column.include.list and column.exclude.list
+// (fully qualified schema.table.column patterns, matched whole in any
+// case). They leave columns out of the change events, which pgoutbox does
+// not implement: refused without the router, where it would publish the
+// columns Debezium leaves out. The Outbox Event Router's records carry only
+// the columns it reads, so with the router a filter changes nothing, unless
+// it leaves out one of those: then Debezium's task fails at the first
+// record, and the configuration is refused.
+func (c config) columnFilters(r *reading, routerOpts map[string]string) {
+	key, list, include := "", "", false
+	for _, k := range []string{"column.include.list", "column.whitelist", "column.exclude.list", "column.blacklist"} {
+		v, ok := c.connector[k]
+		if !ok {
+			continue
+		}
+		if key != "" {
+			r.refuse(r.src(k), fmt.Sprintf("given with %s: Debezium refuses an include list and an exclude list together", key))
+			return
+		}
+		key, list, include = k, v, strings.HasPrefix(k, "column.include") || strings.HasPrefix(k, "column.white")
+	}
+	if key == "" {
+		return
+	}
+	if r.router == "" {
+		r.refuse(r.src(key), "leaving columns out of the change events is not implemented: pgoutbox would publish the columns Debezium leaves out")
+		return
+	}
+	var patterns []*regexp.Regexp
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
+		if err != nil {
+			r.refuse(r.src(key), fmt.Sprintf("%q: %v", p, err))
+			return
+		}
+		patterns = append(patterns, re)
+	}
+	opt := func(k, def string) string {
+		if v := strings.TrimSpace(routerOpts[k]); v != "" {
+			return v
+		}
+		return def
+	}
+	read := []string{opt("table.field.event.id", "id"), opt("table.field.event.key", "aggregateid"),
+		opt("route.by.field", "aggregatetype"), opt("table.field.event.payload", "payload"),
+		opt("table.field.event.timestamp", ""), opt("table.field.event.schema.version", "")}
+	if fields, err := schema.ParseAdditionalFields(routerOpts["table.fields.additional.placement"]); err == nil {
+		for _, f := range fields {
+			read = append(read, f.Column)
+		}
+	}
+	for _, t := range r.tables {
+		for _, col := range read {
+			if col == "" {
+				continue
+			}
+			name := t.Schema + "." + t.Name + "." + col
+			matched := slices.ContainsFunc(patterns, func(re *regexp.Regexp) bool { return re.MatchString(name) })
+			if matched != include {
+				r.refuse(r.src(key), fmt.Sprintf("leaves out %s, which the Outbox Event Router reads: Debezium's task fails at the first record", name))
 			}
 		}
 	}
