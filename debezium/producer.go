@@ -40,12 +40,12 @@ var producerRows = []producerRow{
 	{key: "max.request.size", def: "1048576", setting: "max-message-bytes",
 		takes: "the largest record and the largest request (`--max-message-bytes`, `--kafka-max-request-bytes`), as Kafka's producer checks both against it", refuses: "a value below 1024"},
 	{key: "request.timeout.ms", def: "30000", setting: "kafka-request-timeout", takes: "milliseconds", refuses: "a non-positive or non-numeric value"},
-	{key: "acks", def: "all", takes: "`all`, `-1`",
-		refuses: "`0`, `1`: an event is confirmed only once every in-sync replica has it"},
-	{key: "enable.idempotence", def: "true", takes: "`true`",
-		refuses: "`false`: without idempotence a retried batch is written twice and may overtake the one before it"},
-	{key: "max.in.flight.requests.per.connection", def: "5", takes: "1-5",
-		refuses: "more than 5: Kafka keeps an idempotent producer's order with at most 5"},
+	{key: "acks", def: "all", takes: "`all`, `-1`; `0` and `1` run as `all`, with a warning: pgoutbox confirms an event to PostgreSQL only once every in-sync replica has it",
+		refuses: "other values, as Kafka does"},
+	{key: "enable.idempotence", def: "true", takes: "`true`; `false` runs idempotent, with a warning: without it a retried batch is written twice and may overtake the one before it",
+		refuses: "other values, as Kafka does"},
+	{key: "max.in.flight.requests.per.connection", def: "5", takes: "1-5; more runs with 5, with a warning: Kafka keeps an idempotent producer's order with at most 5",
+		refuses: "a non-positive or non-numeric value"},
 	{key: "security.protocol", def: "PLAINTEXT", setting: "kafka-tls",
 		takes: "`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`; the `ssl.*` settings are read with `SSL`, the `sasl.*` ones with `SASL_*`, as Kafka reads them", refuses: "other values"},
 	{key: "sasl.mechanism", def: "GSSAPI", setting: "kafka-sasl-mechanism",
@@ -141,19 +141,35 @@ func (r *reading) millis(p map[string]keyValue, name, flag string, least int) {
 	r.set(flag, strconv.Itoa(n)+"ms")
 }
 
-// guarantees refuses acks and idempotence settings that would weaken what
-// pgoutbox promises: a confirmed event is on every in-sync replica, once,
-// in order.
+// guarantees keeps what pgoutbox promises, a confirmed event on every
+// in-sync replica, once, in order, under settings that would weaken it,
+// which Kafka's producer runs: they run with pgoutbox's stronger ones,
+// each named in a warning. Values Kafka refuses are refused.
 func (r *reading) guarantees(p map[string]keyValue) {
-	if kv, ok := p["acks"]; ok && kv.value != "all" && kv.value != "-1" {
-		r.refuse(kv.key, fmt.Sprintf("%q: pgoutbox confirms an event only once every in-sync replica has it (acks=all)", kv.value))
+	if kv, ok := p["acks"]; ok {
+		switch strings.ToLower(kv.value) {
+		case "all", "-1":
+		case "0", "1":
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%s runs as acks=all: pgoutbox confirms an event to PostgreSQL only once every in-sync replica has it, where acks=%[2]s loses what a failed leader acknowledged", kv.key, kv.value))
+		default:
+			r.refuse(kv.key, fmt.Sprintf("%q: all, -1, 0 or 1, as Kafka takes", kv.value))
+		}
 	}
-	if kv, ok := p["enable.idempotence"]; ok && !strings.EqualFold(kv.value, "true") {
-		r.refuse(kv.key, fmt.Sprintf("%q: pgoutbox's producer is idempotent: without it a retried batch is written twice and may overtake the one before it", kv.value))
+	if kv, ok := p["enable.idempotence"]; ok {
+		switch strings.ToLower(kv.value) {
+		case "true":
+		case "false":
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=false runs idempotent: without it a retried batch is written twice and may overtake the one before it", kv.key))
+		default:
+			r.refuse(kv.key, fmt.Sprintf("%q: true or false, as Kafka takes", kv.value))
+		}
 	}
 	if kv, ok := p["max.in.flight.requests.per.connection"]; ok {
-		if n, err := strconv.Atoi(kv.value); err != nil || n < 1 || n > 5 {
-			r.refuse(kv.key, fmt.Sprintf("%q: want 1 to 5; Kafka keeps an idempotent producer's order with at most 5", kv.value))
+		switch n, err := strconv.Atoi(kv.value); {
+		case err != nil || n < 1:
+			r.refuse(kv.key, fmt.Sprintf("%q: a positive number, as Kafka takes", kv.value))
+		case n > 5:
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%d runs with 5: Kafka keeps an idempotent producer's order with at most 5", kv.key, n))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,10 +27,9 @@ func TestProducerSettings(t *testing.T) {
 				"kafka-client-id": "orders-relay", "max-message-bytes": "2097152", "kafka-max-request-bytes": "2097152"}, nil, []string{"batch.size"}},
 		{"gzip's default level", map[string]string{"compression.type": "GZIP", "compression.gzip.level": "-1"},
 			want{"kafka-compression": "gzip", "kafka-compression-level": ""}, nil, nil},
-		{"acks=1", map[string]string{"acks": "1"}, nil, []string{"acks"}, nil},
-		{"acks=0", map[string]string{"acks": "0"}, nil, []string{"acks"}, nil},
-		{"idempotence off", map[string]string{"enable.idempotence": "false"}, nil, []string{"enable.idempotence"}, nil},
-		{"six in flight", map[string]string{"max.in.flight.requests.per.connection": "6"}, nil, []string{"max.in.flight.requests.per.connection"}, nil},
+		{"acks Kafka refuses", map[string]string{"acks": "2"}, nil, []string{"acks"}, nil},
+		{"idempotence Kafka refuses", map[string]string{"enable.idempotence": "maybe"}, nil, []string{"enable.idempotence"}, nil},
+		{"none in flight", map[string]string{"max.in.flight.requests.per.connection": "0"}, nil, []string{"max.in.flight.requests.per.connection"}, nil},
 		{"an unknown codec", map[string]string{"compression.type": "brotli"}, nil, []string{"compression.type"}, nil},
 		{"a level out of range", map[string]string{"compression.type": "lz4", "compression.lz4.level": "18"}, nil, []string{"compression.lz4.level"}, nil},
 		{"SCRAM over TLS with PEM stores", map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
@@ -153,4 +153,29 @@ func FuzzParseJAAS(f *testing.F) {
 			t.Errorf("%q: no class and no error", s)
 		}
 	})
+}
+
+// Settings that weaken what pgoutbox promises, which Kafka's producer
+// runs (acks 0 or 1, idempotence off, more than five requests in flight),
+// run with pgoutbox's stronger ones, each named in a warning.
+func TestWeakerProducerSettingsRunStronger(t *testing.T) {
+	for _, tt := range []struct{ key, value, warning string }{
+		{"acks", "1", "acks=1 runs as acks=all"},
+		{"acks", "0", "acks=0 runs as acks=all"},
+		{"enable.idempotence", "FALSE", "enable.idempotence=false runs idempotent"},
+		{"max.in.flight.requests.per.connection", "10", "max.in.flight.requests.per.connection=10 runs with 5"},
+	} {
+		for _, form := range []struct{ name, prefix, data string }{
+			{"connect", connectProducer, "{" + pgConnector + `, "` + connectProducer + tt.key + `": "` + tt.value + `"}`},
+			{"server", serverProducer, "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" + serverProducer + tt.key + "=" + tt.value + "\n"},
+		} {
+			tr, ok, err := Read([]byte(form.data))
+			if !ok || err != nil {
+				t.Fatalf("%s %s=%s: %v %v", form.name, tt.key, tt.value, ok, err)
+			}
+			if !slices.ContainsFunc(tr.Warnings, func(w string) bool { return strings.Contains(w, form.prefix+tt.warning) }) {
+				t.Errorf("%s %s=%s: warnings %q, want one with %q", form.name, tt.key, tt.value, tr.Warnings, form.prefix+tt.warning)
+			}
+		}
+	}
 }

@@ -38,6 +38,7 @@ debezium.transforms=outbox
 debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 debezium.transforms.outbox.table.fields.additional.placement=type:header:eventType
 debezium.format.value.schemas.enable=false
+debezium.sink.kafka.producer.acks=1
 `
 	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
 		t.Fatal(err)
@@ -67,6 +68,10 @@ debezium.format.value.schemas.enable=false
 	out := p.Out.String()
 	if !strings.Contains(out, "ignoring Debezium options pgoutbox does not use: debezium.source.offset.flush.interval.ms, debezium.source.offset.storage.file.filename") {
 		t.Errorf("no warning naming the ignored options:\n%s", out)
+	}
+	// acks=1, which a team set for speed, runs with pgoutbox's acks=all.
+	if !strings.Contains(out, "debezium.sink.kafka.producer.acks=1 runs as acks=all") {
+		t.Errorf("no warning that acks=1 runs as acks=all:\n%s", out)
 	}
 }
 
