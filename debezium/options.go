@@ -188,12 +188,14 @@ var options = []Option{
 	{Part: Connector, Key: "column.include.list", Takes: "with the Outbox Event Router, a list that includes every column it reads",
 		Refuses: "one that leaves out a column the router reads (Debezium's task fails); without the router, any: leaving columns out of change events is not implemented", read: accept},
 	{Part: Connector, Key: "column.whitelist", Takes: "as `column.include.list` (its 1.x name)", read: accept},
-	{Part: Connector, Key: "column.mask.with.", Refuses: "any: masking is not implemented, and pgoutbox would publish the columns' values unmasked",
-		read: refuse("masking is not implemented: pgoutbox would publish the columns' values unmasked")},
+	{Part: Connector, Key: "column.mask.with.", Setting: "column-mappings",
+		Takes:   "`column.mask.with.<N>.chars`: the values of the string columns it matches (`schema.table.column` patterns) as N asterisks, NULL included, each matched column's schema marked `masked` (`--column-mappings 'mask:N:PATTERN,…'`)",
+		Refuses: "zero characters", read: accept},
 	{Part: Connector, Key: "column.mask.hash.", Refuses: "any: hashing is not implemented, and pgoutbox would publish the columns' values as they are",
 		read: refuse("hashing is not implemented: pgoutbox would publish the columns' values as they are")},
-	{Part: Connector, Key: "column.truncate.to.", Refuses: "any: truncation is not implemented, and pgoutbox would publish the columns' values whole",
-		read: refuse("truncation is not implemented: pgoutbox would publish the columns' values whole")},
+	{Part: Connector, Key: "column.truncate.to.", Setting: "column-mappings",
+		Takes:   "`column.truncate.to.<N>.chars`: the values of the string columns it matches cut to N characters (UTF-16, as Java counts), their schemas marked `truncateLength` where a value can be longer (`--column-mappings 'truncate:N:PATTERN,…'`); applied before the masks, as Debezium does",
+		Refuses: "zero characters; a column of another type (not implemented)", read: accept},
 	{Part: Connector, Key: "converters", Takes: "none (`\"\"`)", Refuses: "custom converters: they change the values Debezium writes, and pgoutbox runs none",
 		read: func(r *reading, k, v string) {
 			if strings.TrimSpace(v) != "" {

@@ -130,9 +130,9 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"transforms.outbox.table.field.additional.missing", "maybe"},
 		{"transforms.outbox.table.op.invalid.behavior", "sometimes"},
 		{"transforms.outbox.table.json.payload.null.behavior", "optional_nulls"},
-		{"column.mask.with.12.chars", "public.outbox.email"},
+		{"column.mask.with.0.chars", "public.outbox.email"},
 		{"column.mask.hash.SHA-256.with.salt.CzQMA0cB5K", "public.outbox.email"},
-		{"column.truncate.to.20.chars", "public.outbox.note"},
+		{"column.truncate.to.0.chars", "public.outbox.note"},
 		{"converters", "isbn"},
 	} {
 		conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "transforms": "outbox",

@@ -79,3 +79,16 @@ func TestColumnFilters(t *testing.T) {
 		})
 	}
 }
+
+// column.truncate.to.N.chars and column.mask.with.N.chars become
+// --column-mappings, the truncations first, as Debezium tries them.
+func TestColumnMappingOptions(t *testing.T) {
+	tr, err := translateConnect(t, `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "column.mask.with.5.chars": "public\\.outbox\\.email", "column.truncate.to.20.chars": "public\\.outbox\\.note,public\\.outbox\\.memo"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := settingOf(tr, "column-mappings"); got != `truncate:20:public\.outbox\.note,public\.outbox\.memo;mask:5:public\.outbox\.email` {
+		t.Errorf("--column-mappings %q", got)
+	}
+}

@@ -175,6 +175,7 @@ func (c config) connectorOptions(r *reading) {
 		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
 	}
 	c.tableFilters(r)
+	c.columnMappings(r)
 	if u := r.db.url(); u != "" {
 		r.set("database-url", u)
 	}
@@ -252,6 +253,37 @@ func (c config) tableFilters(r *reading) {
 			}
 		}
 	}
+}
+
+// columnMappings reads column.truncate.to.<N>.chars and
+// column.mask.with.<N>.chars into --column-mappings: the truncations
+// first, then the masks, as Debezium's ColumnMappers tries them on a
+// column, each kind in key order.
+func (c config) columnMappings(r *reading) {
+	var items []string
+	for _, kind := range []struct{ name, re string }{{"truncate", `^column\.truncate\.to\.(\d+)\.chars$`}, {"mask", `^column\.mask\.with\.(\d+)\.chars$`}} {
+		re := regexp.MustCompile(kind.re)
+		for _, k := range sortedKeys(c.connector) {
+			m := re.FindStringSubmatch(k)
+			if m == nil {
+				continue
+			}
+			if n, _ := strconv.Atoi(m[1]); n == 0 {
+				r.refuse(r.src(k), "zero characters is not implemented")
+				continue
+			}
+			items = append(items, kind.name+":"+m[1]+":"+c.connector[k])
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	v := strings.Join(items, ";")
+	if _, err := schema.ParseColumnMappings(v); err != nil {
+		r.refuse(r.src("column.mask.with"), err.Error())
+		return
+	}
+	r.set("column-mappings", v)
 }
 
 // columnFilters reads column.include.list and column.exclude.list

@@ -46,6 +46,7 @@ func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) (unreadHeader
 // CheckColumns is CheckMapping for one table whose columns are known.
 func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	cfg.Defaults()
+	cols = cfg.Encoder.Debezium.MapColumns(t.Schema, t.Name, cols)
 	err := cfg.Columns.Check(cols, cfg.Encoder)
 	switch {
 	case err == nil:

@@ -229,7 +229,7 @@ func (p *pipeline) unrecognised(e *replication.UnrecognisedError) error {
 // dropped it. An avro part is framed with its schema's registry id, which
 // may ask the registry (once per schema).
 func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
-	rec, err := b.Record(p.enc.FillDefaults(b, c.Values), c.CommitTime)
+	rec, err := b.Record(p.enc.FillDefaults(b, p.enc.MapValues(b, c.Values)), c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
 	}

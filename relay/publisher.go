@@ -180,11 +180,11 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 		return b
 	}
 	var bd binding
-	b, err := p.cols.Bind(rel.Columns)
+	b, err := p.cols.Bind(p.pipe.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 	if err != nil {
 		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
 		if p.historic {
-			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.cols.BindAny(rel.Columns)
+			bd.err, bd.raw = &shapeError{rel: rel, err: err}, p.cols.BindAny(p.pipe.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 		}
 	}
 	bd.b = b

@@ -169,7 +169,7 @@ func (r *replayer) record(ctx context.Context, d store.DeadLetter) (*kgo.Record,
 			return nil, err
 		}
 	}
-	b, err := r.cols.Bind(rel.Columns)
+	b, err := r.cols.Bind(p.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 	if err != nil {
 		return nil, err
 	}

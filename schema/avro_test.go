@@ -57,8 +57,8 @@ func TestDebeziumOutboxAvro(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1},
-				{"type", oidText, -1}, {"payload", oidJSONB, -1}, {"n", oidInt4, -1}}
+			cols := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1},
+				{Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "n", TypeOID: oidInt4, TypMod: -1}}
 			b, err := Columns{Additional: tc.add, PassThrough: true}.Bind(cols)
 			if err != nil {
 				t.Fatal(err)
@@ -111,13 +111,13 @@ func TestAvroDecimal(t *testing.T) {
 		text          string
 		schema, datum string
 	}{
-		{pgType{oidNumeric, (10<<16 | 2) + 4}, "-12345678.91",
+		{pgType{oid: oidNumeric, mod: (10<<16 | 2) + 4}, "-12345678.91",
 			`{"type":"bytes","scale":2,"precision":10,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"10"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}`,
 			"08b669fd2d"},
-		{pgType{oidMoney, -1}, "$12.34",
+		{pgType{oid: oidMoney, mod: -1}, "$12.34",
 			`{"type":"bytes","scale":2,"precision":64,"connect.version":1,"connect.parameters":{"scale":"2"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}`,
 			"0404d2"},
-		{pgType{oidNumeric, -1}, "3.14159",
+		{pgType{oid: oidNumeric, mod: -1}, "3.14159",
 			`{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.doc":"Variable scaled decimal","connect.version":1,"connect.name":"io.debezium.data.VariableScaleDecimal"}`,
 			"0a0604cb2f"},
 	} {
@@ -173,21 +173,21 @@ func TestAvroValueModes(t *testing.T) {
 		text          string
 		schema, datum string
 	}{
-		{pgType{oidDate, -1}, connect, "2020-01-02",
+		{pgType{oid: oidDate, mod: -1}, connect, "2020-01-02",
 			`{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Date","logicalType":"date"}`, "ae9d02"},
-		{pgType{oidTime, 0}, connect, "03:04:05",
+		{pgType{oid: oidTime, mod: 0}, connect, "03:04:05",
 			`{"type":"int","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Time","logicalType":"time-millis"}`, "90a2c40a"},
-		{pgType{oidTimestamp, -1}, connect, "1969-12-31 23:59:59.9999",
+		{pgType{oid: oidTimestamp, mod: -1}, connect, "1969-12-31 23:59:59.9999",
 			`{"type":"long","connect.version":1,"connect.name":"org.apache.kafka.connect.data.Timestamp","logicalType":"timestamp-millis"}`, "01"},
-		{pgType{oidTimestamp, -1}, valueModes{time: timeISO}, "2020-01-02 03:04:05.6789",
+		{pgType{oid: oidTimestamp, mod: -1}, valueModes{time: timeISO}, "2020-01-02 03:04:05.6789",
 			`{"type":"string","connect.version":1,"connect.name":"io.debezium.time.IsoTimestamp"}`, "32" + hex.EncodeToString([]byte("2020-01-02T03:04:05.6789Z"))},
-		{pgType{oidNumeric, -1}, valueModes{decimal: decimalString}, "NaN", `"string"`, "06" + hex.EncodeToString([]byte("NAN"))},
-		{pgType{oidMoney, -1}, valueModes{decimal: decimalString}, "-$1,000.00", `"string"`, "10" + hex.EncodeToString([]byte("-1000.00"))},
-		{pgType{oidNumeric, (10<<16 | 2) + 4}, valueModes{decimal: decimalDouble}, "NaN", `"double"`, "000000000000f87f"},
-		{pgType{oidFloat8, -1}, valueModes{}, "NaN", `"double"`, "000000000000f87f"},
-		{pgType{oidFloat4, -1}, valueModes{}, "NaN", `"float"`, "0000c07f"},
-		{pgType{oidBytea, -1}, valueModes{binary: binaryBase64}, `\x00ff41fbff`, `"string"`, "10" + hex.EncodeToString([]byte("AP9B+/8="))},
-		{pgType{oidBytea, -1}, valueModes{binary: binaryHex}, `\xfbffbf`, `"string"`, "0c" + hex.EncodeToString([]byte("fbffbf"))},
+		{pgType{oid: oidNumeric, mod: -1}, valueModes{decimal: decimalString}, "NaN", `"string"`, "06" + hex.EncodeToString([]byte("NAN"))},
+		{pgType{oid: oidMoney, mod: -1}, valueModes{decimal: decimalString}, "-$1,000.00", `"string"`, "10" + hex.EncodeToString([]byte("-1000.00"))},
+		{pgType{oid: oidNumeric, mod: (10<<16 | 2) + 4}, valueModes{decimal: decimalDouble}, "NaN", `"double"`, "000000000000f87f"},
+		{pgType{oid: oidFloat8, mod: -1}, valueModes{}, "NaN", `"double"`, "000000000000f87f"},
+		{pgType{oid: oidFloat4, mod: -1}, valueModes{}, "NaN", `"float"`, "0000c07f"},
+		{pgType{oid: oidBytea, mod: -1}, valueModes{binary: binaryBase64}, `\x00ff41fbff`, `"string"`, "10" + hex.EncodeToString([]byte("AP9B+/8="))},
+		{pgType{oid: oidBytea, mod: -1}, valueModes{binary: binaryHex}, `\xfbffbf`, `"string"`, "0c" + hex.EncodeToString([]byte("fbffbf"))},
 	} {
 		s, reason := avroSchemaOf(ConvAvro, tc.t, tc.m, false, nil)
 		d, reason2 := appendAvroValue(nil, tc.t, tc.m, []byte(tc.text))
@@ -233,7 +233,7 @@ func TestAvroDefault(t *testing.T) {
 		text       []byte
 		want       byte
 	}{{false, []byte("x"), 2}, {true, []byte("x"), 0}, {false, nil, 0}, {true, nil, 2}} {
-		got, reason := appendAvroFieldValue(nil, pgType{oidText, -1}, valueModes{}, tc.text, true, tc.valueFirst)
+		got, reason := appendAvroFieldValue(nil, pgType{oid: oidText, mod: -1}, valueModes{}, tc.text, true, tc.valueFirst)
 		if reason != "" || got[0] != tc.want {
 			t.Errorf("valueFirst %v, %q: branch %d, want %d", tc.valueFirst, tc.text, got[0], tc.want)
 		}

@@ -80,37 +80,37 @@ func TestColumnDefaults(t *testing.T) {
 		expr string
 		json string // "" for no default
 	}{
-		{pgType{oidUUID, -1}, precise, "gen_random_uuid()", `"00000000-0000-0000-0000-000000000000"`},
-		{pgType{oidUUID, -1}, precise, "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid", `"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"`},
-		{pgType{oidVarchar, -1}, precise, "'Order'::character varying", `"Order"`},
-		{pgType{oidText, -1}, precise, "'it''s'::text", `"it"`}, // the first two quotes, as 3.6.1 reads it
-		{pgType{oidText, -1}, precise, "NULL::text", ""},
-		{pgType{oidInt4, -1}, precise, "0", `0`},
-		{pgType{oidInt4, -1}, precise, "'-7'::integer", `-7`},
-		{pgType{oidInt8, -1}, precise, "nextval('outbox_seq_seq'::regclass)", `0`},
-		{pgType{oidInt2, -1}, precise, "100000", ""},
-		{pgType{oidBool, -1}, precise, "false", `false`},
-		{pgType{oidBool, -1}, precise, "true", `true`},
-		{pgType{oidNumeric, numericMod(10, 2)}, precise, "1.5", `"AJY="`},
-		{pgType{oidNumeric, numericMod(8, 3)}, precise, "12", `"LuA="`},
-		{pgType{oidNumeric, -1}, precise, "2.5", ""}, // a struct: no default
-		{pgType{oidNumeric, -1}, str, "2.5", `"2.5"`},
-		{pgType{oidFloat8, -1}, precise, "2", `2.0`},
-		{pgType{oidFloat4, -1}, precise, "1.25", `1.25`},
-		{pgType{oidMoney, -1}, precise, "3.5", ""},
-		{pgType{oidBytea, -1}, precise, `'\x00'::bytea`, ""},
-		{pgType{oidJSONB, -1}, precise, "'{}'::jsonb", `"{}"`},
-		{pgType{oidTimestamptz, -1}, precise, "now()", `"1970-01-01T00:00:00.000000Z"`},
-		{pgType{oidTimestamptz, -1}, precise, "(now() + '1 day'::interval)", `"1970-01-01T00:00:00.000000Z"`},
-		{pgType{oidTimestamptz, -1}, precise, "'2020-01-02 01:04:05+00'::timestamp with time zone", `"2020-01-02T01:04:05.000000Z"`},
-		{pgType{oidTimestamp, -1}, precise, "CURRENT_TIMESTAMP", `0`},
-		{pgType{oidDate, -1}, precise, "'2020-01-02'::date", `18263`},
-		{pgType{oidDate, -1}, precise, "CURRENT_DATE", `0`},
-		{pgType{oidTime, -1}, precise, "LOCALTIME", `0`},
-		{pgType{oidTimetz, -1}, precise, "'03:04:05+02'::time with time zone", ""},
-		{pgType{oidIntvl, -1}, precise, "'1 day 02:00:00'::interval", `93600000000`},
-		{pgType{oidIntvl, -1}, ivs, "'1 day 02:00:00.5'::interval", `"P0Y0M1DT2H0M0.5S"`},
-		{pgType{oidIntvl, -1}, ivs, "(now() - now())", `"P0Y0M0DT0H0M0S"`},
+		{pgType{oid: oidUUID, mod: -1}, precise, "gen_random_uuid()", `"00000000-0000-0000-0000-000000000000"`},
+		{pgType{oid: oidUUID, mod: -1}, precise, "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid", `"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"`},
+		{pgType{oid: oidVarchar, mod: -1}, precise, "'Order'::character varying", `"Order"`},
+		{pgType{oid: oidText, mod: -1}, precise, "'it''s'::text", `"it"`}, // the first two quotes, as 3.6.1 reads it
+		{pgType{oid: oidText, mod: -1}, precise, "NULL::text", ""},
+		{pgType{oid: oidInt4, mod: -1}, precise, "0", `0`},
+		{pgType{oid: oidInt4, mod: -1}, precise, "'-7'::integer", `-7`},
+		{pgType{oid: oidInt8, mod: -1}, precise, "nextval('outbox_seq_seq'::regclass)", `0`},
+		{pgType{oid: oidInt2, mod: -1}, precise, "100000", ""},
+		{pgType{oid: oidBool, mod: -1}, precise, "false", `false`},
+		{pgType{oid: oidBool, mod: -1}, precise, "true", `true`},
+		{pgType{oid: oidNumeric, mod: numericMod(10, 2)}, precise, "1.5", `"AJY="`},
+		{pgType{oid: oidNumeric, mod: numericMod(8, 3)}, precise, "12", `"LuA="`},
+		{pgType{oid: oidNumeric, mod: -1}, precise, "2.5", ""}, // a struct: no default
+		{pgType{oid: oidNumeric, mod: -1}, str, "2.5", `"2.5"`},
+		{pgType{oid: oidFloat8, mod: -1}, precise, "2", `2.0`},
+		{pgType{oid: oidFloat4, mod: -1}, precise, "1.25", `1.25`},
+		{pgType{oid: oidMoney, mod: -1}, precise, "3.5", ""},
+		{pgType{oid: oidBytea, mod: -1}, precise, `'\x00'::bytea`, ""},
+		{pgType{oid: oidJSONB, mod: -1}, precise, "'{}'::jsonb", `"{}"`},
+		{pgType{oid: oidTimestamptz, mod: -1}, precise, "now()", `"1970-01-01T00:00:00.000000Z"`},
+		{pgType{oid: oidTimestamptz, mod: -1}, precise, "(now() + '1 day'::interval)", `"1970-01-01T00:00:00.000000Z"`},
+		{pgType{oid: oidTimestamptz, mod: -1}, precise, "'2020-01-02 01:04:05+00'::timestamp with time zone", `"2020-01-02T01:04:05.000000Z"`},
+		{pgType{oid: oidTimestamp, mod: -1}, precise, "CURRENT_TIMESTAMP", `0`},
+		{pgType{oid: oidDate, mod: -1}, precise, "'2020-01-02'::date", `18263`},
+		{pgType{oid: oidDate, mod: -1}, precise, "CURRENT_DATE", `0`},
+		{pgType{oid: oidTime, mod: -1}, precise, "LOCALTIME", `0`},
+		{pgType{oid: oidTimetz, mod: -1}, precise, "'03:04:05+02'::time with time zone", ""},
+		{pgType{oid: oidIntvl, mod: -1}, precise, "'1 day 02:00:00'::interval", `93600000000`},
+		{pgType{oid: oidIntvl, mod: -1}, ivs, "'1 day 02:00:00.5'::interval", `"P0Y0M1DT2H0M0.5S"`},
+		{pgType{oid: oidIntvl, mod: -1}, ivs, "(now() - now())", `"P0Y0M0DT0H0M0S"`},
 	} {
 		var got []byte
 		if text, ok := defaultText(tc.t, tc.m, tc.expr); ok {
@@ -155,8 +155,8 @@ func TestISOInterval(t *testing.T) {
 // event; in the router's id, key, payload and placements, not its
 // route.by.field column.
 func TestFillDefaults(t *testing.T) {
-	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1},
-		{"type", oidText, -1}, {"payload", oidJSONB, -1}, {"region", oidText, -1}}
+	cols := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1},
+		{Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "region", TypeOID: oidText, TypMod: -1}}
 	defaults := map[string]string{"aggregatetype": "'Order'::text", "aggregateid": "'none'::text", "payload": "'{}'::jsonb", "region": "NULL::text"}
 	row := [][]byte{[]byte("406c07f3-26f0-4eea-a50c-109940064b8f"), nil, nil, []byte("Created"), nil, nil}
 	for _, tc := range []struct {

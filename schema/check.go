@@ -21,6 +21,11 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 	}
 	var problems []string
 	bad := func(col, why string) { problems = append(problems, col+": "+why) }
+	for _, col := range cols {
+		if col.Mapper.Truncate > 0 && !stringColumn(col.TypeOID) {
+			bad(col.Name, fmt.Sprintf("truncating a column of type OID %d is not implemented (Debezium cuts only strings and bytes, and marks the schema of any type by its declared length)", col.TypeOID))
+		}
+	}
 	switch f {
 	case CloudEvents, CloudEventsBinary:
 		if b.oid[fPayload] == oidBytea {
@@ -44,7 +49,7 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		converts("key", d.Key, b.name[fAggregateID], b.typ(fAggregateID))
 		converts("header", d.Header, b.name[fID], b.typ(fID))
 		if b.traceI >= 0 {
-			converts("header", d.Header, cols[b.traceI].Name, pgType{oidText, -1})
+			converts("header", d.Header, cols[b.traceI].Name, pgType{oid: oidText, mod: -1})
 		}
 		envelope := b.envelope
 		for i, a := range b.add {

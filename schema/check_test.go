@@ -9,10 +9,10 @@ import (
 // Check refuses, before any row, what could not be relayed: each case
 // names the column the error must name, "" when the mapping works.
 func TestCheck(t *testing.T) {
-	docTable := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1}, {"payload", oidJSONB, -1}}
-	byteaTable := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidBytea, -1}, {"type", oidText, -1}, {"payload", oidBytea, -1}}
-	intRoute := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidInt4, -1}, {"aggregateid", oidText, -1}, {"payload", oidJSONB, -1}}
-	numericCol := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"payload", oidJSONB, -1}, {"amount", oidNumeric, -1}}
+	docTable := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregateid", TypeOID: oidVarchar, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}}
+	byteaTable := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidBytea, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidBytea, TypMod: -1}}
+	intRoute := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidInt4, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}}
+	numericCol := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "amount", TypeOID: oidNumeric, TypMod: -1}}
 	outbox := EncoderConfig{Format: DebeziumOutbox}
 	conv := func(key, value, header Converter) EncoderConfig {
 		return EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{Key: key, Value: value, Header: header}}

@@ -21,6 +21,7 @@ import (
 const (
 	oidBool    uint32 = 16
 	oidBytea   uint32 = 17
+	oidChar    uint32 = 18 // "char", one byte
 	oidName    uint32 = 19
 	oidInt8    uint32 = 20
 	oidInt2    uint32 = 21
@@ -40,11 +41,18 @@ const (
 // pgType is a column's type: its OID and modifier (atttypmod, -1 for
 // none).
 type pgType struct {
-	oid uint32
-	mod int32
+	oid    uint32
+	mod    int32
+	mapper ColumnMapper // the column's, which adds to its schema's parameters
 }
 
-func (b *Binding) typ(f int) pgType { return pgType{b.oid[f], b.mod[f]} }
+func (b *Binding) typ(f int) pgType {
+	t := pgType{oid: b.oid[f], mod: b.mod[f]}
+	if i := b.idx[f]; i >= 0 && i < len(b.cols) {
+		t.mapper = b.cols[i].Mapper
+	}
+	return t
+}
 
 // numericScale is a numeric(p,s) column's precision and scale; ok is false
 // for an unconstrained numeric.
@@ -76,6 +84,15 @@ var variableScaleDecimal = connectType{typ: "struct",
 // (interval.handling.mode=numeric). ok is false for types Debezium does
 // not map either (it drops such columns, include.unknown.datatypes=false).
 func connectTypeOf(t pgType, m valueModes) (ct connectType, ok bool) {
+	ct, ok = connectTypeOfType(t, m)
+	if ok && t.mapper != (ColumnMapper{}) {
+		ct.params = t.mapper.addParams(ct.params, t)
+	}
+	return ct, ok
+}
+
+// connectTypeOfType is connectTypeOf of the type alone.
+func connectTypeOfType(t pgType, m valueModes) (ct connectType, ok bool) {
 	switch oid := t.oid; oid {
 	case oidBool:
 		return connectType{typ: "boolean"}, true

@@ -206,6 +206,9 @@ type DebeziumConfig struct {
 	// CloudEventsMetadata is the value converter's metadata.source when
 	// it is ConvCloudEvents.
 	CloudEventsMetadata CloudEventsMetadata
+	// ColumnMappings are the connector's column truncations and masks
+	// (ParseColumnMappings), which MapColumns and MapValues apply.
+	ColumnMappings []ColumnMapping
 
 	vm           valueModes // the value options, compacted by withDefaults
 	defaultCache *sync.Map  // defaultKey: the default as JSON; set by withDefaults
@@ -275,7 +278,7 @@ func (c *DebeziumConfig) appendContextHeaders(buf []byte, hs []Header) ([]byte, 
 			v      []byte
 			reason string
 		)
-		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oid: oidText, mod: -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, hs, reason
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})
@@ -342,7 +345,7 @@ func (r *Record) columnOID(f int) uint32 {
 // columnType is columnOID with the column's type modifier.
 func (r *Record) columnType(f int) pgType {
 	if r.bind == nil {
-		return pgType{oidText, -1}
+		return pgType{oid: oidText, mod: -1}
 	}
 	return r.bind.typ(f)
 }
@@ -713,7 +716,7 @@ func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFiel
 		var v []byte
 		// A STRING schema, not optional: what Debezium's
 		// KafkaConnectHeadersSetter adds.
-		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oidText, -1}, c.vm, []byte(h.v), false); reason != "" {
+		if buf, v, reason = appendConvertedPart(buf, part{conv: c.Header, header: true}, pgType{oid: oidText, mod: -1}, c.vm, []byte(h.v), false); reason != "" {
 			return buf, nil, &RowError{Column: DefaultTraceColumn, Reason: reason}
 		}
 		hs = append(hs, Header{Key: h.key, Value: v})

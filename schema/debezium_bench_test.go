@@ -8,10 +8,10 @@ import (
 // A ledger's outbox row with columns whose rendering Debezium's value
 // options change: numeric, money, timestamp, date, time, bytea.
 var benchLedgerTable = []Column{
-	{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1},
-	{"payload", oidJSONB, -1}, {"amount", oidNumeric, (12<<16 | 2) + 4}, {"fee", oidMoney, -1},
-	{"booked_at", oidTimestamp, -1}, {"value_date", oidDate, -1}, {"cutoff", oidTime, -1}, {"digest", oidBytea, -1},
-	{"created_at", oidTimestamptz, -1},
+	{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1},
+	{Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "amount", TypeOID: oidNumeric, TypMod: (12<<16 | 2) + 4}, {Name: "fee", TypeOID: oidMoney, TypMod: -1},
+	{Name: "booked_at", TypeOID: oidTimestamp, TypMod: -1}, {Name: "value_date", TypeOID: oidDate, TypMod: -1}, {Name: "cutoff", TypeOID: oidTime, TypMod: -1}, {Name: "digest", TypeOID: oidBytea, TypMod: -1},
+	{Name: "created_at", TypeOID: oidTimestamptz, TypMod: -1},
 }
 
 func benchLedgerRow() [][]byte {

@@ -31,8 +31,8 @@ const docPayload = `{"id": 1, "lineItems": [{"id": 1, "item": "Debezium in Actio
 func docRecord(t *testing.T, add []AdditionalField) Record {
 	t.Helper()
 	cols := []Column{
-		{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1},
-		{"type", oidVarchar, -1}, {"payload", oidJSONB, -1}, {"timestamp", oidTimestamp, -1},
+		{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregateid", TypeOID: oidVarchar, TypMod: -1},
+		{Name: "type", TypeOID: oidVarchar, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "timestamp", TypeOID: oidTimestamp, TypMod: -1},
 	}
 	b, err := Columns{Time: "timestamp", Additional: add}.Bind(cols)
 	if err != nil {

@@ -56,8 +56,8 @@ func FuzzRecord(f *testing.F) {
 			return
 		}
 		b, err := Columns{}.Bind([]Column{
-			{"id", oidText, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1},
-			{"payload", payloadOID, -1}, {"headers", headersOID, -1}, {"created_at", timeOID, -1},
+			{Name: "id", TypeOID: oidText, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1},
+			{Name: "payload", TypeOID: payloadOID, TypMod: -1}, {Name: "headers", TypeOID: headersOID, TypMod: -1}, {Name: "created_at", TypeOID: timeOID, TypMod: -1},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -106,7 +106,7 @@ func FuzzDebeziumValue(f *testing.F) {
 		// flags: bits 0-1 decimal mode, 3-5 type, 5-6 binary mode (shares
 		// bit 5); tmode the time mode.
 		m := valueModes{decimal: decimalMode(flags & 3 % 3), binary: binaryMode(flags >> 5 & 3), time: timeMode(tmode % 6)}
-		typ := pgType{types[flags>>3&7], mod}
+		typ := pgType{oid: types[flags>>3&7], mod: mod}
 		v, reason := appendConnectValue(nil, typ, m, []byte(text))
 		if reason == "" && !json.Valid(v) {
 			t.Fatalf("%v %+v %q: invalid JSON %s", typ, m, text, v)

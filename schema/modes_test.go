@@ -21,11 +21,11 @@ func TestValueModesRendering(t *testing.T) {
 	b64 := valueModes{binary: binaryBase64}
 	url := valueModes{binary: binaryBase64URL}
 	hexa := valueModes{binary: binaryHex}
-	n10x2, n12x9, n := pgType{oidNumeric, numericMod(10, 2)}, pgType{oidNumeric, numericMod(12, 9)}, pgType{oidNumeric, -1}
-	money := pgType{oidMoney, -1}
-	date, t0, t3, t6 := pgType{oidDate, -1}, pgType{oidTime, 0}, pgType{oidTime, 3}, pgType{oidTime, -1}
-	ts0, ts3, ts6 := pgType{oidTimestamp, 0}, pgType{oidTimestamp, 3}, pgType{oidTimestamp, -1}
-	bytea := pgType{oidBytea, -1}
+	n10x2, n12x9, n := pgType{oid: oidNumeric, mod: numericMod(10, 2)}, pgType{oid: oidNumeric, mod: numericMod(12, 9)}, pgType{oid: oidNumeric, mod: -1}
+	money := pgType{oid: oidMoney, mod: -1}
+	date, t0, t3, t6 := pgType{oid: oidDate, mod: -1}, pgType{oid: oidTime, mod: 0}, pgType{oid: oidTime, mod: 3}, pgType{oid: oidTime, mod: -1}
+	ts0, ts3, ts6 := pgType{oid: oidTimestamp, mod: 0}, pgType{oid: oidTimestamp, mod: 3}, pgType{oid: oidTimestamp, mod: -1}
+	bytea := pgType{oid: oidBytea, mod: -1}
 	for _, tc := range []struct {
 		t         pgType
 		m         valueModes
@@ -51,7 +51,7 @@ func TestValueModesRendering(t *testing.T) {
 		{ts6, connect, "1969-12-31 23:59:59.9999", `-1`, "23:59:59.999Z", "int64", "org.apache.kafka.connect.data.Timestamp"},
 		{ts6, connect, "1970-01-02 00:00:00.5", `86400500`, "1970-01-02T00:00:00.500Z", "int64", "org.apache.kafka.connect.data.Timestamp"},
 		{ts6, connect, "9999-12-31 23:59:59.999999", `253402300799999`, "9999-12-31T23:59:59.999Z", "int64", "org.apache.kafka.connect.data.Timestamp"},
-		{pgType{oidTimestamptz, -1}, connect, "2020-01-02 03:04:05.678912+02", `"2020-01-02T01:04:05.678912Z"`, "2020-01-02T01:04:05.678912Z", "string", "io.debezium.time.ZonedTimestamp"},
+		{pgType{oid: oidTimestamptz, mod: -1}, connect, "2020-01-02 03:04:05.678912+02", `"2020-01-02T01:04:05.678912Z"`, "2020-01-02T01:04:05.678912Z", "string", "io.debezium.time.ZonedTimestamp"},
 		// isostring: ISO-8601 in UTC, seconds always, the fraction without
 		// its trailing zeros; microseconds and nanoseconds at any
 		// precision.
@@ -79,7 +79,7 @@ func TestValueModesRendering(t *testing.T) {
 		// infinities as Jackson's strings, Double.toString's text.
 		{n10x2, dbl, "12345678.91", `1.234567891E7`, "1.234567891E7", "double", ""},
 		{n12x9, dbl, "0.000000012", `1.2E-8`, "1.2E-8", "double", ""},
-		{pgType{oidNumeric, numericMod(5, 0)}, dbl, "-128", `-128.0`, "-128.0", "double", ""},
+		{pgType{oid: oidNumeric, mod: numericMod(5, 0)}, dbl, "-128", `-128.0`, "-128.0", "double", ""},
 		{n, dbl, "NaN", `"NaN"`, "NaN", "double", ""},
 		{n, dbl, "-Infinity", `"-Infinity"`, "-Infinity", "double", ""},
 		{n, dbl, "123456789012345678901234567890.000000000000000000001", `1.2345678901234568E29`, "1.2345678901234568E29", "double", ""},
@@ -91,8 +91,8 @@ func TestValueModesRendering(t *testing.T) {
 		{bytea, b64, `\x`, `""`, "", "string", ""},
 		{bytea, valueModes{}, `\x00ff41`, `"AP9B"`, "-", "bytes", ""}, // StringConverter cannot write bytes
 		// interval.handling.mode=string: ISO-8601 text.
-		{pgType{oidIntvl, -1}, valueModes{interval: intervalString}, "1 year 2 mons 3 days 04:05:06.789", `"P1Y2M3DT4H5M6.789S"`, "P1Y2M3DT4H5M6.789S", "string", "io.debezium.time.Interval"},
-		{pgType{oidIntvl, -1}, valueModes{}, "1 day", `86400000000`, "86400000000", "int64", "io.debezium.time.MicroDuration"},
+		{pgType{oid: oidIntvl, mod: -1}, valueModes{interval: intervalString}, "1 year 2 mons 3 days 04:05:06.789", `"P1Y2M3DT4H5M6.789S"`, "P1Y2M3DT4H5M6.789S", "string", "io.debezium.time.Interval"},
+		{pgType{oid: oidIntvl, mod: -1}, valueModes{}, "1 day", `86400000000`, "86400000000", "int64", "io.debezium.time.MicroDuration"},
 	} {
 		got, reason := appendConnectValue(nil, tc.t, tc.m, []byte(tc.text))
 		if reason != "" || string(got) != tc.json {
@@ -198,7 +198,7 @@ func TestValueModesGolden(t *testing.T) {
 // Debezium's payload is a string ("" under base64 and hex), and never
 // under bytes, where it tests a ByteBuffer's toString.
 func TestTombstoneOfEmptyBytea(t *testing.T) {
-	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"payload", oidBytea, -1}}
+	cols := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidBytea, TypMod: -1}}
 	b := mustBind(t, Columns{PassThrough: true}, cols)
 	r, err := b.Record([][]byte{[]byte("406c07f3-26f0-4eea-a50c-109940064b8f"), []byte("Payment"), []byte("p-1"), []byte(`\x`)}, time.Now())
 	if err != nil {
@@ -227,7 +227,7 @@ func TestTombstoneOfEmptyBytea(t *testing.T) {
 // value: null in a nullable column, as Debezium's converter gives up on
 // it, and a poison row in a NOT NULL one, where Debezium's task fails.
 func TestNanosecondsOutOfRange(t *testing.T) {
-	ns, ts := valueModes{time: timeNanos}, pgType{oidTimestamp, -1}
+	ns, ts := valueModes{time: timeNanos}, pgType{oid: oidTimestamp, mod: -1}
 	for _, text := range []string{"9999-12-31 23:59:59", "1677-09-21 00:12:44", "2262-04-11 23:47:16.854776"} {
 		if v := ns.valueOf(ts, []byte(text), true); v != nil {
 			t.Errorf("%s, nullable: %q, want NULL", text, v)

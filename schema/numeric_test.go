@@ -10,15 +10,15 @@ func numericMod(p, s int) int32 { return int32(p<<16|s) + 4 }
 // types-numeric-time and types-timestamps cases).
 func TestNumericAndTimeValues(t *testing.T) {
 	var (
-		n10x2   = pgType{oidNumeric, numericMod(10, 2)}
-		n12x9   = pgType{oidNumeric, numericMod(12, 9)}
-		n5x0    = pgType{oidNumeric, numericMod(5, 0)}
-		numeric = pgType{oidNumeric, -1}
-		money   = pgType{oidMoney, -1}
-		tm      = pgType{oidTime, -1}
-		tm3     = pgType{oidTime, 3}
-		tmtz    = pgType{oidTimetz, -1}
-		intvl   = pgType{oidIntvl, -1}
+		n10x2   = pgType{oid: oidNumeric, mod: numericMod(10, 2)}
+		n12x9   = pgType{oid: oidNumeric, mod: numericMod(12, 9)}
+		n5x0    = pgType{oid: oidNumeric, mod: numericMod(5, 0)}
+		numeric = pgType{oid: oidNumeric, mod: -1}
+		money   = pgType{oid: oidMoney, mod: -1}
+		tm      = pgType{oid: oidTime, mod: -1}
+		tm3     = pgType{oid: oidTime, mod: 3}
+		tmtz    = pgType{oid: oidTimetz, mod: -1}
+		intvl   = pgType{oid: oidIntvl, mod: -1}
 	)
 	for _, tc := range []struct {
 		t            pgType
@@ -50,11 +50,11 @@ func TestNumericAndTimeValues(t *testing.T) {
 		{intvl, "1 year 2 mons 3 days 04:05:06.7", `37091106700000`, "37091106700000"},
 		{intvl, "-1 days", `-86400000000`, "-86400000000"},
 		{intvl, "-00:00:01", `-1000000`, "-1000000"},
-		{pgType{oidTimestamp, 3}, "2020-01-02 03:04:05.678", `1577934245678`, "1577934245678"},
-		{pgType{oidTimestamp, 4}, "2020-01-02 03:04:05.6789", `1577934245678900`, "1577934245678900"},
-		{pgType{oidTimestamptz, 0}, "2020-01-02 01:04:05+00", `"2020-01-02T01:04:05Z"`, "2020-01-02T01:04:05Z"},
-		{pgType{oidTimestamptz, 3}, "2020-01-02 01:04:05.5+00", `"2020-01-02T01:04:05.500Z"`, "2020-01-02T01:04:05.500Z"},
-		{pgType{oidTimestamptz, -1}, "2020-01-02 03:04:05.5+02", `"2020-01-02T01:04:05.500000Z"`, "2020-01-02T01:04:05.500000Z"},
+		{pgType{oid: oidTimestamp, mod: 3}, "2020-01-02 03:04:05.678", `1577934245678`, "1577934245678"},
+		{pgType{oid: oidTimestamp, mod: 4}, "2020-01-02 03:04:05.6789", `1577934245678900`, "1577934245678900"},
+		{pgType{oid: oidTimestamptz, mod: 0}, "2020-01-02 01:04:05+00", `"2020-01-02T01:04:05Z"`, "2020-01-02T01:04:05Z"},
+		{pgType{oid: oidTimestamptz, mod: 3}, "2020-01-02 01:04:05.5+00", `"2020-01-02T01:04:05.500Z"`, "2020-01-02T01:04:05.500Z"},
+		{pgType{oid: oidTimestamptz, mod: -1}, "2020-01-02 03:04:05.5+02", `"2020-01-02T01:04:05.500000Z"`, "2020-01-02T01:04:05.500000Z"},
 	} {
 		got, reason := appendConnectValue(nil, tc.t, valueModes{}, []byte(tc.text))
 		if reason != "" || string(got) != tc.json {
@@ -87,13 +87,13 @@ func TestNumericAndTimeSchemas(t *testing.T) {
 		t    pgType
 		want string
 	}{
-		{pgType{oidNumeric, numericMod(10, 2)}, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}}`},
-		{pgType{oidNumeric, -1}, `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}`},
-		{pgType{oidMoney, -1}, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"}}`},
-		{pgType{oidTime, -1}, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1}`},
-		{pgType{oidTime, 3}, `{"type":"int32","optional":true,"name":"io.debezium.time.Time","version":1}`},
-		{pgType{oidTimetz, -1}, `{"type":"string","optional":true,"name":"io.debezium.time.ZonedTime","version":1}`},
-		{pgType{oidIntvl, -1}, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1}`},
+		{pgType{oid: oidNumeric, mod: numericMod(10, 2)}, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"}}`},
+		{pgType{oid: oidNumeric, mod: -1}, `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"}`},
+		{pgType{oid: oidMoney, mod: -1}, `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"}}`},
+		{pgType{oid: oidTime, mod: -1}, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1}`},
+		{pgType{oid: oidTime, mod: 3}, `{"type":"int32","optional":true,"name":"io.debezium.time.Time","version":1}`},
+		{pgType{oid: oidTimetz, mod: -1}, `{"type":"string","optional":true,"name":"io.debezium.time.ZonedTime","version":1}`},
+		{pgType{oid: oidIntvl, mod: -1}, `{"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1}`},
 	} {
 		ct, ok := connectTypeOf(tc.t, valueModes{})
 		if got := string(appendConnectSchema(nil, ct, true, "")); !ok || got != tc.want {

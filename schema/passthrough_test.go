@@ -22,9 +22,9 @@ import (
 //	  payload bytea, ts timestamp(3), tsu timestamp, part int, ver int,
 //	  tracingspancontext text, ptext text)
 var probeTable = []Column{
-	{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"payload", oidBytea, -1},
-	{"ts", oidTimestamp, -1}, {"tsu", oidTimestamp, -1}, {"part", oidInt4, -1}, {"ver", oidInt4, -1},
-	{"tracingspancontext", oidText, -1}, {"ptext", oidText, -1},
+	{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidBytea, TypMod: -1},
+	{Name: "ts", TypeOID: oidTimestamp, TypMod: -1}, {Name: "tsu", TypeOID: oidTimestamp, TypMod: -1}, {Name: "part", TypeOID: oidInt4, TypMod: -1}, {Name: "ver", TypeOID: oidInt4, TypMod: -1},
+	{Name: "tracingspancontext", TypeOID: oidText, TypMod: -1}, {Name: "ptext", TypeOID: oidText, TypMod: -1},
 }
 
 // probeRow is a row of probeTable; "" is NULL, `”` the empty string.
@@ -181,7 +181,7 @@ func dumpObserved(m Message) string {
 }
 
 func TestBindPassThrough(t *testing.T) {
-	debeziumDoc := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1}, {"payload", oidJSONB, -1}}
+	debeziumDoc := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregateid", TypeOID: oidVarchar, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}}
 	for _, tc := range []struct {
 		name string
 		c    Columns
@@ -305,7 +305,7 @@ func TestConverterWriter(t *testing.T) {
 		{ConvString, oidTimestamp, valueModes{}, false, ConvString, true},
 		{ConvString, oidTimestamptz, connect, false, ConvString, true},
 	} {
-		got, ok := tc.c.writer(tc.m.kind(pgType{tc.oid, -1}), tc.header)
+		got, ok := tc.c.writer(tc.m.kind(pgType{oid: tc.oid, mod: -1}), tc.header)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s.writer(%d, %+v, header %v) = %q, %v; want %q, %v", tc.c, tc.oid, tc.m, tc.header, got, ok, tc.want, tc.ok)
 		}
@@ -348,7 +348,7 @@ func TestParseAdditionalFieldsAsDebezium(t *testing.T) {
 // (extended.headers.enabled on), for the documentation's example row: its
 // context headers come first, in this order, then id.
 func TestContextHeaders(t *testing.T) {
-	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidVarchar, -1}, {"aggregateid", oidVarchar, -1}, {"payload", oidJSONB, -1}}
+	cols := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregateid", TypeOID: oidVarchar, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}}
 	b, err := Columns{PassThrough: true}.Bind(cols)
 	if err != nil {
 		t.Fatal(err)

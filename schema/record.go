@@ -188,9 +188,12 @@ type Column struct {
 	// TypMod is the type's modifier (atttypmod: a numeric's precision and
 	// scale, a time's precision), -1 for none.
 	TypMod int32
+	// Mapper is what the configuration's column mask or truncation does
+	// to the column (DebeziumConfig.MapColumns); zero for nothing.
+	Mapper ColumnMapper
 }
 
-func (c Column) typ() pgType { return pgType{c.TypeOID, c.TypMod} }
+func (c Column) typ() pgType { return pgType{oid: c.TypeOID, mod: c.TypMod, mapper: c.Mapper} }
 
 // Record fields, in the order of Columns.fields.
 const (
@@ -423,10 +426,11 @@ type FieldValue struct {
 	Placement Placement
 	TypeOID   uint32
 	TypMod    int32
-	Value     []byte // text format; nil is SQL NULL
+	Mapper    ColumnMapper // the column's (Column.Mapper)
+	Value     []byte       // text format; nil is SQL NULL
 }
 
-func (v FieldValue) typ() pgType { return pgType{v.TypeOID, v.TypMod} }
+func (v FieldValue) typ() pgType { return pgType{oid: v.TypeOID, mod: v.TypMod, mapper: v.Mapper} }
 
 // Origin is where a record came from, for envelopes that carry it (such as
 // Debezium's source block). The CloudEvents envelopes do not use it.
@@ -614,7 +618,7 @@ func (b *Binding) record(values [][]byte, total int) Record {
 		add = make([]FieldValue, len(b.add))
 		for i, a := range b.add {
 			add[i] = FieldValue{Column: a.Column, Alias: a.Alias, Placement: a.Placement,
-				TypeOID: b.cols[b.addI[i]].TypeOID, TypMod: b.cols[b.addI[i]].TypMod, Value: values[b.addI[i]]}
+				TypeOID: b.cols[b.addI[i]].TypeOID, TypMod: b.cols[b.addI[i]].TypMod, Mapper: b.cols[b.addI[i]].Mapper, Value: values[b.addI[i]]}
 		}
 	}
 	r := Record{

@@ -11,16 +11,16 @@ import (
 // defaultTable is the DESIGN.md outbox table, as pgoutput's Relation message
 // describes it.
 var defaultTable = []Column{
-	{"id", 2950, -1}, // uuid
-	{"aggregatetype", oidText, -1},
-	{"aggregateid", oidText, -1},
-	{"type", oidText, -1},
-	{"payload", oidJSONB, -1},
-	{"headers", oidJSONB, -1},
-	{"created_at", oidTimestamptz, -1},
-	{"seq", 20, -1},
-	{"txid", 5069, -1},
-	{"published_at", oidTimestamptz, -1},
+	{Name: "id", TypeOID: 2950, TypMod: -1}, // uuid
+	{Name: "aggregatetype", TypeOID: oidText, TypMod: -1},
+	{Name: "aggregateid", TypeOID: oidText, TypMod: -1},
+	{Name: "type", TypeOID: oidText, TypMod: -1},
+	{Name: "payload", TypeOID: oidJSONB, TypMod: -1},
+	{Name: "headers", TypeOID: oidJSONB, TypMod: -1},
+	{Name: "created_at", TypeOID: oidTimestamptz, TypMod: -1},
+	{Name: "seq", TypeOID: 20, TypMod: -1},
+	{Name: "txid", TypeOID: 5069, TypMod: -1},
+	{Name: "published_at", TypeOID: oidTimestamptz, TypMod: -1},
 }
 
 // row returns a values slice for defaultTable.
@@ -66,9 +66,9 @@ func TestColumnsValidate(t *testing.T) {
 
 func TestBind(t *testing.T) {
 	transferEvents := []Column{ // seed 004: a table of another shape
-		{"event_id", 20, -1}, {"aggregate_type", oidVarchar, -1}, {"aggregate_id", oidVarchar, -1},
-		{"event_type", oidVarchar, -1}, {"payload", oidText, -1}, {"headers", oidText, -1},
-		{"status", oidVarchar, -1}, {"created_at", oidTimestamp, -1},
+		{Name: "event_id", TypeOID: 20, TypMod: -1}, {Name: "aggregate_type", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregate_id", TypeOID: oidVarchar, TypMod: -1},
+		{Name: "event_type", TypeOID: oidVarchar, TypMod: -1}, {Name: "payload", TypeOID: oidText, TypMod: -1}, {Name: "headers", TypeOID: oidText, TypMod: -1},
+		{Name: "status", TypeOID: oidVarchar, TypMod: -1}, {Name: "created_at", TypeOID: oidTimestamp, TypMod: -1},
 	}
 	transferColumns := Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type"}
 
@@ -86,26 +86,26 @@ func TestBind(t *testing.T) {
 		{name: "custom names, headers named", c: func() Columns { c := transferColumns; c.Headers = "headers"; return c }(), cols: transferEvents, want: [numFields]int{0, 1, 2, 3, 4, 5, 7}},
 		{
 			name: "order independent",
-			cols: []Column{{"created_at", oidTimestamptz, -1}, {"payload", oidJSONB, -1}, {"type", oidText, -1}, {"x", 23, -1}, {"aggregateid", oidText, -1}, {"id", 2950, -1}, {"aggregatetype", oidText, -1}},
+			cols: []Column{{Name: "created_at", TypeOID: oidTimestamptz, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "x", TypeOID: 23, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "id", TypeOID: 2950, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}},
 			want: [numFields]int{5, 6, 4, 2, 1, -1, 0},
 		},
 		{
 			name: "headers and time optional",
-			cols: []Column{{"id", 2950, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1}, {"payload", oidJSONB, -1}},
+			cols: []Column{{Name: "id", TypeOID: 2950, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}},
 			want: [numFields]int{0, 1, 2, 3, 4, -1, -1},
 		},
 		{name: "custom names against default table", c: transferColumns, cols: defaultTable, missing: "event_id, aggregate_type, aggregate_id, event_type"},
 		{name: "no payload", cols: defaultTable[:4], missing: "payload"},
 		{name: "empty table", cols: nil, missing: "id, aggregatetype, aggregateid, type, payload"},
-		{name: "case-sensitive", cols: []Column{{"ID", 2950, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1}, {"payload", oidJSONB, -1}}, missing: "id"},
-		{name: "duplicate column", cols: append(append([]Column{}, defaultTable...), Column{"type", oidText, -1}), err: true},
+		{name: "case-sensitive", cols: []Column{{Name: "ID", TypeOID: 2950, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidJSONB, TypMod: -1}}, missing: "id"},
+		{name: "duplicate column", cols: append(append([]Column{}, defaultTable...), Column{Name: "type", TypeOID: oidText, TypMod: -1}), err: true},
 		{name: "invalid columns", c: Columns{ID: strings.Repeat("x", 64)}, cols: defaultTable, err: true},
 		// A created_at of the table's own that is not a timestamp is not
 		// the event time unless named; named, it must be one.
-		{name: "default time of another type", cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", 20, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, -1}},
-		{name: "default time without zone", cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", oidTimestamp, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
-		{name: "named time of another type", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", 20, -1}), err: true},
-		{name: "named time as text", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{"created_at", oidText, -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
+		{name: "default time of another type", cols: append(append([]Column{}, defaultTable[:6]...), Column{Name: "created_at", TypeOID: 20, TypMod: -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, -1}},
+		{name: "default time without zone", cols: append(append([]Column{}, defaultTable[:6]...), Column{Name: "created_at", TypeOID: oidTimestamp, TypMod: -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
+		{name: "named time of another type", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{Name: "created_at", TypeOID: 20, TypMod: -1}), err: true},
+		{name: "named time as text", c: Columns{Time: "created_at"}, cols: append(append([]Column{}, defaultTable[:6]...), Column{Name: "created_at", TypeOID: oidText, TypMod: -1}), want: [numFields]int{0, 1, 2, 3, 4, 5, 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.c.Bind(tc.cols)
@@ -138,8 +138,8 @@ func TestBind(t *testing.T) {
 
 func TestBindRecordCustomTable(t *testing.T) {
 	cols := []Column{
-		{"status", oidVarchar, -1}, {"created_at", oidTimestamp, -1}, {"payload", oidText, -1},
-		{"event_type", oidVarchar, -1}, {"aggregate_id", oidVarchar, -1}, {"aggregate_type", oidVarchar, -1}, {"event_id", 20, -1},
+		{Name: "status", TypeOID: oidVarchar, TypMod: -1}, {Name: "created_at", TypeOID: oidTimestamp, TypMod: -1}, {Name: "payload", TypeOID: oidText, TypMod: -1},
+		{Name: "event_type", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregate_id", TypeOID: oidVarchar, TypMod: -1}, {Name: "aggregate_type", TypeOID: oidVarchar, TypMod: -1}, {Name: "event_id", TypeOID: 20, TypMod: -1},
 	}
 	b := mustBind(t, Columns{ID: "event_id", AggregateType: "aggregate_type", AggregateID: "aggregate_id", Type: "event_type"}, cols)
 	rec, err := b.Record([][]byte{

@@ -45,8 +45,8 @@ func TestParseTraceContext(t *testing.T) {
 // propagator reads: the consumer's span continues the writer's trace, as
 // the child of the span that wrote the row.
 func TestTraceHeadersReadByOpenTelemetry(t *testing.T) {
-	cols := []Column{{"id", oidUUID, -1}, {"aggregatetype", oidText, -1}, {"aggregateid", oidText, -1}, {"type", oidText, -1},
-		{"payload", oidJSONB, -1}, {"tracingspancontext", oidText, -1}}
+	cols := []Column{{Name: "id", TypeOID: oidUUID, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1}, {Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1},
+		{Name: "payload", TypeOID: oidJSONB, TypMod: -1}, {Name: "tracingspancontext", TypeOID: oidText, TypMod: -1}}
 	props := "#\n#Thu Nov 26 10:00:00 UTC 2026\ntraceparent=" + testTraceParent + "\ntracestate=" + testTraceState + "\n"
 	row := [][]byte{[]byte("406c07f3-26f0-4eea-a50c-109940064b8f"), []byte("Order"), []byte("1"), []byte("OrderCreated"), []byte(`{"a":1}`), []byte(props)}
 	for _, tc := range []struct {

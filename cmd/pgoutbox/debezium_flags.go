@@ -34,6 +34,7 @@ type mappingFlags struct {
 	intervalHandling           string
 	cloudEventsMetadata        string
 	nullBehavior               string
+	columnMappings             string
 	binaryHandling             string
 	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
@@ -65,6 +66,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	m.keyRegistry = registerRegistryFlags(fs, "key")
 	m.valueRegistry = registerRegistryFlags(fs, "value")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.StringVar(&m.columnMappings, "column-mappings", "", "debezium formats: string columns masked or truncated, as Debezium's column.mask.with.N.chars and column.truncate.to.N.chars: truncate:N:PATTERN,… or mask:N:PATTERN,…, several separated by ';', each PATTERN a regular expression matched whole, in any case, against schema.table.column")
 	fs.StringVar(&m.nullBehavior, "json-payload-null-behavior", "ignore", "debezium-outbox with --expand-json-payload: an expanded payload's null fields left out of its schema (ignore) or in it as optional bytes (optional_bytes) (Debezium table.json.payload.null.behavior)")
 	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
 	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
@@ -177,6 +179,9 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	if d.IntervalHandling, err = schema.ParseIntervalHandling(m.intervalHandling); err != nil {
 		return fmt.Errorf("--interval-handling-mode: %w", err)
+	}
+	if d.ColumnMappings, err = schema.ParseColumnMappings(m.columnMappings); err != nil {
+		return fmt.Errorf("--column-mappings: %w", err)
 	}
 	if d.CloudEventsMetadata, err = schema.ParseCloudEventsMetadata(m.cloudEventsMetadata); err != nil {
 		return fmt.Errorf("--cloudevents-metadata-source: %w", err)

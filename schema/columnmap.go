@@ -1,0 +1,200 @@
+package schema
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+)
+
+// ColumnMapper is what Debezium's column.truncate.to.N.chars and
+// column.mask.with.N.chars do to a column (TruncateColumn, MaskStrings):
+// a value of a string column cut to Truncate characters, or replaced by
+// Mask asterisks, NULL included; the column's schema then has the
+// parameter truncateLength (where a value can be longer) or masked,
+// whatever its type.
+type ColumnMapper struct {
+	Truncate, Mask int32
+}
+
+// ColumnMapping is one column.truncate.to or column.mask.with option: the
+// columns whose fully qualified name (schema.table.column) one of its
+// patterns matches whole, in any case.
+type ColumnMapping struct {
+	Patterns []*regexp.Regexp
+	Mapper   ColumnMapper
+}
+
+// ParseColumnMappings reads mappings written "truncate:N:PATTERN,…" or
+// "mask:N:PATTERN,…", several separated by ';', in the order they apply:
+// the first that matches a column is its mapper, as Debezium's
+// ColumnMappers takes the truncations before the masks.
+func ParseColumnMappings(s string) ([]ColumnMapping, error) {
+	var out []ColumnMapping
+	for _, item := range strings.Split(s, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		kind, rest, _ := strings.Cut(item, ":")
+		num, list, ok := strings.Cut(rest, ":")
+		n64, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32)
+		n := int32(n64)
+		if !ok || err != nil || n < 0 || (kind != "truncate" && kind != "mask") {
+			return nil, fmt.Errorf("schema: column mapping %q: want truncate:N:PATTERN,… or mask:N:PATTERN,…", item)
+		}
+		m := ColumnMapping{}
+		if n == 0 {
+			// Debezium takes 0; a mapper of nothing is pgoutbox's zero.
+			return nil, fmt.Errorf("schema: column mapping %q: zero characters is not implemented", item)
+		}
+		if kind == "truncate" {
+			m.Mapper.Truncate = n
+		} else {
+			m.Mapper.Mask = n
+		}
+		for _, p := range strings.Split(list, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
+			if err != nil {
+				return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
+			}
+			m.Patterns = append(m.Patterns, re)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// MapColumns returns the columns of table schema.table with the mappers
+// of the encoder's column mappings set; cols itself when none matches (it
+// is never written to).
+func (e *Encoder) MapColumns(schemaName, table string, cols []Column) []Column {
+	return e.dbz.MapColumns(schemaName, table, cols)
+}
+
+// MapColumns is Encoder.MapColumns for a configuration.
+func (c *DebeziumConfig) MapColumns(schemaName, table string, cols []Column) []Column {
+	if len(c.ColumnMappings) == 0 {
+		return cols
+	}
+	var out []Column
+	for i, col := range cols {
+		name := schemaName + "." + table + "." + col.Name
+		for _, m := range c.ColumnMappings {
+			if !m.matches(name) {
+				continue
+			}
+			if out == nil {
+				out = append([]Column(nil), cols...)
+			}
+			out[i].Mapper = m.Mapper
+			break
+		}
+	}
+	if out == nil {
+		return cols
+	}
+	return out
+}
+
+func (m ColumnMapping) matches(name string) bool {
+	for _, re := range m.Patterns {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// stringColumn tells the types whose values Debezium's mappers change:
+// those the JDBC driver reports as CHAR or VARCHAR.
+func stringColumn(oid uint32) bool {
+	switch oid {
+	case oidText, oidVarchar, oidBpchar, oidName, oidChar:
+		return true
+	}
+	return false
+}
+
+// charLength is a string column's declared length, -1 for none (text, an
+// unconstrained varchar): Debezium's column.length().
+func charLength(t pgType) int {
+	if (t.oid == oidVarchar || t.oid == oidBpchar) && t.mod >= 4 {
+		return int(t.mod - 4)
+	}
+	return -1
+}
+
+// addParams adds the mapper's schema parameter to params (a JSON object,
+// "" for none).
+func (m ColumnMapper) addParams(params string, t pgType) string {
+	var kv string
+	switch {
+	case m.Mask > 0:
+		kv = `"masked":"true"`
+	case m.Truncate > 0 && stringColumn(t.oid):
+		// TruncateColumn.isTruncationPossible.
+		if l := charLength(t); l >= 0 && l <= int(m.Truncate) {
+			return params
+		}
+		kv = `"truncateLength":"` + strconv.Itoa(int(m.Truncate)) + `"`
+	default:
+		return params
+	}
+	if params == "" {
+		return "{" + kv + "}"
+	}
+	return params[:len(params)-1] + "," + kv + "}"
+}
+
+// MapValues applies the columns' mappers to a row's text values: a string
+// column's value masked, NULL included, or cut to its length in UTF-16
+// code units, as Java's String.substring cuts it. values is returned as
+// it is when nothing changes, and is never written to.
+func (e *Encoder) MapValues(b *Binding, values [][]byte) [][]byte {
+	if len(e.dbz.ColumnMappings) == 0 || b == nil || len(values) != len(b.cols) {
+		return values
+	}
+	var out [][]byte
+	set := func(i int, v []byte) {
+		if out == nil {
+			out = append([][]byte(nil), values...)
+		}
+		out[i] = v
+	}
+	for i, col := range b.cols {
+		m := col.Mapper
+		switch {
+		case m == ColumnMapper{} || !stringColumn(col.TypeOID):
+		case m.Mask > 0:
+			set(i, []byte(strings.Repeat("*", int(m.Mask))))
+		case values[i] != nil:
+			if cut, ok := truncateUTF16(values[i], int(m.Truncate)); ok {
+				set(i, cut)
+			}
+		}
+	}
+	if out == nil {
+		return values
+	}
+	return out
+}
+
+// truncateUTF16 cuts text to n UTF-16 code units; ok is false when it is
+// not longer. Where the cut would split a character outside the BMP (a
+// surrogate pair), it is cut before that character: Java keeps the lone
+// high surrogate, which no UTF-8 text can hold (JsonConverter writes it
+// as the escape \uD83D, StringConverter as '?').
+func truncateUTF16(text []byte, n int) ([]byte, bool) {
+	units := utf16.Encode([]rune(string(text)))
+	if len(units) <= n {
+		return nil, false
+	}
+	if utf16.IsSurrogate(rune(units[n-1])) && units[n-1] < 0xdc00 {
+		n--
+	}
+	return []byte(string(utf16.Decode(units[:n]))), true
+}
