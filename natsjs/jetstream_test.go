@@ -132,7 +132,11 @@ func TestFailureStopsLaterMessages(t *testing.T) {
 		record("outbox.event.order", "e3", `{"n":3}`),
 		record("outbox.event.order", "e4", `{"n":4}`),
 	} {
-		if err := j.Produce(ctx, r, o.promise); err != nil {
+		// e2's refusal may come back before the next is produced: that
+		// one is then refused at once, its promise never called.
+		if err := j.Produce(ctx, r, o.promise); errors.Is(err, ErrHalted) {
+			o.promise(r, err)
+		} else if err != nil {
 			t.Fatal(err)
 		}
 	}
