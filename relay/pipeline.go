@@ -293,7 +293,7 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: err.Error()})
 	}
 	if p.encChange != nil {
-		if err := p.beforeRouter(rec, &r); err != nil {
+		if err := beforeRouter(p.encChange, p.chain, rec, &r); err != nil {
 			return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 		}
 	}
@@ -320,22 +320,22 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 	return kr, nil
 }
 
-// beforeRouter runs the chain's transforms before the router on rec's
-// change event, on its change-event topic (<topic.prefix>.<schema>.<table>),
-// and puts the headers they add on r, the router's record, where the
-// router keeps them: after the connector's context headers, before its
-// own.
-func (p *pipeline) beforeRouter(rec *schema.Record, r *transform.Record) error {
-	msg, err := p.encChange.Encode(rec)
+// beforeRouter runs chain's transforms before the router on rec's change
+// event, which enc writes, on its change-event topic
+// (<topic.prefix>.<schema>.<table>), and puts the headers they add on r,
+// the router's record, where the router keeps them: after the connector's
+// context headers, before its own.
+func beforeRouter(enc *schema.Encoder, chain *transform.Chain, rec *schema.Record, r *transform.Record) error {
+	msg, err := enc.Encode(rec)
 	if err != nil {
 		return err
 	}
-	topic := p.encChange.Debezium().TopicPrefix + "." + rec.Origin.Schema + "." + rec.Origin.Table
-	ce, err := p.chain.Read(topic, &msg, time.Now())
+	topic := enc.Debezium().TopicPrefix + "." + rec.Origin.Schema + "." + rec.Origin.Table
+	ce, err := chain.Read(topic, &msg, time.Now())
 	if err != nil {
 		return &transform.DataError{Reason: "the change event: " + err.Error()}
 	}
-	if err := p.chain.ApplyBefore(&ce); err != nil {
+	if err := chain.ApplyBefore(&ce); err != nil {
 		return err
 	}
 	at := 0

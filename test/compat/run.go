@@ -221,7 +221,7 @@ func (r *run) database(ctx context.Context) error {
 	if r.conn, err = pgx.Connect(ctx, r.dbURL); err != nil {
 		return err
 	}
-	r.undo = append(r.undo, func() { r.conn.Close(context.Background()) }, r.dropSlots)
+	r.undo = append(r.undo, func() { r.conn.Close(context.Background()) }, func() { dropSlots(r.conn) })
 	if _, err := r.conn.Exec(ctx, r.c.Table); err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
@@ -240,19 +240,19 @@ func (r *run) database(ctx context.Context) error {
 	return nil
 }
 
-// dropSlots drops the case's replication slots once their readers are
-// gone (Debezium's task and pgoutbox stopped before it runs): the cases
-// of a corpus would otherwise hold two or three slots each to the end,
-// more than a server has.
-func (r *run) dropSlots() {
+// dropSlots drops the replication slots of conn's database (a case's)
+// once their readers are gone (Debezium's task and pgoutbox stopped before
+// it runs): the cases of a corpus would otherwise hold two or three slots
+// each to the end, more than a server has.
+func dropSlots(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
 		// A slot whose reader is still leaving is dropped on a later turn.
-		_, _ = r.conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+		_, _ = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 WHERE database = current_database() AND NOT active`)
 		var left int
-		if err := r.conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&left); err == nil && left == 0 {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&left); err == nil && left == 0 {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
