@@ -9,10 +9,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/compat"
@@ -569,5 +571,30 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 	if _, _, err := load(strings.Replace(base, "sink.type=rabbitmq", "sink.type=rabbitmqstream", 1)); err == nil ||
 		!strings.Contains(err.Error(), `debezium.sink.type: "rabbitmqstream": RabbitMQ Streams`) {
 		t.Errorf("rabbitmqstream: %v, want it refused by name", err)
+	}
+}
+
+// message.key.columns as Debezium's CustomKeyMapper reads it: each
+// table:column pattern in the order given, matched in any case; the
+// primary key (nil) for a table none names.
+func TestMessageKey(t *testing.T) {
+	cols := []string{"id", "aggregatetype", "aggregateid", "payload"}
+	table := outbox.Table{Schema: "public", Name: "outbox"}
+	for _, tt := range []struct {
+		spec string
+		want []string
+	}{
+		{"public.outbox:aggregateid", []string{"aggregateid"}},
+		{"public.outbox:aggregateid,AGGREGATETYPE", []string{"aggregateid", "aggregatetype"}},
+		{"billing.invoices:number; public\\.out.*:aggregate.*", []string{"aggregatetype", "aggregateid"}},
+		{"billing.invoices:number", nil},
+	} {
+		got, err := messageKey(tt.spec, table, cols)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v %v, want %v", tt.spec, got, err, tt.want)
+		}
+	}
+	if _, err := messageKey("public.outbox", table, cols); err == nil {
+		t.Error("a table without columns accepted")
 	}
 }

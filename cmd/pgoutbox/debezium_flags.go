@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,6 +37,7 @@ type mappingFlags struct {
 	cloudEventsMetadata        string
 	nullBehavior               string
 	columnMappings             string
+	messageKeyColumns          string
 	binaryHandling             string
 	transforms                 string
 	keyRegistry, valueRegistry *registryFlags
@@ -66,6 +69,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	m.keyRegistry = registerRegistryFlags(fs, "key")
 	m.valueRegistry = registerRegistryFlags(fs, "value")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
+	fs.StringVar(&m.messageKeyColumns, "message-key-columns", "", "debezium: the change events' key columns instead of the primary key, as Debezium's message.key.columns: TABLE:COLUMN,…, several separated by ';', each a regular expression matched whole, in any case, against schema.table and schema.table.column")
 	fs.StringVar(&m.columnMappings, "column-mappings", "", "debezium formats: string columns masked or truncated, as Debezium's column.mask.with.N.chars and column.truncate.to.N.chars: truncate:N:PATTERN,… or mask:N:PATTERN,…, several separated by ';', each PATTERN a regular expression matched whole, in any case, against schema.table.column")
 	fs.StringVar(&m.nullBehavior, "json-payload-null-behavior", "ignore", "debezium-outbox with --expand-json-payload: an expanded payload's null fields left out of its schema (ignore) or in it as optional bytes (optional_bytes) (Debezium table.json.payload.null.behavior)")
 	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
@@ -132,7 +136,53 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	cfg.Encoder.Debezium.NotNull = shape.notNull
 	cfg.Encoder.Debezium.KeyColumns = shape.key
 	cfg.Encoder.Debezium.Defaults = shape.defaults
+	if m.messageKeyColumns != "" {
+		var keys [][]string
+		for _, table := range tables {
+			t, _ := outbox.ParseTable(table) // parsed by tableInfo
+			key, err := messageKey(m.messageKeyColumns, t, shape.columns)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, key)
+			if !slices.Equal(key, keys[0]) {
+				return fmt.Errorf("--message-key-columns gives %s another key than %s: run a pipeline per table", table, tables[0])
+			}
+		}
+		if keys[0] != nil {
+			cfg.Encoder.Debezium.KeyColumns = keys[0]
+		}
+	}
 	return nil
+}
+
+// messageKey is the key Debezium's message.key.columns (CustomKeyMapper)
+// gives table: for each table:column pattern, in the order given, the
+// table's columns whose schema.table.column it matches whole, in any
+// case; nil (the primary key) when none does.
+func messageKey(spec string, t outbox.Table, columns []string) ([]string, error) {
+	var key []string
+	for _, item := range strings.Split(spec, ";") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		table, cols, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok || strings.TrimSpace(cols) == "" {
+			return nil, fmt.Errorf("--message-key-columns: %q: want table:column[,column…]", item)
+		}
+		for _, c := range strings.Split(cols, ",") {
+			re, err := regexp.Compile(`(?i)^(?:` + table + `.` + strings.TrimSpace(c) + `)$`)
+			if err != nil {
+				return nil, fmt.Errorf("--message-key-columns: %q: %w", item, err)
+			}
+			for _, col := range columns {
+				if re.MatchString(t.Schema + "." + t.Name + "." + col) {
+					key = append(key, col)
+				}
+			}
+		}
+	}
+	return key, nil
 }
 
 // build fills cfg's mapping, format options and converters from the
@@ -335,6 +385,7 @@ type tableShape struct {
 	notNull  map[string]bool
 	key      []string
 	defaults map[string]string
+	columns  []string // in the table's order
 }
 
 func (a tableShape) equal(b tableShape) bool {
@@ -384,6 +435,7 @@ ORDER BY a.attnum`, t.Schema, t.Name)
 			return tableShape{}, err
 		}
 		n++
+		shape.columns = append(shape.columns, col)
 		shape.notNull[col] = nn
 		if pos > 0 {
 			keyPos[pos] = col
