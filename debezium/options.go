@@ -184,7 +184,7 @@ var options = []Option{
 	{Part: Connector, Key: "schema.blacklist", Takes: "as `schema.exclude.list` (its 1.x name)", read: accept},
 	{Part: Connector, Key: "message.key.columns", Setting: "message-key-columns",
 		Takes: "the change events' key columns, `table:column,…;…` as Debezium's CustomKeyMapper reads it (each `schema.table.column` pattern in the order given; the primary key for a table none matches); with the Outbox Event Router, which keys by the aggregate id, nothing",
-		read: toFlag("message-key-columns")},
+		read:  toFlag("message-key-columns")},
 	{Part: Connector, Key: "column.exclude.list", Takes: "with the Outbox Event Router, columns it does not read (its records carry none of the others)",
 		Refuses: "a column the router reads (Debezium's task fails); without the router, any: leaving columns out of change events is not implemented", read: accept},
 	{Part: Connector, Key: "column.blacklist", Takes: "as `column.exclude.list` (its 1.x name)", read: accept},
