@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,13 +241,13 @@ func (c config) tableFilters(r *reading) {
 		if l.key == "" {
 			continue
 		}
+		ps, err := schema.ParsePatterns(l.list)
+		if err != nil {
+			r.refuse(r.src(l.key), err.Error())
+			continue
+		}
 		for _, table := range r.tables {
-			matches := false
-			for _, p := range strings.Split(l.list, ",") {
-				re, err := regexp.Compile(`(?i)^(?:` + strings.TrimSpace(p) + `)$`)
-				matches = matches || err == nil && re.MatchString(table.Schema)
-			}
-			if matches != l.in {
+			if ps.Match(table.Schema) != l.in {
 				r.refuse(r.src(l.key), fmt.Sprintf("%q leaves out the table %s", l.list, table))
 			}
 		}
@@ -314,17 +313,10 @@ func (c config) columnFilters(r *reading, routerOpts map[string]string) {
 		r.refuse(r.src(key), "leaving columns out of the change events is not implemented: pgoutbox would publish the columns Debezium leaves out")
 		return
 	}
-	var patterns []*regexp.Regexp
-	for _, p := range strings.Split(list, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
-		if err != nil {
-			r.refuse(r.src(key), fmt.Sprintf("%q: %v", p, err))
-			return
-		}
-		patterns = append(patterns, re)
+	patterns, err := schema.ParsePatterns(list)
+	if err != nil {
+		r.refuse(r.src(key), err.Error())
+		return
 	}
 	opt := func(k, def string) string {
 		if v := strings.TrimSpace(routerOpts[k]); v != "" {
@@ -346,8 +338,7 @@ func (c config) columnFilters(r *reading, routerOpts map[string]string) {
 				continue
 			}
 			name := t.Schema + "." + t.Name + "." + col
-			matched := slices.ContainsFunc(patterns, func(re *regexp.Regexp) bool { return re.MatchString(name) })
-			if matched != include {
+			if patterns.Match(name) != include {
 				r.refuse(r.src(key), fmt.Sprintf("leaves out %s, which the Outbox Event Router reads: Debezium's task fails at the first record", name))
 			}
 		}

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -22,7 +21,7 @@ type ColumnMapper struct {
 // columns whose fully qualified name (schema.table.column) one of its
 // patterns matches whole, in any case.
 type ColumnMapping struct {
-	Patterns []*regexp.Regexp
+	Patterns Patterns
 	Mapper   ColumnMapper
 }
 
@@ -53,15 +52,8 @@ func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 		} else {
 			m.Mapper.Mask = n
 		}
-		for _, p := range strings.Split(list, ",") {
-			if p = strings.TrimSpace(p); p == "" {
-				continue
-			}
-			re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
-			if err != nil {
-				return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
-			}
-			m.Patterns = append(m.Patterns, re)
+		if m.Patterns, err = ParsePatterns(list); err != nil {
+			return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
 		}
 		out = append(out, m)
 	}
@@ -84,7 +76,7 @@ func (c *DebeziumConfig) MapColumns(schemaName, table string, cols []Column) []C
 	for i, col := range cols {
 		name := schemaName + "." + table + "." + col.Name
 		for _, m := range c.ColumnMappings {
-			if !m.matches(name) {
+			if !m.Patterns.Match(name) {
 				continue
 			}
 			if out == nil {
@@ -98,15 +90,6 @@ func (c *DebeziumConfig) MapColumns(schemaName, table string, cols []Column) []C
 		return cols
 	}
 	return out
-}
-
-func (m ColumnMapping) matches(name string) bool {
-	for _, re := range m.Patterns {
-		if re.MatchString(name) {
-			return true
-		}
-	}
-	return false
 }
 
 // stringColumn tells the types whose values Debezium's mappers change:

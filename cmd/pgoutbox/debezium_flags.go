@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -171,12 +170,12 @@ func messageKey(spec string, t outbox.Table, columns []string) ([]string, error)
 			return nil, fmt.Errorf("--message-key-columns: %q: want table:column[,column…]", item)
 		}
 		for _, c := range strings.Split(cols, ",") {
-			re, err := regexp.Compile(`(?i)^(?:` + table + `.` + strings.TrimSpace(c) + `)$`)
+			ps, err := schema.ParsePatterns(table + "." + strings.TrimSpace(c))
 			if err != nil {
 				return nil, fmt.Errorf("--message-key-columns: %q: %w", item, err)
 			}
 			for _, col := range columns {
-				if re.MatchString(t.Schema + "." + t.Name + "." + col) {
+				if ps.Match(t.Schema + "." + t.Name + "." + col) {
 					key = append(key, col)
 				}
 			}

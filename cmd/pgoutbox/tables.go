@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // splitTables reads --table: one schema.table, or several comma-separated
@@ -44,16 +43,16 @@ func (c *common) resolveTables(ctx context.Context) (tables []string, matched st
 		tables, err = splitTables(c.table)
 		return tables, "", err
 	}
-	include, err := tablePatterns("--table-include-list", c.tableInclude)
+	include, err := schema.ParsePatterns(c.tableInclude)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("--table-include-list: %w", err)
 	}
 	if len(include) == 0 {
 		return nil, "", errors.New("--table-include-list: no pattern given")
 	}
-	exclude, err := tablePatterns("--table-exclude-list", c.tableExclude)
+	exclude, err := schema.ParsePatterns(c.tableExclude)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("--table-exclude-list: %w", err)
 	}
 	conn, err := connect(ctx, c.databaseURL)
 	if err != nil {
@@ -79,8 +78,7 @@ ORDER BY 1, 2`)
 		// Matched as Debezium matches: against schema.table as Postgres
 		// stores them, unquoted.
 		name := t.Schema + "." + t.Name
-		if !slices.ContainsFunc(include, func(re *regexp.Regexp) bool { return re.MatchString(name) }) ||
-			slices.ContainsFunc(exclude, func(re *regexp.Regexp) bool { return re.MatchString(name) }) {
+		if !include.Match(name) || exclude.Match(name) {
 			continue
 		}
 		for _, part := range []string{t.Schema, t.Name} {
@@ -94,24 +92,6 @@ ORDER BY 1, 2`)
 		return nil, "", fmt.Errorf("--table-include-list %q matches no table of the database", c.tableInclude)
 	}
 	return tables, strings.Join(tables, ","), nil
-}
-
-// tablePatterns compiles a list of table patterns: each matched whole and
-// in any case, as Debezium's Predicates.includes does.
-func tablePatterns(flag, list string) ([]*regexp.Regexp, error) {
-	var res []*regexp.Regexp
-	for _, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		re, err := regexp.Compile(`(?i)^(?:` + p + `)$`)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", flag, p, err)
-		}
-		res = append(res, re)
-	}
-	return res, nil
 }
 
 // tableList names the configured tables, comma-separated.
