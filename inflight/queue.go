@@ -2,8 +2,9 @@
 // they were published: at most a bound of them, each settled (its outcome
 // taken, its promise run) on one goroutine in that order, so that no
 // promise runs ahead of an earlier message's; and a wait until none is
-// left. The brokers without Kafka's client (natsjs, rabbitmq) share it;
-// how a message's outcome is taken is theirs.
+// left; and a publisher's one connection between sessions (link.go). The
+// brokers without Kafka's client (natsjs, rabbitmq, rabbitstream) share
+// them; how a message's outcome is taken is theirs.
 package inflight
 
 import (

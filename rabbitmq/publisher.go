@@ -9,7 +9,6 @@ import (
 	"net"
 	"regexp"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,11 +24,10 @@ type Publisher struct {
 	cfg     Config
 	log     *slog.Logger
 	mapping mapping
-
-	mu   sync.Mutex // connecting, replacing and closing the connection
-	conn atomic.Pointer[conn]
-	// halted is set by AbortBuffered, cleared by Resume and Renew.
-	halted atomic.Bool
+	// Link is the connection between the relay's sessions, and the halt
+	// after a failed message: AbortBuffered, Resume, Flush, Buffered,
+	// Renew, Close.
+	inflight.Link[conn, *conn]
 	// limit is the largest body, lowered when the server refused a larger
 	// one than Config.MaxMessageBytes said it takes.
 	limit atomic.Int64
@@ -67,21 +65,11 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 // or the last one closed: a server that refuses the credentials, the
 // virtual host or the certificate is an *AuthError.
 func (p *Publisher) connect(ctx context.Context) (*conn, error) {
-	if c := p.conn.Load(); c != nil && (c.broken.Load() || !c.ch.IsClosed()) {
-		return c, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.conn.Load(); c != nil {
-		if c.broken.Load() || !c.ch.IsClosed() {
-			return c, nil
-		}
-		c.close() // closed with nothing failed: an idle connection lost
-		p.conn.Store(nil)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return p.Connect(ctx, p.dial)
+}
+
+// dial connects.
+func (p *Publisher) dial(context.Context) (*conn, error) {
 	cfg := amqp.Config{
 		TLSClientConfig: p.cfg.TLS,
 		Dial:            amqp.DefaultDial(p.cfg.ConnectTimeout),
@@ -112,11 +100,10 @@ func (p *Publisher) connect(ctx context.Context) (*conn, error) {
 		// start, whatever the source; with none, it declares a queue the
 		// server names, of use to no one, which pgoutbox does not.
 		if err := c.declare(p.cfg.RoutingKey, p.cfg.RoutingKeyDurable); err != nil {
-			c.close()
+			c.Close()
 			return nil, err
 		}
 	}
-	p.conn.Store(c)
 	return c, nil
 }
 
@@ -181,7 +168,7 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if err := p.Fits(ctx, r); err != nil {
 		return err
 	}
-	if p.halted.Load() {
+	if p.Halted() {
 		return ErrHalted
 	}
 	c, err := p.connect(ctx)
@@ -237,54 +224,22 @@ func (p *Publisher) learn(err error) {
 	}
 }
 
-// AbortBuffered stops publishing until Resume or Renew; what was
-// published already gets its confirm or its failure as it comes.
-func (p *Publisher) AbortBuffered() { p.halted.Store(true) }
+// The connection's side of inflight.Conn.
 
-// Resume lets records through again, after AbortBuffered or a failed
-// message. A connection on which a message failed is replaced: the next
-// record connects again, on a fresh channel. Call it only while nothing
-// is produced.
-func (p *Publisher) Resume() {
-	p.halted.Store(false)
-	if c := p.conn.Load(); c != nil && c.broken.Load() {
-		_ = p.Renew()
-	}
-}
+// Failed tells a connection on which a message failed.
+func (c *conn) Failed() bool { return c.broken.Load() }
 
-// Flush waits until every message is confirmed or failed.
-func (p *Publisher) Flush(ctx context.Context) error {
-	c := p.conn.Load()
-	if c == nil {
-		return nil
-	}
-	return c.acks.Wait(ctx)
-}
+// Lost tells a connection whose channel closed.
+func (c *conn) Lost() bool { return c.ch.IsClosed() }
 
-// Buffered is how many messages wait for their confirm.
-func (p *Publisher) Buffered() int64 {
-	if c := p.conn.Load(); c != nil {
-		return c.acks.Len()
-	}
-	return 0
-}
+// Len is how many messages wait for their confirm.
+func (c *conn) Len() int64 { return c.acks.Len() }
 
-// Renew closes the connection, failing what still waits for its confirm;
-// the next record connects again. Call it only while nothing is produced.
-func (p *Publisher) Renew() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.conn.Swap(nil); c != nil {
-		c.close()
-	}
-	p.halted.Store(false)
-	return nil
-}
+// Wait waits until none does.
+func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
 
-// Close fails what still waits for its confirm and closes the connection.
-func (p *Publisher) Close() { _ = p.Renew() }
-
-func (c *conn) close() {
+// Close fails what waits for its confirm and closes the connection.
+func (c *conn) Close() {
 	c.acks.Close()
 	_ = c.c.Close()
 }

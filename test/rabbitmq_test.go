@@ -333,7 +333,7 @@ func TestRabbitMQCloudEventsBinding(t *testing.T) {
 
 // What cannot work stops the binary at start, saying why: a refused
 // password (never shown, given in the URL or alone), a dead-letter queue
-// that does not exist, an exchange that does not exist, RabbitMQ Streams.
+// that does not exist, an exchange that does not exist.
 func TestRabbitMQRefusedAtStart(t *testing.T) {
 	e := testenv.New(t)
 	e.Setup(e.Config())
@@ -349,7 +349,6 @@ func TestRabbitMQRefusedAtStart(t *testing.T) {
 		{"password alone", []string{"--rabbitmq-url", s.URL, "--rabbitmq-password", "wr0ng-s3cret"}, "rabbitmq: the server refused the connection"},
 		{"no dead-letter queue", []string{"--rabbitmq-url", s.URL}, `rabbitmq: dead-letter queue "pgoutbox.dlq" does not exist`},
 		{"no exchange", []string{"--rabbitmq-url", s.URL, "--on-poison", "halt", "--rabbitmq-exchange", "nowhere"}, `rabbitmq: exchange "nowhere" does not exist`},
-		{"streams", []string{"--sink", "rabbitmqstream"}, "RabbitMQ Streams' own protocol is not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, ok := testenv.CLIOutput(t, append(slices.Clone(base), tc.args...)...)

@@ -568,10 +568,6 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 			t.Errorf("%s: %v, want it refused by name", key, err)
 		}
 	}
-	if _, _, err := load(strings.Replace(base, "sink.type=rabbitmq", "sink.type=rabbitmqstream", 1)); err == nil ||
-		!strings.Contains(err.Error(), `debezium.sink.type: "rabbitmqstream": RabbitMQ Streams`) {
-		t.Errorf("rabbitmqstream: %v, want it refused by name", err)
-	}
 }
 
 // message.key.columns as Debezium's CustomKeyMapper reads it: each

@@ -88,6 +88,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return "at-least-once, deduplicated by event id within the stream's duplicate window"
 	case sinkRabbitMQ:
 		return rabbitmqGuarantee
+	case sinkRabbitStream:
+		return rabbitstreamGuarantee
 	}
 	if sink == sinkRedis {
 		return redisGuarantee

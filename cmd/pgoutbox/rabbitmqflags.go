@@ -139,12 +139,3 @@ func (r *rabbitmqFlags) opener(deadLetters string, contentType bool, maxPending 
 
 // rabbitmqGuarantee is what run's start line says of the RabbitMQ sink.
 const rabbitmqGuarantee = "at-least-once, each message mandatory and confirmed; RabbitMQ does not deduplicate: consumers recognise a copy by its message-id, the event id"
-
-// sinkRabbitMQStream is Debezium Server's RabbitMQ Streams sink, which
-// pgoutbox does not have.
-const sinkRabbitMQStream = "rabbitmqstream"
-
-// errRabbitMQStream refuses the RabbitMQ Streams sink with what to do
-// instead.
-var errRabbitMQStream = errors.New("--sink rabbitmqstream: RabbitMQ Streams' own protocol is not supported; " +
-	"publish over AMQP 0-9-1 instead (--sink rabbitmq), which a stream queue (x-queue-type=stream) bound to the exchange takes, with publisher confirms")

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 
 	"github.com/pgoutbox/pgoutbox/broker"
 	"github.com/pgoutbox/pgoutbox/relay"
@@ -86,6 +88,7 @@ type relayFlags struct {
 	sink     string
 	nats     natsFlags
 	rabbitmq rabbitmqFlags
+	rstream  rabbitstreamFlags
 	redis    redisFlags
 	brokers  string
 	mode     string
@@ -100,9 +103,10 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1) or redis (Redis Streams), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol) or redis (Redis Streams), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
+	f.rstream.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
@@ -169,10 +173,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink == sinkRabbitMQStream:
-		return cfg, nil, errRabbitMQStream
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRedis:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRedis)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -196,7 +198,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, append(append(append(f.auth.secrets(), f.nats.secrets()...), f.rabbitmq.secrets()...), f.redis.secrets()...)...)
+	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets())...)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -209,6 +211,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		cfg.Encoder.Protocol = schema.ProtocolNATS
 	case sinkRabbitMQ:
 		cfg.Encoder.Protocol = schema.ProtocolAMQP
+	case sinkRabbitStream:
+		cfg.Encoder.Protocol = schema.ProtocolAMQP
+		logs.SetLogger(streamClientLog{log})
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
 	tables, matched, err := c.resolveTables(ctx)
@@ -267,6 +272,9 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 		fm, _ := schema.ParseFormat(f.format)
 		ce := fm == schema.CloudEvents || fm == schema.CloudEventsBinary
 		return f.rabbitmq.opener(dlq, ce, f.kafka.MaxBufferedRecords)
+	case sinkRabbitStream:
+		fm, _ := schema.ParseFormat(f.format)
+		return f.rstream.opener(dlq, fm == schema.CloudEvents || fm == schema.CloudEventsBinary, f.kafka.MaxBufferedRecords)
 	}
 	kc := f.kafka
 	kc.Brokers = strings.Split(f.brokers, ",")

@@ -20,8 +20,11 @@ type Case struct {
 	// database, the connection and the slot, which the harness adds.
 	Server string `yaml:"server"`
 	// Bindings bind the case's queue: each declares its exchange, of its
-	// kind, and binds the queue to it with its key.
+	// kind, and binds the queue to it with its key (the AMQP corpus).
 	Bindings []Binding `yaml:"bindings"`
+	// Streams are the streams the case's messages go to, read in this
+	// order (the streams corpus).
+	Streams []string `yaml:"streams"`
 	// Rows are SQL statements, each committed on its own, while both
 	// sides stream.
 	Rows []string `yaml:"rows"`
@@ -56,8 +59,8 @@ func Load(dir string) ([]Case, error) {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		c.Name = strings.TrimSuffix(filepath.Base(p), ".yaml")
-		if c.Table == "" || c.Server == "" || len(c.Rows) == 0 || c.Messages <= 0 || len(c.Bindings) == 0 {
-			return nil, fmt.Errorf("%s: table, server, bindings, rows and messages are required", p)
+		if c.Table == "" || c.Server == "" || len(c.Rows) == 0 || c.Messages <= 0 || len(c.Bindings)+len(c.Streams) == 0 {
+			return nil, fmt.Errorf("%s: table, server, bindings or streams, rows and messages are required", p)
 		}
 		out = append(out, c)
 	}

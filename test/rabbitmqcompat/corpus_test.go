@@ -31,13 +31,22 @@ func TestMain(m *testing.M) { pgcluster.Main(m) }
 // .ci/install-debezium-server), so make test leaves it out; make compat
 // and make chaos run it.
 func TestRabbitMQCorpus(t *testing.T) {
-	cases, err := Load("testdata/cases")
+	corpus(t, "testdata/cases", rabbitmqtest.Options{}, func(s *rabbitmqtest.Server) {
+		s.Queue("pgo.dlq", "", "") // pgoutbox's dead letters; the cases write none
+	}, run)
+}
+
+// corpus runs each case of dir that casesEnv picks with run, against one
+// server started with opts and prepared by prepare.
+func corpus(t *testing.T, dir string, opts rabbitmqtest.Options, prepare func(*rabbitmqtest.Server),
+	run func(*testing.T, Case, *rabbitmqtest.Server, string)) {
+	cases, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pick := regexp.MustCompile(os.Getenv(casesEnv))
-	s := rabbitmqtest.Start(t, rabbitmqtest.Options{})
-	s.Queue("pgo.dlq", "", "") // pgoutbox's dead letters; the cases write none
+	s := rabbitmqtest.Start(t, opts)
+	prepare(s)
 	pgo := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	ran := 0
 	for _, c := range cases {
@@ -47,7 +56,51 @@ func TestRabbitMQCorpus(t *testing.T) {
 		ran++
 		t.Run(c.Name, func(t *testing.T) { run(t, c, s, pgo) })
 	}
-	t.Logf("%d cases in testdata/cases, %d run", len(cases), ran)
+	t.Logf("%d cases in %s, %d run", len(cases), dir, ran)
+}
+
+// caseDB creates the case's database with its table, and returns a
+// connection to it and its properties for a slot: the case's, then sink
+// (the server's address), then the database's.
+func caseDB(t *testing.T, c Case, sink string) (*pgx.Conn, func(slot string) string) {
+	t.Helper()
+	ctx := context.Background()
+	db := pgcluster.New(t)
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, c.Table); err != nil {
+		t.Fatalf("table: %v", err)
+	}
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, func(slot string) string {
+		return strings.TrimRight(c.Server, "\n") + "\n" + sink + fmt.Sprintf(`debezium.source.database.hostname=%s
+debezium.source.database.port=%s
+debezium.source.database.user=%s
+debezium.source.database.dbname=%s
+debezium.source.slot.name=%s
+debezium.source.publication.name=%s_publication
+`, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, slot)
+	}
+}
+
+// pgoutboxSlot writes pgoutbox's properties and creates its slot by a run
+// stopped once it streams: the rows are then in its slot's stream, after
+// Debezium Server published them. It returns the properties' file.
+func pgoutboxSlot(t *testing.T, conn *pgx.Conn, pgo string, props func(string) string) string {
+	t.Helper()
+	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
+	first := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
+	corpusrun.AwaitSlot(t, conn, "pgo")
+	if err := first.Stop(30 * time.Second); err != nil {
+		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
+	}
+	return pgoProps
 }
 
 // run runs one case: pgoutbox's slot first, then Debezium Server
@@ -55,46 +108,14 @@ func TestRabbitMQCorpus(t *testing.T) {
 // then pgoutbox from its slot, and the comparison.
 func run(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
 	ctx := context.Background()
-	db := pgcluster.New(t)
-	conn, err := pgx.Connect(ctx, db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, c.Table); err != nil {
-		t.Fatalf("table: %v", err)
-	}
 	queue := "corpus_" + c.Name
 	for _, b := range c.Bindings {
 		s.Queue(queue, b.Exchange, b.Kind, b.Key)
 	}
 	t.Cleanup(func() { _, _ = s.Channel().QueueDelete(queue, false, false, false) })
-	u, err := url.Parse(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, port, _ := strings.Cut(s.Addr(), ":")
-	props := func(slot string) string {
-		return strings.TrimRight(c.Server, "\n") + fmt.Sprintf(`
-debezium.sink.rabbitmq.connection.host=127.0.0.1
-debezium.sink.rabbitmq.connection.port=%s
-debezium.source.database.hostname=%s
-debezium.source.database.port=%s
-debezium.source.database.user=%s
-debezium.source.database.dbname=%s
-debezium.source.slot.name=%s
-debezium.source.publication.name=%s_publication
-`, port, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, slot)
-	}
-	// pgoutbox's slot first, by a run stopped once it streams: the rows
-	// are then in its slot's stream, after Debezium Server published
-	// them.
-	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
-	first := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
-	corpusrun.AwaitSlot(t, conn, "pgo")
-	if err := first.Stop(30 * time.Second); err != nil {
-		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
-	}
+	conn, props := caseDB(t, c, "debezium.sink.rabbitmq.connection.host=127.0.0.1\ndebezium.sink.rabbitmq.connection.port="+port+"\n")
+	pgoProps := pgoutboxSlot(t, conn, pgo, props)
 
 	dbz := dbzserver.Start(t, props("dbz"))
 	corpusrun.AwaitSlot(t, conn, "dbz")

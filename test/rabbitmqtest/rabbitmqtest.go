@@ -45,6 +45,8 @@ type Options struct {
 	User, Password string
 	// TLS adds a TLS listener with ca's server certificate (TLSURL).
 	TLS *tlstest.CA
+	// Streams enables the stream plugin and its listener (StreamURL).
+	Streams bool
 }
 
 // Server is a rabbitmq-server process. Its methods fail the test it was
@@ -55,11 +57,17 @@ type Server struct {
 	URL string
 	// TLSURL is amqps://user:password@127.0.0.1:PORT/ with Options.TLS.
 	TLSURL string
+	// StreamURL is rabbitmq-stream://user:password@127.0.0.1:PORT/%2f
+	// with Options.Streams; StreamTLSURL rabbitmq-stream+tls:// with
+	// Options.TLS too.
+	StreamURL, StreamTLSURL string
+	// StreamPort is the stream listener's port.
+	StreamPort int
 
 	t      testing.TB
 	bin    string
 	dir    string
-	ports  struct{ amqp, dist, epmd, tls int }
+	ports  struct{ amqp, dist, epmd, tls, stream, streamTLS int }
 	cred   *syscall.Credential
 	opts   Options
 	epmd   *proc.Process
@@ -97,15 +105,16 @@ func Start(t testing.TB, opts Options) *Server {
 		s.stop()
 		os.RemoveAll(s.dir)
 	})
-	if err := s.own(s.dir); err != nil {
+	if err := own(s.cred, s.dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls} {
+	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls, &s.ports.stream, &s.ports.streamTLS} {
 		if *p, err = freeport.Port(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.URL, s.TLSURL = serverURLs(s.opts, s.ports.amqp, s.ports.tls)
+	s.URL, s.TLSURL, s.StreamURL, s.StreamTLSURL = urls(s.opts, s.ports.amqp, s.ports.tls, s.ports.stream, s.ports.streamTLS)
+	s.StreamPort = s.ports.stream
 	if err := s.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +143,12 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// own hands path to the user the server runs as.
-func (s *Server) own(path string) error {
-	if s.cred == nil {
+// own hands path to the user the server runs as (cred; nil: the test's).
+func own(cred *syscall.Credential, path string) error {
+	if cred == nil {
 		return nil
 	}
-	return os.Chown(path, int(s.cred.Uid), int(s.cred.Gid))
+	return os.Chown(path, int(cred.Uid), int(cred.Gid))
 }
 
 func (s *Server) writeConfig() error {
@@ -150,7 +159,14 @@ func (s *Server) writeConfig() error {
 	if s.opts.User != "guest" {
 		conf += fmt.Sprintf("default_user = %s\ndefault_pass = %s\n", s.opts.User, s.opts.Password)
 	}
-	files := map[string]string{"rabbitmq.conf": conf, "enabled_plugins": "[].\n"}
+	plugins := "[].\n"
+	if s.opts.Streams {
+		// The advertised address is the one clients are sent to for a
+		// stream's leader.
+		conf += fmt.Sprintf("stream.listeners.tcp.default = 127.0.0.1:%d\nstream.advertised_host = 127.0.0.1\nstream.advertised_port = %d\n", s.ports.stream, s.ports.stream)
+		plugins = "[rabbitmq_stream].\n"
+	}
+	files := map[string]string{"rabbitmq.conf": conf, "enabled_plugins": plugins}
 	if ca := s.opts.TLS; ca != nil {
 		der, err := x509.MarshalPKCS8PrivateKey(ca.Server.PrivateKey)
 		if err != nil {
@@ -160,13 +176,16 @@ func (s *Server) writeConfig() error {
 		files["server-key.pem"] = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 		files["rabbitmq.conf"] += fmt.Sprintf("listeners.ssl.default = 127.0.0.1:%d\nssl_options.certfile = %s\nssl_options.keyfile = %s\nssl_options.verify = verify_none\nssl_options.fail_if_no_peer_cert = false\n",
 			s.ports.tls, filepath.Join(s.dir, "server.pem"), filepath.Join(s.dir, "server-key.pem"))
+		if s.opts.Streams {
+			files["rabbitmq.conf"] += fmt.Sprintf("stream.listeners.ssl.default = 127.0.0.1:%d\n", s.ports.streamTLS)
+		}
 	}
 	for name, text := range files {
 		path := filepath.Join(s.dir, name)
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			return err
 		}
-		if err := s.own(path); err != nil {
+		if err := own(s.cred, path); err != nil {
 			return err
 		}
 	}
@@ -228,13 +247,14 @@ func (s *Server) newPorts() error {
 		s.epmd.Kill()
 		s.epmd = nil
 	}
-	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls} {
+	for _, p := range []*int{&s.ports.amqp, &s.ports.dist, &s.ports.epmd, &s.ports.tls, &s.ports.stream, &s.ports.streamTLS} {
 		var err error
 		if *p, err = freeport.Port(); err != nil {
 			return err
 		}
 	}
-	s.URL, s.TLSURL = serverURLs(s.opts, s.ports.amqp, s.ports.tls)
+	s.URL, s.TLSURL, s.StreamURL, s.StreamTLSURL = urls(s.opts, s.ports.amqp, s.ports.tls, s.ports.stream, s.ports.streamTLS)
+	s.StreamPort = s.ports.stream
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
@@ -246,13 +266,20 @@ func (s *Server) newPorts() error {
 	return nil
 }
 
-// serverURLs are a server's URL and TLSURL on its ports.
-func serverURLs(opts Options, amqpPort, tlsPort int) (url, tlsURL string) {
-	url = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, amqpPort)
-	if opts.TLS != nil {
-		tlsURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", opts.User, opts.Password, tlsPort)
+// urls are a server's URL, TLSURL, StreamURL and StreamTLSURL on its
+// ports, as its options ask for them.
+func urls(o Options, amqpPort, tlsPort, streamPort, streamTLSPort int) (url, tlsURL, streamURL, streamTLSURL string) {
+	url = fmt.Sprintf("amqp://%s:%s@127.0.0.1:%d/", o.User, o.Password, amqpPort)
+	if o.TLS != nil {
+		tlsURL = fmt.Sprintf("amqps://%s:%s@127.0.0.1:%d/", o.User, o.Password, tlsPort)
 	}
-	return url, tlsURL
+	if o.Streams {
+		streamURL = fmt.Sprintf("rabbitmq-stream://%s:%s@127.0.0.1:%d/%%2f", o.User, o.Password, streamPort)
+		if o.TLS != nil {
+			streamTLSURL = fmt.Sprintf("rabbitmq-stream+tls://%s:%s@127.0.0.1:%d/%%2f", o.User, o.Password, streamTLSPort)
+		}
+	}
+	return url, tlsURL, streamURL, streamTLSURL
 }
 
 // waitReady waits until the server accepts an AMQP connection, or exits.
@@ -262,7 +289,10 @@ func (s *Server) waitReady(p *proc.Process) error {
 		if err != nil {
 			return err
 		}
-		return c.Close()
+		if err := c.Close(); err != nil || !s.opts.Streams {
+			return err
+		}
+		return streamReady(s.StreamURL, s.ports.stream)
 	})
 }
 
