@@ -165,8 +165,9 @@ debezium.format.key=simplestring
 
 // A row that does not fit in the server's largest frame is dead-lettered
 // to the dead-letter stream before it is sent, its aggregate's later
-// event held behind it, other aggregates go on. A refused password stops
-// the binary at start without showing it.
+// event held behind it, other aggregates go on; once the row is fixed,
+// dlq replay publishes both in order. A refused password stops the binary
+// at start without showing it.
 func TestRabbitStreamPoisonAndRefusals(t *testing.T) {
 	e := testenv.New(t)
 	e.Setup(e.Config())
@@ -198,5 +199,17 @@ func TestRabbitStreamPoisonAndRefusals(t *testing.T) {
 	dead := s.ReadStream("pgoutbox.dlq", 2, 30*time.Second)
 	if len(dead) != 2 || dead[0].Properties["id"] != big[0] || dead[1].Properties["id"] != held[0] {
 		t.Errorf("dead letters: %d, want those of %s and %s\n%s", len(dead), big[0], held[0], p.Out.String())
+	}
+	// Once the row is fixed, dlq replay publishes both, in order.
+	if _, err := e.Conn.Exec(context.Background(), `UPDATE outbox SET payload = '{"fixed":true}' WHERE id = $1`, big[0]); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, okExit := testenv.CLI(t, "dlq", "replay", "--database-url", e.URL, "--sink", "rabbitmqstream",
+		"--rabbitmqstream-url", s.StreamURL, "--rabbitmqstream-stream", "events")
+	if !okExit {
+		t.Fatalf("dlq replay: %s%s", out, stderr)
+	}
+	if got, want := ids(s.ReadStream("events", 4, 30*time.Second)), []string{ok[0], other[0], big[0], held[0]}; !slices.Equal(got, want) {
+		t.Errorf("after the replay: %v, want %v", got, want)
 	}
 }
