@@ -101,6 +101,13 @@ var (
 		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Key":   func(o *options) transformation { return newSetSchemaMetadata(o, true) },
 		"org.apache.kafka.connect.transforms.SetSchemaMetadata$Value": func(o *options) transformation { return newSetSchemaMetadata(o, false) },
 		"org.apache.kafka.connect.transforms.Filter":                  func(*options) transformation { return filter{} },
+		"org.apache.kafka.connect.transforms.ExtractField$Key":        func(o *options) transformation { return newExtractField(o, true) },
+		"org.apache.kafka.connect.transforms.ExtractField$Value":      func(o *options) transformation { return newExtractField(o, false) },
+		"org.apache.kafka.connect.transforms.HoistField$Key":          func(o *options) transformation { return newHoistField(o, true) },
+		"org.apache.kafka.connect.transforms.HoistField$Value":        func(o *options) transformation { return newHoistField(o, false) },
+		"org.apache.kafka.connect.transforms.MaskField$Key":           func(o *options) transformation { return newMaskField(o, true) },
+		"org.apache.kafka.connect.transforms.MaskField$Value":         func(o *options) transformation { return newMaskField(o, false) },
+		"org.apache.kafka.connect.transforms.ValueToKey":              newValueToKey,
 		NewStateClass: newNewState,
 	}
 	predicateTypes = map[string]func(*options) predicate{

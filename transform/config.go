@@ -140,6 +140,7 @@ func (p *parser) chain() *Chain {
 			ch.stages = append(ch.stages, st)
 		}
 	}
+	p.structKeys(ch)
 	for k := range p.props {
 		if !p.used[k] && k != "transforms" && k != "predicates" {
 			p.ignored = append(p.ignored, p.name(k))
@@ -149,6 +150,34 @@ func (p *parser) chain() *Chain {
 		return nil
 	}
 	return ch
+}
+
+// keyStructUser is a transform that needs the key to be a struct when
+// onKey says it works on the key.
+type keyStructUser interface{ onKey() bool }
+
+// structKeyMaker is a transform that makes the key a struct when
+// makesStructKey says so.
+type structKeyMaker interface{ makesStructKey() bool }
+
+// structKeys refuses a transform of the key's struct where the key is
+// the Outbox Event Router's aggregate id, a string, still: Kafka
+// Connect's task fails at its first record. A change event's key is its
+// primary key's struct; once a transform changed the key (made a struct
+// of it, or took a field out of one), what it is depends on the data.
+func (p *parser) structKeys(ch *Chain) {
+	stringKey := ch.afterRouter
+	for _, st := range ch.stages {
+		if u, ok := st.t.(keyStructUser); ok && u.onKey() && stringKey {
+			p.refuse("transforms."+st.alias+".type", structKeyRefusal)
+		}
+		if m, ok := st.t.(structKeyMaker); ok && m.makesStructKey() {
+			stringKey = false
+		}
+		if e, ok := st.t.(*extractField); ok && e.key {
+			stringKey = false
+		}
+	}
 }
 
 // headerFromValue is the one transform pgoutbox runs before the router.

@@ -54,14 +54,14 @@ func newInsertField(o *options, key bool) transformation {
 		o.refuse("type", "a field without a name: Kafka Connect's task fails at the first record (fieldName cannot be null)")
 	case offset != nil:
 		o.refuse("offset.field", "a Kafka offset exists for sink connectors only: Kafka Connect's task fails at the first record")
-	case key:
-		o.refuse("type", structKeyRefusal)
 	}
 	if o.failed {
 		return nil
 	}
 	return t
 }
+
+func (t *insertField) onKey() bool { return t.key }
 
 func (t *insertField) apply(r *Record) (bool, error) {
 	s, v := operand(r, t.key)
@@ -144,14 +144,13 @@ func newReplaceField(o *options, key bool) transformation {
 		t.reverse[to] = from
 	}
 	t.withDefault = o.boolean("replace.null.with.default", true)
-	if key {
-		o.refuse("type", structKeyRefusal)
-	}
 	if o.failed {
 		return nil
 	}
 	return t
 }
+
+func (t *replaceField) onKey() bool { return t.key }
 
 func (t *replaceField) keep(name string) bool {
 	return !slices.Contains(t.exclude, name) && (len(t.include) == 0 || slices.Contains(t.include, name))

@@ -70,9 +70,6 @@ func newHeaderFrom(o *options, key bool) transformation {
 		o.refuse("headers", "not as many as fields (Kafka Connect refuses it)")
 	}
 	t := &headerFrom{key: key, fields: fields, headers: headers, move: op == "move", withDefault: o.boolean("replace.null.with.default", true)}
-	if key {
-		o.refuse("type", structKeyRefusal)
-	}
 	if o.failed {
 		return nil
 	}
@@ -80,8 +77,11 @@ func newHeaderFrom(o *options, key bool) transformation {
 }
 
 // structKeyRefusal says why a transform of the key's struct cannot run
-// after the Outbox Event Router.
-const structKeyRefusal = "the Outbox Event Router's key is the aggregate id column, never a struct: Kafka Connect's task fails at the first record"
+// after the Outbox Event Router, unless one before it made the key a
+// struct.
+const structKeyRefusal = "the Outbox Event Router's key is the aggregate id column, never a struct unless a ValueToKey or HoistField$Key before this transform makes one: Kafka Connect's task fails at the first record"
+
+func (t *headerFrom) onKey() bool { return t.key }
 
 func (t *headerFrom) apply(r *Record) (bool, error) {
 	purpose := "header copy"

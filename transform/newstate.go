@@ -3,6 +3,7 @@ package transform
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // NewStateClass is Debezium's ExtractNewRecordState, which flattens the
@@ -19,6 +20,9 @@ type newState struct {
 	fields, headers []fieldRef
 	routeBy         string
 	rewrite         bool
+	// own holds each after field's schema as the row's struct has it
+	// (not optional), by the field's: one per table's shape.
+	own sync.Map // *Schema -> *Schema
 }
 
 // fieldRef is one entry of add.fields or add.headers: "op", "source.lsn",
@@ -159,6 +163,13 @@ func (t *newState) apply(r *Record) (bool, error) {
 		return true, nil // not an insert or a read: pgoutbox writes none
 	}
 	s, v := r.ValueSchema.Fields[a].Schema, after
+	if s.Optional {
+		// Debezium builds the row's struct with the table's Value schema,
+		// which the envelope's after field holds as an optional copy; the
+		// record it makes of the row has the struct's own.
+		s = t.ownSchema(s)
+		v = &Struct{Schema: s, Values: after.Values}
+	}
 	if t.rewrite {
 		// InsertField$Value with static.field __deleted, "false".
 		ns := s.withBasics()
@@ -187,6 +198,18 @@ func (t *newState) apply(r *Record) (bool, error) {
 	}
 	r.ValueSchema, r.Value = s, v
 	return true, nil
+}
+
+// ownSchema is the after field's schema f as the row's struct has it:
+// the same, not optional.
+func (t *newState) ownSchema(f *Schema) *Schema {
+	if s, ok := t.own.Load(f); ok {
+		return s.(*Schema)
+	}
+	c := *f
+	c.Optional = false
+	s, _ := t.own.LoadOrStore(f, &c)
+	return s.(*Schema)
 }
 
 // isChangeEvent tells a change event's envelope (SmtManager.isValidEnvelope:
