@@ -108,6 +108,8 @@ var (
 		"org.apache.kafka.connect.transforms.MaskField$Key":           func(o *options) transformation { return newMaskField(o, true) },
 		"org.apache.kafka.connect.transforms.MaskField$Value":         func(o *options) transformation { return newMaskField(o, false) },
 		"org.apache.kafka.connect.transforms.ValueToKey":              newValueToKey,
+		"org.apache.kafka.connect.transforms.Flatten$Key":             func(o *options) transformation { return newFlatten(o, true) },
+		"org.apache.kafka.connect.transforms.Flatten$Value":           func(o *options) transformation { return newFlatten(o, false) },
 		NewStateClass: newNewState,
 	}
 	predicateTypes = map[string]func(*options) predicate{

@@ -5,14 +5,15 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // This file holds Kafka Connect's transforms that take a field out of a
 // struct, wrap a value in one, or build the key from the value's fields:
-// ExtractField, HoistField, ValueToKey; and MaskField, which blanks
-// fields.
+// ExtractField, HoistField, ValueToKey, Flatten; and MaskField, which
+// blanks fields.
 
 // extractField is ExtractField$Key and $Value: the struct replaced by one
 // of its fields (field.syntax.version V1: a field of the struct; V2: a
@@ -305,4 +306,113 @@ func maskDecimal(s *Schema, rep string) (any, error) {
 		return nil, dataErrorf("Decimal value has mismatching scale for given Decimal schema. Schema has scale %d, value has scale %d.", scale, len(frac))
 	}
 	return schema.DecimalBytes(unscaled), nil
+}
+
+// flatten is Flatten$Key and $Value: nested structs' fields brought up
+// into one struct, their names joined by delimiter; a field is optional
+// when it or a struct around it is, and takes a struct's default where it
+// has none of its own.
+type flatten struct {
+	key       bool
+	delimiter string
+	schemas   sync.Map // *Schema -> *Schema, flattened
+}
+
+func newFlatten(o *options, key bool) transformation {
+	d, _ := o.str("delimiter", false, ".")
+	return &flatten{key: key, delimiter: d}
+}
+
+func (t *flatten) onKey() bool { return t.key }
+
+func (t *flatten) apply(r *Record) (bool, error) {
+	s, v := operand(r, t.key)
+	if v == nil {
+		return true, nil
+	}
+	st, err := requireStruct(s, v, "flattening")
+	if err != nil {
+		return false, err
+	}
+	ns, err := t.schema(s)
+	if err != nil {
+		return false, err
+	}
+	nv := &Struct{Schema: ns, Values: make([]any, 0, len(ns.Fields))}
+	nv.Values = flatValues(s, st, nv.Values)
+	setOperand(r, t.key, ns, nv)
+	return true, nil
+}
+
+// schema is s flattened, built once per schema.
+func (t *flatten) schema(s *Schema) (*Schema, error) {
+	if c, ok := t.schemas.Load(s); ok {
+		return c.(*Schema), nil
+	}
+	ns := s.withBasics()
+	var parentDefault *Struct
+	if s.HasDefault {
+		parentDefault, _ = s.Default.(*Struct)
+	}
+	if err := t.flatSchema(s, "", ns, s.Optional, parentDefault); err != nil {
+		return nil, err
+	}
+	c, _ := t.schemas.LoadOrStore(s, ns)
+	return c.(*Schema), nil
+}
+
+// flatSchema appends s's fields to ns, under prefix (buildUpdatedSchema).
+func (t *flatten) flatSchema(s *Schema, prefix string, ns *Schema, optional bool, parentDefault *Struct) error {
+	for i, f := range s.Fields {
+		name := f.Name
+		if prefix != "" {
+			name = prefix + t.delimiter + f.Name
+		}
+		var def any
+		switch {
+		case f.Schema.HasDefault:
+			def = f.Schema.Default
+		case parentDefault != nil:
+			def = parentDefault.get(i, true)
+		}
+		fieldOptional := optional || f.Schema.Optional
+		switch f.Schema.Type {
+		case StructT:
+			d, _ := def.(*Struct)
+			if err := t.flatSchema(f.Schema, name, ns, fieldOptional, d); err != nil {
+				return err
+			}
+		case Map:
+			return dataErrorf("Flatten transformation does not support MAP for record with schemas (for field %s).", name)
+		default:
+			// SchemaUtil.copySchemaBasics: type, name, version, doc,
+			// parameters (an array's items), then the optionality and
+			// default.
+			fs := &Schema{Type: f.Schema.Type, Name: f.Schema.Name, Version: f.Schema.Version, Doc: f.Schema.Doc,
+				Params: f.Schema.Params, Items: f.Schema.Items, Optional: fieldOptional}
+			if def != nil {
+				fs.Default, fs.HasDefault = def, true
+			}
+			ns.Fields = append(ns.Fields, Field{Name: name, Schema: fs})
+		}
+	}
+	return nil
+}
+
+// flatValues appends st's values, flattened as s is, to out; a null
+// struct's fields are nulls (buildWithSchema).
+func flatValues(s *Schema, st *Struct, out []any) []any {
+	for i, f := range s.Fields {
+		var x any
+		if st != nil {
+			x = st.get(i, true)
+		}
+		if f.Schema.Type == StructT {
+			nested, _ := x.(*Struct)
+			out = flatValues(f.Schema, nested, out)
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
