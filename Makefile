@@ -108,7 +108,7 @@ debezium-server:
 # names (on PostgreSQL 18, 8 at a time), make chaos the
 # others, make compat all of them;
 # COMPAT_CASES picks others. Installs what it needs into the caches.
-COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|change-events-schemas-defaults|interval-string|placements-defaults-string|unwrap-add-fields|unwrap-chain|change-events-string-key|avro-change-events|converter-bytebuffer|cloudevents-change-events|cloudevents-snapshot-no-schemas|cloudevents-outbox-headers|json-apicurio|schema-include-list|column-mask-router|unwrap-value-to-key|transform-extract-hoist)$$
+COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|defaults-schemas|bytea-binary-delegate|bytea-bytearray|string-converter|placements-headers-json|expand-json|nulls-empties-string|route-regex|route-null|tombstone-empty-payload|timestamp-field|op-invalid-fatal|quoted-names|order-per-key|snapshot-doc-table|change-events-value-modes|change-events-schemas-defaults|interval-string|placements-defaults-string|unwrap-add-fields|unwrap-chain|change-events-string-key|avro-change-events|converter-bytebuffer|cloudevents-change-events|cloudevents-snapshot-no-schemas|cloudevents-outbox-headers|json-apicurio|schema-include-list|column-mask-router|unwrap-value-to-key|transform-extract-hoist|unwrap-cast)$$
 COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the

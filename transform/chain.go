@@ -110,6 +110,8 @@ var (
 		"org.apache.kafka.connect.transforms.ValueToKey":               newValueToKey,
 		"org.apache.kafka.connect.transforms.Flatten$Key":              func(o *options) transformation { return newFlatten(o, true) },
 		"org.apache.kafka.connect.transforms.Flatten$Value":            func(o *options) transformation { return newFlatten(o, false) },
+		"org.apache.kafka.connect.transforms.Cast$Key":                 func(o *options) transformation { return newCast(o, true) },
+		"org.apache.kafka.connect.transforms.Cast$Value":               func(o *options) transformation { return newCast(o, false) },
 		"org.apache.kafka.connect.transforms.TimestampConverter$Key":   func(o *options) transformation { return newTimestampConverter(o, true) },
 		"org.apache.kafka.connect.transforms.TimestampConverter$Value": func(o *options) transformation { return newTimestampConverter(o, false) },
 		NewStateClass: newNewState,
