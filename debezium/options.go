@@ -369,15 +369,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `rabbitmqstream` (`--sink rabbitmqstream`); `redis` (`--sink redis`)",
-		Refuses: "another sink (`pubsub`, `kinesis`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ (AMQP 0-9-1 and Streams) and Redis Streams",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `rabbitmqstream` (`--sink rabbitmqstream`); `redis` (`--sink redis`); `http` (`--sink http`)",
+		Refuses: "another sink (`pubsub`, `kinesis`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ (AMQP 0-9-1 and Streams), Redis Streams and HTTP endpoints",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream", "rabbitmq", "rabbitmqstream", "redis":
+			case "nats-jetstream", "rabbitmq", "rabbitmqstream", "redis", "http":
 				r.set("sink", v)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq, rabbitmqstream) and Redis Streams (redis)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq, rabbitmqstream), Redis Streams (redis) and HTTP endpoints (http)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",

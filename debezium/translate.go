@@ -69,6 +69,7 @@ func (c config) translate() *reading {
 	c.columnFilters(r, routerOpts)
 	c.redisFormats(r)
 	c.rabbitStreamSettings(r)
+	c.httpSettings(r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

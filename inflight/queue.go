@@ -3,7 +3,7 @@
 // taken, its promise run) on one goroutine in that order, so that no
 // promise runs ahead of an earlier message's; and a wait until none is
 // left; and a publisher's one connection between sessions (link.go). The
-// brokers without Kafka's client (natsjs, rabbitmq, rabbitstream) share
+// brokers without Kafka's client (natsjs, rabbitmq, rabbitstream, webhook) share
 // them; how a message's outcome is taken is theirs.
 package inflight
 

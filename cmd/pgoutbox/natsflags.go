@@ -90,6 +90,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return rabbitmqGuarantee
 	case sinkRabbitStream:
 		return rabbitstreamGuarantee
+	case sinkHTTP:
+		return webhookGuarantee
 	}
 	if sink == sinkRedis {
 		return redisGuarantee

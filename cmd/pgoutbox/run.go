@@ -89,6 +89,7 @@ type relayFlags struct {
 	nats     natsFlags
 	rabbitmq rabbitmqFlags
 	rstream  rabbitstreamFlags
+	http     webhookFlags
 	redis    redisFlags
 	brokers  string
 	mode     string
@@ -103,10 +104,11 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol) or redis (Redis Streams), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams) or http (a POST per event), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
+	f.http.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
@@ -173,8 +175,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -198,7 +200,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets())...)
+	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets())...)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -272,6 +274,9 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 		fm, _ := schema.ParseFormat(f.format)
 		ce := fm == schema.CloudEvents || fm == schema.CloudEventsBinary
 		return f.rabbitmq.opener(dlq, ce, f.kafka.MaxBufferedRecords)
+	case sinkHTTP:
+		fm, _ := schema.ParseFormat(f.format)
+		return f.http.opener(dlq, fm == schema.CloudEvents, f.kafka.MaxBufferedRecords)
 	case sinkRabbitStream:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.rstream.opener(dlq, fm == schema.CloudEvents || fm == schema.CloudEventsBinary, f.kafka.MaxBufferedRecords)

@@ -35,6 +35,21 @@ func StartPgoutbox(t *testing.T, bin, props string, extra ...string) *proc.Proce
 	return p
 }
 
+// FirstRun writes pgoutbox's properties and creates its slot ("pgo") by
+// a run with extra flags stopped once it streams: rows written after it
+// are in its slot's stream, whoever else publishes them first. It
+// returns the properties' file.
+func FirstRun(t *testing.T, conn *pgx.Conn, bin, props string, extra ...string) string {
+	t.Helper()
+	path := WriteFile(t, "pgoutbox.properties", props)
+	first := StartPgoutbox(t, bin, path, extra...)
+	AwaitSlot(t, conn, "pgo")
+	if err := first.Stop(30 * time.Second); err != nil {
+		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
+	}
+	return path
+}
+
 // AwaitSlot waits until a process streams from slot.
 func AwaitSlot(t *testing.T, conn *pgx.Conn, slot string) {
 	t.Helper()

@@ -89,20 +89,6 @@ debezium.source.publication.name=%s_publication
 	}
 }
 
-// pgoutboxSlot writes pgoutbox's properties and creates its slot by a run
-// stopped once it streams: the rows are then in its slot's stream, after
-// Debezium Server published them. It returns the properties' file.
-func pgoutboxSlot(t *testing.T, conn *pgx.Conn, pgo string, props func(string) string) string {
-	t.Helper()
-	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
-	first := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
-	corpusrun.AwaitSlot(t, conn, "pgo")
-	if err := first.Stop(30 * time.Second); err != nil {
-		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
-	}
-	return pgoProps
-}
-
 // run runs one case: pgoutbox's slot first, then Debezium Server
 // streaming, the rows, Debezium Server's messages taken from the queue;
 // then pgoutbox from its slot, and the comparison.
@@ -115,7 +101,7 @@ func run(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
 	t.Cleanup(func() { _, _ = s.Channel().QueueDelete(queue, false, false, false) })
 	_, port, _ := strings.Cut(s.Addr(), ":")
 	conn, props := caseDB(t, c, "debezium.sink.rabbitmq.connection.host=127.0.0.1\ndebezium.sink.rabbitmq.connection.port="+port+"\n")
-	pgoProps := pgoutboxSlot(t, conn, pgo, props)
+	pgoProps := corpusrun.FirstRun(t, conn, pgo, props("pgo"), "--dlq-topic", "pgo.dlq")
 
 	dbz := dbzserver.Start(t, props("dbz"))
 	corpusrun.AwaitSlot(t, conn, "dbz")

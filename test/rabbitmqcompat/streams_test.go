@@ -40,7 +40,7 @@ func runStreams(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
 	deleteStreams()
 	t.Cleanup(deleteStreams)
 	conn, props := caseDB(t, c, fmt.Sprintf("debezium.sink.rabbitmqstream.host=127.0.0.1\ndebezium.sink.rabbitmqstream.port=%d\n", s.StreamPort))
-	pgoProps := pgoutboxSlot(t, conn, pgo, props)
+	pgoProps := corpusrun.FirstRun(t, conn, pgo, props("pgo"), "--dlq-topic", "pgo.dlq")
 
 	dbz := dbzserver.Start(t, props("dbz"))
 	corpusrun.AwaitSlot(t, conn, "dbz")

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"flag"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/broker"
+	"github.com/pgoutbox/pgoutbox/webhook"
+)
+
+// sinkHTTP is Debezium Server's name of the HTTP sink.
+const sinkHTTP = "http"
+
+// webhookFlags are the flags of the HTTP sink, each Debezium Server's
+// debezium.sink.http.* key of the same name.
+type webhookFlags struct {
+	url, dlqURL, contentType, prefix, secret string
+	base64                                   bool
+	timeout                                  time.Duration
+	tls                                      tlsFiles
+}
+
+func (w *webhookFlags) register(fs *flag.FlagSet) {
+	const p = "--sink http: "
+	fs.StringVar(&w.url, "http-url", "", p+"the endpoint every event is POSTed to, http:// or https:// (url; default the K_SINK environment variable, as Knative sets it); prefer PGOUTBOX_HTTP_URL when it holds credentials")
+	fs.StringVar(&w.dlqURL, "http-dlq-url", "", p+"where dead letters are POSTed; empty: they stay in pgoutbox's dead-letter table (pgoutbox dlq list)")
+	fs.StringVar(&w.contentType, "http-content-type", "", p+"every request's content-type (default application/json; application/cloudevents+json for CloudEvents, as Debezium Server sets it from debezium.format.value)")
+	fs.StringVar(&w.prefix, "http-headers-prefix", webhook.DefaultHeaderPrefix, p+"the start of each event header's name, upper-cased after it (headers.prefix)")
+	fs.BoolVar(&w.base64, "http-headers-base64", true, p+"header values in base64 (headers.encode.base64)")
+	fs.StringVar(&w.secret, "http-webhook-secret", "", p+"sign each request as Standard Webhooks do, with this whsec_ secret, the event id as webhook-id (authentication.webhook.secret); prefer PGOUTBOX_HTTP_WEBHOOK_SECRET")
+	fs.DurationVar(&w.timeout, "http-timeout", webhook.DefaultTimeout, p+"how long a request may take (timeout.ms)")
+	w.tls.register(fs, "http-tls", "the HTTP endpoint")
+}
+
+// secrets are the values the logger must mask: the secret, and the
+// URLs' passwords.
+func (w *webhookFlags) secrets() []string {
+	out := w.tls.secrets()
+	if w.secret != "" {
+		out = append(out, w.secret)
+	}
+	for _, s := range []string{w.url, w.dlqURL, os.Getenv("K_SINK")} {
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok && pw != "" {
+				out = append(out, pw)
+			}
+		}
+	}
+	return out
+}
+
+// opener is the HTTP sink these flags describe; deadLetters is the
+// dead-letter topic ("" under --on-poison halt), cloudEvents tells a
+// structured CloudEvents format, and maxPending is --max-buffered-records.
+func (w *webhookFlags) opener(deadLetters string, cloudEvents bool, maxPending int) (*broker.Webhook, error) {
+	t, err := w.tls.config()
+	if err != nil {
+		return nil, err
+	}
+	u := w.url
+	if u == "" {
+		u = os.Getenv("K_SINK")
+	}
+	ct := w.contentType
+	if ct == "" && cloudEvents {
+		ct = "application/cloudevents+json"
+	}
+	cfg := webhook.Config{URL: u, DeadLetterURL: w.dlqURL, DeadLetterTopic: deadLetters, ContentType: ct,
+		HeaderPrefix: w.prefix, RawHeaders: !w.base64, WebhookSecret: w.secret, Timeout: w.timeout, TLS: t, MaxPending: maxPending}
+	return &broker.Webhook{Config: cfg}, nil
+}
+
+// webhookGuarantee is what run's start line says of the HTTP sink.
+const webhookGuarantee = "at-least-once, each event POSTed in order and answered 2xx; a request sent again is not deduplicated by the endpoint unless it reads the webhook-id, the event id"

@@ -1,0 +1,113 @@
+// Package webhook publishes each record as an HTTP POST, as Debezium
+// Server's http sink does: the value as the body, with the sink's
+// content-type, each header as an X-DEBEZIUM-<NAME> header (its value in
+// base64 by default), a tombstone not sent; signed as Standard Webhooks
+// sign a message when a secret is given.
+//
+// Requests go one at a time, in order: a record counts as sent only once
+// the endpoint answered 2xx, and after one failed none after it counts as
+// sent; the relay sends them again from its last confirmed position. A
+// request the endpoint refuses with a 4xx other than 401, 403, 408 or 429
+// is that record's: it is dead-lettered when it comes again, so that one
+// record the endpoint cannot take never blocks the others. Delivery is
+// at-least-once; the Standard Webhooks message id is the event id, by
+// which a receiver recognises a copy. It knows nothing of the relay:
+// package broker puts it behind the relay's interfaces.
+package webhook
+
+import (
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Debezium Server's defaults (HttpChangeConsumerConfig).
+const (
+	DefaultTimeout      = 60 * time.Second
+	DefaultHeaderPrefix = "X-DEBEZIUM-"
+	DefaultContentType  = "application/json"
+)
+
+// DefaultMaxPending bounds the records waiting to be sent or answered, as
+// sink.DefaultMaxBufferedRecords bounds Kafka's.
+const DefaultMaxPending = 5_000
+
+// Config configures the publisher.
+type Config struct {
+	// URL is the endpoint every record is POSTed to. It never appears in
+	// an error or a log line (it may hold credentials).
+	URL string
+	// DeadLetterURL is where dead letters are POSTed; "" keeps them in
+	// pgoutbox's dead-letter table only (pgoutbox dlq list).
+	DeadLetterURL string
+	// DeadLetterTopic is the relay's dead-letter topic, which tells a dead
+	// letter.
+	DeadLetterTopic string
+	// ContentType is every request's content-type.
+	ContentType string
+	// HeaderPrefix starts each record header's name (headers.prefix).
+	HeaderPrefix string
+	// RawHeaders sends header values as they are; by default in base64
+	// (headers.encode.base64).
+	RawHeaders bool
+	// WebhookSecret signs each request as Standard Webhooks do
+	// ("whsec_" and the base64 of 24 to 64 bytes); "" for none.
+	WebhookSecret string
+	// Timeout bounds each request (timeout.ms).
+	Timeout time.Duration
+	// TLS configures an https:// endpoint (nil: the system's roots).
+	TLS *tls.Config
+	// MaxPending bounds the records waiting; Produce blocks beyond it.
+	MaxPending int
+}
+
+// Defaults fills unset fields.
+func (c *Config) Defaults() {
+	if c.ContentType == "" {
+		c.ContentType = DefaultContentType
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+}
+
+// Validate reports the first invalid field; it never shows a URL.
+func (c Config) Validate() error {
+	for what, u := range map[string]string{"the endpoint URL": c.URL, "the dead-letter URL": c.DeadLetterURL} {
+		if u == "" && what == "the dead-letter URL" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("webhook: %s is not an http:// or https:// URL", what)
+		}
+	}
+	if c.Timeout <= 0 || c.MaxPending < 1 {
+		return errors.New("webhook: the timeout and the pending bound must be positive")
+	}
+	if strings.ContainsAny(c.HeaderPrefix, " \t\r\n:") {
+		return fmt.Errorf("webhook: header prefix %q: a header name takes no spaces or colons", c.HeaderPrefix)
+	}
+	if c.WebhookSecret != "" {
+		if _, err := webhookKey(c.WebhookSecret); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhookKey is a Standard Webhooks secret's key.
+func webhookKey(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil || len(key) < 24 || len(key) > 64 {
+		return nil, errors.New("webhook: the webhook secret is not whsec_ and the base64 of 24 to 64 bytes (authentication.webhook.secret)")
+	}
+	return key, nil
+}

@@ -1,0 +1,290 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/inflight"
+	"github.com/pgoutbox/pgoutbox/outbox"
+)
+
+// Publisher POSTs records to the endpoint. One goroutine produces; the
+// requests and promises run on the queue's, one at a time, in order.
+type Publisher struct {
+	cfg    Config
+	log    *slog.Logger
+	key    []byte // the Standard Webhooks key, nil for none
+	client *http.Client
+	// Link is the queue of records between the relay's sessions, and the
+	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
+	// Renew, Close.
+	inflight.Link[conn, *conn]
+
+	mu      sync.Mutex
+	refused map[[32]byte]*StatusError // records the endpoint refused
+}
+
+// maxRefused bounds the refusals kept; beyond it the oldest knowledge is
+// dropped (the record is then sent once more, and refused again).
+const maxRefused = 10_000
+
+// conn is the queue of one session's records, with its failure.
+type conn struct {
+	acks *inflight.Queue[pending]
+	// broken is set when a request failed: nothing is sent until Resume or
+	// Renew, between the relay's sessions.
+	broken atomic.Bool
+	failed bool // the queue goroutine's copy of broken
+}
+
+// pending is a record waiting to be sent and answered.
+type pending struct {
+	rec     *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+// New creates a publisher; it sends nothing until the first record.
+func New(cfg Config, log *slog.Logger) (*Publisher, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, log: log, refused: map[[32]byte]*StatusError{}}
+	if cfg.WebhookSecret != "" {
+		p.key, _ = webhookKey(cfg.WebhookSecret)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg.TLS
+	p.client = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	return p, nil
+}
+
+func (p *Publisher) dial(context.Context) (*conn, error) {
+	c := &conn{}
+	c.acks = inflight.New(p.cfg.MaxPending, func(pd pending, stop <-chan struct{}) { p.send(c, pd, stop) },
+		func(pd pending) { pd.promise(pd.rec, errClosed) })
+	return c, nil
+}
+
+// identity names a record's request for the refusals.
+func identity(url string, r *kgo.Record) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(url))
+	h.Write([]byte{0})
+	h.Write(r.Value)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// target is where r goes: the endpoint, or for a dead letter the
+// dead-letter URL ("" when there is none).
+func (p *Publisher) target(r *kgo.Record) string {
+	if p.cfg.DeadLetterTopic != "" && r.Topic == p.cfg.DeadLetterTopic {
+		return p.cfg.DeadLetterURL
+	}
+	return p.cfg.URL
+}
+
+// Fits returns *RefusedError for a record the endpoint refused before,
+// and *FieldError for a header HTTP cannot carry. It sends nothing.
+func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
+	for _, h := range r.Headers {
+		name := p.cfg.HeaderPrefix + strings.ToUpper(h.Key)
+		if !validName(name) {
+			return &FieldError{What: "header name", Value: name}
+		}
+		if p.cfg.RawHeaders && bytes.ContainsAny(h.Value, "\r\n\x00") {
+			return &FieldError{What: "header value of " + name, Value: string(h.Value)}
+		}
+	}
+	if r.Value == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.refused[identity(p.target(r), r)]; ok {
+		return &RefusedError{Err: e}
+	}
+	return nil
+}
+
+// validName tells a header name HTTP takes (a token).
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Produce queues r; promise is called once with the endpoint's answer or
+// the failure, in produce order. Produce blocks while MaxPending records
+// wait, until ctx ends.
+func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
+	if err := p.Fits(ctx, r); err != nil {
+		return err
+	}
+	if p.Halted() {
+		return ErrHalted
+	}
+	c, err := p.Connect(ctx, p.dial)
+	if err != nil {
+		return err
+	}
+	if c.broken.Load() {
+		return ErrHalted
+	}
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
+		return err
+	}
+	c.acks.Push(pending{rec: r, promise: promise})
+	return nil
+}
+
+// send POSTs one record, on the queue's goroutine, and runs its promise.
+func (p *Publisher) send(c *conn, pd pending, stop <-chan struct{}) {
+	if c.failed {
+		pd.promise(pd.rec, errAfterFailure)
+		return
+	}
+	url := p.target(pd.rec)
+	if pd.rec.Value == nil || url == "" {
+		// A tombstone, which Debezium Server's sink does not send; a
+		// dead letter without a dead-letter URL, which the dead-letter
+		// table holds.
+		pd.promise(pd.rec, nil)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := p.post(ctx, url, pd.rec)
+	var se *StatusError
+	if errors.As(err, &se) && refusal(se.Status) {
+		p.mu.Lock()
+		if len(p.refused) >= maxRefused {
+			clear(p.refused)
+		}
+		p.refused[identity(url, pd.rec)] = se
+		p.mu.Unlock()
+	}
+	if err != nil {
+		c.failed = true
+		c.broken.Store(true)
+	}
+	pd.promise(pd.rec, err)
+}
+
+// post sends r's request and reads the answer.
+func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Value))
+	if err != nil {
+		return errors.New("webhook: building the request failed (check the URL)")
+	}
+	req.Header.Set("Content-Type", p.cfg.ContentType)
+	seen := map[string]bool{}
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		// Debezium Server's sink keeps a header's last value.
+		h := r.Headers[i]
+		if h.Value == nil || seen[h.Key] {
+			continue
+		}
+		seen[h.Key] = true
+		v := string(h.Value)
+		if !p.cfg.RawHeaders {
+			v = base64.StdEncoding.EncodeToString(h.Value)
+		}
+		req.Header[p.cfg.HeaderPrefix+strings.ToUpper(h.Key)] = append(req.Header[p.cfg.HeaderPrefix+strings.ToUpper(h.Key)], v)
+	}
+	if p.key != nil {
+		p.sign(req, r)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// The error names the URL, which may hold credentials.
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) {
+			err = ue.Unwrap()
+		}
+		return fmt.Errorf("webhook: the request failed: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	return &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+}
+
+// sign sets the Standard Webhooks headers: the message id (msg_ and the
+// event id, the same each time the event is sent), the time, and the
+// signature of both with the body.
+func (p *Publisher) sign(req *http.Request, r *kgo.Record) {
+	id := outbox.EventID(r.Context)
+	if id == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	msgID := "msg_" + id
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, p.key)
+	mac.Write([]byte(msgID + "." + ts + "."))
+	mac.Write(r.Value)
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", ts)
+	req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+// Ping has nothing to ask: an endpoint answers POSTs only.
+func (p *Publisher) Ping(context.Context) error { return nil }
+
+// The connection's side of inflight.Conn.
+
+// Failed tells a queue on which a request failed.
+func (c *conn) Failed() bool { return c.broken.Load() }
+
+// Lost is never: the queue does not end on its own.
+func (c *conn) Lost() bool { return false }
+
+// Len is how many records wait.
+func (c *conn) Len() int64 { return c.acks.Len() }
+
+// Wait waits until none does.
+func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
+
+// Close fails what waits.
+func (c *conn) Close() { c.acks.Close() }
