@@ -21,6 +21,17 @@ const (
 	cloudEventsConverter  = "io.debezium.converters.CloudEventsConverter"
 )
 
+// numberConverters are Kafka's converters of one Connect type each, by
+// class, with their run values.
+var numberConverters = map[string]string{
+	"org.apache.kafka.connect.converters.LongConverter":    "long",
+	"org.apache.kafka.connect.converters.IntegerConverter": "integer",
+	"org.apache.kafka.connect.converters.ShortConverter":   "short",
+	"org.apache.kafka.connect.converters.FloatConverter":   "float",
+	"org.apache.kafka.connect.converters.DoubleConverter":  "double",
+	"org.apache.kafka.connect.converters.BooleanConverter": "boolean",
+}
+
 // successors are the converter classes Debezium no longer ships, and
 // what took their place: ByteBufferConverter (1.x) was renamed
 // BinaryDataConverter in 2.0 (DBZ-4600), the same conversion.
@@ -162,7 +173,10 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 	case cloudEventsConverter:
 		return cloudEvents(part, opts)
 	}
-	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter or %s)", class, apicurioAvroConverter, apicurioJSONConverter, confluentAvroConverter, cloudEventsConverter)
+	if n, ok := numberConverters[class]; ok {
+		return n, true, ""
+	}
+	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter, %s or Kafka's number converters)", class, apicurioAvroConverter, apicurioJSONConverter, confluentAvroConverter, cloudEventsConverter)
 }
 
 // cloudEvents maps Debezium's CloudEventsConverter with its options

@@ -64,12 +64,36 @@ const (
 	ConvApicurioJSON Converter = "apicurio-json"
 )
 
+// The number converters are Kafka's LongConverter, IntegerConverter,
+// ShortConverter, FloatConverter, DoubleConverter and BooleanConverter:
+// a part of that Connect type as Kafka's serializer of it writes it
+// (big-endian; a boolean one byte), anything else failing the record.
+// Package transform writes them (Encoder.ConnectOnly).
+const (
+	ConvLong    Converter = "long"
+	ConvInteger Converter = "integer"
+	ConvShort   Converter = "short"
+	ConvFloat   Converter = "float"
+	ConvDouble  Converter = "double"
+	ConvBoolean Converter = "boolean"
+)
+
+// IsNumber tells one of the number converters.
+func (c Converter) IsNumber() bool {
+	switch c {
+	case ConvLong, ConvInteger, ConvShort, ConvFloat, ConvDouble, ConvBoolean:
+		return true
+	}
+	return false
+}
+
 // ParseConverter returns the converter named s; "" gives "" (the format's
 // default).
 func ParseConverter(s string) (Converter, error) {
 	c := Converter(s)
 	switch c.base() {
-	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON:
+	case "", ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON,
+		ConvLong, ConvInteger, ConvShort, ConvFloat, ConvDouble, ConvBoolean:
 		if c.base() == c {
 			return c, nil
 		}
@@ -92,9 +116,9 @@ func ParseConverter(s string) (Converter, error) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, or %q with %q or %q)",
+	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, %q with %q or %q, or a number converter: %q, %q, %q, %q, %q, %q)",
 		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON,
-		ConvCloudEvents, ConvCloudEvents+":"+ConvJSONSchemas, ConvCloudEvents+":"+ConvJSON)
+		ConvCloudEvents, ConvCloudEvents+":"+ConvJSONSchemas, ConvCloudEvents+":"+ConvJSON, ConvLong, ConvInteger, ConvShort, ConvFloat, ConvDouble, ConvBoolean)
 }
 
 // IsCloudEvents tells Debezium's CloudEventsConverter, with either delegate.
@@ -318,7 +342,9 @@ func (c DebeziumConfig) validate(f Format) error {
 	}
 	if f == Debezium {
 		for _, v := range []Converter{c.Key, c.Value} {
-			if _, ok := v.ForStruct(); !ok && v != ConvString && !v.IsCloudEvents() && v != ConvApicurioJSON {
+			// A number converter writes a part a transform took out of
+			// the struct (ExtractField$Key).
+			if _, ok := v.ForStruct(); !ok && v != ConvString && !v.IsCloudEvents() && v != ConvApicurioJSON && !v.IsNumber() {
 				return errors.New("schema: the debezium change event is a struct: use a json or string key and value converter")
 			}
 		}

@@ -178,12 +178,15 @@ func (e *Encoder) Debezium() DebeziumConfig { return e.dbz }
 // ConnectOnly tells an encoder whose messages Encode cannot write: a
 // change event under StringConverter, which writes the key's and the
 // value's Struct.toString, under the avro converter, or Debezium's
-// CloudEventsConverter; and the outbox format under Apicurio's JSON
-// converter. Encode them with
+// CloudEventsConverter; the outbox format under Apicurio's JSON
+// converter; and either under a number converter. Encode them with
 // JSON schemas and write them through package transform's converters.
 func (e *Encoder) ConnectOnly() bool {
 	d := e.dbz
 	registryJSON := d.Key == ConvApicurioJSON || d.Value == ConvApicurioJSON
+	if d.Key.IsNumber() || d.Value.IsNumber() || d.Header.IsNumber() {
+		return true
+	}
 	switch e.format {
 	case DebeziumOutbox:
 		return registryJSON

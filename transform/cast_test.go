@@ -1,9 +1,12 @@
 package transform
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // castValue casts as Java does: narrowing keeps the low bits, a double
@@ -52,6 +55,35 @@ func TestCastValue(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("%v %v to %s: %v (%T), %v; want %v (%T)", tc.s.Type, tc.in, tc.typ, got, got, err, tc.want, tc.want)
+		}
+	}
+}
+
+// Kafka's number converters write their type as its serializer does, and
+// fail on another.
+func TestEncodeNumber(t *testing.T) {
+	v1 := int32(1)
+	for _, tc := range []struct {
+		conv string
+		s    *Schema
+		v    any
+		want string // hex; "" for null
+		err  bool
+	}{
+		{"long", &Schema{Type: Int64}, int64(-7), "fffffffffffffff9", false},
+		{"integer", &Schema{Type: Int32}, int64(1042), "00000412", false},
+		{"short", &Schema{Type: Int16}, int64(-2), "fffe", false},
+		{"double", &Schema{Type: Float64}, 1.5, "3ff8000000000000", false},
+		{"float", &Schema{Type: Float32}, 1.5, "3fc00000", false},
+		{"boolean", &Schema{Type: Boolean}, true, "01", false},
+		{"long", &Schema{Type: Int64, Optional: true}, nil, "", false},
+		{"long", &Schema{Type: Int32}, int64(1), "", true},
+		{"long", &Schema{Type: Int64, Name: timestampName, Version: &v1}, int64(1), "", true},
+		{"integer", &Schema{Type: String}, "1", "", true},
+	} {
+		b, err := encodePart(schema.Converter(tc.conv), false, tc.s, tc.v)
+		if (err != nil) != tc.err || fmt.Sprintf("%x", b) != tc.want {
+			t.Errorf("%s of %v (%s): %x, %v; want %s, error %v", tc.conv, tc.v, tc.s.Type, b, err, tc.want, tc.err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package transform
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"math/big"
 	"strconv"
@@ -64,7 +65,47 @@ func encodePart(conv schema.Converter, header bool, s *Schema, v any) ([]byte, e
 		}
 		return encodePart(schema.Converter(delegate), header, s, v)
 	}
+	if c := schema.Converter(base); c.IsNumber() {
+		return encodeNumber(c, s, v)
+	}
 	return nil, dataErrorf("unknown converter %q", conv)
+}
+
+// numberTypes are the Connect type each number converter's serializer
+// takes (it casts the value to its Java class: another type fails).
+var numberTypes = map[schema.Converter]Type{schema.ConvLong: Int64, schema.ConvInteger: Int32, schema.ConvShort: Int16,
+	schema.ConvFloat: Float32, schema.ConvDouble: Float64, schema.ConvBoolean: Boolean}
+
+// encodeNumber writes v as Kafka's LongSerializer, IntegerSerializer,
+// ShortSerializer, FloatSerializer, DoubleSerializer or BooleanSerializer
+// does: big-endian, a boolean as one byte; null as null.
+func encodeNumber(c schema.Converter, s *Schema, v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if s == nil || s.Type != numberTypes[c] || s.logical() != "" {
+		return nil, dataErrorf("%s converter: cannot write a %s (its serializer takes a %s)", c, describe(s, v), numberTypes[c])
+	}
+	switch x := v.(type) {
+	case int64:
+		n := map[schema.Converter]int{schema.ConvLong: 8, schema.ConvInteger: 4, schema.ConvShort: 2}[c]
+		out := make([]byte, n)
+		for i := range n {
+			out[n-1-i] = byte(x >> (8 * i))
+		}
+		return out, nil
+	case float64:
+		if c == schema.ConvFloat {
+			return binary.BigEndian.AppendUint32(nil, math.Float32bits(float32(x))), nil
+		}
+		return binary.BigEndian.AppendUint64(nil, math.Float64bits(x)), nil
+	case bool:
+		if x {
+			return []byte{1}, nil
+		}
+		return []byte{0}, nil
+	}
+	return nil, dataErrorf("%s converter: cannot write a %s", c, describe(s, v))
 }
 
 // describe names a value's Connect type for an error.

@@ -325,6 +325,17 @@ func (r *run) debeziumConfig() map[string]string {
 	if recordStrategy(conf, "key") {
 		steps = slices.DeleteFunc(steps, func(s [3]string) bool { return s[0] == "ExtractField$Key" })
 	}
+	// Kafka's number converters write a number of their type alone: the
+	// fence's key is its time, cast to that type.
+	if typ, ok := numberKey[conf["key.converter"]]; ok {
+		steps = [][3]string{
+			{"ValueToKey", "fields", "ts_ms"},
+			{"ExtractField$Key", "field", "ts_ms"},
+			{"Cast$Key", "spec", typ},
+			{"ExtractField$Value", "field", "message"},
+			{"ExtractField$Value", "field", "content"},
+		}
+	}
 	// Debezium's CloudEventsConverter writes a record it cannot make an
 	// event of as a null, and fails on a schema without a name: its
 	// value stays the message's struct.
@@ -357,6 +368,16 @@ func (r *run) debeziumConfig() map[string]string {
 	conf["transforms."+prefix+".regex"] = "(.*)"
 	conf["transforms."+prefix+".replacement"] = "dbz." + r.c.Name + ".$1"
 	return conf
+}
+
+// numberKey is the Connect type of each of Kafka's number converters.
+var numberKey = map[string]string{
+	"org.apache.kafka.connect.converters.LongConverter":    "int64",
+	"org.apache.kafka.connect.converters.IntegerConverter": "int32",
+	"org.apache.kafka.connect.converters.ShortConverter":   "int16",
+	"org.apache.kafka.connect.converters.FloatConverter":   "float32",
+	"org.apache.kafka.connect.converters.DoubleConverter":  "float64",
+	"org.apache.kafka.connect.converters.BooleanConverter": "boolean",
 }
 
 // fenceTopic is where Debezium publishes the fence's message.
