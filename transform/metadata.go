@@ -18,14 +18,16 @@ func newSetSchemaMetadata(o *options, key bool) transformation {
 	if !t.hasName && t.version == nil && !o.failed {
 		o.refuse("type", "neither schema.name nor schema.version configured (Kafka Connect refuses it)")
 	}
-	if key {
-		o.refuse("type", "the Outbox Event Router's key is the aggregate id column, never a struct, and Kafka Connect 4.3's SetSchemaMetadata fails on any other schema (Cannot list fields on non-struct type): its task fails at the first record")
-	}
 	if o.failed {
 		return nil
 	}
 	return t
 }
+
+// onKey: Kafka Connect 4.3's SetSchemaMetadata fails on any schema but a
+// struct's (Cannot list fields on non-struct type), and the Outbox Event
+// Router's key is a column's value.
+func (t *setSchemaMetadata) onKey() bool { return t.key }
 
 func (t *setSchemaMetadata) apply(r *Record) (bool, error) {
 	s, v := operand(r, t.key)
