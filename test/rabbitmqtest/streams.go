@@ -43,15 +43,30 @@ func (s *Server) ReadStream(name string, n int, timeout time.Duration) []StreamM
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	ch := s.Channel()
+	// A stream just created may not take consumers yet (its member on
+	// the node still starting: INTERNAL_ERROR, "does not have a replica
+	// on the local node"), longer on a loaded machine: tried again, each
+	// time on a channel of its own, which the refusal closes.
+	var (
+		ch         *amqp.Channel
+		deliveries <-chan amqp.Delivery
+	)
+	for {
+		var err error
+		ch = s.Channel()
+		if err = ch.Qos(1000, 0, false); err == nil { // a stream's consumer needs a prefetch
+			deliveries, err = ch.Consume(name, "rabbitmqtest-stream", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+		}
+		if err == nil {
+			break
+		}
+		_ = ch.Close()
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			s.t.Fatalf("rabbitmqtest: consume stream %s: %v", name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	defer ch.Close()
-	if err := ch.Qos(1000, 0, false); err != nil { // a stream's consumer needs a prefetch
-		s.t.Fatalf("rabbitmqtest: qos: %v", err)
-	}
-	deliveries, err := ch.Consume(name, "rabbitmqtest-stream", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
-	if err != nil {
-		s.t.Fatalf("rabbitmqtest: consume stream %s: %v", name, err)
-	}
 	var (
 		out  []StreamMessage
 		more time.Time // once n are read: until when the messages after them are taken
