@@ -80,11 +80,12 @@ func (c *Config) Defaults() {
 
 // Validate reports the first invalid field; it never shows a URL.
 func (c Config) Validate() error {
-	for what, u := range map[string]string{"the endpoint URL": c.URL, "the dead-letter URL": c.DeadLetterURL} {
-		if u == "" && what == "the dead-letter URL" {
+	for _, u := range []struct{ what, url string }{{"the endpoint URL", c.URL}, {"the dead-letter URL", c.DeadLetterURL}} {
+		what := u.what
+		if u.url == "" && what == "the dead-letter URL" {
 			continue
 		}
-		p, err := url.Parse(u)
+		p, err := url.Parse(u.url)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("webhook: %s is not an http:// or https:// URL", what)
 		}

@@ -39,6 +39,9 @@ type Publisher struct {
 
 	mu      sync.Mutex
 	refused map[[32]byte]*StatusError // records the endpoint refused
+	// anyRefused tells refused is not empty: until the endpoint refuses a
+	// record, Fits hashes nothing.
+	anyRefused atomic.Bool
 }
 
 // maxRefused bounds the refusals kept; beyond it the oldest knowledge is
@@ -115,7 +118,7 @@ func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
 			return &FieldError{What: "header value of " + name, Value: string(h.Value)}
 		}
 	}
-	if r.Value == nil {
+	if r.Value == nil || !p.anyRefused.Load() {
 		return nil
 	}
 	p.mu.Lock()
@@ -198,6 +201,7 @@ func (p *Publisher) send(c *conn, pd pending, stop <-chan struct{}) {
 			clear(p.refused)
 		}
 		p.refused[identity(url, pd.rec)] = se
+		p.anyRefused.Store(true)
 		p.mu.Unlock()
 	}
 	if err != nil {
@@ -226,7 +230,8 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 		if !p.cfg.RawHeaders {
 			v = base64.StdEncoding.EncodeToString(h.Value)
 		}
-		req.Header[p.cfg.HeaderPrefix+strings.ToUpper(h.Key)] = append(req.Header[p.cfg.HeaderPrefix+strings.ToUpper(h.Key)], v)
+		name := p.cfg.HeaderPrefix + strings.ToUpper(h.Key)
+		req.Header[name] = append(req.Header[name], v) // as written, not canonicalised
 	}
 	if p.key != nil {
 		p.sign(req, r)
