@@ -70,6 +70,7 @@ func (c config) translate() *reading {
 	c.redisFormats(r)
 	c.rabbitStreamSettings(r)
 	c.httpSettings(r)
+	c.kinesisSettings(r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

@@ -21,7 +21,8 @@ var ErrStopped = errors.New("inflight: the queue is closed")
 type Queue[T any] struct {
 	slots  chan struct{}
 	items  chan T
-	settle func(item T, stop <-chan struct{})
+	settle func(items []T, stop <-chan struct{})
+	batch  int // the most items settle takes at once
 	drop   func(item T)
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when run returns
@@ -36,7 +37,15 @@ type Queue[T any] struct {
 // the promise of an item still queued when the queue closes. Both run on
 // the queue's goroutine, in the order the items were pushed.
 func New[T any](max int, settle func(item T, stop <-chan struct{}), drop func(item T)) *Queue[T] {
-	q := &Queue[T]{slots: make(chan struct{}, max), items: make(chan T, max), settle: settle, drop: drop,
+	return NewBatched(max, 1, func(items []T, stop <-chan struct{}) { settle(items[0], stop) }, drop)
+}
+
+// NewBatched starts a queue whose settle takes every item waiting, at
+// most batch of them, in push order: for a broker whose one request
+// carries several messages. An item waits only while the items before it
+// are settled, never for more to come.
+func NewBatched[T any](bound, batch int, settle func(items []T, stop <-chan struct{}), drop func(item T)) *Queue[T] {
+	q := &Queue[T]{slots: make(chan struct{}, bound), items: make(chan T, bound), settle: settle, batch: max(batch, 1), drop: drop,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go q.run()
 	return q
@@ -87,11 +96,25 @@ func (q *Queue[T]) Push(item T) { q.items <- item }
 
 func (q *Queue[T]) run() {
 	defer close(q.done)
+	items := make([]T, 0, q.batch)
 	for {
 		select {
 		case item := <-q.items:
-			q.settle(item, q.stop)
-			q.Release()
+			items = append(items[:0], item)
+		more:
+			for len(items) < q.batch {
+				select {
+				case item := <-q.items:
+					items = append(items, item)
+				default:
+					break more
+				}
+			}
+			q.settle(items, q.stop)
+			clear(items)
+			for range items {
+				q.Release()
+			}
 		case <-q.stop:
 			for {
 				select {

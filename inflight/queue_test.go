@@ -70,3 +70,46 @@ func TestQueue(t *testing.T) {
 		t.Errorf("Acquire after Close: %v, want ErrStopped", err)
 	}
 }
+
+// A batched queue's settle takes what waits, at most the batch, in push
+// order; an item pushed alone is settled alone, without waiting for more.
+func TestQueueBatched(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var batches [][]int
+	q := NewBatched(10, 3, func(items []int, stop <-chan struct{}) {
+		if items[0] == 0 {
+			<-gate // the first batch holds the goroutine while more are pushed
+		}
+		mu.Lock()
+		batches = append(batches, slices.Clone(items))
+		mu.Unlock()
+	}, func(int) {})
+	defer q.Close()
+	push := func(i int) {
+		if err := q.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q.Push(i)
+	}
+	push(0)
+	time.Sleep(20 * time.Millisecond) // 0 is taken alone
+	for i := 1; i <= 5; i++ {
+		push(i)
+	}
+	close(gate)
+	if err := q.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := batches
+	mu.Unlock()
+	want := [][]int{{0}, {1, 2, 3}, {4, 5}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("%d in flight after Wait", q.Len())
+	}
+}

@@ -92,6 +92,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return rabbitstreamGuarantee
 	case sinkHTTP:
 		return webhookGuarantee
+	case sinkKinesis:
+		return kinesisGuarantee
 	}
 	if sink == sinkRedis {
 		return redisGuarantee

@@ -90,6 +90,7 @@ type relayFlags struct {
 	rabbitmq rabbitmqFlags
 	rstream  rabbitstreamFlags
 	http     webhookFlags
+	kinesis  kinesisFlags
 	redis    redisFlags
 	brokers  string
 	mode     string
@@ -104,11 +105,12 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams) or http (a POST per event), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event) or kinesis (Amazon Kinesis Data Streams), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
 	f.http.register(fs)
+	f.kinesis.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
@@ -175,8 +177,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -277,6 +279,11 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 	case sinkHTTP:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.http.opener(dlq, fm == schema.CloudEvents, f.kafka.MaxBufferedRecords)
+	case sinkKinesis:
+		if fm, _ := schema.ParseFormat(f.format); fm == schema.CloudEventsBinary {
+			return nil, errors.New("--format cloudevents-binary: a Kinesis record has no headers to carry the attributes; with --sink kinesis use --format cloudevents, the structured mode (the event as JSON is the record's data)")
+		}
+		return f.kinesis.opener(ctx, f.kafka.MaxBufferedRecords)
 	case sinkRabbitStream:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.rstream.opener(dlq, fm == schema.CloudEvents || fm == schema.CloudEventsBinary, f.kafka.MaxBufferedRecords)

@@ -1,0 +1,312 @@
+package kinesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdk "github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/inflight"
+)
+
+// Publisher writes records to their streams. One goroutine produces; the
+// requests and promises run on the queue's, one request at a time.
+type Publisher struct {
+	cfg    Config
+	log    *slog.Logger
+	client *sdk.Client
+	// Link is the queue of records between the relay's sessions, and the
+	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
+	// Renew, Close.
+	inflight.Link[conn, *conn]
+}
+
+// conn is the queue of one session's records, with its failure.
+type conn struct {
+	acks *inflight.Queue[pending]
+	// broken is set when a request failed: nothing is sent until Resume or
+	// Renew, between the relay's sessions.
+	broken atomic.Bool
+	failed bool // the queue goroutine's copy of broken
+}
+
+// pending is a record waiting to be written.
+type pending struct {
+	rec     *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+// New creates a publisher; it sends nothing until the first record.
+func New(cfg Config, log *slog.Logger) (*Publisher, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := sdk.Options{Region: cfg.Region, Credentials: cfg.Credentials}
+	if cfg.Endpoint != "" {
+		opts.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts)}, nil
+}
+
+func (p *Publisher) dial(context.Context) (*conn, error) {
+	c := &conn{}
+	// A settle takes what waits, several requests' worth at most: records
+	// behind a busy partition key go in the requests after.
+	c.acks = inflight.NewBatched(p.cfg.MaxPending, 4*p.cfg.BatchSize,
+		func(items []pending, stop <-chan struct{}) { p.settle(c, items, stop) },
+		func(pd pending) { pd.promise(pd.rec, errClosed) })
+	return c, nil
+}
+
+// partitionKey is r's partition key: its key's text, or NullKey.
+func (p *Publisher) partitionKey(r *kgo.Record) string {
+	if r.Key == nil {
+		return p.cfg.NullKey
+	}
+	return string(r.Key)
+}
+
+// Fits returns *FieldError for a stream name or partition key Kinesis
+// does not take and *TooLargeError for a record larger than it takes. It
+// sends nothing.
+func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
+	if why := streamName(r.Topic); why != "" {
+		return &FieldError{What: "stream name", Value: r.Topic, Why: why}
+	}
+	key := p.partitionKey(r)
+	switch n := utf8.RuneCountInString(key); {
+	case !utf8.ValidString(key):
+		return &FieldError{What: "partition key", Value: key, Why: "not UTF-8 text (the key's format must be json or simplestring)"}
+	case n == 0:
+		return &FieldError{What: "partition key", Value: key, Why: "empty: Kinesis takes 1 to 256 characters"}
+	case n > maxPartitionKey:
+		return &FieldError{What: "partition key", Value: key, Why: "longer than the 256 characters Kinesis takes (with JSON keys, debezium.format.key.schemas.enable=false shortens it)"}
+	}
+	if size := len(r.Value) + len(key); size > p.cfg.MaxRecordBytes {
+		return &TooLargeError{Stream: r.Topic, Size: size, Max: p.cfg.MaxRecordBytes}
+	}
+	return nil
+}
+
+// streamName says why Kinesis does not take name as a stream's, "" when
+// it does: 1 to 128 of a-z, A-Z, 0-9, '_', '.' and '-'.
+func streamName(name string) string {
+	if name == "" || len(name) > 128 {
+		return "a stream name has 1 to 128 characters"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return "a stream name has only letters, digits, '_', '.' and '-'"
+		}
+	}
+	return ""
+}
+
+// Produce queues r; promise is called once with Kinesis's answer or the
+// failure, in produce order. Produce blocks while MaxPending records
+// wait, until ctx ends.
+func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
+	if err := p.Fits(ctx, r); err != nil {
+		return err
+	}
+	if p.Halted() {
+		return ErrHalted
+	}
+	c, err := p.Connect(ctx, p.dial)
+	if err != nil {
+		return err
+	}
+	if c.broken.Load() {
+		return ErrHalted
+	}
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
+		return err
+	}
+	c.acks.Push(pending{rec: r, promise: promise})
+	return nil
+}
+
+// settle writes items in requests, on the queue's goroutine, and runs
+// their promises in order: each as soon as it and every item before it
+// were written.
+func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
+	if c.failed {
+		for _, pd := range items {
+			pd.promise(pd.rec, errAfterFailure)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	written := make([]bool, len(items))
+	taken := make([]bool, len(items))
+	next := 0 // the first item whose promise has not run
+	for next < len(items) {
+		req := p.request(items, taken, next)
+		err := p.put(ctx, items, req, written)
+		for next < len(items) && written[next] {
+			items[next].promise(items[next].rec, nil)
+			next++
+		}
+		if err != nil {
+			c.failed = true
+			c.broken.Store(true)
+			inReq := make([]bool, len(items))
+			for _, i := range req {
+				inReq[i] = true
+			}
+			for i := next; i < len(items); i++ {
+				if inReq[i] && !written[i] {
+					items[i].promise(items[i].rec, err)
+				} else {
+					items[i].promise(items[i].rec, errAfterFailure)
+				}
+			}
+			return
+		}
+	}
+}
+
+// request picks the next request's items: from the first not yet taken,
+// those of its stream in order, each partition key once, while the
+// request has room. An item of a key already in the request stays for a
+// later one, and so do the key's items after it.
+func (p *Publisher) request(items []pending, taken []bool, from int) []int {
+	for taken[from] {
+		from++
+	}
+	stream := items[from].rec.Topic
+	keys := map[string]bool{}
+	var out []int
+	size := 0
+	for i := from; i < len(items) && len(out) < p.cfg.BatchSize; i++ {
+		r := items[i].rec
+		if taken[i] || r.Topic != stream {
+			continue
+		}
+		key := p.partitionKey(r)
+		if keys[key] {
+			continue
+		}
+		n := len(r.Value) + len(key)
+		if size+n > MaxRequestBytes {
+			break
+		}
+		size += n
+		keys[key] = true
+		taken[i] = true
+		out = append(out, i)
+	}
+	return out
+}
+
+// put writes the items of req (one stream's) with PutRecords, marking
+// each in written once Kinesis wrote it, and sends the entries it did not
+// write again, alone, with a pause that doubles from 100 ms to 2 s, until
+// all are written or Retries attempts have failed.
+func (p *Publisher) put(ctx context.Context, items []pending, req []int, written []bool) error {
+	stream := items[req[0]].rec.Topic
+	entries := make([]types.PutRecordsRequestEntry, len(req))
+	for j, i := range req {
+		r := items[i].rec
+		data := r.Value
+		if data == nil {
+			data = []byte{} // a tombstone: empty data, as Debezium Server writes it
+		}
+		entries[j] = types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(p.partitionKey(r))}
+	}
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		out, err := p.client.PutRecords(rctx, &sdk.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+		cancel()
+		if err != nil {
+			return requestError(stream, err)
+		}
+		if len(out.Records) != len(entries) {
+			return &RequestError{Stream: stream, Err: fmt.Errorf("%d results for %d records", len(out.Records), len(entries))}
+		}
+		var again []types.PutRecordsRequestEntry
+		var left []int
+		var last types.PutRecordsResultEntry
+		for j, res := range out.Records {
+			if res.ErrorCode != nil {
+				again, left = append(again, entries[j]), append(left, req[j])
+				last = res
+				continue
+			}
+			written[req[j]] = true
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		if attempt >= p.cfg.Retries {
+			return &EntryError{Stream: stream, Code: aws.ToString(last.ErrorCode), Message: aws.ToString(last.ErrorMessage), Attempts: attempt}
+		}
+		p.log.Warn("kinesis: entries not written, sending them again", "stream", stream, "failed", len(again),
+			"of", len(entries), "code", aws.ToString(last.ErrorCode), "attempt", attempt)
+		entries, req = again, left
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return &RequestError{Stream: stream, Err: ctx.Err()}
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// requestError classifies a request's failure.
+func requestError(stream string, err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return &RequestError{Stream: stream, Code: ae.ErrorCode(), Err: err}
+	}
+	return &RequestError{Stream: stream, Err: err}
+}
+
+// Ping asks the credentials chain for credentials: streams are named by
+// the records, and a policy may let pgoutbox only write to them.
+func (p *Publisher) Ping(ctx context.Context) error {
+	if _, err := p.cfg.Credentials.Retrieve(ctx); err != nil {
+		return &CredentialsError{Err: err}
+	}
+	return nil
+}
+
+// The connection's side of inflight.Conn.
+
+// Failed tells a queue on which a request failed.
+func (c *conn) Failed() bool { return c.broken.Load() }
+
+// Lost is never: the queue does not end on its own.
+func (c *conn) Lost() bool { return false }
+
+// Len is how many records wait.
+func (c *conn) Len() int64 { return c.acks.Len() }
+
+// Wait waits until none does.
+func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
+
+// Close fails what waits.
+func (c *conn) Close() { c.acks.Close() }
