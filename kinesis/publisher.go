@@ -159,121 +159,61 @@ func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	written := make([]bool, len(items))
-	taken := make([]bool, len(items))
-	next := 0 // the first item whose promise has not run
-	for next < len(items) {
-		req := p.request(items, taken, next)
-		err := p.put(ctx, items, req, written)
-		for next < len(items) && written[next] {
-			items[next].promise(items[next].rec, nil)
-			next++
-		}
-		if err != nil {
+	p.batch(c).Settle(ctx, items, errAfterFailure)
+}
+
+// batch is how c's records are written: one stream's in a request, each
+// partition key once.
+func (p *Publisher) batch(c *conn) inflight.Batch[pending] {
+	return inflight.Batch[pending]{
+		Max: p.cfg.BatchSize, Bytes: MaxRequestBytes,
+		Group: func(pd pending) string { return pd.rec.Topic },
+		Order: func(pd pending) string { return p.partitionKey(pd.rec) },
+		Size:  func(pd pending) int { return len(pd.rec.Value) + len(p.partitionKey(pd.rec)) },
+		Send:  p.put, Retries: p.cfg.Retries, Pause: 100 * time.Millisecond,
+		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
+		Failed: func() {
 			c.failed = true
 			c.broken.Store(true)
-			inReq := make([]bool, len(items))
-			for _, i := range req {
-				inReq[i] = true
-			}
-			for i := next; i < len(items); i++ {
-				if inReq[i] && !written[i] {
-					items[i].promise(items[i].rec, err)
-				} else {
-					items[i].promise(items[i].rec, errAfterFailure)
-				}
-			}
-			return
-		}
+		},
 	}
 }
 
-// request picks the next request's items: from the first not yet taken,
-// those of its stream in order, each partition key once, while the
-// request has room. An item of a key already in the request stays for a
-// later one, and so do the key's items after it.
-func (p *Publisher) request(items []pending, taken []bool, from int) []int {
-	for taken[from] {
-		from++
-	}
-	stream := items[from].rec.Topic
-	keys := map[string]bool{}
-	var out []int
-	size := 0
-	for i := from; i < len(items) && len(out) < p.cfg.BatchSize; i++ {
-		r := items[i].rec
-		if taken[i] || r.Topic != stream {
-			continue
-		}
-		key := p.partitionKey(r)
-		if keys[key] {
-			continue
-		}
-		n := len(r.Value) + len(key)
-		if size+n > MaxRequestBytes {
-			break
-		}
-		size += n
-		keys[key] = true
-		taken[i] = true
-		out = append(out, i)
-	}
-	return out
-}
-
-// put writes the items of req (one stream's) with PutRecords, marking
-// each in written once Kinesis wrote it, and sends the entries it did not
-// write again, alone, with a pause that doubles from 100 ms to 2 s, until
-// all are written or Retries attempts have failed.
-func (p *Publisher) put(ctx context.Context, items []pending, req []int, written []bool) error {
-	stream := items[req[0]].rec.Topic
-	entries := make([]types.PutRecordsRequestEntry, len(req))
-	for j, i := range req {
-		r := items[i].rec
-		data := r.Value
+// put writes one request's records (one stream's) with PutRecords; it
+// returns the places of those Kinesis did not write, with the last one's
+// error.
+func (p *Publisher) put(ctx context.Context, msgs []pending, attempt int) ([]int, error) {
+	stream := msgs[0].rec.Topic
+	entries := make([]types.PutRecordsRequestEntry, len(msgs))
+	for j, pd := range msgs {
+		data := pd.rec.Value
 		if data == nil {
 			data = []byte{} // a tombstone: empty data, as Debezium Server writes it
 		}
-		entries[j] = types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(p.partitionKey(r))}
+		entries[j] = types.PutRecordsRequestEntry{Data: data, PartitionKey: aws.String(p.partitionKey(pd.rec))}
 	}
-	pause := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		out, err := p.client.PutRecords(rctx, &sdk.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
-		cancel()
-		if err != nil {
-			return requestError(stream, err)
-		}
-		if len(out.Records) != len(entries) {
-			return &RequestError{Stream: stream, Err: fmt.Errorf("%d results for %d records", len(out.Records), len(entries))}
-		}
-		var again []types.PutRecordsRequestEntry
-		var left []int
-		var last types.PutRecordsResultEntry
-		for j, res := range out.Records {
-			if res.ErrorCode != nil {
-				again, left = append(again, entries[j]), append(left, req[j])
-				last = res
-				continue
-			}
-			written[req[j]] = true
-		}
-		if len(again) == 0 {
-			return nil
-		}
-		if attempt >= p.cfg.Retries {
-			return &EntryError{Stream: stream, Code: aws.ToString(last.ErrorCode), Message: aws.ToString(last.ErrorMessage), Attempts: attempt}
-		}
-		p.log.Warn("kinesis: entries not written, sending them again", "stream", stream, "failed", len(again),
-			"of", len(entries), "code", aws.ToString(last.ErrorCode), "attempt", attempt)
-		entries, req = again, left
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return &RequestError{Stream: stream, Err: ctx.Err()}
-		}
-		pause = min(2*pause, 2*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	out, err := p.client.PutRecords(rctx, &sdk.PutRecordsInput{StreamName: aws.String(stream), Records: entries})
+	if err != nil {
+		return nil, requestError(stream, err)
 	}
+	if len(out.Records) != len(entries) {
+		return nil, &RequestError{Stream: stream, Err: fmt.Errorf("%d results for %d records", len(out.Records), len(entries))}
+	}
+	var failed []int
+	var last types.PutRecordsResultEntry
+	for j, res := range out.Records {
+		if res.ErrorCode != nil {
+			failed, last = append(failed, j), res
+		}
+	}
+	if failed == nil {
+		return nil, nil
+	}
+	p.log.Warn("kinesis: entries not written", "stream", stream, "failed", len(failed), "of", len(entries),
+		"code", aws.ToString(last.ErrorCode), "attempt", attempt)
+	return failed, &EntryError{Stream: stream, Code: aws.ToString(last.ErrorCode), Message: aws.ToString(last.ErrorMessage), Attempts: attempt}
 }
 
 // requestError classifies a request's failure.

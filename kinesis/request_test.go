@@ -1,6 +1,8 @@
 package kinesis
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +20,7 @@ func TestRequestPicksEachKeyOnce(t *testing.T) {
 		if key != "" {
 			r.Key = []byte(key)
 		}
-		return pending{rec: r}
+		return pending{rec: r, promise: func(*kgo.Record, error) {}}
 	}
 	big := MaxRequestBytes / 2
 	tests := []struct {
@@ -37,15 +39,18 @@ func TestRequestPicksEachKeyOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &Publisher{cfg: Config{BatchSize: tt.batch, NullKey: DefaultNullKey}}
-			taken := make([]bool, len(tt.items))
+			p := &Publisher{cfg: Config{BatchSize: tt.batch, NullKey: DefaultNullKey}, log: slog.New(slog.DiscardHandler)}
 			var got [][]int
-			for i := 0; i < len(tt.items); {
-				got = append(got, p.request(tt.items, taken, i))
-				for i < len(tt.items) && taken[i] {
-					i++
+			b := p.batch(&conn{})
+			b.Send = func(_ context.Context, msgs []pending, _ int) ([]int, error) {
+				var req []int
+				for _, m := range msgs {
+					req = append(req, slices.IndexFunc(tt.items, func(it pending) bool { return it.rec == m.rec }))
 				}
+				got = append(got, req)
+				return nil, nil
 			}
+			b.Settle(context.Background(), tt.items, errAfterFailure)
 			if !slices.EqualFunc(got, tt.want, slices.Equal) {
 				t.Errorf("requests %v, want %v", got, tt.want)
 			}
