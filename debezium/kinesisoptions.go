@@ -19,7 +19,7 @@ var kinesisOptions = []Option{
 	{Part: Server, Key: kinesisSink + "batch.size", Default: "500", Setting: "kinesis-batch-size", Takes: "1 to 500",
 		Refuses: "another value, as Debezium Server refuses it", read: intIn("kinesis-batch-size", 1, 500)},
 	{Part: Server, Key: kinesisSink + "default.retries", Default: "5", Setting: "kinesis-retries",
-		Takes: "a positive number: attempts at the entries Kinesis did not write before the relay starts again from its last confirmed position (Debezium Server stops there)",
+		Takes:   "a positive number: attempts at the entries Kinesis did not write before the relay starts again from its last confirmed position (Debezium Server stops there)",
 		Refuses: "0 or less, on which Debezium Server fails its first batch", read: intIn("kinesis-retries", 1, 1<<20)},
 	{Part: Server, Key: kinesisSink + "null.key", Default: "default", Setting: "kinesis-null-key", Takes: "1 to 256 characters",
 		read: toFlag("kinesis-null-key")},

@@ -71,6 +71,7 @@ func (c config) translate() *reading {
 	c.rabbitStreamSettings(r)
 	c.httpSettings(r)
 	c.kinesisSettings(r)
+	c.sqsSettings(r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

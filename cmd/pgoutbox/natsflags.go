@@ -94,6 +94,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return webhookGuarantee
 	case sinkKinesis:
 		return kinesisGuarantee
+	case sinkSQS:
+		return sqsGuarantee
 	}
 	if sink == sinkRedis {
 		return redisGuarantee

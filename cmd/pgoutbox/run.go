@@ -91,6 +91,7 @@ type relayFlags struct {
 	rstream  rabbitstreamFlags
 	http     webhookFlags
 	kinesis  kinesisFlags
+	sqs      sqsFlags
 	redis    redisFlags
 	brokers  string
 	mode     string
@@ -105,12 +106,13 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event) or kinesis (Amazon Kinesis Data Streams), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams) or sqs (Amazon SQS), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
 	f.http.register(fs)
 	f.kinesis.register(fs)
+	f.sqs.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
@@ -177,8 +179,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis && f.sink != sinkSQS:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -284,6 +286,11 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 			return nil, errors.New("--format cloudevents-binary: a Kinesis record has no headers to carry the attributes; with --sink kinesis use --format cloudevents, the structured mode (the event as JSON is the record's data)")
 		}
 		return f.kinesis.opener(ctx, f.kafka.MaxBufferedRecords)
+	case sinkSQS:
+		if fm, _ := schema.ParseFormat(f.format); fm == schema.CloudEventsBinary {
+			return nil, errors.New("--format cloudevents-binary: an SQS message from pgoutbox carries no attributes; with --sink sqs use --format cloudevents, the structured mode (the event as JSON is the message's body)")
+		}
+		return f.sqs.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
 	case sinkRabbitStream:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.rstream.opener(dlq, fm == schema.CloudEvents || fm == schema.CloudEventsBinary, f.kafka.MaxBufferedRecords)

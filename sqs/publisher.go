@@ -1,0 +1,379 @@
+package sqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdk "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/inflight"
+	"github.com/pgoutbox/pgoutbox/outbox"
+)
+
+// Publisher sends records to the queue. One goroutine produces; the
+// requests and promises run on the queue's, one request at a time.
+type Publisher struct {
+	cfg    Config
+	log    *slog.Logger
+	client *sdk.Client
+	// Link is the queue of records between the relay's sessions, and the
+	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
+	// Renew, Close.
+	inflight.Link[conn, *conn]
+
+	mu      sync.Mutex
+	limits  map[string]int           // each queue's MaximumMessageSize, once read
+	refused map[[32]byte]*EntryError // messages SQS refused, blaming them
+	// anyRefused tells refused is not empty: until SQS refuses a message,
+	// Fits hashes nothing.
+	anyRefused atomic.Bool
+}
+
+// maxRefused bounds the refusals kept; beyond it the oldest knowledge is
+// dropped (the message is then sent once more, and refused again).
+const maxRefused = 10_000
+
+// conn is the queue of one session's records, with its failure.
+type conn struct {
+	acks   *inflight.Queue[pending]
+	broken atomic.Bool // a request failed: nothing is sent until Resume or Renew
+	failed bool        // the queue goroutine's copy of broken
+}
+
+// pending is a record waiting to be sent.
+type pending struct {
+	rec     *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+// New creates a publisher; it sends nothing until the first record.
+func New(cfg Config, log *slog.Logger) (*Publisher, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := sdk.Options{Region: cfg.Region, Credentials: cfg.Credentials}
+	if cfg.Endpoint != "" {
+		opts.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts), limits: map[string]int{}, refused: map[[32]byte]*EntryError{}}, nil
+}
+
+func (p *Publisher) dial(context.Context) (*conn, error) {
+	c := &conn{}
+	// A settle takes what waits, several requests' worth at most: a FIFO
+	// group's later messages go in the requests after.
+	c.acks = inflight.NewBatched(p.cfg.MaxPending, 8*MaxBatch,
+		func(items []pending, stop <-chan struct{}) { p.settle(c, items, stop) },
+		func(pd pending) { pd.promise(pd.rec, errClosed) })
+	return c, nil
+}
+
+// target is the queue r goes to: the queue, or for a dead letter the
+// dead-letter queue ("" when there is none).
+func (p *Publisher) target(r *kgo.Record) string {
+	if p.cfg.DeadLetterTopic != "" && r.Topic == p.cfg.DeadLetterTopic {
+		return p.cfg.DeadLetterURL
+	}
+	return p.cfg.QueueURL
+}
+
+// group is r's message group on a FIFO queue.
+func (p *Publisher) group(r *kgo.Record) string {
+	if p.cfg.GroupByKey && len(r.Key) > 0 {
+		return string(r.Key)
+	}
+	return p.cfg.GroupID
+}
+
+// limit is the largest body queueURL takes.
+func (p *Publisher) limit(queueURL string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.limits[queueURL]; ok {
+		return n
+	}
+	return p.cfg.MaxMessageBytes
+}
+
+// Fits returns *FieldError for a body or message group SQS does not take,
+// *TooLargeError for a body larger than the queue takes, and
+// *RefusedError for a message SQS refused before. It sends nothing.
+func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
+	to := p.target(r)
+	if to == "" {
+		return nil // a dead letter that stays in the dead-letter table
+	}
+	if len(r.Value) == 0 {
+		return &FieldError{What: "message body", Why: "empty (a tombstone, or a NULL payload as text): SQS takes no empty message, and Debezium Server's request fails there"}
+	}
+	if why := bodyText(r.Value); why != "" {
+		return &FieldError{What: "message body", Value: string(r.Value), Why: why}
+	}
+	if max := p.limit(to); len(r.Value) > max {
+		return &TooLargeError{Size: len(r.Value), Max: max}
+	}
+	if fifo(to) {
+		if why := groupID(p.group(r)); why != "" {
+			return &FieldError{What: "message group", Value: p.group(r), Why: why}
+		}
+	}
+	if !p.anyRefused.Load() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.refused[identity(to, r)]; ok {
+		return &RefusedError{Err: e}
+	}
+	return nil
+}
+
+// bodyText says why SQS does not take b as a body, "" when it does: UTF-8
+// of XML's characters (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD,
+// #x10000 to #x10FFFF).
+func bodyText(b []byte) string {
+	for len(b) > 0 {
+		c, n := utf8.DecodeRune(b)
+		switch {
+		case c == utf8.RuneError && n == 1:
+			return "not UTF-8 text (the value's format must be json, simplestring or cloudevents)"
+		case c == 0x9 || c == 0xA || c == 0xD || (c >= 0x20 && c <= 0xD7FF) || (c >= 0xE000 && c <= 0xFFFD) || c >= 0x10000:
+		default:
+			return fmt.Sprintf("holds U+%04X, which SQS does not take", c)
+		}
+		b = b[n:]
+	}
+	return ""
+}
+
+// groupID says why SQS does not take g as a message group, "" when it
+// does: 1 to 128 of letters, digits and punctuation.
+func groupID(g string) string {
+	if g == "" || len(g) > 128 {
+		return "a message group has 1 to 128 characters"
+	}
+	for i := 0; i < len(g); i++ {
+		if g[i] <= ' ' || g[i] >= 0x7f {
+			return "a message group has only letters, digits and punctuation"
+		}
+	}
+	return ""
+}
+
+// identity names a message for the refusals.
+func identity(queueURL string, r *kgo.Record) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(queueURL))
+	h.Write([]byte{0})
+	h.Write(r.Key)
+	h.Write([]byte{0})
+	h.Write(r.Value)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// dedupID is a FIFO message's deduplication id: its event id (a dead
+// letter's with the relay's prefix), or the hash of its body when it has
+// none or a longer one, as content-based deduplication has it.
+func dedupID(r *kgo.Record) string {
+	if id := outbox.EventID(r.Context); id != "" && len(id) <= maxDedupID && groupID(id) == "" {
+		return id
+	}
+	sum := sha256.Sum256(r.Value)
+	return hex.EncodeToString(sum[:])
+}
+
+// Produce queues r; promise is called once with SQS's answer or the
+// failure, in produce order. Produce blocks while MaxPending records
+// wait, until ctx ends.
+func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
+	if err := p.Fits(ctx, r); err != nil {
+		return err
+	}
+	if p.Halted() {
+		return ErrHalted
+	}
+	c, err := p.Connect(ctx, p.dial)
+	if err != nil {
+		return err
+	}
+	if c.broken.Load() {
+		return ErrHalted
+	}
+	if err := c.acks.Acquire(ctx); err != nil {
+		if errors.Is(err, inflight.ErrStopped) {
+			return errClosed
+		}
+		return err
+	}
+	c.acks.Push(pending{rec: r, promise: promise})
+	return nil
+}
+
+// settle sends items in requests, on the queue's goroutine, and runs
+// their promises in order.
+func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
+	if c.failed {
+		for _, pd := range items {
+			pd.promise(pd.rec, errAfterFailure)
+		}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	b := inflight.Batch[pending]{
+		Max: MaxBatch, Bytes: p.limit(p.cfg.QueueURL),
+		Group: func(pd pending) string { return p.target(pd.rec) },
+		Order: func(pd pending) string {
+			if to := p.target(pd.rec); to != "" && fifo(to) {
+				return p.group(pd.rec)
+			}
+			return "" // a standard queue keeps no order
+		},
+		Size:    func(pd pending) int { return len(pd.rec.Value) },
+		Send:    p.send,
+		Retries: p.cfg.Retries, Pause: 100 * time.Millisecond,
+		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
+		Failed: func() {
+			c.failed = true
+			c.broken.Store(true)
+		},
+	}
+	b.Settle(ctx, items, errAfterFailure)
+}
+
+// send sends one request's messages (one queue's) with SendMessageBatch;
+// it returns the places of those SQS did not take, with the last one's
+// error. Dead letters without a dead-letter queue are taken as they are:
+// the dead-letter table holds them.
+func (p *Publisher) send(ctx context.Context, msgs []pending, attempt int) ([]int, error) {
+	to := p.target(msgs[0].rec)
+	if to == "" {
+		return nil, nil
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
+	for j, pd := range msgs {
+		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(string(pd.rec.Value))}
+		if fifo(to) {
+			e.MessageGroupId = aws.String(p.group(pd.rec))
+			e.MessageDeduplicationId = aws.String(dedupID(pd.rec))
+		}
+		entries[j] = e
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	out, err := p.client.SendMessageBatch(rctx, &sdk.SendMessageBatchInput{QueueUrl: aws.String(to), Entries: entries})
+	if err != nil {
+		return nil, requestError(err)
+	}
+	if len(out.Failed)+len(out.Successful) != len(entries) {
+		return nil, &RequestError{Err: fmt.Errorf("%d answers for %d messages", len(out.Failed)+len(out.Successful), len(entries))}
+	}
+	if len(out.Failed) == 0 {
+		return nil, nil
+	}
+	var failed []int
+	var last *EntryError
+	for _, f := range out.Failed {
+		j, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || j < 0 || j >= len(msgs) {
+			return nil, &RequestError{Err: fmt.Errorf("an answer for entry %q, which was not sent", aws.ToString(f.Id))}
+		}
+		failed = append(failed, j)
+		last = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault, Attempts: attempt}
+		if f.SenderFault {
+			p.remember(to, msgs[j].rec, last)
+		}
+	}
+	p.log.Warn("sqs: messages not taken", "failed", len(failed), "of", len(entries), "code", last.Code, "attempt", attempt)
+	return failed, last
+}
+
+// remember keeps a message SQS refused, blaming it, so that it is
+// dead-lettered when it comes again.
+func (p *Publisher) remember(queueURL string, r *kgo.Record, e *EntryError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.refused) >= maxRefused {
+		clear(p.refused)
+	}
+	p.refused[identity(queueURL, r)] = e
+	p.anyRefused.Store(true)
+}
+
+// requestError classifies a request's failure.
+func requestError(err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return &RequestError{Code: ae.ErrorCode(), Err: err}
+	}
+	return &RequestError{Err: err}
+}
+
+// Ping checks the credentials and reads each queue's MaximumMessageSize,
+// the largest body it takes. A queue whose attributes pgoutbox may not
+// read keeps MaxMessageBytes: a policy may let it only send.
+func (p *Publisher) Ping(ctx context.Context) error {
+	if _, err := p.cfg.Credentials.Retrieve(ctx); err != nil {
+		return &CredentialsError{Err: err}
+	}
+	for _, q := range []string{p.cfg.QueueURL, p.cfg.DeadLetterURL} {
+		if q == "" {
+			continue
+		}
+		out, err := p.client.GetQueueAttributes(ctx, &sdk.GetQueueAttributesInput{QueueUrl: aws.String(q),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize}})
+		if err != nil {
+			re := requestError(err).(*RequestError)
+			if re.Code == "AccessDenied" || re.Code == "AccessDeniedException" {
+				continue
+			}
+			return re
+		}
+		if n, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
+			p.mu.Lock()
+			p.limits[q] = n
+			p.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// The connection's side of inflight.Conn.
+
+// Failed tells a queue on which a request failed.
+func (c *conn) Failed() bool { return c.broken.Load() }
+
+// Lost is never: the queue does not end on its own.
+func (c *conn) Lost() bool { return false }
+
+// Len is how many records wait.
+func (c *conn) Len() int64 { return c.acks.Len() }
+
+// Wait waits until none does.
+func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
+
+// Close fails what waits.
+func (c *conn) Close() { c.acks.Close() }
