@@ -279,9 +279,11 @@ func (s *walSession) stream(ctx context.Context, stream *replication.Stream, dl 
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	closeErr := stream.Close(closeCtx)
-	if c := stream.Confirmed(); ctx.Err() != nil && closeErr == nil && c > stream.Start() {
-		// A clean stop sends nothing twice, but its last status update
-		// can be lost with the connection: check it, and make it good.
+	if c := stream.Confirmed(); closeErr == nil && c > stream.Start() {
+		// The last status update can be lost with the connection, after a
+		// clean stop as after a failed record: the next session, in this
+		// process or another, would send again what was acknowledged.
+		// Check it, and make it good.
 		ensureCtx, cancelEnsure := context.WithTimeout(context.Background(), 3*time.Second)
 		if advanced, err := replication.EnsureConfirmed(ensureCtx, conn, cfg.Replication.Slot, c); err != nil {
 			p.log.Warn("could not check the slot's confirmed position", "lsn", c.String(), "err", err)
