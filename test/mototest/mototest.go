@@ -72,6 +72,17 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
+// serve is moto_server's main with one thread instead of one per
+// request: moto's Kinesis reads a shard's records while another thread's
+// PutRecords adds to them and fails (RuntimeError: OrderedDict mutated
+// during iteration, seen here under load). One thread answers a request
+// at a time over HTTP/1.0, a connection each.
+const serve = `import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+run_simple("127.0.0.1", int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False, request_handler=MotoRequestHandler)
+`
+
 // Start starts moto_server on a free port and waits until its Kinesis
 // answers. It is stopped when the test ends, and its output logged if
 // the test failed.
@@ -84,7 +95,8 @@ func Start(t testing.TB) *Server {
 		if s.port, err = freeport.Port(); err != nil {
 			break
 		}
-		if s.p, err = proc.Start("moto_server", bin, []string{"-H", "127.0.0.1", "-p", strconv.Itoa(s.port)}, nil, nil); err != nil {
+		py := filepath.Join(filepath.Dir(bin), "python")
+		if s.p, err = proc.Start("moto_server", py, []string{"-c", serve, strconv.Itoa(s.port)}, nil, nil); err != nil {
 			break
 		}
 		s.client = kinesis.New(kinesis.Options{
