@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/logging"
 )
 
 // Config chooses the credentials.
@@ -37,7 +38,10 @@ type Config struct {
 // reads the shared files now; it asks no endpoint until credentials are
 // first retrieved.
 func (c Config) Credentials(ctx context.Context) (aws.CredentialsProvider, string, error) {
-	var opts []func(*config.LoadOptions) error
+	// The SDK's own logger writes plain lines to stderr (the instance
+	// endpoint's fallbacks, say); what matters reaches the caller as the
+	// error, logged by pgoutbox's logger.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if c.Profile != "" {
 		opts = append(opts, config.WithSharedConfigProfile(c.Profile))
 	}
