@@ -19,53 +19,28 @@ type pending struct {
 	sent    time.Time
 }
 
-// confirms settles a connection's messages in the order they were sent,
-// whichever stream they went to (an inflight.Queue settles them one at a
-// time), so that a promise never runs ahead of an earlier message's.
-// After a message failed, every later one fails too.
-type confirms struct {
-	*inflight.Queue[pending]
-	timeout time.Duration
-	// failed is told of the first failure, before its promise runs.
-	failed func(error)
-	broken bool // a message failed (the queue's goroutine's own)
-}
-
-func newConfirms(max int, timeout time.Duration, failed func(error)) *confirms {
-	c := &confirms{timeout: timeout, failed: failed}
-	c.Queue = inflight.New(max, c.settle, func(p pending) { c.finish(p, errClosed) })
-	return c
-}
-
-// settle waits for p's confirm, its timeout or the queue's stop, and runs
-// its promise with the outcome.
-func (c *confirms) settle(p pending, stop <-chan struct{}) {
-	if c.broken {
-		c.finish(p, errAfterFailure)
-		return
-	}
-	timer := time.NewTimer(c.timeout - time.Since(p.sent))
-	defer timer.Stop()
-	var err error
-	select {
-	case err = <-p.msg.done:
-	case <-timer.C:
-		err = fmt.Errorf("no confirm within %s (producer.confirmTimeout, --rabbitmqstream-ack-timeout)", c.timeout)
-	case <-stop:
-		err = errClosed
-	}
-	if err != nil && err != errClosed {
-		err = &RefusedError{Stream: p.stream, Err: err}
-	}
-	c.finish(p, err)
-}
-
-func (c *confirms) finish(p pending, err error) {
-	if err != nil && !c.broken {
-		c.broken = true
-		c.failed(err)
-	}
-	p.promise(p.rec, err)
+// newConfirms settles a connection's messages in the order they were
+// sent, whichever stream they went to, so that a promise never runs
+// ahead of an earlier message's; after a message failed, every later one
+// fails too. failed is told of the first failure, before its promise.
+func newConfirms(max int, timeout time.Duration, failed func(error)) *inflight.Confirms[pending] {
+	return inflight.NewConfirms(inflight.ConfirmConfig[pending]{
+		Max: max, Timeout: timeout,
+		Sent: func(p pending) time.Time { return p.sent },
+		Done: func(p pending) <-chan struct{} { return p.msg.done },
+		Outcome: func(p pending) error {
+			if p.msg.err != nil {
+				return &RefusedError{Stream: p.stream, Err: p.msg.err}
+			}
+			return nil
+		},
+		Late: func(p pending, d time.Duration) error {
+			return &RefusedError{Stream: p.stream, Err: fmt.Errorf("no confirm within %s (producer.confirmTimeout, --rabbitmqstream-ack-timeout)", d)}
+		},
+		Closed: errClosed, After: errAfterFailure,
+		Promise: func(p pending, err error) { p.promise(p.rec, err) },
+		Failed:  failed,
+	})
 }
 
 // deliver hands each confirmation of a producer to its message, until the
@@ -93,8 +68,5 @@ func outcome(st *stream.ConfirmationStatus) {
 			err = fmt.Errorf("not confirmed (code %d)", st.GetErrorCode())
 		}
 	}
-	select {
-	case m.done <- err:
-	default: // it has its outcome already
-	}
+	m.settle(err)
 }

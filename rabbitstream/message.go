@@ -1,6 +1,8 @@
 package rabbitstream
 
 import (
+	"sync"
+
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/amqp"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -9,7 +11,17 @@ import (
 // the client hands the message back in its confirmation.
 type message struct {
 	*amqp.AMQP10
-	done chan error // one outcome, buffered
+	once sync.Once
+	done chan struct{} // closed once err holds the outcome
+	err  error
+}
+
+// settle gives m its outcome; a later one is dropped.
+func (m *message) settle(err error) {
+	m.once.Do(func() {
+		m.err = err
+		close(m.done)
+	})
 }
 
 // mapping is how a record becomes a stream message and which stream it
@@ -67,7 +79,7 @@ func (m *mapping) message(r *kgo.Record) *message {
 		msg.ApplicationProperties = app
 	}
 	msg.Properties = props
-	return &message{AMQP10: msg, done: make(chan error, 1)}
+	return &message{AMQP10: msg, done: make(chan struct{})}
 }
 
 // frameOverhead is what a publish frame adds to its one message: the

@@ -38,7 +38,7 @@ type Publisher struct {
 // and what lives as long as it.
 type conn struct {
 	env  *stream.Environment
-	acks *confirms
+	acks *inflight.Confirms[pending]
 	// producers are the producers by stream (the producing goroutine's,
 	// and Renew's while nothing is produced).
 	producers map[string]*stream.Producer
