@@ -29,7 +29,7 @@ func init() { options = append(options, kinesisOptions...) }
 
 // kinesisSettings refuses the key formats the sink fails on at its first
 // record with a key: the partition key is the key as text.
-func (c config) kinesisSettings(r *reading) {
+func kinesisSettings(c config, r *reading) {
 	if strings.TrimSpace(c.other["debezium.sink.type"]) != "kinesis" {
 		return
 	}

@@ -27,7 +27,7 @@ func init() { options = append(options, sqsOptions...) }
 // sqsSettings refuses what Debezium Server's sqs sink cannot run: no
 // queue URL (it does not start), and a value format in bytes, whose body
 // would be a Java array's name ("[B@...").
-func (c config) sqsSettings(r *reading) {
+func sqsSettings(c config, r *reading) {
 	if strings.TrimSpace(c.other["debezium.sink.type"]) != "sqs" {
 		return
 	}

@@ -70,8 +70,9 @@ func (c config) translate() *reading {
 	c.redisFormats(r)
 	c.rabbitStreamSettings(r)
 	c.httpSettings(r)
-	c.kinesisSettings(r)
-	c.sqsSettings(r)
+	kinesisSettings(c, r)
+	sqsSettings(c, r)
+	pulsarSettings(c, r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

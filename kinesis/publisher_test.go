@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/test/mototest"
+	"github.com/pgoutbox/pgoutbox/test/sinktest"
 )
 
 // publisher is a publisher of endpoint's streams.
@@ -35,25 +36,6 @@ func publisher(t *testing.T, endpoint string, cfg Config) *Publisher {
 	return p
 }
 
-// outcomes collects promises' answers, in the order they run.
-type outcomes struct {
-	mu   sync.Mutex
-	recs []*kgo.Record
-	errs []error
-}
-
-func (o *outcomes) promise(r *kgo.Record, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.recs, o.errs = append(o.recs, r), append(o.errs, err)
-}
-
-func (o *outcomes) got() ([]*kgo.Record, []error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.recs), slices.Clone(o.errs)
-}
-
 func record(topic, key, value string) *kgo.Record {
 	r := &kgo.Record{Topic: topic}
 	if key != "" {
@@ -66,19 +48,10 @@ func record(topic, key, value string) *kgo.Record {
 }
 
 // produce hands recs over and waits for their outcomes.
-func produce(t *testing.T, p *Publisher, recs []*kgo.Record) *outcomes {
+func produce(t *testing.T, p *Publisher, recs []*kgo.Record) *sinktest.Outcomes {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	o := &outcomes{}
-	for _, r := range recs {
-		if err := p.Produce(ctx, r, o.promise); err != nil {
-			t.Fatalf("Produce: %v", err)
-		}
-	}
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	o := &sinktest.Outcomes{}
+	sinktest.ProduceTo(t, p, o, recs)
 	return o
 }
 
@@ -113,7 +86,7 @@ func TestPublishesInOrder(t *testing.T) {
 	want["default"] = []string{`{"no":"key"}`}
 	want["o-1"] = append(want["o-1"], "")
 	o := produce(t, p, recs)
-	got, errs := o.got()
+	got, errs := o.Got()
 	for i, err := range errs {
 		if err != nil || got[i] != recs[i] {
 			t.Fatalf("promise %d: %v (record %p, want %p)", i, err, got[i], recs[i])
@@ -193,7 +166,7 @@ func TestMissingStreamHalts(t *testing.T) {
 	m.CreateStream(t, "there", 1)
 	p := publisher(t, m.Endpoint(), Config{})
 	o := produce(t, p, []*kgo.Record{record("there", "k", "1"), record("missing", "k", "2"), record("there", "k", "3")})
-	_, errs := o.got()
+	_, errs := o.Got()
 	var re *RequestError
 	if errs[0] != nil || !errors.As(errs[1], &re) || re.Code != "ResourceNotFoundException" || !strings.Contains(re.Error(), "does not create streams") {
 		t.Fatalf("outcomes %v; want nil, the missing stream's", errs)
@@ -206,7 +179,7 @@ func TestMissingStreamHalts(t *testing.T) {
 	}
 	p.Resume()
 	o = produce(t, p, []*kgo.Record{record("there", "k", "5")})
-	if _, errs := o.got(); errs[0] != nil {
+	if _, errs := o.Got(); errs[0] != nil {
 		t.Fatalf("after Resume: %v", errs[0])
 	}
 	if g := byKey(m.ReadStream(t, "there")); !slices.Equal(g["k"], []string{"1", "5"}) {
@@ -332,15 +305,13 @@ func TestFailedEntriesSentAgain(t *testing.T) {
 	f := newFaults(t, m.Endpoint(), func(key string, attempt int) bool { return key == "b" && attempt <= 2 })
 	f.hold = 300 * time.Millisecond // a0 alone, then the others together
 	p := publisher(t, f.URL, Config{})
-	o := &outcomes{}
-	ctx := context.Background()
-	if err := p.Produce(ctx, record("s", "a", "a0"), o.promise); err != nil {
+	o := &sinktest.Outcomes{}
+	if err := p.Produce(context.Background(), record("s", "a", "a0"), o.Promise); err != nil {
 		t.Fatal(err)
 	}
 	<-f.seen
-	o2 := produce(t, p, []*kgo.Record{record("s", "b", "b1"), record("s", "a", "a1"), record("s", "b", "b2"), record("s", "c", "c1")})
-	o.recs, o.errs = append(o.recs, o2.recs...), append(o.errs, o2.errs...)
-	if _, errs := o.got(); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+	sinktest.ProduceTo(t, p, o, []*kgo.Record{record("s", "b", "b1"), record("s", "a", "a1"), record("s", "b", "b2"), record("s", "c", "c1")})
+	if _, errs := o.Got(); slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		t.Fatalf("outcomes %v", errs)
 	}
 	want := map[string][]string{"a": {"a0", "a1"}, "b": {"b1", "b2"}, "c": {"c1"}}
@@ -371,7 +342,7 @@ func TestRetriesExhausted(t *testing.T) {
 	f := newFaults(t, m.Endpoint(), func(key string, _ int) bool { return key == "b" })
 	p := publisher(t, f.URL, Config{Retries: 2})
 	o := produce(t, p, []*kgo.Record{record("s", "a", "a1"), record("s", "b", "b1"), record("s", "c", "c1")})
-	_, errs := o.got()
+	_, errs := o.Got()
 	var ee *EntryError
 	if errs[0] != nil || !errors.As(errs[1], &ee) || ee.Code != "ProvisionedThroughputExceededException" || ee.Attempts != 2 {
 		t.Fatalf("outcomes %v; want nil, b's throughput error after 2 attempts", errs)

@@ -105,12 +105,12 @@ func (c *Config) Defaults() {
 // credentials (a queue URL holds none).
 func (c Config) Validate() error {
 	switch {
+	case c.QueueURL == "":
+		return errors.New("sqs: no queue URL (debezium.sink.sqs.queue.url, --sqs-queue-url)")
 	case c.Region == "":
 		return errors.New("sqs: no region: set the region (debezium.sink.sqs.region, --sqs-region) or AWS_REGION")
 	case c.Credentials == nil:
 		return errors.New("sqs: no credentials")
-	case c.QueueURL == "":
-		return errors.New("sqs: no queue URL (debezium.sink.sqs.queue.url, --sqs-queue-url)")
 	case c.Retries < 1:
 		return fmt.Errorf("sqs: retries %d: at least 1", c.Retries)
 	case c.MaxMessageBytes < 1:

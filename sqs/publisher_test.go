@@ -21,6 +21,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/test/mototest"
+	"github.com/pgoutbox/pgoutbox/test/sinktest"
 )
 
 // publisher is a publisher of endpoint's queue, pinged.
@@ -48,26 +49,7 @@ func record(key, body, id string) *kgo.Record {
 // the order the promises ran.
 func produce(t *testing.T, p *Publisher, recs []*kgo.Record) ([]*kgo.Record, []error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var mu sync.Mutex
-	var got []*kgo.Record
-	var errs []error
-	for _, r := range recs {
-		if err := p.Produce(ctx, r, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got, errs = append(got, r), append(errs, err)
-		}); err != nil {
-			t.Fatalf("Produce: %v", err)
-		}
-	}
-	if err := p.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return got, errs
+	return sinktest.Produce(t, p, recs)
 }
 
 func bodies(msgs []mototest.Message) []string {
