@@ -72,7 +72,7 @@ func (c config) translate() *reading {
 	c.httpSettings(r)
 	kinesisSettings(c, r)
 	sqsSettings(c, r)
-	pulsarSettings(c, r)
+	pubsubSettings(c, r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

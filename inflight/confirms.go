@@ -3,7 +3,7 @@ package inflight
 import "time"
 
 // Confirms settles the messages a broker confirms one by one (RabbitMQ
-// Streams, Pulsar), in the order they were sent, whatever order the
+// Streams), in the order they were sent, whatever order the
 // confirms come in: each waits for its confirm, its timeout or the
 // queue's stop. After a message failed, every later one fails too: sent
 // or not, counting it would let it overtake the failed one.

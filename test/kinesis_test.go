@@ -132,7 +132,10 @@ func kinesisEvents(t *testing.T, recs []mototest.Record) []testenv.LoadEvent {
 // answers nothing is lost and each aggregate's events are in order
 // (their first copies); what is written twice is what was in flight.
 func TestKinesisPausedUnderLoad(t *testing.T) {
-	const burst, inFlight = 10000, 1000
+	// moto answers one request at a time (mototest): reading the stream
+	// while it grows holds pgoutbox's writes back, so the load is smaller
+	// than the other sinks'.
+	const burst, inFlight = 3000, 1000
 	for _, mode := range []string{"wal", "poll"} {
 		t.Run(mode, func(t *testing.T) {
 			e := testenv.New(t)
@@ -142,13 +145,13 @@ func TestKinesisPausedUnderLoad(t *testing.T) {
 			p := testenv.StartBinaryEnv(t, kinesisEnv(), e.RunArgs(e.URL, "--sink", "kinesis", "--kinesis-region", mototest.Region,
 				"--kinesis-endpoint", m.Endpoint(), "--kinesis-timeout", "2s", "--mode", mode, "--poll-interval", "50ms",
 				"--max-buffered-records", fmt.Sprint(inFlight))...)
-			load := e.StartLoad(t, 4)
+			load := e.StartLoad(t, 2)
 			testenv.Eventually(t, 30*time.Second, "the load's first events in the stream", func() bool {
 				return len(m.ReadStream(t, "outbox.event.account")) > 0
 			})
 			bulk := insertCommits(t, e, burst)
 			testenv.Eventually(t, 60*time.Second, "a part of the burst in the stream", func() bool {
-				return len(m.ReadStream(t, "outbox.event.account")) > 2000
+				return len(m.ReadStream(t, "outbox.event.account")) > 1000
 			})
 			atPause := len(m.ReadStream(t, "outbox.event.account"))
 			m.Pause(t)

@@ -96,8 +96,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return kinesisGuarantee
 	case sinkSQS:
 		return sqsGuarantee
-	case sinkPulsar:
-		return pulsarGuarantee
+	case sinkPubSub:
+		return pubsubGuarantee
 	}
 	if sink == sinkRedis {
 		return redisGuarantee

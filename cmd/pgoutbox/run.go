@@ -92,7 +92,7 @@ type relayFlags struct {
 	http     webhookFlags
 	kinesis  kinesisFlags
 	sqs      sqsFlags
-	pulsar   pulsarFlags
+	pubsub   pubsubFlags
 	redis    redisFlags
 	brokers  string
 	mode     string
@@ -107,14 +107,14 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS) or pulsar (Apache Pulsar), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS) or pubsub (Google Cloud Pub/Sub), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
 	f.http.register(fs)
 	f.kinesis.register(fs)
 	f.sqs.register(fs)
-	f.pulsar.register(fs)
+	f.pubsub.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
@@ -181,8 +181,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis && f.sink != sinkSQS && f.sink != sinkPulsar:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkPulsar)
+	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis && f.sink != sinkSQS && f.sink != sinkPubSub:
+		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkPubSub)
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -206,7 +206,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets(), f.pulsar.secrets())...)
+	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets())...)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -293,8 +293,8 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 			return nil, errors.New("--format cloudevents-binary: an SQS message from pgoutbox carries no attributes; with --sink sqs use --format cloudevents, the structured mode (the event as JSON is the message's body)")
 		}
 		return f.sqs.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
-	case sinkPulsar:
-		return f.pulsar.opener(f.kafka.MaxBufferedRecords)
+	case sinkPubSub:
+		return f.pubsub.opener(f.kafka.MaxBufferedRecords), nil
 	case sinkRabbitStream:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.rstream.opener(dlq, fm == schema.CloudEvents || fm == schema.CloudEventsBinary, f.kafka.MaxBufferedRecords)
