@@ -120,9 +120,11 @@ COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|
 COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the
-# RabbitMQ Streams corpus's testdata/streams): each case through Debezium
-# Server 3.6.1 itself and through pgoutbox into one nats-server,
-# rabbitmq-server or redis-server, message for message
+# RabbitMQ Streams corpus's testdata/streams), and the HTTP, Kinesis, SQS
+# and Pub/Sub ones (test/httpcompat, test/kinesiscompat, test/sqscompat,
+# test/pubsubcompat): each case through Debezium Server 3.6.1 itself and
+# through pgoutbox into one server (moto for Kinesis and SQS, Google's
+# emulator for Pub/Sub), message for message
 # (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
 RABBITMQ_CASES ?=

@@ -56,7 +56,7 @@ debezium.format.value.schemas.enable=false
 	for key, want := range map[string]string{
 		"debezium.format.key=jsonbytearray\n":    "fails at the first record of bytes",
 		"debezium.sink.kinesis.batch.size=501\n": `"501": want a number from 1 to 500`,
-		"debezium.sink.type=pubsub\n":            `"pubsub": pgoutbox publishes to`,
+		"debezium.sink.type=eventhubs\n":         `"eventhubs": pgoutbox publishes to`,
 	} {
 		c := testenv.WriteFile(t, "refused.properties", props+key)
 		if code, out := testenv.RunOnce(t, 30*time.Second, env, "run", "--config", c); code == 0 || !strings.Contains(out, want) {

@@ -498,9 +498,9 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 	if err == nil || !strings.Contains(err.Error(), "debezium.sink.nats-jetstream.auth.tls.protocol: not a key") {
 		t.Errorf("an unknown auth.tls key: %v, want it refused by name", err)
 	}
-	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=pubsub", 1))
-	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "pubsub"`) {
-		t.Errorf("pubsub: %v, want it refused by name", err)
+	_, _, err = load(strings.Replace(base, "sink.type=nats-jetstream", "sink.type=eventhubs", 1))
+	if err == nil || !strings.Contains(err.Error(), `debezium.sink.type: "eventhubs"`) {
+		t.Errorf("eventhubs: %v, want it refused by name", err)
 	}
 }
 
