@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -27,16 +26,7 @@ type Publisher struct {
 	// Link is the queue of records between the relay's sessions, and the
 	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
 	// Renew, Close.
-	inflight.Link[conn, *conn]
-}
-
-// conn is the queue of one session's records, with its failure.
-type conn struct {
-	acks *inflight.Queue[pending]
-	// broken is set when a request failed: nothing is sent until Resume or
-	// Renew, between the relay's sessions.
-	broken atomic.Bool
-	failed bool // the queue goroutine's copy of broken
+	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 }
 
 // pending is a record waiting to be written.
@@ -58,14 +48,9 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts)}, nil
 }
 
-func (p *Publisher) dial(context.Context) (*conn, error) {
-	c := &conn{}
-	// A settle takes what waits, several requests' worth at most: records
-	// behind a busy partition key go in the requests after.
-	c.acks = inflight.NewBatched(p.cfg.MaxPending, 4*p.cfg.BatchSize,
-		func(items []pending, stop <-chan struct{}) { p.settle(c, items, stop) },
-		func(pd pending) { pd.promise(pd.rec, errClosed) })
-	return c, nil
+func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
+	// A settle takes what waits, several requests' worth at most.
+	return inflight.NewBatchConn(p.cfg.MaxPending, 4*p.cfg.BatchSize, p.batch(), errClosed, errAfterFailure), nil
 }
 
 // partitionKey is r's partition key: its key's text, or NullKey.
@@ -127,44 +112,12 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if err != nil {
 		return err
 	}
-	if c.broken.Load() {
-		return ErrHalted
-	}
-	if err := c.acks.Acquire(ctx); err != nil {
-		if errors.Is(err, inflight.ErrStopped) {
-			return errClosed
-		}
-		return err
-	}
-	c.acks.Push(pending{rec: r, promise: promise})
-	return nil
+	return c.Send(ctx, pending{rec: r, promise: promise}, ErrHalted)
 }
 
-// settle writes items in requests, on the queue's goroutine, and runs
-// their promises in order: each as soon as it and every item before it
-// were written.
-func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
-	if c.failed {
-		for _, pd := range items {
-			pd.promise(pd.rec, errAfterFailure)
-		}
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	p.batch(c).Settle(ctx, items, errAfterFailure)
-}
-
-// batch is how c's records are written: one stream's in a request, each
+// batch is how records are written: one stream's in a request, each
 // partition key once.
-func (p *Publisher) batch(c *conn) inflight.Batch[pending] {
+func (p *Publisher) batch() inflight.Batch[pending] {
 	return inflight.Batch[pending]{
 		Max: p.cfg.BatchSize, Bytes: MaxRequestBytes,
 		Group: func(pd pending) string { return pd.rec.Topic },
@@ -172,10 +125,6 @@ func (p *Publisher) batch(c *conn) inflight.Batch[pending] {
 		Size:  func(pd pending) int { return len(pd.rec.Value) + len(p.partitionKey(pd.rec)) },
 		Send:  p.put, Retries: p.cfg.Retries, Pause: 100 * time.Millisecond,
 		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
-		Failed: func() {
-			c.failed = true
-			c.broken.Store(true)
-		},
 	}
 }
 
@@ -233,20 +182,3 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	}
 	return nil
 }
-
-// The connection's side of inflight.Conn.
-
-// Failed tells a queue on which a request failed.
-func (c *conn) Failed() bool { return c.broken.Load() }
-
-// Lost is never: the queue does not end on its own.
-func (c *conn) Lost() bool { return false }
-
-// Len is how many records wait.
-func (c *conn) Len() int64 { return c.acks.Len() }
-
-// Wait waits until none does.
-func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
-
-// Close fails what waits.
-func (c *conn) Close() { c.acks.Close() }

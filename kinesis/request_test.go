@@ -41,7 +41,7 @@ func TestRequestPicksEachKeyOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &Publisher{cfg: Config{BatchSize: tt.batch, NullKey: DefaultNullKey}, log: slog.New(slog.DiscardHandler)}
 			var got [][]int
-			b := p.batch(&conn{})
+			b := p.batch()
 			b.Send = func(_ context.Context, msgs []pending, _ int) ([]int, error) {
 				var req []int
 				for _, m := range msgs {

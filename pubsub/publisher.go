@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/oauth2"
@@ -35,14 +34,7 @@ type Publisher struct {
 	// Link is the queue of records between the relay's sessions, and the
 	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
 	// Renew, Close.
-	inflight.Link[conn, *conn]
-}
-
-// conn is the queue of one session's records, with its failure.
-type conn struct {
-	acks   *inflight.Queue[pending]
-	broken atomic.Bool // a request failed: nothing is sent until Resume or Renew
-	failed bool        // the queue goroutine's copy of broken
+	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 }
 
 // pending is a record waiting to be published.
@@ -83,12 +75,9 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	return p, nil
 }
 
-func (p *Publisher) dial(context.Context) (*conn, error) {
-	c := &conn{}
-	c.acks = inflight.NewBatched(p.cfg.MaxPending, 4*p.cfg.CountThreshold,
-		func(items []pending, stop <-chan struct{}) { p.settle(c, items, stop) },
-		func(pd pending) { pd.promise(pd.rec, errClosed) })
-	return c, nil
+func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
+	// A settle takes what waits, several requests' worth at most.
+	return inflight.NewBatchConn(p.cfg.MaxPending, 4*p.cfg.CountThreshold, p.batch(), errClosed, errAfterFailure), nil
 }
 
 // orderingKey is r's ordering key, "" without ordering.
@@ -186,39 +175,14 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if err != nil {
 		return err
 	}
-	if c.broken.Load() {
-		return ErrHalted
-	}
-	if err := c.acks.Acquire(ctx); err != nil {
-		if errors.Is(err, inflight.ErrStopped) {
-			return errClosed
-		}
-		return err
-	}
-	c.acks.Push(pending{rec: r, promise: promise})
-	return nil
+	return c.Send(ctx, pending{rec: r, promise: promise}, ErrHalted)
 }
 
-// settle publishes items in requests, a topic's each, on the queue's
-// goroutine, and runs their promises in order. A request is taken whole
-// or not at all: an ordering key's messages may share one.
-func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
-	if c.failed {
-		for _, pd := range items {
-			pd.promise(pd.rec, errAfterFailure)
-		}
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	b := inflight.Batch[pending]{
+// batch is how records are published: a topic's in a request, which
+// Pub/Sub takes whole or not at all, so an ordering key's messages may
+// share one.
+func (p *Publisher) batch() inflight.Batch[pending] {
+	return inflight.Batch[pending]{
 		Max: p.cfg.CountThreshold, Bytes: p.cfg.ByteThreshold,
 		Group:   func(pd pending) string { return pd.rec.Topic },
 		Order:   func(pending) string { return "" },
@@ -226,12 +190,7 @@ func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
 		Send:    func(ctx context.Context, msgs []pending, _ int) ([]int, error) { return nil, p.publish(ctx, msgs) },
 		Retries: 1,
 		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
-		Failed: func() {
-			c.failed = true
-			c.broken.Store(true)
-		},
 	}
-	b.Settle(ctx, items, errAfterFailure)
 }
 
 // message is a message of a publish request, as the REST API has it.
@@ -302,20 +261,3 @@ func (p *Publisher) Ping(context.Context) error {
 	}
 	return nil
 }
-
-// The connection's side of inflight.Conn.
-
-// Failed tells a queue on which a request failed.
-func (c *conn) Failed() bool { return c.broken.Load() }
-
-// Lost is never: the queue does not end on its own.
-func (c *conn) Lost() bool { return false }
-
-// Len is how many records wait.
-func (c *conn) Len() int64 { return c.acks.Len() }
-
-// Wait waits until none does.
-func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
-
-// Close fails what waits.
-func (c *conn) Close() { c.acks.Close() }

@@ -32,7 +32,7 @@ type Publisher struct {
 	// Link is the queue of records between the relay's sessions, and the
 	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
 	// Renew, Close.
-	inflight.Link[conn, *conn]
+	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 
 	mu      sync.Mutex
 	limits  map[string]int           // each queue's MaximumMessageSize, once read
@@ -45,13 +45,6 @@ type Publisher struct {
 // maxRefused bounds the refusals kept; beyond it the oldest knowledge is
 // dropped (the message is then sent once more, and refused again).
 const maxRefused = 10_000
-
-// conn is the queue of one session's records, with its failure.
-type conn struct {
-	acks   *inflight.Queue[pending]
-	broken atomic.Bool // a request failed: nothing is sent until Resume or Renew
-	failed bool        // the queue goroutine's copy of broken
-}
 
 // pending is a record waiting to be sent.
 type pending struct {
@@ -72,14 +65,9 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts), limits: map[string]int{}, refused: map[[32]byte]*EntryError{}}, nil
 }
 
-func (p *Publisher) dial(context.Context) (*conn, error) {
-	c := &conn{}
-	// A settle takes what waits, several requests' worth at most: a FIFO
-	// group's later messages go in the requests after.
-	c.acks = inflight.NewBatched(p.cfg.MaxPending, 8*MaxBatch,
-		func(items []pending, stop <-chan struct{}) { p.settle(c, items, stop) },
-		func(pd pending) { pd.promise(pd.rec, errClosed) })
-	return c, nil
+func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
+	// A settle takes what waits, several requests' worth at most.
+	return inflight.NewBatchConn(p.cfg.MaxPending, 8*MaxBatch, p.batch(), errClosed, errAfterFailure), nil
 }
 
 // target is the queue r goes to: the queue, or for a dead letter the
@@ -212,38 +200,14 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if err != nil {
 		return err
 	}
-	if c.broken.Load() {
-		return ErrHalted
-	}
-	if err := c.acks.Acquire(ctx); err != nil {
-		if errors.Is(err, inflight.ErrStopped) {
-			return errClosed
-		}
-		return err
-	}
-	c.acks.Push(pending{rec: r, promise: promise})
-	return nil
+	return c.Send(ctx, pending{rec: r, promise: promise}, ErrHalted)
 }
 
-// settle sends items in requests, on the queue's goroutine, and runs
-// their promises in order.
-func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
-	if c.failed {
-		for _, pd := range items {
-			pd.promise(pd.rec, errAfterFailure)
-		}
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	b := inflight.Batch[pending]{
+// batch is how records are sent: one queue's in a request, a FIFO
+// queue's group once, up to the queue's size limit (read by Ping, before
+// the first record).
+func (p *Publisher) batch() inflight.Batch[pending] {
+	return inflight.Batch[pending]{
 		Max: MaxBatch, Bytes: p.limit(p.cfg.QueueURL),
 		Group: func(pd pending) string { return p.target(pd.rec) },
 		Order: func(pd pending) string {
@@ -256,12 +220,7 @@ func (p *Publisher) settle(c *conn, items []pending, stop <-chan struct{}) {
 		Send:    p.send,
 		Retries: p.cfg.Retries, Pause: 100 * time.Millisecond,
 		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
-		Failed: func() {
-			c.failed = true
-			c.broken.Store(true)
-		},
 	}
-	b.Settle(ctx, items, errAfterFailure)
 }
 
 // send sends one request's messages (one queue's) with SendMessageBatch;
@@ -360,20 +319,3 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	}
 	return nil
 }
-
-// The connection's side of inflight.Conn.
-
-// Failed tells a queue on which a request failed.
-func (c *conn) Failed() bool { return c.broken.Load() }
-
-// Lost is never: the queue does not end on its own.
-func (c *conn) Lost() bool { return false }
-
-// Len is how many records wait.
-func (c *conn) Len() int64 { return c.acks.Len() }
-
-// Wait waits until none does.
-func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
-
-// Close fails what waits.
-func (c *conn) Close() { c.acks.Close() }
