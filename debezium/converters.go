@@ -121,7 +121,11 @@ func (c config) serverConverters(r *reading) {
 		if !ok {
 			r.refuse("debezium.format."+part, why)
 		}
-		r.set(part+"-converter", conv)
+		if ok && strings.TrimSpace(c.other["debezium.sink.type"]) == "sns" {
+			r.set(part+"-converter", snsConverter(r, part, conv))
+		} else {
+			r.set(part+"-converter", conv)
+		}
 		cloudEventsSettings(r, conv, o)
 		registryOptions(r, part, class, o, func(k string) string { return "debezium.format." + part + "." + k })
 	}

@@ -62,6 +62,12 @@ const (
 	// there as {"schemaId":…,"payload":…}. Package transform writes it
 	// (Encoder.ConnectOnly), package registry frames it.
 	ConvApicurioJSON Converter = "apicurio-json"
+	// ConvText is what Debezium Server's sns sink sends of a value: the
+	// Connect record's own value, a Java String as it is (StringConverter)
+	// and anything else through its delegate, the converter the
+	// configuration names, written "text:json-schemas" and so on. The
+	// sink reads the record itself, bypassing the converter for text.
+	ConvText Converter = "text"
 )
 
 // The number converters are Kafka's LongConverter, IntegerConverter,
@@ -115,6 +121,13 @@ func ParseConverter(s string) (Converter, error) {
 		case ConvJSON, ConvJSONSchemas:
 			return c, nil
 		}
+	case ConvText:
+		if d, err := ParseConverter(string(c.delegate())); err == nil {
+			switch d.base() {
+			case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvBinary:
+				return c, nil
+			}
+		}
 	}
 	return "", fmt.Errorf("schema: unknown converter %q (want %q, %q, %q, %q, %q, %q, %q or %q, each of the last two with a delegate such as %q, %q with %q or %q, or a number converter: %q, %q, %q, %q, %q, %q)",
 		s, ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvAvro, ConvApicurioJSON, ConvBinary, ConvDebeziumByteArray, ConvBinary+":"+ConvJSON,
@@ -130,7 +143,7 @@ func (c Converter) base() Converter {
 	return Converter(b)
 }
 
-// delegate is a binary converter's delegate, "" for none.
+// delegate is a binary or text converter's delegate, "" for none.
 func (c Converter) delegate() Converter {
 	_, d, _ := strings.Cut(string(c), ":")
 	return Converter(d)
@@ -146,6 +159,10 @@ func (c Converter) delegate() Converter {
 // date in the worker's time zone).
 func (c Converter) writer(k javaKind, header bool) (Converter, bool) {
 	switch b := c.base(); {
+	case b == ConvText && k == javaString:
+		return ConvString, true
+	case b == ConvText:
+		return c.delegate().writer(k, header)
 	case b == ConvBinary && k != javaBytes, b == ConvDebeziumByteArray:
 		if c.delegate() == "" {
 			return "", false
@@ -165,7 +182,7 @@ func (c Converter) writer(k javaKind, header bool) (Converter, bool) {
 // ForStruct returns the converter that writes a struct value (envelope
 // placements, an expanded payload); ok is false when none can.
 func (c Converter) ForStruct() (Converter, bool) {
-	if b := c.base(); b == ConvBinary || b == ConvDebeziumByteArray {
+	if b := c.base(); b == ConvBinary || b == ConvDebeziumByteArray || b == ConvText {
 		c = c.delegate()
 	}
 	return c, c == ConvJSON || c == ConvJSONSchemas || c == ConvAvro || c == ConvApicurioJSON

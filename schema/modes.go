@@ -202,6 +202,8 @@ const (
 	// javaDate is a java.util.Date: date, time and timestamp under
 	// time.precision.mode=connect.
 	javaDate
+	// javaString is a String: a column of Connect type string.
+	javaString
 )
 
 // kind is the Java kind of a value of type t.
@@ -215,6 +217,9 @@ func (m valueModes) kind(t pgType) javaKind {
 		if m.time == timeConnect {
 			return javaDate
 		}
+	}
+	if ct, ok := connectTypeOfType(t, m); ok && ct.typ == "string" {
+		return javaString
 	}
 	return javaOther
 }

@@ -304,13 +304,22 @@ func TestConverterWriter(t *testing.T) {
 		{ConvString, oidDate, connect, true, ConvString, true}, // SimpleHeaderConverter: Values' text
 		{ConvString, oidTimestamp, valueModes{}, false, ConvString, true},
 		{ConvString, oidTimestamptz, connect, false, ConvString, true},
+		// Debezium Server's sns sink: a String as it is, the rest through
+		// the configured converter.
+		{"text:json-schemas", oidJSONB, valueModes{}, false, ConvString, true},
+		{"text:json-schemas", oidUUID, valueModes{}, false, ConvString, true},
+		{"text:json-schemas", oidInt8, valueModes{}, false, ConvJSONSchemas, true},
+		{"text:json", oidBytea, valueModes{}, false, ConvJSON, true},
+		{"text:json", oidBytea, base64, false, ConvString, true},
+		{"text:binary:json", oidBytea, valueModes{}, false, ConvByteArray, true},
+		{"text:string", oidTimestamp, connect, false, "", false},
 	} {
 		got, ok := tc.c.writer(tc.m.kind(pgType{oid: tc.oid, mod: -1}), tc.header)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s.writer(%d, %+v, header %v) = %q, %v; want %q, %v", tc.c, tc.oid, tc.m, tc.header, got, ok, tc.want, tc.ok)
 		}
 	}
-	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x", "debezium-bytearray:binary"} {
+	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x", "debezium-bytearray:binary", "text", "text:avro", "text:cloudevents", "text:text:json"} {
 		if _, err := ParseConverter(s); err == nil {
 			t.Errorf("ParseConverter(%q) accepted", s)
 		}

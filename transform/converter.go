@@ -51,6 +51,11 @@ func encodePart(conv schema.Converter, header bool, s *Schema, v any) ([]byte, e
 			return b, nil
 		}
 		return nil, dataErrorf("ByteArrayConverter: cannot write a %s", describe(s, v))
+	case schema.ConvText:
+		if _, ok := v.(string); ok || v == nil && s != nil && s.Type == String {
+			return encodePart(schema.ConvString, header, s, v)
+		}
+		return encodePart(schema.Converter(delegate), header, s, v)
 	case schema.ConvBinary:
 		if b, ok := v.([]byte); ok && (s == nil || s.Type == Bytes && s.logical() == "") {
 			return b, nil

@@ -19,6 +19,9 @@ const (
 	sinkNATS  = "nats-jetstream"
 )
 
+// sinks are the names --sink takes.
+var sinks = []string{sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkSNS, sinkPubSub}
+
 // natsFlags are the flags of the NATS JetStream sink, each Debezium
 // Server's debezium.sink.nats-jetstream.* key of the same name.
 type natsFlags struct {
@@ -96,6 +99,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return kinesisGuarantee
 	case sinkSQS:
 		return sqsGuarantee
+	case sinkSNS:
+		return snsGuarantee
 	case sinkPubSub:
 		return pubsubGuarantee
 	}

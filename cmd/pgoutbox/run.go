@@ -92,6 +92,7 @@ type relayFlags struct {
 	http     webhookFlags
 	kinesis  kinesisFlags
 	sqs      sqsFlags
+	sns      snsFlags
 	pubsub   pubsubFlags
 	redis    redisFlags
 	brokers  string
@@ -107,13 +108,14 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS) or pubsub (Google Cloud Pub/Sub), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS), sns (Amazon SNS) or pubsub (Google Cloud Pub/Sub), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
 	f.http.register(fs)
 	f.kinesis.register(fs)
 	f.sqs.register(fs)
+	f.sns.register(fs)
 	f.pubsub.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
@@ -181,8 +183,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		return cfg, nil, errors.New("--database-url is not a valid connection string")
 	}
 	switch {
-	case f.sink != sinkKafka && f.sink != sinkNATS && f.sink != sinkRabbitMQ && f.sink != sinkRabbitStream && f.sink != sinkRedis && f.sink != sinkHTTP && f.sink != sinkKinesis && f.sink != sinkSQS && f.sink != sinkPubSub:
-		return cfg, nil, fmt.Errorf("--sink %q: use %s, %s, %s, %s, %s, %s, %s, %s or %s", f.sink, sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkPubSub)
+	case !slices.Contains(sinks, f.sink):
+		return cfg, nil, fmt.Errorf("--sink %q: use %s or %s", f.sink, strings.Join(sinks[:len(sinks)-1], ", "), sinks[len(sinks)-1])
 	case f.sink == sinkKafka && f.brokers == "":
 		return cfg, nil, errors.New("--kafka-brokers is required (or PGOUTBOX_KAFKA_BROKERS)")
 	}
@@ -293,6 +295,8 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 			return nil, errors.New("--format cloudevents-binary: an SQS message from pgoutbox carries no attributes; with --sink sqs use --format cloudevents, the structured mode (the event as JSON is the message's body)")
 		}
 		return f.sqs.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
+	case sinkSNS:
+		return f.sns.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
 	case sinkPubSub:
 		return f.pubsub.opener(f.kafka.MaxBufferedRecords), nil
 	case sinkRabbitStream:

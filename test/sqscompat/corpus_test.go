@@ -3,7 +3,6 @@ package sqscompat
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -143,65 +142,18 @@ debezium.source.publication.name=%s_publication
 				}
 			}
 			dbzMsgs := moto.ReceiveAll(t, dbzQueue, c.messages, 2*time.Minute, dbz.Exited())
-			logMessages(t, dbzQueue, dbzMsgs)
+			mototest.LogMessages(t, dbzQueue, dbzMsgs)
 			dbz.Stop()
 			p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
 			pgoMsgs := moto.ReceiveAll(t, pgoQueue, c.messages, 2*time.Minute, p.Exited())
-			logMessages(t, pgoQueue, pgoMsgs)
+			mototest.LogMessages(t, pgoQueue, pgoMsgs)
 			fifo := strings.HasSuffix(c.queue, ".fifo")
-			if !fifo && !slices.Equal(bodies(dbzMsgs), bodies(pgoMsgs)) {
+			if !fifo && !slices.Equal(mototest.Bodies(dbzMsgs), mototest.Bodies(pgoMsgs)) {
 				t.Logf("queue %s: the bodies came in another order than Debezium Server's", c.queue)
 			}
-			for _, d := range compare(dbzMsgs, pgoMsgs, fifo) {
+			for _, d := range mototest.Compare(dbzMsgs, pgoMsgs, fifo) {
 				t.Errorf("queue %s: %s", c.queue, d)
 			}
 		})
 	}
-}
-
-// logMessages shows a queue's messages in a -v run, with what compare
-// leaves out.
-func logMessages(t *testing.T, queue string, msgs []mototest.Message) {
-	t.Helper()
-	var b strings.Builder
-	for i, m := range msgs {
-		fmt.Fprintf(&b, "\n  %d group=%q dedup=%q seq=%q attrs=%q body=%q", i, m.MessageGroupId, m.MessageDeduplicationId, m.SequenceNumber, m.MessageAttributes, m.Body)
-	}
-	t.Logf("%s: %d messages%s", queue, len(msgs), b.String())
-}
-
-func bodies(msgs []mototest.Message) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Body
-	}
-	return out
-}
-
-// compare compares Debezium Server's messages with pgoutbox's: body,
-// message attributes and the message group, in the order received on a
-// FIFO queue, as multisets (sorted by body) on a standard queue, which
-// keeps none.
-func compare(dbz, pgo []mototest.Message, ordered bool) []string {
-	var diffs []string
-	if len(dbz) != len(pgo) {
-		diffs = append(diffs, fmt.Sprintf("Debezium Server sent %d messages, pgoutbox %d", len(dbz), len(pgo)))
-	}
-	if !ordered {
-		byBody := func(a, b mototest.Message) int { return strings.Compare(a.Body, b.Body) }
-		dbz, pgo = slices.SortedStableFunc(slices.Values(dbz), byBody), slices.SortedStableFunc(slices.Values(pgo), byBody)
-	}
-	for i := range min(len(dbz), len(pgo)) {
-		d, p := dbz[i], pgo[i]
-		if d.Body != p.Body {
-			diffs = append(diffs, fmt.Sprintf("message %d: body\n  %q\npgoutbox\n  %q", i, d.Body, p.Body))
-		}
-		if d.MessageGroupId != p.MessageGroupId {
-			diffs = append(diffs, fmt.Sprintf("message %d: group %q, pgoutbox's %q", i, d.MessageGroupId, p.MessageGroupId))
-		}
-		if !maps.Equal(d.MessageAttributes, p.MessageAttributes) {
-			diffs = append(diffs, fmt.Sprintf("message %d: attributes %q, pgoutbox's %q", i, d.MessageAttributes, p.MessageAttributes))
-		}
-	}
-	return diffs
 }
