@@ -75,3 +75,19 @@ func (c Config) Credentials(ctx context.Context) (aws.CredentialsProvider, strin
 	})
 	return aws.NewCredentialsCache(role), cfg.Region, nil
 }
+
+// CredentialsError is a credentials chain that gives none, to a
+// publisher of Service ("kinesis", "sqs", "sns").
+type CredentialsError struct {
+	Service string
+	Err     error
+}
+
+func (e *CredentialsError) Error() string {
+	return e.Service + ": no AWS credentials (the environment, a shared file's profile, credentials.profile, a role): " + e.Err.Error()
+}
+
+func (e *CredentialsError) Unwrap() error { return e.Err }
+
+// Permanent: the chain does not change while pgoutbox runs.
+func (e *CredentialsError) Permanent() bool { return true }

@@ -93,15 +93,3 @@ func (e *RequestError) Error() string {
 }
 
 func (e *RequestError) Unwrap() error { return e.Err }
-
-// CredentialsError is a credentials chain that gives none.
-type CredentialsError struct{ Err error }
-
-func (e *CredentialsError) Error() string {
-	return "kinesis: no AWS credentials (the environment, a shared file's profile, credentials.profile, a role): " + e.Err.Error()
-}
-
-func (e *CredentialsError) Unwrap() error { return e.Err }
-
-// Permanent: the chain does not change while pgoutbox runs.
-func (e *CredentialsError) Permanent() bool { return true }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/awsauth"
 	"github.com/pgoutbox/pgoutbox/inflight"
 )
 
@@ -178,7 +179,7 @@ func requestError(stream string, err error) error {
 // the records, and a policy may let pgoutbox only write to them.
 func (p *Publisher) Ping(ctx context.Context) error {
 	if _, err := p.cfg.Credentials.Retrieve(ctx); err != nil {
-		return &CredentialsError{Err: err}
+		return &awsauth.CredentialsError{Service: "kinesis", Err: err}
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/pgoutbox/pgoutbox/awsbatch"
 )
 
 // SNS's limits.
@@ -38,8 +39,6 @@ const (
 	MaxMessageBytes = 256 << 10
 	// MaxAttributes is the most message attributes a message carries.
 	MaxAttributes = 10
-	// maxDedupID is a deduplication id's most characters.
-	maxDedupID = 128
 )
 
 // Debezium Server's defaults (SnsChangeConsumerConfig).
@@ -124,7 +123,7 @@ func (c Config) Validate() error {
 	case c.Timeout <= 0 || c.MaxPending < 1:
 		return errors.New("sns: the timeout and the pending bound must be positive")
 	}
-	if why := groupID(c.GroupID); why != "" {
+	if why := awsbatch.CheckID(c.GroupID); why != "" {
 		return fmt.Errorf("sns: default message group %q: %s (fifo.default.group.id)", c.GroupID, why)
 	}
 	for _, a := range []struct{ what, arn string }{{"topic ARN (topic.arn)", c.TopicARN}, {"dead-letter topic ARN", c.DeadLetterARN}} {
@@ -170,17 +169,3 @@ func topicARN(s string) string {
 
 // fifo tells a FIFO topic's ARN, as Debezium Server tells it.
 func fifo(arn string) bool { return strings.HasSuffix(arn, ".fifo") }
-
-// groupID says why g is not a message group (or deduplication id), ""
-// when it is: 1 to 128 of letters, digits and punctuation.
-func groupID(g string) string {
-	if g == "" || len(g) > 128 {
-		return "1 to 128 characters"
-	}
-	for i := 0; i < len(g); i++ {
-		if g[i] <= ' ' || g[i] >= 0x7f {
-			return "only letters, digits and punctuation"
-		}
-	}
-	return ""
-}

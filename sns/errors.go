@@ -45,39 +45,6 @@ func (e *MessageError) Permanent() bool { return true }
 // Poison: only this record has it.
 func (e *MessageError) Poison() bool { return true }
 
-// EntryError is a message SNS did not take: its entry's error code and
-// message, and whether SNS blamed the message (SenderFault).
-type EntryError struct {
-	Code, Message string
-	SenderFault   bool
-	Attempts      int
-}
-
-func (e *EntryError) Error() string {
-	msg := fmt.Sprintf("sns: the topic did not take the message after %d attempts: %s", e.Attempts, e.Code)
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	if e.SenderFault {
-		msg += " (a refusal of this message: it is dead-lettered when it comes again)"
-	}
-	return msg
-}
-
-// RefusedError is a message SNS refused before, blaming the message: it
-// is poison.
-type RefusedError struct{ Err *EntryError }
-
-func (e *RefusedError) Error() string { return "sns: SNS refused this message: " + e.Err.Error() }
-
-func (e *RefusedError) Unwrap() error { return e.Err }
-
-// Permanent: SNS refuses the same message again.
-func (e *RefusedError) Permanent() bool { return true }
-
-// Poison: only this message is refused.
-func (e *RefusedError) Poison() bool { return true }
-
 // RequestError is a request SNS refused whole, or that did not reach it.
 type RequestError struct {
 	Topic string
@@ -98,15 +65,3 @@ func (e *RequestError) Error() string {
 }
 
 func (e *RequestError) Unwrap() error { return e.Err }
-
-// CredentialsError is a credentials chain that gives none.
-type CredentialsError struct{ Err error }
-
-func (e *CredentialsError) Error() string {
-	return "sns: no AWS credentials (the environment, a shared file's profile, credentials.profile, a role): " + e.Err.Error()
-}
-
-func (e *CredentialsError) Unwrap() error { return e.Err }
-
-// Permanent: the chain does not change while pgoutbox runs.
-func (e *CredentialsError) Permanent() bool { return true }

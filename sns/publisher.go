@@ -2,15 +2,11 @@ package sns
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -20,8 +16,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/awsauth"
+	"github.com/pgoutbox/pgoutbox/awsbatch"
 	"github.com/pgoutbox/pgoutbox/inflight"
-	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Publisher publishes records to their topics. One goroutine produces;
@@ -35,16 +32,8 @@ type Publisher struct {
 	// Renew, Close.
 	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 
-	mu      sync.Mutex
-	refused map[[32]byte]*EntryError // messages SNS refused, blaming them
-	// anyRefused tells refused is not empty: until SNS refuses a message,
-	// Fits hashes nothing.
-	anyRefused atomic.Bool
+	refused awsbatch.Refusals // messages SNS refused, blaming them
 }
-
-// maxRefused bounds the refusals kept; beyond it the oldest knowledge is
-// dropped (the message is then sent once more, and refused again).
-const maxRefused = 10_000
 
 // pending is a record waiting to be published, with what Fits made of
 // it.
@@ -72,7 +61,7 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if cfg.Endpoint != "" {
 		opts.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts), refused: map[[32]byte]*EntryError{}}, nil
+	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts)}, nil
 }
 
 func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
@@ -140,28 +129,20 @@ func (p *Publisher) message(r *kgo.Record) (message, error) {
 				m.group = string(r.Key)
 			}
 		}
-		if why := groupID(m.group); why != "" {
+		if why := awsbatch.CheckID(m.group); why != "" {
 			return m, &MessageError{What: "message group", Value: m.group, Why: "a message group has " + why}
 		}
-		m.dedup = dedupID(r)
+		m.dedup = awsbatch.DedupID(r)
 		if p.cfg.DedupHeader != "" {
 			if id, ok := headers[p.cfg.DedupHeader]; ok {
 				m.dedup = id
-				if why := groupID(id); why != "" {
+				if why := awsbatch.CheckID(id); why != "" {
 					return m, &MessageError{What: "deduplication id", Value: id, Why: "a deduplication id has " + why}
 				}
 			}
 		}
 	}
-	if p.anyRefused.Load() {
-		p.mu.Lock()
-		e, ok := p.refused[identity(m.topic, r)]
-		p.mu.Unlock()
-		if ok {
-			return m, &RefusedError{Err: e}
-		}
-	}
-	return m, nil
+	return m, p.refused.Check(m.topic, r)
 }
 
 // attributes makes headers the message's String attributes, adding
@@ -205,30 +186,6 @@ func attributeName(s string) string {
 		}
 	}
 	return ""
-}
-
-// identity names a message for the refusals.
-func identity(topic string, r *kgo.Record) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(topic))
-	h.Write([]byte{0})
-	h.Write(r.Key)
-	h.Write([]byte{0})
-	h.Write(r.Value)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
-
-// dedupID is a FIFO message's deduplication id: its event id (a dead
-// letter's with the relay's prefix), or the hash of its body when it has
-// none or a longer one, as content-based deduplication has it.
-func dedupID(r *kgo.Record) string {
-	if id := outbox.EventID(r.Context); id != "" && len(id) <= maxDedupID && groupID(id) == "" {
-		return id
-	}
-	sum := sha256.Sum256(r.Value)
-	return hex.EncodeToString(sum[:])
 }
 
 // Produce queues r; promise is called once with SNS's answer or the
@@ -298,33 +255,20 @@ func (p *Publisher) send(ctx context.Context, msgs []pending, attempt int) ([]in
 	if len(out.Failed) == 0 {
 		return nil, nil
 	}
-	var failed []int
-	var last *EntryError
-	for _, f := range out.Failed {
-		j, err := strconv.Atoi(aws.ToString(f.Id))
-		if err != nil || j < 0 || j >= len(msgs) {
-			return nil, &RequestError{Topic: to, Err: fmt.Errorf("an answer for entry %q, which was not sent", aws.ToString(f.Id))}
-		}
-		failed = append(failed, j)
-		last = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault, Attempts: attempt}
-		if last.SenderFault {
-			p.remember(to, msgs[j].rec, last)
-		}
+	fails := make([]awsbatch.Failure, len(out.Failed))
+	recs := make([]*kgo.Record, len(msgs))
+	for i, f := range out.Failed {
+		fails[i] = awsbatch.Failure{ID: aws.ToString(f.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	}
+	for i, pd := range msgs {
+		recs[i] = pd.rec
+	}
+	failed, last, err := p.refused.Failed(awsbatch.EntryError{Service: "sns", Target: "the topic", Attempts: attempt}, to, recs, fails)
+	if err != nil {
+		return nil, &RequestError{Topic: to, Err: err}
 	}
 	p.log.Warn("sns: messages not taken", "topic", to, "failed", len(failed), "of", len(entries), "code", last.Code, "attempt", attempt)
 	return failed, last
-}
-
-// remember keeps a message SNS refused, blaming it, so that it is
-// dead-lettered when it comes again.
-func (p *Publisher) remember(topic string, r *kgo.Record, e *EntryError) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.refused) >= maxRefused {
-		clear(p.refused)
-	}
-	p.refused[identity(topic, r)] = e
-	p.anyRefused.Store(true)
 }
 
 // requestError classifies a request's failure.
@@ -341,7 +285,7 @@ func requestError(topic string, err error) *RequestError {
 // policy may let it only publish.
 func (p *Publisher) Ping(ctx context.Context) error {
 	if _, err := p.cfg.Credentials.Retrieve(ctx); err != nil {
-		return &CredentialsError{Err: err}
+		return &awsauth.CredentialsError{Service: "sns", Err: err}
 	}
 	for _, t := range []string{p.cfg.TopicARN, p.cfg.DeadLetterARN} {
 		if t == "" {

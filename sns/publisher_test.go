@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/awsbatch"
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/test/mototest"
 	"github.com/pgoutbox/pgoutbox/test/sinktest"
@@ -298,11 +299,11 @@ func TestRefusedEntry(t *testing.T) {
 	}
 	c1 := record("c", "c1", "4")
 	_, errs = produce(t, p, []*kgo.Record{record("a", "a2", "5"), c1, record("a", "a3", "6")})
-	var ee *EntryError
+	var ee *awsbatch.EntryError
 	if !errors.As(errs[1], &ee) || !ee.SenderFault || ee.Attempts != 2 || !errors.Is(errs[2], errAfterFailure) {
 		t.Fatalf("outcomes %v; want c1's refusal after 2 attempts, then a3 not counted", errs)
 	}
-	var refused *RefusedError
+	var refused *awsbatch.RefusedError
 	if err := p.Fits(context.Background(), c1); !errors.As(err, &refused) {
 		t.Errorf("Fits of the refused message when it comes again: %v", err)
 	}

@@ -33,8 +33,6 @@ const (
 	// DefaultMaxMessageBytes is a queue's MaximumMessageSize unless it
 	// says otherwise: a message's and a request's largest body.
 	DefaultMaxMessageBytes = 256 << 10
-	// maxDedupID is a deduplication id's most characters.
-	maxDedupID = 128
 )
 
 // DefaultGroupID is Debezium Server's fifo.message.group.id.

@@ -53,39 +53,6 @@ func (e *FieldError) Permanent() bool { return true }
 // Poison: only this record has it.
 func (e *FieldError) Poison() bool { return true }
 
-// EntryError is a message SQS did not take: its entry's error code and
-// message, and whether SQS blamed the message (SenderFault).
-type EntryError struct {
-	Code, Message string
-	SenderFault   bool
-	Attempts      int
-}
-
-func (e *EntryError) Error() string {
-	msg := fmt.Sprintf("sqs: the queue did not take the message after %d attempts: %s", e.Attempts, e.Code)
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	if e.SenderFault {
-		msg += " (a refusal of this message: it is dead-lettered when it comes again)"
-	}
-	return msg
-}
-
-// RefusedError is a message SQS refused before, blaming the message: it
-// is poison.
-type RefusedError struct{ Err *EntryError }
-
-func (e *RefusedError) Error() string { return "sqs: SQS refused this message: " + e.Err.Error() }
-
-func (e *RefusedError) Unwrap() error { return e.Err }
-
-// Permanent: SQS refuses the same message again.
-func (e *RefusedError) Permanent() bool { return true }
-
-// Poison: only this message is refused.
-func (e *RefusedError) Poison() bool { return true }
-
 // RequestError is a request SQS refused whole, or that did not reach it.
 type RequestError struct {
 	Code string // the API's error code, "" when SQS did not answer
@@ -105,15 +72,3 @@ func (e *RequestError) Error() string {
 }
 
 func (e *RequestError) Unwrap() error { return e.Err }
-
-// CredentialsError is a credentials chain that gives none.
-type CredentialsError struct{ Err error }
-
-func (e *CredentialsError) Error() string {
-	return "sqs: no AWS credentials (the environment, a shared file's profile, credentials.profile, a role): " + e.Err.Error()
-}
-
-func (e *CredentialsError) Unwrap() error { return e.Err }
-
-// Permanent: the chain does not change while pgoutbox runs.
-func (e *CredentialsError) Permanent() bool { return true }

@@ -2,14 +2,11 @@ package sqs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -19,8 +16,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/awsauth"
+	"github.com/pgoutbox/pgoutbox/awsbatch"
 	"github.com/pgoutbox/pgoutbox/inflight"
-	"github.com/pgoutbox/pgoutbox/outbox"
 )
 
 // Publisher sends records to the queue. One goroutine produces; the
@@ -35,16 +33,9 @@ type Publisher struct {
 	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 
 	mu      sync.Mutex
-	limits  map[string]int           // each queue's MaximumMessageSize, once read
-	refused map[[32]byte]*EntryError // messages SQS refused, blaming them
-	// anyRefused tells refused is not empty: until SQS refuses a message,
-	// Fits hashes nothing.
-	anyRefused atomic.Bool
+	limits  map[string]int    // each queue's MaximumMessageSize, once read
+	refused awsbatch.Refusals // messages SQS refused, blaming them
 }
-
-// maxRefused bounds the refusals kept; beyond it the oldest knowledge is
-// dropped (the message is then sent once more, and refused again).
-const maxRefused = 10_000
 
 // pending is a record waiting to be sent.
 type pending struct {
@@ -62,7 +53,7 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if cfg.Endpoint != "" {
 		opts.BaseEndpoint = aws.String(cfg.Endpoint)
 	}
-	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts), limits: map[string]int{}, refused: map[[32]byte]*EntryError{}}, nil
+	return &Publisher{cfg: cfg, log: log, client: sdk.New(opts), limits: map[string]int{}}, nil
 }
 
 func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
@@ -115,19 +106,11 @@ func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
 		return &TooLargeError{Size: len(r.Value), Max: max}
 	}
 	if fifo(to) {
-		if why := groupID(p.group(r)); why != "" {
-			return &FieldError{What: "message group", Value: p.group(r), Why: why}
+		if why := awsbatch.CheckID(p.group(r)); why != "" {
+			return &FieldError{What: "message group", Value: p.group(r), Why: "a message group has " + why}
 		}
 	}
-	if !p.anyRefused.Load() {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e, ok := p.refused[identity(to, r)]; ok {
-		return &RefusedError{Err: e}
-	}
-	return nil
+	return p.refused.Check(to, r)
 }
 
 // bodyText says why SQS does not take b as a body, "" when it does: UTF-8
@@ -146,44 +129,6 @@ func bodyText(b []byte) string {
 		b = b[n:]
 	}
 	return ""
-}
-
-// groupID says why SQS does not take g as a message group, "" when it
-// does: 1 to 128 of letters, digits and punctuation.
-func groupID(g string) string {
-	if g == "" || len(g) > 128 {
-		return "a message group has 1 to 128 characters"
-	}
-	for i := 0; i < len(g); i++ {
-		if g[i] <= ' ' || g[i] >= 0x7f {
-			return "a message group has only letters, digits and punctuation"
-		}
-	}
-	return ""
-}
-
-// identity names a message for the refusals.
-func identity(queueURL string, r *kgo.Record) [32]byte {
-	h := sha256.New()
-	h.Write([]byte(queueURL))
-	h.Write([]byte{0})
-	h.Write(r.Key)
-	h.Write([]byte{0})
-	h.Write(r.Value)
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
-
-// dedupID is a FIFO message's deduplication id: its event id (a dead
-// letter's with the relay's prefix), or the hash of its body when it has
-// none or a longer one, as content-based deduplication has it.
-func dedupID(r *kgo.Record) string {
-	if id := outbox.EventID(r.Context); id != "" && len(id) <= maxDedupID && groupID(id) == "" {
-		return id
-	}
-	sum := sha256.Sum256(r.Value)
-	return hex.EncodeToString(sum[:])
 }
 
 // Produce queues r; promise is called once with SQS's answer or the
@@ -237,7 +182,7 @@ func (p *Publisher) send(ctx context.Context, msgs []pending, attempt int) ([]in
 		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(string(pd.rec.Value))}
 		if fifo(to) {
 			e.MessageGroupId = aws.String(p.group(pd.rec))
-			e.MessageDeduplicationId = aws.String(dedupID(pd.rec))
+			e.MessageDeduplicationId = aws.String(awsbatch.DedupID(pd.rec))
 		}
 		entries[j] = e
 	}
@@ -253,33 +198,25 @@ func (p *Publisher) send(ctx context.Context, msgs []pending, attempt int) ([]in
 	if len(out.Failed) == 0 {
 		return nil, nil
 	}
-	var failed []int
-	var last *EntryError
-	for _, f := range out.Failed {
-		j, err := strconv.Atoi(aws.ToString(f.Id))
-		if err != nil || j < 0 || j >= len(msgs) {
-			return nil, &RequestError{Err: fmt.Errorf("an answer for entry %q, which was not sent", aws.ToString(f.Id))}
-		}
-		failed = append(failed, j)
-		last = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault, Attempts: attempt}
-		if f.SenderFault {
-			p.remember(to, msgs[j].rec, last)
-		}
+	fails := make([]awsbatch.Failure, len(out.Failed))
+	for i, f := range out.Failed {
+		fails[i] = awsbatch.Failure{ID: aws.ToString(f.Id), Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	}
+	failed, last, err := p.refused.Failed(awsbatch.EntryError{Service: "sqs", Target: "the queue", Attempts: attempt}, to, records(msgs), fails)
+	if err != nil {
+		return nil, &RequestError{Err: err}
 	}
 	p.log.Warn("sqs: messages not taken", "failed", len(failed), "of", len(entries), "code", last.Code, "attempt", attempt)
 	return failed, last
 }
 
-// remember keeps a message SQS refused, blaming it, so that it is
-// dead-lettered when it comes again.
-func (p *Publisher) remember(queueURL string, r *kgo.Record, e *EntryError) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.refused) >= maxRefused {
-		clear(p.refused)
+// records are msgs' records.
+func records(msgs []pending) []*kgo.Record {
+	out := make([]*kgo.Record, len(msgs))
+	for i, pd := range msgs {
+		out[i] = pd.rec
 	}
-	p.refused[identity(queueURL, r)] = e
-	p.anyRefused.Store(true)
+	return out
 }
 
 // requestError classifies a request's failure.
@@ -296,7 +233,7 @@ func requestError(err error) error {
 // read keeps MaxMessageBytes: a policy may let it only send.
 func (p *Publisher) Ping(ctx context.Context) error {
 	if _, err := p.cfg.Credentials.Retrieve(ctx); err != nil {
-		return &CredentialsError{Err: err}
+		return &awsauth.CredentialsError{Service: "sqs", Err: err}
 	}
 	for _, q := range []string{p.cfg.QueueURL, p.cfg.DeadLetterURL} {
 		if q == "" {

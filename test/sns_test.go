@@ -118,43 +118,5 @@ func TestSNSPausedWhileSending(t *testing.T) {
 	p := testenv.StartBinaryEnv(t, kinesisEnv(), e.RunArgs(e.URL, "--sink", "sns", "--sns-region", mototest.Region,
 		"--sns-endpoint", m.Endpoint(), "--sns-topic-arn", arn, "--sns-timeout", "2s",
 		"--mode", "wal", "--max-buffered-records", fmt.Sprint(inFlight))...)
-	committed := insertCommits(t, e, burst)
-	testenv.Eventually(t, time.Minute, "the first events received", func() bool {
-		msgs, _ := consumer.Got()
-		return len(msgs) >= 50
-	})
-	m.Pause(t)
-	time.Sleep(5 * time.Second)
-	m.Continue(t)
-	var events []testenv.LoadEvent
-	testenv.Eventually(t, 2*time.Minute, "every committed event received", func() bool {
-		msgs, err := consumer.Got()
-		if err != nil {
-			t.Fatalf("receiving: %v", err)
-		}
-		events = events[:0]
-		for i, msg := range msgs {
-			var ev testenv.LoadEvent // a structured CloudEvent
-			if err := json.Unmarshal([]byte(msg.Body), &ev); err != nil {
-				t.Fatalf("message %d: %v: %s", i, err, msg.Body)
-			}
-			if msg.MessageGroupId != ev.PartitionKey || msg.MessageDeduplicationId != ev.ID {
-				t.Fatalf("message %d: group %q, deduplication id %q; event %s of %s", i, msg.MessageGroupId, msg.MessageDeduplicationId, ev.ID, ev.PartitionKey)
-			}
-			events = append(events, ev)
-		}
-		return len(testenv.Missing(events, committed)) == 0
-	})
-	time.Sleep(time.Second) // a late copy would show
-	rep, _ := testenv.CheckEvents(t, events, committed)
-	t.Log(rep)
-	if rep.Lost != 0 || rep.OrderViolations != 0 {
-		t.Errorf("%v: want nothing lost, no order violation", rep)
-	}
-	if rep.Duplicates > 2*inFlight {
-		t.Errorf("%d duplicates, want at most %d", rep.Duplicates, 2*inFlight)
-	}
-	if !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
-		t.Errorf("the pause failed no request: it tested nothing\n%s", p.Out.String())
-	}
+	pauseUnderFIFOLoad(t, e, m, consumer, p, burst, inFlight)
 }

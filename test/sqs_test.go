@@ -130,6 +130,17 @@ func TestSQSPausedWhileSending(t *testing.T) {
 	p := testenv.StartBinaryEnv(t, kinesisEnv(), e.RunArgs(e.URL, "--sink", "sqs", "--sqs-region", mototest.Region,
 		"--sqs-endpoint", m.Endpoint(), "--sqs-queue-url", q, "--sqs-group-by-key", "--sqs-timeout", "2s",
 		"--mode", "wal", "--max-buffered-records", fmt.Sprint(inFlight))...)
+	pauseUnderFIFOLoad(t, e, m, consumer, p, burst, inFlight)
+}
+
+// pauseUnderFIFOLoad commits burst events, pauses moto for five seconds
+// once the consumer has the first, and checks what it received once
+// every committed event arrived: structured CloudEvents in their
+// aggregate's group with their event id as deduplication id, nothing
+// lost, no order violation, at most twice inFlight copies, and the
+// pause seen by p as a failed request.
+func pauseUnderFIFOLoad(t *testing.T, e *testenv.Env, m *mototest.Server, consumer *mototest.Consumer, p *testenv.Proc, burst, inFlight int) {
+	t.Helper()
 	committed := insertCommits(t, e, burst)
 	testenv.Eventually(t, time.Minute, "the first events received", func() bool {
 		msgs, _ := consumer.Got()
