@@ -27,7 +27,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server apicurio moto kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare bench-compare-server fuzz bench-go clean
+.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server apicurio moto pulsar kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare bench-compare-server fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -41,10 +41,10 @@ build:
 # together they take little more than the longest. Each run's output is
 # printed whole when it ends, each process's with how long it took.
 SHARDS ?= 3
-test: deps pg18 kafka debezium apicurio moto
+test: deps pg18 kafka debezium apicurio moto pulsar
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-pg15 test-pg18
 
-test-unit: deps pg18 kafka debezium apicurio moto
+test-unit: deps pg18 kafka debezium apicurio moto pulsar
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
@@ -54,9 +54,9 @@ test-unit: deps pg18 kafka debezium apicurio moto
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestPulsarCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
-test-pg15: deps kafka apicurio moto
+test-pg15: deps kafka apicurio moto pulsar
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
@@ -66,9 +66,9 @@ test-pg15: deps kafka apicurio moto
 # (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
 # out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
 # which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestPulsar|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
-test-pg18: deps pg18 kafka debezium apicurio moto
+test-pg18: deps pg18 kafka debezium apicurio moto pulsar
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
 
 # What the tests need from Debian's packages (PostgreSQL 15, PgBouncer,
@@ -104,6 +104,14 @@ export PGOUTBOX_MOTO_DIR ?= $(MOTO_DIR)
 moto:
 	.ci/install-moto $(MOTO_DIR)
 
+# Apache Pulsar 4.0.7's jars (about 234 MB, from Maven Central), for the
+# Pulsar sink's tests (test/pulsartest runs it standalone); outside git,
+# reused while the pom is unchanged.
+PULSAR_DIR ?= $(CURDIR)/.cache/pulsar
+export PGOUTBOX_PULSAR_DIR ?= $(PULSAR_DIR)
+pulsar:
+	.ci/install-pulsar $(PULSAR_DIR)
+
 # Debezium Server 3.6.1.Final's distribution (about 780 MB, from Maven
 # Central), for the NATS corpus (test/natscompat), which runs it; outside
 # git, reused while the pom is unchanged. It runs on Java 21 or later.
@@ -123,15 +131,16 @@ COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the
 # RabbitMQ Streams corpus's testdata/streams), and the HTTP, Kinesis, SQS,
-# SNS and Pub/Sub ones (test/httpcompat, test/kinesiscompat, test/sqscompat,
-# test/snscompat, test/pubsubcompat): each case through Debezium Server
-# 3.6.1 itself and through pgoutbox into one server (moto for Kinesis, SQS
-# and SNS, Google's emulator for Pub/Sub), message for message
+# SNS, Pub/Sub and Pulsar ones (test/httpcompat, test/kinesiscompat,
+# test/sqscompat, test/snscompat, test/pubsubcompat, test/pulsarcompat):
+# each case through Debezium Server 3.6.1 itself and through pgoutbox into
+# one server (moto for Kinesis, SQS and SNS, Google's emulator for Pub/Sub,
+# Pulsar standalone), message for message
 # (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
 RABBITMQ_CASES ?=
 REDIS_CASES ?=
-compat: pg18 kafka debezium debezium-server apicurio moto
+compat: pg18 kafka debezium debezium-server apicurio moto pulsar
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
 	[ $$rc = 0 ] || echo "compat: each failed case's differences and both sides' records are in compat.log"; \
@@ -159,7 +168,10 @@ compat: pg18 kafka debezium debezium-server apicurio moto
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestPubSubCorpus$$' ./test/pubsubcompat >compat-pubsub.log 2>&1; \
 	grc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-pubsub.log; \
 	[ $$grc = 0 ] || echo "compat: the Pub/Sub corpus's differences and both sides' messages are in compat-pubsub.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$src = 0 ] && [ $$grc = 0 ]
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestPulsarCorpus$$' ./test/pulsarcompat >compat-pulsar.log 2>&1; \
+	prc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-pulsar.log; \
+	[ $$prc = 0 ] || echo "compat: the Pulsar corpus's differences and both sides' messages are in compat-pulsar.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$src = 0 ] && [ $$grc = 0 ] && [ $$prc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)

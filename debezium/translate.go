@@ -73,6 +73,7 @@ func (c config) translate() *reading {
 	kinesisSettings(c, r)
 	sqsSettings(c, r)
 	pubsubSettings(c, r)
+	pulsarSettings(c, r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

@@ -20,7 +20,7 @@ const (
 )
 
 // sinks are the names --sink takes.
-var sinks = []string{sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkSNS, sinkPubSub}
+var sinks = []string{sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkSNS, sinkPubSub, sinkPulsar}
 
 // natsFlags are the flags of the NATS JetStream sink, each Debezium
 // Server's debezium.sink.nats-jetstream.* key of the same name.
@@ -101,6 +101,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return sqsGuarantee
 	case sinkSNS:
 		return snsGuarantee
+	case sinkPulsar:
+		return pulsarGuarantee
 	case sinkPubSub:
 		return pubsubGuarantee
 	}

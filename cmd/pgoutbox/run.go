@@ -93,6 +93,7 @@ type relayFlags struct {
 	kinesis  kinesisFlags
 	sqs      sqsFlags
 	sns      snsFlags
+	pulsar   pulsarFlags
 	pubsub   pubsubFlags
 	redis    redisFlags
 	brokers  string
@@ -108,7 +109,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS), sns (Amazon SNS) or pubsub (Google Cloud Pub/Sub), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS), sns (Amazon SNS), pubsub (Google Cloud Pub/Sub) or pulsar (Apache Pulsar), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
@@ -116,6 +117,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.kinesis.register(fs)
 	f.sqs.register(fs)
 	f.sns.register(fs)
+	f.pulsar.register(fs)
 	f.pubsub.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
@@ -208,7 +210,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets())...)
+	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets(), f.pulsar.secrets())...)
 	if err != nil {
 		return cfg, nil, err
 	}
@@ -297,6 +299,8 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 		return f.sqs.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
 	case sinkSNS:
 		return f.sns.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
+	case sinkPulsar:
+		return f.pulsar.opener(f.kafka.MaxBufferedRecords)
 	case sinkPubSub:
 		return f.pubsub.opener(f.kafka.MaxBufferedRecords), nil
 	case sinkRabbitStream:
