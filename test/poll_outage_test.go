@@ -117,43 +117,60 @@ func TestPollConnectionLostMidPoll(t *testing.T) {
 	// next poll, and the poll this test ends would never come.
 	testenv.Eventually(t, 10*time.Second, "the first row marked published", func() bool { return len(testenv.Unpublished(e, first...)) == 0 })
 
-	lock, err := e.Connect().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.Exec(ctx, "LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
-	var holder int32
-	if err := lock.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	// Every backend the lock holds is ended, whatever its statement: the
-	// relay may reach the locked table first with another one (a mark, the
-	// retention). The test goes on once one of them was a poll.
+	// Every backend the lock holds is ended, whatever its statement. The
+	// relay may reach the locked table first with another one (a mark,
+	// the count of deleted rows); the session it starts again opens with
+	// statements of its own on the table, which would meet the lock
+	// before any poll, so the lock is let go until the relay polls again,
+	// and taken again. The test goes on once a poll was ended.
+	conn := e.Connect()
 	var ended []string
-	testenv.Eventually(t, 20*time.Second, "a poll waiting for the lock, ended", func() bool {
-		rows, err := e.Conn.Query(ctx, `WITH b AS MATERIALIZED (SELECT pid, query FROM pg_stat_activity
+	pollEnded := func() bool {
+		lock, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = lock.Rollback(ctx) }() // the lock goes with the transaction
+		if _, err := lock.Exec(ctx, "LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		var holder int32
+		if err := lock.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&holder); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			rows, err := e.Conn.Query(ctx, `WITH b AS MATERIALIZED (SELECT pid, query FROM pg_stat_activity
 WHERE $1 = ANY(pg_blocking_pids(pid))) SELECT query FROM b WHERE pg_terminate_backend(pid)`, holder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ended = append(ended, queries...)
-		for _, q := range queries {
-			if strings.HasPrefix(q, "SELECT * FROM") {
-				return true
+			if err != nil {
+				t.Fatal(err)
+			}
+			queries, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ended = append(ended, queries...)
+			for _, q := range queries {
+				if strings.HasPrefix(q, "SELECT * FROM") {
+					return true
+				}
+			}
+			if len(queries) > 0 {
+				return false // another statement met the lock first
 			}
 		}
 		return false
-	})
-	t.Logf("ended while waiting for the lock: %q", ended)
-	if err := lock.Rollback(ctx); err != nil {
-		t.Fatal(err)
 	}
+	for attempt := 1; !pollEnded(); attempt++ {
+		if attempt == 5 {
+			t.Fatalf("no poll met the lock in %d attempts; ended: %q\n%s", attempt, ended, p.Out)
+		}
+		polls := strings.Count(p.Out.String(), `"msg":"polling"`)
+		testenv.Eventually(t, 30*time.Second, "the relay polling again", func() bool {
+			return strings.Count(p.Out.String(), `"msg":"polling"`) > polls
+		})
+		time.Sleep(200 * time.Millisecond) // past the session's first statements
+	}
+	t.Logf("ended while waiting for the lock: %q", ended)
 	second := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"i":2}`))
 	testenv.AwaitIDs(t, e.Brokers, "outbox.event.order", second, 15*time.Second)
 	select {
