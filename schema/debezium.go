@@ -124,8 +124,8 @@ func ParseConverter(s string) (Converter, error) {
 	case ConvText:
 		if d, err := ParseConverter(string(c.delegate())); err == nil {
 			switch d.base() {
-			case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvBinary:
-				return c, nil
+			case ConvString, ConvJSON, ConvJSONSchemas, ConvByteArray, ConvBinary, ConvCloudEvents:
+				return ConvText + ":" + d, nil
 			}
 		}
 	}
@@ -161,6 +161,8 @@ func (c Converter) writer(k javaKind, header bool) (Converter, bool) {
 	switch b := c.base(); {
 	case b == ConvText && k == javaString:
 		return ConvString, true
+	case b == ConvText && c.delegate().IsCloudEvents():
+		return "", false // CloudEventsConverter writes a struct, and the column is none
 	case b == ConvText:
 		return c.delegate().writer(k, header)
 	case b == ConvBinary && k != javaBytes, b == ConvDebeziumByteArray:

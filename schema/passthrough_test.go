@@ -313,13 +313,15 @@ func TestConverterWriter(t *testing.T) {
 		{"text:json", oidBytea, base64, false, ConvString, true},
 		{"text:binary:json", oidBytea, valueModes{}, false, ConvByteArray, true},
 		{"text:string", oidTimestamp, connect, false, "", false},
+		{"text:cloudevents:json", oidJSONB, valueModes{}, false, ConvString, true},
+		{"text:cloudevents:json", oidInt8, valueModes{}, false, "", false}, // CloudEventsConverter writes structs only
 	} {
 		got, ok := tc.c.writer(tc.m.kind(pgType{oid: tc.oid, mod: -1}), tc.header)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s.writer(%d, %+v, header %v) = %q, %v; want %q, %v", tc.c, tc.oid, tc.m, tc.header, got, ok, tc.want, tc.ok)
 		}
 	}
-	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x", "debezium-bytearray:binary", "text", "text:avro", "text:cloudevents", "text:text:json"} {
+	for _, s := range []string{"binary:binary", "binary:", "bytes", "json:x", "debezium-bytearray:binary", "text", "text:avro", "text:apicurio-json", "text:text:json"} {
 		if _, err := ParseConverter(s); err == nil {
 			t.Errorf("ParseConverter(%q) accepted", s)
 		}

@@ -65,6 +65,16 @@ debezium.sink.sns.topic.arn=ARN-events
 		`INSERT INTO public.outbox VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', 'OrderCreated', '{"a": [1, 2], "note": "caf\u00e9"}')`,
 		`BEGIN; INSERT INTO public.outbox VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Payment', 'p-1', 'PaymentStarted', '{"order": "o-1"}'); INSERT INTO public.outbox VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-2', 'OrderCreated', '{"total": 12.50}'); COMMIT`,
 	}, false},
+	// Values through Debezium's CloudEventsConverter after the router:
+	// the sink sends the router's value, the payload's text, which the
+	// converter never sees.
+	{"cloudevents-router", docTable, source + `debezium.source.table.include.list=public.outbox
+debezium.transforms=outbox
+debezium.format.value=cloudevents
+debezium.sink.sns.topic.arn=ARN-ce
+`, map[string]int{"ce": 2}, []string{
+		`BEGIN; INSERT INTO public.outbox VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', 'OrderCreated', '{"a": 1}'); INSERT INTO public.outbox VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-2', 'OrderCreated', '"text"'); COMMIT`,
+	}, false},
 	// FIFO topics by prefix (topic.arn.prefix), the router's topics
 	// renamed by a RegexRouter to the aggregate type (an SNS topic's name
 	// has no periods): each aggregate's messages in its group (the key),
