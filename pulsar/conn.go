@@ -252,7 +252,10 @@ type producer struct {
 	id    uint64
 	name  string
 	topic string
-	seq   uint64 // the next sequence id; the producing goroutine's
+	// schemaVersion is the version of the producer's schema the broker
+	// gave, nil without one: each message names it, as the Java client's.
+	schemaVersion []byte
+	seq           uint64 // the next sequence id; the producing goroutine's
 
 	mu      sync.Mutex
 	waiting map[uint64]func(error) // by sequence id
@@ -282,7 +285,7 @@ func (w *wire) newProducer(ctx context.Context, topic string, text bool) (*produ
 		w.mu.Unlock()
 		return nil, err
 	}
-	p.name = c.producerName
+	p.name, p.schemaVersion = c.producerName, c.schemaVersion
 	return p, nil
 }
 
@@ -301,7 +304,7 @@ func (p *producer) send(key string, props [][2]string, value []byte, null bool, 
 	}
 	p.waiting[seq] = done
 	p.mu.Unlock()
-	md, payload := batchOfOne(p.name, seq, uint64(time.Now().UnixMilli()), props, key, value, null)
+	md, payload := batchOfOne(p.name, seq, uint64(time.Now().UnixMilli()), p.schemaVersion, props, key, value, null)
 	if err := p.w.write(sendFrame(p.id, seq, md, payload)); err != nil {
 		p.settle(seq, err) // fail has run done already, unless it raced
 	}

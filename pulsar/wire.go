@@ -65,6 +65,7 @@ type command struct {
 	// broker answers again once the producer is ready.
 	producerName  string
 	producerReady bool
+	schemaVersion []byte
 	// maxMessageSize is CONNECTED's (0 when the broker gives none).
 	maxMessageSize int
 	// brokerURL, brokerURLTLS, lookupType, authoritative and
@@ -243,12 +244,16 @@ func closeProducerCmd(producerID, requestID uint64) []byte {
 // batchOfOne is a message as Pulsar's Java client sends it with
 // batching on (its default, and Debezium Server's): a batch of one, its
 // MessageMetadata (the producer's name, the sequence id, the publish
-// time, the key, one message) and its payload, the message's
-// SingleMessageMetadata (properties in the order given, key, size, and
-// whether the value is null) and value. Every client reads a batch; an
-// unbatched message with an empty payload some (Go's) drop as corrupt.
-func batchOfOne(producer string, sequenceID, publishMillis uint64, props [][2]string, key string, value []byte, nullValue bool) (metadata, payload []byte) {
+// time, the key, one message, the version of the producer's schema when
+// it has one) and its payload, the message's SingleMessageMetadata
+// (properties in the order given, key, size, and whether the value is
+// null) and value. Every client reads a batch; an unbatched message with
+// an empty payload some (Go's) drop as corrupt.
+func batchOfOne(producer string, sequenceID, publishMillis uint64, schemaVersion []byte, props [][2]string, key string, value []byte, nullValue bool) (metadata, payload []byte) {
 	metadata = fields(nil).str(1, producer).varint(2, sequenceID).varint(3, publishMillis).str(6, key).varint(11, 1)
+	if schemaVersion != nil {
+		metadata = fields(metadata).bytes(16, schemaVersion)
+	}
 	single := fields(nil)
 	for _, kv := range props {
 		single = single.bytes(1, fields(nil).str(1, kv[0]).str(2, kv[1]))
@@ -377,6 +382,8 @@ func (c *command) field(num int, v uint64, s []byte) {
 			c.requestID = v
 		case 2:
 			c.producerName = string(s)
+		case 4:
+			c.schemaVersion = append([]byte{}, s...)
 		case 6:
 			c.producerReady = v != 0
 		}

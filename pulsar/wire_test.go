@@ -2,6 +2,7 @@ package pulsar
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func fieldsOf(t *testing.T, b []byte) map[protowire.Number][]any {
 // message) and the batch: the message's own metadata (properties in
 // order, key, size, null) and its value.
 func TestSendFrame(t *testing.T) {
-	md, payload := batchOfOne("standalone-0-1", 7, 1700000000000, [][2]string{{"id", "e-1"}, {"type", "Paid"}}, "o-1", nil, true)
+	md, payload := batchOfOne("standalone-0-1", 7, 1700000000000, []byte{0, 0, 0, 0, 0, 0, 0, 3}, [][2]string{{"id", "e-1"}, {"type", "Paid"}}, "o-1", nil, true)
 	b := sendFrame(3, 7, md, payload)
 	total := binary.BigEndian.Uint32(b)
 	if int(total) != len(b)-4 {
@@ -65,7 +66,8 @@ func TestSendFrame(t *testing.T) {
 	}
 	mdSize := binary.BigEndian.Uint32(rest[6:])
 	meta := fieldsOf(t, rest[10:10+mdSize])
-	if string(meta[1][0].([]byte)) != "standalone-0-1" || meta[2][0] != uint64(7) || string(meta[6][0].([]byte)) != "o-1" || meta[11][0] != uint64(1) {
+	if string(meta[1][0].([]byte)) != "standalone-0-1" || meta[2][0] != uint64(7) || string(meta[6][0].([]byte)) != "o-1" || meta[11][0] != uint64(1) ||
+		fmt.Sprint(meta[16]) != "[[0 0 0 0 0 0 0 3]]" {
 		t.Errorf("metadata %v", meta)
 	}
 	batch := rest[10+mdSize:]
@@ -80,7 +82,10 @@ func TestSendFrame(t *testing.T) {
 	if len(batch) != int(4+singleSize) {
 		t.Errorf("a null value with %d bytes after its metadata", len(batch)-int(4+singleSize))
 	}
-	_, payload = batchOfOne("p", 8, 1, nil, "k", []byte("{}"), false)
+	md, payload = batchOfOne("p", 8, 1, nil, nil, "k", []byte("{}"), false)
+	if _, ok := fieldsOf(t, md)[16]; ok {
+		t.Error("a schema version without a schema")
+	}
 	if string(payload[len(payload)-2:]) != "{}" {
 		t.Errorf("the value is not the batch's end: %q", payload)
 	}
