@@ -35,7 +35,7 @@ type Publisher struct {
 	// Link is the queue of records between the relay's sessions, and the
 	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
 	// Renew, Close.
-	inflight.Link[conn, *conn]
+	inflight.Link[inflight.BatchConn[pending], *inflight.BatchConn[pending]]
 
 	mu      sync.Mutex
 	refused map[[32]byte]*StatusError // records the endpoint refused
@@ -47,15 +47,6 @@ type Publisher struct {
 // maxRefused bounds the refusals kept; beyond it the oldest knowledge is
 // dropped (the record is then sent once more, and refused again).
 const maxRefused = 10_000
-
-// conn is the queue of one session's records, with its failure.
-type conn struct {
-	acks *inflight.Queue[pending]
-	// broken is set when a request failed: nothing is sent until Resume or
-	// Renew, between the relay's sessions.
-	broken atomic.Bool
-	failed bool // the queue goroutine's copy of broken
-}
 
 // pending is a record waiting to be sent and answered.
 type pending struct {
@@ -79,11 +70,18 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	return p, nil
 }
 
-func (p *Publisher) dial(context.Context) (*conn, error) {
-	c := &conn{}
-	c.acks = inflight.New(p.cfg.MaxPending, func(pd pending, stop <-chan struct{}) { p.send(c, pd, stop) },
-		func(pd pending) { pd.promise(pd.rec, errClosed) })
-	return c, nil
+func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
+	// A POST per record, one at a time: a batch of one, sent once.
+	b := inflight.Batch[pending]{
+		Max: 1, Bytes: 1,
+		Group:   func(pending) string { return "" },
+		Order:   func(pending) string { return "" },
+		Size:    func(pending) int { return 0 },
+		Send:    p.send,
+		Retries: 1,
+		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
+	}
+	return inflight.NewBatchConn(p.cfg.MaxPending, 1, b, errClosed, errAfterFailure), nil
 }
 
 // identity names a record's request for the refusals.
@@ -157,58 +155,33 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	if err != nil {
 		return err
 	}
-	if c.broken.Load() {
-		return ErrHalted
-	}
-	if err := c.acks.Acquire(ctx); err != nil {
-		if errors.Is(err, inflight.ErrStopped) {
-			return errClosed
-		}
-		return err
-	}
-	c.acks.Push(pending{rec: r, promise: promise})
-	return nil
+	return c.Send(ctx, pending{rec: r, promise: promise}, ErrHalted)
 }
 
-// send POSTs one record, on the queue's goroutine, and runs its promise.
-func (p *Publisher) send(c *conn, pd pending, stop <-chan struct{}) {
-	if c.failed {
-		pd.promise(pd.rec, errAfterFailure)
-		return
-	}
-	url := p.target(pd.rec)
-	if pd.rec.Value == nil || url == "" {
+// send POSTs one record (a batch of one), on the queue's goroutine. A
+// refusal is remembered, so that the record is dead-lettered when it
+// comes again.
+func (p *Publisher) send(ctx context.Context, msgs []pending, _ int) ([]int, error) {
+	r := msgs[0].rec
+	url := p.target(r)
+	if r.Value == nil || url == "" {
 		// A tombstone, which Debezium Server's sink does not send; a
 		// dead letter without a dead-letter URL, which the dead-letter
 		// table holds.
-		pd.promise(pd.rec, nil)
-		return
+		return nil, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	err := p.post(ctx, url, pd.rec)
+	err := p.post(ctx, url, r)
 	var se *StatusError
 	if errors.As(err, &se) && refusal(se.Status) {
 		p.mu.Lock()
 		if len(p.refused) >= maxRefused {
 			clear(p.refused)
 		}
-		p.refused[identity(url, pd.rec)] = se
+		p.refused[identity(url, r)] = se
 		p.anyRefused.Store(true)
 		p.mu.Unlock()
 	}
-	if err != nil {
-		c.failed = true
-		c.broken.Store(true)
-	}
-	pd.promise(pd.rec, err)
+	return nil, err
 }
 
 // post sends r's request and reads the answer.
@@ -276,20 +249,3 @@ func (p *Publisher) sign(req *http.Request, r *kgo.Record) {
 
 // Ping has nothing to ask: an endpoint answers POSTs only.
 func (p *Publisher) Ping(context.Context) error { return nil }
-
-// The connection's side of inflight.Conn.
-
-// Failed tells a queue on which a request failed.
-func (c *conn) Failed() bool { return c.broken.Load() }
-
-// Lost is never: the queue does not end on its own.
-func (c *conn) Lost() bool { return false }
-
-// Len is how many records wait.
-func (c *conn) Len() int64 { return c.acks.Len() }
-
-// Wait waits until none does.
-func (c *conn) Wait(ctx context.Context) error { return c.acks.Wait(ctx) }
-
-// Close fails what waits.
-func (c *conn) Close() { c.acks.Close() }
