@@ -147,13 +147,13 @@ func TestKinesisPausedUnderLoad(t *testing.T) {
 				"--max-buffered-records", fmt.Sprint(inFlight))...)
 			load := e.StartLoad(t, 2)
 			testenv.Eventually(t, 30*time.Second, "the load's first events in the stream", func() bool {
-				return len(m.ReadStream(t, "outbox.event.account")) > 0
+				return m.Len(t, "outbox.event.account") > 0
 			})
 			bulk := insertCommits(t, e, burst)
 			testenv.Eventually(t, 60*time.Second, "a part of the burst in the stream", func() bool {
-				return len(m.ReadStream(t, "outbox.event.account")) > 1000
+				return m.Len(t, "outbox.event.account") > 1000
 			})
-			atPause := len(m.ReadStream(t, "outbox.event.account"))
+			atPause := m.Len(t, "outbox.event.account") // -1: moto did not answer in time
 			m.Pause(t)
 			time.Sleep(5 * time.Second)
 			m.Continue(t)

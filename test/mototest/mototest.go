@@ -213,6 +213,21 @@ func (s *Server) readStream(name string) ([]Record, error) {
 	return out, nil
 }
 
+// Len is how many records stream name holds, or -1 when moto did not
+// answer the reads in time (single-threaded, it may lag behind a load):
+// for a test's Eventually, which asks again.
+func (s *Server) Len(t testing.TB, name string) int {
+	t.Helper()
+	recs, err := s.readStream(name)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return -1
+	case err != nil:
+		t.Fatalf("mototest: reading stream %s: %v", name, err)
+	}
+	return len(recs)
+}
+
 // Await reads stream name until it holds n records, and returns them; it
 // fails the test when exited is closed first (the publisher died), or
 // after within. It waits a second more for any record past n, which the
