@@ -213,17 +213,28 @@ func (s *Server) readStream(name string) ([]Record, error) {
 	return out, nil
 }
 
-// Len is how many records stream name holds, or -1 when moto did not
-// answer the reads in time (single-threaded, it may lag behind a load):
-// for a test's Eventually, which asks again.
-func (s *Server) Len(t testing.TB, name string) int {
+// TryReadStream is ReadStream, with ok false when moto did not answer
+// the reads in time (single-threaded, it may lag behind a load): for a
+// test's Eventually, which asks again.
+func (s *Server) TryReadStream(t testing.TB, name string) (recs []Record, ok bool) {
 	t.Helper()
 	recs, err := s.readStream(name)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return -1
+		return nil, false
 	case err != nil:
 		t.Fatalf("mototest: reading stream %s: %v", name, err)
+	}
+	return recs, true
+}
+
+// Len is how many records stream name holds, or -1 when moto did not
+// answer the reads in time (TryReadStream).
+func (s *Server) Len(t testing.TB, name string) int {
+	t.Helper()
+	recs, ok := s.TryReadStream(t, name)
+	if !ok {
+		return -1
 	}
 	return len(recs)
 }
