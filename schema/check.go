@@ -39,7 +39,7 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 			bad(b.name[fAggregateType], "Debezium's router reads route.by.field as a string: use a text column")
 		}
 		converts := func(part string, conv Converter, name string, t pgType) {
-			if _, ok := conv.writer(d.vm.kind(t), part == "header"); !ok {
+			if _, ok := conv.writer(d.vm.kindFor(conv, t), part == "header"); !ok {
 				bad(name, fmt.Sprintf("the %s converter %s cannot write a value of its type (OID %d)%s", part, conv, t.oid, cannotWrite(conv, d.vm.kind(t))))
 			}
 		}

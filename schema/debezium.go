@@ -420,7 +420,7 @@ type part struct {
 // writes null as JSON.
 func appendConverted(dst []byte, p part, t pgType, m valueModes, text []byte, optional bool) (out []byte, isNull bool, reason string) {
 	text = m.valueOf(t, text, optional)
-	k := m.kind(t)
+	k := m.kindFor(p.conv, t)
 	if text == nil && k == javaBytes && p.conv.base() == ConvDebeziumByteArray {
 		return dst, true, ""
 	}

@@ -206,6 +206,20 @@ const (
 	javaString
 )
 
+// kindFor is the Java kind of a value of type t as conv tells kinds
+// apart: a text converter also tells a String (a column of Connect type
+// string) from the rest; the others need not, and are spared the lookup
+// on every value.
+func (m valueModes) kindFor(conv Converter, t pgType) javaKind {
+	k := m.kind(t)
+	if k == javaOther && conv.base() == ConvText {
+		if ct, ok := connectTypeOfType(t, m); ok && ct.typ == "string" {
+			return javaString
+		}
+	}
+	return k
+}
+
 // kind is the Java kind of a value of type t.
 func (m valueModes) kind(t pgType) javaKind {
 	switch t.oid {
@@ -217,9 +231,6 @@ func (m valueModes) kind(t pgType) javaKind {
 		if m.time == timeConnect {
 			return javaDate
 		}
-	}
-	if ct, ok := connectTypeOfType(t, m); ok && ct.typ == "string" {
-		return javaString
 	}
 	return javaOther
 }

@@ -316,7 +316,7 @@ func TestConverterWriter(t *testing.T) {
 		{"text:cloudevents:json", oidJSONB, valueModes{}, false, ConvString, true},
 		{"text:cloudevents:json", oidInt8, valueModes{}, false, "", false}, // CloudEventsConverter writes structs only
 	} {
-		got, ok := tc.c.writer(tc.m.kind(pgType{oid: tc.oid, mod: -1}), tc.header)
+		got, ok := tc.c.writer(tc.m.kindFor(tc.c, pgType{oid: tc.oid, mod: -1}), tc.header)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("%s.writer(%d, %+v, header %v) = %q, %v; want %q, %v", tc.c, tc.oid, tc.m, tc.header, got, ok, tc.want, tc.ok)
 		}
