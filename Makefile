@@ -27,7 +27,7 @@ KAFKA_DIR     ?= $(CURDIR)/.cache/kafka
 KAFKA_PORT    ?= 9092
 export PGOUTBOX_KAFKA_DIR ?= $(KAFKA_DIR)
 
-.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server apicurio moto pulsar kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare bench-compare-server fuzz bench-go clean
+.PHONY: build deps test test-unit test-pg15 test-pg18 pg18 debezium debezium-server apicurio moto pulsar rocketmq kafka kafka-run compat chaos chaos-suite nemesis soak demo bench bench-compare bench-compare-server fuzz bench-go clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pgoutbox ./cmd/pgoutbox
@@ -41,10 +41,10 @@ build:
 # together they take little more than the longest. Each run's output is
 # printed whole when it ends, each process's with how long it took.
 SHARDS ?= 3
-test: deps pg18 kafka debezium apicurio moto pulsar
+test: deps pg18 kafka debezium apicurio moto pulsar rocketmq
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-pg15 test-pg18
 
-test-unit: deps pg18 kafka debezium apicurio moto pulsar
+test-unit: deps pg18 kafka debezium apicurio moto pulsar rocketmq
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(UNIT)
 
@@ -54,9 +54,9 @@ test-unit: deps pg18 kafka debezium apicurio moto pulsar
 # and three tests of the Kafka side (dead letters, network faults, a poison
 # row under exactly-once) run on 18 only, which evens the two runs out
 # (PG15_SKIP= runs them).
-PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestPulsarCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
+PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestPulsarCorpus|TestRocketMQCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
-test-pg15: deps kafka apicurio moto pulsar
+test-pg15: deps kafka apicurio moto pulsar rocketmq
 	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
@@ -66,9 +66,9 @@ test-pg15: deps kafka apicurio moto pulsar
 # (PG18_SKIP= runs them all). TestNATS, TestRabbitMQ and TestRedis also leave
 # out their corpora (TestNATSCorpus, TestRabbitMQCorpus, TestRedisCorpus),
 # which make compat runs.
-PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestPulsar|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
+PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestPulsar|TestRocketMQ|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
-test-pg18: deps pg18 kafka debezium apicurio moto pulsar
+test-pg18: deps pg18 kafka debezium apicurio moto pulsar rocketmq
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
 
 # What the tests need from Debian's packages (PostgreSQL 15, PgBouncer,
@@ -112,6 +112,14 @@ export PGOUTBOX_PULSAR_DIR ?= $(PULSAR_DIR)
 pulsar:
 	.ci/install-pulsar $(PULSAR_DIR)
 
+# Apache RocketMQ 5.3.3's name server and broker (jars of about 85 MB, from
+# Maven Central), for the RocketMQ sink's tests (test/rocketmqtest runs
+# them); outside git, reused while the pom is unchanged.
+ROCKETMQ_DIR ?= $(CURDIR)/.cache/rocketmq
+export PGOUTBOX_ROCKETMQ_DIR ?= $(ROCKETMQ_DIR)
+rocketmq:
+	.ci/install-rocketmq $(ROCKETMQ_DIR)
+
 # Debezium Server 3.6.1.Final's distribution (about 780 MB, from Maven
 # Central), for the NATS corpus (test/natscompat), which runs it; outside
 # git, reused while the pom is unchanged. It runs on Java 21 or later.
@@ -140,7 +148,7 @@ COMPAT_CASES ?=
 NATS_CASES ?=
 RABBITMQ_CASES ?=
 REDIS_CASES ?=
-compat: pg18 kafka debezium debezium-server apicurio moto pulsar
+compat: pg18 kafka debezium debezium-server apicurio moto pulsar rocketmq
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CASES)' $(GO) test -count=1 -timeout 30m -v -run 'TestCorpus$$' ./test/compat >compat.log 2>&1; \
 	rc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- |cases in|answered' compat.log; \
 	[ $$rc = 0 ] || echo "compat: each failed case's differences and both sides' records are in compat.log"; \

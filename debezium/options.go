@@ -369,15 +369,15 @@ var options = []Option{
 		Refuses: "another delegate", read: accept},
 
 	// Debezium Server's own.
-	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `rabbitmqstream` (`--sink rabbitmqstream`); `redis` (`--sink redis`); `http` (`--sink http`); `kinesis` (`--sink kinesis`); `sqs` (`--sink sqs`); `sns` (`--sink sns`); `pubsub` (`--sink pubsub`); `pulsar` (`--sink pulsar`)",
-		Refuses: "another sink (`eventhubs`, `rocketmq`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ (AMQP 0-9-1 and Streams), Redis Streams, HTTP endpoints, Amazon Kinesis, Amazon SQS, Amazon SNS, Google Cloud Pub/Sub and Apache Pulsar",
+	{Part: Server, Key: "debezium.sink.type", Takes: "`kafka`; `nats-jetstream` (`--sink nats-jetstream`); `rabbitmq` (`--sink rabbitmq`); `rabbitmqstream` (`--sink rabbitmqstream`); `redis` (`--sink redis`); `http` (`--sink http`); `kinesis` (`--sink kinesis`); `sqs` (`--sink sqs`); `sns` (`--sink sns`); `pubsub` (`--sink pubsub`); `pulsar` (`--sink pulsar`); `rocketmq` (`--sink rocketmq`)",
+		Refuses: "another sink (`eventhubs`, `pravega`, `infinispan`, …): pgoutbox publishes to Kafka, NATS JetStream, RabbitMQ (AMQP 0-9-1 and Streams), Redis Streams, HTTP endpoints, Amazon Kinesis, Amazon SQS, Amazon SNS, Google Cloud Pub/Sub, Apache Pulsar and Apache RocketMQ",
 		read: func(r *reading, k, v string) {
 			switch v {
 			case "kafka":
-			case "nats-jetstream", "rabbitmq", "rabbitmqstream", "redis", "http", "kinesis", "sqs", "sns", "pubsub", "pulsar":
+			case "nats-jetstream", "rabbitmq", "rabbitmqstream", "redis", "http", "kinesis", "sqs", "sns", "pubsub", "pulsar", "rocketmq":
 				r.set("sink", v)
 			default:
-				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq, rabbitmqstream), Redis Streams (redis), HTTP endpoints (http), Amazon Kinesis (kinesis), Amazon SQS (sqs), Amazon SNS (sns), Google Cloud Pub/Sub (pubsub) and Apache Pulsar (pulsar)", v))
+				r.refuse(k, fmt.Sprintf("%q: pgoutbox publishes to Kafka (kafka), NATS JetStream (nats-jetstream), RabbitMQ (rabbitmq, rabbitmqstream), Redis Streams (redis), HTTP endpoints (http), Amazon Kinesis (kinesis), Amazon SQS (sqs), Amazon SNS (sns), Google Cloud Pub/Sub (pubsub), Apache Pulsar (pulsar) and Apache RocketMQ (rocketmq)", v))
 			}
 		}},
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",

@@ -74,6 +74,7 @@ func (c config) translate() *reading {
 	sqsSettings(c, r)
 	pubsubSettings(c, r)
 	pulsarSettings(c, r)
+	rocketmqSettings(c, r)
 	c.sinkStores(r)
 	c.converters(r)
 	for _, k := range sortedKeys(c.other) {

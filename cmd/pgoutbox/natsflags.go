@@ -20,7 +20,7 @@ const (
 )
 
 // sinks are the names --sink takes.
-var sinks = []string{sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkSNS, sinkPubSub, sinkPulsar}
+var sinks = []string{sinkKafka, sinkNATS, sinkRabbitMQ, sinkRabbitStream, sinkRedis, sinkHTTP, sinkKinesis, sinkSQS, sinkSNS, sinkPubSub, sinkPulsar, sinkRocketMQ}
 
 // natsFlags are the flags of the NATS JetStream sink, each Debezium
 // Server's debezium.sink.nats-jetstream.* key of the same name.
@@ -103,6 +103,8 @@ func guarantee(sink string, d relay.Delivery) string {
 		return snsGuarantee
 	case sinkPulsar:
 		return pulsarGuarantee
+	case sinkRocketMQ:
+		return rocketmqGuarantee
 	case sinkPubSub:
 		return pubsubGuarantee
 	}

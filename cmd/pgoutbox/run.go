@@ -94,6 +94,7 @@ type relayFlags struct {
 	sqs      sqsFlags
 	sns      snsFlags
 	pulsar   pulsarFlags
+	rocketmq rocketmqFlags
 	pubsub   pubsubFlags
 	redis    redisFlags
 	brokers  string
@@ -109,7 +110,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	cfg := &f.cfg
 	f.c.register(fs)
 	f.auth.register(fs)
-	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS), sns (Amazon SNS), pubsub (Google Cloud Pub/Sub) or pulsar (Apache Pulsar), as Debezium Server's sinks of those names")
+	fs.StringVar(&f.sink, "sink", sinkKafka, "where events go: kafka, nats-jetstream (NATS JetStream), rabbitmq (RabbitMQ, AMQP 0-9-1), rabbitmqstream (RabbitMQ Streams, their own protocol), redis (Redis Streams), http (a POST per event), kinesis (Amazon Kinesis Data Streams), sqs (Amazon SQS), sns (Amazon SNS), pubsub (Google Cloud Pub/Sub), pulsar (Apache Pulsar) or rocketmq (Apache RocketMQ), as Debezium Server's sinks of those names")
 	f.nats.register(fs)
 	f.rabbitmq.register(fs)
 	f.rstream.register(fs)
@@ -118,6 +119,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.sqs.register(fs)
 	f.sns.register(fs)
 	f.pulsar.register(fs)
+	f.rocketmq.register(fs)
 	f.pubsub.register(fs)
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
@@ -151,7 +153,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.Lease.TTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
 	fs.DurationVar(&cfg.Lease.Renew, "lease-renew", relay.DefaultLeaseRenew, "how often the relay renews the pipeline's lease, and a waiting relay tries to take it; --lease-ttl is at least three times it")
 	fs.StringVar(&cfg.OnPoison, "on-poison", "dlq", "a row that cannot be published: dlq (dead-letter it, hold its aggregate, carry on) or halt")
-	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq)")
+	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "", "topic for dead letters (default <slot>.dlq; <slot>_dlq with --sink rocketmq)")
 	fs.StringVar(&f.delivery, "delivery", "at-least-once", "at-least-once, or exactly-once: Kafka transactions, for consumers with isolation.level=read_committed")
 	fs.DurationVar(&f.kafka.TransactionTimeout, "transaction-timeout", time.Minute, "exactly-once: how long the broker lets a Kafka transaction stay open before it aborts it; the longest a read_committed consumer waits behind a relay that died with one open")
 	fs.DurationVar(&cfg.Transactions.Interval, "transaction-interval", 5*time.Millisecond, "exactly-once: the least time between two Kafka commits; under load the Postgres transactions of that span share one Kafka transaction (0: commit each at once)")
@@ -210,11 +212,16 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err != nil {
 		return cfg, nil, fmt.Errorf("--format: %w", err)
 	}
-	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets(), f.pulsar.secrets())...)
+	log, err := c.logger(stderr, slices.Concat(f.auth.secrets(), f.nats.secrets(), f.rabbitmq.secrets(), f.rstream.secrets(), f.redis.secrets(), f.http.secrets(), f.pulsar.secrets(), f.rocketmq.secrets())...)
 	if err != nil {
 		return cfg, nil, err
 	}
 	cfg.Encoder.Format = format
+	if f.sink == sinkRocketMQ && cfg.DLQTopic == "" {
+		// RocketMQ's topic names take no '.': <slot>_dlq, not <slot>.dlq.
+		cfg.DLQTopic = c.slot + "_dlq"
+		f.cfg.DLQTopic = cfg.DLQTopic
+	}
 	if cfg.Sink, err = f.opener(ctx, fs, c.slot); err != nil {
 		return cfg, nil, err
 	}
@@ -247,6 +254,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			msg += " (--table's default: name the outbox table with --table or --table-include-list; in a Debezium configuration, table.include.list or schema.include.list)"
 		}
 		return cfg, nil, errors.New(msg)
+	}
+	if f.sink == sinkRocketMQ {
+		if err := rocketmqTopics(cfg); err != nil {
+			return cfg, nil, err
+		}
 	}
 	if f.sink == sinkNATS {
 		if err := natsAvro(cfg.Encoder.Debezium); err != nil {
@@ -301,6 +313,8 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 		return f.sns.opener(ctx, dlq, f.kafka.MaxBufferedRecords)
 	case sinkPulsar:
 		return f.pulsar.opener(f.kafka.MaxBufferedRecords)
+	case sinkRocketMQ:
+		return f.rocketmq.opener(dlq, f.kafka.MaxBufferedRecords)
 	case sinkPubSub:
 		return f.pubsub.opener(f.kafka.MaxBufferedRecords), nil
 	case sinkRabbitStream:
