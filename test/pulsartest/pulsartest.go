@@ -23,11 +23,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -261,36 +259,12 @@ func start(t testing.TB, secret []byte, withTLS bool) *Server {
 // cache holds the jars.
 func install(t testing.TB) (java, jars string) {
 	t.Helper()
-	in, err := installOnce()
+	in, err := testbin.Install("Apache Pulsar "+Version, "pulsar", "install-pulsar", JavaEnv, DirEnv, "pulsar")
 	if err != nil {
 		t.Fatalf("pulsartest: %v", err)
 	}
-	return in[0], in[1]
+	return in.Java, filepath.Join(in.Dir, "lib", "*")
 }
-
-var installOnce = sync.OnceValues(func() ([2]string, error) {
-	java := os.Getenv(JavaEnv)
-	if java == "" {
-		var err error
-		if java, err = exec.LookPath("java"); err != nil {
-			return [2]string{}, fmt.Errorf("no java on PATH: Apache Pulsar %s needs Java 17 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", Version, JavaEnv)
-		}
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		return [2]string{}, err
-	}
-	dir := os.Getenv(DirEnv)
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "pulsar")
-	}
-	script := filepath.Join(root, ".ci", "install-pulsar")
-	if out, err := exec.Command(script, dir).CombinedOutput(); err != nil {
-		return [2]string{}, fmt.Errorf("Apache Pulsar %s is not installed in %s and installing it failed: %v\n%s\nrun %s %s (needs Maven and Maven Central), or set %s to where it is installed",
-			Version, dir, err, out, script, dir, DirEnv)
-	}
-	return [2]string{java, filepath.Join(dir, "lib", "*")}, nil
-})
 
 func (s *Server) pickPorts() error {
 	var err error

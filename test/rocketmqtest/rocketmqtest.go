@@ -84,7 +84,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -365,36 +364,12 @@ func (quiet) OutputPath(string) error { return nil }
 // the cache holds the jars.
 func install(t testing.TB) (java, jars string) {
 	t.Helper()
-	in, err := installOnce()
+	in, err := testbin.Install("Apache RocketMQ "+Version, "rocketmq", "install-rocketmq", JavaEnv, DirEnv, "rocketmq")
 	if err != nil {
 		t.Fatalf("rocketmqtest: %v", err)
 	}
-	return in[0], in[1]
+	return in.Java, filepath.Join(in.Dir, "lib", "*")
 }
-
-var installOnce = sync.OnceValues(func() ([2]string, error) {
-	java := os.Getenv(JavaEnv)
-	if java == "" {
-		var err error
-		if java, err = exec.LookPath("java"); err != nil {
-			return [2]string{}, fmt.Errorf("no java on PATH: Apache RocketMQ %s needs Java 8 or later (Debian: apt-get install openjdk-17-jre-headless), or set %s", Version, JavaEnv)
-		}
-	}
-	root, err := testbin.ModuleRoot()
-	if err != nil {
-		return [2]string{}, err
-	}
-	dir := os.Getenv(DirEnv)
-	if dir == "" {
-		dir = filepath.Join(root, ".cache", "rocketmq")
-	}
-	script := filepath.Join(root, ".ci", "install-rocketmq")
-	if out, err := exec.Command(script, dir).CombinedOutput(); err != nil {
-		return [2]string{}, fmt.Errorf("Apache RocketMQ %s is not installed in %s and installing it failed: %v\n%s\nrun %s %s (needs Maven and Maven Central), or set %s to where it is installed",
-			Version, dir, err, out, script, dir, DirEnv)
-	}
-	return [2]string{java, filepath.Join(dir, "lib", "*")}, nil
-})
 
 // pickPorts picks the name server's port and the broker's: one whose
 // neighbours listenPort-2 and listenPort+1 are free too.
