@@ -56,7 +56,7 @@ func check(t *testing.T, msgs []Message, n int) {
 	}
 }
 
-func TestRoundTrip(t *testing.T) {
+func TestPulsarHarnessRoundTrip(t *testing.T) {
 	s := Start(t)
 	t.Logf("Pulsar %s ready in %s at %s, admin %s", Version, s.Started.Round(time.Millisecond), s.ServiceURL(), s.AdminURL())
 
@@ -89,7 +89,7 @@ func TestRoundTrip(t *testing.T) {
 
 // What the bookie acknowledged survives SIGKILL, and the server serves
 // again on the same URL.
-func TestKillRestart(t *testing.T) {
+func TestPulsarHarnessKillRestart(t *testing.T) {
 	s := Start(t)
 	produce(t, s, "restart", 0, 10)
 	url := s.ServiceURL()

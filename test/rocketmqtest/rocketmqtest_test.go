@@ -84,7 +84,7 @@ func rss(pid int) string {
 	return "?"
 }
 
-func TestRoundTrip(t *testing.T) {
+func TestRocketMQHarnessRoundTrip(t *testing.T) {
 	s := Start(t)
 	t.Logf("started in %v; name server %s, broker %s", s.Started, s.NameServer(), s.BrokerAddr())
 
@@ -201,7 +201,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestPause(t *testing.T) {
+func TestRocketMQHarnessPause(t *testing.T) {
 	s := Start(t)
 	s.CreateTopic("paused", 1)
 	p := newProducer(t, s)
@@ -248,7 +248,7 @@ func TestPause(t *testing.T) {
 // unknown one are refused, saying why, and store nothing; the harness's
 // own requests (signed as the admin) work; all of it again after a
 // restart.
-func TestStartWithACL(t *testing.T) {
+func TestRocketMQHarnessACL(t *testing.T) {
 	s := StartWithACL(t, "rocketmqtest_user", "user-secret")
 	t.Logf("started in %v", s.Started)
 	s.CreateTopic("acl", 2)
