@@ -139,11 +139,12 @@ COMPAT_CASES ?=
 # Then the NATS, RabbitMQ and Redis corpora (test/natscompat,
 # test/rabbitmqcompat, test/rediscompat; their testdata/cases, and the
 # RabbitMQ Streams corpus's testdata/streams), and the HTTP, Kinesis, SQS,
-# SNS, Pub/Sub and Pulsar ones (test/httpcompat, test/kinesiscompat,
-# test/sqscompat, test/snscompat, test/pubsubcompat, test/pulsarcompat):
-# each case through Debezium Server 3.6.1 itself and through pgoutbox into
-# one server (moto for Kinesis, SQS and SNS, Google's emulator for Pub/Sub,
-# Pulsar standalone), message for message
+# SNS, Pub/Sub, Pulsar and RocketMQ ones (test/httpcompat, test/kinesiscompat,
+# test/sqscompat, test/snscompat, test/pubsubcompat, test/pulsarcompat,
+# test/rocketmqcompat): each case through Debezium Server 3.6.1 itself and
+# through pgoutbox into one server (moto for Kinesis, SQS and SNS, Google's
+# emulator for Pub/Sub, Pulsar standalone, a RocketMQ name server and
+# broker), message for message
 # (NATS_CASES, RABBITMQ_CASES, REDIS_CASES pick some).
 NATS_CASES ?=
 RABBITMQ_CASES ?=
@@ -179,7 +180,10 @@ compat: pg18 kafka debezium debezium-server apicurio moto pulsar rocketmq
 	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestPulsarCorpus$$' ./test/pulsarcompat >compat-pulsar.log 2>&1; \
 	prc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-pulsar.log; \
 	[ $$prc = 0 ] || echo "compat: the Pulsar corpus's differences and both sides' messages are in compat-pulsar.log"; \
-	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$src = 0 ] && [ $$grc = 0 ] && [ $$prc = 0 ]
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin $(GO) test -count=1 -timeout 30m -v -run 'TestRocketMQCorpus$$|TestRocketMQDeadLetters$$' ./test/rocketmqcompat >compat-rocketmq.log 2>&1; \
+	mrc=$$?; grep -E '^(--- |ok|FAIL|PASS)|    --- ' compat-rocketmq.log; \
+	[ $$mrc = 0 ] || echo "compat: the RocketMQ corpus's differences and both sides' messages are in compat-rocketmq.log"; \
+	[ $$rc = 0 ] && [ $$nrc = 0 ] && [ $$brc = 0 ] && [ $$rrc = 0 ] && [ $$hrc = 0 ] && [ $$krc = 0 ] && [ $$qrc = 0 ] && [ $$src = 0 ] && [ $$grc = 0 ] && [ $$prc = 0 ] && [ $$mrc = 0 ]
 
 kafka:
 	.ci/install-kafka $(KAFKA_VERSION) $(KAFKA_DIR)

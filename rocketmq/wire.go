@@ -46,7 +46,7 @@ const (
 // version is what the header names as the client's version: the Java
 // client 5.2.0's (MQVersion.Version.V5_2_0), which Debezium Server 3.6.1
 // ships.
-const version = 454
+const version = 453
 
 // maxFrame bounds a frame read: a broker's answer is small, a route's
 // some kilobytes.
