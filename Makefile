@@ -303,6 +303,12 @@ fuzz:
 	$(GO) test ./transform -run '^$$' -fuzz FuzzParseLiteral -fuzztime 30s
 	$(GO) test ./transform -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 30s
 	$(GO) test ./transform -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzParseJNode -fuzztime 30s
+	$(GO) test ./schema -run '^$$' -fuzz FuzzParseTimestamp -fuzztime 30s
+	$(GO) test ./debezium -run '^$$' -fuzz FuzzParseJAAS -fuzztime 30s
+	$(GO) test ./pulsar -run '^$$' -fuzz FuzzParseCommand -fuzztime 30s
+	$(GO) test ./rocketmq -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s
+	$(GO) test ./rocketmq -run '^$$' -fuzz FuzzQuoteKeys -fuzztime 30s
 
 # Per-event cost, with allocations.
 bench-go:
