@@ -33,23 +33,49 @@ var httpOptions = []Option{
 		}},
 	{Part: Server, Key: httpSink + "batch.max-size", Default: "200", Setting: Ignored, Takes: "ignored without `batch.enabled`",
 		read: ignore("without batch.enabled")},
-	{Part: Server, Key: httpSink + "authentication.type", Takes: "`standard-webhooks` (Standard Webhooks signatures), in any case",
-		Refuses: "`jwt`, `oauth2`: not implemented; another value, which Debezium Server refuses",
+	{Part: Server, Key: httpSink + "authentication.type",
+		Takes:   "`standard-webhooks` (Standard Webhooks signatures), `oauth2` (a bearer token of an OAuth2 token endpoint), `jwt` (a token of a JWT auth server), in any case; unset, none: the other `authentication.*` keys are ignored, as Debezium Server ignores them",
+		Refuses: "another value, which Debezium Server refuses; a kind without the keys Debezium Server does not start without",
 		read: func(r *reading, k, v string) {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "standard-webhooks":
-			case "jwt", "oauth2":
-				r.refuse(k, fmt.Sprintf("%q authentication is not implemented (standard-webhooks is)", v))
-			default:
+			if _, ok := httpAuthKinds[strings.ToLower(strings.TrimSpace(v))]; !ok {
 				r.refuse(k, fmt.Sprintf("%q: Debezium Server knows jwt, oauth2 and standard-webhooks, and does not start with another", v))
 			}
 		}},
 	{Part: Server, Key: httpSink + "authentication.webhook.secret", Setting: "http-webhook-secret", Takes: "a `whsec_` secret, with `authentication.type=standard-webhooks`",
-		read: toFlag("http-webhook-secret")},
-	{Part: Server, Key: httpSink + "authentication.", Refuses: "the `jwt` and `oauth2` keys: not implemented",
-		read: func(r *reading, k, _ string) {
-			r.refuse(k, "JWT and OAuth2 authentication are not implemented (authentication.type=standard-webhooks is)")
-		}},
+		read: accept},
+	{Part: Server, Key: httpSink + "authentication.oauth2.token-url", Setting: "http-oauth2-token-url",
+		Takes: "an `http://` or `https://` URL, with `authentication.type=oauth2`: the client credentials grant, the client's id and secret in HTTP basic authentication, as Debezium Server sends them", read: accept},
+	{Part: Server, Key: httpSink + "authentication.oauth2.client-id", Setting: "http-oauth2-client-id", Takes: "any", read: accept},
+	{Part: Server, Key: httpSink + "authentication.oauth2.client-secret", Setting: "http-oauth2-client-secret", Takes: "any", read: accept},
+	{Part: Server, Key: httpSink + "authentication.oauth2.scope", Setting: "http-oauth2-scope", Takes: "any; unset or empty, no scope is asked for", read: accept},
+	{Part: Server, Key: httpSink + "authentication.jwt.url", Setting: "http-jwt-url",
+		Takes:   "the auth server's URL, with `authentication.type=jwt`: `auth/authenticate` and `auth/refreshToken` are appended to it as written, as Debezium Server appends them",
+		Refuses: "a URL without a path, to which they would be appended after the host", read: accept},
+	{Part: Server, Key: httpSink + "authentication.jwt.username", Setting: "http-jwt-username", Takes: "any", read: accept},
+	{Part: Server, Key: httpSink + "authentication.jwt.password", Setting: "http-jwt-password", Takes: "any", read: accept},
+	{Part: Server, Key: httpSink + "authentication.jwt.token_expiration", Default: "60", Setting: "http-jwt-token-expiration",
+		Takes: "minutes, the lifetime asked for", Refuses: "a value that is not a positive whole number", read: accept},
+	{Part: Server, Key: httpSink + "authentication.jwt.refresh_token_expiration", Default: "1440", Setting: "http-jwt-refresh-token-expiration",
+		Takes: "minutes, the refresh token's lifetime asked for", Refuses: "a value that is not a positive whole number", read: accept},
+	{Part: Server, Key: httpSink + "authentication.", Setting: Ignored,
+		Takes: "ignored, as Debezium Server 3.6.1's sink reads no other: its OAuth2 client always sends the client's id and secret in HTTP basic authentication, with no other parameter (`--http-oauth2-client-auth post` sends them in the form)",
+		read:  ignore("Debezium Server's sink does not read it")},
+}
+
+// httpAuthKinds are authentication.type's values, each with its keys
+// (after authentication.), their flags, and the keys Debezium Server does
+// not start without.
+var httpAuthKinds = map[string]struct {
+	keys     map[string]string
+	required []string
+}{
+	"standard-webhooks": {keys: map[string]string{"webhook.secret": "http-webhook-secret"}, required: []string{"webhook.secret"}},
+	"oauth2": {keys: map[string]string{"oauth2.token-url": "http-oauth2-token-url", "oauth2.client-id": "http-oauth2-client-id",
+		"oauth2.client-secret": "http-oauth2-client-secret", "oauth2.scope": "http-oauth2-scope"},
+		required: []string{"oauth2.token-url", "oauth2.client-id", "oauth2.client-secret"}},
+	"jwt": {keys: map[string]string{"jwt.url": "http-jwt-url", "jwt.username": "http-jwt-username", "jwt.password": "http-jwt-password",
+		"jwt.token_expiration": "http-jwt-token-expiration", "jwt.refresh_token_expiration": "http-jwt-refresh-token-expiration"},
+		required: []string{"jwt.url", "jwt.username", "jwt.password"}},
 }
 
 func init() { options = append(options, httpOptions...) }
@@ -78,7 +104,50 @@ func (c config) httpSettings(r *reading) {
 	if strings.TrimSpace(c.other["debezium.format.header"]) == "jsonbytearray" {
 		r.refuse("debezium.format.header", `"jsonbytearray" with debezium.sink.type=http: the sink sends headers as text and fails at the first record with a header (use json)`)
 	}
-	if t := strings.ToLower(strings.TrimSpace(c.other[httpSink+"authentication.type"])); t == "standard-webhooks" && strings.TrimSpace(c.other[httpSink+"authentication.webhook.secret"]) == "" {
-		r.refuse(httpSink+"authentication.type", "standard-webhooks without authentication.webhook.secret")
+	c.httpAuth(r)
+}
+
+// httpAuth sets the flags of the keys of authentication.type's kind, as
+// Debezium Server reads only those, and names the others among the
+// ignored; it refuses a kind without a key Debezium Server does not start
+// without.
+func (c config) httpAuth(r *reading) {
+	const prefix = httpSink + "authentication."
+	typ, set := c.other[prefix+"type"]
+	name := strings.ToLower(strings.TrimSpace(typ))
+	for other, k := range httpAuthKinds {
+		if other == name {
+			continue
+		}
+		for key := range k.keys {
+			if _, ok := c.other[prefix+key]; ok {
+				r.ignore(prefix + key + " (read with authentication.type=" + other + " only)")
+			}
+		}
+	}
+	kind, known := httpAuthKinds[name]
+	if !set || !known {
+		return
+	}
+	for _, key := range kind.required {
+		if v := strings.TrimSpace(c.other[prefix+key]); v == "" {
+			r.refuse(prefix+"type", fmt.Sprintf("%s without %s: Debezium Server does not start without it", strings.TrimSpace(typ), "authentication."+key))
+		}
+	}
+	for _, key := range sortedKeys(kind.keys) {
+		flag := kind.keys[key]
+		v, ok := c.other[prefix+key]
+		if !ok {
+			continue
+		}
+		if strings.HasSuffix(key, "expiration") {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 {
+				r.refuse(prefix+key, fmt.Sprintf("%q: not a positive whole number of minutes", v))
+				continue
+			}
+			v = strconv.Itoa(n) + "m"
+		}
+		r.set(flag, v)
 	}
 }

@@ -2,7 +2,9 @@
 // Server's http sink does: the value as the body, with the sink's
 // content-type, each header as an X-DEBEZIUM-<NAME> header (its value in
 // base64 by default), a tombstone not sent; signed as Standard Webhooks
-// sign a message when a secret is given.
+// sign a message when a secret is given, or with a token of an OAuth2
+// token endpoint or a JWT auth server, as Debezium Server's oauth2 and jwt
+// authentication ask for it.
 //
 // Requests go one at a time, in order: a record counts as sent only once
 // the endpoint answered 2xx, and after one failed none after it counts as
@@ -57,6 +59,12 @@ type Config struct {
 	// WebhookSecret signs each request as Standard Webhooks do
 	// ("whsec_" and the base64 of 24 to 64 bytes); "" for none.
 	WebhookSecret string
+	// OAuth2 gives each request a bearer token; nil for none.
+	OAuth2 *OAuth2
+	// JWT gives each request a JWT auth server's token; nil for none.
+	// One of WebhookSecret, OAuth2 and JWT at most, as Debezium Server's
+	// authentication.type chooses one.
+	JWT *JWT
 	// Timeout bounds each request (timeout.ms).
 	Timeout time.Duration
 	// TLS configures an https:// endpoint (nil: the system's roots).
@@ -75,6 +83,17 @@ func (c *Config) Defaults() {
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
+	}
+	// Copies: the caller's stay as they were.
+	if c.OAuth2 != nil {
+		o := *c.OAuth2
+		o.defaults()
+		c.OAuth2 = &o
+	}
+	if c.JWT != nil {
+		j := *c.JWT
+		j.defaults()
+		c.JWT = &j
 	}
 }
 
@@ -96,10 +115,27 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(c.HeaderPrefix, " \t\r\n:") {
 		return fmt.Errorf("webhook: header prefix %q: a header name takes no spaces or colons", c.HeaderPrefix)
 	}
+	n := 0
+	for _, set := range []bool{c.WebhookSecret != "", c.OAuth2 != nil, c.JWT != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("webhook: one authentication at most: a Standard Webhooks secret, OAuth2 or JWT (authentication.type)")
+	}
 	if c.WebhookSecret != "" {
 		if _, err := webhookKey(c.WebhookSecret); err != nil {
 			return err
 		}
+	}
+	if c.OAuth2 != nil {
+		if err := c.OAuth2.validate(); err != nil {
+			return err
+		}
+	}
+	if c.JWT != nil {
+		return c.JWT.validate()
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ var errAfterFailure = errors.New("webhook: an earlier request failed; this recor
 type StatusError struct {
 	Status int
 	Body   string // its start
+	token  bool   // the request carried an OAuth2 or JWT token
 }
 
 func (e *StatusError) Error() string {
@@ -29,6 +30,10 @@ func (e *StatusError) Error() string {
 		msg += ": " + e.Body
 	}
 	switch {
+	case e.Status == 401 && e.token:
+		msg += " (it refused the token: a new one is asked for before the request is sent again)"
+	case e.Status == 403 && e.token:
+		msg += " (check what the token grants: the OAuth2 scope, the JWT user)"
 	case e.Status == 401 || e.Status == 403:
 		msg += " (check the endpoint's credentials: the URL, authentication.webhook.secret)"
 	case refusal(e.Status):

@@ -30,7 +30,8 @@ import (
 type Publisher struct {
 	cfg    Config
 	log    *slog.Logger
-	key    []byte // the Standard Webhooks key, nil for none
+	key    []byte        // the Standard Webhooks key, nil for none
+	auth   authenticator // OAuth2's or JWT's, nil for none
 	client *http.Client
 	// Link is the queue of records between the relay's sessions, and the
 	// halt after a failed request: AbortBuffered, Resume, Flush, Buffered,
@@ -67,6 +68,14 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.TLS
 	p.client = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	// The auth servers are asked through the endpoint's transport (its
+	// TLS), within Debezium Server's timeouts for them.
+	switch {
+	case cfg.OAuth2 != nil:
+		p.auth = &oauth2Auth{cfg: *cfg.OAuth2, client: &http.Client{Transport: tr, Timeout: oauth2Timeout}}
+	case cfg.JWT != nil:
+		p.auth = &jwtAuth{cfg: *cfg.JWT, client: &http.Client{Transport: tr, Timeout: jwtTimeout}}
+	}
 	return p, nil
 }
 
@@ -209,6 +218,14 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 	if p.key != nil {
 		p.sign(req, r)
 	}
+	if p.auth != nil {
+		// No token, no request: the record fails, and those after it.
+		h, err := p.auth.authorization(ctx)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", h)
+	}
 	resp, err := p.client.Do(req)
 	if err != nil {
 		// The error names the URL, which may hold credentials.
@@ -224,7 +241,14 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	return &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	se := &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	if p.auth != nil {
+		se.token = true
+		if resp.StatusCode == http.StatusUnauthorized {
+			p.auth.rejected()
+		}
+	}
+	return se
 }
 
 // sign sets the Standard Webhooks headers: the message id (msg_ and the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"net/url"
 	"os"
@@ -20,6 +21,8 @@ type webhookFlags struct {
 	base64                                   bool
 	timeout                                  time.Duration
 	tls                                      tlsFiles
+	oauth2                                   webhook.OAuth2
+	jwt                                      webhook.JWT
 }
 
 func (w *webhookFlags) register(fs *flag.FlagSet) {
@@ -31,17 +34,35 @@ func (w *webhookFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&w.base64, "http-headers-base64", true, p+"header values in base64 (headers.encode.base64)")
 	fs.StringVar(&w.secret, "http-webhook-secret", "", p+"sign each request as Standard Webhooks do, with this whsec_ secret, the event id as webhook-id (authentication.webhook.secret); prefer PGOUTBOX_HTTP_WEBHOOK_SECRET")
 	fs.DurationVar(&w.timeout, "http-timeout", webhook.DefaultTimeout, p+"how long a request may take (timeout.ms)")
+	fs.StringVar(&w.oauth2.TokenURL, "http-oauth2-token-url", "", p+"send each request with a bearer token of this OAuth2 token endpoint's client credentials grant, asked for again once 0.9 of its expires_in passed (authentication.type=oauth2, authentication.oauth2.token-url)")
+	fs.StringVar(&w.oauth2.ClientID, "http-oauth2-client-id", "", p+"the OAuth2 client's id (authentication.oauth2.client-id)")
+	fs.StringVar(&w.oauth2.ClientSecret, "http-oauth2-client-secret", "", p+"the OAuth2 client's secret (authentication.oauth2.client-secret); prefer PGOUTBOX_HTTP_OAUTH2_CLIENT_SECRET")
+	fs.StringVar(&w.oauth2.Scope, "http-oauth2-scope", "", p+"the scope asked for; empty: none (authentication.oauth2.scope)")
+	fs.Func("http-oauth2-client-auth", p+"how the client's id and secret are sent: basic (HTTP basic authentication, Debezium Server's) or post (in the form) (default basic)", func(v string) error {
+		if v != string(webhook.ClientSecretBasic) && v != string(webhook.ClientSecretPost) {
+			return errors.New("basic or post")
+		}
+		w.oauth2.ClientAuth = webhook.ClientAuth(v)
+		return nil
+	})
+	fs.StringVar(&w.jwt.URL, "http-jwt-url", "", p+"send each request with a token of this JWT auth server, asked for at <url>auth/authenticate, renewed at <url>auth/refreshToken once 0.9 of its expires_in passed; end it with / (authentication.type=jwt, authentication.jwt.url)")
+	fs.StringVar(&w.jwt.Username, "http-jwt-username", "", p+"the JWT auth server's user (authentication.jwt.username)")
+	fs.StringVar(&w.jwt.Password, "http-jwt-password", "", p+"its password (authentication.jwt.password); prefer PGOUTBOX_HTTP_JWT_PASSWORD")
+	fs.DurationVar(&w.jwt.TokenExpiration, "http-jwt-token-expiration", webhook.DefaultJWTTokenExpiration, p+"the token's lifetime asked for, whole minutes (authentication.jwt.token_expiration)")
+	fs.DurationVar(&w.jwt.RefreshTokenExpiration, "http-jwt-refresh-token-expiration", webhook.DefaultJWTRefreshTokenExpiration, p+"the refresh token's lifetime asked for, whole minutes (authentication.jwt.refresh_token_expiration)")
 	w.tls.register(fs, "http-tls", "the HTTP endpoint")
 }
 
-// secrets are the values the logger must mask: the secret, and the
-// URLs' passwords.
+// secrets are the values the logger must mask: the secrets, the
+// password, and the URLs' passwords.
 func (w *webhookFlags) secrets() []string {
 	out := w.tls.secrets()
-	if w.secret != "" {
-		out = append(out, w.secret)
+	for _, s := range []string{w.secret, w.oauth2.ClientSecret, w.jwt.Password} {
+		if s != "" {
+			out = append(out, s)
+		}
 	}
-	for _, s := range []string{w.url, w.dlqURL, os.Getenv("K_SINK")} {
+	for _, s := range []string{w.url, w.dlqURL, os.Getenv("K_SINK"), w.oauth2.TokenURL, w.jwt.URL} {
 		if u, err := url.Parse(s); err == nil && u.User != nil {
 			if pw, ok := u.User.Password(); ok && pw != "" {
 				out = append(out, pw)
@@ -69,6 +90,13 @@ func (w *webhookFlags) opener(deadLetters string, cloudEvents bool, maxPending i
 	}
 	cfg := webhook.Config{URL: u, DeadLetterURL: w.dlqURL, DeadLetterTopic: deadLetters, ContentType: ct,
 		HeaderPrefix: w.prefix, RawHeaders: !w.base64, WebhookSecret: w.secret, Timeout: w.timeout, TLS: t, MaxPending: maxPending}
+	// Any of a kind's flags chooses it; Validate names what it lacks.
+	if o := w.oauth2; o.TokenURL != "" || o.ClientID != "" || o.ClientSecret != "" || o.Scope != "" {
+		cfg.OAuth2 = &o
+	}
+	if j := w.jwt; j.URL != "" || j.Username != "" || j.Password != "" {
+		cfg.JWT = &j
+	}
 	return &broker.Webhook{Config: cfg}, nil
 }
 

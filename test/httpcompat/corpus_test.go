@@ -32,15 +32,61 @@ var secret = []byte("0123456789abcdef0123456789abcdef")
 
 // request is one request the endpoint took.
 type request struct {
-	body    string
-	headers http.Header
+	method, body string
+	headers      http.Header
 }
 
-// endpoint keeps the requests it takes, by path.
+// endpoint keeps the requests it takes, by path. It is also the user's
+// auth server: under /<case>/<side>/, token (OAuth2) and auth/authenticate,
+// auth/refreshToken (JWT) grant tokens numbered in order for that side,
+// expiring after the case's expiresIn.
 type endpoint struct {
 	*httptest.Server
-	mu  sync.Mutex
-	got map[string][]request
+	mu      sync.Mutex
+	got     map[string][]request
+	granted map[string]int // tokens, by /<case>/<side>
+}
+
+// serve records r and answers it: a token on the auth paths, else 200.
+func (e *endpoint) serve(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got[r.URL.Path] = append(e.got[r.URL.Path], request{method: r.Method, body: string(b), headers: r.Header})
+	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+	if len(parts) < 3 {
+		return
+	}
+	expiresIn := 0
+	for _, c := range cases {
+		if c.name == parts[0] {
+			expiresIn = c.expiresIn
+		}
+	}
+	side := "/" + parts[0] + "/" + parts[1]
+	switch parts[2] {
+	case "token":
+		e.granted[side]++
+		fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":%d}`, e.granted[side], expiresIn)
+	case "auth/authenticate", "auth/refreshToken":
+		e.granted[side]++
+		n := e.granted[side]
+		fmt.Fprintf(w, `{"expires_in":%d,"jwt":"jwt-%d","jwt_refresh_token":"refresh-%d","refresh_token_expires_in":%d}`, expiresIn, n, n, 24*expiresIn)
+	}
+}
+
+// authRequests are the requests of the auth paths under /<case>/<side>/,
+// by the path after it.
+func (e *endpoint) authRequests(side string) map[string][]request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string][]request{}
+	for path, reqs := range e.got {
+		if rest, ok := strings.CutPrefix(path, side+"/"); ok {
+			out[rest] = slices.Clone(reqs)
+		}
+	}
+	return out
 }
 
 func (e *endpoint) at(path string) []request {
@@ -49,12 +95,38 @@ func (e *endpoint) at(path string) []request {
 	return slices.Clone(e.got[path])
 }
 
+// outboxTable is the auth cases' table.
+const outboxTable = `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, payload jsonb)`
+
+// authServer are the auth cases' properties but the authentication's.
+const authServer = `debezium.sink.type=http
+debezium.format.value=json
+debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector
+debezium.source.plugin.name=pgoutput
+debezium.source.topic.prefix=corpus
+debezium.source.table.include.list=public.outbox
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.value.schemas.enable=false
+`
+
+// authRows are the auth cases' rows.
+var authRows = []string{
+	`INSERT INTO public.outbox VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', '{"n": 1}')`,
+	`INSERT INTO public.outbox VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', '{"n": 2}')`,
+	`INSERT INTO public.outbox VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-2', '{"n": 3}')`,
+}
+
 // The cases: the table, Debezium Server's properties without the
-// database, the slot and the URL, the rows, how many requests.
+// database, the slot and the URL (AUTH_BASE stands for /<case>/<side>
+// on the endpoint), the rows, how many requests, how many requests each
+// side makes to the auth paths, and the tokens' expires_in.
 var cases = []struct {
 	name, table, server string
 	rows                []string
 	requests            int
+	authRequests        int
+	expiresIn           int
 }{
 	{"defaults", `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, payload jsonb)`,
 		`debezium.sink.type=http
@@ -69,7 +141,7 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 			`INSERT INTO public.outbox VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', '{"a": [1, 2], "note": "caf\u00e9"}')`,
 			`INSERT INTO public.outbox VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', NULL)`,
 			`INSERT INTO public.outbox VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Payment', 'p-1', '{"amount": "12.50"}')`,
-		}, 3},
+		}, 3, 0, 0},
 	{"signed-raw-headers", `CREATE TABLE public.outbox_event (id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb)`,
 		`debezium.sink.type=http
 debezium.format.value=json
@@ -93,7 +165,36 @@ debezium.format.header.schemas.enable=false
 `, []string{
 			`INSERT INTO public.outbox_event VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'order', 'o-1', 'OrderPlaced', '{"total": 12.5}')`,
 			`BEGIN; INSERT INTO public.outbox_event VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'order', 'o-1', 'OrderPaid', NULL); INSERT INTO public.outbox_event VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'payment', 'p-7', 'PaymentCaptured', '{"amount": 12.5}'); COMMIT`,
-		}, 2},
+		}, 2, 0, 0},
+	// One token for every request: the client credentials grant with a
+	// scope, the id and secret in HTTP basic authentication, in Java's
+	// encodings.
+	{"oauth2", outboxTable, authServer + `debezium.sink.http.authentication.type=oauth2
+debezium.sink.http.authentication.oauth2.token-url=AUTH_BASE/token
+debezium.sink.http.authentication.oauth2.client-id=relay:one
+debezium.sink.http.authentication.oauth2.client-secret=s3cr&t+/=~*
+debezium.sink.http.authentication.oauth2.scope=orders:write read~*
+`, authRows, 3, 1, 3600},
+	// A token that expires at once (expires_in 0) is asked for before each
+	// request; client_auth_method, which Debezium Server's sink does not
+	// read, changes nothing: basic authentication still.
+	{"oauth2-expired", outboxTable, authServer + `debezium.sink.http.authentication.type=OAUTH2
+debezium.sink.http.authentication.oauth2.token-url=AUTH_BASE/token
+debezium.sink.http.authentication.oauth2.client-id=relay
+debezium.sink.http.authentication.oauth2.client-secret=s3cret
+debezium.sink.http.authentication.oauth2.client_auth_method=client_secret_post
+debezium.sink.http.authentication.webhook.secret=whsec_` + base64.StdEncoding.EncodeToString(secret) + `
+`, authRows, 3, 3, 0},
+	// auth/authenticate with the user's credentials (JSON that needs no
+	// HTML escaping) and the lifetimes, once; "Bearer: <jwt>" on each
+	// request.
+	{"jwt", outboxTable, authServer + `debezium.sink.http.authentication.type=jwt
+debezium.sink.http.authentication.jwt.url=AUTH_BASE/
+debezium.sink.http.authentication.jwt.username=relay
+debezium.sink.http.authentication.jwt.password=p&ss<w>rd"\u00e9
+debezium.sink.http.authentication.jwt.token_expiration=5
+debezium.sink.http.authentication.jwt.refresh_token_expiration=30
+`, authRows, 3, 1, 3_600_000},
 }
 
 // TestHTTPCorpus runs each case through Debezium Server and through
@@ -101,13 +202,8 @@ debezium.format.header.schemas.enable=false
 // distribution (installed on first use by .ci/install-debezium-server):
 // make compat runs it, make test does not.
 func TestHTTPCorpus(t *testing.T) {
-	e := &endpoint{got: map[string][]request{}}
-	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		e.mu.Lock()
-		e.got[r.URL.Path] = append(e.got[r.URL.Path], request{body: string(b), headers: r.Header})
-		e.mu.Unlock()
-	}))
+	e := &endpoint{got: map[string][]request{}, granted: map[string]int{}}
+	e.Server = httptest.NewServer(http.HandlerFunc(e.serve))
 	defer e.Close()
 	pgo := testbin.Build(t, "github.com/pgoutbox/pgoutbox/cmd/pgoutbox")
 	for _, c := range cases {
@@ -124,7 +220,7 @@ func TestHTTPCorpus(t *testing.T) {
 			}
 			u, _ := url.Parse(db.URL)
 			props := func(slot string) string {
-				return c.server + fmt.Sprintf(`debezium.sink.http.url=%s/%s/%s
+				return strings.ReplaceAll(c.server, "AUTH_BASE", e.URL+"/"+c.name+"/"+slot) + fmt.Sprintf(`debezium.sink.http.url=%s/%s/%s
 debezium.source.database.hostname=%s
 debezium.source.database.port=%s
 debezium.source.database.user=%s
@@ -148,8 +244,46 @@ debezium.source.publication.name=%s_publication
 			for _, d := range compare(dbzReqs, pgoReqs) {
 				t.Error(d)
 			}
+			dbzAuth, pgoAuth := e.authRequests("/"+c.name+"/dbz"), e.authRequests("/"+c.name+"/pgo")
+			n := 0
+			for _, reqs := range dbzAuth {
+				n += len(reqs)
+			}
+			if n != c.authRequests {
+				t.Errorf("Debezium Server made %d requests to the auth paths, the case expects %d", n, c.authRequests)
+			}
+			for _, d := range compareAuth(dbzAuth, pgoAuth) {
+				t.Error(d)
+			}
 		})
 	}
+}
+
+// compareAuth compares the requests each side made to each auth path, in
+// order: method, content-type, Authorization and body.
+func compareAuth(dbz, pgo map[string][]request) []string {
+	var diffs []string
+	paths := slices.Sorted(maps.Keys(dbz))
+	for p := range pgo {
+		if _, ok := dbz[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	for _, path := range paths {
+		d, p := dbz[path], pgo[path]
+		if len(d) != len(p) {
+			diffs = append(diffs, fmt.Sprintf("%s: Debezium Server made %d requests, pgoutbox %d", path, len(d), len(p)))
+		}
+		for i := range min(len(d), len(p)) {
+			show := func(r request) string {
+				return fmt.Sprintf("%s content-type %q, Authorization %q, body %s", r.method, r.headers.Get("Content-Type"), r.headers.Get("Authorization"), r.body)
+			}
+			if show(d[i]) != show(p[i]) {
+				diffs = append(diffs, fmt.Sprintf("%s request %d:\n  %s\npgoutbox\n  %s", path, i, show(d[i]), show(p[i])))
+			}
+		}
+	}
+	return diffs
 }
 
 // await takes n requests of path, or fails when the process that sends
@@ -206,13 +340,13 @@ func compare(dbz, pgo []request) []string {
 }
 
 // recordHeaders are the headers a record's headers and the sink make: the
-// content-type and those of the prefix, by name; Debezium's run id and the
-// transport's own left out.
+// content-type, the Authorization and those of the prefix, by name;
+// Debezium's run id and the transport's own left out.
 func recordHeaders(h http.Header) map[string]string {
 	out := map[string]string{}
 	for k, v := range h {
 		switch {
-		case k == "Content-Type", strings.HasPrefix(k, "X-"):
+		case k == "Content-Type", k == "Authorization", strings.HasPrefix(k, "X-"):
 			if strings.Contains(strings.ToUpper(k), "RUNID") {
 				out[k] = "(varies)"
 				continue
