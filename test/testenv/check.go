@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,4 +303,31 @@ func Missing(events []LoadEvent, committed map[string]int) []string {
 	}
 	slices.Sort(lost)
 	return lost
+}
+
+// CheckAfterFault checks a broker's events after a fault under load: it
+// waits until read's events hold every committed one, then, a second
+// later (a late copy would show), that nothing was lost, no aggregate's
+// order broken, at least 100 delivered, at most maxCopies copies, and that
+// the relay p started a session again (without that the fault failed
+// nothing and tested nothing). serverLog is what to show of the broker
+// when events are lost.
+func CheckAfterFault(t *testing.T, p *Proc, read func() []LoadEvent, committed map[string]int, maxCopies int, serverLog func() string) Report {
+	t.Helper()
+	Eventually(t, 2*time.Minute, "every committed event", func() bool {
+		return len(Missing(read(), committed)) == 0
+	})
+	time.Sleep(time.Second)
+	rep, _ := CheckEvents(t, read(), committed)
+	t.Log(rep)
+	if rep.Lost != 0 || rep.OrderViolations != 0 || rep.Delivered < 100 {
+		t.Errorf("%v: want nothing lost, no order violation, at least 100 delivered\n%s", rep, serverLog())
+	}
+	if rep.Duplicates > maxCopies {
+		t.Errorf("%d duplicates, want at most %d", rep.Duplicates, maxCopies)
+	}
+	if !strings.Contains(p.Out.String(), `"msg":"reconnecting"`) {
+		t.Errorf("the relay did not start again: the fault failed nothing\n%s", p.Out.String())
+	}
+	return rep
 }
