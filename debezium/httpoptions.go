@@ -24,15 +24,11 @@ var httpOptions = []Option{
 	{Part: Server, Key: httpSink + "headers.encode.base64", Default: "true", Setting: "http-headers-base64", Takes: "`true`, `false`",
 		Refuses: "another value", read: boolFlag("http-headers-base64")},
 	{Part: Server, Key: httpSink + "headers.prefix", Default: "X-DEBEZIUM-", Setting: "http-headers-prefix", Takes: "any", read: toFlag("http-headers-prefix")},
-	{Part: Server, Key: httpSink + "batch.enabled", Default: "false", Takes: "`false`",
-		Refuses: "`true`: batches (a JSON array of values per request) are not implemented",
-		read: func(r *reading, k, v string) {
-			if b, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil || b {
-				r.refuse(k, fmt.Sprintf("%q: batches (a JSON array of values per request) are not implemented; each event is its own request", v))
-			}
-		}},
-	{Part: Server, Key: httpSink + "batch.max-size", Default: "200", Setting: Ignored, Takes: "ignored without `batch.enabled`",
-		read: ignore("without batch.enabled")},
+	{Part: Server, Key: httpSink + "batch.enabled", Default: "false", Setting: "http-batch-max-size",
+		Takes:   "`true` (the events that waited while a request was out are POSTed together, up to `batch.max-size` a request, as a JSON array of their values with the first event's headers), `false`",
+		Refuses: "another value", read: accept},
+	{Part: Server, Key: httpSink + "batch.max-size", Default: "200", Setting: "http-batch-max-size", Takes: "a positive number, with `batch.enabled=true`; ignored without it",
+		Refuses: "a value that is not a positive number", read: accept},
 	{Part: Server, Key: httpSink + "authentication.type",
 		Takes:   "`standard-webhooks` (Standard Webhooks signatures), `oauth2` (a bearer token of an OAuth2 token endpoint), `jwt` (a token of a JWT auth server), in any case; unset, none: the other `authentication.*` keys are ignored, as Debezium Server ignores them",
 		Refuses: "another value, which Debezium Server refuses; a kind without the keys Debezium Server does not start without",
@@ -105,6 +101,38 @@ func (c config) httpSettings(r *reading) {
 		r.refuse("debezium.format.header", `"jsonbytearray" with debezium.sink.type=http: the sink sends headers as text and fails at the first record with a header (use json)`)
 	}
 	c.httpAuth(r)
+	c.httpBatch(r)
+}
+
+// httpBatch sets --http-batch-max-size from batch.enabled and
+// batch.max-size, which Debezium Server reads only with batch.enabled.
+func (c config) httpBatch(r *reading) {
+	const enabled, maxSize = httpSink + "batch.enabled", httpSink + "batch.max-size"
+	on := false
+	if v, ok := c.other[enabled]; ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			r.refuse(enabled, fmt.Sprintf("%q: true or false", v))
+			return
+		}
+		on = b
+	}
+	v, set := c.other[maxSize]
+	if !on {
+		if set {
+			r.ignore(maxSize + " (read with batch.enabled=true only)")
+		}
+		return
+	}
+	n := 200
+	if set {
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || n <= 0 {
+			r.refuse(maxSize, fmt.Sprintf("%q: not a positive number", v))
+			return
+		}
+	}
+	r.set("http-batch-max-size", strconv.Itoa(n))
 }
 
 // httpAuth sets the flags of the keys of authentication.type's kind, as

@@ -45,7 +45,8 @@ debezium.sink.http.authentication.webhook.secret=whsec_MDEyMzQ1Njc4OWFiY2RlZjAxM
 		t.Errorf("retries not named among the ignored: %v", tr.Ignored)
 	}
 	for _, tc := range []struct{ props, key string }{
-		{"debezium.sink.http.batch.enabled=true\n", "batch.enabled"},
+		{"debezium.sink.http.batch.enabled=yes\n", "batch.enabled"},
+		{"debezium.sink.http.batch.enabled=true\ndebezium.sink.http.batch.max-size=0\n", "batch.max-size"},
 		{"debezium.sink.http.authentication.type=standard-webhooks\n", "authentication.type"},
 		{"debezium.format.value=avro\n", "debezium.format.value"},
 		{"debezium.format.header=jsonbytearray\n", "debezium.format.header"},
@@ -53,6 +54,39 @@ debezium.sink.http.authentication.webhook.secret=whsec_MDEyMzQ1Njc4OWFiY2RlZjAxM
 		_, _, err := Read([]byte(httpServerBase + tc.props))
 		if err == nil || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("%s: %v, want a refusal naming %s", strings.TrimSpace(tc.props), err, tc.key)
+		}
+	}
+}
+
+// batch.enabled=true sets --http-batch-max-size to batch.max-size (200
+// unset); without it batch.max-size is ignored, as Debezium Server reads it
+// only in batch mode.
+func TestHTTPBatchOptions(t *testing.T) {
+	for _, tc := range []struct {
+		props, want string // want "": the flag not set
+		ignored     bool   // batch.max-size named among the ignored
+	}{
+		{"batch.enabled=true\n", "200", false},
+		{"batch.enabled=TRUE\nbatch.max-size= 3\n", "3", false},
+		{"batch.enabled=false\nbatch.max-size=3\n", "", true},
+		{"batch.max-size=3\n", "", true},
+		{"", "", false},
+	} {
+		props := httpServerBase
+		for _, line := range strings.Split(strings.TrimSpace(tc.props), "\n") {
+			if line != "" {
+				props += httpSink + line + "\n"
+			}
+		}
+		tr, _, err := Read([]byte(props))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.props, err)
+		}
+		if got, set := settingOf(tr, "http-batch-max-size"); got != tc.want || set != (tc.want != "") {
+			t.Errorf("%q: --http-batch-max-size = %q (set %v), want %q", tc.props, got, set, tc.want)
+		}
+		if got := strings.Contains(strings.Join(tr.Ignored, "\n"), "batch.max-size"); got != tc.ignored {
+			t.Errorf("%q: batch.max-size among the ignored: %v, want %v (%v)", tc.props, got, tc.ignored, tr.Ignored)
 		}
 	}
 }

@@ -13,7 +13,9 @@
 // is that record's: it is dead-lettered when it comes again, so that one
 // record the endpoint cannot take never blocks the others. Delivery is
 // at-least-once; the Standard Webhooks message id is the event id, by
-// which a receiver recognises a copy. It knows nothing of the relay:
+// which a receiver recognises a copy. With BatchMaxSize, the records that
+// waited go together as a JSON array of their values, as Debezium Server's
+// sink sends a batch; a refused batch is sent again record by record. It knows nothing of the relay:
 // package broker puts it behind the relay's interfaces.
 package webhook
 
@@ -71,6 +73,11 @@ type Config struct {
 	TLS *tls.Config
 	// MaxPending bounds the records waiting; Produce blocks beyond it.
 	MaxPending int
+	// BatchMaxSize, when positive, sends the records that waited while a
+	// request was out together, up to this many a request, as a JSON array
+	// of their values (batch.enabled, batch.max-size); 0 sends a request
+	// per record. Dead letters go one a request.
+	BatchMaxSize int
 }
 
 // Defaults fills unset fields.
@@ -111,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 || c.MaxPending < 1 {
 		return errors.New("webhook: the timeout and the pending bound must be positive")
+	}
+	if c.BatchMaxSize < 0 {
+		return fmt.Errorf("webhook: batch max size %d: 0 for none, or positive (batch.max-size)", c.BatchMaxSize)
 	}
 	if strings.ContainsAny(c.HeaderPrefix, " \t\r\n:") {
 		return fmt.Errorf("webhook: header prefix %q: a header name takes no spaces or colons", c.HeaderPrefix)

@@ -80,17 +80,45 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 }
 
 func (p *Publisher) dial(context.Context) (*inflight.BatchConn[pending], error) {
-	// A POST per record, one at a time: a batch of one, sent once.
+	// A POST per record, one at a time: a batch of one, sent once. With
+	// BatchMaxSize, the records that waited while a request was out go in
+	// the next, up to BatchMaxSize, all or nothing (so in order).
+	n := max(p.cfg.BatchMaxSize, 1)
 	b := inflight.Batch[pending]{
-		Max: 1, Bytes: 1,
-		Group:   func(pending) string { return "" },
-		Order:   func(pending) string { return "" },
+		Max: n, Bytes: 1,
+		Group: p.group,
+		// A dead letter is a request of its own.
+		Order: func(pd pending) string {
+			if p.group(pd) == groupDeadLetter {
+				return groupDeadLetter
+			}
+			return ""
+		},
 		Size:    func(pending) int { return 0 },
 		Send:    p.send,
 		Retries: 1,
 		Promise: func(pd pending, err error) { pd.promise(pd.rec, err) },
 	}
-	return inflight.NewBatchConn(p.cfg.MaxPending, 1, b, errClosed, errAfterFailure), nil
+	return inflight.NewBatchConn(p.cfg.MaxPending, n, b, errClosed, errAfterFailure), nil
+}
+
+// The groups of records a request holds: the endpoint's, the dead-letter
+// URL's, and those sent nowhere.
+const (
+	groupEndpoint   = ""
+	groupDeadLetter = "dead letter"
+	groupNone       = "none"
+)
+
+func (p *Publisher) group(pd pending) string {
+	switch url := p.target(pd.rec); {
+	case pd.rec.Value == nil || url == "":
+		return groupNone
+	case url == p.cfg.URL:
+		return groupEndpoint
+	default:
+		return groupDeadLetter
+	}
 }
 
 // identity names a record's request for the refusals.
@@ -167,35 +195,80 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	return c.Send(ctx, pending{rec: r, promise: promise}, ErrHalted)
 }
 
-// send POSTs one record (a batch of one), on the queue's goroutine. A
-// refusal is remembered, so that the record is dead-lettered when it
-// comes again.
+// send POSTs one record, or with BatchMaxSize the records as a JSON
+// array, on the queue's goroutine. A refusal of a record is remembered, so
+// that it is dead-lettered when it comes again; a refused batch is sent
+// again record by record, so that the refusal is blamed on one.
 func (p *Publisher) send(ctx context.Context, msgs []pending, _ int) ([]int, error) {
 	r := msgs[0].rec
 	url := p.target(r)
 	if r.Value == nil || url == "" {
-		// A tombstone, which Debezium Server's sink does not send; a
-		// dead letter without a dead-letter URL, which the dead-letter
-		// table holds.
+		// Tombstones, which Debezium Server's sink does not send; dead
+		// letters without a dead-letter URL, which the dead-letter table
+		// holds.
 		return nil, nil
 	}
-	err := p.post(ctx, url, r)
-	var se *StatusError
-	if errors.As(err, &se) && refusal(se.Status) {
-		p.mu.Lock()
-		if len(p.refused) >= maxRefused {
-			clear(p.refused)
-		}
-		p.refused[identity(url, r)] = se
-		p.anyRefused.Store(true)
-		p.mu.Unlock()
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = m.rec
 	}
-	return nil, err
+	err := p.post(ctx, url, recs, p.cfg.BatchMaxSize > 0 && url == p.cfg.URL)
+	var se *StatusError
+	if !errors.As(err, &se) || !refusal(se.Status) {
+		return nil, err
+	}
+	if len(recs) == 1 {
+		p.refuse(url, r, se)
+		return nil, err
+	}
+	for i, r := range recs {
+		if err := p.post(ctx, url, recs[i:i+1], true); err != nil {
+			if errors.As(err, &se) && refusal(se.Status) {
+				p.refuse(url, r, se)
+			}
+			failed := make([]int, 0, len(recs)-i)
+			for j := i; j < len(recs); j++ {
+				failed = append(failed, j)
+			}
+			return failed, err
+		}
+	}
+	return nil, nil
 }
 
-// post sends r's request and reads the answer.
-func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(r.Value))
+// refuse remembers that the endpoint refused r.
+func (p *Publisher) refuse(url string, r *kgo.Record, se *StatusError) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.refused) >= maxRefused {
+		clear(p.refused)
+	}
+	p.refused[identity(url, r)] = se
+	p.anyRefused.Store(true)
+}
+
+// post sends the request of recs and reads the answer: the value of the
+// one record, or as a batch the values as a JSON array, with the first
+// record's headers, as Debezium Server's sink sends a batch.
+func (p *Publisher) post(ctx context.Context, url string, recs []*kgo.Record, batch bool) error {
+	r := recs[0]
+	body := r.Value
+	if batch {
+		n := 1 + len(recs)
+		for _, r := range recs {
+			n += len(r.Value)
+		}
+		body = make([]byte, 0, n)
+		body = append(body, '[')
+		for i, r := range recs {
+			if i > 0 {
+				body = append(body, ',')
+			}
+			body = append(body, r.Value...)
+		}
+		body = append(body, ']')
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return errors.New("webhook: building the request failed (check the URL)")
 	}
@@ -216,7 +289,7 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 		req.Header[name] = append(req.Header[name], v) // as written, not canonicalised
 	}
 	if p.key != nil {
-		p.sign(req, r)
+		p.sign(req, recs, batch, body)
 	}
 	if p.auth != nil {
 		// No token, no request: the record fails, and those after it.
@@ -236,12 +309,12 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 		return fmt.Errorf("webhook: the request failed: %w", err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	se := &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	se := &StatusError{Status: resp.StatusCode, Body: strings.TrimSpace(string(answer))}
 	if p.auth != nil {
 		se.token = true
 		if resp.StatusCode == http.StatusUnauthorized {
@@ -251,21 +324,25 @@ func (p *Publisher) post(ctx context.Context, url string, r *kgo.Record) error {
 	return se
 }
 
-// sign sets the Standard Webhooks headers: the message id (msg_ and the
-// event id, the same each time the event is sent), the time, and the
-// signature of both with the body.
-func (p *Publisher) sign(req *http.Request, r *kgo.Record) {
-	id := outbox.EventID(r.Context)
+// sign sets the Standard Webhooks headers: the message id, the time, and
+// the signature of both with the body. The message id is the same each
+// time the request is sent: msg_ and the event id, or for a batch msg_,
+// its first event's id, - and its count of events.
+func (p *Publisher) sign(req *http.Request, recs []*kgo.Record, batch bool, body []byte) {
+	id := outbox.EventID(recs[0].Context)
 	if id == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
 	msgID := "msg_" + id
+	if batch {
+		msgID += "-" + strconv.Itoa(len(recs))
+	}
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	mac := hmac.New(sha256.New, p.key)
 	mac.Write([]byte(msgID + "." + ts + "."))
-	mac.Write(r.Value)
+	mac.Write(body)
 	req.Header.Set("webhook-id", msgID)
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))

@@ -20,6 +20,7 @@ type webhookFlags struct {
 	url, dlqURL, contentType, prefix, secret string
 	base64                                   bool
 	timeout                                  time.Duration
+	batchMaxSize                             int
 	tls                                      tlsFiles
 	oauth2                                   webhook.OAuth2
 	jwt                                      webhook.JWT
@@ -33,6 +34,7 @@ func (w *webhookFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.prefix, "http-headers-prefix", webhook.DefaultHeaderPrefix, p+"the start of each event header's name, upper-cased after it (headers.prefix)")
 	fs.BoolVar(&w.base64, "http-headers-base64", true, p+"header values in base64 (headers.encode.base64)")
 	fs.StringVar(&w.secret, "http-webhook-secret", "", p+"sign each request as Standard Webhooks do, with this whsec_ secret, the event id as webhook-id (authentication.webhook.secret); prefer PGOUTBOX_HTTP_WEBHOOK_SECRET")
+	fs.IntVar(&w.batchMaxSize, "http-batch-max-size", 0, p+"POST the events that waited while a request was out together, up to this many a request, as a JSON array of their values with the first event's headers; 0: one event a request (batch.enabled, batch.max-size)")
 	fs.DurationVar(&w.timeout, "http-timeout", webhook.DefaultTimeout, p+"how long a request may take (timeout.ms)")
 	fs.StringVar(&w.oauth2.TokenURL, "http-oauth2-token-url", "", p+"send each request with a bearer token of this OAuth2 token endpoint's client credentials grant, asked for again once 0.9 of its expires_in passed (authentication.type=oauth2, authentication.oauth2.token-url)")
 	fs.StringVar(&w.oauth2.ClientID, "http-oauth2-client-id", "", p+"the OAuth2 client's id (authentication.oauth2.client-id)")
@@ -89,7 +91,8 @@ func (w *webhookFlags) opener(deadLetters string, cloudEvents bool, maxPending i
 		ct = "application/cloudevents+json"
 	}
 	cfg := webhook.Config{URL: u, DeadLetterURL: w.dlqURL, DeadLetterTopic: deadLetters, ContentType: ct,
-		HeaderPrefix: w.prefix, RawHeaders: !w.base64, WebhookSecret: w.secret, Timeout: w.timeout, TLS: t, MaxPending: maxPending}
+		HeaderPrefix: w.prefix, RawHeaders: !w.base64, WebhookSecret: w.secret, Timeout: w.timeout, TLS: t, MaxPending: maxPending,
+		BatchMaxSize: w.batchMaxSize}
 	// Any of a kind's flags chooses it; Validate names what it lacks.
 	if o := w.oauth2; o.TokenURL != "" || o.ClientID != "" || o.ClientSecret != "" || o.Scope != "" {
 		cfg.OAuth2 = &o
@@ -101,4 +104,4 @@ func (w *webhookFlags) opener(deadLetters string, cloudEvents bool, maxPending i
 }
 
 // webhookGuarantee is what run's start line says of the HTTP sink.
-const webhookGuarantee = "at-least-once, each event POSTed in order and answered 2xx; a request sent again is not deduplicated by the endpoint unless it reads the webhook-id, the event id"
+const webhookGuarantee = "at-least-once, each event POSTed in order and answered 2xx; a request sent again is not deduplicated by the endpoint unless it reads the webhook-id, the event id (a batch's: its first event's id and its count)"

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -127,6 +128,7 @@ var cases = []struct {
 	requests            int
 	authRequests        int
 	expiresIn           int
+	batch               int // batch.max-size; requests counts the values then
 }{
 	{"defaults", `CREATE TABLE public.outbox (id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, payload jsonb)`,
 		`debezium.sink.type=http
@@ -141,7 +143,7 @@ debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
 			`INSERT INTO public.outbox VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', '{"a": [1, 2], "note": "caf\u00e9"}')`,
 			`INSERT INTO public.outbox VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'Order', 'o-1', NULL)`,
 			`INSERT INTO public.outbox VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'Payment', 'p-1', '{"amount": "12.50"}')`,
-		}, 3, 0, 0},
+		}, 3, 0, 0, 0},
 	{"signed-raw-headers", `CREATE TABLE public.outbox_event (id uuid PRIMARY KEY, aggregate_type text NOT NULL, aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb)`,
 		`debezium.sink.type=http
 debezium.format.value=json
@@ -165,7 +167,7 @@ debezium.format.header.schemas.enable=false
 `, []string{
 			`INSERT INTO public.outbox_event VALUES ('406c07f3-26f0-4eea-a50c-109940064b8f', 'order', 'o-1', 'OrderPlaced', '{"total": 12.5}')`,
 			`BEGIN; INSERT INTO public.outbox_event VALUES ('506c07f3-26f0-4eea-a50c-109940064b8f', 'order', 'o-1', 'OrderPaid', NULL); INSERT INTO public.outbox_event VALUES ('606c07f3-26f0-4eea-a50c-109940064b8f', 'payment', 'p-7', 'PaymentCaptured', '{"amount": 12.5}'); COMMIT`,
-		}, 2, 0, 0},
+		}, 2, 0, 0, 0},
 	// One token for every request: the client credentials grant with a
 	// scope, the id and secret in HTTP basic authentication, in Java's
 	// encodings.
@@ -174,7 +176,7 @@ debezium.sink.http.authentication.oauth2.token-url=AUTH_BASE/token
 debezium.sink.http.authentication.oauth2.client-id=relay:one
 debezium.sink.http.authentication.oauth2.client-secret=s3cr&t+/=~*
 debezium.sink.http.authentication.oauth2.scope=orders:write read~*
-`, authRows, 3, 1, 3600},
+`, authRows, 3, 1, 3600, 0},
 	// A token that expires at once (expires_in 0) is asked for before each
 	// request; client_auth_method, which Debezium Server's sink does not
 	// read, changes nothing: basic authentication still.
@@ -184,7 +186,7 @@ debezium.sink.http.authentication.oauth2.client-id=relay
 debezium.sink.http.authentication.oauth2.client-secret=s3cret
 debezium.sink.http.authentication.oauth2.client_auth_method=client_secret_post
 debezium.sink.http.authentication.webhook.secret=whsec_` + base64.StdEncoding.EncodeToString(secret) + `
-`, authRows, 3, 3, 0},
+`, authRows, 3, 3, 0, 0},
 	// auth/authenticate with the user's credentials (JSON that needs no
 	// HTML escaping) and the lifetimes, once; "Bearer: <jwt>" on each
 	// request.
@@ -194,8 +196,35 @@ debezium.sink.http.authentication.jwt.username=relay
 debezium.sink.http.authentication.jwt.password=p&ss<w>rd"\u00e9
 debezium.sink.http.authentication.jwt.token_expiration=5
 debezium.sink.http.authentication.jwt.refresh_token_expiration=30
-`, authRows, 3, 1, 3_600_000},
+`, authRows, 3, 1, 3_600_000, 0},
+	// Batches: a JSON array of at most batch.max-size values a request,
+	// with its first record's headers; where a batch ends depends on
+	// timing on either side, so the values are compared in order across
+	// the requests.
+	{"batch", outboxTable, authServer + `debezium.sink.http.batch.enabled=true
+debezium.sink.http.batch.max-size=3
+debezium.sink.http.authentication.type=standard-webhooks
+debezium.sink.http.authentication.webhook.secret=whsec_` + base64.StdEncoding.EncodeToString(secret) + `
+`, batchRows(), 10, 0, 0, 3},
 }
+
+// batchRows are the batch case's 10 rows in 4 transactions, the id the
+// row's number, which its payload holds.
+func batchRows() []string {
+	var rows []string
+	n := 0
+	for _, size := range []int{3, 3, 1, 3} {
+		stmt := "BEGIN;"
+		for range size {
+			n++
+			stmt += fmt.Sprintf(` INSERT INTO public.outbox VALUES ('%s', 'Order', 'o-%d', '{"n": %d}');`, batchID(n), n%3, n)
+		}
+		rows = append(rows, stmt+" COMMIT")
+	}
+	return rows
+}
+
+func batchID(n int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", n) }
 
 // TestHTTPCorpus runs each case through Debezium Server and through
 // pgoutbox and compares their requests. It needs Debezium Server's
@@ -237,11 +266,19 @@ debezium.source.publication.name=%s_publication
 					t.Fatal(err)
 				}
 			}
-			dbzReqs := await(t, e, "/"+c.name+"/dbz", c.requests, dbz.Exited())
+			wait, cmp := await, compare
+			if c.batch > 0 {
+				wait = awaitValues
+				cmp = func(dbz, pgo []request) []string { return compareBatches(dbz, pgo, c.batch) }
+			}
+			dbzReqs := wait(t, e, "/"+c.name+"/dbz", c.requests, dbz.Exited())
 			dbz.Stop()
 			p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
-			pgoReqs := await(t, e, "/"+c.name+"/pgo", c.requests, p.Exited())
-			for _, d := range compare(dbzReqs, pgoReqs) {
+			pgoReqs := wait(t, e, "/"+c.name+"/pgo", c.requests, p.Exited())
+			if c.batch > 0 {
+				t.Logf("values a request: Debezium Server %v, pgoutbox %v", batchSizes(dbzReqs), batchSizes(pgoReqs))
+			}
+			for _, d := range cmp(dbzReqs, pgoReqs) {
 				t.Error(d)
 			}
 			dbzAuth, pgoAuth := e.authRequests("/"+c.name+"/dbz"), e.authRequests("/"+c.name+"/pgo")
@@ -304,6 +341,103 @@ func await(t *testing.T, e *endpoint, path string, n int, exited <-chan struct{}
 	}
 	time.Sleep(time.Second)
 	return e.at(path)
+}
+
+// values are the values of a batch request's JSON array, as sent.
+func values(r request) ([]string, error) {
+	var vs []json.RawMessage
+	if err := json.Unmarshal([]byte(r.body), &vs); err != nil {
+		return nil, fmt.Errorf("body %q: %w", r.body, err)
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out, nil
+}
+
+func batchSizes(reqs []request) []int {
+	var out []int
+	for _, r := range reqs {
+		vs, _ := values(r)
+		out = append(out, len(vs))
+	}
+	return out
+}
+
+// awaitValues takes the batch requests of path until they hold n values,
+// or fails when the process that sends them exits first.
+func awaitValues(t *testing.T, e *endpoint, path string, n int, exited <-chan struct{}) []request {
+	t.Helper()
+	count := func() int {
+		got := 0
+		for _, r := range e.at(path) {
+			vs, _ := values(r)
+			got += len(vs)
+		}
+		return got
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for count() < n {
+		select {
+		case <-exited:
+			t.Fatalf("the sender exited after %d of %d values", count(), n)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d values after 2 minutes", count(), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	return e.at(path)
+}
+
+// compareBatches compares the values of Debezium Server's batch requests
+// with pgoutbox's, in order across the requests, and checks on each side
+// that a request holds at most max values, carries its first value's
+// record headers (the id header is the row's, whose number the value
+// holds; and the same headers as the other side's request that starts
+// with that value, if any), and a signature that verifies.
+func compareBatches(dbz, pgo []request, max int) []string {
+	var diffs []string
+	all := map[string][]string{}
+	firsts := map[string]map[string]map[string]string{} // side, first value: headers
+	for side, reqs := range map[string][]request{"Debezium Server": dbz, "pgoutbox": pgo} {
+		firsts[side] = map[string]map[string]string{}
+		for i, r := range reqs {
+			vs, err := values(r)
+			if err != nil || len(vs) == 0 || len(vs) > max {
+				diffs = append(diffs, fmt.Sprintf("%s request %d: %d values (at most %d): %v", side, i, len(vs), max, err))
+				continue
+			}
+			all[side] = append(all[side], vs...)
+			// The payload, jsonb, is a JSON string of the object.
+			var text string
+			var first struct{ N int }
+			_ = json.Unmarshal([]byte(vs[0]), &text)
+			_ = json.Unmarshal([]byte(text), &first)
+			// The id header is the JSON of the id with its schema.
+			if got, _ := base64.StdEncoding.DecodeString(r.headers.Get("X-DEBEZIUM-ID")); !strings.Contains(string(got), `"`+batchID(first.N)+`"`) {
+				diffs = append(diffs, fmt.Sprintf("%s request %d: id header %s, not its first value's (%s)", side, i, got, vs[0]))
+			}
+			firsts[side][vs[0]] = recordHeaders(r.headers)
+			mac := hmac.New(sha256.New, secret)
+			mac.Write([]byte(r.headers.Get("webhook-id") + "." + r.headers.Get("webhook-timestamp") + "." + r.body))
+			if r.headers.Get("webhook-id") == "" || r.headers.Get("webhook-signature") != "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)) {
+				diffs = append(diffs, fmt.Sprintf("%s request %d: the signature does not verify", side, i))
+			}
+		}
+	}
+	if d, p := strings.Join(all["Debezium Server"], "\n  "), strings.Join(all["pgoutbox"], "\n  "); d != p {
+		diffs = append(diffs, fmt.Sprintf("values\n  %s\npgoutbox\n  %s", d, p))
+	}
+	for v, dh := range firsts["Debezium Server"] {
+		if ph, ok := firsts["pgoutbox"][v]; ok && !maps.Equal(dh, ph) {
+			diffs = append(diffs, fmt.Sprintf("the request starting with %s: headers\n  %v\npgoutbox\n  %v", v, dh, ph))
+		}
+	}
+	return diffs
 }
 
 // compare compares Debezium Server's requests with pgoutbox's, in order:
