@@ -65,8 +65,8 @@ func (rc *receiver) at(path string) []received {
 // already there and those written later are POSTed in order, each body
 // Debezium's value, its headers X-DEBEZIUM-* in base64; while the endpoint
 // answers 503 nothing is lost and the order holds once it is back.
-// Exactly-once, batches and JWT without its auth server are refused at
-// start.
+// Exactly-once, batches of no events and JWT without its auth server are
+// refused at start.
 func TestHTTPFromDebeziumServerFile(t *testing.T) {
 	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
   id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
@@ -96,9 +96,9 @@ debezium.format.value.schemas.enable=false
 		}
 	}
 	for key, want := range map[string]string{
-		"debezium.sink.http.batch.enabled=true\n":      "batches (a JSON array of values per request) are not implemented",
-		"debezium.sink.http.authentication.type=jwt\n": "jwt without authentication.jwt.url",
-		"debezium.format.value=jsonbytearray\n":        "fails at the first record of bytes",
+		"debezium.sink.http.batch.enabled=true\ndebezium.sink.http.batch.max-size=0\n": "not a positive number",
+		"debezium.sink.http.authentication.type=jwt\n":                                 "jwt without authentication.jwt.url",
+		"debezium.format.value=jsonbytearray\n":                                        "fails at the first record of bytes",
 	} {
 		c := testenv.WriteFile(t, "refused.properties", props+key)
 		if out, ok := testenv.CLIOutput(t, "run", "--config", c); ok || !strings.Contains(out, want) {
