@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -166,5 +167,69 @@ func TestHTTPRefusedEventDeadLettered(t *testing.T) {
 	}
 	if !strings.Contains(p.Out.String(), "malformed order") {
 		t.Errorf("the endpoint's reason is not in the log:\n%s", p.Out.String())
+	}
+}
+
+// A Debezium Server file with batch.enabled runs through the binary
+// against a table that already holds rows: the rows already there and
+// those written later arrive as JSON arrays of at most batch.max-size
+// values, every value once and in order, each request with its first
+// event's id header.
+func TestHTTPBatchesFromDebeziumServerFile(t *testing.T) {
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
+  id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload)
+  SELECT ('11111111-0000-0000-0000-0000000000' || lpad(n::text, 2, '0'))::uuid, 'Order', 'o-1', 'Step', jsonb_build_object('n', n)
+  FROM generate_series(1, 5) AS n`)
+	rc := newReceiver(t, "")
+	conf := testenv.WriteFile(t, "application.properties", testenv.DebeziumServer(t, e)+`debezium.sink.type=http
+debezium.sink.http.url=`+rc.URL+`/hooks/orders
+debezium.format.value=json
+debezium.sink.http.batch.enabled=true
+debezium.sink.http.batch.max-size=2
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.topic.prefix=dbserver1
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox
+debezium.source.snapshot.mode=initial
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.value.schemas.enable=false
+`)
+	p := testenv.StartBinary(t, "run", "--config", conf, "--log-format", "json", "--status-interval", "100ms")
+	testenv.Eventually(t, 60*time.Second, "the rows already there POSTed", func() bool { return len(rc.at("/hooks/orders")) > 0 })
+	ctx := context.Background()
+	for n := 6; n <= 9; n++ {
+		if _, err := e.Conn.Exec(ctx, `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, 'Order', 'o-1', 'Step', jsonb_build_object('n', $2::int))`,
+			fmt.Sprintf("11111111-0000-0000-0000-0000000000%02d", n), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var values []string
+	read := func() {
+		values = values[:0]
+		for i, r := range rc.at("/hooks/orders") {
+			var batch []string
+			if err := json.Unmarshal([]byte(r.body), &batch); err != nil || len(batch) == 0 || len(batch) > 2 {
+				t.Fatalf("request %d: %q is not a JSON array of one or two values (%v)", i, r.body, err)
+			}
+			id, _ := base64.StdEncoding.DecodeString(r.headers.Get("X-Debezium-Id"))
+			var first struct{ N int }
+			_ = json.Unmarshal([]byte(batch[0]), &first)
+			if want := fmt.Sprintf("11111111-0000-0000-0000-0000000000%02d", first.N); !strings.Contains(string(id), want) {
+				t.Errorf("request %d: id header %s, want its first event's, %s", i, id, want)
+			}
+			values = append(values, batch...)
+		}
+	}
+	testenv.Eventually(t, 60*time.Second, "nine events", func() bool { read(); return len(values) >= 9 })
+	time.Sleep(time.Second) // a copy would show
+	read()
+	var want []string
+	for n := 1; n <= 9; n++ {
+		want = append(want, fmt.Sprintf(`{"n": %d}`, n))
+	}
+	if !slices.Equal(values, want) {
+		t.Errorf("values %v, want %v in order, each once\n%s", values, want, p.Out.String())
 	}
 }
