@@ -87,8 +87,8 @@ func ParseNameServers(s string) ([]string, error) {
 	var out []string
 	for _, a := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' }) {
 		a = strings.TrimSpace(a)
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return nil, fmt.Errorf("rocketmq: name server %q is not host:port", a)
+		if err := checkAddr(a); err != nil {
+			return nil, err
 		}
 		out = append(out, a)
 	}
@@ -96,6 +96,14 @@ func ParseNameServers(s string) ([]string, error) {
 		return nil, errNoNameServer
 	}
 	return out, nil
+}
+
+// checkAddr refuses a name server that is not host:port.
+func checkAddr(a string) error {
+	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		return fmt.Errorf("rocketmq: name server %q is not host:port", a)
+	}
+	return nil
 }
 
 var errNoNameServer = errors.New("rocketmq: no name server (debezium.sink.rocketmq.producer.name.srv.addr, --rocketmq-name-server: host:9876, several separated by ';')")
@@ -106,8 +114,8 @@ func (c Config) Validate() error {
 		return errNoNameServer
 	}
 	for _, a := range c.NameServers {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return fmt.Errorf("rocketmq: name server %q is not host:port", a)
+		if err := checkAddr(a); err != nil {
+			return err
 		}
 	}
 	switch {
