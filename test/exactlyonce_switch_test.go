@@ -75,8 +75,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return testenv.StateMode(e) == "poll" })
+		e.EndStreamUntil(t, "pgoutbox", 20*time.Second, "the fallback to polling", func() bool { return testenv.StateMode(e) == "poll" })
 		time.Sleep(time.Duration(300+rng.IntN(400)) * time.Millisecond)
 		if kills && i%2 == 1 {
 			restart() // restarts in polling: the WAL cannot be streamed

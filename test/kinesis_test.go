@@ -162,16 +162,23 @@ func TestKinesisPausedUnderLoad(t *testing.T) {
 			for id, seq := range bulk {
 				committed[id] = seq
 			}
+			// Each read of the whole stream holds pgoutbox's writes back
+			// (one request at a time): on a busy machine, reading it
+			// often timed them out again and again.
 			var recs []mototest.Record
-			testenv.Eventually(t, 120*time.Second, "every committed event in the stream", func() bool {
+			for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(2 * time.Second) {
 				got, ok := m.TryReadStream(t, "outbox.event.account")
-				if !ok {
-					return false // moto lagging behind: ask again
+				if ok { // else moto lagging behind: ask again
+					recs = got
+					if rep, _ := testenv.CheckEvents(t, kinesisEvents(t, recs), committed); rep.Lost == 0 {
+						break
+					} else if time.Now().After(deadline) {
+						t.Fatalf("every committed event not in the stream after 4m: %v", rep)
+					}
+				} else if time.Now().After(deadline) {
+					t.Fatal("moto did not answer reads of the stream for 4m")
 				}
-				recs = got
-				rep, _ := testenv.CheckEvents(t, kinesisEvents(t, recs), committed)
-				return rep.Lost == 0
-			})
+			}
 			time.Sleep(time.Second) // a late copy would show
 			recs = m.ReadStream(t, "outbox.event.account")
 			rep, _ := testenv.CheckEvents(t, kinesisEvents(t, recs), committed)

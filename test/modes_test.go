@@ -116,8 +116,7 @@ GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO app; GRANT SELECT, INSER
 		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
+		e.EndStreamUntil(t, "pgoutbox", 20*time.Second, "the fallback to polling", func() bool { return r.Mode() == relay.ModePoll })
 		fallbacks = append(fallbacks, time.Since(start))
 		time.Sleep(700 * time.Millisecond)
 		start = time.Now()

@@ -391,8 +391,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO app; GRANT SELECT, INS
 		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app NOREPLICATION`); err != nil {
 			t.Fatal(err)
 		}
-		e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'pgoutbox' AND active`)
-		testenv.Eventually(t, 20*time.Second, "the fallback to polling", func() bool { return mode() == "poll" })
+		e.EndStreamUntil(t, "pgoutbox", 20*time.Second, "the fallback to polling", func() bool { return mode() == "poll" })
 		time.Sleep(700 * time.Millisecond)
 		if _, err := e.Conn.Exec(ctx, `ALTER ROLE app REPLICATION`); err != nil {
 			t.Fatal(err)

@@ -183,6 +183,33 @@ func (e *Env) AwaitSlotActive(t *testing.T, slot string) {
 	})
 }
 
+// EndStreamUntil ends the stream of slot (its WAL sender terminated),
+// again each second while cond is false, and fails the test after
+// timeout with what the server shows of the slot's senders. Once the
+// role may no longer replicate, a sender that was starting when the
+// first one ended streams on: only its end stops the stream.
+func (e *Env) EndStreamUntil(t *testing.T, slot string, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	var ended time.Time
+	for !cond() {
+		if time.Since(ended) >= time.Second {
+			if _, err := e.Conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active`, slot); err != nil {
+				t.Fatalf("ending the stream of slot %s: %v", slot, err)
+			}
+			ended = time.Now()
+		}
+		if time.Now().After(deadline) {
+			var senders string
+			e.Conn.QueryRow(ctx, `SELECT coalesce(string_agg(format('pid %s, user %s, state %s, slot active %s', r.pid, r.usename, r.state, s.active), '; '), 'none')
+FROM pg_stat_replication r FULL JOIN pg_replication_slots s ON s.active_pid = r.pid AND s.slot_name = $1`, slot).Scan(&senders)
+			t.Fatalf("timed out after %s waiting for %s; WAL senders: %s", timeout, what, senders)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // AppURL is the database's URL for another role (without a password:
 // the tests' servers trust loopback connections).
 func (e *Env) AppURL(user string) string {
