@@ -57,7 +57,7 @@ test-unit: deps pg18 kafka debezium apicurio moto pulsar rocketmq
 PG15_SKIP ?= TestCorpus|TestNATSCorpus|TestRabbitMQCorpus|TestRabbitMQStreamCorpus|TestRedisCorpus|TestHTTPCorpus|TestKinesisCorpus|TestSQSCorpus|TestSNSCorpus|TestPubSubCorpus|TestPulsarCorpus|TestRocketMQCorpus|TestNemesis|TestFailedSessionDuringBrokerOutage|TestDeadLetters|TestNetworkFaults|TestExactlyOncePoisonRow
 
 test-pg15: deps kafka apicurio moto pulsar rocketmq
-	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
+	PGOUTBOX_PG_BINDIR=$(PG15_BINDIR) GO=$(GO) TEST_DURATIONS=test-durations-pg15.out .ci/test-shards $(SHARDS) '$(PG15_SKIP)' -count=1 -timeout 25m
 
 # On 18, every test whose subject is PostgreSQL's behaviour, and those of
 # PG15_SKIP; those about the Kafka side (TestKafkaCluster, the harness's
@@ -69,7 +69,7 @@ test-pg15: deps kafka apicurio moto pulsar rocketmq
 PG18_SKIP ?= TestNATS|TestRabbitMQ|TestRabbitStream|TestRedis|TestHTTP|TestKinesis|TestSQS|TestSNS|TestPubSub|TestPulsar|TestRocketMQ|TestDebeziumDocumentationTable|TestTransformsFromDebeziumConfigs|TestOneConfigEveryCommand|TestPollRowsWithoutOrder|TestQuotedNames|TestUpdateUnderFatal|TestBench|TestBrokerOutage|TestLimitLowered|TestBrokerLimit|TestKafka|TestCredentials|TestDebezium|TestPoison|TestMigrationResolves|TestInsertBecomesCloudEvent|TestPollingWaitsFor|TestOpsStatusLagGrows|TestOpsMetrics|TestExactlyOnceFencesStaleRelay|TestExactlyOnceTransactionTimeout|TestExactlyOnceFromConfigFile|TestExactlyOnceRefusesUnknownDelivery|TestExactlyOnceDLQReplay|TestExactlyOncePollMarksAfterCommit|TestTwoTablesDeadLetterReplay|TestTwoTablesFromDebeziumPatterns|TestSnapshotInitialFromDebeziumProperties|TestSnapshotExactlyOnce|TestMonitoringWithPrometheus|TestPooler
 
 test-pg18: deps pg18 kafka debezium apicurio moto pulsar rocketmq
-	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
+	PGOUTBOX_PG_BINDIR=$(PG18_DIR)/bin PGOUTBOX_COMPAT_CASES='$(COMPAT_CI)' GO=$(GO) TEST_DURATIONS=test-durations-pg18.out .ci/test-shards $(SHARDS) '$(PG18_SKIP)' -count=1 -timeout 25m
 
 # What the tests need from Debian's packages (PostgreSQL 15, PgBouncer,
 # Prometheus, nats-server, rabbitmq-server, Java 17, Maven, npm), installed when missing (as root; others
