@@ -114,7 +114,11 @@ var (
 		"org.apache.kafka.connect.transforms.Cast$Value":               func(o *options) transformation { return newCast(o, false) },
 		"org.apache.kafka.connect.transforms.TimestampConverter$Key":   func(o *options) transformation { return newTimestampConverter(o, true) },
 		"org.apache.kafka.connect.transforms.TimestampConverter$Value": func(o *options) transformation { return newTimestampConverter(o, false) },
-		NewStateClass: newNewState,
+		NewStateClass:         newNewState,
+		TimezoneClass:         newTimezoneConverter,
+		headerToValueClass:    newHeaderToValue,
+		PartitionRoutingClass: newPartitionRouting,
+		LogicalTableClass:     newLogicalTable,
 	}
 	predicateTypes = map[string]func(*options) predicate{
 		"org.apache.kafka.connect.transforms.predicates.TopicNameMatches":  newTopicNameMatches,

@@ -222,6 +222,7 @@ func TestDebeziumConfigRefusals(t *testing.T) {
   "transforms.outbox.table.op.invalid.behavior": "invalidOption",
   "transforms.outbox.table.field.additional.missing": "maybe",
   "transforms.logical.type": "io.debezium.transforms.ByLogicalTableRouter",
+  "transforms.logical.topic.regex": ".*", "transforms.logical.topic.replacement": "all",
   "value.converter": "io.confluent.connect.protobuf.ProtobufConverter"}}`)
 	if err == nil {
 		t.Fatal("accepted")
