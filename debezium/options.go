@@ -183,7 +183,7 @@ var options = []Option{
 		Refuses: "a list that leaves out a table of `table.include.list`; given with `schema.include.list`, as Debezium does", read: accept},
 	{Part: Connector, Key: "schema.blacklist", Takes: "as `schema.exclude.list` (its 1.x name)", read: accept},
 	{Part: Connector, Key: "message.key.columns", Setting: "message-key-columns",
-		Takes: "the change events' key columns, `table:column,…;…` as Debezium's CustomKeyMapper reads it (each `schema.table.column` pattern in the order given; the primary key for a table none matches); with the Outbox Event Router, which keys by the aggregate id, nothing",
+		Takes: "the change events' key columns, `table:column,…;…` as Debezium's CustomKeyMapper reads it (each `schema.table.column` pattern in the order given; the primary key for a table none matches, or its first unique index, or a null key); with the Outbox Event Router, which keys by the aggregate id, nothing",
 		read:  toFlag("message-key-columns")},
 	{Part: Connector, Key: "column.exclude.list", Takes: "with the Outbox Event Router, columns it does not read (its records carry none of the others)",
 		Refuses: "a column the router reads (Debezium's task fails); without the router, any: leaving columns out of change events is not implemented", read: accept},

@@ -218,8 +218,14 @@ type DebeziumConfig struct {
 	// catalog.
 	Defaults map[string]string
 	// KeyColumns are the primary key columns, the change event's key.
-	// Default: the id column.
+	// Default: the id column, unless NullKey.
 	KeyColumns []string
+	// NullKey writes change events with a null key and no key schema,
+	// as Debezium writes those of a table without a primary key (or
+	// unique index) that message.key.columns names no column of. It
+	// applies only when KeyColumns is empty; the outbox router's records
+	// keep the aggregate id.
+	NullKey bool
 	// Now is the clock for the change event's ts_ms; default time.Now.
 	Now func() time.Time
 	// ContextHeaders adds the headers Debezium's connectors put on every
@@ -846,9 +852,10 @@ func appendChangeSource(buf []byte, c *DebeziumConfig, r *Record) []byte {
 }
 
 // encodeDebeziumChange writes Debezium's change event for an insert of the
-// row (schemas off): key {pk columns}, value {before, after, source,
-// transaction, op, ts_ms, ts_us, ts_ns}. Columns of types Debezium does not
-// map are left out, as Debezium does (include.unknown.datatypes=false).
+// row (schemas off): key {pk columns}, or null for a table without a key
+// (NullKey); value {before, after, source, transaction, op, ts_ms, ts_us,
+// ts_ns}. Columns of types Debezium does not map are left out, as Debezium
+// does (include.unknown.datatypes=false).
 func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	c := &e.dbz
 	if r.Columns == nil || len(r.Columns) != len(r.Values) {
@@ -856,7 +863,8 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	}
 	var reason string
 	keyCols := c.KeyColumns
-	if len(keyCols) == 0 {
+	noKey := len(keyCols) == 0 && c.NullKey
+	if len(keyCols) == 0 && !noKey {
 		keyCols = []string{r.columnName(fID)}
 	}
 	if e.ConnectOnly() {
@@ -876,29 +884,13 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		size += len(v)
 	}
 	buf := make([]byte, 0, size)
-	if keyConv == ConvJSONSchemas {
-		buf = append(buf, `{"schema":`...)
-		buf = append(buf, cs.key...)
-		buf = append(buf, `,"payload":`...)
-	}
-	buf = append(buf, '{')
-	for i, name := range keyCols {
-		j := columnIndex(r.Columns, name)
-		if j < 0 {
-			return Message{}, fmt.Errorf("schema: key column %q is not in the table", name)
+	// No key: Kafka's null, which JsonConverter writes for a null key
+	// and no schema, with or without schemas.
+	if !noKey {
+		var err error
+		if buf, err = appendChangeKey(buf, c, r, keyConv, cs, keyCols); err != nil {
+			return Message{}, err
 		}
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = appendJavaString(buf, name)
-		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
-			return Message{}, &RowError{Column: name, Reason: reason}
-		}
-	}
-	buf = append(buf, '}')
-	if keyConv == ConvJSONSchemas {
-		buf = append(buf, '}')
 	}
 	k := len(buf)
 
@@ -945,5 +937,40 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
 		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
 	}
-	return Message{Key: buf[:k:k], Value: buf[k:v:v], Headers: hs}, nil
+	msg := Message{Key: buf[:k:k], Value: buf[k:v:v], Headers: hs}
+	if noKey {
+		msg.Key = nil // an empty slice would be an empty key, not Kafka's null
+	}
+	return msg, nil
+}
+
+// appendChangeKey appends the change event's key: the struct of keyCols,
+// in the envelope of its schema cs.key under json-schemas.
+func appendChangeKey(buf []byte, c *DebeziumConfig, r *Record, keyConv Converter, cs *changeSchema, keyCols []string) ([]byte, error) {
+	if keyConv == ConvJSONSchemas {
+		buf = append(buf, `{"schema":`...)
+		buf = append(buf, cs.key...)
+		buf = append(buf, `,"payload":`...)
+	}
+	buf = append(buf, '{')
+	for i, name := range keyCols {
+		j := columnIndex(r.Columns, name)
+		if j < 0 {
+			return buf, fmt.Errorf("schema: key column %q is not in the table", name)
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJavaString(buf, name)
+		buf = append(buf, ':')
+		var reason string
+		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
+			return buf, &RowError{Column: name, Reason: reason}
+		}
+	}
+	buf = append(buf, '}')
+	if keyConv == ConvJSONSchemas {
+		buf = append(buf, '}')
+	}
+	return buf, nil
 }

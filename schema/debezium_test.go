@@ -168,6 +168,68 @@ func TestDebeziumChangeEventSnapshot(t *testing.T) {
 	}
 }
 
+// A table without a primary key (NullKey): Debezium 3.6.1 writes its change
+// events with a null Kafka key and no key schema, under JsonConverter with
+// schemas or without (corpus cases change-events-no-primary-key*); the
+// value is the same as a keyed table's, and the outbox router keeps its
+// aggregate id key.
+func TestDebeziumChangeEventNullKey(t *testing.T) {
+	now := func() time.Time { return time.Unix(0, 1556890294484651402) }
+	for _, conv := range []Converter{ConvJSON, ConvJSONSchemas} {
+		cfg := DebeziumConfig{Key: conv, Value: conv, TopicPrefix: "dbserver1", Version: "3.6.1.Final", NotNull: docNotNull, Now: now}
+		keyed, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.NullKey = true
+		e, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := docRecord(t, nil)
+		want, err := keyed.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second with the schemas cached
+			m, err := e.Encode(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Key != nil || m.KeySchema != "" {
+				t.Errorf("%s: key %q (schema %q), want Kafka's null", conv, m.Key, m.KeySchema)
+			}
+			if !bytes.Equal(m.Value, want.Value) {
+				t.Errorf("%s: value\n%s\nwant the keyed table's\n%s", conv, m.Value, want.Value)
+			}
+		}
+		// Key columns given (message.key.columns) win over NullKey.
+		cfg.KeyColumns = []string{"aggregateid"}
+		if e, err = NewEncoder(EncoderConfig{Format: Debezium, Debezium: cfg}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(m.Key, []byte(`"aggregateid":"1"`)) {
+			t.Errorf("%s with key columns: key %s, want aggregateid's", conv, m.Key)
+		}
+	}
+	e, err := NewEncoder(EncoderConfig{Format: DebeziumOutbox, Debezium: DebeziumConfig{NullKey: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := docRecord(t, nil)
+	m, err := e.Encode(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Key) != "1" {
+		t.Errorf("outbox router's key %q, want the aggregate id 1", m.Key)
+	}
+}
+
 func TestExpandPayloadFallbacks(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

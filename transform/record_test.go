@@ -160,3 +160,46 @@ func compareMessages(t *testing.T, name string, want, got schema.Message) {
 		}
 	}
 }
+
+// A change event of a table without a primary key (schema's NullKey) has
+// Kafka's null key and no key schema under every key converter, as
+// Debezium 3.6.1 writes it; its value is written as a keyed one's.
+func TestChangeEventNullKey(t *testing.T) {
+	b, err := schema.Columns{PassThrough: true}.Bind(kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := b.Record(rowValues(kindRows[0]), time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Origin = schema.Origin{Schema: "public", Table: "outbox"}
+	cfg := schema.DebeziumConfig{Key: schema.ConvJSONSchemas, Value: schema.ConvJSONSchemas, Header: schema.ConvJSONSchemas, NullKey: true}
+	enc, err := schema.NewEncoder(schema.EncoderConfig{Format: schema.Debezium, Debezium: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := enc.Encode(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []schema.Converter{schema.ConvString, schema.ConvJSON, schema.ConvJSONSchemas, schema.ConvAvro, schema.ConvLong, "binary:json"} {
+		for _, value := range []schema.Converter{schema.ConvJSON, schema.ConvAvro, schema.ConvCloudEvents} {
+			r, err := (&Chain{}).Read("shop.public.outbox", &msg, time.Unix(1, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Key != nil || r.KeySchema != nil {
+				t.Fatalf("read back: key %v, schema %v", r.Key, r.KeySchema)
+			}
+			got, err := r.Message(Converters{Key: key, Value: value, Header: schema.ConvString})
+			if err != nil {
+				t.Errorf("key=%s value=%s: %v", key, value, err)
+				continue
+			}
+			if got.Key != nil || got.KeySchema != "" || len(got.Value) == 0 {
+				t.Errorf("key=%s value=%s: key %q (schema %q), value of %d bytes; want a null key", key, value, got.Key, got.KeySchema, len(got.Value))
+			}
+		}
+	}
+}

@@ -152,6 +152,9 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 			cfg.Encoder.Debezium.KeyColumns = keys[0]
 		}
 	}
+	// Debezium writes a table without a key with a null Kafka key, not
+	// the id column's.
+	cfg.Encoder.Debezium.NullKey = len(cfg.Encoder.Debezium.KeyColumns) == 0
 	return nil
 }
 
@@ -392,9 +395,12 @@ func (a tableShape) equal(b tableShape) bool {
 }
 
 // tableInfo reads the table's shape. indkey is an int2vector, whose
-// subscripts start at 0: the key's first column is at array_lower. A
-// default is pg_get_expr's text, as the JDBC driver gives Debezium it; a
-// generated column's expression is no default.
+// subscripts start at 0: the key's first column is at array_lower; the
+// columns after indnkeyatts are a primary key's INCLUDE columns, which
+// the JDBC driver leaves out of getPrimaryKeys. A default is pg_get_expr's
+// text, as the JDBC driver gives Debezium it; a generated column's
+// expression is no default. Without a primary key the key is the table's
+// first unique index (uniqueIndex), as Debezium reads it.
 func tableInfo(ctx context.Context, databaseURL, table string) (tableShape, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
@@ -407,7 +413,8 @@ func tableInfo(ctx context.Context, databaseURL, table string) (tableShape, erro
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, a.attnotnull,
-       coalesce(array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1, 0) AS keypos,
+       coalesce(CASE WHEN array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) < i.indnkeyatts
+         THEN array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1 END, 0) AS keypos,
        CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
@@ -452,5 +459,56 @@ ORDER BY a.attnum`, t.Schema, t.Name)
 	for i := 1; i <= len(keyPos); i++ {
 		shape.key = append(shape.key, keyPos[i])
 	}
+	rows.Close()
+	if len(shape.key) == 0 {
+		if shape.key, err = uniqueIndex(ctx, conn, t, shape.columns); err != nil {
+			return tableShape{}, err
+		}
+	}
 	return shape, nil
+}
+
+// uniqueIndex is the key Debezium gives a table without a primary key
+// (JdbcConnection.readTableUniqueIndices): the columns of its first
+// unique index in the JDBC driver's getIndexInfo order (a clustered one
+// first, then by name), INCLUDE columns too, partial and invalid indexes
+// not left out; none without one. Debezium fails to read a table whose
+// first unique index has an expression (no column of that name), so
+// pgoutbox refuses it.
+func uniqueIndex(ctx context.Context, conn *pgx.Conn, t outbox.Table, columns []string) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+SELECT ci.relname, trim(both '"' from pg_get_indexdef(ci.oid, k.n::int, false))
+FROM pg_index i
+JOIN pg_class ct ON ct.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = ct.relnamespace
+JOIN pg_class ci ON ci.oid = i.indexrelid
+CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+WHERE n.nspname = $1 AND ct.relname = $2 AND i.indisunique
+ORDER BY NOT i.indisclustered, ci.relname, k.n`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outbox table's unique indexes: %w", err)
+	}
+	var key []string
+	var first string
+	for rows.Next() {
+		var index, col string
+		if err := rows.Scan(&index, &col); err != nil {
+			return nil, err
+		}
+		if first == "" {
+			first = index
+		}
+		if index == first {
+			key = append(key, col)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, col := range key {
+		if !slices.Contains(columns, col) {
+			return nil, fmt.Errorf("table %s has no primary key, and its first unique index %s (which Debezium takes as the key) holds %s, not a column: Debezium fails to read the table; add a primary key", t, first, col)
+		}
+	}
+	return key, nil
 }
