@@ -126,12 +126,20 @@ func database(field func(*dbOptions) *string) func(*reading, string, string) {
 	return func(r *reading, _, v string) { *field(&r.db) = v }
 }
 
+// postgresConnector is Debezium's PostgreSQL connector, which pgoutbox
+// replaces.
+const postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
+
 var options = []Option{
 	// The connector.
 	{Part: Connector, Key: "connector.class", Takes: "`io.debezium.connector.postgresql.PostgresConnector`",
-		Refuses: "another connector: pgoutbox replaces the PostgreSQL connector only",
+		Refuses: "another connector: pgoutbox replaces the PostgreSQL connector only; its aliases `PostgresConnector` and `Postgres`, which Kafka Connect takes and on which Debezium's task fails (`ClassNotFoundException`)",
 		read: func(r *reading, k, v string) {
-			if !strings.HasSuffix(v, "PostgresConnector") {
+			switch v = strings.TrimSpace(v); v {
+			case postgresConnector:
+			case "PostgresConnector", "Postgres":
+				r.refuse(k, fmt.Sprintf("%q: Debezium's task fails on Kafka Connect's alias (ClassNotFoundException); write %s", v, postgresConnector))
+			default:
 				r.refuse(k, fmt.Sprintf("%q: pgoutbox replaces the PostgreSQL connector only", v))
 			}
 		}},

@@ -139,6 +139,7 @@ type config struct {
 }
 
 func fromConnect(props map[string]string) config {
+	resolveAliases(props)
 	c := config{connector: map[string]string{}, other: map[string]string{}}
 	for k, v := range props {
 		switch {
