@@ -102,10 +102,9 @@ var connectAliases = func() map[string]string {
 
 // resolveAliases writes the class-valued options of a Kafka Connect
 // configuration (the converters, each transform's and predicate's type)
-// by their full class names where they name a plugin by
-// its alias, as Kafka Connect's plugin class loader reads them. Debezium
-// Server loads classes by their full names only: its configurations are
-// not read through this.
+// by their full class names where they name a plugin by its alias, as
+// Kafka Connect's plugin class loader reads them. Debezium Server's files
+// are not read through this: no Debezium Server run here used an alias.
 func resolveAliases(props map[string]string) {
 	keys := []string{"key.converter", "value.converter", "header.converter"}
 	for _, list := range []string{"transforms", "predicates"} {
