@@ -179,3 +179,20 @@ func insertEvents(t *testing.T, e *testenv.Env, rows ...testenv.Row) []string {
 	}
 	return ids
 }
+
+// Kafka Connect takes the connector's aliases, but Debezium's task then
+// fails loading the class by that name: run refuses them at start, naming
+// the class to write, before it touches the database.
+func TestConnectorAliasRefused(t *testing.T) {
+	for _, class := range []string{"PostgresConnector", "Postgres"} {
+		path := testenv.WriteFile(t, "connector.json", `{"name": "outbox-connector", "config": {
+  "connector.class": "`+class+`", "topic.prefix": "shop", "plugin.name": "pgoutput",
+  "database.hostname": "localhost", "database.dbname": "shop", "database.user": "app",
+  "transforms": "outbox", "transforms.outbox.type": "EventRouter"}}`)
+		code, out := testenv.RunOnce(t, 30*time.Second, nil, "run", "--config", path)
+		if code == 0 || !strings.Contains(out, "connector.class") || !strings.Contains(out, "ClassNotFoundException") ||
+			!strings.Contains(out, "io.debezium.connector.postgresql.PostgresConnector") {
+			t.Errorf("connector.class %s: exit %d:\n%s", class, code, out)
+		}
+	}
+}

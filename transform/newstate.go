@@ -212,8 +212,9 @@ func (t *newState) ownSchema(f *Schema) *Schema {
 	return s.(*Schema)
 }
 
-// isChangeEvent tells a change event's envelope (SmtManager.isValidEnvelope:
-// a struct named ….Envelope with op, before, after and source).
+// isChangeEvent tells a change event's envelope: a struct named
+// ….Envelope (SmtManager.isValidEnvelope, which checks the name only) with
+// the op, before, after and source its readers here take from it.
 func isChangeEvent(s *Schema) bool {
 	if s.Type != StructT || !strings.HasSuffix(s.Name, ".Envelope") {
 		return false
