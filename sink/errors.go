@@ -24,9 +24,10 @@ import (
 // the credentials, or TLS or SASL is configured on one side only.
 var ErrAuth error = &sentinel{"kafka refused the connection", true}
 
-// ErrHalted is Produce's answer after AbortBuffered and before Resume or
-// Renew: the session that saw the refusal must end.
-var ErrHalted error = &sentinel{"kafka: producing halted after a refusal", false}
+// ErrHalted is Produce's answer after AbortBuffered, or after a record of
+// an idempotent producer failed, and before Resume or Renew: the session
+// that saw the failure must end, and the next sends again in order.
+var ErrHalted error = &sentinel{"kafka: producing halted after a failed record", false}
 
 type sentinel struct {
 	msg       string

@@ -282,9 +282,9 @@ type Kafka struct {
 	// partition of (partition.go).
 	parts partitionCounts
 
-	// gate is the context every record is produced with: AbortBuffered
-	// cancels it, so that nothing produced since goes out, and Resume
-	// and Renew replace it.
+	// gate is the context every record is produced with: AbortBuffered,
+	// or a failed record of an idempotent producer, cancels it, so that
+	// nothing produced since goes out, and Resume and Renew replace it.
 	gate atomic.Pointer[gate]
 
 	abortMu sync.Mutex
@@ -329,8 +329,16 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		// Batches never exceed what the topic accepts: franz-go asks
 		// once per partition, after Fits learned the topic's limit.
 		kgo.ProducerBatchMaxBytesFn(func(topic string) int32 { return int32(k.limits.cached(topic)) }),
-		kgo.WithLogger(logger{log}),
 		kgo.RecordPartitioner(newPartitioner()),
+	}
+	if cfg.TransactionalID == "" {
+		// A record after a failed one must not go out ahead of what the
+		// caller makes of the failure: the gate closes as the partition
+		// fails, not when its promise runs. A transaction needs no gate:
+		// a failed record aborts it, and what went out with it.
+		c.opts = append(c.opts, kgo.WithLogger(logger{log: log, idFailed: func() { k.gate.Load().cancel() }}))
+	} else {
+		c.opts = append(c.opts, kgo.WithLogger(logger{log: log}))
 	}
 	c.opts = append(c.opts, produce...)
 	if cfg.CreateTopics {
@@ -400,16 +408,14 @@ func (k *Kafka) Resume() {
 // AbortBuffered fails, in the background, every record the client holds
 // that is not yet sent, and returns at once; Flush, Renew and Close wait
 // for it. It is for a refusal seen in a produce callback (which must not
-// block): franz-go failed the refused record's partition when the broker
-// answered, and a record handed over since would go out in a fresh batch,
-// ahead of the refused one's dead letter. Sending waits for a new producer
-// id after such a failure, so the abort normally comes first.
+// block). The refused record's partition is safe already: an idempotent
+// producer closed the gate as franz-go failed it (logger.idFailed), so a
+// record handed over since is not sent ahead of the refused one's dead
+// letter. The abort fails what other partitions still hold.
 func (k *Kafka) AbortBuffered() {
 	// First, at once and without blocking: a batch not yet written whose
 	// first record's context is done is failed instead of sent, and the
-	// records produced from now on are refused. This closes most of the
-	// window in which the client, already on a new producer epoch, could
-	// send a later record before the abort below takes hold.
+	// records produced from now on are refused.
 	k.gate.Load().cancel()
 	client := k.c.load()
 	done := make(chan struct{})
@@ -476,7 +482,8 @@ func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
 // Produce hands r to the client; promise is called once with its ack or
 // its failure. It blocks while the buffer is full, until ctx ends. A record
 // over the size limit is refused with *TooLargeError, and any record after
-// AbortBuffered with ErrHalted; promise is not called then.
+// AbortBuffered or a failed record with ErrHalted; promise is not called
+// then.
 func (k *Kafka) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) error {
 	if err := k.Fits(ctx, r); err != nil {
 		return err
@@ -519,12 +526,37 @@ func (k *Kafka) Close() {
 func (k *Kafka) Limit(ctx context.Context, topic string) int { return k.limits.get(ctx, topic) }
 
 // logger passes franz-go's warnings and errors to slog; its info and debug
-// lines describe every request and would drown the relay's own.
-type logger struct{ log *slog.Logger }
+// lines describe every request and would drown the relay's own. One info
+// line is a signal: idFailed, when set, is called when franz-go fails its
+// producer id after a record failed.
+type logger struct {
+	log      *slog.Logger
+	idFailed func()
+}
 
-func (l logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+// producerIDFailed is what franz-go logs when a produce error fails its
+// producer id: from failAllRecords, which fails the partition of a
+// refused record, while it still holds the partition, so before any later
+// record can join it, and before the next epoch sends anything. It is the
+// only sign of a failure franz-go gives in step with its sending (the
+// promises run later, on a goroutine of their own);
+// TestNoRecordOvertakesARefusal fails should franz-go change it.
+const producerIDFailed = "producer ID failed due to a produce error, next produce will reinitialize the producer epoch"
+
+func (l logger) Level() kgo.LogLevel {
+	if l.idFailed != nil {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
 
 func (l logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if level > kgo.LogLevelWarn {
+		if msg == producerIDFailed && l.idFailed != nil {
+			l.idFailed()
+		}
+		return
+	}
 	lvl := slog.LevelWarn
 	if level == kgo.LogLevelError {
 		lvl = slog.LevelError
