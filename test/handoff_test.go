@@ -39,7 +39,7 @@ func TestAutoFirstStartPublishesRowsFromBeforeTheSlot(t *testing.T) {
 func TestHandoffResumesAfterRestart(t *testing.T) {
 	e := testenv.New(t)
 	ctx := context.Background()
-	cfg, r, before := slowHandoff(e)
+	cfg, r, before := slowHandoff(e, 3000)
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +61,13 @@ func TestHandoffResumesAfterRestart(t *testing.T) {
 	}
 }
 
-// slowHandoff inserts 3,000 rows and starts a relay that creates the slot
-// and polls them one at a time; it returns once the handoff is under way.
-func slowHandoff(e *testenv.Env) (relay.Config, *testenv.Running, []string) {
+// slowHandoff inserts n rows and starts a relay that creates the slot and
+// polls them one at a time; it returns once the handoff is under way.
+func slowHandoff(e *testenv.Env, n int) (relay.Config, *testenv.Running, []string) {
 	e.T.Helper()
 	var before []string
 	rows, err := e.Conn.Query(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, 3000) g RETURNING id::text`)
+SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM generate_series(1, $1) g RETURNING id::text`, n)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -94,7 +94,10 @@ SELECT 'order', 'o-' || (g % 7), 'Placed', jsonb_build_object('n', g) FROM gener
 func TestHandoffFollowsTheSlotReplacedAgain(t *testing.T) {
 	e := testenv.New(t)
 	ctx := context.Background()
-	_, r, before := slowHandoff(e)
+	// 1,000 rows: one a poll, about 600 a second alone and 50 under
+	// make test's load, they outlast the slot's replacement and are
+	// polled within the wait below.
+	_, r, before := slowHandoff(e, 1000)
 	// What another relay's setup does when it finds the slot lost: pend
 	// the handoff again, create a slot, save the bounds read after it.
 	between := e.InsertN("order", 20)
