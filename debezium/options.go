@@ -112,6 +112,23 @@ func oneOf(flag string, values map[string]string, refusal string) func(*reading,
 	}
 }
 
+// snapshotMode reads snapshot.mode as Debezium parses it (trimmed, in any
+// case); configuration_based is read with its options (translate.go).
+func snapshotMode(r *reading, k, v string) {
+	switch m := strings.ToLower(strings.TrimSpace(v)); m {
+	case "initial", "when_needed", "no_data", "always", "initial_only":
+		r.set("snapshot-mode", m)
+	case "never":
+		r.set("snapshot-mode", "no_data")
+	case "configuration_based":
+	case "custom":
+		r.refuse(k, `"custom": a Snapshotter class of the configuration's own (snapshot.mode.custom.name) decides in Java when to snapshot and stream, and pgoutbox runs no Java; `+
+			"use initial, when_needed, always, initial_only, no_data or configuration_based")
+	default:
+		r.refuse(k, fmt.Sprintf("%q: not a snapshot mode of Debezium's; use initial, when_needed, always, initial_only, no_data or configuration_based", v))
+	}
+}
+
 // refuseValue refuses the one value that the option cannot take.
 func refuseValue(bad, why string) func(*reading, string, string) {
 	return func(r *reading, k, v string) {
@@ -193,20 +210,25 @@ var options = []Option{
 	{Part: Connector, Key: "message.key.columns", Setting: "message-key-columns",
 		Takes: "the change events' key columns, `table:column,…;…` as Debezium's CustomKeyMapper reads it (each `schema.table.column` pattern in the order given; the primary key for a table none matches, or its first unique index, or a null key); with the Outbox Event Router, which keys by the aggregate id, nothing",
 		read:  toFlag("message-key-columns")},
-	{Part: Connector, Key: "column.exclude.list", Takes: "with the Outbox Event Router, columns it does not read (its records carry none of the others)",
-		Refuses: "a column the router reads (Debezium's task fails); without the router, any: leaving columns out of change events is not implemented", read: accept},
-	{Part: Connector, Key: "column.blacklist", Takes: "as `column.exclude.list` (its 1.x name)", read: accept},
-	{Part: Connector, Key: "column.include.list", Takes: "with the Outbox Event Router, a list that includes every column it reads",
-		Refuses: "one that leaves out a column the router reads (Debezium's task fails); without the router, any: leaving columns out of change events is not implemented", read: accept},
-	{Part: Connector, Key: "column.whitelist", Takes: "as `column.include.list` (its 1.x name)", read: accept},
+	{Part: Connector, Key: "column.exclude.list",
+		Takes:   "without the router, the columns (`schema.table.column` patterns) to leave out of the change events' `before` and `after` and their schema, in snapshot reads too (`--column-exclude-list`); with the Outbox Event Router, columns it does not read (its records carry none of the others)",
+		Refuses: "a column the router reads (Debezium's task fails); given with `column.include.list`; a key column (not implemented: Debezium keeps it in the key, but its snapshot reads write the type's placeholder there, such as 0)", read: accept},
+	{Part: Connector, Key: "column.blacklist", Setting: Ignored, Takes: "nothing: Debezium 3.6.1 reads only `column.exclude.list` (its columns are all published, as Debezium publishes them)",
+		read: ignore("Debezium 3.6.1 no longer reads it: use column.exclude.list")},
+	{Part: Connector, Key: "column.include.list",
+		Takes:   "without the router, the columns to keep in the change events' `before` and `after`, every other left out (`--column-include-list`); with the Outbox Event Router, a list that includes every column it reads",
+		Refuses: "one that leaves out a column the router reads (Debezium's task fails); one that leaves out a key column, an empty one included (not implemented)", read: accept},
+	{Part: Connector, Key: "column.whitelist", Setting: Ignored, Takes: "nothing: Debezium 3.6.1 reads only `column.include.list` (its columns are all published, as Debezium publishes them)",
+		read: ignore("Debezium 3.6.1 no longer reads it: use column.include.list")},
 	{Part: Connector, Key: "column.mask.with.", Setting: "column-mappings",
 		Takes:   "`column.mask.with.<N>.chars`: the values of the string columns it matches (`schema.table.column` patterns) as N asterisks, NULL included, each matched column's schema marked `masked` (`--column-mappings 'mask:N:PATTERN,…'`)",
-		Refuses: "zero characters", read: accept},
-	{Part: Connector, Key: "column.mask.hash.", Refuses: "any: hashing is not implemented, and pgoutbox would publish the columns' values as they are",
-		read: refuse("hashing is not implemented: pgoutbox would publish the columns' values as they are")},
+		Refuses: "zero characters; a key column of the change events (Debezium's key keeps the value)", read: accept},
+	{Part: Connector, Key: "column.mask.hash.", Setting: "column-mappings",
+		Takes:   "`column.mask.hash.<algorithm>.with.salt.<salt>`: the values of the string columns it matches as the lower-case hex digest of the salt's bytes and the value as Java serializes a String, cut to a `varchar(n)`'s or `char(n)`'s n, NULL kept, each matched column's schema marked `masked` (`--column-mappings 'hash:ALGORITHM:SALT:PATTERN,…'`); `column.mask.hash.v2.<algorithm>.with.salt.<salt>` the same of the value's UTF-8 bytes (`hash-v2:`); applied after the truncations and masks, as Debezium does",
+		Refuses: "an algorithm Java's MessageDigest lacks (Debezium's task fails) and MD2 (not implemented); a salt with `:` or `;`; a key column (Debezium's key keeps the value)", read: accept},
 	{Part: Connector, Key: "column.truncate.to.", Setting: "column-mappings",
 		Takes:   "`column.truncate.to.<N>.chars`: the values of the string columns it matches cut to N characters (UTF-16, as Java counts), their schemas marked `truncateLength` where a value can be longer (`--column-mappings 'truncate:N:PATTERN,…'`); applied before the masks, as Debezium does",
-		Refuses: "zero characters; a column of another type (not implemented)", read: accept},
+		Refuses: "zero characters; a column of another type (not implemented); a key column of the change events (Debezium's key keeps the value)", read: accept},
 	{Part: Connector, Key: "converters", Takes: "none (`\"\"`)", Refuses: "custom converters: they change the values Debezium writes, and pgoutbox runs none",
 		read: func(r *reading, k, v string) {
 			if strings.TrimSpace(v) != "" {
@@ -217,13 +239,24 @@ var options = []Option{
 		Takes:   "> 0 sets the interval; 0 keeps pgoutbox's heartbeat, which produces nothing",
 		Refuses: "anything but a non-negative number", read: heartbeat},
 	{Part: Connector, Key: "snapshot.mode", Default: "initial", Setting: "snapshot-mode",
-		Takes:   "`initial` (also when unset, Debezium's default); `when_needed`, as `initial` with a lost slot filled by polling; `no_data`, `never`",
-		Refuses: "the others (`always`, `initial_only`, `configuration_based`, ...)",
-		read: oneOf("snapshot-mode", map[string]string{"no_data": "no_data", "never": "no_data", "initial": "initial", "when_needed": "when_needed"},
-			"%q: pgoutbox snapshots on the first start only; use initial, when_needed or no_data")},
+		Takes: "`initial` (also when unset, Debezium's default); `when_needed`, as `initial` with a lost slot filled by polling; `no_data`, `never`; " +
+			"`always`: the rows in the table at every start, then the slot streams from where it was confirmed (Debezium streams from the WAL's end at its snapshot, " +
+			"skipping what committed while it was stopped; pgoutbox sends that too, so rows still in the table go out twice, none is lost); " +
+			"`initial_only`: the rows in the table once, no slot, nothing streamed, and pgoutbox exits once they are acknowledged (at once at a later start; Debezium's task idles); " +
+			"`configuration_based`, by its options below",
+		Refuses: "`custom`: a Snapshotter class (`snapshot.mode.custom.name`) decides in Java, which pgoutbox does not run; exactly-once delivery with `always` or `initial_only`; `always` with `--mode poll`",
+		read:    snapshotMode},
+	{Part: Connector, Key: "snapshot.mode.configuration.based.", Default: "false",
+		Takes: "with `snapshot.mode` `configuration_based`: `snapshot.data` and `start.stream` both `true` run as `always` (Debezium's snapshot then ignores its offsets, as `always`'s does), " +
+			"`snapshot.data` `false` with `start.stream` `true` as `no_data`; `snapshot.schema` either way (PostgreSQL's connector keeps no schema history: it reads the tables' structure at every start); " +
+			"`snapshot.on.data.error` either way (a lost slot is handled as in every mode: filled by polling, else pgoutbox stops); with another mode, ignored as Debezium ignores them",
+		Refuses: "`start.stream` `false` with `snapshot.data` `true` (a snapshot at every start and nothing streamed: not implemented; `initial_only` is the one-off backfill) or `false` (Debezium neither snapshots nor streams: nothing would be published); " +
+			"`snapshot.on.schema.error` `true` (Debezium's task fails on a first start with it: no offsets to recover a schema at); a value that is not a boolean",
+		read: accept}, // checked with snapshot.mode (translate.go)
+	{Part: Connector, Key: "snapshot.mode.custom.name", Takes: "ignored but with `snapshot.mode` `custom`, which is refused", read: accept},
 	{Part: Connector, Key: "snapshot.select.statement.overrides.",
 		Takes:   "without a snapshot (`snapshot.mode` `no_data`)",
-		Refuses: "with a snapshot (`snapshot.mode` `initial`, `when_needed` or unset): pgoutbox runs no SELECT of a configuration's own; `--snapshot-after <id>` with `--column-order` publishes only the rows above an id",
+		Refuses: "with a snapshot (`snapshot.mode` `initial`, `when_needed`, `always`, `initial_only`, `configuration_based` with `snapshot.data` `true`, or unset): pgoutbox runs no SELECT of a configuration's own; `--snapshot-after <id>` with `--column-order` publishes only the rows above an id",
 		read:    accept}, // checked with snapshot.mode (translate.go)
 	{Part: Connector, Key: "snapshot.select.statement.overrides", Setting: Ignored, Takes: "the list of the tables above", read: ignore("")},
 	{Part: Connector, Key: "slot.drop.on.stop", Default: "false",
@@ -238,9 +271,12 @@ var options = []Option{
 				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
 			}
 		}},
-	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Takes: "`false`",
-		Refuses: "`true`: transaction metadata topics are not written",
-		read:    refuseValue("true", "transaction metadata topics are not supported")},
+	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Setting: "transaction-metadata",
+		Takes:   "`false`; `true` writes a BEGIN and an END record per transaction that has events to `<topic.prefix>.transaction`, and a `transaction` block (`id`, `total_order`, `data_collection_order`) in each change event, as Debezium does (see [transaction metadata](#transaction-metadata)); it keeps pgoutbox on the WAL",
+		Refuses: "anything but a boolean; `true` with `--mode poll` (polling knows no transactions), a sink other than Kafka, or a transform before the router",
+		read:    boolFlag("transaction-metadata")},
+	{Part: Connector, Key: "topic.transaction", Default: "transaction", Setting: "transaction-topic",
+		Takes: "the transaction topic's name after `<topic.prefix>.`", read: accept}, // read with topic.prefix (translate.go)
 	{Part: Connector, Key: "extended.headers.enabled", Default: "true", Setting: "debezium-context-headers",
 		Takes: "`__debezium.context.*` headers first, unless `false`", read: accept}, // read in translate.go
 	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Setting: "decimal-handling-mode",

@@ -55,8 +55,8 @@ func TestTableFilters(t *testing.T) {
 
 // Column filters: with the router, one that leaves out a column the
 // router reads is refused (Debezium's task fails), another changes
-// nothing; without the router they are refused, as pgoutbox does not
-// leave columns out of change events.
+// nothing; without the router they leave columns out of the change
+// events (TestColumnFilterFlags).
 func TestColumnFilters(t *testing.T) {
 	const router = `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
   "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"`
@@ -65,11 +65,12 @@ func TestColumnFilters(t *testing.T) {
 	}{
 		{"a column the router does not read", router + `, "column.exclude.list": "public\\.outbox\\.created_at"`, ""},
 		{"the payload", router + `, "column.exclude.list": "public\\.outbox\\.PAYLOAD"`, "leaves out public.outbox.payload"},
-		{"a placed column", router + `, "transforms.outbox.table.fields.additional.placement": "type:header", "column.blacklist": ".*\\.type"`, "leaves out public.outbox.type"},
+		{"a placed column", router + `, "transforms.outbox.table.fields.additional.placement": "type:header", "column.exclude.list": ".*\\.type"`, "leaves out public.outbox.type"},
 		{"an include list with every column read", router + `, "column.include.list": "public\\.outbox\\.(id|aggregatetype|aggregateid|payload)"`, ""},
 		{"an include list without the id", router + `, "column.include.list": "public\\.outbox\\.payload"`, "leaves out public.outbox.id"},
 		{"both lists", router + `, "column.include.list": "a", "column.exclude.list": "b"`, "together"},
-		{"change events", `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "column.exclude.list": "public\\.outbox\\.email"`, "not implemented"},
+		{"change events", `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "column.exclude.list": "public\\.outbox\\.email"`, ""},
+		{"both lists on change events", `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "column.include.list": "a", "column.exclude.list": "b"`, "together"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := translateConnect(t, "{"+tt.conf+"}")

@@ -152,15 +152,31 @@ func (c config) connectorOptions(r *reading) {
 	if _, ok := c.connector["snapshot.mode"]; !ok {
 		r.set("snapshot-mode", "initial") // Debezium's default
 	}
+	snapshots := c.configuredSnapshot(r)
 	// A snapshot SELECT of the table's own (often WHERE id > the last id a
 	// poller sent) restricts what the snapshot sends; run without it, the
 	// snapshot would send every row again.
-	if mode := strings.TrimSpace(c.connector["snapshot.mode"]); mode == "" || mode == "initial" || mode == "when_needed" {
+	switch strings.ToLower(strings.TrimSpace(c.connector["snapshot.mode"])) {
+	case "", "initial", "when_needed", "always", "initial_only":
+		snapshots = true
+	}
+	if snapshots {
 		for _, k := range sortedKeys(c.connector) {
 			if strings.HasPrefix(k, "snapshot.select.statement.overrides.") {
 				r.refuse(r.src(k), "pgoutbox runs no snapshot SELECT of a configuration's own; to publish only the rows above an id, use --snapshot-after <id> with --column-order <that id column>")
 			}
 		}
+	}
+	// The transaction topic is <topic.prefix>.<topic.transaction>.
+	if v := strings.TrimSpace(c.connector["topic.transaction"]); v != "" {
+		prefix := c.connector["topic.prefix"]
+		if prefix == "" {
+			prefix = c.connector["database.server.name"]
+		}
+		if prefix == "" {
+			prefix = "pgoutbox" // --topic-prefix's default
+		}
+		r.set("transaction-topic", prefix+"."+v)
 	}
 	// Debezium's connectors add context headers to every record unless
 	// told not to.
@@ -281,6 +297,34 @@ func (c config) columnMappings(r *reading) {
 			items = append(items, kind.name+":"+m[1]+":"+c.connector[k])
 		}
 	}
+	// The hashes, after the masks, as ColumnMappers adds them: v1 keys,
+	// then v2 keys. An algorithm holds no dot; the salt is the rest.
+	for _, kind := range []struct{ name, re string }{{"hash", `^column\.mask\.hash\.([^.]+)\.with\.salt\.(.+)$`}, {"hash-v2", `^column\.mask\.hash\.v2\.([^.]+)\.with\.salt\.(.+)$`}} {
+		re := regexp.MustCompile(kind.re)
+		for _, k := range sortedKeys(c.connector) {
+			m := re.FindStringSubmatch(k)
+			if m == nil {
+				continue
+			}
+			if err := schema.CheckHashAlgorithm(m[1]); err != nil {
+				r.refuse(r.src(k), err.Error())
+				continue
+			}
+			if strings.ContainsAny(m[2], ":;") {
+				r.refuse(r.src(k), "a salt with ':' or ';' is not implemented")
+				continue
+			}
+			items = append(items, kind.name+":"+m[1]+":"+m[2]+":"+c.connector[k])
+		}
+	}
+	// Keys of neither form (column.mask.hash.hashing.strategy, which 3.6.1
+	// does not have) are ignored by Debezium, and named here.
+	hashKey := regexp.MustCompile(`^column\.mask\.hash\.(v2\.)?[^.]+\.with\.salt\..+$`)
+	for _, k := range sortedKeys(c.connector) {
+		if strings.HasPrefix(k, "column.mask.hash.") && !hashKey.MatchString(k) {
+			r.ignore(k + " (Debezium 3.6.1 reads only column.mask.hash.<algorithm>.with.salt.<salt> and column.mask.hash.v2.<algorithm>.with.salt.<salt>)")
+		}
+	}
 	if len(items) == 0 {
 		return
 	}
@@ -294,15 +338,17 @@ func (c config) columnMappings(r *reading) {
 
 // columnFilters reads column.include.list and column.exclude.list
 // (fully qualified schema.table.column patterns, matched whole in any
-// case). They leave columns out of the change events, which pgoutbox does
-// not implement: refused without the router, where it would publish the
-// columns Debezium leaves out. The Outbox Event Router's records carry only
-// the columns it reads, so with the router a filter changes nothing, unless
-// it leaves out one of those: then Debezium's task fails at the first
-// record, and the configuration is refused.
+// case). Without the router they leave columns out of the change events'
+// before and after (--column-exclude-list, --column-include-list). The
+// Outbox Event Router's records carry only the columns it reads, so with
+// the router a filter changes nothing, unless it leaves out one of those:
+// then Debezium's task fails at the first record, and the configuration
+// is refused.
 func (c config) columnFilters(r *reading, routerOpts map[string]string) {
 	key, list, include := "", "", false
-	for _, k := range []string{"column.include.list", "column.whitelist", "column.exclude.list", "column.blacklist"} {
+	// Debezium 3.6.1 reads neither 1.x name (column.whitelist,
+	// column.blacklist): they are ignored, as it ignores them.
+	for _, k := range []string{"column.include.list", "column.exclude.list"} {
 		v, ok := c.connector[k]
 		if !ok {
 			continue
@@ -311,18 +357,30 @@ func (c config) columnFilters(r *reading, routerOpts map[string]string) {
 			r.refuse(r.src(k), fmt.Sprintf("given with %s: Debezium refuses an include list and an exclude list together", key))
 			return
 		}
-		key, list, include = k, v, strings.HasPrefix(k, "column.include") || strings.HasPrefix(k, "column.white")
+		key, list, include = k, v, k == "column.include.list"
 	}
 	if key == "" {
-		return
-	}
-	if r.router == "" {
-		r.refuse(r.src(key), "leaving columns out of the change events is not implemented: pgoutbox would publish the columns Debezium leaves out")
 		return
 	}
 	patterns, err := schema.ParsePatterns(list)
 	if err != nil {
 		r.refuse(r.src(key), err.Error())
+		return
+	}
+	if r.router == "" {
+		switch {
+		case strings.TrimSpace(list) == "" && include:
+			// Debezium's filter then matches no column.
+			r.refuse(r.src(key), "an empty list leaves out every column, the key's too: not implemented")
+			return
+		case strings.TrimSpace(list) == "":
+			return
+		}
+		if include {
+			r.set("column-include-list", list)
+		} else {
+			r.set("column-exclude-list", list)
+		}
 		return
 	}
 	opt := func(k, def string) string {
@@ -408,4 +466,52 @@ func plainTables(v string) ([]outbox.Table, bool) {
 		out = append(out, t)
 	}
 	return out, len(out) > 0
+}
+
+// configuredSnapshot reads snapshot.mode configuration_based's options
+// into the mode pgoutbox runs, and tells whether it snapshots. Debezium's
+// snapshotter then answers from them alone, offsets or not: a snapshot at
+// every start where snapshot.data is true.
+func (c config) configuredSnapshot(r *reading) bool {
+	if strings.ToLower(strings.TrimSpace(c.connector["snapshot.mode"])) != "configuration_based" {
+		return false
+	}
+	const prefix = "snapshot.mode.configuration.based."
+	flag := func(name string) (bool, bool) {
+		v, ok := c.connector[prefix+name]
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true":
+			return true, true
+		case "false":
+			return false, true
+		}
+		if ok {
+			r.refuse(r.src(prefix+name), fmt.Sprintf("%q: want true or false", v))
+			return false, false
+		}
+		return false, true // Debezium's default
+	}
+	data, okData := flag("snapshot.data")
+	stream, okStream := flag("start.stream")
+	flag("snapshot.schema")
+	flag("snapshot.on.data.error")
+	if onSchema, _ := flag("snapshot.on.schema.error"); onSchema {
+		r.refuse(r.src(prefix+"snapshot.on.schema.error"), "true: Debezium's task fails on a first start with it (it recovers a schema history at stored offsets, and there are none); "+
+			"PostgreSQL's connector keeps no schema history to recover")
+	}
+	if !okData || !okStream {
+		return data
+	}
+	switch {
+	case data && stream:
+		r.set("snapshot-mode", "always")
+	case stream:
+		r.set("snapshot-mode", "no_data")
+	case data:
+		r.refuse(r.src(prefix+"start.stream"), "false with snapshot.data true: a snapshot at every start and nothing streamed is not implemented; "+
+			"for a one-off backfill use snapshot.mode initial_only")
+	default:
+		r.refuse(r.src(prefix+"start.stream"), "false with snapshot.data false: Debezium neither snapshots nor streams, and nothing would be published")
+	}
+	return data
 }

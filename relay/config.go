@@ -40,6 +40,11 @@ type Config struct {
 	Transforms transform.Config
 	// Registries are the schema registries of the avro converters.
 	Registries Registries
+	// TransactionTopic, set, writes Debezium's transaction metadata
+	// (provide.transaction.metadata) to it: a BEGIN and an END record per
+	// transaction, and a transaction block in each change event
+	// (txmeta.go). Only the WAL knows transactions: it needs ModeWAL.
+	TransactionTopic string
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may. Off in the zero value, so that a
 	// program using the package creates nothing it did not ask for; pgoutbox
@@ -335,6 +340,12 @@ func (c Config) Validate() error {
 			return errors.New("--snapshot-after is a value of the table's own insertion order, named with --column-order (a bigserial or identity id): the rows already in the table have no seq")
 		}
 	}
+	if c.Snapshot.EveryStart() && c.Mode == ModePoll {
+		return fmt.Errorf("snapshot mode %s publishes the rows in the table again at every start, from a snapshot the WAL's slot streams on from; polling marks rows published and sends none twice: use --mode wal or auto", c.Snapshot)
+	}
+	if (c.Snapshot.EveryStart() || !c.Snapshot.Streams()) && c.Delivery == ExactlyOnce {
+		return ErrSnapshotExactlyOnce
+	}
 	if c.Snapshot.ReadsTable() && c.Poll.OwnMark() {
 		return errors.New("snapshot mode initial with a status or published column of the table's own: that column already says which rows to publish (the pending ones, on the first start too)")
 	}
@@ -353,6 +364,9 @@ func (c Config) Validate() error {
 		return errors.New("Debezium's CloudEventsConverter makes events of change events, and ExtractNewRecordState makes each its row: Debezium writes every value as a null")
 	} else if c.Encoder.Debezium.CloudEventsMetadata.Headers && !chain.CopiesBeforeRouter("source", "op") {
 		return errors.New("Debezium's CloudEventsConverter with its metadata from headers reads the source and op headers, which a HeaderFrom$Value before the Outbox Event Router copies from the change event (fields and headers source,op): without them Debezium writes every value as a null")
+	}
+	if err := c.txMetaValidate(); err != nil {
+		return err
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {
 		return fmt.Errorf("on-poison %q: use dlq or halt", c.OnPoison)

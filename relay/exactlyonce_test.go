@@ -46,7 +46,9 @@ func TestDeliveryValidation(t *testing.T) {
 		// on every start of a pipeline whose snapshot is done.
 		{ModeWAL, ExactlyOnce, "", nil, SnapshotInitial, true},
 		{ModeWAL, AtLeastOnce, "", nil, SnapshotWhenNeeded, true},
-		{ModeWAL, AtLeastOnce, "", nil, "always", false},
+		{ModeWAL, AtLeastOnce, "", nil, SnapshotAlways, true},
+		{ModeWAL, ExactlyOnce, "", nil, SnapshotAlways, false},
+		{ModeWAL, AtLeastOnce, "", nil, "custom", false},
 	} {
 		cfg := Config{Mode: tt.mode, Delivery: tt.delivery, Transactions: TransactionConfig{PositionTopic: tt.topic}, Snapshot: tt.snapshot}
 		cfg.Replication.Tables = tt.tables

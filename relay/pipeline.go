@@ -60,6 +60,9 @@ type pipeline struct {
 	ready   *Readiness
 	stats   *Stats
 	refused *refusals
+	// snapshotted: this process published the rows in the tables
+	// (SnapshotAlways takes its snapshot once per process).
+	snapshotted bool
 }
 
 // Stats are the relay's running totals.
@@ -229,6 +232,12 @@ func (p *pipeline) unrecognised(e *replication.UnrecognisedError) error {
 // dropped it. An avro part is framed with its schema's registry id, which
 // may ask the registry (once per schema).
 func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Change) (*kgo.Record, error) {
+	return p.recordIn(ctx, b, c, schema.TxBlock{})
+}
+
+// recordIn is record for a row with its transaction block tx (none: the
+// zero block).
+func (p *pipeline) recordIn(ctx context.Context, b *schema.Binding, c *outbox.Change, tx schema.TxBlock) (*kgo.Record, error) {
 	rec, err := b.Record(p.enc.FillDefaults(b, p.enc.MapValues(b, c.Values)), c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
@@ -236,7 +245,7 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 	rec.Origin = schema.Origin{
 		Database: p.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
 		LSN: uint64(c.LSN), LastCommitLSN: uint64(c.PrevEnd), TxID: uint64(c.XID), CommitTime: c.CommitTime,
-		Snapshot: c.Snapshot,
+		Snapshot: c.Snapshot, Tx: tx,
 	}
 	if p.connect {
 		return p.transformed(ctx, &rec)

@@ -58,6 +58,11 @@ type publisher struct {
 	// a table that lacks a mapped column stops the session, and its rows
 	// wait for the table to be put right.
 	historic bool
+	// tx follows the stream's transactions for their metadata (txmeta.go);
+	// nil without it, and outside a WAL session. txBlock is the block of
+	// the row being prepared.
+	tx      *txMeta
+	txBlock schema.TxBlock
 }
 
 // binding is a relation's binding, or why it has none; raw then reads what
@@ -79,6 +84,9 @@ func (pp *pipeline) newPublisher(k producer, dl *deadLetters, mode Mode, cols sc
 // relation had when they were written.
 func (p *publisher) streaming(led ledger, recordCtx context.Context) *publisher {
 	p.ledger, p.recordCtx, p.historic = led, recordCtx, true
+	if t := p.pipe.cfg.TransactionTopic; t != "" {
+		p.tx = &txMeta{topic: t}
+	}
 	return p
 }
 
@@ -128,6 +136,13 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 				return err
 			}
 		case outbox.KindCommit:
+			if p.tx != nil {
+				if b, ok := p.tx.end(c); ok {
+					if err := p.produceTx(ctx, i, c, b); err != nil {
+						return err
+					}
+				}
+			}
 			p.meter.commit()
 			p.ledger.Boundary(c)
 		case outbox.KindHeartbeat:
@@ -148,8 +163,18 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
+	if p.tx != nil {
+		p.txBlock = p.tx.row(c)
+	}
 	if p.ledger.Skip(c) {
 		return nil
+	}
+	if p.tx != nil {
+		if tb, ok := p.tx.begin(c); ok {
+			if err := p.produceTx(ctx, i, c, tb); err != nil {
+				return err
+			}
+		}
 	}
 	rec, err := p.prepare(ctx, b, c, bd.err)
 	if err != nil {
@@ -213,7 +238,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.pipe.record(ctx, b, c); err == nil && rec != nil {
+		if rec, err = p.pipe.recordIn(ctx, b, c, p.txBlock); err == nil && rec != nil {
 			if p.eventIDs {
 				rec.Context = outbox.WithEventID(rec.Context, b.RawID(c.Values))
 			}

@@ -139,6 +139,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		p.log.Warn(cfg.Sink.Name()+" is not reachable yet; records wait for it", "err", err)
 	}
 	defer monitor{p: p, k: k.Sink, to: p.hooks.samples()}.start(ctx)() // monitor.go
+	if !cfg.Snapshot.Streams() {
+		return r.snapshotOnly(ctx, k, g) // snapshot.go
+	}
 
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 250 * time.Millisecond

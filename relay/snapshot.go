@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
@@ -35,20 +36,44 @@ const (
 	// so. A table sent again would put every event since the first start
 	// a second time into the stream.
 	SnapshotWhenNeeded SnapshotMode = "when_needed"
+	// SnapshotAlways is Debezium's always: SnapshotInitial on the first
+	// start, and at every later start of the process the rows in the
+	// table once more before the slot streams. The slot is kept and
+	// streams from where it was confirmed, so what committed while
+	// pgoutbox was stopped goes out too, even where the rows are gone from
+	// the table (Debezium streams from the WAL's end at the snapshot
+	// instead and loses those): the rows still in the table go out twice,
+	// none is lost.
+	SnapshotAlways SnapshotMode = "always"
+	// SnapshotInitialOnly is Debezium's initial_only: the rows in the
+	// table once, then nothing is streamed; no slot is made. The relay
+	// returns once they are acknowledged, and at once at a later start.
+	SnapshotInitialOnly SnapshotMode = "initial_only"
 )
 
-// ParseSnapshotMode parses no_data, initial or when_needed.
+// snapshotModes lists the modes, for errors.
+const snapshotModes = "no_data, initial, when_needed, always or initial_only"
+
+// ParseSnapshotMode parses no_data, initial, when_needed, always or
+// initial_only.
 func ParseSnapshotMode(s string) (SnapshotMode, error) {
 	switch m := SnapshotMode(s); m {
-	case SnapshotNoData, SnapshotInitial, SnapshotWhenNeeded:
+	case SnapshotNoData, SnapshotInitial, SnapshotWhenNeeded, SnapshotAlways, SnapshotInitialOnly:
 		return m, nil
 	}
-	return "", fmt.Errorf("snapshot mode %q: use no_data, initial or when_needed", s)
+	return "", fmt.Errorf("snapshot mode %q: use %s", s, snapshotModes)
 }
 
 // ReadsTable tells whether the mode publishes the rows already in the
 // table on a pipeline's first start.
-func (m SnapshotMode) ReadsTable() bool { return m == SnapshotInitial || m == SnapshotWhenNeeded }
+func (m SnapshotMode) ReadsTable() bool { return m != SnapshotNoData && m != "" }
+
+// EveryStart tells whether the mode publishes the rows in the table again
+// at every start of the process, not only the pipeline's first.
+func (m SnapshotMode) EveryStart() bool { return m == SnapshotAlways }
+
+// Streams tells whether the mode streams what commits after its snapshot.
+func (m SnapshotMode) Streams() bool { return m != SnapshotInitialOnly }
 
 // Meaning says what the mode does, for the start line.
 func (m SnapshotMode) Meaning() string {
@@ -57,6 +82,10 @@ func (m SnapshotMode) Meaning() string {
 		return "initial: the rows already in the tables on the pipeline's first start, then what commits"
 	case SnapshotWhenNeeded:
 		return "when_needed: initial on the pipeline's first start; a lost slot is filled by polling from the published floor, never by sending the tables again"
+	case SnapshotAlways:
+		return "always: the rows already in the tables at every start, then what commits since the slot's confirmed position"
+	case SnapshotInitialOnly:
+		return "initial_only: the rows already in the tables on the pipeline's first start, and nothing streamed"
 	}
 	return "no_data: what commits from the pipeline's first start on"
 }
@@ -64,7 +93,7 @@ func (m SnapshotMode) Meaning() string {
 // ErrSnapshotExactlyOnce means a snapshot would run under exactly-once
 // delivery, which it cannot keep: it produces outside Kafka transactions,
 // and one taken again after a crash sends its rows twice.
-var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish the rows already in the table: the snapshot (--snapshot-mode initial or when_needed; " +
+var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish the rows already in the table: the snapshot (--snapshot-mode initial, when_needed, always or initial_only; " +
 	"in a Debezium configuration also snapshot.mode unset) produces outside Kafka transactions. Start the pipeline once with --delivery at-least-once " +
 	"until its snapshot is published, or with --snapshot-mode no_data; then run it with exactly-once")
 
@@ -118,8 +147,11 @@ func (s *walSnapshot) run(ctx context.Context) error {
 		return nil
 	}
 	st, err := p.own().Snapshot(ctx, conn)
-	if err != nil || (st.Known && !st.Pending) {
+	if err != nil {
 		return err
+	}
+	if st.Known && !st.Pending {
+		return s.again(ctx)
 	}
 	cfg := p.cfg.Replication
 	// What Setup checks first, so that auto mode polls where the WAL is
@@ -128,6 +160,10 @@ func (s *walSnapshot) run(ctx context.Context) error {
 	slotExists := err == nil
 	if err != nil && !errors.Is(err, replication.ErrSlotMissing) {
 		return err
+	}
+	if slotExists && !st.Pending && p.cfg.Snapshot.EveryStart() {
+		// Another reader's slot, which always snapshots anyway.
+		return s.again(ctx)
 	}
 	if slotExists && !st.Pending {
 		// A slot this pipeline never recorded: another reader's (Debezium's,
@@ -167,7 +203,82 @@ func (s *walSnapshot) run(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.take(ctx, orders)
+	if err := s.take(ctx, orders); err != nil || ctx.Err() != nil {
+		return err
+	}
+	p.snapshotted = true
+	return nil
+}
+
+// again takes the snapshot of SnapshotAlways at a start after the first,
+// once per process (a session that reconnects streams on), the slot
+// kept: the tables are read in a snapshot of their own (exportSnapshot)
+// and published as on the first start; the slot then streams from where
+// it was confirmed. Nothing is recorded pending: a start that finds a
+// snapshot pending drops the slot, which here holds what committed since
+// the last stop, and one cut short is taken again at the next start anyway.
+func (s *walSnapshot) again(ctx context.Context) error {
+	p := s.p
+	if !p.cfg.Snapshot.EveryStart() || p.snapshotted {
+		return nil
+	}
+	if p.cfg.Delivery == ExactlyOnce {
+		return ErrSnapshotExactlyOnce
+	}
+	orders, err := s.orders(ctx)
+	if err != nil {
+		return err
+	}
+	exp, err := exportSnapshot(ctx, p.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer exp.close()
+	p.log.Info("snapshot mode always: publishing the rows in the tables again before the slot streams from where it was confirmed",
+		"tables", p.names(), "slot", p.cfg.Replication.Slot, "wal_lsn", exp.lsn.String())
+	if err := s.publishAll(ctx, orders, exp.snapshot, exp.lsn); err != nil || ctx.Err() != nil {
+		return err
+	}
+	p.snapshotted = true
+	return nil
+}
+
+// only is SnapshotInitialOnly's run: the rows in the tables once, read in
+// a snapshot of their own as Debezium reads them without a slot, and
+// nothing after. A pipeline whose snapshot is done publishes nothing.
+func (s *walSnapshot) only(ctx context.Context) error {
+	p, conn := s.p, s.h.conn
+	st, err := p.own().Snapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if st.Known && !st.Pending {
+		p.log.Info("snapshot mode initial_only: the rows already in the tables were published at an earlier start; nothing is streamed", "tables", p.names())
+		return nil
+	}
+	if p.cfg.Delivery == ExactlyOnce {
+		return ErrSnapshotExactlyOnce
+	}
+	orders, err := s.orders(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.own().PendSnapshot(ctx, conn, p.names()); err != nil {
+		return err
+	}
+	exp, err := exportSnapshot(ctx, p.cfg.Replication.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer exp.close()
+	if err := s.publishAll(ctx, orders, exp.snapshot, exp.lsn); err != nil || ctx.Err() != nil {
+		return err // stopped: the snapshot stays pending
+	}
+	if err := p.own().EndSnapshot(ctx, conn, false); err != nil {
+		return err
+	}
+	p.log.Info("snapshot mode initial_only: the rows already in the tables are published; nothing is streamed", "tables", p.names())
+	return nil
 }
 
 // prepare makes sure the publication covers the tables, reads how each
@@ -179,6 +290,17 @@ func (s *walSnapshot) prepare(ctx context.Context) ([]tableOrder, error) {
 		return nil, err
 	}
 	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
+	orders, err := s.orders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return orders, p.own().PendSnapshot(ctx, conn, p.names())
+}
+
+// orders reads how each table is read, and says it.
+func (s *walSnapshot) orders(ctx context.Context) ([]tableOrder, error) {
+	p, conn := s.p, s.h.conn
+	var err error
 	orders := make([]tableOrder, len(p.tables))
 	for i, t := range p.tables {
 		if orders[i].order, err = poll.SnapshotOrder(ctx, conn, t.name, p.cfg.Poll.Order, p.cfg.snapshotTimeColumn()); err != nil {
@@ -189,7 +311,7 @@ func (s *walSnapshot) prepare(ctx context.Context) ([]tableOrder, error) {
 			return nil, err
 		}
 	}
-	return orders, p.own().PendSnapshot(ctx, conn, p.names())
+	return orders, nil
 }
 
 // take creates the slot with its exported snapshot, publishes every
@@ -210,7 +332,19 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 		return err
 	}
 	p.log.Info("slot created; publishing the rows already in the tables", "tables", p.names(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
-	if s.sconn, err = replication.Connect(ctx, cfg.DatabaseURL); err != nil {
+	if err := s.publishAll(ctx, orders, exp.Snapshot, exp.LSN); err != nil || ctx.Err() != nil {
+		return err
+	}
+	return p.own().EndSnapshot(ctx, conn, true)
+}
+
+// publishAll publishes every table's rows as the exported snapshot sees
+// them, one table after the other, marked as read at lsn; a stop leaves it
+// unfinished (nil, ctx done).
+func (s *walSnapshot) publishAll(ctx context.Context, orders []tableOrder, snapshot string, lsn pglogrepl.LSN) error {
+	p := s.p
+	var err error
+	if s.sconn, err = replication.Connect(ctx, p.cfg.Replication.DatabaseURL); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer s.sconn.Close(context.Background())
@@ -219,7 +353,7 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 		return err
 	}
 	defer dl.close()
-	s.pub, s.snapshot, s.marks = p.newPublisher(s.k, dl, ModeWAL, s.cols), exp.Snapshot, newSnapshotMarker(exp.LSN, time.Now())
+	s.pub, s.snapshot, s.marks = p.newPublisher(s.k, dl, ModeWAL, s.cols), snapshot, newSnapshotMarker(lsn, time.Now())
 	s.pub.eventIDs = s.k.EventIDs
 	for i, t := range p.tables {
 		// Order is kept per aggregate within a table: one table after the
@@ -228,11 +362,41 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 			return err // stopped: the snapshot stays pending
 		}
 	}
-	if err := s.publish(ctx, p.tables[len(p.tables)-1].name, s.marks.finish()); err != nil || ctx.Err() != nil {
-		return err
-	}
-	return p.own().EndSnapshot(ctx, conn, true)
+	return s.publish(ctx, p.tables[len(p.tables)-1].name, s.marks.finish())
 }
+
+// exported is a snapshot exported by a transaction of its own, for a
+// snapshot taken without creating a slot, and the WAL's end as that
+// transaction saw it.
+type exported struct {
+	conn     *pgx.Conn
+	snapshot string
+	lsn      pglogrepl.LSN
+}
+
+// exportSnapshot opens a repeatable-read transaction and exports its
+// snapshot; it stays open, so that readers can import it, until close.
+func exportSnapshot(ctx context.Context, databaseURL string) (*exported, error) {
+	conn, err := replication.Connect(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	e := &exported{conn: conn}
+	var lsn string
+	if _, err = conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err == nil {
+		err = conn.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_current_wal_lsn()::text").Scan(&e.snapshot, &lsn)
+	}
+	if err == nil {
+		e.lsn, err = pglogrepl.ParseLSN(lsn)
+	}
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("export a snapshot: %w", err)
+	}
+	return e, nil
+}
+
+func (e *exported) close() { e.conn.Close(context.Background()) }
 
 // table publishes one table's rows as the exported snapshot sees them,
 // those where o.unmarked holds (poll.Unmarked), in order, and waits for
@@ -371,4 +535,17 @@ func logSnapshotOrder(log *slog.Logger, t outbox.Table, o poll.Order) {
 	}
 	log.Log(context.Background(), level, "the rows already in the table go out first, then what commits after the slot, in commit order",
 		"table", t.String(), "order", o.String(), "per_aggregate", o.Promise())
+}
+
+// snapshotOnly runs a mode that does not stream (SnapshotInitialOnly):
+// its snapshot, where one is due, holding the pipeline's lease, and
+// nothing after.
+func (r *Relay) snapshotOnly(ctx context.Context, k Broker, g *gate) error {
+	h, err := g.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	s := &walSnapshot{p: r.p, h: h, k: k, cols: g.columns()}
+	return s.only(ctx)
 }

@@ -100,6 +100,9 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 	row := []byte(`{"type":"struct","fields":[`)
 	n := len(row)
 	for i := range r.Columns {
+		if r.Columns[i].Mapper.Exclude {
+			continue // column.exclude.list: in the key only
+		}
 		mark := len(row)
 		if len(row) > n {
 			row = append(row, ',')

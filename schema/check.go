@@ -26,6 +26,24 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 			bad(col.Name, fmt.Sprintf("truncating a column of type OID %d is not implemented (Debezium cuts only strings and bytes, and marks the schema of any type by its declared length)", col.TypeOID))
 		}
 	}
+	if f == Debezium {
+		keyCols := enc.Debezium.KeyColumns
+		if len(keyCols) == 0 && !enc.Debezium.NullKey {
+			keyCols = []string{b.name[fID]}
+		}
+		for _, name := range keyCols {
+			j := columnIndex(cols, name)
+			if j < 0 {
+				continue
+			}
+			switch m := cols[j].Mapper; {
+			case m.Exclude:
+				bad(name, "leaving a key column out of the change events is not implemented (Debezium keeps it in the key, but its snapshot does not read it: every snapshot read's key holds the type's placeholder, such as 0)")
+			case m != ColumnMapper{}:
+				bad(name, "masking, hashing or truncating a key column is not implemented (Debezium's key keeps the value as it is)")
+			}
+		}
+	}
 	switch f {
 	case CloudEvents, CloudEventsBinary:
 		if b.oid[fPayload] == oidBytea {

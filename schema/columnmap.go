@@ -7,28 +7,53 @@ import (
 	"unicode/utf16"
 )
 
-// ColumnMapper is what Debezium's column.truncate.to.N.chars and
-// column.mask.with.N.chars do to a column (TruncateColumn, MaskStrings):
-// a value of a string column cut to Truncate characters, or replaced by
-// Mask asterisks, NULL included; the column's schema then has the
+// ColumnMapper is what Debezium's column.truncate.to.N.chars,
+// column.mask.with.N.chars and column.mask.hash.* do to a column
+// (TruncateColumn, MaskStrings): a value of a string column cut to
+// Truncate characters, or replaced by Mask asterisks, NULL included, or by
+// its Hash digest (hash.go), NULL kept; the column's schema then has the
 // parameter truncateLength (where a value can be longer) or masked,
-// whatever its type.
+// whatever its type. Exclude is column.exclude.list or
+// column.include.list leaving the column out of the change event's
+// before and after (its key keeps it).
 type ColumnMapper struct {
 	Truncate, Mask int32
+	// Hash is the MessageDigest name, Salt the text hashed before the
+	// value, HashV2 the v2 keys' strategy (the value's UTF-8 bytes).
+	Hash, Salt string
+	HashV2     bool
+	Exclude    bool
 }
 
-// ColumnMapping is one column.truncate.to or column.mask.with option: the
-// columns whose fully qualified name (schema.table.column) one of its
-// patterns matches whole, in any case.
+// ColumnFilter is column.include.list (Include) or column.exclude.list:
+// schema.table.column patterns, matched whole in any case.
+type ColumnFilter struct {
+	Patterns Patterns
+	Include  bool
+}
+
+// Excludes tells whether the filter leaves the column out.
+func (f ColumnFilter) Excludes(schemaName, table, column string) bool {
+	if len(f.Patterns) == 0 && !f.Include {
+		return false
+	}
+	return f.Patterns.Match(schemaName+"."+table+"."+column) != f.Include
+}
+
+// ColumnMapping is one column.truncate.to, column.mask.with or
+// column.mask.hash option: the columns whose fully qualified name
+// (schema.table.column) one of its patterns matches whole, in any case.
 type ColumnMapping struct {
 	Patterns Patterns
 	Mapper   ColumnMapper
 }
 
-// ParseColumnMappings reads mappings written "truncate:N:PATTERN,…" or
-// "mask:N:PATTERN,…", several separated by ';', in the order they apply:
-// the first that matches a column is its mapper, as Debezium's
-// ColumnMappers takes the truncations before the masks.
+// ParseColumnMappings reads mappings written "truncate:N:PATTERN,…",
+// "mask:N:PATTERN,…", "hash:ALGORITHM:SALT:PATTERN,…" or
+// "hash-v2:ALGORITHM:SALT:PATTERN,…", several separated by ';', in the
+// order they apply: the first that matches a column is its mapper, as
+// Debezium's ColumnMappers takes the truncations, then the masks, then the
+// hashes, then the v2 hashes.
 func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 	var out []ColumnMapping
 	for _, item := range strings.Split(s, ";") {
@@ -36,11 +61,28 @@ func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 			continue
 		}
 		kind, rest, _ := strings.Cut(item, ":")
+		if kind == "hash" || kind == "hash-v2" {
+			alg, rest, ok1 := strings.Cut(rest, ":")
+			salt, list, ok2 := strings.Cut(rest, ":")
+			if !ok1 || !ok2 || alg == "" || salt == "" {
+				return nil, fmt.Errorf("schema: column mapping %q: want hash:ALGORITHM:SALT:PATTERN,… or hash-v2:ALGORITHM:SALT:PATTERN,…", item)
+			}
+			if err := CheckHashAlgorithm(alg); err != nil {
+				return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
+			}
+			m := ColumnMapping{Mapper: ColumnMapper{Hash: alg, Salt: salt, HashV2: kind == "hash-v2"}}
+			var err error
+			if m.Patterns, err = ParsePatterns(list); err != nil {
+				return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
+			}
+			out = append(out, m)
+			continue
+		}
 		num, list, ok := strings.Cut(rest, ":")
 		n64, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32)
 		n := int32(n64)
 		if !ok || err != nil || n < 0 || (kind != "truncate" && kind != "mask") {
-			return nil, fmt.Errorf("schema: column mapping %q: want truncate:N:PATTERN,… or mask:N:PATTERN,…", item)
+			return nil, fmt.Errorf("schema: column mapping %q: want truncate:N:PATTERN,…, mask:N:PATTERN,…, hash:ALGORITHM:SALT:PATTERN,… or hash-v2:ALGORITHM:SALT:PATTERN,…", item)
 		}
 		m := ColumnMapping{}
 		if n == 0 {
@@ -69,21 +111,28 @@ func (e *Encoder) MapColumns(schemaName, table string, cols []Column) []Column {
 
 // MapColumns is Encoder.MapColumns for a configuration.
 func (c *DebeziumConfig) MapColumns(schemaName, table string, cols []Column) []Column {
-	if len(c.ColumnMappings) == 0 {
+	if len(c.ColumnMappings) == 0 && len(c.ColumnFilter.Patterns) == 0 && !c.ColumnFilter.Include {
 		return cols
 	}
 	var out []Column
+	set := func(i int, m ColumnMapper) {
+		if out == nil {
+			out = append([]Column(nil), cols...)
+		}
+		out[i].Mapper = m
+	}
 	for i, col := range cols {
 		name := schemaName + "." + table + "." + col.Name
-		for _, m := range c.ColumnMappings {
-			if !m.Patterns.Match(name) {
-				continue
+		var m ColumnMapper
+		for _, cm := range c.ColumnMappings {
+			if cm.Patterns.Match(name) {
+				m = cm.Mapper
+				break
 			}
-			if out == nil {
-				out = append([]Column(nil), cols...)
-			}
-			out[i].Mapper = m.Mapper
-			break
+		}
+		m.Exclude = c.ColumnFilter.Excludes(schemaName, table, col.Name)
+		if m != (ColumnMapper{}) {
+			set(i, m)
 		}
 	}
 	if out == nil {
@@ -116,7 +165,7 @@ func charLength(t pgType) int {
 func (m ColumnMapper) addParams(params string, t pgType) string {
 	var kv string
 	switch {
-	case m.Mask > 0:
+	case m.Mask > 0 || m.Hash != "":
 		kv = `"masked":"true"`
 	case m.Truncate > 0 && stringColumn(t.oid):
 		// TruncateColumn.isTruncationPossible.
@@ -134,9 +183,9 @@ func (m ColumnMapper) addParams(params string, t pgType) string {
 }
 
 // MapValues applies the columns' mappers to a row's text values: a string
-// column's value masked, NULL included, or cut to its length in UTF-16
-// code units, as Java's String.substring cuts it. values is returned as
-// it is when nothing changes, and is never written to.
+// column's value masked, NULL included, hashed, NULL kept, or cut to its
+// length in UTF-16 code units, as Java's String.substring cuts it. values
+// is returned as it is when nothing changes, and is never written to.
 func (e *Encoder) MapValues(b *Binding, values [][]byte) [][]byte {
 	if len(e.dbz.ColumnMappings) == 0 || b == nil || len(values) != len(b.cols) {
 		return values
@@ -151,10 +200,14 @@ func (e *Encoder) MapValues(b *Binding, values [][]byte) [][]byte {
 	for i, col := range b.cols {
 		m := col.Mapper
 		switch {
-		case m == ColumnMapper{} || !stringColumn(col.TypeOID):
+		case m.Truncate == 0 && m.Mask == 0 && m.Hash == "" || !stringColumn(col.TypeOID):
 		case m.Mask > 0:
 			set(i, []byte(strings.Repeat("*", int(m.Mask))))
-		case values[i] != nil:
+		case m.Hash != "":
+			if values[i] != nil {
+				set(i, m.hashString(values[i], charLength(pgType{oid: col.TypeOID, mod: col.TypMod})))
+			}
+		case m.Truncate > 0 && values[i] != nil:
 			if cut, ok := truncateUTF16(values[i], int(m.Truncate)); ok {
 				set(i, cut)
 			}

@@ -258,6 +258,10 @@ type DebeziumConfig struct {
 	// ColumnMappings are the connector's column truncations and masks
 	// (ParseColumnMappings), which MapColumns and MapValues apply.
 	ColumnMappings []ColumnMapping
+	// ColumnFilter is column.include.list or column.exclude.list: the
+	// columns MapColumns marks to leave out of the change event's before
+	// and after, and their schema.
+	ColumnFilter ColumnFilter
 
 	vm           valueModes // the value options, compacted by withDefaults
 	defaultCache *sync.Map  // defaultKey: the default as JSON; set by withDefaults
@@ -902,7 +906,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, `{"before":null,"after":{`...)
 	first := true
 	for i, col := range r.Columns {
-		if _, ok := connectTypeOf(col.typ(), c.vm); !ok {
+		if _, ok := connectTypeOf(col.typ(), c.vm); !ok || col.Mapper.Exclude {
 			continue
 		}
 		if !first {
@@ -918,9 +922,11 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	buf = append(buf, '}')
 	buf = appendChangeSource(buf, c, r)
 	now := c.Now()
-	op := `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"c","ts_ms":`
+	buf = append(buf, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":`...)
+	buf = appendTxBlock(buf, r.Origin.Tx)
+	op := `,"op":"c","ts_ms":`
 	if r.Origin.Snapshot != 0 {
-		op = `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":null,"op":"r","ts_ms":`
+		op = `,"op":"r","ts_ms":`
 	}
 	buf = append(buf, op...)
 	buf = strconv.AppendInt(buf, now.UnixMilli(), 10)

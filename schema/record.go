@@ -445,6 +445,9 @@ type Origin struct {
 	// Snapshot places a row a snapshot read in it; zero for a row that
 	// committed after the pipeline's start.
 	Snapshot SnapshotMark
+	// Tx is the change event's transaction block, zero (null) unless
+	// transaction metadata is written (txmeta.go).
+	Tx TxBlock
 }
 
 // SnapshotMark places a row a snapshot read within it, as Debezium's

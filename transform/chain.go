@@ -119,6 +119,9 @@ var (
 		headerToValueClass:    newHeaderToValue,
 		PartitionRoutingClass: newPartitionRouting,
 		LogicalTableClass:     newLogicalTable,
+		ScriptingFilterClass:  newScriptingFilter,
+		ContentRouterClass:    newContentRouter,
+		ChangedStateClass:     newChangedState,
 	}
 	predicateTypes = map[string]func(*options) predicate{
 		"org.apache.kafka.connect.transforms.predicates.TopicNameMatches":  newTopicNameMatches,

@@ -214,7 +214,7 @@ func TestDebeziumConfigWithoutRouterIsChangeEvents(t *testing.T) {
 func TestDebeziumConfigRefusals(t *testing.T) {
 	_, _, err := loadConfig(t, "c.json", `{"config": {
   "connector.class": "io.debezium.connector.mysql.MySqlConnector",
-  "snapshot.mode": "always", "slot.drop.on.stop": "yes",
+  "snapshot.mode": "custom", "slot.drop.on.stop": "yes",
   "table.include.list": "public.outbox,public.other", "schema.include.list": "inventory",
   "transforms": "outbox,logical",
   "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
@@ -418,29 +418,56 @@ func TestDebeziumSnapshotSelectOverrides(t *testing.T) {
 	if _, _, err := loadConfig(t, "c.json", conf("no_data")); err != nil {
 		t.Errorf("without a snapshot the SELECT does not matter: %v", err)
 	}
+	for _, mode := range []string{"always", "initial_only", `configuration_based", "snapshot.mode.configuration.based.snapshot.data": "true", "snapshot.mode.configuration.based.start.stream": "true`} {
+		if _, _, err := loadConfig(t, "c.json", conf(mode)); err == nil || !strings.Contains(err.Error(), "snapshot.select.statement.overrides.public.outbox:") {
+			t.Errorf("snapshot.mode %s: a snapshot with a SELECT of its own: %v", mode, err)
+		}
+	}
+	based := `configuration_based", "snapshot.mode.configuration.based.start.stream": "true`
+	if _, _, err := loadConfig(t, "c.json", conf(based)); err != nil {
+		t.Errorf("configuration_based without snapshot.data takes no snapshot, and the SELECT does not matter: %v", err)
+	}
 }
 
 // snapshot.mode maps to --snapshot-mode, unset as Debezium's default
 // (initial); the modes pgoutbox cannot keep are refused by name.
 func TestDebeziumSnapshotMode(t *testing.T) {
+	const based = "snapshot.mode.configuration.based."
 	for _, tc := range []struct {
 		mode string // "" for unset
+		// with: configuration_based's options, as JSON members
+		with string
 		want string // the flag's value, or "" for refused
+		// key the refusal names; snapshot.mode unless said
+		key string
 	}{
-		{"", "initial"}, {"initial", "initial"}, {"when_needed", "when_needed"},
-		{"no_data", "no_data"}, {"never", "no_data"},
-		{"always", ""}, {"initial_only", ""}, {"configuration_based", ""}, {"custom", ""},
+		{mode: "", want: "initial"}, {mode: "initial", want: "initial"}, {mode: "when_needed", want: "when_needed"},
+		{mode: "no_data", want: "no_data"}, {mode: "never", want: "no_data"},
+		{mode: "always", want: "always"}, {mode: " Always ", want: "always"}, {mode: "initial_only", want: "initial_only"},
+		{mode: "custom", with: `"snapshot.mode.custom.name": "mine"`}, {mode: "sometimes"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true", "` + based + `snapshot.schema": "true", "` + based + `start.stream": "true"`, want: "always"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "false", "` + based + `start.stream": "true", "` + based + `snapshot.on.data.error": "true"`, want: "no_data"},
+		{mode: "configuration_based", key: based + "start.stream"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true"`, key: based + "start.stream"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true", "` + based + `start.stream": "true", "` + based + `snapshot.on.schema.error": "true"`, key: based + "snapshot.on.schema.error"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "yes", "` + based + `start.stream": "true"`, key: based + "snapshot.data"},
+		// Debezium reads them with configuration_based only.
+		{mode: "initial", with: `"` + based + `start.stream": "false"`, want: "initial"},
 	} {
-		t.Run(cmp.Or(tc.mode, "unset"), func(t *testing.T) {
+		t.Run(cmp.Or(strings.TrimSpace(tc.mode), "unset")+"/"+tc.with, func(t *testing.T) {
 			mode := ""
 			if tc.mode != "" {
 				mode = `, "snapshot.mode": "` + tc.mode + `"`
 			}
+			if tc.with != "" {
+				mode += ", " + tc.with
+			}
 			fs, _, err := loadConfig(t, "c.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "topic.prefix": "p",
   "table.include.list": "public.outbox"`+mode+`}`)
+			key := cmp.Or(tc.key, "snapshot.mode")
 			switch {
-			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), "snapshot.mode:")):
-				t.Errorf("want a refusal naming snapshot.mode, got %v", err)
+			case tc.want == "" && (err == nil || !strings.Contains(err.Error(), key+":")):
+				t.Errorf("want a refusal naming %s, got %v", key, err)
 			case tc.want != "" && err != nil:
 				t.Fatal(err)
 			case tc.want != "" && flagValue(fs, "snapshot-mode") != tc.want:

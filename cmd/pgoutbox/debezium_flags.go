@@ -36,9 +36,13 @@ type mappingFlags struct {
 	cloudEventsMetadata        string
 	nullBehavior               string
 	columnMappings             string
+	columnExclude              string
+	columnInclude              string
 	messageKeyColumns          string
 	binaryHandling             string
 	transforms                 string
+	txMeta                     bool
+	txTopic                    string
 	keyRegistry, valueRegistry *registryFlags
 }
 
@@ -69,11 +73,15 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	m.valueRegistry = registerRegistryFlags(fs, "value")
 	fs.BoolVar(&m.expand, "expand-json-payload", false, "debezium-outbox: expand the payload into JSON (Debezium table.expand.json.payload)")
 	fs.StringVar(&m.messageKeyColumns, "message-key-columns", "", "debezium: the change events' key columns instead of the primary key, as Debezium's message.key.columns: TABLE:COLUMN,…, several separated by ';', each a regular expression matched whole, in any case, against schema.table and schema.table.column")
-	fs.StringVar(&m.columnMappings, "column-mappings", "", "debezium formats: string columns masked or truncated, as Debezium's column.mask.with.N.chars and column.truncate.to.N.chars: truncate:N:PATTERN,… or mask:N:PATTERN,…, several separated by ';', each PATTERN a regular expression matched whole, in any case, against schema.table.column")
+	fs.StringVar(&m.columnMappings, "column-mappings", "", "debezium formats: string columns masked, hashed or truncated, as Debezium's column.mask.with.N.chars, column.mask.hash.ALGORITHM.with.salt.SALT (hash:, hex of the salt and the Java-serialized value), column.mask.hash.v2.ALGORITHM.with.salt.SALT (hash-v2:, of the salt and the value's UTF-8) and column.truncate.to.N.chars: truncate:N:PATTERN,…, mask:N:PATTERN,…, hash:ALGORITHM:SALT:PATTERN,… or hash-v2:ALGORITHM:SALT:PATTERN,…, several separated by ';', the first that matches a column applying, each PATTERN a regular expression matched whole, in any case, against schema.table.column")
+	fs.StringVar(&m.columnExclude, "column-exclude-list", "", "debezium: regular expressions, matched whole in any case against schema.table.column, of the columns to leave out of the change events' before and after (Debezium column.exclude.list); not a key column")
+	fs.StringVar(&m.columnInclude, "column-include-list", "", "debezium: as --column-exclude-list, the columns to keep, every other left out (Debezium column.include.list)")
 	fs.StringVar(&m.nullBehavior, "json-payload-null-behavior", "ignore", "debezium-outbox with --expand-json-payload: an expanded payload's null fields left out of its schema (ignore) or in it as optional bytes (optional_bytes) (Debezium table.json.payload.null.behavior)")
 	fs.BoolVar(&m.contextHeaders, "debezium-context-headers", false, "debezium formats: add the __debezium.context.* headers Debezium's connectors add (Debezium extended.headers.enabled)")
 	fs.BoolVar(&m.tombstone, "tombstone-on-empty-payload", false, "debezium-outbox: a NULL or blank payload gives a tombstone, key and headers kept (Debezium route.tombstone.on.empty.payload)")
 	fs.StringVar(&m.topicPrefix, "topic-prefix", "pgoutbox", "Debezium topic.prefix: debezium's topics <prefix>.<schema>.<table>, source.name, schema names")
+	fs.BoolVar(&m.txMeta, "transaction-metadata", false, "debezium formats: write Debezium's transaction metadata (provide.transaction.metadata): a BEGIN and an END record per transaction that has events to --transaction-topic, and a transaction block in each change event; WAL only (--mode auto becomes wal, --mode poll is refused), Kafka only")
+	fs.StringVar(&m.txTopic, "transaction-topic", "", "with --transaction-metadata: the transaction topic (default <topic-prefix>.transaction; Debezium <topic.prefix>.<topic.transaction>)")
 	fs.StringVar(&m.routeRegex, "route-topic-regex", "", "Debezium route.topic.regex, matched against the aggregate type (default "+`(?<routedByValue>.*)`+")")
 	fs.StringVar(&m.routeReplaced, "route-topic-replacement", "", "Debezium route.topic.replacement, e.g. outbox.event.${routedByValue}; replaces --topic")
 	fs.StringVar(&m.timePrecision, "time-precision-mode", string(schema.TimeAdaptive), "debezium formats: date, time and timestamp columns as Debezium's time.precision.mode types them: adaptive, adaptive_time_microseconds, connect, isostring, microseconds or nanoseconds")
@@ -197,6 +205,12 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 		}
 		cfg.Columns.Additional = add
 	}
+	if m.txMeta {
+		cfg.TransactionTopic = m.txTopic
+		if cfg.TransactionTopic == "" {
+			cfg.TransactionTopic = m.topicPrefix + ".transaction"
+		}
+	}
 	switch m.additionalMissing {
 	case "error":
 	case "ignore":
@@ -234,6 +248,9 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	if d.ColumnMappings, err = schema.ParseColumnMappings(m.columnMappings); err != nil {
 		return fmt.Errorf("--column-mappings: %w", err)
+	}
+	if d.ColumnFilter, err = columnFilter(m.columnExclude, m.columnInclude); err != nil {
+		return err
 	}
 	if d.CloudEventsMetadata, err = schema.ParseCloudEventsMetadata(m.cloudEventsMetadata); err != nil {
 		return fmt.Errorf("--cloudevents-metadata-source: %w", err)
@@ -511,4 +528,26 @@ ORDER BY NOT i.indisclustered, ci.relname, k.n`, t.Schema, t.Name)
 		}
 	}
 	return key, nil
+}
+
+// columnFilter reads --column-exclude-list or --column-include-list, of
+// which Debezium takes one.
+func columnFilter(exclude, include string) (schema.ColumnFilter, error) {
+	switch {
+	case exclude != "" && include != "":
+		return schema.ColumnFilter{}, errors.New("--column-exclude-list and --column-include-list: give one, as Debezium refuses column.include.list with column.exclude.list")
+	case include != "":
+		ps, err := schema.ParsePatterns(include)
+		if err != nil {
+			return schema.ColumnFilter{}, fmt.Errorf("--column-include-list: %w", err)
+		}
+		return schema.ColumnFilter{Patterns: ps, Include: true}, nil
+	case exclude != "":
+		ps, err := schema.ParsePatterns(exclude)
+		if err != nil {
+			return schema.ColumnFilter{}, fmt.Errorf("--column-exclude-list: %w", err)
+		}
+		return schema.ColumnFilter{Patterns: ps}, nil
+	}
+	return schema.ColumnFilter{}, nil
 }

@@ -124,7 +124,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
-	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again) (Debezium snapshot.mode)")
+	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again); always publishes them again at every start, then streams from the slot's confirmed position; initial_only publishes them once and streams nothing (Debezium snapshot.mode)")
 	fs.Func("snapshot-after", "with --snapshot-mode initial: publish only the rows already in the table whose --column-order value is above this one (a cursor poller's last processed id)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -206,7 +206,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	cfg.Delivery = d
 	if cfg.Snapshot, err = relay.ParseSnapshotMode(f.snapshot); err != nil {
-		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data, initial or when_needed", f.snapshot)
+		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data, initial, when_needed, always or initial_only", f.snapshot)
 	}
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
@@ -254,6 +254,18 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			msg += " (--table's default: name the outbox table with --table or --table-include-list; in a Debezium configuration, table.include.list or schema.include.list)"
 		}
 		return cfg, nil, errors.New(msg)
+	}
+	if cfg.TransactionTopic != "" {
+		// Only the WAL knows transactions.
+		switch {
+		case f.sink != sinkKafka:
+			return cfg, nil, fmt.Errorf("--transaction-metadata (provide.transaction.metadata) writes to Kafka only, not --sink %s", f.sink)
+		case cfg.Mode == relay.ModePoll:
+			return cfg, nil, errors.New("--transaction-metadata (provide.transaction.metadata) needs the WAL: polling reads rows, not transactions; run with --mode wal")
+		case cfg.Mode == relay.ModeAuto:
+			log.Info("transaction metadata: streaming the WAL only (--mode wal): polling knows no transactions", "transaction_topic", cfg.TransactionTopic)
+			cfg.Mode = relay.ModeWAL
+		}
 	}
 	if f.sink == sinkRocketMQ {
 		if err := rocketmqTopics(cfg); err != nil {
@@ -357,7 +369,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	setProcs(procs, log)
-	c, mode, format := &f.c, f.mode, f.format
+	c, mode, format := &f.c, string(cfg.Mode), f.format
 	r, err := relay.New(cfg, log)
 	if err != nil {
 		return err
@@ -378,6 +390,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			settle = "auto"
 		}
 		attrs = append(attrs, "transaction_interval", cfg.Transactions.Interval.String(), "transaction_settle", settle)
+	}
+	if cfg.TransactionTopic != "" {
+		attrs = append(attrs, "transaction_topic", cfg.TransactionTopic)
 	}
 	if chain, _ := transform.New(cfg.Transforms); chain != nil {
 		// The topics are the transforms' too.

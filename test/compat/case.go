@@ -35,7 +35,13 @@ import (
 //	             default, initial; the case may set initial or
 //	             when_needed)
 //	rows:        SQL statements, each run as its own transaction, in order,
-//	             once both sides stream
+//	             once both sides stream; none where the case's
+//	             snapshot.mode streams nothing (initial_only): both sides
+//	             publish the existing rows and stop there
+//	restart:     both sides are stopped and started again (Debezium's
+//	             task restarted, pgoutbox by SIGTERM and the same command)
+//	             once they published the first restart rows, with the
+//	             slots and offsets kept; the other rows follow
 //	records:     how many records Debezium writes for them (and for the
 //	             existing rows)
 //	normalize:   the normalisations the comparison needs (see
@@ -78,6 +84,13 @@ type Case struct {
 	Covers      []string          `yaml:"covers"`
 	Differences []Deliberate      `yaml:"differences"`
 	Registry    map[string]string `yaml:"registry"`
+	Restart     *int              `yaml:"restart"`
+}
+
+// streams tells whether the case's snapshot.mode streams after its
+// snapshot (Debezium's initial_only does not).
+func (c Case) streams() bool {
+	return !strings.EqualFold(strings.TrimSpace(c.DebeziumConfig()["snapshot.mode"]), "initial_only")
 }
 
 // Deliberate is a difference between Debezium and pgoutbox that pgoutbox
@@ -173,8 +186,12 @@ func (c Case) Validate() error {
 		return errors.New("no table")
 	case len(c.Connect) == 0 && strings.TrimSpace(c.Server) == "":
 		return errors.New("neither connect nor server configuration")
-	case len(c.Rows) == 0:
+	case len(c.Rows) == 0 && c.streams():
 		return errors.New("no rows")
+	case len(c.Rows) > 0 && !c.streams():
+		return errors.New("rows under a snapshot.mode that streams nothing: nothing would publish them")
+	case c.Restart != nil && (*c.Restart < 0 || *c.Restart > len(c.Rows)):
+		return fmt.Errorf("restart after %d rows of %d", *c.Restart, len(c.Rows))
 	case c.Records < 0:
 		return errors.New("records must not be negative")
 	}
@@ -218,7 +235,7 @@ func (c Case) Validate() error {
 	}
 	for _, k := range keys {
 		for _, h := range harnessKeys {
-			if strings.HasPrefix(k, h) && !(k == "snapshot.mode" && len(c.Existing) > 0) {
+			if strings.HasPrefix(k, h) && !(strings.HasPrefix(k, "snapshot.mode") && len(c.Existing) > 0) {
 				return fmt.Errorf("%q is the harness's to set", k)
 			}
 		}

@@ -184,6 +184,8 @@ func TestCases(t *testing.T) {
 		{Table: "x", Server: "slot.name=x\n", Rows: []string{"x"}},
 		{Table: "x", Connect: map[string]string{"a": "b"}, Rows: []string{"x"}, Normalize: []Normalization{"everything"}},
 		{Connect: map[string]string{"a": "b"}, Rows: []string{"x"}},
+		{Table: "x", Connect: map[string]string{"snapshot.mode": "initial_only"}, Existing: []string{"x"}, Rows: []string{"x"}},
+		{Table: "x", Connect: map[string]string{"snapshot.mode": "always"}, Existing: []string{"x"}, Rows: []string{"x"}, Restart: new(int(2))},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v accepted", bad)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -103,6 +104,10 @@ type run struct {
 	pgo    []*pgoProc
 	result *Result
 	undo   []func()
+	// fenceXIDs are the fences' transactions, as the WAL names them (the
+	// low 32 bits): with transaction metadata, Debezium writes a BEGIN and
+	// an END for each (txmeta.go).
+	fenceXIDs []string
 }
 
 type pgoProc struct {
@@ -118,7 +123,11 @@ type pgoProc struct {
 // cases; it stops what it started before it returns.
 func (e *Env) Run(c Case) Result {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
+	timeout := caseTimeout
+	if c.Restart != nil {
+		timeout *= 2 // both sides start twice
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	r := &run{env: e, c: c, id: identifier(c.Name), result: &Result{Case: c}}
 	err := r.run(ctx)
@@ -162,6 +171,9 @@ func (r *run) run(ctx context.Context) error {
 		}
 	}
 	refuses := r.expect(func(d Deliberate) string { return d.PgoutboxRefuses })
+	if !r.c.streams() {
+		return r.snapshotOnly(ctx)
+	}
 	if err := r.awaitStreaming(ctx, refuses != ""); err != nil {
 		return err
 	}
@@ -179,25 +191,146 @@ func (r *run) run(ctx context.Context) error {
 			}
 		}
 	}
-	// The rows, each its own transaction, then the fence.
-	for i, q := range r.c.Rows {
+	rows := r.c.Rows
+	if r.c.Restart != nil {
+		if err := r.published(ctx, rows[:*r.c.Restart], refuses == ""); err != nil {
+			return err
+		}
+		if err := r.restart(ctx); err != nil {
+			return err
+		}
+		rows = rows[*r.c.Restart:]
+	}
+	if err := r.published(ctx, rows, refuses == ""); err != nil {
+		return err
+	}
+	return r.compare(ctx)
+}
+
+// published writes rows, each its own transaction, then the fence, and
+// waits until Debezium and, unless they refused, each pgoutbox published
+// them.
+func (r *run) published(ctx context.Context, rows []string, pgoutbox bool) error {
+	for i, q := range rows {
 		if _, err := r.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("row %d: %w", i+1, err)
 		}
 	}
-	var fence string
-	if err := r.conn.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text", fencePrefix, r.c.Name).Scan(&fence); err != nil {
+	var fence, fenceXID string
+	if err := r.conn.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text, (txid_current() % 4294967296)::text", fencePrefix, r.c.Name).Scan(&fence, &fenceXID); err != nil {
 		return fmt.Errorf("writing the fence: %w", err)
 	}
+	r.fenceXIDs = append(r.fenceXIDs, fenceXID)
 	if err := r.awaitDebezium(ctx, fence); err != nil {
 		return err
 	}
-	if refuses == "" {
-		if err := r.awaitPgoutbox(ctx, fence); err != nil {
+	if pgoutbox {
+		return r.awaitPgoutbox(ctx, fence)
+	}
+	return nil
+}
+
+// restart stops both sides and starts them again, slots and offsets kept:
+// Debezium's task through Kafka Connect's REST API, each pgoutbox by
+// SIGTERM and the same command; then waits until each slot streams to a
+// new reader.
+func (r *run) restart(ctx context.Context) error {
+	was := map[string]int{}
+	slots := []string{r.id + "_dbz"}
+	for _, p := range r.pgo {
+		slots = append(slots, p.slot)
+	}
+	for _, s := range slots {
+		var pid int
+		if err := r.conn.QueryRow(ctx, "SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", s).Scan(&pid); err != nil {
+			return fmt.Errorf("slot %s: %w", s, err)
+		}
+		was[s] = pid
+	}
+	for _, p := range r.pgo {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return fmt.Errorf("pgoutbox (%s) did not stop", p.form)
+		}
+		if p.err != nil {
+			return fmt.Errorf("pgoutbox (%s) stopped with %v\n%s", p.form, p.err, p.out)
+		}
+		fmt.Fprintf(p.out, "\n--- restarted by the harness ---\n")
+		cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
+		cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = p.out, p.out, p.cmd.SysProcAttr
+		if err := cmd.Start(); err != nil {
 			return err
 		}
+		p.cmd, p.done, p.err = cmd, make(chan struct{}), nil
+		go func(p *pgoProc, done chan struct{}) {
+			p.err = cmd.Wait()
+			close(done)
+		}(p, p.done)
 	}
-	return r.compare(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.env.Connect.URL+"/connectors/"+r.id+"/restart?includeTasks=true", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("restarting Debezium's connector: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode > 299 {
+		return fmt.Errorf("restarting Debezium's connector: %s", resp.Status)
+	}
+	for _, s := range slots {
+		for {
+			var pid int
+			if err := r.conn.QueryRow(ctx, "SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1", s).Scan(&pid); err != nil {
+				return fmt.Errorf("slot %s: %w", s, err)
+			}
+			if pid != was[s] {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("slot %s still held by its reader from before the restart", s)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return r.awaitStreaming(ctx, false)
+}
+
+// snapshotOnly runs a case whose snapshot.mode streams nothing: it waits
+// until Debezium wrote the case's records and each pgoutbox exited once it
+// published them, then compares.
+func (r *run) snapshotOnly(ctx context.Context) error {
+	for _, p := range r.pgo {
+		select {
+		case <-p.done:
+			if p.err != nil {
+				return fmt.Errorf("pgoutbox (%s) exited with %v\n%s", p.form, p.err, p.out)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("pgoutbox (%s) did not exit after its snapshot within %v", p.form, caseTimeout)
+		}
+	}
+	for {
+		if s, err := r.env.Connect.Status(ctx, r.id); err == nil && s.Failed() != "" {
+			return fmt.Errorf("Debezium's task failed:\n%s", causes(s.Failed()))
+		}
+		recs, err := readPrefix(ctx, r.env.Brokers, r.result.Debezium.Prefix, "")
+		if err != nil {
+			return err
+		}
+		if len(recs) >= r.c.Records {
+			return r.compare(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Debezium wrote %d records of %d within %v", len(recs), r.c.Records, caseTimeout)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // database creates the case's database and table, and its publications
@@ -463,6 +596,11 @@ func (r *run) startPgoutbox(form string) error {
 			return err
 		}
 	}
+	if topic, ok := transactionTopic(conf); ok && !chained {
+		// The transaction topic is under the side's prefix too; with
+		// transforms, the RegexRouter after them puts it there.
+		args = append(args, "--transaction-topic", prefix+r.id+"."+topic)
+	}
 	if router(conf) == "" && !chained {
 		// Change events: Debezium's topic is <topic.prefix>.<schema>.<table>.
 		// With transforms, the prefix comes from the RegexRouter after them.
@@ -698,6 +836,7 @@ func (r *run) compare(ctx context.Context) error {
 	if d.Records, err = readPrefix(ctx, r.env.Brokers, d.Prefix, d.Prefix+r.fenceTopic()); err != nil {
 		return err
 	}
+	d.Records = r.withoutFenceTransaction(d.Records, d.Prefix)
 	conf := r.c.DebeziumConfig()
 	reg := registryClient{api: r.registryAPI()}
 	var dbzSchemas map[string][]string
