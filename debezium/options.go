@@ -143,6 +143,30 @@ func database(field func(*dbOptions) *string) func(*reading, string, string) {
 	return func(r *reading, _, v string) { *field(&r.db) = v }
 }
 
+// nonValidatingFactory is pgjdbc's socket factory that trusts any server
+// certificate.
+const nonValidatingFactory = "org.postgresql.ssl.NonValidatingFactory"
+
+// sslMode reads database.sslmode as Debezium's enum reads it (trimmed, any
+// case).
+func sslMode(r *reading, k, v string) {
+	switch m := strings.ToLower(strings.TrimSpace(v)); m {
+	case "disable", "allow", "prefer", "require", "verify-ca", "verify-full":
+		r.db.sslmode = m
+	default:
+		r.refuse(k, fmt.Sprintf("%q: want disable, allow, prefer, require, verify-ca or verify-full", v))
+	}
+}
+
+// initialStatements refuses database.initial.statements unless it holds
+// no statement (Debezium skips empty ones between its ';').
+func initialStatements(r *reading, k, v string) {
+	if strings.Trim(v, "; \t\r\n") != "" {
+		r.refuse(k, "not implemented: Debezium runs these statements on each of its JDBC connections but not on its replication connection, which pgoutbox cannot do; "+
+			"set a session setting on the role instead (ALTER ROLE ... SET name = value)")
+	}
+}
+
 // postgresConnector is Debezium's PostgreSQL connector, which pgoutbox
 // replaces.
 const postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
@@ -172,8 +196,56 @@ var options = []Option{
 		read: database(func(d *dbOptions) *string { return &d.password })},
 	{Part: Connector, Key: "database.dbname", Setting: "database-url", Takes: "its database",
 		read: database(func(d *dbOptions) *string { return &d.name })},
-	{Part: Connector, Key: "database.sslmode", Setting: "database-url", Takes: "its `sslmode`",
-		read: database(func(d *dbOptions) *string { return &d.sslmode })},
+	{Part: Connector, Key: "database.sslmode", Default: "prefer", Setting: "database-url",
+		Takes:   "its `sslmode`, any case: `disable`, `allow`, `prefer`, `require` (TLS, the server's certificate unchecked, as pgjdbc does even with `database.sslrootcert`), `verify-ca`, `verify-full`",
+		Refuses: "other values, on which Debezium's validation fails",
+		read:    sslMode},
+	{Part: Connector, Key: "database.sslrootcert", Setting: "database-url",
+		Takes: "with `verify-ca` or `verify-full`, its `sslrootcert`: the CA certificates, PEM or DER, as pgjdbc reads them; without it, `~/.postgresql/root.crt`, as pgjdbc (not the system's roots); a missing file stops pgoutbox at start. Other modes do not read it, as pgjdbc does not",
+		read:  database(func(d *dbOptions) *string { return &d.rootCert })},
+	{Part: Connector, Key: "database.sslcert", Setting: "database-url",
+		Takes: "its `sslcert`: the client certificate, PEM or DER; with `database.sslkey` and no `database.sslcert`, `~/.postgresql/postgresql.crt`, as pgjdbc; not read with a PKCS-12 key, which holds the certificate",
+		read:  database(func(d *dbOptions) *string { return &d.cert })},
+	{Part: Connector, Key: "database.sslkey", Setting: "database-url",
+		Takes:   "its `sslkey`, as pgjdbc reads it by its name: `.p12` or `.pfx`, PKCS-12 (key and certificate); `.key` or `.pem`, an unencrypted PKCS-8 PEM key (`BEGIN PRIVATE KEY`) of `database.pemKeyAlgorithm`; any other, a PKCS-8 DER key, unencrypted or encrypted as Java decrypts it (`openssl pkcs8 -topk8 -v1 PBE-SHA1-3DES` or `PBE-MD5-DES`); pgoutbox loads it at start",
+		Refuses: "a key pgjdbc cannot read so (Debezium's connector fails): PEM of another form or algorithm, PEM under another name, a PKCS-8 key encrypted with PBES2 (openssl's default: `Cannot find any provider supporting PBES2`); a key that does not load or does not go with the certificate",
+		read: func(r *reading, k, v string) {
+			r.db.key, r.db.keyOption = v, k
+		}},
+	{Part: Connector, Key: "database.pemKeyAlgorithm", Default: "RSA",
+		Takes:   "the algorithm of a PEM `database.sslkey` (`RSA`, `EC`, as Java's KeyFactory names them), which pgjdbc reads the key as",
+		Refuses: "a PEM key of another algorithm, which pgjdbc cannot load (`Invalid RSA private key`)",
+		read:    database(func(d *dbOptions) *string { return &d.pemAlgorithm })},
+	{Part: Connector, Key: "database.sslpassword", Setting: "database-url",
+		Takes: "the password of an encrypted `database.sslkey` (PKCS-12, PKCS-8 DER); never written in a log line or an error, and refused at start when it does not decrypt the key",
+		read:  database(func(d *dbOptions) *string { return &d.keyPassword })},
+	{Part: Connector, Key: "database.sslfactory", Default: "org.postgresql.ssl.LibPQFactory",
+		Takes:   "`org.postgresql.ssl.LibPQFactory` (or `org.postgresql.ssl.jdbc4.LibPQFactory`), which reads the options above; `org.postgresql.ssl.NonValidatingFactory` with `disable`, `allow`, `prefer` or `require`: TLS without a check of the server's certificate and without a client certificate, as pgjdbc",
+		Refuses: "`NonValidatingFactory` with `verify-ca` or `verify-full` (pgjdbc then checks the host name but not the certificate's CA, a check pgoutbox does not make); another class: a Java socket factory pgoutbox cannot run",
+		read: func(r *reading, k, v string) {
+			switch v = strings.TrimSpace(v); v {
+			case "org.postgresql.ssl.LibPQFactory", "org.postgresql.ssl.jdbc4.LibPQFactory":
+			case nonValidatingFactory:
+				r.db.nonValidating = k
+			default:
+				r.refuse(k, fmt.Sprintf("%q: a Java socket factory pgoutbox cannot run; use org.postgresql.ssl.LibPQFactory (the default) with database.sslmode, database.sslrootcert, database.sslcert and database.sslkey", v))
+			}
+		}},
+	{Part: Connector, Key: "database.tcpKeepAlive", Default: "true",
+		Takes:   "`true`; `false` is ignored with a warning: pgoutbox's connections always send TCP keep-alives",
+		Refuses: "anything but `true` or `false` (any case), as Debezium's validation",
+		read: func(r *reading, k, v string) {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+			case "false":
+				r.ignore(k + "=false (pgoutbox's connections always send TCP keep-alives)")
+			default:
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+			}
+		}},
+	{Part: Connector, Key: "database.initial.statements",
+		Refuses: "any statement (not implemented): Debezium runs them on each of its JDBC connections but not on the replication connection, which pgoutbox cannot do; set a session setting on the role instead (`ALTER ROLE … SET name = value`)",
+		read:    initialStatements},
 	{Part: Connector, Key: "topic.prefix", Setting: "topic-prefix", Takes: "any", read: toFlag("topic-prefix")},
 	{Part: Connector, Key: "database.server.name", Setting: "topic-prefix", Takes: "any (the 1.x name of `topic.prefix`)",
 		read: toFlag("topic-prefix")},
@@ -211,24 +283,24 @@ var options = []Option{
 		Takes: "the change events' key columns, `table:column,…;…` as Debezium's CustomKeyMapper reads it (each `schema.table.column` pattern in the order given; the primary key for a table none matches, or its first unique index, or a null key); with the Outbox Event Router, which keys by the aggregate id, nothing",
 		read:  toFlag("message-key-columns")},
 	{Part: Connector, Key: "column.exclude.list",
-		Takes:   "without the router, the columns (`schema.table.column` patterns) to leave out of the change events' `before` and `after` and their schema, in snapshot reads too (`--column-exclude-list`); with the Outbox Event Router, columns it does not read (its records carry none of the others)",
-		Refuses: "a column the router reads (Debezium's task fails); given with `column.include.list`; a key column (not implemented: Debezium keeps it in the key, but its snapshot reads write the type's placeholder there, such as 0)", read: accept},
+		Takes:   "without the router, the columns (`schema.table.column` patterns) to leave out of the change events' `before` and `after` and their schema, in snapshot reads too (`--column-exclude-list`), a key column staying in the key: with its value in streamed events, and in snapshot reads, whose SELECT Debezium makes without it, with the placeholder its converter gives a missing value (the column's default, else `0` for an integer, `\"\"` for text and `uuid`, null for a nullable column), the key's schema marking it optional, without a default, in streamed events (Debezium's schema from pgoutput's relation message); with the Outbox Event Router, columns it does not read (its records carry none of the others)",
+		Refuses: "a column the router reads (Debezium's task fails); given with `column.include.list`; a key column that follows every column left in (Debezium's snapshot reads fail its task), one of a type other than an integer, text or `uuid` that is NOT NULL without a default (not implemented: the placeholder its snapshot reads put in the key is known for those), or a nullable one with a default (not implemented)", read: accept},
 	{Part: Connector, Key: "column.blacklist", Setting: Ignored, Takes: "nothing: Debezium 3.6.1 reads only `column.exclude.list` (its columns are all published, as Debezium publishes them)",
 		read: ignore("Debezium 3.6.1 no longer reads it: use column.exclude.list")},
 	{Part: Connector, Key: "column.include.list",
 		Takes:   "without the router, the columns to keep in the change events' `before` and `after`, every other left out (`--column-include-list`); with the Outbox Event Router, a list that includes every column it reads",
-		Refuses: "one that leaves out a column the router reads (Debezium's task fails); one that leaves out a key column, an empty one included (not implemented)", read: accept},
+		Refuses: "one that leaves out a column the router reads (Debezium's task fails); one that leaves out a key column as `column.exclude.list` refuses it", read: accept},
 	{Part: Connector, Key: "column.whitelist", Setting: Ignored, Takes: "nothing: Debezium 3.6.1 reads only `column.include.list` (its columns are all published, as Debezium publishes them)",
 		read: ignore("Debezium 3.6.1 no longer reads it: use column.include.list")},
 	{Part: Connector, Key: "column.mask.with.", Setting: "column-mappings",
-		Takes:   "`column.mask.with.<N>.chars`: the values of the string columns it matches (`schema.table.column` patterns) as N asterisks, NULL included, each matched column's schema marked `masked` (`--column-mappings 'mask:N:PATTERN,…'`)",
-		Refuses: "zero characters; a key column of the change events (Debezium's key keeps the value)", read: accept},
+		Takes:   "`column.mask.with.<N>.chars`: the values of the string columns it matches (`schema.table.column` patterns) as N asterisks, NULL included, each matched column's schema marked `masked` (`--column-mappings 'mask:N:PATTERN,…'`); a key column of the change events is masked in `after` only, the key keeping its value and an unmarked schema, as Debezium builds the key without the mappers",
+		Refuses: "zero characters", read: accept},
 	{Part: Connector, Key: "column.mask.hash.", Setting: "column-mappings",
-		Takes:   "`column.mask.hash.<algorithm>.with.salt.<salt>`: the values of the string columns it matches as the lower-case hex digest of the salt's bytes and the value as Java serializes a String, cut to a `varchar(n)`'s or `char(n)`'s n, NULL kept, each matched column's schema marked `masked` (`--column-mappings 'hash:ALGORITHM:SALT:PATTERN,…'`); `column.mask.hash.v2.<algorithm>.with.salt.<salt>` the same of the value's UTF-8 bytes (`hash-v2:`); applied after the truncations and masks, as Debezium does",
-		Refuses: "an algorithm Java's MessageDigest lacks (Debezium's task fails) and MD2 (not implemented); a salt with `:` or `;`; a key column (Debezium's key keeps the value)", read: accept},
+		Takes:   "`column.mask.hash.<algorithm>.with.salt.<salt>`: the values of the string columns it matches as the lower-case hex digest of the salt's bytes and the value as Java serializes a String, cut to a `varchar(n)`'s or `char(n)`'s n, NULL kept, each matched column's schema marked `masked` (`--column-mappings 'hash:ALGORITHM:SALT:PATTERN,…'`); `column.mask.hash.v2.<algorithm>.with.salt.<salt>` the same of the value's UTF-8 bytes (`hash-v2:`); applied after the truncations and masks, as Debezium does; a key column of the change events is hashed in `after` only, the key keeping its value and an unmarked schema",
+		Refuses: "an algorithm Java's MessageDigest lacks (Debezium's task fails) and MD2 (not implemented); a salt with `:` or `;`; a nullable key column with a default (not implemented)", read: accept},
 	{Part: Connector, Key: "column.truncate.to.", Setting: "column-mappings",
-		Takes:   "`column.truncate.to.<N>.chars`: the values of the string columns it matches cut to N characters (UTF-16, as Java counts), their schemas marked `truncateLength` where a value can be longer (`--column-mappings 'truncate:N:PATTERN,…'`); applied before the masks, as Debezium does",
-		Refuses: "zero characters; a column of another type (not implemented); a key column of the change events (Debezium's key keeps the value)", read: accept},
+		Takes:   "`column.truncate.to.<N>.chars`: the values of the string columns it matches cut to N characters (UTF-16, as Java counts), their schemas marked `truncateLength` where a value can be longer (`--column-mappings 'truncate:N:PATTERN,…'`); applied before the masks, as Debezium does; a key column of the change events is cut in `after` only, the key keeping its value and an unmarked schema",
+		Refuses: "zero characters; a column of another type (not implemented); a nullable key column with a default (not implemented)", read: accept},
 	{Part: Connector, Key: "converters", Takes: "none (`\"\"`)", Refuses: "custom converters: they change the values Debezium writes, and pgoutbox runs none",
 		read: func(r *reading, k, v string) {
 			if strings.TrimSpace(v) != "" {
@@ -248,9 +320,9 @@ var options = []Option{
 		read:    snapshotMode},
 	{Part: Connector, Key: "snapshot.mode.configuration.based.", Default: "false",
 		Takes: "with `snapshot.mode` `configuration_based`: `snapshot.data` and `start.stream` both `true` run as `always` (Debezium's snapshot then ignores its offsets, as `always`'s does), " +
-			"`snapshot.data` `false` with `start.stream` `true` as `no_data`; `snapshot.schema` either way (PostgreSQL's connector keeps no schema history: it reads the tables' structure at every start); " +
+			"`snapshot.data` `false` with `start.stream` `true` as `no_data`; `snapshot.data` `true` with `start.stream` `false` (its default) as `always_only`: the rows in the table at every start, no slot, nothing streamed, and pgoutbox exits once they are acknowledged (Debezium's task idles); `snapshot.schema` either way (PostgreSQL's connector keeps no schema history: it reads the tables' structure at every start); " +
 			"`snapshot.on.data.error` either way (a lost slot is handled as in every mode: filled by polling, else pgoutbox stops); with another mode, ignored as Debezium ignores them",
-		Refuses: "`start.stream` `false` with `snapshot.data` `true` (a snapshot at every start and nothing streamed: not implemented; `initial_only` is the one-off backfill) or `false` (Debezium neither snapshots nor streams: nothing would be published); " +
+		Refuses: "`start.stream` and `snapshot.data` both `false` (Debezium neither snapshots nor streams: nothing would be published); exactly-once delivery with `snapshot.data` `true`; " +
 			"`snapshot.on.schema.error` `true` (Debezium's task fails on a first start with it: no offsets to recover a schema at); a value that is not a boolean",
 		read: accept}, // checked with snapshot.mode (translate.go)
 	{Part: Connector, Key: "snapshot.mode.custom.name", Takes: "ignored but with `snapshot.mode` `custom`, which is refused", read: accept},
@@ -275,6 +347,13 @@ var options = []Option{
 		Takes:   "`false`; `true` writes a BEGIN and an END record per transaction that has events to `<topic.prefix>.transaction`, and a `transaction` block (`id`, `total_order`, `data_collection_order`) in each change event, as Debezium does (see [transaction metadata](#transaction-metadata)); it keeps pgoutbox on the WAL",
 		Refuses: "anything but a boolean; `true` with `--mode poll` (polling knows no transactions), a sink other than Kafka, or a transform before the router",
 		read:    boolFlag("transaction-metadata")},
+	{Part: Connector, Key: "message.prefix.include.list", Setting: "message-prefix",
+		Takes: "with `DecodeLogicalDecodingMessageContent` before the Outbox Event Router: the prefixes of the logical decoding messages read as outbox rows (regular expressions matched whole, case-insensitively; unset, every prefix, as Debezium reads them); without it, ignored: pgoutbox does not publish the message records themselves",
+		read:  messagePrefixes("message-prefix")},
+	{Part: Connector, Key: "message.prefix.exclude.list", Setting: "message-prefix-exclude",
+		Takes:   "as `message.prefix.include.list`: every prefix but these",
+		Refuses: "given with `message.prefix.include.list`",
+		read:    messagePrefixes("message-prefix-exclude")},
 	{Part: Connector, Key: "topic.transaction", Default: "transaction", Setting: "transaction-topic",
 		Takes: "the transaction topic's name after `<topic.prefix>.`", read: accept}, // read with topic.prefix (translate.go)
 	{Part: Connector, Key: "extended.headers.enabled", Default: "true", Setting: "debezium-context-headers",
@@ -299,7 +378,7 @@ var options = []Option{
 		Takes: "one `io.debezium.transforms.outbox.EventRouter`: `--format debezium-outbox`, then Kafka Connect's transforms after it: `--transforms` " +
 			"(see [transforms after the router](#kafka-connects-transforms-after-the-router)); none: `--format debezium`, the change events, " +
 			"with Kafka Connect's transforms and `ExtractNewRecordState` on them (see [transforms on the change events](#transforms-on-the-change-events-extractnewrecordstate))",
-		Refuses: "other transforms, a transform before the router but `HeaderFrom$Value` copying the change event's fields into headers (see [CloudEvents after the router](#cloudevents-after-the-outbox-event-router)), two routers",
+		Refuses: "other transforms, a transform before the router but `HeaderFrom$Value` copying the change event's fields into headers (see [CloudEvents after the router](#cloudevents-after-the-outbox-event-router)) and `DecodeLogicalDecodingMessageContent` (see [the outbox without a table](#the-outbox-without-a-table-logical-decoding-messages)), two routers",
 		read:    accept}, // read first (translate.go)
 	{Part: Connector, Key: "predicates", Setting: "transforms",
 		Takes:   "Kafka Connect's `TopicNameMatches`, `HasHeaderKey`, `RecordIsTombstone`, for the transforms after the router",
@@ -650,5 +729,19 @@ func additionalMissing(r *reading, k, v string) {
 		r.set("column-additional-missing", "ignore")
 	default:
 		r.refuse(k, fmt.Sprintf("%q: want error or ignore", v))
+	}
+}
+
+// messagePrefixes passes a message prefix list to flag when the
+// configuration decodes messages into outbox rows
+// (DecodeLogicalDecodingMessageContent); without it, Debezium publishes
+// the message records themselves, which pgoutbox does not.
+func messagePrefixes(flag string) func(*reading, string, string) {
+	return func(r *reading, k, v string) {
+		if !r.decode {
+			r.ignore(k)
+			return
+		}
+		r.set(flag, v)
 	}
 }

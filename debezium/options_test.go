@@ -68,6 +68,7 @@ func TestEveryRowIsRead(t *testing.T) {
 		"table.field.additional.missing": "ignore", "table.fields.additional.error.on.missing": "false",
 		"table.op.invalid.behavior": "warn", "route.tombstone.on.empty.payload": "true", "table.expand.json.payload": "true",
 		"converters": " ", "column.include.list": ".*", "column.whitelist": ".*",
+		"database.initial.statements": " ; ",
 	}
 	for _, o := range Options() {
 		if o.Part != Connector && o.Part != Router || strings.HasSuffix(o.Key, ".") || o.Key == "transforms" || o.Key == "predicates" {
@@ -90,6 +91,12 @@ func TestEveryRowIsRead(t *testing.T) {
 				// none of column x).
 				conf = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
   "transforms": "outbox", "transforms.outbox.type": "` + EventRouterClass + `", "` + o.Key + `": "` + v + `"}`
+			}
+			if strings.HasPrefix(o.Key, "message.prefix.") {
+				// Message prefixes are read with the messages' decoding.
+				conf = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+  "transforms": "decode,outbox", "transforms.decode.type": "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent",
+  "transforms.outbox.type": "` + EventRouterClass + `", "` + o.Key + `": "` + v + `"}`
 			}
 			key := o.Key
 			if o.Part == Router {
@@ -135,6 +142,10 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"column.mask.hash.SHA-3-256.with.salt.CzQMA0cB5K", "public.outbox.email"},
 		{"column.truncate.to.0.chars", "public.outbox.note"},
 		{"converters", "isbn"},
+		{"database.sslmode", "verify_full"},
+		{"database.sslfactory", "org.postgresql.ssl.DefaultJavaSSLFactory"},
+		{"database.tcpKeepAlive", "yes"},
+		{"database.initial.statements", "SET search_path = app"},
 	} {
 		conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "transforms": "outbox",
   "transforms.outbox.type": "` + EventRouterClass + `", "` + tt.key + `": "` + tt.value + `"}`

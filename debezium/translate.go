@@ -20,7 +20,17 @@ import (
 const EventRouterClass = transform.RouterClass
 
 // dbOptions are the database.* options, which make one --database-url.
-type dbOptions struct{ host, port, user, password, name, sslmode string }
+type dbOptions struct {
+	host, port, user, password, name, sslmode string
+	// TLS files and the key's password, as pgjdbc reads them (dbtls.go).
+	rootCert, cert, key, keyPassword string
+	// keyOption is database.sslkey's key as written; pemAlgorithm is
+	// database.pemKeyAlgorithm.
+	keyOption, pemAlgorithm string
+	// nonValidating is database.sslfactory's key as written when it names
+	// pgjdbc's NonValidatingFactory.
+	nonValidating string
+}
 
 // reading is one configuration's translation under way.
 type reading struct {
@@ -33,6 +43,7 @@ type reading struct {
 	tables   []outbox.Table      // table.include.list, when it names tables
 	router   string              // the Outbox Event Router's name in transforms
 	dropSlot string              // slot.drop.on.stop's key, as written, when true
+	decode   bool                // DecodeLogicalDecodingMessageContent before the router
 	producer map[string]keyValue // Kafka producer settings, by name (producer.go)
 }
 
@@ -132,6 +143,7 @@ func (c config) transforms(r *reading) map[string]string {
 		r.refuse(r.src("transforms"), err.Error())
 	}
 	r.ignored = append(r.ignored, unused...)
+	r.decode = ch.MessageDecode() != nil
 	if ch != nil {
 		js, _ := json.Marshal(chain) // a map of strings
 		r.set("transforms", string(js))
@@ -196,8 +208,14 @@ func (c config) connectorOptions(r *reading) {
 		}
 		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
 	}
+	if _, inc := c.connector["message.prefix.include.list"]; inc {
+		if _, exc := c.connector["message.prefix.exclude.list"]; exc {
+			r.refuse(r.src("message.prefix.exclude.list"), "given with "+r.src("message.prefix.include.list")+": Debezium refuses the two together")
+		}
+	}
 	c.tableFilters(r)
 	c.columnMappings(r)
+	r.db.checkTLS(r)
 	if u := r.db.url(); u != "" {
 		r.set("database-url", u)
 	}
@@ -426,8 +444,8 @@ func (d dbOptions) url() string {
 			u.User = url.UserPassword(d.user, d.password)
 		}
 	}
-	if d.sslmode != "" {
-		u.RawQuery = "sslmode=" + url.QueryEscape(d.sslmode)
+	if q := d.tlsParams(); len(q) > 0 {
+		u.RawQuery = q.Encode()
 	}
 	return u.String()
 }
@@ -508,8 +526,7 @@ func (c config) configuredSnapshot(r *reading) bool {
 	case stream:
 		r.set("snapshot-mode", "no_data")
 	case data:
-		r.refuse(r.src(prefix+"start.stream"), "false with snapshot.data true: a snapshot at every start and nothing streamed is not implemented; "+
-			"for a one-off backfill use snapshot.mode initial_only")
+		r.set("snapshot-mode", "always_only")
 	default:
 		r.refuse(r.src(prefix+"start.stream"), "false with snapshot.data false: Debezium neither snapshots nor streams, and nothing would be published")
 	}

@@ -31,6 +31,10 @@ type Relation struct {
 	Schema  string
 	Name    string
 	Columns []schema.Column
+	// Message: the relation is a logical decoding message's shape, its
+	// top-level JSON fields as columns (Schema names no schema, Name is
+	// the message's prefix), not a table's.
+	Message bool
 }
 
 // Change is one item of the stream.

@@ -304,6 +304,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("mode %q: use auto, wal or poll", c.Mode)
 	}
+	if c.Replication.Messages != nil && c.Mode == ModePoll {
+		return errors.New("mode poll: logical decoding messages (--message-prefix, Debezium's message.prefix.include.list with DecodeLogicalDecodingMessageContent) are in the WAL only, not in a table polling could read; run with --mode wal or auto")
+	}
 	if c.PollInterval <= 0 || c.ProbeInterval <= 0 {
 		return errors.New("poll and probe intervals must be positive")
 	}
@@ -340,7 +343,7 @@ func (c Config) Validate() error {
 			return errors.New("--snapshot-after is a value of the table's own insertion order, named with --column-order (a bigserial or identity id): the rows already in the table have no seq")
 		}
 	}
-	if c.Snapshot.EveryStart() && c.Mode == ModePoll {
+	if c.Snapshot.EveryStart() && c.Snapshot.Streams() && c.Mode == ModePoll {
 		return fmt.Errorf("snapshot mode %s publishes the rows in the table again at every start, from a snapshot the WAL's slot streams on from; polling marks rows published and sends none twice: use --mode wal or auto", c.Snapshot)
 	}
 	if (c.Snapshot.EveryStart() || !c.Snapshot.Streams()) && c.Delivery == ExactlyOnce {

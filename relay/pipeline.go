@@ -247,6 +247,7 @@ func (p *pipeline) recordIn(ctx context.Context, b *schema.Binding, c *outbox.Ch
 		LSN: uint64(c.LSN), LastCommitLSN: uint64(c.PrevEnd), TxID: uint64(c.XID), CommitTime: c.CommitTime,
 		Snapshot: c.Snapshot, Tx: tx,
 	}
+	rec.Message = c.Relation.Message
 	if p.connect {
 		return p.transformed(ctx, &rec)
 	}

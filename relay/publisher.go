@@ -99,6 +99,9 @@ type shapeError struct {
 }
 
 func (e *shapeError) Error() string {
+	if e.rel.Message {
+		return fmt.Sprintf("logical decoding message of prefix %q: %v (its content must be a JSON object holding the fields the event is made of)", e.rel.Name, e.err)
+	}
 	return fmt.Sprintf("table %s.%s as it was when the row was written: %v (a schema change while rows were written)", e.rel.Schema, e.rel.Name, e.err)
 }
 

@@ -49,16 +49,21 @@ const (
 	// table once, then nothing is streamed; no slot is made. The relay
 	// returns once they are acknowledged, and at once at a later start.
 	SnapshotInitialOnly SnapshotMode = "initial_only"
+	// SnapshotAlwaysOnly is Debezium's configuration_based with
+	// snapshot.data true and start.stream false: the rows in the table
+	// at every start, then nothing is streamed; no slot is made. The
+	// relay returns once they are acknowledged.
+	SnapshotAlwaysOnly SnapshotMode = "always_only"
 )
 
 // snapshotModes lists the modes, for errors.
-const snapshotModes = "no_data, initial, when_needed, always or initial_only"
+const snapshotModes = "no_data, initial, when_needed, always, initial_only or always_only"
 
-// ParseSnapshotMode parses no_data, initial, when_needed, always or
-// initial_only.
+// ParseSnapshotMode parses no_data, initial, when_needed, always,
+// initial_only or always_only.
 func ParseSnapshotMode(s string) (SnapshotMode, error) {
 	switch m := SnapshotMode(s); m {
-	case SnapshotNoData, SnapshotInitial, SnapshotWhenNeeded, SnapshotAlways, SnapshotInitialOnly:
+	case SnapshotNoData, SnapshotInitial, SnapshotWhenNeeded, SnapshotAlways, SnapshotInitialOnly, SnapshotAlwaysOnly:
 		return m, nil
 	}
 	return "", fmt.Errorf("snapshot mode %q: use %s", s, snapshotModes)
@@ -70,10 +75,10 @@ func (m SnapshotMode) ReadsTable() bool { return m != SnapshotNoData && m != "" 
 
 // EveryStart tells whether the mode publishes the rows in the table again
 // at every start of the process, not only the pipeline's first.
-func (m SnapshotMode) EveryStart() bool { return m == SnapshotAlways }
+func (m SnapshotMode) EveryStart() bool { return m == SnapshotAlways || m == SnapshotAlwaysOnly }
 
 // Streams tells whether the mode streams what commits after its snapshot.
-func (m SnapshotMode) Streams() bool { return m != SnapshotInitialOnly }
+func (m SnapshotMode) Streams() bool { return m != SnapshotInitialOnly && m != SnapshotAlwaysOnly }
 
 // Meaning says what the mode does, for the start line.
 func (m SnapshotMode) Meaning() string {
@@ -86,6 +91,8 @@ func (m SnapshotMode) Meaning() string {
 		return "always: the rows already in the tables at every start, then what commits since the slot's confirmed position"
 	case SnapshotInitialOnly:
 		return "initial_only: the rows already in the tables on the pipeline's first start, and nothing streamed"
+	case SnapshotAlwaysOnly:
+		return "always_only: the rows in the tables at every start, and nothing streamed"
 	}
 	return "no_data: what commits from the pipeline's first start on"
 }
@@ -93,7 +100,7 @@ func (m SnapshotMode) Meaning() string {
 // ErrSnapshotExactlyOnce means a snapshot would run under exactly-once
 // delivery, which it cannot keep: it produces outside Kafka transactions,
 // and one taken again after a crash sends its rows twice.
-var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish the rows already in the table: the snapshot (--snapshot-mode initial, when_needed, always or initial_only; " +
+var ErrSnapshotExactlyOnce = errors.New("exactly-once delivery cannot publish the rows already in the table: the snapshot (--snapshot-mode initial, when_needed, always, initial_only or always_only; " +
 	"in a Debezium configuration also snapshot.mode unset) produces outside Kafka transactions. Start the pipeline once with --delivery at-least-once " +
 	"until its snapshot is published, or with --snapshot-mode no_data; then run it with exactly-once")
 
@@ -243,16 +250,19 @@ func (s *walSnapshot) again(ctx context.Context) error {
 	return nil
 }
 
-// only is SnapshotInitialOnly's run: the rows in the tables once, read in
-// a snapshot of their own as Debezium reads them without a slot, and
-// nothing after. A pipeline whose snapshot is done publishes nothing.
+// only is the run of a mode that does not stream: the rows in the tables,
+// read in a snapshot of their own as Debezium reads them without a slot,
+// and nothing after. Under SnapshotInitialOnly a pipeline whose snapshot
+// is done publishes nothing; SnapshotAlwaysOnly publishes them at every
+// start, as Debezium's snapshotter answers from its options alone.
 func (s *walSnapshot) only(ctx context.Context) error {
 	p, conn := s.p, s.h.conn
+	mode := p.cfg.Snapshot
 	st, err := p.own().Snapshot(ctx, conn)
 	if err != nil {
 		return err
 	}
-	if st.Known && !st.Pending {
+	if st.Known && !st.Pending && !mode.EveryStart() {
 		p.log.Info("snapshot mode initial_only: the rows already in the tables were published at an earlier start; nothing is streamed", "tables", p.names())
 		return nil
 	}
@@ -277,7 +287,7 @@ func (s *walSnapshot) only(ctx context.Context) error {
 	if err := p.own().EndSnapshot(ctx, conn, false); err != nil {
 		return err
 	}
-	p.log.Info("snapshot mode initial_only: the rows already in the tables are published; nothing is streamed", "tables", p.names())
+	p.log.Info("snapshot mode "+string(mode)+": the rows already in the tables are published; nothing is streamed", "tables", p.names())
 	return nil
 }
 
@@ -537,7 +547,8 @@ func logSnapshotOrder(log *slog.Logger, t outbox.Table, o poll.Order) {
 		"table", t.String(), "order", o.String(), "per_aggregate", o.Promise())
 }
 
-// snapshotOnly runs a mode that does not stream (SnapshotInitialOnly):
+// snapshotOnly runs a mode that does not stream (SnapshotInitialOnly,
+// SnapshotAlwaysOnly):
 // its snapshot, where one is due, holding the pipeline's lease, and
 // nothing after.
 func (r *Relay) snapshotOnly(ctx context.Context, k Broker, g *gate) error {

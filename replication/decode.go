@@ -21,6 +21,7 @@ type Counters struct {
 	// and updates and deletes of any other table.
 	OtherTables atomic.Int64
 	Heartbeats  atomic.Int64 // heartbeat messages received
+	Messages    atomic.Int64 // logical decoding messages read as rows
 	Keepalives  atomic.Int64 // primary keepalive messages received
 }
 
@@ -46,6 +47,13 @@ type decoder struct {
 	truncated []outbox.Table
 	gone      []outbox.Table
 	renamed   [][2]outbox.Table
+	// messages selects the logical decoding messages read as rows (nil:
+	// none); msgRows makes their rows. boundary is the commit that closes
+	// a non-transactional message's row, which the stream hands over
+	// right after it.
+	messages *Messages
+	msgRows  messageRows
+	boundary *outbox.Change
 }
 
 func newDecoder(rels *relations, counters *Counters) *decoder {
@@ -149,6 +157,9 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			d.count(id)
 		}
 	case message:
+		if d.messages.Reads(m.prefix) {
+			return d.message(m)
+		}
 		if m.transactional || m.prefix != HeartbeatPrefix {
 			return c, false, nil
 		}
@@ -161,6 +172,28 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 		return outbox.Change{Kind: outbox.KindHeartbeat, LSN: m.lsn}, true, nil
 	}
 	return c, false, nil
+}
+
+// message makes a read message's row. A transactional message is a row of
+// its transaction, delivered at its commit. A non-transactional one comes
+// between transactions (pgoutput sends it when it is decoded), as Debezium
+// publishes it on its own: a transaction of its own row, with no
+// transaction id, closed at the message's position, which is the end of
+// its WAL record, so a stream started there does not send it again.
+func (d *decoder) message(m message) (outbox.Change, bool, error) {
+	rel, values := d.msgRows.row(m.prefix, m.content)
+	d.counters.Messages.Add(1)
+	if m.transactional {
+		if !d.inTx {
+			return outbox.Change{}, false, fmt.Errorf("%w: transactional message outside a transaction", ErrProtocol)
+		}
+		return outbox.Change{Kind: outbox.KindRow, LSN: m.lsn, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: values}, true, nil
+	}
+	if d.inTx {
+		return outbox.Change{}, false, fmt.Errorf("%w: non-transactional message inside transaction %d", ErrProtocol, d.xid)
+	}
+	d.boundary = &outbox.Change{Kind: outbox.KindCommit, LSN: m.lsn, FinalLSN: m.lsn}
+	return outbox.Change{Kind: outbox.KindRow, LSN: m.lsn, FinalLSN: m.lsn, PrevEnd: d.prevEnd, Relation: rel, Values: values}, true, nil
 }
 
 // relation is a Relation as the decoder keeps it: what it is to the

@@ -166,6 +166,7 @@ type (
 		transactional bool
 		lsn           pglogrepl.LSN
 		prefix        string
+		content       []byte // aliases the message's data
 	}
 	skipped struct{} // type, origin
 )
@@ -227,8 +228,8 @@ func parse(data []byte) (any, error) {
 		flags := r.byte1("message")
 		lsn := r.lsn("message")
 		prefix := r.cstring("message prefix")
-		r.bytes(int(r.uint32("message content length")), "message content")
-		m = message{transactional: flags&1 == 1, lsn: lsn, prefix: prefix}
+		content := r.bytes(int(r.uint32("message content length")), "message content")
+		m = message{transactional: flags&1 == 1, lsn: lsn, prefix: prefix, content: content}
 	case 'Y', 'O':
 		m = skipped{}
 	default:

@@ -56,6 +56,9 @@ type Config struct {
 	// nothing after it.
 	// Deletes and truncates are only counted.
 	OnUpdate func(table outbox.Table, lsn pglogrepl.LSN) error
+	// Messages, when set, selects the logical decoding messages the
+	// stream reads as outbox rows, besides the tables' inserts.
+	Messages *Messages
 }
 
 // Defaults fills unset fields.
@@ -356,6 +359,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 
 	dec := newDecoder(s.rels, &s.Counters)
 	dec.onUpdate = s.cfg.OnUpdate
+	dec.messages = s.cfg.Messages
 	h := newHandoff(out)
 	nextStatus := time.Now()
 	lastRecv := time.Now()
@@ -516,6 +520,18 @@ func (s *Stream) xlogData(dec *decoder, h *handoff, data []byte, flush func() er
 	if !ok {
 		return nil
 	}
+	if err := s.add(h, c, flush); err != nil {
+		return err
+	}
+	if b := dec.boundary; b != nil {
+		dec.boundary = nil
+		return s.add(h, *b, flush)
+	}
+	return nil
+}
+
+// add puts c in the batch being filled, handing it over when full.
+func (s *Stream) add(h *handoff, c outbox.Change, flush func() error) error {
 	if c.Kind != outbox.KindRow {
 		s.delivered = c.LSN
 	}

@@ -24,6 +24,7 @@ type changeSchemas struct {
 type changeSchemaKey struct {
 	bind          *Binding
 	schema, table string
+	snapshot      bool // keyFieldOf differs between reads and streamed events
 }
 
 type changeSchema struct {
@@ -35,7 +36,7 @@ type changeSchema struct {
 // binding. A schema change makes a new binding, so an entry is never
 // stale; old ones are dropped when the cache grows.
 func (s *changeSchemas) forRecord(c *DebeziumConfig, r *Record, keyCols []string) *changeSchema {
-	k := changeSchemaKey{r.bind, r.Origin.Schema, r.Origin.Table}
+	k := changeSchemaKey{r.bind, r.Origin.Schema, r.Origin.Table, r.Origin.Snapshot != 0}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cs := s.m[k]; cs != nil {
@@ -73,13 +74,13 @@ const envelopeTail = sourceSchema + `,{"type":"struct","fields":[{"type":"string
 
 func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSchema {
 	base := c.TopicPrefix + "." + r.Origin.Schema + "." + r.Origin.Table
-	field := func(dst []byte, i int) ([]byte, bool) {
+	field := func(dst []byte, i int, t pgType) ([]byte, bool) {
 		col := r.Columns[i]
-		ct, ok := connectTypeOf(col.typ(), c.vm)
+		ct, ok := connectTypeOf(t, c.vm)
 		if !ok {
 			return dst, false
 		}
-		return appendConnectField(dst, ct, c.optional(col.Name), c.defaultJSON(col.Name, col.typ()), col.Name), true
+		return appendConnectField(dst, ct, c.optional(col.Name), c.defaultJSON(col.Name, t), col.Name), true
 	}
 
 	key := []byte(`{"type":"struct","fields":[`)
@@ -91,7 +92,7 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 		if i > 0 {
 			key = append(key, ',')
 		}
-		key, _ = field(key, j)
+		key = c.appendKeyField(key, r, j)
 	}
 	key = append(key, `],"optional":false,"name":`...)
 	key = appendJavaString(key, base+".Key")
@@ -108,7 +109,7 @@ func buildChangeSchema(c *DebeziumConfig, r *Record, keyCols []string) *changeSc
 			row = append(row, ',')
 		}
 		var ok bool
-		if row, ok = field(row, i); !ok {
+		if row, ok = field(row, i, r.Columns[i].typ()); !ok {
 			row = row[:mark] // a type Debezium leaves out
 		}
 	}

@@ -27,22 +27,8 @@ func (c Columns) Check(cols []Column, enc EncoderConfig) error {
 		}
 	}
 	if f == Debezium {
-		keyCols := enc.Debezium.KeyColumns
-		if len(keyCols) == 0 && !enc.Debezium.NullKey {
-			keyCols = []string{b.name[fID]}
-		}
-		for _, name := range keyCols {
-			j := columnIndex(cols, name)
-			if j < 0 {
-				continue
-			}
-			switch m := cols[j].Mapper; {
-			case m.Exclude:
-				bad(name, "leaving a key column out of the change events is not implemented (Debezium keeps it in the key, but its snapshot does not read it: every snapshot read's key holds the type's placeholder, such as 0)")
-			case m != ColumnMapper{}:
-				bad(name, "masking, hashing or truncating a key column is not implemented (Debezium's key keeps the value as it is)")
-			}
-		}
+		d := enc.Debezium.withDefaults(f)
+		d.checkKeyColumns(cols, d.keyColumns(b.name[fID]), bad)
 	}
 	switch f {
 	case CloudEvents, CloudEventsBinary:

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -184,34 +185,28 @@ func (m ColumnMapper) addParams(params string, t pgType) string {
 
 // MapValues applies the columns' mappers to a row's text values: a string
 // column's value masked, NULL included, hashed, NULL kept, or cut to its
-// length in UTF-16 code units, as Java's String.substring cuts it. values
-// is returned as it is when nothing changes, and is never written to.
+// length in UTF-16 code units, as Java's String.substring cuts it. The
+// change event's key columns stay as they are: Debezium's key holds them
+// unmapped, and the encoder maps them in after. values is returned as it
+// is when nothing changes, and is never written to.
 func (e *Encoder) MapValues(b *Binding, values [][]byte) [][]byte {
 	if len(e.dbz.ColumnMappings) == 0 || b == nil || len(values) != len(b.cols) {
 		return values
 	}
+	var keyCols []string
+	if e.format == Debezium {
+		keyCols = e.dbz.keyColumns(b.name[fID])
+	}
 	var out [][]byte
-	set := func(i int, v []byte) {
+	for i, col := range b.cols {
+		v, changed := col.Mapper.mapValue(col, values[i])
+		if !changed || slices.Contains(keyCols, col.Name) {
+			continue
+		}
 		if out == nil {
 			out = append([][]byte(nil), values...)
 		}
 		out[i] = v
-	}
-	for i, col := range b.cols {
-		m := col.Mapper
-		switch {
-		case m.Truncate == 0 && m.Mask == 0 && m.Hash == "" || !stringColumn(col.TypeOID):
-		case m.Mask > 0:
-			set(i, []byte(strings.Repeat("*", int(m.Mask))))
-		case m.Hash != "":
-			if values[i] != nil {
-				set(i, m.hashString(values[i], charLength(pgType{oid: col.TypeOID, mod: col.TypMod})))
-			}
-		case m.Truncate > 0 && values[i] != nil:
-			if cut, ok := truncateUTF16(values[i], int(m.Truncate)); ok {
-				set(i, cut)
-			}
-		}
 	}
 	if out == nil {
 		return values

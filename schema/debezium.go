@@ -203,6 +203,9 @@ type DebeziumConfig struct {
 	// payload's null fields are in its schema as optional bytes, not left
 	// out.
 	JSONPayloadNullBytes bool
+	// MessageNullBytes is DecodeLogicalDecodingMessageContent's
+	// fields.null.include, for the payload of a message's row (Record.Message).
+	MessageNullBytes bool
 	// TopicPrefix is Debezium's topic.prefix: source.name and the schema
 	// names ("<prefix>.<schema>.<table>.Value"). Default "pgoutbox".
 	TopicPrefix string
@@ -612,8 +615,12 @@ func (p *outboxPayload) read(c *DebeziumConfig, r *Record) {
 	if p.ct.typ == "" {
 		p.ct = connectType{typ: "string"}
 	}
-	if c.ExpandJSONPayload && p.ct.typ == "string" && r.Payload != nil {
-		if s, v, err := c.jsonSchemaData().expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
+	expand, jsd := c.ExpandJSONPayload, c.jsonSchemaData()
+	if r.Message {
+		expand, jsd = true, jsonSchemaData{nullBytes: c.MessageNullBytes}
+	}
+	if expand && p.ct.typ == "string" && r.Payload != nil {
+		if s, v, err := jsd.expandPayload(r.columnName(fPayload), payloadString(r, c.vm)); err == nil {
 			p.expSchema, p.expValue = s, v
 		}
 	}
@@ -761,8 +768,13 @@ func (c *DebeziumConfig) appendEnvelopeSchema(buf []byte, r *Record, envelope []
 func (c *DebeziumConfig) appendOutboxHeaders(buf []byte, r *Record, envelopeFields int) ([]byte, []Header, error) {
 	var reason string
 	hs := make([]Header, 0, 7+len(r.Additional)-envelopeFields)
-	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
-		return buf, nil, errors.New("schema: the header converter cannot write the context headers: " + reason)
+	// Debezium's message records carry no context headers
+	// (LogicalDecodingMessageMonitor builds them without
+	// DebeziumHeaderProducer's), so neither do the events decoded from them.
+	if !r.Message {
+		if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
+			return buf, nil, errors.New("schema: the header converter cannot write the context headers: " + reason)
+		}
 	}
 	for _, h := range [...]struct{ key, v string }{{"traceparent", r.TraceParent}, {"tracestate", r.TraceState}} {
 		if h.v == "" {
@@ -866,11 +878,8 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		return Message{}, errors.New("schema: the debezium change event needs the whole row (a Record built by a Binding)")
 	}
 	var reason string
-	keyCols := c.KeyColumns
-	noKey := len(keyCols) == 0 && c.NullKey
-	if len(keyCols) == 0 && !noKey {
-		keyCols = []string{r.columnName(fID)}
-	}
+	keyCols := c.keyColumns(r.columnName(fID))
+	noKey := keyCols == nil
 	if e.ConnectOnly() {
 		return Message{}, errors.New("schema: a change event under StringConverter or the avro converter is written by package transform (Encoder.ConnectOnly)")
 	}
@@ -915,7 +924,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		first = false
 		buf = appendJavaString(buf, col.Name)
 		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), r.Values[i], c.optional(col.Name))); reason != "" {
+		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), c.afterValue(r, i, keyCols), c.optional(col.Name))); reason != "" {
 			return Message{}, &RowError{Column: col.Name, Reason: reason}
 		}
 	}
@@ -970,7 +979,7 @@ func appendChangeKey(buf []byte, c *DebeziumConfig, r *Record, keyConv Converter
 		buf = appendJavaString(buf, name)
 		buf = append(buf, ':')
 		var reason string
-		if buf, reason = appendConnectValue(buf, r.Columns[j].typ(), c.vm, r.Values[j]); reason != "" {
+		if buf, reason = appendConnectValue(buf, keyType(r.Columns[j]), c.vm, c.keyValue(r, j)); reason != "" {
 			return buf, &RowError{Column: name, Reason: reason}
 		}
 	}

@@ -113,20 +113,3 @@ func TestColumnHashAndFilter(t *testing.T) {
 		t.Errorf("key %s", msg.Key)
 	}
 }
-
-// Debezium's key keeps its columns' values as they are: a key column
-// left out, hashed or masked is refused.
-func TestCheckKeyColumnMapped(t *testing.T) {
-	ex, _ := ParsePatterns(`public\.t\.id`)
-	for _, d := range []DebeziumConfig{
-		{ColumnFilter: ColumnFilter{Patterns: ex}, KeyColumns: []string{"id"}},
-		{ColumnMappings: []ColumnMapping{{Patterns: ex, Mapper: ColumnMapper{Hash: "MD5", Salt: "s"}}}, KeyColumns: []string{"id"}},
-	} {
-		cols := d.MapColumns("public", "t", []Column{{Name: "id", TypeOID: oidText, TypMod: -1}, {Name: "aggregatetype", TypeOID: oidText, TypMod: -1},
-			{Name: "aggregateid", TypeOID: oidText, TypMod: -1}, {Name: "type", TypeOID: oidText, TypMod: -1}, {Name: "payload", TypeOID: oidText, TypMod: -1}})
-		err := Columns{}.Check(cols, EncoderConfig{Format: Debezium, Debezium: d})
-		if err == nil || !strings.Contains(err.Error(), "key column") {
-			t.Errorf("%+v: %v", d, err)
-		}
-	}
-}

@@ -400,6 +400,12 @@ type Record struct {
 
 	// Origin says where the row came from; the caller fills it in.
 	Origin Origin
+	// Message: the row is a logical decoding message's JSON, which
+	// DecodeLogicalDecodingMessageContent parsed whole, its payload
+	// included: the Debezium formats expand a JSON payload as
+	// table.expand.json.payload does, whatever that says, and write no
+	// context headers, as Debezium's message records have none.
+	Message bool
 
 	// Additional holds the values of Columns.Additional, in that order.
 	Additional []FieldValue

@@ -9,6 +9,8 @@ type Chain struct {
 	before      []stage     // on the change event, before the router
 	schemas     schemaCache // the records' schemas, read once (Read)
 	afterRouter bool
+
+	decode *MessageDecode // DecodeLogicalDecodingMessageContent before the router
 }
 
 // Passthrough is a chain of no transform, for records that go through

@@ -130,6 +130,17 @@ func (p *parser) chain() *Chain {
 		case alias == "":
 			p.refuse("transforms", "an empty alias (Kafka Connect has no transform by that name)")
 			continue
+		case javaTrim(p.props[prefix+"type"]) == DecodeMessageClass:
+			if i > router {
+				p.markPrefix(prefix)
+				p.refuse(prefix+"type", decodeRefusal(router >= 0))
+			} else if ch.decode != nil {
+				p.markPrefix(prefix)
+				p.refuse(prefix+"type", "listed twice before the Outbox Event Router")
+			} else {
+				ch.decode = p.decodeBeforeRouter(alias)
+			}
+			continue
 		case i < router:
 			if st, ok := p.beforeRouter(alias, preds); ok {
 				ch.before = append(ch.before, st)
@@ -146,7 +157,7 @@ func (p *parser) chain() *Chain {
 			p.ignored = append(p.ignored, p.name(k))
 		}
 	}
-	if len(ch.stages) == 0 && len(ch.before) == 0 {
+	if len(ch.stages) == 0 && len(ch.before) == 0 && ch.decode == nil {
 		return nil
 	}
 	return ch

@@ -448,7 +448,8 @@ func TestDebeziumSnapshotMode(t *testing.T) {
 		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true", "` + based + `snapshot.schema": "true", "` + based + `start.stream": "true"`, want: "always"},
 		{mode: "configuration_based", with: `"` + based + `snapshot.data": "false", "` + based + `start.stream": "true", "` + based + `snapshot.on.data.error": "true"`, want: "no_data"},
 		{mode: "configuration_based", key: based + "start.stream"},
-		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true"`, key: based + "start.stream"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true"`, want: "always_only"},
+		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true", "` + based + `start.stream": "false"`, want: "always_only"},
 		{mode: "configuration_based", with: `"` + based + `snapshot.data": "true", "` + based + `start.stream": "true", "` + based + `snapshot.on.schema.error": "true"`, key: based + "snapshot.on.schema.error"},
 		{mode: "configuration_based", with: `"` + based + `snapshot.data": "yes", "` + based + `start.stream": "true"`, key: based + "snapshot.data"},
 		// Debezium reads them with configuration_based only.

@@ -68,6 +68,11 @@ func secretsOf(dsn string) []string {
 			out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
 		}
 	}
+	if u, err := url.Parse(dsn); err == nil {
+		if p := u.Query().Get("sslpassword"); p != "" { // the client key's
+			out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
+		}
+	}
 	return out
 }
 

@@ -37,6 +37,7 @@ type common struct {
 	config       string
 	iamAuth      bool
 	iamRegion    string
+	tlsSecrets   []string // sslpassword, which applyDBTLS may take out of the URL
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -54,7 +55,7 @@ func (c *common) register(fs *flag.FlagSet) {
 }
 
 func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) {
-	return newLogger(stderr, c.logFormat, c.logLevel, append(secretsOf(c.databaseURL), more...))
+	return newLogger(stderr, c.logFormat, c.logLevel, append(append(secretsOf(c.databaseURL), c.tlsSecrets...), more...))
 }
 
 // requireURL checks the settings every database command needs, the log
@@ -62,6 +63,11 @@ func (c *common) logger(stderr io.Writer, more ...string) (*slog.Logger, error) 
 func (c *common) requireURL() error {
 	if c.databaseURL == "" {
 		return errors.New("--database-url is required (or PGOUTBOX_DATABASE_URL)")
+	}
+	secrets, err := c.applyDBTLS()
+	c.tlsSecrets = append(c.tlsSecrets, secrets...)
+	if err != nil {
+		return err
 	}
 	if err := c.applyIAM(); err != nil {
 		return err
@@ -104,6 +110,7 @@ type relayFlags struct {
 	format   string
 	ops      opsFlags
 	mapping  *mappingFlags
+	messages messageFlags
 }
 
 func (f *relayFlags) register(fs *flag.FlagSet) {
@@ -124,7 +131,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.redis.register(fs)
 	fs.StringVar(&f.brokers, "kafka-brokers", "", "Kafka seed brokers, host:port[,host:port...] (required with --sink kafka)")
 	fs.StringVar(&f.mode, "mode", "auto", "auto (WAL when available, polling when not), wal or poll")
-	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again); always publishes them again at every start, then streams from the slot's confirmed position; initial_only publishes them once and streams nothing (Debezium snapshot.mode)")
+	fs.StringVar(&f.snapshot, "snapshot-mode", "no_data", "the first start: no_data publishes what commits from then on; initial publishes the rows already in the table first; when_needed is initial (a lost slot is filled by polling, never by sending the table again); always publishes them again at every start, then streams from the slot's confirmed position; initial_only publishes them once and streams nothing; always_only publishes them at every start and streams nothing (Debezium snapshot.mode)")
 	fs.Func("snapshot-after", "with --snapshot-mode initial: publish only the rows already in the table whose --column-order value is above this one (a cursor poller's last processed id)", func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -174,6 +181,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.ops = registerOpsFlags(fs, cfg) // --metrics-addr, --retention...: serve.go
 	fs.DurationVar(&cfg.Replication.ReceiveTimeout, "receive-timeout", 0, "how long a silent replication connection is trusted before it is dropped and reconnected (default: twice the server's wal_sender_timeout, at least 30s)")
 	f.mapping = registerMappingFlags(fs, cfg) // column mapping and Debezium formats: debezium_flags.go
+	f.messages.register(fs)                   // messageflags.go
 }
 
 // build checks the parsed flags and returns the relay configuration and a
@@ -206,7 +214,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	cfg.Delivery = d
 	if cfg.Snapshot, err = relay.ParseSnapshotMode(f.snapshot); err != nil {
-		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data, initial, when_needed, always or initial_only", f.snapshot)
+		return cfg, nil, fmt.Errorf("--snapshot-mode %q: use no_data, initial, when_needed, always, initial_only or always_only", f.snapshot)
 	}
 	format, err := schema.ParseFormat(f.format)
 	if err != nil {
@@ -266,6 +274,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			log.Info("transaction metadata: streaming the WAL only (--mode wal): polling knows no transactions", "transaction_topic", cfg.TransactionTopic)
 			cfg.Mode = relay.ModeWAL
 		}
+	}
+	if err := f.messages.apply(&cfg, format, log); err != nil {
+		return cfg, nil, err
 	}
 	if f.sink == sinkRocketMQ {
 		if err := rocketmqTopics(cfg); err != nil {

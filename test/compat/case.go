@@ -90,7 +90,15 @@ type Case struct {
 // streams tells whether the case's snapshot.mode streams after its
 // snapshot (Debezium's initial_only does not).
 func (c Case) streams() bool {
-	return !strings.EqualFold(strings.TrimSpace(c.DebeziumConfig()["snapshot.mode"]), "initial_only")
+	conf := c.DebeziumConfig()
+	switch strings.ToLower(strings.TrimSpace(conf["snapshot.mode"])) {
+	case "initial_only":
+		return false
+	case "configuration_based":
+		// start.stream defaults to false.
+		return strings.EqualFold(strings.TrimSpace(conf["snapshot.mode.configuration.based.start.stream"]), "true")
+	}
+	return true
 }
 
 // Deliberate is a difference between Debezium and pgoutbox that pgoutbox
@@ -188,8 +196,8 @@ func (c Case) Validate() error {
 		return errors.New("neither connect nor server configuration")
 	case len(c.Rows) == 0 && c.streams():
 		return errors.New("no rows")
-	case len(c.Rows) > 0 && !c.streams():
-		return errors.New("rows under a snapshot.mode that streams nothing: nothing would publish them")
+	case len(c.Rows) > 0 && !c.streams() && (c.Restart == nil || *c.Restart != len(c.Rows)):
+		return errors.New("rows under a snapshot.mode that streams nothing: only the snapshot of a restart after all of them (restart: <their number>) would publish them")
 	case c.Restart != nil && (*c.Restart < 0 || *c.Restart > len(c.Rows)):
 		return fmt.Errorf("restart after %d rows of %d", *c.Restart, len(c.Rows))
 	case c.Records < 0:

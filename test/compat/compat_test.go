@@ -185,6 +185,9 @@ func TestCases(t *testing.T) {
 		{Table: "x", Connect: map[string]string{"a": "b"}, Rows: []string{"x"}, Normalize: []Normalization{"everything"}},
 		{Connect: map[string]string{"a": "b"}, Rows: []string{"x"}},
 		{Table: "x", Connect: map[string]string{"snapshot.mode": "initial_only"}, Existing: []string{"x"}, Rows: []string{"x"}},
+		{Table: "x", Connect: map[string]string{"snapshot.mode": "initial_only"}, Existing: []string{"x"}, Rows: []string{"x", "y"}, Restart: new(int(1))},
+		{Table: "x", Connect: map[string]string{"snapshot.mode": "configuration_based", "snapshot.mode.configuration.based.snapshot.data": "true"},
+			Existing: []string{"x"}, Rows: []string{"x"}},
 		{Table: "x", Connect: map[string]string{"snapshot.mode": "always"}, Existing: []string{"x"}, Rows: []string{"x"}, Restart: new(int(2))},
 	} {
 		if err := bad.Validate(); err == nil {

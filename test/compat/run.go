@@ -26,6 +26,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/test/connecttest"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // Env is what every case runs against: one PostgreSQL server (a database
@@ -172,6 +173,11 @@ func (r *run) run(ctx context.Context) error {
 	}
 	refuses := r.expect(func(d Deliberate) string { return d.PgoutboxRefuses })
 	if !r.c.streams() {
+		if r.c.Restart != nil {
+			if err := r.snapshotRestart(ctx); err != nil {
+				return err
+			}
+		}
 		return r.snapshotOnly(ctx)
 	}
 	if err := r.awaitStreaming(ctx, refuses != ""); err != nil {
@@ -217,7 +223,7 @@ func (r *run) published(ctx context.Context, rows []string, pgoutbox bool) error
 		}
 	}
 	var fence, fenceXID string
-	if err := r.conn.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text, (txid_current() % 4294967296)::text", fencePrefix, r.c.Name).Scan(&fence, &fenceXID); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT pg_logical_emit_message(true, $1, $2)::text, (txid_current() % 4294967296)::text", fencePrefix, r.fenceContent()).Scan(&fence, &fenceXID); err != nil {
 		return fmt.Errorf("writing the fence: %w", err)
 	}
 	r.fenceXIDs = append(r.fenceXIDs, fenceXID)
@@ -257,29 +263,12 @@ func (r *run) restart(ctx context.Context) error {
 		if p.err != nil {
 			return fmt.Errorf("pgoutbox (%s) stopped with %v\n%s", p.form, p.err, p.out)
 		}
-		fmt.Fprintf(p.out, "\n--- restarted by the harness ---\n")
-		cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
-		cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = p.out, p.out, p.cmd.SysProcAttr
-		if err := cmd.Start(); err != nil {
+		if err := p.relaunch(); err != nil {
 			return err
 		}
-		p.cmd, p.done, p.err = cmd, make(chan struct{}), nil
-		go func(p *pgoProc, done chan struct{}) {
-			p.err = cmd.Wait()
-			close(done)
-		}(p, p.done)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.env.Connect.URL+"/connectors/"+r.id+"/restart?includeTasks=true", nil)
-	if err != nil {
+	if err := r.restartDebezium(ctx); err != nil {
 		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("restarting Debezium's connector: %w", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode > 299 {
-		return fmt.Errorf("restarting Debezium's connector: %s", resp.Status)
 	}
 	for _, s := range slots {
 		for {
@@ -298,6 +287,93 @@ func (r *run) restart(ctx context.Context) error {
 		}
 	}
 	return r.awaitStreaming(ctx, false)
+}
+
+// relaunch starts a stopped pgoutbox again with the same command.
+func (p *pgoProc) relaunch() error {
+	fmt.Fprintf(p.out, "\n--- restarted by the harness ---\n")
+	cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
+	cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = p.out, p.out, p.cmd.SysProcAttr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.cmd, p.done, p.err = cmd, make(chan struct{}), nil
+	go func(p *pgoProc, done chan struct{}) {
+		p.err = cmd.Wait()
+		close(done)
+	}(p, p.done)
+	return nil
+}
+
+// restartDebezium restarts Debezium's connector and task through Kafka
+// Connect's REST API.
+func (r *run) restartDebezium(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.env.Connect.URL+"/connectors/"+r.id+"/restart?includeTasks=true", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("restarting Debezium's connector: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode > 299 {
+		return fmt.Errorf("restarting Debezium's connector: %s", resp.Status)
+	}
+	return nil
+}
+
+// snapshotRestart is the first start of a case whose snapshot.mode streams
+// nothing and that restarts: once each pgoutbox exited after its snapshot
+// and Debezium wrote as many records as the first, it writes the rows,
+// which neither side streams, and starts both sides again, whose new
+// snapshots publish them.
+func (r *run) snapshotRestart(ctx context.Context) error {
+	for _, p := range r.pgo {
+		select {
+		case <-p.done:
+			if p.err != nil {
+				return fmt.Errorf("pgoutbox (%s) exited with %v\n%s", p.form, p.err, p.out)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("pgoutbox (%s) did not exit after its first snapshot", p.form)
+		}
+	}
+	if len(r.result.Pgoutbox) == 0 {
+		return errors.New("no pgoutbox to count the first snapshot's records by")
+	}
+	first, err := readPrefix(ctx, r.env.Brokers, r.result.Pgoutbox[0].Prefix, "")
+	if err != nil {
+		return err
+	}
+	for {
+		if s, err := r.env.Connect.Status(ctx, r.id); err == nil && s.Failed() != "" {
+			return fmt.Errorf("Debezium's task failed:\n%s", causes(s.Failed()))
+		}
+		recs, err := readPrefix(ctx, r.env.Brokers, r.result.Debezium.Prefix, "")
+		if err != nil {
+			return err
+		}
+		if len(recs) >= len(first) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Debezium's first snapshot wrote %d records, pgoutbox's %d", len(recs), len(first))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for i, q := range r.c.Rows {
+		if _, err := r.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("row %d: %w", i+1, err)
+		}
+	}
+	for _, p := range r.pgo {
+		if err := p.relaunch(); err != nil {
+			return err
+		}
+	}
+	return r.restartDebezium(ctx)
 }
 
 // snapshotOnly runs a case whose snapshot.mode streams nothing: it waits
@@ -441,8 +517,14 @@ func (r *run) harness(side string) map[string]string {
 func (r *run) debeziumConfig() map[string]string {
 	conf := r.c.DebeziumConfig()
 	maps.Copy(conf, r.harness("dbz"))
-	conf["message.prefix.include.list"] = fencePrefix
 	const fence, prefix = "compatfence", "compatprefix"
+	// A case that reads messages of its own keeps them (its fence is an
+	// outbox event then: fenceContent).
+	if list := strings.TrimSpace(conf["message.prefix.include.list"]); list != "" {
+		conf["message.prefix.include.list"] = list + "," + fencePrefix
+	} else {
+		conf["message.prefix.include.list"] = fencePrefix
+	}
 	var chain []string
 	if list := strings.TrimSpace(conf["transforms"]); list != "" {
 		chain = append(chain, list)
@@ -512,6 +594,37 @@ var numberKey = map[string]string{
 	"org.apache.kafka.connect.converters.DoubleConverter":  "float64",
 	"org.apache.kafka.connect.converters.BooleanConverter": "boolean",
 }
+
+// fenceAggregate is the aggregate type of the fence of a case that decodes
+// messages into outbox events.
+const fenceAggregate = "compatfence"
+
+// decodesMessages tells a case whose Debezium configuration decodes
+// logical decoding messages into outbox events
+// (DecodeLogicalDecodingMessageContent), the fence's message included.
+func (r *run) decodesMessages() bool {
+	conf := r.c.DebeziumConfig()
+	for _, a := range strings.Split(conf["transforms"], ",") {
+		if strings.TrimSpace(conf["transforms."+strings.TrimSpace(a)+".type"]) == transform.DecodeMessageClass {
+			return true
+		}
+	}
+	return false
+}
+
+// fenceContent is the fence message's content: the case's name, or, where
+// DecodeLogicalDecodingMessageContent and the router make an event of
+// every message, an event of its own aggregate type, left out of the
+// comparison (fenceEvent).
+func (r *run) fenceContent() string {
+	if !r.decodesMessages() {
+		return r.c.Name
+	}
+	return fmt.Sprintf(`{"id": "compat-fence", "aggregatetype": %q, "aggregateid": %q, "type": "fence", "payload": %q}`, fenceAggregate, r.c.Name, r.c.Name)
+}
+
+// fenceEvent tells the fence's outbox event among Debezium's records.
+func fenceEvent(rec Record) bool { return strings.Contains(rec.Topic, fenceAggregate) }
 
 // fenceTopic is where Debezium publishes the fence's message.
 func (r *run) fenceTopic() string { return r.id + ".message" }
@@ -837,6 +950,9 @@ func (r *run) compare(ctx context.Context) error {
 		return err
 	}
 	d.Records = r.withoutFenceTransaction(d.Records, d.Prefix)
+	if r.decodesMessages() {
+		d.Records = slices.DeleteFunc(d.Records, fenceEvent)
+	}
 	conf := r.c.DebeziumConfig()
 	reg := registryClient{api: r.registryAPI()}
 	var dbzSchemas map[string][]string

@@ -58,7 +58,9 @@ func NewWALLedger(wm *Watermark, polled *Polled, order string, floor uint32, ski
 
 // Skip tells a row that was published before and is not sent again.
 func (l *WALLedger) Skip(c *outbox.Change) bool {
-	if l.floor != 0 && XIDBefore(c.XID, l.floor) {
+	// A non-transactional message's row has no transaction id (0): the
+	// floor says nothing of it.
+	if l.floor != 0 && c.XID != 0 && XIDBefore(c.XID, l.floor) {
 		l.skipped.BelowFloor.Add(1)
 		return true
 	}
