@@ -179,7 +179,14 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 // between transactions (pgoutput sends it when it is decoded), as Debezium
 // publishes it on its own: a transaction of its own row, with no
 // transaction id, closed at the message's position, which is the end of
-// its WAL record, so a stream started there does not send it again.
+// its WAL record, so a stream started there does not send it again. Its
+// FinalLSN, which exactly-once delivery keeps as the commit a Kafka
+// transaction reached and skips every row at or below, is one byte before
+// that end: the next WAL record starts at the end, and when it is a
+// transaction's commit record, that transaction's rows carry the end as
+// their FinalLSN; they come after the message and must not be skipped with
+// it. Every transaction the stream sent before the message committed below
+// the message's record.
 func (d *decoder) message(m message) (outbox.Change, bool, error) {
 	rel, values := d.msgRows.row(m.prefix, m.content)
 	d.counters.Messages.Add(1)
@@ -192,8 +199,9 @@ func (d *decoder) message(m message) (outbox.Change, bool, error) {
 	if d.inTx {
 		return outbox.Change{}, false, fmt.Errorf("%w: non-transactional message inside transaction %d", ErrProtocol, d.xid)
 	}
-	d.boundary = &outbox.Change{Kind: outbox.KindCommit, LSN: m.lsn, FinalLSN: m.lsn}
-	return outbox.Change{Kind: outbox.KindRow, LSN: m.lsn, FinalLSN: m.lsn, PrevEnd: d.prevEnd, Relation: rel, Values: values}, true, nil
+	final := m.lsn - 1
+	d.boundary = &outbox.Change{Kind: outbox.KindCommit, LSN: m.lsn, FinalLSN: final}
+	return outbox.Change{Kind: outbox.KindRow, LSN: m.lsn, FinalLSN: final, PrevEnd: d.prevEnd, Relation: rel, Values: values}, true, nil
 }
 
 // relation is a Relation as the decoder keeps it: what it is to the

@@ -113,7 +113,7 @@ func TestDecodeMessages(t *testing.T) {
 			t.Fatalf("step %d: boundary %v", i, d.boundary)
 		}
 		if s.boundary {
-			if b := *d.boundary; b.Kind != outbox.KindCommit || b.LSN != s.lsn || c.FinalLSN != s.lsn {
+			if b := *d.boundary; b.Kind != outbox.KindCommit || b.LSN != s.lsn || c.FinalLSN != s.lsn-1 || b.FinalLSN != s.lsn-1 {
 				t.Fatalf("step %d: boundary %+v", i, b)
 			}
 			d.boundary = nil
