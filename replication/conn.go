@@ -71,16 +71,23 @@ func (e *TLSError) Error() string {
 func (e *TLSError) Unwrap() error   { return e.Err }
 func (e *TLSError) Permanent() bool { return true }
 
-// tlsRefused marks a connection error that is the server's certificate
-// failing verification.
-func tlsRefused(err error) error {
+// Untrusted tells whether a connection failed on the server's
+// certificate (another CA than sslrootcert's, another host name, out of
+// its dates): retrying cannot fix it.
+func Untrusted(err error) bool {
 	var (
 		verify    *tls.CertificateVerificationError
 		authority x509.UnknownAuthorityError
 		host      x509.HostnameError
 		invalid   x509.CertificateInvalidError
 	)
-	if errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid) {
+	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
+}
+
+// tlsRefused marks a connection error that is the server's certificate
+// failing verification.
+func tlsRefused(err error) error {
+	if Untrusted(err) {
 		return &TLSError{Err: err}
 	}
 	return err

@@ -158,19 +158,6 @@ func loadClientKey(keyFile, certFile, password string) (certPEM, keyPEM []byte, 
 	return certsPEM(certs), keyPEM, nil
 }
 
-// untrusted tells whether a connection failed on the server's certificate
-// (another CA than sslrootcert's, another host name): retrying cannot fix
-// it.
-func untrusted(err error) bool {
-	var (
-		verify    *tls.CertificateVerificationError
-		authority x509.UnknownAuthorityError
-		host      x509.HostnameError
-		invalid   x509.CertificateInvalidError
-	)
-	return errors.As(err, &verify) || errors.As(err, &authority) || errors.As(err, &host) || errors.As(err, &invalid)
-}
-
 // readTLSFile reads a file the URL's setting names, saying which when it
 // cannot.
 func readTLSFile(setting, name string) ([]byte, error) {

@@ -186,7 +186,7 @@ func connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		if untrusted(err) {
+		if replication.Untrusted(err) {
 			return nil, fmt.Errorf("connect: %w", &replication.TLSError{Err: errors.New(redact(err.Error(), secretsOf(databaseURL)))})
 		}
 		return nil, fmt.Errorf("connect: %s", redact(err.Error(), secretsOf(databaseURL)))

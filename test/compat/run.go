@@ -329,15 +329,8 @@ func (r *run) restartDebezium(ctx context.Context) error {
 // which neither side streams, and starts both sides again, whose new
 // snapshots publish them.
 func (r *run) snapshotRestart(ctx context.Context) error {
-	for _, p := range r.pgo {
-		select {
-		case <-p.done:
-			if p.err != nil {
-				return fmt.Errorf("pgoutbox (%s) exited with %v\n%s", p.form, p.err, p.out)
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("pgoutbox (%s) did not exit after its first snapshot", p.form)
-		}
+	if err := r.awaitExits(ctx, "after its first snapshot"); err != nil {
+		return err
 	}
 	if len(r.result.Pgoutbox) == 0 {
 		return errors.New("no pgoutbox to count the first snapshot's records by")
@@ -376,10 +369,10 @@ func (r *run) snapshotRestart(ctx context.Context) error {
 	return r.restartDebezium(ctx)
 }
 
-// snapshotOnly runs a case whose snapshot.mode streams nothing: it waits
-// until Debezium wrote the case's records and each pgoutbox exited once it
-// published them, then compares.
-func (r *run) snapshotOnly(ctx context.Context) error {
+// awaitExits waits until each pgoutbox exited, which a case whose
+// snapshot.mode streams nothing does once its snapshot is published; when
+// says when it should have.
+func (r *run) awaitExits(ctx context.Context, when string) error {
 	for _, p := range r.pgo {
 		select {
 		case <-p.done:
@@ -387,8 +380,18 @@ func (r *run) snapshotOnly(ctx context.Context) error {
 				return fmt.Errorf("pgoutbox (%s) exited with %v\n%s", p.form, p.err, p.out)
 			}
 		case <-ctx.Done():
-			return fmt.Errorf("pgoutbox (%s) did not exit after its snapshot within %v", p.form, caseTimeout)
+			return fmt.Errorf("pgoutbox (%s) did not exit %s", p.form, when)
 		}
+	}
+	return nil
+}
+
+// snapshotOnly runs a case whose snapshot.mode streams nothing: it waits
+// until Debezium wrote the case's records and each pgoutbox exited once it
+// published them, then compares.
+func (r *run) snapshotOnly(ctx context.Context) error {
+	if err := r.awaitExits(ctx, fmt.Sprintf("after its snapshot within %v", caseTimeout)); err != nil {
+		return err
 	}
 	for {
 		if s, err := r.env.Connect.Status(ctx, r.id); err == nil && s.Failed() != "" {
