@@ -59,10 +59,8 @@ type publisher struct {
 	// wait for the table to be put right.
 	historic bool
 	// tx follows the stream's transactions for their metadata (txmeta.go);
-	// nil without it, and outside a WAL session. txBlock is the block of
-	// the row being prepared.
-	tx      *txMeta
-	txBlock schema.TxBlock
+	// nil without it, and outside a WAL session.
+	tx *txMeta
 }
 
 // binding is a relation's binding, or why it has none; raw then reads what
@@ -166,8 +164,9 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
+	var block schema.TxBlock
 	if p.tx != nil {
-		p.txBlock = p.tx.row(c)
+		block = p.tx.row(c)
 	}
 	if p.ledger.Skip(c) {
 		return nil
@@ -179,7 +178,7 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 			}
 		}
 	}
-	rec, err := p.prepare(ctx, b, c, bd.err)
+	rec, err := p.prepare(ctx, b, c, block, bd.err)
 	if err != nil {
 		return p.ledger.Where(i, c, err)
 	}
@@ -222,9 +221,11 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 
 // prepare turns a row into the record to produce: its event, or, under
 // the dead-letter policy, the dead letter that replaces a poison row or an
-// event held behind one; nil when a transform dropped the event. unbound is why the row's relation has no binding
-// (b reads only the id and the aggregate id then): the row is poison.
-func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Change, unbound error) (*kgo.Record, error) {
+// event held behind one; nil when a transform dropped the event. block is
+// the row's transaction block (zero without transaction metadata). unbound
+// is why the row's relation has no binding (b reads only the id and the
+// aggregate id then): the row is poison.
+func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Change, block schema.TxBlock, unbound error) (*kgo.Record, error) {
 	var (
 		rec  *kgo.Record
 		held bool
@@ -241,7 +242,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	case held:
 		err = fmt.Errorf("event %s: %w", b.RawID(c.Values), errHeld)
 	default:
-		if rec, err = p.pipe.recordIn(ctx, b, c, p.txBlock); err == nil && rec != nil {
+		if rec, err = p.pipe.recordIn(ctx, b, c, block); err == nil && rec != nil {
 			if p.eventIDs {
 				rec.Context = outbox.WithEventID(rec.Context, b.RawID(c.Values))
 			}
