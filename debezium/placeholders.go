@@ -30,9 +30,6 @@ import (
 // connectPlaceholder is Kafka's ConfigTransformer pattern.
 var connectPlaceholder = regexp.MustCompile(`\$\{([^}]*?):(([^}]*?):)?([^}]*?)\}`)
 
-// serverPlaceholder is a Quarkus property expression without nesting.
-var serverPlaceholder = regexp.MustCompile(`\$\{([^}:]+)(:([^}]*))?\}`)
-
 // The provider classes pgoutbox reads, by the class a worker names.
 var providerClasses = map[string]string{
 	"org.apache.kafka.common.config.provider.EnvVarConfigProvider":    "env",
@@ -117,28 +114,31 @@ func provide(kind, provider, path, key string, files map[string]map[string]strin
 	return "", fmt.Errorf("config provider %q is not one pgoutbox reads (env, file, directory): give the value itself, or the database URL with --database-url or PGOUTBOX_DATABASE_URL", provider)
 }
 
-// resolveServer resolves the ${NAME} and ${NAME:default} expressions of a
-// Debezium Server configuration in place.
+// resolveServer resolves the expressions of a Debezium Server
+// configuration in place, as Quarkus's SmallRye Config 3 reads them: ${NAME}
+// and ${NAME:default} (a default may hold expressions), $$ and \$ a literal
+// $ (so $${routedByValue} is the router's template ${routedByValue}).
 func resolveServer(props map[string]string) error {
 	var errs []string
 	resolved := make(map[string]string, len(props))
+	// lookup gives a name's value: the environment's, else another key's,
+	// expanded in turn (to a depth that only a cycle reaches).
+	var lookup func(name string, depth int) (string, bool)
+	lookup = func(name string, depth int) (string, bool) {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		v, ok := props[name]
+		if !ok || depth > 8 {
+			return "", false
+		}
+		return expandServer(v, func(n string) (string, bool) { return lookup(n, depth+1) }, func(_, _ string) {}), true
+	}
 	for _, k := range sortedKeys(props) {
-		resolved[k] = serverPlaceholder.ReplaceAllStringFunc(props[k], func(ph string) string {
-			m := serverPlaceholder.FindStringSubmatch(ph)
-			name, hasDefault, def := m[1], m[2] != "", m[3]
-			if v, ok := os.LookupEnv(name); ok {
-				return v
-			}
-			if v, ok := props[name]; ok && !strings.Contains(v, "${") {
-				return v
-			}
-			if hasDefault {
-				return def
-			}
+		resolved[k] = expandServer(props[k], func(name string) (string, bool) { return lookup(name, 0) }, func(ph, name string) {
 			if strings.HasPrefix(k, "debezium.source.database.") {
 				errs = append(errs, fmt.Sprintf("%s: %s: neither the environment nor the file has %s", k, ph, name))
 			}
-			return ph
 		})
 	}
 	if len(errs) > 0 {
@@ -149,4 +149,81 @@ func resolveServer(props map[string]string) error {
 		props[k] = v
 	}
 	return nil
+}
+
+// expandServer expands one value: lookup gives a name's value; an
+// expression without one and without a default is kept as written (a
+// template of a transform's own), and reported to unresolved. An
+// expression without its closing brace is kept too.
+func expandServer(v string, lookup func(string) (string, bool), unresolved func(ph, name string)) string {
+	if !strings.ContainsAny(v, "$\\") {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		switch {
+		case (v[i] == '$' || v[i] == '\\') && i+1 < len(v) && v[i+1] == '$':
+			b.WriteByte('$')
+			i += 2
+		case v[i] == '$' && i+1 < len(v) && v[i+1] == '{':
+			end := closingBrace(v, i+2)
+			if end < 0 {
+				b.WriteString(v[i:])
+				return b.String()
+			}
+			ph := v[i : end+1]
+			name, def, hasDefault := splitDefault(v[i+2 : end])
+			name = expandServer(name, lookup, func(_, _ string) {})
+			if val, ok := lookup(name); ok {
+				b.WriteString(val)
+			} else if hasDefault {
+				b.WriteString(expandServer(def, lookup, unresolved))
+			} else {
+				unresolved(ph, name)
+				b.WriteString(ph)
+			}
+			i = end + 1
+		default:
+			b.WriteByte(v[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// closingBrace is the index of the brace that closes an expression whose
+// content starts at from, past nested expressions; -1 when there is none.
+func closingBrace(v string, from int) int {
+	depth := 0
+	for i := from; i < len(v); i++ {
+		switch {
+		case v[i] == '$' && i+1 < len(v) && v[i+1] == '{':
+			depth++
+			i++
+		case v[i] == '}':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		}
+	}
+	return -1
+}
+
+// splitDefault splits an expression's content at its first colon outside
+// nested expressions.
+func splitDefault(s string) (name, def string, ok bool) {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '$' && i+1 < len(s) && s[i+1] == '{':
+			depth++
+			i++
+		case s[i] == '}':
+			depth--
+		case s[i] == ':' && depth == 0:
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
 }
