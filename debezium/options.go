@@ -331,6 +331,19 @@ var options = []Option{
 		Refuses: "with a snapshot (`snapshot.mode` `initial`, `when_needed`, `always`, `initial_only`, `configuration_based` with `snapshot.data` `true`, or unset): pgoutbox runs no SELECT of a configuration's own; `--snapshot-after <id>` with `--column-order` publishes only the rows above an id",
 		read:    accept}, // checked with snapshot.mode (translate.go)
 	{Part: Connector, Key: "snapshot.select.statement.overrides", Setting: Ignored, Takes: "the list of the tables above", read: ignore("")},
+	{Part: Connector, Key: "slot.failover", Default: "false", Setting: "slot-failover",
+		Takes:   "`true`: `--slot-failover auto`, a failover slot where the server has them (PostgreSQL 17 and later) and a plain one before, with a warning, as Debezium creates none there; `false`",
+		Refuses: "anything but `true` or `false` (any case), as Debezium's validation",
+		read: func(r *reading, k, v string) {
+			switch strings.ToLower(strings.TrimSpace(v)) {
+			case "true":
+				r.set("slot-failover", "auto")
+			case "false":
+				r.set("slot-failover", "false")
+			default:
+				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+			}
+		}},
 	{Part: Connector, Key: "slot.drop.on.stop", Default: "false",
 		Takes:   "`false`; `true`, a development setting, is read as `false` with a warning: pgoutbox keeps the slot when it stops (a slot dropped at a stop loses what is written until the next start); `pgoutbox slot drop` drops it",
 		Refuses: "anything but a boolean, as Debezium does",

@@ -42,7 +42,9 @@ type SetupResult struct {
 	PublicationFixed, PublicationProblems []string
 
 	SlotCreated bool
-	SlotLSN     pglogrepl.LSN // consistent point of a created slot
+	// SlotFailover: the created slot is a failover slot.
+	SlotFailover bool
+	SlotLSN      pglogrepl.LSN // consistent point of a created slot
 	// SlotReplaced is set when the created slot replaces one that was lost
 	// or invalidated: rows committed in between are in no slot.
 	SlotReplaced bool
@@ -121,9 +123,18 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		// The publication exists before the slot's consistent point, so
 		// pgoutput finds it for every change the slot will decode.
-		if res.SlotLSN, err = replication.CreateSlot(ctx, conn, cfg.Slot, cfg.Failover); err != nil {
+		failover := cfg.Failover
+		if cfg.FailoverWhereSupported {
+			major, err := replication.ServerMajor(ctx, conn)
+			if err != nil {
+				return res, err
+			}
+			failover, _ = replication.SlotFailover(cfg, major)
+		}
+		if res.SlotLSN, err = replication.CreateSlot(ctx, conn, cfg.Slot, failover); err != nil {
 			return res, err
 		}
+		res.SlotFailover = failover
 		res.SlotCreated = true
 	}
 	if err := own.SaveSetup(ctx, conn, table, lsnArg(res.SlotLSN, slot.ConfirmedLSN)); err != nil {
@@ -165,7 +176,10 @@ func (s *walSession) setup(ctx context.Context, canPoll bool) (*handoff, error) 
 			return nil, err
 		}
 	} else if res.SlotCreated {
-		p.log.Info("slot created", "slot", cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
+		p.log.Info("slot created", "slot", cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String(), "failover", res.SlotFailover)
+	}
+	if res.SlotCreated && cfg.Replication.FailoverWhereSupported && !res.SlotFailover {
+		p.log.Warn("slot created without failover: the server predates failover slots (PostgreSQL 17), so a promoted standby lacks it", "slot", cfg.Replication.Slot)
 	}
 	h, err := p.own().Handoff(ctx, conn)
 	if err != nil {

@@ -341,7 +341,10 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 	if err := saveWALStart(ctx, conn, cfg.Slot, true); err != nil { // housekeeping.go
 		return err
 	}
-	p.log.Info("slot created; publishing the rows already in the tables", "tables", p.names(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String())
+	p.log.Info("slot created; publishing the rows already in the tables", "tables", p.names(), "slot", cfg.Slot, "consistent_lsn", exp.LSN.String(), "failover", exp.Failover)
+	if cfg.FailoverWhereSupported && !exp.Failover {
+		p.log.Warn("slot created without failover: the server predates failover slots (PostgreSQL 17), so a promoted standby lacks it", "slot", cfg.Slot)
+	}
 	if err := s.publishAll(ctx, orders, exp.Snapshot, exp.LSN); err != nil || ctx.Err() != nil {
 		return err
 	}

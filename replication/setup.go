@@ -85,6 +85,19 @@ func ServerMajor(ctx context.Context, conn *pgx.Conn) (int, error) {
 	return n, nil
 }
 
+// SlotFailover says whether cfg's slot is to be created as a failover slot
+// on a server of major version major; ErrNoFailoverSlots when cfg asks for
+// one the server cannot make.
+func SlotFailover(cfg Config, major int) (bool, error) {
+	switch {
+	case cfg.Failover && major < failoverMajor:
+		return false, fmt.Errorf("%w: the server is PostgreSQL %d; create slot %s without --failover, and know that a failover loses it (auto mode polls the gap)", ErrNoFailoverSlots, major, cfg.Slot)
+	case cfg.Failover:
+		return true, nil
+	}
+	return cfg.FailoverWhereSupported && major >= failoverMajor, nil
+}
+
 // CreateSlot creates a pgoutput logical slot and returns its consistent
 // point. With failover, the slot is a failover slot (PostgreSQL 17 and
 // later; ErrNoFailoverSlots before).

@@ -17,6 +17,8 @@ import (
 // streams exactly what commits after it. The snapshot can be imported
 // only while the connection stays open and idle.
 type ExportedSlot struct {
+	// Failover: the slot is a failover slot.
+	Failover bool
 	conn     *pgconn.PgConn
 	LSN      pglogrepl.LSN
 	Snapshot string
@@ -39,12 +41,13 @@ func CreateSlotExported(ctx context.Context, cfg Config) (*ExportedSlot, error) 
 		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(tlsRefused(err)))
 	}
 	opts := "SNAPSHOT 'export'"
-	if cfg.Failover {
-		major, _ := strconv.Atoi(strings.SplitN(conn.ParameterStatus("server_version"), ".", 2)[0])
-		if major < failoverMajor {
-			conn.Close(context.Background())
-			return nil, fmt.Errorf("%w: the server is PostgreSQL %d; create slot %s without --failover, and know that a failover loses it (auto mode polls the gap)", ErrNoFailoverSlots, major, cfg.Slot)
-		}
+	major, _ := strconv.Atoi(strings.SplitN(conn.ParameterStatus("server_version"), ".", 2)[0])
+	failover, err := SlotFailover(cfg, major)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	if failover {
 		opts += ", FAILOVER"
 	}
 	// The option list is PostgreSQL 15's syntax, which later versions keep.
@@ -62,7 +65,7 @@ func CreateSlotExported(ctx context.Context, cfg Config) (*ExportedSlot, error) 
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("create slot %s: consistent point %q: %w", cfg.Slot, res.ConsistentPoint, err)
 	}
-	return &ExportedSlot{conn: conn, LSN: lsn, Snapshot: res.SnapshotName}, nil
+	return &ExportedSlot{conn: conn, LSN: lsn, Snapshot: res.SnapshotName, Failover: failover}, nil
 }
 
 // Close ends the replication connection; the slot stays.

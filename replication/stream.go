@@ -49,6 +49,10 @@ type Config struct {
 	// later), which standbys with sync_replication_slots keep in step, so
 	// that it survives a promotion. An existing slot is left as it is.
 	Failover bool
+	// FailoverWhereSupported, as Debezium's slot.failover, creates a
+	// failover slot on PostgreSQL 17 and later and a plain one before,
+	// where Failover is refused.
+	FailoverWhereSupported bool
 	// OnUpdate, when set, is called for each UPDATE of an outbox table the
 	// stream carries (pgoutbox's own publication carries inserts only; an
 	// existing one may carry every operation). Returning an error ends the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
 )
 
@@ -356,5 +359,45 @@ INSERT INTO account (id) SELECT 'acct-' || g FROM generate_series(0, 19) g`); er
 	}
 	if !failoverSlot && losses == 0 {
 		t.Errorf("PostgreSQL %d has no failover slots, yet the relay recorded no slot loss", major)
+	}
+}
+
+// A Debezium configuration's slot.failover=true runs as Debezium runs it:
+// a failover slot on PostgreSQL 17 and later, a plain one before (where
+// --slot-failover alone is refused), said in a warning; the table's new
+// rows are published either way.
+func TestSlotFailoverFromDebeziumConfig(t *testing.T) {
+	e := testenv.ExistingLedger(t, 100)
+	major := testenv.ServerMajor(t, e.Conn)
+	path := filepath.Join(t.TempDir(), "application.properties")
+	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox_event
+debezium.source.snapshot.mode=no_data
+debezium.source.slot.failover=true
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.transforms.outbox.table.field.event.key=aggregate_id
+debezium.transforms.outbox.table.field.event.type=event_type
+debezium.transforms.outbox.route.by.field=aggregate_type
+`
+	if err := os.WriteFile(path, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.Run(t, "--config", path)
+	e.AwaitSlotActive(t, "debezium")
+	want := <-testenv.WriteLedger(t, e, 5)
+	kafkatest.Consume(t, e.Brokers, []string{"outbox.event.TRANSACTION"}, len(want), 30*time.Second)
+	p.Stop(t)
+	var failover bool
+	if err := e.Conn.QueryRow(context.Background(), "SELECT failover FROM pg_replication_slots WHERE slot_name = 'debezium'").Scan(&failover); major >= 17 && (err != nil || !failover) {
+		t.Errorf("PostgreSQL %d: slot failover %v (err %v), want a failover slot", major, failover, err)
+	}
+	warned := strings.Contains(p.Out.String(), "slot created without failover")
+	if major < 17 && !warned {
+		t.Errorf("PostgreSQL %d: no warning that the slot is not a failover slot:\n%s", major, p.Out)
+	}
+	if major >= 17 && warned {
+		t.Errorf("PostgreSQL %d: warned of a plain slot:\n%s", major, p.Out)
 	}
 }

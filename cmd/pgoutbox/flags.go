@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/replication"
 )
 
 // parseFlags parses args, then fills every flag not given on the command
@@ -206,3 +208,34 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
+
+// failoverFlag is --slot-failover: true (refused before PostgreSQL 17),
+// false, or auto (a failover slot where the server has them, as
+// Debezium's slot.failover). Given alone, it is true.
+type failoverFlag struct{ cfg *replication.Config }
+
+func (f failoverFlag) String() string {
+	switch {
+	case f.cfg == nil || !f.cfg.Failover && !f.cfg.FailoverWhereSupported:
+		return "false"
+	case f.cfg.Failover:
+		return "true"
+	}
+	return "auto"
+}
+
+func (f failoverFlag) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "true":
+		f.cfg.Failover, f.cfg.FailoverWhereSupported = true, false
+	case "false":
+		f.cfg.Failover, f.cfg.FailoverWhereSupported = false, false
+	case "auto":
+		f.cfg.Failover, f.cfg.FailoverWhereSupported = false, true
+	default:
+		return fmt.Errorf("%q: use true, false or auto", s)
+	}
+	return nil
+}
+
+func (failoverFlag) IsBoolFlag() bool { return true }

@@ -147,7 +147,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "cloudevents", formatUsage)
 	fs.StringVar(&cfg.Encoder.Source, "source", "", "CloudEvents source attribute (default /pgoutbox/<table>)")
 	fs.BoolVar(&cfg.CreateSlot, "create-slot", true, "create the publication and slot when missing")
-	fs.BoolVar(&cfg.Replication.Failover, "slot-failover", false, "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+)")
+	fs.Var(failoverFlag{&cfg.Replication}, "slot-failover", "create the slot as a failover slot, which standbys with sync_replication_slots keep a copy of (PostgreSQL 17+); auto: a failover slot where the server has them, a plain one before")
 	fs.DurationVar(&f.kafka.Linger, "linger", 0, "how long Kafka batches wait for more records; 0 sends at once")
 	fs.IntVar(&f.kafka.MaxBufferedRecords, "max-buffered-records", sink.DefaultMaxBufferedRecords, "records awaiting a Kafka ack before reading pauses")
 	fs.IntVar(&f.kafka.MaxBufferedBytes, "max-buffered-bytes", 0, "bytes of records awaiting a Kafka ack before reading pauses (default 8 MiB, or twice --max-message-bytes if that is more)")
