@@ -81,6 +81,12 @@ type Config struct {
 	// through the default exchange ("": none). Ping checks that it exists,
 	// and declares it under AutoCreateRoutingKey.
 	DeadLetterQueue string
+	// DeadLetterQueueOptional lets a missing DeadLetterQueue pass Ping
+	// with a warning, as Debezium Server needs no such queue: a dead
+	// letter published while it is still missing fails with a permanent
+	// *MissingError, which stops the relay before anything after it, as a
+	// message Debezium Server cannot publish stops it.
+	DeadLetterQueueOptional bool
 	// MaxPending bounds the messages waiting for their confirm; Produce
 	// blocks beyond it (default 5,000).
 	MaxPending int

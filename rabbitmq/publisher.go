@@ -31,6 +31,9 @@ type Publisher struct {
 	// limit is the largest body, lowered when the server refused a larger
 	// one than Config.MaxMessageBytes said it takes.
 	limit atomic.Int64
+	// dlqMissing is set while an optional dead-letter queue was last
+	// found missing; dlqWarned once that was said.
+	dlqMissing, dlqWarned atomic.Bool
 }
 
 // conn is one connection with its publishing channel and what lives as
@@ -179,6 +182,18 @@ func (p *Publisher) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 		return ErrHalted
 	}
 	exchange, key, deadLetter := p.mapping.destination(r)
+	if deadLetter && p.dlqMissing.Load() {
+		// Published to a missing queue, it would be returned unroutable:
+		// looked for again, it stops the relay here while still missing.
+		missing, err := p.queueMissing(c, key)
+		if err != nil {
+			return fmt.Errorf("rabbitmq: dead-letter queue %q: %w", key, err)
+		}
+		if missing {
+			return p.dlqMissingError()
+		}
+		p.dlqMissing.Store(false)
+	}
 	if !deadLetter && p.cfg.AutoCreateRoutingKey && p.cfg.RoutingKeySource == SourceTopic {
 		if err := c.declare(r.Topic, p.cfg.RoutingKeyDurable); err != nil {
 			return err
@@ -266,22 +281,39 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return nil
 }
 
-// check looks for the exchange and the dead-letter queue on a channel of
-// its own: a passive declaration of what is missing closes its channel.
-func (p *Publisher) check(c *conn) error {
-	probe := func(f func(ch *amqp.Channel) error) (missing bool, err error) {
-		ch, err := c.c.Channel()
-		if err != nil {
-			return false, fmt.Errorf("rabbitmq: opening a channel: %w", err)
-		}
-		defer ch.Close()
-		err = f(ch)
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return true, nil
-		}
-		return false, err
+// probe runs f on a channel of its own, where a passive declaration of
+// what is missing closes the channel; missing tells that answer.
+func (c *conn) probe(f func(ch *amqp.Channel) error) (missing bool, err error) {
+	ch, err := c.c.Channel()
+	if err != nil {
+		return false, fmt.Errorf("rabbitmq: opening a channel: %w", err)
 	}
+	defer ch.Close()
+	err = f(ch)
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return true, nil
+	}
+	return false, err
+}
+
+// queueMissing tells whether queue q does not exist.
+func (p *Publisher) queueMissing(c *conn, q string) (bool, error) {
+	return c.probe(func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+		return err
+	})
+}
+
+// dlqMissingError is the missing dead-letter queue's error.
+func (p *Publisher) dlqMissingError() error {
+	return &MissingError{What: "dead-letter queue", Name: p.cfg.DeadLetterQueue,
+		Fix: "declare it (dead letters go to it through the default exchange), name another (--dlq-topic), let pgoutbox declare it (autoCreateRoutingKey, --rabbitmq-auto-create-routing-key), or run with --on-poison halt"}
+}
+
+// check looks for the exchange and the dead-letter queue.
+func (p *Publisher) check(c *conn) error {
+	probe := c.probe
 	if x := p.cfg.Exchange; x != "" {
 		missing, err := probe(func(ch *amqp.Channel) error { return ch.ExchangeDeclarePassive(x, "", false, false, false, false, nil) })
 		if err != nil {
@@ -295,13 +327,11 @@ func (p *Publisher) check(c *conn) error {
 	if q == "" {
 		return nil
 	}
-	missing, err := probe(func(ch *amqp.Channel) error {
-		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
-		return err
-	})
+	missing, err := p.queueMissing(c, q)
 	if err != nil {
 		return fmt.Errorf("rabbitmq: dead-letter queue %q: %w", q, err)
 	}
+	p.dlqMissing.Store(false)
 	if !missing {
 		return nil
 	}
@@ -312,6 +342,13 @@ func (p *Publisher) check(c *conn) error {
 		})
 		return err
 	}
-	return &MissingError{What: "dead-letter queue", Name: q,
-		Fix: "declare it (dead letters go to it through the default exchange), name another (--dlq-topic), let pgoutbox declare it (autoCreateRoutingKey, --rabbitmq-auto-create-routing-key), or run with --on-poison halt"}
+	if !p.cfg.DeadLetterQueueOptional {
+		return p.dlqMissingError()
+	}
+	p.dlqMissing.Store(true)
+	if !p.dlqWarned.Swap(true) {
+		p.log.Warn("rabbitmq: the dead-letter queue does not exist: an event that cannot be published stops pgoutbox until it is declared, as it stops Debezium Server",
+			"queue", q, "fix", "declare it (dead letters go to it through the default exchange), or let pgoutbox declare it (--rabbitmq-auto-create-routing-key)")
+	}
+	return nil
 }

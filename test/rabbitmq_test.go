@@ -333,7 +333,7 @@ func TestRabbitMQCloudEventsBinding(t *testing.T) {
 
 // What cannot work stops the binary at start, saying why: a refused
 // password (never shown, given in the URL or alone), a dead-letter queue
-// that does not exist, an exchange that does not exist.
+// --dlq-topic names that does not exist, an exchange that does not exist.
 func TestRabbitMQRefusedAtStart(t *testing.T) {
 	e := testenv.New(t)
 	e.Setup(e.Config())
@@ -347,7 +347,7 @@ func TestRabbitMQRefusedAtStart(t *testing.T) {
 	}{
 		{"password in the URL", []string{"--rabbitmq-url", bad}, "rabbitmq: the server refused the connection"},
 		{"password alone", []string{"--rabbitmq-url", s.URL, "--rabbitmq-password", "wr0ng-s3cret"}, "rabbitmq: the server refused the connection"},
-		{"no dead-letter queue", []string{"--rabbitmq-url", s.URL}, `rabbitmq: dead-letter queue "pgoutbox.dlq" does not exist`},
+		{"no dead-letter queue named", []string{"--rabbitmq-url", s.URL, "--dlq-topic", "orders.dlq"}, `rabbitmq: dead-letter queue "orders.dlq" does not exist`},
 		{"no exchange", []string{"--rabbitmq-url", s.URL, "--on-poison", "halt", "--rabbitmq-exchange", "nowhere"}, `rabbitmq: exchange "nowhere" does not exist`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -356,5 +356,52 @@ func TestRabbitMQRefusedAtStart(t *testing.T) {
 				t.Errorf("exit 0 %v, want a refusal saying %q, no password:\n%s", ok, tc.want, out)
 			}
 		})
+	}
+}
+
+// Debezium Server needs no dead-letter queue, so a missing default one
+// (<slot>.dlq) is a warning at start, not a refusal: events flow. An event
+// that cannot be published then stops pgoutbox, naming the queue, before
+// anything after it is published or confirmed, as it stops Debezium
+// Server; once the queue is declared, a restart dead-letters it and
+// publishes what followed, nothing lost.
+func TestRabbitMQMissingDeadLetterQueue(t *testing.T) {
+	e := testenv.New(t)
+	e.Setup(e.Config())
+	s := rabbitmqtest.Start(t, rabbitmqtest.Options{MaxMessageSize: 4096})
+	s.Queue("events", "outbox", "topic", "outbox.event.order")
+	args := []string{"--sink", "rabbitmq", "--rabbitmq-url", s.URL, "--rabbitmq-exchange", "outbox",
+		"--rabbitmq-routing-key-source", "topic", "--mode", "wal"}
+	p := e.Run(t, args...)
+	first := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	if got := s.Await("events", 1, 30*time.Second); len(got) != 1 || got[0].MessageID != first[0] {
+		t.Fatalf("before the poison row: %v, want %s\n%s", got, first[0], p.Out)
+	}
+	if !strings.Contains(p.Out.String(), "the dead-letter queue does not exist") {
+		t.Errorf("no warning of the missing dead-letter queue:\n%s", p.Out)
+	}
+	big := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"blob":"`+strings.Repeat("x", 5000)+`"}`))
+	after := e.Insert(testenv.NewRow("order", "o-3", "Placed", `{"n":3}`))
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("still running 60s after an event it cannot publish, with no dead-letter queue:\n%s", p.Out)
+	}
+	if !strings.Contains(p.Out.String(), `dead-letter queue \"pgoutbox.dlq\" does not exist`) {
+		t.Errorf("the exit does not name the missing queue:\n%s", p.Out)
+	}
+	if got := s.Drain("events"); len(got) != 0 {
+		t.Errorf("published past the event it could not publish: %v", got)
+	}
+	s.Queue("pgoutbox.dlq", "", "")
+	p = e.Run(t, args...)
+	dead := s.Await("pgoutbox.dlq", 1, 30*time.Second)
+	events := s.Await("events", 1, 30*time.Second)
+	p.Stop(t)
+	if len(dead) != 1 || dead[0].MessageID != "dlq:"+big[0] {
+		t.Errorf("dead letters %v, want dlq:%s", dead, big[0])
+	}
+	if len(events) != 1 || events[0].MessageID != after[0] {
+		t.Errorf("after the restart: %v, want %s", events, after[0])
 	}
 }

@@ -108,10 +108,11 @@ func (r *rabbitmqFlags) serverURL(tlsOn bool) (string, error) {
 }
 
 // opener is the RabbitMQ sink these flags describe; deadLetters is the
-// dead-letter queue ("" under --on-poison halt), contentType tells a
-// CloudEvents format, whose content-type header is the message's
-// property, and maxPending is --max-buffered-records.
-func (r *rabbitmqFlags) opener(deadLetters string, contentType bool, maxPending int) (*broker.RabbitMQ, error) {
+// dead-letter queue ("" under --on-poison halt), which may be missing
+// unless --dlq-topic named it (dlqNamed), contentType tells a CloudEvents
+// format, whose content-type header is the message's property, and
+// maxPending is --max-buffered-records.
+func (r *rabbitmqFlags) opener(deadLetters string, dlqNamed, contentType bool, maxPending int) (*broker.RabbitMQ, error) {
 	t, err := r.tls.config()
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func (r *rabbitmqFlags) opener(deadLetters string, contentType bool, maxPending 
 		URL: u, TLS: t, Exchange: r.exchange, RoutingKey: r.routingKey, RoutingKeySource: r.source,
 		AutoCreateRoutingKey: r.autoCreate, RoutingKeyDurable: r.durable, DeliveryMode: uint8(r.deliveryMode),
 		AckTimeout: r.ackTimeout, NullValue: r.nullValue, HeaderBytes: r.headerBytes, ContentType: contentType,
-		DeadLetterQueue: deadLetters, MaxPending: maxPending, MaxMessageBytes: r.maxMessageBytes,
+		DeadLetterQueue: deadLetters, DeadLetterQueueOptional: !dlqNamed, MaxPending: maxPending, MaxMessageBytes: r.maxMessageBytes,
 	}
 	return &broker.RabbitMQ{Config: cfg}, nil
 }

@@ -318,7 +318,7 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 	case sinkRabbitMQ:
 		fm, _ := schema.ParseFormat(f.format)
 		ce := fm == schema.CloudEvents || fm == schema.CloudEventsBinary
-		return f.rabbitmq.opener(dlq, ce, f.kafka.MaxBufferedRecords)
+		return f.rabbitmq.opener(dlq, f.cfg.DLQTopic != "", ce, f.kafka.MaxBufferedRecords)
 	case sinkHTTP:
 		fm, _ := schema.ParseFormat(f.format)
 		return f.http.opener(dlq, fm == schema.CloudEvents, f.kafka.MaxBufferedRecords)
