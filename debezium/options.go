@@ -310,6 +310,9 @@ var options = []Option{
 	{Part: Connector, Key: "heartbeat.interval.ms", Default: "0", Setting: "heartbeat-interval",
 		Takes:   "> 0 sets the interval; 0 keeps pgoutbox's heartbeat, which produces nothing",
 		Refuses: "anything but a non-negative number", read: heartbeat},
+	{Part: Connector, Key: "heartbeat.action.query", Setting: "heartbeat-action-query",
+		Takes: "SQL run at every heartbeat while streaming, on a connection of its own, as Debezium runs it; with `heartbeat.interval.ms` 0 or unset Debezium never runs it, and pgoutbox ignores it with a warning",
+		read:  func(r *reading, k, v string) { r.actionQuery = [2]string{k, v} }}, // with heartbeat.interval.ms (translate.go)
 	{Part: Connector, Key: "snapshot.mode", Default: "initial", Setting: "snapshot-mode",
 		Takes: "`initial` (also when unset, Debezium's default); `when_needed`, as `initial` with a lost slot filled by polling; `no_data`, `never`; " +
 			"`always`: the rows in the table at every start, then the slot streams from where it was confirmed (Debezium streams from the WAL's end at its snapshot, " +

@@ -40,11 +40,13 @@ type reading struct {
 	refused  []string
 	warnings []string
 	db       dbOptions
-	tables   []outbox.Table      // table.include.list, when it names tables
-	router   string              // the Outbox Event Router's name in transforms
-	dropSlot string              // slot.drop.on.stop's key, as written, when true
-	decode   bool                // DecodeLogicalDecodingMessageContent before the router
-	producer map[string]keyValue // Kafka producer settings, by name (producer.go)
+	tables   []outbox.Table // table.include.list, when it names tables
+	router   string         // the Outbox Event Router's name in transforms
+	dropSlot string         // slot.drop.on.stop's key, as written, when true
+	// actionQuery is heartbeat.action.query's key, as written, and value.
+	actionQuery [2]string
+	decode      bool                // DecodeLogicalDecodingMessageContent before the router
+	producer    map[string]keyValue // Kafka producer settings, by name (producer.go)
 }
 
 func (r *reading) set(flag, value string) { r.out = append(r.out, Setting{Flag: flag, Value: value}) }
@@ -207,6 +209,15 @@ func (c config) connectorOptions(r *reading) {
 			slot = "debezium"
 		}
 		r.warnings = append(r.warnings, fmt.Sprintf("%s=true: pgoutbox keeps the slot %s when it stops (a slot dropped at a stop loses what is written until the next start); to drop it: pgoutbox slot drop --config <this file> --keep-publication", r.dropSlot, slot))
+	}
+	if k, q := r.actionQuery[0], strings.TrimSpace(r.actionQuery[1]); q != "" {
+		// Debezium runs it with its heartbeat, which an interval of 0
+		// (the default) turns off.
+		if ms, err := strconv.Atoi(strings.TrimSpace(c.connector["heartbeat.interval.ms"])); err == nil && ms > 0 {
+			r.set("heartbeat-action-query", q)
+		} else {
+			r.warnings = append(r.warnings, k+" is ignored without "+r.src("heartbeat.interval.ms")+" above 0, as Debezium runs it only with its heartbeat")
+		}
 	}
 	if _, inc := c.connector["message.prefix.include.list"]; inc {
 		if _, exc := c.connector["message.prefix.exclude.list"]; exc {

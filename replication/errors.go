@@ -156,3 +156,19 @@ func (e *UnrecognisedError) Error() string {
 
 // Permanent: the publication or the pipeline's tables must change.
 func (e *UnrecognisedError) Permanent() bool { return true }
+
+// ActionQueryError is the heartbeat action query's failure.
+type ActionQueryError struct{ Err error }
+
+func (e *ActionQueryError) Error() string {
+	return "heartbeat action query (--heartbeat-action-query, heartbeat.action.query): " + e.Err.Error()
+}
+
+func (e *ActionQueryError) Unwrap() error { return e.Err }
+
+// Permanent: the query names a table that does not exist (undefined_table),
+// on which Debezium's task fails too; the query must change.
+func (e *ActionQueryError) Permanent() bool {
+	var pgErr *pgconn.PgError
+	return errors.As(e.Err, &pgErr) && pgErr.Code == "42P01"
+}

@@ -38,6 +38,12 @@ type Config struct {
 	// WAL so that the slot advances while the outbox is idle (default 10s;
 	// negative disables).
 	HeartbeatInterval time.Duration
+	// HeartbeatActionQuery, as Debezium's heartbeat.action.query, is SQL
+	// run at every heartbeat, before its message, on the heartbeat's
+	// connection: a failure is logged and run again at the next one, but
+	// one naming a table that does not exist ends the stream with a
+	// permanent *ActionQueryError, as it fails Debezium's task.
+	HeartbeatActionQuery string
 	// ReceiveTimeout is how long the stream waits without any message from
 	// the server before it declares the connection lost. A silent
 	// connection is asked for a reply after a third of it. Zero (the
@@ -153,6 +159,8 @@ type Stream struct {
 	stopOnce  sync.Once
 	rels      *relations
 	buf       []byte
+	// fatal carries the heartbeat's error that ends the stream.
+	fatal chan error
 	// Counters are what the stream saw.
 	Counters Counters
 }
@@ -174,7 +182,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", refusedReplication(tlsRefused(err)))
 	}
-	s := &Stream{cfg: cfg, tables: tables, log: log, conn: conn, stop: make(chan struct{})}
+	s := &Stream{cfg: cfg, tables: tables, log: log, conn: conn, stop: make(chan struct{}), fatal: make(chan error, 1)}
 	if s.rels, err = s.loadRelations(ctx); err != nil {
 		conn.Close(context.Background())
 		return nil, err
@@ -406,6 +414,11 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 				return err
 			}
 			nextStatus = now.Add(s.cfg.StatusInterval)
+			select {
+			case err := <-s.fatal:
+				return err
+			default:
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -675,6 +688,18 @@ func (s *Stream) heartbeats(ctx context.Context) {
 			conn = c
 		}
 		hctx, cancel := context.WithTimeout(ctx, s.cfg.ReceiveTimeout)
+		if q := s.cfg.HeartbeatActionQuery; q != "" {
+			// The simple protocol: the query may hold several statements.
+			if _, err := conn.Exec(hctx, q, pgx.QueryExecModeSimpleProtocol); err != nil && ctx.Err() == nil {
+				aerr := &ActionQueryError{Err: err}
+				if aerr.Permanent() {
+					cancel()
+					s.fatal <- aerr
+					return
+				}
+				s.log.Warn("heartbeat action query failed; it runs again at the next heartbeat", "err", err)
+			}
+		}
 		_, err := conn.Exec(hctx, "SELECT pg_logical_emit_message(false, $1, $2)", HeartbeatPrefix, s.cfg.Slot)
 		cancel()
 		if err != nil {

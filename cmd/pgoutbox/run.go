@@ -156,6 +156,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	registerProducer(fs, &f.kafka) // --kafka-compression...: kafkaflags.go
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
+	fs.StringVar(&cfg.Replication.HeartbeatActionQuery, "heartbeat-action-query", "", "SQL run at every heartbeat while streaming the WAL, on a connection of its own (Debezium's heartbeat.action.query); a table it names that does not exist stops pgoutbox")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.DurationVar(&cfg.Lease.TTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
 	fs.DurationVar(&cfg.Lease.Renew, "lease-renew", relay.DefaultLeaseRenew, "how often the relay renews the pipeline's lease, and a waiting relay tries to take it; --lease-ttl is at least three times it")
