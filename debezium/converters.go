@@ -121,6 +121,10 @@ func (c config) serverConverters(r *reading) {
 		if !ok {
 			r.refuse("debezium.format."+part, why)
 		}
+		if ok && strings.HasPrefix(conv, "cloudevents:avro") {
+			ok = false
+			r.refuse("debezium.format."+part, "cloudevents with Avro (serializer.type or data.serializer.type avro) writes through Debezium Server's Apicurio 3.x AvroConverter (registry API v3), which pgoutbox does not implement")
+		}
 		if ok && strings.TrimSpace(c.other["debezium.sink.type"]) == "sns" {
 			r.set(part+"-converter", snsConverter(r, part, conv))
 		} else {
@@ -192,12 +196,7 @@ func cloudEvents(part string, opts map[string]string) (string, bool, string) {
 	if part != "value" {
 		return "", false, fmt.Sprintf("%q makes events of change events' values; as a %s converter it writes nothing usable", cloudEventsConverter, part)
 	}
-	var problems []string
-	for _, k := range []string{"serializer.type", "data.serializer.type"} {
-		if v, ok := opts[k]; ok && !strings.EqualFold(strings.TrimSpace(v), "json") {
-			problems = append(problems, fmt.Sprintf("%s=%s: Avro CloudEvents are not implemented (json is)", k, v))
-		}
-	}
+	event, data, problems := cloudEventsSerializers(opts)
 	if v, ok := opts["extension.attributes.enable"]; ok && !strings.EqualFold(strings.TrimSpace(v), "true") {
 		problems = append(problems, fmt.Sprintf("extension.attributes.enable=%s: not implemented (the attributes are always written)", v))
 	}
@@ -211,6 +210,12 @@ func cloudEvents(part string, opts map[string]string) (string, bool, string) {
 	}
 	if len(problems) > 0 {
 		return "", false, strings.Join(problems, "; ")
+	}
+	if data == "avro" {
+		if event == "avro" {
+			return "cloudevents:avro:avro", true, ""
+		}
+		return "cloudevents:avro", true, ""
 	}
 	if strings.EqualFold(strings.TrimSpace(opts["json.schemas.enable"]), "false") {
 		return "cloudevents:json", true, ""

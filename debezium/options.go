@@ -308,8 +308,14 @@ var options = []Option{
 			}
 		}},
 	{Part: Connector, Key: "heartbeat.interval.ms", Default: "0", Setting: "heartbeat-interval",
-		Takes:   "> 0 sets the interval; 0 keeps pgoutbox's heartbeat, which produces nothing",
-		Refuses: "anything but a non-negative number", read: heartbeat},
+		Takes:   "> 0 sets the interval and writes Debezium's heartbeat record to the heartbeat topic for each heartbeat read back from the WAL while streaming, through the transforms after the router and the converters (see [heartbeat records](#heartbeat-records)); Kafka only (under Debezium Server another sink's heartbeats write nothing, with a warning); 0 keeps pgoutbox's heartbeat, which produces nothing",
+		Refuses: "anything but a non-negative number; above 0, a transform before the router", read: heartbeat},
+	{Part: Connector, Key: "topic.heartbeat.prefix", Default: "__debezium-heartbeat", Setting: "heartbeat-topic",
+		Takes:   "the heartbeat topic's name before `.<topic.prefix>`",
+		Refuses: "a name of other characters than letters, digits, `.`, `_` and `-`, as Debezium refuses it", read: accept}, // read with topic.prefix (heartbeat.go)
+	{Part: Connector, Key: "topic.heartbeat.name", Setting: "heartbeat-topic",
+		Takes:   "the heartbeat topic's whole name, instead of `<topic.heartbeat.prefix>.<topic.prefix>`",
+		Refuses: "a name of other characters than letters, digits, `.`, `_` and `-`, as Debezium refuses it", read: accept}, // read with topic.prefix (heartbeat.go)
 	{Part: Connector, Key: "heartbeat.action.query", Setting: "heartbeat-action-query",
 		Takes: "SQL run at every heartbeat while streaming, on a connection of its own, as Debezium runs it; with `heartbeat.interval.ms` 0 or unset Debezium never runs it, and pgoutbox ignores it with a warning",
 		read:  func(r *reading, k, v string) { r.actionQuery = [2]string{k, v} }}, // with heartbeat.interval.ms (translate.go)
@@ -372,6 +378,10 @@ var options = []Option{
 		read:    messagePrefixes("message-prefix-exclude")},
 	{Part: Connector, Key: "topic.transaction", Default: "transaction", Setting: "transaction-topic",
 		Takes: "the transaction topic's name after `<topic.prefix>.`", read: accept}, // read with topic.prefix (translate.go)
+	{Part: Connector, Key: "topic.creation.", Setting: "topic-creation",
+		Takes:   "Kafka Connect's topic creation (`groups`, `<group>.include`, `<group>.exclude`, `<group>.partitions`, `<group>.replication.factor`, any other `<group>.<topic config>`): each missing topic is created before its first record with the first listed group that includes and does not exclude it, else `default`, as Connect creates it (see [topic creation](#topic-creation)); under Debezium Server ignored, as its Kafka sink creates no topics",
+		Refuses: "what Kafka Connect refuses: no `default.partitions` or `default.replication.factor`, a number that is not one, 0 or below -1, a group listed twice; and a pattern Go's regexp cannot compile",
+		read:    readTopicCreation}, // read together in topiccreation.go
 	{Part: Connector, Key: "extended.headers.enabled", Default: "true", Setting: "debezium-context-headers",
 		Takes: "`__debezium.context.*` headers first, unless `false`", read: accept}, // read in translate.go
 	{Part: Connector, Key: "decimal.handling.mode", Default: "precise", Setting: "decimal-handling-mode",
@@ -492,9 +502,11 @@ var options = []Option{
 	{Part: Converter, Key: "<part>.converter.<part>.subject.name.strategy", Default: "TopicNameStrategy", Setting: "<part>-registry-strategy",
 		Takes: "`TopicNameStrategy`, `RecordNameStrategy`, `TopicRecordNameStrategy`", Refuses: "another class", read: accept},
 	{Part: Converter, Key: "value.converter.serializer.type", Default: "json",
-		Takes: "CloudEventsConverter: `json`", Refuses: "`avro`: not implemented", read: accept},
+		Takes: "CloudEventsConverter: `json`; `avro` with `data.serializer.type=avro`, the event an Avro record (`cloudevents:avro:avro`, [below](#avro-cloudevents))", Refuses: "`avro` with json data, as Debezium's converter does not start; another value", read: accept},
 	{Part: Converter, Key: "value.converter.data.serializer.type", Default: "json",
-		Takes: "CloudEventsConverter: `json`", Refuses: "`avro`: not implemented", read: accept},
+		Takes: "CloudEventsConverter: `json`; `avro`, the data written by the registry's AvroConverter (`cloudevents:avro` in a JSON event)", Refuses: "another value", read: accept},
+	{Part: Converter, Key: "value.converter.avro.", Setting: "value-registry-*",
+		Takes: "CloudEventsConverter with Avro: its AvroConverter's options, as `<part>.converter.*` above: Apicurio's with `avro.apicurio.registry.url`, else Confluent's (`avro.schema.registry.url`); the id always before the datum", Refuses: "no registry URL; as above", read: accept},
 	{Part: Converter, Key: "value.converter.json.schemas.enable", Default: "true",
 		Takes: "CloudEventsConverter: `true` writes the data with its schema (`cloudevents:json-schemas`), `false` without (`cloudevents:json`)", read: accept},
 	{Part: Converter, Key: "value.converter.extension.attributes.enable", Default: "true",

@@ -31,6 +31,9 @@ func registryOptions(r *reading, part, class string, opts map[string]string, nam
 		inner := name
 		name = func(k string) string { return inner("delegate.converter.type." + k) }
 	}
+	if class == cloudEventsConverter {
+		class, opts, name = cloudEventsRegistry(opts, name)
+	}
 	set := func(flag, v string) { r.set(part+"-registry-"+flag, v) }
 	refuse := func(k, why string) { r.refuse(name(k), why) }
 	boolOpt := func(k, flag string) {

@@ -80,6 +80,7 @@ func (c config) translate() *reading {
 	c.connectorOptions(r)
 	c.routerOptions(r, routerOpts)
 	c.columnFilters(r, routerOpts)
+	c.topicCreation(r)
 	c.redisFormats(r)
 	c.rabbitStreamSettings(r)
 	c.httpSettings(r)
@@ -192,6 +193,7 @@ func (c config) connectorOptions(r *reading) {
 		}
 		r.set("transaction-topic", prefix+"."+v)
 	}
+	c.heartbeatTopic(r) // heartbeat.go
 	// Debezium's connectors add context headers to every record unless
 	// told not to.
 	r.set("debezium-context-headers", strconv.FormatBool(!strings.EqualFold(strings.TrimSpace(c.connector["extended.headers.enabled"]), "false")))
@@ -203,6 +205,9 @@ func (c config) connectorOptions(r *reading) {
 	if _, ok := c.connector["publication.name"]; !ok {
 		r.set("publication", "dbz_publication")
 	}
+	// Debezium's snapshot reads every row: a published_at the table has
+	// (a team's poller's) marks none as sent.
+	r.set("snapshot-all", "true")
 	if r.dropSlot != "" {
 		slot := c.connector["slot.name"]
 		if slot == "" {

@@ -47,6 +47,12 @@ type Config struct {
 	// does: a dead letter no stream takes would stop the relay at the
 	// first poison row instead of setting it aside.
 	DeadLetterSubject string
+	// DeadLetterSubjectOptional lets a DeadLetterSubject no stream takes
+	// pass Ping with a warning, as Debezium Server needs none: a dead
+	// letter published while no stream takes it fails with a permanent
+	// *DeadLetterError, which stops the relay before anything after it,
+	// as a message Debezium Server cannot publish stops it.
+	DeadLetterSubjectOptional bool
 	// JWT and Seed are a user's credentials (auth.jwt, auth.seed); User and
 	// Password a user's name and password (auth.user, auth.password), used
 	// only without a JWT. They never appear in an error or a log line.

@@ -38,6 +38,9 @@ type JetStream struct {
 	conn atomic.Pointer[conn]
 	// halted is set by AbortBuffered, cleared by Resume and Renew.
 	halted atomic.Bool
+	// dlqWarned is set once a dead-letter subject no stream takes was
+	// said.
+	dlqWarned atomic.Bool
 }
 
 // conn is one connection and what lives as long as it: the acker, the
@@ -183,6 +186,10 @@ func (j *JetStream) Fits(ctx context.Context, r *kgo.Record) error {
 		return err
 	}
 	st, err := c.streams.lookup(ctx, r.Topic)
+	var none *NoStreamError
+	if errors.As(err, &none) && r.Topic == j.cfg.DeadLetterSubject {
+		return &DeadLetterError{Subject: r.Topic}
+	}
 	if err != nil {
 		return err
 	}
@@ -380,9 +387,16 @@ func (j *JetStream) Ping(ctx context.Context) error {
 	}
 	if s := j.cfg.DeadLetterSubject; s != "" {
 		var none *NoStreamError
-		if _, err := c.streams.lookup(ctx, s); errors.As(err, &none) {
+		_, err := c.streams.lookup(ctx, s)
+		switch {
+		case errors.As(err, &none) && j.cfg.DeadLetterSubjectOptional:
+			if !j.dlqWarned.Swap(true) {
+				j.log.Warn("nats: no stream takes the dead-letter subject: an event that cannot be published stops pgoutbox until one does, as it stops Debezium Server",
+					"subject", s, "fix", "add it to a stream's subjects, or let pgoutbox create the stream (--nats-create-stream)")
+			}
+		case errors.As(err, &none):
 			return &DeadLetterError{Subject: s}
-		} else if err != nil {
+		case err != nil:
 			return err
 		}
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	// before the polling columns are polled while it is null.
 	Published    string
 	OwnPublished bool
+	// SnapshotAll makes a snapshot publish every row, also those Published
+	// marks, as Debezium's snapshot does (a Debezium configuration).
+	SnapshotAll bool
 	// HistoryAfter, when set, bounds what a snapshot reads of the rows
 	// that were in the table before its polling columns: those whose Order
 	// value is above it. A poller that kept a cursor (WHERE id > last)

@@ -277,7 +277,8 @@ func (s *SnapshotReader) Close(ctx context.Context) error {
 // Unmarked is the condition of the rows a snapshot publishes: those
 // without published_at, so that a table that had a published_at of its
 // own, set by a team's poller, does not have its published rows sent
-// again; "" (every row) for a table without the column. With HistoryAfter,
+// again; "" (every row) for a table without the column or with
+// SnapshotAll. With HistoryAfter,
 // only the rows above it of those written before the polling columns.
 // (A snapshot with a status column is refused: the status says which rows
 // go out.)
@@ -296,7 +297,7 @@ func Unmarked(ctx context.Context, conn *pgx.Conn, cfg Config) (string, error) {
 	if cfg.HistoryAfter != nil {
 		after = fmt.Sprintf("%s > %d", pgx.Identifier{cfg.Order}.Sanitize(), *cfg.HistoryAfter)
 	}
-	if !has {
+	if !has || cfg.SnapshotAll {
 		return after, nil
 	}
 	cond := pgx.Identifier{cfg.Published}.Sanitize() + " IS NULL"

@@ -45,6 +45,9 @@ type Config struct {
 	// transaction, and a transaction block in each change event
 	// (txmeta.go). Only the WAL knows transactions: it needs ModeWAL.
 	TransactionTopic string
+	// HeartbeatTopic, set, writes Debezium's heartbeat record to it for
+	// each heartbeat read back from the WAL (heartbeat.go).
+	HeartbeatTopic string
 	// CreateSlot lets the relay create the publication and the slot when
 	// they are missing and the role may. Off in the zero value, so that a
 	// program using the package creates nothing it did not ask for; pgoutbox
@@ -369,6 +372,9 @@ func (c Config) Validate() error {
 		return errors.New("Debezium's CloudEventsConverter with its metadata from headers reads the source and op headers, which a HeaderFrom$Value before the Outbox Event Router copies from the change event (fields and headers source,op): without them Debezium writes every value as a null")
 	}
 	if err := c.txMetaValidate(); err != nil {
+		return err
+	}
+	if err := c.heartbeatValidate(); err != nil {
 		return err
 	}
 	if c.OnPoison != PoisonDeadLetter && c.OnPoison != PoisonHalt {

@@ -121,6 +121,11 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 	if cfg.Registries.Value != nil {
 		rc := *cfg.Registries.Value
 		rc.JSON = d.Value == schema.ConvApicurioJSON
+		if d.Value.IsCloudEvents() {
+			// The CloudEventsConverter hands its AvroConverter no headers:
+			// the id goes before the datum.
+			rc.Headers = false
+		}
 		if valueSerde, err = registry.New(rc, false); err != nil {
 			return nil, err
 		}
@@ -322,7 +327,7 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
 	}
 	kr := kafkaRecord(r.Topic, out)
-	if out.KeySchema != "" || out.ValueSchema != "" {
+	if out.KeySchema != "" || out.ValueSchema != "" || out.FinishValue != nil {
 		if err := p.frameOrWait(ctx, kr, &out, rec.ID); err != nil {
 			return nil, err
 		}
@@ -391,6 +396,16 @@ func (p *pipeline) frame(ctx context.Context, kr *kgo.Record, msg *schema.Messag
 		for _, h := range hs {
 			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 		}
+	}
+	if msg.FinishValue != nil && p.valueSerde != nil {
+		v, err := msg.FinishValue(p.cfg.Registries.Value.URL, func(topic, sch string, datum []byte) ([]byte, error) {
+			framed, _, err := p.valueSerde.Frame(ctx, topic, sch, datum)
+			return framed, err
+		})
+		if err != nil {
+			return err
+		}
+		kr.Value = v
 	}
 	return nil
 }

@@ -148,6 +148,12 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 			p.ledger.Boundary(c)
 		case outbox.KindHeartbeat:
 			p.meter.heartbeat()
+			if p.historic && p.pipe.cfg.HeartbeatTopic != "" {
+				if err := p.heartbeat(ctx, i, c); err != nil {
+					return err
+				}
+				continue
+			}
 			p.ledger.Boundary(c)
 		}
 	}

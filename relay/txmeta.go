@@ -169,7 +169,7 @@ func (p *pipeline) txRecord(ctx context.Context, topic string, b schema.TxBounda
 		return nil, fmt.Errorf("transaction record %s: %w", b.ID, err)
 	}
 	kr := kafkaRecord(r.Topic, out)
-	if out.KeySchema != "" || out.ValueSchema != "" {
+	if out.KeySchema != "" || out.ValueSchema != "" || out.FinishValue != nil {
 		if err := p.frameOrWait(ctx, kr, &out, b.ID); err != nil {
 			return nil, err
 		}

@@ -169,7 +169,9 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			// transactions; never confirm a position inside one.
 			return c, false, nil
 		}
-		return outbox.Change{Kind: outbox.KindHeartbeat, LSN: m.lsn}, true, nil
+		// Its content names the slot of the pgoutbox that wrote it: every
+		// slot of the database reads every heartbeat.
+		return outbox.Change{Kind: outbox.KindHeartbeat, LSN: m.lsn, Values: [][]byte{append([]byte(nil), m.content...)}}, true, nil
 	}
 	return c, false, nil
 }

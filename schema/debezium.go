@@ -53,7 +53,9 @@ const (
 	// of change events: each a CloudEvent in JSON (structured mode) made
 	// of the event's source block, its before and after the data, written
 	// by its delegate, "cloudevents:json-schemas" (the default,
-	// JsonConverter's schemas.enable) or "cloudevents:json". Package
+	// JsonConverter's schemas.enable) or "cloudevents:json";
+	// "cloudevents:avro" writes the data with the registry's Avro
+	// converter, "cloudevents:avro:avro" the event too. Package
 	// transform writes it (Encoder.ConnectOnly).
 	ConvCloudEvents Converter = "cloudevents"
 	// ConvApicurioJSON is Apicurio's JSON converter (ExtJsonConverter)
@@ -118,7 +120,8 @@ func ParseConverter(s string) (Converter, error) {
 			if c == c.base() {
 				return c + ":" + ConvJSONSchemas, nil
 			}
-		case ConvJSON, ConvJSONSchemas:
+		case ConvJSON, ConvJSONSchemas, ConvAvro, ConvAvro + ":" + ConvAvro:
+			// avro: Avro data in a JSON event; avro:avro: an Avro event.
 			return c, nil
 		}
 	case ConvText:

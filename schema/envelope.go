@@ -57,7 +57,13 @@ type Message struct {
 	// written by the avro converter ("" otherwise, and for a null): the
 	// registry registers them and frames the datum.
 	KeySchema, ValueSchema string
-	Headers                []Header
+	// FinishValue, when set, makes the value once the registry can frame
+	// (Debezium's CloudEventsConverter with Avro data, package transform:
+	// the data framed into the event, an Avro event framed in turn). url
+	// is the registry's; frame returns a datum framed for topic, its
+	// magic byte and id before it.
+	FinishValue func(url string, frame func(topic, schema string, datum []byte) ([]byte, error)) ([]byte, error)
+	Headers     []Header
 	// Timestamp is the record's timestamp; zero lets the producer set it.
 	Timestamp time.Time
 	// Partition is the record's partition when HasPartition is set;

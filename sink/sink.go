@@ -91,6 +91,12 @@ type Config struct {
 	// must allow it). Off in the zero value, and Defaults leaves it so; pgoutbox
 	// run sets it from --kafka-create-topics, whose default is true.
 	CreateTopics bool
+	// TopicCreation, with CreateTopics, creates each missing topic before
+	// the first record to it is produced, with its group's partitions,
+	// replication factor and configs (topics.go), as Kafka Connect's
+	// topic.creation.* do; nil leaves missing topics to the broker's
+	// auto-creation.
+	TopicCreation *TopicCreation
 	// SASL authenticates to the brokers when Mechanism is set.
 	SASL SASL
 	// TLS encrypts the connections when set; nil means plaintext. There is
@@ -293,6 +299,9 @@ type Kafka struct {
 	txn    *Txn // nil for an idempotent producer
 	topics *Topics
 	health *Health
+	// create creates missing topics (topics.go); nil without
+	// Config.TopicCreation.
+	create *creator
 }
 
 // newTopicLookups is how many metadata lookups may find a topic that is
@@ -314,6 +323,13 @@ func New(cfg Config, log *slog.Logger) (*Kafka, error) {
 		mechanism: strings.ToUpper(cfg.SASL.Mechanism), who: cfg.SASL.who(), clientCert: cfg.TLS != nil && len(cfg.TLS.Certificates) > 0,
 		dialTimeout: cfg.DialTimeout, dial: dialer(cfg), written: written, positionTopic: cfg.PositionTopic}
 	k.topics = &Topics{c: c, brokers: cfg.Brokers}
+	if cfg.CreateTopics && cfg.TopicCreation != nil {
+		if err := cfg.TopicCreation.compile(); err != nil {
+			c.stop()
+			return nil, err
+		}
+		k.create = newCreator(c, cfg.TopicCreation)
+	}
 	produce, err := cfg.producerOpts()
 	if err != nil {
 		c.stop()
@@ -471,8 +487,15 @@ func (k *Kafka) Renew() error {
 func (k *Kafka) Buffered() int64 { return k.c.load().BufferedProduceRecords() }
 
 // Fits returns *TooLargeError when r exceeds what its topic accepts, and
-// *PartitionError when it names a partition the topic does not have.
+// *PartitionError when it names a partition the topic does not have. With
+// Config.TopicCreation it first creates r's topic if it is missing
+// (*TopicCreationError when that fails).
 func (k *Kafka) Fits(ctx context.Context, r *kgo.Record) error {
+	// A topic is created before its limit is read: a topic's own
+	// max.message.bytes is among the settings it may be created with.
+	if err := k.create.ensure(ctx, r.Topic); err != nil {
+		return err
+	}
 	if n, max := Size(r), k.limits.get(ctx, r.Topic); n > max {
 		return &TooLargeError{Topic: r.Topic, Size: n, Max: max}
 	}

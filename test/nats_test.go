@@ -380,3 +380,61 @@ func natsKeyStore(t *testing.T, dir string, ca *tlstest.CA) string {
 	}
 	return path
 }
+
+// Debezium Server needs no dead-letter subject, so a stream made before
+// that does not take the default one (<slot>.dlq) is a warning at start,
+// not a refusal: events flow. An event that cannot be published then stops
+// pgoutbox, naming the subject, before anything after it is published or
+// confirmed, as it stops Debezium Server; once a stream takes the subject,
+// a restart dead-letters it and publishes what followed, nothing lost.
+func TestNATSDeadLetterSubjectWithoutStream(t *testing.T) {
+	ctx := context.Background()
+	e := testenv.New(t)
+	e.Setup(e.Config())
+	s := natstest.Start(t)
+	_, js := s.Connect()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "outbox", Subjects: []string{"outbox.event.>"}, MaxMsgSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(stream string) []string {
+		var out []string
+		for _, m := range s.Messages(stream) {
+			out = append(out, m.Header.Get("Nats-Msg-Id"))
+		}
+		return out
+	}
+	args := []string{"--sink", "nats-jetstream", "--nats-url", s.URL, "--mode", "wal"}
+	p := e.Run(t, args...)
+	first := e.Insert(testenv.NewRow("order", "o-1", "Placed", `{"n":1}`))
+	testenv.Eventually(t, 30*time.Second, "the first event", func() bool { return len(ids("outbox")) >= 1 })
+	if !strings.Contains(p.Out.String(), "no stream takes the dead-letter subject") {
+		t.Errorf("no warning of the dead-letter subject no stream takes:\n%s", p.Out)
+	}
+	big := e.Insert(testenv.NewRow("order", "o-2", "Placed", `{"blob":"`+strings.Repeat("x", 4000)+`"}`))
+	after := e.Insert(testenv.NewRow("order", "o-3", "Placed", `{"n":3}`))
+	select {
+	case <-p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("still running 60s after an event it cannot publish, with no stream for dead letters:\n%s", p.Out)
+	}
+	if !strings.Contains(p.Out.String(), "no JetStream stream takes the dead-letter subject pgoutbox.dlq") {
+		t.Errorf("the exit does not name the dead-letter subject:\n%s", p.Out)
+	}
+	if got := ids("outbox"); len(got) != 1 || got[0] != first[0] {
+		t.Errorf("published past the event it could not publish: %v", got)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "dlq", Subjects: []string{"pgoutbox.dlq"}}); err != nil {
+		t.Fatal(err)
+	}
+	p = e.Run(t, args...)
+	testenv.Eventually(t, 30*time.Second, "the dead letter and the event after it", func() bool {
+		return len(ids("dlq")) >= 1 && len(ids("outbox")) >= 2
+	})
+	p.Stop(t)
+	if got, want := ids("dlq"), []string{"dlq:" + big[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("dead letters %v, want %v", got, want)
+	}
+	if got, want := ids("outbox"), []string{first[0], after[0]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("stream %v, want %v", got, want)
+	}
+}

@@ -108,10 +108,17 @@ func TestSnapshotInitialWALWritesAcrossBoundary(t *testing.T) {
 }
 
 // A Debezium Server application.properties with snapshot.mode=initial,
-// alone: the existing rows, then the new ones.
+// alone: every existing row, also those a poller of the team's marked
+// published_at, as Debezium's snapshot sends them, then the new ones.
 func TestSnapshotInitialFromDebeziumProperties(t *testing.T) {
 	const old = 1000
 	e := testenv.ExistingLedger(t, old)
+	// A poller of the team's marked most rows published_at: Debezium's
+	// snapshot sends them all the same.
+	if _, err := e.Conn.Exec(context.Background(), `ALTER TABLE outbox_event ADD COLUMN published_at timestamptz;
+UPDATE outbox_event SET published_at = created_at WHERE status = 'PUBLISHED'`); err != nil {
+		t.Fatal(err)
+	}
 	history := ledgerIDs(t, e.Conn)
 	path := filepath.Join(t.TempDir(), "application.properties")
 	props := testenv.DebeziumServerKafka(t, e) + `debezium.source.topic.prefix=ledger

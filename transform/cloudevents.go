@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
@@ -36,14 +37,23 @@ func cloudEventsData(conv schema.Converter) schema.Converter {
 // else) is a DataError: Debezium's converter writes it as a null, which
 // would lose the event.
 func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]byte, error) {
+	e, err := changeCloudEvent(data, s, v)
+	if err != nil {
+		return dst, err
+	}
+	return appendEvent(dst, e)
+}
+
+// changeCloudEvent is the CloudEvent of the change event v (of schema s).
+func changeCloudEvent(data schema.Converter, s *Schema, v any) (cloudEvent, error) {
 	ev, ok := v.(*Struct)
 	if !ok || s == nil || !strings.HasSuffix(s.Name, ".Envelope") || ev.Schema.Type != StructT {
-		return dst, dataErrorf("CloudEventsConverter: the value is not a change event (%s), which Debezium's converter writes as a null", describe(s, v))
+		return cloudEvent{}, dataErrorf("CloudEventsConverter: the value is not a change event (%s), which Debezium's converter writes as a null", describe(s, v))
 	}
 	src, _ := structField(ev, "source")
 	source, ok := src.(*Struct)
 	if !ok {
-		return dst, dataErrorf("CloudEventsConverter: the change event has no source block")
+		return cloudEvent{}, dataErrorf("CloudEventsConverter: the change event has no source block")
 	}
 	op, _ := structField(ev, "op")
 	tx, _ := structField(ev, "transaction")
@@ -52,12 +62,12 @@ func appendCloudEvent(dst []byte, data schema.Converter, s *Schema, v any) ([]by
 	for _, n := range []string{"before", "after"} {
 		i := ev.Schema.field(n)
 		if i < 0 {
-			return dst, dataErrorf("CloudEventsConverter: the change event has no %s field", n)
+			return cloudEvent{}, dataErrorf("CloudEventsConverter: the change event has no %s field", n)
 		}
 		ds.Fields = append(ds.Fields, ev.Schema.Fields[i])
 		dv.Values = append(dv.Values, ev.Values[i])
 	}
-	return appendEvent(dst, cloudEvent{source: source, op: op, tx: tx, data: dv, dataConv: data})
+	return cloudEvent{source: source, op: op, tx: tx, data: dv, dataConv: data}, nil
 }
 
 // cloudEvent is what a CloudEvent is made of: the metadata, the id and
@@ -68,6 +78,10 @@ type cloudEvent struct {
 	id, typ  *string // nil: generated
 	data     *Struct
 	dataConv schema.Converter
+	// avroData is the data as the registry's AvroConverter framed it,
+	// dataSchema its dataschema attribute; nil without Avro data.
+	avroData   []byte
+	dataSchema string
 }
 
 // appendEvent writes e as CloudEventsConverter writes a CloudEvent in
@@ -83,26 +97,20 @@ func appendEvent(dst []byte, e cloudEvent) ([]byte, error) {
 	}
 
 	dst = append(dst, `{"id":`...)
-	if e.id != nil {
-		dst = schema.AppendJSONString(dst, *e.id)
-	} else {
-		// PostgresCloudEventsMaker.ceId: Java's string concatenation, a
-		// null as "null".
-		dst = schema.AppendJSONString(dst, "name:"+name+";lsn:"+fieldText(source, "lsn")+";txId:"+fieldText(source, "txId")+
-			";sequence:"+fieldText(source, "sequence"))
-	}
+	dst = schema.AppendJSONString(dst, e.ceID())
 	dst = append(dst, `,"source":`...)
 	dst = schema.AppendJSONString(dst, "/debezium/"+connector+"/"+name)
 	dst = append(dst, `,"specversion":"1.0","type":`...)
-	if e.typ != nil {
-		dst = schema.AppendJSONString(dst, *e.typ)
-	} else {
-		dst = schema.AppendJSONString(dst, "io.debezium.connector."+connector+".DataChangeEvent")
-	}
+	dst = schema.AppendJSONString(dst, e.ceType())
 	dst = append(dst, `,"time":"`...)
-	// SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSSXXX") in UTC.
-	dst = time.UnixMilli(ms).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
-	dst = append(dst, `","datacontenttype":"application/json","iodebeziumop":`...)
+	dst = append(dst, cloudEventTime(ms)...)
+	if e.avroData != nil {
+		dst = append(dst, `","datacontenttype":"application/avro","dataschema":`...)
+		dst = schema.AppendJSONString(dst, e.dataSchema)
+		dst = append(dst, `,"iodebeziumop":`...)
+	} else {
+		dst = append(dst, `","datacontenttype":"application/json","iodebeziumop":`...)
+	}
 	if o, ok := op.(string); ok {
 		dst = schema.AppendJSONString(dst, o)
 	} else {
@@ -125,12 +133,42 @@ func appendEvent(dst []byte, e cloudEvent) ([]byte, error) {
 		}
 	}
 	dst = append(dst, `,"data":`...)
-	if e.dataConv == schema.ConvJSON {
+	if e.avroData != nil {
+		// JsonConverter writes bytes in base64.
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, e.avroData)
+		dst = append(dst, '"')
+	} else if e.dataConv == schema.ConvJSON {
 		dst, err = appendJSONValue(dst, e.data.Schema, e.data)
 	} else {
 		dst, err = appendJSONEnvelope(dst, e.data.Schema, e.data)
 	}
 	return append(dst, '}'), err
+}
+
+// ceID is the event's id: its id header, or made as
+// PostgresCloudEventsMaker.ceId makes it (Java's string concatenation, a
+// null as "null").
+func (e cloudEvent) ceID() string {
+	if e.id != nil {
+		return *e.id
+	}
+	s := e.source
+	return "name:" + fieldText(s, "name") + ";lsn:" + fieldText(s, "lsn") + ";txId:" + fieldText(s, "txId") + ";sequence:" + fieldText(s, "sequence")
+}
+
+// ceType is the event's type: its type header, or the connector's.
+func (e cloudEvent) ceType() string {
+	if e.typ != nil {
+		return *e.typ
+	}
+	return "io.debezium.connector." + fieldText(e.source, "connector") + ".DataChangeEvent"
+}
+
+// cloudEventTime is ts_ms as SimpleDateFormat("yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+// writes it in UTC.
+func cloudEventTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // headerCloudEvent writes r's value as CloudEventsConverter does with
@@ -144,6 +182,16 @@ func appendEvent(dst []byte, e cloudEvent) ([]byte, error) {
 // header), or its task fails (no id or type header, a value that is not
 // a struct), the record's error is a DataError.
 func (r *Record) headerCloudEvent(c Converters) ([]byte, error) {
+	e, err := r.headerEvent(c)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return appendEvent(nil, *e)
+}
+
+// headerEvent is the CloudEvent headerCloudEvent writes; nil for a null
+// value.
+func (r *Record) headerEvent(c Converters) (*cloudEvent, error) {
 	if r.ValueSchema == nil || r.Value == nil {
 		return nil, nil
 	}
@@ -190,7 +238,7 @@ func (r *Record) headerCloudEvent(c Converters) ([]byte, error) {
 	}
 	ds := &Schema{Type: StructT, Name: cloudEventsDataName, Fields: r.ValueSchema.Fields}
 	e.data = &Struct{Schema: ds, Values: st.Values}
-	return appendEvent(nil, e)
+	return &e, nil
 }
 
 // transactionFields are the transaction block's fields

@@ -82,7 +82,9 @@ func (r *Record) Message(c Converters) (schema.Message, error) {
 	if msg.Key, msg.KeySchema, err = encodeKeyOrValue(c.Key, r.KeySchema, r.Key); err != nil {
 		return schema.Message{}, fmt.Errorf("key: %w", err)
 	}
-	if c.Value.IsCloudEvents() && c.CloudEvents.Headers {
+	if avro, _ := cloudEventsAvro(c.Value); avro {
+		msg.FinishValue, err = r.cloudEventAvro(c)
+	} else if c.Value.IsCloudEvents() && c.CloudEvents.Headers {
 		msg.Value, err = r.headerCloudEvent(c)
 	} else {
 		msg.Value, msg.ValueSchema, err = encodeKeyOrValue(c.Value, r.ValueSchema, r.Value)

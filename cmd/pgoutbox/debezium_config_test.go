@@ -368,6 +368,9 @@ func TestCompatCasesAccepted(t *testing.T) {
 					}
 				}
 			}
+			if c.UsesCloudEventsAvro() {
+				conf["value.converter.avro.apicurio.registry.url"] = "http://registry:8080/apis/registry/v2"
+			}
 			data, err := json.Marshal(map[string]any{"name": c.Name, "config": conf})
 			if err != nil {
 				t.Fatal(err)

@@ -67,7 +67,7 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	const convs = "string (StringConverter), json (JsonConverter, schemas off), json-schemas, bytearray (ByteArrayConverter), avro (a schema registry's AvroConverter: --key-registry-url, --value-registry-url and their siblings), apicurio-json (Apicurio's ExtJsonConverter: JSON, its schema in the registry), binary[:DELEGATE] (Debezium's BinaryDataConverter) or a number converter: long, integer, short, float, double, boolean (Kafka's LongConverter and its siblings)"
 	fs.StringVar(&m.key, "key-converter", "", "debezium formats: key as "+convs+"; default string for debezium-outbox, json for debezium")
 	fs.StringVar(&m.cloudEventsMetadata, "cloudevents-metadata-source", "", "--value-converter cloudevents: Debezium's metadata.source, value (default: a change event's own source, op and transaction, the id and type generated) or header (after the router: from the source, op and transaction headers a HeaderFrom$Value before it copies, the id and type from the id and type headers), with id:generate or type:generate to generate either")
-	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+", or for change events cloudevents[:json] (Debezium's CloudEventsConverter, data with schemas unless :json); default json")
+	fs.StringVar(&m.value, "value-converter", "", "debezium formats: value as "+convs+", or for change events cloudevents[:json] (Debezium's CloudEventsConverter, data with schemas unless :json), cloudevents:avro (the data in Avro through --value-registry-url) or cloudevents:avro:avro (the event too); default json")
 	fs.StringVar(&m.header, "header-converter", "", "debezium-outbox: headers as "+convs+"; default string")
 	m.keyRegistry = registerRegistryFlags(fs, "key")
 	m.valueRegistry = registerRegistryFlags(fs, "value")
@@ -101,6 +101,7 @@ func registerPollFlags(fs *flag.FlagSet, c *poll.Config) {
 	fs.StringVar(&c.StatusPublished, "status-published", "", "polling: the status value polling sets once Kafka acknowledged a row, e.g. PUBLISHED")
 	fs.StringVar(&c.Published, "column-published", outbox.PublishedColumn, "polling, without a status column: the timestamp column that marks a row published, null until then (a team's own processed_at); rows from before the polling columns are polled while it is null")
 	fs.StringVar(&c.ProcessedAt, "column-processed-at", "", "polling: a timestamp column set to now() with --status-published, e.g. processed_at")
+	fs.BoolVar(&c.SnapshotAll, "snapshot-all", false, "a snapshot publishes every row, also those --column-published marks published, as Debezium's does (the default with a Debezium configuration); otherwise only the rows it leaves null")
 }
 
 // ownPublished notes a --column-published that was given (on the command

@@ -59,10 +59,11 @@ func (n *natsFlags) secrets() []string {
 }
 
 // opener is the NATS JetStream sink these flags describe; deadLetters is
-// the dead-letter subject ("" under --on-poison halt). --max-message-bytes
+// the dead-letter subject ("" under --on-poison halt), which no stream may
+// take unless --dlq-topic named it (dlqNamed). --max-message-bytes
 // and --max-buffered-records bound its messages as they bound Kafka's
 // records.
-func (n *natsFlags) opener(deadLetters string, maxMessageBytes, maxPending int) (*broker.NATS, error) {
+func (n *natsFlags) opener(deadLetters string, dlqNamed bool, maxMessageBytes, maxPending int) (*broker.NATS, error) {
 	if n.url == "" {
 		return nil, errors.New("--nats-url is required with --sink nats-jetstream (or PGOUTBOX_NATS_URL)")
 	}
@@ -77,7 +78,7 @@ func (n *natsFlags) opener(deadLetters string, maxMessageBytes, maxPending int) 
 	}
 	cfg := natsjs.Config{
 		URLs: strings.Split(n.url, ","), CreateStream: n.createStream, StreamName: n.streamName,
-		Subjects: strings.Split(n.subjects, ","), Storage: n.storage, DeadLetterSubject: deadLetters,
+		Subjects: strings.Split(n.subjects, ","), Storage: n.storage, DeadLetterSubject: deadLetters, DeadLetterSubjectOptional: !dlqNamed,
 		JWT: n.jwt, Seed: n.seed, User: n.user, Password: n.password, TLS: t,
 		AckTimeout: n.ackTimeout, Sync: n.sync, MaxMessageBytes: maxMessageBytes, MaxPending: maxPending,
 	}

@@ -91,6 +91,7 @@ type relayFlags struct {
 	cfg      relay.Config
 	kafka    sink.Config
 	auth     kafkaAuth
+	topics   topicFlags
 	sink     string
 	nats     natsFlags
 	rabbitmq rabbitmqFlags
@@ -154,8 +155,10 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.kafka.MaxMessageBytes, "max-message-bytes", 1_000_012, "largest record; a lower limit the broker reports for a topic applies too")
 	fs.BoolVar(&f.kafka.CreateTopics, "kafka-create-topics", true, "ask the broker to create missing topics")
 	registerProducer(fs, &f.kafka) // --kafka-compression...: kafkaflags.go
+	f.topics.register(fs)          // --topic-creation...: topicflags.go
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
+	fs.StringVar(&cfg.HeartbeatTopic, "heartbeat-topic", "", "debezium formats, Kafka: write Debezium's heartbeat record (key {serverName: --topic-prefix}, value {ts_ms}) to this topic for each heartbeat read back from the WAL (Debezium heartbeat.interval.ms above 0: __debezium-heartbeat.<topic.prefix>); unset, heartbeats write nothing")
 	fs.StringVar(&cfg.Replication.HeartbeatActionQuery, "heartbeat-action-query", "", "SQL run at every heartbeat while streaming the WAL, on a connection of its own (Debezium's heartbeat.action.query); a table it names that does not exist stops pgoutbox")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.DurationVar(&cfg.Lease.TTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
@@ -203,6 +206,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	if *f.ops.pprof && *f.ops.addr == "" {
 		return cfg, nil, errors.New("--pprof needs --metrics-addr")
+	}
+	if _, err := f.topics.topicCreation(); err != nil {
+		return cfg, nil, err
 	}
 	m, err := relay.ParseMode(f.mode)
 	if err != nil {
@@ -276,6 +282,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			cfg.Mode = relay.ModeWAL
 		}
 	}
+	if err := heartbeatRecords(&cfg, f.sink, log); err != nil {
+		return cfg, nil, err
+	}
 	if err := f.messages.apply(&cfg, format, log); err != nil {
 		return cfg, nil, err
 	}
@@ -315,7 +324,7 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 	}
 	switch f.sink {
 	case sinkNATS:
-		return f.nats.opener(dlq, f.kafka.MaxMessageBytes, f.kafka.MaxBufferedRecords)
+		return f.nats.opener(dlq, f.cfg.DLQTopic != "", f.kafka.MaxMessageBytes, f.kafka.MaxBufferedRecords)
 	case sinkRabbitMQ:
 		fm, _ := schema.ParseFormat(f.format)
 		ce := fm == schema.CloudEvents || fm == schema.CloudEventsBinary
@@ -347,6 +356,11 @@ func (f *relayFlags) opener(ctx context.Context, fs *flag.FlagSet, slot string) 
 	}
 	kc := f.kafka
 	kc.Brokers = strings.Split(f.brokers, ",")
+	tc, err := f.topics.topicCreation()
+	if err != nil {
+		return nil, err
+	}
+	kc.TopicCreation = tc
 	if err := f.auth.apply(ctx, &kc); err != nil {
 		return nil, err
 	}

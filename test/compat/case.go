@@ -51,6 +51,9 @@ import (
 //	             table of docs/debezium.md
 //	differences: deliberate differences the case shows (see Deliberate);
 //	             empty when the streams must be equal
+//	topics:      topic configs (cleanup.policy, retention.ms) to compare
+//	             on the topics each side created, with their partitions
+//	             and replication factor (a case with topic.creation.*)
 //	registry:    settings of a schema registry of the case's own
 //	             (registry.rules.global.compatibility: BACKWARD, say), for
 //	             a case whose converters use one; unset, the corpus's
@@ -85,6 +88,7 @@ type Case struct {
 	Differences []Deliberate      `yaml:"differences"`
 	Registry    map[string]string `yaml:"registry"`
 	Restart     *int              `yaml:"restart"`
+	Topics      []string          `yaml:"topics"`
 }
 
 // streams tells whether the case's snapshot.mode streams after its
@@ -113,6 +117,11 @@ type Deliberate struct {
 	// DebeziumFails: Debezium's task fails, its trace containing this
 	// text (at the case's last row: the records before it are compared).
 	DebeziumFails string `yaml:"debezium-fails"`
+	// DebeziumRefuses: Kafka Connect refuses the connector's
+	// configuration (its REST answer containing this text), so there is
+	// no task and no record; with PgoutboxRefuses, pgoutbox refuses it
+	// too (the case's rows are not written).
+	DebeziumRefuses string `yaml:"debezium-refuses"`
 	// PgoutboxRefuses: pgoutbox refuses the configuration at start, its
 	// output containing this text, and creates no slot.
 	PgoutboxRefuses string `yaml:"pgoutbox-refuses"`
@@ -146,6 +155,7 @@ func hasApicurio(opts ...map[string]string) bool {
 var harnessKeys = []string{"database.", "topic.prefix", "slot.name", "publication.name", "snapshot.mode", "bootstrap.servers",
 	"key.converter.apicurio.registry.url", "value.converter.apicurio.registry.url",
 	"key.converter.delegate.converter.type.apicurio.registry.url", "value.converter.delegate.converter.type.apicurio.registry.url",
+	"value.converter.avro.apicurio.registry.url",
 	"debezium.sink.kafka.producer.bootstrap.servers", "debezium.source.offset.storage"}
 
 // LoadCases reads every *.yaml case of dir, in name order, and checks

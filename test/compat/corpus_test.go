@@ -67,7 +67,7 @@ func TestCorpus(t *testing.T) {
 	// Apicurio Registry, and its converters in the worker, when a case
 	// uses them.
 	var registryAPI string
-	var plugins []string
+	var plugins, classPath []string
 	registries := map[string]string{}
 	for _, c := range cases {
 		if k := c.RegistryKey(); k != "" && registries[k] == "" {
@@ -82,8 +82,11 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		plugins = append(plugins, dir)
+		if slices.ContainsFunc(cases, Case.UsesCloudEventsAvro) {
+			classPath = append(classPath, filepath.Join(dir, "apicurio-converter", "*"))
+		}
 	}
-	connect := connecttest.Start(t, connecttest.Options{Brokers: kafka.Brokers, Plugins: plugins})
+	connect := connecttest.Start(t, connecttest.Options{Brokers: kafka.Brokers, Plugins: plugins, ClassPath: classPath})
 	t.Logf("Kafka Connect answered %.1fs after its JVM started; servers ready %.1fs after the test began",
 		connect.Started.Seconds(), time.Since(begin).Seconds())
 	env := &Env{AdminURL: pg.URL, Brokers: kafka.Brokers, Connect: connect, RegistryAPI: registryAPI, Registries: registries,
@@ -123,6 +126,11 @@ func TestCorpus(t *testing.T) {
 func report(t *testing.T, res Result) {
 	t.Helper()
 	t.Logf("%.1fs; debezium %d records, %s", res.Took.Seconds(), len(res.Debezium.Records), sideCounts(res))
+	for _, p := range res.Pgoutbox {
+		for _, topic := range p.Topics {
+			t.Logf("%s: topic %s", p.Name, topic)
+		}
+	}
 	if res.Equal() {
 		return
 	}

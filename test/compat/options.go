@@ -236,10 +236,16 @@ func (d Deliberate) bothStop() bool {
 	return d.DebeziumFails != "" && d.PgoutboxStops != "" && d.PgoutboxRefuses == "" && d.DeadLetters == 0 && len(d.Records) == 0
 }
 
+// bothRefuse tells an entry where Kafka Connect and pgoutbox both refuse
+// the configuration, and nothing else differs.
+func (d Deliberate) bothRefuse() bool {
+	return d.DebeziumRefuses != "" && d.PgoutboxRefuses != "" && d.DebeziumFails == "" && d.PgoutboxStops == "" && d.DeadLetters == 0 && len(d.Records) == 0
+}
+
 func resultCell(o *option) string {
 	var differ, stop []string
 	for _, c := range slices.Sorted(maps.Keys(o.differ)) {
-		if o.differ[c].bothStop() {
+		if o.differ[c].bothStop() || o.differ[c].bothRefuse() {
 			stop = append(stop, c)
 		} else {
 			differ = append(differ, c)
@@ -263,6 +269,9 @@ func differenceLine(option, c string, d Deliberate) string {
 	if d.DebeziumFails != "" {
 		what = append(what, "Debezium's task fails")
 	}
+	if d.DebeziumRefuses != "" {
+		what = append(what, "Kafka Connect refuses the configuration")
+	}
 	if d.PgoutboxRefuses != "" {
 		what = append(what, "pgoutbox refuses the configuration at start")
 	}
@@ -271,6 +280,9 @@ func differenceLine(option, c string, d Deliberate) string {
 	}
 	if d.bothStop() {
 		what = []string{"both stop, after the same records"}
+	}
+	if d.bothRefuse() {
+		what = []string{"both refuse the configuration"}
 	}
 	switch {
 	case d.DeadLetters == 1:

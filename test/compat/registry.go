@@ -52,6 +52,9 @@ func registryPrefix(conf map[string]string, part string) string {
 	case conf[part+".converter.delegate.converter.type"] == apicurioAvro:
 		return part + ".converter.delegate.converter.type."
 	}
+	if avro, _ := cloudEventsAvro(conf, part); avro {
+		return part + ".converter.avro."
+	}
 	return ""
 }
 
@@ -74,6 +77,9 @@ func framingOf(conf map[string]string, part string) framing {
 		return strings.ToLower(strings.TrimSpace(conf[registryPrefix(conf, part)+"apicurio.registry."+k]))
 	}
 	f := framing{headers: opt("headers.enabled") != "false", idSize: 8, content: opt("use-id") == "contentid"}
+	if avro, _ := cloudEventsAvro(conf, part); avro {
+		f.headers = false
+	}
 	if opt("as-confluent") == "true" || opt("id-handler") == "io.apicurio.registry.serde.legacy4byteidhandler" {
 		f.idSize = 4
 	}
@@ -123,6 +129,12 @@ func (rc registryClient) schemaOf(ctx context.Context, content bool, id int64) s
 func (rc registryClient) resolveIDs(ctx context.Context, recs []Record, conf map[string]string) {
 	for _, part := range registryParts(conf) {
 		f := framingOf(conf, part)
+		if avro, event := cloudEventsAvro(conf, part); avro {
+			for i := range recs {
+				rc.resolveCloudEvent(ctx, &recs[i], f, event)
+			}
+			continue
+		}
 		for i := range recs {
 			r := &recs[i]
 			if f.json {

@@ -77,6 +77,9 @@ type Side struct {
 	Failed string
 	// DeadLetters counts pgoutbox's dead-letter records.
 	DeadLetters int
+	// Topics describe the topics it created, for a case that names topic
+	// configs (compareTopics).
+	Topics []string
 }
 
 // Result is a case's outcome: Debezium's stream, each pgoutbox stream, and
@@ -157,6 +160,9 @@ func (r *run) run(ctx context.Context) error {
 	dbz := r.debeziumConfig()
 	r.result.Debezium = Side{Name: "debezium", Prefix: "dbz." + r.c.Name + "."}
 	if err := r.env.Connect.Create(ctx, r.id, dbz); err != nil {
+		if want := r.expect(func(d Deliberate) string { return d.DebeziumRefuses }); want != "" && strings.Contains(strings.ReplaceAll(err.Error(), `\"`, `"`), want) { // the answer is JSON
+			return r.bothRefuse(ctx) // refused.go
+		}
 		return fmt.Errorf("creating Debezium's connector: %w", err)
 	}
 	r.undo = append(r.undo, func() { _ = r.env.Connect.Delete(context.Background(), r.id) })
@@ -717,6 +723,10 @@ func (r *run) startPgoutbox(form string) error {
 		// transforms, the RegexRouter after them puts it there.
 		args = append(args, "--transaction-topic", prefix+r.id+"."+topic)
 	}
+	if topic, ok := heartbeatTopic(conf, r.id); ok && !chained {
+		// As the transaction topic.
+		args = append(args, "--heartbeat-topic", prefix+topic)
+	}
 	if router(conf) == "" && !chained {
 		// Change events: Debezium's topic is <topic.prefix>.<schema>.<table>.
 		// With transforms, the prefix comes from the RegexRouter after them.
@@ -957,6 +967,12 @@ func (r *run) compare(ctx context.Context) error {
 		d.Records = slices.DeleteFunc(d.Records, fenceEvent)
 	}
 	conf := r.c.DebeziumConfig()
+	// Heartbeats are compared by shape (heartbeat.go).
+	hbTopic, heartbeats := heartbeatTopic(conf, r.id)
+	var dbzBeats []Record
+	if heartbeats {
+		d.Records, dbzBeats = splitHeartbeats(d.Records, d.Prefix+hbTopic)
+	}
 	reg := registryClient{api: r.registryAPI()}
 	var dbzSchemas map[string][]string
 	if len(registryParts(conf)) > 0 {
@@ -992,6 +1008,13 @@ func (r *run) compare(ctx context.Context) error {
 			return err
 		}
 		p.DeadLetters = len(dlq)
+		if heartbeats {
+			var beats []Record
+			p.Records, beats = splitHeartbeats(p.Records, p.Prefix+hbTopic)
+			for _, df := range compareHeartbeats(hbTopic, dbzBeats, beats, r.c.Normalize) {
+				r.problem("%s differs: %s", p.Name, df)
+			}
+		}
 		if want := r.expect(func(d Deliberate) string { return d.DeadLetterReason }); want != "" {
 			for _, d := range dlq {
 				var v struct {
@@ -1011,6 +1034,9 @@ func (r *run) compare(ctx context.Context) error {
 			for _, df := range compareRegistered(dbzSchemas, schemas) {
 				r.problem("%s: %s", p.Name, df)
 			}
+		}
+		if err := r.compareTopics(ctx, p); err != nil {
+			return err
 		}
 		if p.DeadLetters != deadLetters {
 			r.problem("%s dead-lettered %d rows, the case says %d", p.Name, p.DeadLetters, deadLetters)

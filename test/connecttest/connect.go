@@ -52,6 +52,10 @@ type Options struct {
 	// Plugins are more plugin.path entries, after Debezium's: Apicurio's
 	// converters (registrytest.PluginDir), say.
 	Plugins []string
+	// ClassPath are more worker classpath entries, after Kafka's: jars
+	// every plugin sees, as Debezium's CloudEventsConverter must see the
+	// AvroConverter it builds itself.
+	ClassPath []string
 }
 
 // defaultJVM: measured on 2 cores, the C1 compiler alone brings the REST
@@ -181,7 +185,7 @@ func start(opts Options) (*Worker, error) {
 		jvm = defaultJVM
 	}
 	args := append(append(slices.Clone(jvm), tracing...), "-Dlog4j2.configurationFile="+filepath.Join(wdir, "log4j2.properties"),
-		"-cp", filepath.Join(dir, "runtime", "*"), "org.apache.kafka.connect.cli.ConnectStandalone", props)
+		"-cp", strings.Join(append([]string{filepath.Join(dir, "runtime", "*")}, opts.ClassPath...), ":"), "org.apache.kafka.connect.cli.ConnectStandalone", props)
 	begin := time.Now()
 	p, err := proc.Start("kafka-connect", java, args, nil, log)
 	if err != nil {

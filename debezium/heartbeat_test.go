@@ -1,0 +1,66 @@
+package debezium
+
+import (
+	"strings"
+	"testing"
+)
+
+// heartbeat.interval.ms above 0 names the heartbeat topic as Debezium's
+// topic naming does; 0 or unset names none; the topic options are
+// checked as Debezium checks them; under Debezium Server a sink other
+// than Kafka writes no heartbeat record, with a warning.
+func TestHeartbeatTopicOptions(t *testing.T) {
+	const pg = `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", `
+	for _, tt := range []struct {
+		name, conf    string
+		topic         string
+		hasTopic      bool
+		refusedSubstr string
+		warning       string
+	}{
+		{name: "default", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "5000"}`,
+			topic: "__debezium-heartbeat.shop", hasTopic: true},
+		{name: "off", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "0"}`},
+		{name: "unset", conf: `{` + pg + `"topic.prefix": "shop", "topic.heartbeat.prefix": "hb"}`},
+		{name: "prefix", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "100", "topic.heartbeat.prefix": "hb"}`,
+			topic: "hb.shop", hasTopic: true},
+		{name: "name", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "100", "topic.heartbeat.prefix": "hb", "topic.heartbeat.name": "all-heartbeats"}`,
+			topic: "all-heartbeats", hasTopic: true},
+		{name: "delimiter", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "100", "topic.delimiter": "_"}`,
+			topic: "__debezium-heartbeat_shop", hasTopic: true},
+		{name: "no prefix", conf: `{` + pg + `"heartbeat.interval.ms": "100"}`,
+			topic: "__debezium-heartbeat.pgoutbox", hasTopic: true},
+		{name: "server", conf: "debezium.sink.type=kafka\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\n",
+			topic: "__debezium-heartbeat.shop", hasTopic: true},
+		{name: "server redis", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n",
+			warning: "debezium.source.heartbeat.interval.ms above 0: pgoutbox writes Debezium's heartbeat records to Kafka only"},
+		{name: "bad prefix", conf: `{` + pg + `"heartbeat.interval.ms": "100", "topic.heartbeat.prefix": "heart beat"}`,
+			refusedSubstr: "topic.heartbeat.prefix: \"heart beat\" has invalid format"},
+		{name: "bad name", conf: `{` + pg + `"topic.heartbeat.name": "a/b"}`,
+			refusedSubstr: "topic.heartbeat.name: \"a/b\" has invalid format"},
+		{name: "negative", conf: `{` + pg + `"heartbeat.interval.ms": "-1"}`,
+			refusedSubstr: "heartbeat.interval.ms: "},
+	} {
+		tr, ok, err := Read([]byte(tt.conf))
+		if !ok {
+			t.Fatalf("%s: not read", tt.name)
+		}
+		if tt.refusedSubstr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.refusedSubstr) {
+				t.Errorf("%s: %v, want a refusal naming %q", tt.name, err, tt.refusedSubstr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got, ok := settingOf(tr, "heartbeat-topic"); ok != tt.hasTopic || got != tt.topic {
+			t.Errorf("%s: --heartbeat-topic %q (%v), want %q (%v)", tt.name, got, ok, tt.topic, tt.hasTopic)
+		}
+		if tt.warning != "" && !strings.Contains(strings.Join(tr.Warnings, "\n"), tt.warning) {
+			t.Errorf("%s: warnings %q lack %q", tt.name, tr.Warnings, tt.warning)
+		}
+	}
+}

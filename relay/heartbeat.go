@@ -1,0 +1,125 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/router"
+	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/transform"
+)
+
+// Heartbeat records, as Debezium writes them with heartbeat.interval.ms
+// above 0: each heartbeat pgoutbox reads back from the WAL while it
+// streams (its own logical message, written every --heartbeat-interval)
+// gives a record on the heartbeat topic, keyed by topic.prefix, whose
+// ts_ms is the time pgoutbox read the heartbeat back, as Debezium's is the
+// time its streaming loop emits it. Snapshots write none, as Debezium's
+// write none. The record passes the transforms after the router and the
+// converters as Debezium's does, and goes through the ledger as a
+// transaction of its own at the heartbeat's position: the slot is
+// confirmed past the heartbeat only once its record and everything
+// before it are acked, and under exactly-once delivery the record is in
+// the Kafka transaction.
+
+// heartbeatValidate checks the heartbeat records' settings.
+func (c Config) heartbeatValidate() error {
+	if c.HeartbeatTopic == "" {
+		return nil
+	}
+	if c.Encoder.Format != schema.Debezium && c.Encoder.Format != schema.DebeziumOutbox {
+		return fmt.Errorf("heartbeat records (--heartbeat-topic, heartbeat.interval.ms) are Debezium's: --format debezium or debezium-outbox, not %s", c.Encoder.Format)
+	}
+	if err := (router.Config{Topic: c.HeartbeatTopic}).Validate(); err != nil {
+		return fmt.Errorf("heartbeat topic %q is not a valid topic name", c.HeartbeatTopic)
+	}
+	if chain, _ := transform.New(c.Transforms); chain.BeforeRouter() {
+		return errors.New("heartbeat records (heartbeat.interval.ms above 0) with a transform before the Outbox Event Router are not supported: Kafka Connect runs it on the heartbeat records too")
+	}
+	return nil
+}
+
+// heartbeat produces the heartbeat c's record into the ledger and closes
+// its position. A heartbeat another pgoutbox wrote (its content names its
+// slot) only marks the position.
+func (p *publisher) heartbeat(ctx context.Context, i int, c *outbox.Change) error {
+	if len(c.Values) == 1 && string(c.Values[0]) != p.pipe.cfg.Replication.Slot {
+		p.ledger.Boundary(c)
+		return nil
+	}
+	// A non-transactional message's row and its commit, as the decoder
+	// makes them (replication/decode.go): a replay of what Kafka has
+	// (exactly-once) is skipped.
+	row := &outbox.Change{Kind: outbox.KindRow, LSN: c.LSN, FinalLSN: c.LSN - 1, Relation: &outbox.Relation{}}
+	commit := &outbox.Change{Kind: outbox.KindCommit, LSN: c.LSN, FinalLSN: c.LSN - 1}
+	if p.ledger.Skip(row) {
+		p.ledger.Boundary(commit)
+		return nil
+	}
+	hb := schema.Heartbeat{ServerName: p.pipe.enc.Debezium().TopicPrefix, Time: time.Now()}
+	rec, err := p.pipe.heartbeatRecord(ctx, p.pipe.cfg.HeartbeatTopic, hb)
+	if err != nil {
+		return p.ledger.Where(i, c, err)
+	}
+	if rec != nil {
+		e := p.ledger.Produce(i, row)
+		pp := p.pipe
+		if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
+			if err == nil {
+				pp.stats.Published.Add(1)
+				p.broker.recordAcked(pp.log, rec.Topic)
+			} else {
+				err = p.broker.recordFailed(pp.log, rec.Topic, "heartbeat at "+c.LSN.String(), err)
+			}
+			p.ledger.Ack(e, err)
+		}); err != nil {
+			err = p.ledger.Where(i, c, err)
+			p.ledger.Ack(e, err)
+			return err
+		}
+	}
+	p.ledger.Boundary(commit)
+	return nil
+}
+
+// heartbeatRecord is the Kafka record of hb on topic: the router passes
+// it as it is, Kafka Connect's transforms after it run on it, and the
+// configured converters write it. nil when a transform dropped it.
+func (p *pipeline) heartbeatRecord(ctx context.Context, topic string, hb schema.Heartbeat) (*kgo.Record, error) {
+	msg := hb.Message()
+	r, err := p.chain.Read(topic, &msg, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat record: %w", err)
+	}
+	keep, err := p.chain.Apply(&r)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat record: %w", err)
+	}
+	if !keep {
+		return nil, nil
+	}
+	if err := router.CheckTopic(r.Topic); err != nil {
+		return nil, fmt.Errorf("heartbeat record: %w", &transform.DataError{Reason: "after the transforms, " + err.Error()})
+	}
+	convs := p.convs
+	if !p.connect {
+		d := p.enc.Debezium()
+		convs = transform.Converters{Key: d.Key, Value: d.Value, Header: d.Header}
+	}
+	out, err := r.Message(convs)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat record: %w", err)
+	}
+	kr := kafkaRecord(r.Topic, out)
+	if out.KeySchema != "" || out.ValueSchema != "" || out.FinishValue != nil {
+		if err := p.frameOrWait(ctx, kr, &out, "heartbeat"); err != nil {
+			return nil, err
+		}
+	}
+	return kr, nil
+}
