@@ -87,39 +87,8 @@ func (p *publisher) heartbeat(ctx context.Context, i int, c *outbox.Change) erro
 	return nil
 }
 
-// heartbeatRecord is the Kafka record of hb on topic: the router passes
-// it as it is, Kafka Connect's transforms after it run on it, and the
-// configured converters write it. nil when a transform dropped it.
+// heartbeatRecord is the Kafka record of hb on topic (ownRecord); nil
+// when a transform dropped it.
 func (p *pipeline) heartbeatRecord(ctx context.Context, topic string, hb schema.Heartbeat) (*kgo.Record, error) {
-	msg := hb.Message()
-	r, err := p.chain.Read(topic, &msg, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat record: %w", err)
-	}
-	keep, err := p.chain.Apply(&r)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat record: %w", err)
-	}
-	if !keep {
-		return nil, nil
-	}
-	if err := router.CheckTopic(r.Topic); err != nil {
-		return nil, fmt.Errorf("heartbeat record: %w", &transform.DataError{Reason: "after the transforms, " + err.Error()})
-	}
-	convs := p.convs
-	if !p.connect {
-		d := p.enc.Debezium()
-		convs = transform.Converters{Key: d.Key, Value: d.Value, Header: d.Header}
-	}
-	out, err := r.Message(convs)
-	if err != nil {
-		return nil, fmt.Errorf("heartbeat record: %w", err)
-	}
-	kr := kafkaRecord(r.Topic, out)
-	if out.KeySchema != "" || out.ValueSchema != "" || out.FinishValue != nil {
-		if err := p.frameOrWait(ctx, kr, &out, "heartbeat"); err != nil {
-			return nil, err
-		}
-	}
-	return kr, nil
+	return p.ownRecord(ctx, topic, hb.Message(), "heartbeat record", "heartbeat")
 }

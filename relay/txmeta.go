@@ -139,25 +139,32 @@ func (p *publisher) produceTx(ctx context.Context, i int, c *outbox.Change, b sc
 	return nil
 }
 
-// txRecord is the Kafka record of b on topic: the router passes it as it
-// is (it is no change event), Kafka Connect's transforms after it run on
-// it, and the configured converters write it. nil when a transform
-// dropped it.
+// txRecord is the Kafka record of b on topic (ownRecord); nil when a
+// transform dropped it.
 func (p *pipeline) txRecord(ctx context.Context, topic string, b schema.TxBoundary) (*kgo.Record, error) {
-	msg := b.Message()
+	return p.ownRecord(ctx, topic, b.Message(), "transaction record "+b.ID, b.ID)
+}
+
+// ownRecord is the Kafka record of msg, which pgoutbox writes besides the
+// events (transaction metadata, heartbeats), on topic: the router passes
+// it as it is (it is no change event), Kafka Connect's transforms after
+// it run on it, and the configured converters write it. what names it in
+// errors, id where it waits for a registry. nil when a transform dropped
+// it.
+func (p *pipeline) ownRecord(ctx context.Context, topic string, msg schema.Message, what, id string) (*kgo.Record, error) {
 	r, err := p.chain.Read(topic, &msg, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("transaction record %s: %w", b.ID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	keep, err := p.chain.Apply(&r)
 	if err != nil {
-		return nil, fmt.Errorf("transaction record %s: %w", b.ID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if !keep {
 		return nil, nil
 	}
 	if err := router.CheckTopic(r.Topic); err != nil {
-		return nil, fmt.Errorf("transaction record %s: %w", b.ID, &transform.DataError{Reason: "after the transforms, " + err.Error()})
+		return nil, fmt.Errorf("%s: %w", what, &transform.DataError{Reason: "after the transforms, " + err.Error()})
 	}
 	convs := p.convs
 	if !p.connect {
@@ -166,11 +173,11 @@ func (p *pipeline) txRecord(ctx context.Context, topic string, b schema.TxBounda
 	}
 	out, err := r.Message(convs)
 	if err != nil {
-		return nil, fmt.Errorf("transaction record %s: %w", b.ID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	kr := kafkaRecord(r.Topic, out)
 	if out.KeySchema != "" || out.ValueSchema != "" || out.FinishValue != nil {
-		if err := p.frameOrWait(ctx, kr, &out, b.ID); err != nil {
+		if err := p.frameOrWait(ctx, kr, &out, id); err != nil {
 			return nil, err
 		}
 	}
