@@ -3,6 +3,7 @@ package debezium
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/pgoutbox/pgoutbox/schema"
@@ -184,6 +185,11 @@ func connectConverter(part, class string, opts map[string]string) (string, bool,
 	if n, ok := numberConverters[class]; ok {
 		return n, true, ""
 	}
+	if known := knownConverter(class); known != "" {
+		// A class of that name in another package, as Kafka Connect would
+		// not find it either (ClassNotFoundException).
+		return "", false, fmt.Sprintf("%q is no class Debezium or Kafka ship: %s is", class, known)
+	}
 	return "", false, fmt.Sprintf("%q is not supported (use StringConverter, JsonConverter, ByteArrayConverter, %s, %s, %s, io.debezium.converters.BinaryDataConverter, io.debezium.converters.ByteArrayConverter, %s or Kafka's number converters)", class, apicurioAvroConverter, apicurioJSONConverter, confluentAvroConverter, cloudEventsConverter)
 }
 
@@ -284,4 +290,22 @@ func serverFormat(part, format string) (string, string) {
 			"the Kafka Connect form with io.apicurio.registry.utils.converter.AvroConverter (2.x) is implemented"
 	}
 	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring, binary or cloudevents)", format)
+}
+
+// knownConverter is the converter class pgoutbox takes whose simple name
+// is class's, "" when none is; of two, the one of class's vendor.
+func knownConverter(class string) string {
+	simple := class[strings.LastIndexByte(class, '.')+1:]
+	vendor, _, _ := strings.Cut(class, ".")
+	found := ""
+	for _, c := range append([]string{stringConverter, simpleHeaderConverter, jsonConverter, kafkaByteArray, binaryDataConverter,
+		debeziumByteArray, cloudEventsConverter, apicurioAvroConverter, apicurioJSONConverter, confluentAvroConverter}, slices.Sorted(maps.Keys(numberConverters))...) {
+		if c == class || c[strings.LastIndexByte(c, '.')+1:] != simple {
+			continue
+		}
+		if found == "" || strings.HasPrefix(c, vendor+".") {
+			found = c
+		}
+	}
+	return found
 }

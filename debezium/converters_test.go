@@ -115,3 +115,20 @@ func TestApicurioJSONConverter(t *testing.T) {
 		}
 	}
 }
+
+// A converter class under another package is refused, as Kafka Connect
+// cannot load it, naming the class of that name pgoutbox takes.
+func TestConverterOfAnotherPackage(t *testing.T) {
+	for class, want := range map[string]string{
+		"io.debezium.converters.spi.BinaryDataConverter":      "io.debezium.converters.BinaryDataConverter is",
+		"io.debezium.converters.spi.ByteArrayConverter":       "io.debezium.converters.ByteArrayConverter is",
+		"org.apache.kafka.connect.storage.ByteArrayConverter": "org.apache.kafka.connect.converters.ByteArrayConverter is",
+		"com.example.JsonConverter":                           "org.apache.kafka.connect.json.JsonConverter is",
+		"com.example.MyConverter":                             "is not supported",
+	} {
+		_, err := translateConnect(t, `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "value.converter": "`+class+`"}`)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a refusal saying %q", class, err, want)
+		}
+	}
+}
