@@ -235,12 +235,8 @@ var options = []Option{
 		Takes:   "`true`; `false` is ignored with a warning: pgoutbox's connections always send TCP keep-alives",
 		Refuses: "anything but `true` or `false` (any case), as Debezium's validation",
 		read: func(r *reading, k, v string) {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "true":
-			case "false":
+			if b, ok := connectorBool(r, k, v); ok && !b {
 				r.ignore(k + "=false (pgoutbox's connections always send TCP keep-alives)")
-			default:
-				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
 			}
 		}},
 	{Part: Connector, Key: "database.initial.statements",
@@ -344,25 +340,18 @@ var options = []Option{
 		Takes:   "`true`: `--slot-failover auto`, a failover slot where the server has them (PostgreSQL 17 and later) and a plain one before, with a warning, as Debezium creates none there; `false`",
 		Refuses: "anything but `true` or `false` (any case), as Debezium's validation",
 		read: func(r *reading, k, v string) {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "true":
+			if b, ok := connectorBool(r, k, v); ok && b {
 				r.set("slot-failover", "auto")
-			case "false":
+			} else if ok {
 				r.set("slot-failover", "false")
-			default:
-				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
 			}
 		}},
 	{Part: Connector, Key: "slot.drop.on.stop", Default: "false",
 		Takes:   "`false`; `true`, a development setting, is read as `false` with a warning: pgoutbox keeps the slot when it stops (a slot dropped at a stop loses what is written until the next start); `pgoutbox slot drop` drops it",
 		Refuses: "anything but a boolean, as Debezium does",
 		read: func(r *reading, k, v string) {
-			switch strings.ToLower(strings.TrimSpace(v)) {
-			case "true":
+			if b, _ := connectorBool(r, k, v); b {
 				r.dropSlot = k
-			case "false":
-			default:
-				r.refuse(k, fmt.Sprintf("%q: want true or false", v))
 			}
 		}},
 	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Setting: "transaction-metadata",
@@ -660,6 +649,20 @@ func rabbitPort(r *reading, k, v string) {
 		return
 	}
 	r.set("rabbitmq-port", strconv.Itoa(n))
+}
+
+// connectorBool reads a connector option's boolean as Debezium's
+// validation does: true or false, any case; anything else is refused
+// (ok false).
+func connectorBool(r *reading, k, v string) (b, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	r.refuse(k, fmt.Sprintf("%q: want true or false", v))
+	return false, false
 }
 
 // boolFlag passes true or false to flag.
