@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 	"github.com/pgoutbox/pgoutbox/test/testenv"
@@ -254,5 +255,52 @@ WHERE pid <> pg_backend_pid() AND datname = current_database() AND backend_type 
 	if spam > 0 || said != 1 {
 		t.Fatalf("on a closed connection housekeeping logged its failures %d times in 3 s and said the connection was closed %d times, want 0 and 1:\n%s",
 			spam, said, p.Out.String())
+	}
+}
+
+// --topic-partitions and --topic-configs, on a table that holds rows: the
+// topic the snapshot's first record goes to is created with them, before
+// that record, and every row arrives in it.
+func TestKafkaTopicCreationFlags(t *testing.T) {
+	e := testenv.ExistingLedger(t, 100)
+	b := kafkatest.Shared(t)
+	e.Kafka, e.Apache, e.Brokers = &kafkatest.Cluster{Brokers: b.Brokers}, b, b.Brokers
+	const topic = "topiccreation.TRANSACTION"
+	args := append([]string{"--mode", "wal", "--snapshot-mode", "initial", "--topic", "topiccreation.{aggregatetype}",
+		"--topic-partitions", "5", "--topic-configs", "retention.ms=3600000"}, testenv.LedgerFlags...)
+	p := e.Run(t, args...)
+	recs := kafkatest.Consume(t, e.Brokers, []string{topic}, 100, 60*time.Second)
+	p.Stop(t)
+	if len(recs) != 100 {
+		t.Fatalf("%d records, want the table's 100", len(recs))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testenv.TimeoutContext(t, 15*time.Second)
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(details[topic].Partitions); n != 5 {
+		t.Errorf("%s has %d partitions, want 5", topic, n)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retention := ""
+	for _, rc := range configs {
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" && c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
+				retention = *c.Value
+			}
+		}
+	}
+	if retention != "3600000" {
+		t.Errorf("%s: retention.ms set on the topic %q, want 3600000", topic, retention)
 	}
 }
