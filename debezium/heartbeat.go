@@ -11,7 +11,9 @@ import (
 // topic.heartbeat.name when given, else
 // <topic.heartbeat.prefix><topic.delimiter><topic.prefix>
 // (AbstractTopicNamingStrategy.heartbeatTopic). pgoutbox writes one per
-// heartbeat it reads back from the WAL (--heartbeat-topic).
+// heartbeat it reads back from the WAL (--heartbeat-topic). Debezium
+// Server's sinks deliver them as any record, to the destination of the
+// topic's name; only Redis skips them by default.
 
 // debeziumTopicName is the names Debezium's topic options accept
 // (CommonConnectorConfig.TOPIC_NAME_PATTERN).
@@ -28,15 +30,6 @@ func (c config) heartbeatTopic(r *reading) {
 	ms, err := strconv.Atoi(c.connector["heartbeat.interval.ms"])
 	if err != nil || ms <= 0 {
 		return
-	}
-	if c.server {
-		if t := strings.TrimSpace(c.other["debezium.sink.type"]); t != "" && t != "kafka" {
-			// Debezium Server's other sinks deliver them (Redis skips
-			// them unless skip.heartbeat.messages is false); pgoutbox
-			// writes them to Kafka only.
-			r.warnings = append(r.warnings, r.src("heartbeat.interval.ms")+" above 0: pgoutbox writes Debezium's heartbeat records to Kafka only; with --sink "+t+" its heartbeats write nothing")
-			return
-		}
 	}
 	topic := c.connector["topic.heartbeat.name"]
 	if topic == "" {
@@ -57,5 +50,25 @@ func (c config) heartbeatTopic(r *reading) {
 		}
 		topic = hp + delim + prefix
 	}
+	if c.server && strings.TrimSpace(c.other["debezium.sink.type"]) == "redis" && c.redisSkipsHeartbeat(topic) {
+		return
+	}
 	r.set("heartbeat-topic", topic)
+}
+
+// redisSkipsHeartbeat tells Debezium Server's Redis sink dropping the
+// heartbeat records, which it does by default
+// (skip.heartbeat.messages): it drops each record whose stream starts
+// with topic.heartbeat.prefix, as written, so a topic.heartbeat.name of
+// another start is delivered. Its boolean is read as Debezium's
+// Configuration reads one: only "false" turns it off.
+func (c config) redisSkipsHeartbeat(topic string) bool {
+	if strings.ToLower(strings.TrimSpace(c.other[redisSink+"skip.heartbeat.messages"])) == "false" {
+		return false
+	}
+	hp, ok := c.connector["topic.heartbeat.prefix"]
+	if !ok {
+		hp = "__debezium-heartbeat"
+	}
+	return strings.HasPrefix(topic, hp)
 }

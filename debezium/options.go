@@ -304,7 +304,7 @@ var options = []Option{
 			}
 		}},
 	{Part: Connector, Key: "heartbeat.interval.ms", Default: "0", Setting: "heartbeat-interval",
-		Takes:   "> 0 sets the interval and writes Debezium's heartbeat record to the heartbeat topic for each heartbeat read back from the WAL while streaming, through the transforms after the router and the converters (see [heartbeat records](#heartbeat-records)); Kafka only (under Debezium Server another sink's heartbeats write nothing, with a warning); 0 keeps pgoutbox's heartbeat, which produces nothing",
+		Takes:   "> 0 sets the interval and writes Debezium's heartbeat record to the heartbeat topic for each heartbeat read back from the WAL while streaming, through the transforms after the router and the converters (see [heartbeat records](#heartbeat-records)), on every sink (Debezium Server's Redis sink skips them by default: `skip.heartbeat.messages`); 0 keeps pgoutbox's heartbeat, which produces nothing",
 		Refuses: "anything but a non-negative number; above 0, a transform before the router", read: heartbeat},
 	{Part: Connector, Key: "topic.heartbeat.prefix", Default: "__debezium-heartbeat", Setting: "heartbeat-topic",
 		Takes:   "the heartbeat topic's name before `.<topic.prefix>`",
@@ -356,7 +356,7 @@ var options = []Option{
 		}},
 	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Setting: "transaction-metadata",
 		Takes:   "`false`; `true` writes a BEGIN and an END record per transaction that has events to `<topic.prefix>.transaction`, and a `transaction` block (`id`, `total_order`, `data_collection_order`) in each change event, as Debezium does (see [transaction metadata](#transaction-metadata)); it keeps pgoutbox on the WAL",
-		Refuses: "anything but a boolean; `true` with `--mode poll` (polling knows no transactions), a sink other than Kafka, or a transform before the router",
+		Refuses: "anything but a boolean; `true` with `--mode poll` (polling knows no transactions), or a transform before the router",
 		read:    boolFlag("transaction-metadata")},
 	{Part: Connector, Key: "message.prefix.include.list", Setting: "message-prefix",
 		Takes: "with `DecodeLogicalDecodingMessageContent` before the Outbox Event Router: the prefixes of the logical decoding messages read as outbox rows (regular expressions matched whole, case-insensitively; unset, every prefix, as Debezium reads them); without it, ignored: pgoutbox does not publish the message records themselves",

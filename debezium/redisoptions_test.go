@@ -43,7 +43,7 @@ debezium.sink.redis.retry.max.attempts=3
 		}
 	}
 	ignored := strings.Join(tr.Ignored, "\n")
-	for _, k := range []string{"wait.retry.enabled", "skip.heartbeat.messages", "retry.max.attempts"} {
+	for _, k := range []string{"wait.retry.enabled", "retry.max.attempts"} {
 		if !strings.Contains(ignored, "debezium.sink.redis."+k) {
 			t.Errorf("%s not named among the ignored: %v", k, tr.Ignored)
 		}

@@ -53,6 +53,12 @@ type Config struct {
 	// *DeadLetterError, which stops the relay before anything after it,
 	// as a message Debezium Server cannot publish stops it.
 	DeadLetterSubjectOptional bool
+	// RecordSubjects are the subjects of the records the relay writes
+	// itself, Debezium's heartbeat and transaction records. Ping checks
+	// that a stream takes each: Debezium Server fails at the first such
+	// record no stream takes, and its default subjects (*.*.*) take
+	// neither __debezium-heartbeat.<prefix> nor <prefix>.transaction.
+	RecordSubjects []string
 	// JWT and Seed are a user's credentials (auth.jwt, auth.seed); User and
 	// Password a user's name and password (auth.user, auth.password), used
 	// only without a JWT. They never appear in an error or a log line.

@@ -82,3 +82,15 @@ func (e *DeadLetterError) Error() string {
 
 // Permanent: the streams stay as they are until someone changes them.
 func (e *DeadLetterError) Permanent() bool { return true }
+
+// RecordSubjectError is a subject of heartbeat or transaction records
+// (Config.RecordSubjects) no stream takes.
+type RecordSubjectError struct{ Subject string }
+
+func (e *RecordSubjectError) Error() string {
+	return fmt.Sprintf("nats: no JetStream stream takes subject %s, where the heartbeat or transaction records go (Debezium Server fails at the first of them): "+
+		"add it to a stream's subjects (with create-stream, subjects=*.*.*,%s)", e.Subject, e.Subject)
+}
+
+// Permanent: the streams stay as they are until someone changes them.
+func (e *RecordSubjectError) Permanent() bool { return true }

@@ -400,6 +400,16 @@ func (j *JetStream) Ping(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, s := range j.cfg.RecordSubjects {
+		var none *NoStreamError
+		_, err := c.streams.lookup(ctx, s)
+		switch {
+		case errors.As(err, &none):
+			return &RecordSubjectError{Subject: s}
+		case err != nil:
+			return err
+		}
+	}
 	c.checked.Store(true)
 	return nil
 }

@@ -438,3 +438,110 @@ func TestNATSDeadLetterSubjectWithoutStream(t *testing.T) {
 		t.Errorf("stream %v, want %v", got, want)
 	}
 }
+
+// A Debezium Server file with heartbeat.interval.ms and
+// provide.transaction.metadata into NATS JetStream: the heartbeat and
+// transaction records go to their subjects as Debezium Server delivers
+// them. A stream over Debezium Server's default subjects (*.*.*) takes
+// neither, and Debezium Server fails at the first of them: pgoutbox
+// refuses it at start, naming the subject. With the subjects taken, the
+// rows already in the table go out, a transaction's events between its
+// BEGIN and END records, heartbeats on their subject, and the slot is
+// confirmed past the last transaction.
+func TestNATSHeartbeatAndTransactionRecords(t *testing.T) {
+	ctx := context.Background()
+	e := testenv.NewBare(t, `CREATE TABLE public.outbox (
+  id uuid PRIMARY KEY, aggregatetype text NOT NULL, aggregateid text NOT NULL, type text NOT NULL, payload jsonb);
+INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES
+  ('22222222-0000-0000-0000-000000000001', 'Order', 'o-1', 'Placed', '{"n": 1}'),
+  ('22222222-0000-0000-0000-000000000002', 'Order', 'o-2', 'Placed', '{"n": 2}')`)
+	s := natstest.Start(t)
+	base := testenv.DebeziumServer(t, e) + `debezium.sink.type=nats-jetstream
+debezium.sink.nats-jetstream.url=` + s.URL + `
+debezium.sink.nats-jetstream.create-stream=true
+debezium.source.offset.storage.file.filename=data/offsets.dat
+debezium.source.topic.prefix=dbserver1
+debezium.source.plugin.name=pgoutput
+debezium.source.table.include.list=public.outbox
+debezium.source.heartbeat.interval.ms=200
+debezium.source.provide.transaction.metadata=true
+debezium.transforms=outbox
+debezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+debezium.format.value.schemas.enable=false
+`
+	refused := testenv.WriteFile(t, "default-subjects.properties", base)
+	if out, ok := testenv.CLIOutput(t, "run", "--config", refused); ok || !strings.Contains(out, "no JetStream stream takes subject __debezium-heartbeat.dbserver1") {
+		t.Errorf("the default subjects: exit 0 %v, want the heartbeat subject named:\n%s", ok, out)
+	}
+	_, js := s.Connect()
+	if err := js.DeleteStream(ctx, "DebeziumStream"); err != nil { // created before the check, as Debezium Server creates it
+		t.Fatal(err)
+	}
+	conf := testenv.WriteFile(t, "application.properties", base+`debezium.sink.nats-jetstream.stream-name=Outbox
+debezium.sink.nats-jetstream.subjects=outbox.>,__debezium-heartbeat.>,dbserver1.transaction
+`)
+	p := testenv.StartBinary(t, "run", "--config", conf, "--log-format", "json")
+	bySubject := func(subject string) []natstest.Message {
+		var out []natstest.Message
+		for _, m := range s.Messages("Outbox") {
+			if m.Subject == subject {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	testenv.Eventually(t, 60*time.Second, "the rows already in the table", func() bool { return len(bySubject("outbox.event.Order")) >= 2 })
+	tx, err := e.Conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"22222222-0000-0000-0000-000000000003", "22222222-0000-0000-0000-000000000004"} {
+		if _, err := tx.Exec(ctx, `INSERT INTO public.outbox (id, aggregatetype, aggregateid, type, payload) VALUES ($1, 'Order', 'o-3', 'Paid', '{}')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var commitEnd string
+	if err := e.Conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&commitEnd); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the transaction's records and heartbeats", func() bool {
+		return len(bySubject("dbserver1.transaction")) >= 2 && len(bySubject("__debezium-heartbeat.dbserver1")) >= 2
+	})
+	testenv.Eventually(t, 30*time.Second, "the slot confirmed past the transaction", func() bool {
+		var past bool
+		err := e.Conn.QueryRow(ctx, "SELECT confirmed_flush_lsn >= $1::pg_lsn FROM pg_replication_slots WHERE slot_name = 'debezium'", commitEnd).Scan(&past)
+		return err == nil && past
+	})
+	p.Stop(t)
+
+	var order []string
+	for _, m := range s.Messages("Outbox") {
+		switch m.Subject {
+		case "dbserver1.transaction":
+			var r struct {
+				Status string `json:"status"`
+				Count  *int   `json:"event_count"`
+			}
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Fatalf("transaction record %s: %v", m.Data, err)
+			}
+			order = append(order, fmt.Sprintf("%s %v", r.Status, r.Count != nil && *r.Count == 2))
+		case "outbox.event.Order":
+			order = append(order, m.Header.Get("Nats-Msg-Id"))
+		}
+	}
+	want := []string{"22222222-0000-0000-0000-000000000001", "22222222-0000-0000-0000-000000000002",
+		"BEGIN false", "22222222-0000-0000-0000-000000000003", "22222222-0000-0000-0000-000000000004", "END true"}
+	if strings.Join(order, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events and transaction records:\n%s\nwant\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+	for _, m := range bySubject("__debezium-heartbeat.dbserver1") {
+		var v map[string]int64
+		if err := json.Unmarshal(m.Data, &v); err != nil || len(v) != 1 || v["ts_ms"] <= 0 {
+			t.Errorf("heartbeat %s: want {\"ts_ms\": …} (%v)", m.Data, err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/natsjs"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/schema"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // The sinks run can publish to (--sink), by Debezium Server's names.
@@ -83,6 +84,22 @@ func (n *natsFlags) opener(deadLetters string, dlqNamed bool, maxMessageBytes, m
 		AckTimeout: n.ackTimeout, Sync: n.sync, MaxMessageBytes: maxMessageBytes, MaxPending: maxPending,
 	}
 	return &broker.NATS{Config: cfg}, nil
+}
+
+// natsRecordSubjects are the subjects of the heartbeat and transaction
+// records, which the NATS sink checks at start, unless a transform after
+// the router may rename them.
+func natsRecordSubjects(cfg relay.Config) []string {
+	if ch, err := transform.New(cfg.Transforms); err != nil || ch != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range []string{cfg.HeartbeatTopic, cfg.TransactionTopic} {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // guarantee is what run's start line says a sink and delivery promise.

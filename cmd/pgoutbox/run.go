@@ -158,7 +158,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	f.topics.register(fs)          // --topic-creation...: topicflags.go
 	fs.DurationVar(&cfg.Replication.StatusInterval, "status-interval", time.Second, "how often the confirmed position is reported to Postgres")
 	fs.DurationVar(&cfg.Replication.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often a heartbeat lets the slot advance while the outbox is idle; negative disables")
-	fs.StringVar(&cfg.HeartbeatTopic, "heartbeat-topic", "", "debezium formats, Kafka: write Debezium's heartbeat record (key {serverName: --topic-prefix}, value {ts_ms}) to this topic for each heartbeat read back from the WAL (Debezium heartbeat.interval.ms above 0: __debezium-heartbeat.<topic.prefix>); unset, heartbeats write nothing")
+	fs.StringVar(&cfg.HeartbeatTopic, "heartbeat-topic", "", "debezium formats: write Debezium's heartbeat record (key {serverName: --topic-prefix}, value {ts_ms}) to this topic for each heartbeat read back from the WAL (Debezium heartbeat.interval.ms above 0: __debezium-heartbeat.<topic.prefix>); unset, heartbeats write nothing")
 	fs.StringVar(&cfg.Replication.HeartbeatActionQuery, "heartbeat-action-query", "", "SQL run at every heartbeat while streaming the WAL, on a connection of its own (Debezium's heartbeat.action.query); a table it names that does not exist stops pgoutbox")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka acks")
 	fs.DurationVar(&cfg.Lease.TTL, "lease-ttl", relay.DefaultLeaseTTL, "how long the pipeline's lease lasts unrenewed: another relay of the pipeline takes over at most this long after its holder died")
@@ -273,8 +273,6 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if cfg.TransactionTopic != "" {
 		// Only the WAL knows transactions.
 		switch {
-		case f.sink != sinkKafka:
-			return cfg, nil, fmt.Errorf("--transaction-metadata (provide.transaction.metadata) writes to Kafka only, not --sink %s", f.sink)
 		case cfg.Mode == relay.ModePoll:
 			return cfg, nil, errors.New("--transaction-metadata (provide.transaction.metadata) needs the WAL: polling reads rows, not transactions; run with --mode wal")
 		case cfg.Mode == relay.ModeAuto:
@@ -282,7 +280,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			cfg.Mode = relay.ModeWAL
 		}
 	}
-	if err := heartbeatRecords(&cfg, f.sink, log); err != nil {
+	if err := heartbeatRecords(&cfg, log); err != nil {
 		return cfg, nil, err
 	}
 	if err := f.messages.apply(&cfg, format, log); err != nil {
@@ -296,6 +294,9 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if f.sink == sinkNATS {
 		if err := natsAvro(cfg.Encoder.Debezium); err != nil {
 			return cfg, nil, err
+		}
+		if b, ok := cfg.Sink.(*broker.NATS); ok {
+			b.Config.RecordSubjects = natsRecordSubjects(cfg)
 		}
 	}
 	if *f.ops.addr == "" {

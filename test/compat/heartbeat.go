@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 )
 
 // Heartbeat records (heartbeat.interval.ms above 0) come at a rate, not
@@ -59,13 +61,8 @@ func normalizeBeat(r Record) Record {
 
 // compareHeartbeats compares each side's first heartbeat record.
 func compareHeartbeats(topic string, want, got []Record, norms []Normalization) []string {
-	switch {
-	case len(want) == 0 && len(got) == 0:
-		return []string{topic + ": no heartbeat record from either side"}
-	case len(want) == 0:
-		return []string{topic + ": no heartbeat record from Debezium"}
-	case len(got) == 0:
-		return []string{topic + ": no heartbeat record from pgoutbox"}
+	if m := corpusrun.MissingHeartbeat(topic, "Debezium", len(want), len(got)); m != "" {
+		return []string{m}
 	}
 	w, g := normalizeBeat(normalize(want[0], norms)), normalizeBeat(normalize(got[0], norms))
 	var out []string

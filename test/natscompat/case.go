@@ -29,6 +29,11 @@ type Case struct {
 	// Varies are headers whose values differ by nature (a run's id): both
 	// sides must carry them, their values are not compared.
 	Varies []string `yaml:"varies"`
+	// Heartbeats is the subject of the heartbeat records, when the case
+	// writes them (heartbeat.interval.ms above 0): they come at a rate,
+	// so each side must publish one and their first ones are compared,
+	// ts_ms set aside; Messages counts the others.
+	Heartbeats string `yaml:"heartbeats"`
 }
 
 // headersOnlyPgoutbox are the headers pgoutbox adds and Debezium Server

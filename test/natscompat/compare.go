@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 )
 
 // Message is a stored message, as the comparison reads it.
@@ -48,6 +50,36 @@ func Compare(dbz, pgo []Message, varies []string) []string {
 		}
 	}
 	return diffs
+}
+
+// CompareHeartbeats compares each side's first heartbeat message: its
+// subject, its data with ts_ms set aside, and its headers. A heartbeat has
+// no event id, so pgoutbox sets no Nats-Msg-Id on it.
+func CompareHeartbeats(subject string, dbz, pgo []Message, varies []string) []string {
+	if m := corpusrun.MissingHeartbeat(subject, "Debezium Server", len(dbz), len(pgo)); m != "" {
+		return []string{m}
+	}
+	d, p := dbz[0], pgo[0]
+	var diffs []string
+	if dd, pd := corpusrun.HeartbeatValue(d.Data), corpusrun.HeartbeatValue(p.Data); string(dd) != string(pd) {
+		diffs = append(diffs, fmt.Sprintf("heartbeat: data\n  %s\npgoutbox\n  %s", dd, pd))
+	}
+	if dh, ph := comparable(d.Header, varies), comparable(p.Header, varies); !maps.EqualFunc(dh, ph, slices.Equal) {
+		diffs = append(diffs, fmt.Sprintf("heartbeat: headers\n  %s\npgoutbox\n  %s", render(dh), render(ph)))
+	}
+	return diffs
+}
+
+// SplitHeartbeats takes the messages of subject out of msgs.
+func SplitHeartbeats(msgs []Message, subject string) (rest, beats []Message) {
+	for _, m := range msgs {
+		if subject != "" && m.Subject == subject {
+			beats = append(beats, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	return rest, beats
 }
 
 // comparable is h less pgoutbox's own headers, with the values of varies

@@ -105,7 +105,7 @@ debezium.source.publication.name=%s_publication
 			t.Fatalf("%s: %v", row, err)
 		}
 	}
-	dbzMsgs := await(t, s, stream, c.Messages, dbz.Exited())
+	dbzMsgs := await(t, s, stream, c, dbz.Exited())
 	dbz.Stop()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -116,7 +116,7 @@ debezium.source.publication.name=%s_publication
 	}
 
 	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
-	pgoMsgs := await(t, s, stream, c.Messages, p.Exited())
+	pgoMsgs := await(t, s, stream, c, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for i, m := range dbzMsgs {
 			t.Logf("Debezium Server %d: %s %s %v", i, m.Subject, m.Data, m.Header)
@@ -125,29 +125,37 @@ debezium.source.publication.name=%s_publication
 			t.Logf("pgoutbox %d: %s %s %v", i, m.Subject, m.Data, m.Header)
 		}
 	}
-	for _, d := range Compare(dbzMsgs, pgoMsgs, c.Varies) {
+	dbzMsgs, dbzBeats := SplitHeartbeats(dbzMsgs, c.Heartbeats)
+	pgoMsgs, pgoBeats := SplitHeartbeats(pgoMsgs, c.Heartbeats)
+	diffs := Compare(dbzMsgs, pgoMsgs, c.Varies)
+	if c.Heartbeats != "" {
+		diffs = append(diffs, CompareHeartbeats(c.Heartbeats, dbzBeats, pgoBeats, c.Varies)...)
+	}
+	for _, d := range diffs {
 		t.Error(d)
 	}
 }
 
-// await waits for n messages in stream, or for the process that publishes
-// them to exit, and returns the messages.
-func await(t *testing.T, s *natstest.Server, stream string, n int, exited <-chan struct{}) []Message {
+// await waits for the case's messages in stream (and a heartbeat, when
+// it writes them), or for the process that publishes them to exit, and
+// returns the messages.
+func await(t *testing.T, s *natstest.Server, stream string, c Case, exited <-chan struct{}) []Message {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		msgs := messages(t, s, stream)
-		if len(msgs) >= n {
+		rest, beats := SplitHeartbeats(msgs, c.Heartbeats)
+		if len(rest) >= c.Messages && (c.Heartbeats == "" || len(beats) > 0) {
 			time.Sleep(time.Second) // a message too many would show
 			return messages(t, s, stream)
 		}
 		select {
 		case <-exited:
-			t.Fatalf("the publisher exited after %d of %d messages", len(msgs), n)
+			t.Fatalf("the publisher exited after %d of %d messages (%d heartbeats)", len(rest), c.Messages, len(beats))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages after 2 minutes", len(msgs), n)
+			t.Fatalf("%d of %d messages (%d heartbeats) after 2 minutes", len(rest), c.Messages, len(beats))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

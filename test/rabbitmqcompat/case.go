@@ -33,6 +33,14 @@ type Case struct {
 	// Varies are headers whose values differ by nature (a run's id): both
 	// sides must carry them, their values are not compared.
 	Varies []string `yaml:"varies"`
+	// Heartbeats is the exchange of the heartbeat records, when the case
+	// writes them (heartbeat.interval.ms above 0, the AMQP corpus): they
+	// come at a rate, so each side must publish one and their first ones
+	// are compared, ts_ms set aside; Messages counts the others.
+	Heartbeats string `yaml:"heartbeats"`
+	// WithoutID are the exchanges of records that carry no event id
+	// (transaction metadata): pgoutbox sets no message-id on them.
+	WithoutID []string `yaml:"without_id"`
 }
 
 // Binding is an exchange the case's queue is bound to.

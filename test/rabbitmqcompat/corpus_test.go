@@ -110,11 +110,11 @@ func run(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
 			t.Fatalf("%s: %v", row, err)
 		}
 	}
-	dbzMsgs := await(t, s, queue, c.Messages, dbz.Exited())
+	dbzMsgs := await(t, s, queue, c, dbz.Exited())
 	dbz.Stop()
 
 	p := corpusrun.StartPgoutbox(t, pgo, pgoProps, "--dlq-topic", "pgo.dlq")
-	pgoMsgs := await(t, s, queue, c.Messages, p.Exited())
+	pgoMsgs := await(t, s, queue, c, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for i, m := range dbzMsgs {
 			t.Logf("Debezium Server %d: %s %s %s %v", i, m.Exchange, m.RoutingKey, m.Body, m.Headers)
@@ -123,28 +123,37 @@ func run(t *testing.T, c Case, s *rabbitmqtest.Server, pgo string) {
 			t.Logf("pgoutbox %d: %s %s %s %v", i, m.Exchange, m.RoutingKey, m.Body, m.Headers)
 		}
 	}
-	for _, d := range Compare(dbzMsgs, pgoMsgs, c.Varies) {
+	dbzMsgs, dbzBeats := SplitHeartbeats(dbzMsgs, c.Heartbeats)
+	pgoMsgs, pgoBeats := SplitHeartbeats(pgoMsgs, c.Heartbeats)
+	diffs := Compare(dbzMsgs, pgoMsgs, c.Varies, c.WithoutID)
+	if c.Heartbeats != "" {
+		diffs = append(diffs, CompareHeartbeats(c.Heartbeats, dbzBeats, pgoBeats, c.Varies)...)
+	}
+	for _, d := range diffs {
 		t.Error(d)
 	}
 }
 
-// await takes n messages from queue, or fails when the process that
-// publishes them exits first; a message too many fails the case.
-func await(t *testing.T, s *rabbitmqtest.Server, queue string, n int, exited <-chan struct{}) []rabbitmqtest.Message {
+// await takes the case's messages from queue (and a heartbeat, when it
+// writes them), or fails when the process that publishes them exits
+// first; a message too many fails the case.
+func await(t *testing.T, s *rabbitmqtest.Server, queue string, c Case, exited <-chan struct{}) []rabbitmqtest.Message {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	var msgs []rabbitmqtest.Message
-	for len(msgs) < n {
+	for {
 		msgs = append(msgs, s.Drain(queue)...)
+		rest, beats := SplitHeartbeats(msgs, c.Heartbeats)
+		if len(rest) >= c.Messages && (c.Heartbeats == "" || len(beats) > 0) {
+			break
+		}
 		select {
 		case <-exited:
-			if len(msgs) < n {
-				t.Fatalf("the publisher exited after %d of %d messages", len(msgs), n)
-			}
+			t.Fatalf("the publisher exited after %d of %d messages (%d heartbeats)", len(rest), c.Messages, len(beats))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages after 2 minutes", len(msgs), n)
+			t.Fatalf("%d of %d messages (%d heartbeats) after 2 minutes", len(rest), c.Messages, len(beats))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -27,6 +27,11 @@ type Case struct {
 	// Varies are fields whose values differ by nature (a run's id): both
 	// sides must write them, their values are not compared.
 	Varies []string `yaml:"varies"`
+	// Heartbeats is the stream of the heartbeat records, when the case
+	// writes them (heartbeat.interval.ms above 0, not skipped): they come
+	// at a rate, so each side must write one and their first ones are
+	// compared, ts_ms set aside; Entries counts the others.
+	Heartbeats string `yaml:"heartbeats"`
 }
 
 // Load reads every case of dir.

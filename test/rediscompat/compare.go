@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 	"github.com/pgoutbox/pgoutbox/test/redistest"
 )
 
@@ -44,6 +45,28 @@ func Compare(dbz, pgo Streams, varies []string) []string {
 		}
 	}
 	return diffs
+}
+
+// CompareHeartbeats takes the heartbeat stream out of both sides and
+// compares each side's first entry there, ts_ms set aside.
+func CompareHeartbeats(stream string, dbz, pgo Streams, varies []string) []string {
+	d, p := dbz[stream], pgo[stream]
+	delete(dbz, stream)
+	delete(pgo, stream)
+	if m := corpusrun.MissingHeartbeat(stream, "Debezium Server", len(d), len(p)); m != "" {
+		return []string{m}
+	}
+	beat := func(fields []string) []string {
+		out := comparable(fields, varies)
+		for i := 1; i < len(out); i += 2 {
+			out[i] = string(corpusrun.HeartbeatValue([]byte(out[i])))
+		}
+		return out
+	}
+	if df, pf := beat(d[0].Fields), beat(p[0].Fields); !slices.Equal(df, pf) {
+		return []string{fmt.Sprintf("%s entry 0:\n  %s\npgoutbox\n  %s", stream, render(df), render(pf))}
+	}
+	return nil
 }
 
 // comparable is fields with the values of varies replaced by a mark.

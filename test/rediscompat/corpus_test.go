@@ -95,12 +95,12 @@ debezium.source.publication.name=%s_publication
 			t.Fatalf("%s: %v", row, err)
 		}
 	}
-	dbzEntries := await(t, s, c.Entries, dbz.Exited())
+	dbzEntries := await(t, s, c, dbz.Exited())
 	dbz.Stop()
 	removeStreams(t, s)
 
 	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
-	pgoEntries := await(t, s, c.Entries, p.Exited())
+	pgoEntries := await(t, s, c, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for name, es := range dbzEntries {
 			for i, e := range es {
@@ -113,7 +113,11 @@ debezium.source.publication.name=%s_publication
 			}
 		}
 	}
-	for _, d := range Compare(dbzEntries, pgoEntries, c.Varies) {
+	var diffs []string
+	if c.Heartbeats != "" {
+		diffs = CompareHeartbeats(c.Heartbeats, dbzEntries, pgoEntries, c.Varies)
+	}
+	for _, d := range append(diffs, Compare(dbzEntries, pgoEntries, c.Varies)...) {
 		t.Error(d)
 	}
 }
@@ -149,24 +153,27 @@ func removeStreams(t *testing.T, s *redistest.Server) {
 	}
 }
 
-// await waits for n entries over all streams, or for the process that
-// writes them to exit, and returns the streams.
-func await(t *testing.T, s *redistest.Server, n int, exited <-chan struct{}) Streams {
+// await waits for the case's entries over all streams (and a heartbeat,
+// when it writes them), or for the process that writes them to exit, and
+// returns the streams.
+func await(t *testing.T, s *redistest.Server, c Case, exited <-chan struct{}) Streams {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		got := streams(t, s)
-		if got.Count() >= n {
+		beats := len(got[c.Heartbeats])
+		n := got.Count() - beats
+		if n >= c.Entries && (c.Heartbeats == "" || beats > 0) {
 			time.Sleep(time.Second) // an entry too many would show
 			return streams(t, s)
 		}
 		select {
 		case <-exited:
-			t.Fatalf("the writer exited after %d of %d entries", got.Count(), n)
+			t.Fatalf("the writer exited after %d of %d entries (%d heartbeats)", n, c.Entries, beats)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d entries after 2 minutes", got.Count(), n)
+			t.Fatalf("%d of %d entries (%d heartbeats) after 2 minutes", n, c.Entries, beats)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
