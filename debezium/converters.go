@@ -106,14 +106,27 @@ func (c config) serverConverters(r *reading) {
 		}
 	}
 	for _, part := range []string{"key", "value", "header"} {
+		o := maps.Clone(shared)
+		maps.Copy(o, opts[part])
+		// ConverterBuilder takes a class given with the format's options
+		// (debezium.format.<part>.class, or debezium.format.class for
+		// every part) over the format's own converter: what a Kafka
+		// Connect configuration's <part>.converter names.
+		given, hasClass := o["class"]
+		delete(o, "class")
+		given = strings.TrimSpace(given)
 		class, why := serverFormat(part, formats[part])
+		switch {
+		case formats[part] == "clientprovided" && given == "":
+			why = "clientprovided needs the converter's class (debezium.format." + part + ".class), as Debezium Server refuses it without one"
+		case hasClass && given != "" && builderFormat(part, formats[part]):
+			class, why = given, ""
+		}
 		if why != "" {
 			r.refuse("debezium.format."+part, why)
 			continue
 		}
-		o := maps.Clone(shared)
-		maps.Copy(o, opts[part])
-		if _, ok := o["apicurio.registry.url"]; ok && class == jsonConverter && part != "header" {
+		if _, ok := o["apicurio.registry.url"]; ok && class == jsonConverter && !hasClass && part != "header" {
 			// ConverterBuilder: json with Apicurio's registry is its
 			// ExtJsonConverter.
 			class = apicurioJSONConverter
@@ -290,6 +303,18 @@ func serverFormat(part, format string) (string, string) {
 			"the Kafka Connect form with io.apicurio.registry.utils.converter.AvroConverter (2.x) is implemented"
 	}
 	return "", fmt.Sprintf("%q is not supported (use json, jsonbytearray, simplestring, binary or cloudevents)", format)
+}
+
+// builderFormat tells a format Debezium Server's ConverterBuilder makes a
+// converter of for part, whose class the options may name instead.
+func builderFormat(part, format string) bool {
+	switch format {
+	case "", "json", "jsonbytearray", "clientprovided":
+		return true
+	case "cloudevents", "avro", "protobuf", "binary", "simplestring":
+		return part != "header"
+	}
+	return false
 }
 
 // knownConverter is the converter class pgoutbox takes whose simple name

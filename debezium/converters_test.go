@@ -132,3 +132,51 @@ func TestConverterOfAnotherPackage(t *testing.T) {
 		}
 	}
 }
+
+// A class among a Debezium Server format's options names its converter,
+// as ConverterBuilder takes it over the format's own; clientprovided
+// needs one.
+func TestServerFormatClass(t *testing.T) {
+	const base = "debezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\ndebezium.sink.type=kafka\n"
+	for _, tt := range []struct {
+		name, props string
+		want        map[string]string
+		refused     string
+	}{
+		{"header class", "debezium.format.header.class=org.apache.kafka.connect.storage.SimpleHeaderConverter\n",
+			map[string]string{"header-converter": "string", "key-converter": "json-schemas", "value-converter": "json-schemas"}, ""},
+		{"value class over json", "debezium.format.value=json\ndebezium.format.value.class=org.apache.kafka.connect.storage.StringConverter\n",
+			map[string]string{"value-converter": "string"}, ""},
+		{"shared class", "debezium.format.class=org.apache.kafka.connect.storage.StringConverter\n",
+			map[string]string{"key-converter": "string", "value-converter": "string", "header-converter": "string"}, ""},
+		{"class over avro", "debezium.format.value=avro\ndebezium.format.value.class=org.apache.kafka.connect.json.JsonConverter\ndebezium.format.value.schemas.enable=false\n",
+			map[string]string{"value-converter": "json"}, ""},
+		{"class over a registry's json", "debezium.format.value.apicurio.registry.url=http://registry:8080/apis/registry/v2\ndebezium.format.value.class=org.apache.kafka.connect.json.JsonConverter\n",
+			map[string]string{"value-converter": "json-schemas"}, ""},
+		{"clientprovided", "debezium.format.key=clientprovided\ndebezium.format.key.class=org.apache.kafka.connect.json.JsonConverter\ndebezium.format.key.schemas.enable=false\n",
+			map[string]string{"key-converter": "json"}, ""},
+		{"clientprovided without a class", "debezium.format.key=clientprovided\n", nil, "debezium.format.key: clientprovided needs"},
+		{"a class of no converter pgoutbox has", "debezium.format.value.class=com.example.MyConverter\n", nil, "debezium.format.value"},
+		{"a header format Debezium Server refuses", "debezium.format.header=simplestring\ndebezium.format.header.class=org.apache.kafka.connect.storage.SimpleHeaderConverter\n", nil, "debezium.format.header"},
+	} {
+		tr, ok, err := Read([]byte(base + tt.props))
+		if !ok {
+			t.Fatalf("%s: not read", tt.name)
+		}
+		if tt.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.refused) {
+				t.Errorf("%s: %v, want a refusal naming %q", tt.name, err, tt.refused)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		for flag, want := range tt.want {
+			if got, _ := settingOf(tr, flag); got != want {
+				t.Errorf("%s: --%s %q, want %q", tt.name, flag, got, want)
+			}
+		}
+	}
+}

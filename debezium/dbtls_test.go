@@ -55,8 +55,6 @@ func TestDatabaseTLSOptions(t *testing.T) {
 		{"another factory", `"database.sslfactory": "org.postgresql.ssl.SingleCertValidatingFactory"`,
 			nil, "database.sslfactory: \"org.postgresql.ssl.SingleCertValidatingFactory\": a Java socket factory"},
 		{"a mode Debezium does not know", `"database.sslmode": "verify_full"`, nil, `database.sslmode: "verify_full"`},
-		{"initial statements", `"database.initial.statements": "SET search_path = app;;x"`, nil, "database.initial.statements: not implemented"},
-		{"no initial statement", `"database.initial.statements": " ;  ; "`, map[string]string{"sslmode": "-"}, ""},
 		{"tcpKeepAlive true", `"database.tcpKeepAlive": "TRUE"`, map[string]string{"sslmode": "-"}, ""},
 		{"tcpKeepAlive yes", `"database.tcpKeepAlive": "yes"`, nil, `database.tcpKeepAlive: "yes"`},
 	} {

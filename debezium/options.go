@@ -158,15 +158,6 @@ func sslMode(r *reading, k, v string) {
 	}
 }
 
-// initialStatements refuses database.initial.statements unless it holds
-// no statement (Debezium skips empty ones between its ';').
-func initialStatements(r *reading, k, v string) {
-	if strings.Trim(v, "; \t\r\n") != "" {
-		r.refuse(k, "not implemented: Debezium runs these statements on each of its JDBC connections but not on its replication connection, which pgoutbox cannot do; "+
-			"set a session setting on the role instead (ALTER ROLE ... SET name = value)")
-	}
-}
-
 // postgresConnector is Debezium's PostgreSQL connector, which pgoutbox
 // replaces.
 const postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
@@ -239,9 +230,9 @@ var options = []Option{
 				r.ignore(k + "=false (pgoutbox's connections always send TCP keep-alives)")
 			}
 		}},
-	{Part: Connector, Key: "database.initial.statements",
-		Refuses: "any statement (not implemented): Debezium runs them on each of its JDBC connections but not on the replication connection, which pgoutbox cannot do; set a session setting on the role instead (`ALTER ROLE … SET name = value`)",
-		read:    initialStatements},
+	{Part: Connector, Key: "database.initial.statements", Setting: "database-initial-statements",
+		Takes: "statements separated by `;` (`;;` is a `;` within one), run in order, each on its own, on each of pgoutbox's connections to the database when it opens but the replication connection, as Debezium runs them on its JDBC connections; one the server refuses as written (SQLSTATE class 42) stops pgoutbox at start, as it fails Debezium's task",
+		read:  toFlag("database-initial-statements")},
 	{Part: Connector, Key: "topic.prefix", Setting: "topic-prefix", Takes: "any", read: toFlag("topic-prefix")},
 	{Part: Connector, Key: "database.server.name", Setting: "topic-prefix", Takes: "any (the 1.x name of `topic.prefix`)",
 		read: toFlag("topic-prefix")},
@@ -523,13 +514,16 @@ var options = []Option{
 	{Part: Server, Key: "debezium.sink.kafka.producer.bootstrap.servers", Setting: "kafka-brokers", Takes: "any",
 		read: toFlag("kafka-brokers")},
 	{Part: Server, Key: "debezium.format.key", Default: "json", Setting: "key-converter",
-		Takes:   "`json`, `jsonbytearray` (JsonConverter; with `apicurio.registry.url`, Apicurio's ExtJsonConverter), `simplestring` (StringConverter), `binary` (BinaryDataConverter); for values `cloudevents` (CloudEventsConverter)",
-		Refuses: "the others", read: accept},
+		Takes:   "`json`, `jsonbytearray` (JsonConverter; with `apicurio.registry.url`, Apicurio's ExtJsonConverter), `simplestring` (StringConverter), `binary` (BinaryDataConverter); for values `cloudevents` (CloudEventsConverter); `clientprovided` with `debezium.format.key.class`",
+		Refuses: "the others; `clientprovided` without a class, as Debezium Server refuses it", read: accept},
 	{Part: Server, Key: "debezium.format.value", Default: "json", Setting: "value-converter",
 		Takes: "as `debezium.format.key`", Refuses: "the others", read: accept},
 	{Part: Server, Key: "debezium.format.header", Default: "json", Setting: "header-converter",
 		Takes: "`json`, `jsonbytearray` (RabbitMQ: header values as byte arrays, `--rabbitmq-header-bytes`)", Refuses: "the others, which Debezium Server refuses too",
 		read: accept},
+	{Part: Server, Key: "debezium.format.<part>.class", Setting: "<part>-converter",
+		Takes:   "a converter class, taken over the format's own converter, as Debezium Server's ConverterBuilder takes it (`debezium.format.header.class=org.apache.kafka.connect.storage.SimpleHeaderConverter` writes plain-text headers): the classes of `<part>.converter` above; `debezium.format.class` for every part",
+		Refuses: "a class pgoutbox has no converter of, as `<part>.converter`", read: accept},
 	{Part: Server, Key: "debezium.format.<part>.", Takes: "the part's converter options, as `<part>.converter.*` above", read: accept},
 	{Part: Server, Key: "debezium.format.", Takes: "every part's converter options (`debezium.format.schemas.enable`)", read: accept},
 	{Part: Server, Key: "debezium.sink.kafka.producer.key.serializer", Takes: "any: the converter makes the bytes", read: accept},

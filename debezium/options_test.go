@@ -149,7 +149,6 @@ func TestRefusalsNameTheKey(t *testing.T) {
 		{"database.sslmode", "verify_full"},
 		{"database.sslfactory", "org.postgresql.ssl.DefaultJavaSSLFactory"},
 		{"database.tcpKeepAlive", "yes"},
-		{"database.initial.statements", "SET search_path = app"},
 	} {
 		conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "transforms": "outbox",
   "transforms.outbox.type": "` + EventRouterClass + `", "` + tt.key + `": "` + tt.value + `"}`
@@ -270,5 +269,19 @@ func TestDebeziumConverterNames(t *testing.T) {
 	if _, err := translateConnect(t, `{"value.converter": "io.debezium.converters.BinaryDataConverter",
   "value.converter.delegate.converter.type": "io.debezium.converters.ByteBufferConverter"}`); err == nil {
 		t.Error("a binary delegate accepted")
+	}
+}
+
+// database.initial.statements passes to --database-initial-statements as
+// written: the flag reads Debezium's ';' and ';;' itself.
+func TestInitialStatementsSetting(t *testing.T) {
+	const stmts = `SET search_path = app; DO $$BEGIN PERFORM 1;; END$$;`
+	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.initial.statements": "` + stmts + `"}`
+	tr, err := translateConnect(t, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := settingOf(tr, "database-initial-statements"); got != stmts {
+		t.Errorf("--database-initial-statements %q, want %q", got, stmts)
 	}
 }

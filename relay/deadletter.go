@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -53,7 +52,7 @@ func openDeadLetters(ctx context.Context, cfg Config, counter deadLetterCounter,
 	if cfg.OnPoison != PoisonDeadLetter {
 		return nil, nil
 	}
-	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
+	conn, err := cfg.Replication.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

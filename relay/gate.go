@@ -72,7 +72,7 @@ func (h *hold) fenced(ctx context.Context, fn func(store.Querier) error) error {
 // tables are brought up to date before the lease, which lives in them.
 func (g *gate) enter(ctx context.Context) (*hold, error) {
 	cfg := g.p.cfg
-	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
+	conn, err := cfg.Replication.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -169,7 +168,7 @@ func (k *leaseKeeper) release(cfg Config, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := replication.Connect(ctx, cfg.Replication.DatabaseURL)
+	conn, err := cfg.Replication.Connect(ctx)
 	if err != nil {
 		log.Warn("could not give up the pipeline's lease; another relay takes over once it expires", "in", cfg.Lease.TTL)
 		return

@@ -80,7 +80,7 @@ func (mo monitor) run(ctx context.Context) {
 			dctx, cancel := context.WithTimeout(ctx, timeout)
 			var derr error
 			if conn == nil || conn.IsClosed() {
-				conn, derr = replication.Connect(dctx, p.cfg.Replication.DatabaseURL)
+				conn, derr = p.cfg.Replication.Connect(dctx)
 				if derr != nil {
 					conn, derr = nil, errors.New("cannot connect") // the driver's error may name the host and user
 				}

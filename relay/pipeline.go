@@ -194,7 +194,7 @@ func (p *pipeline) tableList() []outbox.Table {
 // unended is where the pipeline records the Kafka transactions its
 // sessions leave open (internal/eos).
 func (p *pipeline) unended() eos.Unended {
-	return eos.Unended{Own: p.own(), DatabaseURL: p.cfg.Replication.DatabaseURL, Log: p.log}
+	return eos.Unended{Own: p.own(), DB: p.cfg.Replication, Log: p.log}
 }
 
 // clusterCheck is the cluster check of table t (cluster.go).

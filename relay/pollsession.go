@@ -59,7 +59,7 @@ func (s *pollSession) connect(ctx context.Context) (*hold, error) {
 	if s.group == nil {
 		return s.gate.enter(ctx)
 	}
-	conn, err := replication.Connect(ctx, s.p.cfg.Replication.DatabaseURL)
+	conn, err := s.p.cfg.Replication.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

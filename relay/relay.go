@@ -36,7 +36,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -230,7 +229,7 @@ func (r *Relay) saveStopped(stop error) {
 	p := r.p
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := replication.Connect(ctx, p.cfg.Replication.DatabaseURL)
+	conn, err := p.cfg.Replication.Connect(ctx)
 	if err != nil {
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
-	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/store"
 )
@@ -40,7 +39,7 @@ func Replay(ctx context.Context, cfg Config, log *slog.Logger) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	conn, err := replication.Connect(ctx, p.cfg.Replication.DatabaseURL)
+	conn, err := p.cfg.Replication.Connect(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("connect: %w", err)
 	}

@@ -236,7 +236,7 @@ func (s *walSnapshot) again(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exp, err := exportSnapshot(ctx, p.cfg.Replication.DatabaseURL)
+	exp, err := exportSnapshot(ctx, p.cfg.Replication)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (s *walSnapshot) only(ctx context.Context) error {
 	if err := p.own().PendSnapshot(ctx, conn, p.names()); err != nil {
 		return err
 	}
-	exp, err := exportSnapshot(ctx, p.cfg.Replication.DatabaseURL)
+	exp, err := exportSnapshot(ctx, p.cfg.Replication)
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,7 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 func (s *walSnapshot) publishAll(ctx context.Context, orders []tableOrder, snapshot string, lsn pglogrepl.LSN) error {
 	p := s.p
 	var err error
-	if s.sconn, err = replication.Connect(ctx, p.cfg.Replication.DatabaseURL); err != nil {
+	if s.sconn, err = p.cfg.Replication.Connect(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer s.sconn.Close(context.Background())
@@ -389,8 +389,8 @@ type exported struct {
 
 // exportSnapshot opens a repeatable-read transaction and exports its
 // snapshot; it stays open, so that readers can import it, until close.
-func exportSnapshot(ctx context.Context, databaseURL string) (*exported, error) {
-	conn, err := replication.Connect(ctx, databaseURL)
+func exportSnapshot(ctx context.Context, db replication.Config) (*exported, error) {
+	conn, err := db.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -127,7 +128,7 @@ func classify(err error, cfg Config, streaming bool) error {
 func invalidated(cfg Config) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, cfg.DatabaseURL)
+	conn, err := cfg.Connect(ctx)
 	if err != nil {
 		return false
 	}
@@ -171,4 +172,26 @@ func (e *ActionQueryError) Unwrap() error { return e.Err }
 func (e *ActionQueryError) Permanent() bool {
 	var pgErr *pgconn.PgError
 	return errors.As(e.Err, &pgErr) && pgErr.Code == "42P01"
+}
+
+// InitialStatementError is a statement of Config.InitialStatements the
+// server refused; N counts from 1. It is permanent when the statement
+// itself is at fault (a syntax error, an object that does not exist, a
+// missing privilege: SQLSTATE class 42), as it fails Debezium's task;
+// anything else is tried again on the next connection.
+type InitialStatementError struct {
+	N   int
+	Err error
+}
+
+func (e *InitialStatementError) Error() string {
+	return fmt.Sprintf("initial statement %d (database.initial.statements, --database-initial-statements): %v", e.N, e.Err)
+}
+
+func (e *InitialStatementError) Unwrap() error { return e.Err }
+
+// Permanent tells a statement that fails again as it is.
+func (e *InitialStatementError) Permanent() bool {
+	var pe *pgconn.PgError
+	return errors.As(e.Err, &pe) && strings.HasPrefix(pe.Code, "42")
 }

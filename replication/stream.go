@@ -38,6 +38,10 @@ type Config struct {
 	// WAL so that the slot advances while the outbox is idle (default 10s;
 	// negative disables).
 	HeartbeatInterval time.Duration
+	// InitialStatements, as Debezium's database.initial.statements, are
+	// run in order, each on its own, on every regular connection Connect
+	// opens, before it is used; never on the replication connection.
+	InitialStatements []string
 	// HeartbeatActionQuery, as Debezium's heartbeat.action.query, is SQL
 	// run at every heartbeat, before its message, on the heartbeat's
 	// connection: a failure is logged and run again at the next one, but
@@ -249,7 +253,7 @@ func (s *Stream) startReplication(ctx context.Context) error {
 // connection of its own; the stream reads the relations again the same way
 // when a row comes from one it does not know.
 func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
-	conn, err := Connect(ctx, s.cfg.DatabaseURL)
+	conn, err := s.cfg.Connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -262,7 +266,7 @@ func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
 	rels.load = func() (*Publication, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StatusInterval+ConnectTimeout)
 		defer cancel()
-		conn, err := Connect(ctx, s.cfg.DatabaseURL)
+		conn, err := s.cfg.Connect(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
@@ -678,7 +682,7 @@ func (s *Stream) heartbeats(ctx context.Context) {
 		case <-ticker.C:
 		}
 		if conn == nil {
-			c, err := Connect(ctx, s.cfg.DatabaseURL)
+			c, err := s.cfg.Connect(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("heartbeat connection failed", "err", err)
@@ -717,16 +721,24 @@ func (s *Stream) heartbeats(ctx context.Context) {
 // hang the relay.
 const ConnectTimeout = 10 * time.Second
 
-// Connect opens a regular connection as ConnConfig sets it up. The URL
-// never appears in its errors.
-func Connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
-	cfg, err := ConnConfig(databaseURL)
+// Connect opens a regular connection as ConnConfig sets it up, and runs
+// InitialStatements on it. The URL never appears in its errors.
+func (c Config) Connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := ConnConfig(c.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, tlsRefused(err)
+	}
+	for i, stmt := range c.InitialStatements {
+		// The simple protocol, as a JDBC Statement sends it: one statement
+		// may hold several, and none is prepared.
+		if _, err := conn.PgConn().Exec(ctx, stmt).ReadAll(); err != nil {
+			conn.Close(context.Background())
+			return nil, &InitialStatementError{N: i + 1, Err: err}
+		}
 	}
 	return conn, nil
 }

@@ -326,7 +326,7 @@ func TestAdditionalEnvelopeExtensionName(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.Encoder.Format = format
-			err := m.apply(context.Background(), fs, &cfg, "", []string{"public.outbox"})
+			err := m.apply(context.Background(), fs, &cfg, &common{}, []string{"public.outbox"})
 			if (err == nil) != tt.ok {
 				t.Errorf("%s, %s: err %v", tt.additional, format, err)
 			}

@@ -118,7 +118,7 @@ func ownPublished(fs *flag.FlagSet, c *poll.Config) {
 // apply completes cfg once flags are parsed and cfg.Encoder.Format is set.
 // For the Debezium formats it reads the table's NOT NULL columns and
 // primary key from the catalog, which schemas and change-event keys need.
-func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, databaseURL string, tables []string) error {
+func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.Config, c *common, tables []string) error {
 	if err := m.build(fs, cfg); err != nil {
 		return err
 	}
@@ -126,14 +126,14 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	if format != schema.Debezium && format != schema.DebeziumOutbox {
 		return nil
 	}
-	shape, err := tableInfo(ctx, databaseURL, tables[0])
+	shape, err := tableInfo(ctx, c, tables[0])
 	if err != nil {
 		return err
 	}
 	// One mapping for every table: the Debezium formats' schemas and keys
 	// are read from the first, and the others must agree.
 	for _, other := range tables[1:] {
-		o, err := tableInfo(ctx, databaseURL, other)
+		o, err := tableInfo(ctx, c, other)
 		if err != nil {
 			return err
 		}
@@ -419,12 +419,12 @@ func (a tableShape) equal(b tableShape) bool {
 // text, as the JDBC driver gives Debezium it; a generated column's
 // expression is no default. Without a primary key the key is the table's
 // first unique index (uniqueIndex), as Debezium reads it.
-func tableInfo(ctx context.Context, databaseURL, table string) (tableShape, error) {
+func tableInfo(ctx context.Context, c *common, table string) (tableShape, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return tableShape{}, err
 	}
-	conn, err := connect(ctx, databaseURL)
+	conn, err := c.connect(ctx)
 	if err != nil {
 		return tableShape{}, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}

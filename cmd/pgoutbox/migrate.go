@@ -36,7 +36,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, c.databaseURL)
+	conn, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -178,20 +178,23 @@ func checkPolling(ctx context.Context, conn *pgx.Conn, cfg poll.Config, table ou
 	return nil
 }
 
-// connect opens a connection without letting the URL reach an error text.
-func connect(ctx context.Context, databaseURL string) (*pgx.Conn, error) {
-	cfg, err := replication.ConnConfig(databaseURL)
-	if err != nil {
+// connect opens a connection, runs --database-initial-statements on it,
+// and keeps the URL out of any error text.
+func (c *common) connect(ctx context.Context) (*pgx.Conn, error) {
+	if _, err := replication.ConnConfig(c.databaseURL); err != nil {
 		return nil, errors.New("--database-url is not a valid connection string")
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		if replication.Untrusted(err) {
-			return nil, fmt.Errorf("connect: %w", &replication.TLSError{Err: errors.New(redact(err.Error(), secretsOf(databaseURL)))})
-		}
-		return nil, fmt.Errorf("connect: %s", redact(err.Error(), secretsOf(databaseURL)))
+	conn, err := replication.Config{DatabaseURL: c.databaseURL, InitialStatements: c.initialStatements}.Connect(ctx)
+	var stmt *replication.InitialStatementError
+	switch {
+	case err == nil:
+		return conn, nil
+	case errors.As(err, &stmt):
+		return nil, err
+	case replication.Untrusted(err):
+		return nil, fmt.Errorf("connect: %w", &replication.TLSError{Err: errors.New(redact(err.Error(), secretsOf(c.databaseURL)))})
 	}
-	return conn, nil
+	return nil, fmt.Errorf("connect: %s", redact(err.Error(), secretsOf(c.databaseURL)))
 }
 
 func describeAdded(res migrations.OutboxResult) string {

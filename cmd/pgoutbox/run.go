@@ -38,6 +38,9 @@ type common struct {
 	iamAuth      bool
 	iamRegion    string
 	tlsSecrets   []string // sslpassword, which applyDBTLS may take out of the URL
+	// initialStatements (--database-initial-statements) run on each
+	// connection but the replication connection.
+	initialStatements []string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -45,6 +48,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot and each polled while polling")
 	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched whole, in any case, against schema.table of the tables that exist at start (Debezium table.include.list; schema.include.list S is S\\..*)")
 	fs.StringVar(&c.tableExclude, "table-exclude-list", "", "with --table-include-list: regular expressions of the tables to leave out of those it matches (Debezium table.exclude.list, schema.exclude.list)")
+	fs.Var(statementsFlag{&c.initialStatements}, "database-initial-statements", "SQL statements run in order, each on its own, on each of pgoutbox's connections to the database when it opens, but the replication connection (Debezium's database.initial.statements): separated by ';', where ';;' is a ';' within a statement")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
@@ -250,6 +254,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		logs.SetLogger(streamClientLog{log})
 	}
 	cfg.Replication.DatabaseURL = c.databaseURL
+	cfg.Replication.InitialStatements = c.initialStatements
 	tables, matched, err := c.resolveTables(ctx)
 	if err != nil {
 		return cfg, nil, err
@@ -263,7 +268,7 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	}
 	cfg.Replication.Slot = c.slot
 	cfg.Replication.Publication = c.publication
-	if err := f.mapping.apply(ctx, fs, &cfg, c.databaseURL, tables); err != nil {
+	if err := f.mapping.apply(ctx, fs, &cfg, c, tables); err != nil {
 		msg := redact(err.Error(), secretsOf(c.databaseURL))
 		if errors.Is(err, errNoTable) && !flagSet(fs, "table") {
 			msg += " (--table's default: name the outbox table with --table or --table-include-list; in a Debezium configuration, table.include.list or schema.include.list)"
@@ -376,7 +381,7 @@ func (c *common) open(ctx context.Context) (*pgx.Conn, error) {
 	if err := replication.ValidateName("slot", c.slot); err != nil {
 		return nil, err
 	}
-	return connect(ctx, c.databaseURL)
+	return c.connect(ctx)
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -158,6 +158,9 @@ var harnessKeys = []string{"database.", "topic.prefix", "slot.name", "publicatio
 	"value.converter.avro.apicurio.registry.url",
 	"debezium.sink.kafka.producer.bootstrap.servers", "debezium.source.offset.storage"}
 
+// caseKeys are options under a harness key's prefix that a case may set.
+var caseKeys = []string{"database.initial.statements"}
+
 // LoadCases reads every *.yaml case of dir, in name order, and checks
 // each.
 func LoadCases(dir string) ([]Case, error) {
@@ -253,7 +256,7 @@ func (c Case) Validate() error {
 	}
 	for _, k := range keys {
 		for _, h := range harnessKeys {
-			if strings.HasPrefix(k, h) && !(strings.HasPrefix(k, "snapshot.mode") && len(c.Existing) > 0) {
+			if strings.HasPrefix(k, h) && !slices.Contains(caseKeys, k) && !(strings.HasPrefix(k, "snapshot.mode") && len(c.Existing) > 0) {
 				return fmt.Errorf("%q is the harness's to set", k)
 			}
 		}

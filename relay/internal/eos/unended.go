@@ -18,12 +18,12 @@ import (
 // process, the other relay of a pair's included.
 
 // Unended is where the transactions left open are recorded: the
-// pipeline's state row (Own), reached on a new connection to DatabaseURL
-// where the session's is gone.
+// pipeline's state row (Own), reached on a new connection to DB where
+// the session's is gone.
 type Unended struct {
-	Own         store.Pipeline
-	DatabaseURL string
-	Log         *slog.Logger
+	Own store.Pipeline
+	DB  replication.Config
+	Log *slog.Logger
 }
 
 // Remember records the transaction k's producer leaves open, if it was
@@ -46,7 +46,7 @@ func (u Unended) Remember(conn store.Querier, k Transactions) {
 	err := save(conn)
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if fresh, cerr := replication.Connect(ctx, u.DatabaseURL); cerr == nil {
+		if fresh, cerr := u.DB.Connect(ctx); cerr == nil {
 			err = save(fresh)
 			fresh.Close(context.Background())
 		}
