@@ -44,8 +44,18 @@ type Translation struct {
 // anything else, such as pgoutbox's own flag = value file. Placeholders
 // are resolved as Debezium resolves them (placeholders.go). The error of a
 // configuration pgoutbox cannot honour names every option it refuses.
-func Read(data []byte) (tr Translation, ok bool, err error) {
-	var conf config
+func Read(data []byte) (tr Translation, ok bool, err error) { return ReadWith(data, nil) }
+
+// ReadWith is Read with env, the DEBEZIUM_* variables of the environment
+// (ServerEnvironment), over a Debezium Server file, as Debezium Server
+// reads its environment over application.properties (environment.go);
+// with no data, env alone is the configuration. A Kafka Connect or Strimzi
+// configuration, and a file of pgoutbox's own, take nothing of env.
+func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err error) {
+	var (
+		conf    config
+		fromEnv map[string]string // keys the environment gave, with their variables
+	)
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		tr.Form = ConnectJSON
 		props, err := parseConnectJSON(data)
@@ -71,6 +81,9 @@ func Read(data []byte) (tr Translation, ok bool, err error) {
 		if err != nil {
 			return tr, false, err
 		}
+		if hasServerKeys(props) || len(bytes.TrimSpace(data)) == 0 {
+			fromEnv = withEnvironment(props, env)
+		}
 		if !hasServerKeys(props) {
 			return tr, false, nil
 		}
@@ -81,6 +94,15 @@ func Read(data []byte) (tr Translation, ok bool, err error) {
 		conf = fromServer(props)
 	}
 	r := conf.translate()
+	var unread []string
+	for k, name := range fromEnv {
+		if want := unspellable(k); want != "" {
+			unread = append(unread, fmt.Sprintf("%s is read as %s, not as %s: a variable's name cannot spell its '-', and Debezium Server does not read it there either; "+
+				"set %s in application.properties (where %s overrides it)", name, k, want, want, name))
+		}
+	}
+	sort.Strings(unread)
+	r.warnings = append(r.warnings, unread...)
 	tr.Settings, tr.Ignored, tr.Warnings = r.out, r.ignored, r.warnings
 	if len(r.refused) > 0 {
 		sort.Strings(r.refused)

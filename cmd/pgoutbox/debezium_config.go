@@ -17,18 +17,28 @@ import (
 // options become pgoutbox settings (package debezium); those pgoutbox
 // ignores are named in one warning on stderr, and those it cannot honour
 // make it fail. Settings for flags that fs does not have (a Debezium file
-// given to migrate or slot) are dropped.
-func readAnyConfig(path string, fs *flag.FlagSet, stderr io.Writer) ([]setting, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+// given to migrate or slot) are dropped. env is Debezium Server's
+// configuration from the environment (debezium.ServerEnvironment), read
+// over a Debezium Server file, and alone when path is "".
+func readAnyConfig(path string, env map[string]string, fs *flag.FlagSet, stderr io.Writer) ([]setting, error) {
+	var data []byte
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
 	}
-	tr, ok, err := debezium.Read(data)
+	tr, ok, err := debezium.ReadWith(data, env)
+	if path == "" {
+		path = "the environment (DEBEZIUM_*)"
+	}
 	switch {
 	case err != nil && tr.Form != "":
 		return nil, fmt.Errorf("%s (%s): %w", path, tr.Form, err)
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
+	case !ok && len(data) == 0:
+		return nil, nil
 	case !ok:
 		return readConfigFile(path)
 	}

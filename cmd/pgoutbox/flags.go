@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pgoutbox/pgoutbox/debezium"
 	"github.com/pgoutbox/pgoutbox/replication"
 )
 
@@ -53,10 +54,16 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	cfg := fs.Lookup("config")
-	if cfg == nil || cfg.Value.String() == "" {
+	if cfg == nil {
 		return nil
 	}
-	values, err := readAnyConfig(cfg.Value.String(), fs, stderr) // Debezium files too: debezium_config.go
+	// Debezium Server's configuration may come from the environment, over
+	// its file or alone, as Debezium Server reads it.
+	env := debezium.ServerEnvironment(os.Environ())
+	if cfg.Value.String() == "" && env["DEBEZIUM_SINK_TYPE"] == "" && env["DEBEZIUM_SOURCE_CONNECTOR_CLASS"] == "" {
+		return nil
+	}
+	values, err := readAnyConfig(cfg.Value.String(), env, fs, stderr) // Debezium files too: debezium_config.go
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/proc"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // StartPgoutbox runs bin (pgoutbox) with the properties file props and
@@ -22,7 +25,12 @@ import (
 // failed.
 func StartPgoutbox(t *testing.T, bin, props string, extra ...string) *proc.Process {
 	t.Helper()
-	p, err := proc.Start("pgoutbox", bin, append([]string{"run", "--config", props, "--log-format", "json"}, extra...), nil, nil)
+	return startPgoutbox(t, bin, nil, append([]string{"--config", props}, extra...))
+}
+
+func startPgoutbox(t *testing.T, bin string, env, flags []string) *proc.Process {
+	t.Helper()
+	p, err := proc.Start("pgoutbox", bin, append([]string{"run", "--log-format", "json"}, flags...), env, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,4 +87,35 @@ func WriteFile(t *testing.T, name, text string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// StartPgoutboxEnv runs bin (pgoutbox) with env (NAME=value) in its
+// environment and no --config, as a Debezium Server configured by its
+// environment alone runs.
+func StartPgoutboxEnv(t *testing.T, bin string, env []string, extra ...string) *proc.Process {
+	t.Helper()
+	return startPgoutbox(t, bin, env, extra)
+}
+
+// Environment is Debezium Server properties as environment variables, as
+// its documentation spells them: capitals, '_' for any other character
+// than a letter or a digit.
+func Environment(t *testing.T, props string) []string {
+	t.Helper()
+	kv, err := schema.ParseProperties([]byte(props))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for k, v := range kv {
+		name := []byte(strings.ToUpper(k))
+		for i, c := range name {
+			if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+				name[i] = '_'
+			}
+		}
+		out = append(out, string(name)+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

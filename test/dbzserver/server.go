@@ -55,7 +55,14 @@ type Server struct {
 // path and the end of its log logged, when the test failed.
 func Start(t testing.TB, props string) *Server {
 	t.Helper()
-	s, err := start(props)
+	return StartEnv(t, props, nil)
+}
+
+// StartEnv is Start with env (NAME=value) added to its environment,
+// where Debezium Server reads its configuration too.
+func StartEnv(t testing.TB, props string, env []string) *Server {
+	t.Helper()
+	s, err := startEnv(props, "", env)
 	if err != nil {
 		t.Fatalf("dbzserver: %v", err)
 	}
@@ -75,9 +82,9 @@ func Start(t testing.TB, props string) *Server {
 // caller stops it and removes Dir.
 func Launch(props, javaOpts string) (*Server, error) { return startWith(props, javaOpts) }
 
-func start(props string) (*Server, error) { return startWith(props, "") }
+func startWith(props, javaOpts string) (*Server, error) { return startEnv(props, javaOpts, nil) }
 
-func startWith(props, javaOpts string) (*Server, error) {
+func startEnv(props, javaOpts string, extraEnv []string) (*Server, error) {
 	in, err := testbin.Install("Debezium Server "+Version, "debezium-server", "install-debezium-server", "PGOUTBOX_JAVA", DirEnv, "debezium-server")
 	if err != nil {
 		return nil, err
@@ -107,7 +114,7 @@ func startWith(props, javaOpts string) (*Server, error) {
 	if javaOpts == "" {
 		javaOpts = "-Xms128m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 	}
-	env := []string{"JAVA_HOME=" + javaHome, "JAVA_OPTS=" + javaOpts + " --add-opens=java.base/java.lang=ALL-UNNAMED"}
+	env := append([]string{"JAVA_HOME=" + javaHome, "JAVA_OPTS=" + javaOpts + " --add-opens=java.base/java.lang=ALL-UNNAMED"}, extraEnv...)
 	// run.sh reads lib/ and config/ from the directory it runs in.
 	s.p, err = proc.Start("debezium-server", "/bin/bash", []string{"-c", `cd "$1" && exec ./run.sh`, "run", dir}, env, log)
 	if err != nil {

@@ -34,6 +34,10 @@ type Case struct {
 	// so each side must publish one and their first ones are compared,
 	// ts_ms set aside; Messages counts the others.
 	Heartbeats string `yaml:"heartbeats"`
+	// Environment gives both sides the case's properties as environment
+	// variables (DEBEZIUM_SOURCE_...), over a file of the harness's:
+	// Debezium Server's configuration in a container.
+	Environment bool `yaml:"environment"`
 }
 
 // headersOnlyPgoutbox are the headers pgoutbox adds and Debezium Server

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/natstest"
@@ -77,9 +78,11 @@ func run(t *testing.T, c Case, s *natstest.Server, pgo string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	props := func(slot string) string {
-		return strings.TrimRight(c.Server, "\n") + fmt.Sprintf(`
-debezium.sink.nats-jetstream.url=%s
+	// The harness's own properties, in the file also when the case's
+	// come from the environment (Environment): the sink's url has a '-',
+	// which a variable cannot spell.
+	harness := func(slot string) string {
+		return fmt.Sprintf(`debezium.sink.nats-jetstream.url=%s
 debezium.source.database.hostname=%s
 debezium.source.database.port=%s
 debezium.source.database.user=%s
@@ -88,17 +91,24 @@ debezium.source.slot.name=%s
 debezium.source.publication.name=%s_publication
 `, s.URL, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, slot)
 	}
+	props := func(slot string) string { return strings.TrimRight(c.Server, "\n") + "\n" + harness(slot) }
+	var env []string
+	if c.Environment {
+		env = corpusrun.Environment(t, c.Server)
+		props = harness
+	}
 	// pgoutbox's slot first, by a run stopped once it streams: the rows
 	// are then in its slot's stream, after Debezium Server published
 	// them.
 	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
-	first := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	startPgoutbox := func() *proc.Process { return corpusrun.StartPgoutboxEnv(t, pgo, env, "--config", pgoProps) }
+	first := startPgoutbox()
 	corpusrun.AwaitSlot(t, conn, "pgo")
 	if err := first.Stop(30 * time.Second); err != nil {
 		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
 	}
 
-	dbz := dbzserver.Start(t, props("dbz"))
+	dbz := dbzserver.StartEnv(t, props("dbz"), env)
 	corpusrun.AwaitSlot(t, conn, "dbz")
 	for _, row := range c.Rows {
 		if _, err := conn.Exec(ctx, row); err != nil {
@@ -115,7 +125,7 @@ debezium.source.publication.name=%s_publication
 		t.Fatal(err)
 	}
 
-	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	p := startPgoutbox()
 	pgoMsgs := await(t, s, stream, c, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for i, m := range dbzMsgs {

@@ -32,6 +32,10 @@ type Case struct {
 	// at a rate, so each side must write one and their first ones are
 	// compared, ts_ms set aside; Entries counts the others.
 	Heartbeats string `yaml:"heartbeats"`
+	// Environment gives both sides every property, the case's and the
+	// harness's, as environment variables (DEBEZIUM_SOURCE_...) and no
+	// file: Debezium Server's configuration in a container.
+	Environment bool `yaml:"environment"`
 }
 
 // Load reads every case of dir.

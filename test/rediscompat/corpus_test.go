@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgoutbox/pgoutbox/pgcluster"
+	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 	"github.com/pgoutbox/pgoutbox/test/dbzserver"
 	"github.com/pgoutbox/pgoutbox/test/redistest"
@@ -82,13 +83,24 @@ debezium.source.publication.name=%s_publication
 	// pgoutbox's slot first, by a run stopped once it streams: the rows
 	// are then in its slot's stream, after Debezium Server wrote them.
 	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
-	first := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	startPgoutbox := func() *proc.Process {
+		if c.Environment {
+			return corpusrun.StartPgoutboxEnv(t, pgo, corpusrun.Environment(t, props("pgo")))
+		}
+		return corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	}
+	first := startPgoutbox()
 	corpusrun.AwaitSlot(t, conn, "pgo")
 	if err := first.Stop(30 * time.Second); err != nil {
 		t.Fatalf("pgoutbox's first run: %v\n%s", err, first.Output())
 	}
 
-	dbz := dbzserver.Start(t, props("dbz"))
+	var dbz *dbzserver.Server
+	if c.Environment {
+		dbz = dbzserver.StartEnv(t, "", corpusrun.Environment(t, props("dbz")))
+	} else {
+		dbz = dbzserver.Start(t, props("dbz"))
+	}
 	corpusrun.AwaitSlot(t, conn, "dbz")
 	for _, row := range c.Rows {
 		if _, err := conn.Exec(ctx, row); err != nil {
@@ -99,7 +111,7 @@ debezium.source.publication.name=%s_publication
 	dbz.Stop()
 	removeStreams(t, s)
 
-	p := corpusrun.StartPgoutbox(t, pgo, pgoProps)
+	p := startPgoutbox()
 	pgoEntries := await(t, s, c, p.Exited())
 	if os.Getenv("PGOUTBOX_TEST_OUTPUT") != "" || t.Failed() {
 		for name, es := range dbzEntries {
