@@ -37,6 +37,8 @@ type strimziResource struct {
 		Class    string         `yaml:"class"`
 		TasksMax any            `yaml:"tasksMax"`
 		Config   map[string]any `yaml:"config"`
+		State    string         `yaml:"state"`
+		Pause    any            `yaml:"pause"`
 	} `yaml:"spec"`
 }
 
@@ -50,7 +52,7 @@ func isStrimzi(data []byte) bool {
 		return false
 	}
 	for _, d := range docs {
-		if d.Kind == "KafkaConnector" {
+		if d.Kind == "KafkaConnector" || d.Kind == "Template" {
 			return true
 		}
 	}
@@ -80,6 +82,15 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a Strimzi resource file: %w", err)
 	}
+	for _, d := range docs {
+		if d.Kind == "Template" {
+			processed, err := processTemplate(data)
+			if err != nil {
+				return nil, err
+			}
+			return parseStrimzi(processed)
+		}
+	}
 	var conn, worker *strimziResource
 	for i := range docs {
 		switch docs[i].Kind {
@@ -92,6 +103,12 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 		case "KafkaConnect":
 			worker = &docs[i]
 		}
+	}
+	if conn == nil {
+		return nil, errors.New("no KafkaConnector in the file")
+	}
+	if err := running(conn); err != nil {
+		return nil, err
 	}
 	props := map[string]string{}
 	if worker != nil {
@@ -122,6 +139,24 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 		}
 	}
 	return props, nil
+}
+
+// running refuses a connector Strimzi runs no task of: spec.state stopped
+// or paused, or the older spec.pause true. Strimzi's enum takes running,
+// paused and stopped, in lower case.
+func running(conn *strimziResource) error {
+	switch conn.Spec.State {
+	case "", "running":
+	case "stopped", "paused":
+		return fmt.Errorf("KafkaConnector %s: spec.state is %s: Strimzi runs no task of a %s connector, and pgoutbox runs none either; set it to running (in an OpenShift Template, its parameter)",
+			conn.Metadata.Name, conn.Spec.State, conn.Spec.State)
+	default:
+		return fmt.Errorf("KafkaConnector %s: spec.state %q: Strimzi takes running, paused or stopped", conn.Metadata.Name, conn.Spec.State)
+	}
+	if p, _ := strimziScalar("pause", conn.Spec.Pause); p == "true" {
+		return fmt.Errorf("KafkaConnector %s: spec.pause is true: Strimzi runs no task of a paused connector, and pgoutbox runs none either", conn.Metadata.Name)
+	}
+	return nil
 }
 
 // strimziScalar is a config value as Strimzi passes it to Kafka Connect:

@@ -339,3 +339,78 @@ func TestDebeziumTableListsByTheBinary(t *testing.T) {
 		t.Errorf("%d slots after the refusals (%v), want none", slots, err)
 	}
 }
+
+// An OpenShift Template of a KafkaConnector, as teams apply it with oc
+// process: its parameters come from the environment, else their values.
+// Its default state, stopped, is refused as Strimzi runs no task of it;
+// with CONNECTOR_STATE=running the row already in the table and a new one
+// are published.
+func TestOpenShiftTemplateEndToEnd(t *testing.T) {
+	e := testenv.New(t)
+	existing := e.Insert(testenv.NewRow("order", "order-0", "OrderCreated", `{"id": 0}`))
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	conf := `apiVersion: template.openshift.io/v1
+kind: Template
+metadata:
+  name: outbox-connector
+objects:
+- apiVersion: kafka.strimzi.io/v1beta2
+  kind: KafkaConnector
+  metadata:
+    name: outbox-connector
+  spec:
+    state: ${CONNECTOR_STATE}
+    class: io.debezium.connector.postgresql.PostgresConnector
+    tasksMax: ${{MAX_TASKS}}
+    config:
+      database.hostname: ${DB_HOST}
+      database.port: ${{DB_PORT}}
+      database.user: ${DB_USER}
+      database.dbname: ${DB_NAME}
+      topic.prefix: shop
+      plugin.name: pgoutput
+      slot.name: ${SLOT_NAME}
+      table.include.list: public.outbox
+      transforms: outbox
+      transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+      key.converter: org.apache.kafka.connect.storage.StringConverter
+      value.converter: org.apache.kafka.connect.json.JsonConverter
+      value.converter.schemas.enable: false
+parameters:
+- {name: CONNECTOR_STATE, value: stopped}
+- {name: MAX_TASKS, value: "1"}
+- {name: DB_HOST, required: true}
+- {name: DB_PORT, value: "5432"}
+- {name: DB_USER, required: true}
+- {name: DB_NAME, required: true}
+- {name: SLOT_NAME, value: template_outbox}
+`
+	path := filepath.Join(t.TempDir(), "outbox-connector-template.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"DB_HOST=" + host, "DB_PORT=" + port, "DB_USER=" + user, "DB_NAME=" + db}
+	args := []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json", "--heartbeat-interval", "200ms"}
+	stopped := testenv.StartBinaryEnv(t, env, args...)
+	select {
+	case <-stopped.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stopped connector's Template runs")
+	}
+	if out := stopped.Out.String(); stopped.Err() == nil || !strings.Contains(out, "spec.state is stopped") {
+		t.Errorf("the Template's default state: %v\n%s", stopped.Err(), out)
+	}
+	p := testenv.StartBinaryEnv(t, append(env, "CONNECTOR_STATE=running"), args...)
+	e.AwaitSlotActive(t, "template_outbox")
+	e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))
+	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)
+	for i, r := range recs {
+		if want := "order-" + strconv.Itoa(i); string(r.Key) != want {
+			t.Errorf("record %d: key %q, want %q", i, r.Key, want)
+		}
+	}
+	if got, _ := testenv.HeaderOf(recs[0], "id"); got != existing[0] {
+		t.Errorf("the row already in the table: header id %q, want %q", got, existing[0])
+	}
+	p.Stop(t)
+}

@@ -1,0 +1,86 @@
+package debezium
+
+import (
+	"strings"
+	"testing"
+)
+
+// templateConf is an OpenShift Template of a KafkaConnector as teams keep
+// one: its state, tasks, heartbeat and database from parameters.
+const templateConf = `apiVersion: template.openshift.io/v1
+kind: Template
+metadata:
+  name: kafka-connector
+objects:
+- apiVersion: kafka.strimzi.io/v1beta2
+  kind: KafkaConnector
+  metadata:
+    name: outbox-connector
+    labels:
+      strimzi.io/cluster: ${KAFKA_CONNECT_INSTANCE}
+  spec:
+    state: ${CONNECTOR_STATE}
+    class: io.debezium.connector.postgresql.PostgresConnector
+    tasksMax: ${{MAX_TASKS}}
+    config:
+      database.hostname: ${DB_HOST}
+      database.dbname: inventory
+      topic.prefix: inventory-${ENV_NAME}
+      table.include.list: public.outbox
+      heartbeat.interval.ms: ${DEBEZIUM_HEARTBEAT_INTERVAL_MS}
+      database.password: ${secrets:app/db:password}
+      transforms: outbox
+      transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+parameters:
+- name: KAFKA_CONNECT_INSTANCE
+  value: connect
+- name: CONNECTOR_STATE
+  value: stopped
+- name: MAX_TASKS
+  value: "1"
+- name: DB_HOST
+  required: true
+- name: ENV_NAME
+  value: stage
+- name: DEBEZIUM_HEARTBEAT_INTERVAL_MS
+  value: "300000"
+`
+
+// An OpenShift Template is processed as oc process does, each parameter
+// from the environment, else its value; a stopped or paused connector,
+// which Strimzi runs no task of, is refused, as is a required parameter
+// without a value.
+func TestReadOpenShiftTemplate(t *testing.T) {
+	if _, _, err := Read([]byte(templateConf)); err == nil || !strings.Contains(err.Error(), "parameters DB_HOST have no value") {
+		t.Errorf("without DB_HOST: %v", err)
+	}
+	t.Setenv("DB_HOST", "db.internal")
+	if _, _, err := Read([]byte(templateConf)); err == nil || !strings.Contains(err.Error(), "KafkaConnector outbox-connector: spec.state is stopped") {
+		t.Errorf("stopped: %v", err)
+	}
+	t.Setenv("CONNECTOR_STATE", "running")
+	t.Setenv("ENV_NAME", "prod")
+	// ${secrets:…} is Strimzi's, which pgoutbox does not read: given here.
+	conf := strings.Replace(templateConf, "${secrets:app/db:password}", "s3cret", 1)
+	tr, ok, err := Read([]byte(conf))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if tr.Form != StrimziConnector {
+		t.Errorf("form %q", tr.Form)
+	}
+	for flag, want := range map[string]string{"topic-prefix": "inventory-prod", "heartbeat-interval": "300000ms"} {
+		if got, _ := settingOf(tr, flag); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+	if u, _ := settingOf(tr, "database-url"); !strings.Contains(u, "db.internal") {
+		t.Errorf("--database-url %q lacks the parameter's host", u)
+	}
+	for _, state := range []string{"paused", "Running"} {
+		t.Setenv("CONNECTOR_STATE", state)
+		if _, _, err := Read([]byte(conf)); err == nil || !strings.Contains(err.Error(), "spec.state") {
+			t.Errorf("state %s: %v", state, err)
+		}
+	}
+}
