@@ -113,11 +113,19 @@ func (c config) translate() *reading {
 // unused, and reach run as --transforms. It removes these keys from the
 // connector options.
 func (c config) transforms(r *reading) map[string]string {
+	unwrapped := "" // an ExtractNewRecordState before the router
 	for _, name := range strings.Split(c.connector["transforms"], ",") {
-		if name = strings.TrimSpace(name); c.connector["transforms."+name+".type"] == EventRouterClass {
+		name = strings.TrimSpace(name)
+		if c.connector["transforms."+name+".type"] == transform.NewStateClass && c.connector["transforms."+name+".predicate"] == "" && unwrapped == "" {
+			unwrapped = name
+		}
+		if c.connector["transforms."+name+".type"] == EventRouterClass {
 			r.router = name
 			break
 		}
+	}
+	if r.router != "" && unwrapped != "" {
+		c.inertRouter(r, unwrapped)
 	}
 	routerOpts := map[string]string{}
 	chain := map[string]string{} // as the file writes them
@@ -152,6 +160,49 @@ func (c config) transforms(r *reading) map[string]string {
 		r.set("transforms", string(js))
 	}
 	return routerOpts
+}
+
+// inertRouter takes the Outbox Event Router out of the transforms where an
+// ExtractNewRecordState (unwrapped) runs before it on every record: the
+// router then sees no change event, and passes each record unchanged, as
+// Debezium's does (EventRouterDelegate passes a record that is not an
+// envelope). What is published is the flattened change events, to
+// <topic.prefix>.<schema>.<table>.
+func (c config) inertRouter(r *reading, unwrapped string) {
+	var rest []string
+	for _, name := range strings.Split(c.connector["transforms"], ",") {
+		if strings.TrimSpace(name) != r.router {
+			rest = append(rest, name)
+		}
+	}
+	c.connector["transforms"] = strings.Join(rest, ",")
+	// The router's columns still say which are the outbox's, which
+	// pgoutbox's own bookkeeping reads (the rows' ids and aggregates);
+	// nothing of them reaches the records.
+	for opt, flag := range map[string]string{"table.field.event.id": "column-id", "table.field.event.key": "column-aggregate-id",
+		"route.by.field": "column-aggregate-type", "table.field.event.payload": "column-payload"} {
+		if v := strings.TrimSpace(c.connector["transforms."+r.router+"."+opt]); v != "" {
+			r.set(flag, v)
+		}
+	}
+	var opts []string
+	for k := range c.connector {
+		if strings.HasPrefix(k, "transforms."+r.router+".") {
+			if k != "transforms."+r.router+".type" {
+				opts = append(opts, r.src(k))
+			}
+			delete(c.connector, k)
+		}
+	}
+	sort.Strings(opts)
+	listed := ""
+	if len(opts) > 0 {
+		listed = " (" + strings.Join(opts, ", ") + ")"
+	}
+	r.warnings = append(r.warnings, fmt.Sprintf("%s: the Outbox Event Router after %s (ExtractNewRecordState) receives no change event and passes every record unchanged, as Debezium's does: "+
+		"the flattened rows go to <topic.prefix>.<schema>.<table>, and its options do nothing%s; list the router first to route the outbox",
+		r.src("transforms."+r.router+".type"), r.src("transforms."+unwrapped+".type"), listed))
+	r.router = ""
 }
 
 // connectorOptions reads the connector's options, row by row, then what
