@@ -1,6 +1,11 @@
 package natsjs
 
 import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,6 +18,10 @@ type pending struct {
 	rec     *kgo.Record
 	promise func(*kgo.Record, error)
 	fut     jetstream.PubAckFuture
+	// msg went to stream; it is sent again when the stream's last message
+	// was another publisher's (acker.settle).
+	msg    *nats.Msg
+	stream string
 }
 
 // acker takes one connection's acks in the order the messages were
@@ -23,10 +32,16 @@ type acker struct {
 	*inflight.Queue[pending]
 	// failed is told of each failure, before its promise runs.
 	failed func(error)
+	// js publishes a message sent again; resendTimeout bounds its ack.
+	js            jetstream.JetStream
+	resendTimeout time.Duration
+	// stored is, per stream, whether the message settled last there was
+	// stored (settle's goroutine only: the queue settles one at a time).
+	stored map[string]bool
 }
 
-func newAcker(max int, failed func(error)) *acker {
-	a := &acker{failed: failed}
+func newAcker(max int, js jetstream.JetStream, resendTimeout time.Duration, failed func(error)) *acker {
+	a := &acker{failed: failed, js: js, resendTimeout: resendTimeout, stored: map[string]bool{}}
 	a.Queue = inflight.New(max, a.settle, func(p pending) { a.finish(p, errClosed) })
 	return a
 }
@@ -44,7 +59,25 @@ func (a *acker) settle(p pending, stop <-chan struct{}) {
 	case <-stop:
 		err = errClosed
 	}
+	if wrongLastID(err) && a.stored[p.stream] {
+		// The message this one expected last is stored, and another
+		// publisher's came after it: sent again after that one, this
+		// one still follows it, and nothing of ours can overtake it,
+		// as each after it expects it and is sent again only after it.
+		p.msg.Header.Del(headerExpectLastID)
+		ctx, cancel := context.WithTimeout(context.Background(), a.resendTimeout)
+		_, err = a.js.PublishMsg(ctx, p.msg)
+		cancel()
+	}
+	a.stored[p.stream] = err == nil
 	a.finish(p, err)
+}
+
+// wrongLastID tells JetStream's refusal of a message whose
+// Nats-Expected-Last-Msg-Id is not the stream's last message's.
+func wrongLastID(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == 10070 // JSStreamWrongLastMsgIDErrF
 }
 
 func (a *acker) finish(p pending, err error) {

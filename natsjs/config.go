@@ -4,6 +4,9 @@
 // as Nats-Msg-Id, so that the stream's duplicate window drops a copy sent
 // again, and the id of the message before it as Nats-Expected-Last-Msg-Id,
 // so that a message never lands behind one of its session that failed.
+// Another publisher's message in between is no failure: the refused
+// message is sent again once the one it expected is known stored
+// (acks.go).
 //
 // Many messages are in flight at once; their acks are taken in the order
 // they were published (acks.go), and a record's promise runs only once the

@@ -93,7 +93,7 @@ func (j *JetStream) connect(ctx context.Context) (*conn, error) {
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
 	c := &conn{nc: nc, js: js, streams: newStreams(js, nc, j.cfg.MaxMessageBytes), last: map[string]string{}}
-	c.acks = newAcker(j.cfg.MaxPending, func(error) { c.broken.Store(true) })
+	c.acks = newAcker(j.cfg.MaxPending, js, j.cfg.AckTimeout, func(error) { c.broken.Store(true) })
 	if j.cfg.CreateStream {
 		if err := j.createStream(ctx, js); err != nil {
 			c.close()
@@ -244,7 +244,7 @@ func (j *JetStream) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 		return fmt.Errorf("nats: publish to %s: %w", r.Topic, err)
 	}
 	c.last[st.name] = id // a message without an id ends the chain
-	c.acks.Push(pending{rec: r, promise: promise, fut: fut})
+	c.acks.Push(pending{rec: r, promise: promise, fut: fut, msg: msg, stream: st.name})
 	if j.cfg.Sync {
 		return c.acks.Wait(ctx)
 	}

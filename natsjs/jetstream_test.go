@@ -331,3 +331,51 @@ func TestTLS(t *testing.T) {
 		t.Errorf("TLS to a plaintext server: %v, want a permanent AuthError", err)
 	}
 }
+
+// A stream another publisher writes to as well: its message between two
+// of pgoutbox's makes the second's expected last id wrong, though the
+// one it expected is stored. That second message is sent again, after
+// it, without the expectation: nothing fails, nothing is stored twice or
+// out of order, and publishing goes on.
+func TestSharedStream(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.Start(t)
+	s.CreateStream("events", "outbox.event.>", "other.>")
+	j := newJetStream(t, s, Config{})
+	var o outcomes
+	produce := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if err := j.Produce(ctx, record("outbox.event.order", id, `{"id":"`+id+`"}`), o.promise); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, other := s.Connect()
+	produce("e1")
+	if _, err := other.Publish(ctx, "other.x", []byte("x1")); err != nil {
+		t.Fatal(err)
+	}
+	produce("e2", "e3")
+	if _, err := other.Publish(ctx, "other.x", []byte("x2")); err != nil {
+		t.Fatal(err)
+	}
+	produce("e4")
+	if fmt.Sprint(o.got) != "[e1 e2 e3 e4]" || o.errs != nil {
+		t.Fatalf("promises %v, failures %v; want e1 e2 e3 e4, none", o.got, o.errs)
+	}
+	var stored []string
+	for _, m := range s.Messages("events") {
+		if id := m.Header.Get(headerMsgID); id != "" {
+			stored = append(stored, id)
+		} else {
+			stored = append(stored, string(m.Data))
+		}
+	}
+	if want := "[e1 x1 e2 e3 x2 e4]"; fmt.Sprint(stored) != want {
+		t.Errorf("stream %v, want %s", stored, want)
+	}
+}
