@@ -128,8 +128,8 @@ func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
 		}
 	}
 	switch {
-	case topicID(r.Topic) != "":
-		return &FieldError{Topic: r.Topic, Why: topicID(r.Topic)}
+	case TopicProblem(r.Topic) != "":
+		return &FieldError{Topic: r.Topic, Why: TopicProblem(r.Topic)}
 	case len(r.Value) == 0 && len(attrs) == 0:
 		return &FieldError{Topic: r.Topic, Why: "no data and no attributes (a tombstone without headers), which Pub/Sub does not take"}
 	case len(attrs) > maxAttributes:
@@ -142,10 +142,10 @@ func (p *Publisher) Fits(_ context.Context, r *kgo.Record) error {
 	return nil
 }
 
-// topicID says why Pub/Sub does not take name as a topic's, "" when it
-// does: 3 to 255 of letters, digits and - _ . ~ + %, a letter first, not
-// starting with goog.
-func topicID(name string) string {
+// TopicProblem says why Pub/Sub does not take name as a topic's, "" when
+// it does: 3 to 255 of letters, digits and - _ . ~ + %, a letter first,
+// not starting with goog.
+func TopicProblem(name string) string {
 	if len(name) < 3 || len(name) > 255 {
 		return "a topic's name has 3 to 255 characters"
 	}

@@ -146,6 +146,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ARNProblem says why s is not a topic's ARN, "" when it is.
+func ARNProblem(s string) string { return topicARN(s) }
+
 // topicARN says why s is not a topic's ARN, "" when it is:
 // arn:<partition>:sns:<region>:<account>:<name>, the name 1 to 256
 // letters, digits, hyphens and underscores, a FIFO topic's with .fifo

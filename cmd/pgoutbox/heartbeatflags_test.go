@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgoutbox/pgoutbox/relay"
+	"github.com/pgoutbox/pgoutbox/transform"
 )
 
 // --heartbeat-topic needs the WAL's heartbeats.
@@ -38,6 +39,38 @@ func TestHeartbeatRecordsFlags(t *testing.T) {
 		}
 		if cfg.HeartbeatTopic != tt.wantTopic {
 			t.Errorf("%s: heartbeat topic %q, want %q", tt.name, cfg.HeartbeatTopic, tt.wantTopic)
+		}
+	}
+}
+
+// A heartbeat or transaction topic a sink cannot publish to is refused
+// at start, where Debezium Server's sink fails at the first record,
+// unless a transform after the router may rename it.
+func TestOwnTopics(t *testing.T) {
+	rename := transform.Config{Props: map[string]string{"transforms": "outbox,r", "transforms.outbox.type": transform.RouterClass,
+		"transforms.r.type": "org.apache.kafka.connect.transforms.RegexRouter", "transforms.r.regex": "(.*)", "transforms.r.replacement": "x$1"}}
+	for _, tt := range []struct {
+		name, sink, snsPrefix string
+		cfg                   relay.Config
+		wantErr               string
+	}{
+		{"rocketmq heartbeat", sinkRocketMQ, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat.shop"}, "RocketMQ's topic names take no '.'"},
+		{"rocketmq heartbeat without a dot", sinkRocketMQ, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat_shop"}, ""},
+		{"rocketmq transaction", sinkRocketMQ, "", relay.Config{TransactionTopic: "shop.transaction"}, "the transaction topic"},
+		{"pubsub heartbeat", sinkPubSub, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat.shop"}, "starts with a letter"},
+		{"pubsub heartbeat renamed", sinkPubSub, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat.shop", Transforms: rename}, ""},
+		{"pubsub heartbeat of a letter", sinkPubSub, "", relay.Config{HeartbeatTopic: "heartbeats.shop"}, ""},
+		{"sns by prefix", sinkSNS, "arn:aws:sns:us-east-1:123456789012:", relay.Config{HeartbeatTopic: "heartbeats.shop"}, "hyphens and underscores"},
+		{"sns by prefix, a name it takes", sinkSNS, "arn:aws:sns:us-east-1:123456789012:", relay.Config{HeartbeatTopic: "heartbeats_shop"}, ""},
+		{"sns to one topic", sinkSNS, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat.shop"}, ""},
+		{"nats", sinkNATS, "", relay.Config{HeartbeatTopic: "__debezium-heartbeat.shop"}, ""},
+	} {
+		var err error
+		if problem := ownTopicProblem(tt.sink, tt.snsPrefix); problem != nil {
+			err = ownTopics(tt.cfg, tt.sink, problem)
+		}
+		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
 		}
 	}
 }

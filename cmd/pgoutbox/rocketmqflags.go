@@ -65,20 +65,11 @@ const rocketmqGuarantee = "at-least-once, each batch stored by its broker before
 // rocketmqTopics refuses a topic RocketMQ would refuse for every event: a
 // topic template whose own text has a '.', such as the default
 // outbox.event.{aggregatetype} or the change events' <prefix>.<schema>.<table>,
-// or a heartbeat or transaction topic with one (__debezium-heartbeat.<prefix>),
 // with no transform after it that could rename it. Debezium Server's sink
 // fails at the first record there.
 func rocketmqTopics(cfg relay.Config) error {
 	if ch, err := transform.New(cfg.Transforms); err != nil || ch != nil {
 		return nil // a transform after the router may rename it
-	}
-	for _, t := range []struct{ name, what, option string }{
-		{cfg.HeartbeatTopic, "heartbeat", "topic.heartbeat.name or topic.delimiter (--heartbeat-topic)"},
-		{cfg.TransactionTopic, "transaction", "topic.delimiter (--transaction-topic)"},
-	} {
-		if strings.Contains(t.name, ".") {
-			return fmt.Errorf("--sink rocketmq: the %s topic %q has a '.', which RocketMQ's topic names do not take (Debezium Server's sink fails at the first %s record): name one without it with %s", t.what, t.name, t.what, t.option)
-		}
 	}
 	if cfg.Encoder.Format == schema.Debezium {
 		return errors.New("--sink rocketmq with the change events (--format debezium): their topics are <topic.prefix>.<schema>.<table>, and RocketMQ's topic names take no '.'; rename them with a RegexRouter (--transforms, or a Debezium configuration's transforms)")

@@ -26,9 +26,6 @@ func TestRocketMQTopics(t *testing.T) {
 		{"Debezium's default replacement", relay.Config{Router: router.Config{RouteReplacement: "outbox.event.${routedByValue}"}}, false},
 		{"replacement", relay.Config{Router: router.Config{RouteReplacement: "outbox_$1"}}, true},
 		{"change events", relay.Config{Encoder: schema.EncoderConfig{Format: schema.Debezium}}, false},
-		{"heartbeat topic with a dot", relay.Config{Router: router.Config{Topic: "events_{aggregatetype}"}, HeartbeatTopic: "__debezium-heartbeat.shop"}, false},
-		{"heartbeat topic", relay.Config{Router: router.Config{Topic: "events_{aggregatetype}"}, HeartbeatTopic: "__debezium-heartbeat_shop"}, true},
-		{"transaction topic with a dot", relay.Config{Router: router.Config{Topic: "events_{aggregatetype}"}, TransactionTopic: "shop.transaction"}, false},
 		{"the router only", relay.Config{Transforms: transform.Config{Props: map[string]string{"transforms": "outbox", "transforms.outbox.type": transform.RouterClass}}}, false},
 		{"renamed by a transform", relay.Config{Transforms: transform.Config{Props: map[string]string{"transforms": "r"}}}, true},
 	} {
