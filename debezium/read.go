@@ -15,9 +15,10 @@ type Form string
 
 // The forms.
 const (
-	ConnectJSON      Form = "Kafka Connect connector configuration"
-	ServerProperties Form = "Debezium Server configuration"
-	StrimziConnector Form = "Strimzi KafkaConnector resource"
+	ConnectJSON       Form = "Kafka Connect connector configuration"
+	ConnectProperties Form = "Kafka Connect connector properties"
+	ServerProperties  Form = "Debezium Server configuration"
+	StrimziConnector  Form = "Strimzi KafkaConnector resource"
 )
 
 // Setting is one setting of pgoutbox's run: a flag's name and its value.
@@ -38,8 +39,9 @@ type Translation struct {
 }
 
 // Read reads data as a Debezium configuration: a Kafka Connect connector
-// JSON ({"name": …, "config": {…}} or the config object alone), a Strimzi
-// KafkaConnector resource (YAML, strimzi.go), or Debezium Server
+// JSON ({"name": …, "config": {…}} or the config object alone) or
+// properties file (Kafka Connect standalone's, with connector.class), a
+// Strimzi KafkaConnector resource (YAML, strimzi.go), or Debezium Server
 // properties (keys under debezium.). ok is false for
 // anything else, such as pgoutbox's own flag = value file. Placeholders
 // are resolved as Debezium resolves them (placeholders.go). The error of a
@@ -81,6 +83,15 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		if err != nil {
 			return tr, false, err
 		}
+		if _, connector := props["connector.class"]; connector && !hasServerKeys(props) {
+			// Kafka Connect standalone's connector file
+			// (connect-standalone.sh worker.properties connector.properties).
+			tr.Form = ConnectProperties
+			if err := resolveConnect(props); err != nil {
+				return tr, true, err
+			}
+			return translated(tr, fromConnect(props), nil)
+		}
 		if hasServerKeys(props) || len(bytes.TrimSpace(data)) == 0 {
 			fromEnv = withEnvironment(props, env)
 		}
@@ -93,6 +104,12 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		}
 		conf = fromServer(props)
 	}
+	return translated(tr, conf, fromEnv)
+}
+
+// translated is tr with conf's translation; fromEnv are the keys the
+// environment gave (withEnvironment), with their variables.
+func translated(tr Translation, conf config, fromEnv map[string]string) (Translation, bool, error) {
 	r := conf.translate()
 	var unread []string
 	for k, name := range fromEnv {

@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,5 +79,48 @@ spec:
 	}
 	if _, ok, _ := Read([]byte("kafka-brokers = k:9092\n# KafkaConnector\n")); ok {
 		t.Error("pgoutbox's own file read as a Strimzi resource")
+	}
+}
+
+// Kafka Connect standalone's connector file, in properties, reads as the
+// connector's JSON: the same settings.
+func TestReadConnectProperties(t *testing.T) {
+	const props = `# connect-standalone.sh worker.properties outbox.properties
+name=outbox-connector
+connector.class=io.debezium.connector.postgresql.PostgresConnector
+tasks.max=1
+database.hostname=db.internal
+database.port=5432
+database.user=app
+database.dbname=shop
+topic.prefix=shop
+table.include.list=public.outbox
+transforms=outbox
+transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
+transforms.outbox.route.topic.replacement=events.${routedByValue}
+key.converter=org.apache.kafka.connect.storage.StringConverter
+`
+	tr, ok, err := Read([]byte(props))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if tr.Form != ConnectProperties {
+		t.Errorf("form %q", tr.Form)
+	}
+	js, err := translateConnect(t, `{"name": "outbox-connector", "config": {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "tasks.max": "1", "database.hostname": "db.internal", "database.port": "5432", "database.user": "app", "database.dbname": "shop",
+  "topic.prefix": "shop", "table.include.list": "public.outbox", "transforms": "outbox",
+  "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.route.topic.replacement": "events.${routedByValue}",
+  "key.converter": "org.apache.kafka.connect.storage.StringConverter"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(tr.Settings) != fmt.Sprint(js.Settings) {
+		t.Errorf("properties give %v\nJSON gives %v", tr.Settings, js.Settings)
+	}
+	// pgoutbox's own file, without connector.class, is not one.
+	if _, ok, _ := Read([]byte("slot = x\ntopic = y\n")); ok {
+		t.Errorf("pgoutbox's own file read as a connector's")
 	}
 }

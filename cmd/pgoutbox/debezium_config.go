@@ -12,8 +12,9 @@ import (
 )
 
 // readAnyConfig reads a --config file: pgoutbox's own "flag = value" lines,
-// a Debezium Server application.properties (keys under debezium.), or a
-// Kafka Connect connector JSON ({"name": …, "config": {…}}). Debezium
+// a Debezium Server application.properties (keys under debezium.), a Kafka
+// Connect connector's JSON ({"name": …, "config": {…}}) or properties, or a
+// Strimzi KafkaConnector (or an OpenShift Template of one). Debezium
 // options become pgoutbox settings (package debezium); those pgoutbox
 // ignores are named in one warning on stderr, and those it cannot honour
 // make it fail. Settings for flags that fs does not have (a Debezium file
