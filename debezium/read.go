@@ -3,6 +3,7 @@ package debezium
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -92,6 +93,12 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			}
 			return translated(tr, fromConnect(props), nil)
 		}
+		if connectWorker(props) {
+			tr.Form = ConnectProperties
+			return tr, true, errors.New("a Kafka Connect worker's configuration, not a connector's: give --config the connector's file " +
+				"(its properties or JSON, with connector.class); write the worker's converters (key.converter, value.converter and their options) " +
+				"in it, as Kafka Connect lets a connector override them, and its bootstrap.servers as --kafka-brokers")
+		}
 		if hasServerKeys(props) || len(bytes.TrimSpace(data)) == 0 {
 			fromEnv = withEnvironment(props, env)
 		}
@@ -105,6 +112,22 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		conf = fromServer(props)
 	}
 	return translated(tr, conf, fromEnv)
+}
+
+// connectWorker tells a Kafka Connect worker's properties
+// (connect-standalone.properties, connect-distributed.properties): options
+// only a worker has, and no connector.
+func connectWorker(props map[string]string) bool {
+	if _, ok := props["connector.class"]; ok {
+		return false
+	}
+	for _, k := range []string{"plugin.path", "offset.storage.file.filename", "offset.storage.topic", "group.id", "offset.flush.interval.ms"} {
+		if _, ok := props[k]; ok {
+			_, servers := props["bootstrap.servers"]
+			return servers || k == "plugin.path" || k == "offset.storage.file.filename"
+		}
+	}
+	return false
 }
 
 // translated is tr with conf's translation; fromEnv are the keys the

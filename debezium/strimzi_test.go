@@ -124,3 +124,20 @@ key.converter=org.apache.kafka.connect.storage.StringConverter
 		t.Errorf("pgoutbox's own file read as a connector's")
 	}
 }
+
+// A Kafka Connect worker's file given in the connector's place is refused
+// with what to give instead.
+func TestReadConnectWorker(t *testing.T) {
+	const worker = `bootstrap.servers=localhost:9092
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+key.converter.schemas.enable=true
+offset.storage.file.filename=/tmp/connect.offsets
+offset.flush.interval.ms=10000
+plugin.path=/opt/connectors
+`
+	_, ok, err := Read([]byte(worker))
+	if !ok || err == nil || !strings.Contains(err.Error(), "a Kafka Connect worker's configuration, not a connector's") {
+		t.Errorf("worker file: ok %v, %v", ok, err)
+	}
+}
