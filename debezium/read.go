@@ -19,6 +19,7 @@ const (
 	ConnectJSON       Form = "Kafka Connect connector configuration"
 	ConnectProperties Form = "Kafka Connect connector properties"
 	ServerProperties  Form = "Debezium Server configuration"
+	ServerYAML        Form = "Debezium Server configuration (application.yaml)"
 	StrimziConnector  Form = "Strimzi KafkaConnector resource"
 )
 
@@ -58,6 +59,7 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 	var (
 		conf    config
 		fromEnv map[string]string // keys the environment gave, with their variables
+		quoted  []string          // YAML keys of a segment holding a '.'
 	)
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		tr.Form = ConnectJSON
@@ -79,6 +81,18 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			return tr, true, err
 		}
 		conf = fromConnect(props)
+	} else if props, ok := serverYAML(data); ok {
+		tr.Form = ServerYAML
+		fromEnv = withEnvironment(props, env)
+		if err := resolveServer(props); err != nil {
+			return tr, true, err
+		}
+		conf = fromServer(props)
+		for k := range props {
+			if strings.Contains(k, `"`) {
+				quoted = append(quoted, k)
+			}
+		}
 	} else {
 		props, err := schema.ParseProperties(data)
 		if err != nil {
@@ -111,7 +125,13 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		}
 		conf = fromServer(props)
 	}
-	return translated(tr, conf, fromEnv)
+	tr, ok, err = translated(tr, conf, fromEnv)
+	sort.Strings(quoted)
+	for _, k := range quoted {
+		tr.Warnings = append(tr.Warnings, fmt.Sprintf("%s: a YAML key holding a '.' is one segment of the property's name, in quotes, as Debezium Server reads it, and no option of Debezium's: "+
+			"write it nested (connector: {class: …}), as application.yaml.example does", k))
+	}
+	return tr, ok, err
 }
 
 // connectWorker tells a Kafka Connect worker's properties

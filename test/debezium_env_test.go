@@ -69,3 +69,52 @@ func TestDebeziumServerEnvironmentOverridesFile(t *testing.T) {
 	kafkatest.Consume(t, e.Brokers, []string{"env.TRANSACTION"}, 20, 30*time.Second)
 	p.Stop(t)
 }
+
+// Debezium Server's config/application.yaml, nested as its
+// application.yaml.example is, runs through --config; the database and the
+// broker here come from the environment, over the file, as Debezium
+// Server reads them.
+func TestDebeziumServerApplicationYAML(t *testing.T) {
+	e := testenv.ExistingLedger(t, 30)
+	var env []string
+	for _, kv := range ledgerServerEnv(t, e) {
+		if strings.HasPrefix(kv, "DEBEZIUM_SINK_") || strings.HasPrefix(kv, "DEBEZIUM_SOURCE_DATABASE_") {
+			env = append(env, kv)
+		}
+	}
+	yaml := `debezium:
+  source:
+    connector:
+      class: io.debezium.connector.postgresql.PostgresConnector
+    plugin:
+      name: pgoutput
+    topic:
+      prefix: ledger
+    table:
+      include:
+        list: public.outbox_event
+  transforms:
+    ~: outbox
+    outbox:
+      type: io.debezium.transforms.outbox.EventRouter
+      route:
+        by:
+          field: aggregate_type
+        topic:
+          replacement: yaml.$${routedByValue}
+      table:
+        field:
+          event:
+            key: aggregate_id
+            type: event_type
+`
+	path := filepath.Join(t.TempDir(), "application.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.StartBinaryEnv(t, env, "run", "--config", path, "--log-format", "json", "--heartbeat-interval", "200ms")
+	e.AwaitSlotActive(t, "debezium")
+	want := <-testenv.WriteLedger(t, e, 5)
+	kafkatest.Consume(t, e.Brokers, []string{"yaml.TRANSACTION"}, 30+len(want), 30*time.Second)
+	p.Stop(t)
+}

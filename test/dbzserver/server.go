@@ -62,7 +62,14 @@ func Start(t testing.TB, props string) *Server {
 // where Debezium Server reads its configuration too.
 func StartEnv(t testing.TB, props string, env []string) *Server {
 	t.Helper()
-	s, err := startEnv(props, "", env)
+	return StartYAML(t, props, "", env)
+}
+
+// StartYAML is StartEnv with yaml as its config/application.yaml beside
+// the properties, where Debezium Server reads its configuration too.
+func StartYAML(t testing.TB, props, yaml string, env []string) *Server {
+	t.Helper()
+	s, err := startEnv(props, yaml, "", env)
 	if err != nil {
 		t.Fatalf("dbzserver: %v", err)
 	}
@@ -82,9 +89,9 @@ func StartEnv(t testing.TB, props string, env []string) *Server {
 // caller stops it and removes Dir.
 func Launch(props, javaOpts string) (*Server, error) { return startWith(props, javaOpts) }
 
-func startWith(props, javaOpts string) (*Server, error) { return startEnv(props, javaOpts, nil) }
+func startWith(props, javaOpts string) (*Server, error) { return startEnv(props, "", javaOpts, nil) }
 
-func startEnv(props, javaOpts string, extraEnv []string) (*Server, error) {
+func startEnv(props, yaml, javaOpts string, extraEnv []string) (*Server, error) {
 	in, err := testbin.Install("Debezium Server "+Version, "debezium-server", "install-debezium-server", "PGOUTBOX_JAVA", DirEnv, "debezium-server")
 	if err != nil {
 		return nil, err
@@ -99,7 +106,7 @@ func startEnv(props, javaOpts string, extraEnv []string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Dir: dir}
-	if err := s.layout(dist, props); err != nil {
+	if err := s.layout(dist, props, yaml); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -130,7 +137,7 @@ func startEnv(props, javaOpts string, extraEnv []string) (*Server, error) {
 
 // layout makes dir a copy of the distribution by links, with a config
 // directory of its own.
-func (s *Server) layout(dist, props string) error {
+func (s *Server) layout(dist, props, yaml string) error {
 	entries, err := os.ReadDir(dist)
 	if err != nil {
 		return fmt.Errorf("the distribution in %s: %w", dist, err)
@@ -157,6 +164,11 @@ func (s *Server) layout(dist, props string) error {
 	text := strings.TrimRight(props, "\n") + "\nquarkus.http.port=" + strconv.Itoa(port) + "\n"
 	if !strings.Contains(props, "offset.storage.file.filename") {
 		text += "debezium.source.offset.storage.file.filename=" + filepath.Join(s.Dir, "offsets.dat") + "\n"
+	}
+	if yaml != "" {
+		if err := os.WriteFile(filepath.Join(s.Dir, "config", "application.yaml"), []byte(yaml), 0o600); err != nil {
+			return err
+		}
 	}
 	return os.WriteFile(filepath.Join(s.Dir, "config", "application.properties"), []byte(text), 0o600)
 }

@@ -36,6 +36,10 @@ type Case struct {
 	// harness's, as environment variables (DEBEZIUM_SOURCE_...) and no
 	// file: Debezium Server's configuration in a container.
 	Environment bool `yaml:"environment"`
+	// YAML is Debezium Server's config/application.yaml, in place of
+	// Server: pgoutbox reads it with --config, the harness's settings in
+	// the environment.
+	YAML string `yaml:"yaml"`
 }
 
 // Load reads every case of dir.
@@ -55,8 +59,8 @@ func Load(dir string) ([]Case, error) {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		c.Name = strings.TrimSuffix(filepath.Base(p), ".yaml")
-		if c.Table == "" || c.Server == "" || len(c.Rows) == 0 || c.Entries <= 0 {
-			return nil, fmt.Errorf("%s: table, server, rows and entries are required", p)
+		if c.Table == "" || c.Server == "" && c.YAML == "" || len(c.Rows) == 0 || c.Entries <= 0 {
+			return nil, fmt.Errorf("%s: table, server (or yaml), rows and entries are required", p)
 		}
 		out = append(out, c)
 	}

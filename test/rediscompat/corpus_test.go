@@ -69,9 +69,8 @@ func run(t *testing.T, c Case, s *redistest.Server, pgo string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	props := func(slot string) string {
-		return strings.TrimRight(c.Server, "\n") + fmt.Sprintf(`
-debezium.sink.redis.address=%s
+	harness := func(slot string) string {
+		return fmt.Sprintf(`debezium.sink.redis.address=%s
 debezium.source.database.hostname=%s
 debezium.source.database.port=%s
 debezium.source.database.user=%s
@@ -80,11 +79,18 @@ debezium.source.slot.name=%s
 debezium.source.publication.name=%s_publication
 `, s.Addr, u.Hostname(), u.Port(), u.User.Username(), strings.TrimPrefix(u.Path, "/"), slot, slot)
 	}
+	props := func(slot string) string { return strings.TrimRight(c.Server, "\n") + "\n" + harness(slot) }
 	// pgoutbox's slot first, by a run stopped once it streams: the rows
 	// are then in its slot's stream, after Debezium Server wrote them.
 	pgoProps := corpusrun.WriteFile(t, "pgoutbox.properties", props("pgo"))
 	startPgoutbox := func() *proc.Process {
-		if c.Environment {
+		switch {
+		case c.YAML != "":
+			// The case's application.yaml, the harness's settings in the
+			// environment.
+			yaml := corpusrun.WriteFile(t, "application.yaml", c.YAML)
+			return corpusrun.StartPgoutboxEnv(t, pgo, corpusrun.Environment(t, harness("pgo")), "--config", yaml)
+		case c.Environment:
 			return corpusrun.StartPgoutboxEnv(t, pgo, corpusrun.Environment(t, props("pgo")))
 		}
 		return corpusrun.StartPgoutbox(t, pgo, pgoProps)
@@ -96,9 +102,12 @@ debezium.source.publication.name=%s_publication
 	}
 
 	var dbz *dbzserver.Server
-	if c.Environment {
+	switch {
+	case c.YAML != "":
+		dbz = dbzserver.StartYAML(t, harness("dbz"), c.YAML, nil)
+	case c.Environment:
 		dbz = dbzserver.StartEnv(t, "", corpusrun.Environment(t, props("dbz")))
-	} else {
+	default:
 		dbz = dbzserver.Start(t, props("dbz"))
 	}
 	corpusrun.AwaitSlot(t, conn, "dbz")
