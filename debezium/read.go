@@ -20,6 +20,7 @@ const (
 	ConnectProperties Form = "Kafka Connect connector properties"
 	ServerProperties  Form = "Debezium Server configuration"
 	ServerYAML        Form = "Debezium Server configuration (application.yaml)"
+	OperatorServer    Form = "Debezium Operator DebeziumServer resource"
 	StrimziConnector  Form = "Strimzi KafkaConnector resource"
 )
 
@@ -81,6 +82,16 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			return tr, true, err
 		}
 		conf = fromConnect(props)
+	} else if props, ok, err := operatorServer(data); ok {
+		tr.Form = OperatorServer
+		if err != nil {
+			return tr, true, err
+		}
+		fromEnv = withEnvironment(props, env)
+		if err := resolveServer(props); err != nil {
+			return tr, true, err
+		}
+		conf = fromServer(props)
 	} else if props, ok := serverYAML(data); ok {
 		tr.Form = ServerYAML
 		fromEnv = withEnvironment(props, env)

@@ -118,3 +118,54 @@ func TestDebeziumServerApplicationYAML(t *testing.T) {
 	kafkatest.Consume(t, e.Brokers, []string{"yaml.TRANSACTION"}, 30+len(want), 30*time.Second)
 	p.Stop(t)
 }
+
+// A DebeziumServer resource of the Debezium Operator runs as the
+// application.properties the operator writes of it; its password from the
+// environment, as the operator's examples take it from a secret.
+func TestDebeziumOperatorResourceEndToEnd(t *testing.T) {
+	e := testenv.ExistingLedger(t, 20)
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	conf := `apiVersion: debezium.io/v1alpha1
+kind: DebeziumServer
+metadata:
+  name: ledger-outbox
+spec:
+  quarkus:
+    config:
+      log.console.json: false
+  sink:
+    type: kafka
+    config:
+      producer.bootstrap.servers: ` + strings.Join(e.Brokers, ",") + `
+      producer.key.serializer: org.apache.kafka.common.serialization.StringSerializer
+      producer.value.serializer: org.apache.kafka.common.serialization.StringSerializer
+  source:
+    class: io.debezium.connector.postgresql.PostgresConnector
+    offset:
+      memory: { }
+    config:
+      database.hostname: ` + host + `
+      database.port: ` + port + `
+      database.user: ${LEDGER_DB_USER}
+      database.dbname: ` + db + `
+      topic.prefix: ledger
+      plugin.name: pgoutput
+      table.include.list: public.outbox_event
+  transforms:
+    - type: io.debezium.transforms.outbox.EventRouter
+      config:
+        table.field.event.key: aggregate_id
+        table.field.event.type: event_type
+        route.by.field: aggregate_type
+        route.topic.replacement: operator.${routedByValue}
+`
+	path := filepath.Join(t.TempDir(), "debezium-server.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.StartBinaryEnv(t, []string{"LEDGER_DB_USER=" + user}, "run", "--config", path, "--log-format", "json", "--heartbeat-interval", "200ms")
+	e.AwaitSlotActive(t, "debezium")
+	want := <-testenv.WriteLedger(t, e, 5)
+	kafkatest.Consume(t, e.Brokers, []string{"operator.TRANSACTION"}, 20+len(want), 30*time.Second)
+	p.Stop(t)
+}
