@@ -348,11 +348,19 @@ func TestCompatCasesAccepted(t *testing.T) {
 			refuses += d.PgoutboxRefuses
 		}
 		refused := func(err error) bool { return err != nil && refuses != "" && strings.Contains(err.Error(), refuses) }
-		// Without the router, the connector's change events.
+		// Without the router, the connector's change events; so too with
+		// an ExtractNewRecordState before it, which leaves it nothing to
+		// route.
 		format := "debezium"
-		for _, v := range c.DebeziumConfig() {
-			if v == "io.debezium.transforms.outbox.EventRouter" || v == "EventRouter" { // or Kafka Connect's alias
+		conf := c.DebeziumConfig()
+		for _, alias := range strings.Split(conf["transforms"], ",") {
+			typ := conf["transforms."+strings.TrimSpace(alias)+".type"]
+			if typ == "io.debezium.transforms.ExtractNewRecordState" && conf["transforms."+strings.TrimSpace(alias)+".predicate"] == "" {
+				break
+			}
+			if typ == "io.debezium.transforms.outbox.EventRouter" || typ == "EventRouter" { // or Kafka Connect's alias
 				format = "debezium-outbox"
+				break
 			}
 		}
 		if len(c.Connect) > 0 {

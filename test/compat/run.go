@@ -916,6 +916,10 @@ func (r *run) awaitDebezium(ctx context.Context, fence string) error {
 // or stopped where the case expects it to.
 func (r *run) awaitPgoutbox(ctx context.Context, fence string) error {
 	stops := r.expect(func(d Deliberate) string { return d.PgoutboxStops })
+	// A case that writes heartbeats waits for each side's first: on a
+	// busy machine the fence may be confirmed before a heartbeat was read
+	// back.
+	hbTopic, heartbeats := heartbeatTopic(r.c.DebeziumConfig(), r.id)
 	for i, p := range r.pgo {
 		for {
 			select {
@@ -937,6 +941,9 @@ func (r *run) awaitPgoutbox(ctx context.Context, fence string) error {
 			err := r.conn.QueryRow(ctx, "SELECT confirmed_flush_lsn > $1::pg_lsn FROM pg_replication_slots WHERE slot_name = $2", fence, p.slot).Scan(&done)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
+			}
+			if done && heartbeats && stops == "" {
+				done = hasRecords(ctx, r.env.Brokers, r.result.Pgoutbox[i].Prefix+hbTopic)
 			}
 			if done {
 				if stops != "" {
@@ -1081,6 +1088,22 @@ func retriable(err error) bool {
 		return len(shards.Errs) > 0
 	}
 	return err != nil && kerr.IsRetriable(err)
+}
+
+// hasRecords tells whether topic holds a record.
+func hasRecords(ctx context.Context, brokers []string, topic string) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		return false
+	}
+	found := false
+	ends.Each(func(o kadm.ListedOffset) { found = found || o.Offset > 0 })
+	return found
 }
 
 func readPrefix(ctx context.Context, brokers []string, prefix, exclude string) ([]Record, error) {
