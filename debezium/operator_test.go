@@ -44,6 +44,10 @@ spec:
       predicate: isOutbox
       config:
         route.topic.replacement: events.${routedByValue}
+    - type: org.apache.kafka.connect.transforms.InsertHeader
+      config:
+        header: origin
+        value.literal: shop
   predicates:
     isOutbox:
       type: org.apache.kafka.connect.transforms.predicates.TopicNameMatches
@@ -72,7 +76,11 @@ func TestReadOperatorServer(t *testing.T) {
 		"debezium.sink.nats-jetstream.create-stream":     "true",
 		"debezium.format.value":                          "json",
 		"debezium.format.value.schemas.enable":           "false",
-		"debezium.transforms":                            "t0",
+		"debezium.transforms":                            "t0,t1",
+		"debezium.transforms.t1.type":                    "org.apache.kafka.connect.transforms.InsertHeader",
+		"debezium.transforms.t1.negate":                  "false",
+		"debezium.transforms.t1.header":                  "origin",
+		"debezium.transforms.t1.value.literal":           "shop",
 		"debezium.transforms.t0.type":                    "io.debezium.transforms.outbox.EventRouter",
 		"debezium.transforms.t0.predicate":               "isOutbox",
 		"debezium.transforms.t0.negate":                  "false",

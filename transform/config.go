@@ -288,7 +288,10 @@ func (p *parser) stage(alias string, preds map[string]predicate) (stage, bool) {
 		}
 		st.pred = pr
 		st.negate = o.boolean("negate", false)
-	} else if _, set := p.props[prefix+"negate"]; set {
+	} else if _, set := p.props[prefix+"negate"]; set && p.prefix == "" {
+		// Debezium Server's engine reads negate only with a predicate, and
+		// the Debezium Operator writes it for every transform: there it is
+		// left unused (named among the ignored keys).
 		p.refuse(prefix+"negate", "given without "+p.name(prefix+"predicate")+" (Kafka Connect refuses it)")
 	}
 	o.str("version", false, "") // a plugin version: pgoutbox has one

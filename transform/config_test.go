@@ -188,6 +188,31 @@ func TestParseServerNames(t *testing.T) {
 	}
 }
 
+// negate without a predicate: Kafka Connect refuses it; Debezium Server's
+// engine reads it only with a predicate (the Debezium Operator writes
+// negate=false for every transform), so it is left unused there.
+func TestNegateWithoutPredicate(t *testing.T) {
+	_, _, err := Parse(Config{Props: map[string]string{
+		"transforms": "outbox,r", "transforms.outbox.type": RouterClass,
+		"transforms.r.type": kt + "RegexRouter", "transforms.r.regex": "(.*)", "transforms.r.replacement": "x$1",
+		"transforms.r.negate": "false",
+	}})
+	if err == nil || !strings.Contains(err.Error(), "transforms.r.negate: given without transforms.r.predicate") {
+		t.Errorf("Kafka Connect form: %v, want negate refused", err)
+	}
+	ch, ignored, err := Parse(Config{Props: map[string]string{
+		"debezium.transforms": "t0,t1", "debezium.transforms.t0.type": RouterClass, "debezium.transforms.t0.negate": "false",
+		"debezium.transforms.t1.type": kt + "RegexRouter", "debezium.transforms.t1.regex": "(.*)", "debezium.transforms.t1.replacement": "x$1",
+		"debezium.transforms.t1.negate": "false",
+	}})
+	if err != nil || ch.Len() != 1 {
+		t.Fatalf("Debezium Server form: chain %v, %v", ch, err)
+	}
+	if !slices.Equal(ignored, []string{"debezium.transforms.t1.negate"}) {
+		t.Errorf("ignored %v", ignored)
+	}
+}
+
 func TestNoChain(t *testing.T) {
 	ch, err := New(Config{Props: routed(nil)})
 	if err != nil || ch.Len() != 0 || ch != nil {
