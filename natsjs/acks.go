@@ -62,23 +62,45 @@ func (a *acker) settle(p pending, stop <-chan struct{}) {
 	if wrongLastID(err) && a.stored[p.stream] {
 		// The message this one expected last is stored, and another
 		// publisher's came after it: sent again after that one, this
-		// one still follows it, and nothing of ours can overtake it,
-		// as each after it expects it and is sent again only after it.
+		// one still follows it, and nothing of ours can overtake it:
+		// each after it carries an id and expects the one before it
+		// (Produce), so it is refused in turn and sent again only
+		// after this one.
 		p.msg.Header.Del(headerExpectLastID)
-		ctx, cancel := context.WithTimeout(context.Background(), a.resendTimeout)
-		_, err = a.js.PublishMsg(ctx, p.msg)
-		cancel()
+		err = a.resend(p.msg, stop)
 	}
 	a.stored[p.stream] = err == nil
 	a.finish(p, err)
+}
+
+// resend publishes msg again and waits for its ack, at most resendTimeout
+// and not past stop.
+func (a *acker) resend(msg *nats.Msg, stop <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.resendTimeout)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	_, err := a.js.PublishMsg(ctx, msg)
+	cancel()
+	<-done
+	return err
 }
 
 // wrongLastID tells JetStream's refusal of a message whose
 // Nats-Expected-Last-Msg-Id is not the stream's last message's.
 func wrongLastID(err error) bool {
 	var ae *jetstream.APIError
-	return errors.As(err, &ae) && ae.ErrorCode == 10070 // JSStreamWrongLastMsgIDErrF
+	return errors.As(err, &ae) && ae.ErrorCode == errWrongLastMsgID
 }
+
+// errWrongLastMsgID is JetStream's JSStreamWrongLastMsgIDErrF.
+const errWrongLastMsgID jetstream.ErrorCode = 10070
 
 func (a *acker) finish(p pending, err error) {
 	if err != nil {

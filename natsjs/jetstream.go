@@ -2,10 +2,13 @@ package natsjs
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +62,14 @@ type conn struct {
 	// last is, per stream, the id of the message published last: the next
 	// one expects it to be the stream's last (producer goroutine only).
 	last map[string]string
+	// own numbers the ids of records of no event; nonce, random per
+	// connection, keeps them apart from another connection's.
+	own   atomic.Uint64
+	nonce string
 }
+
+// ownIDPrefix starts the id of a record of no event.
+const ownIDPrefix = "pgoutbox-"
 
 // New creates a publisher. It does not connect; Ping and the first
 // record do.
@@ -92,7 +102,9 @@ func (j *JetStream) connect(ctx context.Context) (*conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
-	c := &conn{nc: nc, js: js, streams: newStreams(js, nc, j.cfg.MaxMessageBytes), last: map[string]string{}}
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	c := &conn{nc: nc, js: js, streams: newStreams(js, nc, j.cfg.MaxMessageBytes), last: map[string]string{}, nonce: hex.EncodeToString(nonce[:])}
 	c.acks = newAcker(j.cfg.MaxPending, js, j.cfg.AckTimeout, func(error) { c.broken.Store(true) })
 	if j.cfg.CreateStream {
 		if err := j.createStream(ctx, js); err != nil {
@@ -231,19 +243,23 @@ func (j *JetStream) Produce(ctx context.Context, r *kgo.Record, promise func(*kg
 	}
 	msg := message(r)
 	id := outbox.EventID(r.Context)
-	prev := c.last[st.name]
-	if id != "" {
-		msg.Header.Set(headerMsgID, id)
-		if prev != "" {
-			msg.Header.Set(headerExpectLastID, prev)
-		}
+	if id == "" {
+		// A record of no event (a heartbeat, a transaction's BEGIN or
+		// END) gets an id of its own, used once: the chain of expected
+		// last ids must not break, or a message after it could overtake
+		// one refused before it (acker.settle).
+		id = ownIDPrefix + strconv.FormatUint(c.own.Add(1), 10) + "-" + c.nonce
+	}
+	msg.Header.Set(headerMsgID, id)
+	if prev := c.last[st.name]; prev != "" {
+		msg.Header.Set(headerExpectLastID, prev)
 	}
 	fut, err := c.js.PublishMsgAsync(msg)
 	if err != nil {
 		c.acks.Release()
 		return fmt.Errorf("nats: publish to %s: %w", r.Topic, err)
 	}
-	c.last[st.name] = id // a message without an id ends the chain
+	c.last[st.name] = id
 	c.acks.Push(pending{rec: r, promise: promise, fut: fut, msg: msg, stream: st.name})
 	if j.cfg.Sync {
 		return c.acks.Wait(ctx)
@@ -291,9 +307,11 @@ func size(r *kgo.Record) int {
 	for _, h := range r.Headers {
 		n += len(h.Key) + sep + len(h.Value) + crlf
 	}
-	if id := outbox.EventID(r.Context); id != "" {
-		n += len(headerMsgID) + len(headerExpectLastID) + 2*(sep+crlf) + 2*len(id) + len(idPrefixRoom)
+	id := outbox.EventID(r.Context)
+	if id == "" {
+		id = ownIDPrefix + "18446744073709551615-0123456789abcdef" // the longest own id
 	}
+	n += len(headerMsgID) + len(headerExpectLastID) + 2*(sep+crlf) + 2*len(id) + len(idPrefixRoom)
 	return n
 }
 

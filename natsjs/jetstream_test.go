@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -376,6 +377,60 @@ func TestSharedStream(t *testing.T) {
 		}
 	}
 	if want := "[e1 x1 e2 e3 x2 e4]"; fmt.Sprint(stored) != want {
+		t.Errorf("stream %v, want %s", stored, want)
+	}
+}
+
+// A record of no event (a transaction's BEGIN and END) between events on
+// a shared stream: it carries an id of its own and expects the one before
+// it, so when another publisher's message makes an event refused, nothing
+// after that event overtakes it.
+func TestSharedStreamRecordsWithoutEvent(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.Start(t)
+	s.CreateStream("events", "outbox.event.>", "shop.transaction", "other.>")
+	j := newJetStream(t, s, Config{})
+	var o outcomes
+	produce := func(topic, id string) {
+		t.Helper()
+		r := &kgo.Record{Topic: topic, Value: []byte(`{"id":"` + id + `"}`), Context: context.Background()}
+		if topic != "shop.transaction" {
+			r = record(topic, id, `{"id":"`+id+`"}`)
+		}
+		if err := j.Produce(ctx, r, o.promise); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce("shop.transaction", "BEGIN")
+	produce("outbox.event.order", "e1")
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, other := s.Connect()
+	if _, err := other.Publish(ctx, "other.x", []byte(`{"id":"x1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	produce("outbox.event.order", "e2")
+	produce("shop.transaction", "END")
+	produce("outbox.event.order", "e3")
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o.errs != nil {
+		t.Fatalf("failures %v", o.errs)
+	}
+	var stored []string
+	for _, m := range s.Messages("events") {
+		var v struct{ ID string }
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, v.ID)
+		if m.Header.Get(headerMsgID) == "" && m.Subject != "other.x" {
+			t.Errorf("%s: no Nats-Msg-Id", v.ID)
+		}
+	}
+	if want := "[BEGIN e1 x1 e2 END e3]"; fmt.Sprint(stored) != want {
 		t.Errorf("stream %v, want %s", stored, want)
 	}
 }
