@@ -231,7 +231,7 @@ var options = []Option{
 			}
 		}},
 	{Part: Connector, Key: "database.initial.statements", Setting: "database-initial-statements",
-		Takes: "statements separated by `;` (`;;` is a `;` within one), run in order, each on its own, on each of pgoutbox's connections to the database when it opens but the replication connection, as Debezium runs them on its JDBC connections; one the server refuses as written (SQLSTATE class 42) stops pgoutbox at start, as it fails Debezium's task",
+		Takes: "statements separated by `;` (`;;` is a `;` within one), run in order, each on its own, when it opens, on each connection that reads the tables and catalog where Debezium's JDBC connections read them (not the replication connection, nor those of pgoutbox's own tables); an error the server gives stops pgoutbox, as it fails Debezium's task, unless of a class that passes (a lost connection, a deadlock, a lock timeout)",
 		read:  toFlag("database-initial-statements")},
 	{Part: Connector, Key: "topic.prefix", Setting: "topic-prefix", Takes: "any", read: toFlag("topic-prefix")},
 	{Part: Connector, Key: "database.server.name", Setting: "topic-prefix", Takes: "any (the 1.x name of `topic.prefix`)",

@@ -357,7 +357,7 @@ func (s *walSnapshot) take(ctx context.Context, orders []tableOrder) error {
 func (s *walSnapshot) publishAll(ctx context.Context, orders []tableOrder, snapshot string, lsn pglogrepl.LSN) error {
 	p := s.p
 	var err error
-	if s.sconn, err = p.cfg.Replication.Connect(ctx); err != nil {
+	if s.sconn, err = p.cfg.Replication.ConnectUser(ctx); err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer s.sconn.Close(context.Background())
@@ -390,7 +390,7 @@ type exported struct {
 // exportSnapshot opens a repeatable-read transaction and exports its
 // snapshot; it stays open, so that readers can import it, until close.
 func exportSnapshot(ctx context.Context, db replication.Config) (*exported, error) {
-	conn, err := db.Connect(ctx)
+	conn, err := db.ConnectUser(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -175,10 +174,10 @@ func (e *ActionQueryError) Permanent() bool {
 }
 
 // InitialStatementError is a statement of Config.InitialStatements the
-// server refused; N counts from 1. It is permanent when the statement
-// itself is at fault (a syntax error, an object that does not exist, a
-// missing privilege: SQLSTATE class 42), as it fails Debezium's task;
-// anything else is tried again on the next connection.
+// server refused; N counts from 1. It is permanent, as it fails Debezium's
+// task, unless the server's error is of a class that passes (a lost
+// connection, a deadlock or serialization failure, a lock not granted in
+// time, the server short of resources or shutting down).
 type InitialStatementError struct {
 	N   int
 	Err error
@@ -193,5 +192,12 @@ func (e *InitialStatementError) Unwrap() error { return e.Err }
 // Permanent tells a statement that fails again as it is.
 func (e *InitialStatementError) Permanent() bool {
 	var pe *pgconn.PgError
-	return errors.As(e.Err, &pe) && strings.HasPrefix(pe.Code, "42")
+	if !errors.As(e.Err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "08", "40", "53", "55", "57", "58":
+		return false
+	}
+	return true
 }

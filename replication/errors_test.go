@@ -54,3 +54,20 @@ func TestClassify(t *testing.T) {
 		t.Errorf("a wrong password is not a refusal of replication: %v", other)
 	}
 }
+
+// An initial statement's failure stops pgoutbox, as it fails Debezium's
+// task, unless its class passes.
+func TestInitialStatementErrorPermanent(t *testing.T) {
+	for code, want := range map[string]bool{
+		"42601": true, "42P01": true, "22023": true, "P0001": true, "25006": true,
+		"08006": false, "40P01": false, "55P03": false, "57P01": false, "53300": false,
+	} {
+		err := &InitialStatementError{N: 1, Err: &pgconn.PgError{Code: code}}
+		if got := err.Permanent(); got != want {
+			t.Errorf("%s: permanent %v, want %v", code, got, want)
+		}
+	}
+	if (&InitialStatementError{N: 1, Err: errors.New("connection reset")}).Permanent() {
+		t.Errorf("a failure of no server error is permanent")
+	}
+}

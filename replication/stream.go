@@ -39,8 +39,9 @@ type Config struct {
 	// negative disables).
 	HeartbeatInterval time.Duration
 	// InitialStatements, as Debezium's database.initial.statements, are
-	// run in order, each on its own, on every regular connection Connect
-	// opens, before it is used; never on the replication connection.
+	// run in order, each on its own, on the connections ConnectUser opens,
+	// before they are used; never on the replication connection, nor on
+	// those of pgoutbox's own tables.
 	InitialStatements []string
 	// HeartbeatActionQuery, as Debezium's heartbeat.action.query, is SQL
 	// run at every heartbeat, before its message, on the heartbeat's
@@ -253,7 +254,7 @@ func (s *Stream) startReplication(ctx context.Context) error {
 // connection of its own; the stream reads the relations again the same way
 // when a row comes from one it does not know.
 func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
-	conn, err := s.cfg.Connect(ctx)
+	conn, err := s.cfg.ConnectUser(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -266,7 +267,7 @@ func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
 	rels.load = func() (*Publication, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StatusInterval+ConnectTimeout)
 		defer cancel()
-		conn, err := s.cfg.Connect(ctx)
+		conn, err := s.cfg.ConnectUser(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
@@ -682,7 +683,7 @@ func (s *Stream) heartbeats(ctx context.Context) {
 		case <-ticker.C:
 		}
 		if conn == nil {
-			c, err := s.cfg.Connect(ctx)
+			c, err := s.cfg.ConnectUser(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("heartbeat connection failed", "err", err)
@@ -721,8 +722,11 @@ func (s *Stream) heartbeats(ctx context.Context) {
 // hang the relay.
 const ConnectTimeout = 10 * time.Second
 
-// Connect opens a regular connection as ConnConfig sets it up, and runs
-// InitialStatements on it. The URL never appears in its errors.
+// Connect opens a regular connection as ConnConfig sets it up, for
+// pgoutbox's own work (its state, lease and dead letters): it runs no
+// InitialStatements, which are the user's and could move or refuse that
+// work (a search_path, a role, a read-only default). The URL never
+// appears in its errors.
 func (c Config) Connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := ConnConfig(c.DatabaseURL)
 	if err != nil {
@@ -731,6 +735,18 @@ func (c Config) Connect(ctx context.Context) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, tlsRefused(err)
+	}
+	return conn, nil
+}
+
+// ConnectUser is Connect for a connection that reads the user's tables
+// and catalog, where Debezium reads them on its JDBC connections (the
+// snapshot, the publication, the heartbeat and its action query): it runs
+// InitialStatements first, in order, each on its own.
+func (c Config) ConnectUser(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := c.Connect(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for i, stmt := range c.InitialStatements {
 		// The simple protocol, as a JDBC Statement sends it: one statement

@@ -44,17 +44,23 @@ func initialStatementsConfig(t *testing.T, e *testenv.Env, stmts string) string 
 	return path
 }
 
-// A Debezium configuration's database.initial.statements run on each of
-// pgoutbox's connections to the database but the replication connection,
-// as Debezium runs them on its JDBC connections: here a session setting
-// and a DO block (';;' a ';' within it) creating the publication the
-// configuration names and does not let pgoutbox create, on a table that
-// holds rows; the rows already there and those written later arrive.
+// A Debezium configuration's database.initial.statements run on the
+// connections that read the user's tables and catalog, as Debezium runs
+// them on its JDBC connections, and not on the replication connection nor
+// on those of pgoutbox's own tables: here a search_path, a session
+// setting and a DO block (';;' a ';' within it) creating the publication
+// the configuration names and does not let pgoutbox create, on a table
+// that holds rows; the rows already there and those written later
+// arrive, and pgoutbox's state stays where its tables are.
 func TestInitialStatementsFromDebeziumConfig(t *testing.T) {
 	e := testenv.ExistingLedger(t, 50)
 	ctx := context.Background()
+	if _, err := e.Conn.Exec(ctx, "CREATE SCHEMA app; CREATE TABLE public.initial_runs (pid int)"); err != nil {
+		t.Fatal(err)
+	}
 	p := e.Run(t, "--config", initialStatementsConfig(t, e,
-		"SET application_name = 'ledger-relay'; DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_publication WHERE pubname = 'ledger_events') "+
+		"SET search_path = app, public; INSERT INTO initial_runs VALUES (pg_backend_pid()); "+
+			"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_publication WHERE pubname = 'ledger_events') "+
 			"THEN CREATE PUBLICATION ledger_events FOR TABLE public.outbox_event WITH (publish = 'insert');; END IF;; END$$;"))
 	e.AwaitSlotActive(t, "debezium")
 	want := <-testenv.WriteLedger(t, e, 5)
@@ -67,15 +73,23 @@ func TestInitialStatementsFromDebeziumConfig(t *testing.T) {
 	if publish != "insert" {
 		t.Errorf("publication ledger_events publishes %s, want the statement's insert", publish)
 	}
-	// The relay's regular connections ran them; its walsender did not.
-	var regular, walsenders int
-	if err := e.Conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE backend_type = 'client backend' AND application_name = 'ledger-relay'),
-  count(*) FILTER (WHERE backend_type = 'walsender' AND application_name = 'ledger-relay')
-FROM pg_stat_activity`).Scan(&regular, &walsenders); err != nil {
+	// The connections that ran them recorded themselves; the
+	// walsender and those of pgoutbox's own tables are not among them.
+	var ran, wrong int
+	if err := e.Conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM public.initial_runs),
+  (SELECT count(*) FROM public.initial_runs r JOIN pg_stat_activity a ON a.pid = r.pid
+   WHERE a.backend_type = 'walsender' OR a.query LIKE '%pgoutbox\_%')`).Scan(&ran, &wrong); err != nil {
 		t.Fatal(err)
 	}
-	if regular == 0 || walsenders != 0 {
-		t.Errorf("connections with the statement's application_name: %d regular, %d replication; want some and none", regular, walsenders)
+	if ran < 2 || wrong != 0 {
+		t.Errorf("%d connections ran the statements (want the start's checks and the relay's reads, 2 or more), %d of them the walsender's or pgoutbox's own tables'", ran, wrong)
+	}
+	var inApp, inPublic bool
+	if err := e.Conn.QueryRow(ctx, "SELECT to_regclass('app.pgoutbox_state') IS NOT NULL, to_regclass('public.pgoutbox_state') IS NOT NULL").Scan(&inApp, &inPublic); err != nil {
+		t.Fatal(err)
+	}
+	if inApp || !inPublic {
+		t.Errorf("pgoutbox_state in app %v, in public %v: the statements' search_path moved pgoutbox's own tables", inApp, inPublic)
 	}
 	p.Stop(t)
 }

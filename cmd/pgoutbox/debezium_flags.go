@@ -424,7 +424,7 @@ func tableInfo(ctx context.Context, c *common, table string) (tableShape, error)
 	if err != nil {
 		return tableShape{}, err
 	}
-	conn, err := c.connect(ctx)
+	conn, err := c.connectUser(ctx)
 	if err != nil {
 		return tableShape{}, fmt.Errorf("reading the outbox table's columns: %w", err)
 	}

@@ -178,13 +178,24 @@ func checkPolling(ctx context.Context, conn *pgx.Conn, cfg poll.Config, table ou
 	return nil
 }
 
-// connect opens a connection, runs --database-initial-statements on it,
-// and keeps the URL out of any error text.
+// connect opens a connection for pgoutbox's own tables, keeping the URL
+// out of any error text.
 func (c *common) connect(ctx context.Context) (*pgx.Conn, error) {
+	return c.dial(ctx, replication.Config.Connect)
+}
+
+// connectUser opens a connection that reads the user's tables and catalog
+// (or creates the publication), where Debezium's JDBC connections would:
+// it runs --database-initial-statements first.
+func (c *common) connectUser(ctx context.Context) (*pgx.Conn, error) {
+	return c.dial(ctx, replication.Config.ConnectUser)
+}
+
+func (c *common) dial(ctx context.Context, connect func(replication.Config, context.Context) (*pgx.Conn, error)) (*pgx.Conn, error) {
 	if _, err := replication.ConnConfig(c.databaseURL); err != nil {
 		return nil, errors.New("--database-url is not a valid connection string")
 	}
-	conn, err := replication.Config{DatabaseURL: c.databaseURL, InitialStatements: c.initialStatements}.Connect(ctx)
+	conn, err := connect(replication.Config{DatabaseURL: c.databaseURL, InitialStatements: c.initialStatements}, ctx)
 	var stmt *replication.InitialStatementError
 	switch {
 	case err == nil:

@@ -48,7 +48,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.table, "table", "public.outbox", "the outbox table, schema.table; several, comma-separated, are streamed by one slot and each polled while polling")
 	fs.StringVar(&c.tableInclude, "table-include-list", "", "instead of --table: comma-separated regular expressions matched whole, in any case, against schema.table of the tables that exist at start (Debezium table.include.list; schema.include.list S is S\\..*)")
 	fs.StringVar(&c.tableExclude, "table-exclude-list", "", "with --table-include-list: regular expressions of the tables to leave out of those it matches (Debezium table.exclude.list, schema.exclude.list)")
-	fs.Var(statementsFlag{&c.initialStatements}, "database-initial-statements", "SQL statements run in order, each on its own, on each of pgoutbox's connections to the database when it opens, but the replication connection (Debezium's database.initial.statements): separated by ';', where ';;' is a ';' within a statement")
+	fs.Var(statementsFlag{&c.initialStatements}, "database-initial-statements", "SQL statements run in order, each on its own, when it opens, on each connection that reads the tables and catalog, as Debezium runs them on its JDBC connections; not on the replication connection nor on those of pgoutbox's own tables (Debezium's database.initial.statements): separated by ';', where ';;' is a ';' within a statement")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")

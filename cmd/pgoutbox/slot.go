@@ -73,7 +73,7 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := rcfg.Validate(); err != nil {
 		return err
 	}
-	conn, err := c.connect(ctx)
+	conn, err := c.connectUser(ctx)
 	if err != nil {
 		return err
 	}

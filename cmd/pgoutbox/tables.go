@@ -54,7 +54,7 @@ func (c *common) resolveTables(ctx context.Context) (tables []string, matched st
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-exclude-list: %w", err)
 	}
-	conn, err := c.connect(ctx)
+	conn, err := c.connectUser(ctx)
 	if err != nil {
 		return nil, "", err
 	}
