@@ -13,7 +13,7 @@ import (
 // (AbstractTopicNamingStrategy.heartbeatTopic). pgoutbox writes one per
 // heartbeat it reads back from the WAL (--heartbeat-topic). Debezium
 // Server's sinks deliver them as any record, to the destination of the
-// topic's name; only Redis skips them by default.
+// topic's name; only Redis skips them by default, by the stream's name.
 
 // debeziumTopicName is the names Debezium's topic options accept
 // (CommonConnectorConfig.TOPIC_NAME_PATTERN).
@@ -26,6 +26,9 @@ func (c config) heartbeatTopic(r *reading) {
 		if v, ok := c.connector[k]; ok && v != "" && !debeziumTopicName.MatchString(v) {
 			r.refuse(r.src(k), strconv.Quote(v)+" has invalid format (only the underscore, hyphen, dot and alphanumeric characters are allowed), as Debezium refuses it")
 		}
+	}
+	if c.server && strings.TrimSpace(c.other["debezium.sink.type"]) == "redis" {
+		c.redisSkip(r)
 	}
 	ms, err := strconv.Atoi(c.connector["heartbeat.interval.ms"])
 	if err != nil || ms <= 0 {
@@ -50,25 +53,28 @@ func (c config) heartbeatTopic(r *reading) {
 		}
 		topic = hp + delim + prefix
 	}
-	if c.server && strings.TrimSpace(c.other["debezium.sink.type"]) == "redis" && c.redisSkipsHeartbeat(topic) {
-		return
-	}
 	r.set("heartbeat-topic", topic)
 }
 
-// redisSkipsHeartbeat tells Debezium Server's Redis sink dropping the
-// heartbeat records, which it does by default
-// (skip.heartbeat.messages): it drops each record whose stream starts
-// with topic.heartbeat.prefix, as written, so a topic.heartbeat.name of
-// another start is delivered. Its boolean is read as Debezium's
-// Configuration reads one: only "false" turns it off.
-func (c config) redisSkipsHeartbeat(topic string) bool {
+// redisSkip sets what Debezium Server's Redis sink drops by default
+// (skip.heartbeat.messages): every record whose stream, after the
+// transforms, starts with topic.heartbeat.prefix as written, heartbeats
+// or not; the sink acknowledges them unwritten (--redis-skip-prefix). Its
+// boolean is read as Debezium's Configuration reads one: only "false"
+// turns it off.
+func (c config) redisSkip(r *reading) {
 	if strings.ToLower(strings.TrimSpace(c.other[redisSink+"skip.heartbeat.messages"])) == "false" {
-		return false
+		return
 	}
 	hp, ok := c.connector["topic.heartbeat.prefix"]
 	if !ok {
 		hp = "__debezium-heartbeat"
 	}
-	return strings.HasPrefix(topic, hp)
+	if hp == "" {
+		// Every stream starts with it: Debezium Server would drop every
+		// record.
+		r.refuse(r.src("topic.heartbeat.prefix"), `"" with the Redis sink's skip.heartbeat.messages (true by default): Debezium Server drops every record whose stream starts with it, every record; set skip.heartbeat.messages=false or a prefix`)
+		return
+	}
+	r.set("redis-skip-prefix", hp)
 }

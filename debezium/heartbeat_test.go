@@ -8,8 +8,8 @@ import (
 // heartbeat.interval.ms above 0 names the heartbeat topic as Debezium's
 // topic naming does; 0 or unset names none; the topic options are
 // checked as Debezium checks them; under Debezium Server every sink takes
-// them but Redis, which skips those its skip.heartbeat.messages (true by
-// default) says.
+// them, and Redis's skip.heartbeat.messages (true by default) drops the
+// records of streams of topic.heartbeat.prefix in the sink.
 func TestHeartbeatTopicOptions(t *testing.T) {
 	const pg = `"connector.class": "io.debezium.connector.postgresql.PostgresConnector", `
 	for _, tt := range []struct {
@@ -17,6 +17,7 @@ func TestHeartbeatTopicOptions(t *testing.T) {
 		topic         string
 		hasTopic      bool
 		refusedSubstr string
+		skip          string // --redis-skip-prefix
 	}{
 		{name: "default", conf: `{` + pg + `"topic.prefix": "shop", "heartbeat.interval.ms": "5000"}`,
 			topic: "__debezium-heartbeat.shop", hasTopic: true},
@@ -37,21 +38,26 @@ func TestHeartbeatTopicOptions(t *testing.T) {
 			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.nats-jetstream.url=nats://localhost:4222\n",
 			topic: "__debezium-heartbeat.shop", hasTopic: true},
 		{name: "server redis", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
-			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n"},
+			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n",
+			topic: "__debezium-heartbeat.shop", hasTopic: true, skip: "__debezium-heartbeat"},
 		{name: "server redis not skipped", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
 			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n" +
 			"debezium.sink.redis.skip.heartbeat.messages= FALSE\n",
 			topic: "__debezium-heartbeat.shop", hasTopic: true},
 		{name: "server redis other value", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
 			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n" +
-			"debezium.sink.redis.skip.heartbeat.messages=no\n"},
-		{name: "server redis another name", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
-			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n" +
-			"debezium.source.topic.heartbeat.name=beats\n",
-			topic: "beats", hasTopic: true},
+			"debezium.sink.redis.skip.heartbeat.messages=no\n",
+			topic: "__debezium-heartbeat.shop", hasTopic: true, skip: "__debezium-heartbeat"},
 		{name: "server redis own prefix", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
 			"debezium.source.topic.prefix=shop\ndebezium.source.heartbeat.interval.ms=1000\ndebezium.sink.redis.address=localhost:6379\n" +
-			"debezium.source.topic.heartbeat.prefix=beat\ndebezium.source.topic.heartbeat.name=beats\n"},
+			"debezium.source.topic.heartbeat.prefix=beat\ndebezium.source.topic.heartbeat.name=beats\n",
+			topic: "beats", hasTopic: true, skip: "beat"},
+		{name: "server redis without heartbeats", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.source.topic.prefix=shop\ndebezium.sink.redis.address=localhost:6379\n",
+			skip: "__debezium-heartbeat"},
+		{name: "server redis empty prefix", conf: "debezium.sink.type=redis\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+			"debezium.source.topic.prefix=shop\ndebezium.sink.redis.address=localhost:6379\ndebezium.source.topic.heartbeat.prefix=\n",
+			refusedSubstr: "debezium.source.topic.heartbeat.prefix: \"\" with the Redis sink's skip.heartbeat.messages"},
 		{name: "bad prefix", conf: `{` + pg + `"heartbeat.interval.ms": "100", "topic.heartbeat.prefix": "heart beat"}`,
 			refusedSubstr: "topic.heartbeat.prefix: \"heart beat\" has invalid format"},
 		{name: "bad name", conf: `{` + pg + `"topic.heartbeat.name": "a/b"}`,
@@ -74,6 +80,9 @@ func TestHeartbeatTopicOptions(t *testing.T) {
 		}
 		if got, ok := settingOf(tr, "heartbeat-topic"); ok != tt.hasTopic || got != tt.topic {
 			t.Errorf("%s: --heartbeat-topic %q (%v), want %q (%v)", tt.name, got, ok, tt.topic, tt.hasTopic)
+		}
+		if got, _ := settingOf(tr, "redis-skip-prefix"); got != tt.skip {
+			t.Errorf("%s: --redis-skip-prefix %q, want %q", tt.name, got, tt.skip)
 		}
 	}
 }

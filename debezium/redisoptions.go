@@ -61,9 +61,10 @@ var redisOptions = []Option{
 		Refuses: "a negative value, as Debezium Server does", read: intIn("redis-memory-limit-mb", 0, 1<<40)},
 	{Part: Server, Key: redisSink + "buffer.fill.rate", Default: "30000", Setting: "redis-buffer-fill-rate", Takes: "0 or more",
 		Refuses: "a negative value, as Debezium Server does", read: intIn("redis-buffer-fill-rate", 0, 1<<40)},
-	{Part: Server, Key: redisSink + "skip.heartbeat.messages", Default: "true", Setting: "heartbeat-topic",
-		Takes: "with `heartbeat.interval.ms` above 0, `true` writes no heartbeat record whose stream starts with `topic.heartbeat.prefix`, as Debezium Server skips them; `false` writes them (see [heartbeat records](#heartbeat-records)); any value but `false` is `true`, as Debezium's Configuration reads it",
-		read:  func(*reading, string, string) {}}, // heartbeatTopic reads it
+	{Part: Server, Key: redisSink + "skip.heartbeat.messages", Default: "true", Setting: "redis-skip-prefix",
+		Takes:   "`true` acknowledges without writing every record whose stream, after the transforms, starts with `topic.heartbeat.prefix`, heartbeats or not, as Debezium Server drops them; `false` writes them; any value but `false` is `true`, as Debezium's Configuration reads it",
+		Refuses: "`true` with an empty `topic.heartbeat.prefix` (every record would be dropped)",
+		read:    accept}, // with topic.heartbeat.prefix (heartbeat.go)
 	{Part: Server, Key: redisSink + "memory.threshold.percentage", Setting: Ignored,
 		Takes: "ignored, as by Debezium Server 3.6, which removed it (`memory.limit.mb`)",
 		read:  ignore("Debezium Server 3.6 removed it; memory.limit.mb")},

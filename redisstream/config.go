@@ -84,6 +84,11 @@ type Config struct {
 	// Format is FormatCompact (default) or FormatExtended
 	// (message.format).
 	Format string
+	// SkipPrefix, set, acknowledges without writing every record whose
+	// stream starts with it, as Debezium Server's sink drops them with
+	// skip.heartbeat.messages (its topic.heartbeat.prefix): heartbeats,
+	// and any other record of such a stream.
+	SkipPrefix string
 	// MemoryLimitMB caps the server's memory that writing may fill when
 	// the server sets no maxmemory, or a lower one than it does; writing
 	// pauses while used memory and BufferFillRate times the next entry's

@@ -566,3 +566,26 @@ func TestTLS(t *testing.T) {
 		t.Error("TLS to a plaintext server answered")
 	}
 }
+
+// SkipPrefix: a record whose stream starts with it is acknowledged in its
+// turn and not written, as Debezium Server's sink drops heartbeats
+// (skip.heartbeat.messages); the others are written.
+func TestSkipPrefix(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStreams(t, srv.Addr, Config{SkipPrefix: "__debezium-heartbeat"})
+	var o outcomes
+	produce(t, s, &o,
+		record("events", "e1", "k", "v1"),
+		record("__debezium-heartbeat.shop", "", "k", "beat"),
+		record("events", "e2", "k", "v2"),
+		record("__debezium-heartbeat-other", "", "k", "beat"))
+	if len(o.errs) != 0 || strings.Join(o.got, " ") != "e1  e2 " {
+		t.Errorf("promises %q, failures %v; want e1, the heartbeat, e2, the other, none failed", o.got, o.errs)
+	}
+	if got := strings.Join(fields(srv.Entries("events")), " "); got != "k|v1 k|v2" {
+		t.Errorf("events %s", got)
+	}
+	if n := srv.Count("__debezium-heartbeat.shop") + srv.Count("__debezium-heartbeat-other"); n != 0 {
+		t.Errorf("%d entries in the skipped streams", n)
+	}
+}

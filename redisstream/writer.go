@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -164,6 +165,8 @@ func (w *writer) unwritten(items []pending) ([]pending, error) {
 	var ids map[string]bool
 	for _, p := range items {
 		switch {
+		case w.s.cfg.SkipPrefix != "" && strings.HasPrefix(p.e.stream, w.s.cfg.SkipPrefix):
+			// Acknowledged unwritten, in its turn (write).
 		case w.s.recall.has(p.id):
 		case p.id != "" && ids[p.id]:
 		default:

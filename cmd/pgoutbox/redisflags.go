@@ -28,6 +28,7 @@ type redisFlags struct {
 	waitTimeout, waitRetryDelay         time.Duration
 	batchSize                           int
 	nullKey, nullValue, format          string
+	skipPrefix                          string
 	memoryLimitMB, bufferFillRate, keep int
 }
 
@@ -45,6 +46,7 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&r.batchSize, "redis-batch-size", redisstream.DefaultBatchSize, "--sink redis: entries written by one MULTI/EXEC at most (batch.size)")
 	fs.StringVar(&r.nullKey, "redis-null-key", redisstream.DefaultNull, "--sink redis: the key of a record without one (null.key)")
 	fs.StringVar(&r.nullValue, "redis-null-value", redisstream.DefaultNull, "--sink redis: the value of a tombstone (null.value)")
+	fs.StringVar(&r.skipPrefix, "redis-skip-prefix", "", "--sink redis: acknowledge without writing every record whose stream starts with this, as Debezium Server's skip.heartbeat.messages drops those of topic.heartbeat.prefix (a Debezium Server file sets it)")
 	fs.StringVar(&r.format, "redis-message-format", redisstream.FormatCompact, "--sink redis: compact (one field, the key, holding the value) or extended (key, value, and each header in upper case) (message.format)")
 	fs.IntVar(&r.memoryLimitMB, "redis-memory-limit-mb", 0, "--sink redis: the server memory writing may fill where it sets no maxmemory or a larger one; 0: its maxmemory (memory.limit.mb)")
 	fs.IntVar(&r.bufferFillRate, "redis-buffer-fill-rate", redisstream.DefaultBufferFillRate, "--sink redis: writing pauses while used memory plus this many times an entry's size reaches the limit (buffer.fill.rate)")
@@ -83,7 +85,7 @@ func (r *redisFlags) opener(format schema.Format, maxMessageBytes, maxPending in
 		Addrs: redisstream.SplitAddrs(r.address), Cluster: r.cluster, User: r.user, Password: r.password, DB: r.db, TLS: t,
 		ConnectTimeout: r.connectTimeout, SocketTimeout: r.socketTimeout,
 		Wait: r.wait, WaitTimeout: r.waitTimeout, WaitRetryDelay: r.waitRetryDelay,
-		BatchSize: r.batchSize, NullKey: r.nullKey, NullValue: r.nullValue, Format: r.format,
+		BatchSize: r.batchSize, NullKey: r.nullKey, NullValue: r.nullValue, Format: r.format, SkipPrefix: r.skipPrefix,
 		MemoryLimitMB: r.memoryLimitMB, BufferFillRate: r.bufferFillRate,
 		MaxPending: maxPending, MaxEntryBytes: maxMessageBytes, Window: window,
 	}
