@@ -69,10 +69,44 @@ func resolveConnect(props map[string]string) error {
 			return v
 		})
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("cannot resolve: %s", strings.Join(errs, "; "))
+	return unresolved(errs)
+}
+
+// unresolved is the error of the placeholders errs names (each
+// "option: placeholder: why"): an *UnresolvedError when they are all in
+// the database's connection options, which --database-url replaces.
+func unresolved(errs []string) error {
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	for _, e := range errs {
+		if !dbOption(e) {
+			return fmt.Errorf("cannot resolve: %s", strings.Join(errs, "; "))
+		}
+	}
+	return &UnresolvedError{Problems: errs}
+}
+
+// dbOption tells a problem of an option the database's URL replaces.
+func dbOption(problem string) bool {
+	k, _, _ := strings.Cut(problem, ":")
+	k = strings.TrimPrefix(k, "debezium.source.")
+	switch k {
+	case "database.hostname", "database.port", "database.user", "database.password", "database.dbname":
+		return true
+	}
+	return false
+}
+
+// UnresolvedError is placeholders pgoutbox cannot resolve in the
+// database's connection options only (hostname, port, user, password,
+// dbname): a database URL given otherwise (--database-url,
+// PGOUTBOX_DATABASE_URL) replaces them, and the configuration is read
+// without them.
+type UnresolvedError struct{ Problems []string }
+
+func (e *UnresolvedError) Error() string {
+	return "cannot resolve: " + strings.Join(e.Problems, "; ") + " (give the database's URL with --database-url or PGOUTBOX_DATABASE_URL, which replaces these options)"
 }
 
 // provide is what a provider of kind gives for path and key.
@@ -111,7 +145,7 @@ func provide(kind, provider, path, key string, files map[string]map[string]strin
 		}
 		return string(data), nil
 	}
-	return "", fmt.Errorf("config provider %q is not one pgoutbox reads (env, file, directory): give the value itself, or the database URL with --database-url or PGOUTBOX_DATABASE_URL", provider)
+	return "", fmt.Errorf("config provider %q is not one pgoutbox reads (env, file, directory): give the value itself", provider)
 }
 
 // resolveServer resolves the expressions of a Debezium Server
@@ -143,7 +177,7 @@ func resolveServer(props map[string]string) error {
 	}
 	if len(errs) > 0 {
 		sort.Strings(errs)
-		return fmt.Errorf("cannot resolve: %s", strings.Join(errs, "; "))
+		return unresolved(errs)
 	}
 	for k, v := range resolved {
 		props[k] = v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,14 +62,41 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		conf    config
 		fromEnv map[string]string // keys the environment gave, with their variables
 		quoted  []string          // YAML keys of a segment holding a '.'
+		pending *UnresolvedError  // the database's options a URL replaces
 	)
+	// deferred keeps placeholders of the database's options only for
+	// later, without those options: false for any other error.
+	deferred := func(props map[string]string, err error) bool {
+		var ue *UnresolvedError
+		if err == nil {
+			return true
+		}
+		if !errors.As(err, &ue) {
+			return false
+		}
+		for _, p := range ue.Problems {
+			k, _, _ := strings.Cut(p, ":")
+			delete(props, k)
+		}
+		pending = ue
+		return true
+	}
+	// finish gives the deferred placeholders as the error of a
+	// translation without the database's URL.
+	finish := func(tr Translation, ok bool, err error) (Translation, bool, error) {
+		if err == nil && pending != nil {
+			tr.Settings = slices.DeleteFunc(tr.Settings, func(s Setting) bool { return s.Flag == "database-url" })
+			err = pending
+		}
+		return tr, ok, err
+	}
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
 		tr.Form = ConnectJSON
 		props, err := parseConnectJSON(data)
 		if err != nil {
 			return tr, true, err
 		}
-		if err := resolveConnect(props); err != nil {
+		if err := resolveConnect(props); !deferred(props, err) {
 			return tr, true, err
 		}
 		conf = fromConnect(props)
@@ -78,7 +106,7 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		if err != nil {
 			return tr, true, err
 		}
-		if err := resolveConnect(props); err != nil {
+		if err := resolveConnect(props); !deferred(props, err) {
 			return tr, true, err
 		}
 		conf = fromConnect(props)
@@ -88,14 +116,14 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			return tr, true, err
 		}
 		fromEnv = withEnvironment(props, env)
-		if err := resolveServer(props); err != nil {
+		if err := resolveServer(props); !deferred(props, err) {
 			return tr, true, err
 		}
 		conf = fromServer(props)
 	} else if props, ok := serverYAML(data); ok {
 		tr.Form = ServerYAML
 		fromEnv = withEnvironment(props, env)
-		if err := resolveServer(props); err != nil {
+		if err := resolveServer(props); !deferred(props, err) {
 			return tr, true, err
 		}
 		conf = fromServer(props)
@@ -113,10 +141,10 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			// Kafka Connect standalone's connector file
 			// (connect-standalone.sh worker.properties connector.properties).
 			tr.Form = ConnectProperties
-			if err := resolveConnect(props); err != nil {
+			if err := resolveConnect(props); !deferred(props, err) {
 				return tr, true, err
 			}
-			return translated(tr, fromConnect(props), nil)
+			return finish(translated(tr, fromConnect(props), nil))
 		}
 		if connectWorker(props) {
 			tr.Form = ConnectProperties
@@ -131,12 +159,12 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			return tr, false, nil
 		}
 		tr.Form = ServerProperties
-		if err := resolveServer(props); err != nil {
+		if err := resolveServer(props); !deferred(props, err) {
 			return tr, true, err
 		}
 		conf = fromServer(props)
 	}
-	tr, ok, err = translated(tr, conf, fromEnv)
+	tr, ok, err = finish(translated(tr, conf, fromEnv))
 	sort.Strings(quoted)
 	for _, k := range quoted {
 		tr.Warnings = append(tr.Warnings, fmt.Sprintf("%s: a YAML key holding a '.' is one segment of the property's name, in quotes, as Debezium Server reads it, and no option of Debezium's: "+

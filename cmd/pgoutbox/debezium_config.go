@@ -33,6 +33,14 @@ func readAnyConfig(path string, env map[string]string, fs *flag.FlagSet, stderr 
 	if path == "" {
 		path = "the environment (DEBEZIUM_*)"
 	}
+	var unresolved *debezium.UnresolvedError
+	if errors.As(err, &unresolved) {
+		// Placeholders of the database's options only: a URL given on
+		// the command line or in the environment replaces them.
+		if u := fs.Lookup("database-url"); u != nil && u.Value.String() != "" {
+			err = nil
+		}
+	}
 	switch {
 	case err != nil && tr.Form != "":
 		return nil, fmt.Errorf("%s (%s): %w", path, tr.Form, err)

@@ -655,3 +655,47 @@ func TestMessageKey(t *testing.T) {
 		t.Error("a table without columns accepted")
 	}
 }
+
+// Placeholders pgoutbox cannot resolve in the database's options only, as
+// Strimzi's ${secrets:…}, give way to a database URL from the command line
+// or the environment; without one they are refused with that advice.
+func TestUnresolvedDatabaseOptionsReplacedByURL(t *testing.T) {
+	const strimzi = `apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaConnector
+metadata:
+  name: outbox
+spec:
+  class: io.debezium.connector.postgresql.PostgresConnector
+  config:
+    database.hostname: db
+    database.user: ${secrets:shop/db-credentials:username}
+    database.password: ${secrets:shop/db-credentials:password}
+    database.dbname: shop
+    topic.prefix: shop
+    table.include.list: public.outbox
+    transforms: outbox
+    transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+    transforms.outbox.route.topic.replacement: ${secrets:shop/topics:name}
+`
+	_, _, err := loadConfig(t, "connector.yaml", strimzi)
+	if err == nil || !strings.Contains(err.Error(), "transforms.outbox.route.topic.replacement") {
+		t.Errorf("a placeholder outside the database's options: %v", err)
+	}
+	conf := strings.Replace(strimzi, "    transforms.outbox.route.topic.replacement: ${secrets:shop/topics:name}\n", "", 1)
+	_, _, err = loadConfig(t, "connector.yaml", conf)
+	if err == nil || !strings.Contains(err.Error(), "database.password: ${secrets:shop/db-credentials:password}") ||
+		!strings.Contains(err.Error(), "--database-url or PGOUTBOX_DATABASE_URL") {
+		t.Errorf("without a URL: %v", err)
+	}
+	t.Setenv("PGOUTBOX_DATABASE_URL", "postgres://relay:pw@db.internal/shop")
+	fs, _, err := loadConfig(t, "connector.yaml", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := flagValue(fs, "database-url"); got != "postgres://relay:pw@db.internal/shop" {
+		t.Errorf("--database-url %q", got)
+	}
+	if got := flagValue(fs, "topic-prefix"); got != "shop" {
+		t.Errorf("--topic-prefix %q: the rest of the file read", got)
+	}
+}
