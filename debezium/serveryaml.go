@@ -2,6 +2,8 @@ package debezium
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strconv"
 	"strings"
 
@@ -15,8 +17,12 @@ import (
 //     written in quotes (debezium.source."connector.class"), which no
 //     option of Debezium's is: Debezium Server passes it on as it is;
 //   - a ~ key gives its map's own value (transforms: {~: outbox, outbox: …});
-//   - a list of scalars is their text joined by ',' (a ',' within one
-//     escaped), and each element is also key[i];
+//   - a list of scalars is their text joined by ',' (a ',' or a '\'
+//     within one escaped, a null left out), and each element is also
+//     key[i];
+//   - every document is read, a later one's keys over an earlier one's;
+//     a merge key (<<: *anchor) brings in the anchored map's keys, the
+//     map's own winning;
 //   - a plain yes, no, on, off, true or false (any of YAML 1.1's
 //     spellings) is true or false, a key so written too; a number stays
 //     as written; null and ~ give no key.
@@ -25,12 +31,19 @@ import (
 // application.yaml; ok is false when data is no YAML map or holds no key
 // under debezium.
 func serverYAML(data []byte) (props map[string]string, ok bool) {
-	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, false
-	}
 	props = map[string]string{}
-	flattenYAML(doc.Content[0], "", props)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		// Every document, a later one's keys over an earlier one's, as
+		// the YAML source loads them all.
+		var doc yaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+			return nil, false
+		}
+		flattenYAML(doc.Content[0], "", props)
+	}
 	return props, hasServerKeys(props)
 }
 
@@ -40,8 +53,24 @@ func flattenYAML(n *yaml.Node, path string, out map[string]string) {
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
+		// A merge key's maps first, the first of them last, so that an
+		// earlier one's keys and the map's own win, as SnakeYAML merges.
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k, v := n.Content[i], n.Content[i+1]; k.Tag == "!!merge" {
+				merged := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					merged = v.Content
+				}
+				for j := len(merged) - 1; j >= 0; j-- {
+					flattenYAML(merged[j], path, out)
+				}
+			}
+		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Tag == "!!merge" {
+				continue
+			}
 			key := path
 			if k.Tag != "!!null" {
 				seg := yamlScalar(k)
@@ -60,11 +89,14 @@ func flattenYAML(n *yaml.Node, path string, out map[string]string) {
 				c = c.Alias
 			}
 			flattenYAML(c, path+"["+strconv.Itoa(i)+"]", out)
-			if c.Kind != yaml.ScalarNode || c.Tag == "!!null" {
+			switch {
+			case c.Kind == yaml.ScalarNode && c.Tag == "!!null":
+				// No value, and none in the joined text either.
+			case c.Kind == yaml.ScalarNode:
+				texts = append(texts, listEscaper.Replace(yamlScalar(c)))
+			default:
 				scalars = false
-				continue
 			}
-			texts = append(texts, strings.ReplaceAll(yamlScalar(c), ",", `\,`))
 		}
 		if scalars {
 			out[path] = strings.Join(texts, ",")
@@ -89,6 +121,10 @@ func yamlScalar(n *yaml.Node) string {
 	}
 	return n.Value
 }
+
+// listEscaper escapes a list element within the joined text, as the YAML
+// source does: \ and , each behind a \.
+var listEscaper = strings.NewReplacer(`\`, `\\`, ",", `\,`)
 
 func joinKey(path, seg string) string {
 	if path == "" {

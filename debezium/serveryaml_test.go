@@ -57,6 +57,19 @@ func TestServerYAMLFlatten(t *testing.T) {
 			}
 		}
 	}
+	// Several documents, a merge key, a list with a backslash, a comma and
+	// a null, as the same probe gave them.
+	data, err = os.ReadFile("testdata/application-merge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, _ := serverYAML(data)
+	wantMerged := map[string]string{"base.host": "h", "base.port": "1", "debezium.db.host": "h", "debezium.db.port": "2",
+		"debezium.list": `public\\.outbox,a\,b,c`, "debezium.list[0]": `public\.outbox`, "debezium.list[1]": "a,b", "debezium.list[3]": "c",
+		"debezium.second": "x"}
+	if !maps.Equal(merged, wantMerged) {
+		t.Errorf("merged %v, want %v", merged, wantMerged)
+	}
 	// YAML 1.1's booleans, keys too; numbers as written; null gives none.
 	scalars, _ := serverYAML([]byte("debezium:\n  on: on\n  y: y\n  off: OFF\n  hex: 0x1F\n  oct: 010\n  dot: .5\n  nul: null\n  tilde: ~\n  empty: \"\"\n"))
 	wantScalars := map[string]string{"debezium.true": "true", "debezium.y": "y", "debezium.false": "false", "debezium.hex": "0x1F",
