@@ -63,6 +63,7 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		fromEnv map[string]string // keys the environment gave, with their variables
 		quoted  []string          // YAML keys of a segment holding a '.'
 		pending *UnresolvedError  // the database's options a URL replaces
+		extra   []string          // warnings of the file's form
 	)
 	// deferred keeps placeholders of the database's options only for
 	// later, without those options: false for any other error.
@@ -88,6 +89,7 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 			tr.Settings = slices.DeleteFunc(tr.Settings, func(s Setting) bool { return s.Flag == "database-url" })
 			err = pending
 		}
+		tr.Warnings = append(extra, tr.Warnings...)
 		return tr, ok, err
 	}
 	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
@@ -102,7 +104,8 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		conf = fromConnect(props)
 	} else if isStrimzi(data) {
 		tr.Form = StrimziConnector
-		props, err := parseStrimzi(data)
+		props, warnings, err := parseStrimzi(data)
+		extra = append(extra, warnings...)
 		if err != nil {
 			return tr, true, err
 		}

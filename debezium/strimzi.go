@@ -76,17 +76,18 @@ func strimziDocs(data []byte) ([]strimziResource, error) {
 }
 
 // parseStrimzi reads the connector's options from a file of Strimzi
-// resources: one KafkaConnector, and the converters of a KafkaConnect.
-func parseStrimzi(data []byte) (map[string]string, error) {
+// resources: one KafkaConnector, and the converters of a KafkaConnect;
+// warnings are lines to show at start.
+func parseStrimzi(data []byte) (props map[string]string, warnings []string, err error) {
 	docs, err := strimziDocs(data)
 	if err != nil {
-		return nil, fmt.Errorf("not a Strimzi resource file: %w", err)
+		return nil, nil, fmt.Errorf("not a Strimzi resource file: %w", err)
 	}
 	for _, d := range docs {
 		if d.Kind == "Template" {
 			processed, err := processTemplate(data)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return parseStrimzi(processed)
 		}
@@ -96,7 +97,7 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 		switch docs[i].Kind {
 		case "KafkaConnector":
 			if conn != nil {
-				return nil, fmt.Errorf("KafkaConnector %s and %s: a file of one connector, please (pgoutbox runs one pipeline per configuration)",
+				return nil, nil, fmt.Errorf("KafkaConnector %s and %s: a file of one connector, please (pgoutbox runs one pipeline per configuration)",
 					conn.Metadata.Name, docs[i].Metadata.Name)
 			}
 			conn = &docs[i]
@@ -105,19 +106,23 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 		}
 	}
 	if conn == nil {
-		return nil, errors.New("no KafkaConnector in the file")
+		return nil, nil, errors.New("no KafkaConnector in the file")
 	}
-	if err := running(conn); err != nil {
-		return nil, err
+	warning, err := stoppedWarning(conn)
+	if err != nil {
+		return nil, nil, err
 	}
-	props := map[string]string{}
+	if warning != "" {
+		warnings = append(warnings, warning)
+	}
+	props = map[string]string{}
 	if worker != nil {
 		for k, v := range worker.Spec.Config {
 			if strings.HasPrefix(k, "key.converter") || strings.HasPrefix(k, "value.converter") || strings.HasPrefix(k, "header.converter") ||
 				strings.HasPrefix(k, "config.providers") {
 				s, err := strimziScalar(k, v)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				props[k] = s
 			}
@@ -126,7 +131,7 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 	for k, v := range conn.Spec.Config {
 		s, err := strimziScalar(k, v)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		props[k] = s
 	}
@@ -138,25 +143,31 @@ func parseStrimzi(data []byte) (map[string]string, error) {
 			props["tasks.max"] = s
 		}
 	}
-	return props, nil
+	return props, warnings, nil
 }
 
-// running refuses a connector Strimzi runs no task of: spec.state stopped
-// or paused, or the older spec.pause true. Strimzi's enum takes running,
-// paused and stopped, in lower case.
-func running(conn *strimziResource) error {
-	switch conn.Spec.State {
-	case "", "running":
-	case "stopped", "paused":
-		return fmt.Errorf("KafkaConnector %s: spec.state is %s: Strimzi runs no task of a %s connector, and pgoutbox runs none either; set it to running (in an OpenShift Template, its parameter)",
-			conn.Metadata.Name, conn.Spec.State, conn.Spec.State)
+// stoppedWarning says that Strimzi runs no task of conn, stopped or
+// paused ("" when it runs): spec.state, else the older spec.pause, as
+// Strimzi takes them (state wins when both are set). pgoutbox, which
+// replaces the connector, runs it all the same: stopping it in the
+// cluster is how a team hands over. Another state, which Strimzi's enum
+// (running, paused, stopped) refuses, is an error.
+func stoppedWarning(conn *strimziResource) (string, error) {
+	state := conn.Spec.State
+	switch state {
+	case "running", "stopped", "paused":
+	case "":
+		if p, _ := strimziScalar("pause", conn.Spec.Pause); p == "true" {
+			state = "paused"
+		}
 	default:
-		return fmt.Errorf("KafkaConnector %s: spec.state %q: Strimzi takes running, paused or stopped", conn.Metadata.Name, conn.Spec.State)
+		return "", fmt.Errorf("KafkaConnector %s: spec.state %q: Strimzi takes running, paused or stopped", conn.Metadata.Name, state)
 	}
-	if p, _ := strimziScalar("pause", conn.Spec.Pause); p == "true" {
-		return fmt.Errorf("KafkaConnector %s: spec.pause is true: Strimzi runs no task of a paused connector, and pgoutbox runs none either", conn.Metadata.Name)
+	if state != "stopped" && state != "paused" {
+		return "", nil
 	}
-	return nil
+	return fmt.Sprintf("KafkaConnector %s is %s (spec.state, spec.pause): Strimzi runs no task of it; pgoutbox, which replaces it, runs it: keep it %s in the cluster while pgoutbox runs",
+		conn.Metadata.Name, state, state), nil
 }
 
 // strimziScalar is a config value as Strimzi passes it to Kafka Connect:

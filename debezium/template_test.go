@@ -47,21 +47,23 @@ parameters:
 `
 
 // An OpenShift Template is processed as oc process does, each parameter
-// from the environment, else its value; a stopped or paused connector,
-// which Strimzi runs no task of, is refused, as is a required parameter
-// without a value.
+// from the environment, else its value; a stopped connector, which Strimzi
+// runs no task of, is read with a warning; a required parameter without a
+// value is refused.
 func TestReadOpenShiftTemplate(t *testing.T) {
 	if _, _, err := Read([]byte(templateConf)); err == nil || !strings.Contains(err.Error(), "parameters DB_HOST have no value") {
 		t.Errorf("without DB_HOST: %v", err)
 	}
 	t.Setenv("DB_HOST", "db.internal")
-	if _, _, err := Read([]byte(templateConf)); err == nil || !strings.Contains(err.Error(), "KafkaConnector outbox-connector: spec.state is stopped") {
-		t.Errorf("stopped: %v", err)
+	// Stopped, as a team stops it in the cluster to hand over: read, with
+	// a warning.
+	conf := strings.Replace(templateConf, "${secrets:app/db:password}", "s3cret", 1)
+	tr, _, err := Read([]byte(conf))
+	if err != nil || !strings.Contains(strings.Join(tr.Warnings, "\n"), "KafkaConnector outbox-connector is stopped") {
+		t.Errorf("stopped: %v, warnings %q", err, tr.Warnings)
 	}
 	t.Setenv("CONNECTOR_STATE", "running")
 	t.Setenv("ENV_NAME", "prod")
-	// ${secrets:…} is Strimzi's, which pgoutbox does not read: given here.
-	conf := strings.Replace(templateConf, "${secrets:app/db:password}", "s3cret", 1)
 	tr, ok, err := Read([]byte(conf))
 	if !ok || err != nil {
 		t.Fatal(ok, err)
@@ -77,10 +79,34 @@ func TestReadOpenShiftTemplate(t *testing.T) {
 	if u, _ := settingOf(tr, "database-url"); !strings.Contains(u, "db.internal") {
 		t.Errorf("--database-url %q lacks the parameter's host", u)
 	}
-	for _, state := range []string{"paused", "Running"} {
-		t.Setenv("CONNECTOR_STATE", state)
-		if _, _, err := Read([]byte(conf)); err == nil || !strings.Contains(err.Error(), "spec.state") {
-			t.Errorf("state %s: %v", state, err)
+	if len(tr.Warnings) != 0 {
+		t.Errorf("running: warnings %q", tr.Warnings)
+	}
+	t.Setenv("CONNECTOR_STATE", "Running") // Strimzi's enum is lower case
+	if _, _, err := Read([]byte(conf)); err == nil || !strings.Contains(err.Error(), "spec.state") {
+		t.Errorf("state Running: %v", err)
+	}
+}
+
+// spec.state wins over the older spec.pause, as Strimzi takes them.
+func TestStrimziStateAndPause(t *testing.T) {
+	for _, tt := range []struct{ spec, warning string }{
+		{"state: running\n  pause: true\n", ""},
+		{"pause: true\n", "is paused"},
+		{"state: paused\n", "is paused"},
+		{"state: stopped\n  pause: false\n", "is stopped"},
+		{"", ""},
+	} {
+		conf := "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaConnector\nmetadata:\n  name: c\nspec:\n  " + tt.spec +
+			"  class: io.debezium.connector.postgresql.PostgresConnector\n  config:\n    database.hostname: db\n    database.dbname: shop\n    topic.prefix: shop\n"
+		tr, _, err := Read([]byte(conf))
+		if err != nil {
+			t.Errorf("%q: %v", tt.spec, err)
+			continue
+		}
+		w := strings.Join(tr.Warnings, "\n")
+		if tt.warning == "" && strings.Contains(w, "Strimzi runs no task") || tt.warning != "" && !strings.Contains(w, tt.warning) {
+			t.Errorf("%q: warnings %q, want %q", tt.spec, tr.Warnings, tt.warning)
 		}
 	}
 }

@@ -342,9 +342,9 @@ func TestDebeziumTableListsByTheBinary(t *testing.T) {
 
 // An OpenShift Template of a KafkaConnector, as teams apply it with oc
 // process: its parameters come from the environment, else their values.
-// Its default state, stopped, is refused as Strimzi runs no task of it;
-// with CONNECTOR_STATE=running the row already in the table and a new one
-// are published.
+// Its default state, stopped, as a team keeps it in the cluster while
+// pgoutbox runs, gives a warning; the row already in the table and a new
+// one are published.
 func TestOpenShiftTemplateEndToEnd(t *testing.T) {
 	e := testenv.New(t)
 	existing := e.Insert(testenv.NewRow("order", "order-0", "OrderCreated", `{"id": 0}`))
@@ -391,16 +391,7 @@ parameters:
 	}
 	env := []string{"DB_HOST=" + host, "DB_PORT=" + port, "DB_USER=" + user, "DB_NAME=" + db}
 	args := []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json", "--heartbeat-interval", "200ms"}
-	stopped := testenv.StartBinaryEnv(t, env, args...)
-	select {
-	case <-stopped.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stopped connector's Template runs")
-	}
-	if out := stopped.Out.String(); stopped.Err() == nil || !strings.Contains(out, "spec.state is stopped") {
-		t.Errorf("the Template's default state: %v\n%s", stopped.Err(), out)
-	}
-	p := testenv.StartBinaryEnv(t, append(env, "CONNECTOR_STATE=running"), args...)
+	p := testenv.StartBinaryEnv(t, env, args...)
 	e.AwaitSlotActive(t, "template_outbox")
 	e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))
 	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)
@@ -413,6 +404,9 @@ parameters:
 		t.Errorf("the row already in the table: header id %q, want %q", got, existing[0])
 	}
 	p.Stop(t)
+	if out := p.Out.String(); !strings.Contains(out, "KafkaConnector outbox-connector is stopped") {
+		t.Errorf("no warning of the Template's default state, stopped:\n%s", out)
+	}
 }
 
 // Kafka Connect standalone's connector file (connect-standalone.sh
