@@ -48,7 +48,7 @@ func TestReadEnvironmentAlone(t *testing.T) {
 		"DEBEZIUM_SOURCE_TOPIC_PREFIX=shop",
 		"DEBEZIUM_SOURCE_SLOT_NAME=shop_slot",
 	})
-	tr, ok, err := ReadWith(nil, env)
+	tr, ok, err := ReadWith(nil, Inputs{Env: env})
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
@@ -65,10 +65,10 @@ func TestReadEnvironmentAlone(t *testing.T) {
 	}
 	// A file of pgoutbox's own takes nothing of the environment; nor does
 	// nothing at all without a Debezium Server variable.
-	if _, ok, _ := ReadWith([]byte("slot = x\n"), env); ok {
+	if _, ok, _ := ReadWith([]byte("slot = x\n"), Inputs{Env: env}); ok {
 		t.Errorf("pgoutbox's own file read as a Debezium Server configuration")
 	}
-	if _, ok, _ := ReadWith(nil, nil); ok {
+	if _, ok, _ := ReadWith(nil, Inputs{}); ok {
 		t.Errorf("no file and no variable read as a configuration")
 	}
 }

@@ -50,14 +50,26 @@ type Translation struct {
 // anything else, such as pgoutbox's own flag = value file. Placeholders
 // are resolved as Debezium resolves them (placeholders.go). The error of a
 // configuration pgoutbox cannot honour names every option it refuses.
-func Read(data []byte) (tr Translation, ok bool, err error) { return ReadWith(data, nil) }
+func Read(data []byte) (tr Translation, ok bool, err error) { return ReadWith(data, Inputs{}) }
 
-// ReadWith is Read with env, the DEBEZIUM_* variables of the environment
-// (ServerEnvironment), over a Debezium Server file, as Debezium Server
-// reads its environment over application.properties (environment.go);
-// with no data, env alone is the configuration. A Kafka Connect or Strimzi
-// configuration, and a file of pgoutbox's own, take nothing of env.
-func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err error) {
+// Inputs are what a configuration is read with besides its file.
+type Inputs struct {
+	// Env is the DEBEZIUM_* variables of the environment
+	// (ServerEnvironment), read over a Debezium Server file as Debezium
+	// Server reads them.
+	Env map[string]string
+	// TemplateParams are an OpenShift Template's parameters by name, as
+	// oc process -p NAME=value gives them (template.go).
+	TemplateParams map[string]string
+}
+
+// ReadWith is Read with in: its Env over a Debezium Server file, as
+// Debezium Server reads its environment over application.properties
+// (environment.go), and alone with no data; a Kafka Connect or Strimzi
+// configuration, and a file of pgoutbox's own, take nothing of it. Its
+// TemplateParams fill an OpenShift Template's parameters.
+func ReadWith(data []byte, in Inputs) (tr Translation, ok bool, err error) {
+	env := in.Env
 	var (
 		conf    config
 		fromEnv map[string]string // keys the environment gave, with their variables
@@ -104,7 +116,7 @@ func ReadWith(data []byte, env map[string]string) (tr Translation, ok bool, err 
 		conf = fromConnect(props)
 	} else if isStrimzi(data) {
 		tr.Form = StrimziConnector
-		props, warnings, err := parseStrimzi(data)
+		props, warnings, err := parseStrimzi(data, in.TemplateParams)
 		extra = append(extra, warnings...)
 		if err != nil {
 			return tr, true, err

@@ -76,20 +76,21 @@ func strimziDocs(data []byte) ([]strimziResource, error) {
 }
 
 // parseStrimzi reads the connector's options from a file of Strimzi
-// resources: one KafkaConnector, and the converters of a KafkaConnect;
-// warnings are lines to show at start.
-func parseStrimzi(data []byte) (props map[string]string, warnings []string, err error) {
+// resources: one KafkaConnector, and the converters of a KafkaConnect, or
+// an OpenShift Template of them, processed with params; warnings are
+// lines to show at start.
+func parseStrimzi(data []byte, params map[string]string) (props map[string]string, warnings []string, err error) {
 	docs, err := strimziDocs(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a Strimzi resource file: %w", err)
 	}
 	for _, d := range docs {
 		if d.Kind == "Template" {
-			processed, err := processTemplate(data)
+			processed, err := processTemplate(data, params)
 			if err != nil {
 				return nil, nil, err
 			}
-			return parseStrimzi(processed)
+			return parseStrimzi(processed, nil)
 		}
 	}
 	var conn, worker *strimziResource

@@ -3,7 +3,6 @@ package debezium
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
@@ -22,11 +21,11 @@ import (
 //	- {name: DB_HOST, required: true}
 //	- {name: MAX_TASKS, value: "1"}
 //
-// pgoutbox processes it as oc process does, each parameter's value from
-// the environment variable of its name, else its value: ${NAME} is the
-// value within a string, ${{NAME}} the value as YAML reads it (a number
-// stays a number). A required parameter without a value, and one oc would
-// generate, are refused, naming it.
+// pgoutbox processes it as oc process does, each parameter's value as
+// given (--template-param NAME=value, as oc process -p), else its value:
+// ${NAME} is the value within a string, ${{NAME}} alone the value as YAML
+// reads it (a number stays a number). A required parameter without a
+// value, and one oc would generate, are refused, naming it.
 
 // template is the part of an OpenShift Template read here.
 type template struct {
@@ -39,12 +38,16 @@ type template struct {
 	} `yaml:"parameters"`
 }
 
-// templateParam is oc process's ${NAME} and ${{NAME}}.
-var templateParam = regexp.MustCompile(`\$\{\{([a-zA-Z0-9_]+)\}\}|\$\{([a-zA-Z0-9_]+)\}`)
+// Parameters as oc process writes them: ${{NAME}} as a whole value,
+// ${NAME} within a string.
+var (
+	wholeParam  = regexp.MustCompile(`^\$\{\{([a-zA-Z0-9_]+)\}\}$`)
+	stringParam = regexp.MustCompile(`\$\{([a-zA-Z0-9_]+)\}`)
+)
 
 // processTemplate returns the objects of the Template in data, with its
 // parameters put in, as YAML documents.
-func processTemplate(data []byte) ([]byte, error) {
+func processTemplate(data []byte, params map[string]string) ([]byte, error) {
 	var t template
 	if err := yaml.Unmarshal(data, &t); err != nil {
 		return nil, fmt.Errorf("not an OpenShift Template: %w", err)
@@ -52,7 +55,7 @@ func processTemplate(data []byte) ([]byte, error) {
 	values := map[string]string{}
 	var missing []string
 	for _, p := range t.Parameters {
-		v, ok := os.LookupEnv(p.Name)
+		v, ok := params[p.Name]
 		switch {
 		case ok:
 		case p.Value != "":
@@ -65,7 +68,7 @@ func processTemplate(data []byte) ([]byte, error) {
 		values[p.Name] = v
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("the OpenShift Template's parameters %s have no value: set each in the environment (NAME=value), as oc process -p NAME=value sets it",
+		return nil, fmt.Errorf("the OpenShift Template's parameters %s have no value: give each with --template-param NAME=value, as oc process -p NAME=value gives it",
 			strings.Join(missing, ", "))
 	}
 	var out bytes.Buffer
@@ -90,17 +93,15 @@ func fill(n *yaml.Node, values map[string]string) {
 	if n.Kind != yaml.ScalarNode || !strings.Contains(n.Value, "${") {
 		return
 	}
-	if m := templateParam.FindStringSubmatch(n.Value); m != nil && m[0] == n.Value && m[1] != "" {
+	if m := wholeParam.FindStringSubmatch(n.Value); m != nil {
 		if v, ok := values[m[1]]; ok {
-			// ${{NAME}} alone: the value as YAML reads it.
+			// The value as YAML reads it.
 			n.Value, n.Tag, n.Style = v, "", 0
-			return
 		}
+		return
 	}
-	n.Value = templateParam.ReplaceAllStringFunc(n.Value, func(ph string) string {
-		m := templateParam.FindStringSubmatch(ph)
-		name := m[1] + m[2]
-		if v, ok := values[name]; ok {
+	n.Value = stringParam.ReplaceAllStringFunc(n.Value, func(ph string) string {
+		if v, ok := values[stringParam.FindStringSubmatch(ph)[1]]; ok {
 			return v
 		}
 		return ph

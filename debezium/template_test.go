@@ -47,26 +47,32 @@ parameters:
 `
 
 // An OpenShift Template is processed as oc process does, each parameter
-// from the environment, else its value; a stopped connector, which Strimzi
-// runs no task of, is read with a warning; a required parameter without a
-// value is refused.
+// as given (--template-param), else its value; a stopped connector, which
+// Strimzi runs no task of, is read with a warning; a required parameter
+// without a value is refused.
 func TestReadOpenShiftTemplate(t *testing.T) {
-	if _, _, err := Read([]byte(templateConf)); err == nil || !strings.Contains(err.Error(), "parameters DB_HOST have no value") {
+	read := func(conf string, params map[string]string) (Translation, error) {
+		tr, _, err := ReadWith([]byte(conf), Inputs{TemplateParams: params})
+		return tr, err
+	}
+	if _, err := read(templateConf, nil); err == nil || !strings.Contains(err.Error(), "parameters DB_HOST have no value: give each with --template-param") {
 		t.Errorf("without DB_HOST: %v", err)
 	}
-	t.Setenv("DB_HOST", "db.internal")
+	// The environment is not read, as oc process does not read it.
+	t.Setenv("DB_HOST", "from-the-environment")
+	if _, err := read(templateConf, nil); err == nil {
+		t.Errorf("DB_HOST taken from the environment")
+	}
 	// Stopped, as a team stops it in the cluster to hand over: read, with
-	// a warning.
+	// a warning. ${secrets:…} is Strimzi's, given here.
 	conf := strings.Replace(templateConf, "${secrets:app/db:password}", "s3cret", 1)
-	tr, _, err := Read([]byte(conf))
+	tr, err := read(conf, map[string]string{"DB_HOST": "db.internal"})
 	if err != nil || !strings.Contains(strings.Join(tr.Warnings, "\n"), "KafkaConnector outbox-connector is stopped") {
 		t.Errorf("stopped: %v, warnings %q", err, tr.Warnings)
 	}
-	t.Setenv("CONNECTOR_STATE", "running")
-	t.Setenv("ENV_NAME", "prod")
-	tr, ok, err := Read([]byte(conf))
-	if !ok || err != nil {
-		t.Fatal(ok, err)
+	tr, err = read(conf, map[string]string{"DB_HOST": "db.internal", "CONNECTOR_STATE": "running", "ENV_NAME": "prod"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if tr.Form != StrimziConnector {
 		t.Errorf("form %q", tr.Form)
@@ -82,9 +88,25 @@ func TestReadOpenShiftTemplate(t *testing.T) {
 	if len(tr.Warnings) != 0 {
 		t.Errorf("running: warnings %q", tr.Warnings)
 	}
-	t.Setenv("CONNECTOR_STATE", "Running") // Strimzi's enum is lower case
-	if _, _, err := Read([]byte(conf)); err == nil || !strings.Contains(err.Error(), "spec.state") {
+	// Strimzi's enum is lower case.
+	if _, err := read(conf, map[string]string{"DB_HOST": "db.internal", "CONNECTOR_STATE": "Running"}); err == nil || !strings.Contains(err.Error(), "spec.state") {
 		t.Errorf("state Running: %v", err)
+	}
+	// ${{NAME}} is a whole value; within a longer string it stays as
+	// written, as oc leaves it.
+	props, err := processTemplate([]byte(`kind: Template
+objects:
+- kind: KafkaConnector
+  spec:
+    tasksMax: ${{MAX}}
+    config:
+      a: x${{MAX}}
+      b: x${MAX}
+parameters:
+- {name: MAX, value: "3"}
+`), nil)
+	if err != nil || !strings.Contains(string(props), "tasksMax: 3\n") || !strings.Contains(string(props), "a: x${{MAX}}") || !strings.Contains(string(props), "b: x3") {
+		t.Errorf("processed %s, %v", props, err)
 	}
 }
 

@@ -341,7 +341,8 @@ func TestDebeziumTableListsByTheBinary(t *testing.T) {
 }
 
 // An OpenShift Template of a KafkaConnector, as teams apply it with oc
-// process: its parameters come from the environment, else their values.
+// process: its parameters come from --template-param (oc process -p),
+// else their values.
 // Its default state, stopped, as a team keeps it in the cluster while
 // pgoutbox runs, gives a warning; the row already in the table and a new
 // one are published.
@@ -389,9 +390,11 @@ parameters:
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"DB_HOST=" + host, "DB_PORT=" + port, "DB_USER=" + user, "DB_NAME=" + db}
-	args := []string{"run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json", "--heartbeat-interval", "200ms"}
-	p := testenv.StartBinaryEnv(t, env, args...)
+	// The parameters in the environment's PGOUTBOX_TEMPLATE_PARAM, a line
+	// each (--template-param NAME=value on the command line, repeated).
+	env := []string{"PGOUTBOX_TEMPLATE_PARAM=DB_HOST=" + host + "\nDB_PORT=" + port + "\nDB_USER=" + user + "\nDB_NAME=" + db}
+	p := testenv.StartBinaryEnv(t, env, "run", "--config", path, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json",
+		"--heartbeat-interval", "200ms")
 	e.AwaitSlotActive(t, "template_outbox")
 	e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))
 	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)

@@ -18,10 +18,10 @@ import (
 // options become pgoutbox settings (package debezium); those pgoutbox
 // ignores are named in one warning on stderr, and those it cannot honour
 // make it fail. Settings for flags that fs does not have (a Debezium file
-// given to migrate or slot) are dropped. env is Debezium Server's
+// given to migrate or slot) are dropped. in's Env is Debezium Server's
 // configuration from the environment (debezium.ServerEnvironment), read
 // over a Debezium Server file, and alone when path is "".
-func readAnyConfig(path string, env map[string]string, fs *flag.FlagSet, stderr io.Writer) ([]setting, error) {
+func readAnyConfig(path string, in debezium.Inputs, fs *flag.FlagSet, stderr io.Writer) ([]setting, error) {
 	var data []byte
 	if path != "" {
 		var err error
@@ -29,7 +29,7 @@ func readAnyConfig(path string, env map[string]string, fs *flag.FlagSet, stderr 
 			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
-	tr, ok, err := debezium.ReadWith(data, env)
+	tr, ok, err := debezium.ReadWith(data, in)
 	if path == "" {
 		path = "the environment (DEBEZIUM_*)"
 	}

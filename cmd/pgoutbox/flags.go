@@ -63,7 +63,13 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
 	if cfg.Value.String() == "" && env["DEBEZIUM_SINK_TYPE"] == "" && env["DEBEZIUM_SOURCE_CONNECTOR_CLASS"] == "" {
 		return nil
 	}
-	values, err := readAnyConfig(cfg.Value.String(), env, fs, stderr) // Debezium files too: debezium_config.go
+	in := debezium.Inputs{Env: env}
+	if tp := fs.Lookup("template-param"); tp != nil {
+		if p, ok := tp.Value.(paramsFlag); ok && p.p != nil {
+			in.TemplateParams = *p.p
+		}
+	}
+	values, err := readAnyConfig(cfg.Value.String(), in, fs, stderr) // Debezium files too: debezium_config.go
 	if err != nil {
 		return err
 	}

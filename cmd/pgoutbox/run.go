@@ -38,9 +38,12 @@ type common struct {
 	iamAuth      bool
 	iamRegion    string
 	tlsSecrets   []string // sslpassword, which applyDBTLS may take out of the URL
-	// initialStatements (--database-initial-statements) run on each
-	// connection but the replication connection.
+	// initialStatements (--database-initial-statements) run on the
+	// connections that read the user's tables and catalog.
 	initialStatements []string
+	// templateParams (--template-param) fill an OpenShift Template's
+	// parameters.
+	templateParams map[string]string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -53,6 +56,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.Var(paramsFlag{&c.templateParams}, "template-param", "NAME=value: a parameter of the OpenShift Template --config names, as oc process -p gives it (repeat the flag for each; the environment's PGOUTBOX_TEMPLATE_PARAM takes several, separated by newlines)")
 	fs.StringVar(&c.config, "config", "", "file of 'flag = value' lines, or a Debezium configuration as it is: Debezium Server's application.properties or application.yaml, a Kafka Connect connector's JSON or properties, a Strimzi KafkaConnector YAML or an OpenShift Template of one, a Debezium Operator DebeziumServer YAML")
 	fs.BoolVar(&c.iamAuth, "database-iam-auth", false, "authenticate to Amazon RDS or Aurora with an IAM token, made per connection from AWS's default credential chain, in place of a password; needs TLS")
 	fs.StringVar(&c.iamRegion, "database-iam-region", "", "with --database-iam-auth: the region the token is signed for (default: the host name's, else AWS_REGION or the profile's)")

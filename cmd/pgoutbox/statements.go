@@ -1,6 +1,11 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
 
 // statementsFlag is --database-initial-statements, read as Debezium reads
 // database.initial.statements: statements separated by ';', where ';;'
@@ -47,4 +52,33 @@ func splitStatements(v string) []string {
 	}
 	flush()
 	return out
+}
+
+// paramsFlag is --template-param NAME=value, repeated; a value of several
+// lines (the environment's PGOUTBOX_TEMPLATE_PARAM) gives one a line.
+type paramsFlag struct{ p *map[string]string }
+
+func (f paramsFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(*f.p)) {
+		out = append(out, k+"="+(*f.p)[k])
+	}
+	return strings.Join(out, "\n")
+}
+
+func (f paramsFlag) Set(v string) error {
+	for _, line := range strings.Split(strings.TrimSpace(v), "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || name == "" {
+			return fmt.Errorf("%q: want NAME=value", line)
+		}
+		if *f.p == nil {
+			*f.p = map[string]string{}
+		}
+		(*f.p)[name] = value
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"testing"
 )
@@ -31,6 +32,25 @@ func TestSplitStatements(t *testing.T) {
 		var again []string
 		if err := (statementsFlag{&again}).Set((statementsFlag{&got}).String()); err != nil || !slices.Equal(again, got) {
 			t.Errorf("%q: String %q reads back as %q", tt.in, (statementsFlag{&got}).String(), again)
+		}
+	}
+}
+
+// --template-param NAME=value, repeated, or several lines in one value.
+func TestTemplateParams(t *testing.T) {
+	var got map[string]string
+	f := paramsFlag{&got}
+	for _, v := range []string{"A=1", "B=x=y\nC=", "A=2"} {
+		if err := f.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := map[string]string{"A": "2", "B": "x=y", "C": ""}; !maps.Equal(got, want) {
+		t.Errorf("params %v, want %v", got, want)
+	}
+	for _, bad := range []string{"novalue", "=x"} {
+		if err := f.Set(bad); err == nil {
+			t.Errorf("%q taken", bad)
 		}
 	}
 }
