@@ -1,7 +1,9 @@
 package debezium
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -24,12 +26,13 @@ import (
 var shellName = regexp.MustCompile(`^[a-zA-Z0-9_]+_+[a-zA-Z0-9_]+$`)
 
 // ServerEnvironment is the DEBEZIUM_* variables of environ ("NAME=value"
-// pairs, as os.Environ gives them), by name; nil when there is none.
+// pairs, as os.Environ gives them; the prefix in any case), by name; nil
+// when there is none.
 func ServerEnvironment(environ []string) map[string]string {
 	var out map[string]string
 	for _, kv := range environ {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "DEBEZIUM_") || !shellName.MatchString(name) {
+		if !ok || !strings.HasPrefix(strings.ToUpper(name), "DEBEZIUM_") || !shellName.MatchString(name) {
 			continue
 		}
 		if out == nil {
@@ -47,18 +50,29 @@ func withEnvironment(props, env map[string]string) (own map[string]string) {
 	own = map[string]string{}
 	spelled := map[string]bool{}
 	for k := range props {
-		name := envNameOf(k)
-		if v, ok := env[name]; ok {
-			props[k] = v
-			spelled[name] = true
+		// SmallRye looks a key up as written, then with '_' for any
+		// other character, then that in capitals: the first found wins.
+		lower := strings.ToLower(envNameOf(k))
+		found := false
+		for _, name := range []string{k, lower, envNameOf(k)} {
+			if v, ok := env[name]; ok {
+				if !found {
+					props[k], found = v, true
+				}
+				spelled[name] = true
+			}
 		}
 	}
-	for name, v := range env {
-		if !spelled[name] {
-			k := strings.ToLower(strings.ReplaceAll(name, "_", "."))
-			props[k] = v
-			own[k] = name
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if spelled[name] {
+			continue
 		}
+		k := strings.ToLower(strings.ReplaceAll(name, "_", "."))
+		if prev, ok := own[k]; ok && prev == strings.ToLower(prev) {
+			continue // the lower-case spelling is looked up first
+		}
+		props[k] = env[name]
+		own[k] = name
 	}
 	return own
 }

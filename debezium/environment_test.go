@@ -15,15 +15,16 @@ func TestServerEnvironment(t *testing.T) {
 		"DEBEZIUM_SOURCE_DATABASE_HOSTNAME=db.env",
 		"DEBEZIUM_TRANSFORMS_OUTBOX_ROUTE_BY_FIELD=kind",
 		"PGOUTBOX_SLOT=other", "DEBEZIUM=alone", "DEBEZIUM_SINK_TYPE=nats-jetstream", "HOME=/root",
+		"debezium_source_topic_prefix=lower", "DEBEZIUM_SOURCE_TOPIC_PREFIX=upper",
 	})
-	if len(env) != 4 {
-		t.Fatalf("variables %v, want the four DEBEZIUM_* of a property's shape", env)
+	if len(env) != 6 {
+		t.Fatalf("variables %v, want the six DEBEZIUM_* of a property's shape, in any case", env)
 	}
 	props := map[string]string{"debezium.sink.nats-jetstream.url": "nats://file:4222", "debezium.source.topic.prefix": "app"}
 	own := withEnvironment(props, env)
 	want := map[string]string{
 		"debezium.sink.nats-jetstream.url":          "nats://env:4222",
-		"debezium.source.topic.prefix":              "app",
+		"debezium.source.topic.prefix":              "lower", // the lower-case spelling first, as SmallRye looks it up
 		"debezium.source.database.hostname":         "db.env",
 		"debezium.transforms.outbox.route.by.field": "kind",
 		"debezium.sink.type":                        "nats-jetstream",

@@ -74,14 +74,22 @@ func operatorServer(data []byte) (props map[string]string, ok bool, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var found *operatorResource
 	for {
-		var d operatorResource
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+		var node yaml.Node
+		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			return nil, false, nil
 		}
-		if d.Kind != "DebeziumServer" || !strings.HasPrefix(d.APIVersion, "debezium.io/") {
+		var head struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string `yaml:"kind"`
+		}
+		if node.Decode(&head) != nil || head.Kind != "DebeziumServer" || !strings.HasPrefix(head.APIVersion, "debezium.io/") {
 			continue
+		}
+		var d operatorResource
+		if err := node.Decode(&d); err != nil {
+			return nil, true, fmt.Errorf("DebeziumServer resource: %w", err)
 		}
 		if found != nil {
 			return nil, true, errors.New("two DebeziumServer resources: a file of one, please (pgoutbox runs one pipeline per configuration)")

@@ -119,3 +119,12 @@ func TestReadOperatorServer(t *testing.T) {
 		t.Errorf("--database-url %q: the user from the environment", u)
 	}
 }
+
+// A DebeziumServer resource of the wrong shape is named, not taken for
+// another form.
+func TestReadOperatorServerMalformed(t *testing.T) {
+	_, ok, err := Read([]byte("apiVersion: debezium.io/v1alpha1\nkind: DebeziumServer\nspec:\n  transforms: [a, b]\n"))
+	if !ok || err == nil || !strings.Contains(err.Error(), "DebeziumServer resource") {
+		t.Errorf("ok %v, %v", ok, err)
+	}
+}

@@ -130,7 +130,7 @@ func (c Config) Validate() error {
 		if a.arn == "" {
 			continue
 		}
-		if why := topicARN(a.arn); why != "" {
+		if why := ARNProblem(a.arn); why != "" {
 			return fmt.Errorf("sns: the %s %q: %s", a.what, a.arn, why)
 		}
 	}
@@ -146,14 +146,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ARNProblem says why s is not a topic's ARN, "" when it is.
-func ARNProblem(s string) string { return topicARN(s) }
-
-// topicARN says why s is not a topic's ARN, "" when it is:
+// ARNProblem says why s is not a topic's ARN, "" when it is:
 // arn:<partition>:sns:<region>:<account>:<name>, the name 1 to 256
 // letters, digits, hyphens and underscores, a FIFO topic's with .fifo
 // at its end.
-func topicARN(s string) string {
+func ARNProblem(s string) string {
 	parts := strings.Split(s, ":")
 	if len(parts) != 6 || parts[0] != "arn" || parts[1] == "" || parts[2] != "sns" || parts[3] == "" || parts[4] == "" {
 		return "not an SNS topic's ARN (arn:aws:sns:<region>:<account>:<topic>)"

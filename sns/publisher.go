@@ -100,7 +100,7 @@ func (p *Publisher) message(r *kgo.Record) (message, error) {
 		}
 	} else {
 		m.topic = p.Topic(r.Topic)
-		if why := topicARN(m.topic); why != "" {
+		if why := ARNProblem(m.topic); why != "" {
 			return m, &MessageError{What: "topic", Value: m.topic, Why: why + ": set topic.arn or topic.arn.prefix (--sns-topic-arn, --sns-topic-arn-prefix), or route the event to an ARN"}
 		}
 	}

@@ -30,10 +30,14 @@ func heartbeatRecords(cfg *relay.Config, log *slog.Logger) error {
 }
 
 // ownTopics refuses a heartbeat or transaction topic the sink cannot
-// publish to, whose first record Debezium Server's sink fails at:
-// problem says why a destination is not one, "" when it is. A transform
-// after the router may rename them: then nothing is refused.
-func ownTopics(cfg relay.Config, sink string, problem func(string) string) error {
+// publish to, whose first record Debezium Server's sink fails at, unless
+// a transform after the router may rename it. snsPrefix is the SNS sink's
+// topic ARN prefix.
+func ownTopics(cfg relay.Config, sink, snsPrefix string) error {
+	problem := ownTopicProblem(sink, snsPrefix)
+	if problem == nil {
+		return nil
+	}
 	if ch, err := transform.New(cfg.Transforms); err != nil || ch != nil {
 		return nil
 	}
@@ -52,8 +56,8 @@ func ownTopics(cfg relay.Config, sink string, problem func(string) string) error
 	return nil
 }
 
-// ownTopicProblem is what sink refuses of a destination's name, for
-// ownTopics; nil for a sink that takes any name the relay makes.
+// ownTopicProblem says why sink refuses a destination's name; nil for a
+// sink that takes any name the relay makes.
 func ownTopicProblem(sink, snsPrefix string) func(string) string {
 	switch sink {
 	case sinkRocketMQ:

@@ -292,10 +292,8 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err := heartbeatRecords(&cfg, log); err != nil {
 		return cfg, nil, err
 	}
-	if problem := ownTopicProblem(f.sink, f.sns.topicARNPrefix); problem != nil {
-		if err := ownTopics(cfg, f.sink, problem); err != nil {
-			return cfg, nil, err
-		}
+	if err := ownTopics(cfg, f.sink, f.sns.topicARNPrefix); err != nil {
+		return cfg, nil, err
 	}
 	if err := f.messages.apply(&cfg, format, log); err != nil {
 		return cfg, nil, err
