@@ -19,6 +19,7 @@ type Form string
 const (
 	ConnectJSON       Form = "Kafka Connect connector configuration"
 	ConnectProperties Form = "Kafka Connect connector properties"
+	ConnectYAML       Form = "Kafka Connect connector configuration (YAML)"
 	ServerProperties  Form = "Debezium Server configuration"
 	ServerYAML        Form = "Debezium Server configuration (application.yaml)"
 	OperatorServer    Form = "Debezium Operator DebeziumServer resource"
@@ -135,6 +136,15 @@ func ReadWith(data []byte, in Inputs) (tr Translation, ok bool, err error) {
 			return tr, true, err
 		}
 		conf = fromServer(props)
+	} else if props, ok, err := connectorYAML(data); ok {
+		tr.Form = ConnectYAML
+		if err != nil {
+			return tr, true, err
+		}
+		if err := resolveConnect(props); !deferred(props, err) {
+			return tr, true, err
+		}
+		conf = fromConnect(props)
 	} else if props, ok := serverYAML(data); ok {
 		tr.Form = ServerYAML
 		fromEnv = withEnvironment(props, env)

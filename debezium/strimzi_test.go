@@ -141,3 +141,44 @@ plugin.path=/opt/connectors
 		t.Errorf("worker file: ok %v, %v", ok, err)
 	}
 }
+
+// A connector kept in YAML reads as its JSON: a {name, config} document, or
+// the one connector of a chart's values; two are refused, named.
+func TestReadConnectorYAML(t *testing.T) {
+	js, err := translateConnect(t, `{"name": "outbox", "config": {"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+  "database.hostname": "db", "database.port": "5432", "database.dbname": "shop", "topic.prefix": "shop", "tasks.max": "1",
+  "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+  "transforms.outbox.table.expand.json.payload": "true"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const config = `    connector.class: io.debezium.connector.postgresql.PostgresConnector
+    database.hostname: db
+    database.port: 5432
+    database.dbname: shop
+    topic.prefix: shop
+    tasks.max: 1
+    transforms: outbox
+    transforms.outbox.type: io.debezium.transforms.outbox.EventRouter
+    transforms.outbox.table.expand.json.payload: true
+`
+	for name, doc := range map[string]string{
+		"document": "name: outbox\nconfig:\n" + strings.ReplaceAll(config, "    ", "  "),
+		"values":   "bootstrap:\n  enabled: true\n  connectors:\n  - name: outbox\n    config:\n" + strings.ReplaceAll(config, "    ", "      "),
+	} {
+		tr, ok, err := Read([]byte(doc))
+		if !ok || err != nil {
+			t.Fatalf("%s: %v %v", name, ok, err)
+		}
+		if tr.Form != ConnectYAML {
+			t.Errorf("%s: form %q", name, tr.Form)
+		}
+		if fmt.Sprint(tr.Settings) != fmt.Sprint(js.Settings) {
+			t.Errorf("%s: %v\nJSON gives %v", name, tr.Settings, js.Settings)
+		}
+	}
+	two := "connectors:\n- name: a\n  config:\n    connector.class: x\n- name: b\n  config:\n    connector.class: y\n"
+	if _, ok, err := Read([]byte(two)); !ok || err == nil || !strings.Contains(err.Error(), `2 connectors in the file ("a", "b")`) {
+		t.Errorf("two connectors: %v %v", ok, err)
+	}
+}
