@@ -86,6 +86,10 @@ func TestEveryRowIsRead(t *testing.T) {
 				v = "x"
 			}
 			conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "` + o.Key + `": "` + v + `"}`
+			if o.Key == "database.hostname" {
+				// Debezium requires the database with a host.
+				conf = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.dbname": "shop", "` + o.Key + `": "` + v + `"}`
+			}
 			if o.Key == "heartbeat.action.query" || strings.HasPrefix(o.Key, "topic.heartbeat.") {
 				// Run only with the heartbeat.
 				conf = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "heartbeat.interval.ms": "500", "` + o.Key + `": "` + v + `"}`

@@ -98,15 +98,15 @@ func dbOption(problem string) bool {
 	return false
 }
 
-// UnresolvedError is placeholders pgoutbox cannot resolve in the
-// database's connection options only (hostname, port, user, password,
-// dbname): a database URL given otherwise (--database-url,
-// PGOUTBOX_DATABASE_URL) replaces them, and the configuration is read
-// without them.
+// UnresolvedError is the database's connection options (hostname, port,
+// user, password, dbname) only, unusable as written: placeholders
+// pgoutbox cannot resolve, or one Debezium requires missing. A database
+// URL given otherwise (--database-url, PGOUTBOX_DATABASE_URL) replaces
+// them, and the configuration is read without them.
 type UnresolvedError struct{ Problems []string }
 
 func (e *UnresolvedError) Error() string {
-	return "cannot resolve: " + strings.Join(e.Problems, "; ") + " (give the database's URL with --database-url or PGOUTBOX_DATABASE_URL, which replaces these options)"
+	return "the database's options: " + strings.Join(e.Problems, "; ") + " (give the database's URL with --database-url or PGOUTBOX_DATABASE_URL, which replaces these options)"
 }
 
 // provide is what a provider of kind gives for path and key.
@@ -119,6 +119,11 @@ func provide(kind, provider, path, key string, files map[string]map[string]strin
 		}
 		return v, nil
 	case "file":
+		if path == "" {
+			// Kafka Connect's FileConfigProvider reads a key of a
+			// properties file; Connect fails on it too.
+			return "", fmt.Errorf("${%s:PATH:KEY} names a key of a properties file, and %q has none: for a file's whole content, ${directory:DIR:NAME}", provider, key)
+		}
 		props, ok := files[path]
 		if !ok {
 			data, err := os.ReadFile(path)
@@ -136,6 +141,9 @@ func provide(kind, provider, path, key string, files map[string]map[string]strin
 		}
 		return v, nil
 	case "directory":
+		if path == "" {
+			return "", fmt.Errorf("${%s:DIR:NAME} names a file of a directory, and %q has no directory", provider, key)
+		}
 		if strings.ContainsRune(key, filepath.Separator) || key == ".." {
 			return "", fmt.Errorf("%q is not a file name", key)
 		}

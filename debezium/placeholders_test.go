@@ -1,6 +1,10 @@
 package debezium
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 // TestExpandServer holds what SmallRye Config 3.16.0 (Debezium Server
 // 3.6.1's) reads for each value, with other=OTHER and nope unset; where it
@@ -66,5 +70,31 @@ func TestResolveServerKeys(t *testing.T) {
 	}
 	if got := props["debezium.source.database.password"]; got != "pa$word" {
 		t.Errorf("password: %q", got)
+	}
+}
+
+// ${file:PATH} without a key, which Kafka Connect's FileConfigProvider
+// fails on, is refused saying what it lacks.
+func TestFilePlaceholderWithoutKey(t *testing.T) {
+	props := map[string]string{"transforms.outbox.route.topic.replacement": "${file:/run/secrets/topic}"}
+	err := resolveConnect(props)
+	if err == nil || !strings.Contains(err.Error(), `${file:PATH:KEY} names a key of a properties file, and "/run/secrets/topic" has none`) {
+		t.Errorf("%v", err)
+	}
+}
+
+// A host without a database, which Debezium refuses, is one of the
+// database's options a URL given otherwise stands in for.
+func TestDatabaseNameRequired(t *testing.T) {
+	tr, ok, err := Read([]byte(`{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "database.hostname": "db", "topic.prefix": "shop"}`))
+	var ue *UnresolvedError
+	if !ok || !errors.As(err, &ue) || !strings.Contains(err.Error(), "database.dbname: not given, and Debezium requires it") {
+		t.Fatalf("ok %v, %v", ok, err)
+	}
+	if _, set := settingOf(tr, "database-url"); set {
+		t.Errorf("a database URL without the database")
+	}
+	if got, _ := settingOf(tr, "topic-prefix"); got != "shop" {
+		t.Errorf("the rest not read: --topic-prefix %q", got)
 	}
 }

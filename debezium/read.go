@@ -98,9 +98,14 @@ func ReadWith(data []byte, in Inputs) (tr Translation, ok bool, err error) {
 	// finish gives the deferred placeholders as the error of a
 	// translation without the database's URL.
 	finish := func(tr Translation, ok bool, err error) (Translation, bool, error) {
-		if err == nil && pending != nil {
-			tr.Settings = slices.DeleteFunc(tr.Settings, func(s Setting) bool { return s.Flag == "database-url" })
+		var missing *UnresolvedError
+		if errors.As(err, &missing) && pending != nil {
+			missing.Problems = append(pending.Problems, missing.Problems...)
+		} else if err == nil && pending != nil {
 			err = pending
+		}
+		if errors.As(err, &missing) {
+			tr.Settings = slices.DeleteFunc(tr.Settings, func(s Setting) bool { return s.Flag == "database-url" })
 		}
 		tr.Warnings = append(extra, tr.Warnings...)
 		return tr, ok, err
@@ -231,6 +236,9 @@ func translated(tr Translation, conf config, fromEnv map[string]string) (Transla
 	if len(r.refused) > 0 {
 		sort.Strings(r.refused)
 		return tr, true, fmt.Errorf("options pgoutbox cannot honour:\n  %s", strings.Join(r.refused, "\n  "))
+	}
+	if len(r.dbMissing) > 0 {
+		return tr, true, &UnresolvedError{Problems: r.dbMissing}
 	}
 	return tr, true, nil
 }

@@ -39,7 +39,10 @@ type reading struct {
 	ignored  []string
 	refused  []string
 	warnings []string
-	db       dbOptions
+	// dbMissing are the database's options Debezium requires and the
+	// file lacks: a database URL given otherwise stands in for them.
+	dbMissing []string
+	db        dbOptions
 	tables   []outbox.Table // table.include.list, when it names tables
 	router   string         // the Outbox Event Router's name in transforms
 	dropSlot string         // slot.drop.on.stop's key, as written, when true
@@ -283,7 +286,9 @@ func (c config) connectorOptions(r *reading) {
 	c.tableFilters(r)
 	c.columnMappings(r)
 	r.db.checkTLS(r)
-	if u := r.db.url(); u != "" {
+	if r.db.host != "" && r.db.name == "" {
+		r.dbMissing = append(r.dbMissing, r.src("database.dbname")+": not given, and Debezium requires it")
+	} else if u := r.db.url(); u != "" {
 		r.set("database-url", u)
 	}
 }
