@@ -43,9 +43,9 @@ type reading struct {
 	// file lacks: a database URL given otherwise stands in for them.
 	dbMissing []string
 	db        dbOptions
-	tables   []outbox.Table // table.include.list, when it names tables
-	router   string         // the Outbox Event Router's name in transforms
-	dropSlot string         // slot.drop.on.stop's key, as written, when true
+	tables    []outbox.Table // table.include.list, when it names tables
+	router    string         // the Outbox Event Router's name in transforms
+	dropSlot  string         // slot.drop.on.stop's key, as written, when true
 	// actionQuery is heartbeat.action.query's key, as written, and value.
 	actionQuery [2]string
 	decode      bool                // DecodeLogicalDecodingMessageContent before the router
