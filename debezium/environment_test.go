@@ -73,3 +73,27 @@ func TestReadEnvironmentAlone(t *testing.T) {
 		t.Errorf("no file and no variable read as a configuration")
 	}
 }
+
+// A file of DEBEZIUM_* variables (docker's --env-file) reads as Debezium
+// Server's environment form.
+func TestReadEnvFile(t *testing.T) {
+	tr, ok, err := Read([]byte(`DEBEZIUM_SINK_TYPE=kafka
+DEBEZIUM_SOURCE_CONNECTOR_CLASS=io.debezium.connector.postgresql.PostgresConnector
+DEBEZIUM_SOURCE_DATABASE_HOSTNAME=db
+DEBEZIUM_SOURCE_DATABASE_DBNAME=shop
+DEBEZIUM_SOURCE_TOPIC_PREFIX=shop
+DEBEZIUM_TRANSFORMS=outbox
+DEBEZIUM_TRANSFORMS_OUTBOX_TYPE=io.debezium.transforms.outbox.EventRouter
+`))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for flag, want := range map[string]string{"topic-prefix": "shop", "format": "debezium-outbox"} {
+		if got, _ := settingOf(tr, flag); got != want {
+			t.Errorf("--%s %q, want %q", flag, got, want)
+		}
+	}
+	if u, _ := settingOf(tr, "database-url"); !strings.Contains(u, "db/shop") {
+		t.Errorf("--database-url %q", u)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -176,6 +177,14 @@ func ReadWith(data []byte, in Inputs) (tr Translation, ok bool, err error) {
 			}
 			return finish(translated(tr, fromConnect(props), nil))
 		}
+		if fileEnv := ServerEnvironment(envLines(props)); len(fileEnv) > 0 && !hasServerKeys(props) && len(fileEnv) == len(props) {
+			// A file of DEBEZIUM_* variables (docker's --env-file, a
+			// Compose env_file): Debezium Server's environment form,
+			// under the environment's own.
+			maps.Copy(fileEnv, env)
+			env, props = fileEnv, map[string]string{}
+			data = nil
+		}
 		if connectWorker(props) {
 			tr.Form = ConnectProperties
 			return tr, true, errors.New("a Kafka Connect worker's configuration, not a connector's: give --config the connector's file " +
@@ -201,6 +210,15 @@ func ReadWith(data []byte, in Inputs) (tr Translation, ok bool, err error) {
 			"write it nested (connector: {class: …}), as application.yaml.example does", k))
 	}
 	return tr, ok, err
+}
+
+// envLines is props as environ's NAME=value pairs.
+func envLines(props map[string]string) []string {
+	out := make([]string, 0, len(props))
+	for k, v := range props {
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 // connectWorker tells a Kafka Connect worker's properties
