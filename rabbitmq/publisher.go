@@ -244,8 +244,11 @@ func (p *Publisher) learn(err error) {
 // Failed tells a connection on which a message failed.
 func (c *conn) Failed() bool { return c.broken.Load() }
 
-// Lost tells a connection whose channel closed.
-func (c *conn) Lost() bool { return c.ch.IsClosed() }
+// Lost tells a connection whose channel closed with no message waiting
+// for its confirm: one dropped while idle, which the next message
+// replaces. With messages waiting it is not lost but failing: a new one
+// could publish a later event before an earlier one's failure is known.
+func (c *conn) Lost() bool { return c.ch.IsClosed() && c.acks.Len() == 0 }
 
 // Len is how many messages wait for their confirm.
 func (c *conn) Len() int64 { return c.acks.Len() }
