@@ -1,7 +1,6 @@
 package debezium
 
 import (
-	"maps"
 	"strings"
 	"testing"
 )
@@ -89,18 +88,7 @@ func TestReadOperatorServer(t *testing.T) {
 		"debezium.predicates.isOutbox.type":              "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
 		"debezium.predicates.isOutbox.pattern":           `shop\.public\.outbox`,
 	}
-	if !maps.Equal(props, want) {
-		for k, v := range want {
-			if props[k] != v {
-				t.Errorf("%s = %q, want %q", k, props[k], v)
-			}
-		}
-		for k, v := range props {
-			if _, ok := want[k]; !ok {
-				t.Errorf("%s = %q, not the operator's", k, v)
-			}
-		}
-	}
+	equalProps(t, props, want, "the operator's")
 	t.Setenv("POSTGRES_USER", "app")
 	tr, ok, err := Read([]byte(operatorConf))
 	if !ok || err != nil {

@@ -45,18 +45,7 @@ func TestServerYAMLFlatten(t *testing.T) {
 		"nested[0].name":                                                 "a",
 		"nested[0].value":                                                "1",
 	}
-	if !maps.Equal(props, want) {
-		for k, v := range want {
-			if props[k] != v {
-				t.Errorf("%s = %q, want %q", k, props[k], v)
-			}
-		}
-		for k, v := range props {
-			if _, ok := want[k]; !ok {
-				t.Errorf("%s = %q, not SmallRye's", k, v)
-			}
-		}
-	}
+	equalProps(t, props, want, "SmallRye's")
 	// Several documents, a merge key, a list with a backslash, a comma and
 	// a null, as the same probe gave them.
 	data, err = os.ReadFile("testdata/application-merge.yaml")
@@ -121,5 +110,21 @@ func TestReadServerYAML(t *testing.T) {
 	}
 	if w := strings.Join(tr.Warnings, "\n"); !strings.Contains(w, `debezium.source."heartbeat.interval.ms": a YAML key holding a '.'`) {
 		t.Errorf("warnings %q", tr.Warnings)
+	}
+}
+
+// equalProps reports each key of got that differs from want's, and each
+// key want lacks, named as not whose.
+func equalProps(t *testing.T, got, want map[string]string, whose string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s = %q, not %s", k, v, whose)
+		}
 	}
 }
