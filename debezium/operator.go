@@ -40,29 +40,26 @@ type operatorResource struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
 	Spec       struct {
-		Sink struct {
-			Type   string         `yaml:"type"`
-			Config map[string]any `yaml:"config"`
-		} `yaml:"sink"`
+		Sink   typedConfig `yaml:"sink"`
 		Source struct {
 			Class  string         `yaml:"class"`
 			Config map[string]any `yaml:"config"`
 		} `yaml:"source"`
-		Format map[string]struct {
-			Type   string         `yaml:"type"`
-			Config map[string]any `yaml:"config"`
-		} `yaml:"format"`
+		Format     map[string]typedConfig `yaml:"format"`
 		Transforms []struct {
-			Type      string         `yaml:"type"`
-			Predicate string         `yaml:"predicate"`
-			Negate    bool           `yaml:"negate"`
-			Config    map[string]any `yaml:"config"`
+			typedConfig `yaml:",inline"`
+			Predicate   string `yaml:"predicate"`
+			Negate      bool   `yaml:"negate"`
 		} `yaml:"transforms"`
-		Predicates map[string]struct {
-			Type   string         `yaml:"type"`
-			Config map[string]any `yaml:"config"`
-		} `yaml:"predicates"`
+		Predicates map[string]typedConfig `yaml:"predicates"`
 	} `yaml:"spec"`
+}
+
+// typedConfig is a part of the resource named by its type, with its
+// options: the sink, a format, a transform, a predicate.
+type typedConfig struct {
+	Type   string         `yaml:"type"`
+	Config map[string]any `yaml:"config"`
 }
 
 // operatorServer is the Debezium Server properties of the DebeziumServer
