@@ -413,42 +413,48 @@ parameters:
 }
 
 // Kafka Connect standalone's connector file (connect-standalone.sh
-// worker.properties outbox.properties), in properties as teams keep it,
-// runs as its JSON does: the row already in the table, then a new one.
+// worker.properties outbox.properties), and the connector kept in YAML as
+// tools and charts post it to Connect's REST API, as teams keep them, run
+// as its JSON does: the row already in the table, then a new one.
 func TestKafkaConnectPropertiesEndToEnd(t *testing.T) {
-	e := testenv.New(t)
-	existing := e.Insert(testenv.NewRow("order", "order-0", "OrderCreated", `{"id": 0}`))
-	host, port, user, db := testenv.DebeziumDB(t, e)
-	conf := `name=outbox-connector
-connector.class=io.debezium.connector.postgresql.PostgresConnector
-tasks.max=1
-database.hostname=` + host + `
-database.port=` + port + `
-database.user=` + user + `
-database.dbname=` + db + `
-topic.prefix=shop
-plugin.name=pgoutput
-slot.name=standalone_outbox
-table.include.list=public.outbox
-transforms=outbox
-transforms.outbox.type=io.debezium.transforms.outbox.EventRouter
-key.converter=org.apache.kafka.connect.storage.StringConverter
-`
-	path := filepath.Join(t.TempDir(), "outbox-connector.properties")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+	// The YAML form quotes its values, as a team's file often does: read
+	// as properties, the quotes would stay in them.
+	for _, form := range []struct{ file, sep, indent, head, quote string }{
+		{"outbox-connector.properties", "=", "", "name=outbox-connector\n", ""},
+		{"outbox-connector.yaml", ": ", "  ", "name: outbox-connector\nconfig:\n", `"`},
+	} {
+		t.Run(form.file, func(t *testing.T) {
+			e := testenv.New(t)
+			existing := e.Insert(testenv.NewRow("order", "order-0", "OrderCreated", `{"id": 0}`))
+			host, port, user, db := testenv.DebeziumDB(t, e)
+			conf := form.head
+			for _, kv := range [][2]string{
+				{"connector.class", "io.debezium.connector.postgresql.PostgresConnector"}, {"tasks.max", "1"},
+				{"database.hostname", host}, {"database.port", port}, {"database.user", user}, {"database.dbname", db},
+				{"topic.prefix", "shop"}, {"plugin.name", "pgoutput"}, {"slot.name", "standalone_outbox"},
+				{"table.include.list", "public.outbox"}, {"transforms", "outbox"},
+				{"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
+				{"key.converter", "org.apache.kafka.connect.storage.StringConverter"},
+			} {
+				conf += form.indent + kv[0] + form.sep + form.quote + kv[1] + form.quote + "\n"
+			}
+			path := filepath.Join(t.TempDir(), form.file)
+			if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := e.Run(t, "--config", path)
+			e.AwaitSlotActive(t, "standalone_outbox")
+			ids := append(existing, e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))...)
+			recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)
+			for i, r := range recs {
+				if want := "order-" + strconv.Itoa(i); string(r.Key) != want {
+					t.Errorf("record %d: key %q, want %q", i, r.Key, want)
+				}
+				if got, _ := testenv.HeaderOf(r, "id"); got != ids[i] {
+					t.Errorf("record %d: header id %q, want %q", i, got, ids[i])
+				}
+			}
+			p.Stop(t)
+		})
 	}
-	p := e.Run(t, "--config", path)
-	e.AwaitSlotActive(t, "standalone_outbox")
-	ids := append(existing, e.Insert(testenv.NewRow("order", "order-1", "OrderCreated", `{"id": 1}`))...)
-	recs := kafkatest.Consume(t, e.Brokers, []string{"outbox.event.order"}, 2, 30*time.Second)
-	for i, r := range recs {
-		if want := "order-" + strconv.Itoa(i); string(r.Key) != want {
-			t.Errorf("record %d: key %q, want %q", i, r.Key, want)
-		}
-		if got, _ := testenv.HeaderOf(r, "id"); got != ids[i] {
-			t.Errorf("record %d: header id %q, want %q", i, got, ids[i])
-		}
-	}
-	p.Stop(t)
 }
