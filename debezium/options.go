@@ -345,6 +345,27 @@ var options = []Option{
 				r.dropSlot = k
 			}
 		}},
+	{Part: Connector, Key: "skipped.operations", Default: "t", Setting: "skipped-operations",
+		Takes:   "any of `c`, `u`, `d`, `t` (any case), comma-separated, or `none`: the change events not published (pgoutbox publishes no truncates); the Outbox Event Router's records are inserts, which `c` skips",
+		Refuses: "another operation, as Debezium does",
+		read: func(r *reading, k, v string) {
+			list := strings.TrimSpace(v)
+			if !strings.EqualFold(list, "none") {
+				for _, op := range strings.Split(list, ",") {
+					switch strings.ToLower(strings.TrimSpace(op)) {
+					case "c", "u", "d", "t":
+					default:
+						r.refuse(k, fmt.Sprintf("%q: want c, u, d, t, comma-separated, or none", v))
+						return
+					}
+				}
+			}
+			r.set("skipped-operations", list)
+		}},
+	{Part: Connector, Key: "tombstones.on.delete", Default: "true", Setting: "tombstones-on-delete",
+		Takes:   "`true`: a delete's change event is followed by a tombstone (its key, a null value); `false`: none. The Outbox Event Router's records are inserts: no tombstone follows them",
+		Refuses: "anything but a boolean",
+		read:    boolFlag("tombstones-on-delete")},
 	{Part: Connector, Key: "provide.transaction.metadata", Default: "false", Setting: "transaction-metadata",
 		Takes:   "`false`; `true` writes a BEGIN and an END record per transaction that has events to `<topic.prefix>.transaction`, and a `transaction` block (`id`, `total_order`, `data_collection_order`) in each change event, as Debezium does (see [transaction metadata](#transaction-metadata)); it keeps pgoutbox on the WAL",
 		Refuses: "anything but a boolean; `true` with `--mode poll` (polling knows no transactions), or a transform before the router",

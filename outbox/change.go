@@ -54,4 +54,19 @@ type Change struct {
 	CommitTime time.Time // of the row's transaction
 	Relation   *Relation // KindRow
 	Values     [][]byte  // KindRow: text values in table column order, nil for NULL; owned by the receiver
+	// Op (KindRow) is the row's operation: an insert, or, where the
+	// stream reads change events (replication.Config.ChangeEvents), an
+	// update or a delete. A delete's Values are its Old.
+	Op schema.Op
+	// Old (an update or a delete) is the row before it, as the table's
+	// replica identity gives it: the key's columns (the others nil), or
+	// every column under REPLICA IDENTITY FULL (OldFull); nil for an
+	// update of which the server sent no old row (the default identity,
+	// the key unchanged).
+	Old     [][]byte
+	OldFull bool
+	// Unchanged (an update) marks the columns whose TOAST value the
+	// update left as it was, which the server did not send (nil in
+	// Values); nil when there is none.
+	Unchanged []bool
 }

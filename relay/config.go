@@ -74,6 +74,14 @@ type Config struct {
 	// it. pgoutbox's own publication carries inserts only; an existing
 	// publication of every operation (Debezium's) carries updates.
 	OnUpdate string
+	// SkippedOperations are the change events not published, Debezium's
+	// skipped.operations: any of c (inserts), u (updates), d (deletes)
+	// and t (truncates, which pgoutbox publishes none of), comma-separated,
+	// or none. Default t.
+	SkippedOperations string
+	// NoTombstones leaves out the tombstone (the key, a null value) that
+	// follows a delete's change event: tombstones.on.delete=false.
+	NoTombstones bool
 
 	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
 	Delivery Delivery
@@ -265,8 +273,14 @@ func (c *Config) Defaults() {
 	if c.OnUpdate == "" {
 		c.OnUpdate = UpdateWarn
 	}
+	if c.SkippedOperations == "" {
+		c.SkippedOperations = "t"
+	}
 	if c.Encoder.Format == schema.DebeziumOutbox || c.Encoder.Format == schema.Debezium {
 		c.Columns.PassThrough = true // as Debezium's router takes rows
+	}
+	if c.Encoder.Format == schema.Debezium {
+		c.Columns.AnyShape = true // a change event carries the row whole
 	}
 	if c.DLQTopic == "" {
 		c.DLQTopic = c.Replication.Slot + ".dlq"
@@ -277,6 +291,49 @@ func (c *Config) Defaults() {
 	c.Transactions.Defaults(c.Replication.Slot)
 	c.Lease.Defaults()
 	c.Operations.Defaults()
+}
+
+// parseSkipped reads skipped.operations as Debezium's
+// CommonConnectorConfig does: c, u, d, t (any case, spaces around them
+// trimmed), or none alone.
+func parseSkipped(list string) (skipped map[schema.Op]bool, err error) {
+	skipped = map[schema.Op]bool{}
+	if strings.TrimSpace(strings.ToLower(list)) == "none" || list == "" {
+		return skipped, nil
+	}
+	for _, op := range strings.Split(list, ",") {
+		switch strings.ToLower(strings.TrimSpace(op)) {
+		case "c":
+			skipped[schema.OpInsert] = true
+		case "u":
+			skipped[schema.OpUpdate] = true
+		case "d":
+			skipped[schema.OpDelete] = true
+		case "t":
+		default:
+			return nil, fmt.Errorf("skipped operations %q: %q is none of c, u, d, t, or none", list, strings.TrimSpace(op))
+		}
+	}
+	return skipped, nil
+}
+
+// skipped are the operations whose change events are not published
+// (SkippedOperations): none but under the Debezium formats, where the
+// Outbox Event Router's records are the table's inserts.
+func (c *Config) skipped() map[schema.Op]bool {
+	if c.Encoder.Format != schema.Debezium && c.Encoder.Format != schema.DebeziumOutbox {
+		return nil
+	}
+	skipped, _ := parseSkipped(c.SkippedOperations) // Validate refused a bad list
+	return skipped
+}
+
+// ChangeEvents tells whether the pipeline publishes the updates and
+// deletes of its tables: Debezium's change events, unless
+// SkippedOperations skips both.
+func (c *Config) ChangeEvents() bool {
+	s := c.skipped()
+	return c.Encoder.Format == schema.Debezium && !(s[schema.OpUpdate] && s[schema.OpDelete])
 }
 
 // The OnUpdate policies.
@@ -359,6 +416,12 @@ func (c Config) Validate() error {
 	case "", UpdateWarn, UpdateError, UpdateFatal:
 	default:
 		return fmt.Errorf("on-update %q: use warn, error or fatal", c.OnUpdate)
+	}
+	if _, err := parseSkipped(c.SkippedOperations); err != nil {
+		return err
+	}
+	if c.Mode == ModePoll && c.ChangeEvents() {
+		return errors.New("--mode poll reads the tables' inserts only, and change events (--format debezium) carry their updates and deletes too, which only the WAL holds: use --mode wal or auto, or leave them out with --skipped-operations u,d")
 	}
 	if chain, err := transform.New(c.Transforms); err != nil {
 		return err

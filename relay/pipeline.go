@@ -38,7 +38,10 @@ type pipeline struct {
 	// tables are the pipeline's outbox tables, in the order configured.
 	tables []*outboxTable
 	enc    *schema.Encoder
-	router *router.Router
+	// skipped are the operations whose change events are not published
+	// (Config.SkippedOperations); a snapshot's reads are not inserts.
+	skipped map[schema.Op]bool
+	router  *router.Router
 	// keySerde and valueSerde frame avro parts with their schemas'
 	// registry ids; nil without a registry.
 	keySerde, valueSerde *registry.Serde
@@ -162,6 +165,8 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 		}
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
+	p.cfg.Replication.ChangeEvents = p.cfg.ChangeEvents()
+	p.skipped = p.cfg.skipped()
 	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, broker: ready.broker, hooks: hs}
 	p.tables = newOutboxTables(p.cfg, tables, up)
 	return p, nil
@@ -243,9 +248,35 @@ func (p *pipeline) record(ctx context.Context, b *schema.Binding, c *outbox.Chan
 // recordIn is record for a row with its transaction block tx (none: the
 // zero block).
 func (p *pipeline) recordIn(ctx context.Context, b *schema.Binding, c *outbox.Change, tx schema.TxBlock) (*kgo.Record, error) {
-	rec, err := b.Record(p.enc.FillDefaults(b, p.enc.MapValues(b, c.Values)), c.CommitTime)
+	return p.build(ctx, b, c, tx, false)
+}
+
+// tombstoneIn is the tombstone that follows a delete's change event c
+// (tombstones.on.delete): its record, with a null value.
+func (p *pipeline) tombstoneIn(ctx context.Context, b *schema.Binding, c *outbox.Change, tx schema.TxBlock) (*kgo.Record, error) {
+	return p.build(ctx, b, c, tx, true)
+}
+
+// build is recordIn, or, with tombstone, tombstoneIn.
+func (p *pipeline) build(ctx context.Context, b *schema.Binding, c *outbox.Change, tx schema.TxBlock, tombstone bool) (*kgo.Record, error) {
+	values := c.Values
+	if c.Unchanged != nil {
+		// Unchanged TOAST values, which the server did not send, stand
+		// as Debezium's placeholder.
+		values = append([][]byte(nil), values...)
+		for i, u := range c.Unchanged {
+			if u && i < len(c.Relation.Columns) {
+				values[i] = schema.Unavailable(c.Relation.Columns[i])
+			}
+		}
+	}
+	rec, err := b.Record(p.enc.FillDefaults(b, p.enc.MapValues(b, values)), c.CommitTime)
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
+	}
+	rec.Op = c.Op
+	if c.Op != schema.OpInsert && c.Old != nil {
+		rec.Before = p.enc.FillDefaults(b, p.enc.MapValues(b, c.Old))
 	}
 	rec.Origin = schema.Origin{
 		Database: p.database, Schema: c.Relation.Schema, Table: c.Relation.Name,
@@ -254,11 +285,14 @@ func (p *pipeline) recordIn(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	}
 	rec.Message = c.Relation.Message
 	if p.connect {
-		return p.transformed(ctx, &rec)
+		return p.transformed(ctx, &rec, tombstone)
 	}
 	msg, err := p.enc.Encode(&rec)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
+	}
+	if tombstone {
+		msg.Value, msg.ValueSchema = nil, ""
 	}
 	topic, err := p.router.Topic(&rec)
 	if err != nil {
@@ -294,7 +328,10 @@ func (p *pipeline) frameOrWait(ctx context.Context, kr *kgo.Record, msg *schema.
 
 // transformed is record's way through Kafka Connect's transforms: the
 // router's record as Connect holds it, the chain, then the converters.
-func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Record, error) {
+//
+// A tombstone is the record of rec with a null value, which the chain
+// then takes as Kafka Connect's transforms take Debezium's.
+func (p *pipeline) transformed(ctx context.Context, rec *schema.Record, tombstone bool) (*kgo.Record, error) {
 	msg, err := p.encConnect.Encode(rec)
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, err)
@@ -306,6 +343,9 @@ func (p *pipeline) transformed(ctx context.Context, rec *schema.Record) (*kgo.Re
 	r, err := p.chain.Read(topic, &msg, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", rec.ID, &transform.DataError{Reason: err.Error()})
+	}
+	if tombstone {
+		r.ValueSchema, r.Value = nil, nil
 	}
 	if p.encChange != nil {
 		if err := beforeRouter(p.encChange, p.chain, rec, &r); err != nil {

@@ -135,6 +135,10 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	}()
 	p.stats.Sessions.Add(1)
 	defer p.sessionUp(ModePoll)()
+	if p.cfg.ChangeEvents() {
+		p.log.Warn("polling publishes the tables' inserts only: the change events of updates and deletes come from the WAL once it is back, as far as the slot holds them",
+			"tables", p.names())
+	}
 	// Positions drawn from here on are accounted for (internal/vanish).
 	vctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	s.vanish = s.startVanish(vctx)
@@ -423,7 +427,7 @@ func (s *pollSession) walReady(ctx context.Context) error {
 	if err := replication.TryReplication(ctx, conn, cfg.Replication.DatabaseURL); err != nil {
 		return err
 	}
-	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot)
+	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot, cfg.Replication.ChangeEvents)
 }
 
 // warnScans says, once per table while the process runs, that every poll

@@ -174,7 +174,7 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 	if p.tx != nil {
 		block = p.tx.row(c)
 	}
-	if p.ledger.Skip(c) {
+	if p.ledger.Skip(c) || (p.pipe.skipped[c.Op] && c.Snapshot == 0) {
 		return nil
 	}
 	if p.tx != nil {
@@ -205,7 +205,66 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		p.ledger.Ack(e, err)
 		return err
 	}
+	if c.Op == schema.OpDelete && !p.pipe.cfg.NoTombstones && bd.err == nil {
+		return p.tombstone(ctx, i, b, c, block)
+	}
 	return nil
+}
+
+// tombstone produces the tombstone that follows a delete's change event
+// (Debezium's tombstones.on.delete) into the ledger, at the delete.
+func (p *publisher) tombstone(ctx context.Context, i int, b *schema.Binding, c *outbox.Change, block schema.TxBlock) error {
+	rec, err := p.pipe.tombstoneIn(ctx, b, c, block)
+	if err != nil {
+		return p.ledger.Where(i, c, err)
+	}
+	if rec == nil {
+		return nil // a transform dropped it
+	}
+	if p.eventIDs {
+		rec.Context = outbox.WithEventID(rec.Context, eventID(b, c, "tombstone"))
+	}
+	return p.produceExtra(i, c, rec, "tombstone of "+b.RawID(c.Values))
+}
+
+// produceExtra produces rec, a record besides the rows' own (a
+// transaction's BEGIN or END, a delete's tombstone), into the ledger at
+// the change c; id names it when it fails.
+func (p *publisher) produceExtra(i int, c *outbox.Change, rec *kgo.Record, id string) error {
+	e := p.ledger.Produce(i, c)
+	pp := p.pipe
+	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
+		if err == nil {
+			pp.stats.Published.Add(1)
+			p.broker.recordAcked(pp.log, rec.Topic)
+		} else {
+			err = p.broker.recordFailed(pp.log, rec.Topic, id, err)
+		}
+		p.ledger.Ack(e, err)
+	}); err != nil {
+		err = p.ledger.Where(i, c, err)
+		p.ledger.Ack(e, err)
+		return err
+	}
+	return nil
+}
+
+// eventID is the id a sink that deduplicates by it gets for c's record:
+// the event's id, which a change event takes from the row's key; an
+// update's, a delete's and a tombstone's (of), which share the row's key
+// with its insert, add their kind and the change's position.
+func eventID(b *schema.Binding, c *outbox.Change, of string) string {
+	id := b.RawID(c.Values)
+	switch {
+	case of != "":
+	case c.Op == schema.OpUpdate:
+		of = "update"
+	case c.Op == schema.OpDelete:
+		of = "delete"
+	default:
+		return id
+	}
+	return id + "@" + c.LSN.String() + "/" + of
 }
 
 func (p *publisher) bind(rel *outbox.Relation) binding {
@@ -250,7 +309,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	default:
 		if rec, err = p.pipe.recordIn(ctx, b, c, block); err == nil && rec != nil {
 			if p.eventIDs {
-				rec.Context = outbox.WithEventID(rec.Context, b.RawID(c.Values))
+				rec.Context = outbox.WithEventID(rec.Context, eventID(b, c, ""))
 			}
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)

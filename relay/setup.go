@@ -36,10 +36,9 @@ func ensureState(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 
 // SetupResult says what Setup found and did.
 type SetupResult struct {
-	PublicationCreated bool
-	// PublicationFixed are the statements that fixed a publication of
-	// pgoutbox's, and PublicationProblems what was wrong with it.
-	PublicationFixed, PublicationProblems []string
+	// Publication is what setting up the publication did: created it,
+	// fixed one of pgoutbox's (and what was wrong), or warns of.
+	Publication replication.PublicationSetup
 
 	SlotCreated bool
 	// SlotFailover: the created slot is a failover slot.
@@ -105,11 +104,11 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotReplaced = true
 	}
-	pub, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create)
+	pub, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create, cfg.ChangeEvents)
 	if err != nil {
 		return res, err
 	}
-	res.PublicationCreated, res.PublicationFixed, res.PublicationProblems = pub.Created, pub.Fixed, pub.Problems
+	res.Publication = pub
 	if !slotExists {
 		if !create && !res.SlotReplaced {
 			return res, fmt.Errorf("%w: %s: run pgoutbox slot create", replication.ErrSlotMissing, cfg.Slot)
@@ -169,7 +168,7 @@ func (s *walSession) setup(ctx context.Context, canPoll bool) (*handoff, error) 
 	if err != nil {
 		return nil, err
 	}
-	p.logPublication(res.PublicationCreated, res.PublicationFixed, res.PublicationProblems)
+	p.logPublication(res.Publication)
 	if res.SlotReplaced {
 		p.log.Warn("slot was lost and has been replaced; polling publishes what committed in between", "slot", cfg.Replication.Slot, "consistent_lsn", res.SlotLSN.String())
 		if err := p.own().CountSlotLoss(ctx, conn); err != nil {
@@ -220,12 +219,15 @@ func (s *walSession) setup(ctx context.Context, canPoll bool) (*handoff, error) 
 }
 
 // logPublication says what setting up the publication did.
-func (p *pipeline) logPublication(created bool, fixed, problems []string) {
-	if created {
+func (p *pipeline) logPublication(ps replication.PublicationSetup) {
+	if ps.Created {
 		p.log.Info("publication created", "publication", p.cfg.Replication.Publication, "tables", p.names())
 	}
-	if len(fixed) > 0 {
-		p.log.Warn("publication fixed: "+strings.Join(problems, "; "), "publication", p.cfg.Replication.Publication,
-			"tables", p.names(), "ran", strings.Join(fixed, " "))
+	if len(ps.Fixed) > 0 {
+		p.log.Warn("publication fixed: "+strings.Join(ps.Problems, "; "), "publication", p.cfg.Replication.Publication,
+			"tables", p.names(), "ran", strings.Join(ps.Fixed, " "))
+	}
+	for _, w := range ps.Warnings {
+		p.log.Warn(w, "publication", p.cfg.Replication.Publication)
 	}
 }

@@ -295,11 +295,11 @@ func (s *walSnapshot) only(ctx context.Context) error {
 // table is read, and records the snapshot pending.
 func (s *walSnapshot) prepare(ctx context.Context) ([]tableOrder, error) {
 	p, conn := s.p, s.h.conn
-	ps, err := replication.EnsurePublicationFor(ctx, conn, p.cfg.Replication.Publication, p.tableList(), true)
+	ps, err := replication.EnsurePublicationFor(ctx, conn, p.cfg.Replication.Publication, p.tableList(), true, p.cfg.Replication.ChangeEvents)
 	if err != nil {
 		return nil, err
 	}
-	p.logPublication(ps.Created, ps.Fixed, ps.Problems)
+	p.logPublication(ps)
 	orders, err := s.orders(ctx)
 	if err != nil {
 		return nil, err

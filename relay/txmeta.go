@@ -120,23 +120,7 @@ func (p *publisher) produceTx(ctx context.Context, i int, c *outbox.Change, b sc
 		// A transform dropped it.
 		return nil
 	}
-	e := p.ledger.Produce(i, c)
-	pp := p.pipe
-	id := "transaction " + b.ID
-	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
-		if err == nil {
-			pp.stats.Published.Add(1)
-			p.broker.recordAcked(pp.log, rec.Topic)
-		} else {
-			err = p.broker.recordFailed(pp.log, rec.Topic, id, err)
-		}
-		p.ledger.Ack(e, err)
-	}); err != nil {
-		err = p.ledger.Where(i, c, err)
-		p.ledger.Ack(e, err)
-		return err
-	}
-	return nil
+	return p.produceExtra(i, c, rec, "transaction "+b.ID)
 }
 
 // txRecord is the Kafka record of b on topic (ownRecord); nil when a

@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pgoutbox/pgoutbox/outbox"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Counters are what the stream saw besides rows; read them with Load.
 type Counters struct {
-	Rows    atomic.Int64 // inserts into the outbox table
-	Ignored atomic.Int64 // updates, deletes and truncates of the outbox table
+	Rows    atomic.Int64 // inserts into the outbox table (and its updates and deletes under ChangeEvents)
+	Ignored atomic.Int64 // updates, deletes and truncates of the outbox table not read as rows
 	// Truncates counts the truncates of the outbox table among Ignored.
 	Truncates atomic.Int64
 	// OtherTables counts changes of tables other than the outbox tables
@@ -40,6 +41,9 @@ type decoder struct {
 	commitTime time.Time
 	counters   *Counters
 	onUpdate   func(outbox.Table, pglogrepl.LSN) error
+	// changeEvents makes the updates and deletes of the pipeline's tables
+	// rows (Config.ChangeEvents).
+	changeEvents bool
 	// truncated are the outbox tables the last message truncated; gone
 	// the tables whose rows are skipped because the publication no longer
 	// publishes them; renamed the outbox tables (and the name) met under
@@ -73,7 +77,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 	if len(data) == 0 {
 		return c, false, fmt.Errorf("%w: empty XLogData", ErrProtocol)
 	}
-	msg, err := parse(data)
+	msg, err := parseWith(data, d.changeEvents)
 	if err != nil {
 		return c, false, err
 	}
@@ -99,48 +103,46 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 		}
 		d.relations[m.ID] = r
 	case insertMsg:
-		r, ok := d.relations[m.rel]
-		if !ok {
-			return c, false, fmt.Errorf("%w: change for relation %d before its Relation message", ErrProtocol, m.rel)
-		}
-		if r.class == classUnknown && !r.looked {
-			// A partition attached, or a table that inherits created,
-			// since the stream started: the catalog says.
-			class, root, err := d.rels.reload(m.rel, r.name())
-			if err != nil {
-				return c, false, err
-			}
-			r = d.relationAs(r.raw, class, root)
-			r.looked = true
-			d.relations[m.rel] = r
-			switch class {
-			case classGone:
-				d.gone = append(d.gone, r.name())
-			case classRenamed:
-				d.renamed = append(d.renamed, [2]outbox.Table{root, r.name()})
-			}
+		r, ok, err := d.rowRelation(m.rel, walStart, "INSERT")
+		if !ok || err != nil {
+			return c, false, err
 		}
 		rel := r.Relation
-		switch r.class {
-		case classOther, classGone:
-			d.counters.OtherTables.Add(1)
-			return c, false, nil
-		case classUnknown:
-			return c, false, &UnrecognisedError{Relation: r.name(), OID: m.rel, LSN: walStart}
-		}
-		if !d.inTx {
-			return c, false, fmt.Errorf("%w: INSERT outside a transaction", ErrProtocol)
-		}
 		if len(m.values) != len(rel.Columns) {
 			return c, false, fmt.Errorf("%w: INSERT into %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.values), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
 		return outbox.Change{Kind: outbox.KindRow, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
-	case relIDs:
-		for _, id := range m {
-			d.count(id)
+	case deleteMsg:
+		if !d.changeEvents {
+			d.count(m.rel)
+			return c, false, nil
 		}
+		r, ok, err := d.rowRelation(m.rel, walStart, "DELETE")
+		if !ok || err != nil {
+			return c, false, err
+		}
+		rel := r.Relation
+		if len(m.old) != len(rel.Columns) {
+			return c, false, fmt.Errorf("%w: DELETE from %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.old), len(rel.Columns))
+		}
+		d.counters.Rows.Add(1)
+		return outbox.Change{Kind: outbox.KindRow, Op: schema.OpDelete, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
+			Relation: rel, Values: m.old, Old: m.old, OldFull: m.oldFull}, true, nil
 	case updateMsg:
+		if d.changeEvents {
+			r, ok, err := d.rowRelation(m.rel, walStart, "UPDATE")
+			if !ok || err != nil {
+				return c, false, err
+			}
+			rel := r.Relation
+			if len(m.new) != len(rel.Columns) || (m.old != nil && len(m.old) != len(rel.Columns)) {
+				return c, false, fmt.Errorf("%w: UPDATE of %s.%s has %d and %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.old), len(m.new), len(rel.Columns))
+			}
+			d.counters.Rows.Add(1)
+			return outbox.Change{Kind: outbox.KindRow, Op: schema.OpUpdate, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
+				Relation: rel, Values: m.new, Old: m.old, OldFull: m.oldFull, Unchanged: m.unchanged}, true, nil
+		}
 		d.count(m.rel)
 		if r, ok := d.relations[m.rel]; ok && (r.class == classOutbox || r.class == classRenamed) && d.onUpdate != nil {
 			if err := d.onUpdate(outbox.Table{Schema: r.Schema, Name: r.Name}, walStart); err != nil {
@@ -217,6 +219,44 @@ type relation struct {
 	root  outbox.Table // the outbox table, for classOutbox and classRenamed
 	// looked: the catalog was read again for it.
 	looked bool
+}
+
+// rowRelation is the relation of a row the stream carries (what, INSERT,
+// UPDATE or DELETE, names it in errors): ok is false for a table other
+// than the pipeline's, whose row is counted and skipped.
+func (d *decoder) rowRelation(id uint32, walStart pglogrepl.LSN, what string) (r relation, ok bool, err error) {
+	r, ok = d.relations[id]
+	if !ok {
+		return r, false, fmt.Errorf("%w: change for relation %d before its Relation message", ErrProtocol, id)
+	}
+	if r.class == classUnknown && !r.looked {
+		// A partition attached, or a table that inherits created,
+		// since the stream started: the catalog says.
+		class, root, err := d.rels.reload(id, r.name())
+		if err != nil {
+			return r, false, err
+		}
+		r = d.relationAs(r.raw, class, root)
+		r.looked = true
+		d.relations[id] = r
+		switch class {
+		case classGone:
+			d.gone = append(d.gone, r.name())
+		case classRenamed:
+			d.renamed = append(d.renamed, [2]outbox.Table{root, r.name()})
+		}
+	}
+	switch r.class {
+	case classOther, classGone:
+		d.counters.OtherTables.Add(1)
+		return r, false, nil
+	case classUnknown:
+		return r, false, &UnrecognisedError{Relation: r.name(), OID: id, LSN: walStart}
+	}
+	if !d.inTx {
+		return r, false, fmt.Errorf("%w: %s outside a transaction", ErrProtocol, what)
+	}
+	return r, true, nil
 }
 
 func (d *decoder) relation(m *outbox.Relation) relation {

@@ -103,9 +103,37 @@ func (r *reader) bytes(n int, what string) []byte {
 // tuple reads TupleData. With keep, text values are copied into one buffer
 // owned by the result; nil is NULL, and an empty value is an empty slice.
 func (r *reader) tuple(keep bool) ([][]byte, error) {
+	if !keep {
+		return nil, r.skipTuple()
+	}
+	values, _, err := r.tupleOf(false)
+	return values, err
+}
+
+// skipTuple reads past a tuple, checking its shape.
+func (r *reader) skipTuple() error {
+	n := int(r.uint16("tuple"))
+	for i := 0; i < n && r.err == nil; i++ {
+		switch kind := r.byte1("tuple column"); kind {
+		case 'n', 'u':
+		case 't', 'b':
+			r.bytes(int(r.uint32("tuple value length")), "tuple value")
+		default:
+			if r.err == nil {
+				return fmt.Errorf("%w: tuple column kind %q", ErrProtocol, kind)
+			}
+		}
+	}
+	return r.err
+}
+
+// tupleOf reads a tuple's values, nil for NULL. An unchanged TOAST value
+// ('u', which only an update's new row may hold, with unchangedOK) is nil
+// too, and marked in unchanged (nil when there is none).
+func (r *reader) tupleOf(unchangedOK bool) (values [][]byte, unchanged []bool, err error) {
 	n := int(r.uint16("tuple"))
 	if r.err != nil {
-		return nil, r.err
+		return nil, nil, r.err
 	}
 	// Two passes: size the buffer, then copy, so a row costs two allocations.
 	start, total := r.b, 0
@@ -118,23 +146,26 @@ func (r *reader) tuple(keep bool) ([][]byte, error) {
 			total += l
 		default:
 			if r.err == nil {
-				return nil, fmt.Errorf("%w: tuple column kind %q", ErrProtocol, kind)
+				return nil, nil, fmt.Errorf("%w: tuple column kind %q", ErrProtocol, kind)
 			}
 		}
 		if r.err != nil {
-			return nil, r.err
+			return nil, nil, r.err
 		}
 	}
-	if !keep {
-		return nil, nil
-	}
-	values := make([][]byte, n)
+	values = make([][]byte, n)
 	buf := make([]byte, 0, total)
 	r2 := reader{b: start}
 	for i := 0; i < n; i++ {
 		switch r2.byte1("") {
 		case 'u':
-			return nil, fmt.Errorf("%w: unchanged TOAST value in an insert", ErrProtocol)
+			if !unchangedOK {
+				return nil, nil, fmt.Errorf("%w: unchanged TOAST value outside an update's new row", ErrProtocol)
+			}
+			if unchanged == nil {
+				unchanged = make([]bool, n)
+			}
+			unchanged[i] = true
 		case 't', 'b':
 			l := int(r2.uint32(""))
 			off := len(buf)
@@ -142,7 +173,7 @@ func (r *reader) tuple(keep bool) ([][]byte, error) {
 			values[i] = buf[off:len(buf):len(buf)]
 		}
 	}
-	return values, nil
+	return values, unchanged, nil
 }
 
 type (
@@ -159,8 +190,21 @@ type (
 		rel    uint32
 		values [][]byte
 	}
-	updateMsg   struct{ rel uint32 }
-	relIDs      []uint32 // delete: only the relations matter
+	// updateMsg and deleteMsg carry their tuples only when the stream
+	// reads them (parseWith's tuples): old is the key ('K') or the whole
+	// old row ('O') when the server sent it, new the update's row, whose
+	// unchanged TOAST values unchanged marks.
+	updateMsg struct {
+		rel       uint32
+		old, new  [][]byte
+		oldFull   bool
+		unchanged []bool
+	}
+	deleteMsg struct {
+		rel     uint32
+		old     [][]byte
+		oldFull bool
+	}
 	truncateMsg []uint32 // the relations truncated
 	message     struct {
 		transactional bool
@@ -171,8 +215,13 @@ type (
 	skipped struct{} // type, origin
 )
 
-// parse decodes one pgoutput message.
-func parse(data []byte) (any, error) {
+// parse decodes one pgoutput message, without the tuples of updates and
+// deletes.
+func parse(data []byte) (any, error) { return parseWith(data, false) }
+
+// parseWith decodes one pgoutput message; tuples reads the tuples of
+// updates and deletes too.
+func parseWith(data []byte, tuples bool) (any, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: empty message", ErrProtocol)
 	}
@@ -210,9 +259,40 @@ func parse(data []byte) (any, error) {
 		}
 		m = insertMsg{rel: id, values: values}
 	case 'U':
-		m = updateMsg{r.uint32("update")} // the tuples are not needed; they are not validated either
+		u := updateMsg{rel: r.uint32("update")}
+		if tuples {
+			kind := r.byte1("update")
+			if r.err == nil && (kind == 'K' || kind == 'O') {
+				var err error
+				if u.old, _, err = r.tupleOf(false); err != nil {
+					return nil, err
+				}
+				u.oldFull = kind == 'O'
+				kind = r.byte1("update")
+			}
+			if r.err == nil && kind != 'N' {
+				return nil, fmt.Errorf("%w: update tuple kind %q", ErrProtocol, kind)
+			}
+			var err error
+			if u.new, u.unchanged, err = r.tupleOf(true); err != nil {
+				return nil, err
+			}
+		}
+		m = u
 	case 'D':
-		m = relIDs{r.uint32("delete")}
+		d := deleteMsg{rel: r.uint32("delete")}
+		if tuples {
+			kind := r.byte1("delete")
+			if r.err == nil && kind != 'K' && kind != 'O' {
+				return nil, fmt.Errorf("%w: delete tuple kind %q", ErrProtocol, kind)
+			}
+			var err error
+			if d.old, _, err = r.tupleOf(false); err != nil {
+				return nil, err
+			}
+			d.oldFull = kind == 'O'
+		}
+		m = d
 	case 'T':
 		n := int(r.uint32("truncate"))
 		r.byte1("truncate options")

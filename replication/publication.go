@@ -24,6 +24,12 @@ type PublicationSetup struct {
 	Fixed []string
 	// Problems are what was wrong with it before the fix.
 	Problems []string
+	// Warnings are what keeps the publication from carrying the updates
+	// and deletes change events want, where that is no error: a
+	// publication not pgoutbox's that publishes inserts only (Debezium
+	// reads no more from it either), or tables whose UPDATE and DELETE
+	// would fail once published, for want of a replica identity.
+	Warnings []string
 }
 
 // Publication is what the catalog says of a publication and of the
@@ -37,6 +43,8 @@ type Publication struct {
 	AllTables bool
 	Schemas   map[string]bool
 	Insert    bool
+	// Update and Delete are pubupdate and pubdelete.
+	Update, Delete bool
 	// ViaRoot is publish_via_partition_root.
 	ViaRoot bool
 	// Ours: pgoutbox created it (its comment says so), or it has the shape
@@ -59,13 +67,13 @@ func InspectPublication(ctx context.Context, conn *pgx.Conn, name string, tables
 	}
 	p := &Publication{Name: name, Schemas: map[string]bool{}, Rels: map[uint32]outbox.Table{}}
 	var (
-		oid                      uint32
-		update, del, owner, mark bool
+		oid         uint32
+		owner, mark bool
 	)
 	err := conn.QueryRow(ctx, `SELECT p.oid, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubviaroot,
   p.pubowner = (SELECT oid FROM pg_roles WHERE rolname = current_user),
   coalesce(obj_description(p.oid, 'pg_publication'), '') = $2
-FROM pg_publication p WHERE p.pubname = $1`, name, publicationMark).Scan(&oid, &p.AllTables, &p.Insert, &update, &del, &p.ViaRoot, &owner, &mark)
+FROM pg_publication p WHERE p.pubname = $1`, name, publicationMark).Scan(&oid, &p.AllTables, &p.Insert, &p.Update, &p.Delete, &p.ViaRoot, &owner, &mark)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
@@ -119,7 +127,7 @@ JOIN pg_class c ON c.oid = r.prrelid JOIN pg_namespace n ON n.oid = c.relnamespa
 			extra = true
 		}
 	}
-	p.Ours = mark || (owner && p.Insert && !update && !del && !p.Broad() && !extra)
+	p.Ours = mark || (owner && p.Insert && !p.Update && !p.Delete && !p.Broad() && !extra)
 	return p, nil
 }
 
@@ -218,7 +226,7 @@ func (p *Publication) namesSomeBelow(t outbox.Table) bool {
 // EnsurePublication checks that the publication exists and publishes every
 // row of the table; see EnsurePublicationFor.
 func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t outbox.Table, create bool) (PublicationSetup, error) {
-	return EnsurePublicationFor(ctx, conn, name, []outbox.Table{t}, create)
+	return EnsurePublicationFor(ctx, conn, name, []outbox.Table{t}, create, false)
 }
 
 // EnsurePublicationFor checks that the publication exists and publishes
@@ -233,7 +241,14 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t outbo
 // error says what to run. A publication
 // that also names tables outside the pipeline is refused: their rows
 // would reach the relay, which does not relay them.
-func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create bool) (PublicationSetup, error) {
+//
+// With changes (change events: Config.ChangeEvents), the publication
+// publishes updates and deletes too: one created does, and one of
+// pgoutbox's is fixed to, unless a table (or a partition) has no replica
+// identity, whose UPDATE and DELETE PostgreSQL refuses once a publication
+// publishes them; that, and another's publication of inserts only, are
+// warnings, not errors.
+func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create, changes bool) (PublicationSetup, error) {
 	var res PublicationSetup
 	p, err := InspectPublication(ctx, conn, name, tables)
 	if err != nil {
@@ -250,7 +265,25 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 			return res, fmt.Errorf("%w: %s (renamed, moved to another schema, or dropped?): pgoutbox relays the tables it is configured for (--table)", ErrNoTable, t)
 		}
 	}
-	createSQL := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert, truncate', publish_via_partition_root = true)", name, strings.Join(quoted, ", "))
+	publish := "insert, truncate"
+	if changes {
+		bare, err := withoutIdentity(ctx, conn, p.Members)
+		if err != nil {
+			return res, err
+		}
+		switch {
+		case len(bare) > 0 && (!p.Exists || !p.Update || !p.Delete):
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s ha%s no replica identity (no primary key, REPLICA IDENTITY DEFAULT or NOTHING): "+
+				"PostgreSQL refuses an UPDATE or DELETE of a table a publication publishes those of, so publication %s does not, and their change events are not streamed; "+
+				"to stream them, give each a primary key or run ALTER TABLE … REPLICA IDENTITY FULL, then ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate');",
+				tablesString(bare), plural(len(bare), "s", "ve"), name, name))
+		case p.Exists && (!p.Update || !p.Delete) && !(p.Ours && create):
+			res.Warnings = append(res.Warnings, fmt.Sprintf("publication %s does not publish updates and deletes: their change events are not streamed (nor are they to Debezium); to stream them, run ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate');", name, name))
+		default:
+			publish = "insert, update, delete, truncate"
+		}
+	}
+	createSQL := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = '%s', publish_via_partition_root = true)", name, strings.Join(quoted, ", "), publish)
 	if !p.Exists {
 		if !create {
 			return res, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or %s;", ErrPublication, name, createSQL)
@@ -268,6 +301,10 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 		return res, nil
 	}
 	fixes, extra := p.check(tables)
+	if changes && publish != "insert, truncate" && (!p.Update || !p.Delete) {
+		fixes = append(fixes, fix{"it does not publish updates and deletes, which change events carry",
+			fmt.Sprintf("ALTER PUBLICATION %s SET (publish = '%s');", name, publish)})
+	}
 	if len(extra) > 0 {
 		names := make([]string, len(extra))
 		drops := make([]string, len(extra))
@@ -305,6 +342,44 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 		}
 	}
 	return res, nil
+}
+
+// withoutIdentity lists the members whose UPDATE and DELETE would fail
+// under a publication publishing them: no replica identity (NOTHING, or
+// DEFAULT without a primary key). A partitioned table holds no rows.
+func withoutIdentity(ctx context.Context, conn *pgx.Conn, members []Member) ([]outbox.Table, error) {
+	oids := make([]uint32, 0, len(members))
+	for _, m := range members {
+		if m.Kind != 'p' {
+			oids = append(oids, m.OID)
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = ANY($1::oid[]) AND (c.relreplident = 'n' OR (c.relreplident = 'd' AND NOT EXISTS
+  (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))) ORDER BY 1, 2`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("look up replica identities: %w", err)
+	}
+	var out []outbox.Table
+	for rows.Next() {
+		var t outbox.Table
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("look up replica identities: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up replica identities: %w", err)
+	}
+	return out, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func notOurs(ours bool) string {

@@ -69,8 +69,13 @@ type Config struct {
 	// existing one may carry every operation). Returning an error ends the
 	// stream with it: what was decoded before the update is delivered,
 	// nothing after it.
-	// Deletes and truncates are only counted.
+	// Deletes and truncates are only counted. Under ChangeEvents it is
+	// not called: updates are rows.
 	OnUpdate func(table outbox.Table, lsn pglogrepl.LSN) error
+	// ChangeEvents reads the updates and deletes of the pipeline's tables
+	// as rows too (outbox.Change's Op, Old), as Debezium's change events
+	// carry them, and a publication pgoutbox creates publishes them.
+	ChangeEvents bool
 	// Messages, when set, selects the logical decoding messages the
 	// stream reads as outbox rows, besides the tables' inserts.
 	Messages *Messages
@@ -376,6 +381,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 
 	dec := newDecoder(s.rels, &s.Counters)
 	dec.onUpdate = s.cfg.OnUpdate
+	dec.changeEvents = s.cfg.ChangeEvents
 	dec.messages = s.cfg.Messages
 	h := newHandoff(out)
 	nextStatus := time.Now()

@@ -915,29 +915,30 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		buf = append(buf, cs.value...)
 		buf = append(buf, `,"payload":`...)
 	}
-	buf = append(buf, `{"before":null,"after":{`...)
-	first := true
-	for i, col := range r.Columns {
-		if _, ok := connectTypeOf(col.typ(), c.vm); !ok || col.Mapper.Exclude {
-			continue
-		}
-		if !first {
-			buf = append(buf, ',')
-		}
-		first = false
-		buf = appendJavaString(buf, col.Name)
-		buf = append(buf, ':')
-		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), c.afterValue(r, i, keyCols), c.optional(col.Name))); reason != "" {
-			return Message{}, &RowError{Column: col.Name, Reason: reason}
-		}
+	buf = append(buf, `{"before":`...)
+	var err error
+	if r.Before == nil {
+		buf = append(buf, "null"...)
+	} else if buf, err = appendRowStruct(buf, c, r, r.Before, keyCols); err != nil {
+		return Message{}, err
 	}
-	buf = append(buf, '}')
+	buf = append(buf, `,"after":`...)
+	if r.Op == OpDelete {
+		buf = append(buf, "null"...)
+	} else if buf, err = appendRowStruct(buf, c, r, r.Values, keyCols); err != nil {
+		return Message{}, err
+	}
 	buf = appendChangeSource(buf, c, r)
 	now := c.Now()
 	buf = append(buf, `,"xmin":null,"origin":null,"origin_lsn":null},"transaction":`...)
 	buf = appendTxBlock(buf, r.Origin.Tx)
 	op := `,"op":"c","ts_ms":`
-	if r.Origin.Snapshot != 0 {
+	switch {
+	case r.Op == OpUpdate:
+		op = `,"op":"u","ts_ms":`
+	case r.Op == OpDelete:
+		op = `,"op":"d","ts_ms":`
+	case r.Origin.Snapshot != 0:
 		op = `,"op":"r","ts_ms":`
 	}
 	buf = append(buf, op...)
@@ -960,6 +961,30 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		msg.Key = nil // an empty slice would be an empty key, not Kafka's null
 	}
 	return msg, nil
+}
+
+// appendRowStruct appends the struct of a row's values, the change
+// event's before or after: its columns of types Debezium maps, less
+// those column.exclude.list leaves out.
+func appendRowStruct(buf []byte, c *DebeziumConfig, r *Record, values [][]byte, keyCols []string) ([]byte, error) {
+	buf = append(buf, '{')
+	first := true
+	for i, col := range r.Columns {
+		if _, ok := connectTypeOf(col.typ(), c.vm); !ok || col.Mapper.Exclude {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = appendJavaString(buf, col.Name)
+		buf = append(buf, ':')
+		var reason string
+		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), c.rowValue(r, values, i, keyCols), c.optional(col.Name))); reason != "" {
+			return buf, &RowError{Column: col.Name, Reason: reason}
+		}
+	}
+	return append(buf, '}'), nil
 }
 
 // appendChangeKey appends the change event's key: the struct of keyCols,

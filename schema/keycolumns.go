@@ -70,12 +70,24 @@ func (c *DebeziumConfig) keyValue(r *Record, j int) []byte {
 	return text
 }
 
-// afterValue is column i's value in the change event's after: a key
-// column's, which MapValues left as it is, mapped here.
-func (c *DebeziumConfig) afterValue(r *Record, i int, keyCols []string) []byte {
-	v := r.Values[i]
-	if col := r.Columns[i]; col.Mapper.changesValues() && slices.Contains(keyCols, col.Name) {
+// rowValue is column i's value of values (the record's, or its Before)
+// in the change event's after or before: a key column's, which MapValues
+// left as it is, mapped here.
+//
+// A NOT NULL column's null, which only a before holds (the old row of an
+// update or a delete under the default replica identity carries the key
+// alone), is what Debezium's converter gives it: the column's default
+// (FillDefaults put it there already), else the type's fallback.
+func (c *DebeziumConfig) rowValue(r *Record, values [][]byte, i int, keyCols []string) []byte {
+	v := values[i]
+	col := r.Columns[i]
+	if col.Mapper.changesValues() && slices.Contains(keyCols, col.Name) {
 		v, _ = col.Mapper.mapValue(col, v)
+	}
+	if v == nil && !c.optional(col.Name) {
+		if text, ok := keyFallback(keyType(col)); ok {
+			return text
+		}
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -18,6 +19,7 @@ const (
 	oidTimestamp   uint32 = 1114
 	oidTimestamptz uint32 = 1184
 	oidJSONB       uint32 = 3802
+	oidXML         uint32 = 142
 )
 
 // maxIdentifierLen is the longest Postgres identifier (NAMEDATALEN-1 bytes).
@@ -83,6 +85,11 @@ type Columns struct {
 	// Only a NULL aggregate type is a poison row: Debezium's router fails
 	// on it.
 	PassThrough bool
+	// AnyShape (with PassThrough) binds a table of any columns, none of
+	// them required: Debezium's change events carry the row whole, keyed
+	// by the table's key, and read the outbox columns only where the
+	// table has them.
+	AnyShape bool
 }
 
 // DefaultTraceColumn is Debezium's tracing.span.context.field default.
@@ -224,10 +231,11 @@ type Binding struct {
 	mod   [numFields]int32  // type modifier per bound field
 	name  [numFields]string // column name per field, for RowErrors
 
-	cols    []Column          // the table's columns, in table order
-	add     []AdditionalField // Columns.Additional, aliases defaulted
-	addI    []int             // column index per additional field
-	partial bool              // made by BindAny: Record fails
+	cols     []Column          // the table's columns, in table order
+	add      []AdditionalField // Columns.Additional, aliases defaulted
+	addI     []int             // column index per additional field
+	partial  bool              // made by BindAny: Record fails
+	anyShape bool              // Columns.AnyShape: no column is required
 
 	passThrough bool
 	// envelope tells that an additional field is placed in the envelope,
@@ -271,7 +279,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	timeDefaulted, headersDefaulted := c.Time == "", c.Headers == "" && !c.PassThrough && !c.NoHeaders
 	c = c.withDefaults()
 	names := c.fields()
-	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, versionI: -1, traceI: -1}
+	b := &Binding{ncols: len(cols), name: names, cols: cols, passThrough: c.PassThrough, anyShape: c.AnyShape && c.PassThrough, versionI: -1, traceI: -1}
 	for f := range b.idx {
 		b.idx[f] = -1
 	}
@@ -289,7 +297,7 @@ func (c Columns) Bind(cols []Column) (*Binding, error) {
 	}
 	var missing []string
 	for f := fID; f <= fPayload; f++ {
-		if b.idx[f] < 0 && !(f == fType && c.PassThrough) {
+		if b.idx[f] < 0 && !(f == fType && c.PassThrough) && !(c.AnyShape && c.PassThrough) {
 			missing = append(missing, names[f])
 		}
 	}
@@ -416,6 +424,14 @@ type Record struct {
 	// built by a Binding.
 	Columns []Column
 	Values  [][]byte
+	// Op is the row's operation (Debezium's change event): an insert,
+	// an update or a delete, whose Values are the row it deleted.
+	Op Op
+	// Before is the row before an update or a delete, as the change
+	// event's before carries it, in table order like Values; nil when
+	// there is none (an insert, or an update of which the server sent no
+	// old row).
+	Before [][]byte
 
 	bind  *Binding // the binding that built the record, for column types
 	nulls uint8    // bit f set: field f's column is NULL (PassThrough)
@@ -424,6 +440,18 @@ type Record struct {
 // null reports whether field f's column was NULL (only under PassThrough;
 // elsewhere a NULL is a RowError).
 func (r *Record) null(f int) bool { return r.nulls&(1<<f) != 0 }
+
+// Op is a row's operation, as a change event's op names it.
+type Op uint8
+
+const (
+	// OpInsert is an insert (op c), or a snapshot's read (op r).
+	OpInsert Op = iota
+	// OpUpdate is an update (op u).
+	OpUpdate
+	// OpDelete is a delete (op d).
+	OpDelete
+)
 
 // FieldValue is one additional column's value.
 type FieldValue struct {
@@ -656,7 +684,7 @@ func (b *Binding) passRecord(values [][]byte, commitTime time.Time) (Record, err
 	for f := fID; f <= fType; f++ {
 		i := b.idx[f]
 		if i < 0 || values[i] == nil {
-			if f == fAggregateType {
+			if f == fAggregateType && !b.anyShape {
 				return Record{}, &RowError{Column: b.name[f], Reason: "null aggregate type (Debezium's router fails on it: the topic is routed by it)"}
 			}
 			nulls |= 1 << f
@@ -666,7 +694,9 @@ func (b *Binding) passRecord(values [][]byte, commitTime time.Time) (Record, err
 	}
 	r := b.record(values, total)
 	r.nulls = nulls
-	r.Payload = values[b.idx[fPayload]]
+	if i := b.idx[fPayload]; i >= 0 {
+		r.Payload = values[i]
+	}
 	if r.Payload == nil {
 		r.nulls |= 1 << fPayload
 	}
@@ -724,4 +754,23 @@ func (b *Binding) raw(f int, values [][]byte) string {
 		return string(values[i])
 	}
 	return ""
+}
+
+// UnavailablePlaceholder is what a change event carries for a TOAST value
+// an update left unchanged, which the server does not send: Debezium's
+// unavailable.value.placeholder default.
+const UnavailablePlaceholder = "__debezium_unavailable_value"
+
+// Unavailable is the text value standing for col's unchanged TOAST value
+// (UnavailablePlaceholder), as Debezium's connector gives it for a
+// string, JSON, XML or bytea column; nil (a NULL) for the types it has no
+// placeholder of here.
+func Unavailable(col Column) []byte {
+	switch {
+	case stringColumn(col.TypeOID), col.TypeOID == oidJSON, col.TypeOID == oidJSONB, col.TypeOID == oidXML:
+		return []byte(UnavailablePlaceholder)
+	case col.TypeOID == oidBytea:
+		return []byte(`\x` + hex.EncodeToString([]byte(UnavailablePlaceholder)))
+	}
+	return nil
 }

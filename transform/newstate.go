@@ -11,15 +11,18 @@ import (
 const NewStateClass = "io.debezium.transforms.ExtractNewRecordState"
 
 // newState is ExtractNewRecordState (Debezium 3.6.1) for the change events
-// pgoutbox writes, inserts and snapshot reads: the value becomes the row
-// (after), with the envelope's fields add.fields names; add.headers names
-// fields to copy into headers; under delete.tombstone.handling.mode
-// rewrite a __deleted field says "false". A record that is not a change
-// event passes unchanged, as it does in Debezium.
+// pgoutbox writes: the value of an insert, a snapshot read or an update
+// becomes the row (after), with the envelope's fields add.fields names;
+// add.headers names fields to copy into headers; under
+// delete.tombstone.handling.mode rewrite a __deleted field says "false".
+// A delete and the tombstone after it become what the mode says (see
+// apply). A record that is not a change event passes unchanged, as it
+// does in Debezium.
 type newState struct {
 	fields, headers []fieldRef
 	routeBy         string
-	rewrite         bool
+	mode            string // delete.tombstone.handling.mode, lower case
+	rewrite         bool   // mode rewrite or rewrite-with-tombstone
 	// own holds each after field's schema as the row's struct has it
 	// (not optional), by the field's: one per table's shape.
 	own sync.Map // *Schema -> *Schema
@@ -36,7 +39,8 @@ type fieldRef struct {
 func newNewState(o *options) transformation {
 	t := &newState{}
 	mode, _ := o.str("delete.tombstone.handling.mode", false, "tombstone")
-	switch strings.ToLower(mode) {
+	t.mode = strings.ToLower(mode)
+	switch t.mode {
 	case "rewrite", "rewrite-with-tombstone":
 		t.rewrite = true
 	case "drop", "tombstone", "delete-to-tombstone":
@@ -148,6 +152,15 @@ func basics(s *Schema) *Schema {
 }
 
 func (t *newState) apply(r *Record) (bool, error) {
+	if r.Value == nil && r.ValueSchema == nil {
+		// A tombstone (handleTombstoneRecord): an op header says d.
+		for _, h := range t.headers {
+			if h.parent == "" && h.field == "op" {
+				r.Headers = append(r.Headers, Header{Key: h.name, Schema: &Schema{Type: String}, Value: "d"})
+			}
+		}
+		return t.mode == "rewrite-with-tombstone", nil
+	}
 	env, ok := r.Value.(*Struct)
 	if !ok || r.ValueSchema == nil || !isChangeEvent(r.ValueSchema) {
 		return true, nil
@@ -159,45 +172,85 @@ func (t *newState) apply(r *Record) (bool, error) {
 	}
 	a := r.ValueSchema.field("after")
 	after, _ := env.Values[a].(*Struct)
-	if after == nil {
-		return true, nil // not an insert or a read: pgoutbox writes none
+	if after != nil {
+		s, v := t.row(r.ValueSchema.Fields[a].Schema, after, "false")
+		s, v = t.routed(r, s, v, v)
+		r.ValueSchema, r.Value = t.added(env, s, v)
+		return true, nil
 	}
-	s, v := r.ValueSchema.Fields[a].Schema, after
+	b := r.ValueSchema.field("before")
+	before, _ := env.Values[b].(*Struct)
+	if before == nil {
+		return true, nil // a truncate's: pgoutbox writes none
+	}
+	// A delete (handleDeleteRecord).
+	switch t.mode {
+	case "drop":
+		return false, nil
+	case "tombstone":
+		// ExtractField$Value of after: a null value, with after's schema.
+		r.ValueSchema, r.Value = r.ValueSchema.Fields[a].Schema, nil
+		t.routed(r, nil, nil, before)
+	case "delete-to-tombstone":
+		r.ValueSchema, r.Value = nil, nil
+		t.routed(r, nil, nil, before)
+	default: // rewrite, rewrite-with-tombstone: the old row, __deleted "true"
+		s, v := t.row(r.ValueSchema.Fields[b].Schema, before, "true")
+		t.routed(r, s, v, before)
+		r.ValueSchema, r.Value = t.added(env, s, v)
+	}
+	return true, nil
+}
+
+// row is the row's struct v of the envelope's field schema f, as the
+// record's value: its own schema, with __deleted = deleted under rewrite.
+func (t *newState) row(f *Schema, v *Struct, deleted string) (*Schema, *Struct) {
+	s := f
 	if s.Optional {
 		// Debezium builds the row's struct with the table's Value schema,
 		// which the envelope's after field holds as an optional copy; the
 		// record it makes of the row has the struct's own.
 		s = t.ownSchema(s)
-		v = &Struct{Schema: s, Values: after.Values}
+		v = &Struct{Schema: s, Values: v.Values}
 	}
 	if t.rewrite {
-		// InsertField$Value with static.field __deleted, "false".
+		// InsertField$Value with static.field __deleted.
 		ns := s.withBasics()
 		ns.Fields = append(append([]Field(nil), s.Fields...), Field{Name: "__deleted", Schema: &Schema{Type: String, Optional: true}})
-		nv := &Struct{Schema: ns, Values: append(append([]any(nil), v.Values...), "false")}
-		s, v = ns, nv
+		s, v = ns, &Struct{Schema: ns, Values: append(append([]any(nil), v.Values...), deleted)}
 	}
+	return s, v
+}
+
+// routed sets r's topic to the row's route.by.field, read from from (the
+// row, or a delete's before), when it is a non-blank string; it returns
+// s and v as they are.
+func (t *newState) routed(r *Record, s *Schema, v, from *Struct) (*Schema, *Struct) {
 	if t.routeBy != "" {
-		if i := s.field(t.routeBy); i >= 0 {
-			if topic, ok := v.Values[i].(string); ok && strings.TrimSpace(topic) != "" {
+		if i := from.Schema.field(t.routeBy); i >= 0 {
+			if topic, ok := from.Values[i].(string); ok && strings.TrimSpace(topic) != "" {
 				r.Topic = topic
 			}
 		}
 	}
-	if len(t.fields) > 0 {
-		ns := s.withBasics()
-		ns.Fields = append([]Field(nil), s.Fields...)
-		nv := &Struct{Schema: ns, Values: append([]any(nil), v.Values...)}
-		for _, f := range t.fields {
-			if fs, fv, ok := f.lookup(env); ok {
-				ns.Fields = append(ns.Fields, Field{Name: f.name, Schema: fs})
-				nv.Values = append(nv.Values, fv)
-			}
-		}
-		s, v = ns, nv
+	return s, v
+}
+
+// added is the row s, v with the envelope's fields add.fields names.
+func (t *newState) added(env *Struct, s *Schema, v *Struct) (*Schema, *Struct) {
+	if len(t.fields) == 0 {
+		return s, v
 	}
-	r.ValueSchema, r.Value = s, v
-	return true, nil
+	ns := s.withBasics()
+	ns.Fields = append([]Field(nil), s.Fields...)
+	nv := &Struct{Schema: ns, Values: append([]any(nil), v.Values...)}
+	for _, f := range t.fields {
+		if fs, fv, ok := f.lookup(env); ok {
+			ns.Fields = append(ns.Fields, Field{Name: f.name, Schema: fs})
+			nv.Values = append(nv.Values, fv)
+		}
+	}
+	return ns, nv
 }
 
 // ownSchema is the after field's schema f as the row's struct has it:

@@ -42,6 +42,7 @@ type mappingFlags struct {
 	binaryHandling             string
 	transforms                 string
 	txMeta                     bool
+	tombstonesOnDelete         bool
 	txTopic                    string
 	keyRegistry, valueRegistry *registryFlags
 }
@@ -61,6 +62,8 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.SchemaVersion, "column-schema-version", "", "debezium-outbox: an integer column, the value schema's version (Debezium table.field.event.schema.version)")
 	fs.StringVar(&cfg.Columns.Trace, "column-trace", schema.DefaultTraceColumn, "optional column holding the writer's trace context, a W3C traceparent or Properties text with traceparent=... (Debezium tracing.span.context.field); sent as traceparent and tracestate headers")
 	fs.StringVar(&cfg.OnUpdate, "on-update", relay.UpdateWarn, "an UPDATE of the outbox table in the stream (an existing publication of every operation): warn or error log it, fatal stops (Debezium table.op.invalid.behavior)")
+	fs.StringVar(&cfg.SkippedOperations, "skipped-operations", "t", "--format debezium: the change events not published, any of c (inserts), u (updates), d (deletes), t (truncates), comma-separated, or none (Debezium skipped.operations)")
+	fs.BoolVar(&m.tombstonesOnDelete, "tombstones-on-delete", true, "--format debezium: a delete's change event is followed by a tombstone, its key with a null value (Debezium tombstones.on.delete)")
 	registerPollFlags(fs, &cfg.Poll)
 	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope|partition[:alias],... (Debezium table.fields.additional.placement)")
 	fs.StringVar(&m.additionalMissing, "column-additional-missing", "error", "an additional column the table lacks: error, or ignore it (Debezium table.field.additional.missing)")
@@ -268,6 +271,7 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 		return fmt.Errorf("--json-payload-null-behavior %q: use ignore or optional_bytes", m.nullBehavior)
 	}
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
+	cfg.NoTombstones = !m.tombstonesOnDelete
 	cfg.Encoder.Debezium.ContextHeaders = m.contextHeaders
 	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version

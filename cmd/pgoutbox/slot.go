@@ -106,10 +106,10 @@ func slotCreate(ctx context.Context, conn *pgx.Conn, c common, rcfg replication.
 		return err
 	}
 	switch {
-	case res.PublicationCreated:
+	case res.Publication.Created:
 		fmt.Fprintf(stdout, "publication %s created for %s\n", c.publication, strings.Join(tables, ", "))
-	case len(res.PublicationFixed) > 0:
-		fmt.Fprintf(stdout, "publication %s fixed (%s): ran %s\n", c.publication, strings.Join(res.PublicationProblems, "; "), strings.Join(res.PublicationFixed, " "))
+	case len(res.Publication.Fixed) > 0:
+		fmt.Fprintf(stdout, "publication %s fixed (%s): ran %s\n", c.publication, strings.Join(res.Publication.Problems, "; "), strings.Join(res.Publication.Fixed, " "))
 	default:
 		fmt.Fprintf(stdout, "publication %s already covers %s\n", c.publication, strings.Join(tables, ", "))
 	}

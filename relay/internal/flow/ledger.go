@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Entry is a row's place in its ledger: its transaction (WAL) or its index
@@ -65,7 +66,9 @@ func (l *WALLedger) Skip(c *outbox.Change) bool {
 		return true
 	}
 	set := l.polled.of(c)
-	if len(set) == 0 {
+	if len(set) == 0 || c.Op != schema.OpInsert {
+		// Polling read inserts only: an update or a delete (a change
+		// event's) is none of its rows.
 		return false
 	}
 	if seq, ok := SeqOf(c.Relation, c.Values, l.order); ok && set.Take(seq) {

@@ -1,0 +1,190 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgoutbox/pgoutbox/test/kafkatest"
+	"github.com/pgoutbox/pgoutbox/test/testenv"
+)
+
+// customersDDL is Debezium's tutorial table of customers, with a version
+// the writer counts up, and rows the team already has.
+const customersDDL = `CREATE TABLE public.customers (
+  id integer NOT NULL PRIMARY KEY,
+  first_name varchar(255) NOT NULL,
+  last_name varchar(255) NOT NULL,
+  email varchar(255) NOT NULL,
+  version integer NOT NULL DEFAULT 0);
+INSERT INTO public.customers (id, first_name, last_name, email)
+  SELECT i, 'first' || i, 'last' || i, 'c' || i || '@example.com' FROM generate_series(1, 100) i`
+
+// customersConfig is a Kafka Connect configuration of the table as
+// teams keep one: no router, JsonConverter without schemas.
+func customersConfig(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	return writeConnector(t, map[string]string{
+		"connector.class":   "io.debezium.connector.postgresql.PostgresConnector",
+		"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
+		"topic.prefix": "shop", "plugin.name": "pgoutput",
+		"table.include.list":             "public.customers",
+		"key.converter":                  "org.apache.kafka.connect.json.JsonConverter",
+		"key.converter.schemas.enable":   "false",
+		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable": "false",
+	})
+}
+
+// customerEvent is one change of a customer as the test reads it: the op
+// and the version after it ("r:0", "c:0", "u:3", "d:3"), or "tombstone".
+func customerEvent(t *testing.T, value []byte) string {
+	t.Helper()
+	if value == nil {
+		return "tombstone"
+	}
+	var v struct {
+		Op            string
+		Before, After *struct{ Version int }
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		t.Fatalf("change event %s: %v", value, err)
+	}
+	row := v.After
+	if v.Op == "d" {
+		row = v.Before
+	}
+	if row == nil {
+		t.Fatalf("change event without its row: %s", value)
+	}
+	return fmt.Sprintf("%s:%d", v.Op, row.Version)
+}
+
+// A Debezium configuration of an ordinary table, whose rows are already
+// there, run through the binary: the snapshot reads them (op r), then
+// inserts, updates and deletes stream while pgoutbox is killed (SIGKILL)
+// twice and started again. Every committed change of every customer
+// arrives, in its commit order (copies sent again after a kill aside),
+// nothing arrives that was not committed, each delete is followed by its
+// tombstone, and the last record of each key is the table's final state. The delete's before, under the
+// default replica identity, holds the key and the NOT NULL columns'
+// fallbacks (version 0).
+func TestChangeEventsThroughKills(t *testing.T) {
+	e := testenv.NewBare(t, customersDDL)
+	conf := customersConfig(t, e)
+	const topic = "shop.public.customers"
+	ctx := context.Background()
+
+	// committed is each customer's changes in commit order.
+	committed := map[int][]string{}
+	for id := 1; id <= 100; id++ {
+		committed[id] = []string{"r:0"}
+	}
+	p := e.Run(t, "--config", conf)
+	cl := kafkatest.NewConsumer(t, e.Brokers, topic)
+	got := map[int][]string{}
+	read := func(want func() bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !want() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not arrive within 90s; pgoutbox:\n%s", what, p.Out.String())
+			}
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			fetches := cl.PollFetches(pctx)
+			cancel()
+			for _, r := range fetches.Records() {
+				var key struct{ ID int }
+				if err := json.Unmarshal(r.Key, &key); err != nil || key.ID == 0 {
+					t.Fatalf("key %s: %v", r.Key, err)
+				}
+				got[key.ID] = append(got[key.ID], customerEvent(t, r.Value))
+			}
+		}
+	}
+	read(func() bool { return len(got) == 100 }, "the snapshot of 100 customers")
+
+	rng := rand.New(rand.NewPCG(7, 11))
+	version := map[int]int{}
+	exists := map[int]bool{}
+	for id := 1; id <= 100; id++ {
+		exists[id] = true
+	}
+	const changes = 1500
+	for i := 0; i < changes; i++ {
+		if i == changes/3 || i == 2*changes/3 {
+			p.Signal(t, syscall.SIGKILL)
+			p = e.Run(t, "--config", conf)
+		}
+		id := 1 + rng.IntN(150)
+		var sql string
+		switch {
+		case !exists[id]:
+			sql = fmt.Sprintf("INSERT INTO public.customers (id, first_name, last_name, email) VALUES (%d, 'f', 'l', 'c%d@example.com')", id, id)
+			exists[id], version[id] = true, 0
+			committed[id] = append(committed[id], "c:0")
+		case rng.IntN(10) == 0:
+			sql = fmt.Sprintf("DELETE FROM public.customers WHERE id = %d", id)
+			exists[id] = false
+			// The default identity sends the key alone: the before's
+			// version is the NOT NULL column's default.
+			committed[id] = append(committed[id], "d:0", "tombstone")
+		default:
+			version[id]++
+			sql = fmt.Sprintf("UPDATE public.customers SET version = %d, email = 'v%d-%d@example.com' WHERE id = %d", version[id], version[id], id, id)
+			committed[id] = append(committed[id], fmt.Sprintf("u:%d", version[id]))
+		}
+		if _, err := e.Conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	final := func() bool {
+		for id, want := range committed {
+			g := got[id]
+			if len(g) == 0 || g[len(g)-1] != want[len(want)-1] || len(g) < len(want) {
+				return false
+			}
+		}
+		return true
+	}
+	read(final, "every customer's last change")
+	time.Sleep(time.Second) // a late copy would show
+	read(func() bool { return true }, "")
+
+	copies := 0
+	for id, want := range committed {
+		g := got[id]
+		if !isSubsequence(want, g) {
+			t.Errorf("customer %d: committed %v, read %v: a change lost or out of order", id, want, g)
+			continue
+		}
+		for _, ev := range g {
+			if !slices.Contains(want, ev) {
+				t.Errorf("customer %d: read %q, which was never committed (%v)", id, ev, want)
+			}
+		}
+		copies += len(g) - len(want)
+	}
+	t.Logf("%d changes of %d customers read, %d of them copies sent again after a kill", changes, len(committed), copies)
+	if !strings.Contains(p.Out.String(), `"msg":"streaming"`) {
+		t.Errorf("the last run did not stream:\n%s", p.Out.String())
+	}
+}
+
+// isSubsequence tells whether want's items appear in got in order.
+func isSubsequence(want, got []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
