@@ -47,7 +47,9 @@ func CheckMapping(ctx context.Context, conn *pgx.Conn, cfg Config) (unreadHeader
 func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 	cfg.Defaults()
 	cols = cfg.Encoder.Debezium.MapColumns(t.Schema, t.Name, cols)
-	err := cfg.Columns.Check(cols, cfg.Encoder)
+	enc := cfg.Encoder
+	enc.Debezium = enc.Debezium.ForTable(t.Schema, t.Name)
+	err := cfg.Columns.Check(cols, enc)
 	switch {
 	case err == nil:
 		return nil
@@ -56,10 +58,6 @@ func CheckColumns(t outbox.Table, cols []schema.Column, cfg Config) error {
 		switch cfg.Encoder.Format {
 		case schema.CloudEvents, schema.CloudEventsBinary:
 			hint += " and --column-type: a CloudEvent needs a type (--format debezium-outbox needs no type column)"
-		case schema.Debezium:
-			// A Debezium configuration without the router on a table of
-			// the application's: Debezium's connector captures any table.
-			hint += "; pgoutbox relays outbox tables, and makes Debezium's change events (a configuration without the Outbox Event Router) of those only, not of any table Debezium's connector captures"
 		}
 		return fmt.Errorf("the outbox table %s cannot be relayed with this mapping: %w; %s", t, err, hint)
 	default:

@@ -272,7 +272,7 @@ func (p *publisher) bind(rel *outbox.Relation) binding {
 		return b
 	}
 	var bd binding
-	b, err := p.cols.Bind(p.pipe.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
+	b, err := p.cols.BindTable(rel.Schema, rel.Name, p.pipe.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 	if err != nil {
 		bd.err = fmt.Errorf("table %s.%s: %w", rel.Schema, rel.Name, err)
 		if p.historic {

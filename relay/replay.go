@@ -168,7 +168,7 @@ func (r *replayer) record(ctx context.Context, d store.DeadLetter) (*kgo.Record,
 			return nil, err
 		}
 	}
-	b, err := r.cols.Bind(p.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
+	b, err := r.cols.BindTable(rel.Schema, rel.Name, p.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 	if err != nil {
 		return nil, err
 	}

@@ -187,8 +187,11 @@ func (c *DebeziumConfig) defaultValue(column string, t pgType) []byte {
 // so those columns keep it. values is returned as it is when nothing
 // changes, and is never written to.
 func (e *Encoder) FillDefaults(b *Binding, values [][]byte) [][]byte {
-	c := &e.dbz
-	if len(c.Defaults) == 0 || (e.format != Debezium && e.format != DebeziumOutbox) || b == nil || len(values) != len(b.cols) {
+	if (e.format != Debezium && e.format != DebeziumOutbox) || b == nil || len(values) != len(b.cols) {
+		return values
+	}
+	c := e.dbzFor(b.schemaName, b.table)
+	if len(c.Defaults) == 0 {
 		return values
 	}
 	var out [][]byte

@@ -195,7 +195,7 @@ func (e *Encoder) MapValues(b *Binding, values [][]byte) [][]byte {
 	}
 	var keyCols []string
 	if e.format == Debezium {
-		keyCols = e.dbz.keyColumns(b.name[fID])
+		keyCols = e.dbzFor(b.schemaName, b.table).keyColumns(b.name[fID])
 	}
 	var out [][]byte
 	for i, col := range b.cols {

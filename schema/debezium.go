@@ -232,6 +232,12 @@ type DebeziumConfig struct {
 	// applies only when KeyColumns is empty; the outbox router's records
 	// keep the aggregate id.
 	NullKey bool
+	// Tables are the shapes of a pipeline's other tables, by
+	// "schema.table", whose NotNull, Defaults, KeyColumns and NullKey
+	// differ from the ones above (the first table's): the change events
+	// of tables of different columns. A table not in it has the ones
+	// above.
+	Tables map[string]TableShape
 	// Now is the clock for the change event's ts_ms; default time.Now.
 	Now func() time.Time
 	// ContextHeaders adds the headers Debezium's connectors put on every
@@ -271,6 +277,35 @@ type DebeziumConfig struct {
 
 	vm           valueModes // the value options, compacted by withDefaults
 	defaultCache *sync.Map  // defaultKey: the default as JSON; set by withDefaults
+}
+
+// TableShape is what a table's change events take from the catalog:
+// DebeziumConfig's fields of the same names.
+type TableShape struct {
+	NotNull    map[string]bool
+	Defaults   map[string]string
+	KeyColumns []string
+	NullKey    bool
+}
+
+// ForTable is c for the table schemaName.table: its shape from Tables
+// where it has one there.
+func (c DebeziumConfig) ForTable(schemaName, table string) DebeziumConfig {
+	sh, ok := c.Tables[schemaName+"."+table]
+	if !ok {
+		return c
+	}
+	return c.withShape(sh)
+}
+
+// withShape is c with the table shape sh.
+func (c DebeziumConfig) withShape(sh TableShape) DebeziumConfig {
+	c.NotNull, c.Defaults, c.KeyColumns, c.NullKey = sh.NotNull, sh.Defaults, sh.KeyColumns, sh.NullKey
+	c.defaultCache = nil
+	if len(c.Defaults) > 0 {
+		c.defaultCache = &sync.Map{}
+	}
+	return c
 }
 
 func (c DebeziumConfig) withDefaults(f Format) DebeziumConfig {
@@ -876,7 +911,7 @@ func appendChangeSource(buf []byte, c *DebeziumConfig, r *Record) []byte {
 // ts_ns}. Columns of types Debezium does not map are left out, as Debezium
 // does (include.unknown.datatypes=false).
 func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
-	c := &e.dbz
+	c := e.dbzFor(r.Origin.Schema, r.Origin.Table)
 	if r.Columns == nil || len(r.Columns) != len(r.Values) {
 		return Message{}, errors.New("schema: the debezium change event needs the whole row (a Record built by a Binding)")
 	}

@@ -147,6 +147,8 @@ type Encoder struct {
 
 	dbz           DebeziumConfig // the Debezium formats, defaults applied
 	changeSchemas changeSchemas  // the change event's schemas, per table
+	// tables is dbz for each table of dbz.Tables, by "schema.table".
+	tables map[string]*DebeziumConfig
 
 	nats bool // the NATS binding's binary mode
 	amqp bool // the AMQP binding's binary mode
@@ -170,7 +172,24 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 	}
 	e.headers = []Header{{Key: "content-type", Value: []byte(structuredContentType)}}
 	e.headers = e.headers[:1:1]
+	for name, sh := range e.dbz.Tables {
+		if e.tables == nil {
+			e.tables = make(map[string]*DebeziumConfig, len(e.dbz.Tables))
+		}
+		d := e.dbz.withShape(sh)
+		e.tables[name] = &d
+	}
 	return e, nil
+}
+
+// dbzFor is the Debezium formats' configuration for the table
+// schemaName.table: its own shape (DebeziumConfig.Tables), or the
+// encoder's.
+func (e *Encoder) dbzFor(schemaName, table string) *DebeziumConfig {
+	if d, ok := e.tables[schemaName+"."+table]; ok {
+		return d
+	}
+	return &e.dbz
 }
 
 // Format returns the encoder's format.

@@ -236,6 +236,8 @@ type Binding struct {
 	addI     []int             // column index per additional field
 	partial  bool              // made by BindAny: Record fails
 	anyShape bool              // Columns.AnyShape: no column is required
+	// schemaName and table name the table BindTable bound, "" for Bind.
+	schemaName, table string
 
 	passThrough bool
 	// envelope tells that an additional field is placed in the envelope,
@@ -263,6 +265,16 @@ func (b *Binding) UnreadHeaders() string { return b.unreadHeaders }
 // it was named, or "" when there is none.
 func (b *Binding) DefaultHeaders() string { return b.defaultHeaders }
 
+// BindTable is Bind for the columns of the table schemaName.table, whose
+// change events take that table's shape (DebeziumConfig.Tables).
+func (c Columns) BindTable(schemaName, table string, cols []Column) (*Binding, error) {
+	b, err := c.Bind(cols)
+	if b != nil {
+		b.schemaName, b.table = schemaName, table
+	}
+	return b, err
+}
+
 // Bind maps a table's columns (in table order) to the record fields. Missing
 // required columns (id, aggregatetype, aggregateid, type, payload; without
 // type under PassThrough) give an error wrapping [ErrMissingColumn] naming
@@ -271,7 +283,8 @@ func (b *Binding) DefaultHeaders() string { return b.defaultHeaders }
 // time column left to its default name only when it is a timestamp. A column
 // name that appears twice, or a column whose type cannot serve its role (a
 // schema version or partition that is not an integer, a time that is not a
-// timestamp), is an error wrapping [ErrColumnType].
+// timestamp), is an error wrapping [ErrColumnType]. Under AnyShape (with
+// PassThrough) no column is required.
 func (c Columns) Bind(cols []Column) (*Binding, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err

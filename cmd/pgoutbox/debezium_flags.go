@@ -129,45 +129,50 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	if format != schema.Debezium && format != schema.DebeziumOutbox {
 		return nil
 	}
-	shape, err := tableInfo(ctx, c, tables[0])
-	if err != nil {
-		return err
-	}
-	// One mapping for every table: the Debezium formats' schemas and keys
-	// are read from the first, and the others must agree.
-	for _, other := range tables[1:] {
-		o, err := tableInfo(ctx, c, other)
+	// Each table's shape: change events take their own table's (the
+	// first's in the fields, the others' in Tables where they differ);
+	// the router's records one mapping, so its tables must agree.
+	var first schema.TableShape
+	for i, table := range tables {
+		shape, err := tableInfo(ctx, c, table)
 		if err != nil {
 			return err
 		}
-		if !o.equal(shape) {
-			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key, defaults); %s and %s differ: run a pipeline per table", format, tables[0], other)
-		}
-	}
-	cfg.Encoder.Debezium.NotNull = shape.notNull
-	cfg.Encoder.Debezium.KeyColumns = shape.key
-	cfg.Encoder.Debezium.Defaults = shape.defaults
-	if m.messageKeyColumns != "" {
-		var keys [][]string
-		for _, table := range tables {
-			t, _ := outbox.ParseTable(table) // parsed by tableInfo
-			key, err := messageKey(m.messageKeyColumns, t, shape.columns)
+		t, _ := outbox.ParseTable(table) // parsed by tableInfo
+		key := shape.key
+		if m.messageKeyColumns != "" {
+			mk, err := messageKey(m.messageKeyColumns, t, shape.columns)
 			if err != nil {
 				return err
 			}
-			keys = append(keys, key)
-			if !slices.Equal(key, keys[0]) {
-				return fmt.Errorf("--message-key-columns gives %s another key than %s: run a pipeline per table", table, tables[0])
+			if mk != nil {
+				key = mk
 			}
 		}
-		if keys[0] != nil {
-			cfg.Encoder.Debezium.KeyColumns = keys[0]
+		// Debezium writes a table without a key with a null Kafka key,
+		// not the id column's.
+		sh := schema.TableShape{NotNull: shape.notNull, Defaults: shape.defaults, KeyColumns: key, NullKey: len(key) == 0}
+		switch {
+		case i == 0:
+			first = sh
+			d := &cfg.Encoder.Debezium
+			d.NotNull, d.Defaults, d.KeyColumns, d.NullKey = sh.NotNull, sh.Defaults, sh.KeyColumns, sh.NullKey
+		case sameShape(sh, first):
+		case format == schema.DebeziumOutbox:
+			return fmt.Errorf("--format %s with several tables needs them of one shape (columns, NOT NULL, primary key, defaults); %s and %s differ: run a pipeline per table", format, tables[0], table)
+		default:
+			if cfg.Encoder.Debezium.Tables == nil {
+				cfg.Encoder.Debezium.Tables = map[string]schema.TableShape{}
+			}
+			cfg.Encoder.Debezium.Tables[t.Schema+"."+t.Name] = sh
 		}
 	}
-	// Debezium writes a table without a key with a null Kafka key, not
-	// the id column's.
-	cfg.Encoder.Debezium.NullKey = len(cfg.Encoder.Debezium.KeyColumns) == 0
 	return nil
+}
+
+// sameShape tells whether two tables have one shape.
+func sameShape(a, b schema.TableShape) bool {
+	return maps.Equal(a.NotNull, b.NotNull) && maps.Equal(a.Defaults, b.Defaults) && slices.Equal(a.KeyColumns, b.KeyColumns) && a.NullKey == b.NullKey
 }
 
 // messageKey is the key Debezium's message.key.columns (CustomKeyMapper)
@@ -410,10 +415,6 @@ type tableShape struct {
 	key      []string
 	defaults map[string]string
 	columns  []string // in the table's order
-}
-
-func (a tableShape) equal(b tableShape) bool {
-	return maps.Equal(a.notNull, b.notNull) && slices.Equal(a.key, b.key) && maps.Equal(a.defaults, b.defaults)
 }
 
 // tableInfo reads the table's shape. indkey is an int2vector, whose

@@ -292,6 +292,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 	if err := heartbeatRecords(&cfg, log); err != nil {
 		return cfg, nil, err
 	}
+	if f.sink == sinkPubSub && !flagSet(fs, "tombstones-on-delete") {
+		// Debezium Server's Pub/Sub sink takes no tombstone, and its
+		// engine turns tombstones.on.delete off unless it is given.
+		cfg.NoTombstones = true
+	}
 	if err := ownTopics(cfg, f.sink, f.sns.topicARNPrefix); err != nil {
 		return cfg, nil, err
 	}
