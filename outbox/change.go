@@ -65,6 +65,10 @@ type Change struct {
 	// the key unchanged).
 	Old     [][]byte
 	OldFull bool
+	// Ordinal (KindRow, from the stream) is the row's place among its
+	// transaction's rows, from 1: with FinalLSN it names the change
+	// (several rows a COPY wrote share one WAL record, so LSN does not).
+	Ordinal uint32
 	// Unchanged (an update) marks the columns whose TOAST value the
 	// update left as it was, which the server did not send (nil in
 	// Values); nil when there is none.

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -222,7 +223,7 @@ func (p *publisher) tombstone(ctx context.Context, i int, b *schema.Binding, c *
 		return nil // a transform dropped it
 	}
 	if p.eventIDs {
-		rec.Context = outbox.WithEventID(rec.Context, eventID(b, c, "tombstone"))
+		rec.Context = outbox.WithEventID(rec.Context, p.eventID(b, c, "tombstone"))
 	}
 	return p.produceExtra(i, c, rec, "tombstone of "+b.RawID(c.Values))
 }
@@ -249,22 +250,28 @@ func (p *publisher) produceExtra(i int, c *outbox.Change, rec *kgo.Record, id st
 	return nil
 }
 
-// eventID is the id a sink that deduplicates by it gets for c's record:
-// the event's id, which a change event takes from the row's key; an
-// update's, a delete's and a tombstone's (of), which share the row's key
-// with its insert, add their kind and the change's position.
-func eventID(b *schema.Binding, c *outbox.Change, of string) string {
-	id := b.RawID(c.Values)
-	switch {
-	case of != "":
-	case c.Op == schema.OpUpdate:
-		of = "update"
-	case c.Op == schema.OpDelete:
-		of = "delete"
-	default:
-		return id
+// eventID is the id a sink that deduplicates by it gets for c's record
+// (of names a record besides the row's own: "tombstone"). An outbox
+// row's is its event id. A change event's row has no id of its own (the
+// key is the row's, which its updates and deletes share, and which an
+// insert takes again after a delete): a streamed change is named by its
+// transaction's commit LSN and place in it, a snapshot read by its table
+// and id column, or none (the sink gives it one) where it has none.
+func (p *publisher) eventID(b *schema.Binding, c *outbox.Change, of string) string {
+	if p.pipe.cfg.Encoder.Format != schema.Debezium {
+		return b.RawID(c.Values)
 	}
-	return id + "@" + c.LSN.String() + "/" + of
+	if of == "" {
+		of = [...]string{schema.OpInsert: "c", schema.OpUpdate: "u", schema.OpDelete: "d"}[c.Op]
+	}
+	if c.Snapshot != 0 || c.FinalLSN == 0 {
+		id := b.RawID(c.Values)
+		if id == "" {
+			return ""
+		}
+		return "r/" + c.Relation.Schema + "." + c.Relation.Name + "/" + id
+	}
+	return c.FinalLSN.String() + "/" + strconv.FormatUint(uint64(c.Ordinal), 10) + "/" + of
 }
 
 func (p *publisher) bind(rel *outbox.Relation) binding {
@@ -309,7 +316,7 @@ func (p *publisher) prepare(ctx context.Context, b *schema.Binding, c *outbox.Ch
 	default:
 		if rec, err = p.pipe.recordIn(ctx, b, c, block); err == nil && rec != nil {
 			if p.eventIDs {
-				rec.Context = outbox.WithEventID(rec.Context, eventID(b, c, ""))
+				rec.Context = outbox.WithEventID(rec.Context, p.eventID(b, c, ""))
 			}
 			if p.pipe.refused.active() {
 				err = p.pipe.refused.check(b.RawID(c.Values), rec.Topic)

@@ -100,8 +100,8 @@ func TestDecodeChangeEvents(t *testing.T) {
 		if g.Op != w.op || !slices.Equal(str(g.Values), w.values) || !slices.Equal(str(g.Old), w.old) || g.OldFull != w.full || !slices.Equal(g.Unchanged, w.unchanged) {
 			t.Errorf("row %d: op %d values %v old %v full %v unchanged %v; want %+v", i, g.Op, str(g.Values), str(g.Old), g.OldFull, g.Unchanged, w)
 		}
-		if g.Relation.Name != "customers" || g.XID != 7 || g.FinalLSN != 0x200 {
-			t.Errorf("row %d: relation %s, xid %d, final %s", i, g.Relation.Name, g.XID, g.FinalLSN)
+		if g.Relation.Name != "customers" || g.XID != 7 || g.FinalLSN != 0x200 || g.Ordinal != uint32(i+1) {
+			t.Errorf("row %d: relation %s, xid %d, final %s, ordinal %d", i, g.Relation.Name, g.XID, g.FinalLSN, g.Ordinal)
 		}
 	}
 	if n := counters.OtherTables.Load(); n != 2 {

@@ -44,6 +44,8 @@ type decoder struct {
 	// changeEvents makes the updates and deletes of the pipeline's tables
 	// rows (Config.ChangeEvents).
 	changeEvents bool
+	// ordinal counts the current transaction's rows (Change.Ordinal).
+	ordinal uint32
 	// truncated are the outbox tables the last message truncated; gone
 	// the tables whose rows are skipped because the publication no longer
 	// publishes them; renamed the outbox tables (and the name) met under
@@ -86,7 +88,7 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 		if d.inTx {
 			return c, false, fmt.Errorf("%w: BEGIN inside transaction %d", ErrProtocol, d.xid)
 		}
-		d.inTx, d.xid, d.commitTime, d.final = true, m.xid, m.commit, m.final
+		d.inTx, d.xid, d.commitTime, d.final, d.ordinal = true, m.xid, m.commit, m.final, 0
 	case commitMsg:
 		if !d.inTx {
 			return c, false, fmt.Errorf("%w: COMMIT outside a transaction", ErrProtocol)
@@ -112,7 +114,8 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			return c, false, fmt.Errorf("%w: INSERT into %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.values), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
-		return outbox.Change{Kind: outbox.KindRow, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
+		d.ordinal++
+		return outbox.Change{Kind: outbox.KindRow, Ordinal: d.ordinal, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: m.values}, true, nil
 	case deleteMsg:
 		if !d.changeEvents {
 			d.count(m.rel)
@@ -127,7 +130,8 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 			return c, false, fmt.Errorf("%w: DELETE from %s.%s has %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.old), len(rel.Columns))
 		}
 		d.counters.Rows.Add(1)
-		return outbox.Change{Kind: outbox.KindRow, Op: schema.OpDelete, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
+		d.ordinal++
+		return outbox.Change{Kind: outbox.KindRow, Ordinal: d.ordinal, Op: schema.OpDelete, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
 			Relation: rel, Values: m.old, Old: m.old, OldFull: m.oldFull}, true, nil
 	case updateMsg:
 		if d.changeEvents {
@@ -140,7 +144,8 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 				return c, false, fmt.Errorf("%w: UPDATE of %s.%s has %d and %d values for %d columns", ErrProtocol, rel.Schema, rel.Name, len(m.old), len(m.new), len(rel.Columns))
 			}
 			d.counters.Rows.Add(1)
-			return outbox.Change{Kind: outbox.KindRow, Op: schema.OpUpdate, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
+			d.ordinal++
+			return outbox.Change{Kind: outbox.KindRow, Ordinal: d.ordinal, Op: schema.OpUpdate, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime,
 				Relation: rel, Values: m.new, Old: m.old, OldFull: m.oldFull, Unchanged: m.unchanged}, true, nil
 		}
 		d.count(m.rel)
@@ -198,7 +203,8 @@ func (d *decoder) message(m message) (outbox.Change, bool, error) {
 		if !d.inTx {
 			return outbox.Change{}, false, fmt.Errorf("%w: transactional message outside a transaction", ErrProtocol)
 		}
-		return outbox.Change{Kind: outbox.KindRow, LSN: m.lsn, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: values}, true, nil
+		d.ordinal++
+		return outbox.Change{Kind: outbox.KindRow, Ordinal: d.ordinal, LSN: m.lsn, FinalLSN: d.final, PrevEnd: d.prevEnd, XID: d.xid, CommitTime: d.commitTime, Relation: rel, Values: values}, true, nil
 	}
 	if d.inTx {
 		return outbox.Change{}, false, fmt.Errorf("%w: non-transactional message inside transaction %d", ErrProtocol, d.xid)

@@ -2,11 +2,12 @@ package compat
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/pgoutbox/pgoutbox/test/corpusrun"
 )
 
 // A normalisation names what differs between Debezium and pgoutbox by
@@ -147,7 +148,7 @@ func normalize(r Record, norms []Normalization) Record {
 		case strings.HasPrefix(s, "header-prefix:"):
 			r.Headers = dropHeaders(r.Headers, func(k string) bool { return strings.HasPrefix(k, s[len("header-prefix:"):]) })
 		case strings.HasPrefix(s, "json:"):
-			r.Value = nullJSONPath(r.Value, strings.Split(s[len("json:"):], "."))
+			r.Value = corpusrun.NullJSONPath(r.Value, strings.Split(s[len("json:"):], "."))
 		case strings.HasPrefix(s, "avro:"):
 			r.Value = nullAvroPath(r, strings.Split(s[len("avro:"):], "."))
 		case strings.HasPrefix(s, "header-json:"):
@@ -155,7 +156,7 @@ func normalize(r Record, norms []Normalization) Record {
 			hs := slices.Clone(r.Headers)
 			for i, h := range hs {
 				if h.Key == k {
-					hs[i].Value = nullJSONPath(h.Value, strings.Split(p, "."))
+					hs[i].Value = corpusrun.NullJSONPath(h.Value, strings.Split(p, "."))
 				}
 			}
 			r.Headers = hs
@@ -237,46 +238,4 @@ func unionKeys(a, b map[string][]Record) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// nullJSONPath sets the field at path of a JSON value to null, leaving
-// every other byte as it was (re-encoding would hide escaping
-// differences); a value without the path is left as it is.
-func nullJSONPath(v Bytes, path []string) Bytes {
-	dec := json.NewDecoder(bytes.NewReader(v))
-	for depth, seg := range path {
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return v
-		}
-		found := false
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return v
-			}
-			if k, _ := kt.(string); k == seg {
-				found = true
-				break
-			}
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return v
-			}
-		}
-		if !found {
-			return v
-		}
-		if depth == len(path)-1 {
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return v
-			}
-			end := dec.InputOffset()
-			start := end - int64(len(raw))
-			out := append(Bytes{}, v[:start]...)
-			out = append(out, "null"...)
-			return append(out, v[end:]...)
-		}
-	}
-	return v
 }

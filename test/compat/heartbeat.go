@@ -51,7 +51,7 @@ var tsMillis = regexp.MustCompile(`ts_ms=-?\d+`)
 func normalizeBeat(r Record) Record {
 	r.Timestamp = 0
 	for _, path := range []string{"ts_ms", "payload.ts_ms"} {
-		r.Value = nullJSONPath(r.Value, strings.Split(path, "."))
+		r.Value = corpusrun.NullJSONPath(r.Value, strings.Split(path, "."))
 	}
 	if r.Value != nil {
 		r.Value = Bytes(tsMillis.ReplaceAll(r.Value, []byte("ts_ms=0")))

@@ -29,6 +29,10 @@ type Case struct {
 	// Varies are headers whose values differ by nature (a run's id): both
 	// sides must carry them, their values are not compared.
 	Varies []string `yaml:"varies"`
+	// Normalize are paths into the messages' JSON data (dot-separated,
+	// payload.ts_ms) whose values differ by nature (each side's
+	// processing time, its version): set to null on both sides.
+	Normalize []string `yaml:"normalize"`
 	// Heartbeats is the subject of the heartbeat records, when the case
 	// writes them (heartbeat.interval.ms above 0): they come at a rate,
 	// so each side must publish one and their first ones are compared,

@@ -137,6 +137,11 @@ debezium.source.publication.name=%s_publication
 	}
 	dbzMsgs, dbzBeats := SplitHeartbeats(dbzMsgs, c.Heartbeats)
 	pgoMsgs, pgoBeats := SplitHeartbeats(pgoMsgs, c.Heartbeats)
+	for _, msgs := range [][]Message{dbzMsgs, pgoMsgs} {
+		for i := range msgs {
+			msgs[i].Data = corpusrun.NullJSONPaths(msgs[i].Data, c.Normalize)
+		}
+	}
 	diffs := Compare(dbzMsgs, pgoMsgs, c.Varies)
 	if c.Heartbeats != "" {
 		diffs = append(diffs, CompareHeartbeats(c.Heartbeats, dbzBeats, pgoBeats, c.Varies)...)

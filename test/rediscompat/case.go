@@ -27,6 +27,10 @@ type Case struct {
 	// Varies are fields whose values differ by nature (a run's id): both
 	// sides must write them, their values are not compared.
 	Varies []string `yaml:"varies"`
+	// Normalize are paths into the entries' JSON values (dot-separated,
+	// payload.ts_ms) whose values differ by nature (each side's
+	// processing time, its version): set to null on both sides.
+	Normalize []string `yaml:"normalize"`
 	// Heartbeats is the stream of the heartbeat records, when the case
 	// writes them (heartbeat.interval.ms above 0, not skipped): they come
 	// at a rate, so each side must write one and their first ones are

@@ -134,6 +134,15 @@ debezium.source.publication.name=%s_publication
 			}
 		}
 	}
+	for _, streams := range []Streams{dbzEntries, pgoEntries} {
+		for _, es := range streams {
+			for _, e := range es {
+				for i := 1; i < len(e.Fields); i += 2 {
+					e.Fields[i] = string(corpusrun.NullJSONPaths([]byte(e.Fields[i]), c.Normalize))
+				}
+			}
+		}
+	}
 	var diffs []string
 	if c.Heartbeats != "" {
 		diffs = CompareHeartbeats(c.Heartbeats, dbzEntries, pgoEntries, c.Varies)
