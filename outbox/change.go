@@ -74,3 +74,8 @@ type Change struct {
 	// Values); nil when there is none.
 	Unchanged []bool
 }
+
+// Inserted tells a row an INSERT wrote: not an update's or a delete's, nor
+// the create Debezium makes of an update that changed the row's key
+// (Op is OpInsert, Old the row before).
+func (c *Change) Inserted() bool { return c.Op == schema.OpInsert && c.Old == nil }

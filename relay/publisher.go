@@ -171,6 +171,18 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
+	if c.Op == schema.OpUpdate && bd.err == nil && p.pipe.enc.KeyChanged(b, c.Old, c.Values) {
+		// Debezium writes an update that moves its row to another key
+		// as a delete of the old key (and its tombstone) and a create of
+		// the new one.
+		del, ins := *c, *c
+		del.Op, del.Values = schema.OpDelete, c.Old
+		ins.Op = schema.OpInsert // Old kept: no INSERT wrote it (Change.Inserted)
+		if err := p.row(ctx, i, &del); err != nil {
+			return err
+		}
+		return p.row(ctx, i, &ins)
+	}
 	var block schema.TxBlock
 	if p.tx != nil {
 		block = p.tx.row(c)

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 )
@@ -185,4 +186,22 @@ func (c *DebeziumConfig) appendKeyField(dst []byte, r *Record, j int) []byte {
 		optional, def = true, nil
 	}
 	return appendConnectField(dst, ct, optional, def, col.Name)
+}
+
+// KeyChanged tells whether an update moved its row to another key: a key
+// column of the row's table (its change events') differs between old, the
+// row before (nil when the server sent none: the key unchanged), and new.
+// Debezium writes such an update as a delete of the old key and a create
+// of the new one.
+func (e *Encoder) KeyChanged(b *Binding, old, new [][]byte) bool {
+	if e.format != Debezium || b == nil || old == nil {
+		return false
+	}
+	for _, name := range e.dbzFor(b.schemaName, b.table).keyColumns(b.name[fID]) {
+		j := columnIndex(b.cols, name)
+		if j >= 0 && j < len(old) && j < len(new) && !bytes.Equal(old[j], new[j]) {
+			return true
+		}
+	}
+	return false
 }

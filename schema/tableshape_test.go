@@ -77,3 +77,44 @@ func TestTableShapes(t *testing.T) {
 		}
 	}
 }
+
+// An update moves its row to another key when a key column of its own
+// table differs between the old row and the new; without an old row (the
+// default identity, the key unchanged) it does not.
+func TestKeyChanged(t *testing.T) {
+	d := DebeziumConfig{KeyColumns: []string{"a"},
+		Tables: map[string]TableShape{"public.two": {KeyColumns: []string{"a", "b"}}}}
+	enc, err := NewEncoder(EncoderConfig{Format: Debezium, Debezium: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := []Column{{Name: "a", TypeOID: oidInt4}, {Name: "b", TypeOID: oidInt4}, {Name: "c", TypeOID: oidText}}
+	row := func(vs ...string) [][]byte {
+		out := make([][]byte, len(vs))
+		for i, v := range vs {
+			if v != "NULL" {
+				out[i] = []byte(v)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		table    string
+		old, new [][]byte
+		want     bool
+	}{
+		{"one", nil, row("1", "2", "x"), false},
+		{"one", row("1", "2", "x"), row("1", "3", "y"), false},
+		{"one", row("1", "NULL", "NULL"), row("2", "2", "x"), true},
+		{"two", row("1", "2", "x"), row("1", "3", "x"), true},
+		{"two", row("1", "2", "x"), row("1", "2", "y"), false},
+	} {
+		b, err := Columns{PassThrough: true, AnyShape: true}.BindTable("public", tc.table, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := enc.KeyChanged(b, tc.old, tc.new); got != tc.want {
+			t.Errorf("%s: %q to %q: key changed %v, want %v", tc.table, tc.old, tc.new, got, tc.want)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay/internal/flow"
-	"github.com/pgoutbox/pgoutbox/schema"
 	"github.com/pgoutbox/pgoutbox/store"
 )
 
@@ -139,7 +138,7 @@ func (l *Ledger) Skip(c *outbox.Change) bool {
 		l.skipped.Committed.Add(1)
 		return true
 	}
-	if len(l.polled) > 0 && c.Op == schema.OpInsert { // polling read inserts only
+	if len(l.polled) > 0 && c.Inserted() { // polling read inserts only
 		if seq, ok := flow.SeqOf(c.Relation, c.Values, l.order); ok && l.polled.Take(seq) {
 			l.skipped.Polled.Add(1)
 			return true

@@ -7,7 +7,6 @@ import (
 
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
-	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 // Entry is a row's place in its ledger: its transaction (WAL) or its index
@@ -66,7 +65,7 @@ func (l *WALLedger) Skip(c *outbox.Change) bool {
 		return true
 	}
 	set := l.polled.of(c)
-	if len(set) == 0 || c.Op != schema.OpInsert {
+	if len(set) == 0 || !c.Inserted() {
 		// Polling read inserts only: an update or a delete (a change
 		// event's) is none of its rows.
 		return false
