@@ -7,7 +7,7 @@ import (
 
 // The schema and table lists as Debezium combines them: without
 // table.include.list, the tables of the schemas matched and not
-// excluded; with it, the tables it names must pass the schema lists; a
+// excluded (every table, without a list and the router); with it, the tables it names must pass the schema lists; a
 // list and its exclude list together are refused, as Debezium refuses
 // them.
 func TestTableFilters(t *testing.T) {
@@ -17,7 +17,10 @@ func TestTableFilters(t *testing.T) {
 		include, exclude   string // --table-include-list, --table-exclude-list; "" for none
 		table, refusedKeys string
 	}{
-		{name: "no list", table: ""},
+		// Without the router, every table (its change events); with it,
+		// the default table, public.outbox.
+		{name: "no list", include: `.*`},
+		{name: "no list, the router", conf: `"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"`},
 		{name: "schemas", conf: `"schema.include.list": "outbox, events_.*"`, include: `(?:outbox)\..*,(?:events_.*)\..*`},
 		{name: "schemas, a table excluded", conf: `"schema.include.list": "outbox", "table.exclude.list": "outbox\\.archive"`,
 			include: `(?:outbox)\..*`, exclude: `outbox\.archive`},

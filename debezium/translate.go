@@ -203,7 +203,7 @@ func (c config) inertRouter(r *reading, unwrapped string) {
 		listed = " (" + strings.Join(opts, ", ") + ")"
 	}
 	r.warnings = append(r.warnings, fmt.Sprintf("%s: the Outbox Event Router after %s (ExtractNewRecordState) receives no change event and passes every record unchanged, as Debezium's does: "+
-		"the flattened rows go to <topic.prefix>.<schema>.<table>, and its options do nothing%s; pgoutbox publishes the table's inserts only, where Debezium also publishes its updates and deletes; list the router first to route the outbox",
+		"the flattened rows go to <topic.prefix>.<schema>.<table>, and its options do nothing%s; list the router first to route the outbox",
 		r.src("transforms."+r.router+".type"), r.src("transforms."+unwrapped+".type"), listed))
 	r.router = ""
 }
@@ -335,8 +335,11 @@ func (c config) tableFilters(r *reading) {
 		if tableExc != "" {
 			exclude = append(exclude, tableExc)
 		}
-		if len(include) == 0 && len(exclude) > 0 {
-			include = []string{".*"} // every table but those excluded
+		if len(include) == 0 && (len(exclude) > 0 || r.router == "") {
+			// Every table but those excluded; without the router, with
+			// no list at all, every table: Debezium's connector captures
+			// each, where its router reads the one outbox table.
+			include = []string{".*"}
 		}
 		if len(include) > 0 {
 			r.set("table-include-list", strings.Join(include, ","))

@@ -135,10 +135,6 @@ func (s *pollSession) run(ctx context.Context) (_ transition, err error) {
 	}()
 	p.stats.Sessions.Add(1)
 	defer p.sessionUp(ModePoll)()
-	if p.cfg.ChangeEvents() {
-		p.log.Warn("polling publishes the tables' inserts only: the change events of updates and deletes come from the WAL once it is back, as far as the slot holds them",
-			"tables", p.names())
-	}
 	// Positions drawn from here on are accounted for (internal/vanish).
 	vctx, cancel := context.WithTimeout(ctx, cfg.queryTimeout())
 	s.vanish = s.startVanish(vctx)

@@ -308,9 +308,10 @@ spec:
 // A Debezium configuration naming its tables by schema: with
 // schema.include.list alone, pgoutbox takes the tables of that schema
 // (there, a table of the application's, whose inserts, updates and
-// deletes become change events on dbserver1.inventory.customers); with no
-// list at all and no public.outbox, the error says the table was the
-// default and how to name one, and creates nothing.
+// deletes become change events on dbserver1.inventory.customers); with the
+// router, no list at all and no public.outbox, the error says the table was
+// the default and how to name one, and creates nothing; without either,
+// every table of the application's is captured.
 func TestDebeziumTableListsByTheBinary(t *testing.T) {
 	e := testenv.New(t)
 	host, port, user, db := testenv.DebeziumDB(t, e)
@@ -344,14 +345,25 @@ func TestDebeziumTableListsByTheBinary(t *testing.T) {
 	p.Signal(t, syscall.SIGTERM)
 	e.Exec(`SELECT pg_drop_replication_slot('debezium')`)
 	e.Exec(`ALTER TABLE public.outbox RENAME TO outbox_kept`)
-	out, err := testenv.RunToExit(t, "run", "--config", write(""), "--kafka-brokers", strings.Join(e.Brokers, ","))
+	router := `, "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"`
+	out, err := testenv.RunToExit(t, "run", "--config", write(router), "--kafka-brokers", strings.Join(e.Brokers, ","))
 	if err == nil || !strings.Contains(out, "table public.outbox: no such table (--table's default: name the outbox table") {
-		t.Errorf("no list and no public.outbox: %v\n%s", err, out)
+		t.Errorf("the router, no list and no public.outbox: %v\n%s", err, out)
 	}
 	var slots int
 	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&slots); err != nil || slots != 0 {
-		t.Errorf("%d slots after the refusals (%v), want none", slots, err)
+		t.Errorf("%d slots after the refusal (%v), want none", slots, err)
 	}
+	// Without the router and without a list, Debezium's connector
+	// captures every table: so does pgoutbox, its own tables aside.
+	p = testenv.StartBinary(t, "run", "--config", write(`, "slot.name": "everything"`), "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+	e.AwaitSlotActive(t, "everything")
+	if m := p.Logged("tables matched --table-include-list"); len(m) == 0 || !strings.Contains(p.Out.String(), `"tables":"inventory.customers,public.outbox_kept"`) {
+		t.Errorf("no list, no router: want every table of the application's matched:\n%s", p.Out.String())
+	}
+	e.Exec(`INSERT INTO inventory.customers (email) VALUES ('c@example.com')`)
+	kafkatest.Consume(t, e.Brokers, []string{"dbserver1.inventory.customers"}, 5, 30*time.Second)
+	p.Signal(t, syscall.SIGTERM)
 }
 
 // An OpenShift Template of a KafkaConnector, as teams apply it with oc

@@ -279,6 +279,12 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		}
 		return cfg, nil, errors.New(msg)
 	}
+	if cfg.Mode == relay.ModeAuto && cfg.ChangeEvents() {
+		// Polling reads inserts: the updates and deletes of change
+		// events are the WAL's alone.
+		log.Info("change events: streaming the WAL only (--mode wal): polling reads the tables' inserts, not their updates and deletes", "tables", strings.Join(tables, ","))
+		cfg.Mode = relay.ModeWAL
+	}
 	if cfg.TransactionTopic != "" {
 		// Only the WAL knows transactions.
 		switch {

@@ -61,7 +61,7 @@ func (c *common) resolveTables(ctx context.Context) (tables []string, matched st
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\_%' AND c.relname NOT IN ('pgoutbox_state', 'pgoutbox_dead_letter', 'pgoutbox_schema_version')
+  AND n.nspname NOT LIKE 'pg\_%' AND c.relname NOT IN ('pgoutbox_state', 'pgoutbox_dead_letter', 'pgoutbox_lease', 'pgoutbox_schema_version')
 ORDER BY 1, 2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
