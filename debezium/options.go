@@ -362,6 +362,13 @@ var options = []Option{
 			}
 			r.set("skipped-operations", list)
 		}},
+	{Part: Connector, Key: "unavailable.value.placeholder", Default: "__debezium_unavailable_value", Setting: "unavailable-value-placeholder",
+		Takes: "any text, or `hex:` and hex digits for bytes: what stands for a TOAST value an update left unchanged in a string, JSON or `bytea` column",
+		read:  toFlag("unavailable-value-placeholder")},
+	{Part: Connector, Key: "skip.messages.without.change", Default: "false", Setting: "skip-messages-without-change",
+		Takes:   "`true` leaves out an update that changed none of the columns its change event carries (after the column filters), known under `REPLICA IDENTITY FULL` only",
+		Refuses: "anything but a boolean",
+		read:    boolFlag("skip-messages-without-change")},
 	{Part: Connector, Key: "tombstones.on.delete", Default: "true", Setting: "tombstones-on-delete",
 		Takes:   "`true`: a delete's change event is followed by a tombstone (its key, a null value); `false`: none. The Outbox Event Router's records are inserts: no tombstone follows them",
 		Refuses: "anything but a boolean",

@@ -82,6 +82,14 @@ type Config struct {
 	// NoTombstones leaves out the tombstone (the key, a null value) that
 	// follows a delete's change event: tombstones.on.delete=false.
 	NoTombstones bool
+	// UnavailablePlaceholder stands for a TOAST value an update left
+	// unchanged, in a change event (unavailable.value.placeholder); nil
+	// for Debezium's default, schema.UnavailablePlaceholder.
+	UnavailablePlaceholder []byte
+	// SkipUnchanged leaves out the change event of an update that changed
+	// none of the columns it carries, known only under REPLICA IDENTITY
+	// FULL (skip.messages.without.change).
+	SkipUnchanged bool
 
 	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
 	Delivery Delivery

@@ -266,7 +266,7 @@ func (p *pipeline) build(ctx context.Context, b *schema.Binding, c *outbox.Chang
 		values = append([][]byte(nil), values...)
 		for i, u := range c.Unchanged {
 			if u && i < len(c.Relation.Columns) {
-				values[i] = schema.Unavailable(c.Relation.Columns[i])
+				values[i] = schema.Unavailable(c.Relation.Columns[i], p.cfg.UnavailablePlaceholder)
 			}
 		}
 	}

@@ -171,6 +171,11 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		b = bd.raw
 	}
+	if c.Op == schema.OpUpdate && bd.err == nil && p.pipe.cfg.SkipUnchanged && c.OldFull && c.Unchanged == nil &&
+		p.pipe.enc.SameRow(b, p.pipe.enc.MapValues(b, c.Old), p.pipe.enc.MapValues(b, c.Values)) {
+		p.pipe.stats.Filtered.Add(1)
+		return nil // skip.messages.without.change
+	}
 	if c.Op == schema.OpUpdate && bd.err == nil && p.pipe.enc.KeyChanged(b, c.Old, c.Values) {
 		// Debezium writes an update that moves its row to another key
 		// as a delete of the old key (and its tombstone) and a create of

@@ -205,3 +205,23 @@ func (e *Encoder) KeyChanged(b *Binding, old, new [][]byte) bool {
 	}
 	return false
 }
+
+// SameRow tells whether an update changed none of the columns its change
+// event carries: old and new (the rows before and after, MapValues'd) are
+// equal in every column of a type Debezium maps that the column filters
+// keep. Debezium's skip.messages.without.change skips such an update.
+func (e *Encoder) SameRow(b *Binding, old, new [][]byte) bool {
+	if b == nil || len(old) != len(b.cols) || len(new) != len(b.cols) {
+		return false
+	}
+	c := e.dbzFor(b.schemaName, b.table)
+	for i, col := range b.cols {
+		if _, ok := connectTypeOf(col.typ(), c.vm); !ok || col.Mapper.Exclude {
+			continue
+		}
+		if (old[i] == nil) != (new[i] == nil) || !bytes.Equal(old[i], new[i]) {
+			return false
+		}
+	}
+	return true
+}

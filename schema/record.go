@@ -774,16 +774,19 @@ func (b *Binding) raw(f int, values [][]byte) string {
 // unavailable.value.placeholder default.
 const UnavailablePlaceholder = "__debezium_unavailable_value"
 
-// Unavailable is the text value standing for col's unchanged TOAST value
-// (UnavailablePlaceholder), as Debezium's connector gives it for a
-// string, JSON, XML or bytea column; nil (a NULL) for the types it has no
-// placeholder of here.
-func Unavailable(col Column) []byte {
+// Unavailable is the text value standing for col's unchanged TOAST value,
+// placeholder (nil: UnavailablePlaceholder), as Debezium's connector gives
+// it for a string, JSON, XML or bytea column; nil (a NULL) for the types
+// it has no placeholder of here.
+func Unavailable(col Column, placeholder []byte) []byte {
+	if placeholder == nil {
+		placeholder = []byte(UnavailablePlaceholder)
+	}
 	switch {
 	case stringColumn(col.TypeOID), col.TypeOID == oidJSON, col.TypeOID == oidJSONB, col.TypeOID == oidXML:
-		return []byte(UnavailablePlaceholder)
+		return placeholder
 	case col.TypeOID == oidBytea:
-		return []byte(`\x` + hex.EncodeToString([]byte(UnavailablePlaceholder)))
+		return []byte(`\x` + hex.EncodeToString(placeholder))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -43,6 +44,7 @@ type mappingFlags struct {
 	transforms                 string
 	txMeta                     bool
 	tombstonesOnDelete         bool
+	unavailablePlaceholder     string
 	txTopic                    string
 	keyRegistry, valueRegistry *registryFlags
 }
@@ -63,6 +65,8 @@ func registerMappingFlags(fs *flag.FlagSet, cfg *relay.Config) *mappingFlags {
 	fs.StringVar(&cfg.Columns.Trace, "column-trace", schema.DefaultTraceColumn, "optional column holding the writer's trace context, a W3C traceparent or Properties text with traceparent=... (Debezium tracing.span.context.field); sent as traceparent and tracestate headers")
 	fs.StringVar(&cfg.OnUpdate, "on-update", relay.UpdateWarn, "an UPDATE of the outbox table in the stream (an existing publication of every operation): warn or error log it, fatal stops (Debezium table.op.invalid.behavior)")
 	fs.StringVar(&cfg.SkippedOperations, "skipped-operations", "t", "--format debezium: the change events not published, any of c (inserts), u (updates), d (deletes), t (truncates), comma-separated, or none (Debezium skipped.operations)")
+	fs.StringVar(&m.unavailablePlaceholder, "unavailable-value-placeholder", schema.UnavailablePlaceholder, "--format debezium: what stands for a TOAST value an update left unchanged, which PostgreSQL does not send; hex:HEX for bytes (Debezium unavailable.value.placeholder)")
+	fs.BoolVar(&cfg.SkipUnchanged, "skip-messages-without-change", false, "--format debezium: leave out an update that changed none of the columns its change event carries (REPLICA IDENTITY FULL tells; Debezium skip.messages.without.change)")
 	fs.BoolVar(&m.tombstonesOnDelete, "tombstones-on-delete", true, "--format debezium: a delete's change event is followed by a tombstone, its key with a null value (Debezium tombstones.on.delete)")
 	registerPollFlags(fs, &cfg.Poll)
 	fs.StringVar(&m.additional, "column-additional", "", "more columns to carry, column:header|envelope|partition[:alias],... (Debezium table.fields.additional.placement)")
@@ -277,6 +281,15 @@ func (m *mappingFlags) build(fs *flag.FlagSet, cfg *relay.Config) error {
 	}
 	cfg.Encoder.Debezium.TombstoneOnEmpty = m.tombstone
 	cfg.NoTombstones = !m.tombstonesOnDelete
+	if h, ok := strings.CutPrefix(m.unavailablePlaceholder, "hex:"); ok {
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return fmt.Errorf("--unavailable-value-placeholder %q: not hex after hex: (%v)", m.unavailablePlaceholder, err)
+		}
+		cfg.UnavailablePlaceholder = b
+	} else if m.unavailablePlaceholder != schema.UnavailablePlaceholder {
+		cfg.UnavailablePlaceholder = []byte(m.unavailablePlaceholder)
+	}
 	cfg.Encoder.Debezium.ContextHeaders = m.contextHeaders
 	cfg.Encoder.Debezium.TopicPrefix = m.topicPrefix
 	cfg.Encoder.Debezium.Version = "pgoutbox-" + version
