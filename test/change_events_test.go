@@ -111,6 +111,14 @@ func changeEventsThroughKills(t *testing.T, e *testenv.Env, snapshot bool, extra
 		}
 	}
 	p := e.Run(t, args...)
+	if extra == nil {
+		// Auto mode, the default, streams change events only: polling
+		// reads no update nor delete.
+		e.AwaitSlotActive(t, "debezium")
+		if !strings.Contains(p.Out.String(), `"msg":"change events: streaming the WAL only (--mode wal)`) || !strings.Contains(p.Out.String(), `"mode":"wal"`) {
+			t.Errorf("auto mode did not say it streams change events only:\n%s", p.Out.String())
+		}
+	}
 	cl := kafkatest.NewConsumer(t, e.Brokers, topic)
 	got := map[int][]string{}
 	read := func(want func() bool, what string) {
