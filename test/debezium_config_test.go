@@ -307,8 +307,9 @@ spec:
 
 // A Debezium configuration naming its tables by schema: with
 // schema.include.list alone, pgoutbox takes the tables of that schema
-// (there, a table of the application's, whose inserts, updates and
-// deletes become change events on dbserver1.inventory.customers); with the
+// (there, a table of the application's, which migrate leaves as it is,
+// whose inserts, updates and deletes become change events on
+// dbserver1.inventory.customers); with the
 // router, no list at all and no public.outbox, the error says the table was
 // the default and how to name one, and creates nothing; without either,
 // every table of the application's is captured.
@@ -325,6 +326,16 @@ func TestDebeziumTableListsByTheBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		return path
+	}
+	// migrate leaves the application's table as it is: its change events
+	// carry its columns, and polling, which added columns serve, reads
+	// no update nor delete.
+	if out, ok := testenv.CLIOutput(t, "migrate", "--config", write(`, "schema.include.list": "INVENTORY"`)); !ok || !strings.Contains(out, "inventory.customers left as they are") {
+		t.Errorf("migrate of a change-events configuration (ok %v):%s", ok, out)
+	}
+	var cols int
+	if err := e.Conn.QueryRow(context.Background(), "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'inventory' AND table_name = 'customers'").Scan(&cols); err != nil || cols != 2 {
+		t.Errorf("inventory.customers has %d columns after migrate (%v), want its 2", cols, err)
 	}
 	p := testenv.StartBinary(t, "run", "--config", write(`, "schema.include.list": "INVENTORY"`), "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
 	e.AwaitSlotActive(t, "debezium")

@@ -15,6 +15,7 @@ import (
 	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/poll"
 	"github.com/pgoutbox/pgoutbox/replication"
+	"github.com/pgoutbox/pgoutbox/schema"
 )
 
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,6 +52,16 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New(redact(err.Error(), secretsOf(c.databaseURL)))
 	}
 	fmt.Fprintf(stdout, "migrated to version %d: pgoutbox_state and pgoutbox_dead_letter are in place\n", v)
+	if f, err := schema.ParseFormat(mc.format); err == nil {
+		cfg := mc.cfg
+		cfg.Encoder.Format = f
+		if cfg.ChangeEvents() {
+			// Polling reads no update nor delete: the tables keep their
+			// columns, which their change events carry.
+			fmt.Fprintf(stdout, "%s left as they are: change events (--format debezium) stream the WAL alone, and polling columns would join the events\n", strings.Join(tables, ", "))
+			return nil
+		}
+	}
 	for _, name := range tables {
 		table, _ := outbox.ParseTable(name)
 		var x migrations.PollIndex
