@@ -65,6 +65,10 @@ type Change struct {
 	// the key unchanged).
 	Old     [][]byte
 	OldFull bool
+	// Moved, for the delete and the create of an update that moved its
+	// row to another key, is the other row: the new one for the delete,
+	// the old one for the create.
+	Moved [][]byte
 	// Ordinal (KindRow, from the stream) is the row's place among its
 	// transaction's rows, from 1: with FinalLSN it names the change
 	// (several rows a COPY wrote share one WAL record, so LSN does not).

@@ -274,7 +274,7 @@ func (p *pipeline) build(ctx context.Context, b *schema.Binding, c *outbox.Chang
 	if err != nil {
 		return nil, fmt.Errorf("row at %s in transaction %d: %w", c.LSN, c.XID, err)
 	}
-	rec.Op = c.Op
+	rec.Op, rec.MovedKey = c.Op, c.Moved
 	if c.Op != schema.OpInsert && c.Old != nil {
 		rec.Before = p.enc.FillDefaults(b, p.enc.MapValues(b, c.Old))
 	}

@@ -181,8 +181,8 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		// as a delete of the old key (and its tombstone) and a create of
 		// the new one.
 		del, ins := *c, *c
-		del.Op, del.Values = schema.OpDelete, c.Old
-		ins.Op = schema.OpInsert // Old kept: no INSERT wrote it (Change.Inserted)
+		del.Op, del.Values, del.Moved = schema.OpDelete, c.Old, c.Values
+		ins.Op, ins.Moved = schema.OpInsert, c.Old // Old kept: no INSERT wrote it (Change.Inserted)
 		if err := p.row(ctx, i, &del); err != nil {
 			return err
 		}

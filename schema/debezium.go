@@ -991,6 +991,12 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	if buf, hs, reason = c.appendContextHeaders(buf, hs); reason != "" {
 		return Message{}, errors.New("schema: the header converter cannot write the context headers: " + reason)
 	}
+	if r.MovedKey != nil && !noKey {
+		var err error
+		if buf, hs, err = e.appendMovedKey(buf, hs, c, r, keyCols, cs); err != nil {
+			return Message{}, err
+		}
+	}
 	msg := Message{Key: buf[:k:k], Value: buf[k:v:v], Headers: hs}
 	if noKey {
 		msg.Key = nil // an empty slice would be an empty key, not Kafka's null
@@ -1051,4 +1057,66 @@ func appendChangeKey(buf []byte, c *DebeziumConfig, r *Record, keyConv Converter
 		buf = append(buf, '}')
 	}
 	return buf, nil
+}
+
+// The headers Debezium puts on the two change events of an update that
+// moved its row to another key: the delete carries the new key, the
+// create the old one.
+const (
+	NewKeyHeader = "__debezium.newkey"
+	OldKeyHeader = "__debezium.oldkey"
+)
+
+// appendMovedKey appends the header of the other key of a moved row
+// (Record.MovedKey) to hs, written by the header converter: JSON with or
+// without the key's schema, or SimpleHeaderConverter's text, for keys of
+// integers, text and uuids, where it is JSON's; under it another key gets
+// no header.
+func (e *Encoder) appendMovedKey(buf []byte, hs []Header, c *DebeziumConfig, r *Record, keyCols []string, cs *changeSchema) ([]byte, []Header, error) {
+	name := NewKeyHeader
+	if r.Op != OpDelete {
+		name = OldKeyHeader
+	}
+	other := *r
+	other.Values = r.MovedKey
+	start := len(buf)
+	switch conv, _ := c.Header.ForStruct(); conv {
+	case ConvJSONSchemas:
+		if cs == nil {
+			if cs = e.changeSchemas.forRecord(c, r, keyCols); cs.err != nil {
+				return buf, hs, cs.err
+			}
+		}
+		fallthrough
+	case ConvJSON:
+		var err error
+		if buf, err = appendChangeKey(buf, c, &other, conv, cs, keyCols); err != nil {
+			return buf, hs, err
+		}
+	case ConvString:
+		// SimpleHeaderConverter's text of a struct (Kafka's Values) is
+		// JSON's for the key types checked here.
+		for _, col := range keyCols {
+			if j := columnIndex(r.Columns, col); j < 0 || !simpleKeyType(r.Columns[j].TypeOID) {
+				return buf, hs, nil
+			}
+		}
+		var err error
+		if buf, err = appendChangeKey(buf, c, &other, ConvJSON, cs, keyCols); err != nil {
+			return buf, hs, err
+		}
+	default:
+		return buf, hs, nil
+	}
+	return buf, append(hs, Header{Key: name, Value: buf[start:len(buf):len(buf)]}), nil
+}
+
+// simpleKeyType tells a key column's type whose value SimpleHeaderConverter
+// writes as JSON does: an integer, text, or a uuid.
+func simpleKeyType(oid uint32) bool {
+	switch oid {
+	case oidInt2, oidInt4, oidInt8, oidText, oidVarchar, oidBpchar, oidUUID:
+		return true
+	}
+	return false
 }

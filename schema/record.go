@@ -445,6 +445,11 @@ type Record struct {
 	// there is none (an insert, or an update of which the server sent no
 	// old row).
 	Before [][]byte
+	// MovedKey is, for the delete and the create Debezium makes of an
+	// update that moved its row to another key, the other row (the new
+	// one for the delete, the old one for the create), whose key the
+	// change event carries in a header (NewKeyHeader, OldKeyHeader).
+	MovedKey [][]byte
 
 	bind  *Binding // the binding that built the record, for column types
 	nulls uint8    // bit f set: field f's column is NULL (PassThrough)
