@@ -67,19 +67,7 @@ func (p *publisher) heartbeat(ctx context.Context, i int, c *outbox.Change) erro
 		return p.ledger.Where(i, c, err)
 	}
 	if rec != nil {
-		e := p.ledger.Produce(i, row)
-		pp := p.pipe
-		if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
-			if err == nil {
-				pp.stats.Published.Add(1)
-				p.broker.recordAcked(pp.log, rec.Topic)
-			} else {
-				err = p.broker.recordFailed(pp.log, rec.Topic, "heartbeat at "+c.LSN.String(), err)
-			}
-			p.ledger.Ack(e, err)
-		}); err != nil {
-			err = p.ledger.Where(i, c, err)
-			p.ledger.Ack(e, err)
+		if err := p.produceExtra(i, c, row, rec, "heartbeat at "+c.LSN.String()); err != nil {
 			return err
 		}
 	}

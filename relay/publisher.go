@@ -242,14 +242,15 @@ func (p *publisher) tombstone(ctx context.Context, i int, b *schema.Binding, c *
 	if p.eventIDs {
 		rec.Context = outbox.WithEventID(rec.Context, p.eventID(b, c, "tombstone"))
 	}
-	return p.produceExtra(i, c, rec, "tombstone of "+b.RawID(c.Values))
+	return p.produceExtra(i, c, c, rec, "tombstone of "+b.RawID(c.Values))
 }
 
 // produceExtra produces rec, a record besides the rows' own (a
-// transaction's BEGIN or END, a delete's tombstone), into the ledger at
-// the change c; id names it when it fails.
-func (p *publisher) produceExtra(i int, c *outbox.Change, rec *kgo.Record, id string) error {
-	e := p.ledger.Produce(i, c)
+// transaction's BEGIN or END, a delete's tombstone, a heartbeat), into the
+// ledger as entry (the change c, or what a heartbeat stands for) at the
+// batch's change c; id names it when it fails.
+func (p *publisher) produceExtra(i int, c, entry *outbox.Change, rec *kgo.Record, id string) error {
+	e := p.ledger.Produce(i, entry)
 	pp := p.pipe
 	if err := p.sink.Produce(p.recordCtx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {

@@ -120,7 +120,7 @@ func (p *publisher) produceTx(ctx context.Context, i int, c *outbox.Change, b sc
 		// A transform dropped it.
 		return nil
 	}
-	return p.produceExtra(i, c, rec, "transaction "+b.ID)
+	return p.produceExtra(i, c, c, rec, "transaction "+b.ID)
 }
 
 // txRecord is the Kafka record of b on topic (ownRecord); nil when a
