@@ -188,11 +188,14 @@ func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
 		}
 		return p.row(ctx, i, &ins)
 	}
+	if p.pipe.skipped[c.Op] && c.Snapshot == 0 {
+		return nil // skipped.operations: no event, not counted in its transaction
+	}
 	var block schema.TxBlock
 	if p.tx != nil {
 		block = p.tx.row(c)
 	}
-	if p.ledger.Skip(c) || (p.pipe.skipped[c.Op] && c.Snapshot == 0) {
+	if p.ledger.Skip(c) {
 		return nil
 	}
 	if p.tx != nil {
