@@ -94,6 +94,13 @@ ALTER TABLE outbox ALTER COLUMN type SET DEFAULT 'Posted'`)
 	return w
 }
 
+// written is how many events the writer committed so far.
+func (w *shapeWriter) written() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.committed)
+}
+
 func (w *shapeWriter) finish() (map[string]int, map[string]bool) {
 	close(w.stop)
 	w.wg.Wait()
@@ -144,6 +151,9 @@ func TestSchemaChangesUnderLoad(t *testing.T) {
 		e.Exec(step.sql)
 		time.Sleep(step.after * testenv.Chaos[time.Duration](1, 5)) // make chaos: 15 s of load
 	}
+	// A loaded machine writes slower: the table right again, the load
+	// goes on until it has written enough to mean something.
+	testenv.Eventually(t, 30*time.Second, "200 events written", func() bool { return w.written() >= 200 })
 	committed, typeless := w.finish()
 	if len(typeless) == 0 || len(committed) < 200 {
 		t.Fatalf("%d events, %d written without the type column: the load was too light to mean anything", len(committed), len(typeless))
