@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -90,6 +91,11 @@ type Config struct {
 	// none of the columns it carries, known only under REPLICA IDENTITY
 	// FULL (skip.messages.without.change).
 	SkipUnchanged bool
+	// Shape reads the key, NOT NULL columns and defaults of a table the
+	// stream captured since start (Replication.Captures) from the
+	// catalog, before its first change event is encoded; nil where no
+	// table is captured so.
+	Shape func(ctx context.Context, t outbox.Table) (schema.TableShape, error)
 
 	// Delivery is AtLeastOnce (default) or ExactlyOnce (exactlyonce.go).
 	Delivery Delivery

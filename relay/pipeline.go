@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,10 @@ type pipeline struct {
 	// snapshotted: this process published the rows in the tables
 	// (SnapshotAlways takes its snapshot once per process).
 	snapshotted bool
+	// shaped are the tables the encoders have the shape of: those known
+	// at start and those learn added.
+	shapeMu sync.Mutex
+	shaped  map[outbox.Table]bool
 }
 
 // Stats are the relay's running totals.
@@ -169,7 +174,39 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 	p.skipped = p.cfg.skipped()
 	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, broker: ready.broker, hooks: hs}
 	p.tables = newOutboxTables(p.cfg, tables, up)
+	p.shaped = make(map[outbox.Table]bool, len(tables))
+	for _, t := range tables {
+		p.shaped[t] = true
+	}
 	return p, nil
+}
+
+// learn gives the encoders the shape of the table of rel where it is one
+// the stream captured since start (Config.Shape), once, before its first
+// row is encoded. An error (the catalog out of reach) ends the session,
+// which streams the row again.
+func (p *pipeline) learn(ctx context.Context, rel *outbox.Relation) error {
+	if p.cfg.Shape == nil {
+		return nil
+	}
+	t := outbox.Table{Schema: rel.Schema, Name: rel.Name}
+	p.shapeMu.Lock()
+	defer p.shapeMu.Unlock()
+	if p.shaped[t] {
+		return nil
+	}
+	sh, err := p.cfg.Shape(ctx, t)
+	if err != nil {
+		return fmt.Errorf("read the key and columns of %s: %w", t, err)
+	}
+	for _, e := range []*schema.Encoder{p.enc, p.encConnect, p.encChange} {
+		if e != nil {
+			e.AddTable(t.Schema, t.Name, sh)
+		}
+	}
+	p.shaped[t] = true
+	p.log.Info("capturing a table created since start", "table", t.String(), "key", strings.Join(sh.KeyColumns, ","))
+	return nil
 }
 
 // sessionUp marks a session of mode holding the pipeline, for readiness

@@ -423,7 +423,7 @@ func (s *pollSession) walReady(ctx context.Context) error {
 	if err := replication.TryReplication(ctx, conn, cfg.Replication.DatabaseURL); err != nil {
 		return err
 	}
-	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot, cfg.Replication.ChangeEvents)
+	return replication.PublicationReady(ctx, conn, cfg.Replication.Publication, s.p.tableList(), cfg.CreateSlot, cfg.Replication.Publishes())
 }
 
 // warnScans says, once per table while the process runs, that every poll

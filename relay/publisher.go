@@ -163,6 +163,11 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 
 // row takes one row from its binding to the sink.
 func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
+	if _, ok := p.bindings[c.Relation]; !ok {
+		if err := p.pipe.learn(ctx, c.Relation); err != nil {
+			return err
+		}
+	}
 	bd := p.bind(c.Relation)
 	b := bd.b
 	if bd.err != nil {

@@ -104,7 +104,7 @@ func Setup(ctx context.Context, conn *pgx.Conn, cfg replication.Config, create, 
 		}
 		res.SlotReplaced = true
 	}
-	pub, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create, cfg.ChangeEvents)
+	pub, err := replication.EnsurePublicationFor(ctx, conn, cfg.Publication, tables, create, cfg.Publishes())
 	if err != nil {
 		return res, err
 	}
@@ -220,7 +220,11 @@ func (s *walSession) setup(ctx context.Context, canPoll bool) (*handoff, error) 
 
 // logPublication says what setting up the publication did.
 func (p *pipeline) logPublication(ps replication.PublicationSetup) {
-	if ps.Created {
+	switch {
+	case ps.AllTables:
+		p.log.Info("publication created for all tables: a table created later that the patterns match is captured from its first row",
+			"publication", p.cfg.Replication.Publication, "tables", p.names())
+	case ps.Created:
 		p.log.Info("publication created", "publication", p.cfg.Replication.Publication, "tables", p.names())
 	}
 	if len(ps.Fixed) > 0 {

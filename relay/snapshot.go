@@ -295,7 +295,7 @@ func (s *walSnapshot) only(ctx context.Context) error {
 // table is read, and records the snapshot pending.
 func (s *walSnapshot) prepare(ctx context.Context) ([]tableOrder, error) {
 	p, conn := s.p, s.h.conn
-	ps, err := replication.EnsurePublicationFor(ctx, conn, p.cfg.Replication.Publication, p.tableList(), true, p.cfg.Replication.ChangeEvents)
+	ps, err := replication.EnsurePublicationFor(ctx, conn, p.cfg.Replication.Publication, p.tableList(), true, p.cfg.Replication.Publishes())
 	if err != nil {
 		return nil, err
 	}

@@ -234,7 +234,7 @@ func (s *stateSaver) saveTableFloors(ctx context.Context, conn store.Querier, co
 // the session with what to do where it is not.
 func (s *stateSaver) checkPublication(ctx context.Context) error {
 	p, cfg := s.p, s.p.cfg
-	res, err := replication.EnsurePublicationFor(ctx, s.h.conn, cfg.Replication.Publication, p.tableList(), cfg.CreateSlot, cfg.Replication.ChangeEvents)
+	res, err := replication.EnsurePublicationFor(ctx, s.h.conn, cfg.Replication.Publication, p.tableList(), cfg.CreateSlot, cfg.Replication.Publishes())
 	if err != nil {
 		return err
 	}

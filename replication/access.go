@@ -122,7 +122,7 @@ FROM pg_roles WHERE rolname = current_user`).Scan(&role, &attribute, &rds, &memb
 // create is set, and creating (or fixing) it works, tried in a
 // transaction that is rolled back, waiting at most a second for locks.
 // Otherwise it returns what EnsurePublicationFor would.
-func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create, changes bool) error {
+func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create bool, pub Publishes) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("look up publication: %w", err)
@@ -131,6 +131,6 @@ func PublicationReady(ctx context.Context, conn *pgx.Conn, name string, tables [
 	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1s'"); err != nil {
 		return fmt.Errorf("look up publication: %w", err)
 	}
-	_, err = EnsurePublicationFor(ctx, tx.Conn(), name, tables, create, changes)
+	_, err = EnsurePublicationFor(ctx, tx.Conn(), name, tables, create, pub)
 	return err
 }

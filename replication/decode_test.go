@@ -242,7 +242,9 @@ func TestDecodeRelationRefresh(t *testing.T) {
 // stream, unless the publication publishes other tables by design (all
 // tables), whose rows are skipped, as are those of a table it no longer
 // publishes; a relation the catalog knows only once it is read again
-// (attached since the start) is the table's.
+// (attached since the start) is the table's; a table the pipeline's
+// patterns capture (Config.Captures) is one of its tables from its first
+// row, unless it is below one of them.
 func TestDecodeRelations(t *testing.T) {
 	root := outbox.Table{Schema: "public", Name: "outbox"}
 	members := []Member{
@@ -254,26 +256,34 @@ func TestDecodeRelations(t *testing.T) {
 	tests := []struct {
 		name     string
 		broad    bool
-		attached bool // relation 3 is a member once the catalog is read again
-		named    bool // the publication names relation 3
+		attached bool   // relation 3 is a member once the catalog is read again
+		named    bool   // the publication names relation 3
+		captures string // Config.Captures takes the tables of this name
 		rel      []byte
 		oid      uint32
 		want     string // the relation the row is handed over as; "" for an error, "-" skipped
 	}{
-		{"partition", false, false, false, msgRelation(2, "public", "outbox_2026", leafCols...), 2, "public.outbox"},
-		{"root", false, false, false, msgRelation(1, "public", "outbox", leafCols...), 1, "public.outbox"},
-		{"renamed", false, false, false, msgRelation(1, "public", "outbox_old", leafCols...), 1, "public.outbox"},
-		{"moved", true, false, false, msgRelation(1, "archive", "outbox", leafCols...), 1, "public.outbox"},
-		{"named by the publication", false, false, true, msgRelation(3, "public", "orders", leafCols...), 3, ""},
-		{"no longer published", false, false, false, msgRelation(3, "public", "orders", leafCols...), 3, "-"},
-		{"other of a publication of all tables", true, false, true, msgRelation(3, "public", "orders", leafCols...), 3, "-"},
-		{"attached since the start", false, true, false, msgRelation(3, "public", "outbox_2027", leafCols...), 3, "public.outbox"},
+		{"partition", false, false, false, "", msgRelation(2, "public", "outbox_2026", leafCols...), 2, "public.outbox"},
+		{"root", false, false, false, "", msgRelation(1, "public", "outbox", leafCols...), 1, "public.outbox"},
+		{"renamed", false, false, false, "", msgRelation(1, "public", "outbox_old", leafCols...), 1, "public.outbox"},
+		{"moved", true, false, false, "", msgRelation(1, "archive", "outbox", leafCols...), 1, "public.outbox"},
+		{"named by the publication", false, false, true, "", msgRelation(3, "public", "orders", leafCols...), 3, ""},
+		{"no longer published", false, false, false, "", msgRelation(3, "public", "orders", leafCols...), 3, "-"},
+		{"other of a publication of all tables", true, false, true, "", msgRelation(3, "public", "orders", leafCols...), 3, "-"},
+		{"attached since the start", false, true, false, "", msgRelation(3, "public", "outbox_2027", leafCols...), 3, "public.outbox"},
+		{"created since the start, captured", true, false, false, "public.orders", msgRelation(3, "public", "orders", leafCols...), 3, "public.orders"},
+		{"created since the start, not captured", true, false, false, "public.refunds", msgRelation(3, "public", "orders", leafCols...), 3, "-"},
+		{"named by the publication, captured", false, false, true, "public.orders", msgRelation(3, "public", "orders", leafCols...), 3, "public.orders"},
+		{"attached since the start, of a name captured", true, true, false, "public.outbox_2027", msgRelation(3, "public", "outbox_2027", leafCols...), 3, "public.outbox"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rels := newRelations([]outbox.Table{root}, members, tt.broad)
+			if tt.captures != "" {
+				rels.captures = func(t outbox.Table) bool { return t.String() == tt.captures }
+			}
 			loads := 0
-			rels.load = func() (*Publication, error) {
+			rels.load = func([]outbox.Table) (*Publication, error) {
 				loads++
 				p := &Publication{Members: members, AllTables: tt.broad, Rels: map[uint32]outbox.Table{1: root}}
 				if tt.attached {

@@ -17,8 +17,9 @@ const publicationMark = "pgoutbox"
 
 // PublicationSetup says what EnsurePublicationFor did.
 type PublicationSetup struct {
-	// Created is set when the publication did not exist and was created.
-	Created bool
+	// Created is set when the publication did not exist and was created;
+	// AllTables when it was created FOR ALL TABLES (Publishes.AllTables).
+	Created, AllTables bool
 	// Fixed are the statements run to fix a publication of pgoutbox's
 	// that did not publish every outbox row as it must.
 	Fixed []string
@@ -223,10 +224,24 @@ func (p *Publication) namesSomeBelow(t outbox.Table) bool {
 	return false
 }
 
+// Publishes is what a publication pgoutbox creates publishes besides the
+// inserts and truncates of the pipeline's tables.
+type Publishes struct {
+	// Changes: their updates and deletes too (Config.ChangeEvents).
+	Changes bool
+	// AllTables: every table of the database, those created later too
+	// (FOR ALL TABLES), where every table has a replica identity; with
+	// one that has none, whose UPDATE and DELETE PostgreSQL would refuse
+	// once published, the pipeline's tables only, with a warning. Only a
+	// superuser may create it: a role that may not gets an error naming
+	// the statement to run as one.
+	AllTables bool
+}
+
 // EnsurePublication checks that the publication exists and publishes every
 // row of the table; see EnsurePublicationFor.
 func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t outbox.Table, create bool) (PublicationSetup, error) {
-	return EnsurePublicationFor(ctx, conn, name, []outbox.Table{t}, create, false)
+	return EnsurePublicationFor(ctx, conn, name, []outbox.Table{t}, create, Publishes{})
 }
 
 // EnsurePublicationFor checks that the publication exists and publishes
@@ -248,8 +263,9 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, name string, t outbo
 // identity, whose UPDATE and DELETE PostgreSQL refuses once a publication
 // publishes them; that, and another's publication of inserts only, are
 // warnings, not errors.
-func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create, changes bool) (PublicationSetup, error) {
+func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tables []outbox.Table, create bool, pub Publishes) (PublicationSetup, error) {
 	var res PublicationSetup
+	changes := pub.Changes
 	p, err := InspectPublication(ctx, conn, name, tables)
 	if err != nil {
 		return res, err
@@ -284,11 +300,31 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 		}
 	}
 	createSQL := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = '%s', publish_via_partition_root = true)", name, strings.Join(quoted, ", "), publish)
+	allTables := false
+	if pub.AllTables && !p.Exists {
+		bare, err := withoutIdentity(ctx, conn, nil)
+		if err != nil {
+			return res, err
+		}
+		if len(bare) == 0 {
+			allTables = true
+			createSQL = fmt.Sprintf("CREATE PUBLICATION %s FOR ALL TABLES WITH (publish = '%s', publish_via_partition_root = true)", name, publish)
+		} else {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("publication %s publishes the pipeline's tables, not all tables: %s ha%s no replica identity, and PostgreSQL would refuse "+
+				"its UPDATE and DELETE under a publication of all tables; a table created later is captured from the next start, its rows from before not streamed. "+
+				"To capture one from its first row, run ALTER PUBLICATION %s ADD TABLE … in the transaction that creates it",
+				name, tablesString(bare), plural(len(bare), "s", "ve"), name))
+		}
+	}
 	if !p.Exists {
 		if !create {
 			return res, fmt.Errorf("%w: publication %s does not exist: run pgoutbox slot create, or %s;", ErrPublication, name, createSQL)
 		}
 		if _, err := conn.Exec(ctx, createSQL); err != nil {
+			if isPrivilegeError(err) && allTables {
+				return res, fmt.Errorf("%w: may not create publication %s FOR ALL TABLES, which captures the tables created later as Debezium's publication.autocreate.mode=all_tables does (only a superuser may): "+
+					"run %s; as a superuser, or, to capture the tables that exist at start only, set publication.autocreate.mode=filtered (--publication-all-tables=false): %v", ErrNotReady, name, createSQL, err)
+			}
 			if isPrivilegeError(err) {
 				return res, fmt.Errorf("%w: may not create publication %s (it needs CREATE on the database and ownership of %s): %v", ErrNotReady, name, strings.Join(quoted, ", "), err)
 			}
@@ -297,7 +333,7 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 		if _, err := conn.Exec(ctx, fmt.Sprintf("COMMENT ON PUBLICATION %s IS '%s'", name, publicationMark)); err != nil {
 			return res, fmt.Errorf("mark publication %s: %w", name, err)
 		}
-		res.Created = true
+		res.Created, res.AllTables = true, allTables
 		return res, nil
 	}
 	fixes, extra := p.check(tables)
@@ -347,6 +383,8 @@ func EnsurePublicationFor(ctx context.Context, conn *pgx.Conn, name string, tabl
 // withoutIdentity lists the members whose UPDATE and DELETE would fail
 // under a publication publishing them: no replica identity (NOTHING, or
 // DEFAULT without a primary key). A partitioned table holds no rows.
+// With no members, it lists those of every table a publication of all
+// tables publishes (the system's and unlogged and temporary tables aside).
 func withoutIdentity(ctx context.Context, conn *pgx.Conn, members []Member) ([]outbox.Table, error) {
 	oids := make([]uint32, 0, len(members))
 	for _, m := range members {
@@ -355,8 +393,9 @@ func withoutIdentity(ctx context.Context, conn *pgx.Conn, members []Member) ([]o
 		}
 	}
 	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = ANY($1::oid[]) AND (c.relreplident = 'n' OR (c.relreplident = 'd' AND NOT EXISTS
-  (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))) ORDER BY 1, 2`, oids)
+WHERE (CASE WHEN $2 THEN c.relkind = 'r' AND c.relpersistence = 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+  ELSE c.oid = ANY($1::oid[]) END) AND (c.relreplident = 'n' OR (c.relreplident = 'd' AND NOT EXISTS
+  (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))) ORDER BY 1, 2`, oids, members == nil)
 	if err != nil {
 		return nil, fmt.Errorf("look up replica identities: %w", err)
 	}

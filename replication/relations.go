@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -117,13 +118,18 @@ type relations struct {
 	broad bool
 	// named are the relations the publication names, as last read.
 	named map[uint32]bool
-	// load reads the publication and the members again from the catalog;
-	// nil in tests.
-	load func() (*Publication, error)
+	// tables are the pipeline's tables, with those captured since the
+	// stream started (Config.Captures), which decides on each table that
+	// is none of theirs; nil captures none.
+	tables   []outbox.Table
+	captures func(outbox.Table) bool
+	// load reads the publication and the members of tables again from
+	// the catalog; nil in tests.
+	load func(tables []outbox.Table) (*Publication, error)
 }
 
 func newRelations(tables []outbox.Table, members []Member, broad bool) *relations {
-	r := &relations{names: make(map[outbox.Table]bool, len(tables)), byOID: membersByOID(members), broad: broad}
+	r := &relations{names: make(map[outbox.Table]bool, len(tables)), byOID: membersByOID(members), broad: broad, tables: slices.Clone(tables)}
 	for _, t := range tables {
 		r.names[t] = true
 	}
@@ -150,10 +156,11 @@ func (r *relations) classify(oid uint32, name outbox.Table) (relationClass, outb
 // publication since the stream started), then classifies oid, under name,
 // for good: what is still unknown is another table of a broad
 // publication, a table the publication no longer publishes, or (left
-// unknown) one it names without being the pipeline's.
+// unknown) one it names without being the pipeline's; unless captures
+// takes it as the pipeline's, from then on.
 func (r *relations) reload(oid uint32, name outbox.Table) (relationClass, outbox.Table, error) {
 	if r.load != nil {
-		p, err := r.load()
+		p, err := r.load(r.tables)
 		if err != nil {
 			return classUnknown, outbox.Table{}, err
 		}
@@ -165,6 +172,11 @@ func (r *relations) reload(oid uint32, name outbox.Table) (relationClass, outbox
 	class, root := r.classify(oid, name)
 	switch {
 	case class != classUnknown:
+	case r.captures != nil && r.captures(name):
+		class, root = classOutbox, name
+		r.names[name] = true
+		r.tables = append(r.tables, name)
+		r.byOID[oid] = Member{OID: oid, Root: name, Self: name}
 	case r.broad:
 		class = classOther
 	case r.named != nil && !r.named[oid]:

@@ -76,6 +76,21 @@ type Config struct {
 	// as rows too (outbox.Change's Op, Old), as Debezium's change events
 	// carry them, and a publication pgoutbox creates publishes them.
 	ChangeEvents bool
+	// Captures, when set, tells the tables besides Tables whose rows are
+	// the pipeline's too: those its patterns match (Debezium's
+	// table.include.list and table.exclude.list as regular expressions,
+	// or no list at all) that were created, or renamed into the patterns,
+	// since the tables were listed, whose rows a publication of all
+	// tables, or of whole schemas, sends. Each is asked once, at its
+	// first row, after the relations below the pipeline's tables (a
+	// partition attached to one is that table's).
+	Captures func(outbox.Table) bool
+	// PublishAllTables makes a publication pgoutbox creates publish every
+	// table of the database (FOR ALL TABLES), those created later too, as
+	// Debezium's publication.autocreate.mode=all_tables does: with
+	// Captures, a table created since start reaches the stream from its
+	// first row. See Publishes.AllTables.
+	PublishAllTables bool
 	// Messages, when set, selects the logical decoding messages the
 	// stream reads as outbox rows, besides the tables' inserts.
 	Messages *Messages
@@ -121,6 +136,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("receive timeout %s: must be at least three status intervals (%s)", c.ReceiveTimeout, 3*c.StatusInterval)
 	}
 	return nil
+}
+
+// Publishes is what a publication pgoutbox creates for c publishes.
+func (c Config) Publishes() Publishes {
+	return Publishes{Changes: c.ChangeEvents, AllTables: c.PublishAllTables}
 }
 
 // AllTables parses the pipeline's outbox tables, Table first.
@@ -269,7 +289,8 @@ func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
 		return nil, err
 	}
 	rels := newRelations(s.tables, p.Members, p.Broad())
-	rels.load = func() (*Publication, error) {
+	rels.captures = s.cfg.Captures
+	rels.load = func(tables []outbox.Table) (*Publication, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StatusInterval+ConnectTimeout)
 		defer cancel()
 		conn, err := s.cfg.ConnectUser(ctx)
@@ -277,7 +298,7 @@ func (s *Stream) loadRelations(ctx context.Context) (*relations, error) {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
 		defer conn.Close(context.Background())
-		return InspectPublication(ctx, conn, s.cfg.Publication, s.tables)
+		return InspectPublication(ctx, conn, s.cfg.Publication, tables)
 	}
 	return rels, nil
 }

@@ -1021,7 +1021,12 @@ func appendRowStruct(buf []byte, c *DebeziumConfig, r *Record, values [][]byte, 
 		buf = appendJavaString(buf, col.Name)
 		buf = append(buf, ':')
 		var reason string
-		if buf, reason = appendConnectValue(buf, col.typ(), c.vm, c.vm.valueOf(col.typ(), c.rowValue(r, values, i, keyCols), c.optional(col.Name))); reason != "" {
+		v, fallback := c.rowValue(r, values, i, keyCols)
+		typ := col.typ()
+		if fallback && typ.oid == oidTimestamptz {
+			typ.mod = 0 // Debezium writes its epoch fallback without fractional digits
+		}
+		if buf, reason = appendConnectValue(buf, typ, c.vm, c.vm.valueOf(typ, v, c.optional(col.Name))); reason != "" {
 			return buf, &RowError{Column: col.Name, Reason: reason}
 		}
 	}

@@ -3,8 +3,10 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -147,8 +149,9 @@ type Encoder struct {
 
 	dbz           DebeziumConfig // the Debezium formats, defaults applied
 	changeSchemas changeSchemas  // the change event's schemas, per table
-	// tables is dbz for each table of dbz.Tables, by "schema.table".
-	tables map[string]*DebeziumConfig
+	// tables is dbz for each table of dbz.Tables, by "schema.table", and
+	// for those AddTable added since: a map never changed once stored.
+	tables atomic.Pointer[map[string]*DebeziumConfig]
 
 	nats bool // the NATS binding's binary mode
 	amqp bool // the AMQP binding's binary mode
@@ -172,21 +175,38 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 	}
 	e.headers = []Header{{Key: "content-type", Value: []byte(structuredContentType)}}
 	e.headers = e.headers[:1:1]
+	tables := make(map[string]*DebeziumConfig, len(e.dbz.Tables))
 	for name, sh := range e.dbz.Tables {
-		if e.tables == nil {
-			e.tables = make(map[string]*DebeziumConfig, len(e.dbz.Tables))
-		}
 		d := e.dbz.withShape(sh)
-		e.tables[name] = &d
+		tables[name] = &d
 	}
+	e.tables.Store(&tables)
 	return e, nil
 }
 
+// AddTable gives the table schemaName.table the shape sh, as
+// DebeziumConfig.Tables does for the tables known at start: a table
+// captured since (replication.Config.Captures) takes its own key, NOT NULL
+// columns and defaults, not the first table's. It is safe to call while
+// the encoder encodes; a record of the table encoded before it took the
+// first table's.
+func (e *Encoder) AddTable(schemaName, table string, sh TableShape) {
+	d := e.dbz.withShape(sh)
+	for {
+		old := e.tables.Load()
+		tables := maps.Clone(*old)
+		tables[schemaName+"."+table] = &d
+		if e.tables.CompareAndSwap(old, &tables) {
+			return
+		}
+	}
+}
+
 // dbzFor is the Debezium formats' configuration for the table
-// schemaName.table: its own shape (DebeziumConfig.Tables), or the
-// encoder's.
+// schemaName.table: its own shape (DebeziumConfig.Tables, AddTable), or
+// the encoder's.
 func (e *Encoder) dbzFor(schemaName, table string) *DebeziumConfig {
-	if d, ok := e.tables[schemaName+"."+table]; ok {
+	if d, ok := (*e.tables.Load())[schemaName+"."+table]; ok {
 		return d
 	}
 	return &e.dbz

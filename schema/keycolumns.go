@@ -38,10 +38,27 @@ func keyType(col Column) pgType { return pgType{oid: col.TypeOID, mod: col.TypMo
 // not checked it for.
 func keyFallback(t pgType) (text []byte, ok bool) {
 	switch t.oid {
-	case oidInt2, oidInt4, oidInt8:
+	case oidNumeric: // zero at the column's scale, as the server writes one
+		if _, scale, ok := t.numericScale(); ok && scale > 0 {
+			return append([]byte("0."), bytes.Repeat([]byte("0"), scale)...), true
+		}
 		return []byte("0"), true
-	case oidText, oidVarchar, oidBpchar, oidUUID:
+	case oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8:
+		return []byte("0"), true
+	case oidText, oidVarchar, oidBpchar, oidUUID, oidJSON, oidJSONB:
 		return []byte{}, true
+	case oidBool:
+		return []byte("f"), true
+	case oidBytea:
+		return []byte(`\x`), true
+	case oidDate: // the epoch, as each time is
+		return []byte("1970-01-01"), true
+	case oidTimestamp:
+		return []byte("1970-01-01 00:00:00"), true
+	case oidTimestamptz:
+		return []byte("1970-01-01 00:00:00+00"), true
+	case oidTime:
+		return []byte("00:00:00"), true
 	}
 	return nil, false
 }
@@ -78,19 +95,20 @@ func (c *DebeziumConfig) keyValue(r *Record, j int) []byte {
 // A NOT NULL column's null, which only a before holds (the old row of an
 // update or a delete under the default replica identity carries the key
 // alone), is what Debezium's converter gives it: the column's default
-// (FillDefaults put it there already), else the type's fallback.
-func (c *DebeziumConfig) rowValue(r *Record, values [][]byte, i int, keyCols []string) []byte {
-	v := values[i]
+// (FillDefaults put it there already), else the type's fallback, which
+// fallback says.
+func (c *DebeziumConfig) rowValue(r *Record, values [][]byte, i int, keyCols []string) (v []byte, fallback bool) {
+	v = values[i]
 	col := r.Columns[i]
 	if col.Mapper.changesValues() && slices.Contains(keyCols, col.Name) {
 		v, _ = col.Mapper.mapValue(col, v)
 	}
 	if v == nil && !c.optional(col.Name) {
 		if text, ok := keyFallback(keyType(col)); ok {
-			return text
+			return text, true
 		}
 	}
-	return v
+	return v, false
 }
 
 // changesValues tells whether the mapper changes a column's values.
@@ -163,7 +181,7 @@ func (c *DebeziumConfig) checkKeyColumns(cols []Column, keyCols []string, bad fu
 			continue
 		}
 		if _, ok := keyFallback(keyType(col)); !ok && !c.optional(name) && c.defaultValue(name, keyType(col)) == nil {
-			bad(name, fmt.Sprintf("leaving out a key column of type OID %d is not implemented (Debezium's snapshot reads put its type's placeholder in the key; pgoutbox knows those of integers, text and uuid)", col.TypeOID))
+			bad(name, fmt.Sprintf("leaving out a key column of type OID %d is not implemented (Debezium's snapshot reads put its type's placeholder in the key; pgoutbox knows those of numbers, booleans, strings, uuid, json, bytea, dates, times and timestamps)", col.TypeOID))
 		}
 	}
 }

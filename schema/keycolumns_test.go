@@ -158,7 +158,7 @@ func TestCheckKeyColumns(t *testing.T) {
 			NotNull: map[string]bool{"code": true}}, "code"},
 		{"all but the key read", oidInt8, DebeziumConfig{ColumnFilter: filter(`public\.t\.code`), KeyColumns: []string{"code"},
 			NotNull: map[string]bool{"code": true}}, ""},
-		{"numeric left out", oidNumeric, DebeziumConfig{ColumnFilter: filter(`public\.t\.id`), NotNull: map[string]bool{"id": true}}, "id"},
+		{"money left out", oidMoney, DebeziumConfig{ColumnFilter: filter(`public\.t\.id`), NotNull: map[string]bool{"id": true}}, "id"},
 		{"boolean with a default left out", oidBool, DebeziumConfig{ColumnFilter: filter(`public\.t\.id`), NotNull: map[string]bool{"id": true},
 			Defaults: map[string]string{"id": "true"}}, ""},
 		{"nullable key left out with a default", oidText, DebeziumConfig{ColumnFilter: filter(`public\.t\.code`), KeyColumns: []string{"code"},

@@ -224,3 +224,109 @@ func isSubsequence(want, got []string) bool {
 	}
 	return i == len(want)
 }
+
+// A Debezium configuration without a table list, as Debezium's tutorial
+// keeps one, run through the binary: the publication pgoutbox creates
+// publishes all tables, as Debezium's default publication.autocreate.mode
+// creates it, so a table created while pgoutbox runs (in the transaction
+// of its first row) is captured from that row, keyed by its own primary
+// key, and one created while pgoutbox is stopped is captured at the next
+// start from its first row too. Where a table of the database has no
+// replica identity, whose UPDATE and DELETE PostgreSQL would refuse under
+// a publication of all tables, the publication names the matched tables
+// and a warning says why; a role that may not create a publication of
+// all tables is told what to run, or to ask for the tables of today.
+func TestChangeEventsTablesCreatedLater(t *testing.T) {
+	e := testenv.New(t)
+	ctx := context.Background()
+	e.Exec(`CREATE TABLE public.customers (id integer PRIMARY KEY, name text NOT NULL); INSERT INTO public.customers VALUES (1, 'Kim')`)
+	host, port, user, db := testenv.DebeziumDB(t, e)
+	connector := func(slot string) string {
+		return writeConnector(t, map[string]string{
+			"connector.class":   "io.debezium.connector.postgresql.PostgresConnector",
+			"database.hostname": host, "database.port": port, "database.user": user, "database.dbname": db,
+			"topic.prefix": "shop", "plugin.name": "pgoutput", "slot.name": slot, "publication.name": slot,
+			"snapshot.mode":                  "no_data",
+			"key.converter":                  "org.apache.kafka.connect.json.JsonConverter",
+			"key.converter.schemas.enable":   "false",
+			"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
+			"value.converter.schemas.enable": "false",
+		})
+	}
+	allTables := func(pub string) bool {
+		t.Helper()
+		var all bool
+		if err := e.Conn.QueryRow(ctx, "SELECT puballtables FROM pg_publication WHERE pubname = $1", pub).Scan(&all); err != nil {
+			t.Fatalf("publication %s: %v", pub, err)
+		}
+		return all
+	}
+	// keys reads n records of topic and their keys and ops.
+	keys := func(topic string, n int) []string {
+		t.Helper()
+		var out []string
+		for _, r := range kafkatest.Consume(t, e.Brokers, []string{topic}, n, 30*time.Second) {
+			var v struct{ Op string }
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("%s: %s: %v", topic, r.Value, err)
+			}
+			out = append(out, string(r.Key)+" "+v.Op)
+		}
+		return out
+	}
+	conf := connector("later")
+	p := testenv.StartBinary(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+	e.AwaitSlotActive(t, "later")
+	if !allTables("later") {
+		t.Fatalf("the publication created for no table list does not publish all tables:\n%s", p.Out.String())
+	}
+	e.Exec(`BEGIN; CREATE TABLE public.refunds (refund_no integer PRIMARY KEY, amount numeric(10,2) NOT NULL);
+INSERT INTO public.refunds VALUES (501, 9.99); COMMIT`)
+	e.Exec(`UPDATE public.refunds SET amount = 10 WHERE refund_no = 501`)
+	if got := keys("shop.public.refunds", 2); !slices.Equal(got, []string{`{"refund_no":501} c`, `{"refund_no":501} u`}) {
+		t.Errorf("a table created while pgoutbox runs: %v, want its insert and update keyed by its primary key", got)
+	}
+	if len(p.Logged("capturing a table created since start")) == 0 {
+		t.Errorf("the capture of public.refunds is not logged:\n%s", p.Out.String())
+	}
+	p.Signal(t, syscall.SIGTERM)
+	e.Exec(`CREATE TABLE public.credits (credit_id integer PRIMARY KEY); INSERT INTO public.credits VALUES (7), (8)`)
+	p = testenv.StartBinary(t, "run", "--config", conf, "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+	e.AwaitSlotActive(t, "later")
+	if got := keys("shop.public.credits", 2); !slices.Equal(got, []string{`{"credit_id":7} c`, `{"credit_id":8} c`}) {
+		t.Errorf("a table created while pgoutbox was stopped: %v, want both its rows", got)
+	}
+	p.Signal(t, syscall.SIGTERM)
+
+	// A table without a replica identity: a publication of all tables
+	// would make PostgreSQL refuse its UPDATE and DELETE (as the one just
+	// created does for a table created from now on).
+	e.Exec(`SELECT pg_drop_replication_slot('later'); DROP PUBLICATION later`)
+	e.Exec(`CREATE TABLE public.log_lines (line text)`)
+	p = testenv.StartBinary(t, "run", "--config", connector("named"), "--kafka-brokers", strings.Join(e.Brokers, ","), "--log-format", "json")
+	e.AwaitSlotActive(t, "named")
+	if allTables("named") || !strings.Contains(p.Out.String(), "publication named publishes the pipeline's tables, not all tables: public.log_lines has no replica identity") {
+		t.Errorf("with public.log_lines without a replica identity: want the matched tables published and a warning:\n%s", p.Out.String())
+	}
+	e.Exec(`UPDATE public.log_lines SET line = 'still updatable'`)
+	p.Signal(t, syscall.SIGTERM)
+	e.Exec(`DROP TABLE public.log_lines`)
+
+	// A role that may not create a publication of all tables.
+	role := fmt.Sprintf("later_app_%d", rand.IntN(1<<30))
+	e.Exec(fmt.Sprintf(`CREATE ROLE %[1]s LOGIN REPLICATION; GRANT CREATE ON DATABASE %[2]s TO %[1]s; ALTER TABLE public.customers OWNER TO %[1]s;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgoutbox_state TO %[1]s; GRANT SELECT, INSERT, UPDATE ON pgoutbox_dead_letter TO %[1]s; GRANT SELECT, INSERT, UPDATE ON pgoutbox_lease TO %[1]s;
+`, role, `"`+db+`"`) + testenv.GrantHeartbeatSQL(role))
+	args := []string{"run", "--database-url", e.AppURL(role), "--kafka-brokers", strings.Join(e.Brokers, ","), "--format", "debezium",
+		"--table-include-list", `public\.customers`, "--slot", "app", "--publication", "app", "--snapshot-mode", "no_data", "--mode", "wal"}
+	out, err := testenv.RunToExit(t, args...)
+	if err == nil || !strings.Contains(out, "CREATE PUBLICATION app FOR ALL TABLES") || !strings.Contains(out, "--publication-all-tables=false") {
+		t.Errorf("a role that may not create a publication of all tables: %v\n%s", err, out)
+	}
+	p = testenv.StartBinary(t, append(args, "--publication-all-tables=false", "--log-format", "json")...)
+	e.AwaitSlotActive(t, "app")
+	if allTables("app") {
+		t.Errorf("--publication-all-tables=false created a publication of all tables")
+	}
+	p.Signal(t, syscall.SIGTERM)
+}

@@ -52,7 +52,10 @@ func TestSIGTERMUnderLoadLeavesNoDuplicates(t *testing.T) {
 	e.Setup(cfg)
 	load := e.StartLoad(t, 3)
 	p := e.Run(t)
-	time.Sleep(1500 * time.Millisecond)
+	// The stop under test is the stream's: a SIGTERM during setup, which
+	// a busy machine can make last past any fixed wait, proves another.
+	testenv.Eventually(t, 30*time.Second, "streaming", func() bool { return len(p.Logged("streaming")) > 0 })
+	time.Sleep(1000 * time.Millisecond)
 	if err := p.Signal(t, syscall.SIGTERM); err != nil {
 		var exit *exec.ExitError
 		errors.As(err, &exit)

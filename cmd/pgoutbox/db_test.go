@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/pgcluster"
 	"github.com/pgoutbox/pgoutbox/test/kafkatest"
 )
@@ -1102,7 +1103,11 @@ func TestTableInfoPrimaryKey(t *testing.T) {
 		`CREATE INDEX keyless_id ON keyless (id)`)
 	for table, want := range map[string][]string{"public.composite": {"booked", "id"}, "public.bykey": {"seq"},
 		"public.unique_only": {"seq", "note"}, "public.clustered": {"id"}, "public.keyless": nil} {
-		shape, err := tableInfo(context.Background(), &common{databaseURL: dbURL}, table)
+		tt, err := outbox.ParseTable(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape, err := tableInfo(context.Background(), &common{databaseURL: dbURL}, tt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1116,7 +1121,7 @@ func TestTableInfoPrimaryKey(t *testing.T) {
 	// Debezium fails to read a table whose first unique index has an
 	// expression; pgoutbox says so at start.
 	exec(t, dbURL, `CREATE TABLE byexpr (id uuid NOT NULL, email text NOT NULL)`, `CREATE UNIQUE INDEX byexpr_email ON byexpr (lower(email))`)
-	if _, err := tableInfo(context.Background(), &common{databaseURL: dbURL}, "public.byexpr"); err == nil || !strings.Contains(err.Error(), "byexpr_email") {
+	if _, err := tableInfo(context.Background(), &common{databaseURL: dbURL}, outbox.Table{Schema: "public", Name: "byexpr"}); err == nil || !strings.Contains(err.Error(), "byexpr_email") {
 		t.Errorf("an expression index: %v", err)
 	}
 }

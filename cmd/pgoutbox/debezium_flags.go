@@ -138,24 +138,14 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 	// the router's records one mapping, so its tables must agree.
 	var first schema.TableShape
 	for i, table := range tables {
-		shape, err := tableInfo(ctx, c, table)
+		t, err := outbox.ParseTable(table)
 		if err != nil {
 			return err
 		}
-		t, _ := outbox.ParseTable(table) // parsed by tableInfo
-		key := shape.key
-		if m.messageKeyColumns != "" {
-			mk, err := messageKey(m.messageKeyColumns, t, shape.columns)
-			if err != nil {
-				return err
-			}
-			if mk != nil {
-				key = mk
-			}
+		sh, err := m.shape(ctx, c, t)
+		if err != nil {
+			return err
 		}
-		// Debezium writes a table without a key with a null Kafka key,
-		// not the id column's.
-		sh := schema.TableShape{NotNull: shape.notNull, Defaults: shape.defaults, KeyColumns: key, NullKey: len(key) == 0}
 		switch {
 		case i == 0:
 			first = sh
@@ -172,6 +162,29 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 		}
 	}
 	return nil
+}
+
+// shape is what table t's change events take from the catalog: its NOT
+// NULL columns, defaults and key (message.key.columns' where it names
+// columns of t, else the primary key's).
+func (m *mappingFlags) shape(ctx context.Context, c *common, t outbox.Table) (schema.TableShape, error) {
+	shape, err := tableInfo(ctx, c, t)
+	if err != nil {
+		return schema.TableShape{}, err
+	}
+	key := shape.key
+	if m.messageKeyColumns != "" {
+		mk, err := messageKey(m.messageKeyColumns, t, shape.columns)
+		if err != nil {
+			return schema.TableShape{}, err
+		}
+		if mk != nil {
+			key = mk
+		}
+	}
+	// Debezium writes a table without a key with a null Kafka key, not
+	// the id column's.
+	return schema.TableShape{NotNull: shape.notNull, Defaults: shape.defaults, KeyColumns: key, NullKey: len(key) == 0}, nil
 }
 
 // sameShape tells whether two tables have one shape.
@@ -437,11 +450,7 @@ type tableShape struct {
 // text, as the JDBC driver gives Debezium it; a generated column's
 // expression is no default. Without a primary key the key is the table's
 // first unique index (uniqueIndex), as Debezium reads it.
-func tableInfo(ctx context.Context, c *common, table string) (tableShape, error) {
-	t, err := outbox.ParseTable(table)
-	if err != nil {
-		return tableShape{}, err
-	}
+func tableInfo(ctx context.Context, c *common, t outbox.Table) (tableShape, error) {
 	conn, err := c.connectUser(ctx)
 	if err != nil {
 		return tableShape{}, fmt.Errorf("reading the outbox table's columns: %w", err)
@@ -490,7 +499,7 @@ ORDER BY a.attnum`, t.Schema, t.Name)
 		return tableShape{}, err
 	}
 	if n == 0 {
-		return tableShape{}, fmt.Errorf("table %s: %w", table, errNoTable)
+		return tableShape{}, fmt.Errorf("table %s: %w", t, errNoTable)
 	}
 	for i := 1; i <= len(keyPos); i++ {
 		shape.key = append(shape.key, keyPos[i])

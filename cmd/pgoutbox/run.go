@@ -16,6 +16,7 @@ import (
 	"github.com/rabbitmq/rabbitmq-stream-go-client/pkg/logs"
 
 	"github.com/pgoutbox/pgoutbox/broker"
+	"github.com/pgoutbox/pgoutbox/outbox"
 	"github.com/pgoutbox/pgoutbox/relay"
 	"github.com/pgoutbox/pgoutbox/replication"
 	"github.com/pgoutbox/pgoutbox/router"
@@ -32,12 +33,14 @@ type common struct {
 	tableExclude string
 	slot         string
 	publication  string
-	logFormat    string
-	logLevel     string
-	config       string
-	iamAuth      bool
-	iamRegion    string
-	tlsSecrets   []string // sslpassword, which applyDBTLS may take out of the URL
+	// publicationAllTables: --publication-all-tables.
+	publicationAllTables bool
+	logFormat            string
+	logLevel             string
+	config               string
+	iamAuth              bool
+	iamRegion            string
+	tlsSecrets           []string // sslpassword, which applyDBTLS may take out of the URL
 	// initialStatements (--database-initial-statements) run on the
 	// connections that read the user's tables and catalog.
 	initialStatements []string
@@ -54,6 +57,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Var(statementsFlag{&c.initialStatements}, "database-initial-statements", "SQL statements run in order, each on its own, when it opens, on each connection that reads the tables and catalog, as Debezium runs them on its JDBC connections; not on the replication connection nor on those of pgoutbox's own tables (Debezium's database.initial.statements): separated by ';', where ';;' is a ';' within a statement")
 	fs.StringVar(&c.slot, "slot", "pgoutbox", "replication slot name; also names the pipeline")
 	fs.StringVar(&c.publication, "publication", "pgoutbox", "publication name")
+	fs.BoolVar(&c.publicationAllTables, "publication-all-tables", true, "change events of tables --table-include-list matches: a publication pgoutbox creates publishes all tables (FOR ALL TABLES, which only a superuser may create), so that a table created later is captured from its first row, as Debezium's publication.autocreate.mode=all_tables; false: the tables matched at start only (filtered)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "log format: auto (pretty on a terminal, JSON otherwise), pretty, json or text")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.Var(paramsFlag{&c.templateParams}, "template-param", "NAME=value: a parameter of the OpenShift Template --config names, as oc process -p gives it (repeat the flag for each; the environment's PGOUTBOX_TEMPLATE_PARAM takes several, separated by newlines)")
@@ -278,6 +282,17 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 			msg += " (--table's default: name the outbox table with --table or --table-include-list; in a Debezium configuration, table.include.list or schema.include.list)"
 		}
 		return cfg, nil, errors.New(msg)
+	}
+	if cfg.ChangeEvents() {
+		if cfg.Replication.Captures, err = c.captures(); err != nil {
+			return cfg, nil, err
+		}
+		if cfg.Replication.Captures != nil {
+			cfg.Shape = func(ctx context.Context, t outbox.Table) (schema.TableShape, error) {
+				return f.mapping.shape(ctx, c, t)
+			}
+			cfg.Replication.PublishAllTables = c.publicationAllTables
+		}
 	}
 	if cfg.Mode == relay.ModeAuto && cfg.ChangeEvents() {
 		// Polling reads inserts: the updates and deletes of change

@@ -60,8 +60,7 @@ func (c *common) resolveTables(ctx context.Context) (tables []string, matched st
 	}
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\_%' AND c.relname NOT IN ('pgoutbox_state', 'pgoutbox_dead_letter', 'pgoutbox_lease', 'pgoutbox_schema_version')
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
 ORDER BY 1, 2`)
 	if err != nil {
 		return nil, "", fmt.Errorf("--table-include-list: list tables: %w", err)
@@ -77,6 +76,9 @@ ORDER BY 1, 2`)
 	for _, t := range all {
 		// Matched as Debezium matches: against schema.table as Postgres
 		// stores them, unquoted.
+		if !capturable(t) {
+			continue
+		}
 		name := t.Schema + "." + t.Name
 		if !include.Match(name) || exclude.Match(name) {
 			continue
@@ -92,6 +94,42 @@ ORDER BY 1, 2`)
 		return nil, "", fmt.Errorf("--table-include-list %q matches no table of the database", c.tableInclude)
 	}
 	return tables, strings.Join(tables, ","), nil
+}
+
+// capturable tells a table patterns may match: not the system's, nor one
+// of pgoutbox's own.
+func capturable(t outbox.Table) bool {
+	switch {
+	case t.Schema == "pg_catalog", t.Schema == "information_schema", strings.HasPrefix(t.Schema, "pg_"):
+		return false
+	}
+	switch t.Name {
+	case "pgoutbox_state", "pgoutbox_dead_letter", "pgoutbox_lease", "pgoutbox_schema_version":
+		return false
+	}
+	return true
+}
+
+// captures is the pipeline's patterns as replication.Config.Captures
+// takes them: the tables --table-include-list matches and
+// --table-exclude-list does not, created since start, which Debezium's
+// connector captures from its first row; nil without patterns.
+func (c *common) captures() (func(outbox.Table) bool, error) {
+	if c.tableInclude == "" {
+		return nil, nil
+	}
+	include, err := schema.ParsePatterns(c.tableInclude)
+	if err != nil {
+		return nil, fmt.Errorf("--table-include-list: %w", err)
+	}
+	exclude, err := schema.ParsePatterns(c.tableExclude)
+	if err != nil {
+		return nil, fmt.Errorf("--table-exclude-list: %w", err)
+	}
+	return func(t outbox.Table) bool {
+		name := t.Schema + "." + t.Name
+		return capturable(t) && include.Match(name) && !exclude.Match(name)
+	}, nil
 }
 
 // tableList names the configured tables, comma-separated.
