@@ -196,7 +196,20 @@ func (p *pipeline) learn(ctx context.Context, rel *outbox.Relation) error {
 		return nil
 	}
 	sh, err := p.cfg.Shape(ctx, t)
-	if err != nil {
+	switch {
+	case errors.Is(err, replication.ErrNoTable):
+		// Dropped before its first row was read (a staging table
+		// created, filled and dropped): the Relation message's replica
+		// identity is the key; no column is known NOT NULL.
+		sh = schema.TableShape{}
+		for _, c := range rel.Columns {
+			if c.Key {
+				sh.KeyColumns = append(sh.KeyColumns, c.Name)
+			}
+		}
+		sh.NullKey = len(sh.KeyColumns) == 0
+		p.log.Warn("a table created since start is gone from the catalog: its change events are keyed by its replica identity, its columns optional", "table", t.String())
+	case err != nil:
 		return fmt.Errorf("read the key and columns of %s: %w", t, err)
 	}
 	for _, e := range []*schema.Encoder{p.enc, p.encConnect, p.encChange} {

@@ -37,7 +37,11 @@ func msgRelation(id uint32, ns, name string, cols ...schema.Column) []byte {
 	b = append(b, 'd')
 	b = binary.BigEndian.AppendUint16(b, uint16(len(cols)))
 	for _, c := range cols {
-		b = append(b, 0)
+		flags := byte(0)
+		if c.Key {
+			flags = 1
+		}
+		b = append(b, flags)
 		b = append(append(b, c.Name...), 0)
 		b = binary.BigEndian.AppendUint32(b, c.TypeOID)
 		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
@@ -212,7 +216,7 @@ func TestDecodeRelationRefresh(t *testing.T) {
 		msgBegin(0x10, 1),
 		msgInsert(1, []byte("a"), []byte("t"), []byte("k"), []byte("{}")),
 		msgCommit(0x10, 0x10),
-		msgRelation(1, "public", "outbox", append([]schema.Column{{Name: "extra", TypeOID: 25}}, outboxCols...)...),
+		msgRelation(1, "public", "outbox", append([]schema.Column{{Name: "extra", TypeOID: 25, Key: true}}, outboxCols...)...),
 		msgBegin(0x20, 2),
 		msgInsert(1, []byte("x"), []byte("b"), []byte("t"), []byte("k"), []byte("{}")),
 	}
@@ -231,6 +235,11 @@ func TestDecodeRelationRefresh(t *testing.T) {
 	}
 	if rows[1].Relation.Columns[0].Name != "extra" || len(rows[1].Values) != 5 {
 		t.Fatalf("new shape not applied: %+v", rows[1].Relation)
+	}
+	// The replica identity's flag (a change event's key where the
+	// catalog no longer has the table).
+	if !rows[1].Relation.Columns[0].Key || rows[1].Relation.Columns[1].Key {
+		t.Errorf("key flags: %+v", rows[1].Relation.Columns)
 	}
 }
 

@@ -243,8 +243,8 @@ func parseWith(data []byte, tuples bool) (any, error) {
 		}
 		rel.Columns = make([]schema.Column, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
-			r.byte1("column flags")
-			c := schema.Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type"), TypMod: int32(r.uint32("column modifier"))}
+			flags := r.byte1("column flags")
+			c := schema.Column{Name: r.cstring("column name"), TypeOID: r.uint32("column type"), TypMod: int32(r.uint32("column modifier")), Key: flags&1 == 1}
 			rel.Columns = append(rel.Columns, c)
 		}
 		m = rel

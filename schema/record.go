@@ -198,6 +198,9 @@ type Column struct {
 	// Mapper is what the configuration's column mask or truncation does
 	// to the column (DebeziumConfig.MapColumns); zero for nothing.
 	Mapper ColumnMapper
+	// Key: the column is part of the table's replica identity, as the
+	// Relation message flags it (its primary key, by default).
+	Key bool
 }
 
 func (c Column) typ() pgType { return pgType{oid: c.TypeOID, mod: c.TypMod, mapper: c.Mapper} }

@@ -231,7 +231,8 @@ func isSubsequence(want, got []string) bool {
 // creates it, so a table created while pgoutbox runs (in the transaction
 // of its first row) is captured from that row, keyed by its own primary
 // key, and one created while pgoutbox is stopped is captured at the next
-// start from its first row too. Where a table of the database has no
+// start from its first row too; one dropped before its row is read
+// neither stops the stream nor loses the row. Where a table of the database has no
 // replica identity, whose UPDATE and DELETE PostgreSQL would refuse under
 // a publication of all tables, the publication names the matched tables
 // and a warning says why; a role that may not create a publication of
@@ -288,6 +289,18 @@ INSERT INTO public.refunds VALUES (501, 9.99); COMMIT`)
 	}
 	if len(p.Logged("capturing a table created since start")) == 0 {
 		t.Errorf("the capture of public.refunds is not logged:\n%s", p.Out.String())
+	}
+	// A staging table created, filled and dropped in one transaction is
+	// gone from the catalog when its row is read: keyed by the replica
+	// identity the stream gives, and the stream goes on.
+	e.Exec(`BEGIN; CREATE TABLE public.staging (batch integer PRIMARY KEY, n integer NOT NULL); INSERT INTO public.staging VALUES (1, 10);
+DROP TABLE public.staging; COMMIT`)
+	e.Exec(`INSERT INTO public.refunds VALUES (502, 1)`)
+	if got := keys("shop.public.staging", 1); !slices.Equal(got, []string{`{"batch":1} c`}) {
+		t.Errorf("a table dropped before its row was read: %v", got)
+	}
+	if got := keys("shop.public.refunds", 3); len(got) != 3 || got[2] != `{"refund_no":502} c` {
+		t.Errorf("after the dropped table: %v, want the next insert of public.refunds", got)
 	}
 	p.Signal(t, syscall.SIGTERM)
 	e.Exec(`CREATE TABLE public.credits (credit_id integer PRIMARY KEY); INSERT INTO public.credits VALUES (7), (8)`)

@@ -289,7 +289,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		}
 		if cfg.Replication.Captures != nil {
 			cfg.Shape = func(ctx context.Context, t outbox.Table) (schema.TableShape, error) {
-				return f.mapping.shape(ctx, c, t)
+				sh, err := f.mapping.shape(ctx, c, t)
+				if errors.Is(err, errNoTable) {
+					err = fmt.Errorf("%w: %s", replication.ErrNoTable, t)
+				}
+				return sh, err
 			}
 			cfg.Replication.PublishAllTables = c.publicationAllTables
 		}
