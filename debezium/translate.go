@@ -390,6 +390,13 @@ func (c config) columnMappings(r *reading) {
 			items = append(items, kind.name+":"+m[1]+":"+c.connector[k])
 		}
 	}
+	// The columns and the types whose source type is propagated, after
+	// the masks, as ColumnMappers adds them.
+	for _, kind := range []struct{ key, name string }{{"column.propagate.source.type", "propagate"}, {"datatype.propagate.source.type", "propagate-type"}} {
+		if v, ok := c.connector[kind.key]; ok && strings.TrimSpace(v) != "" {
+			items = append(items, kind.name+":"+v)
+		}
+	}
 	// The hashes, after the masks, as ColumnMappers adds them: v1 keys,
 	// then v2 keys. An algorithm holds no dot; the salt is the rest.
 	for _, kind := range []struct{ name, re string }{{"hash", `^column\.mask\.hash\.([^.]+)\.with\.salt\.(.+)$`}, {"hash-v2", `^column\.mask\.hash\.v2\.([^.]+)\.with\.salt\.(.+)$`}} {

@@ -23,7 +23,12 @@ type ColumnMapper struct {
 	// value, HashV2 the v2 keys' strategy (the value's UTF-8 bytes).
 	Hash, Salt string
 	HashV2     bool
-	Exclude    bool
+	// Propagate (column.propagate.source.type, datatype.propagate.source.type)
+	// adds the column's source type, length, scale and name (Name) to its
+	// schema's parameters, as Debezium's PropagateSourceMetadataToSchemaParameter.
+	Propagate bool
+	Name      string
+	Exclude   bool
 }
 
 // ColumnFilter is column.include.list (Include) or column.exclude.list:
@@ -47,14 +52,18 @@ func (f ColumnFilter) Excludes(schemaName, table, column string) bool {
 type ColumnMapping struct {
 	Patterns Patterns
 	Mapper   ColumnMapper
+	// ByType matches the patterns against schema.table.type, the type's
+	// name as PostgreSQL has it (datatype.propagate.source.type).
+	ByType bool
 }
 
 // ParseColumnMappings reads mappings written "truncate:N:PATTERN,…",
-// "mask:N:PATTERN,…", "hash:ALGORITHM:SALT:PATTERN,…" or
-// "hash-v2:ALGORITHM:SALT:PATTERN,…", several separated by ';', in the
-// order they apply: the first that matches a column is its mapper, as
-// Debezium's ColumnMappers takes the truncations, then the masks, then the
-// hashes, then the v2 hashes.
+// "mask:N:PATTERN,…", "propagate:PATTERN,…", "propagate-type:PATTERN,…",
+// "hash:ALGORITHM:SALT:PATTERN,…" or "hash-v2:ALGORITHM:SALT:PATTERN,…",
+// several separated by ';', in the order they apply: the first that
+// matches a column is its mapper, as Debezium's ColumnMappers takes the
+// truncations, then the masks, then the columns and the types whose source
+// type is propagated, then the hashes, then the v2 hashes.
 func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 	var out []ColumnMapping
 	for _, item := range strings.Split(s, ";") {
@@ -62,6 +71,15 @@ func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 			continue
 		}
 		kind, rest, _ := strings.Cut(item, ":")
+		if kind == "propagate" || kind == "propagate-type" {
+			m := ColumnMapping{Mapper: ColumnMapper{Propagate: true}, ByType: kind == "propagate-type"}
+			var err error
+			if m.Patterns, err = ParsePatterns(rest); err != nil {
+				return nil, fmt.Errorf("schema: column mapping %q: %w", item, err)
+			}
+			out = append(out, m)
+			continue
+		}
 		if kind == "hash" || kind == "hash-v2" {
 			alg, rest, ok1 := strings.Cut(rest, ":")
 			salt, list, ok2 := strings.Cut(rest, ":")
@@ -83,7 +101,7 @@ func ParseColumnMappings(s string) ([]ColumnMapping, error) {
 		n64, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32)
 		n := int32(n64)
 		if !ok || err != nil || n < 0 || (kind != "truncate" && kind != "mask") {
-			return nil, fmt.Errorf("schema: column mapping %q: want truncate:N:PATTERN,…, mask:N:PATTERN,…, hash:ALGORITHM:SALT:PATTERN,… or hash-v2:ALGORITHM:SALT:PATTERN,…", item)
+			return nil, fmt.Errorf("schema: column mapping %q: want truncate:N:PATTERN,…, mask:N:PATTERN,…, propagate:PATTERN,…, propagate-type:PATTERN,…, hash:ALGORITHM:SALT:PATTERN,… or hash-v2:ALGORITHM:SALT:PATTERN,…", item)
 		}
 		m := ColumnMapping{}
 		if n == 0 {
@@ -126,8 +144,19 @@ func (c *DebeziumConfig) MapColumns(schemaName, table string, cols []Column) []C
 		name := schemaName + "." + table + "." + col.Name
 		var m ColumnMapper
 		for _, cm := range c.ColumnMappings {
-			if cm.Patterns.Match(name) {
+			match := name
+			if cm.ByType {
+				typ, ok := sourceTypeName(col.TypeOID)
+				if !ok {
+					continue
+				}
+				match = schemaName + "." + table + "." + typ
+			}
+			if cm.Patterns.Match(match) {
 				m = cm.Mapper
+				if m.Propagate {
+					m.Name = col.Name
+				}
 				break
 			}
 		}
@@ -166,6 +195,11 @@ func charLength(t pgType) int {
 func (m ColumnMapper) addParams(params string, t pgType) string {
 	var kv string
 	switch {
+	case m.Propagate:
+		kv = sourceParams(t, m.Name)
+		if kv == "" {
+			return params
+		}
 	case m.Mask > 0 || m.Hash != "":
 		kv = `"masked":"true"`
 	case m.Truncate > 0 && stringColumn(t.oid):

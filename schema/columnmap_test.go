@@ -57,3 +57,42 @@ func TestColumnMappings(t *testing.T) {
 		}
 	}
 }
+
+// The source types column.propagate.source.type and
+// datatype.propagate.source.type add: by column name or by type name, in
+// any case, after the truncations and masks (the first matching mapper
+// wins, as in Debezium's ColumnMappers), with the JDBC driver's length and
+// scale of the type and its modifier; a type that is not built in gets
+// none.
+func TestPropagateSourceType(t *testing.T) {
+	ms, err := ParseColumnMappings(`truncate:4:public\.t\.code;propagate:public\.t\.(code|amount|at|free);propagate-type:.+\.INT8`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DebeziumConfig{ColumnMappings: ms}
+	cols := c.MapColumns("public", "t", []Column{
+		{Name: "code", TypeOID: oidVarchar, TypMod: 10 + 4},
+		{Name: "amount", TypeOID: oidNumeric, TypMod: (12<<16 | 2) + 4},
+		{Name: "at", TypeOID: oidTimestamptz, TypMod: 3},
+		{Name: "free", TypeOID: oidVarchar, TypMod: -1},
+		{Name: "big", TypeOID: oidInt8, TypMod: -1},
+		{Name: "small", TypeOID: oidInt2, TypMod: -1},
+		{Name: "mood", TypeOID: 90000, TypMod: -1},
+	})
+	for i, want := range []string{
+		`{"truncateLength":"4"}`,
+		`{"scale":"2","connect.decimal.precision":"12","__debezium.source.column.type":"NUMERIC","__debezium.source.column.length":"12","__debezium.source.column.scale":"2","__debezium.source.column.name":"amount"}`,
+		`{"__debezium.source.column.type":"TIMESTAMPTZ","__debezium.source.column.length":"32","__debezium.source.column.scale":"3","__debezium.source.column.name":"at"}`,
+		`{"__debezium.source.column.type":"VARCHAR","__debezium.source.column.length":"2147483647","__debezium.source.column.scale":"0","__debezium.source.column.name":"free"}`,
+		`{"__debezium.source.column.type":"INT8","__debezium.source.column.length":"19","__debezium.source.column.scale":"0","__debezium.source.column.name":"big"}`,
+		``,
+	} {
+		ct, _ := connectTypeOf(cols[i].typ(), valueModes{})
+		if ct.params != want {
+			t.Errorf("%s: parameters %s, want %s", cols[i].Name, ct.params, want)
+		}
+	}
+	if p := sourceParams(cols[6].typ(), "mood"); p != "" {
+		t.Errorf("a type not built in: %s", p)
+	}
+}
