@@ -352,7 +352,7 @@ var options = []Option{
 			}
 		}},
 	{Part: Connector, Key: "skipped.operations", Default: "t", Setting: "skipped-operations",
-		Takes:   "any of `c`, `u`, `d`, `t` (any case), comma-separated, or `none`: the change events not published (pgoutbox publishes no truncates); the Outbox Event Router's records are inserts, which `c` skips",
+		Takes:   "any of `c`, `u`, `d`, `t` (any case), comma-separated, or `none`: the change events not published: a truncate's, where `t` is not among them, is one per table the `TRUNCATE` names (op `t`, a null key, no row); the Outbox Event Router's records are inserts, which `c` skips",
 		Refuses: "another operation, as Debezium does",
 		read: func(r *reading, k, v string) {
 			list := strings.TrimSpace(v)

@@ -324,6 +324,7 @@ func parseSkipped(list string) (skipped map[schema.Op]bool, err error) {
 		case "d":
 			skipped[schema.OpDelete] = true
 		case "t":
+			skipped[schema.OpTruncate] = true
 		default:
 			return nil, fmt.Errorf("skipped operations %q: %q is none of c, u, d, t, or none", list, strings.TrimSpace(op))
 		}

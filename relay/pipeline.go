@@ -171,6 +171,7 @@ func newPipeline(cfg Config, log *slog.Logger, hs hooks, ready *Readiness, stats
 	}
 	p.cfg.Replication.OnUpdate = p.onUpdate
 	p.cfg.Replication.ChangeEvents = p.cfg.ChangeEvents()
+	p.cfg.Replication.Truncates = p.cfg.Replication.ChangeEvents && !p.cfg.skipped()[schema.OpTruncate]
 	p.skipped = p.cfg.skipped()
 	up := &upkeep{cfg: p.cfg, log: log, lastPublish: &stats.LastPublish, broker: ready.broker, hooks: hs}
 	p.tables = newOutboxTables(p.cfg, tables, up)

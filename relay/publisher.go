@@ -288,7 +288,7 @@ func (p *publisher) eventID(b *schema.Binding, c *outbox.Change, of string) stri
 		return b.RawID(c.Values)
 	}
 	if of == "" {
-		of = [...]string{schema.OpInsert: "c", schema.OpUpdate: "u", schema.OpDelete: "d"}[c.Op]
+		of = [...]string{schema.OpInsert: "c", schema.OpUpdate: "u", schema.OpDelete: "d", schema.OpTruncate: "t"}[c.Op]
 	}
 	if c.Snapshot != 0 || c.FinalLSN == 0 {
 		id := b.RawID(c.Values)

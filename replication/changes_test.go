@@ -127,3 +127,45 @@ func TestDecodeUnchangedToastInInsert(t *testing.T) {
 		}
 	}
 }
+
+// Under Truncates, a TRUNCATE of the pipeline's tables is a row per table
+// (op t, its relation, every value null), in the order the message names
+// them, the first returned and the others held in more for the stream;
+// another table of the message is counted and skipped. Without it, the
+// truncate is counted and reported, and yields no row.
+func TestDecodeTruncates(t *testing.T) {
+	for _, truncates := range []bool{true, false} {
+		var counters Counters
+		rels := newRelations([]outbox.Table{{Schema: "public", Name: "a"}, {Schema: "public", Name: "b"}}, nil, true)
+		d := newDecoder(rels, &counters)
+		d.changeEvents, d.truncates = true, truncates
+		cols := []schema.Column{{Name: "id", TypeOID: 23, Key: true}, {Name: "note", TypeOID: 25}}
+		for _, m := range [][]byte{msgRelation(1, "public", "a", cols...), msgRelation(2, "public", "b", cols...),
+			msgRelation(3, "public", "other", cols...), msgBegin(0x300, 9)} {
+			if _, _, err := d.decode(0x10, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, ok, err := d.decode(0x20, msgTruncate(2, 3, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !truncates {
+			if ok || len(d.more) != 0 || counters.Truncates.Load() != 2 || len(d.truncated) != 2 {
+				t.Errorf("without Truncates: row %v, %d more, %d truncates counted", ok, len(d.more), counters.Truncates.Load())
+			}
+			continue
+		}
+		got := []outbox.Change{c}
+		got = append(got, d.more...)
+		if !ok || len(got) != 2 || counters.OtherTables.Load() != 1 {
+			t.Fatalf("want two rows and the other table counted: ok %v, %d rows, %d other", ok, len(got), counters.OtherTables.Load())
+		}
+		for i, want := range []string{"b", "a"} {
+			g := got[i]
+			if g.Op != schema.OpTruncate || g.Relation.Name != want || len(g.Values) != 2 || g.Values[0] != nil || g.Ordinal != uint32(i+1) || g.FinalLSN != 0x300 || g.XID != 9 {
+				t.Errorf("row %d: %+v, want public.%s truncated", i, g, want)
+			}
+		}
+	}
+}

@@ -42,8 +42,12 @@ type decoder struct {
 	counters   *Counters
 	onUpdate   func(outbox.Table, pglogrepl.LSN) error
 	// changeEvents makes the updates and deletes of the pipeline's tables
-	// rows (Config.ChangeEvents).
+	// rows (Config.ChangeEvents); truncates their truncates
+	// (Config.Truncates), more holding those of a message's tables after
+	// the first, which the stream hands over after it.
 	changeEvents bool
+	truncates    bool
+	more         []outbox.Change
 	// ordinal counts the current transaction's rows (Change.Ordinal).
 	ordinal uint32
 	// truncated are the outbox tables the last message truncated; gone
@@ -156,12 +160,30 @@ func (d *decoder) decode(walStart pglogrepl.LSN, data []byte) (c outbox.Change, 
 		}
 	case truncateMsg:
 		d.truncated = d.truncated[:0]
+		var rows []outbox.Change
 		for _, id := range m {
+			if d.truncates {
+				r, ok, err := d.rowRelation(id, walStart, "TRUNCATE")
+				if err != nil {
+					return c, false, err
+				}
+				if ok {
+					d.counters.Rows.Add(1)
+					d.ordinal++
+					rows = append(rows, outbox.Change{Kind: outbox.KindRow, Ordinal: d.ordinal, Op: schema.OpTruncate, LSN: walStart, FinalLSN: d.final, PrevEnd: d.prevEnd,
+						XID: d.xid, CommitTime: d.commitTime, Relation: r.Relation, Values: make([][]byte, len(r.Relation.Columns))})
+				}
+				continue // rowRelation counted another table's
+			}
 			if r, ok := d.relations[id]; ok && (r.class == classOutbox || r.class == classRenamed) {
 				d.counters.Truncates.Add(1)
 				d.truncated = append(d.truncated, r.root)
 			}
 			d.count(id)
+		}
+		if len(rows) > 0 {
+			d.more = append(d.more, rows[1:]...)
+			return rows[0], true, nil
 		}
 	case message:
 		if d.messages.Reads(m.prefix) {

@@ -76,6 +76,10 @@ type Config struct {
 	// as rows too (outbox.Change's Op, Old), as Debezium's change events
 	// carry them, and a publication pgoutbox creates publishes them.
 	ChangeEvents bool
+	// Truncates, under ChangeEvents, makes each truncate of a pipeline's
+	// table a row of its own (Op schema.OpTruncate, every value null), as
+	// Debezium publishes one where skipped.operations leaves out no t.
+	Truncates bool
 	// Captures, when set, tells the tables besides Tables whose rows are
 	// the pipeline's too: those its patterns match (Debezium's
 	// table.include.list and table.exclude.list as regular expressions,
@@ -403,6 +407,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- *Batch) error {
 	dec := newDecoder(s.rels, &s.Counters)
 	dec.onUpdate = s.cfg.OnUpdate
 	dec.changeEvents = s.cfg.ChangeEvents
+	dec.truncates = s.cfg.ChangeEvents && s.cfg.Truncates
 	dec.messages = s.cfg.Messages
 	h := newHandoff(out)
 	nextStatus := time.Now()
@@ -571,6 +576,13 @@ func (s *Stream) xlogData(dec *decoder, h *handoff, data []byte, flush func() er
 	}
 	if err := s.add(h, c, flush); err != nil {
 		return err
+	}
+	for len(dec.more) > 0 {
+		c := dec.more[0]
+		dec.more = dec.more[1:]
+		if err := s.add(h, c, flush); err != nil {
+			return err
+		}
 	}
 	if b := dec.boundary; b != nil {
 		dec.boundary = nil

@@ -917,7 +917,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 	}
 	var reason string
 	keyCols := c.keyColumns(r.columnName(fID))
-	noKey := keyCols == nil
+	noKey := keyCols == nil || r.Op == OpTruncate // Debezium's truncate event has a null key
 	if e.ConnectOnly() {
 		return Message{}, errors.New("schema: a change event under StringConverter or the avro converter is written by package transform (Encoder.ConnectOnly)")
 	}
@@ -958,7 +958,7 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		return Message{}, err
 	}
 	buf = append(buf, `,"after":`...)
-	if r.Op == OpDelete {
+	if r.Op == OpDelete || r.Op == OpTruncate {
 		buf = append(buf, "null"...)
 	} else if buf, err = appendRowStruct(buf, c, r, r.Values, keyCols); err != nil {
 		return Message{}, err
@@ -973,6 +973,8 @@ func (e *Encoder) encodeDebeziumChange(r *Record) (Message, error) {
 		op = `,"op":"u","ts_ms":`
 	case r.Op == OpDelete:
 		op = `,"op":"d","ts_ms":`
+	case r.Op == OpTruncate:
+		op = `,"op":"t","ts_ms":`
 	case r.Origin.Snapshot != 0:
 		op = `,"op":"r","ts_ms":`
 	}

@@ -472,6 +472,8 @@ const (
 	OpUpdate
 	// OpDelete is a delete (op d).
 	OpDelete
+	// OpTruncate is a table's truncate (op t): no key, no row.
+	OpTruncate
 )
 
 // FieldValue is one additional column's value.

@@ -181,7 +181,7 @@ func (t *newState) apply(r *Record) (bool, error) {
 	b := r.ValueSchema.field("before")
 	before, _ := env.Values[b].(*Struct)
 	if before == nil {
-		return true, nil // a truncate's: pgoutbox writes none
+		return false, nil // neither row: a truncate's, which handleTruncateRecord drops
 	}
 	// A delete (handleDeleteRecord).
 	switch t.mode {
