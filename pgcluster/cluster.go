@@ -238,12 +238,30 @@ func (c *Cluster) Restart(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.srv.pgctlStart(ctx, c.Port); err != nil {
-		return err
+	// Another process's free-port probe (package freeport binds a port to
+	// try it) may hold the port for a moment while the server is down:
+	// the start is tried again for a few seconds before that is an error.
+	for attempt := 1; ; attempt++ {
+		err := c.srv.pgctlStart(ctx, c.Port)
+		if err == nil {
+			break
+		}
+		if attempt == restartAttempts || !errors.Is(err, errPortInUse) {
+			return err
+		}
+		c.logger.Debug("port taken while the server was down; retrying", "port", c.Port, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 	c.logger.Info("postgres cluster restarted", "port", c.Port)
 	return nil
 }
+
+// restartAttempts bounds the starts Restart tries on its port.
+const restartAttempts = 10
 
 // Close stops the server (immediate mode) and removes its directory; with
 // an external server it drops the database. Calling it again does nothing.

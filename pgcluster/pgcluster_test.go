@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,19 @@ func TestStopRestartKeepsData(t *testing.T) {
 	}
 	if c.Port != port {
 		t.Fatalf("restarted on port %d, want %d", c.Port, port)
+	}
+	// Another process's free-port probe holding the port for a moment
+	// while the server is down: Restart waits it out.
+	if err := c.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(time.Second, func() { ln.Close() })
+	if err := c.Restart(ctx); err != nil {
+		t.Fatalf("Restart while the port was held a second: %v", err)
 	}
 	// Restart of a running server restarts it.
 	if err := c.Restart(ctx); err != nil {
