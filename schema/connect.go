@@ -36,6 +36,19 @@ const (
 	oidTimetz  uint32 = 1266
 	oidIntvl   uint32 = 1186
 	oidMoney   uint32 = 790
+
+	oidOID       uint32 = 26
+	oidCidr      uint32 = 650
+	oidMacaddr8  uint32 = 774
+	oidMacaddr   uint32 = 829
+	oidInet      uint32 = 869
+	oidTsvector  uint32 = 3614
+	oidInt4Range uint32 = 3904
+	oidNumRange  uint32 = 3906
+	oidTsRange   uint32 = 3908
+	oidTstzRange uint32 = 3910
+	oidDateRange uint32 = 3912
+	oidInt8Range uint32 = 3926
 )
 
 // pgType is a column's type: its OID and modifier (atttypmod, -1 for
@@ -106,8 +119,16 @@ func connectTypeOfType(t pgType, m valueModes) (ct connectType, ok bool) {
 		return connectType{typ: "float"}, true
 	case oidFloat8:
 		return connectType{typ: "double"}, true
-	case oidText, oidVarchar, oidBpchar, oidName:
+	case oidText, oidVarchar, oidBpchar, oidName, oidInet, oidCidr, oidMacaddr, oidMacaddr8,
+		oidInt4Range, oidInt8Range, oidNumRange, oidTsRange, oidTstzRange, oidDateRange:
+		// The network types and the ranges as PostgreSQL prints them.
 		return connectType{typ: "string"}, true
+	case oidXML:
+		return connectType{typ: "string", name: "io.debezium.data.Xml", version: 1}, true
+	case oidTsvector:
+		return connectType{typ: "string", name: "io.debezium.data.Tsvector", version: 1}, true
+	case oidOID:
+		return connectType{typ: "int64"}, true
 	case oidUUID:
 		return connectType{typ: "string", name: "io.debezium.data.Uuid", version: 1}, true
 	case oidJSON, oidJSONB:
@@ -236,7 +257,7 @@ func appendConnectValue(dst []byte, t pgType, m valueModes, text []byte) ([]byte
 			return append(dst, "false"...), ""
 		}
 		return dst, "malformed boolean"
-	case oidInt2, oidInt4, oidInt8:
+	case oidInt2, oidInt4, oidInt8, oidOID:
 		if _, err := strconv.ParseInt(string(text), 10, 64); err != nil {
 			return dst, "malformed integer"
 		}
@@ -643,4 +664,12 @@ func appendJavaDouble(dst []byte, f float64, bits int) []byte {
 	dst = append(dst, mant...)
 	dst = append(dst, 'E')
 	return strconv.AppendInt(dst, int64(e), 10)
+}
+
+// MapsType tells whether a change event carries a column of the type oid;
+// it leaves out one of any other type (an enum, an array, a domain, an
+// extension's), as Debezium leaves out the types it does not know.
+func MapsType(oid uint32) bool {
+	_, ok := connectTypeOfType(pgType{oid: oid, mod: -1}, valueModes{})
+	return ok
 }

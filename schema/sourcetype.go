@@ -17,9 +17,6 @@ import (
 // bytea, an unconstrained varchar): its unknownLength, Integer.MAX_VALUE.
 const unknownLength = 2147483647
 
-// oidOID is the oid type's OID, which the driver sizes as an int4.
-const oidOID uint32 = 26
-
 // sourceTypeNames are the built-in types' names, as pg_type has them.
 var sourceTypeNames = map[uint32]string{
 	oidBool: "bool", oidBytea: "bytea", oidChar: "char", oidName: "name", oidInt8: "int8", oidInt2: "int2", oidInt4: "int4",

@@ -23,6 +23,9 @@ import (
 
 // mappingFlags are run's column-mapping and Debezium-format flags.
 type mappingFlags struct {
+	// unmapped names, per table, the columns apply found of types the
+	// change events leave out, for run to say so.
+	unmapped                   []string
 	additional                 string
 	additionalMissing          string
 	key, value, header         string
@@ -142,9 +145,12 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 		if err != nil {
 			return err
 		}
-		sh, err := m.shape(ctx, c, t)
+		sh, unmapped, err := m.shapeAndUnmapped(ctx, c, t)
 		if err != nil {
 			return err
+		}
+		if format == schema.Debezium && len(unmapped) > 0 {
+			m.unmapped = append(m.unmapped, t.String()+": "+strings.Join(unmapped, ", "))
 		}
 		switch {
 		case i == 0:
@@ -168,15 +174,22 @@ func (m *mappingFlags) apply(ctx context.Context, fs *flag.FlagSet, cfg *relay.C
 // NULL columns, defaults and key (message.key.columns' where it names
 // columns of t, else the primary key's).
 func (m *mappingFlags) shape(ctx context.Context, c *common, t outbox.Table) (schema.TableShape, error) {
+	sh, _, err := m.shapeAndUnmapped(ctx, c, t)
+	return sh, err
+}
+
+// shapeAndUnmapped is shape, with the columns of types a change event
+// leaves out (tableShape.unmapped).
+func (m *mappingFlags) shapeAndUnmapped(ctx context.Context, c *common, t outbox.Table) (schema.TableShape, []string, error) {
 	shape, err := tableInfo(ctx, c, t)
 	if err != nil {
-		return schema.TableShape{}, err
+		return schema.TableShape{}, nil, err
 	}
 	key := shape.key
 	if m.messageKeyColumns != "" {
 		mk, err := messageKey(m.messageKeyColumns, t, shape.columns)
 		if err != nil {
-			return schema.TableShape{}, err
+			return schema.TableShape{}, nil, err
 		}
 		if mk != nil {
 			key = mk
@@ -184,7 +197,7 @@ func (m *mappingFlags) shape(ctx context.Context, c *common, t outbox.Table) (sc
 	}
 	// Debezium writes a table without a key with a null Kafka key, not
 	// the id column's.
-	return schema.TableShape{NotNull: shape.notNull, Defaults: shape.defaults, KeyColumns: key, NullKey: len(key) == 0}, nil
+	return schema.TableShape{NotNull: shape.notNull, Defaults: shape.defaults, KeyColumns: key, NullKey: len(key) == 0}, shape.unmapped, nil
 }
 
 // sameShape tells whether two tables have one shape.
@@ -426,6 +439,19 @@ func (mc *mappingCheck) check(ctx context.Context, fs *flag.FlagSet, conn *pgx.C
 	return nil
 }
 
+// changeEvents tells whether run, given the same flags, publishes change
+// events of the tables (relay.Config.ChangeEvents), whose updates and
+// deletes the publication slot create makes must carry.
+func (mc *mappingCheck) changeEvents() bool {
+	f, err := schema.ParseFormat(mc.format)
+	if err != nil {
+		return false
+	}
+	cfg := mc.cfg
+	cfg.Encoder.Format = f
+	return cfg.ChangeEvents()
+}
+
 // isMappingFlag tells whether a flag is one of registerMappingFlags'.
 func isMappingFlag(name string) bool {
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
@@ -441,6 +467,9 @@ type tableShape struct {
 	key      []string
 	defaults map[string]string
 	columns  []string // in the table's order
+	// unmapped are the columns of types the change events leave out
+	// (schema.MapsType), "name (type)".
+	unmapped []string
 }
 
 // tableInfo reads the table's shape. indkey is an int2vector, whose
@@ -460,7 +489,8 @@ func tableInfo(ctx context.Context, c *common, t outbox.Table) (tableShape, erro
 SELECT a.attname, a.attnotnull,
        coalesce(CASE WHEN array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) < i.indnkeyatts
          THEN array_position(i.indkey::int2[], a.attnum) - array_lower(i.indkey::int2[], 1) + 1 END, 0) AS keypos,
-       CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END
+       CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END,
+       a.atttypid::bigint, format_type(a.atttypid, a.atttypmod)
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -477,13 +507,18 @@ ORDER BY a.attnum`, t.Schema, t.Name)
 	n := 0
 	for rows.Next() {
 		var (
-			col string
-			nn  bool
-			pos int
-			def *string
+			col     string
+			nn      bool
+			pos     int
+			def     *string
+			typ     int64
+			typName string
 		)
-		if err := rows.Scan(&col, &nn, &pos, &def); err != nil {
+		if err := rows.Scan(&col, &nn, &pos, &def, &typ, &typName); err != nil {
 			return tableShape{}, err
+		}
+		if !schema.MapsType(uint32(typ)) {
+			shape.unmapped = append(shape.unmapped, col+" ("+typName+")")
 		}
 		n++
 		shape.columns = append(shape.columns, col)

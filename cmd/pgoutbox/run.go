@@ -283,6 +283,11 @@ func (f *relayFlags) build(ctx context.Context, fs *flag.FlagSet, stderr io.Writ
 		}
 		return cfg, nil, errors.New(msg)
 	}
+	if cfg.ChangeEvents() && len(f.mapping.unmapped) > 0 {
+		log.Warn("columns of types pgoutbox does not map are left out of the change events, as Debezium leaves out the types it does not know; "+
+			"Debezium maps enums, arrays, domains and extensions' types (hstore, citext, ltree, PostGIS) that pgoutbox does not yet",
+			"columns", strings.Join(f.mapping.unmapped, "; "))
+	}
 	if cfg.ChangeEvents() {
 		if cfg.Replication.Captures, err = c.captures(); err != nil {
 			return cfg, nil, err

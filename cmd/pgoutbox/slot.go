@@ -66,6 +66,12 @@ func slotCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	rcfg := replication.Config{DatabaseURL: c.databaseURL, Table: tables[0], Slot: c.slot, Publication: c.publication, Failover: failover}
+	if sub == "create" && mc.changeEvents() {
+		// The publication run would make: of updates and deletes too, and
+		// of all tables where patterns capture those created later.
+		rcfg.ChangeEvents = true
+		rcfg.PublishAllTables = c.publicationAllTables && c.tableInclude != ""
+	}
 	if len(tables) > 1 {
 		rcfg.Tables = tables
 	}
