@@ -163,12 +163,13 @@ func (p *publisher) publish(ctx context.Context, batch []outbox.Change) error {
 
 // row takes one row from its binding to the sink.
 func (p *publisher) row(ctx context.Context, i int, c *outbox.Change) error {
-	if _, ok := p.bindings[c.Relation]; !ok {
+	bd, ok := p.bindings[c.Relation]
+	if !ok {
 		if err := p.pipe.learn(ctx, c.Relation); err != nil {
 			return err
 		}
+		bd = p.bind(c.Relation)
 	}
-	bd := p.bind(c.Relation)
 	b := bd.b
 	if bd.err != nil {
 		if !p.historic || p.dl == nil {
@@ -300,10 +301,8 @@ func (p *publisher) eventID(b *schema.Binding, c *outbox.Change, of string) stri
 	return c.FinalLSN.String() + "/" + strconv.FormatUint(uint64(c.Ordinal), 10) + "/" + of
 }
 
+// bind binds rel's columns, once: row looks the binding up first.
 func (p *publisher) bind(rel *outbox.Relation) binding {
-	if b, ok := p.bindings[rel]; ok {
-		return b
-	}
 	var bd binding
 	b, err := p.cols.BindTable(rel.Schema, rel.Name, p.pipe.enc.MapColumns(rel.Schema, rel.Name, rel.Columns))
 	if err != nil {
