@@ -55,7 +55,11 @@ func TestTakeoverAfterSIGKILL(t *testing.T) {
 func TestHolderKeepsThePipelineBetweenSessions(t *testing.T) {
 	e := testenv.New(t)
 	e.Setup(e.Config())
-	common := []string{"--mode", "wal", "--lease-renew", "2s", "--lease-ttl", "10s"}
+	// A holder whose lock is gone keeps the pipeline for two renewal
+	// intervals (8 s here): the pause, the other relay's try and the
+	// reconnection's backoff fit in them with seconds to spare on a busy
+	// machine.
+	common := []string{"--mode", "wal", "--lease-renew", "4s", "--lease-ttl", "20s"}
 	a := e.Run(t, common...)
 	testenv.Eventually(t, 15*time.Second, "the first relay streaming", func() bool { return e.Slot("pgoutbox").Active })
 	first := leaseHolder(e)
@@ -78,8 +82,8 @@ WHERE pid = (SELECT lock_pid FROM pgoutbox_lease WHERE pipeline = 'pgoutbox')
    OR pid = (SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'pgoutbox')`).Scan(&ended); err != nil || ended != 2 {
 		t.Fatalf("ended %d of the first relay's connections (the lock's and the walsender), want 2: %v", ended, err)
 	}
-	// The other relay tries every 2s.
-	time.Sleep(2200 * time.Millisecond)
+	// The other relay tries every 4s.
+	time.Sleep(4200 * time.Millisecond)
 	if h := leaseHolder(e); h != first {
 		t.Fatalf("the second relay (%s) took the pipeline while the first was between sessions", h)
 	}

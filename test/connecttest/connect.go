@@ -11,10 +11,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgoutbox/pgoutbox/freeport"
 	"github.com/pgoutbox/pgoutbox/proc"
 	"github.com/pgoutbox/pgoutbox/test/testbin"
 )
@@ -109,7 +110,17 @@ const readyTimeout = 2 * time.Minute
 // with the end of connect.log.
 func Start(t testing.TB, opts Options) *Worker {
 	t.Helper()
-	w, err := start(opts)
+	// The REST port, free when picked, may be bound by another process
+	// before the JVM binds it seconds later: a new port then.
+	var (
+		w   *Worker
+		err error
+	)
+	for attempt := 1; attempt <= 3; attempt++ {
+		if w, err = start(opts); !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("connecttest: %v", err)
 	}
@@ -194,7 +205,11 @@ func start(opts Options) (*Worker, error) {
 	w := &Worker{URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: wdir, p: p}
 	if err := w.waitReady(); err != nil {
 		p.Kill()
-		return nil, fmt.Errorf("Kafka Connect in %s did not start: %v\n%s", wdir, err, w.LogTail(8192))
+		tail := w.LogTail(8192)
+		if strings.Contains(tail, "Failed to bind to /127.0.0.1:"+strconv.Itoa(port)) {
+			return nil, fmt.Errorf("%w: Kafka Connect in %s: %v", errPortTaken, wdir, err)
+		}
+		return nil, fmt.Errorf("Kafka Connect in %s did not start: %v\n%s", wdir, err, tail)
 	}
 	w.Started = time.Since(begin)
 	ok = true
@@ -340,14 +355,14 @@ func (w *Worker) LogOf(name string) string {
 	return strings.Join(out, "\n")
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port below the kernel's range for outgoing connections
+// (package freeport), which no client's connection takes while the JVM
+// starts.
+func freePort() (int, error) { return freeport.Port() }
+
+// errPortTaken: the worker's REST port was bound by another process
+// before the worker bound it.
+var errPortTaken = errors.New("the REST port was taken before Kafka Connect bound it")
 
 // install finds java and the installed jars, installing them with
 // .ci/install-debezium (Maven) into the module's .cache/debezium on first
